@@ -18,10 +18,12 @@ import (
 )
 
 type policyJSON struct {
-	MaxAttempts int                   `json:"max_attempts"`
-	RetryDelay  isoduration.Duration  `json:"retry_delay"`
-	Deadline    *isoduration.Duration `json:"deadline"`
-	Priority    int                   `json:"priority"`
+	MaxAttempts   int                   `json:"max_attempts"`
+	RetryDelay    isoduration.Duration  `json:"retry_delay"`
+	RetryBackoff  float64               `json:"retry_backoff"`
+	MaxRetryDelay *isoduration.Duration `json:"max_retry_delay"`
+	Deadline      *isoduration.Duration `json:"deadline"`
+	Priority      int                   `json:"priority"`
 }
 
 type attemptJSON struct {
@@ -100,7 +102,8 @@ func toOccurrenceJSON(o engine.Occurrence) occurrenceJSON {
 		CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt, LockExpiresAt: o.LockExpiresAt,
 		SettledAt: o.SettledAt, DeadlineAt: o.DeadlineAt, Route: o.Route, ErrorCode: o.ErrorCode, ErrorMessage: o.ErrorMessage,
 		Inputs: o.Inputs, Outputs: o.Outputs, AttemptsLeft: o.AttemptsLeft, DeferredAt: o.DeferredAt, DeferReason: o.DeferReason,
-		Policy: policyJSON{MaxAttempts: o.Policy.MaxAttempts, RetryDelay: isoduration.Duration(o.Policy.RetryDelay), Deadline: durPtr(o.Policy.Deadline), Priority: o.Policy.Priority}}
+		Policy: policyJSON{MaxAttempts: o.Policy.MaxAttempts, RetryDelay: isoduration.Duration(o.Policy.RetryDelay), RetryBackoff: o.Policy.RetryBackoff,
+			MaxRetryDelay: durPtr(o.Policy.MaxRetryDelay), Deadline: durPtr(o.Policy.Deadline), Priority: o.Policy.Priority}}
 	if o.ConsumerID != nil {
 		out.Consumer = &consumerRef{ID: *o.ConsumerID, Name: o.ConsumerName}
 	}

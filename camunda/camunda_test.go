@@ -1012,3 +1012,65 @@ func TestFetchesAreCounted(t *testing.T) {
 		t.Errorf("relais_pull_claimed_total = %v after the facade's fetches, want 0", got)
 	}
 }
+
+// TestAnotherConsumersTasksStayItsOwn: a consumer sharing a definition with
+// another lists and reads the tasks anyone may fetch, and its own, but not
+// another consumer's live lock (its worker, its business key, its last
+// error) nor its deferral; a lock that lapsed is anyone's task again,
+// without the other consumer's worker named.
+func TestAnotherConsumersTasksStayItsOwn(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	res := f.Must(201, "POST", "/api/v1/consumers", f.Admin, map[string]any{"name": "audit-team",
+		"grants": []any{map[string]any{"definition": typedKey, "revisions": []int{1}}}})
+	other := res.JSON(t)["token"].(string)
+	_, locked := f.start("Locked")
+	f.fetch("team-a-worker", 1)
+	_, deferred := f.start("Deferred")
+	f.fetch("team-a-worker", 1)
+	f.Must(200, "POST", "/api/v1/pull/occurrences/"+deferred+"/defer", f.token, map[string]any{"worker_id": "team-a-worker", "reason": "waits for a signature"})
+	_, open := f.start("Open")
+
+	seen := func(token string) []string {
+		t.Helper()
+		res := f.Do("GET", "/engine-rest/external-task", token, nil)
+		mustJSON(t, res, 200)
+		var tasks []map[string]any
+		if err := json.Unmarshal(res.Body, &tasks); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, task := range tasks {
+			ids = append(ids, task["id"].(string))
+			if task["id"] != open && task["workerId"] != nil && token == other {
+				t.Errorf("another consumer's worker named: %v", task)
+			}
+		}
+		count := f.Do("GET", "/engine-rest/external-task/count", token, nil).JSON(t)["count"]
+		if count != float64(len(ids)) {
+			t.Errorf("count %v, list %d", count, len(ids))
+		}
+		return ids
+	}
+	if got, want := strings.Join(seen(f.token), ","), locked+","+deferred+","+open; got != want {
+		t.Errorf("the holder lists %s, want %s", got, want)
+	}
+	if got := strings.Join(seen(other), ","); got != open {
+		t.Errorf("another consumer lists %s, want only the open task %s", got, open)
+	}
+	for _, id := range []string{locked, deferred} {
+		mustException(t, f.Do("GET", "/engine-rest/external-task/"+id, other, nil), 404, "RestException")
+		mustJSON(t, f.call("GET", "/external-task/"+id, nil), 200)
+	}
+	mustJSON(t, f.Do("GET", "/engine-rest/external-task/"+open, other, nil), 200)
+
+	f.Clock.Advance(2 * time.Minute) // the lock lapses
+	task := f.Do("GET", "/engine-rest/external-task/"+locked, other, nil)
+	mustJSON(t, task, 200)
+	if w := task.JSON(t)["workerId"]; w != nil {
+		t.Errorf("a lapsed lock's task names the other consumer's worker %v", w)
+	}
+	if got := strings.Join(seen(other), ","); got != locked+","+open {
+		t.Errorf("after the lock lapsed another consumer lists %s, want %s", got, locked+","+open)
+	}
+}

@@ -247,7 +247,7 @@ func (f *Facade) listTasks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, o := range occs {
-		out = append(out, taskOf(o))
+		out = append(out, taskOf(o, p.ConsumerID))
 	}
 	encode(w, http.StatusOK, out)
 	return nil
@@ -290,10 +290,16 @@ func (f *Facade) getTask(w http.ResponseWriter, r *http.Request) error {
 		return taskError(id, err)
 	}
 	switch o.Status {
-	case engine.StatusAvailable, engine.StatusReserved, engine.StatusDeferred:
+	case engine.StatusAvailable:
+	case engine.StatusReserved, engine.StatusDeferred:
+		if !heldBy(o, p.ConsumerID) {
+			// Another consumer's live lock or deferral is its own, as
+			// in the list.
+			return taskNotFound(id.String())
+		}
 	default:
 		return taskNotFound(id.String())
 	}
-	encode(w, http.StatusOK, taskOf(o))
+	encode(w, http.StatusOK, taskOf(o, p.ConsumerID))
 	return nil
 }

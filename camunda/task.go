@@ -78,13 +78,24 @@ func (f *Facade) lockedTask(ctx context.Context, res engine.Reservation, workerI
 	return lt, nil
 }
 
-// taskOf is the ExternalTaskDto of an observed open occurrence.
-func taskOf(o engine.Occurrence) externalTask {
+// heldBy reports whether consumerID holds (or last held) o.
+func heldBy(o engine.Occurrence, consumerID int64) bool {
+	return o.ConsumerID != nil && *o.ConsumerID == consumerID
+}
+
+// taskOf is the ExternalTaskDto of an observed open occurrence, as
+// consumerID sees it: the worker of another consumer, whose lock lapsed,
+// is not named.
+func taskOf(o engine.Occurrence, consumerID int64) externalTask {
+	worker := o.WorkerID
+	if !heldBy(o, consumerID) {
+		worker = nil
+	}
 	return externalTask{
 		ActivityID: o.Node, ErrorMessage: o.ErrorMessage, ID: o.ID.String(),
 		LockExpirationTime: timePtr(o.LockExpiresAt), CreateTime: camundaTime(o.CreatedAt),
 		ProcessDefinitionKey: nonEmpty(o.ProcessKey), ProcessInstanceID: o.InstanceID.String(),
-		Retries: o.Remaining(), WorkerID: o.WorkerID, Priority: o.Policy.Priority,
+		Retries: o.Remaining(), WorkerID: worker, Priority: o.Policy.Priority,
 		TopicName: o.Definition, BusinessKey: o.BusinessKey,
 	}
 }

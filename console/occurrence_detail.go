@@ -250,7 +250,7 @@ func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, in
 // destination and timeout.
 func occurrencePolicy(ctx context.Context, o engine.Occurrence) []fact {
 	retries := fact{Label: T(ctx, "Maximum attempts"), Value: number(ctx, o.Policy.MaxAttempts)}
-	delay := &fact{Label: T(ctx, "Retry delay"), Value: formatDuration(ctx, o.Policy.RetryDelay)}
+	delay := &fact{Label: T(ctx, "Retry delay"), Value: retryDelayText(ctx, o.Policy.RetryDelay, o.Policy.RetryBackoff, o.Policy.MaxRetryDelay)}
 	if o.Mode == "push" {
 		// A push call is never retried: its failure takes the node's
 		// error path at once, whatever max_attempts says.
@@ -270,6 +270,22 @@ func occurrencePolicy(ctx context.Context, o engine.Occurrence) []fact {
 		fs = append(fs, fact{Label: T(ctx, "Call timeout"), Value: formatDuration(ctx, *o.Timeout)})
 	}
 	return fs
+}
+
+// retryDelayText says how long a retryable failure waits: a fixed delay,
+// or one that grows after each failure, up to its cap (nil: Relais's
+// ceiling).
+func retryDelayText(ctx context.Context, delay time.Duration, backoff float64, ceiling *time.Duration) string {
+	first := formatDuration(ctx, delay)
+	if backoff <= 1 {
+		return first
+	}
+	factor := localNumber(ctx, strconv.FormatFloat(backoff, 'f', -1, 64))
+	if ceiling == nil {
+		return T(ctx, "%s, multiplied by %s after each failure, up to Relais’s ceiling", first, factor)
+	}
+	limit := formatDuration(ctx, *ceiling)
+	return T(ctx, "%s, multiplied by %s after each failure, up to %s", first, factor, limit)
 }
 
 // attemptsSummary counts the attempts against their budget.

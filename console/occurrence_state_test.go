@@ -265,3 +265,26 @@ func TestDeadlineErrorIsNotPinnedOnTheAttempt(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowingRetryDelayIsShown: a policy whose retry delay grows after
+// each failure says so on the occurrence's page and on its process's, in
+// both languages.
+func TestGrowingRetryDelayIsShown(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_backoff", relaistest.CRMProcess(map[string]any{"retry_delay": "PT10S", "retry_backoff": 2, "max_retry_delay": "PT5M"}))
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_backoff/instances", env.Operator,
+		map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)
+	occ := inst["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		want := []string{"multiplied by 2 after each failure, up to 5 minutes", "multiplié par 2 après chaque échec, jusqu’à 5 minutes"}[i]
+		if got := text(b.mustGet("/console/occurrences/"+occ, 200), "policy"); !strings.Contains(got, want) {
+			t.Errorf("%s: occurrence policy %q, want it to contain %q", lang, got, want)
+		}
+		if got := text(b.mustGet("/console/processes/crm_backoff/versions/1", 200), "nodes"); !strings.Contains(got, want) {
+			t.Errorf("%s: process nodes %q, want it to contain %q", lang, got, want)
+		}
+	}
+}

@@ -299,7 +299,12 @@ func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus ma
 		row.OnError = append(row.OnError, T(ctx, "fails the instance"))
 	}
 	if n.Kind == process.KindPull {
-		row.Policy = T(ctx, "%d attempts, retry after %s, priority %d", n.Policy.MaxAttempts, formatDuration(ctx, n.Policy.RetryDelay), n.Policy.Priority)
+		var ceiling *time.Duration
+		if n.Policy.MaxRetryDelay > 0 {
+			ceiling = &n.Policy.MaxRetryDelay
+		}
+		retryDelay := retryDelayText(ctx, n.Policy.RetryDelay, n.Policy.Backoff(), ceiling)
+		row.Policy = T(ctx, "%d attempts, retry after %s, priority %d", n.Policy.MaxAttempts, retryDelay, n.Policy.Priority)
 		if n.Policy.Deadline > 0 {
 			deadline := formatDuration(ctx, n.Policy.Deadline)
 			row.Policy = semicolonList(ctx, []string{row.Policy, T(ctx, "deadline %s", deadline)})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"slices"
 	"sort"
 	"strconv"
@@ -516,6 +517,13 @@ func Scrub(message string, protected []string) string {
 	if len(ps) == 0 {
 		return message
 	}
+	// decode reads a form's + as a space: a value with a plus sign (a
+	// phone number, base64) is looked for that way too in decoded text.
+	for _, p := range ps {
+		if strings.Contains(p, "+") {
+			add(strings.ReplaceAll(p, "+", " "))
+		}
+	}
 	sortLongestFirst(ps)
 	spans := matches(foldCase(message), ps, nil)
 	if d := decode(message); d.text != message {
@@ -689,11 +697,14 @@ type decoded struct {
 }
 
 // decode undoes the escapes a service may quote a value with: JSON's
-// \uXXXX (any case, surrogate pairs joined), \" \\ \/ \b \f \n \r \t, and
-// URLs' %XX (any case). Anything else, a malformed escape included, is
-// kept as it is.
+// \uXXXX (any case, surrogate pairs joined), \" \\ \/ \b \f \n \r \t,
+// URLs' %XX (any case) and a form's + for a space, and HTML's character
+// references (&amp; &#39; &#x27; …: an error page escapes what it quotes).
+// Anything else, a malformed escape included, is kept as it is. A +
+// decoded where it was a plus sign only makes a value with a space match
+// where it was written with one: the text is matched, never shown.
 func decode(message string) decoded {
-	if !strings.ContainsAny(message, `\%`) {
+	if !strings.ContainsAny(message, `\%+&`) {
 		return decoded{text: message}
 	}
 	var b strings.Builder
@@ -738,11 +749,41 @@ func decode(message string) decoded {
 				i += 3
 				continue
 			}
+		case c == '+':
+			emit(" ", i, i+1)
+			i++
+			continue
+		case c == '&':
+			if r, n := charRef(message[i:]); n > 0 {
+				emit(r, i, i+n)
+				i += n
+				continue
+			}
 		}
 		emit(message[i:i+1], i, i+1)
 		i++
 	}
 	return decoded{text: b.String(), from: from}
+}
+
+// maxCharRef is the longest HTML character reference charRef reads
+// (&thetasym; and &#x10FFFF; are 10 bytes).
+const maxCharRef = 12
+
+// charRef decodes the HTML character reference at the start of s (which
+// begins with &), ended by its semicolon, and returns its text and length;
+// 0 when there is none.
+func charRef(s string) (string, int) {
+	end := strings.IndexByte(s[:min(len(s), maxCharRef)], ';')
+	if end < 2 {
+		return "", 0
+	}
+	ref := s[:end+1]
+	text := html.UnescapeString(ref)
+	if text == ref {
+		return "", 0
+	}
+	return text, len(ref)
 }
 
 // jsonEscapes are JSON's two-character escapes, by their second character.

@@ -259,6 +259,23 @@ func TestScrubCatchesEscapedSpellings(t *testing.T) {
 			t.Errorf("Scrub(%s) = %s: a spelling of the value is left", msg, got)
 		}
 	}
+	// An error page escapes what it quotes as HTML; a form encodes a
+	// space as +.
+	for _, c := range []struct{ msg, value string }{
+		{`<p>Cardholder Ren&eacute;e O&#x27;Brien &amp; Sons rejected</p>`, "Renée O'Brien & Sons"},
+		{`<p>card tok_Zq9&#39;Xy&amp;7&lt;secret&gt;</p>`, "tok_Zq9'Xy&7<secret>"},
+		{`<p>card tok_Zq9&apos;Xy&#38;7&#x3C;secret&#62;</p>`, "tok_Zq9'Xy&7<secret>"},
+		{`posted street=14+rue+des+Lilas+Cachees&city=Paris`, "14 rue des Lilas Cachees"},
+		{`call +33+6+12+34+56+78 failed`, "+33 6 12 34 56 78"},
+	} {
+		if got := Scrub(c.msg, []string{c.value}); strings.Contains(got, "Brien") || strings.Contains(got, "secret") ||
+			strings.Contains(got, "Lilas") || strings.Contains(got, "34") || !strings.Contains(got, Redacted) {
+			t.Errorf("Scrub(%s) = %s: a spelling of %q is left", c.msg, got, c.value)
+		}
+	}
+	if got := Scrub(`&amp; &bogus; & done +1`, []string{"secret"}); got != `&amp; &bogus; & done +1` {
+		t.Errorf("references that are not the value: %s", got)
+	}
 	if got := Scrub(`astral \ud83d\ude00 here`, []string{"😀"}); got != "astral [redacted] here" {
 		t.Errorf("an astral rune as a surrogate pair: %s", got)
 	}

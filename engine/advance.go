@@ -229,8 +229,11 @@ func (r *run) enter(name string) error {
 		ID: id, InstanceID: r.inst.ID, Node: name, DefinitionKey: node.Definition, Revision: int32(node.Revision),
 		Mode: string(node.Kind), Status: StatusAvailable,
 		Priority: int16(node.Policy.Priority), MaxAttempts: int32(node.Policy.MaxAttempts), RetryDelay: node.Policy.RetryDelay,
-		AvailableAt: r.now, ClaimableAt: &r.now, Inputs: json.RawMessage("{}"),
+		RetryBackoff: node.Policy.Backoff(), AvailableAt: r.now, ClaimableAt: &r.now, Inputs: json.RawMessage("{}"),
 		ProcessKey: &r.inst.ProcessKey, BusinessKey: r.inst.BusinessKey, ProcessVersion: &r.inst.Version,
+	}
+	if node.Policy.MaxRetryDelay > 0 {
+		params.MaxRetryDelay = &node.Policy.MaxRetryDelay
 	}
 	if node.Policy.Deadline > 0 {
 		d, at := node.Policy.Deadline, r.now.Add(node.Policy.Deadline)
@@ -311,13 +314,15 @@ func (r *run) insertNew(p queries.OccurrenceInsertParams) (queries.Occurrence, e
 		Deadline: dus(p.Deadline), DeadlineAt: us(p.DeadlineAt), Destination: p.Destination, Timeout: dus(p.Timeout),
 		AvailableAt: p.AvailableAt.Truncate(time.Microsecond), ClaimableAt: us(p.ClaimableAt), Inputs: p.Inputs, SealedInputs: p.SealedInputs,
 		ErrorCode: p.ErrorCode, ErrorMessage: p.ErrorMessage, CreatedAt: r.now.Truncate(time.Microsecond), SettledAt: us(p.SettledAt),
-		ProcessKey: p.ProcessKey, BusinessKey: p.BusinessKey, ProcessVersion: p.ProcessVersion}
+		ProcessKey: p.ProcessKey, BusinessKey: p.BusinessKey, ProcessVersion: p.ProcessVersion,
+		RetryBackoff: p.RetryBackoff, MaxRetryDelay: dus(p.MaxRetryDelay)}
 	return row, r.q.OccurrenceInsertNew(r.ctx, queries.OccurrenceInsertNewParams{ID: row.ID, InstanceID: row.InstanceID, Node: row.Node,
 		DefinitionKey: row.DefinitionKey, Revision: row.Revision, Mode: row.Mode, Status: row.Status, Priority: row.Priority,
 		MaxAttempts: row.MaxAttempts, RetryDelay: row.RetryDelay, Deadline: row.Deadline, DeadlineAt: row.DeadlineAt,
 		Destination: row.Destination, Timeout: row.Timeout, AvailableAt: row.AvailableAt, ClaimableAt: row.ClaimableAt,
 		Inputs: row.Inputs, SealedInputs: row.SealedInputs, ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage,
-		SettledAt: row.SettledAt, ProcessKey: row.ProcessKey, BusinessKey: row.BusinessKey, ProcessVersion: row.ProcessVersion, CreatedAt: row.CreatedAt})
+		SettledAt: row.SettledAt, ProcessKey: row.ProcessKey, BusinessKey: row.BusinessKey, ProcessVersion: row.ProcessVersion,
+		RetryBackoff: row.RetryBackoff, MaxRetryDelay: row.MaxRetryDelay, CreatedAt: row.CreatedAt})
 }
 
 // nodeInputs evaluates the node's bindings and validates them against the

@@ -59,8 +59,12 @@ type Occurrence struct {
 type Policy struct {
 	MaxAttempts int
 	RetryDelay  time.Duration
-	Deadline    *time.Duration
-	Priority    int
+	// RetryBackoff multiplies RetryDelay after each failure (1: fixed).
+	RetryBackoff float64
+	// MaxRetryDelay caps a growing delay; nil means Relais's ceiling.
+	MaxRetryDelay *time.Duration
+	Deadline      *time.Duration
+	Priority      int
 }
 
 // Attempt is one reservation of an occurrence.
@@ -112,7 +116,8 @@ func occurrenceOf(x observed, rev *Revision) Occurrence {
 		ConsumerID: o.ConsumerID, WorkerID: o.WorkerID, CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt,
 		LockExpiresAt: o.LockExpiresAt, SettledAt: o.SettledAt, DeadlineAt: o.DeadlineAt, Route: o.Route, ErrorCode: o.ErrorCode,
 		ErrorMessage: o.ErrorMessage, AttemptsLeft: attemptsLeft(o), DeferredAt: o.DeferredAt, DeferReason: o.DeferReason,
-		Policy: Policy{MaxAttempts: int(o.MaxAttempts), RetryDelay: o.RetryDelay, Deadline: o.Deadline, Priority: int(o.Priority)},
+		Policy: Policy{MaxAttempts: int(o.MaxAttempts), RetryDelay: o.RetryDelay, RetryBackoff: o.RetryBackoff, MaxRetryDelay: o.MaxRetryDelay,
+			Deadline: o.Deadline, Priority: int(o.Priority)},
 		Inputs: json.RawMessage("{}"), ProcessKey: deref(o.ProcessKey), BusinessKey: o.BusinessKey,
 	}
 	if o.ProcessVersion != nil {

@@ -80,7 +80,7 @@ func (e *Engine) openParams(ctx context.Context, consumerID int64, f OpenFilter)
 	if err != nil || len(pairs.Keys) == 0 {
 		return queries.OccurrenceListOpenPullParams{}, false, err
 	}
-	p := queries.OccurrenceListOpenPullParams{DefinitionKeys: pairs.Keys, Revisions: pairs.Revisions, Now: e.at(),
+	p := queries.OccurrenceListOpenPullParams{DefinitionKeys: pairs.Keys, Revisions: pairs.Revisions, Now: e.at(), ConsumerID: &consumerID,
 		Ids: f.IDs, DefinitionKey: strPtr(f.Definition), WorkerID: strPtr(f.WorkerID), Locked: f.Locked, HasRemaining: f.HasRemaining,
 		LockExpiresAfter: f.LockExpiresAfter, LockExpiresBefore: f.LockExpiresBefore,
 		Nodes: f.Nodes, InstanceIds: f.Instances, ProcessKeys: f.ProcessKeys,
@@ -137,7 +137,7 @@ func (e *Engine) CountOpen(ctx context.Context, consumerID int64, f OpenFilter) 
 	n, err := e.q.OccurrenceCountOpenPull(ctx, queries.OccurrenceCountOpenPullParams{DefinitionKeys: p.DefinitionKeys, Revisions: p.Revisions,
 		Ids: p.Ids, DefinitionKey: p.DefinitionKey, WorkerID: p.WorkerID, LockExpiresAfter: p.LockExpiresAfter, LockExpiresBefore: p.LockExpiresBefore,
 		Nodes: p.Nodes, InstanceIds: p.InstanceIds, ProcessKeys: p.ProcessKeys, MinPriority: p.MinPriority, MaxPriority: p.MaxPriority,
-		Locked: p.Locked, Now: p.Now, HasRemaining: p.HasRemaining})
+		Locked: p.Locked, Now: p.Now, HasRemaining: p.HasRemaining, ConsumerID: p.ConsumerID})
 	return n, wrap("count open occurrences", err)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -330,6 +331,30 @@ type Settlement struct {
 
 // attemptsLeft is how many more reservations o's budget allows: its frozen
 // max_attempts plus the credit releases gave and workers took.
+// policyDelay is the wait the occurrence's policy sets after the nth
+// attempt of its budget failed: retry_delay, multiplied by retry_backoff
+// for each earlier one, at most max_retry_delay and never above ceiling
+// (RELAIS_PULL_MAX_RETRY_DELAY as it stands now: an operator who lowers it
+// lowers the delays of occurrences created before). The budget restarts
+// with an operator's retry, and so does the growth.
+func policyDelay(o queries.Occurrence, n int, ceiling time.Duration) time.Duration {
+	d := o.RetryDelay
+	if o.RetryBackoff > 1 && n > 1 {
+		limit := ceiling
+		if o.MaxRetryDelay != nil && *o.MaxRetryDelay < limit {
+			limit = *o.MaxRetryDelay
+		}
+		// In floating point: the product overflows a Duration long before
+		// 100 attempts of a factor of 10 are spent.
+		grown := float64(d) * math.Pow(o.RetryBackoff, float64(n-1))
+		if grown >= float64(limit) {
+			return max(limit, d)
+		}
+		d = time.Duration(grown)
+	}
+	return d
+}
+
 func attemptsLeft(o queries.Occurrence) int {
 	return max(int(o.MaxAttempts+o.AttemptCredit-o.Attempts), 0)
 }
@@ -859,6 +884,9 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 			return held
 		}
 		left := attemptsLeft(o)
+		// Counted before a worker lowers what is left: its failures in
+		// the budget, this one included, for the policy's backoff.
+		failures := int(o.MaxAttempts) - left
 		if f.AttemptsLeft != nil {
 			if *f.AttemptsLeft > left && !f.ClampAttemptsLeft {
 				return BoundExceeded("attempts_left", left)
@@ -880,7 +908,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		}
 		code, message := redactCode(f.ErrorCode, protected), scrubMessage(f.Message, protected)
 		if f.Retryable && left > 0 {
-			delay := o.RetryDelay
+			delay := policyDelay(o, failures, e.limits.MaxRetryDelay)
 			if f.RetryDelay != nil {
 				delay = *f.RetryDelay
 			}

@@ -44,8 +44,8 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          317,
 	"%[1]s; %[2]s":                             316,
 	"%d (0 lowest, 9 highest)":                 483,
-	"%d attempts":                              487,
-	"%d attempts, retry after %s, priority %d": 644,
+	"%d attempts":                              489,
+	"%d attempts, retry after %s, priority %d": 646,
 	"%d breaking":                              239,
 	"%d changes":                               238,
 	"%d completed":                             314,
@@ -55,49 +55,51 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     325,
 	"%d held instances match now.":             62,
 	"%d hours":                                 341,
-	"%d items":                                 714,
-	"%d left":                                  489,
+	"%d items":                                 716,
+	"%d left":                                  491,
 	"%d min":                                   324,
 	"%d minutes":                               342,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              712,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              714,
 	"%d ms": 344,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         634,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 633,
-	"%d occurrences":                          575,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         636,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 635,
+	"%d occurrences":                          577,
 	"%d releases":                             258,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       323,
 	"%d seconds": 343,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (deferred; settled by %s)":                        547,
-	"%s (deferred; settled with its settle token)":        545,
-	"%s (deferred; settled with its settle token, as %s)": 546,
+	"%s (deferred; settled by %s)":                        549,
+	"%s (deferred; settled with its settle token)":        547,
+	"%s (deferred; settled with its settle token, as %s)": 548,
 	"%s (token #%d, %s)":                                  101,
 	"%s ago":                                              321,
-	"%s so far":                                           543,
-	"%s → %s":                                             639,
+	"%s so far":                                           545,
+	"%s → %s":                                             641,
 	"%s, %s: %s":                                          287,
-	"%s, revision %s":                                     449,
-	"%s, version %s":                                      450,
-	"%s: %s":                                              313,
-	"%s: %s → %s":                                         246,
-	"%s: a date is written 2026-12-01.":                   591,
-	"%s: every revision, present and future":              185,
-	"%s: revision %s":                                     186,
-	"%s: revisions %s":                                    187,
-	"%s: the first day comes after the last.":             592,
-	"%s–%s":                                               312,
-	"(%d characters in all)":                              715,
-	"(%d handed back, not counted)":                       488,
-	"(each item)":                                         702,
-	"(worker %s)":                                         531,
-	"0 seconds":                                           339,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           680,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 520,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 602,
-	"A revision is a definition’s: choose the definition too.": 558,
+	"%s, multiplied by %s after each failure, up to %s":               486,
+	"%s, multiplied by %s after each failure, up to Relais’s ceiling": 485,
+	"%s, revision %s":                         449,
+	"%s, version %s":                          450,
+	"%s: %s":                                  313,
+	"%s: %s → %s":                             246,
+	"%s: a date is written 2026-12-01.":       593,
+	"%s: every revision, present and future":  185,
+	"%s: revision %s":                         186,
+	"%s: revisions %s":                        187,
+	"%s: the first day comes after the last.": 594,
+	"%s–%s":                                   312,
+	"(%d characters in all)":                  717,
+	"(%d handed back, not counted)":           490,
+	"(each item)":                             704,
+	"(worker %s)":                             533,
+	"0 seconds":                               339,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           682,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 522,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 604,
+	"A revision is a definition’s: choose the definition too.": 560,
 	"A version is a process’s: choose the process too.":        385,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -112,13 +114,13 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 390,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       572,
+	"All consumers":                       574,
 	"All definitions":                     305,
 	"All its tasks":                       184,
 	"All processes":                       396,
 	"All statuses":                        398,
-	"All workers":                         728,
-	"An operator abandoned the instance.": 519,
+	"All workers":                         730,
+	"An operator abandoned the instance.": 521,
 	"Any definition":                      397,
 	"Apply filters":                       116,
 	"Apr":                                 330,
@@ -126,13 +128,13 @@ var messageKeyToIndex = map[string]int{
 	"Attempts":                         454,
 	"Audit log":                        110,
 	"Aug":                              334,
-	"Available from":                   499,
+	"Available from":                   501,
 	"Back to definitions":              160,
 	"Back to external tasks":           159,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           654,
-	"Back without saving":              604,
+	"Back to the occurrence":           656,
+	"Back without saving":              606,
 	"Breaks processes":                 216,
 	"Breaks workers":                   217,
 	"Bulk %s applied to %d instances.": 99,
@@ -144,38 +146,38 @@ var messageKeyToIndex = map[string]int{
 	"By process and error code": 85,
 	"Call timeout":              484,
 	"Calls":                     268,
-	"Camunda 7 facade":          732,
-	"Cancelled: the instance was stopped (%s).":               542,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 541,
+	"Camunda 7 facade":          734,
+	"Cancelled: the instance was stopped (%s).":               544,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 543,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           655,
+	"Cannot reveal":                                           657,
 	"Change":                                                  214,
 	"Changes between the two revisions":                       226,
 	"Changes of the Working copy since revision %d":           235,
 	"Choose two existing revisions to compare.":               236,
 	"Classification":                                          193,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            628,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 619,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            630,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 621,
 	"Compare":              213,
 	"Compare revisions":    209,
 	"Completed":            308,
-	"Completed (%s).":      537,
+	"Completed (%s).":      539,
 	"Completed, last hour": 296,
 	"Completions and failures per 5 minutes, last hour: %s":    306,
 	"Completions and failures per 5-minute slot, oldest first": 310,
 	"Completions and failures, last hour":                      289,
-	"Connected":                                                724,
+	"Connected":                                                726,
 	"Constraints":                                              194,
 	"Consumer":                                                 456,
-	"Consumer and worker":                                      569,
+	"Consumer and worker":                                      571,
 	"Consumers":                                                140,
 	"Consumers, oldest first":                                  173,
 	"Counting the occurrences; the counts appear when you reload the page.": 188,
 	"Counts are unavailable right now.":                                     189,
-	"Counts as of %s (%s); refreshed every few seconds.":                    650,
-	"Counts by status": 564,
+	"Counts as of %s (%s); refreshed every few seconds.":                    652,
+	"Counts by status": 566,
 	"Created":          355,
 	"Created from":     83,
 	"Created on":       177,
@@ -184,14 +186,14 @@ var messageKeyToIndex = map[string]int{
 	"Dates":            452,
 	"Deadline":         481,
 	"Dec":              338,
-	"Deferred":         503,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 536,
+	"Deferred":         505,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 538,
 	"Definition":                                 291,
 	"Definition %s":                              196,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                138,
 	"Definitions by key":                         253,
-	"Definitions served":                         722,
+	"Definitions served":                         724,
 	"Definitions, those needing attention first": 290,
 	"Description":                                195,
 	"Destination":                                468,
@@ -207,7 +209,7 @@ var messageKeyToIndex = map[string]int{
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          578,
+	"Earlier attempt:":          580,
 	"End node":                  378,
 	"End node or error":         394,
 	"Ended":                     374,
@@ -216,21 +218,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 273,
 	"Erase this instance…": 365,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 277,
-	"Error":                      568,
-	"Error (before any attempt)": 506,
-	"Error (the deadline passed after attempt %d)": 505,
+	"Error":                      570,
+	"Error (before any attempt)": 508,
+	"Error (the deadline passed after attempt %d)": 507,
 	"Error code":       81,
 	"Error message":    463,
-	"Every %d seconds": 609,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 498,
+	"Every %d seconds": 611,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 500,
 	"Every attempt, oldest first": 455,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  658,
-	"Expired token":                        690,
-	"Expires":                              687,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  660,
+	"Expired token":                        692,
+	"Expires":                              689,
 	"External tasks":                       133,
 	"Failed":                               294,
-	"Failed (%s).":                         540,
+	"Failed (%s).":                         542,
 	"Failed at node":                       380,
 	"Failed occurrence":                    376,
 	"Failed, last hour":                    297,
@@ -241,16 +243,16 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 137,
 	"Find an instance or occurrence":       135,
 	"Finished":                             459,
-	"First page":                           588,
+	"First page":                           590,
 	"Follow it in the audit log (new tab)": 59,
 	"Form refused":                         164,
 	"From revision":                        211,
 	"From revision %d to revision %d:":     237,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  176,
-	"Graph":                   618,
-	"Graph of %s":             632,
-	"HTTP 2xx, unusable body": 549,
+	"Graph":                   620,
+	"Graph of %s":             634,
+	"HTTP 2xx, unusable body": 551,
 	"Headers sent":            264,
 	"Health":                  132,
 	"Held at a node of":       82,
@@ -258,66 +260,66 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                377,
 	"Held instances":          293,
 	"ID":                      174,
-	"In flight":               723,
+	"In flight":               725,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 307,
 	"Inputs":                     219,
 	"Inputs of revision %d":      230,
 	"Inputs of the working copy": 221,
 	"Inputs the instance was started with, labelled by process version %d's contract": 363,
-	"Inputs, labelled by revision %d's contract":                                      490,
+	"Inputs, labelled by revision %d's contract":                                      492,
 	"Instance":                  393,
 	"Instances":                 86,
-	"Instances of this version": 627,
+	"Instances of this version": 629,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 740,
-	"It takes revision %d only.":                       743,
-	"It takes revisions %s only.":                      745,
+	"It takes every revision its consumer is granted.": 742,
+	"It takes revision %d only.":                       745,
+	"It takes revisions %s only.":                      747,
 	"Its calls":                                        269,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 274,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  538,
-	"Its instance went on along the node’s error path.":                                                                                                                    539,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      695,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  540,
+	"Its instance went on along the node’s error path.":                                                                                                                    541,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      697,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     327,
 	"Jul":                     333,
 	"Jun":                     332,
-	"Keep it":                 697,
+	"Keep it":                 699,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       270,
 	"Key":                     254,
-	"Kind":                    622,
+	"Kind":                    624,
 	"Language":                129,
 	"Last changed":            266,
-	"Last error (attempt %d)": 504,
-	"Last reserved":           501,
+	"Last error (attempt %d)": 506,
+	"Last reserved":           503,
 	"Last saved":              200,
-	"Last seen":               725,
-	"Last used":               686,
+	"Last seen":               727,
+	"Last used":               688,
 	"Latest revision":         255,
 	"Lists every change from one revision to another, and whom it may break.": 210,
-	"Local time at %s": 607,
-	"Local time in %s": 606,
-	"Lock expired %s — waiting to be offered again.": 528,
-	"Lock expires":                     502,
+	"Local time at %s": 609,
+	"Local time in %s": 608,
+	"Lock expired %s — waiting to be offered again.": 530,
+	"Lock expires":                     504,
 	"Longest timeout":                  265,
 	"Main navigation":                  131,
 	"Mar":                              329,
 	"Maximum attempts":                 477,
 	"May":                              331,
-	"Message":                          566,
-	"Message from Relais (in English)": 555,
-	"Message from the service (its own words, protected values masked)": 556,
-	"Method not allowed": 662,
+	"Message":                          568,
+	"Message from Relais (in English)": 557,
+	"Message from the service (its own words, protected values masked)": 558,
+	"Method not allowed": 664,
 	"Mode":               475,
-	"More filters: instance, revision, consumer, destination, dates": 560,
+	"More filters: instance, revision, consumer, destination, dates": 562,
 	"Name":                    175,
-	"Never":                   608,
-	"Next attempt":            500,
-	"Next attempt or settled": 570,
+	"Never":                   610,
+	"Next attempt":            502,
+	"Next attempt or settled": 572,
 	"Next node":               354,
-	"Next page":               587,
+	"Next page":               589,
 	"No consumer yet.":        170,
 	"No definition %s has occurrences: check the key, or show all definitions.": 304,
 	"No definition has occurrences yet.":                                        298,
@@ -325,42 +327,42 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        257,
 	"No destination yet.":                                                       259,
 	"No inputs.":                                                                220,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 670,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 672,
 	"No instance matches these filters.": 395,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 668,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 669,
-	"No live worker takes %s now (Workers page).":                                               522,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 523,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           524,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          525,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 670,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 671,
+	"No live worker takes %s now (Workers page).":                                               524,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 525,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           526,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          527,
 	"No more consumers.":                                   171,
 	"No more destinations.":                                260,
-	"No occurrence matches these filters.":                 571,
+	"No occurrence matches these filters.":                 573,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              359,
-	"No outputs yet: the occurrence has not completed.":    493,
+	"No outputs yet: the occurrence has not completed.":    495,
 	"No outputs.":                                          223,
-	"No outputs: the occurrence ended without completing.": 495,
+	"No outputs: the occurrence ended without completing.": 497,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         614,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             737,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             736,
+	"No process is published yet.":                         616,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             739,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             738,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
 	"No release yet.": 204,
 	"No revision yet: the Working copy has never been snapshotted.":          202,
 	"No service ever reserved this occurrence: it ended before any attempt.": 467,
 	"No service has reserved this occurrence yet.":                           464,
-	"No token.":              684,
-	"No value was revealed.": 660,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 738,
-	"No worker is connected.":           726,
-	"No worker serves this definition.": 729,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 735,
+	"No token.":              686,
+	"No value was revealed.": 662,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 740,
+	"No worker is connected.":           728,
+	"No worker serves this definition.": 731,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 737,
 	"Node":                  351,
-	"Nodes":                 620,
-	"Nodes of this version": 629,
-	"Nodes of this version, with their occurrences now": 621,
+	"Nodes":                 622,
+	"Nodes of this version": 631,
+	"Nodes of this version, with their occurrences now": 623,
 	"Nodes reached, in order":                           350,
 	"Not allowed":                                       155,
 	"Not found":                                         163,
@@ -368,23 +370,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 161,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             666,
+	"Nothing to find: the search box is empty.":                             668,
 	"Nothing was done.":         29,
 	"Nov":                       337,
 	"Now":                       473,
 	"Occurrence":                352,
 	"Occurrence %s":             451,
 	"Occurrence offered again":  107,
-	"Occurrences now":           626,
-	"Occurrences, newest first": 565,
+	"Occurrences now":           628,
+	"Occurrences, newest first": 567,
 	"Oct":                       336,
-	"Offered from %s — %s.":     527,
+	"Offered from %s — %s.":     529,
 	"Oldest claimable waits":    295,
-	"On error":                  625,
-	"On success":                624,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         656,
-	"Only administrators may reveal a sensitive value.":                                                           651,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 681,
+	"On error":                  627,
+	"On success":                626,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         658,
+	"Only administrators may reveal a sensitive value.":                                                           653,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 683,
 	"Open":             292,
 	"Operator actions": 347,
 	"Operator actions on this instance, newest first": 360,
@@ -393,30 +395,30 @@ var messageKeyToIndex = map[string]int{
 	"Outputs":                                         222,
 	"Outputs of revision %d":                          231,
 	"Outputs of the working copy":                     224,
-	"Outputs, labelled by revision %d's contract":     492,
-	"Pages":                           585,
+	"Outputs, labelled by revision %d's contract":     494,
+	"Pages":                           587,
 	"Path":                            348,
 	"Pause reloading":                 154,
-	"Pinned revision":                 623,
+	"Pinned revision":                 625,
 	"Policy":                          453,
-	"Previous page":                   586,
+	"Previous page":                   588,
 	"Priority":                        482,
 	"Process":                         77,
-	"Process %s":                      616,
+	"Process %s":                      618,
 	"Process %s has no version %d.":   92,
-	"Process and node":                567,
+	"Process and node":                569,
 	"Process inputs":                  362,
 	"Process instance":                106,
 	"Process instance %s":             345,
 	"Process instances":               388,
 	"Process instances, newest first": 392,
 	"Processes":                       134,
-	"Processes by key":                612,
-	"Protocol":                        721,
+	"Processes by key":                614,
+	"Protocol":                        723,
 	"Published":                       208,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 610,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       611,
-	"Push destination": 561,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 612,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       613,
+	"Push destination": 563,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -424,27 +426,27 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             358,
 	"Relais console":                                        128,
 	"Relais has not called the destination yet.":            470,
-	"Relais is calling the destination (since %s).":         533,
+	"Relais is calling the destination (since %s).":         535,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 472,
 	"Relais never called the destination: the occurrence ended before any call.": 471,
 	"Relais refused the action. Nothing was done.":                               49,
 	"Release":                             205,
 	"Releases":                            203,
 	"Releases, oldest first":              225,
-	"Reload lists and detail pages":       601,
+	"Reload lists and detail pages":       603,
 	"Reloading paused":                    151,
 	"Replica":                             469,
 	"Required":                            192,
 	"Reserved":                            458,
-	"Reserved by %s.":                     535,
-	"Reserved by %s; lock until %s — %s.": 534,
+	"Reserved by %s.":                     537,
+	"Reserved by %s; lock until %s — %s.": 536,
 	"Reserved now":                        183,
 	"Resume":                              152,
 	"Retried by %s at %s — “%s”":          372,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
 	"Retries":            479,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  526,
+	"Retry at %s — %s.":  528,
 	"Retry delay":        478,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
@@ -452,42 +454,42 @@ var messageKeyToIndex = map[string]int{
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 507,
+	"Retryable": 509,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 496,
-	"Revealed by %s at %s; recorded in the audit log.": 653,
+	"Reveal — this is recorded": 498,
+	"Revealed by %s at %s; recorded in the audit log.": 655,
 	"Reveals":               143,
-	"Reveals, newest first": 659,
+	"Reveals, newest first": 661,
 	"Revision":              206,
 	"Revision %d":           227,
 	"Revisions":             201,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 741,
-	"Revoke the %s token “%s”?": 694,
-	"Revoke the token":          696,
-	"Revoke token %d":           693,
-	"Revoke…":                   691,
-	"Role":                      685,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 743,
+	"Revoke the %s token “%s”?": 696,
+	"Revoke the token":          698,
+	"Revoke token %d":           695,
+	"Revoke…":                   693,
+	"Role":                      687,
 	"Route":                     353,
 	"Routing output":            199,
-	"Row %s":                    589,
-	"Rows %s–%s":                590,
-	"Save settings":             603,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      652,
+	"Row %s":                    591,
+	"Rows %s–%s":                592,
+	"Save settings":             605,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      654,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 271,
-	"Search":                               664,
-	"Secret values can never be revealed.": 657,
+	"Search":                               666,
+	"Secret values can never be revealed.": 659,
 	"Sep":                                  335,
-	"Served by %d workers":                 739,
+	"Served by %d workers":                 741,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              356,
-	"Settlement date":      559,
+	"Settlement date":      561,
 	"Show all definitions": 303,
-	"Show times in":        599,
+	"Show times in":        601,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
-	"Sign in": 674,
-	"Sign in with an operator, designer or administrator token.": 675,
+	"Sign in": 676,
+	"Sign in with an operator, designer or administrator token.": 677,
 	"Sign out":             145,
 	"Signed in as %s (%s)": 144,
 	"Since revision %d:":   233,
@@ -497,9 +499,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 168,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 682,
-	"Staff tokens, oldest first": 683,
-	"Start node":                 617,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 684,
+	"Staff tokens, oldest first": 685,
+	"Start node":                 619,
 	"Started":                    373,
 	"State":                      178,
 	"Status":                     79,
@@ -522,53 +524,53 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 252,
 	"Tasks":                   179,
 	"Temporarily unavailable": 166,
-	"That is too long to be an id or a business key.": 667,
+	"That is too long to be an id or a business key.": 669,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    261,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             232,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 513,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 515,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          514,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 532,
+	"The call could not be prepared.":          516,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 534,
 	"The chart’s numbers": 309,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           169,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          600,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          602,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 167,
-	"The deadline passed before a result arrived.":                                                                                                                          511,
-	"The destination answered HTTP %s.":     521,
-	"The destination could not be reached.": 515,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 509,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      510,
-	"The destination’s answer was too large.": 516,
+	"The deadline passed before a result arrived.":                                                                                                                          513,
+	"The destination answered HTTP %s.":     523,
+	"The destination could not be reached.": 517,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 511,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      512,
+	"The destination’s answer was too large.": 518,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 172,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     158,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           518,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                517,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           520,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                519,
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             391,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 349,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         198,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               597,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               599,
 	"The page size must be between 1 and %d.":                                                                                                                                                              387,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  596,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  598,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            512,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      557,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          700,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          677,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            514,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      559,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          702,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          679,
 	"The version must be a whole number from 1.":                                                                                                                                                           384,
 	"These revisions have the same contracts.":                                                                                                                                                             218,
-	"These settings are kept in this browser only.":                                                                                                                                                        598,
-	"They take every revision their consumer is granted.":                                                                                                                                                  742,
-	"They take revision %d only.":                                                                                                                                                                          744,
-	"They take revisions %s only.":                                                                                                                                                                         746,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     593,
+	"These settings are kept in this browser only.":                                                                                                                                                        600,
+	"They take every revision their consumer is granted.":                                                                                                                                                  744,
+	"They take revision %d only.":                                                                                                                                                                          746,
+	"They take revisions %s only.":                                                                                                                                                                         748,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     595,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         491,
-	"This contract has no outputs.":                                                                                                                                                                        494,
+	"This contract has no inputs.":                                                                                                                                                                         493,
+	"This contract has no outputs.":                                                                                                                                                                        496,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  165,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 278,
@@ -587,166 +589,166 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            699,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           698,
-	"This page does not accept that request.": 663,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            701,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           700,
+	"This page does not accept that request.": 665,
 	"This page reloads every %d seconds.":     153,
 	"This process takes no inputs.":           364,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 679,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 630,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            631,
+	"This token is unknown, revoked or expired.": 681,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 632,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            633,
 	"Times in %s · no auto-reload":    150,
 	"Times in %s · reload every %d s": 149,
 	"Times in %s · reloading paused":  148,
 	"To revision":                     212,
-	"Token":                           676,
+	"Token":                           678,
 	"Tokens":                          142,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 678,
-	"Totals of all definitions, not narrowed by the other filters":         574,
-	"Totals of definition %s, not narrowed by the other filters":           573,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 680,
+	"Totals of all definitions, not narrowed by the other filters":         576,
+	"Totals of definition %s, not narrowed by the other filters":           575,
 	"Type": 191,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 665,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 667,
 	"URL":                              263,
-	"UTC (coordinated universal time)": 605,
+	"UTC (coordinated universal time)": 607,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 594,
-	"Unknown parameter “%s”.":                      595,
+	"Unknown parameter “%s” (did you mean “%s”?).": 596,
+	"Unknown parameter “%s”.":                      597,
 	"Unknown status “%s”.":                         383,
 	"Value":                                        361,
 	"Version":                                      78,
-	"Versions, newest first":                       613,
-	"Waiting for Relais to call the destination since %s (%s).": 529,
-	"Waiting for a worker since %s (%s).":                       530,
+	"Versions, newest first":                       615,
+	"Waiting for Relais to call the destination since %s (%s).": 531,
+	"Waiting for a worker since %s (%s).":                       532,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             466,
-	"Why (recorded with the reveal)":                            497,
-	"Worker":                                                    720,
+	"Why (recorded with the reveal)":                            499,
+	"Worker":                                                    722,
 	"Worker id":                                                 457,
 	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        718,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        720,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 719,
-	"Workers serving %s":                   727,
+	"Workers seen within three heartbeats": 721,
+	"Workers serving %s":                   729,
 	"Working copy":                         197,
-	"You are signed out.":                  671,
+	"You are signed out.":                  673,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 672,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          673,
-	"[redacted]":                          554,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 674,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          675,
+	"[redacted]":                          556,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              180,
 	"administrator":                       427,
 	"an incident: retry, abandon or stop": 282,
-	"answer too large":                    552,
+	"answer too large":                    554,
 	"any":                                 76,
-	"any other code → %s":                 642,
+	"any other code → %s":                 644,
 	"any other error":                     280,
-	"as of %s (%s); counts are refreshed every few seconds.": 576,
-	"at least %d characters":                                 703,
-	"at least %d items":                                      710,
-	"at most %d":                                             485,
-	"at most %d characters":                                  704,
-	"at most %d items":                                       711,
-	"at most %d since the last operator retry":               486,
+	"as of %s (%s); counts are refreshed every few seconds.": 578,
+	"at least %d characters":                                 705,
+	"at least %d items":                                      712,
+	"at most %d":                                             487,
+	"at most %d characters":                                  706,
+	"at most %d items":                                       713,
+	"at most %d since the last operator retry":               488,
 	"available":                                              399,
 	"boolean":                                                414,
-	"call in progress since":                                 582,
+	"call in progress since":                                 584,
 	"cancelled":                                              404,
 	"choice":                                                 417,
-	"claimable since":                                        581,
+	"claimable since":                                        583,
 	"claimable since %s":                                     300,
 	"classification changed":                                 438,
 	"completed":                                              402,
 	"constraint changed":                                     439,
 	"consumer":                                               430,
-	"consumer #%s":                                           544,
+	"consumer #%s":                                           546,
 	"date":                                                   415,
 	"date and time":                                          416,
-	"deadline %s":                                            645,
+	"deadline %s":                                            647,
 	"deferred":                                               401,
-	"deferred since":                                         584,
+	"deferred since":                                         586,
 	"deleted":                                                109,
 	"designer":                                               429,
 	"disconnected":                                           410,
-	"end (completes)":                                        637,
-	"end (fails)":                                            638,
+	"end (completes)":                                        639,
+	"end (fails)":                                            640,
 	"end: completes the instance":                            283,
 	"end: fails the instance":                                284,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 733,
+	"every revision its consumer is granted":                 735,
 	"exact, case-sensitive":                                  389,
 	"expired":                                                407,
 	"failed":                                                 403,
-	"fails the instance":                                     643,
+	"fails the instance":                                     645,
 	"field added":                                            433,
 	"field removed":                                          434,
 	"format":                                                 444,
-	"format %s":                                              706,
+	"format %s":                                              708,
 	"from":                                                   114,
 	"held":                                                   406,
 	"held for an operator":                                   281,
 	"held, then abandoned by an operator":                    382,
 	"held, then stopped by an operator":                      381,
-	"hold (an incident for an operator)":                     641,
+	"hold (an incident for an operator)":                     643,
 	"id or business key":                                     136,
 	"in %s":                                                  320,
 	"in progress":                                            465,
-	"instance id":                                            563,
-	"instances held":                                         648,
-	"instances held: %s":                                     649,
+	"instance id":                                            565,
+	"instances held":                                         650,
+	"instances held: %s":                                     651,
 	"integer":                                                412,
-	"its name, exactly":                                      562,
+	"its name, exactly":                                      564,
 	"just now":                                               322,
 	"list":                                                   419,
-	"lock until":                                             583,
-	"long polling":                                           731,
+	"lock until":                                             585,
+	"long polling":                                           733,
 	"long wait":                                              301,
 	"maximum":                                                446,
-	"maximum %s":                                             708,
+	"maximum %s":                                             710,
 	"maximum items":                                          448,
 	"maximum length":                                         442,
 	"minimum":                                                445,
-	"minimum %s":                                             707,
+	"minimum %s":                                             709,
 	"minimum items":                                          447,
 	"minimum length":                                         441,
-	"never":                                                  688,
-	"next attempt":                                           580,
+	"never":                                                  690,
+	"next attempt":                                           582,
 	"no":                                                     432,
-	"no answer within the timeout":                           550,
-	"no connection":                                          551,
+	"no answer within the timeout":                           552,
+	"no connection":                                          553,
 	"no grant: it takes nothing":                             182,
 	"no header":                                              267,
 	"no worker":                                              302,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 508,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 510,
 	"none": 251,
-	"none (revealed before reasons were asked for)": 661,
+	"none (revealed before reasons were asked for)": 663,
 	"none yet": 256,
 	"none: a failed call takes the node’s error path": 480,
 	"normal":                          420,
-	"not provided":                    713,
-	"not yet":                         689,
-	"null":                            716,
+	"not provided":                    715,
+	"not yet":                         691,
+	"null":                            718,
 	"number":                          413,
 	"object":                          418,
 	"on error":                        279,
-	"one of: %s":                      709,
+	"one of: %s":                      711,
 	"operator":                        428,
 	"optional %s field of type %s":    248,
 	"optional field of type %s":       250,
 	"optional → required":             241,
 	"pattern":                         443,
-	"pattern %s":                      705,
-	"pull":                            635,
+	"pattern %s":                      707,
+	"pull":                            637,
 	"pull %s":                         286,
 	"pull (the service fetches it)":   425,
 	"push %s":                         285,
 	"push (Relais calls the service)": 426,
-	"push to %s":                      636,
+	"push to %s":                      638,
 	"rejected":                        408,
 	"released":                        409,
 	"required %s field of type %s":    247,
@@ -755,40 +757,40 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             242,
 	"reserved":                        400,
 	"retry":                           3,
-	"revision %d":                     577,
-	"revisions %s":                    734,
+	"revision %d":                     579,
+	"revisions %s":                    736,
 	"revoked":                         181,
 	"routing changed":                 440,
-	"routing output":                  701,
+	"routing output":                  703,
 	"routing output %s → %s":          240,
 	"running":                         405,
 	"secret":                          422,
 	"sensitive":                       421,
-	"settled":                         579,
+	"settled":                         581,
 	"stop":                            5,
-	"stream":                          730,
+	"stream":                          732,
 	"text":                            411,
 	"the contracts are the same (the name or a description changed).": 234,
-	"this session":             692,
-	"timeout %s":               646,
-	"timeout %s (the default)": 647,
+	"this session":             694,
+	"timeout %s":               648,
+	"timeout %s (the default)": 649,
 	"to":                       115,
 	"type changed":             435,
-	"unexpected value":         717,
-	"unknown":                  553,
+	"unexpected value":         719,
+	"unknown":                  555,
 	"values added: %s":         243,
 	"values changed":           437,
 	"values removed: %s":       244,
 	"values reordered":         245,
-	"version %d":               615,
-	"waiting":                  548,
+	"version %d":               617,
+	"waiting":                  550,
 	"yes":                      431,
 	"••• hidden (secret)":      424,
 	"••• hidden (sensitive)":   423,
-	"→ %s":                     640,
+	"→ %s":                     642,
 }
 
-var enIndex = []uint32{ // 748 elements
+var enIndex = []uint32{ // 750 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -926,83 +928,84 @@ var enIndex = []uint32{ // 748 elements
 	0x0000441a, 0x00004435, 0x00004446, 0x00004452,
 	// Entry 1E0 - 1FF
 	0x0000445a, 0x0000448c, 0x00004495, 0x0000449e,
-	0x000044ba, 0x000044c7, 0x000044d5, 0x00004501,
-	0x00004527, 0x00004548, 0x00004553, 0x00004581,
-	0x0000459e, 0x000045cd, 0x000045ff, 0x0000461d,
-	0x00004652, 0x0000466e, 0x0000468d, 0x000046e8,
-	0x000046f7, 0x00004704, 0x00004712, 0x0000471f,
-	0x00004728, 0x00004743, 0x00004773, 0x0000478e,
-	0x00004798, 0x000047eb, 0x00004869, 0x000048df,
+	0x000044ba, 0x000044c7, 0x0000450f, 0x0000454a,
+	0x00004558, 0x00004584, 0x000045aa, 0x000045cb,
+	0x000045d6, 0x00004604, 0x00004621, 0x00004650,
+	0x00004682, 0x000046a0, 0x000046d5, 0x000046f1,
+	0x00004710, 0x0000476b, 0x0000477a, 0x00004787,
+	0x00004795, 0x000047a2, 0x000047ab, 0x000047c6,
+	0x000047f6, 0x00004811, 0x0000481b, 0x0000486e,
 	// Entry 200 - 21F
-	0x0000490c, 0x00004946, 0x00004a25, 0x00004a45,
-	0x00004a6b, 0x00004a95, 0x00004acd, 0x00004b0a,
-	0x00004b2e, 0x00004ba7, 0x00004bcc, 0x00004bfb,
-	0x00004c5b, 0x00004cb4, 0x00004d0e, 0x00004d28,
-	0x00004d46, 0x00004d7a, 0x00004dba, 0x00004de4,
-	0x00004df3, 0x00004ebe, 0x00004eef, 0x00004f1e,
-	0x00004f31, 0x00004fa6, 0x00004fb9, 0x00004fed,
-	0x00005021, 0x00005031, 0x00005078, 0x000050a5,
+	0x000048ec, 0x00004962, 0x0000498f, 0x000049c9,
+	0x00004aa8, 0x00004ac8, 0x00004aee, 0x00004b18,
+	0x00004b50, 0x00004b8d, 0x00004bb1, 0x00004c2a,
+	0x00004c4f, 0x00004c7e, 0x00004cde, 0x00004d37,
+	0x00004d91, 0x00004dab, 0x00004dc9, 0x00004dfd,
+	0x00004e3d, 0x00004e67, 0x00004e76, 0x00004f41,
+	0x00004f72, 0x00004fa1, 0x00004fb4, 0x00005029,
+	0x0000503c, 0x00005070, 0x000050a4, 0x000050b4,
 	// Entry 220 - 23F
-	0x000050b2, 0x000050c2, 0x000050f2, 0x0000512c,
-	0x0000514f, 0x00005157, 0x0000516f, 0x0000518c,
-	0x0000519a, 0x000051ab, 0x000051b3, 0x000051be,
-	0x000051df, 0x00005221, 0x00005251, 0x0000528c,
-	0x0000529c, 0x000052db, 0x000052ec, 0x000052fe,
-	0x0000530a, 0x0000531b, 0x00005335, 0x0000533d,
-	0x0000534e, 0x00005354, 0x00005368, 0x00005380,
-	0x000053a5, 0x000053b3, 0x000053f1, 0x0000542e,
+	0x000050fb, 0x00005128, 0x00005135, 0x00005145,
+	0x00005175, 0x000051af, 0x000051d2, 0x000051da,
+	0x000051f2, 0x0000520f, 0x0000521d, 0x0000522e,
+	0x00005236, 0x00005241, 0x00005262, 0x000052a4,
+	0x000052d4, 0x0000530f, 0x0000531f, 0x0000535e,
+	0x0000536f, 0x00005381, 0x0000538d, 0x0000539e,
+	0x000053b8, 0x000053c0, 0x000053d1, 0x000053d7,
+	0x000053eb, 0x00005403, 0x00005428, 0x00005436,
 	// Entry 240 - 25F
-	0x0000545a, 0x00005497, 0x000054a6, 0x000054b7,
-	0x000054bf, 0x000054cc, 0x000054dc, 0x000054f3,
-	0x000054fe, 0x0000550d, 0x00005513, 0x00005521,
-	0x0000552b, 0x00005536, 0x00005540, 0x00005553,
-	0x00005578, 0x000055a3, 0x00005634, 0x0000566f,
-	0x0000568e, 0x000056cc, 0x00005703, 0x00005731,
-	0x0000573f, 0x000057de, 0x000057fc, 0x00005953,
-	0x00005961, 0x00005975, 0x00005996, 0x000059aa,
+	0x00005474, 0x000054b1, 0x000054dd, 0x0000551a,
+	0x00005529, 0x0000553a, 0x00005542, 0x0000554f,
+	0x0000555f, 0x00005576, 0x00005581, 0x00005590,
+	0x00005596, 0x000055a4, 0x000055ae, 0x000055b9,
+	0x000055c3, 0x000055d6, 0x000055fb, 0x00005626,
+	0x000056b7, 0x000056f2, 0x00005711, 0x0000574f,
+	0x00005786, 0x000057b4, 0x000057c2, 0x00005861,
+	0x0000587f, 0x000059d6, 0x000059e4, 0x000059f8,
 	// Entry 260 - 27F
-	0x000059be, 0x000059c4, 0x000059d8, 0x00005a4b,
-	0x00005a98, 0x00005aa9, 0x00005ac0, 0x00005add,
-	0x00005aeb, 0x00005af9, 0x00005b04, 0x00005b0a,
-	0x00005bfc, 0x00005c02, 0x00005c34, 0x00005c39,
-	0x00005c49, 0x00005c54, 0x00005c5d, 0x00005c6d,
-	0x00005c87, 0x00005d2c, 0x00005d42, 0x00005dc7,
-	0x00005e41, 0x00005e50, 0x00005f0a, 0x00005f5b,
-	0x00005f60, 0x00005f6e, 0x00005f7e, 0x00005f8a,
+	0x00005a19, 0x00005a2d, 0x00005a41, 0x00005a47,
+	0x00005a5b, 0x00005ace, 0x00005b1b, 0x00005b2c,
+	0x00005b43, 0x00005b60, 0x00005b6e, 0x00005b7c,
+	0x00005b87, 0x00005b8d, 0x00005c7f, 0x00005c85,
+	0x00005cb7, 0x00005cbc, 0x00005ccc, 0x00005cd7,
+	0x00005ce0, 0x00005cf0, 0x00005d0a, 0x00005daf,
+	0x00005dc5, 0x00005e4a, 0x00005ec4, 0x00005ed3,
+	0x00005f8d, 0x00005fde, 0x00005fe3, 0x00005ff1,
 	// Entry 280 - 29F
-	0x00005f9a, 0x00005fa4, 0x00005fc7, 0x00005fe0,
-	0x00005ff3, 0x0000605f, 0x0000606e, 0x0000607c,
-	0x00006098, 0x000060a7, 0x000060bd, 0x000060f6,
-	0x00006128, 0x00006180, 0x000061b7, 0x000061ce,
-	0x000061dc, 0x00006220, 0x00006245, 0x000062bc,
-	0x000062d2, 0x000062e9, 0x00006317, 0x0000632a,
-	0x00006352, 0x00006359, 0x000063c1, 0x000063eb,
-	0x0000641b, 0x00006479, 0x000065b3, 0x00006653,
+	0x00006001, 0x0000600d, 0x0000601d, 0x00006027,
+	0x0000604a, 0x00006063, 0x00006076, 0x000060a8,
+	0x000060b7, 0x000060c5, 0x000060e1, 0x000060f0,
+	0x00006106, 0x0000613f, 0x00006171, 0x000061c9,
+	0x00006200, 0x00006217, 0x00006225, 0x00006269,
+	0x0000628e, 0x00006305, 0x0000631b, 0x00006332,
+	0x00006360, 0x00006373, 0x0000639b, 0x000063a2,
+	0x0000640a, 0x00006434, 0x00006464, 0x000064c2,
 	// Entry 2A0 - 2BF
-	0x00006667, 0x00006712, 0x00006794, 0x0000679c,
-	0x000067d7, 0x000067dd, 0x00006859, 0x000068f1,
-	0x0000691c, 0x0000697e, 0x000069ea, 0x00006a91,
-	0x00006aac, 0x00006ab6, 0x00006abb, 0x00006ac5,
-	0x00006acd, 0x00006ad3, 0x00006adb, 0x00006ae9,
-	0x00006af3, 0x00006b00, 0x00006b13, 0x00006b37,
-	0x00006bb7, 0x00006bc8, 0x00006bd0, 0x00006c45,
-	0x00006c99, 0x00006cdb, 0x00006cea, 0x00006cf6,
+	0x000065fc, 0x0000669c, 0x000066b0, 0x0000675b,
+	0x000067dd, 0x000067e5, 0x00006820, 0x00006826,
+	0x000068a2, 0x0000693a, 0x00006965, 0x000069c7,
+	0x00006a33, 0x00006ada, 0x00006af5, 0x00006aff,
+	0x00006b04, 0x00006b0e, 0x00006b16, 0x00006b1c,
+	0x00006b24, 0x00006b32, 0x00006b3c, 0x00006b49,
+	0x00006b5c, 0x00006b80, 0x00006c00, 0x00006c11,
+	0x00006c19, 0x00006c8e, 0x00006ce2, 0x00006d24,
 	// Entry 2C0 - 2DF
-	0x00006d32, 0x00006d6c, 0x00006d7a, 0x00006d87,
-	0x00006d95, 0x00006da3, 0x00006db1, 0x00006de3,
-	0x00006e13, 0x00006e6f, 0x00006e7c, 0x00006e9c,
-	0x00006eb6, 0x00006ebb, 0x00006ecc, 0x00006f52,
-	0x00006f77, 0x00006f7e, 0x00006f87, 0x00006f9a,
-	0x00006fa4, 0x00006fae, 0x00006fb8, 0x00006fd0,
-	0x00006fe6, 0x00006ff2, 0x00007014, 0x0000701b,
-	0x00007028, 0x00007039, 0x00007060, 0x00007070,
+	0x00006d33, 0x00006d3f, 0x00006d7b, 0x00006db5,
+	0x00006dc3, 0x00006dd0, 0x00006dde, 0x00006dec,
+	0x00006dfa, 0x00006e2c, 0x00006e5c, 0x00006eb8,
+	0x00006ec5, 0x00006ee5, 0x00006eff, 0x00006f04,
+	0x00006f15, 0x00006f9b, 0x00006fc0, 0x00006fc7,
+	0x00006fd0, 0x00006fe3, 0x00006fed, 0x00006ff7,
+	0x00007001, 0x00007019, 0x0000702f, 0x0000703b,
+	0x0000705d, 0x00007064, 0x00007071, 0x00007082,
 	// Entry 2E0 - 2FF
-	0x000070c4, 0x00007114, 0x00007174, 0x000071c7,
-	0x000071ff, 0x00007230, 0x00007280, 0x000072b4,
-	0x000072d2, 0x000072f1, 0x00007310, 0x00007330,
-} // Size: 3016 bytes
+	0x000070a9, 0x000070b9, 0x0000710d, 0x0000715d,
+	0x000071bd, 0x00007210, 0x00007248, 0x00007279,
+	0x000072c9, 0x000072fd, 0x0000731b, 0x0000733a,
+	0x00007359, 0x00007379,
+} // Size: 3024 bytes
 
-const enData string = "" + // Size: 29488 bytes
+const enData string = "" + // Size: 29561 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1274,188 +1277,189 @@ const enData string = "" + // Size: 29488 bytes
 	" from its instance\x02Mode\x02Reason given by the worker\x02Maximum atte" +
 	"mpts\x02Retry delay\x02Retries\x02none: a failed call takes the node’s e" +
 	"rror path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call" +
-	" timeout\x02at most %[1]d\x02at most %[1]d since the last operator retry" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
-	"\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled b" +
-	"y revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, " +
-	"labelled by revision %[1]d's contract\x02No outputs yet: the occurrence " +
-	"has not completed.\x02This contract has no outputs.\x02No outputs: the o" +
-	"ccurrence ended without completing.\x02Reveal — this is recorded\x02Why " +
-	"(recorded with the reveal)\x02Every admin reads it, and it is kept whate" +
-	"ver the retention: write no customer data in it.\x02Available from\x02Ne" +
-	"xt attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (a" +
-	"ttempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Erro" +
-	"r (before any attempt)\x02Retryable\x02no: the service marked this failu" +
-	"re as not retryable (attempts left unused: %[1]d)\x02The destination did" +
-	" not answer within the call’s timeout (%[1]s): it may have acted all the" +
-	" same, so check before retrying.\x02The destination did not answer withi" +
-	"n the call’s timeout: it may have acted all the same, so check before re" +
-	"trying.\x02The deadline passed before a result arrived.\x02The result di" +
-	"d not match the revision's outputs contract.\x02The answer to the call w" +
-	"as lost (the connection broke after the request was sent, or Relais stop" +
-	"ped or could not reach its database before recording it): whether the de" +
-	"stination acted is unknown, so it is not called again.\x02The call could" +
-	" not be prepared.\x02The destination could not be reached.\x02The destin" +
-	"ation’s answer was too large.\x02The last attempt’s lock expired with no" +
-	" attempt left.\x02The inputs could not be built from the process’s bindi" +
-	"ngs.\x02An operator abandoned the instance.\x02A Camunda 7 worker report" +
-	"ed a failure with no retries left (retries: 0, or a budget already spent" +
-	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
-	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
-	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
-	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
-	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
-	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
-	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
-	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
-	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
-	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
-	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
-	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
-	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
-	"of the same consumer, or a front end with a settle token, completes it l" +
-	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
-	" operator.\x02Its instance went on along the node’s error path.\x02Faile" +
-	"d (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%" +
-	"[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far" +
-	"\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
-	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
-	"deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no " +
-	"answer within the timeout\x02no connection\x02answer too large\x02unknow" +
-	"n\x02[redacted]\x02Message from Relais (in English)\x02Message from the " +
-	"service (its own words, protected values masked)\x02The revision must be" +
-	" a whole number, 1 or more.\x02A revision is a definition’s: choose the " +
-	"definition too.\x02Settlement date\x02More filters: instance, revision, " +
-	"consumer, destination, dates\x02Push destination\x02its name, exactly" +
-	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Mess" +
-	"age\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt " +
-	"or settled\x02No occurrence matches these filters.\x02All consumers\x02T" +
-	"otals of definition %[1]s, not narrowed by the other filters\x02Totals o" +
-	"f all definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
-	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
-	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
-	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
-	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
-	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
-	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
-	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
-	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
-	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
-	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
-	"ole runs no script, so it cannot read your computer’s time zone: choose " +
-	"a place, whose daylight saving time is followed, or a fixed offset from " +
-	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
-	" but did not apply (filters, the search box) and moves the focus back to" +
-	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
-	"ps it until you resume. Pages where you type a reason (confirmations, an" +
-	"d occurrences with a value to reveal) never reload on their own, nor doe" +
-	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
-	"dinated universal time)\x02Local time in %[1]s\x02Local time at %[1]s" +
-	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
-	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
-	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
-	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02" +
-	"Graph\x02Columns follow the longest path from the start node. Solid arro" +
-	"ws are successes (labelled with their route), dashed ones failures (labe" +
-	"lled with their error codes). Each box says how many of this version’s o" +
-	"ccurrences are at that node now.\x02Nodes\x02Nodes of this version, with" +
-	" their occurrences now\x02Kind\x02Pinned revision\x02On success\x02On er" +
-	"ror\x02Occurrences now\x02Instances of this version\x02Columns follow th" +
-	"e longest path from the start node. Solid arrows are successes (labelled" +
-	" with their route), dashed ones failures (labelled with their error code" +
-	"s).\x02Nodes of this version\x02This version has %[1]d nodes: too many t" +
-	"o draw legibly (at most %[2]d). The table below lists every node with it" +
-	"s routes and counts.\x02This version has %[1]d nodes: too many to draw l" +
-	"egibly (at most %[2]d). The table below lists every node with its routes" +
-	".\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at " +
-	"%[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02" +
-	"%[1]d nodes, starting at %[2]s. The table below lists the same nodes, ro" +
-	"utes and counts.\x02%[1]d nodes, starting at %[2]s. The table below list" +
-	"s the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	" timeout\x02%[1]s, multiplied by %[2]s after each failure, up to Relais’" +
+	"s ceiling\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s" +
+	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
+	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
+	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
+	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
+	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
+	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
+	" with the reveal)\x02Every admin reads it, and it is kept whatever the r" +
+	"etention: write no customer data in it.\x02Available from\x02Next attemp" +
+	"t\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[" +
+	"1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (before" +
+	" any attempt)\x02Retryable\x02no: the service marked this failure as not" +
+	" retryable (attempts left unused: %[1]d)\x02The destination did not answ" +
+	"er within the call’s timeout (%[1]s): it may have acted all the same, so" +
+	" check before retrying.\x02The destination did not answer within the cal" +
+	"l’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The deadline passed before a result arrived.\x02The result did not m" +
+	"atch the revision's outputs contract.\x02The answer to the call was lost" +
+	" (the connection broke after the request was sent, or Relais stopped or " +
+	"could not reach its database before recording it): whether the destinati" +
+	"on acted is unknown, so it is not called again.\x02The call could not be" +
+	" prepared.\x02The destination could not be reached.\x02The destination’s" +
+	" answer was too large.\x02The last attempt’s lock expired with no attemp" +
+	"t left.\x02The inputs could not be built from the process’s bindings." +
+	"\x02An operator abandoned the instance.\x02A Camunda 7 worker reported a" +
+	" failure with no retries left (retries: 0, or a budget already spent): i" +
+	"t is not run again.\x02The destination answered HTTP %[1]s.\x02No live w" +
+	"orker takes %[1]s now (Workers page).\x02No live worker takes revision %" +
+	"[1]d: the live workers of %[2]s declare inputs it does not have.\x02No l" +
+	"ive worker takes revision %[1]d: the live workers of %[2]s take revision" +
+	" %[3]d only.\x02No live worker takes revision %[1]d: the live workers of" +
+	" %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered " +
+	"from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
+	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
+	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
+	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
+	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
+	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
+	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
+	"acted]\x02Message from Relais (in English)\x02Message from the service (" +
+	"its own words, protected values masked)\x02The revision must be a whole " +
+	"number, 1 or more.\x02A revision is a definition’s: choose the definitio" +
+	"n too.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" destination, dates\x02Push destination\x02its name, exactly\x02instance" +
+	" id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Proce" +
+	"ss and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
+	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
+	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
+	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
+	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
+	"his address holds a parameter that cannot be read (a percent sign not fo" +
+	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose a place" +
+	", whose daylight saving time is followed, or a fixed offset from UTC." +
+	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
+	" did not apply (filters, the search box) and moves the focus back to the" +
+	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
+	"t until you resume. Pages where you type a reason (confirmations, and oc" +
+	"currences with a value to reveal) never reload on their own, nor does a " +
+	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
+	"ted universal time)\x02Local time in %[1]s\x02Local time at %[1]s\x02Nev" +
+	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
+	"raw legibly (at most %[2]d). The table below lists every node with its r" +
+	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
+	"bly (at most %[2]d). The table below lists every node with its routes." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
+	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
 	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
-	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held\x02in" +
-	"stances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few s" +
-	"econds.\x02Only administrators may reveal a sensitive value.\x02Say why " +
-	"you reveal this value: the reason is recorded with the reveal in the aud" +
-	"it log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Bac" +
-	"k to the occurrence\x02Cannot reveal\x02Only a value this page shows as " +
-	"hidden (sensitive) can be revealed.\x02Secret values can never be reveal" +
-	"ed.\x02Every sensitive value an administrator revealed: who, when, which" +
-	" field and why. The values themselves are never kept.\x02Reveals, newest" +
-	" first\x02No value was revealed.\x02none (revealed before reasons were a" +
-	"sked for)\x02Method not allowed\x02This page does not accept that reques" +
-	"t.\x02Search\x02Type an instance or occurrence id (a whole UUID, as the " +
-	"title of its page shows it), or a business key.\x02Nothing to find: the " +
-	"search box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02No instance or occurrence has the id “%[1]s”, a" +
-	"nd no instance has it as its business key. An ended instance is deleted," +
-	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it; the aud" +
-	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
-	"” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
-	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
-	", designer or administrator token.\x02Token\x02The token is checked once" +
-	" and never stored in your browser; a session cookie stands for it for up" +
-	" to 8 hours of inactivity.\x14\x01\x81\x01\x00\x02G\x02Too many failed s" +
-	"ign-ins from your address. Try again in %[1]d second.\x00H\x02Too many f" +
-	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02This to" +
-	"ken is unknown, revoked or expired.\x02A %[1]s token cannot open the con" +
-	"sole: sign in with an operator, designer or administrator token.\x02Only" +
-	" administrators see this page: tokens, consumers, destinations, the reve" +
-	"al log and erasures are theirs.\x02Staff tokens (administrators, designe" +
-	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
-	"eir consumers. Revoking a token refuses its next request.\x02Staff token" +
-	"s, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
-	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
-	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
-	" and console sessions opened with it end. This cannot be undone: whoever" +
-	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
-	"e token you signed in with: revoking it signs you out. Its next request " +
-	"is refused. This cannot be undone.\x02This is the last usable administra" +
-	"tor token: create another one before revoking it.\x02The token %[1]s (%[" +
-	"2]s) was revoked: its next request is refused.\x02routing output\x02(eac" +
-	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
-	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)" +
-	"\x02null\x02unexpected value\x02Workers connected by a stream, and polli" +
-	"ng workers by their last fetch. A worker is listed while it was seen wit" +
-	"hin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
-	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
-	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
-	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
-	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
-	"No worker serves this definition: its occurrences wait until one connect" +
-	"s or polls.\x02No process uses this definition yet: it needs a worker on" +
-	"ce a process pulls it.\x02No process pulls this definition: Relais calls" +
-	" its destinations (push), and it needs no worker.\x02No worker is connec" +
-	"ted for this definition; none of its occurrences waits for one.\x14\x01" +
-	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
-	"d workers\x02It takes every revision its consumer is granted.\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02It takes revi" +
-	"sion %[1]d only.\x02They take revision %[1]d only.\x02It takes revisions" +
-	" %[1]s only.\x02They take revisions %[1]s only."
+	"operator)\x02any other code → %[1]s\x02fails the instance\x02%[1]d attem" +
+	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
+	"s\x02timeout %[1]s (the default)\x02instances held\x02instances held: %[" +
+	"1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only " +
+	"administrators may reveal a sensitive value.\x02Say why you reveal this " +
+	"value: the reason is recorded with the reveal in the audit log.\x02Revea" +
+	"led by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurre" +
+	"nce\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
+	"e) can be revealed.\x02Secret values can never be revealed.\x02Every sen" +
+	"sitive value an administrator revealed: who, when, which field and why. " +
+	"The values themselves are never kept.\x02Reveals, newest first\x02No val" +
+	"ue was revealed.\x02none (revealed before reasons were asked for)\x02Met" +
+	"hod not allowed\x02This page does not accept that request.\x02Search\x02" +
+	"Type an instance or occurrence id (a whole UUID, as the title of its pag" +
+	"e shows it), or a business key.\x02Nothing to find: the search box is em" +
+	"pty.\x02That is too long to be an id or a business key.\x02No instance o" +
+	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
+	"key.\x02No instance or occurrence has the id “%[1]s”, and no instance ha" +
+	"s it as its business key. An ended instance is deleted, with its occurre" +
+	"nces and attempts, once the retention period (RELAIS_RETENTION) has pass" +
+	"ed, or at once when an administrator erases it; the audit log keeps the " +
+	"operator actions taken on it.\x02No instance has “%[1]s” as its business" +
+	" key, and it is not a whole id: the lists show the end of each id. Open " +
+	"the row, or copy its link, for the whole id.\x02You are signed out.\x02Y" +
+	"our session had ended (inactivity, a sign-out elsewhere, a revoked token" +
+	" or a restart of the server), so your last action was not applied. Sign " +
+	"in again, then repeat it.\x02Your session has ended (inactivity, a sign-" +
+	"out elsewhere, a token revoked or expired, or a restart of the server). " +
+	"Sign in again.\x02Sign in\x02Sign in with an operator, designer or admin" +
+	"istrator token.\x02Token\x02The token is checked once and never stored i" +
+	"n your browser; a session cookie stands for it for up to 8 hours of inac" +
+	"tivity.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your a" +
+	"ddress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from" +
+	" your address. Try again in %[1]d seconds.\x02This token is unknown, rev" +
+	"oked or expired.\x02A %[1]s token cannot open the console: sign in with " +
+	"an operator, designer or administrator token.\x02Only administrators see" +
+	" this page: tokens, consumers, destinations, the reveal log and erasures" +
+	" are theirs.\x02Staff tokens (administrators, designers, operators) that" +
+	" are not revoked. Consumer tokens are managed with their consumers. Revo" +
+	"king a token refuses its next request.\x02Staff tokens, oldest first\x02" +
+	"No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired" +
+	" token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[" +
+	"1]s token “%[2]s”?\x02Its next request is refused, and console sessions " +
+	"opened with it end. This cannot be undone: whoever uses it needs a new t" +
+	"oken.\x02Revoke the token\x02Keep it\x02This is the token you signed in " +
+	"with: revoking it signs you out. Its next request is refused. This canno" +
+	"t be undone.\x02This is the last usable administrator token: create anot" +
+	"her one before revoking it.\x02The token %[1]s (%[2]s) was revoked: its " +
+	"next request is refused.\x02routing output\x02(each item)\x14\x01\x81" +
+	"\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d c" +
+	"haracters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19" +
+	"\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02" +
+	"at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d m" +
+	"ore values not shown: the page shows the first %[2]d, the API's detail h" +
+	"as them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item" +
+	"\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpect" +
+	"ed value\x02Workers connected by a stream, and polling workers by their " +
+	"last fetch. A worker is listed while it was seen within three heartbeats" +
+	".\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defin" +
+	"itions served\x02In flight\x02Connected\x02Last seen\x02No worker is con" +
+	"nected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this" +
+	" definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revi" +
+	"sion its consumer is granted\x02revisions %[1]s\x02No worker serves this" +
+	" definition: its occurrences wait until one connects or polls.\x02No pro" +
+	"cess uses this definition yet: it needs a worker once a process pulls it" +
+	".\x02No process pulls this definition: Relais calls its destinations (pu" +
+	"sh), and it needs no worker.\x02No worker is connected for this definiti" +
+	"on; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It take" +
+	"s every revision its consumer is granted.\x02Revisions they take: %[1]s;" +
+	" some take every revision their consumer is granted.\x02They take every " +
+	"revision their consumer is granted.\x02It takes revision %[1]d only.\x02" +
+	"They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02They" +
+	" take revisions %[1]s only."
 
-var frIndex = []uint32{ // 748 elements
+var frIndex = []uint32{ // 750 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1593,83 +1597,84 @@ var frIndex = []uint32{ // 748 elements
 	0x000057c6, 0x000057e6, 0x00005803, 0x00005823,
 	// Entry 1E0 - 1FF
 	0x00005838, 0x00005879, 0x00005884, 0x0000588e,
-	0x000058b7, 0x000058c8, 0x000058d6, 0x00005912,
-	0x0000593c, 0x00005981, 0x000059a9, 0x000059e8,
-	0x00005a09, 0x00005a47, 0x00005a87, 0x00005aa7,
-	0x00005ae8, 0x00005b12, 0x00005b39, 0x00005bbc,
-	0x00005bd4, 0x00005be8, 0x00005bff, 0x00005c0d,
-	0x00005c18, 0x00005c3b, 0x00005c79, 0x00005c98,
-	0x00005cb4, 0x00005d22, 0x00005da7, 0x00005e24,
+	0x000058b7, 0x000058c8, 0x00005917, 0x0000595a,
+	0x00005968, 0x000059a4, 0x000059ce, 0x00005a13,
+	0x00005a3b, 0x00005a7a, 0x00005a9b, 0x00005ad9,
+	0x00005b19, 0x00005b39, 0x00005b7a, 0x00005ba4,
+	0x00005bcb, 0x00005c4e, 0x00005c66, 0x00005c7a,
+	0x00005c91, 0x00005c9f, 0x00005caa, 0x00005ccd,
+	0x00005d0b, 0x00005d2a, 0x00005d46, 0x00005db4,
 	// Entry 200 - 21F
-	0x00005e64, 0x00005eaa, 0x00005fc3, 0x00005feb,
-	0x0000600e, 0x00006045, 0x0000608c, 0x000060df,
-	0x00006108, 0x000061ba, 0x000061e0, 0x00006227,
-	0x000062ab, 0x00006326, 0x000063a3, 0x000063ca,
-	0x000063f2, 0x00006439, 0x00006483, 0x000064b6,
-	0x000064c9, 0x000065d1, 0x000065ff, 0x0000663b,
-	0x00006651, 0x000066e5, 0x000066f8, 0x00006735,
-	0x00006771, 0x00006784, 0x000067d8, 0x0000680d,
+	0x00005e39, 0x00005eb6, 0x00005ef6, 0x00005f3c,
+	0x00006055, 0x0000607d, 0x000060a0, 0x000060d7,
+	0x0000611e, 0x00006171, 0x0000619a, 0x0000624c,
+	0x00006272, 0x000062b9, 0x0000633d, 0x000063b8,
+	0x00006435, 0x0000645c, 0x00006484, 0x000064cb,
+	0x00006515, 0x00006548, 0x0000655b, 0x00006663,
+	0x00006691, 0x000066cd, 0x000066e3, 0x00006777,
+	0x0000678a, 0x000067c7, 0x00006803, 0x00006816,
 	// Entry 220 - 23F
-	0x0000681f, 0x00006836, 0x00006875, 0x000068c7,
-	0x000068f3, 0x000068fe, 0x0000691b, 0x0000693a,
-	0x0000694b, 0x00006965, 0x0000696e, 0x00006978,
-	0x00006997, 0x000069e5, 0x00006a1a, 0x00006a6b,
-	0x00006a7c, 0x00006ac6, 0x00006adc, 0x00006af0,
-	0x00006b09, 0x00006b1f, 0x00006b49, 0x00006b51,
-	0x00006b64, 0x00006b6b, 0x00006b86, 0x00006ba6,
-	0x00006bd6, 0x00006bed, 0x00006c25, 0x00006c60,
+	0x0000686a, 0x0000689f, 0x000068b1, 0x000068c8,
+	0x00006907, 0x00006959, 0x00006985, 0x00006990,
+	0x000069ad, 0x000069cc, 0x000069dd, 0x000069f7,
+	0x00006a00, 0x00006a0a, 0x00006a29, 0x00006a77,
+	0x00006aac, 0x00006afd, 0x00006b0e, 0x00006b58,
+	0x00006b6e, 0x00006b82, 0x00006b9b, 0x00006bb1,
+	0x00006bdb, 0x00006be3, 0x00006bf6, 0x00006bfd,
+	0x00006c18, 0x00006c38, 0x00006c68, 0x00006c7f,
 	// Entry 240 - 25F
-	0x00006c8c, 0x00006ce0, 0x00006cf0, 0x00006d0a,
-	0x00006d15, 0x00006d29, 0x00006d3b, 0x00006d51,
-	0x00006d63, 0x00006d75, 0x00006d7b, 0x00006d8d,
-	0x00006d9b, 0x00006daa, 0x00006db6, 0x00006dcc,
-	0x00006df6, 0x00006e29, 0x00006ed1, 0x00006f21,
-	0x00006f49, 0x00006f9b, 0x00006fdd, 0x00007019,
-	0x00007030, 0x000070fa, 0x00007127, 0x000072e1,
-	0x000072fb, 0x00007314, 0x00007335, 0x0000734b,
+	0x00006cb7, 0x00006cf2, 0x00006d1e, 0x00006d72,
+	0x00006d82, 0x00006d9c, 0x00006da7, 0x00006dbb,
+	0x00006dcd, 0x00006de3, 0x00006df5, 0x00006e07,
+	0x00006e0d, 0x00006e1f, 0x00006e2d, 0x00006e3c,
+	0x00006e48, 0x00006e5e, 0x00006e88, 0x00006ebb,
+	0x00006f63, 0x00006fb3, 0x00006fdb, 0x0000702d,
+	0x0000706f, 0x000070ab, 0x000070c2, 0x0000718c,
+	0x000071b9, 0x00007373, 0x0000738d, 0x000073a6,
 	// Entry 260 - 27F
-	0x00007361, 0x00007368, 0x00007382, 0x00007417,
-	0x0000747a, 0x0000748d, 0x000074b4, 0x000074dc,
-	0x000074ea, 0x000074fa, 0x0000750b, 0x00007512,
-	0x00007648, 0x0000764f, 0x00007689, 0x0000768e,
-	0x000076a3, 0x000076b7, 0x000076c9, 0x000076df,
-	0x000076fa, 0x000077cf, 0x000077e7, 0x00007888,
-	0x00007917, 0x00007927, 0x00007a01, 0x00007ac3,
-	0x00007ac8, 0x00007ad8, 0x00007ae6, 0x00007af6,
+	0x000073c7, 0x000073dd, 0x000073f3, 0x000073fa,
+	0x00007414, 0x000074a9, 0x0000750c, 0x0000751f,
+	0x00007546, 0x0000756e, 0x0000757c, 0x0000758c,
+	0x0000759d, 0x000075a4, 0x000076da, 0x000076e1,
+	0x0000771b, 0x00007720, 0x00007735, 0x00007749,
+	0x0000775b, 0x00007771, 0x0000778c, 0x00007861,
+	0x00007879, 0x0000791a, 0x000079a9, 0x000079b9,
+	0x00007a93, 0x00007b55, 0x00007b5a, 0x00007b6a,
 	// Entry 280 - 29F
-	0x00007b06, 0x00007b10, 0x00007b39, 0x00007b53,
-	0x00007b6e, 0x00007bfc, 0x00007c0d, 0x00007c1a,
-	0x00007c35, 0x00007c49, 0x00007c67, 0x00007cb2,
-	0x00007cf3, 0x00007d69, 0x00007daf, 0x00007dc8,
-	0x00007de0, 0x00007e33, 0x00007e6e, 0x00007f06,
-	0x00007f32, 0x00007f58, 0x00007f8c, 0x00007fa4,
-	0x00007fcf, 0x00007fd9, 0x00008061, 0x00008096,
-	0x000080d7, 0x0000814b, 0x000082c6, 0x0000839f,
+	0x00007b78, 0x00007b88, 0x00007b98, 0x00007ba2,
+	0x00007bcb, 0x00007be5, 0x00007c00, 0x00007c8e,
+	0x00007c9f, 0x00007cac, 0x00007cc7, 0x00007cdb,
+	0x00007cf9, 0x00007d44, 0x00007d85, 0x00007dfb,
+	0x00007e41, 0x00007e5a, 0x00007e72, 0x00007ec5,
+	0x00007f00, 0x00007f98, 0x00007fc4, 0x00007fea,
+	0x0000801e, 0x00008036, 0x00008061, 0x0000806b,
+	0x000080f3, 0x00008128, 0x00008169, 0x000081dd,
 	// Entry 2A0 - 2BF
-	0x000083b8, 0x00008481, 0x0000850a, 0x00008517,
-	0x00008569, 0x0000856f, 0x0000860b, 0x000086bb,
-	0x000086e7, 0x00008773, 0x0000881a, 0x000088dc,
-	0x0000890c, 0x00008919, 0x0000891f, 0x00008935,
-	0x00008940, 0x00008947, 0x00008952, 0x00008960,
-	0x0000896d, 0x0000897b, 0x00008994, 0x000089c1,
-	0x00008a6a, 0x00008a7d, 0x00008a87, 0x00008b16,
-	0x00008b77, 0x00008bc9, 0x00008bdb, 0x00008bee,
+	0x00008358, 0x00008431, 0x0000844a, 0x00008513,
+	0x0000859c, 0x000085a9, 0x000085fb, 0x00008601,
+	0x0000869d, 0x0000874d, 0x00008779, 0x00008805,
+	0x000088ac, 0x0000896e, 0x0000899e, 0x000089ab,
+	0x000089b1, 0x000089c7, 0x000089d2, 0x000089d9,
+	0x000089e4, 0x000089f2, 0x000089ff, 0x00008a0d,
+	0x00008a26, 0x00008a53, 0x00008afc, 0x00008b0f,
+	0x00008b19, 0x00008ba8, 0x00008c09, 0x00008c5b,
 	// Entry 2C0 - 2DF
-	0x00008c2c, 0x00008c68, 0x00008c74, 0x00008c81,
-	0x00008c8f, 0x00008c9d, 0x00008cad, 0x00008ce9,
-	0x00008d23, 0x00008da0, 0x00008dab, 0x00008dd5,
-	0x00008df1, 0x00008df5, 0x00008e07, 0x00008ec9,
-	0x00008efc, 0x00008f07, 0x00008f11, 0x00008f26,
-	0x00008f2f, 0x00008f39, 0x00008f4e, 0x00008f72,
-	0x00008f8c, 0x00008fa1, 0x00008fcd, 0x00008fd2,
-	0x00008fe7, 0x00008ff9, 0x0000902e, 0x0000903f,
+	0x00008c6d, 0x00008c80, 0x00008cbe, 0x00008cfa,
+	0x00008d06, 0x00008d13, 0x00008d21, 0x00008d2f,
+	0x00008d3f, 0x00008d7b, 0x00008db5, 0x00008e32,
+	0x00008e3d, 0x00008e67, 0x00008e83, 0x00008e87,
+	0x00008e99, 0x00008f5b, 0x00008f8e, 0x00008f99,
+	0x00008fa3, 0x00008fb8, 0x00008fc1, 0x00008fcb,
+	0x00008fe0, 0x00009004, 0x0000901e, 0x00009033,
+	0x0000905f, 0x00009064, 0x00009079, 0x0000908b,
 	// Entry 2E0 - 2FF
-	0x000090b5, 0x00009140, 0x000091cf, 0x00009236,
-	0x00009278, 0x000092c0, 0x00009333, 0x0000937b,
-	0x000093a9, 0x000093d7, 0x0000940a, 0x0000943d,
-} // Size: 3016 bytes
+	0x000090c0, 0x000090d1, 0x00009147, 0x000091d2,
+	0x00009261, 0x000092c8, 0x0000930a, 0x00009352,
+	0x000093c5, 0x0000940d, 0x0000943b, 0x00009469,
+	0x0000949c, 0x000094cf,
+} // Size: 3024 bytes
 
-const frData string = "" + // Size: 37949 bytes
+const frData string = "" + // Size: 38095 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2002,99 +2007,101 @@ const frData string = "" + // Size: 37949 bytes
 	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
 	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
 	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au p" +
-	"lus %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81" +
-	"\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendue" +
-	"s, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10" +
-	"\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la révisio" +
-	"n %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le " +
-	"contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrenc" +
-	"e n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie" +
-	"\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette act" +
-	"ion est consignée\x02Motif (consigné avec la révélation)\x02Tous les adm" +
-	"inistrateurs le lisent, et il est conservé quelle que soit la rétention" +
-	"\u202f: n’y écrivez aucune donnée de client.\x02Disponible à partir du" +
-	"\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Diff" +
-	"érée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est pas" +
-	"sée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouve" +
-	"lle tentative possible\x02non\u202f: l’exécutant a signalé cet échec com" +
-	"me définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La des" +
-	"tination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a " +
-	"pu agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a " +
-	"pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, " +
-	"vérifiez avant de reprendre.\x02L’échéance est passée avant l’arrivée d’" +
-	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
-	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
-	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
-	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
-	"destination a agi, donc elle n’est pas appelée de nouveau.\x02L’appel n’" +
-	"a pas pu être préparé.\x02La destination était injoignable.\x02La répons" +
-	"e de la destination était trop volumineuse.\x02Le verrou de la dernière " +
-	"tentative a expiré sans tentative restante.\x02Les entrées n’ont pas pu " +
-	"être construites à partir des liaisons du processus.\x02Un opérateur a " +
-	"abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans " +
-	"nouvelle tentative restante (retries\u202f: 0, ou un budget déjà épuisé)" +
-	"\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination a " +
-	"répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment" +
-	" (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a" +
-	" pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exé" +
-	"cutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exéc" +
-	"utant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %" +
-	"[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s " +
-	"— %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1" +
-	"]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de " +
-	"Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécuta" +
-	"nt depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[" +
-	"1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la ré" +
-	"plique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en " +
-	"outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a " +
-	"pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée" +
-	" par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s." +
-	"\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommate" +
-	"ur, ou une interface munie d’un jeton de règlement, la terminera plus ta" +
-	"rd.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’u" +
-	"n opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
-	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
-	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
-	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
-	"s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx, corps " +
-	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
-	"nse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en an" +
-	"glais)\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une r" +
-	"évision est celle d’une définition\u202f: choisissez aussi la définitio" +
-	"n.\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, cons" +
-	"ommateur, destination, dates\x02Destination d’appel\x02son nom, exacteme" +
-	"nt\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les" +
-	" plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Cons" +
-	"ommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurr" +
-	"ence ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de" +
-	" la définition %[1]s, sans les autres filtres\x02Totaux de toutes les dé" +
-	"finitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d " +
-	"occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les d" +
-	"écomptes sont actualisés toutes les 5 secondes environ.\x02révision %[1" +
-	"]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02" +
-	"disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée" +
-	" depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page" +
-	"\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit" +
-	" 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02" +
-	"Cette adresse contient un paramètre illisible (un signe pour cent qui n’" +
-	"est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f:" +
-	" corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vo" +
-	"uliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f:" +
-	" «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]" +
-	"d fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invali" +
-	"de\u202f: revenez à la première page.\x02Ces réglages sont conservés dan" +
-	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
-	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
-	"dinateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un" +
-	" décalage fixe par rapport à UTC.\x02Recharger les listes et les pages d" +
-	"e détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer" +
-	" (filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, multiplié par " +
+	"%[2]s après chaque échec, jusqu’au plafond de Relais\x02%[1]s, multiplié" +
+	" par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus" +
+	" %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01" +
+	"\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, n" +
+	"on comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[" +
+	"1]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]" +
+	"d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contra" +
+	"t de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’es" +
+	"t pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f:" +
+	" l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est" +
+	" consignée\x02Motif (consigné avec la révélation)\x02Tous les administra" +
+	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
+	"n’y écrivez aucune donnée de client.\x02Disponible à partir du\x02Procha" +
+	"ine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02De" +
+	"rnière erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après l" +
+	"a tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
+	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
+	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La destination n’" +
+	"a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir mal" +
+	"gré tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu" +
+	" dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez av" +
+	"ant de reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat" +
+	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu " +
+	"être préparé.\x02La destination était injoignable.\x02La réponse de la " +
+	"destination était trop volumineuse.\x02Le verrou de la dernière tentativ" +
+	"e a expiré sans tentative restante.\x02Les entrées n’ont pas pu être con" +
+	"struites à partir des liaisons du processus.\x02Un opérateur a abandonné" +
+	" l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
+	"tentative restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l" +
+	"’occurrence n’est pas exécutée de nouveau.\x02La destination a répondu" +
+	" HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page " +
+	"Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: " +
+	"les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a pas." +
+	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
+	"ts actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant" +
+	" actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s " +
+	"ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2" +
+	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
+	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
+	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
+	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a" +
+	" pris fin %[2]s sans que son résultat soit enregistré\u202f: la réplique" +
+	" qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcom" +
+	"e_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris e" +
+	"ffet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %" +
+	"[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Diff" +
+	"érée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
+	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
+	"Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opéra" +
+	"teur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En é" +
+	"chec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2" +
+	"]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[" +
+	"1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; " +
+	"clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (diffé" +
+	"rée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilis" +
+	"able\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop" +
+	" volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)" +
+	"\x02Message de l’exécutant (ses propres termes, valeurs protégées masqué" +
+	"es)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révisio" +
+	"n est celle d’une définition\u202f: choisissez aussi la définition.\x02D" +
+	"ate de clôture\x02Plus de filtres\u202f: instance, révision, consommateu" +
+	"r, destination, dates\x02Destination d’appel\x02son nom, exactement\x02i" +
+	"dentifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus r" +
+	"écentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommate" +
+	"ur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurrence n" +
+	"e correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la dé" +
+	"finition %[1]s, sans les autres filtres\x02Totaux de toutes les définiti" +
+	"ons, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurr" +
+	"ence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décompt" +
+	"es sont actualisés toutes les 5 secondes environ.\x02révision %[1]d\x02T" +
+	"entative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponi" +
+	"ble depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis" +
+	"\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne " +
+	"%[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
+	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adre" +
+	"sse contient un paramètre illisible (un signe pour cent qui n’est pas su" +
+	"ivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez " +
+	"l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
+	" dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[" +
+	"1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
+	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
+	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
+	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
+	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
 	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
 	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
 	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
@@ -2225,4 +2232,4 @@ const frData string = "" + // Size: 37949 bytes
 	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
 	"évisions %[1]s sont prises en charge."
 
-	// Total table size 73469 bytes (71KiB); checksum: 7E4D5E61
+	// Total table size 73704 bytes (71KiB); checksum: F783AD8D

@@ -1393,3 +1393,46 @@ func TestAStoppingReplicaClaimsNothing(t *testing.T) {
 var requestIDMember = regexp.MustCompile(`"http_request_id":"[^"]*",?`)
 
 func withoutRequestID(body string) string { return requestIDMember.ReplaceAllString(body, "") }
+
+// A policy's retry_backoff grows the delay after each failure of the
+// budget, up to max_retry_delay; a worker's own retry_delay still wins,
+// and an operator's retry starts the growth again.
+func TestPolicyBackoffGrowsTheRetryDelay(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 6, "retry_delay": "PT10S", "retry_backoff": 2, "max_retry_delay": "PT25S"})
+	nodes := doc["nodes"].(map[string]any)
+	nodes["crm"].(map[string]any)["on_error"] = "hold"
+	delete(nodes, "failed")
+	env.Process("crm_held", doc)
+	inst, id := start(t, env, "crm_held", "Acme")
+	fail := func(worker string, want time.Duration, kv ...any) {
+		t.Helper()
+		one(t, fetch(t, env, consumer, fetchBody(worker)), id)
+		before := env.Clock.Now()
+		res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody(worker, kv...)).JSON(t)
+		after := env.Clock.Now()
+		due := relaistest.TimeOf(t, "available_at", res["available_at"])
+		if due.Before(before.Add(want-time.Millisecond)) || due.After(after.Add(want+time.Millisecond)) {
+			t.Errorf("%s: available %v after the failure, want %v", worker, due.Sub(before).Round(time.Millisecond), want)
+		}
+		env.Clock.AdvanceTo(due.Add(time.Millisecond))
+	}
+	fail("w1", 10*time.Second)
+	fail("w2", 20*time.Second)
+	fail("w3", 25*time.Second) // 40 s, capped
+	fail("w4", time.Second, "retry_delay", "PT1S")
+	fail("w5", 25*time.Second) // the worker's delay grew nothing
+
+	pol, _ := observe(t, env, id)["policy"].(map[string]any)
+	if pol["retry_backoff"] != 2.0 || pol["max_retry_delay"] != "PT25S" || pol["retry_delay"] != "PT10S" {
+		t.Errorf("observed policy %v, want retry_delay PT10S, retry_backoff 2, max_retry_delay PT25S", pol)
+	}
+
+	// The sixth attempt fails for good; an operator's retry gives a fresh
+	// budget, whose first failure waits retry_delay again.
+	one(t, fetch(t, env, consumer, fetchBody("w6")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w6", "retryable", false))
+	env.Must(200, "POST", "/api/v1/instances/"+inst+"/retry", env.Operator, map[string]any{"reason": "the CRM is back"})
+	fail("w7", 10*time.Second)
+}

@@ -139,6 +139,8 @@ type Occurrence struct {
 	ProcessKey     *string
 	BusinessKey    *string
 	ProcessVersion *int32
+	RetryBackoff   float64
+	MaxRetryDelay  *time.Duration
 }
 
 type OccurrenceHead struct {
@@ -179,6 +181,8 @@ type OccurrenceHead struct {
 	ProcessKey     *string
 	BusinessKey    *string
 	ProcessVersion *int32
+	RetryBackoff   float64
+	MaxRetryDelay  *time.Duration
 }
 
 type OperatorAction struct {

@@ -3,12 +3,12 @@ insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
     available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
-    process_key, business_key, process_version)
+    process_key, business_key, process_version, retry_backoff, max_retry_delay)
 values (
     @id, @instance_id, @node, @definition_key, @revision, @mode, @status,
     @priority, @max_attempts, @retry_delay, @deadline, @deadline_at, @destination, @timeout,
     @available_at, @claimable_at, @inputs, @sealed_inputs, @error_code, @error_message, @settled_at,
-    @process_key, @business_key, @process_version)
+    @process_key, @business_key, @process_version, @retry_backoff, @max_retry_delay)
 on conflict (instance_id, node) do nothing
 returning *;
 
@@ -21,12 +21,12 @@ insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
     available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
-    process_key, business_key, process_version, created_at)
+    process_key, business_key, process_version, retry_backoff, max_retry_delay, created_at)
 values (
     @id, @instance_id, @node, @definition_key, @revision, @mode, @status,
     @priority, @max_attempts, @retry_delay, @deadline, @deadline_at, @destination, @timeout,
     @available_at, @claimable_at, @inputs, @sealed_inputs, @error_code, @error_message, @settled_at,
-    @process_key, @business_key, @process_version, @created_at);
+    @process_key, @business_key, @process_version, @retry_backoff, @max_retry_delay, @created_at);
 
 -- name: OccurrenceGet :one
 select * from occurrences where id = @id;
@@ -416,13 +416,16 @@ returning *;
 -- consumer's grants), as the Camunda facade lists external tasks: filtered,
 -- sorted by one key then id, paged by offset. A lapsed lock is not locked;
 -- what remains of the budget counts the attempt in progress (a live lock or
--- a deferral). Without values: the list shows none.
+-- a deferral). Without values: the list shows none. Another consumer's
+-- live lock or deferral is its own (as its deferred list is): not listed.
 select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
 from occurrence_heads o
 join (select unnest(@definition_keys::text[]) as definition_key,
              unnest(@revisions::integer[])   as revision) s
   on o.definition_key = s.definition_key and o.revision = s.revision
 where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
+  and (o.status = 'available' or o.consumer_id = @consumer_id
+       or (o.status = 'reserved' and o.lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())))
   and (sqlc.narg('ids')::uuid[] is null or o.id = any(sqlc.narg('ids')::uuid[]))
   and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
   and (sqlc.narg('worker_id')::text is null or o.worker_id = sqlc.narg('worker_id'))
@@ -460,6 +463,8 @@ join (select unnest(@definition_keys::text[]) as definition_key,
              unnest(@revisions::integer[])   as revision) s
   on o.definition_key = s.definition_key and o.revision = s.revision
 where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
+  and (o.status = 'available' or o.consumer_id = @consumer_id
+       or (o.status = 'reserved' and o.lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())))
   and (sqlc.narg('ids')::uuid[] is null or o.id = any(sqlc.narg('ids')::uuid[]))
   and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
   and (sqlc.narg('worker_id')::text is null or o.worker_id = sqlc.narg('worker_id'))
@@ -602,12 +607,12 @@ insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
     available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
-    process_key, business_key, process_version, created_at)
+    process_key, business_key, process_version, retry_backoff, max_retry_delay, created_at)
 select
     v.id, v.instance_id, v.node, v.definition_key, v.revision, v.mode, v.status,
     v.priority, v.max_attempts, v.retry_delay, v.deadline, v.deadline_at, v.destination, v.timeout,
     v.available_at, v.claimable_at, v.inputs, v.sealed_inputs, v.error_code, v.error_message, v.settled_at,
-    v.process_key, v.business_key, v.process_version, v.created_at
+    v.process_key, v.business_key, v.process_version, v.retry_backoff, v.max_retry_delay, v.created_at
 from (
     select unnest($1::uuid[]) as id,
         unnest($2::uuid[]) as instance_id,
@@ -633,7 +638,9 @@ from (
         unnest($22::text[]) as process_key,
         unnest($23::text[]) as business_key,
         unnest($24::integer[]) as process_version,
-        unnest($25::timestamptz[]) as created_at
+        unnest($25::double precision[]) as retry_backoff,
+        unnest($26::interval[]) as max_retry_delay,
+        unnest($27::timestamptz[]) as created_at
 ) v;
 
 -- name: OccurrenceCompleteMany :exec

@@ -107,7 +107,7 @@ claimed as (
         claimable_at    = case when o.attempts + 1 < o.max_attempts + o.attempt_credit then coalesce($3::timestamptz, now()) + $8::interval end
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay
 ),
 expired as (
     update attempts a
@@ -123,7 +123,7 @@ inserted as (
     select c.id, c.attempts, $6, $7, $9, $10::bytea, c.reserved_at, c.lock_expires_at
     from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from claimed
 order by priority desc, available_at, id
 `
 
@@ -178,6 +178,8 @@ type OccurrenceClaimPullRow struct {
 	ProcessKey     *string
 	BusinessKey    *string
 	ProcessVersion *int32
+	RetryBackoff   float64
+	MaxRetryDelay  *time.Duration
 }
 
 // One statement claims. Per subscribed (definition, revision) it takes, with
@@ -253,6 +255,8 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 			&i.ProcessKey,
 			&i.BusinessKey,
 			&i.ProcessVersion,
+			&i.RetryBackoff,
+			&i.MaxRetryDelay,
 		); err != nil {
 			return nil, err
 		}
@@ -306,13 +310,13 @@ claimed as (
         lock_expires_at = coalesce($1::timestamptz, now()) + o.timeout + $5::interval
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay
 ),
 inserted as (
     insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
     select c.id, c.attempts, $4, c.reserved_at, c.lock_expires_at from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from claimed
 `
 
 type OccurrenceClaimPushParams struct {
@@ -361,6 +365,8 @@ type OccurrenceClaimPushRow struct {
 	ProcessKey     *string
 	BusinessKey    *string
 	ProcessVersion *int32
+	RetryBackoff   float64
+	MaxRetryDelay  *time.Duration
 }
 
 // Past lock_expires_at, the replica that made the call is presumed dead and
@@ -426,6 +432,8 @@ func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPu
 			&i.ProcessKey,
 			&i.BusinessKey,
 			&i.ProcessVersion,
+			&i.RetryBackoff,
+			&i.MaxRetryDelay,
 		); err != nil {
 			return nil, err
 		}
@@ -526,27 +534,31 @@ join (select unnest($1::text[]) as definition_key,
              unnest($2::integer[])   as revision) s
   on o.definition_key = s.definition_key and o.revision = s.revision
 where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
-  and ($3::uuid[] is null or o.id = any($3::uuid[]))
-  and ($4::text is null or o.definition_key = $4)
-  and ($5::text is null or o.worker_id = $5)
-  and ($6::timestamptz is null or o.lock_expires_at > $6)
-  and ($7::timestamptz is null or o.lock_expires_at < $7)
-  and ($8::text[] is null or o.node = any($8::text[]))
-  and ($9::uuid[] is null or o.instance_id = any($9::uuid[]))
-  and ($10::text[] is null or o.process_key = any($10::text[]))
-  and ($11::integer is null or o.priority >= $11)
-  and ($12::integer is null or o.priority <= $12)
-  and ($13::boolean is null
-       or coalesce(o.status = 'reserved' and o.lock_expires_at > coalesce($14::timestamptz, now()), false) = $13)
+  and (o.status = 'available' or o.consumer_id = $3
+       or (o.status = 'reserved' and o.lock_expires_at <= coalesce($4::timestamptz, now())))
+  and ($5::uuid[] is null or o.id = any($5::uuid[]))
+  and ($6::text is null or o.definition_key = $6)
+  and ($7::text is null or o.worker_id = $7)
+  and ($8::timestamptz is null or o.lock_expires_at > $8)
+  and ($9::timestamptz is null or o.lock_expires_at < $9)
+  and ($10::text[] is null or o.node = any($10::text[]))
+  and ($11::uuid[] is null or o.instance_id = any($11::uuid[]))
+  and ($12::text[] is null or o.process_key = any($12::text[]))
+  and ($13::integer is null or o.priority >= $13)
+  and ($14::integer is null or o.priority <= $14)
   and ($15::boolean is null
+       or coalesce(o.status = 'reserved' and o.lock_expires_at > coalesce($4::timestamptz, now()), false) = $15)
+  and ($16::boolean is null
        or (o.max_attempts + o.attempt_credit - o.attempts
-           + case when (o.status = 'reserved' and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($14::timestamptz, now()))) or o.status = 'deferred' then 1 else 0 end > 0)
-          = $15)
+           + case when (o.status = 'reserved' and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($4::timestamptz, now()))) or o.status = 'deferred' then 1 else 0 end > 0)
+          = $16)
 `
 
 type OccurrenceCountOpenPullParams struct {
 	DefinitionKeys    []string
 	Revisions         []int32
+	ConsumerID        *int64
+	Now               *time.Time
 	Ids               []uuid.UUID
 	DefinitionKey     *string
 	WorkerID          *string
@@ -558,7 +570,6 @@ type OccurrenceCountOpenPullParams struct {
 	MinPriority       *int32
 	MaxPriority       *int32
 	Locked            *bool
-	Now               *time.Time
 	HasRemaining      *bool
 }
 
@@ -567,6 +578,8 @@ func (q *Queries) OccurrenceCountOpenPull(ctx context.Context, arg OccurrenceCou
 	row := q.db.QueryRow(ctx, occurrenceCountOpenPull,
 		arg.DefinitionKeys,
 		arg.Revisions,
+		arg.ConsumerID,
+		arg.Now,
 		arg.Ids,
 		arg.DefinitionKey,
 		arg.WorkerID,
@@ -578,7 +591,6 @@ func (q *Queries) OccurrenceCountOpenPull(ctx context.Context, arg OccurrenceCou
 		arg.MinPriority,
 		arg.MaxPriority,
 		arg.Locked,
-		arg.Now,
 		arg.HasRemaining,
 	)
 	var count int64
@@ -767,7 +779,7 @@ update occurrences
 set lock_expires_at = $1::timestamptz,
     claimable_at = case when attempts < max_attempts + attempt_credit then $1::timestamptz end
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
 `
 
 type OccurrenceExtendParams struct {
@@ -816,6 +828,8 @@ func (q *Queries) OccurrenceExtend(ctx context.Context, arg OccurrenceExtendPara
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }
@@ -845,7 +859,7 @@ func (q *Queries) OccurrenceFail(ctx context.Context, arg OccurrenceFailParams) 
 }
 
 const occurrenceGet = `-- name: OccurrenceGet :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where id = $1
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences where id = $1
 `
 
 func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -889,12 +903,14 @@ func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, 
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }
 
 const occurrenceHeldAt = `-- name: OccurrenceHeldAt :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences
 where instance_id = $1 and status = 'failed'
 order by settled_at desc, created_at desc
 limit 1
@@ -942,6 +958,8 @@ func (q *Queries) OccurrenceHeldAt(ctx context.Context, instanceID uuid.UUID) (O
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }
@@ -1003,14 +1021,14 @@ insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
     available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
-    process_key, business_key, process_version)
+    process_key, business_key, process_version, retry_backoff, max_retry_delay)
 values (
     $1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21,
-    $22, $23, $24)
+    $22, $23, $24, $25, $26)
 on conflict (instance_id, node) do nothing
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
 `
 
 type OccurrenceInsertParams struct {
@@ -1038,6 +1056,8 @@ type OccurrenceInsertParams struct {
 	ProcessKey     *string
 	BusinessKey    *string
 	ProcessVersion *int32
+	RetryBackoff   float64
+	MaxRetryDelay  *time.Duration
 }
 
 func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertParams) (Occurrence, error) {
@@ -1066,6 +1086,8 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		arg.ProcessKey,
 		arg.BusinessKey,
 		arg.ProcessVersion,
+		arg.RetryBackoff,
+		arg.MaxRetryDelay,
 	)
 	var i Occurrence
 	err := row.Scan(
@@ -1106,6 +1128,8 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }
@@ -1115,12 +1139,12 @@ insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
     available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
-    process_key, business_key, process_version, created_at)
+    process_key, business_key, process_version, retry_backoff, max_retry_delay, created_at)
 values (
     $1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21,
-    $22, $23, $24, $25)
+    $22, $23, $24, $25, $26, $27)
 `
 
 type OccurrenceInsertNewParams struct {
@@ -1148,6 +1172,8 @@ type OccurrenceInsertNewParams struct {
 	ProcessKey     *string
 	BusinessKey    *string
 	ProcessVersion *int32
+	RetryBackoff   float64
+	MaxRetryDelay  *time.Duration
 	CreatedAt      time.Time
 }
 
@@ -1181,6 +1207,8 @@ func (q *Queries) OccurrenceInsertNew(ctx context.Context, arg OccurrenceInsertN
 		arg.ProcessKey,
 		arg.BusinessKey,
 		arg.ProcessVersion,
+		arg.RetryBackoff,
+		arg.MaxRetryDelay,
 		arg.CreatedAt,
 	)
 	return err
@@ -1191,12 +1219,12 @@ insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
     available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
-    process_key, business_key, process_version, created_at)
+    process_key, business_key, process_version, retry_backoff, max_retry_delay, created_at)
 select
     v.id, v.instance_id, v.node, v.definition_key, v.revision, v.mode, v.status,
     v.priority, v.max_attempts, v.retry_delay, v.deadline, v.deadline_at, v.destination, v.timeout,
     v.available_at, v.claimable_at, v.inputs, v.sealed_inputs, v.error_code, v.error_message, v.settled_at,
-    v.process_key, v.business_key, v.process_version, v.created_at
+    v.process_key, v.business_key, v.process_version, v.retry_backoff, v.max_retry_delay, v.created_at
 from (
     select unnest($1::uuid[]) as id,
         unnest($2::uuid[]) as instance_id,
@@ -1222,7 +1250,9 @@ from (
         unnest($22::text[]) as process_key,
         unnest($23::text[]) as business_key,
         unnest($24::integer[]) as process_version,
-        unnest($25::timestamptz[]) as created_at
+        unnest($25::double precision[]) as retry_backoff,
+        unnest($26::interval[]) as max_retry_delay,
+        unnest($27::timestamptz[]) as created_at
 ) v
 `
 
@@ -1251,7 +1281,9 @@ type OccurrenceInsertNewManyParams struct {
 	Column22 []string
 	Column23 []string
 	Column24 []int32
-	Column25 []time.Time
+	Column25 []float64
+	Column26 []time.Duration
+	Column27 []time.Time
 }
 
 // OccurrenceInsertNew for many rows in one statement (engine/merge.go):
@@ -1283,6 +1315,8 @@ func (q *Queries) OccurrenceInsertNewMany(ctx context.Context, arg OccurrenceIns
 		arg.Column23,
 		arg.Column24,
 		arg.Column25,
+		arg.Column26,
+		arg.Column27,
 	)
 	return err
 }
@@ -1380,7 +1414,7 @@ func (q *Queries) OccurrenceKeepAlive(ctx context.Context, arg OccurrenceKeepAli
 }
 
 const occurrenceList = `-- name: OccurrenceList :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
@@ -1507,6 +1541,8 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 			&i.OccurrenceHead.ProcessKey,
 			&i.OccurrenceHead.BusinessKey,
 			&i.OccurrenceHead.ProcessVersion,
+			&i.OccurrenceHead.RetryBackoff,
+			&i.OccurrenceHead.MaxRetryDelay,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1520,7 +1556,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 }
 
 const occurrenceListAfter = `-- name: OccurrenceListAfter :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
@@ -1650,6 +1686,8 @@ func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAft
 			&i.OccurrenceHead.ProcessKey,
 			&i.OccurrenceHead.BusinessKey,
 			&i.OccurrenceHead.ProcessVersion,
+			&i.OccurrenceHead.RetryBackoff,
+			&i.OccurrenceHead.MaxRetryDelay,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1663,7 +1701,7 @@ func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAft
 }
 
 const occurrenceListByInstance = `-- name: OccurrenceListByInstance :many
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where instance_id = $1 order by created_at, id
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences where instance_id = $1 order by created_at, id
 `
 
 func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.UUID) ([]Occurrence, error) {
@@ -1713,6 +1751,8 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 			&i.ProcessKey,
 			&i.BusinessKey,
 			&i.ProcessVersion,
+			&i.RetryBackoff,
+			&i.MaxRetryDelay,
 		); err != nil {
 			return nil, err
 		}
@@ -1725,7 +1765,7 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 }
 
 const occurrenceListDeferredByConsumer = `-- name: OccurrenceListDeferredByConsumer :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay
 from occurrence_heads o
 where o.status = 'deferred' and o.consumer_id = $1
   and ($2::text is null or o.definition_key = $2)
@@ -1803,6 +1843,8 @@ func (q *Queries) OccurrenceListDeferredByConsumer(ctx context.Context, arg Occu
 			&i.OccurrenceHead.ProcessKey,
 			&i.OccurrenceHead.BusinessKey,
 			&i.OccurrenceHead.ProcessVersion,
+			&i.OccurrenceHead.RetryBackoff,
+			&i.OccurrenceHead.MaxRetryDelay,
 		); err != nil {
 			return nil, err
 		}
@@ -1815,46 +1857,49 @@ func (q *Queries) OccurrenceListDeferredByConsumer(ctx context.Context, arg Occu
 }
 
 const occurrenceListOpenPull = `-- name: OccurrenceListOpenPull :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o
 join (select unnest($2::text[]) as definition_key,
              unnest($3::integer[])   as revision) s
   on o.definition_key = s.definition_key and o.revision = s.revision
 where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
-  and ($4::uuid[] is null or o.id = any($4::uuid[]))
-  and ($5::text is null or o.definition_key = $5)
-  and ($6::text is null or o.worker_id = $6)
-  and ($7::timestamptz is null or o.lock_expires_at > $7)
-  and ($8::timestamptz is null or o.lock_expires_at < $8)
-  and ($9::text[] is null or o.node = any($9::text[]))
-  and ($10::uuid[] is null or o.instance_id = any($10::uuid[]))
-  and ($11::text[] is null or o.process_key = any($11::text[]))
-  and ($12::integer is null or o.priority >= $12)
-  and ($13::integer is null or o.priority <= $13)
-  and ($14::boolean is null
-       or coalesce(o.status = 'reserved' and o.lock_expires_at > coalesce($1::timestamptz, now()), false) = $14)
+  and (o.status = 'available' or o.consumer_id = $4
+       or (o.status = 'reserved' and o.lock_expires_at <= coalesce($1::timestamptz, now())))
+  and ($5::uuid[] is null or o.id = any($5::uuid[]))
+  and ($6::text is null or o.definition_key = $6)
+  and ($7::text is null or o.worker_id = $7)
+  and ($8::timestamptz is null or o.lock_expires_at > $8)
+  and ($9::timestamptz is null or o.lock_expires_at < $9)
+  and ($10::text[] is null or o.node = any($10::text[]))
+  and ($11::uuid[] is null or o.instance_id = any($11::uuid[]))
+  and ($12::text[] is null or o.process_key = any($12::text[]))
+  and ($13::integer is null or o.priority >= $13)
+  and ($14::integer is null or o.priority <= $14)
   and ($15::boolean is null
+       or coalesce(o.status = 'reserved' and o.lock_expires_at > coalesce($1::timestamptz, now()), false) = $15)
+  and ($16::boolean is null
        or (o.max_attempts + o.attempt_credit - o.attempts
            + case when (o.status = 'reserved' and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now()))) or o.status = 'deferred' then 1 else 0 end > 0)
-          = $15)
+          = $16)
 order by
-    case when $16::text = 'priority' and not $17::boolean then o.priority end,
-    case when $16::text = 'priority' and $17::boolean then o.priority end desc,
-    case when $16::text = 'lock_expires_at' and not $17::boolean then o.lock_expires_at end,
-    case when $16::text = 'lock_expires_at' and $17::boolean then o.lock_expires_at end desc,
-    case when $16::text = 'instance' and not $17::boolean then o.instance_id end,
-    case when $16::text = 'instance' and $17::boolean then o.instance_id end desc,
-    case when $16::text = 'process' and not $17::boolean then o.process_key end,
-    case when $16::text = 'process' and $17::boolean then o.process_key end desc,
-    case when $17::boolean then o.id end desc,
+    case when $17::text = 'priority' and not $18::boolean then o.priority end,
+    case when $17::text = 'priority' and $18::boolean then o.priority end desc,
+    case when $17::text = 'lock_expires_at' and not $18::boolean then o.lock_expires_at end,
+    case when $17::text = 'lock_expires_at' and $18::boolean then o.lock_expires_at end desc,
+    case when $17::text = 'instance' and not $18::boolean then o.instance_id end,
+    case when $17::text = 'instance' and $18::boolean then o.instance_id end desc,
+    case when $17::text = 'process' and not $18::boolean then o.process_key end,
+    case when $17::text = 'process' and $18::boolean then o.process_key end desc,
+    case when $18::boolean then o.id end desc,
     o.id
-limit $19 offset $18
+limit $20 offset $19
 `
 
 type OccurrenceListOpenPullParams struct {
 	Now               *time.Time
 	DefinitionKeys    []string
 	Revisions         []int32
+	ConsumerID        *int64
 	Ids               []uuid.UUID
 	DefinitionKey     *string
 	WorkerID          *string
@@ -1882,12 +1927,14 @@ type OccurrenceListOpenPullRow struct {
 // consumer's grants), as the Camunda facade lists external tasks: filtered,
 // sorted by one key then id, paged by offset. A lapsed lock is not locked;
 // what remains of the budget counts the attempt in progress (a live lock or
-// a deferral). Without values: the list shows none.
+// a deferral). Without values: the list shows none. Another consumer's
+// live lock or deferral is its own (as its deferred list is): not listed.
 func (q *Queries) OccurrenceListOpenPull(ctx context.Context, arg OccurrenceListOpenPullParams) ([]OccurrenceListOpenPullRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceListOpenPull,
 		arg.Now,
 		arg.DefinitionKeys,
 		arg.Revisions,
+		arg.ConsumerID,
 		arg.Ids,
 		arg.DefinitionKey,
 		arg.WorkerID,
@@ -1950,6 +1997,8 @@ func (q *Queries) OccurrenceListOpenPull(ctx context.Context, arg OccurrenceList
 			&i.OccurrenceHead.ProcessKey,
 			&i.OccurrenceHead.BusinessKey,
 			&i.OccurrenceHead.ProcessVersion,
+			&i.OccurrenceHead.RetryBackoff,
+			&i.OccurrenceHead.MaxRetryDelay,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -2008,7 +2057,7 @@ func (q *Queries) OccurrenceListSettled(ctx context.Context, instanceID uuid.UUI
 }
 
 const occurrenceLock = `-- name: OccurrenceLock :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where id = $1 for update
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences where id = $1 for update
 `
 
 func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -2052,12 +2101,14 @@ func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence,
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }
 
 const occurrenceLockSkipLocked = `-- name: OccurrenceLockSkipLocked :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where id = $1 for update skip locked
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences where id = $1 for update skip locked
 `
 
 func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -2101,6 +2152,8 @@ func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (O
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }
@@ -2132,7 +2185,7 @@ func (q *Queries) OccurrenceNextClaimable(ctx context.Context, arg OccurrenceNex
 }
 
 const occurrenceObserve = `-- name: OccurrenceObserve :one
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o where o.id = $2
 `
 
@@ -2189,13 +2242,15 @@ func (q *Queries) OccurrenceObserve(ctx context.Context, arg OccurrenceObservePa
 		&i.Occurrence.ProcessKey,
 		&i.Occurrence.BusinessKey,
 		&i.Occurrence.ProcessVersion,
+		&i.Occurrence.RetryBackoff,
+		&i.Occurrence.MaxRetryDelay,
 		&i.Lapsed,
 	)
 	return i, err
 }
 
 const occurrenceObserveByInstance = `-- name: OccurrenceObserveByInstance :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o where o.instance_id = $2 order by o.created_at, o.id
 `
 
@@ -2258,6 +2313,8 @@ func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg Occurrenc
 			&i.OccurrenceHead.ProcessKey,
 			&i.OccurrenceHead.BusinessKey,
 			&i.OccurrenceHead.ProcessVersion,
+			&i.OccurrenceHead.RetryBackoff,
+			&i.OccurrenceHead.MaxRetryDelay,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -2275,7 +2332,7 @@ update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, attempt_credit = attempt_credit + 1
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
 `
 
 type OccurrenceReleaseParams struct {
@@ -2325,6 +2382,8 @@ func (q *Queries) OccurrenceRelease(ctx context.Context, arg OccurrenceReleasePa
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }
@@ -2415,7 +2474,7 @@ func (q *Queries) OccurrenceReleaseHeld(ctx context.Context, arg OccurrenceRelea
 }
 
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, a.request_digest from attempts a
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, a.request_digest from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = $1 and a.worker_id = $2 and a.request_id = $3
   and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce($4::timestamptz, now())
@@ -2486,6 +2545,8 @@ func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceRep
 			&i.Occurrence.ProcessKey,
 			&i.Occurrence.BusinessKey,
 			&i.Occurrence.ProcessVersion,
+			&i.Occurrence.RetryBackoff,
+			&i.Occurrence.MaxRetryDelay,
 			&i.RequestDigest,
 		); err != nil {
 			return nil, err
@@ -2504,7 +2565,7 @@ set status = 'available', available_at = $1::timestamptz, claimable_at = $1::tim
     lock_expires_at = null, error_code = $2, error_message = $3,
     deferred_at = null, defer_reason = null
 where id = $4
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
 `
 
 type OccurrenceRetryParams struct {
@@ -2562,6 +2623,8 @@ func (q *Queries) OccurrenceRetry(ctx context.Context, arg OccurrenceRetryParams
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }
@@ -2572,7 +2635,7 @@ set status = 'available', available_at = $1::timestamptz, claimable_at = $1::tim
     lock_expires_at = null, settled_at = null, attempt_credit = attempts,
     deadline_at = deadline + $1::timestamptz, deferred_at = null, defer_reason = null
 where id = $2 and status = 'failed'
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
 `
 
 type OccurrenceRetryHeldParams struct {
@@ -2625,6 +2688,8 @@ func (q *Queries) OccurrenceRetryHeld(ctx context.Context, arg OccurrenceRetryHe
 		&i.ProcessKey,
 		&i.BusinessKey,
 		&i.ProcessVersion,
+		&i.RetryBackoff,
+		&i.MaxRetryDelay,
 	)
 	return i, err
 }

@@ -97,6 +97,18 @@ func appendNode(b []byte, n *Node) []byte {
 			b = append(b, `,"retry_delay":`...)
 			b = appendDuration(b, n.Policy.RetryDelay)
 			b = append(b, ',')
+			// Only when the delay grows: a fixed delay's documents keep
+			// the digest they had before these members existed.
+			if n.Policy.Backoff() != 1 {
+				b = append(b, `"retry_backoff":`...)
+				b = strconv.AppendFloat(b, n.Policy.Backoff(), 'f', -1, 64)
+				b = append(b, ',')
+				if n.Policy.MaxRetryDelay > 0 {
+					b = append(b, `"max_retry_delay":`...)
+					b = appendDuration(b, n.Policy.MaxRetryDelay)
+					b = append(b, ',')
+				}
+			}
 		}
 		if n.Policy.Deadline > 0 {
 			b = append(b, `"deadline":`...)

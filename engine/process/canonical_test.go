@@ -70,6 +70,32 @@ func TestCanonicalShape(t *testing.T) {
 	}
 }
 
+// A growing retry delay is part of the canonical form; a fixed one (the
+// default factor written out) keeps the digest documents had before
+// retry_backoff existed.
+func TestCanonicalBackoff(t *testing.T) {
+	t.Parallel()
+	fixed := strings.Replace(validDoc, `"retry_delay": "PT10S"`, `"retry_delay": "PT10S", "retry_backoff": 1`, 1)
+	if fixed == validDoc {
+		t.Fatal("validDoc has no retry_delay to add retry_backoff to")
+	}
+	if a, b := mustParse(t, []byte(validDoc)).Digest(), mustParse(t, []byte(fixed)).Digest(); a != b {
+		t.Errorf("retry_backoff 1 written out: digest %s, want %s", b, a)
+	}
+	grows := strings.Replace(validDoc, `"retry_delay": "PT10S"`, `"retry_delay": "PT10S", "max_retry_delay": "PT5M", "retry_backoff": 1.5`, 1)
+	p := mustParse(t, []byte(grows))
+	c := string(p.Canonical())
+	if want := `"policy":{"max_attempts":3,"retry_delay":"PT10S","retry_backoff":1.5,"max_retry_delay":"PT5M","deadline":"P1D","priority":5}`; !strings.Contains(c, want) {
+		t.Errorf("Canonical: got %s, want it to contain %s", c, want)
+	}
+	if again := mustParse(t, []byte(c)).Canonical(); string(again) != c {
+		t.Errorf("Parse(Canonical()).Canonical():\n got %s\nwant %s", again, c)
+	}
+	if p.Digest() == mustParse(t, []byte(validDoc)).Digest() {
+		t.Error("a growing retry delay left the digest unchanged")
+	}
+}
+
 func TestDigestStable(t *testing.T) {
 	t.Parallel()
 	a := mustParse(t, []byte(validDoc)).Digest()

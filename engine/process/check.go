@@ -233,6 +233,9 @@ func (k *checker) policy(at string, n *Node) {
 		if pol.RetryDelay != 0 {
 			k.add(jsontree.Pointer(pat, "retry_delay"), "push nodes are never retried: retry_delay must be 0")
 		}
+		if pol.Backoff() != 1 || pol.MaxRetryDelay != 0 {
+			k.add(jsontree.Pointer(pat, "retry_backoff"), "push nodes are never retried: retry_backoff and max_retry_delay are not allowed")
+		}
 	} else {
 		if pol.MaxAttempts < 1 || pol.MaxAttempts > MaxMaxAttempts {
 			k.add(jsontree.Pointer(pat, "max_attempts"), "max_attempts must be %s", attemptsRange)
@@ -243,6 +246,22 @@ func (k *checker) policy(at string, n *Node) {
 		case k.lim.MaxRetryDelay > 0 && pol.RetryDelay > k.lim.MaxRetryDelay:
 			k.add(jsontree.Pointer(pat, "retry_delay"), "retry_delay %s exceeds the ceiling %s",
 				isoduration.Format(pol.RetryDelay), isoduration.Format(k.lim.MaxRetryDelay))
+		}
+		if b := pol.Backoff(); b < 1 || b > MaxRetryBackoff {
+			k.add(jsontree.Pointer(pat, "retry_backoff"), "retry_backoff must be %s", backoffRange)
+		}
+		switch mat := jsontree.Pointer(pat, "max_retry_delay"); {
+		case pol.MaxRetryDelay == 0:
+		case pol.MaxRetryDelay < 0:
+			k.add(mat, "max_retry_delay must be positive")
+		case pol.Backoff() == 1:
+			k.add(mat, "max_retry_delay caps a delay that grows after each failure: give retry_backoff above 1, or leave max_retry_delay out for a fixed delay")
+		case pol.MaxRetryDelay < pol.RetryDelay:
+			k.add(mat, "max_retry_delay %s is below retry_delay %s, the first delay",
+				isoduration.Format(pol.MaxRetryDelay), isoduration.Format(pol.RetryDelay))
+		case k.lim.MaxRetryDelay > 0 && pol.MaxRetryDelay > k.lim.MaxRetryDelay:
+			k.add(mat, "max_retry_delay %s exceeds the ceiling %s",
+				isoduration.Format(pol.MaxRetryDelay), isoduration.Format(k.lim.MaxRetryDelay))
 		}
 	}
 	if pol.Deadline < 0 {

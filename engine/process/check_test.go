@@ -112,6 +112,16 @@ func TestCheckDocument(t *testing.T) {
 			nil, []want{{"/nodes/charge/timeout", "default timeout PT5S (RELAIS_PUSH_DEFAULT_TIMEOUT) exceeds destination slow-api's max_timeout PT2S: set the node's timeout to at most PT2S"}}},
 		{"retry_delay over the ceiling", validDoc, func(m map[string]any) { sub(node(m, "crm"), "policy")["retry_delay"] = "P2D" },
 			nil, []want{{"/nodes/crm/policy/retry_delay", "retry_delay P2D exceeds the ceiling P1D"}}},
+		{"max_retry_delay without a backoff", validDoc, func(m map[string]any) { sub(node(m, "crm"), "policy")["max_retry_delay"] = "PT1M" },
+			nil, []want{{"/nodes/crm/policy/max_retry_delay", "max_retry_delay caps a delay that grows after each failure: give retry_backoff above 1"}}},
+		{"max_retry_delay below retry_delay", validDoc, func(m map[string]any) {
+			sub(node(m, "crm"), "policy")["retry_backoff"] = 2
+			sub(node(m, "crm"), "policy")["max_retry_delay"] = "PT5S"
+		}, nil, []want{{"/nodes/crm/policy/max_retry_delay", "max_retry_delay PT5S is below retry_delay PT10S, the first delay"}}},
+		{"max_retry_delay over the ceiling", validDoc, func(m map[string]any) {
+			sub(node(m, "crm"), "policy")["retry_backoff"] = 1.5
+			sub(node(m, "crm"), "policy")["max_retry_delay"] = "P2D"
+		}, nil, []want{{"/nodes/crm/policy/max_retry_delay", "max_retry_delay P2D exceeds the ceiling P1D"}}},
 		{"required input not bound", validDoc, func(m map[string]any) { delete(sub(node(m, "crm"), "inputs"), "country") },
 			nil, []want{{"/nodes/crm/inputs", `required input "country" is not bound`}}},
 		{"binding to an unknown input", validDoc, func(m map[string]any) {

@@ -27,6 +27,7 @@ const maxRevision = 1<<31 - 1
 var (
 	revisionRange = fmt.Sprintf("an integer from 1 to %d", maxRevision)
 	attemptsRange = fmt.Sprintf("between 1 and %d", MaxMaxAttempts)
+	backoffRange  = fmt.Sprintf("a number between 1 (a fixed delay) and %d", MaxRetryBackoff)
 	priorityRange = fmt.Sprintf("between 0 and %d", MaxPriority)
 )
 
@@ -199,6 +200,26 @@ func (c *collector) integer(n *jsontree.Node, key, path string, lo, hi int, want
 		return int(i), true
 	}
 	return 0, false
+}
+
+// number reads an optional number member within [lo, hi]; want states
+// the range in messages.
+func (c *collector) number(n *jsontree.Node, key, path string, lo, hi float64, want string) (float64, bool) {
+	v, ok := member(n, key)
+	if !ok {
+		return 0, false
+	}
+	at := jsontree.Pointer(path, key)
+	if v.Kind != jsontree.Number {
+		c.add(at, "%s must be a number, not %s", key, v.Kind)
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v.Num.String(), 64)
+	if err != nil || f < lo || f > hi {
+		c.add(at, "%s must be %s", key, want)
+		return 0, false
+	}
+	return f, true
 }
 
 // isIntegralLiteral reports whether s is an optionally signed run of
@@ -548,9 +569,9 @@ func (c *collector) policy(v *jsontree.Node, at string, n *Node) {
 		return
 	}
 	pat := jsontree.Pointer(at, "policy")
-	c.members(pv, pat, "max_attempts", "retry_delay", "deadline", "priority")
+	c.members(pv, pat, "max_attempts", "retry_delay", "retry_backoff", "max_retry_delay", "deadline", "priority")
 	if n.Kind == KindPush {
-		for _, key := range []string{"max_attempts", "retry_delay"} {
+		for _, key := range []string{"max_attempts", "retry_delay", "retry_backoff", "max_retry_delay"} {
 			if _, ok := member(pv, key); ok {
 				c.add(jsontree.Pointer(pat, key), "push nodes are never retried: %s is not allowed", key)
 			}
@@ -561,6 +582,16 @@ func (c *collector) policy(v *jsontree.Node, at string, n *Node) {
 		}
 		if d, ok := c.duration(pv, "retry_delay", pat); ok {
 			n.Policy.RetryDelay = d
+		}
+		if f, ok := c.number(pv, "retry_backoff", pat, 1, MaxRetryBackoff, backoffRange); ok {
+			n.Policy.RetryBackoff = f
+		}
+		if d, ok := c.duration(pv, "max_retry_delay", pat); ok {
+			if d <= 0 {
+				c.add(jsontree.Pointer(pat, "max_retry_delay"), "max_retry_delay must be positive")
+			} else {
+				n.Policy.MaxRetryDelay = d
+			}
 		}
 	}
 	if d, ok := c.duration(pv, "deadline", pat); ok {

@@ -170,7 +170,21 @@ func TestParseViolations(t *testing.T) {
 		{"priority negative", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["priority"] = -1 }),
 			[]want{{"/nodes/crm/policy/priority", "priority must be between 0 and 9"}}},
 		{"unknown policy key", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["backoff"] = "exponential" }),
-			[]want{{"/nodes/crm/policy/backoff", `unknown key "backoff" (did you mean "retry_delay"?)`}}},
+			[]want{{"/nodes/crm/policy/backoff", `unknown key "backoff" (did you mean "retry_backoff"?)`}}},
+		{"Temporal's backoff coefficient", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["backoffCoefficient"] = 2 }),
+			[]want{{"/nodes/crm/policy/backoffCoefficient", `unknown key "backoffCoefficient" (did you mean "retry_backoff"?)`}}},
+		{"Temporal's maximum interval", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["maximumInterval"] = "PT1M" }),
+			[]want{{"/nodes/crm/policy/maximumInterval", `unknown key "maximumInterval" (did you mean "max_retry_delay"?)`}}},
+		{"retry_backoff a string", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["retry_backoff"] = "2" }),
+			[]want{{"/nodes/crm/policy/retry_backoff", "retry_backoff must be a number, not string"}}},
+		{"retry_backoff below 1", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["retry_backoff"] = 0.5 }),
+			[]want{{"/nodes/crm/policy/retry_backoff", "retry_backoff must be a number between 1 (a fixed delay) and 10"}}},
+		{"retry_backoff above 10", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["retry_backoff"] = 11 }),
+			[]want{{"/nodes/crm/policy/retry_backoff", "retry_backoff must be a number between 1 (a fixed delay) and 10"}}},
+		{"zero max_retry_delay", ed(func(m map[string]any) {
+			sub(node(m, "crm"), "policy")["retry_backoff"] = 2
+			sub(node(m, "crm"), "policy")["max_retry_delay"] = "PT0S"
+		}), []want{{"/nodes/crm/policy/max_retry_delay", "max_retry_delay must be positive"}}},
 		{"another platform's policy key", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["retries"] = 3 }),
 			[]want{{"/nodes/crm/policy/retries", `unknown key "retries" (did you mean "max_attempts"?)`}}},
 		{"an apply file's header", ed(func(m map[string]any) { m["kind"], m["key"] = "Process", "onboard" }),
@@ -196,8 +210,10 @@ func TestParseViolations(t *testing.T) {
 		{"push nodes are never retried", ed(func(m map[string]any) {
 			sub(node(m, "score"), "policy")["max_attempts"] = 2
 			sub(node(m, "score"), "policy")["retry_delay"] = "PT1S"
+			sub(node(m, "score"), "policy")["retry_backoff"] = 2
 		}), []want{
 			{"/nodes/score/policy/max_attempts", "push nodes are never retried"},
+			{"/nodes/score/policy/retry_backoff", "push nodes are never retried: retry_backoff is not allowed"},
 			{"/nodes/score/policy/retry_delay", "push nodes are never retried"}}},
 		{"zero push timeout", ed(func(m map[string]any) { node(m, "score")["timeout"] = "PT0S" }),
 			[]want{{"/nodes/score/timeout", "timeout must be positive"}}},

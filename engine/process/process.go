@@ -65,6 +65,9 @@ const (
 	// DefaultMaxRetryDelay is the ceiling of a retry delay unless the
 	// operator sets another (RELAIS_PULL_MAX_RETRY_DELAY).
 	DefaultMaxRetryDelay = 24 * time.Hour
+	// MaxRetryBackoff bounds retry_backoff: a factor of 10 already takes
+	// a 10-second delay past a day by the sixth failure.
+	MaxRetryBackoff = 10
 )
 
 // Policy is the execution policy frozen into every occurrence a node
@@ -75,10 +78,25 @@ type Policy struct {
 	// RetryDelay is the default pause after a retryable failure; push
 	// nodes always have 0.
 	RetryDelay time.Duration
+	// RetryBackoff multiplies the delay after each failure: the nth
+	// failure of an attempt budget waits RetryDelay × RetryBackoff^(n−1).
+	// 0 (the default) or 1 keeps it fixed (see Backoff).
+	RetryBackoff float64
+	// MaxRetryDelay caps a delay that grows; 0 means Relais's ceiling
+	// (Limits.MaxRetryDelay), as it stands when the occurrence fails.
+	MaxRetryDelay time.Duration
 	// Deadline bounds the occurrence's whole life; 0 means none.
 	Deadline time.Duration
 	// Priority orders fetches, 0–9, highest first.
 	Priority int
+}
+
+// Backoff is RetryBackoff, 1 when unset (a fixed delay).
+func (p Policy) Backoff() float64 {
+	if p.RetryBackoff == 0 {
+		return 1
+	}
+	return p.RetryBackoff
 }
 
 // Binding is the source of one input of a node: a path (From) or a literal

@@ -200,7 +200,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Pull.MaxTasks = v.(int) }},
 	{Env: "RELAIS_PULL_MAX_WAIT", Flag: "pull-max-wait", Default: "PT60S", Description: "ceiling of a fetch's long-poll wait", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxWait = v.(time.Duration) }},
-	{Env: "RELAIS_PULL_MAX_RETRY_DELAY", Flag: "pull-max-retry-delay", Default: isoduration.Format(process.DefaultMaxRetryDelay), Description: "ceiling of retry_delay (worker failures and process policies)", kind: kindDuration,
+	{Env: "RELAIS_PULL_MAX_RETRY_DELAY", Flag: "pull-max-retry-delay", Default: isoduration.Format(process.DefaultMaxRetryDelay), Description: "ceiling of retry_delay (worker failures and process policies) and of max_retry_delay, the cap of a delay that grows", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxRetryDelay = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_WAITERS", Flag: "pull-max-waiters", Default: "1000", Description: "long-polling fetches one replica holds at once; past it 429 too_many_waiters", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxWaiters = v.(int) }},

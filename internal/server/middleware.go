@@ -160,7 +160,7 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			// X-Forwarded-Proto): what an operator checks a proxy against.
 			client := forwarded.Of(r)
 			attrs := []any{"method", r.Method, "route", route, "path", r.URL.Path,
-				"status", status, "bytes", ww.BytesWritten(), "duration", elapsed.Round(time.Microsecond),
+				"status", status, "kib", kib(ww.BytesWritten()), "duration", elapsed.Round(time.Microsecond),
 				"request_id", middleware.GetReqID(r.Context()), "client", client.Addr, "https", client.HTTPS}
 			if code != "" {
 				attrs = append(attrs, "code", code)
@@ -453,4 +453,11 @@ func requestID(ids *requestIDs) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, id)))
 		})
 	}
+}
+
+// kib is an answer's size in KiB, rounded up: in bytes, two reveals' (or
+// two fetches') lines would tell the lengths of the protected values they
+// carried apart.
+func kib(bytes int) int {
+	return (bytes + 1023) / 1024
 }

@@ -100,3 +100,35 @@ func TestTheAccessLogNamesTheTokenThatAsked(t *testing.T) {
 		return false, "no line"
 	})
 }
+
+// TestTheAccessLogDoesNotMeasureAnswers: the access log gives an answer's
+// size in KiB, not bytes: two reveals' lines in bytes told the lengths of
+// the values they carried apart (a 6- and a 55-character email).
+func TestTheAccessLogDoesNotMeasureAnswers(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	short, long := "p1", "p"+strings.Repeat("x", 60)
+	for _, key := range []string{short, long} {
+		if r := env.Do("GET", "/api/v1/processes/"+key, env.Operator, nil); r.Status != 404 || !strings.Contains(string(r.Body), key) {
+			t.Fatalf("GET process %s: %d %s, want 404 naming it", key, r.Status, r.Body)
+		}
+	}
+	sizes := map[string]string{}
+	relaistest.WaitFor(t, 5*time.Second, "both lines", func() (bool, string) {
+		for _, line := range strings.Split(env.Logs.String(), "\n") {
+			for _, key := range []string{short, long} {
+				if strings.Contains(line, "path=/api/v1/processes/"+key+" ") {
+					if strings.Contains(line, "bytes=") {
+						t.Fatalf("the access log measures answers in bytes: %s", line)
+					}
+					_, size, _ := strings.Cut(line, "kib=")
+					sizes[key], _, _ = strings.Cut(size, " ")
+				}
+			}
+		}
+		return len(sizes) == 2, fmt.Sprint(sizes)
+	})
+	if sizes[short] != "1" || sizes[long] != "1" {
+		t.Errorf("kib %v, want 1 for both answers", sizes)
+	}
+}
