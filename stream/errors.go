@@ -75,6 +75,26 @@ func toConnect(ctx context.Context, logger *slog.Logger, procedure string, err e
 	return problemError(protoDurations(fe))
 }
 
+// cutShort answers a call the replica cut short (PostgreSQL stopped
+// answering its probe: internal/server's gate cancelled the call's
+// context, maybe before it began) as toConnect does, 503's code,
+// unavailable: connect itself answers a call whose context is done before
+// its handler runs with the bare context error, which a client reads as
+// its own cancellation (CANCELLED, which gRPC retry policies do not
+// retry) and the settle metric as an internal error.
+func (s *Service) cutShort() connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			var ce *connect.Error
+			if err != nil && !errors.As(err, &ce) && pgfault.CutShort(ctx) != nil {
+				err = toConnect(ctx, s.logger, req.Spec().Procedure, err)
+			}
+			return res, err
+		}
+	})
+}
+
 // durationFields are the members of the worker protocol that are
 // protobuf Durations.
 var durationFields = map[string]bool{"lock_duration": true, "retry_delay": true}

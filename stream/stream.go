@@ -127,7 +127,7 @@ func (s *Service) Handlers() map[string]http.Handler {
 	// are a few hundred bytes, which gzip makes no smaller but costs a
 	// compressor's setup each (5 % of a replica's CPU in the bench's cycle).
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)), connect.WithRecover(s.recovered),
-		connect.WithCompressMinBytes(compressMinBytes), connect.WithInterceptors(s.timing())}
+		connect.WithCompressMinBytes(compressMinBytes), connect.WithInterceptors(s.timing(), s.cutShort())}
 	opts = append(opts, strictJSONCodecs()...)
 	out := map[string]http.Handler{}
 	path, h := workerv1connect.NewWorkerServiceHandler(s, opts...)

@@ -1,6 +1,7 @@
 package httpjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -344,6 +345,38 @@ func TestDecodeNamesNaNAndNone(t *testing.T) {
 		_, err := Decode[body](httptest.NewRecorder(), req, 100)
 		if fe, ok := fault.As(err); !ok || fe.Code != "invalid_json" || !strings.Contains(fe.Detail, "NaN, Infinity and None are not JSON") {
 			t.Errorf("%s: %v, want invalid_json naming NaN, Infinity and None", in, err)
+		}
+	}
+}
+
+// An outage fails every request alike: one "dependency unavailable" line
+// is written every unavailableEvery, saying how many it held back, where
+// each request wrote one.
+func TestDependencyUnavailableIsLoggedOncePerPeriod(t *testing.T) {
+	saved := unavailableLines
+	unavailableLines = &throttle{every: unavailableEvery}
+	t.Cleanup(func() { unavailableLines = saved })
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	cause := errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	for range 100 {
+		fe := fault.New(fault.Unavailable, "database_unavailable", "the database is unavailable")
+		fe.Cause = cause
+		WriteError(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/instances", nil), logger, fe)
+	}
+	if n := strings.Count(logs.String(), "dependency unavailable"); n != 1 {
+		t.Errorf("%d lines for 100 refused requests, want 1:\n%s", n, logs.String())
+	}
+
+	th := &throttle{every: 10 * time.Second}
+	at := time.Unix(1000, 0)
+	for i, c := range []struct {
+		after time.Duration
+		held  int
+		ok    bool
+	}{{0, 0, true}, {time.Second, 0, false}, {5 * time.Second, 0, false}, {10 * time.Second, 2, true}, {11 * time.Second, 0, false}, {30 * time.Second, 1, true}} {
+		if held, ok := th.allow(at.Add(c.after)); held != c.held || ok != c.ok {
+			t.Errorf("line %d at +%v: held %d, ok %v; want %d, %v", i, c.after, held, ok, c.held, c.ok)
 		}
 	}
 }

@@ -4,19 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/longpoll"
+	"github.com/relais/relais/stream"
 )
 
 // When the probe stops getting answers, a request held by a hung database
@@ -169,5 +177,101 @@ func TestReadyzSaysWhenTheDatabaseIsReadOnly(t *testing.T) {
 		if rec.Code != want || want != http.StatusOK && doc["status"] != "database read-only" {
 			t.Errorf("default_transaction_read_only %s: %d %v, want %d", readOnly, rec.Code, doc, want)
 		}
+	}
+}
+
+// While the gate is closed, the worker protocol's settling calls are
+// answered unavailable in their protocol, as REST answers 503: connect
+// itself answered a call whose context the gate had cancelled with the
+// bare context error (Connect's 499 canceled, gRPC's CANCELLED), which a
+// client reads as its own cancellation and the settle metric as an
+// internal error.
+func TestClosedGateAnswersTheWorkerProtocolUnavailable(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	d := Deps{Logger: logger, Config: config.Default(), Engine: engine.New(dbtest.Pool(t), engine.Options{Logger: logger}), Registry: reg}
+	gate := newDatabaseGate()
+	srv := httptest.NewServer(newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), gate))
+	t.Cleanup(srv.Close)
+	gate.set(false)
+	req, _ := http.NewRequest("POST", srv.URL+"/relais.worker.v1.WorkerService/Complete",
+		strings.NewReader(`{"occurrenceId": "0195f0c1-0000-7000-8000-000000000000", "workerId": "w1"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer rls_whatever")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"unavailable"`) {
+		t.Errorf("Complete with the gate closed: %d %s, want 503 unavailable", res.StatusCode, body)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range families {
+		if f.GetName() != "relais_pull_settle_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["action"] == "complete" && m.GetHistogram().GetSampleCount() > 0 {
+				found = true
+				if labels["result"] != "unavailable" {
+					t.Errorf("the settle metric counted the call as %q, want unavailable", labels["result"])
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("the settle metric did not count the call")
+	}
+}
+
+// A probe that cannot open its own connection in time (a server just
+// restarted, authenticating every replica's reconnecting pool) asks a
+// connection the pool holds before closing the gate: one that answers
+// keeps it open. QA saw a replica refuse 2 s of requests its pool served.
+func TestProbeAsksThePoolBeforeClosingTheGate(t *testing.T) {
+	t.Parallel()
+	cfg := dbtest.Pool(t).Config()
+	var hang atomic.Bool
+	dialer := &net.Dialer{}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if hang.Load() {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return dialer.DialContext(ctx, network, addr)
+	}
+	cfg.MinConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pool.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hang.Store(true) // new connections hang; the pool's idle one answers
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	verdict := make(chan error, 1)
+	go probeDatabase(ctx, pool, prometheus.NewGauge(prometheus.GaugeOpts{Name: "up"}), slog.New(slog.NewTextHandler(io.Discard, nil)),
+		func(err error) {
+			select {
+			case verdict <- err:
+			default:
+			}
+		})
+	if err := <-verdict; err != nil {
+		t.Errorf("the probe's verdict with the pool answering: %v, want up", err)
 	}
 }

@@ -319,13 +319,17 @@ func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge,
 		}
 	}
 	defer closeConn()
+	// opening is set while ping could not open its connection.
+	opening := false
 	// ping pings on the probe's connection, opening one if it has none.
 	ping := func() error {
 		pctx, cancel := context.WithTimeout(ctx, databaseProbeTimeout)
 		defer cancel()
+		opening = false
 		if conn == nil {
 			var err error
 			if conn, err = pgx.ConnectConfig(pctx, cfg); err != nil {
+				opening = true
 				return err
 			}
 		}
@@ -348,6 +352,18 @@ func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge,
 			// probe would say so for a whole interval after it is back.
 			closeConn()
 			err = ping()
+		}
+		if opening && unanswered(err) && ctx.Err() == nil && pool.Stat().IdleConns() > 0 {
+			// No connection of its own in time: a server just restarted
+			// spends seconds authenticating every replica's reconnecting
+			// pool (QA saw a replica refuse 2 s of requests its pool was
+			// serving). It is hung only if a connection the pool holds
+			// gets no answer either.
+			pctx, cancel := context.WithTimeout(ctx, databaseProbeTimeout)
+			if pool.Ping(pctx) == nil {
+				err = nil
+			}
+			cancel()
 		}
 		switch {
 		case ctx.Err() != nil:
