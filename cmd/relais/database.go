@@ -74,6 +74,10 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 			if errors.Is(err, embeddedpg.ErrNoServerBinaries) && !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") {
 				err = fmt.Errorf("%w; or set RELAIS_DATABASE_URL to use an existing PostgreSQL server", err)
 			}
+			if errors.Is(err, fs.ErrPermission) {
+				// The folder is the operator's setting: name it.
+				err = fmt.Errorf("RELAIS_DATA_DIR %s: %w (the embedded cluster's files go there: make it writable by this process, or give another)", cfg.DataDir, err)
+			}
 			return nil, err
 		} else {
 			db.cluster = c

@@ -149,7 +149,13 @@ func TestServeReadinessAuthAndProblems(t *testing.T) {
 	if strings.Contains(r.stdout.String(), bootstrap) || strings.Contains(r.stderr.String(), bootstrap) {
 		t.Error("the given bootstrap token was printed")
 	}
-	// The ready line says what history is kept.
+	// The ready line says which build runs, and what history is kept.
+	if !strings.Contains(r.stderr.String(), "version=") {
+		t.Errorf("the ready line does not give the version:\n%s", r.stderr)
+	}
+	if res := call(t, "GET", r.base+"/metrics", "", nil); !strings.Contains(string(res.body), "relais_build_info{") {
+		t.Error("/metrics has no relais_build_info")
+	}
 	if !strings.Contains(r.stderr.String(), "retention=P30D") {
 		t.Errorf("the ready line does not give the retention:\n%s", r.stderr)
 	}

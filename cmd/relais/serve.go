@@ -96,7 +96,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	if cert != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relais_tls_certificate_expiry_timestamp_seconds",
 			Help: "When the TLS certificate served expires (Unix seconds): alert well before it, should its renewal fail."},
@@ -205,7 +205,8 @@ func logReady(logger *slog.Logger, cfg config.Config, addr net.Addr, tls, embedd
 	if known := engine.LatestSchemaVersion(); known != schema {
 		versions = append(versions, "known_schema_version", known)
 	}
-	logger.Info("relais ready", append(append([]any{"listen", addr.String(), "tls", tls, "embedded_postgres", embedded}, versions...),
+	logger.Info("relais ready", append(append([]any{"version", strings.TrimPrefix(version(), "relais "), "listen", addr.String(), "tls", tls,
+		"embedded_postgres", embedded}, versions...),
 		"retention", retentionText(cfg.Retention), "trusted_proxies", strings.Join(proxies, ","),
 		"startup", took.Round(time.Millisecond))...)
 }
@@ -290,17 +291,45 @@ func migrationStatus(ctx context.Context, cfg config.Config, logger *slog.Logger
 }
 
 func version() string {
-	info, ok := debug.ReadBuildInfo()
+	b, ok := readBuild()
 	if !ok {
 		return "relais (unknown version)"
 	}
-	v := info.Main.Version
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
+	v := b.version
+	if b.revision != "" {
+		v += " " + b.revision
 	}
 	return "relais " + v
+}
+
+// build is what the binary says of itself: its module version ("(devel)"
+// for a build from a checkout), the commit it was built from (empty when
+// built without version control information) and the Go release.
+type build struct{ version, revision, goVersion string }
+
+func readBuild() (build, bool) {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return build{}, false
+	}
+	b := build{version: info.Main.Version, goVersion: info.GoVersion}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			b.revision = s.Value
+		}
+	}
+	return b, true
+}
+
+// buildInfo is relais_build_info: which build each replica runs, during a
+// rolling deploy.
+func buildInfo() prometheus.Collector {
+	b, _ := readBuild()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relais_build_info",
+		Help: "Always 1; its labels say which build this replica runs: version, revision (the commit, empty when unknown), go_version."},
+		[]string{"version", "revision", "go_version"})
+	g.WithLabelValues(b.version, b.revision, b.goVersion).Set(1)
+	return g
 }
 
 // retentionText is RELAIS_RETENTION as the ready line shows it, in the

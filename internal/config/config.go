@@ -151,6 +151,11 @@ const (
 	MaxHeartbeat     = 5 * time.Minute
 	MinBodyBytes     = 64 << 10
 	MaxBodyBytes     = 64 << 20
+	MaxPullWait      = time.Hour
+	// MaxTasksCeiling bounds RELAIS_PULL_MAX_TASKS and
+	// RELAIS_STREAM_MAX_IN_FLIGHT: as many occurrences at once as a batch
+	// settles.
+	MaxTasksCeiling = 1000
 	// MinLockDuration is engine.MinLockDuration (a test keeps them equal):
 	// a lock ceiling or default under it would refuse every lock a fetch
 	// names, or give locks that lapse before a completion arrives.
@@ -196,9 +201,9 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Pull.DefaultLockDuration = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_LOCK_DURATION", Flag: "pull-max-lock-duration", Default: "PT10M", Description: "ceiling of lock_duration (fetch and extend); at least PT1S, the floor of every lock", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxLockDuration = v.(time.Duration) }},
-	{Env: "RELAIS_PULL_MAX_TASKS", Flag: "pull-max-tasks", Default: "100", Description: "ceiling of max_tasks in one fetch", kind: kindInt,
+	{Env: "RELAIS_PULL_MAX_TASKS", Flag: "pull-max-tasks", Default: "100", Description: "ceiling of max_tasks in one fetch (at most 1000)", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxTasks = v.(int) }},
-	{Env: "RELAIS_PULL_MAX_WAIT", Flag: "pull-max-wait", Default: "PT60S", Description: "ceiling of a fetch's long-poll wait", kind: kindDuration,
+	{Env: "RELAIS_PULL_MAX_WAIT", Flag: "pull-max-wait", Default: "PT60S", Description: "ceiling of a fetch's long-poll wait (at most PT1H)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxWait = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_RETRY_DELAY", Flag: "pull-max-retry-delay", Default: isoduration.Format(process.DefaultMaxRetryDelay), Description: "ceiling of retry_delay (worker failures and process policies) and of max_retry_delay, the cap of a delay that grows", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxRetryDelay = v.(time.Duration) }},
@@ -206,7 +211,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Pull.MaxWaiters = v.(int) }},
 	{Env: "RELAIS_STREAM_HEARTBEAT", Flag: "stream-heartbeat", Default: "PT10S", Description: "heartbeat interval of worker streams (PT1S to PT5M); a worker unseen for three heartbeats is no longer live", kind: kindDuration,
 		set: func(c *Config, v any) { c.Stream.Heartbeat = v.(time.Duration) }},
-	{Env: "RELAIS_STREAM_MAX_IN_FLIGHT", Flag: "stream-max-in-flight", Default: "100", Description: "ceiling of a worker stream's max_in_flight", kind: kindInt,
+	{Env: "RELAIS_STREAM_MAX_IN_FLIGHT", Flag: "stream-max-in-flight", Default: "100", Description: "ceiling of a worker stream's max_in_flight (at most 1000)", kind: kindInt,
 		set: func(c *Config, v any) { c.Stream.MaxInFlight = v.(int) }},
 	{Env: "RELAIS_STREAM_MAX_STREAMS", Flag: "stream-max-streams", Default: "1000", Description: "worker streams one replica holds at once; past it RESOURCE_EXHAUSTED", kind: kindInt,
 		set: func(c *Config, v any) { c.Stream.MaxStreams = v.(int) }},
@@ -230,6 +235,13 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.LogLevel = v.(slog.Level) }},
 	{Env: "RELAIS_LOG_FORMAT", Flag: "log-format", Default: "text", Description: "text or json", kind: kindFormat,
 		set: func(c *Config, v any) { c.LogFormat = v.(string) }},
+}
+
+// emptyRefused are the variables refused set but empty, with the
+// refusal.
+var emptyRefused = map[string]string{
+	"RELAIS_DATABASE_URL": "RELAIS_DATABASE_URL is set but empty: give the database's URL, or unset the variable to run the embedded cluster",
+	"RELAIS_RETENTION":    "RELAIS_RETENTION is set but empty: give how long ended instances are kept (P30D) or forever, or unset the variable for the default P30D",
 }
 
 // Load reads every setting from flags (when given), else the environment,
@@ -470,6 +482,20 @@ func (c Config) check(sources map[string]string) []string {
 			p = append(p, fmt.Sprintf("%s: %s is out of range: from %s to %s", named(env), isoduration.Format(v), isoduration.Format(lo), isoduration.Format(hi)))
 		}
 	}
+	if c.Pull.MaxWait > MaxPullWait {
+		// A long poll held past a proxy's idle timeout is cut by it; one
+		// held for days is a typo of PT100S.
+		p = append(p, fmt.Sprintf("%s: %s is above %s", named("RELAIS_PULL_MAX_WAIT"), isoduration.Format(c.Pull.MaxWait), isoduration.Format(MaxPullWait)))
+	}
+	for _, n := range []struct {
+		env string
+		v   int
+	}{{"RELAIS_PULL_MAX_TASKS", c.Pull.MaxTasks}, {"RELAIS_STREAM_MAX_IN_FLIGHT", c.Stream.MaxInFlight}} {
+		if n.v > MaxTasksCeiling {
+			// As many occurrences claimed at once as a batch settles.
+			p = append(p, fmt.Sprintf("%s: %d is above %d", named(n.env), n.v, MaxTasksCeiling))
+		}
+	}
 	within("RELAIS_TIMER_INTERVAL", c.TimerInterval, MinTimerInterval, MaxTimerInterval)
 	within("RELAIS_STREAM_HEARTBEAT", c.Stream.Heartbeat, MinHeartbeat, MaxHeartbeat)
 	if c.MaxBodyBytes < MinBodyBytes || c.MaxBodyBytes > MaxBodyBytes {
@@ -592,10 +618,13 @@ func UnknownVariables(environ, flagged, reads []string) (warnings, refusals []st
 		}
 	}
 	for _, kv := range environ {
-		// Set and empty, it would run a new embedded database as unset
-		// does: an unset secret in a unit file or a manifest, most likely.
-		if name, v, _ := strings.Cut(kv, "="); name == "RELAIS_DATABASE_URL" && strings.TrimSpace(v) == "" && slices.Contains(reads, name) && !slices.Contains(flagged, name) {
-			refusals = append(refusals, "RELAIS_DATABASE_URL is set but empty: give the database's URL, or unset the variable to run the embedded cluster")
+		// Set and empty, it would run as unset does: an unset secret or
+		// variable in a unit file or a manifest, most likely. For these
+		// two, that default is not one to fall into: a new embedded
+		// database, or history deleted after 30 days.
+		name, v, _ := strings.Cut(kv, "=")
+		if refusal, ok := emptyRefused[name]; ok && strings.TrimSpace(v) == "" && slices.Contains(reads, name) && !slices.Contains(flagged, name) {
+			refusals = append(refusals, refusal)
 		}
 	}
 	slices.Sort(warnings)

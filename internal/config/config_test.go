@@ -61,6 +61,9 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"connect timeout", map[string]string{"RELAIS_DATABASE_CONNECT_TIMEOUT": "30s"}, nil, "RELAIS_DATABASE_CONNECT_TIMEOUT"},
 		{"timer spinning", map[string]string{"RELAIS_TIMER_INTERVAL": "PT0.0000001S"}, nil, "RELAIS_TIMER_INTERVAL: PT0.0000001S is out of range: from PT0.1S to PT1M"},
 		{"timer asleep", map[string]string{"RELAIS_TIMER_INTERVAL": "P1D"}, nil, "RELAIS_TIMER_INTERVAL"},
+		{"long polls for days", map[string]string{"RELAIS_PULL_MAX_WAIT": "P100000D"}, nil, "RELAIS_PULL_MAX_WAIT: P100000D is above PT1H"},
+		{"a billion tasks a fetch", map[string]string{"RELAIS_PULL_MAX_TASKS": "1000000000"}, nil, "RELAIS_PULL_MAX_TASKS: 1000000000 is above 1000"},
+		{"a stream's credit unbounded", map[string]string{"RELAIS_STREAM_MAX_IN_FLIGHT": "5000"}, nil, "RELAIS_STREAM_MAX_IN_FLIGHT: 5000 is above 1000"},
 		{"heartbeat flooding", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT0.01S"}, nil, "RELAIS_STREAM_HEARTBEAT"},
 		{"heartbeat missing the dead", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT1H"}, nil, "RELAIS_STREAM_HEARTBEAT"},
 		{"body too small for anything", map[string]string{"RELAIS_MAX_BODY_BYTES": "1"}, nil, "RELAIS_MAX_BODY_BYTES: 1 is out of range"},
@@ -302,6 +305,10 @@ func TestEmptyDatabaseURLIsRefused(t *testing.T) {
 		if len(refusals) != 1 || !strings.HasPrefix(refusals[0], "RELAIS_DATABASE_URL is set but empty") {
 			t.Errorf("refusals %q; want RELAIS_DATABASE_URL refused as empty", refusals)
 		}
+	}
+	// An empty retention would keep the default 30 days of history.
+	if _, refusals := UnknownVariables([]string{"RELAIS_RETENTION= "}, nil, ServeVariables()); len(refusals) != 1 || !strings.HasPrefix(refusals[0], "RELAIS_RETENTION is set but empty") {
+		t.Errorf("refusals %q; want RELAIS_RETENTION refused as empty", refusals)
 	}
 	if _, refusals := UnknownVariables([]string{"RELAIS_DATABASE_URL="}, nil, ApplyVariables()); len(refusals) != 0 {
 		t.Errorf("apply, which does not read it: refusals %q", refusals)
