@@ -11,7 +11,7 @@ import (
 // Handler returns the console's routes, to be mounted at /console.
 func (c *Console) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withLanguage, c.withPreferences)
+	r.Use(securityHeaders, withLanguage, c.withPreferences, c.sameOrigin)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { c.notFound(w, r) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		r = c.optionalSession(r)
@@ -71,4 +71,16 @@ func (c *Console) Handler() http.Handler {
 		})
 	})
 	return r
+}
+
+// sameOrigin refuses a form a browser posts from another origin, as the
+// form's token does: the sign-in form's token is a cookie's double, which
+// a host of the same site could plant (a login CSRF: the victim signed
+// into the attacker's session). Browsers say where a post comes from
+// (Sec-Fetch-Site, or Origin against Host); curl and scripts say nothing
+// and are not concerned.
+func (c *Console) sameOrigin(next http.Handler) http.Handler {
+	p := http.NewCrossOriginProtection()
+	p.SetDenyHandler(http.HandlerFunc(c.forbiddenForm))
+	return p.Handler(next)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -339,6 +340,45 @@ func TestFormsRequireTheirCSRFToken(t *testing.T) {
 	noCookie := newBrowser(t, env.URL, "en")
 	if r := noCookie.do("POST", "/console/sign-in", url.Values{"csrf": {csrfOf(t, form)}, "token": {env.Operator}}); r.status != http.StatusForbidden {
 		t.Errorf("sign-in without the CSRF cookie: %d, want 403", r.status)
+	}
+}
+
+// A sign-in a browser posts from another origin is refused even with a
+// matching cookie and token: a host of the same site can plant the
+// cookie, and sign its victim into the attacker's session.
+func TestCrossOriginSignInIsRefused(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	for _, c := range []struct {
+		name, origin, site string
+		want               int
+	}{
+		{"another origin", "https://evil.example", "", http.StatusForbidden},
+		{"another site, said by the browser", "", "cross-site", http.StatusForbidden},
+		{"the console's own origin", env.URL, "same-origin", http.StatusSeeOther},
+	} {
+		b := newBrowser(t, env.URL, "en")
+		csrf := csrfOf(t, b.mustGet("/console/sign-in", 200))
+		req, err := http.NewRequest("POST", env.URL+"/console/sign-in", strings.NewReader(url.Values{"csrf": {csrf}, "token": {env.Operator}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		if c.site != "" {
+			req.Header.Set("Sec-Fetch-Site", c.site)
+		}
+		res, err := b.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		signedIn := slices.ContainsFunc(res.Cookies(), func(ck *http.Cookie) bool { return ck.Name == "relais_session" && ck.Value != "" })
+		if res.StatusCode != c.want || signedIn != (c.want == http.StatusSeeOther) {
+			t.Errorf("%s: %d (session cookie %v), want %d", c.name, res.StatusCode, signedIn, c.want)
+		}
 	}
 }
 
