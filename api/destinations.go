@@ -16,6 +16,7 @@ type destinationJSON struct {
 	Name        string               `json:"name"`
 	URL         string               `json:"url"`
 	HeaderNames []string             `json:"header_names"`
+	Signed      bool                 `json:"signed"`
 	MaxTimeout  isoduration.Duration `json:"max_timeout"`
 	CreatedAt   time.Time            `json:"created_at"`
 	UpdatedAt   time.Time            `json:"updated_at"`
@@ -29,13 +30,16 @@ func destinationToJSON(x engine.Destination) destinationJSON {
 	if names == nil {
 		names = []string{}
 	}
-	return destinationJSON{Name: x.Name, URL: x.URL, HeaderNames: names, MaxTimeout: isoduration.Duration(x.MaxTimeout), CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
+	return destinationJSON{Name: x.Name, URL: x.URL, HeaderNames: names, Signed: x.Signed, MaxTimeout: isoduration.Duration(x.MaxTimeout),
+		CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
 }
 
 type putDestinationRequest struct {
 	URL        string               `json:"url"`
 	Headers    map[string]string    `json:"headers"`
 	MaxTimeout isoduration.Duration `json:"max_timeout"`
+	// SigningSecret signs each call (write-only, like header values).
+	SigningSecret string `json:"signing_secret"`
 }
 
 func (a *API) putDestination() http.Handler {
@@ -50,7 +54,7 @@ func (a *API) putDestination() http.Handler {
 			return err
 		}
 		dest, change, err := a.eng.PutDestination(r.Context(), engine.DestinationSpec{Name: chi.URLParam(r, "name"), URL: req.URL, Headers: req.Headers,
-			MaxTimeout: req.MaxTimeout.Std()}, dryRun)
+			MaxTimeout: req.MaxTimeout.Std(), SigningSecret: req.SigningSecret}, dryRun)
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,8 @@ type destinationRow struct {
 	Name    string
 	URL     string
 	Headers string
+	// Signed says its calls are signed; "" when they are not.
+	Signed string
 	Timeout string
 	Updated timeView
 	// Calls lists the push occurrences calling it.
@@ -71,9 +73,13 @@ func (c *Console) destinationList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, d := range dests {
-		v.Rows = append(v.Rows, destinationRow{Name: d.Name, URL: d.URL, Headers: strings.Join(d.HeaderNames, ", "),
+		row := destinationRow{Name: d.Name, URL: d.URL, Headers: strings.Join(d.HeaderNames, ", "),
 			Timeout: formatDuration(ctx, d.MaxTimeout), Updated: formatTime(ctx, d.UpdatedAt),
-			Calls: homePath + "?" + url.Values{"destination": {d.Name}}.Encode()})
+			Calls: homePath + "?" + url.Values{"destination": {d.Name}}.Encode()}
+		if d.Signed {
+			row.Signed = T(ctx, "Calls signed (Relais-Signature)")
+		}
+		v.Rows = append(v.Rows, row)
 	}
 	linkPages(&v.List, destinationsPath, "after", dests, more, after == "", func(d engine.Destination) string { return d.Name })
 	c.render(w, r, http.StatusOK, destinationListPage(v))

@@ -18,7 +18,8 @@ func TestDestinationListPage(t *testing.T) {
 	f.env.Must(201, "PUT", "/api/v1/destinations/scoring", f.env.Admin, map[string]any{
 		"url": "https://scoring.example/v1/a-rather-long-path/that-goes-on?key=qs-secret-1", "max_timeout": "PT7.5S",
 		"headers": map[string]string{"Authorization": "Bearer header-secret-2"}})
-	f.env.Must(201, "PUT", "/api/v1/destinations/audit.sink", f.env.Admin, map[string]any{"url": "http://sink.internal/in", "max_timeout": "PT5S"})
+	f.env.Must(201, "PUT", "/api/v1/destinations/audit.sink", f.env.Admin, map[string]any{"url": "http://sink.internal/in", "max_timeout": "PT5S",
+		"signing_secret": "signing-secret-3-0123456789abcdefghij"})
 
 	checked := map[string]int{}
 	for _, lang := range []string{"en", "fr"} {
@@ -27,7 +28,7 @@ func TestDestinationListPage(t *testing.T) {
 		if count(r, "nav-destinations") != 1 {
 			t.Errorf("%s: no Destinations link in the navigation", lang)
 		}
-		if strings.Contains(r.body, "qs-secret-1") || strings.Contains(r.body, "header-secret-2") {
+		if strings.Contains(r.body, "qs-secret-1") || strings.Contains(r.body, "header-secret-2") || strings.Contains(r.body, "signing-secret-3") {
 			t.Errorf("%s: the page shows a sealed value", lang)
 		}
 		names := r.doc.Find(`[data-testid=destination-row]`).Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("data-name", "") })
@@ -45,8 +46,12 @@ func TestDestinationListPage(t *testing.T) {
 		if url != "https://scoring.example/v1/a-rather-long-path/that-goes-on?key=***" || headers != "Authorization" || timeout != "7 s 500 ms" {
 			t.Errorf("%s: scoring row: url %q, headers %q, timeout %q", lang, url, headers, timeout)
 		}
-		if got := strings.TrimSpace(r.doc.Find(`[data-testid=destination-row][data-name="audit.sink"] [data-testid=destination-headers]`).Text()); got != wantNone {
+		if got := strings.TrimSpace(r.doc.Find(`[data-testid=destination-row][data-name="audit.sink"] [data-testid=destination-headers] .none`).Text()); got != wantNone {
 			t.Errorf("%s: audit.sink headers %q", lang, got)
+		}
+		wantSigned := map[string]string{"en": "Calls signed (Relais-Signature)", "fr": "Appels signés (Relais-Signature)"}[lang]
+		if got := text(r, "destination-signed"); got != wantSigned || count(r, "destination-signed") != 1 {
+			t.Errorf("%s: %d signed rows, %q; want audit.sink's alone, %q", lang, count(r, "destination-signed"), got, wantSigned)
 		}
 		checkLabelled(t, lang+" destinations", r.doc, checked)
 		if lang == "fr" {

@@ -30,9 +30,12 @@ type Destination struct {
 	Name        string
 	URL         string
 	HeaderNames []string
-	MaxTimeout  time.Duration
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Signed says whether its calls carry Relais-Signature (its secret
+	// is never shown).
+	Signed     bool
+	MaxTimeout time.Duration
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 var destinationNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
@@ -45,6 +48,7 @@ func IsDestinationName(name string) bool { return destinationNamePattern.MatchSt
 // or by the HTTP transport; a destination may not override them: its value
 // would be dropped without a word.
 var reservedHeaders = map[string]bool{"Content-Type": true, "Content-Length": true, "Idempotency-Key": true, "Host": true,
+	"Relais-Attempt": true, "Relais-Signature": true,
 	"Accept": true, "User-Agent": true,
 	"Connection": true, "Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true}
 
@@ -57,12 +61,15 @@ func destinationFromRow(row queries.Destination) Destination {
 			u = withQuery(rest, maskQuery(query))
 		}
 	}
-	return Destination{Name: row.Name, URL: u, HeaderNames: names, MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	return Destination{Name: row.Name, URL: u, HeaderNames: names, Signed: row.SealedSigningSecret != nil, MaxTimeout: row.MaxTimeout,
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
 }
 
 func aadDestinationHeaders(name string) string { return "destination/" + name + "/headers" }
 
 func aadDestinationQuery(name string) string { return "destination/" + name + "/url-query" }
+
+func aadDestinationSigning(name string) string { return "destination/" + name + "/signing-secret" }
 
 // maskedQuery is what stands for a sealed query value.
 const maskedQuery = "***"
@@ -147,6 +154,8 @@ type DestinationSpec struct {
 	URL        string
 	Headers    map[string]string
 	MaxTimeout time.Duration
+	// SigningSecret, when set, signs every call (Relais-Signature).
+	SigningSecret string
 }
 
 // validDestination is a spec that passed validate, with its header names
@@ -197,6 +206,11 @@ func (s DestinationSpec) validate() (validDestination, error) {
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "is required and must be above zero"})
 	case s.MaxTimeout > process.HardMaxPushTimeout:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most " + formatDuration(process.HardMaxPushTimeout)})
+	}
+	if n := len(s.SigningSecret); n > 0 && (n < MinSigningSecret || n > MaxSigningSecret) {
+		// Its length is a rule of the field, not of the value: saying it
+		// tells nothing a caller did not send.
+		errs = append(errs, fault.FieldError{Path: "/signing_secret", Message: fmt.Sprintf("must be %d to %d bytes (make one with: head -c32 /dev/urandom | base64)", MinSigningSecret, MaxSigningSecret)})
 	}
 	if len(s.Headers) > MaxDestinationHdrs {
 		errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("holds more than %d headers", MaxDestinationHdrs)})
@@ -250,7 +264,7 @@ func (v validDestination) shown() Destination {
 	if v.query != "" {
 		u = withQuery(v.rest, maskQuery(v.query))
 	}
-	return Destination{Name: v.Name, URL: u, HeaderNames: v.names, MaxTimeout: v.MaxTimeout}
+	return Destination{Name: v.Name, URL: u, HeaderNames: v.names, Signed: v.SigningSecret != "", MaxTimeout: v.MaxTimeout}
 }
 
 // PutDestination creates or replaces a destination. An identical
@@ -264,8 +278,9 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 	if err != nil {
 		return Destination{}, "", err
 	}
-	if (len(v.headers) > 0 || v.query != "") && e.keys == nil {
-		return Destination{}, "", fault.New(fault.Unavailable, "encryption_unavailable", "header values and URL query values are stored encrypted but no data key is configured")
+	sealing := len(v.headers) > 0 || v.query != "" || v.SigningSecret != ""
+	if sealing && e.keys == nil {
+		return Destination{}, "", fault.New(fault.Unavailable, "encryption_unavailable", "header values, URL query values and signing secrets are stored encrypted but no data key is configured")
 	}
 	var out Destination
 	var change Change
@@ -285,12 +300,12 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 				return err
 			}
 			out, change = destinationFromRow(row), Updated
-			if current.URL == v.URL && row.MaxTimeout == v.MaxTimeout && maps.Equal(current.Headers, v.headers) {
+			if current.URL == v.URL && row.MaxTimeout == v.MaxTimeout && maps.Equal(current.Headers, v.headers) && current.SigningSecret == v.SigningSecret {
 				change = Unchanged
 				return nil
 			}
 		}
-		if len(v.headers) > 0 || v.query != "" {
+		if sealing {
 			// Before the dry run's answer: a put this replica cannot seal
 			// is refused by the dry run too.
 			if err := e.sealable(); err != nil {
@@ -317,13 +332,17 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 		if v.query != "" {
 			sealedQuery = e.keys.Seal([]byte(v.query), []byte(aadDestinationQuery(v.Name)))
 		}
+		var sealedSecret []byte
+		if v.SigningSecret != "" {
+			sealedSecret = e.keys.Seal([]byte(v.SigningSecret), []byte(aadDestinationSigning(v.Name)))
+		}
 		written, err := q.DestinationUpsert(ctx, queries.DestinationUpsertParams{Name: v.Name, Url: v.shown().URL, SealedUrlQuery: sealedQuery,
-			HeaderNames: v.names, SealedHeaders: sealed, MaxTimeout: v.MaxTimeout})
+			HeaderNames: v.names, SealedHeaders: sealed, MaxTimeout: v.MaxTimeout, SealedSigningSecret: sealedSecret})
 		if err != nil {
 			return err
 		}
 		out = destinationFromRow(queries.Destination{Name: written.Name, Url: written.Url, HeaderNames: written.HeaderNames, SealedUrlQuery: written.SealedUrlQuery,
-			MaxTimeout: written.MaxTimeout, CreatedAt: written.CreatedAt, UpdatedAt: written.UpdatedAt})
+			MaxTimeout: written.MaxTimeout, CreatedAt: written.CreatedAt, UpdatedAt: written.UpdatedAt, SealedSigningSecret: written.SealedSigningSecret})
 		return nil
 	})
 	if err != nil {
@@ -424,9 +443,11 @@ func (e *Engine) DeleteDestination(ctx context.Context, name string) error {
 type destinationTarget struct {
 	URL     string            // in clear, query included
 	Headers map[string]string // in clear: a delivery to an authorized destination
-	// Secrets are the header and query values, which the destination's
-	// answers are scrubbed of.
+	// Secrets are the header and query values and the signing secret,
+	// which the destination's answers are scrubbed of.
 	Secrets []string
+	// SigningSecret signs each call; "" for a destination that does not.
+	SigningSecret string
 	// MaxTimeout is the destination's cap as it is now: an administrator
 	// may have lowered it since a version using it was published.
 	MaxTimeout time.Duration
@@ -476,6 +497,17 @@ func (e *Engine) openDestination(row queries.Destination) (destinationTarget, er
 		}
 		rest, _ := splitQuery(row.Url)
 		t.URL = withQuery(rest, string(query))
+	}
+	if row.SealedSigningSecret != nil {
+		if e.keys == nil {
+			return destinationTarget{}, fmt.Errorf("destination %q signing secret is sealed but no data key is configured", name)
+		}
+		secret, err := e.keys.Open(row.SealedSigningSecret, []byte(aadDestinationSigning(name)))
+		if err != nil {
+			return destinationTarget{}, err
+		}
+		t.SigningSecret = string(secret)
+		t.Secrets = append(t.Secrets, t.SigningSecret)
 	}
 	rest, query := splitQuery(t.URL)
 	t.Secrets = append(t.Secrets, querySecrets(query)...)

@@ -26,7 +26,9 @@ const (
 	MaxHeaderName      = 200    // a destination header's name
 	MaxHeaderValue     = 8_192  // a destination header's value
 	MaxDestinationHdrs = 50     // headers of one destination
-	MaxWorkerID        = 200    // a worker_id, on every protocol
+	MinSigningSecret   = 32     // a destination's signing secret, in bytes
+	MaxSigningSecret   = 256
+	MaxWorkerID        = 200 // a worker_id, on every protocol
 )
 
 // MinLockDuration is the shortest lock a fetch or an extension may ask

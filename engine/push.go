@@ -43,6 +43,8 @@ type PushCall struct {
 	Destination string
 	URL         string
 	Headers     map[string]string
+	// SigningSecret, when set, signs the call (Relais-Signature).
+	SigningSecret string
 	// Protected are the inputs' sensitive and secret values, for scrubbing
 	// the destination's error messages.
 	Protected []string
@@ -169,7 +171,7 @@ func (e *Engine) pushCall(ctx context.Context, o queries.Occurrence) (PushCall, 
 	}
 	return PushCall{ID: o.ID, InstanceID: o.InstanceID, Definition: o.DefinitionKey, Revision: int(o.Revision), Attempt: int(o.Attempts),
 		Inputs: inputs, DeadlineAt: o.DeadlineAt, Timeout: min(*o.Timeout, dest.MaxTimeout), Destination: *o.Destination, URL: dest.URL, Headers: dest.Headers,
-		Protected: rev.Working.Inputs.ProtectedStrings(inputs)}, nil
+		SigningSecret: dest.SigningSecret, Protected: rev.Working.Inputs.ProtectedStrings(inputs)}, nil
 }
 
 // PushResult is what a push call produced: outputs (the body's "outputs"),

@@ -158,8 +158,8 @@ func (e *Engine) resealOccurrences(ctx context.Context, q *queries.Queries) (int
 	return len(rows), nil
 }
 
-// resealDestinations re-encrypts a batch of destinations' headers and
-// query parameters.
+// resealDestinations re-encrypts a batch of destinations' headers, query
+// parameters and signing secrets.
 func (e *Engine) resealDestinations(ctx context.Context, q *queries.Queries) (int, error) {
 	rows, err := q.DestinationSealedBatch(ctx, queries.DestinationSealedBatchParams{PrimaryKey: e.keys.Primary(), Max: rotateBatch})
 	if err != nil {
@@ -174,7 +174,12 @@ func (e *Engine) resealDestinations(ctx context.Context, q *queries.Queries) (in
 		if err != nil {
 			return 0, err
 		}
-		if err := q.DestinationReseal(ctx, queries.DestinationResealParams{Name: r.Name, SealedHeaders: headers, SealedUrlQuery: query}); err != nil {
+		secret, err := reseal(e.keys, r.SealedSigningSecret, aadDestinationSigning(r.Name))
+		if err != nil {
+			return 0, err
+		}
+		if err := q.DestinationReseal(ctx, queries.DestinationResealParams{Name: r.Name, SealedHeaders: headers, SealedUrlQuery: query,
+			SealedSigningSecret: secret}); err != nil {
 			return 0, err
 		}
 	}

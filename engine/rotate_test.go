@@ -46,6 +46,10 @@ func TestKeyRotation(t *testing.T) {
 	if _, _, err := e.PutDestination(ctx, DestinationSpec{Name: "api", URL: "https://example.com", Headers: map[string]string{"X-Key": "hdr-secret"}, MaxTimeout: time.Second}, false); err != nil {
 		t.Fatal(err)
 	}
+	const signing = "signing-secret-0123456789abcdefghij"
+	if _, _, err := e.PutDestination(ctx, DestinationSpec{Name: "signed", URL: "https://example.com", MaxTimeout: time.Second, SigningSecret: signing}, false); err != nil {
+		t.Fatal(err)
+	}
 
 	// Step 1: the new key goes first, the old one stays to open old values.
 	both, _ := keyring.Parse(newSpec + "," + oldSpec)
@@ -62,7 +66,8 @@ func TestKeyRotation(t *testing.T) {
 	err := e.pool.QueryRow(ctx, `select
 	    (select count(*) from instances where substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> 'new'::bytea)
 	  + (select count(*) from occurrences where substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> 'new'::bytea)
-	  + (select count(*) from destinations where substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> 'new'::bytea)`).Scan(&stale)
+	  + (select count(*) from destinations where substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> 'new'::bytea)
+	  + (select count(*) from destinations where substring(sealed_signing_secret from 3 for get_byte(sealed_signing_secret, 1)) <> 'new'::bytea)`).Scan(&stale)
 	if err != nil || stale != 0 || batches == 0 {
 		t.Fatalf("%d values still under the old key after rotation (%v, %d batches)", stale, err, batches)
 	}
@@ -116,6 +121,9 @@ func TestKeyRotation(t *testing.T) {
 	}
 	if dest, err := n.destinationCall(ctx, n.q, "api"); err != nil || dest.Headers["X-Key"] != "hdr-secret" {
 		t.Errorf("destination headers after rotation: %v %v", dest.Headers, err)
+	}
+	if dest, err := n.destinationCall(ctx, n.q, "signed"); err != nil || dest.SigningSecret != signing {
+		t.Errorf("a destination's signing secret after rotation: %v", err)
 	}
 }
 

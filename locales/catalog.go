@@ -39,470 +39,471 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              318,
-	"%[1]s %[2]s, %[3]s %[4]s":                 319,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          317,
-	"%[1]s; %[2]s":                             316,
-	"%d (0 lowest, 9 highest)":                 483,
-	"%d attempts":                              489,
-	"%d attempts, retry after %s, priority %d": 646,
+	"%[1]s %[2]s":                              319,
+	"%[1]s %[2]s, %[3]s %[4]s":                 320,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          318,
+	"%[1]s; %[2]s":                             317,
+	"%d (0 lowest, 9 highest)":                 484,
+	"%d attempts":                              490,
+	"%d attempts, retry after %s, priority %d": 647,
 	"%d breaking":                              239,
 	"%d changes":                               238,
-	"%d completed":                             314,
-	"%d d":                                     326,
-	"%d days":                                  340,
-	"%d failed":                                315,
-	"%d h":                                     325,
+	"%d completed":                             315,
+	"%d d":                                     327,
+	"%d days":                                  341,
+	"%d failed":                                316,
+	"%d h":                                     326,
 	"%d held instances match now.":             62,
-	"%d hours":                                 341,
-	"%d items":                                 716,
-	"%d left":                                  491,
-	"%d min":                                   324,
-	"%d minutes":                               342,
+	"%d hours":                                 342,
+	"%d items":                                 717,
+	"%d left":                                  492,
+	"%d min":                                   325,
+	"%d minutes":                               343,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              714,
-	"%d ms": 344,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         636,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 635,
-	"%d occurrences":                          577,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              715,
+	"%d ms": 345,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         637,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 636,
+	"%d occurrences":                          578,
 	"%d releases":                             258,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
-	"%d s":       323,
-	"%d seconds": 343,
+	"%d s":       324,
+	"%d seconds": 344,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (deferred; settled by %s)":                        549,
-	"%s (deferred; settled with its settle token)":        547,
-	"%s (deferred; settled with its settle token, as %s)": 548,
+	"%s (deferred; settled by %s)":                        550,
+	"%s (deferred; settled with its settle token)":        548,
+	"%s (deferred; settled with its settle token, as %s)": 549,
 	"%s (token #%d, %s)":                                  101,
-	"%s ago":                                              321,
-	"%s so far":                                           545,
-	"%s → %s":                                             641,
-	"%s, %s: %s":                                          287,
-	"%s, multiplied by %s after each failure, up to %s":               486,
-	"%s, multiplied by %s after each failure, up to Relais’s ceiling": 485,
-	"%s, revision %s":                         449,
-	"%s, version %s":                          450,
-	"%s: %s":                                  313,
+	"%s ago":                                              322,
+	"%s so far":                                           546,
+	"%s → %s":                                             642,
+	"%s, %s: %s":                                          288,
+	"%s, multiplied by %s after each failure, up to %s":               487,
+	"%s, multiplied by %s after each failure, up to Relais’s ceiling": 486,
+	"%s, revision %s":                         450,
+	"%s, version %s":                          451,
+	"%s: %s":                                  314,
 	"%s: %s → %s":                             246,
-	"%s: a date is written 2026-12-01.":       593,
+	"%s: a date is written 2026-12-01.":       594,
 	"%s: every revision, present and future":  185,
 	"%s: revision %s":                         186,
 	"%s: revisions %s":                        187,
-	"%s: the first day comes after the last.": 594,
-	"%s–%s":                                   312,
-	"(%d characters in all)":                  717,
-	"(%d handed back, not counted)":           490,
-	"(each item)":                             704,
-	"(worker %s)":                             533,
-	"0 seconds":                               339,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           682,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 522,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 604,
-	"A revision is a definition’s: choose the definition too.": 560,
-	"A version is a process’s: choose the process too.":        385,
+	"%s: the first day comes after the last.": 595,
+	"%s–%s":                                   313,
+	"(%d characters in all)":                  718,
+	"(%d handed back, not counted)":           491,
+	"(each item)":                             705,
+	"(worker %s)":                             534,
+	"0 seconds":                               340,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           683,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 523,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 605,
+	"A revision is a definition’s: choose the definition too.": 561,
+	"A version is a process’s: choose the process too.":        386,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              379,
-	"Abandoned by %s at %s — “%s”":                                   371,
+	"Abandoned at node":                                              380,
+	"Abandoned by %s at %s — “%s”":                                   372,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 390,
+	"Act on every instance this filter matches": 391,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       574,
-	"All definitions":                     305,
+	"All consumers":                       575,
+	"All definitions":                     306,
 	"All its tasks":                       184,
-	"All processes":                       396,
-	"All statuses":                        398,
-	"All workers":                         730,
-	"An operator abandoned the instance.": 521,
-	"Any definition":                      397,
+	"All processes":                       397,
+	"All statuses":                        399,
+	"All workers":                         731,
+	"An operator abandoned the instance.": 522,
+	"Any definition":                      398,
 	"Apply filters":                       116,
-	"Apr":                                 330,
-	"As of %s (%s); refreshed every few seconds.": 299,
-	"Attempts":                         454,
+	"Apr":                                 331,
+	"As of %s (%s); refreshed every few seconds.": 300,
+	"Attempts":                         455,
 	"Audit log":                        110,
-	"Aug":                              334,
-	"Available from":                   501,
+	"Aug":                              335,
+	"Available from":                   502,
 	"Back to definitions":              160,
 	"Back to external tasks":           159,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           656,
-	"Back without saving":              606,
+	"Back to the occurrence":           657,
+	"Back without saving":              607,
 	"Breaks processes":                 216,
 	"Breaks workers":                   217,
 	"Bulk %s applied to %d instances.": 99,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  126,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 125,
 	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      124,
-	"Bulk action":               108,
-	"Business key":              80,
-	"By process and error code": 85,
-	"Call timeout":              484,
-	"Calls":                     268,
-	"Camunda 7 facade":          734,
-	"Cancelled: the instance was stopped (%s).":               544,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 543,
+	"Bulk action":                     108,
+	"Business key":                    80,
+	"By process and error code":       85,
+	"Call timeout":                    485,
+	"Calls":                           268,
+	"Calls signed (Relais-Signature)": 270,
+	"Camunda 7 facade":                735,
+	"Cancelled: the instance was stopped (%s).":               545,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 544,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           657,
+	"Cannot reveal":                                           658,
 	"Change":                                                  214,
 	"Changes between the two revisions":                       226,
 	"Changes of the Working copy since revision %d":           235,
 	"Choose two existing revisions to compare.":               236,
 	"Classification":                                          193,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            630,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 621,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            631,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 622,
 	"Compare":              213,
 	"Compare revisions":    209,
-	"Completed":            308,
-	"Completed (%s).":      539,
-	"Completed, last hour": 296,
-	"Completions and failures per 5 minutes, last hour: %s":    306,
-	"Completions and failures per 5-minute slot, oldest first": 310,
-	"Completions and failures, last hour":                      289,
-	"Connected":                                                726,
+	"Completed":            309,
+	"Completed (%s).":      540,
+	"Completed, last hour": 297,
+	"Completions and failures per 5 minutes, last hour: %s":    307,
+	"Completions and failures per 5-minute slot, oldest first": 311,
+	"Completions and failures, last hour":                      290,
+	"Connected":                                                727,
 	"Constraints":                                              194,
-	"Consumer":                                                 456,
-	"Consumer and worker":                                      571,
+	"Consumer":                                                 457,
+	"Consumer and worker":                                      572,
 	"Consumers":                                                140,
 	"Consumers, oldest first":                                  173,
 	"Counting the occurrences; the counts appear when you reload the page.": 188,
 	"Counts are unavailable right now.":                                     189,
-	"Counts as of %s (%s); refreshed every few seconds.":                    652,
-	"Counts by status": 566,
-	"Created":          355,
+	"Counts as of %s (%s); refreshed every few seconds.":                    653,
+	"Counts by status": 567,
+	"Created":          356,
 	"Created from":     83,
 	"Created on":       177,
 	"Created to":       84,
-	"Creation date":    386,
-	"Dates":            452,
-	"Deadline":         481,
-	"Dec":              338,
-	"Deferred":         505,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 538,
-	"Definition":                                 291,
+	"Creation date":    387,
+	"Dates":            453,
+	"Deadline":         482,
+	"Dec":              339,
+	"Deferred":         506,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 539,
+	"Definition":                                 292,
 	"Definition %s":                              196,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                138,
 	"Definitions by key":                         253,
-	"Definitions served":                         724,
-	"Definitions, those needing attention first": 290,
+	"Definitions served":                         725,
+	"Definitions, those needing attention first": 291,
 	"Description":                                195,
-	"Destination":                                468,
+	"Destination":                                469,
 	"Destinations":                               141,
 	"Destinations by name":                       262,
-	"Destination’s answer":                       461,
+	"Destination’s answer":                       462,
 	"Detail":                                     215,
 	"Digest":                                     229,
 	"Display settings":                           146,
 	"Display settings: ":                         147,
-	"Duration":                                   460,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 288,
+	"Duration":                                   461,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 289,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          580,
-	"End node":                  378,
-	"End node or error":         394,
-	"Ended":                     374,
-	"Erase process instance %s": 272,
-	"Erase the instance":        275,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 273,
-	"Erase this instance…": 365,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 277,
-	"Error":                      570,
-	"Error (before any attempt)": 508,
-	"Error (the deadline passed after attempt %d)": 507,
+	"Earlier attempt:":          581,
+	"End node":                  379,
+	"End node or error":         395,
+	"Ended":                     375,
+	"Erase process instance %s": 273,
+	"Erase the instance":        276,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 274,
+	"Erase this instance…": 366,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 278,
+	"Error":                      571,
+	"Error (before any attempt)": 509,
+	"Error (the deadline passed after attempt %d)": 508,
 	"Error code":       81,
-	"Error message":    463,
-	"Every %d seconds": 611,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 500,
-	"Every attempt, oldest first": 455,
+	"Error message":    464,
+	"Every %d seconds": 612,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 501,
+	"Every attempt, oldest first": 456,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  660,
-	"Expired token":                        692,
-	"Expires":                              689,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  661,
+	"Expired token":                        693,
+	"Expires":                              690,
 	"External tasks":                       133,
-	"Failed":                               294,
-	"Failed (%s).":                         542,
-	"Failed at node":                       380,
-	"Failed occurrence":                    376,
-	"Failed, last hour":                    297,
-	"Feb":                                  328,
+	"Failed":                               295,
+	"Failed (%s).":                         543,
+	"Failed at node":                       381,
+	"Failed occurrence":                    377,
+	"Failed, last hour":                    298,
+	"Feb":                                  329,
 	"Field":                                190,
 	"Filter":                               55,
 	"Filters":                              112,
 	"Find":                                 137,
 	"Find an instance or occurrence":       135,
-	"Finished":                             459,
-	"First page":                           590,
+	"Finished":                             460,
+	"First page":                           591,
 	"Follow it in the audit log (new tab)": 59,
 	"Form refused":                         164,
 	"From revision":                        211,
 	"From revision %d to revision %d:":     237,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  176,
-	"Graph":                   620,
-	"Graph of %s":             634,
-	"HTTP 2xx, unusable body": 551,
+	"Graph":                   621,
+	"Graph of %s":             635,
+	"HTTP 2xx, unusable body": 552,
 	"Headers sent":            264,
 	"Health":                  132,
 	"Held at a node of":       82,
-	"Held at node":            375,
-	"Held for":                377,
-	"Held instances":          293,
+	"Held at node":            376,
+	"Held for":                378,
+	"Held instances":          294,
 	"ID":                      174,
-	"In flight":               725,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 307,
+	"In flight":               726,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 308,
 	"Inputs":                     219,
 	"Inputs of revision %d":      230,
 	"Inputs of the working copy": 221,
-	"Inputs the instance was started with, labelled by process version %d's contract": 363,
-	"Inputs, labelled by revision %d's contract":                                      492,
-	"Instance":                  393,
+	"Inputs the instance was started with, labelled by process version %d's contract": 364,
+	"Inputs, labelled by revision %d's contract":                                      493,
+	"Instance":                  394,
 	"Instances":                 86,
-	"Instances of this version": 629,
+	"Instances of this version": 630,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 742,
-	"It takes revision %d only.":                       745,
-	"It takes revisions %s only.":                      747,
+	"It takes every revision its consumer is granted.": 743,
+	"It takes revision %d only.":                       746,
+	"It takes revisions %s only.":                      748,
 	"Its calls":                                        269,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 274,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  540,
-	"Its instance went on along the node’s error path.":                                                                                                                    541,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      697,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 275,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  541,
+	"Its instance went on along the node’s error path.":                                                                                                                    542,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      698,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
-	"Jan":                     327,
-	"Jul":                     333,
-	"Jun":                     332,
-	"Keep it":                 699,
+	"Jan":                     328,
+	"Jul":                     334,
+	"Jun":                     333,
+	"Keep it":                 700,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       270,
+	"Keep the instance":       271,
 	"Key":                     254,
-	"Kind":                    624,
+	"Kind":                    625,
 	"Language":                129,
 	"Last changed":            266,
-	"Last error (attempt %d)": 506,
-	"Last reserved":           503,
+	"Last error (attempt %d)": 507,
+	"Last reserved":           504,
 	"Last saved":              200,
-	"Last seen":               727,
-	"Last used":               688,
+	"Last seen":               728,
+	"Last used":               689,
 	"Latest revision":         255,
 	"Lists every change from one revision to another, and whom it may break.": 210,
-	"Local time at %s": 609,
-	"Local time in %s": 608,
-	"Lock expired %s — waiting to be offered again.": 530,
-	"Lock expires":                     504,
+	"Local time at %s": 610,
+	"Local time in %s": 609,
+	"Lock expired %s — waiting to be offered again.": 531,
+	"Lock expires":                     505,
 	"Longest timeout":                  265,
 	"Main navigation":                  131,
-	"Mar":                              329,
-	"Maximum attempts":                 477,
-	"May":                              331,
-	"Message":                          568,
-	"Message from Relais (in English)": 557,
-	"Message from the service (its own words, protected values masked)": 558,
-	"Method not allowed": 664,
-	"Mode":               475,
-	"More filters: instance, revision, consumer, destination, dates": 562,
+	"Mar":                              330,
+	"Maximum attempts":                 478,
+	"May":                              332,
+	"Message":                          569,
+	"Message from Relais (in English)": 558,
+	"Message from the service (its own words, protected values masked)": 559,
+	"Method not allowed": 665,
+	"Mode":               476,
+	"More filters: instance, revision, consumer, destination, dates": 563,
 	"Name":                    175,
-	"Never":                   610,
-	"Next attempt":            502,
-	"Next attempt or settled": 572,
-	"Next node":               354,
-	"Next page":               589,
+	"Never":                   611,
+	"Next attempt":            503,
+	"Next attempt or settled": 573,
+	"Next node":               355,
+	"Next page":               590,
 	"No consumer yet.":        170,
-	"No definition %s has occurrences: check the key, or show all definitions.": 304,
-	"No definition has occurrences yet.":                                        298,
+	"No definition %s has occurrences: check the key, or show all definitions.": 305,
+	"No definition has occurrences yet.":                                        299,
 	"No definition has the key “%s”.":                                           94,
 	"No definition yet.":                                                        257,
 	"No destination yet.":                                                       259,
 	"No inputs.":                                                                220,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 672,
-	"No instance matches these filters.": 395,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 670,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 671,
-	"No live worker takes %s now (Workers page).":                                               524,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 525,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           526,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          527,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 673,
+	"No instance matches these filters.": 396,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 671,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 672,
+	"No live worker takes %s now (Workers page).":                                               525,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 526,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           527,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          528,
 	"No more consumers.":                                   171,
 	"No more destinations.":                                260,
-	"No occurrence matches these filters.":                 573,
+	"No occurrence matches these filters.":                 574,
 	"No operator action matches.":                          118,
-	"No operator has acted on this instance.":              359,
-	"No outputs yet: the occurrence has not completed.":    495,
+	"No operator has acted on this instance.":              360,
+	"No outputs yet: the occurrence has not completed.":    496,
 	"No outputs.":                                          223,
-	"No outputs: the occurrence ended without completing.": 497,
+	"No outputs: the occurrence ended without completing.": 498,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         616,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             739,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             738,
+	"No process is published yet.":                         617,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             740,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             739,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
 	"No release yet.": 204,
 	"No revision yet: the Working copy has never been snapshotted.":          202,
-	"No service ever reserved this occurrence: it ended before any attempt.": 467,
-	"No service has reserved this occurrence yet.":                           464,
-	"No token.":              686,
-	"No value was revealed.": 662,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 740,
-	"No worker is connected.":           728,
-	"No worker serves this definition.": 731,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 737,
-	"Node":                  351,
-	"Nodes":                 622,
-	"Nodes of this version": 631,
-	"Nodes of this version, with their occurrences now": 623,
-	"Nodes reached, in order":                           350,
+	"No service ever reserved this occurrence: it ended before any attempt.": 468,
+	"No service has reserved this occurrence yet.":                           465,
+	"No token.":              687,
+	"No value was revealed.": 663,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 741,
+	"No worker is connected.":           729,
+	"No worker serves this definition.": 732,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 738,
+	"Node":                  352,
+	"Nodes":                 623,
+	"Nodes of this version": 632,
+	"Nodes of this version, with their occurrences now": 624,
+	"Nodes reached, in order":                           351,
 	"Not allowed":                                       155,
 	"Not found":                                         163,
 	"Notes":                                             207,
 	"Nothing exists at this address, or it is not visible to you.": 161,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             668,
+	"Nothing to find: the search box is empty.":                             669,
 	"Nothing was done.":         29,
-	"Nov":                       337,
-	"Now":                       473,
-	"Occurrence":                352,
-	"Occurrence %s":             451,
+	"Nov":                       338,
+	"Now":                       474,
+	"Occurrence":                353,
+	"Occurrence %s":             452,
 	"Occurrence offered again":  107,
-	"Occurrences now":           628,
-	"Occurrences, newest first": 567,
-	"Oct":                       336,
-	"Offered from %s — %s.":     529,
-	"Oldest claimable waits":    295,
-	"On error":                  627,
-	"On success":                626,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         658,
-	"Only administrators may reveal a sensitive value.":                                                           653,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 683,
-	"Open":             292,
-	"Operator actions": 347,
-	"Operator actions on this instance, newest first": 360,
+	"Occurrences now":           629,
+	"Occurrences, newest first": 568,
+	"Oct":                       337,
+	"Offered from %s — %s.":     530,
+	"Oldest claimable waits":    296,
+	"On error":                  628,
+	"On success":                627,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         659,
+	"Only administrators may reveal a sensitive value.":                                                           654,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 684,
+	"Open":             293,
+	"Operator actions": 348,
+	"Operator actions on this instance, newest first": 361,
 	"Operator actions, newest first":                  122,
-	"Outcome":                                         462,
+	"Outcome":                                         463,
 	"Outputs":                                         222,
 	"Outputs of revision %d":                          231,
 	"Outputs of the working copy":                     224,
-	"Outputs, labelled by revision %d's contract":     494,
-	"Pages":                           587,
-	"Path":                            348,
+	"Outputs, labelled by revision %d's contract":     495,
+	"Pages":                           588,
+	"Path":                            349,
 	"Pause reloading":                 154,
-	"Pinned revision":                 625,
-	"Policy":                          453,
-	"Previous page":                   588,
-	"Priority":                        482,
+	"Pinned revision":                 626,
+	"Policy":                          454,
+	"Previous page":                   589,
+	"Priority":                        483,
 	"Process":                         77,
-	"Process %s":                      618,
+	"Process %s":                      619,
 	"Process %s has no version %d.":   92,
-	"Process and node":                569,
-	"Process inputs":                  362,
+	"Process and node":                570,
+	"Process inputs":                  363,
 	"Process instance":                106,
-	"Process instance %s":             345,
-	"Process instances":               388,
-	"Process instances, newest first": 392,
+	"Process instance %s":             346,
+	"Process instances":               389,
+	"Process instances, newest first": 393,
 	"Processes":                       134,
-	"Processes by key":                614,
-	"Protocol":                        723,
+	"Processes by key":                615,
+	"Protocol":                        724,
 	"Published":                       208,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 612,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       613,
-	"Push destination": 563,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 613,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       614,
+	"Push destination": 564,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            476,
-	"Recorded operator actions":                             358,
+	"Reason given by the worker":                            477,
+	"Recorded operator actions":                             359,
 	"Relais console":                                        128,
-	"Relais has not called the destination yet.":            470,
-	"Relais is calling the destination (since %s).":         535,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 472,
-	"Relais never called the destination: the occurrence ended before any call.": 471,
+	"Relais has not called the destination yet.":            471,
+	"Relais is calling the destination (since %s).":         536,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 473,
+	"Relais never called the destination: the occurrence ended before any call.": 472,
 	"Relais refused the action. Nothing was done.":                               49,
 	"Release":                             205,
 	"Releases":                            203,
 	"Releases, oldest first":              225,
-	"Reload lists and detail pages":       603,
+	"Reload lists and detail pages":       604,
 	"Reloading paused":                    151,
-	"Replica":                             469,
+	"Replica":                             470,
 	"Required":                            192,
-	"Reserved":                            458,
-	"Reserved by %s.":                     537,
-	"Reserved by %s; lock until %s — %s.": 536,
+	"Reserved":                            459,
+	"Reserved by %s.":                     538,
+	"Reserved by %s; lock until %s — %s.": 537,
 	"Reserved now":                        183,
 	"Resume":                              152,
-	"Retried by %s at %s — “%s”":          372,
+	"Retried by %s at %s — “%s”":          373,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            479,
+	"Retries":            480,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  528,
-	"Retry delay":        478,
+	"Retry at %s — %s.":  529,
+	"Retry delay":        479,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         474,
+	"Retry or abandon it from its instance":         475,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 509,
+	"Retryable": 510,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 498,
-	"Revealed by %s at %s; recorded in the audit log.": 655,
+	"Reveal — this is recorded": 499,
+	"Revealed by %s at %s; recorded in the audit log.": 656,
 	"Reveals":               143,
-	"Reveals, newest first": 661,
+	"Reveals, newest first": 662,
 	"Revision":              206,
 	"Revision %d":           227,
 	"Revisions":             201,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 743,
-	"Revoke the %s token “%s”?": 696,
-	"Revoke the token":          698,
-	"Revoke token %d":           695,
-	"Revoke…":                   693,
-	"Role":                      687,
-	"Route":                     353,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 744,
+	"Revoke the %s token “%s”?": 697,
+	"Revoke the token":          699,
+	"Revoke token %d":           696,
+	"Revoke…":                   694,
+	"Role":                      688,
+	"Route":                     354,
 	"Routing output":            199,
-	"Row %s":                    591,
-	"Rows %s–%s":                592,
-	"Save settings":             605,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      654,
+	"Row %s":                    592,
+	"Rows %s–%s":                593,
+	"Save settings":             606,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      655,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 271,
-	"Search":                               666,
-	"Secret values can never be revealed.": 659,
-	"Sep":                                  335,
-	"Served by %d workers":                 741,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 272,
+	"Search":                               667,
+	"Secret values can never be revealed.": 660,
+	"Sep":                                  336,
+	"Served by %d workers":                 742,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              356,
-	"Settlement date":      561,
-	"Show all definitions": 303,
-	"Show times in":        601,
+	"Settled":              357,
+	"Settlement date":      562,
+	"Show all definitions": 304,
+	"Show times in":        602,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
-	"Sign in": 676,
-	"Sign in with an operator, designer or administrator token.": 677,
+	"Sign in": 677,
+	"Sign in with an operator, designer or administrator token.": 678,
 	"Sign out":             145,
 	"Signed in as %s (%s)": 144,
 	"Since revision %d:":   233,
 	"Skip to content":      130,
-	"Slot":                 311,
+	"Slot":                 312,
 	"Snapshotted":          228,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 168,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 684,
-	"Staff tokens, oldest first": 685,
-	"Start node":                 619,
-	"Started":                    373,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 685,
+	"Staff tokens, oldest first": 686,
+	"Start node":                 620,
+	"Started":                    374,
 	"State":                      178,
 	"Status":                     79,
 	"Stop %d instances":          73,
@@ -516,281 +517,281 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              370,
+	"Stopped by %s at %s — “%s”":                              371,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
 	"Stopping applies to running or held instances, not %s ones.":                              53,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   369,
-	"Summary": 346,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   370,
+	"Summary": 347,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 252,
 	"Tasks":                   179,
 	"Temporarily unavailable": 166,
-	"That is too long to be an id or a business key.": 669,
+	"That is too long to be an id or a business key.": 670,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    261,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             232,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 515,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 516,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          516,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 534,
-	"The chart’s numbers": 309,
+	"The call could not be prepared.":          517,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 535,
+	"The chart’s numbers": 310,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           169,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          602,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          603,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 167,
-	"The deadline passed before a result arrived.":                                                                                                                          513,
-	"The destination answered HTTP %s.":     523,
-	"The destination could not be reached.": 517,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 511,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      512,
-	"The destination’s answer was too large.": 518,
+	"The deadline passed before a result arrived.":                                                                                                                          514,
+	"The destination answered HTTP %s.":     524,
+	"The destination could not be reached.": 518,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 512,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      513,
+	"The destination’s answer was too large.": 519,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 172,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     158,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           520,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                519,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             391,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 349,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           521,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                520,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             392,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 350,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         198,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               599,
-	"The page size must be between 1 and %d.":                                                                                                                                                              387,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  598,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               600,
+	"The page size must be between 1 and %d.":                                                                                                                                                              388,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  599,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            514,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      559,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          702,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          679,
-	"The version must be a whole number from 1.":                                                                                                                                                           384,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            515,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      560,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          703,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          680,
+	"The version must be a whole number from 1.":                                                                                                                                                           385,
 	"These revisions have the same contracts.":                                                                                                                                                             218,
-	"These settings are kept in this browser only.":                                                                                                                                                        600,
-	"They take every revision their consumer is granted.":                                                                                                                                                  744,
-	"They take revision %d only.":                                                                                                                                                                          746,
-	"They take revisions %s only.":                                                                                                                                                                         748,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     595,
+	"These settings are kept in this browser only.":                                                                                                                                                        601,
+	"They take every revision their consumer is granted.":                                                                                                                                                  745,
+	"They take revision %d only.":                                                                                                                                                                          747,
+	"They take revisions %s only.":                                                                                                                                                                         749,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     596,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         493,
-	"This contract has no outputs.":                                                                                                                                                                        496,
+	"This contract has no inputs.":                                                                                                                                                                         494,
+	"This contract has no outputs.":                                                                                                                                                                        497,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  165,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 278,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 279,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 366,
-	"This instance has not reached a task yet.":                   357,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 367,
+	"This instance has not reached a task yet.":                   358,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 276,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 277,
 	"This instance is %s: there is nothing to stop.":                            38,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 367,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 368,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 368,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 369,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            701,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           700,
-	"This page does not accept that request.": 665,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            702,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           701,
+	"This page does not accept that request.": 666,
 	"This page reloads every %d seconds.":     153,
-	"This process takes no inputs.":           364,
+	"This process takes no inputs.":           365,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 681,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 632,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            633,
+	"This token is unknown, revoked or expired.": 682,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 633,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            634,
 	"Times in %s · no auto-reload":    150,
 	"Times in %s · reload every %d s": 149,
 	"Times in %s · reloading paused":  148,
 	"To revision":                     212,
-	"Token":                           678,
+	"Token":                           679,
 	"Tokens":                          142,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 680,
-	"Totals of all definitions, not narrowed by the other filters":         576,
-	"Totals of definition %s, not narrowed by the other filters":           575,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 681,
+	"Totals of all definitions, not narrowed by the other filters":         577,
+	"Totals of definition %s, not narrowed by the other filters":           576,
 	"Type": 191,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 667,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 668,
 	"URL":                              263,
-	"UTC (coordinated universal time)": 607,
+	"UTC (coordinated universal time)": 608,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 596,
-	"Unknown parameter “%s”.":                      597,
-	"Unknown status “%s”.":                         383,
-	"Value":                                        361,
+	"Unknown parameter “%s” (did you mean “%s”?).": 597,
+	"Unknown parameter “%s”.":                      598,
+	"Unknown status “%s”.":                         384,
+	"Value":                                        362,
 	"Version":                                      78,
-	"Versions, newest first":                       615,
-	"Waiting for Relais to call the destination since %s (%s).": 531,
-	"Waiting for a worker since %s (%s).":                       532,
+	"Versions, newest first":                       616,
+	"Waiting for Relais to call the destination since %s (%s).": 532,
+	"Waiting for a worker since %s (%s).":                       533,
 	"When":                                                      102,
 	"Who":                                                       103,
-	"Whole message":                                             466,
-	"Why (recorded with the reveal)":                            499,
-	"Worker":                                                    722,
-	"Worker id":                                                 457,
+	"Whole message":                                             467,
+	"Why (recorded with the reveal)":                            500,
+	"Worker":                                                    723,
+	"Worker id":                                                 458,
 	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        720,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        721,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 721,
-	"Workers serving %s":                   729,
+	"Workers seen within three heartbeats": 722,
+	"Workers serving %s":                   730,
 	"Working copy":                         197,
-	"You are signed out.":                  673,
+	"You are signed out.":                  674,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 674,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          675,
-	"[redacted]":                          556,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 675,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          676,
+	"[redacted]":                          557,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              180,
-	"administrator":                       427,
-	"an incident: retry, abandon or stop": 282,
-	"answer too large":                    554,
+	"administrator":                       428,
+	"an incident: retry, abandon or stop": 283,
+	"answer too large":                    555,
 	"any":                                 76,
-	"any other code → %s":                 644,
-	"any other error":                     280,
-	"as of %s (%s); counts are refreshed every few seconds.": 578,
-	"at least %d characters":                                 705,
-	"at least %d items":                                      712,
-	"at most %d":                                             487,
-	"at most %d characters":                                  706,
-	"at most %d items":                                       713,
-	"at most %d since the last operator retry":               488,
-	"available":                                              399,
-	"boolean":                                                414,
-	"call in progress since":                                 584,
-	"cancelled":                                              404,
-	"choice":                                                 417,
-	"claimable since":                                        583,
-	"claimable since %s":                                     300,
-	"classification changed":                                 438,
-	"completed":                                              402,
-	"constraint changed":                                     439,
-	"consumer":                                               430,
-	"consumer #%s":                                           546,
-	"date":                                                   415,
-	"date and time":                                          416,
-	"deadline %s":                                            647,
-	"deferred":                                               401,
-	"deferred since":                                         586,
+	"any other code → %s":                 645,
+	"any other error":                     281,
+	"as of %s (%s); counts are refreshed every few seconds.": 579,
+	"at least %d characters":                                 706,
+	"at least %d items":                                      713,
+	"at most %d":                                             488,
+	"at most %d characters":                                  707,
+	"at most %d items":                                       714,
+	"at most %d since the last operator retry":               489,
+	"available":                                              400,
+	"boolean":                                                415,
+	"call in progress since":                                 585,
+	"cancelled":                                              405,
+	"choice":                                                 418,
+	"claimable since":                                        584,
+	"claimable since %s":                                     301,
+	"classification changed":                                 439,
+	"completed":                                              403,
+	"constraint changed":                                     440,
+	"consumer":                                               431,
+	"consumer #%s":                                           547,
+	"date":                                                   416,
+	"date and time":                                          417,
+	"deadline %s":                                            648,
+	"deferred":                                               402,
+	"deferred since":                                         587,
 	"deleted":                                                109,
-	"designer":                                               429,
-	"disconnected":                                           410,
-	"end (completes)":                                        639,
-	"end (fails)":                                            640,
-	"end: completes the instance":                            283,
-	"end: fails the instance":                                284,
+	"designer":                                               430,
+	"disconnected":                                           411,
+	"end (completes)":                                        640,
+	"end (fails)":                                            641,
+	"end: completes the instance":                            284,
+	"end: fails the instance":                                285,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 735,
-	"exact, case-sensitive":                                  389,
-	"expired":                                                407,
-	"failed":                                                 403,
-	"fails the instance":                                     645,
-	"field added":                                            433,
-	"field removed":                                          434,
-	"format":                                                 444,
-	"format %s":                                              708,
+	"every revision its consumer is granted":                 736,
+	"exact, case-sensitive":                                  390,
+	"expired":                                                408,
+	"failed":                                                 404,
+	"fails the instance":                                     646,
+	"field added":                                            434,
+	"field removed":                                          435,
+	"format":                                                 445,
+	"format %s":                                              709,
 	"from":                                                   114,
-	"held":                                                   406,
-	"held for an operator":                                   281,
-	"held, then abandoned by an operator":                    382,
-	"held, then stopped by an operator":                      381,
-	"hold (an incident for an operator)":                     643,
+	"held":                                                   407,
+	"held for an operator":                                   282,
+	"held, then abandoned by an operator":                    383,
+	"held, then stopped by an operator":                      382,
+	"hold (an incident for an operator)":                     644,
 	"id or business key":                                     136,
-	"in %s":                                                  320,
-	"in progress":                                            465,
-	"instance id":                                            565,
-	"instances held":                                         650,
-	"instances held: %s":                                     651,
-	"integer":                                                412,
-	"its name, exactly":                                      564,
-	"just now":                                               322,
-	"list":                                                   419,
-	"lock until":                                             585,
-	"long polling":                                           733,
-	"long wait":                                              301,
-	"maximum":                                                446,
-	"maximum %s":                                             710,
-	"maximum items":                                          448,
-	"maximum length":                                         442,
-	"minimum":                                                445,
-	"minimum %s":                                             709,
-	"minimum items":                                          447,
-	"minimum length":                                         441,
-	"never":                                                  690,
-	"next attempt":                                           582,
-	"no":                                                     432,
-	"no answer within the timeout":                           552,
-	"no connection":                                          553,
+	"in %s":                                                  321,
+	"in progress":                                            466,
+	"instance id":                                            566,
+	"instances held":                                         651,
+	"instances held: %s":                                     652,
+	"integer":                                                413,
+	"its name, exactly":                                      565,
+	"just now":                                               323,
+	"list":                                                   420,
+	"lock until":                                             586,
+	"long polling":                                           734,
+	"long wait":                                              302,
+	"maximum":                                                447,
+	"maximum %s":                                             711,
+	"maximum items":                                          449,
+	"maximum length":                                         443,
+	"minimum":                                                446,
+	"minimum %s":                                             710,
+	"minimum items":                                          448,
+	"minimum length":                                         442,
+	"never":                                                  691,
+	"next attempt":                                           583,
+	"no":                                                     433,
+	"no answer within the timeout":                           553,
+	"no connection":                                          554,
 	"no grant: it takes nothing":                             182,
 	"no header":                                              267,
-	"no worker":                                              302,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 510,
+	"no worker":                                              303,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 511,
 	"none": 251,
-	"none (revealed before reasons were asked for)": 663,
+	"none (revealed before reasons were asked for)": 664,
 	"none yet": 256,
-	"none: a failed call takes the node’s error path": 480,
-	"normal":                          420,
-	"not provided":                    715,
-	"not yet":                         691,
-	"null":                            718,
-	"number":                          413,
-	"object":                          418,
-	"on error":                        279,
-	"one of: %s":                      711,
-	"operator":                        428,
+	"none: a failed call takes the node’s error path": 481,
+	"normal":                          421,
+	"not provided":                    716,
+	"not yet":                         692,
+	"null":                            719,
+	"number":                          414,
+	"object":                          419,
+	"on error":                        280,
+	"one of: %s":                      712,
+	"operator":                        429,
 	"optional %s field of type %s":    248,
 	"optional field of type %s":       250,
 	"optional → required":             241,
-	"pattern":                         443,
-	"pattern %s":                      707,
-	"pull":                            637,
-	"pull %s":                         286,
-	"pull (the service fetches it)":   425,
-	"push %s":                         285,
-	"push (Relais calls the service)": 426,
-	"push to %s":                      638,
-	"rejected":                        408,
-	"released":                        409,
+	"pattern":                         444,
+	"pattern %s":                      708,
+	"pull":                            638,
+	"pull %s":                         287,
+	"pull (the service fetches it)":   426,
+	"push %s":                         286,
+	"push (Relais calls the service)": 427,
+	"push to %s":                      639,
+	"rejected":                        409,
+	"released":                        410,
 	"required %s field of type %s":    247,
-	"required changed":                436,
+	"required changed":                437,
 	"required field of type %s":       249,
 	"required → optional":             242,
-	"reserved":                        400,
+	"reserved":                        401,
 	"retry":                           3,
-	"revision %d":                     579,
-	"revisions %s":                    736,
+	"revision %d":                     580,
+	"revisions %s":                    737,
 	"revoked":                         181,
-	"routing changed":                 440,
-	"routing output":                  703,
+	"routing changed":                 441,
+	"routing output":                  704,
 	"routing output %s → %s":          240,
-	"running":                         405,
-	"secret":                          422,
-	"sensitive":                       421,
-	"settled":                         581,
+	"running":                         406,
+	"secret":                          423,
+	"sensitive":                       422,
+	"settled":                         582,
 	"stop":                            5,
-	"stream":                          732,
-	"text":                            411,
+	"stream":                          733,
+	"text":                            412,
 	"the contracts are the same (the name or a description changed).": 234,
-	"this session":             694,
-	"timeout %s":               648,
-	"timeout %s (the default)": 649,
+	"this session":             695,
+	"timeout %s":               649,
+	"timeout %s (the default)": 650,
 	"to":                       115,
-	"type changed":             435,
-	"unexpected value":         719,
-	"unknown":                  555,
+	"type changed":             436,
+	"unexpected value":         720,
+	"unknown":                  556,
 	"values added: %s":         243,
-	"values changed":           437,
+	"values changed":           438,
 	"values removed: %s":       244,
 	"values reordered":         245,
-	"version %d":               617,
-	"waiting":                  550,
-	"yes":                      431,
-	"••• hidden (secret)":      424,
-	"••• hidden (sensitive)":   423,
-	"→ %s":                     642,
+	"version %d":               618,
+	"waiting":                  551,
+	"yes":                      432,
+	"••• hidden (secret)":      425,
+	"••• hidden (sensitive)":   424,
+	"→ %s":                     643,
 }
 
-var enIndex = []uint32{ // 750 elements
+var enIndex = []uint32{ // 751 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -867,145 +868,145 @@ var enIndex = []uint32{ // 750 elements
 	0x00002c51, 0x00002c5a, 0x00002c6d, 0x00002c93,
 	0x00002ca7, 0x00002cbd, 0x00002d79, 0x00002d8e,
 	0x00002d92, 0x00002d9f, 0x00002daf, 0x00002dbc,
-	0x00002dc6, 0x00002dcc, 0x00002dd6, 0x00002de8,
-	0x00002e9c, 0x00002eb9, 0x00002f27, 0x00002fe7,
-	0x00002ffa, 0x00003047, 0x000030ab, 0x0000310f,
-	0x00003118, 0x00003128, 0x0000313d, 0x00003161,
-	0x0000317d, 0x00003195, 0x000031a0, 0x000031ab,
+	0x00002dc6, 0x00002dcc, 0x00002dd6, 0x00002df6,
+	0x00002e08, 0x00002ebc, 0x00002ed9, 0x00002f47,
+	0x00003007, 0x0000301a, 0x00003067, 0x000030cb,
+	0x0000312f, 0x00003138, 0x00003148, 0x0000315d,
+	0x00003181, 0x0000319d, 0x000031b5, 0x000031c0,
 	// Entry 120 - 13F
-	0x000031bf, 0x000032d5, 0x000032f9, 0x00003324,
-	0x0000332f, 0x00003334, 0x00003343, 0x0000334a,
-	0x00003361, 0x00003376, 0x00003388, 0x000033ab,
-	0x000033dd, 0x000033f3, 0x000033fd, 0x00003407,
-	0x0000341c, 0x00003469, 0x00003479, 0x000034b2,
-	0x00003506, 0x00003510, 0x00003526, 0x0000355f,
-	0x00003564, 0x00003572, 0x0000357f, 0x000035a8,
-	0x000035cb, 0x000035d8, 0x000035f8, 0x00003604,
+	0x000031cb, 0x000031df, 0x000032f5, 0x00003319,
+	0x00003344, 0x0000334f, 0x00003354, 0x00003363,
+	0x0000336a, 0x00003381, 0x00003396, 0x000033a8,
+	0x000033cb, 0x000033fd, 0x00003413, 0x0000341d,
+	0x00003427, 0x0000343c, 0x00003489, 0x00003499,
+	0x000034d2, 0x00003526, 0x00003530, 0x00003546,
+	0x0000357f, 0x00003584, 0x00003592, 0x0000359f,
+	0x000035c8, 0x000035eb, 0x000035f8, 0x00003618,
 	// Entry 140 - 15F
-	0x0000361d, 0x00003626, 0x00003630, 0x00003639,
-	0x00003641, 0x0000364b, 0x00003653, 0x0000365b,
-	0x0000365f, 0x00003663, 0x00003667, 0x0000366b,
-	0x0000366f, 0x00003673, 0x00003677, 0x0000367b,
-	0x0000367f, 0x00003683, 0x00003687, 0x0000368b,
-	0x00003695, 0x000036b3, 0x000036d3, 0x000036f7,
-	0x0000371b, 0x00003724, 0x0000373b, 0x00003743,
-	0x00003754, 0x00003759, 0x0000379e, 0x000037b6,
+	0x00003624, 0x0000363d, 0x00003646, 0x00003650,
+	0x00003659, 0x00003661, 0x0000366b, 0x00003673,
+	0x0000367b, 0x0000367f, 0x00003683, 0x00003687,
+	0x0000368b, 0x0000368f, 0x00003693, 0x00003697,
+	0x0000369b, 0x0000369f, 0x000036a3, 0x000036a7,
+	0x000036ab, 0x000036b5, 0x000036d3, 0x000036f3,
+	0x00003717, 0x0000373b, 0x00003744, 0x0000375b,
+	0x00003763, 0x00003774, 0x00003779, 0x000037be,
 	// Entry 160 - 17F
-	0x000037bb, 0x000037c6, 0x000037cc, 0x000037d6,
-	0x000037de, 0x000037e6, 0x00003810, 0x0000382a,
-	0x00003852, 0x00003882, 0x00003888, 0x00003897,
-	0x000038ea, 0x00003908, 0x0000391f, 0x000039cf,
-	0x00003af1, 0x00003bb0, 0x00003c07, 0x00003c31,
-	0x00003c5d, 0x00003c87, 0x00003c8f, 0x00003c95,
-	0x00003ca2, 0x00003cb4, 0x00003cbd, 0x00003cc6,
-	0x00003cd8, 0x00003ce7, 0x00003d09, 0x00003d2d,
+	0x000037d6, 0x000037db, 0x000037e6, 0x000037ec,
+	0x000037f6, 0x000037fe, 0x00003806, 0x00003830,
+	0x0000384a, 0x00003872, 0x000038a2, 0x000038a8,
+	0x000038b7, 0x0000390a, 0x00003928, 0x0000393f,
+	0x000039ef, 0x00003b11, 0x00003bd0, 0x00003c27,
+	0x00003c51, 0x00003c7d, 0x00003ca7, 0x00003caf,
+	0x00003cb5, 0x00003cc2, 0x00003cd4, 0x00003cdd,
+	0x00003ce6, 0x00003cf8, 0x00003d07, 0x00003d29,
 	// Entry 180 - 19F
-	0x00003d49, 0x00003d74, 0x00003da8, 0x00003db6,
-	0x00003de1, 0x00003df3, 0x00003e09, 0x00003e33,
-	0x00003e7c, 0x00003e9c, 0x00003ea5, 0x00003eb7,
-	0x00003eda, 0x00003ee8, 0x00003ef7, 0x00003f04,
-	0x00003f0e, 0x00003f17, 0x00003f20, 0x00003f2a,
-	0x00003f31, 0x00003f3b, 0x00003f43, 0x00003f48,
-	0x00003f50, 0x00003f59, 0x00003f62, 0x00003f6f,
-	0x00003f74, 0x00003f7c, 0x00003f83, 0x00003f8b,
+	0x00003d4d, 0x00003d69, 0x00003d94, 0x00003dc8,
+	0x00003dd6, 0x00003e01, 0x00003e13, 0x00003e29,
+	0x00003e53, 0x00003e9c, 0x00003ebc, 0x00003ec5,
+	0x00003ed7, 0x00003efa, 0x00003f08, 0x00003f17,
+	0x00003f24, 0x00003f2e, 0x00003f37, 0x00003f40,
+	0x00003f4a, 0x00003f51, 0x00003f5b, 0x00003f63,
+	0x00003f68, 0x00003f70, 0x00003f79, 0x00003f82,
+	0x00003f8f, 0x00003f94, 0x00003f9c, 0x00003fa3,
 	// Entry 1A0 - 1BF
-	0x00003f90, 0x00003f9e, 0x00003fa5, 0x00003fac,
-	0x00003fb1, 0x00003fb8, 0x00003fc2, 0x00003fc9,
-	0x00003fe6, 0x00004000, 0x0000401e, 0x0000403e,
-	0x0000404c, 0x00004055, 0x0000405e, 0x00004067,
-	0x0000406b, 0x0000406e, 0x0000407a, 0x00004088,
-	0x00004095, 0x000040a6, 0x000040b5, 0x000040cc,
-	0x000040df, 0x000040ef, 0x000040fe, 0x0000410d,
-	0x00004115, 0x0000411c, 0x00004124, 0x0000412c,
+	0x00003fab, 0x00003fb0, 0x00003fbe, 0x00003fc5,
+	0x00003fcc, 0x00003fd1, 0x00003fd8, 0x00003fe2,
+	0x00003fe9, 0x00004006, 0x00004020, 0x0000403e,
+	0x0000405e, 0x0000406c, 0x00004075, 0x0000407e,
+	0x00004087, 0x0000408b, 0x0000408e, 0x0000409a,
+	0x000040a8, 0x000040b5, 0x000040c6, 0x000040d5,
+	0x000040ec, 0x000040ff, 0x0000410f, 0x0000411e,
+	0x0000412d, 0x00004135, 0x0000413c, 0x00004144,
 	// Entry 1C0 - 1DF
-	0x0000413a, 0x00004148, 0x0000415e, 0x00004173,
-	0x00004184, 0x0000418a, 0x00004191, 0x0000419a,
-	0x000041b6, 0x000041bf, 0x000041c9, 0x000041d2,
-	0x000041db, 0x000041e4, 0x000041fb, 0x00004203,
-	0x00004211, 0x0000423e, 0x0000424a, 0x00004258,
-	0x0000429f, 0x000042ab, 0x000042b3, 0x000042de,
-	0x00004329, 0x000043eb, 0x000043ef, 0x00004415,
-	0x0000441a, 0x00004435, 0x00004446, 0x00004452,
+	0x0000414c, 0x0000415a, 0x00004168, 0x0000417e,
+	0x00004193, 0x000041a4, 0x000041aa, 0x000041b1,
+	0x000041ba, 0x000041d6, 0x000041df, 0x000041e9,
+	0x000041f2, 0x000041fb, 0x00004204, 0x0000421b,
+	0x00004223, 0x00004231, 0x0000425e, 0x0000426a,
+	0x00004278, 0x000042bf, 0x000042cb, 0x000042d3,
+	0x000042fe, 0x00004349, 0x0000440b, 0x0000440f,
+	0x00004435, 0x0000443a, 0x00004455, 0x00004466,
 	// Entry 1E0 - 1FF
-	0x0000445a, 0x0000448c, 0x00004495, 0x0000449e,
-	0x000044ba, 0x000044c7, 0x0000450f, 0x0000454a,
-	0x00004558, 0x00004584, 0x000045aa, 0x000045cb,
-	0x000045d6, 0x00004604, 0x00004621, 0x00004650,
-	0x00004682, 0x000046a0, 0x000046d5, 0x000046f1,
-	0x00004710, 0x0000476b, 0x0000477a, 0x00004787,
-	0x00004795, 0x000047a2, 0x000047ab, 0x000047c6,
-	0x000047f6, 0x00004811, 0x0000481b, 0x0000486e,
+	0x00004472, 0x0000447a, 0x000044ac, 0x000044b5,
+	0x000044be, 0x000044da, 0x000044e7, 0x0000452f,
+	0x0000456a, 0x00004578, 0x000045a4, 0x000045ca,
+	0x000045eb, 0x000045f6, 0x00004624, 0x00004641,
+	0x00004670, 0x000046a2, 0x000046c0, 0x000046f5,
+	0x00004711, 0x00004730, 0x0000478b, 0x0000479a,
+	0x000047a7, 0x000047b5, 0x000047c2, 0x000047cb,
+	0x000047e6, 0x00004816, 0x00004831, 0x0000483b,
 	// Entry 200 - 21F
-	0x000048ec, 0x00004962, 0x0000498f, 0x000049c9,
-	0x00004aa8, 0x00004ac8, 0x00004aee, 0x00004b18,
-	0x00004b50, 0x00004b8d, 0x00004bb1, 0x00004c2a,
-	0x00004c4f, 0x00004c7e, 0x00004cde, 0x00004d37,
-	0x00004d91, 0x00004dab, 0x00004dc9, 0x00004dfd,
-	0x00004e3d, 0x00004e67, 0x00004e76, 0x00004f41,
-	0x00004f72, 0x00004fa1, 0x00004fb4, 0x00005029,
-	0x0000503c, 0x00005070, 0x000050a4, 0x000050b4,
+	0x0000488e, 0x0000490c, 0x00004982, 0x000049af,
+	0x000049e9, 0x00004ac8, 0x00004ae8, 0x00004b0e,
+	0x00004b38, 0x00004b70, 0x00004bad, 0x00004bd1,
+	0x00004c4a, 0x00004c6f, 0x00004c9e, 0x00004cfe,
+	0x00004d57, 0x00004db1, 0x00004dcb, 0x00004de9,
+	0x00004e1d, 0x00004e5d, 0x00004e87, 0x00004e96,
+	0x00004f61, 0x00004f92, 0x00004fc1, 0x00004fd4,
+	0x00005049, 0x0000505c, 0x00005090, 0x000050c4,
 	// Entry 220 - 23F
-	0x000050fb, 0x00005128, 0x00005135, 0x00005145,
-	0x00005175, 0x000051af, 0x000051d2, 0x000051da,
-	0x000051f2, 0x0000520f, 0x0000521d, 0x0000522e,
-	0x00005236, 0x00005241, 0x00005262, 0x000052a4,
-	0x000052d4, 0x0000530f, 0x0000531f, 0x0000535e,
-	0x0000536f, 0x00005381, 0x0000538d, 0x0000539e,
-	0x000053b8, 0x000053c0, 0x000053d1, 0x000053d7,
-	0x000053eb, 0x00005403, 0x00005428, 0x00005436,
+	0x000050d4, 0x0000511b, 0x00005148, 0x00005155,
+	0x00005165, 0x00005195, 0x000051cf, 0x000051f2,
+	0x000051fa, 0x00005212, 0x0000522f, 0x0000523d,
+	0x0000524e, 0x00005256, 0x00005261, 0x00005282,
+	0x000052c4, 0x000052f4, 0x0000532f, 0x0000533f,
+	0x0000537e, 0x0000538f, 0x000053a1, 0x000053ad,
+	0x000053be, 0x000053d8, 0x000053e0, 0x000053f1,
+	0x000053f7, 0x0000540b, 0x00005423, 0x00005448,
 	// Entry 240 - 25F
-	0x00005474, 0x000054b1, 0x000054dd, 0x0000551a,
-	0x00005529, 0x0000553a, 0x00005542, 0x0000554f,
-	0x0000555f, 0x00005576, 0x00005581, 0x00005590,
-	0x00005596, 0x000055a4, 0x000055ae, 0x000055b9,
-	0x000055c3, 0x000055d6, 0x000055fb, 0x00005626,
-	0x000056b7, 0x000056f2, 0x00005711, 0x0000574f,
-	0x00005786, 0x000057b4, 0x000057c2, 0x00005861,
-	0x0000587f, 0x000059d6, 0x000059e4, 0x000059f8,
+	0x00005456, 0x00005494, 0x000054d1, 0x000054fd,
+	0x0000553a, 0x00005549, 0x0000555a, 0x00005562,
+	0x0000556f, 0x0000557f, 0x00005596, 0x000055a1,
+	0x000055b0, 0x000055b6, 0x000055c4, 0x000055ce,
+	0x000055d9, 0x000055e3, 0x000055f6, 0x0000561b,
+	0x00005646, 0x000056d7, 0x00005712, 0x00005731,
+	0x0000576f, 0x000057a6, 0x000057d4, 0x000057e2,
+	0x00005881, 0x0000589f, 0x000059f6, 0x00005a04,
 	// Entry 260 - 27F
-	0x00005a19, 0x00005a2d, 0x00005a41, 0x00005a47,
-	0x00005a5b, 0x00005ace, 0x00005b1b, 0x00005b2c,
-	0x00005b43, 0x00005b60, 0x00005b6e, 0x00005b7c,
-	0x00005b87, 0x00005b8d, 0x00005c7f, 0x00005c85,
-	0x00005cb7, 0x00005cbc, 0x00005ccc, 0x00005cd7,
-	0x00005ce0, 0x00005cf0, 0x00005d0a, 0x00005daf,
-	0x00005dc5, 0x00005e4a, 0x00005ec4, 0x00005ed3,
-	0x00005f8d, 0x00005fde, 0x00005fe3, 0x00005ff1,
+	0x00005a18, 0x00005a39, 0x00005a4d, 0x00005a61,
+	0x00005a67, 0x00005a7b, 0x00005aee, 0x00005b3b,
+	0x00005b4c, 0x00005b63, 0x00005b80, 0x00005b8e,
+	0x00005b9c, 0x00005ba7, 0x00005bad, 0x00005c9f,
+	0x00005ca5, 0x00005cd7, 0x00005cdc, 0x00005cec,
+	0x00005cf7, 0x00005d00, 0x00005d10, 0x00005d2a,
+	0x00005dcf, 0x00005de5, 0x00005e6a, 0x00005ee4,
+	0x00005ef3, 0x00005fad, 0x00005ffe, 0x00006003,
 	// Entry 280 - 29F
-	0x00006001, 0x0000600d, 0x0000601d, 0x00006027,
-	0x0000604a, 0x00006063, 0x00006076, 0x000060a8,
-	0x000060b7, 0x000060c5, 0x000060e1, 0x000060f0,
-	0x00006106, 0x0000613f, 0x00006171, 0x000061c9,
-	0x00006200, 0x00006217, 0x00006225, 0x00006269,
-	0x0000628e, 0x00006305, 0x0000631b, 0x00006332,
-	0x00006360, 0x00006373, 0x0000639b, 0x000063a2,
-	0x0000640a, 0x00006434, 0x00006464, 0x000064c2,
+	0x00006011, 0x00006021, 0x0000602d, 0x0000603d,
+	0x00006047, 0x0000606a, 0x00006083, 0x00006096,
+	0x000060c8, 0x000060d7, 0x000060e5, 0x00006101,
+	0x00006110, 0x00006126, 0x0000615f, 0x00006191,
+	0x000061e9, 0x00006220, 0x00006237, 0x00006245,
+	0x00006289, 0x000062ae, 0x00006325, 0x0000633b,
+	0x00006352, 0x00006380, 0x00006393, 0x000063bb,
+	0x000063c2, 0x0000642a, 0x00006454, 0x00006484,
 	// Entry 2A0 - 2BF
-	0x000065fc, 0x0000669c, 0x000066b0, 0x0000675b,
-	0x000067dd, 0x000067e5, 0x00006820, 0x00006826,
-	0x000068a2, 0x0000693a, 0x00006965, 0x000069c7,
-	0x00006a33, 0x00006ada, 0x00006af5, 0x00006aff,
-	0x00006b04, 0x00006b0e, 0x00006b16, 0x00006b1c,
-	0x00006b24, 0x00006b32, 0x00006b3c, 0x00006b49,
-	0x00006b5c, 0x00006b80, 0x00006c00, 0x00006c11,
-	0x00006c19, 0x00006c8e, 0x00006ce2, 0x00006d24,
+	0x000064e2, 0x0000661c, 0x000066bc, 0x000066d0,
+	0x0000677b, 0x000067fd, 0x00006805, 0x00006840,
+	0x00006846, 0x000068c2, 0x0000695a, 0x00006985,
+	0x000069e7, 0x00006a53, 0x00006afa, 0x00006b15,
+	0x00006b1f, 0x00006b24, 0x00006b2e, 0x00006b36,
+	0x00006b3c, 0x00006b44, 0x00006b52, 0x00006b5c,
+	0x00006b69, 0x00006b7c, 0x00006ba0, 0x00006c20,
+	0x00006c31, 0x00006c39, 0x00006cae, 0x00006d02,
 	// Entry 2C0 - 2DF
-	0x00006d33, 0x00006d3f, 0x00006d7b, 0x00006db5,
-	0x00006dc3, 0x00006dd0, 0x00006dde, 0x00006dec,
-	0x00006dfa, 0x00006e2c, 0x00006e5c, 0x00006eb8,
-	0x00006ec5, 0x00006ee5, 0x00006eff, 0x00006f04,
-	0x00006f15, 0x00006f9b, 0x00006fc0, 0x00006fc7,
-	0x00006fd0, 0x00006fe3, 0x00006fed, 0x00006ff7,
-	0x00007001, 0x00007019, 0x0000702f, 0x0000703b,
-	0x0000705d, 0x00007064, 0x00007071, 0x00007082,
+	0x00006d44, 0x00006d53, 0x00006d5f, 0x00006d9b,
+	0x00006dd5, 0x00006de3, 0x00006df0, 0x00006dfe,
+	0x00006e0c, 0x00006e1a, 0x00006e4c, 0x00006e7c,
+	0x00006ed8, 0x00006ee5, 0x00006f05, 0x00006f1f,
+	0x00006f24, 0x00006f35, 0x00006fbb, 0x00006fe0,
+	0x00006fe7, 0x00006ff0, 0x00007003, 0x0000700d,
+	0x00007017, 0x00007021, 0x00007039, 0x0000704f,
+	0x0000705b, 0x0000707d, 0x00007084, 0x00007091,
 	// Entry 2E0 - 2FF
-	0x000070a9, 0x000070b9, 0x0000710d, 0x0000715d,
-	0x000071bd, 0x00007210, 0x00007248, 0x00007279,
-	0x000072c9, 0x000072fd, 0x0000731b, 0x0000733a,
-	0x00007359, 0x00007379,
-} // Size: 3024 bytes
+	0x000070a2, 0x000070c9, 0x000070d9, 0x0000712d,
+	0x0000717d, 0x000071dd, 0x00007230, 0x00007268,
+	0x00007299, 0x000072e9, 0x0000731d, 0x0000733b,
+	0x0000735a, 0x00007379, 0x00007399,
+} // Size: 3028 bytes
 
-const enData string = "" + // Size: 29561 bytes
+const enData string = "" + // Size: 29593 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1184,274 +1185,275 @@ const enData string = "" + // Size: 29561 bytes
 	"of the URL's query and of the headers are sealed and never shown. Create" +
 	", change and delete destinations through the API (/api/v1/destinations)." +
 	"\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout\x02La" +
-	"st changed\x02no header\x02Calls\x02Its calls\x02Keep the instance\x02Sa" +
-	"y why, for whoever reads the log later: at most %[1]d characters. It is " +
-	"kept after the erasure, whatever the retention: write the request’s refe" +
-	"rence, not the person’s name.\x02Erase process instance %[1]s\x02Erase t" +
-	"his instance now? It is deleted with its occurrences and their attempts," +
-	" as retention would delete it.\x02Its inputs, outputs, business key and " +
-	"the workers’ messages go with it; this cannot be undone. The audit recor" +
-	"ds naming it stay (who did what, and why), and so do backups until they " +
-	"expire.\x02Erase the instance\x02This instance is %[1]s: only an ended i" +
-	"nstance can be erased. Stop it first.\x02Erased: instance %[1]s is delet" +
-	"ed (occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02" +
-	"This instance had already been erased, by %[1]s at %[2]s; nothing change" +
-	"d and nothing was recorded.\x02on error\x02any other error\x02held for a" +
-	"n operator\x02an incident: retry, abandon or stop\x02end: completes the " +
-	"instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s" +
-	", %[2]s: %[3]s\x02Each definition’s queue and incidents now, and what it" +
-	"s workers finished in the last hour: occurrences that ended completed or" +
-	" failed. An occurrence retried since counts where it ends next; a failed" +
-	" attempt with attempts left is not counted, its occurrence’s page lists " +
-	"it.\x02Completions and failures, last hour\x02Definitions, those needing" +
-	" attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Ol" +
-	"dest claimable waits\x02Completed, last hour\x02Failed, last hour\x02No " +
-	"definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every " +
-	"few seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Show " +
-	"all definitions\x02No definition %[1]s has occurrences: check the key, o" +
-	"r show all definitions.\x02All definitions\x02Completions and failures p" +
-	"er 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The ta" +
-	"ble after the chart gives each 5-minute slot.\x02Completed\x02The chart’" +
-	"s numbers\x02Completions and failures per 5-minute slot, oldest first" +
-	"\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
-	"[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s," +
-	" %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1" +
-	"]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
-	"d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct" +
-	"\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00" +
-	"\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02" +
-	"%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d" +
-	" minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d se" +
-	"conds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actio" +
-	"ns\x02Path\x02The nodes this instance reached, in order, each with its o" +
-	"ccurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02" +
-	"Next node\x02Created\x02Settled\x02This instance has not reached a task " +
-	"yet.\x02Recorded operator actions\x02No operator has acted on this insta" +
-	"nce.\x02Operator actions on this instance, newest first\x02Value\x02Proc" +
-	"ess inputs\x02Inputs the instance was started with, labelled by process " +
-	"version %[1]d's contract\x02This process takes no inputs.\x02Erase this " +
-	"instance…\x02This instance has ended. As an administrator you may erase " +
-	"it now rather than wait for retention (a data subject’s request): it is " +
-	"deleted with its occurrences and attempts.\x02This instance is held at a" +
-	" failed node: an incident. It cannot be retried: its occurrence at node " +
-	"%[1]s failed before any attempt (its inputs could not be built), so it w" +
-	"ould fail the same way. Abandon fails the instance; stop cancels it. Eac" +
-	"h asks for a reason, recorded in the audit log.\x02This instance is held" +
-	" at a failed node: an incident. Retry offers the failed occurrence again" +
-	"; abandon fails the instance; stop cancels it. Each asks for a reason, r" +
-	"ecorded in the audit log.\x02Stopping cancels the instance and its open " +
-	"occurrences. It does not complete anything.\x02Stopped by %[1]s at %[2]s" +
-	" — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s " +
-	"at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurre" +
-	"nce\x02Held for\x02End node\x02Abandoned at node\x02Failed at node\x02he" +
-	"ld, then stopped by an operator\x02held, then abandoned by an operator" +
-	"\x02Unknown status “%[1]s”.\x02The version must be a whole number from 1" +
-	".\x02A version is a process’s: choose the process too.\x02Creation date" +
-	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02e" +
-	"xact, case-sensitive\x02Act on every instance this filter matches\x02The" +
-	" next page counts them and asks for a reason before anything changes." +
-	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
-	"No instance matches these filters.\x02All processes\x02Any definition" +
-	"\x02All statuses\x02available\x02reserved\x02deferred\x02completed\x02fa" +
-	"iled\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
-	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
-	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
-	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
-	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest " +
-	"first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02De" +
-	"stination’s answer\x02Outcome\x02Error message\x02No service has reserve" +
-	"d this occurrence yet.\x02in progress\x02Whole message\x02No service eve" +
-	"r reserved this occurrence: it ended before any attempt.\x02Destination" +
-	"\x02Replica\x02Relais has not called the destination yet.\x02Relais neve" +
-	"r called the destination: the occurrence ended before any call.\x02Relai" +
-	"s keeps the destination’s status code only when it refused the call (des" +
-	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
-	"m the claim of the call to its settlement.\x02Now\x02Retry or abandon it" +
-	" from its instance\x02Mode\x02Reason given by the worker\x02Maximum atte" +
-	"mpts\x02Retry delay\x02Retries\x02none: a failed call takes the node’s e" +
-	"rror path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call" +
-	" timeout\x02%[1]s, multiplied by %[2]s after each failure, up to Relais’" +
-	"s ceiling\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s" +
-	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
-	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
-	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
-	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
-	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
-	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
-	" with the reveal)\x02Every admin reads it, and it is kept whatever the r" +
-	"etention: write no customer data in it.\x02Available from\x02Next attemp" +
-	"t\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[" +
-	"1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (before" +
-	" any attempt)\x02Retryable\x02no: the service marked this failure as not" +
-	" retryable (attempts left unused: %[1]d)\x02The destination did not answ" +
-	"er within the call’s timeout (%[1]s): it may have acted all the same, so" +
-	" check before retrying.\x02The destination did not answer within the cal" +
-	"l’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The deadline passed before a result arrived.\x02The result did not m" +
-	"atch the revision's outputs contract.\x02The answer to the call was lost" +
-	" (the connection broke after the request was sent, or Relais stopped or " +
-	"could not reach its database before recording it): whether the destinati" +
-	"on acted is unknown, so it is not called again.\x02The call could not be" +
-	" prepared.\x02The destination could not be reached.\x02The destination’s" +
-	" answer was too large.\x02The last attempt’s lock expired with no attemp" +
-	"t left.\x02The inputs could not be built from the process’s bindings." +
-	"\x02An operator abandoned the instance.\x02A Camunda 7 worker reported a" +
-	" failure with no retries left (retries: 0, or a budget already spent): i" +
-	"t is not run again.\x02The destination answered HTTP %[1]s.\x02No live w" +
-	"orker takes %[1]s now (Workers page).\x02No live worker takes revision %" +
-	"[1]d: the live workers of %[2]s declare inputs it does not have.\x02No l" +
-	"ive worker takes revision %[1]d: the live workers of %[2]s take revision" +
-	" %[3]d only.\x02No live worker takes revision %[1]d: the live workers of" +
-	" %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered " +
-	"from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
-	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
-	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
-	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
-	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
-	"): ask the destination whether it took effect.\x02Relais is calling the " +
-	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
-	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
-	"e same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
-	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
-	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
-	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
-	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
-	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
-	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
-	"acted]\x02Message from Relais (in English)\x02Message from the service (" +
-	"its own words, protected values masked)\x02The revision must be a whole " +
-	"number, 1 or more.\x02A revision is a definition’s: choose the definitio" +
-	"n too.\x02Settlement date\x02More filters: instance, revision, consumer," +
-	" destination, dates\x02Push destination\x02its name, exactly\x02instance" +
-	" id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Proce" +
-	"ss and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
-	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
-	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
-	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
-	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
-	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
-	"his address holds a parameter that cannot be read (a percent sign not fo" +
-	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose a place" +
-	", whose daylight saving time is followed, or a fixed offset from UTC." +
-	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
-	" did not apply (filters, the search box) and moves the focus back to the" +
-	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
-	"t until you resume. Pages where you type a reason (confirmations, and oc" +
-	"currences with a value to reveal) never reload on their own, nor does a " +
-	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
-	"ted universal time)\x02Local time in %[1]s\x02Local time at %[1]s\x02Nev" +
-	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
-	"raw legibly (at most %[2]d). The table below lists every node with its r" +
-	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
-	"bly (at most %[2]d). The table below lists every node with its routes." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
-	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
-	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x02%[1]d attem" +
-	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
-	"s\x02timeout %[1]s (the default)\x02instances held\x02instances held: %[" +
-	"1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only " +
-	"administrators may reveal a sensitive value.\x02Say why you reveal this " +
-	"value: the reason is recorded with the reveal in the audit log.\x02Revea" +
-	"led by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurre" +
-	"nce\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02Every sen" +
-	"sitive value an administrator revealed: who, when, which field and why. " +
-	"The values themselves are never kept.\x02Reveals, newest first\x02No val" +
-	"ue was revealed.\x02none (revealed before reasons were asked for)\x02Met" +
-	"hod not allowed\x02This page does not accept that request.\x02Search\x02" +
-	"Type an instance or occurrence id (a whole UUID, as the title of its pag" +
-	"e shows it), or a business key.\x02Nothing to find: the search box is em" +
-	"pty.\x02That is too long to be an id or a business key.\x02No instance o" +
-	"r occurrence has the id “%[1]s”, and no instance has it as its business " +
-	"key.\x02No instance or occurrence has the id “%[1]s”, and no instance ha" +
-	"s it as its business key. An ended instance is deleted, with its occurre" +
-	"nces and attempts, once the retention period (RELAIS_RETENTION) has pass" +
-	"ed, or at once when an administrator erases it; the audit log keeps the " +
-	"operator actions taken on it.\x02No instance has “%[1]s” as its business" +
-	" key, and it is not a whole id: the lists show the end of each id. Open " +
-	"the row, or copy its link, for the whole id.\x02You are signed out.\x02Y" +
-	"our session had ended (inactivity, a sign-out elsewhere, a revoked token" +
-	" or a restart of the server), so your last action was not applied. Sign " +
-	"in again, then repeat it.\x02Your session has ended (inactivity, a sign-" +
-	"out elsewhere, a token revoked or expired, or a restart of the server). " +
-	"Sign in again.\x02Sign in\x02Sign in with an operator, designer or admin" +
-	"istrator token.\x02Token\x02The token is checked once and never stored i" +
-	"n your browser; a session cookie stands for it for up to 8 hours of inac" +
-	"tivity.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your a" +
-	"ddress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from" +
-	" your address. Try again in %[1]d seconds.\x02This token is unknown, rev" +
-	"oked or expired.\x02A %[1]s token cannot open the console: sign in with " +
-	"an operator, designer or administrator token.\x02Only administrators see" +
-	" this page: tokens, consumers, destinations, the reveal log and erasures" +
-	" are theirs.\x02Staff tokens (administrators, designers, operators) that" +
-	" are not revoked. Consumer tokens are managed with their consumers. Revo" +
-	"king a token refuses its next request.\x02Staff tokens, oldest first\x02" +
-	"No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired" +
-	" token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[" +
-	"1]s token “%[2]s”?\x02Its next request is refused, and console sessions " +
-	"opened with it end. This cannot be undone: whoever uses it needs a new t" +
-	"oken.\x02Revoke the token\x02Keep it\x02This is the token you signed in " +
-	"with: revoking it signs you out. Its next request is refused. This canno" +
-	"t be undone.\x02This is the last usable administrator token: create anot" +
-	"her one before revoking it.\x02The token %[1]s (%[2]s) was revoked: its " +
-	"next request is refused.\x02routing output\x02(each item)\x14\x01\x81" +
-	"\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d c" +
-	"haracters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19" +
-	"\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02" +
-	"at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d m" +
-	"ore values not shown: the page shows the first %[2]d, the API's detail h" +
-	"as them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item" +
-	"\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpect" +
-	"ed value\x02Workers connected by a stream, and polling workers by their " +
-	"last fetch. A worker is listed while it was seen within three heartbeats" +
-	".\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defin" +
-	"itions served\x02In flight\x02Connected\x02Last seen\x02No worker is con" +
-	"nected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this" +
-	" definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revi" +
-	"sion its consumer is granted\x02revisions %[1]s\x02No worker serves this" +
-	" definition: its occurrences wait until one connects or polls.\x02No pro" +
-	"cess uses this definition yet: it needs a worker once a process pulls it" +
-	".\x02No process pulls this definition: Relais calls its destinations (pu" +
-	"sh), and it needs no worker.\x02No worker is connected for this definiti" +
-	"on; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"st changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Relais-Si" +
+	"gnature)\x02Keep the instance\x02Say why, for whoever reads the log late" +
+	"r: at most %[1]d characters. It is kept after the erasure, whatever the " +
+	"retention: write the request’s reference, not the person’s name.\x02Eras" +
+	"e process instance %[1]s\x02Erase this instance now? It is deleted with " +
+	"its occurrences and their attempts, as retention would delete it.\x02Its" +
+	" inputs, outputs, business key and the workers’ messages go with it; thi" +
+	"s cannot be undone. The audit records naming it stay (who did what, and " +
+	"why), and so do backups until they expire.\x02Erase the instance\x02This" +
+	" instance is %[1]s: only an ended instance can be erased. Stop it first." +
+	"\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attempts: %[3" +
+	"]d). Recorded in the audit log.\x02This instance had already been erased" +
+	", by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02on err" +
+	"or\x02any other error\x02held for an operator\x02an incident: retry, aba" +
+	"ndon or stop\x02end: completes the instance\x02end: fails the instance" +
+	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s" +
+	" queue and incidents now, and what its workers finished in the last hour" +
+	": occurrences that ended completed or failed. An occurrence retried sinc" +
+	"e counts where it ends next; a failed attempt with attempts left is not " +
+	"counted, its occurrence’s page lists it.\x02Completions and failures, la" +
+	"st hour\x02Definitions, those needing attention first\x02Definition\x02O" +
+	"pen\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, " +
+	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
+	"As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1" +
+	"]s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[" +
+	"1]s has occurrences: check the key, or show all definitions.\x02All defi" +
+	"nitions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02I" +
+	"n the last hour: %[1]s, %[2]s. The table after the chart gives each 5-mi" +
+	"nute slot.\x02Completed\x02The chart’s numbers\x02Completions and failur" +
+	"es per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
+	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
+	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
+	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
+	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
+	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02Erase this instance…\x02This instance h" +
+	"as ended. As an administrator you may erase it now rather than wait for " +
+	"retention (a data subject’s request): it is deleted with its occurrences" +
+	" and attempts.\x02This instance is held at a failed node: an incident. I" +
+	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
+	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
+	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
+	"d in the audit log.\x02This instance is held at a failed node: an incide" +
+	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
+	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
+	"\x02Stopping cancels the instance and its open occurrences. It does not " +
+	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
+	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
+	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
+	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
+	"\x02The version must be a whole number from 1.\x02A version is a process" +
+	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
+	"t on every instance this filter matches\x02The next page counts them and" +
+	" asks for a reason before anything changes.\x02Process instances, newest" +
+	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
+	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
+	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
+	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
+	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
+	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
+	"as not called the destination yet.\x02Relais never called the destinatio" +
+	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
+	"’s status code only when it refused the call (destination_http_NNN); a" +
+	" completed call answered 2xx. The duration runs from the claim of the ca" +
+	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
+	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
+	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
+	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02%[1]s," +
+	" multiplied by %[2]s after each failure, up to Relais’s ceiling\x02%[1]s" +
+	", multiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d" +
+	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, n" +
+	"ot counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contra" +
+	"ct\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]" +
+	"d's contract\x02No outputs yet: the occurrence has not completed.\x02Thi" +
+	"s contract has no outputs.\x02No outputs: the occurrence ended without c" +
+	"ompleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal" +
+	")\x02Every admin reads it, and it is kept whatever the retention: write " +
+	"no customer data in it.\x02Available from\x02Next attempt\x02Last reserv" +
+	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (t" +
+	"he deadline passed after attempt %[1]d)\x02Error (before any attempt)" +
+	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
+	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
+	" call’s timeout (%[1]s): it may have acted all the same, so check before" +
+	" retrying.\x02The destination did not answer within the call’s timeout: " +
+	"it may have acted all the same, so check before retrying.\x02The deadlin" +
+	"e passed before a result arrived.\x02The result did not match the revisi" +
+	"on's outputs contract.\x02The answer to the call was lost (the connectio" +
+	"n broke after the request was sent, or Relais stopped or could not reach" +
+	" its database before recording it): whether the destination acted is unk" +
+	"nown, so it is not called again.\x02The call could not be prepared.\x02T" +
+	"he destination could not be reached.\x02The destination’s answer was too" +
+	" large.\x02The last attempt’s lock expired with no attempt left.\x02The " +
+	"inputs could not be built from the process’s bindings.\x02An operator ab" +
+	"andoned the instance.\x02A Camunda 7 worker reported a failure with no r" +
+	"etries left (retries: 0, or a budget already spent): it is not run again" +
+	".\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s " +
+	"now (Workers page).\x02No live worker takes revision %[1]d: the live wor" +
+	"kers of %[2]s declare inputs it does not have.\x02No live worker takes r" +
+	"evision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No" +
+	" live worker takes revision %[1]d: the live workers of %[2]s take revisi" +
+	"ons %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s" +
+	".\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Re" +
+	"lais to call the destination since %[1]s (%[2]s).\x02Waiting for a worke" +
+	"r since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) en" +
+	"ded %[2]s without its result recorded: the replica making it may have st" +
+	"opped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destina" +
+	"tion whether it took effect.\x02Relais is calling the destination (since" +
+	" %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by " +
+	"%[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, o" +
+	"r a front end with a settle token, completes it later.\x02Completed (%[1" +
+	"]s).\x02Its instance is held here, waiting for an operator.\x02Its insta" +
+	"nce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled" +
+	": the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: th" +
+	"e instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[" +
+	"1]s (deferred; settled with its settle token)\x02%[1]s (deferred; settle" +
+	"d with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from Relais (in English)\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02A revision is a definition’s: choose the definition too.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, destination, da" +
+	"tes\x02Push destination\x02its name, exactly\x02instance id\x02Counts by" +
+	" status\x02Occurrences, newest first\x02Message\x02Process and node\x02E" +
+	"rror\x02Consumer and worker\x02Next attempt or settled\x02No occurrence " +
+	"matches these filters.\x02All consumers\x02Totals of definition %[1]s, n" +
+	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
+	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
+	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
+	"a parameter that cannot be read (a percent sign not followed by two hexa" +
+	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
+	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
+	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
+	"r is invalid: go back to the first page.\x02These settings are kept in t" +
+	"his browser only.\x02Show times in\x02The console runs no script, so it " +
+	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
+	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
+	"etail pages\x02A reload empties what you typed but did not apply (filter" +
+	"s, the search box) and moves the focus back to the top of the page: “Pau" +
+	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
+	"ges where you type a reason (confirmations, and occurrences with a value" +
+	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
+	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
+	"econds\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn, with where their occurrences are now.\x02Published proces" +
+	"s versions: their nodes, routes and pinned revisions, drawn.\x02Processe" +
+	"s by key\x02Versions, newest first\x02No process is published yet.\x02ve" +
+	"rsion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow th" +
+	"e longest path from the start node. Solid arrows are successes (labelled" +
+	" with their route), dashed ones failures (labelled with their error code" +
+	"s). Each box says how many of this version’s occurrences are at that nod" +
+	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
+	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
+	"Instances of this version\x02Columns follow the longest path from the st" +
+	"art node. Solid arrows are successes (labelled with their route), dashed" +
+	" ones failures (labelled with their error codes).\x02Nodes of this versi" +
+	"on\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
+	"2]d). The table below lists every node with its routes and counts.\x02Th" +
+	"is version has %[1]d nodes: too many to draw legibly (at most %[2]d). Th" +
+	"e table below lists every node with its routes.\x02Graph of %[1]s\x14" +
+	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
+	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
+	"t %[2]s. The table below lists the same nodes, routes and counts.\x02%[1" +
+	"]d nodes, starting at %[2]s. The table below lists the same nodes and ro" +
+	"utes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]" +
+	"s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x02%[1]d attempts, retry after %[2]s," +
+	" priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the" +
+	" default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[1" +
+	"]s (%[2]s); refreshed every few seconds.\x02Only administrators may reve" +
+	"al a sensitive value.\x02Say why you reveal this value: the reason is re" +
+	"corded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; " +
+	"recorded in the audit log.\x02Back to the occurrence\x02Cannot reveal" +
+	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
+	"\x02Secret values can never be revealed.\x02Every sensitive value an adm" +
+	"inistrator revealed: who, when, which field and why. The values themselv" +
+	"es are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
+	"e or occurrence id (a whole UUID, as the title of its page shows it), or" +
+	" a business key.\x02Nothing to find: the search box is empty.\x02That is" +
+	" too long to be an id or a business key.\x02No instance or occurrence ha" +
+	"s the id “%[1]s”, and no instance has it as its business key.\x02No inst" +
+	"ance or occurrence has the id “%[1]s”, and no instance has it as its bus" +
+	"iness key. An ended instance is deleted, with its occurrences and attemp" +
+	"ts, once the retention period (RELAIS_RETENTION) has passed, or at once " +
+	"when an administrator erases it; the audit log keeps the operator action" +
+	"s taken on it.\x02No instance has “%[1]s” as its business key, and it is" +
+	" not a whole id: the lists show the end of each id. Open the row, or cop" +
+	"y its link, for the whole id.\x02You are signed out.\x02Your session had" +
+	" ended (inactivity, a sign-out elsewhere, a revoked token or a restart o" +
+	"f the server), so your last action was not applied. Sign in again, then " +
+	"repeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, " +
+	"a token revoked or expired, or a restart of the server). Sign in again." +
+	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x14" +
+	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
+	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
+	"ss. Try again in %[1]d seconds.\x02This token is unknown, revoked or exp" +
+	"ired.\x02A %[1]s token cannot open the console: sign in with an operator" +
+	", designer or administrator token.\x02Only administrators see this page:" +
+	" tokens, consumers, destinations, the reveal log and erasures are theirs" +
+	".\x02Staff tokens (administrators, designers, operators) that are not re" +
+	"voked. Consumer tokens are managed with their consumers. Revoking a toke" +
+	"n refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
+	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
+	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x02No proc" +
+	"ess uses this definition yet: it needs a worker once a process pulls it." +
+	"\x02No process pulls this definition: Relais calls its destinations (pus" +
+	"h), and it needs no worker.\x02No worker is connected for this definitio" +
+	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
 	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It take" +
 	"s every revision its consumer is granted.\x02Revisions they take: %[1]s;" +
 	" some take every revision their consumer is granted.\x02They take every " +
@@ -1459,7 +1461,7 @@ const enData string = "" + // Size: 29561 bytes
 	"They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02They" +
 	" take revisions %[1]s only."
 
-var frIndex = []uint32{ // 750 elements
+var frIndex = []uint32{ // 751 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1536,145 +1538,145 @@ var frIndex = []uint32{ // 750 elements
 	0x000039a3, 0x000039bb, 0x000039e0, 0x00003a0e,
 	0x00003a33, 0x00003a4d, 0x00003b37, 0x00003b4c,
 	0x00003b50, 0x00003b63, 0x00003b72, 0x00003b89,
-	0x00003b98, 0x00003b9f, 0x00003baa, 0x00003bbe,
-	0x00003c9c, 0x00003cc4, 0x00003d4d, 0x00003e53,
-	0x00003e68, 0x00003ece, 0x00003f53, 0x00003fc8,
-	0x00003fda, 0x00003fed, 0x00004009, 0x00004036,
-	0x00004053, 0x00004076, 0x00004081, 0x0000408c,
+	0x00003b98, 0x00003b9f, 0x00003baa, 0x00003bcc,
+	0x00003be0, 0x00003cbe, 0x00003ce6, 0x00003d6f,
+	0x00003e75, 0x00003e8a, 0x00003ef0, 0x00003f75,
+	0x00003fea, 0x00003ffc, 0x0000400f, 0x0000402b,
+	0x00004058, 0x00004075, 0x00004098, 0x000040a3,
 	// Entry 120 - 13F
-	0x000040a3, 0x0000420a, 0x00004231, 0x0000426f,
-	0x0000427b, 0x00004284, 0x00004298, 0x000042a2,
-	0x000042c9, 0x000042e5, 0x00004300, 0x00004330,
-	0x0000436f, 0x0000438a, 0x00004399, 0x000043aa,
-	0x000043cb, 0x00004436, 0x0000444e, 0x00004494,
-	0x000044ff, 0x0000450a, 0x00004524, 0x0000456d,
-	0x00004575, 0x00004583, 0x00004593, 0x000045bd,
-	0x000045e6, 0x000045f6, 0x00004615, 0x00004621,
+	0x000040ae, 0x000040c5, 0x0000422c, 0x00004253,
+	0x00004291, 0x0000429d, 0x000042a6, 0x000042ba,
+	0x000042c4, 0x000042eb, 0x00004307, 0x00004322,
+	0x00004352, 0x00004391, 0x000043ac, 0x000043bb,
+	0x000043cc, 0x000043ed, 0x00004458, 0x00004470,
+	0x000044b6, 0x00004521, 0x0000452c, 0x00004546,
+	0x0000458f, 0x00004597, 0x000045a5, 0x000045b5,
+	0x000045df, 0x00004608, 0x00004618, 0x00004637,
 	// Entry 140 - 15F
-	0x0000463a, 0x00004645, 0x00004652, 0x00004661,
-	0x00004669, 0x00004673, 0x0000467b, 0x00004683,
-	0x00004689, 0x00004690, 0x00004695, 0x0000469a,
-	0x0000469e, 0x000046a3, 0x000046a9, 0x000046af,
-	0x000046b5, 0x000046ba, 0x000046bf, 0x000046c5,
-	0x000046cf, 0x000046ef, 0x00004711, 0x00004735,
-	0x0000475b, 0x00004764, 0x00004780, 0x00004789,
-	0x000047a1, 0x000047aa, 0x000047fe, 0x0000481e,
+	0x00004643, 0x0000465c, 0x00004667, 0x00004674,
+	0x00004683, 0x0000468b, 0x00004695, 0x0000469d,
+	0x000046a5, 0x000046ab, 0x000046b2, 0x000046b7,
+	0x000046bc, 0x000046c0, 0x000046c5, 0x000046cb,
+	0x000046d1, 0x000046d7, 0x000046dc, 0x000046e1,
+	0x000046e7, 0x000046f1, 0x00004711, 0x00004733,
+	0x00004757, 0x0000477d, 0x00004786, 0x000047a2,
+	0x000047ab, 0x000047c3, 0x000047cc, 0x00004820,
 	// Entry 160 - 17F
-	0x00004824, 0x0000482f, 0x00004835, 0x00004843,
-	0x0000484e, 0x0000485c, 0x0000488f, 0x000048b3,
-	0x000048e2, 0x0000492b, 0x00004932, 0x00004948,
-	0x000049bb, 0x000049e1, 0x000049fb, 0x00004ae3,
-	0x00004c72, 0x00004d79, 0x00004dc9, 0x00004dfa,
-	0x00004e2d, 0x00004e5c, 0x00004e6a, 0x00004e71,
-	0x00004e83, 0x00004e98, 0x00004ea6, 0x00004eb3,
-	0x00004ec8, 0x00004edb, 0x00004f06, 0x00004f33,
+	0x00004840, 0x00004846, 0x00004851, 0x00004857,
+	0x00004865, 0x00004870, 0x0000487e, 0x000048b1,
+	0x000048d5, 0x00004904, 0x0000494d, 0x00004954,
+	0x0000496a, 0x000049dd, 0x00004a03, 0x00004a1d,
+	0x00004b05, 0x00004c94, 0x00004d9b, 0x00004deb,
+	0x00004e1c, 0x00004e4f, 0x00004e7e, 0x00004e8c,
+	0x00004e93, 0x00004ea5, 0x00004eba, 0x00004ec8,
+	0x00004ed5, 0x00004eea, 0x00004efd, 0x00004f28,
 	// Entry 180 - 19F
-	0x00004f57, 0x00004f8e, 0x00004fd8, 0x00004fea,
-	0x00005022, 0x00005039, 0x00005050, 0x00005084,
-	0x000050ce, 0x00005103, 0x0000510c, 0x00005123,
-	0x00005151, 0x00005164, 0x00005176, 0x00005187,
-	0x00005192, 0x0000519d, 0x000051a8, 0x000051b2,
-	0x000051bc, 0x000051c5, 0x000051ce, 0x000051d7,
-	0x000051e0, 0x000051e9, 0x000051f0, 0x000051fe,
-	0x00005204, 0x0000520b, 0x00005212, 0x0000521b,
+	0x00004f55, 0x00004f79, 0x00004fb0, 0x00004ffa,
+	0x0000500c, 0x00005044, 0x0000505b, 0x00005072,
+	0x000050a6, 0x000050f0, 0x00005125, 0x0000512e,
+	0x00005145, 0x00005173, 0x00005186, 0x00005198,
+	0x000051a9, 0x000051b4, 0x000051bf, 0x000051ca,
+	0x000051d4, 0x000051de, 0x000051e7, 0x000051f0,
+	0x000051f9, 0x00005202, 0x0000520b, 0x00005212,
+	0x00005220, 0x00005226, 0x0000522d, 0x00005234,
 	// Entry 1A0 - 1BF
-	0x00005220, 0x0000522e, 0x00005234, 0x0000523a,
-	0x00005240, 0x00005248, 0x00005251, 0x0000525a,
-	0x00005277, 0x00005292, 0x000052b5, 0x000052d6,
-	0x000052e5, 0x000052f0, 0x000052fb, 0x00005308,
-	0x0000530c, 0x00005310, 0x0000531e, 0x0000532c,
-	0x0000533a, 0x0000535a, 0x0000536d, 0x00005386,
-	0x0000539b, 0x000053ac, 0x000053be, 0x000053d0,
-	0x000053d6, 0x000053dd, 0x000053e5, 0x000053ed,
+	0x0000523d, 0x00005242, 0x00005250, 0x00005256,
+	0x0000525c, 0x00005262, 0x0000526a, 0x00005273,
+	0x0000527c, 0x00005299, 0x000052b4, 0x000052d7,
+	0x000052f8, 0x00005307, 0x00005312, 0x0000531d,
+	0x0000532a, 0x0000532e, 0x00005332, 0x00005340,
+	0x0000534e, 0x0000535c, 0x0000537c, 0x0000538f,
+	0x000053a8, 0x000053bd, 0x000053ce, 0x000053e0,
+	0x000053f2, 0x000053f8, 0x000053ff, 0x00005407,
 	// Entry 1C0 - 1DF
-	0x0000540b, 0x00005429, 0x00005440, 0x00005455,
-	0x00005466, 0x0000546c, 0x00005485, 0x00005490,
-	0x000054c4, 0x000054d1, 0x000054ef, 0x000054fd,
-	0x00005506, 0x0000550d, 0x00005528, 0x00005532,
-	0x00005545, 0x0000557f, 0x00005588, 0x00005597,
-	0x000055fb, 0x00005607, 0x00005611, 0x00005641,
-	0x0000569c, 0x00005783, 0x0000578e, 0x000057c1,
-	0x000057c6, 0x000057e6, 0x00005803, 0x00005823,
+	0x0000540f, 0x0000542d, 0x0000544b, 0x00005462,
+	0x00005477, 0x00005488, 0x0000548e, 0x000054a7,
+	0x000054b2, 0x000054e6, 0x000054f3, 0x00005511,
+	0x0000551f, 0x00005528, 0x0000552f, 0x0000554a,
+	0x00005554, 0x00005567, 0x000055a1, 0x000055aa,
+	0x000055b9, 0x0000561d, 0x00005629, 0x00005633,
+	0x00005663, 0x000056be, 0x000057a5, 0x000057b0,
+	0x000057e3, 0x000057e8, 0x00005808, 0x00005825,
 	// Entry 1E0 - 1FF
-	0x00005838, 0x00005879, 0x00005884, 0x0000588e,
-	0x000058b7, 0x000058c8, 0x00005917, 0x0000595a,
-	0x00005968, 0x000059a4, 0x000059ce, 0x00005a13,
-	0x00005a3b, 0x00005a7a, 0x00005a9b, 0x00005ad9,
-	0x00005b19, 0x00005b39, 0x00005b7a, 0x00005ba4,
-	0x00005bcb, 0x00005c4e, 0x00005c66, 0x00005c7a,
-	0x00005c91, 0x00005c9f, 0x00005caa, 0x00005ccd,
-	0x00005d0b, 0x00005d2a, 0x00005d46, 0x00005db4,
+	0x00005845, 0x0000585a, 0x0000589b, 0x000058a6,
+	0x000058b0, 0x000058d9, 0x000058ea, 0x00005939,
+	0x0000597c, 0x0000598a, 0x000059c6, 0x000059f0,
+	0x00005a35, 0x00005a5d, 0x00005a9c, 0x00005abd,
+	0x00005afb, 0x00005b3b, 0x00005b5b, 0x00005b9c,
+	0x00005bc6, 0x00005bed, 0x00005c70, 0x00005c88,
+	0x00005c9c, 0x00005cb3, 0x00005cc1, 0x00005ccc,
+	0x00005cef, 0x00005d2d, 0x00005d4c, 0x00005d68,
 	// Entry 200 - 21F
-	0x00005e39, 0x00005eb6, 0x00005ef6, 0x00005f3c,
-	0x00006055, 0x0000607d, 0x000060a0, 0x000060d7,
-	0x0000611e, 0x00006171, 0x0000619a, 0x0000624c,
-	0x00006272, 0x000062b9, 0x0000633d, 0x000063b8,
-	0x00006435, 0x0000645c, 0x00006484, 0x000064cb,
-	0x00006515, 0x00006548, 0x0000655b, 0x00006663,
-	0x00006691, 0x000066cd, 0x000066e3, 0x00006777,
-	0x0000678a, 0x000067c7, 0x00006803, 0x00006816,
+	0x00005dd6, 0x00005e5b, 0x00005ed8, 0x00005f18,
+	0x00005f5e, 0x00006077, 0x0000609f, 0x000060c2,
+	0x000060f9, 0x00006140, 0x00006193, 0x000061bc,
+	0x0000626e, 0x00006294, 0x000062db, 0x0000635f,
+	0x000063da, 0x00006457, 0x0000647e, 0x000064a6,
+	0x000064ed, 0x00006537, 0x0000656a, 0x0000657d,
+	0x00006685, 0x000066b3, 0x000066ef, 0x00006705,
+	0x00006799, 0x000067ac, 0x000067e9, 0x00006825,
 	// Entry 220 - 23F
-	0x0000686a, 0x0000689f, 0x000068b1, 0x000068c8,
-	0x00006907, 0x00006959, 0x00006985, 0x00006990,
-	0x000069ad, 0x000069cc, 0x000069dd, 0x000069f7,
-	0x00006a00, 0x00006a0a, 0x00006a29, 0x00006a77,
-	0x00006aac, 0x00006afd, 0x00006b0e, 0x00006b58,
-	0x00006b6e, 0x00006b82, 0x00006b9b, 0x00006bb1,
-	0x00006bdb, 0x00006be3, 0x00006bf6, 0x00006bfd,
-	0x00006c18, 0x00006c38, 0x00006c68, 0x00006c7f,
+	0x00006838, 0x0000688c, 0x000068c1, 0x000068d3,
+	0x000068ea, 0x00006929, 0x0000697b, 0x000069a7,
+	0x000069b2, 0x000069cf, 0x000069ee, 0x000069ff,
+	0x00006a19, 0x00006a22, 0x00006a2c, 0x00006a4b,
+	0x00006a99, 0x00006ace, 0x00006b1f, 0x00006b30,
+	0x00006b7a, 0x00006b90, 0x00006ba4, 0x00006bbd,
+	0x00006bd3, 0x00006bfd, 0x00006c05, 0x00006c18,
+	0x00006c1f, 0x00006c3a, 0x00006c5a, 0x00006c8a,
 	// Entry 240 - 25F
-	0x00006cb7, 0x00006cf2, 0x00006d1e, 0x00006d72,
-	0x00006d82, 0x00006d9c, 0x00006da7, 0x00006dbb,
-	0x00006dcd, 0x00006de3, 0x00006df5, 0x00006e07,
-	0x00006e0d, 0x00006e1f, 0x00006e2d, 0x00006e3c,
-	0x00006e48, 0x00006e5e, 0x00006e88, 0x00006ebb,
-	0x00006f63, 0x00006fb3, 0x00006fdb, 0x0000702d,
-	0x0000706f, 0x000070ab, 0x000070c2, 0x0000718c,
-	0x000071b9, 0x00007373, 0x0000738d, 0x000073a6,
+	0x00006ca1, 0x00006cd9, 0x00006d14, 0x00006d40,
+	0x00006d94, 0x00006da4, 0x00006dbe, 0x00006dc9,
+	0x00006ddd, 0x00006def, 0x00006e05, 0x00006e17,
+	0x00006e29, 0x00006e2f, 0x00006e41, 0x00006e4f,
+	0x00006e5e, 0x00006e6a, 0x00006e80, 0x00006eaa,
+	0x00006edd, 0x00006f85, 0x00006fd5, 0x00006ffd,
+	0x0000704f, 0x00007091, 0x000070cd, 0x000070e4,
+	0x000071ae, 0x000071db, 0x00007395, 0x000073af,
 	// Entry 260 - 27F
-	0x000073c7, 0x000073dd, 0x000073f3, 0x000073fa,
-	0x00007414, 0x000074a9, 0x0000750c, 0x0000751f,
-	0x00007546, 0x0000756e, 0x0000757c, 0x0000758c,
-	0x0000759d, 0x000075a4, 0x000076da, 0x000076e1,
-	0x0000771b, 0x00007720, 0x00007735, 0x00007749,
-	0x0000775b, 0x00007771, 0x0000778c, 0x00007861,
-	0x00007879, 0x0000791a, 0x000079a9, 0x000079b9,
-	0x00007a93, 0x00007b55, 0x00007b5a, 0x00007b6a,
+	0x000073c8, 0x000073e9, 0x000073ff, 0x00007415,
+	0x0000741c, 0x00007436, 0x000074cb, 0x0000752e,
+	0x00007541, 0x00007568, 0x00007590, 0x0000759e,
+	0x000075ae, 0x000075bf, 0x000075c6, 0x000076fc,
+	0x00007703, 0x0000773d, 0x00007742, 0x00007757,
+	0x0000776b, 0x0000777d, 0x00007793, 0x000077ae,
+	0x00007883, 0x0000789b, 0x0000793c, 0x000079cb,
+	0x000079db, 0x00007ab5, 0x00007b77, 0x00007b7c,
 	// Entry 280 - 29F
-	0x00007b78, 0x00007b88, 0x00007b98, 0x00007ba2,
-	0x00007bcb, 0x00007be5, 0x00007c00, 0x00007c8e,
-	0x00007c9f, 0x00007cac, 0x00007cc7, 0x00007cdb,
-	0x00007cf9, 0x00007d44, 0x00007d85, 0x00007dfb,
-	0x00007e41, 0x00007e5a, 0x00007e72, 0x00007ec5,
-	0x00007f00, 0x00007f98, 0x00007fc4, 0x00007fea,
-	0x0000801e, 0x00008036, 0x00008061, 0x0000806b,
-	0x000080f3, 0x00008128, 0x00008169, 0x000081dd,
+	0x00007b8c, 0x00007b9a, 0x00007baa, 0x00007bba,
+	0x00007bc4, 0x00007bed, 0x00007c07, 0x00007c22,
+	0x00007cb0, 0x00007cc1, 0x00007cce, 0x00007ce9,
+	0x00007cfd, 0x00007d1b, 0x00007d66, 0x00007da7,
+	0x00007e1d, 0x00007e63, 0x00007e7c, 0x00007e94,
+	0x00007ee7, 0x00007f22, 0x00007fba, 0x00007fe6,
+	0x0000800c, 0x00008040, 0x00008058, 0x00008083,
+	0x0000808d, 0x00008115, 0x0000814a, 0x0000818b,
 	// Entry 2A0 - 2BF
-	0x00008358, 0x00008431, 0x0000844a, 0x00008513,
-	0x0000859c, 0x000085a9, 0x000085fb, 0x00008601,
-	0x0000869d, 0x0000874d, 0x00008779, 0x00008805,
-	0x000088ac, 0x0000896e, 0x0000899e, 0x000089ab,
-	0x000089b1, 0x000089c7, 0x000089d2, 0x000089d9,
-	0x000089e4, 0x000089f2, 0x000089ff, 0x00008a0d,
-	0x00008a26, 0x00008a53, 0x00008afc, 0x00008b0f,
-	0x00008b19, 0x00008ba8, 0x00008c09, 0x00008c5b,
+	0x000081ff, 0x0000837a, 0x00008453, 0x0000846c,
+	0x00008535, 0x000085be, 0x000085cb, 0x0000861d,
+	0x00008623, 0x000086bf, 0x0000876f, 0x0000879b,
+	0x00008827, 0x000088ce, 0x00008990, 0x000089c0,
+	0x000089cd, 0x000089d3, 0x000089e9, 0x000089f4,
+	0x000089fb, 0x00008a06, 0x00008a14, 0x00008a21,
+	0x00008a2f, 0x00008a48, 0x00008a75, 0x00008b1e,
+	0x00008b31, 0x00008b3b, 0x00008bca, 0x00008c2b,
 	// Entry 2C0 - 2DF
-	0x00008c6d, 0x00008c80, 0x00008cbe, 0x00008cfa,
-	0x00008d06, 0x00008d13, 0x00008d21, 0x00008d2f,
-	0x00008d3f, 0x00008d7b, 0x00008db5, 0x00008e32,
-	0x00008e3d, 0x00008e67, 0x00008e83, 0x00008e87,
-	0x00008e99, 0x00008f5b, 0x00008f8e, 0x00008f99,
-	0x00008fa3, 0x00008fb8, 0x00008fc1, 0x00008fcb,
-	0x00008fe0, 0x00009004, 0x0000901e, 0x00009033,
-	0x0000905f, 0x00009064, 0x00009079, 0x0000908b,
+	0x00008c7d, 0x00008c8f, 0x00008ca2, 0x00008ce0,
+	0x00008d1c, 0x00008d28, 0x00008d35, 0x00008d43,
+	0x00008d51, 0x00008d61, 0x00008d9d, 0x00008dd7,
+	0x00008e54, 0x00008e5f, 0x00008e89, 0x00008ea5,
+	0x00008ea9, 0x00008ebb, 0x00008f7d, 0x00008fb0,
+	0x00008fbb, 0x00008fc5, 0x00008fda, 0x00008fe3,
+	0x00008fed, 0x00009002, 0x00009026, 0x00009040,
+	0x00009055, 0x00009081, 0x00009086, 0x0000909b,
 	// Entry 2E0 - 2FF
-	0x000090c0, 0x000090d1, 0x00009147, 0x000091d2,
-	0x00009261, 0x000092c8, 0x0000930a, 0x00009352,
-	0x000093c5, 0x0000940d, 0x0000943b, 0x00009469,
-	0x0000949c, 0x000094cf,
-} // Size: 3024 bytes
+	0x000090ad, 0x000090e2, 0x000090f3, 0x00009169,
+	0x000091f4, 0x00009283, 0x000092ea, 0x0000932c,
+	0x00009374, 0x000093e7, 0x0000942f, 0x0000945d,
+	0x0000948b, 0x000094be, 0x000094f1,
+} // Size: 3028 bytes
 
-const frData string = "" + // Size: 38095 bytes
+const frData string = "" + // Size: 38129 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1896,340 +1898,341 @@ const frData string = "" + // Size: 38095 bytes
 	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
 	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
 	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
-	"els\x02Ses appels\x02Garder l’instance\x02Dites pourquoi, pour qui lira " +
-	"le journal plus tard\u202f: %[1]d caractères au plus. Il est conservé ap" +
-	"rès l’effacement, quelle que soit la rétention\u202f: écrivez la référen" +
-	"ce de la demande, pas le nom de la personne.\x02Effacer l’instance de pr" +
-	"ocessus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est suppr" +
-	"imée avec ses occurrences et leurs tentatives, comme la rétention la sup" +
-	"primerait.\x02Ses entrées, ses sorties, sa clé métier et les messages de" +
-	"s exécutants partent avec elle\u202f; c’est irréversible. Les enregistre" +
-	"ments d’audit qui la nomment restent (qui a fait quoi, et pourquoi), de " +
-	"même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance" +
-	"\x02Cette instance est %[1]s\u202f: seule une instance terminée peut êtr" +
-	"e effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est" +
-	" supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné" +
-	" dans le journal d’audit.\x02Cette instance avait déjà été effacée, par " +
-	"%[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en ca" +
-	"s d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inciden" +
-	"t\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
-	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[" +
-	"1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque " +
-	"définition maintenant, et ce que ses exécutants ont terminé dans la dern" +
-	"ière heure\u202f: les occurrences achevées, avec succès ou en échec. Une" +
-	" occurrence reprise depuis compte là où elle se termine ensuite\u202f; u" +
-	"n échec qui laisse des tentatives n’est pas compté, la page de son occur" +
-	"rence le montre.\x02Réussites et échecs, dernière heure\x02Définitions, " +
-	"celles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes" +
-	"\x02Instances bloquées\x02En échec\x02Attente de la plus ancienne dispon" +
-	"ible\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune " +
-	"définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé" +
-	" toutes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente" +
-	" longue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune " +
-	"définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez t" +
-	"outes les définitions.\x02Toutes les définitions\x02Réussites et échecs " +
-	"par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière he" +
-	"ure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque t" +
-	"ranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réuss" +
-	"ites et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranc" +
-	"he\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
-	"[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s " +
-	"%[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02d" +
-	"ans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]" +
-	"d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
-	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
-	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
-	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
-	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Fin le\x02B" +
-	"loquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02" +
-	"Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un o" +
-	"pérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
-	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
-	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
-	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
-	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
-	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
-	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
-	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
-	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
-	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
-	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
-	"normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (s" +
-	"ecret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le ser" +
-	"vice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02ou" +
-	"i\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère ob" +
-	"ligatoire modifié\x02valeurs modifiées\x02classification modifiée\x02con" +
-	"trainte modifiée\x02routage modifié\x02longueur minimale\x02longueur max" +
-	"imale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléme" +
-	"nts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, vers" +
-	"ion %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tenta" +
-	"tives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommate" +
-	"ur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02" +
-	"Réponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
-	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
-	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
-	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
-	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, multiplié par " +
-	"%[2]s après chaque échec, jusqu’au plafond de Relais\x02%[1]s, multiplié" +
-	" par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus" +
-	" %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01" +
-	"\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, n" +
-	"on comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[" +
-	"1]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]" +
-	"d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contra" +
-	"t de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’es" +
-	"t pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f:" +
-	" l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est" +
-	" consignée\x02Motif (consigné avec la révélation)\x02Tous les administra" +
-	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
-	"n’y écrivez aucune donnée de client.\x02Disponible à partir du\x02Procha" +
-	"ine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02De" +
-	"rnière erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après l" +
-	"a tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
-	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
-	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La destination n’" +
-	"a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir mal" +
-	"gré tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu" +
-	" dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez av" +
-	"ant de reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat" +
-	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
-	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
-	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
-	"on a agi, donc elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu " +
-	"être préparé.\x02La destination était injoignable.\x02La réponse de la " +
-	"destination était trop volumineuse.\x02Le verrou de la dernière tentativ" +
-	"e a expiré sans tentative restante.\x02Les entrées n’ont pas pu être con" +
-	"struites à partir des liaisons du processus.\x02Un opérateur a abandonné" +
-	" l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
-	"tentative restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l" +
-	"’occurrence n’est pas exécutée de nouveau.\x02La destination a répondu" +
-	" HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page " +
-	"Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: " +
-	"les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a pas." +
-	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
-	"ts actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant" +
-	" actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s " +
-	"ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2" +
-	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
-	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
-	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
-	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a" +
-	" pris fin %[2]s sans que son résultat soit enregistré\u202f: la réplique" +
-	" qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcom" +
-	"e_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris e" +
-	"ffet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %" +
-	"[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Diff" +
-	"érée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
-	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
-	"Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opéra" +
-	"teur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En é" +
-	"chec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2" +
-	"]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[" +
-	"1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; " +
-	"clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (diffé" +
-	"rée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilis" +
-	"able\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop" +
-	" volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)" +
-	"\x02Message de l’exécutant (ses propres termes, valeurs protégées masqué" +
-	"es)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révisio" +
-	"n est celle d’une définition\u202f: choisissez aussi la définition.\x02D" +
-	"ate de clôture\x02Plus de filtres\u202f: instance, révision, consommateu" +
-	"r, destination, dates\x02Destination d’appel\x02son nom, exactement\x02i" +
-	"dentifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus r" +
-	"écentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommate" +
-	"ur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurrence n" +
-	"e correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la dé" +
-	"finition %[1]s, sans les autres filtres\x02Totaux de toutes les définiti" +
-	"ons, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurr" +
-	"ence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décompt" +
-	"es sont actualisés toutes les 5 secondes environ.\x02révision %[1]d\x02T" +
-	"entative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponi" +
-	"ble depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis" +
-	"\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne " +
-	"%[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
-	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adre" +
-	"sse contient un paramètre illisible (un signe pour cent qui n’est pas su" +
-	"ivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez " +
-	"l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
-	" dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[" +
-	"1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
-	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
-	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
-	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
-	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Heure locale à " +
-	"%[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de processu" +
-	"s publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, " +
-	"avec l’emplacement actuel de leurs occurrences.\x02Les versions de proce" +
-	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
-	"s.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun " +
-	"processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœ" +
-	"ud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depui" +
-	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
-	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
-	"d’erreur). Chaque case indique combien d’occurrences de cette version se" +
-	" trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec" +
-	" leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de r" +
-	"éussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cet" +
-	"te version\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
-	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
-	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
-	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
-	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
-	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
-	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
-	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
-	"isissez un identifiant d’instance ou d’occurrence (un UUID complet, tel " +
-	"que le titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
-	".\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucun" +
-	"e instance ne l’a pour clé métier. Une instance terminée est supprimée, " +
-	"avec ses occurrences et ses tentatives, une fois la durée de conservatio" +
-	"n (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
-	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
-	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
-	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
-	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
-	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
-	", jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous." +
-	"\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concept" +
-	"eur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’" +
-	"est jamais conservé dans votre navigateur\u202f; un cookie de session le" +
-	" remplace jusqu’à 8 heures d’inactivité.\x14\x01\x81\x01\x00\x02S\x02Tro" +
-	"p de connexions échouées depuis votre adresse. Réessayez dans %[1]d seco" +
-	"nde.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
-	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
-	"es administrateurs voient cette page\u202f: les jetons, les consommateur" +
-	"s, les destinations, le journal des révélations et les effacements sont " +
-	"de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, o" +
-	"pérateurs) non révoqués. Les jetons des consommateurs se gèrent avec leu" +
-	"rs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeton" +
-	"s du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dern" +
-	"ière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
-	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
-	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
-	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
-	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s" +
-	") a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie de r" +
-	"outage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
-	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
-	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
-	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout" +
-	")\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, e" +
-	"t ceux qui interrogent par leur dernière demande. Un exécutant est listé" +
-	" tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
-	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
-	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
-	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
-	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
-	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
-	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
-	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
-	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
-	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
-	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
-	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
-	"évisions %[1]s sont prises en charge."
+	"els\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instan" +
+	"ce\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d ca" +
+	"ractères au plus. Il est conservé après l’effacement, quelle que soit la" +
+	" rétention\u202f: écrivez la référence de la demande, pas le nom de la p" +
+	"ersonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette insta" +
+	"nce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs t" +
+	"entatives, comme la rétention la supprimerait.\x02Ses entrées, ses sorti" +
+	"es, sa clé métier et les messages des exécutants partent avec elle\u202f" +
+	"; c’est irréversible. Les enregistrements d’audit qui la nomment restent" +
+	" (qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leu" +
+	"r expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: s" +
+	"eule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Eff" +
+	"acement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d," +
+	" tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette in" +
+	"stance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé" +
+	" et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02b" +
+	"loquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrêt" +
+	"er\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en éche" +
+	"c\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’" +
+	"attente et les incidents de chaque définition maintenant, et ce que ses " +
+	"exécutants ont terminé dans la dernière heure\u202f: les occurrences ach" +
+	"evées, avec succès ou en échec. Une occurrence reprise depuis compte là " +
+	"où elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
+	"st pas compté, la page de son occurrence le montre.\x02Réussites et éche" +
+	"cs, dernière heure\x02Définitions, celles qui demandent de l’attention d" +
+	"’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02" +
+	"Attente de la plus ancienne disponible\x02Terminées, dernière heure\x02E" +
+	"n échec, dernière heure\x02Aucune définition n’a encore d’occurrence." +
+	"\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02" +
+	"disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Affic" +
+	"her toutes les définitions\x02Aucune définition %[1]s n’a d’occurrences" +
+	"\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toutes l" +
+	"es définitions\x02Réussites et échecs par tranche de 5 min, dernière heu" +
+	"re\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tablea" +
+	"u qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
+	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5 mi" +
+	"n, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: " +
+	"%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d ter" +
+	"minées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en" +
+	" échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s " +
+	"%[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’i" +
+	"nstant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr." +
+	"\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov" +
+	".\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c" +
+	"\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[" +
+	"1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d " +
+	"minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d se" +
+	"condes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d" +
+	"’opérateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans" +
+	" l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre" +
+	"\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée " +
+	"le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’opéra" +
+	"teurs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actio" +
+	"ns d’opérateurs sur cette instance, les plus récentes d’abord\x02Valeur" +
+	"\x02Entrées du processus\x02Entrées avec lesquelles l’instance a démarré" +
+	", nommées d’après le contrat de la version %[1]d du processus\x02Ce proc" +
+	"essus ne prend aucune entrée.\x02Effacer cette instance…\x02Cette instan" +
+	"ce est terminée. En tant qu’administrateur, vous pouvez l’effacer mainte" +
+	"nant plutôt qu’attendre la rétention (demande d’une personne concernée)" +
+	"\u202f: elle est supprimée avec ses occurrences et ses tentatives.\x02Ce" +
+	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. El" +
+	"le ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué" +
+	" avant toute tentative (ses entrées n’ont pas pu être construites), une " +
+	"reprise échouerait donc de la même façon. L’abandon met l’instance en éc" +
+	"hec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le j" +
+	"ournal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: " +
+	"c’est un incident. La reprise propose de nouveau l’occurrence en échec" +
+	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
+	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
+	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Démarrée le\x02Fin le\x02Bloquée au nœud\x02Occurrence en éch" +
+	"ec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au n" +
+	"œud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonn" +
+	"ée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La" +
+	" version doit être un nombre entier à partir de 1.\x02Une version est ce" +
+	"lle d’un processus\u202f: choisissez aussi le processus.\x02Date de créa" +
+	"tion\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instan" +
+	"ces de processus\x02exacte, casse comprise\x02Agir sur toutes les instan" +
+	"ces que ce filtre retient\x02La page suivante les compte et demande un m" +
+	"otif avant que rien ne change.\x02Instances de processus, les plus récen" +
+	"tes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne c" +
+	"orrespond à ces filtres.\x02Tous les processus\x02Toute définition\x02To" +
+	"us les statuts\x02disponible\x02réservée\x02différée\x02terminée\x02en é" +
+	"chec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
+	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
+	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
+	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
+	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
+	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
+	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
+	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
+	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
+	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
+	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
+	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
+	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
+	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
+	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
+	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
+	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
+	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
+	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
+	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
+	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
+	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
+	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
+	")\x02Délai d’appel\x02%[1]s, multiplié par %[2]s après chaque échec, jus" +
+	"qu’au plafond de Relais\x02%[1]s, multiplié par %[2]s après chaque échec" +
+	", jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière rep" +
+	"rise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00" +
+	"\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, n" +
+	"on comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommée" +
+	"s d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entré" +
+	"e.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas en" +
+	"core de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’" +
+	"a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée san" +
+	"s aboutir.\x02Révéler — cette action est consignée\x02Motif (consigné av" +
+	"ec la révélation)\x02Tous les administrateurs le lisent, et il est conse" +
+	"rvé quelle que soit la rétention\u202f: n’y écrivez aucune donnée de cli" +
+	"ent.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réserv" +
+	"ation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)" +
+	"\x02Erreur (l’échéance est passée après la tentative %[1]d)\x02Erreur (a" +
+	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
+	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
+	"lisées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de " +
+	"l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de rep" +
+	"rendre.\x02La destination n’a pas répondu dans le délai de l’appel\u202f" +
+	": elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance" +
+	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
+	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
+	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
+	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
+	"strer)\u202f: on ignore si la destination a agi, donc elle n’est pas app" +
+	"elée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination é" +
+	"tait injoignable.\x02La réponse de la destination était trop volumineuse" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
+	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
+	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
+	" 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de " +
+	"nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant acti" +
+	"f ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant acti" +
+	"f ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s décla" +
+	"rent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la r" +
+	"évision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la " +
+	"révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
+	"]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s" +
+	" — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouve" +
+	"au.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[" +
+	"2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %" +
+	"[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résul" +
+	"tat soit enregistré\u202f: la réplique qui l’a passé s’est peut-être arr" +
+	"êtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: " +
+	"demandez à la destination s’il a pris effet.\x02Relais appelle la destin" +
+	"ation (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s " +
+	"— %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
+	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
+	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
+	"e est bloquée ici, en attente d’un opérateur.\x02Son instance a continué" +
+	" par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: " +
+	"l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Ann" +
+	"ulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02cons" +
+	"ommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlemen" +
+	"t, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02e" +
+	"n attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le déla" +
+	"i\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué" +
+	"]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses propr" +
+	"es termes, valeurs protégées masquées)\x02La révision doit être un nombr" +
+	"e entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: c" +
+	"hoisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
+	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
+	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
+	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
+	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tou" +
+	"s les consommateurs\x02Totaux de la définition %[1]s, sans les autres fi" +
+	"ltres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
+	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 " +
+	"secondes environ.\x02révision %[1]d\x02Tentative antérieure\u202f:\x02cl" +
+	"ôturée\x02prochaine tentative\x02disponible depuis\x02appel en cours de" +
+	"puis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente" +
+	"\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]" +
+	"s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premie" +
+	"r jour vient après le dernier.\x02Cette adresse contient un paramètre il" +
+	"lisible (un signe pour cent qui n’est pas suivi de deux chiffres hexadéc" +
+	"imaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inco" +
+	"nnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
+	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
+	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
+	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
+	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
+	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
+	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
+	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
+	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
+	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
+	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
+	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
+	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
+	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
+	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
+	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
+	"ure locale à %[1]s\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d" +
+	" secondes\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés, avec l’emplacement actuel de leurs " +
+	"occurrences.\x02Les versions de processus publiées\u202f: leurs nœuds, r" +
+	"outes et révisions épinglées, dessinés.\x02Processus par clé\x02Versions" +
+	", les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02v" +
+	"ersion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colon" +
+	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
+	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
+	"s échecs (étiquetées par leurs codes d’erreur). Chaque case indique comb" +
+	"ien d’occurrences de cette version se trouvent à ce nœud maintenant.\x02" +
+	"Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Typ" +
+	"e\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occur" +
+	"rences actuelles\x02Instances de cette version\x02Les colonnes suivent l" +
+	"e plus long chemin depuis le nœud de départ. Les flèches pleines sont le" +
+	"s réussites (étiquetées par leur route), les pointillées les échecs (éti" +
+	"quetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ve" +
+	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
+	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
+	"comptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner li" +
+	"siblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec " +
+	"ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à" +
+	" partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes " +
+	"et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dess" +
+	"ous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00" +
+	"\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend l" +
+	"es mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
+	"leau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers " +
+	"%[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
+	"blocage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
+	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
+	"elle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[" +
+	"1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloqu" +
+	"ées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes" +
+	" les 5 secondes environ.\x02Seuls les administrateurs peuvent révéler un" +
+	"e valeur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le" +
+	" motif est consigné avec la révélation dans le journal d’audit.\x02Révél" +
+	"é par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour" +
+	" à l’occurrence\x02Révélation impossible\x02Seule une valeur que cette p" +
+	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
+	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
+	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
+	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
+	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
+	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
+	"e pas cette requête.\x02Recherche\x02Saisissez un identifiant d’instance" +
+	" ou d’occurrence (un UUID complet, tel que le titre de sa page l’affiche" +
+	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
+	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
+	"\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»," +
+	" et aucune instance ne l’a pour clé métier.\x02Aucune instance ni occurr" +
+	"ence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé mét" +
+	"ier. Une instance terminée est supprimée, avec ses occurrences et ses te" +
+	"ntatives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, " +
+	"ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit gard" +
+	"e les actions d’opérateur menées sur elle.\x02Aucune instance n’a «" +
+	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
+	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
+	"ne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes déconnec" +
+	"té.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, j" +
+	"eton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a" +
+	" pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session" +
+	" a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, " +
+	"ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
+	"es d’inactivité.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées" +
+	" depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de con" +
+	"nexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
+	"\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s n" +
+	"e peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opéra" +
+	"teur, de concepteur ou d’administrateur.\x02Seuls les administrateurs vo" +
+	"ient cette page\u202f: les jetons, les consommateurs, les destinations, " +
+	"le journal des révélations et les effacements sont de leur ressort.\x02J" +
+	"etons du personnel (administrateurs, concepteurs, opérateurs) non révoqu" +
+	"és. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
+	"voquer un jeton refuse sa requête suivante.\x02Jetons du personnel, les " +
+	"plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02" +
+	"Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette" +
+	" session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[" +
+	"2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de " +
+	"console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’" +
+	"utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garde" +
+	"r\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vo" +
+	"us déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C" +
+	"’est le dernier jeton administrateur utilisable\u202f: créez-en un aut" +
+	"re avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: " +
+	"sa prochaine requête sera refusée.\x02sortie de routage\x02(chaque éléme" +
+	"nt)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02a" +
+	"u moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d ca" +
+	"ractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1" +
+	"]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élé" +
+	"ments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au" +
+	" plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f" +
+	": la page montre les %[2]d premières, le détail de l’API les donne toute" +
+	"s.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11" +
+	"\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inatte" +
+	"ndue\x02Les exécutants connectés par un flux, et ceux qui interrogent pa" +
+	"r leur dernière demande. Un exécutant est listé tant qu’il s’est manifes" +
+	"té dans les trois derniers battements de cœur.\x02Exécutants vus dans le" +
+	"s trois derniers battements\x02Exécutant\x02Protocole\x02Définitions ser" +
+	"vies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant" +
+	" n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02A" +
+	"ucun exécutant ne sert cette définition.\x02flux\x02interrogation longue" +
+	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
+	"r\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: " +
+	"ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02A" +
+	"ucun processus n’utilise encore cette définition\u202f: elle aura besoin" +
+	" d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pr" +
+	"ocessus n’utilise cette définition en mode pull\u202f: Relais appelle se" +
+	"s destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécu" +
+	"tant n’est connecté pour cette définition\u202f; aucune de ses occurrenc" +
+	"es n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutan" +
+	"t\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 73704 bytes (71KiB); checksum: F783AD8D
+	// Total table size 73778 bytes (72KiB); checksum: D4F4A3D4

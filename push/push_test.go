@@ -1,7 +1,11 @@
 package push_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +59,7 @@ func newDestination(t testing.TB, h http.HandlerFunc) *destination {
 		d.last.Store(r.Header.Clone())
 		b, _ := io.ReadAll(r.Body)
 		d.body.Store(b)
+		r.Body = io.NopCloser(bytes.NewReader(b)) // for h to read too
 		h(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -733,4 +739,108 @@ func TestDestinationsTakeTurns(t *testing.T) {
 	if n := slow.calls.Load(); n > 3 {
 		t.Errorf("%d slow calls were made before the fast one ended, want it served within its turn", n)
 	}
+}
+
+// TestSignedDestinationCallsCarryTheirSignature: a destination given a
+// signing secret receives each call with Relais-Signature, the HMAC of its
+// time and body, which it checks with the secret; the secret is sealed,
+// never shown (signed: true), refused outside its bounds, and a put with
+// another secret is a change. An unsigned destination's calls carry none.
+func TestSignedDestinationCallsCarryTheirSignature(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec-2f9c1e7a5b3d4c6e8f0a1b2c3d4e5f60"
+	verified := make(chan error, 2)
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		verified <- verifySignature(r.Header.Get("Relais-Signature"), secret, body, time.Now())
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"outputs": {"score": 7, "band": "low"}}`)
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	if r := env.Do("PUT", "/api/v1/destinations/signed", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S",
+		"signing_secret": "short"}); r.Status != 400 || !strings.Contains(string(r.Body), "/signing_secret") || strings.Contains(string(r.Body), "short\"") {
+		t.Errorf("a short secret: %d %s, want 400 at /signing_secret", r.Status, r.Body)
+	}
+	if r := env.Do("PUT", "/api/v1/destinations/signed", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S",
+		"headers": map[string]string{"relais-signature": "forged"}}); r.Status != 400 || !strings.Contains(string(r.Body), "set by Relais") {
+		t.Errorf("a Relais-Signature header of its own: %d %s, want 400", r.Status, r.Body)
+	}
+	put := func(status int, secret string) map[string]any {
+		t.Helper()
+		res := env.Must(status, "PUT", "/api/v1/destinations/signed", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S",
+			"signing_secret": secret})
+		if strings.Contains(string(res.Body), secret) {
+			t.Errorf("the answer shows the secret: %s", res.Body)
+		}
+		return res.JSON(t)
+	}
+	if got := put(201, secret); got["signed"] != true {
+		t.Errorf("PUT answered %v, want signed true", got)
+	}
+	if got := put(200, secret); got["change"] != "unchanged" {
+		t.Errorf("the same secret again: %v, want unchanged", got["change"])
+	}
+	if got := put(200, secret+"x"); got["change"] != "updated" {
+		t.Errorf("another secret: %v, want updated", got["change"])
+	}
+	put(200, secret)
+	if body := env.Must(200, "GET", "/api/v1/destinations", env.Admin, nil).Body; strings.Contains(string(body), secret) || !strings.Contains(string(body), `"signed":true`) {
+		t.Errorf("the list: %s, want signed true and no secret", body)
+	}
+	var stored []byte
+	if err := env.Pool.QueryRow(context.Background(), "select sealed_signing_secret from destinations where name = 'signed'").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(stored), secret) {
+		t.Error("the database holds the signing secret in clear")
+	}
+
+	env.Process("scoring", scoreProcess("signed", "PT2S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	if got := env.WaitEnded(inst["id"].(string), 5*time.Second); got["status"] != "completed" {
+		t.Errorf("instance %v, want completed", got["status"])
+	}
+	if err := <-verified; err != nil {
+		t.Errorf("the destination could not verify the call: %v", err)
+	}
+
+	// Unsigned again: no signature.
+	env.Must(200, "PUT", "/api/v1/destinations/signed", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S"})
+	inst = env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-2"}}).JSON(t)
+	env.WaitEnded(inst["id"].(string), 5*time.Second)
+	<-verified
+	if h, _ := d.last.Load().(http.Header); h.Get("Relais-Signature") != "" {
+		t.Errorf("an unsigned destination's call carries Relais-Signature %q", h.Get("Relais-Signature"))
+	}
+}
+
+// verifySignature checks a Relais-Signature as the README tells a
+// destination to: t and v1, the HMAC-SHA256 of "<t>.<body>", and t within
+// five minutes of now.
+func verifySignature(header, secret string, body []byte, now time.Time) error {
+	var ts, sig string
+	for _, part := range strings.Split(header, ",") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			sig = v
+		}
+	}
+	unix, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("header %q: no time", header)
+	}
+	if d := now.Sub(time.Unix(unix, 0)); d > 5*time.Minute || d < -5*time.Minute {
+		return fmt.Errorf("header %q: signed %v from now", header, d)
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "." + string(body)))
+	want := hex.EncodeToString(mac.Sum(nil))
+	if !hmac.Equal([]byte(sig), []byte(want)) {
+		return fmt.Errorf("header %q: v1 is not the body's HMAC", header)
+	}
+	return nil
 }

@@ -433,6 +433,10 @@ func (r *Runner) exchange(ctx context.Context, c engine.PushCall, body []byte) (
 		// retry an operator ordered) by its number.
 		req.Header.Set("Relais-Attempt", strconv.Itoa(c.Attempt))
 		req.Header.Set("User-Agent", "relais-push")
+		if c.SigningSecret != "" {
+			// Signed at each try: the time is the sending's.
+			req.Header.Set(SignatureHeader, Signature(c.SigningSecret, time.Now(), body))
+		}
 		res, err := r.client.Do(req)
 		if err == nil {
 			return res, true, nil

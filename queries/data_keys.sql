@@ -37,16 +37,19 @@ for update skip locked;
 update occurrences set sealed_inputs = @sealed_inputs, sealed_outputs = @sealed_outputs where id = @id;
 
 -- name: DestinationSealedBatch :many
-select name, sealed_headers, sealed_url_query from destinations
+select name, sealed_headers, sealed_url_query, sealed_signing_secret from destinations
 where (sealed_headers is not null
        and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to(@primary_key::text, 'UTF8'))
    or (sealed_url_query is not null
        and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to(@primary_key::text, 'UTF8'))
+   or (sealed_signing_secret is not null
+       and substring(sealed_signing_secret from 3 for get_byte(sealed_signing_secret, 1)) <> convert_to(@primary_key::text, 'UTF8'))
 limit @max
 for update skip locked;
 
 -- name: DestinationReseal :exec
-update destinations set sealed_headers = @sealed_headers, sealed_url_query = @sealed_url_query where name = @name;
+update destinations set sealed_headers = @sealed_headers, sealed_url_query = @sealed_url_query,
+    sealed_signing_secret = @sealed_signing_secret where name = @name;
 
 -- name: SealedUnderOtherKeys :one
 select ((select count(*) from instances
@@ -61,7 +64,9 @@ select ((select count(*) from instances
          where (sealed_headers is not null
                 and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to(@primary_key::text, 'UTF8'))
             or (sealed_url_query is not null
-                and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to(@primary_key::text, 'UTF8'))))::bigint;
+                and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to(@primary_key::text, 'UTF8'))
+            or (sealed_signing_secret is not null
+                and substring(sealed_signing_secret from 3 for get_byte(sealed_signing_secret, 1)) <> convert_to(@primary_key::text, 'UTF8'))))::bigint;
 
 -- name: SealedUnderKeyExists :one
 -- Whether any stored value is sealed with @key_id (the id in the value's

@@ -64,26 +64,35 @@ func (q *Queries) DataKeyRetire(ctx context.Context, id string) error {
 }
 
 const destinationReseal = `-- name: DestinationReseal :exec
-update destinations set sealed_headers = $1, sealed_url_query = $2 where name = $3
+update destinations set sealed_headers = $1, sealed_url_query = $2,
+    sealed_signing_secret = $3 where name = $4
 `
 
 type DestinationResealParams struct {
-	SealedHeaders  []byte
-	SealedUrlQuery []byte
-	Name           string
+	SealedHeaders       []byte
+	SealedUrlQuery      []byte
+	SealedSigningSecret []byte
+	Name                string
 }
 
 func (q *Queries) DestinationReseal(ctx context.Context, arg DestinationResealParams) error {
-	_, err := q.db.Exec(ctx, destinationReseal, arg.SealedHeaders, arg.SealedUrlQuery, arg.Name)
+	_, err := q.db.Exec(ctx, destinationReseal,
+		arg.SealedHeaders,
+		arg.SealedUrlQuery,
+		arg.SealedSigningSecret,
+		arg.Name,
+	)
 	return err
 }
 
 const destinationSealedBatch = `-- name: DestinationSealedBatch :many
-select name, sealed_headers, sealed_url_query from destinations
+select name, sealed_headers, sealed_url_query, sealed_signing_secret from destinations
 where (sealed_headers is not null
        and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to($1::text, 'UTF8'))
    or (sealed_url_query is not null
        and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to($1::text, 'UTF8'))
+   or (sealed_signing_secret is not null
+       and substring(sealed_signing_secret from 3 for get_byte(sealed_signing_secret, 1)) <> convert_to($1::text, 'UTF8'))
 limit $2
 for update skip locked
 `
@@ -94,9 +103,10 @@ type DestinationSealedBatchParams struct {
 }
 
 type DestinationSealedBatchRow struct {
-	Name           string
-	SealedHeaders  []byte
-	SealedUrlQuery []byte
+	Name                string
+	SealedHeaders       []byte
+	SealedUrlQuery      []byte
+	SealedSigningSecret []byte
 }
 
 func (q *Queries) DestinationSealedBatch(ctx context.Context, arg DestinationSealedBatchParams) ([]DestinationSealedBatchRow, error) {
@@ -108,7 +118,12 @@ func (q *Queries) DestinationSealedBatch(ctx context.Context, arg DestinationSea
 	items := []DestinationSealedBatchRow{}
 	for rows.Next() {
 		var i DestinationSealedBatchRow
-		if err := rows.Scan(&i.Name, &i.SealedHeaders, &i.SealedUrlQuery); err != nil {
+		if err := rows.Scan(
+			&i.Name,
+			&i.SealedHeaders,
+			&i.SealedUrlQuery,
+			&i.SealedSigningSecret,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -267,7 +282,9 @@ select ((select count(*) from instances
          where (sealed_headers is not null
                 and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to($1::text, 'UTF8'))
             or (sealed_url_query is not null
-                and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to($1::text, 'UTF8'))))::bigint
+                and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to($1::text, 'UTF8'))
+            or (sealed_signing_secret is not null
+                and substring(sealed_signing_secret from 3 for get_byte(sealed_signing_secret, 1)) <> convert_to($1::text, 'UTF8'))))::bigint
 `
 
 func (q *Queries) SealedUnderOtherKeys(ctx context.Context, primaryKey string) (int64, error) {

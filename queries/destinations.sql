@@ -2,11 +2,12 @@
 select * from destinations where name = @name;
 
 -- name: DestinationUpsert :one
-insert into destinations (name, url, sealed_url_query, header_names, sealed_headers, max_timeout)
-values (@name, @url, @sealed_url_query, @header_names, @sealed_headers, @max_timeout)
+insert into destinations (name, url, sealed_url_query, header_names, sealed_headers, max_timeout, sealed_signing_secret)
+values (@name, @url, @sealed_url_query, @header_names, @sealed_headers, @max_timeout, @sealed_signing_secret)
 on conflict (name) do update
     set url = excluded.url, sealed_url_query = excluded.sealed_url_query, header_names = excluded.header_names,
-        sealed_headers = excluded.sealed_headers, max_timeout = excluded.max_timeout, updated_at = now()
+        sealed_headers = excluded.sealed_headers, max_timeout = excluded.max_timeout,
+        sealed_signing_secret = excluded.sealed_signing_secret, updated_at = now()
 returning *, (xmax = 0)::boolean as created;
 
 -- name: DestinationList :many

@@ -23,7 +23,7 @@ func (q *Queries) DestinationDelete(ctx context.Context, name string) (int64, er
 }
 
 const destinationGet = `-- name: DestinationGet :one
-select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query from destinations where name = $1
+select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query, sealed_signing_secret from destinations where name = $1
 `
 
 func (q *Queries) DestinationGet(ctx context.Context, name string) (Destination, error) {
@@ -38,12 +38,13 @@ func (q *Queries) DestinationGet(ctx context.Context, name string) (Destination,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.SealedUrlQuery,
+		&i.SealedSigningSecret,
 	)
 	return i, err
 }
 
 const destinationList = `-- name: DestinationList :many
-select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query from destinations where name > $1 order by name limit $2
+select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query, sealed_signing_secret from destinations where name > $1 order by name limit $2
 `
 
 type DestinationListParams struct {
@@ -69,6 +70,7 @@ func (q *Queries) DestinationList(ctx context.Context, arg DestinationListParams
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.SealedUrlQuery,
+			&i.SealedSigningSecret,
 		); err != nil {
 			return nil, err
 		}
@@ -150,33 +152,36 @@ func (q *Queries) DestinationNames(ctx context.Context) ([]string, error) {
 }
 
 const destinationUpsert = `-- name: DestinationUpsert :one
-insert into destinations (name, url, sealed_url_query, header_names, sealed_headers, max_timeout)
-values ($1, $2, $3, $4, $5, $6)
+insert into destinations (name, url, sealed_url_query, header_names, sealed_headers, max_timeout, sealed_signing_secret)
+values ($1, $2, $3, $4, $5, $6, $7)
 on conflict (name) do update
     set url = excluded.url, sealed_url_query = excluded.sealed_url_query, header_names = excluded.header_names,
-        sealed_headers = excluded.sealed_headers, max_timeout = excluded.max_timeout, updated_at = now()
-returning name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query, (xmax = 0)::boolean as created
+        sealed_headers = excluded.sealed_headers, max_timeout = excluded.max_timeout,
+        sealed_signing_secret = excluded.sealed_signing_secret, updated_at = now()
+returning name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query, sealed_signing_secret, (xmax = 0)::boolean as created
 `
 
 type DestinationUpsertParams struct {
-	Name           string
-	Url            string
-	SealedUrlQuery []byte
-	HeaderNames    []string
-	SealedHeaders  []byte
-	MaxTimeout     time.Duration
+	Name                string
+	Url                 string
+	SealedUrlQuery      []byte
+	HeaderNames         []string
+	SealedHeaders       []byte
+	MaxTimeout          time.Duration
+	SealedSigningSecret []byte
 }
 
 type DestinationUpsertRow struct {
-	Name           string
-	Url            string
-	HeaderNames    []string
-	SealedHeaders  []byte
-	MaxTimeout     time.Duration
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	SealedUrlQuery []byte
-	Created        bool
+	Name                string
+	Url                 string
+	HeaderNames         []string
+	SealedHeaders       []byte
+	MaxTimeout          time.Duration
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	SealedUrlQuery      []byte
+	SealedSigningSecret []byte
+	Created             bool
 }
 
 func (q *Queries) DestinationUpsert(ctx context.Context, arg DestinationUpsertParams) (DestinationUpsertRow, error) {
@@ -187,6 +192,7 @@ func (q *Queries) DestinationUpsert(ctx context.Context, arg DestinationUpsertPa
 		arg.HeaderNames,
 		arg.SealedHeaders,
 		arg.MaxTimeout,
+		arg.SealedSigningSecret,
 	)
 	var i DestinationUpsertRow
 	err := row.Scan(
@@ -198,6 +204,7 @@ func (q *Queries) DestinationUpsert(ctx context.Context, arg DestinationUpsertPa
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.SealedUrlQuery,
+		&i.SealedSigningSecret,
 		&i.Created,
 	)
 	return i, err

@@ -75,14 +75,15 @@ type Definition struct {
 }
 
 type Destination struct {
-	Name           string
-	Url            string
-	HeaderNames    []string
-	SealedHeaders  []byte
-	MaxTimeout     time.Duration
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	SealedUrlQuery []byte
+	Name                string
+	Url                 string
+	HeaderNames         []string
+	SealedHeaders       []byte
+	MaxTimeout          time.Duration
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	SealedUrlQuery      []byte
+	SealedSigningSecret []byte
 }
 
 type Instance struct {

@@ -705,7 +705,7 @@ var releaseKeys = map[string]bool{"revision": true, "notes": true}
 
 // destinationKeys are the keys of a Destination's body, as
 // PUT /destinations/{name} takes them.
-var destinationKeys = map[string]bool{"url": true, "headers": true, "max_timeout": true}
+var destinationKeys = map[string]bool{"url": true, "headers": true, "max_timeout": true, "signing_secret": true}
 
 // checkDestination checks a Destination's keys and their types locally, in
 // the words the contract and process checks use: the server's decoder names
@@ -739,6 +739,9 @@ func checkDestination(d Document) []Problem {
 				add(jsontree.Pointer("/headers", name), "must be a string")
 			}
 		}
+	}
+	if v, ok := d.Body["signing_secret"]; ok && v != nil && !isString(v) {
+		add("/signing_secret", "must be a string")
 	}
 	const wantTimeout = "an ISO-8601 duration above zero, at most %s"
 	ceiling := isoduration.Format(process.HardMaxPushTimeout)
