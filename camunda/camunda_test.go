@@ -1073,4 +1073,14 @@ func TestAnotherConsumersTasksStayItsOwn(t *testing.T) {
 	if got := strings.Join(seen(other), ","); got != locked+","+open {
 		t.Errorf("after the lock lapsed another consumer lists %s, want %s", got, locked+","+open)
 	}
+	// Nor is it matched: a filter by the other consumer's worker would
+	// confirm a guessed worker id.
+	for _, path := range []string{"/engine-rest/external-task?workerId=team-a-worker", "/engine-rest/external-task/count?workerId=team-a-worker"} {
+		if body := strings.TrimSpace(string(f.Do("GET", path, other, nil).Body)); body != "[]" && !strings.Contains(body, `"count":0`) {
+			t.Errorf("GET %s by another consumer: %s, want nothing", path, body)
+		}
+	}
+	if body := string(f.call("GET", "/external-task/count?workerId=team-a-worker", nil).Body); !strings.Contains(body, `"count":2`) {
+		t.Errorf("the holder's count by its worker: %s, want 2", body)
+	}
 }

@@ -21,7 +21,7 @@ type destinationRow struct {
 	URL     string
 	Headers string
 	// Signed says its calls are signed; "" when they are not.
-	Signed string
+	Signed  string
 	Timeout string
 	Updated timeView
 	// Calls lists the push occurrences calling it.

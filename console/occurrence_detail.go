@@ -174,7 +174,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		DatesLabel:      T(ctx, "Dates"),
 		Dates:           occurrenceDates(ctx, o),
 		PolicyLabel:     T(ctx, "Policy"),
-		Policy:          occurrencePolicy(ctx, o),
+		Policy:          occurrencePolicy(ctx, o, c.eng.ProcessLimits().MaxRetryDelay),
 		AttemptsLabel:   T(ctx, "Attempts"),
 		AttemptsCaption: T(ctx, "Every attempt, oldest first"),
 		HeadNumber:      "#", HeadConsumer: T(ctx, "Consumer"), HeadWorker: T(ctx, "Worker id"),
@@ -248,9 +248,9 @@ func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, in
 
 // occurrencePolicy is the occurrence's retry policy; for a push call, its
 // destination and timeout.
-func occurrencePolicy(ctx context.Context, o engine.Occurrence) []fact {
+func occurrencePolicy(ctx context.Context, o engine.Occurrence, ceiling time.Duration) []fact {
 	retries := fact{Label: T(ctx, "Maximum attempts"), Value: number(ctx, o.Policy.MaxAttempts)}
-	delay := &fact{Label: T(ctx, "Retry delay"), Value: retryDelayText(ctx, o.Policy.RetryDelay, o.Policy.RetryBackoff, o.Policy.MaxRetryDelay)}
+	delay := &fact{Label: T(ctx, "Retry delay"), Value: retryDelayText(ctx, o.Policy.RetryDelay, o.Policy.RetryBackoff, o.Policy.MaxRetryDelay, ceiling)}
 	if o.Mode == "push" {
 		// A push call is never retried: its failure takes the node's
 		// error path at once, whatever max_attempts says.
@@ -274,17 +274,18 @@ func occurrencePolicy(ctx context.Context, o engine.Occurrence) []fact {
 
 // retryDelayText says how long a retryable failure waits: a fixed delay,
 // or one that grows after each failure, up to its cap (nil: Relais's
-// ceiling).
-func retryDelayText(ctx context.Context, delay time.Duration, backoff float64, ceiling *time.Duration) string {
+// ceiling, as it stands).
+func retryDelayText(ctx context.Context, delay time.Duration, backoff float64, capped *time.Duration, ceiling time.Duration) string {
 	first := formatDuration(ctx, delay)
 	if backoff <= 1 {
 		return first
 	}
 	factor := localNumber(ctx, strconv.FormatFloat(backoff, 'f', -1, 64))
-	if ceiling == nil {
-		return T(ctx, "%s, multiplied by %s after each failure, up to Relais’s ceiling", first, factor)
+	if capped == nil {
+		limit := formatDuration(ctx, ceiling)
+		return T(ctx, "%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)", first, factor, limit)
 	}
-	limit := formatDuration(ctx, *ceiling)
+	limit := formatDuration(ctx, *capped)
 	return T(ctx, "%s, multiplied by %s after each failure, up to %s", first, factor, limit)
 }
 

@@ -303,7 +303,7 @@ func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus ma
 		if n.Policy.MaxRetryDelay > 0 {
 			ceiling = &n.Policy.MaxRetryDelay
 		}
-		retryDelay := retryDelayText(ctx, n.Policy.RetryDelay, n.Policy.Backoff(), ceiling)
+		retryDelay := retryDelayText(ctx, n.Policy.RetryDelay, n.Policy.Backoff(), ceiling, lim.MaxRetryDelay)
 		row.Policy = T(ctx, "%d attempts, retry after %s, priority %d", n.Policy.MaxAttempts, retryDelay, n.Policy.Priority)
 		if n.Policy.Deadline > 0 {
 			deadline := formatDuration(ctx, n.Policy.Deadline)

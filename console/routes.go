@@ -81,6 +81,10 @@ func (c *Console) Handler() http.Handler {
 // and are not concerned.
 func (c *Console) sameOrigin(next http.Handler) http.Handler {
 	p := http.NewCrossOriginProtection()
-	p.SetDenyHandler(http.HandlerFunc(c.forbiddenForm))
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		c.errorPage(w, r, http.StatusForbidden, T(ctx, "Form refused"),
+			T(ctx, "This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there."))
+	}))
 	return p.Handler(next)
 }

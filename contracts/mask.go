@@ -528,6 +528,15 @@ func Scrub(message string, protected []string) string {
 	spans := matches(foldCase(message), ps, nil)
 	if d := decode(message); d.text != message {
 		spans = append(spans, matches(foldCase(d.text), ps, d.from)...)
+		// Escaped twice (an error template escaping an escaped string:
+		// &amp;#39;), read once more.
+		if d2 := decode(d.text); d2.text != d.text {
+			from := make([]span, len(d2.from))
+			for i, f := range d2.from {
+				from[i] = span{d.from[f.start].start, d.from[f.end-1].end}
+			}
+			spans = append(spans, matches(foldCase(d2.text), ps, from)...)
+		}
 	}
 	if len(spans) == 0 {
 		return message
@@ -704,7 +713,7 @@ type decoded struct {
 // decoded where it was a plus sign only makes a value with a space match
 // where it was written with one: the text is matched, never shown.
 func decode(message string) decoded {
-	if !strings.ContainsAny(message, `\%+&`) {
+	if !strings.ContainsAny(message, "\\%+&\u00a0") {
 		return decoded{text: message}
 	}
 	var b strings.Builder
@@ -753,6 +762,12 @@ func decode(message string) decoded {
 			emit(" ", i, i+1)
 			i++
 			continue
+		case c == 0xc2 && i+1 < len(message) && message[i+1] == 0xa0:
+			// A no-break space (an HTML page's &nbsp;) between the
+			// words of a value written with spaces.
+			emit(" ", i, i+2)
+			i += 2
+			continue
 		case c == '&':
 			if r, n := charRef(message[i:]); n > 0 {
 				emit(r, i, i+n)
@@ -771,19 +786,38 @@ func decode(message string) decoded {
 const maxCharRef = 12
 
 // charRef decodes the HTML character reference at the start of s (which
-// begins with &), ended by its semicolon, and returns its text and length;
-// 0 when there is none.
+// begins with &) and returns its text and length; 0 when there is none.
+// Its semicolon may be missing, as browsers allow (&amp Sons, &#39Brien).
 func charRef(s string) (string, int) {
-	end := strings.IndexByte(s[:min(len(s), maxCharRef)], ';')
-	if end < 2 {
+	end := 1
+	for end < len(s) && end < maxCharRef && refByte(s[end]) {
+		end++
+	}
+	if end < len(s) && s[end] == ';' {
+		end++
+	}
+	if end < 3 {
 		return "", 0
 	}
-	ref := s[:end+1]
+	ref := s[:end]
 	text := html.UnescapeString(ref)
 	if text == ref {
 		return "", 0
 	}
+	// Without its semicolon a reference ends where its name does: what
+	// follows it (Brien in &#39Brien) ends the text too, and is not its.
+	for len(text) > 1 && text[len(text)-1] == ref[len(ref)-1] {
+		text, ref = text[:len(text)-1], ref[:len(ref)-1]
+	}
+	if text == "\u00a0" {
+		text = " " // &nbsp;: see decode
+	}
 	return text, len(ref)
+}
+
+// refByte reports the bytes of a character reference's name or number.
+func refByte(c byte) bool {
+	return c == '#' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // jsonEscapes are JSON's two-character escapes, by their second character.

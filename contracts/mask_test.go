@@ -267,10 +267,19 @@ func TestScrubCatchesEscapedSpellings(t *testing.T) {
 		{`<p>card tok_Zq9&apos;Xy&#38;7&#x3C;secret&#62;</p>`, "tok_Zq9'Xy&7<secret>"},
 		{`posted street=14+rue+des+Lilas+Cachees&city=Paris`, "14 rue des Lilas Cachees"},
 		{`call +33+6+12+34+56+78 failed`, "+33 6 12 34 56 78"},
+		{"<td>14&nbsp;rue&nbsp;des&nbsp;Lilas</td>", "14 rue des Lilas"},
+		{"<td>14\u00a0rue\u00a0des\u00a0Lilas</td>", "14 rue des Lilas"},
+		{`holder O&amp;#39;Brien &amp;amp; Sons`, "O'Brien & Sons"},
+		{`holder O&#39Brien &amp Sons`, "O'Brien & Sons"},
 	} {
 		if got := Scrub(c.msg, []string{c.value}); strings.Contains(got, "Brien") || strings.Contains(got, "secret") ||
 			strings.Contains(got, "Lilas") || strings.Contains(got, "34") || !strings.Contains(got, Redacted) {
 			t.Errorf("Scrub(%s) = %s: a spelling of %q is left", c.msg, got, c.value)
+		}
+	}
+	for _, msg := range []string{`&amp; &bogus; & done +1`, `R&D says a+b > c & d &amp; e; x=1+2; AT&T; &copy; C++`, "a\u00a0b &amp;amp;"} {
+		if got := Scrub(msg, []string{"secret"}); got != msg {
+			t.Errorf("Scrub(%s) = %s, want it unchanged", msg, got)
 		}
 	}
 	if got := Scrub(`&amp; &bogus; & done +1`, []string{"secret"}); got != `&amp; &bogus; & done +1` {

@@ -329,10 +329,8 @@ type Settlement struct {
 	RefillTag string `json:"-"`
 }
 
-// attemptsLeft is how many more reservations o's budget allows: its frozen
-// max_attempts plus the credit releases gave and workers took.
 // policyDelay is the wait the occurrence's policy sets after the nth
-// attempt of its budget failed: retry_delay, multiplied by retry_backoff
+// attempt spent of its budget failed: retry_delay, multiplied by retry_backoff
 // for each earlier one, at most max_retry_delay and never above ceiling
 // (RELAIS_PULL_MAX_RETRY_DELAY as it stands now: an operator who lowers it
 // lowers the delays of occurrences created before). The budget restarts
@@ -355,6 +353,8 @@ func policyDelay(o queries.Occurrence, n int, ceiling time.Duration) time.Durati
 	return d
 }
 
+// attemptsLeft is how many more reservations o's budget allows: its frozen
+// max_attempts plus the credit releases gave and workers took.
 func attemptsLeft(o queries.Occurrence) int {
 	return max(int(o.MaxAttempts+o.AttemptCredit-o.Attempts), 0)
 }
@@ -884,16 +884,18 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 			return held
 		}
 		left := attemptsLeft(o)
-		// Counted before a worker lowers what is left: its failures in
-		// the budget, this one included, for the policy's backoff.
-		failures := int(o.MaxAttempts) - left
+		// The attempts spent in the budget, this one included, for the
+		// policy's backoff: those a worker waived are not (nor those
+		// handed back, which gave their credit back).
+		spent := int(o.Attempts - o.AttemptCredit - o.AttemptsWaived)
 		if f.AttemptsLeft != nil {
 			if *f.AttemptsLeft > left && !f.ClampAttemptsLeft {
 				return BoundExceeded("attempts_left", left)
 			}
 			if *f.AttemptsLeft < left {
-				credit := o.AttemptCredit - int32(left-*f.AttemptsLeft)
-				if err := q.OccurrenceSetCredit(ctx, queries.OccurrenceSetCreditParams{ID: o.ID, AttemptCredit: credit}); err != nil {
+				waived := int32(left - *f.AttemptsLeft)
+				credit := o.AttemptCredit - waived
+				if err := q.OccurrenceSetCredit(ctx, queries.OccurrenceSetCreditParams{ID: o.ID, AttemptCredit: credit, Waived: waived}); err != nil {
 					return err
 				}
 				o.AttemptCredit, left = credit, *f.AttemptsLeft
@@ -908,7 +910,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		}
 		code, message := redactCode(f.ErrorCode, protected), scrubMessage(f.Message, protected)
 		if f.Retryable && left > 0 {
-			delay := policyDelay(o, failures, e.limits.MaxRetryDelay)
+			delay := policyDelay(o, spent, e.limits.MaxRetryDelay)
 			if f.RetryDelay != nil {
 				delay = *f.RetryDelay
 			}

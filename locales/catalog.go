@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     326,
 	"%d held instances match now.":             62,
 	"%d hours":                                 342,
-	"%d items":                                 717,
+	"%d items":                                 718,
 	"%d left":                                  492,
 	"%d min":                                   325,
 	"%d minutes":                               343,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              715,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              716,
 	"%d ms": 345,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         637,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 636,
@@ -79,8 +79,8 @@ var messageKeyToIndex = map[string]int{
 	"%s so far":                                           546,
 	"%s → %s":                                             642,
 	"%s, %s: %s":                                          288,
-	"%s, multiplied by %s after each failure, up to %s":               487,
-	"%s, multiplied by %s after each failure, up to Relais’s ceiling": 486,
+	"%s, multiplied by %s after each failure, up to %s":                    487,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 486,
 	"%s, revision %s":                         450,
 	"%s, version %s":                          451,
 	"%s: %s":                                  314,
@@ -91,12 +91,12 @@ var messageKeyToIndex = map[string]int{
 	"%s: revisions %s":                        187,
 	"%s: the first day comes after the last.": 595,
 	"%s–%s":                                   313,
-	"(%d characters in all)":                  718,
+	"(%d characters in all)":                  719,
 	"(%d handed back, not counted)":           491,
-	"(each item)":                             705,
+	"(each item)":                             706,
 	"(worker %s)":                             534,
 	"0 seconds":                               340,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           683,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           684,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 523,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 605,
 	"A revision is a definition’s: choose the definition too.": 561,
@@ -119,7 +119,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       184,
 	"All processes":                       397,
 	"All statuses":                        399,
-	"All workers":                         731,
+	"All workers":                         732,
 	"An operator abandoned the instance.": 522,
 	"Any definition":                      398,
 	"Apply filters":                       116,
@@ -147,7 +147,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    485,
 	"Calls":                           268,
 	"Calls signed (Relais-Signature)": 270,
-	"Camunda 7 facade":                735,
+	"Camunda 7 facade":                736,
 	"Cancelled: the instance was stopped (%s).":               545,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 544,
 	"Cannot act on this filter":                               89,
@@ -169,7 +169,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    307,
 	"Completions and failures per 5-minute slot, oldest first": 311,
 	"Completions and failures, last hour":                      290,
-	"Connected":                                                727,
+	"Connected":                                                728,
 	"Constraints":                                              194,
 	"Consumer":                                                 457,
 	"Consumer and worker":                                      572,
@@ -194,7 +194,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                138,
 	"Definitions by key":                         253,
-	"Definitions served":                         725,
+	"Definitions served":                         726,
 	"Definitions, those needing attention first": 291,
 	"Description":                                195,
 	"Destination":                                469,
@@ -229,8 +229,8 @@ var messageKeyToIndex = map[string]int{
 	"Every attempt, oldest first": 456,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  661,
-	"Expired token":                        693,
-	"Expires":                              690,
+	"Expired token":                        694,
+	"Expires":                              691,
 	"External tasks":                       133,
 	"Failed":                               295,
 	"Failed (%s).":                         543,
@@ -261,7 +261,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                378,
 	"Held instances":          294,
 	"ID":                      174,
-	"In flight":               726,
+	"In flight":               727,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 308,
 	"Inputs":                     219,
 	"Inputs of revision %d":      230,
@@ -272,20 +272,20 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 630,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 743,
-	"It takes revision %d only.":                       746,
-	"It takes revisions %s only.":                      748,
+	"It takes every revision its consumer is granted.": 744,
+	"It takes revision %d only.":                       747,
+	"It takes revisions %s only.":                      749,
 	"Its calls":                                        269,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 275,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  541,
 	"Its instance went on along the node’s error path.":                                                                                                                    542,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      698,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      699,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     328,
 	"Jul":                     334,
 	"Jun":                     333,
-	"Keep it":                 700,
+	"Keep it":                 701,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       271,
@@ -296,8 +296,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 507,
 	"Last reserved":           504,
 	"Last saved":              200,
-	"Last seen":               728,
-	"Last used":               689,
+	"Last seen":               729,
+	"Last used":               690,
 	"Latest revision":         255,
 	"Lists every change from one revision to another, and whom it may break.": 210,
 	"Local time at %s": 610,
@@ -328,10 +328,10 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        257,
 	"No destination yet.":                                                       259,
 	"No inputs.":                                                                220,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 673,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 674,
 	"No instance matches these filters.": 396,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 671,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 672,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 672,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 673,
 	"No live worker takes %s now (Workers page).":                                               525,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 526,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           527,
@@ -346,20 +346,20 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 498,
 	"No process has the key “%s”.":                         93,
 	"No process is published yet.":                         617,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             740,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             739,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             741,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             740,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
 	"No release yet.": 204,
 	"No revision yet: the Working copy has never been snapshotted.":          202,
 	"No service ever reserved this occurrence: it ended before any attempt.": 468,
 	"No service has reserved this occurrence yet.":                           465,
-	"No token.":              687,
+	"No token.":              688,
 	"No value was revealed.": 663,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 741,
-	"No worker is connected.":           729,
-	"No worker serves this definition.": 732,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 738,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 742,
+	"No worker is connected.":           730,
+	"No worker serves this definition.": 733,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 739,
 	"Node":                  352,
 	"Nodes":                 623,
 	"Nodes of this version": 632,
@@ -371,7 +371,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 161,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             669,
+	"Nothing to find: the search box is empty.":                             670,
 	"Nothing was done.":         29,
 	"Nov":                       338,
 	"Now":                       474,
@@ -387,7 +387,7 @@ var messageKeyToIndex = map[string]int{
 	"On success":                627,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         659,
 	"Only administrators may reveal a sensitive value.":                                                           654,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 684,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 685,
 	"Open":             293,
 	"Operator actions": 348,
 	"Operator actions on this instance, newest first": 361,
@@ -415,7 +415,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 393,
 	"Processes":                       134,
 	"Processes by key":                615,
-	"Protocol":                        724,
+	"Protocol":                        725,
 	"Published":                       208,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 613,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       614,
@@ -465,12 +465,12 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              206,
 	"Revision %d":           227,
 	"Revisions":             201,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 744,
-	"Revoke the %s token “%s”?": 697,
-	"Revoke the token":          699,
-	"Revoke token %d":           696,
-	"Revoke…":                   694,
-	"Role":                      688,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 745,
+	"Revoke the %s token “%s”?": 698,
+	"Revoke the token":          700,
+	"Revoke token %d":           697,
+	"Revoke…":                   695,
+	"Role":                      689,
 	"Route":                     354,
 	"Routing output":            199,
 	"Row %s":                    592,
@@ -479,18 +479,18 @@ var messageKeyToIndex = map[string]int{
 	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      655,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 272,
-	"Search":                               667,
+	"Search":                               668,
 	"Secret values can never be revealed.": 660,
 	"Sep":                                  336,
-	"Served by %d workers":                 742,
+	"Served by %d workers":                 743,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              357,
 	"Settlement date":      562,
 	"Show all definitions": 304,
 	"Show times in":        602,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
-	"Sign in": 677,
-	"Sign in with an operator, designer or administrator token.": 678,
+	"Sign in": 678,
+	"Sign in with an operator, designer or administrator token.": 679,
 	"Sign out":             145,
 	"Signed in as %s (%s)": 144,
 	"Since revision %d:":   233,
@@ -500,8 +500,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 168,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 685,
-	"Staff tokens, oldest first": 686,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 686,
+	"Staff tokens, oldest first": 687,
 	"Start node":                 620,
 	"Started":                    374,
 	"State":                      178,
@@ -525,7 +525,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 252,
 	"Tasks":                   179,
 	"Temporarily unavailable": 166,
-	"That is too long to be an id or a business key.": 670,
+	"That is too long to be an id or a business key.": 671,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    261,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             232,
@@ -560,19 +560,20 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            515,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      560,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          703,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          680,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          704,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          681,
 	"The version must be a whole number from 1.":                                                                                                                                                           385,
 	"These revisions have the same contracts.":                                                                                                                                                             218,
 	"These settings are kept in this browser only.":                                                                                                                                                        601,
-	"They take every revision their consumer is granted.":                                                                                                                                                  745,
-	"They take revision %d only.":                                                                                                                                                                          747,
-	"They take revisions %s only.":                                                                                                                                                                         749,
+	"They take every revision their consumer is granted.":                                                                                                                                                  746,
+	"They take revision %d only.":                                                                                                                                                                          748,
+	"They take revisions %s only.":                                                                                                                                                                         750,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     596,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         494,
 	"This contract has no outputs.":                                                                                                                                                                        497,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  165,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  667,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 279,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -590,26 +591,26 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            702,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           701,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            703,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           702,
 	"This page does not accept that request.": 666,
 	"This page reloads every %d seconds.":     153,
 	"This process takes no inputs.":           365,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 682,
+	"This token is unknown, revoked or expired.": 683,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 633,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            634,
 	"Times in %s · no auto-reload":    150,
 	"Times in %s · reload every %d s": 149,
 	"Times in %s · reloading paused":  148,
 	"To revision":                     212,
-	"Token":                           679,
+	"Token":                           680,
 	"Tokens":                          142,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 681,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 682,
 	"Totals of all definitions, not narrowed by the other filters":         577,
 	"Totals of definition %s, not narrowed by the other filters":           576,
 	"Type": 191,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 668,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 669,
 	"URL":                              263,
 	"UTC (coordinated universal time)": 608,
 	"Unknown action.":                  52,
@@ -627,18 +628,18 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       103,
 	"Whole message":                                             467,
 	"Why (recorded with the reveal)":                            500,
-	"Worker":                                                    723,
+	"Worker":                                                    724,
 	"Worker id":                                                 458,
 	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        721,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        722,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 722,
-	"Workers serving %s":                   730,
+	"Workers seen within three heartbeats": 723,
+	"Workers serving %s":                   731,
 	"Working copy":                         197,
-	"You are signed out.":                  674,
+	"You are signed out.":                  675,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 675,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          676,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 676,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          677,
 	"[redacted]":                          557,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
@@ -650,11 +651,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 645,
 	"any other error":                     281,
 	"as of %s (%s); counts are refreshed every few seconds.": 579,
-	"at least %d characters":                                 706,
-	"at least %d items":                                      713,
+	"at least %d characters":                                 707,
+	"at least %d items":                                      714,
 	"at most %d":                                             488,
-	"at most %d characters":                                  707,
-	"at most %d items":                                       714,
+	"at most %d characters":                                  708,
+	"at most %d items":                                       715,
 	"at most %d since the last operator retry":               489,
 	"available":                                              400,
 	"boolean":                                                415,
@@ -681,7 +682,7 @@ var messageKeyToIndex = map[string]int{
 	"end: completes the instance":                            284,
 	"end: fails the instance":                                285,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 736,
+	"every revision its consumer is granted":                 737,
 	"exact, case-sensitive":                                  390,
 	"expired":                                                408,
 	"failed":                                                 404,
@@ -689,7 +690,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            434,
 	"field removed":                                          435,
 	"format":                                                 445,
-	"format %s":                                              709,
+	"format %s":                                              710,
 	"from":                                                   114,
 	"held":                                                   407,
 	"held for an operator":                                   282,
@@ -707,17 +708,17 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               323,
 	"list":                                                   420,
 	"lock until":                                             586,
-	"long polling":                                           734,
+	"long polling":                                           735,
 	"long wait":                                              302,
 	"maximum":                                                447,
-	"maximum %s":                                             711,
+	"maximum %s":                                             712,
 	"maximum items":                                          449,
 	"maximum length":                                         443,
 	"minimum":                                                446,
-	"minimum %s":                                             710,
+	"minimum %s":                                             711,
 	"minimum items":                                          448,
 	"minimum length":                                         442,
-	"never":                                                  691,
+	"never":                                                  692,
 	"next attempt":                                           583,
 	"no":                                                     433,
 	"no answer within the timeout":                           553,
@@ -731,19 +732,19 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 256,
 	"none: a failed call takes the node’s error path": 481,
 	"normal":                          421,
-	"not provided":                    716,
-	"not yet":                         692,
-	"null":                            719,
+	"not provided":                    717,
+	"not yet":                         693,
+	"null":                            720,
 	"number":                          414,
 	"object":                          419,
 	"on error":                        280,
-	"one of: %s":                      712,
+	"one of: %s":                      713,
 	"operator":                        429,
 	"optional %s field of type %s":    248,
 	"optional field of type %s":       250,
 	"optional → required":             241,
 	"pattern":                         444,
-	"pattern %s":                      708,
+	"pattern %s":                      709,
 	"pull":                            638,
 	"pull %s":                         287,
 	"pull (the service fetches it)":   426,
@@ -759,25 +760,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        401,
 	"retry":                           3,
 	"revision %d":                     580,
-	"revisions %s":                    737,
+	"revisions %s":                    738,
 	"revoked":                         181,
 	"routing changed":                 441,
-	"routing output":                  704,
+	"routing output":                  705,
 	"routing output %s → %s":          240,
 	"running":                         406,
 	"secret":                          423,
 	"sensitive":                       422,
 	"settled":                         582,
 	"stop":                            5,
-	"stream":                          733,
+	"stream":                          734,
 	"text":                            412,
 	"the contracts are the same (the name or a description changed).": 234,
-	"this session":             695,
+	"this session":             696,
 	"timeout %s":               649,
 	"timeout %s (the default)": 650,
 	"to":                       115,
 	"type changed":             436,
-	"unexpected value":         720,
+	"unexpected value":         721,
 	"unknown":                  556,
 	"values added: %s":         243,
 	"values changed":           438,
@@ -791,7 +792,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     643,
 }
 
-var enIndex = []uint32{ // 751 elements
+var enIndex = []uint32{ // 752 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -929,84 +930,84 @@ var enIndex = []uint32{ // 751 elements
 	0x00004435, 0x0000443a, 0x00004455, 0x00004466,
 	// Entry 1E0 - 1FF
 	0x00004472, 0x0000447a, 0x000044ac, 0x000044b5,
-	0x000044be, 0x000044da, 0x000044e7, 0x0000452f,
-	0x0000456a, 0x00004578, 0x000045a4, 0x000045ca,
-	0x000045eb, 0x000045f6, 0x00004624, 0x00004641,
-	0x00004670, 0x000046a2, 0x000046c0, 0x000046f5,
-	0x00004711, 0x00004730, 0x0000478b, 0x0000479a,
-	0x000047a7, 0x000047b5, 0x000047c2, 0x000047cb,
-	0x000047e6, 0x00004816, 0x00004831, 0x0000483b,
+	0x000044be, 0x000044da, 0x000044e7, 0x00004537,
+	0x00004572, 0x00004580, 0x000045ac, 0x000045d2,
+	0x000045f3, 0x000045fe, 0x0000462c, 0x00004649,
+	0x00004678, 0x000046aa, 0x000046c8, 0x000046fd,
+	0x00004719, 0x00004738, 0x00004793, 0x000047a2,
+	0x000047af, 0x000047bd, 0x000047ca, 0x000047d3,
+	0x000047ee, 0x0000481e, 0x00004839, 0x00004843,
 	// Entry 200 - 21F
-	0x0000488e, 0x0000490c, 0x00004982, 0x000049af,
-	0x000049e9, 0x00004ac8, 0x00004ae8, 0x00004b0e,
-	0x00004b38, 0x00004b70, 0x00004bad, 0x00004bd1,
-	0x00004c4a, 0x00004c6f, 0x00004c9e, 0x00004cfe,
-	0x00004d57, 0x00004db1, 0x00004dcb, 0x00004de9,
-	0x00004e1d, 0x00004e5d, 0x00004e87, 0x00004e96,
-	0x00004f61, 0x00004f92, 0x00004fc1, 0x00004fd4,
-	0x00005049, 0x0000505c, 0x00005090, 0x000050c4,
+	0x00004896, 0x00004914, 0x0000498a, 0x000049b7,
+	0x000049f1, 0x00004ad0, 0x00004af0, 0x00004b16,
+	0x00004b40, 0x00004b78, 0x00004bb5, 0x00004bd9,
+	0x00004c52, 0x00004c77, 0x00004ca6, 0x00004d06,
+	0x00004d5f, 0x00004db9, 0x00004dd3, 0x00004df1,
+	0x00004e25, 0x00004e65, 0x00004e8f, 0x00004e9e,
+	0x00004f69, 0x00004f9a, 0x00004fc9, 0x00004fdc,
+	0x00005051, 0x00005064, 0x00005098, 0x000050cc,
 	// Entry 220 - 23F
-	0x000050d4, 0x0000511b, 0x00005148, 0x00005155,
-	0x00005165, 0x00005195, 0x000051cf, 0x000051f2,
-	0x000051fa, 0x00005212, 0x0000522f, 0x0000523d,
-	0x0000524e, 0x00005256, 0x00005261, 0x00005282,
-	0x000052c4, 0x000052f4, 0x0000532f, 0x0000533f,
-	0x0000537e, 0x0000538f, 0x000053a1, 0x000053ad,
-	0x000053be, 0x000053d8, 0x000053e0, 0x000053f1,
-	0x000053f7, 0x0000540b, 0x00005423, 0x00005448,
+	0x000050dc, 0x00005123, 0x00005150, 0x0000515d,
+	0x0000516d, 0x0000519d, 0x000051d7, 0x000051fa,
+	0x00005202, 0x0000521a, 0x00005237, 0x00005245,
+	0x00005256, 0x0000525e, 0x00005269, 0x0000528a,
+	0x000052cc, 0x000052fc, 0x00005337, 0x00005347,
+	0x00005386, 0x00005397, 0x000053a9, 0x000053b5,
+	0x000053c6, 0x000053e0, 0x000053e8, 0x000053f9,
+	0x000053ff, 0x00005413, 0x0000542b, 0x00005450,
 	// Entry 240 - 25F
-	0x00005456, 0x00005494, 0x000054d1, 0x000054fd,
-	0x0000553a, 0x00005549, 0x0000555a, 0x00005562,
-	0x0000556f, 0x0000557f, 0x00005596, 0x000055a1,
-	0x000055b0, 0x000055b6, 0x000055c4, 0x000055ce,
-	0x000055d9, 0x000055e3, 0x000055f6, 0x0000561b,
-	0x00005646, 0x000056d7, 0x00005712, 0x00005731,
-	0x0000576f, 0x000057a6, 0x000057d4, 0x000057e2,
-	0x00005881, 0x0000589f, 0x000059f6, 0x00005a04,
+	0x0000545e, 0x0000549c, 0x000054d9, 0x00005505,
+	0x00005542, 0x00005551, 0x00005562, 0x0000556a,
+	0x00005577, 0x00005587, 0x0000559e, 0x000055a9,
+	0x000055b8, 0x000055be, 0x000055cc, 0x000055d6,
+	0x000055e1, 0x000055eb, 0x000055fe, 0x00005623,
+	0x0000564e, 0x000056df, 0x0000571a, 0x00005739,
+	0x00005777, 0x000057ae, 0x000057dc, 0x000057ea,
+	0x00005889, 0x000058a7, 0x000059fe, 0x00005a0c,
 	// Entry 260 - 27F
-	0x00005a18, 0x00005a39, 0x00005a4d, 0x00005a61,
-	0x00005a67, 0x00005a7b, 0x00005aee, 0x00005b3b,
-	0x00005b4c, 0x00005b63, 0x00005b80, 0x00005b8e,
-	0x00005b9c, 0x00005ba7, 0x00005bad, 0x00005c9f,
-	0x00005ca5, 0x00005cd7, 0x00005cdc, 0x00005cec,
-	0x00005cf7, 0x00005d00, 0x00005d10, 0x00005d2a,
-	0x00005dcf, 0x00005de5, 0x00005e6a, 0x00005ee4,
-	0x00005ef3, 0x00005fad, 0x00005ffe, 0x00006003,
+	0x00005a20, 0x00005a41, 0x00005a55, 0x00005a69,
+	0x00005a6f, 0x00005a83, 0x00005af6, 0x00005b43,
+	0x00005b54, 0x00005b6b, 0x00005b88, 0x00005b96,
+	0x00005ba4, 0x00005baf, 0x00005bb5, 0x00005ca7,
+	0x00005cad, 0x00005cdf, 0x00005ce4, 0x00005cf4,
+	0x00005cff, 0x00005d08, 0x00005d18, 0x00005d32,
+	0x00005dd7, 0x00005ded, 0x00005e72, 0x00005eec,
+	0x00005efb, 0x00005fb5, 0x00006006, 0x0000600b,
 	// Entry 280 - 29F
-	0x00006011, 0x00006021, 0x0000602d, 0x0000603d,
-	0x00006047, 0x0000606a, 0x00006083, 0x00006096,
-	0x000060c8, 0x000060d7, 0x000060e5, 0x00006101,
-	0x00006110, 0x00006126, 0x0000615f, 0x00006191,
-	0x000061e9, 0x00006220, 0x00006237, 0x00006245,
-	0x00006289, 0x000062ae, 0x00006325, 0x0000633b,
-	0x00006352, 0x00006380, 0x00006393, 0x000063bb,
-	0x000063c2, 0x0000642a, 0x00006454, 0x00006484,
+	0x00006019, 0x00006029, 0x00006035, 0x00006045,
+	0x0000604f, 0x00006072, 0x0000608b, 0x0000609e,
+	0x000060d0, 0x000060df, 0x000060ed, 0x00006109,
+	0x00006118, 0x0000612e, 0x00006167, 0x00006199,
+	0x000061f1, 0x00006228, 0x0000623f, 0x0000624d,
+	0x00006291, 0x000062b6, 0x0000632d, 0x00006343,
+	0x0000635a, 0x00006388, 0x0000639b, 0x000063c3,
+	0x00006447, 0x0000644e, 0x000064b6, 0x000064e0,
 	// Entry 2A0 - 2BF
-	0x000064e2, 0x0000661c, 0x000066bc, 0x000066d0,
-	0x0000677b, 0x000067fd, 0x00006805, 0x00006840,
-	0x00006846, 0x000068c2, 0x0000695a, 0x00006985,
-	0x000069e7, 0x00006a53, 0x00006afa, 0x00006b15,
-	0x00006b1f, 0x00006b24, 0x00006b2e, 0x00006b36,
-	0x00006b3c, 0x00006b44, 0x00006b52, 0x00006b5c,
-	0x00006b69, 0x00006b7c, 0x00006ba0, 0x00006c20,
-	0x00006c31, 0x00006c39, 0x00006cae, 0x00006d02,
+	0x00006510, 0x0000656e, 0x000066a8, 0x00006748,
+	0x0000675c, 0x00006807, 0x00006889, 0x00006891,
+	0x000068cc, 0x000068d2, 0x0000694e, 0x000069e6,
+	0x00006a11, 0x00006a73, 0x00006adf, 0x00006b86,
+	0x00006ba1, 0x00006bab, 0x00006bb0, 0x00006bba,
+	0x00006bc2, 0x00006bc8, 0x00006bd0, 0x00006bde,
+	0x00006be8, 0x00006bf5, 0x00006c08, 0x00006c2c,
+	0x00006cac, 0x00006cbd, 0x00006cc5, 0x00006d3a,
 	// Entry 2C0 - 2DF
-	0x00006d44, 0x00006d53, 0x00006d5f, 0x00006d9b,
-	0x00006dd5, 0x00006de3, 0x00006df0, 0x00006dfe,
-	0x00006e0c, 0x00006e1a, 0x00006e4c, 0x00006e7c,
-	0x00006ed8, 0x00006ee5, 0x00006f05, 0x00006f1f,
-	0x00006f24, 0x00006f35, 0x00006fbb, 0x00006fe0,
-	0x00006fe7, 0x00006ff0, 0x00007003, 0x0000700d,
-	0x00007017, 0x00007021, 0x00007039, 0x0000704f,
-	0x0000705b, 0x0000707d, 0x00007084, 0x00007091,
+	0x00006d8e, 0x00006dd0, 0x00006ddf, 0x00006deb,
+	0x00006e27, 0x00006e61, 0x00006e6f, 0x00006e7c,
+	0x00006e8a, 0x00006e98, 0x00006ea6, 0x00006ed8,
+	0x00006f08, 0x00006f64, 0x00006f71, 0x00006f91,
+	0x00006fab, 0x00006fb0, 0x00006fc1, 0x00007047,
+	0x0000706c, 0x00007073, 0x0000707c, 0x0000708f,
+	0x00007099, 0x000070a3, 0x000070ad, 0x000070c5,
+	0x000070db, 0x000070e7, 0x00007109, 0x00007110,
 	// Entry 2E0 - 2FF
-	0x000070a2, 0x000070c9, 0x000070d9, 0x0000712d,
-	0x0000717d, 0x000071dd, 0x00007230, 0x00007268,
-	0x00007299, 0x000072e9, 0x0000731d, 0x0000733b,
-	0x0000735a, 0x00007379, 0x00007399,
-} // Size: 3028 bytes
+	0x0000711d, 0x0000712e, 0x00007155, 0x00007165,
+	0x000071b9, 0x00007209, 0x00007269, 0x000072bc,
+	0x000072f4, 0x00007325, 0x00007375, 0x000073a9,
+	0x000073c7, 0x000073e6, 0x00007405, 0x00007425,
+} // Size: 3032 bytes
 
-const enData string = "" + // Size: 29593 bytes
+const enData string = "" + // Size: 29733 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1279,163 +1280,165 @@ const enData string = "" + // Size: 29593 bytes
 	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
 	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
 	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02%[1]s," +
-	" multiplied by %[2]s after each failure, up to Relais’s ceiling\x02%[1]s" +
-	", multiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d" +
-	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, n" +
-	"ot counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contra" +
-	"ct\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]" +
-	"d's contract\x02No outputs yet: the occurrence has not completed.\x02Thi" +
-	"s contract has no outputs.\x02No outputs: the occurrence ended without c" +
-	"ompleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal" +
-	")\x02Every admin reads it, and it is kept whatever the retention: write " +
-	"no customer data in it.\x02Available from\x02Next attempt\x02Last reserv" +
-	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (t" +
-	"he deadline passed after attempt %[1]d)\x02Error (before any attempt)" +
-	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
-	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
-	" call’s timeout (%[1]s): it may have acted all the same, so check before" +
-	" retrying.\x02The destination did not answer within the call’s timeout: " +
-	"it may have acted all the same, so check before retrying.\x02The deadlin" +
-	"e passed before a result arrived.\x02The result did not match the revisi" +
-	"on's outputs contract.\x02The answer to the call was lost (the connectio" +
-	"n broke after the request was sent, or Relais stopped or could not reach" +
-	" its database before recording it): whether the destination acted is unk" +
-	"nown, so it is not called again.\x02The call could not be prepared.\x02T" +
-	"he destination could not be reached.\x02The destination’s answer was too" +
-	" large.\x02The last attempt’s lock expired with no attempt left.\x02The " +
-	"inputs could not be built from the process’s bindings.\x02An operator ab" +
-	"andoned the instance.\x02A Camunda 7 worker reported a failure with no r" +
-	"etries left (retries: 0, or a budget already spent): it is not run again" +
-	".\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s " +
-	"now (Workers page).\x02No live worker takes revision %[1]d: the live wor" +
-	"kers of %[2]s declare inputs it does not have.\x02No live worker takes r" +
-	"evision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No" +
-	" live worker takes revision %[1]d: the live workers of %[2]s take revisi" +
-	"ons %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s" +
-	".\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Re" +
-	"lais to call the destination since %[1]s (%[2]s).\x02Waiting for a worke" +
-	"r since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) en" +
-	"ded %[2]s without its result recorded: the replica making it may have st" +
-	"opped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destina" +
-	"tion whether it took effect.\x02Relais is calling the destination (since" +
-	" %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by " +
-	"%[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, o" +
-	"r a front end with a settle token, completes it later.\x02Completed (%[1" +
-	"]s).\x02Its instance is held here, waiting for an operator.\x02Its insta" +
-	"nce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled" +
-	": the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: th" +
-	"e instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[" +
-	"1]s (deferred; settled with its settle token)\x02%[1]s (deferred; settle" +
-	"d with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from Relais (in English)\x02Message from the service (its own words, p" +
-	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02A revision is a definition’s: choose the definition too.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, destination, da" +
-	"tes\x02Push destination\x02its name, exactly\x02instance id\x02Counts by" +
-	" status\x02Occurrences, newest first\x02Message\x02Process and node\x02E" +
-	"rror\x02Consumer and worker\x02Next attempt or settled\x02No occurrence " +
-	"matches these filters.\x02All consumers\x02Totals of definition %[1]s, n" +
-	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
-	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
-	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
-	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
-	"a parameter that cannot be read (a percent sign not followed by two hexa" +
-	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
-	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
-	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
-	"r is invalid: go back to the first page.\x02These settings are kept in t" +
-	"his browser only.\x02Show times in\x02The console runs no script, so it " +
-	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
-	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
-	"etail pages\x02A reload empties what you typed but did not apply (filter" +
-	"s, the search box) and moves the focus back to the top of the page: “Pau" +
-	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
-	"ges where you type a reason (confirmations, and occurrences with a value" +
-	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
-	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
-	"econds\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn, with where their occurrences are now.\x02Published proces" +
-	"s versions: their nodes, routes and pinned revisions, drawn.\x02Processe" +
-	"s by key\x02Versions, newest first\x02No process is published yet.\x02ve" +
-	"rsion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow th" +
-	"e longest path from the start node. Solid arrows are successes (labelled" +
-	" with their route), dashed ones failures (labelled with their error code" +
-	"s). Each box says how many of this version’s occurrences are at that nod" +
-	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
-	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
-	"Instances of this version\x02Columns follow the longest path from the st" +
-	"art node. Solid arrows are successes (labelled with their route), dashed" +
-	" ones failures (labelled with their error codes).\x02Nodes of this versi" +
-	"on\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
-	"2]d). The table below lists every node with its routes and counts.\x02Th" +
-	"is version has %[1]d nodes: too many to draw legibly (at most %[2]d). Th" +
-	"e table below lists every node with its routes.\x02Graph of %[1]s\x14" +
-	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
-	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
-	"t %[2]s. The table below lists the same nodes, routes and counts.\x02%[1" +
-	"]d nodes, starting at %[2]s. The table below lists the same nodes and ro" +
-	"utes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]" +
-	"s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x02%[1]d attempts, retry after %[2]s," +
-	" priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the" +
-	" default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[1" +
-	"]s (%[2]s); refreshed every few seconds.\x02Only administrators may reve" +
-	"al a sensitive value.\x02Say why you reveal this value: the reason is re" +
-	"corded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; " +
-	"recorded in the audit log.\x02Back to the occurrence\x02Cannot reveal" +
-	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
-	"\x02Secret values can never be revealed.\x02Every sensitive value an adm" +
-	"inistrator revealed: who, when, which field and why. The values themselv" +
-	"es are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
-	"e or occurrence id (a whole UUID, as the title of its page shows it), or" +
-	" a business key.\x02Nothing to find: the search box is empty.\x02That is" +
-	" too long to be an id or a business key.\x02No instance or occurrence ha" +
-	"s the id “%[1]s”, and no instance has it as its business key.\x02No inst" +
-	"ance or occurrence has the id “%[1]s”, and no instance has it as its bus" +
-	"iness key. An ended instance is deleted, with its occurrences and attemp" +
-	"ts, once the retention period (RELAIS_RETENTION) has passed, or at once " +
-	"when an administrator erases it; the audit log keeps the operator action" +
-	"s taken on it.\x02No instance has “%[1]s” as its business key, and it is" +
-	" not a whole id: the lists show the end of each id. Open the row, or cop" +
-	"y its link, for the whole id.\x02You are signed out.\x02Your session had" +
-	" ended (inactivity, a sign-out elsewhere, a revoked token or a restart o" +
-	"f the server), so your last action was not applied. Sign in again, then " +
-	"repeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, " +
-	"a token revoked or expired, or a restart of the server). Sign in again." +
-	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x14" +
-	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
-	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d seconds.\x02This token is unknown, revoked or exp" +
-	"ired.\x02A %[1]s token cannot open the console: sign in with an operator" +
-	", designer or administrator token.\x02Only administrators see this page:" +
-	" tokens, consumers, destinations, the reveal log and erasures are theirs" +
-	".\x02Staff tokens (administrators, designers, operators) that are not re" +
-	"voked. Consumer tokens are managed with their consumers. Revoking a toke" +
-	"n refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
-	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	" multiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)" +
+	"\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at mos" +
+	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
+	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
+	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
+	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
+	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
+	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
+	"e reveal)\x02Every admin reads it, and it is kept whatever the retention" +
+	": write no customer data in it.\x02Available from\x02Next attempt\x02Las" +
+	"t reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02" +
+	"Error (the deadline passed after attempt %[1]d)\x02Error (before any att" +
+	"empt)\x02Retryable\x02no: the service marked this failure as not retryab" +
+	"le (attempts left unused: %[1]d)\x02The destination did not answer withi" +
+	"n the call’s timeout (%[1]s): it may have acted all the same, so check b" +
+	"efore retrying.\x02The destination did not answer within the call’s time" +
+	"out: it may have acted all the same, so check before retrying.\x02The de" +
+	"adline passed before a result arrived.\x02The result did not match the r" +
+	"evision's outputs contract.\x02The answer to the call was lost (the conn" +
+	"ection broke after the request was sent, or Relais stopped or could not " +
+	"reach its database before recording it): whether the destination acted i" +
+	"s unknown, so it is not called again.\x02The call could not be prepared." +
+	"\x02The destination could not be reached.\x02The destination’s answer wa" +
+	"s too large.\x02The last attempt’s lock expired with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, or a budget already spent): it is not r" +
+	"un again.\x02The destination answered HTTP %[1]s.\x02No live worker take" +
+	"s %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s declare inputs it does not have.\x02No live worker" +
+	" takes revision %[1]d: the live workers of %[2]s take revision %[3]d onl" +
+	"y.\x02No live worker takes revision %[1]d: the live workers of %[2]s tak" +
+	"e revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s" +
+	" — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waitin" +
+	"g for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for" +
+	" a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%" +
+	"[1]s) ended %[2]s without its result recorded: the replica making it may" +
+	" have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the" +
+	" destination whether it took effect.\x02Relais is calling the destinatio" +
+	"n (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Rese" +
+	"rved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same con" +
+	"sumer, or a front end with a settle token, completes it later.\x02Comple" +
+	"ted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02I" +
+	"ts instance went on along the node’s error path.\x02Failed (%[1]s).\x02C" +
+	"ancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cance" +
+	"lled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1" +
+	"]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred" +
+	"; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled b" +
+	"y %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the t" +
+	"imeout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02" +
+	"Message from Relais (in English)\x02Message from the service (its own wo" +
+	"rds, protected values masked)\x02The revision must be a whole number, 1 " +
+	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
+	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
+	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
+	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
+	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
+	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
+	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
+	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
+	"efreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02set" +
+	"tled\x02next attempt\x02claimable since\x02call in progress since\x02loc" +
+	"k until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Firs" +
+	"t page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026" +
+	"-12-01.\x02%[1]s: the first day comes after the last.\x02This address ho" +
+	"lds a parameter that cannot be read (a percent sign not followed by two " +
+	"hexadecimal digits, or a semicolon): correct the address.\x02Unknown par" +
+	"ameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
+	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
+	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
+	"pt in this browser only.\x02Show times in\x02The console runs no script," +
+	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
+	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1" +
+	"]d seconds\x02Published process versions: their nodes, routes and pinned" +
+	" revisions, drawn, with where their occurrences are now.\x02Published pr" +
+	"ocess versions: their nodes, routes and pinned revisions, drawn.\x02Proc" +
+	"esses by key\x02Versions, newest first\x02No process is published yet." +
+	"\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns fol" +
+	"low the longest path from the start node. Solid arrows are successes (la" +
+	"belled with their route), dashed ones failures (labelled with their erro" +
+	"r codes). Each box says how many of this version’s occurrences are at th" +
+	"at node now.\x02Nodes\x02Nodes of this version, with their occurrences n" +
+	"ow\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences n" +
+	"ow\x02Instances of this version\x02Columns follow the longest path from " +
+	"the start node. Solid arrows are successes (labelled with their route), " +
+	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
+	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
+	"ost %[2]d). The table below lists every node with its routes and counts." +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x02%[1]d attempts, retry afte" +
+	"r %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[" +
+	"1]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts a" +
+	"s of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators " +
+	"may reveal a sensitive value.\x02Say why you reveal this value: the reas" +
+	"on is recorded with the reveal in the audit log.\x02Revealed by %[1]s at" +
+	" %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot r" +
+	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
+	"led.\x02Secret values can never be revealed.\x02Every sensitive value an" +
+	" administrator revealed: who, when, which field and why. The values them" +
+	"selves are never kept.\x02Reveals, newest first\x02No value was revealed" +
+	".\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance or occurrence has the id " +
+	"“%[1]s”, and no instance has it as its business key.\x02No instance or" +
+	" occurrence has the id “%[1]s”, and no instance has it as its business k" +
+	"ey. An ended instance is deleted, with its occurrences and attempts, onc" +
+	"e the retention period (RELAIS_RETENTION) has passed, or at once when an" +
+	" administrator erases it; the audit log keeps the operator actions taken" +
+	" on it.\x02No instance has “%[1]s” as its business key, and it is not a " +
+	"whole id: the lists show the end of each id. Open the row, or copy its l" +
+	"ink, for the whole id.\x02You are signed out.\x02Your session had ended " +
+	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
+	"erver), so your last action was not applied. Sign in again, then repeat " +
+	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a token" +
+	" revoked or expired, or a restart of the server). Sign in again.\x02Sign" +
+	" in\x02Sign in with an operator, designer or administrator token.\x02Tok" +
+	"en\x02The token is checked once and never stored in your browser; a sess" +
+	"ion cookie stands for it for up to 8 hours of inactivity.\x14\x01\x81" +
+	"\x01\x00\x02G\x02Too many failed sign-ins from your address. Try again i" +
+	"n %[1]d second.\x00H\x02Too many failed sign-ins from your address. Try " +
+	"again in %[1]d seconds.\x02This token is unknown, revoked or expired." +
+	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
+	"igner or administrator token.\x02Only administrators see this page: toke" +
+	"ns, consumers, destinations, the reveal log and erasures are theirs.\x02" +
+	"Staff tokens (administrators, designers, operators) that are not revoked" +
+	". Consumer tokens are managed with their consumers. Revoking a token ref" +
+	"uses its next request.\x02Staff tokens, oldest first\x02No token.\x02Rol" +
+	"e\x02Last used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke" +
+	"…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2" +
+	"]s”?\x02Its next request is refused, and console sessions opened with it" +
+	" end. This cannot be undone: whoever uses it needs a new token.\x02Revok" +
+	"e the token\x02Keep it\x02This is the token you signed in with: revoking" +
+	" it signs you out. Its next request is refused. This cannot be undone." +
+	"\x02This is the last usable administrator token: create another one befo" +
+	"re revoking it.\x02The token %[1]s (%[2]s) was revoked: its next request" +
+	" is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
 	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
 	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
 	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
@@ -1461,7 +1464,7 @@ const enData string = "" + // Size: 29593 bytes
 	"They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02They" +
 	" take revisions %[1]s only."
 
-var frIndex = []uint32{ // 751 elements
+var frIndex = []uint32{ // 752 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1599,84 +1602,84 @@ var frIndex = []uint32{ // 751 elements
 	0x000057e3, 0x000057e8, 0x00005808, 0x00005825,
 	// Entry 1E0 - 1FF
 	0x00005845, 0x0000585a, 0x0000589b, 0x000058a6,
-	0x000058b0, 0x000058d9, 0x000058ea, 0x00005939,
-	0x0000597c, 0x0000598a, 0x000059c6, 0x000059f0,
-	0x00005a35, 0x00005a5d, 0x00005a9c, 0x00005abd,
-	0x00005afb, 0x00005b3b, 0x00005b5b, 0x00005b9c,
-	0x00005bc6, 0x00005bed, 0x00005c70, 0x00005c88,
-	0x00005c9c, 0x00005cb3, 0x00005cc1, 0x00005ccc,
-	0x00005cef, 0x00005d2d, 0x00005d4c, 0x00005d68,
+	0x000058b0, 0x000058d9, 0x000058ea, 0x0000594b,
+	0x00005995, 0x000059a3, 0x000059df, 0x00005a09,
+	0x00005a4e, 0x00005a76, 0x00005ab5, 0x00005ad6,
+	0x00005b14, 0x00005b54, 0x00005b74, 0x00005bb5,
+	0x00005bdf, 0x00005c06, 0x00005c89, 0x00005ca1,
+	0x00005cb5, 0x00005ccc, 0x00005cda, 0x00005ce5,
+	0x00005d08, 0x00005d46, 0x00005d65, 0x00005d81,
 	// Entry 200 - 21F
-	0x00005dd6, 0x00005e5b, 0x00005ed8, 0x00005f18,
-	0x00005f5e, 0x00006077, 0x0000609f, 0x000060c2,
-	0x000060f9, 0x00006140, 0x00006193, 0x000061bc,
-	0x0000626e, 0x00006294, 0x000062db, 0x0000635f,
-	0x000063da, 0x00006457, 0x0000647e, 0x000064a6,
-	0x000064ed, 0x00006537, 0x0000656a, 0x0000657d,
-	0x00006685, 0x000066b3, 0x000066ef, 0x00006705,
-	0x00006799, 0x000067ac, 0x000067e9, 0x00006825,
+	0x00005def, 0x00005e74, 0x00005ef1, 0x00005f31,
+	0x00005f77, 0x00006090, 0x000060b8, 0x000060db,
+	0x00006112, 0x00006159, 0x000061ac, 0x000061d5,
+	0x00006287, 0x000062ad, 0x000062f4, 0x00006378,
+	0x000063f3, 0x00006470, 0x00006497, 0x000064bf,
+	0x00006506, 0x00006550, 0x00006583, 0x00006596,
+	0x0000669e, 0x000066cc, 0x00006708, 0x0000671e,
+	0x000067b2, 0x000067c5, 0x00006802, 0x0000683e,
 	// Entry 220 - 23F
-	0x00006838, 0x0000688c, 0x000068c1, 0x000068d3,
-	0x000068ea, 0x00006929, 0x0000697b, 0x000069a7,
-	0x000069b2, 0x000069cf, 0x000069ee, 0x000069ff,
-	0x00006a19, 0x00006a22, 0x00006a2c, 0x00006a4b,
-	0x00006a99, 0x00006ace, 0x00006b1f, 0x00006b30,
-	0x00006b7a, 0x00006b90, 0x00006ba4, 0x00006bbd,
-	0x00006bd3, 0x00006bfd, 0x00006c05, 0x00006c18,
-	0x00006c1f, 0x00006c3a, 0x00006c5a, 0x00006c8a,
+	0x00006851, 0x000068a5, 0x000068da, 0x000068ec,
+	0x00006903, 0x00006942, 0x00006994, 0x000069c0,
+	0x000069cb, 0x000069e8, 0x00006a07, 0x00006a18,
+	0x00006a32, 0x00006a3b, 0x00006a45, 0x00006a64,
+	0x00006ab2, 0x00006ae7, 0x00006b38, 0x00006b49,
+	0x00006b93, 0x00006ba9, 0x00006bbd, 0x00006bd6,
+	0x00006bec, 0x00006c16, 0x00006c1e, 0x00006c31,
+	0x00006c38, 0x00006c53, 0x00006c73, 0x00006ca3,
 	// Entry 240 - 25F
-	0x00006ca1, 0x00006cd9, 0x00006d14, 0x00006d40,
-	0x00006d94, 0x00006da4, 0x00006dbe, 0x00006dc9,
-	0x00006ddd, 0x00006def, 0x00006e05, 0x00006e17,
-	0x00006e29, 0x00006e2f, 0x00006e41, 0x00006e4f,
-	0x00006e5e, 0x00006e6a, 0x00006e80, 0x00006eaa,
-	0x00006edd, 0x00006f85, 0x00006fd5, 0x00006ffd,
-	0x0000704f, 0x00007091, 0x000070cd, 0x000070e4,
-	0x000071ae, 0x000071db, 0x00007395, 0x000073af,
+	0x00006cba, 0x00006cf2, 0x00006d2d, 0x00006d59,
+	0x00006dad, 0x00006dbd, 0x00006dd7, 0x00006de2,
+	0x00006df6, 0x00006e08, 0x00006e1e, 0x00006e30,
+	0x00006e42, 0x00006e48, 0x00006e5a, 0x00006e68,
+	0x00006e77, 0x00006e83, 0x00006e99, 0x00006ec3,
+	0x00006ef6, 0x00006f9e, 0x00006fee, 0x00007016,
+	0x00007068, 0x000070aa, 0x000070e6, 0x000070fd,
+	0x000071c7, 0x000071f4, 0x000073ae, 0x000073c8,
 	// Entry 260 - 27F
-	0x000073c8, 0x000073e9, 0x000073ff, 0x00007415,
-	0x0000741c, 0x00007436, 0x000074cb, 0x0000752e,
-	0x00007541, 0x00007568, 0x00007590, 0x0000759e,
-	0x000075ae, 0x000075bf, 0x000075c6, 0x000076fc,
-	0x00007703, 0x0000773d, 0x00007742, 0x00007757,
-	0x0000776b, 0x0000777d, 0x00007793, 0x000077ae,
-	0x00007883, 0x0000789b, 0x0000793c, 0x000079cb,
-	0x000079db, 0x00007ab5, 0x00007b77, 0x00007b7c,
+	0x000073e1, 0x00007402, 0x00007418, 0x0000742e,
+	0x00007435, 0x0000744f, 0x000074e4, 0x00007547,
+	0x0000755a, 0x00007581, 0x000075a9, 0x000075b7,
+	0x000075c7, 0x000075d8, 0x000075df, 0x00007715,
+	0x0000771c, 0x00007756, 0x0000775b, 0x00007770,
+	0x00007784, 0x00007796, 0x000077ac, 0x000077c7,
+	0x0000789c, 0x000078b4, 0x00007955, 0x000079e4,
+	0x000079f4, 0x00007ace, 0x00007b90, 0x00007b95,
 	// Entry 280 - 29F
-	0x00007b8c, 0x00007b9a, 0x00007baa, 0x00007bba,
-	0x00007bc4, 0x00007bed, 0x00007c07, 0x00007c22,
-	0x00007cb0, 0x00007cc1, 0x00007cce, 0x00007ce9,
-	0x00007cfd, 0x00007d1b, 0x00007d66, 0x00007da7,
-	0x00007e1d, 0x00007e63, 0x00007e7c, 0x00007e94,
-	0x00007ee7, 0x00007f22, 0x00007fba, 0x00007fe6,
-	0x0000800c, 0x00008040, 0x00008058, 0x00008083,
-	0x0000808d, 0x00008115, 0x0000814a, 0x0000818b,
+	0x00007ba5, 0x00007bb3, 0x00007bc3, 0x00007bd3,
+	0x00007bdd, 0x00007c06, 0x00007c20, 0x00007c3b,
+	0x00007cc9, 0x00007cda, 0x00007ce7, 0x00007d02,
+	0x00007d16, 0x00007d34, 0x00007d7f, 0x00007dc0,
+	0x00007e36, 0x00007e7c, 0x00007e95, 0x00007ead,
+	0x00007f00, 0x00007f3b, 0x00007fd3, 0x00007fff,
+	0x00008025, 0x00008059, 0x00008071, 0x0000809c,
+	0x00008145, 0x0000814f, 0x000081d7, 0x0000820c,
 	// Entry 2A0 - 2BF
-	0x000081ff, 0x0000837a, 0x00008453, 0x0000846c,
-	0x00008535, 0x000085be, 0x000085cb, 0x0000861d,
-	0x00008623, 0x000086bf, 0x0000876f, 0x0000879b,
-	0x00008827, 0x000088ce, 0x00008990, 0x000089c0,
-	0x000089cd, 0x000089d3, 0x000089e9, 0x000089f4,
-	0x000089fb, 0x00008a06, 0x00008a14, 0x00008a21,
-	0x00008a2f, 0x00008a48, 0x00008a75, 0x00008b1e,
-	0x00008b31, 0x00008b3b, 0x00008bca, 0x00008c2b,
+	0x0000824d, 0x000082c1, 0x0000843c, 0x00008515,
+	0x0000852e, 0x000085f7, 0x00008680, 0x0000868d,
+	0x000086df, 0x000086e5, 0x00008781, 0x00008831,
+	0x0000885d, 0x000088e9, 0x00008990, 0x00008a52,
+	0x00008a82, 0x00008a8f, 0x00008a95, 0x00008aab,
+	0x00008ab6, 0x00008abd, 0x00008ac8, 0x00008ad6,
+	0x00008ae3, 0x00008af1, 0x00008b0a, 0x00008b37,
+	0x00008be0, 0x00008bf3, 0x00008bfd, 0x00008c8c,
 	// Entry 2C0 - 2DF
-	0x00008c7d, 0x00008c8f, 0x00008ca2, 0x00008ce0,
-	0x00008d1c, 0x00008d28, 0x00008d35, 0x00008d43,
-	0x00008d51, 0x00008d61, 0x00008d9d, 0x00008dd7,
-	0x00008e54, 0x00008e5f, 0x00008e89, 0x00008ea5,
-	0x00008ea9, 0x00008ebb, 0x00008f7d, 0x00008fb0,
-	0x00008fbb, 0x00008fc5, 0x00008fda, 0x00008fe3,
-	0x00008fed, 0x00009002, 0x00009026, 0x00009040,
-	0x00009055, 0x00009081, 0x00009086, 0x0000909b,
+	0x00008ced, 0x00008d3f, 0x00008d51, 0x00008d64,
+	0x00008da2, 0x00008dde, 0x00008dea, 0x00008df7,
+	0x00008e05, 0x00008e13, 0x00008e23, 0x00008e5f,
+	0x00008e99, 0x00008f16, 0x00008f21, 0x00008f4b,
+	0x00008f67, 0x00008f6b, 0x00008f7d, 0x0000903f,
+	0x00009072, 0x0000907d, 0x00009087, 0x0000909c,
+	0x000090a5, 0x000090af, 0x000090c4, 0x000090e8,
+	0x00009102, 0x00009117, 0x00009143, 0x00009148,
 	// Entry 2E0 - 2FF
-	0x000090ad, 0x000090e2, 0x000090f3, 0x00009169,
-	0x000091f4, 0x00009283, 0x000092ea, 0x0000932c,
-	0x00009374, 0x000093e7, 0x0000942f, 0x0000945d,
-	0x0000948b, 0x000094be, 0x000094f1,
-} // Size: 3028 bytes
+	0x0000915d, 0x0000916f, 0x000091a4, 0x000091b5,
+	0x0000922b, 0x000092b6, 0x00009345, 0x000093ac,
+	0x000093ee, 0x00009436, 0x000094a9, 0x000094f1,
+	0x0000951f, 0x0000954d, 0x00009580, 0x000095b3,
+} // Size: 3032 bytes
 
-const frData string = "" + // Size: 38129 bytes
+const frData string = "" + // Size: 38323 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2010,229 +2013,231 @@ const frData string = "" + // Size: 38129 bytes
 	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
 	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
 	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
-	")\x02Délai d’appel\x02%[1]s, multiplié par %[2]s après chaque échec, jus" +
-	"qu’au plafond de Relais\x02%[1]s, multiplié par %[2]s après chaque échec" +
-	", jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière rep" +
-	"rise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00" +
-	"\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, n" +
-	"on comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00" +
-	"\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommée" +
-	"s d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entré" +
-	"e.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas en" +
-	"core de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’" +
-	"a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée san" +
-	"s aboutir.\x02Révéler — cette action est consignée\x02Motif (consigné av" +
-	"ec la révélation)\x02Tous les administrateurs le lisent, et il est conse" +
-	"rvé quelle que soit la rétention\u202f: n’y écrivez aucune donnée de cli" +
-	"ent.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réserv" +
-	"ation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)" +
-	"\x02Erreur (l’échéance est passée après la tentative %[1]d)\x02Erreur (a" +
-	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
-	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
-	"lisées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de " +
-	"l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de rep" +
-	"rendre.\x02La destination n’a pas répondu dans le délai de l’appel\u202f" +
-	": elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance" +
-	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
-	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
-	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
-	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
-	"strer)\u202f: on ignore si la destination a agi, donc elle n’est pas app" +
-	"elée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination é" +
-	"tait injoignable.\x02La réponse de la destination était trop volumineuse" +
-	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
-	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
-	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
-	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
-	" 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de " +
-	"nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant acti" +
-	"f ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant acti" +
-	"f ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s décla" +
-	"rent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la r" +
-	"évision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la " +
-	"révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
-	"]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s" +
-	" — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouve" +
-	"au.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[" +
-	"2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %" +
-	"[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résul" +
-	"tat soit enregistré\u202f: la réplique qui l’a passé s’est peut-être arr" +
-	"êtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: " +
-	"demandez à la destination s’il a pris effet.\x02Relais appelle la destin" +
-	"ation (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s " +
-	"— %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
-	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
-	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
-	"e est bloquée ici, en attente d’un opérateur.\x02Son instance a continué" +
-	" par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: " +
-	"l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Ann" +
-	"ulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02cons" +
-	"ommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlemen" +
-	"t, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02e" +
-	"n attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le déla" +
-	"i\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué" +
-	"]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses propr" +
-	"es termes, valeurs protégées masquées)\x02La révision doit être un nombr" +
-	"e entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: c" +
-	"hoisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
-	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
-	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
-	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
-	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tou" +
-	"s les consommateurs\x02Totaux de la définition %[1]s, sans les autres fi" +
-	"ltres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 " +
-	"secondes environ.\x02révision %[1]d\x02Tentative antérieure\u202f:\x02cl" +
-	"ôturée\x02prochaine tentative\x02disponible depuis\x02appel en cours de" +
-	"puis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente" +
-	"\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]" +
-	"s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premie" +
-	"r jour vient après le dernier.\x02Cette adresse contient un paramètre il" +
-	"lisible (un signe pour cent qui n’est pas suivi de deux chiffres hexadéc" +
-	"imaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inco" +
-	"nnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
-	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
-	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
-	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
-	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
-	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
-	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
-	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
-	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
-	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
-	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
-	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
-	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
-	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
-	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
-	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
-	"ure locale à %[1]s\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d" +
-	" secondes\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés, avec l’emplacement actuel de leurs " +
-	"occurrences.\x02Les versions de processus publiées\u202f: leurs nœuds, r" +
-	"outes et révisions épinglées, dessinés.\x02Processus par clé\x02Versions" +
-	", les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02v" +
-	"ersion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colon" +
-	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
-	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
-	"s échecs (étiquetées par leurs codes d’erreur). Chaque case indique comb" +
-	"ien d’occurrences de cette version se trouvent à ce nœud maintenant.\x02" +
-	"Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Typ" +
-	"e\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occur" +
-	"rences actuelles\x02Instances de cette version\x02Les colonnes suivent l" +
-	"e plus long chemin depuis le nœud de départ. Les flèches pleines sont le" +
-	"s réussites (étiquetées par leur route), les pointillées les échecs (éti" +
-	"quetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ve" +
-	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
-	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
-	"comptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner li" +
-	"siblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec " +
-	"ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à" +
-	" partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes " +
-	"et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dess" +
-	"ous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00" +
-	"\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend l" +
-	"es mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
-	"leau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers " +
-	"%[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"blocage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
-	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
-	"elle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[" +
-	"1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloqu" +
-	"ées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes" +
-	" les 5 secondes environ.\x02Seuls les administrateurs peuvent révéler un" +
-	"e valeur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le" +
-	" motif est consigné avec la révélation dans le journal d’audit.\x02Révél" +
-	"é par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour" +
-	" à l’occurrence\x02Révélation impossible\x02Seule une valeur que cette p" +
-	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
-	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
-	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
-	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
-	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
-	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
-	"e pas cette requête.\x02Recherche\x02Saisissez un identifiant d’instance" +
-	" ou d’occurrence (un UUID complet, tel que le titre de sa page l’affiche" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»," +
-	" et aucune instance ne l’a pour clé métier.\x02Aucune instance ni occurr" +
-	"ence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé mét" +
-	"ier. Une instance terminée est supprimée, avec ses occurrences et ses te" +
-	"ntatives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, " +
-	"ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit gard" +
-	"e les actions d’opérateur menées sur elle.\x02Aucune instance n’a «" +
-	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
-	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
-	"ne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes déconnec" +
-	"té.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, j" +
-	"eton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a" +
-	" pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session" +
-	" a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, " +
-	"ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
-	"es d’inactivité.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées" +
-	" depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de con" +
-	"nexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
-	"\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s n" +
-	"e peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opéra" +
-	"teur, de concepteur ou d’administrateur.\x02Seuls les administrateurs vo" +
-	"ient cette page\u202f: les jetons, les consommateurs, les destinations, " +
-	"le journal des révélations et les effacements sont de leur ressort.\x02J" +
-	"etons du personnel (administrateurs, concepteurs, opérateurs) non révoqu" +
-	"és. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
-	"voquer un jeton refuse sa requête suivante.\x02Jetons du personnel, les " +
-	"plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02" +
-	"Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette" +
-	" session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[" +
-	"2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de " +
-	"console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’" +
-	"utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garde" +
-	"r\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vo" +
-	"us déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C" +
-	"’est le dernier jeton administrateur utilisable\u202f: créez-en un aut" +
-	"re avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: " +
-	"sa prochaine requête sera refusée.\x02sortie de routage\x02(chaque éléme" +
-	"nt)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02a" +
-	"u moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d ca" +
-	"ractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1" +
-	"]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élé" +
-	"ments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au" +
-	" plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f" +
-	": la page montre les %[2]d premières, le détail de l’API les donne toute" +
-	"s.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11" +
-	"\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inatte" +
-	"ndue\x02Les exécutants connectés par un flux, et ceux qui interrogent pa" +
-	"r leur dernière demande. Un exécutant est listé tant qu’il s’est manifes" +
-	"té dans les trois derniers battements de cœur.\x02Exécutants vus dans le" +
-	"s trois derniers battements\x02Exécutant\x02Protocole\x02Définitions ser" +
-	"vies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant" +
-	" n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02A" +
-	"ucun exécutant ne sert cette définition.\x02flux\x02interrogation longue" +
-	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
-	"r\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: " +
-	"ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02A" +
-	"ucun processus n’utilise encore cette définition\u202f: elle aura besoin" +
-	" d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pr" +
-	"ocessus n’utilise cette définition en mode pull\u202f: Relais appelle se" +
-	"s destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécu" +
-	"tant n’est connecté pour cette définition\u202f; aucune de ses occurrenc" +
-	"es n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutan" +
-	"t\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	")\x02Délai d’appel\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas r" +
+	"épondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré to" +
+	"ut, vérifiez avant de reprendre.\x02La destination n’a pas répondu dans " +
+	"le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de" +
+	" reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02L" +
+	"e résultat ne respectait pas le contrat de sorties de la révision.\x02La" +
+	" réponse à l’appel a été perdue (la connexion s’est rompue après l’envoi" +
+	" de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de " +
+	"données avant de l’enregistrer)\u202f: on ignore si la destination a agi" +
+	", donc elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être pré" +
+	"paré.\x02La destination était injoignable.\x02La réponse de la destinati" +
+	"on était trop volumineuse.\x02Le verrou de la dernière tentative a expir" +
+	"é sans tentative restante.\x02Les entrées n’ont pas pu être construites" +
+	" à partir des liaisons du processus.\x02Un opérateur a abandonné l’insta" +
+	"nce.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentativ" +
+	"e restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurre" +
+	"nce n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]" +
+	"s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutants" +
+	").\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécut" +
+	"ants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exé" +
+	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
+	"%[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne pre" +
+	"nd la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent q" +
+	"ue les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Propos" +
+	"ée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’ê" +
+	"tre proposée de nouveau.\x02En attente de l’appel de Relais à la destina" +
+	"tion depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[" +
+	"2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2" +
+	"]s sans que son résultat soit enregistré\u202f: la réplique qui l’a pass" +
+	"é s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à " +
+	"%[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Rel" +
+	"ais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; " +
+	"verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis " +
+	"%[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface" +
+	" munie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1" +
+	"]s).\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son " +
+	"instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
+	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
+	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son" +
+	" jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôtur" +
+	"ée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de r" +
+	"éponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Message de" +
+	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02La révi" +
+	"sion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’" +
+	"une définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
+	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
+	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
+	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
+	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02Tentative ant" +
+	"érieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis" +
+	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
+	"\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02" +
+	"Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1" +
+	"]s\u202f: le premier jour vient après le dernier.\x02Cette adresse conti" +
+	"ent un paramètre illisible (un signe pour cent qui n’est pas suivi de de" +
+	"ux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse" +
+	".\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
+	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
+	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
+	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
+	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
+	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale à %[1]s\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Les versions de processus publ" +
+	"iées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de dép" +
+	"art\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud" +
+	" de départ. Les flèches pleines sont les réussites (étiquetées par leur " +
+	"route), les pointillées les échecs (étiquetées par leurs codes d’erreur)" +
+	". Chaque case indique combien d’occurrences de cette version se trouvent" +
+	" à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs oc" +
+	"currences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite" +
+	"\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette versi" +
+	"on\x02Les colonnes suivent le plus long chemin depuis le nœud de départ." +
+	" Les flèches pleines sont les réussites (étiquetées par leur route), les" +
+	" pointillées les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds " +
+	"de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour les des" +
+	"siner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœ" +
+	"ud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
+	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
+	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
+	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
+	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
+	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
+	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune insta" +
+	"nce ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’ident" +
+	"ifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une instanc" +
+	"e terminée est supprimée, avec ses occurrences et ses tentatives, une fo" +
+	"is la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’u" +
+	"n administrateur l’efface\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» po" +
+	"ur clé métier, et ce n’est pas un identifiant entier\u202f: les listes m" +
+	"ontrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lie" +
+	"n, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session " +
+	"avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redém" +
+	"arrage du serveur)\u202f: votre dernière action n’a pas été appliquée. R" +
+	"econnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivi" +
+	"té, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du ser" +
+	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
+	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
+	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
+	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x14\x01" +
+	"\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. R" +
+	"éessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis" +
+	" votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, " +
+	"révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
+	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
+	"dministrateur.\x02Seuls les administrateurs voient cette page\u202f: les" +
+	" jetons, les consommateurs, les destinations, le journal des révélations" +
+	" et les effacements sont de leur ressort.\x02Jetons du personnel (admini" +
+	"strateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomm" +
+	"ateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa r" +
+	"equête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Auc" +
+	"un jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas" +
+	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jet" +
+	"on %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa req" +
+	"uête suivante est refusée et les sessions de console ouvertes avec lui p" +
+	"rennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un no" +
+	"uveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec le" +
+	"quel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête s" +
+	"uivante est refusée. C’est irréversible.\x02C’est le dernier jeton admin" +
+	"istrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02L" +
+	"e jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera ref" +
+	"usée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
+	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
+	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
+	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02Auc" +
+	"un exécutant ne sert cette définition\u202f: ses occurrences attendent q" +
+	"u’un exécutant se connecte ou interroge.\x02Aucun processus n’utilise en" +
+	"core cette définition\u202f: elle aura besoin d’un exécutant quand un pr" +
+	"ocessus l’utilisera en mode pull.\x02Aucun processus n’utilise cette déf" +
+	"inition en mode pull\u202f: Relais appelle ses destinations (push), elle" +
+	" n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
+	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
+	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
+	"]d exécutants\x02Toutes les révisions accordées au consommateur sont pri" +
+	"ses en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certain" +
+	"s prennent toutes les révisions accordées à leur consommateur.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Seule" +
+	" la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est p" +
+	"rise en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02" +
+	"Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 73778 bytes (72KiB); checksum: D4F4A3D4
+	// Total table size 74120 bytes (72KiB); checksum: 17C4654E

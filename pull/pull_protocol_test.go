@@ -1400,7 +1400,7 @@ func withoutRequestID(body string) string { return requestIDMember.ReplaceAllStr
 func TestPolicyBackoffGrowsTheRetryDelay(t *testing.T) {
 	t.Parallel()
 	env, consumer := newCRM(t, nil)
-	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 6, "retry_delay": "PT10S", "retry_backoff": 2, "max_retry_delay": "PT25S"})
+	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 7, "retry_delay": "PT10S", "retry_backoff": 2, "max_retry_delay": "PT25S"})
 	nodes := doc["nodes"].(map[string]any)
 	nodes["crm"].(map[string]any)["on_error"] = "hold"
 	delete(nodes, "failed")
@@ -1418,7 +1418,9 @@ func TestPolicyBackoffGrowsTheRetryDelay(t *testing.T) {
 		}
 		env.Clock.AdvanceTo(due.Add(time.Millisecond))
 	}
-	fail("w1", 10*time.Second)
+	// A worker waiving an attempt (attempts_left under what remains)
+	// shortens the budget, not the wait: QA saw 1 s, 8 s, 16 s.
+	fail("w1", 10*time.Second, "attempts_left", 5)
 	fail("w2", 20*time.Second)
 	fail("w3", 25*time.Second) // 40 s, capped
 	fail("w4", time.Second, "retry_delay", "PT1S")
@@ -1429,8 +1431,9 @@ func TestPolicyBackoffGrowsTheRetryDelay(t *testing.T) {
 		t.Errorf("observed policy %v, want retry_delay PT10S, retry_backoff 2, max_retry_delay PT25S", pol)
 	}
 
-	// The sixth attempt fails for good; an operator's retry gives a fresh
-	// budget, whose first failure waits retry_delay again.
+	// The sixth attempt (one was waived) fails for good; an operator's
+	// retry gives a fresh budget, whose first failure waits retry_delay
+	// again.
 	one(t, fetch(t, env, consumer, fetchBody("w6")), id)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w6", "retryable", false))
 	env.Must(200, "POST", "/api/v1/instances/"+inst+"/retry", env.Operator, map[string]any{"reason": "the CRM is back"})

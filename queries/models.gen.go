@@ -142,6 +142,7 @@ type Occurrence struct {
 	ProcessVersion *int32
 	RetryBackoff   float64
 	MaxRetryDelay  *time.Duration
+	AttemptsWaived int32
 }
 
 type OccurrenceHead struct {
@@ -184,6 +185,7 @@ type OccurrenceHead struct {
 	ProcessVersion *int32
 	RetryBackoff   float64
 	MaxRetryDelay  *time.Duration
+	AttemptsWaived int32
 }
 
 type OperatorAction struct {

@@ -384,7 +384,8 @@ where id = @id
 returning *;
 
 -- name: OccurrenceSetCredit :exec
-update occurrences set attempt_credit = @attempt_credit where id = @id;
+-- A worker lowering what is left: the attempts it gives up are waived.
+update occurrences set attempt_credit = @attempt_credit, attempts_waived = attempts_waived + @waived where id = @id;
 
 -- name: OccurrenceListSettled :many
 -- What the bindings of an instance's next nodes may read: the outputs of
@@ -406,7 +407,7 @@ limit 1;
 -- before any worker saw it), its attempt history and last error kept.
 update occurrences
 set status = 'available', available_at = @now::timestamptz, claimable_at = @now::timestamptz,
-    lock_expires_at = null, settled_at = null, attempt_credit = attempts,
+    lock_expires_at = null, settled_at = null, attempt_credit = attempts, attempts_waived = 0,
     deadline_at = deadline + @now::timestamptz, deferred_at = null, defer_reason = null
 where id = @id and status = 'failed'
 returning *;
@@ -428,7 +429,7 @@ where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
        or (o.status = 'reserved' and o.lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())))
   and (sqlc.narg('ids')::uuid[] is null or o.id = any(sqlc.narg('ids')::uuid[]))
   and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
-  and (sqlc.narg('worker_id')::text is null or o.worker_id = sqlc.narg('worker_id'))
+  and (sqlc.narg('worker_id')::text is null or (o.worker_id = sqlc.narg('worker_id') and o.consumer_id = @consumer_id))
   and (sqlc.narg('lock_expires_after')::timestamptz is null or o.lock_expires_at > sqlc.narg('lock_expires_after'))
   and (sqlc.narg('lock_expires_before')::timestamptz is null or o.lock_expires_at < sqlc.narg('lock_expires_before'))
   and (sqlc.narg('nodes')::text[] is null or o.node = any(sqlc.narg('nodes')::text[]))
@@ -467,7 +468,7 @@ where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
        or (o.status = 'reserved' and o.lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())))
   and (sqlc.narg('ids')::uuid[] is null or o.id = any(sqlc.narg('ids')::uuid[]))
   and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
-  and (sqlc.narg('worker_id')::text is null or o.worker_id = sqlc.narg('worker_id'))
+  and (sqlc.narg('worker_id')::text is null or (o.worker_id = sqlc.narg('worker_id') and o.consumer_id = @consumer_id))
   and (sqlc.narg('lock_expires_after')::timestamptz is null or o.lock_expires_at > sqlc.narg('lock_expires_after'))
   and (sqlc.narg('lock_expires_before')::timestamptz is null or o.lock_expires_at < sqlc.narg('lock_expires_before'))
   and (sqlc.narg('nodes')::text[] is null or o.node = any(sqlc.narg('nodes')::text[]))

@@ -107,7 +107,7 @@ claimed as (
         claimable_at    = case when o.attempts + 1 < o.max_attempts + o.attempt_credit then coalesce($3::timestamptz, now()) + $8::interval end
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived
 ),
 expired as (
     update attempts a
@@ -123,7 +123,7 @@ inserted as (
     select c.id, c.attempts, $6, $7, $9, $10::bytea, c.reserved_at, c.lock_expires_at
     from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived from claimed
 order by priority desc, available_at, id
 `
 
@@ -180,6 +180,7 @@ type OccurrenceClaimPullRow struct {
 	ProcessVersion *int32
 	RetryBackoff   float64
 	MaxRetryDelay  *time.Duration
+	AttemptsWaived int32
 }
 
 // One statement claims. Per subscribed (definition, revision) it takes, with
@@ -257,6 +258,7 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 			&i.ProcessVersion,
 			&i.RetryBackoff,
 			&i.MaxRetryDelay,
+			&i.AttemptsWaived,
 		); err != nil {
 			return nil, err
 		}
@@ -310,13 +312,13 @@ claimed as (
         lock_expires_at = coalesce($1::timestamptz, now()) + o.timeout + $5::interval
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived
 ),
 inserted as (
     insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
     select c.id, c.attempts, $4, c.reserved_at, c.lock_expires_at from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived from claimed
 `
 
 type OccurrenceClaimPushParams struct {
@@ -367,6 +369,7 @@ type OccurrenceClaimPushRow struct {
 	ProcessVersion *int32
 	RetryBackoff   float64
 	MaxRetryDelay  *time.Duration
+	AttemptsWaived int32
 }
 
 // Past lock_expires_at, the replica that made the call is presumed dead and
@@ -434,6 +437,7 @@ func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPu
 			&i.ProcessVersion,
 			&i.RetryBackoff,
 			&i.MaxRetryDelay,
+			&i.AttemptsWaived,
 		); err != nil {
 			return nil, err
 		}
@@ -538,7 +542,7 @@ where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
        or (o.status = 'reserved' and o.lock_expires_at <= coalesce($4::timestamptz, now())))
   and ($5::uuid[] is null or o.id = any($5::uuid[]))
   and ($6::text is null or o.definition_key = $6)
-  and ($7::text is null or o.worker_id = $7)
+  and ($7::text is null or (o.worker_id = $7 and o.consumer_id = $3))
   and ($8::timestamptz is null or o.lock_expires_at > $8)
   and ($9::timestamptz is null or o.lock_expires_at < $9)
   and ($10::text[] is null or o.node = any($10::text[]))
@@ -779,7 +783,7 @@ update occurrences
 set lock_expires_at = $1::timestamptz,
     claimable_at = case when attempts < max_attempts + attempt_credit then $1::timestamptz end
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived
 `
 
 type OccurrenceExtendParams struct {
@@ -830,6 +834,7 @@ func (q *Queries) OccurrenceExtend(ctx context.Context, arg OccurrenceExtendPara
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
@@ -859,7 +864,7 @@ func (q *Queries) OccurrenceFail(ctx context.Context, arg OccurrenceFailParams) 
 }
 
 const occurrenceGet = `-- name: OccurrenceGet :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences where id = $1
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived from occurrences where id = $1
 `
 
 func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -905,12 +910,13 @@ func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, 
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
 
 const occurrenceHeldAt = `-- name: OccurrenceHeldAt :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived from occurrences
 where instance_id = $1 and status = 'failed'
 order by settled_at desc, created_at desc
 limit 1
@@ -960,6 +966,7 @@ func (q *Queries) OccurrenceHeldAt(ctx context.Context, instanceID uuid.UUID) (O
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
@@ -1028,7 +1035,7 @@ values (
     $15, $16, $17, $18, $19, $20, $21,
     $22, $23, $24, $25, $26)
 on conflict (instance_id, node) do nothing
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived
 `
 
 type OccurrenceInsertParams struct {
@@ -1130,6 +1137,7 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
@@ -1414,7 +1422,7 @@ func (q *Queries) OccurrenceKeepAlive(ctx context.Context, arg OccurrenceKeepAli
 }
 
 const occurrenceList = `-- name: OccurrenceList :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
@@ -1543,6 +1551,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 			&i.OccurrenceHead.ProcessVersion,
 			&i.OccurrenceHead.RetryBackoff,
 			&i.OccurrenceHead.MaxRetryDelay,
+			&i.OccurrenceHead.AttemptsWaived,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1556,7 +1565,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 }
 
 const occurrenceListAfter = `-- name: OccurrenceListAfter :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
@@ -1688,6 +1697,7 @@ func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAft
 			&i.OccurrenceHead.ProcessVersion,
 			&i.OccurrenceHead.RetryBackoff,
 			&i.OccurrenceHead.MaxRetryDelay,
+			&i.OccurrenceHead.AttemptsWaived,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1701,7 +1711,7 @@ func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAft
 }
 
 const occurrenceListByInstance = `-- name: OccurrenceListByInstance :many
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences where instance_id = $1 order by created_at, id
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived from occurrences where instance_id = $1 order by created_at, id
 `
 
 func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.UUID) ([]Occurrence, error) {
@@ -1753,6 +1763,7 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 			&i.ProcessVersion,
 			&i.RetryBackoff,
 			&i.MaxRetryDelay,
+			&i.AttemptsWaived,
 		); err != nil {
 			return nil, err
 		}
@@ -1765,7 +1776,7 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 }
 
 const occurrenceListDeferredByConsumer = `-- name: OccurrenceListDeferredByConsumer :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived
 from occurrence_heads o
 where o.status = 'deferred' and o.consumer_id = $1
   and ($2::text is null or o.definition_key = $2)
@@ -1845,6 +1856,7 @@ func (q *Queries) OccurrenceListDeferredByConsumer(ctx context.Context, arg Occu
 			&i.OccurrenceHead.ProcessVersion,
 			&i.OccurrenceHead.RetryBackoff,
 			&i.OccurrenceHead.MaxRetryDelay,
+			&i.OccurrenceHead.AttemptsWaived,
 		); err != nil {
 			return nil, err
 		}
@@ -1857,7 +1869,7 @@ func (q *Queries) OccurrenceListDeferredByConsumer(ctx context.Context, arg Occu
 }
 
 const occurrenceListOpenPull = `-- name: OccurrenceListOpenPull :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o
 join (select unnest($2::text[]) as definition_key,
              unnest($3::integer[])   as revision) s
@@ -1867,7 +1879,7 @@ where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
        or (o.status = 'reserved' and o.lock_expires_at <= coalesce($1::timestamptz, now())))
   and ($5::uuid[] is null or o.id = any($5::uuid[]))
   and ($6::text is null or o.definition_key = $6)
-  and ($7::text is null or o.worker_id = $7)
+  and ($7::text is null or (o.worker_id = $7 and o.consumer_id = $4))
   and ($8::timestamptz is null or o.lock_expires_at > $8)
   and ($9::timestamptz is null or o.lock_expires_at < $9)
   and ($10::text[] is null or o.node = any($10::text[]))
@@ -1999,6 +2011,7 @@ func (q *Queries) OccurrenceListOpenPull(ctx context.Context, arg OccurrenceList
 			&i.OccurrenceHead.ProcessVersion,
 			&i.OccurrenceHead.RetryBackoff,
 			&i.OccurrenceHead.MaxRetryDelay,
+			&i.OccurrenceHead.AttemptsWaived,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -2057,7 +2070,7 @@ func (q *Queries) OccurrenceListSettled(ctx context.Context, instanceID uuid.UUI
 }
 
 const occurrenceLock = `-- name: OccurrenceLock :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences where id = $1 for update
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived from occurrences where id = $1 for update
 `
 
 func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -2103,12 +2116,13 @@ func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence,
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
 
 const occurrenceLockSkipLocked = `-- name: OccurrenceLockSkipLocked :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay from occurrences where id = $1 for update skip locked
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived from occurrences where id = $1 for update skip locked
 `
 
 func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -2154,6 +2168,7 @@ func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (O
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
@@ -2185,7 +2200,7 @@ func (q *Queries) OccurrenceNextClaimable(ctx context.Context, arg OccurrenceNex
 }
 
 const occurrenceObserve = `-- name: OccurrenceObserve :one
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o where o.id = $2
 `
 
@@ -2244,13 +2259,14 @@ func (q *Queries) OccurrenceObserve(ctx context.Context, arg OccurrenceObservePa
 		&i.Occurrence.ProcessVersion,
 		&i.Occurrence.RetryBackoff,
 		&i.Occurrence.MaxRetryDelay,
+		&i.Occurrence.AttemptsWaived,
 		&i.Lapsed,
 	)
 	return i, err
 }
 
 const occurrenceObserveByInstance = `-- name: OccurrenceObserveByInstance :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o where o.instance_id = $2 order by o.created_at, o.id
 `
 
@@ -2315,6 +2331,7 @@ func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg Occurrenc
 			&i.OccurrenceHead.ProcessVersion,
 			&i.OccurrenceHead.RetryBackoff,
 			&i.OccurrenceHead.MaxRetryDelay,
+			&i.OccurrenceHead.AttemptsWaived,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -2332,7 +2349,7 @@ update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, attempt_credit = attempt_credit + 1
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived
 `
 
 type OccurrenceReleaseParams struct {
@@ -2384,6 +2401,7 @@ func (q *Queries) OccurrenceRelease(ctx context.Context, arg OccurrenceReleasePa
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
@@ -2474,7 +2492,7 @@ func (q *Queries) OccurrenceReleaseHeld(ctx context.Context, arg OccurrenceRelea
 }
 
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, a.request_digest from attempts a
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, a.request_digest from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = $1 and a.worker_id = $2 and a.request_id = $3
   and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce($4::timestamptz, now())
@@ -2547,6 +2565,7 @@ func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceRep
 			&i.Occurrence.ProcessVersion,
 			&i.Occurrence.RetryBackoff,
 			&i.Occurrence.MaxRetryDelay,
+			&i.Occurrence.AttemptsWaived,
 			&i.RequestDigest,
 		); err != nil {
 			return nil, err
@@ -2565,7 +2584,7 @@ set status = 'available', available_at = $1::timestamptz, claimable_at = $1::tim
     lock_expires_at = null, error_code = $2, error_message = $3,
     deferred_at = null, defer_reason = null
 where id = $4
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived
 `
 
 type OccurrenceRetryParams struct {
@@ -2625,6 +2644,7 @@ func (q *Queries) OccurrenceRetry(ctx context.Context, arg OccurrenceRetryParams
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
@@ -2632,10 +2652,10 @@ func (q *Queries) OccurrenceRetry(ctx context.Context, arg OccurrenceRetryParams
 const occurrenceRetryHeld = `-- name: OccurrenceRetryHeld :one
 update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
-    lock_expires_at = null, settled_at = null, attempt_credit = attempts,
+    lock_expires_at = null, settled_at = null, attempt_credit = attempts, attempts_waived = 0,
     deadline_at = deadline + $1::timestamptz, deferred_at = null, defer_reason = null
 where id = $2 and status = 'failed'
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived
 `
 
 type OccurrenceRetryHeldParams struct {
@@ -2690,20 +2710,23 @@ func (q *Queries) OccurrenceRetryHeld(ctx context.Context, arg OccurrenceRetryHe
 		&i.ProcessVersion,
 		&i.RetryBackoff,
 		&i.MaxRetryDelay,
+		&i.AttemptsWaived,
 	)
 	return i, err
 }
 
 const occurrenceSetCredit = `-- name: OccurrenceSetCredit :exec
-update occurrences set attempt_credit = $1 where id = $2
+update occurrences set attempt_credit = $1, attempts_waived = attempts_waived + $2 where id = $3
 `
 
 type OccurrenceSetCreditParams struct {
 	AttemptCredit int32
+	Waived        int32
 	ID            uuid.UUID
 }
 
+// A worker lowering what is left: the attempts it gives up are waived.
 func (q *Queries) OccurrenceSetCredit(ctx context.Context, arg OccurrenceSetCreditParams) error {
-	_, err := q.db.Exec(ctx, occurrenceSetCredit, arg.AttemptCredit, arg.ID)
+	_, err := q.db.Exec(ctx, occurrenceSetCredit, arg.AttemptCredit, arg.Waived, arg.ID)
 	return err
 }

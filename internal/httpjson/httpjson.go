@@ -512,7 +512,9 @@ type throttle struct {
 }
 
 // allow reports whether a line may be written at now, and how many were
-// held back since the last one.
+// held back since the last one, in the period after it: those of a burst
+// that ended are not carried to the next one (an outage an hour later
+// would report the last one's tail as its own).
 func (t *throttle) allow(now time.Time) (held int, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -520,7 +522,11 @@ func (t *throttle) allow(now time.Time) (held int, ok bool) {
 		t.held++
 		return 0, false
 	}
-	held, t.held, t.last = t.held, 0, now
+	held, t.held = t.held, 0
+	if now.Sub(t.last) >= 2*t.every {
+		held = 0
+	}
+	t.last = now
 	return held, true
 }
 

@@ -374,7 +374,8 @@ func TestDependencyUnavailableIsLoggedOncePerPeriod(t *testing.T) {
 		after time.Duration
 		held  int
 		ok    bool
-	}{{0, 0, true}, {time.Second, 0, false}, {5 * time.Second, 0, false}, {10 * time.Second, 2, true}, {11 * time.Second, 0, false}, {30 * time.Second, 1, true}} {
+	}{{0, 0, true}, {time.Second, 0, false}, {5 * time.Second, 0, false}, {10 * time.Second, 2, true}, {11 * time.Second, 0, false}, {19 * time.Second, 0, false}, {20 * time.Second, 2, true},
+		{21 * time.Second, 0, false}, {45 * time.Second, 0, true}} { // a burst that ended is not carried to the next
 		if held, ok := th.allow(at.Add(c.after)); held != c.held || ok != c.ok {
 			t.Errorf("line %d at +%v: held %d, ok %v; want %d, %v", i, c.after, held, ok, c.held, c.ok)
 		}
