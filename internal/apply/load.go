@@ -661,6 +661,45 @@ func envelope(d *Document, m map[string]any) []Problem {
 			suggest.Hint(d.Kind, []string{KindDefinition, KindRelease, KindProcess, KindDestination}))}}
 	}
 	d.Body = body
+	if d.Kind == KindDestination {
+		ps = append(ps, expandSecrets(d)...)
+	}
+	return ps
+}
+
+// envReference is a ${NAME} in a destination's url, header values or
+// signing secret.
+var envReference = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandSecrets replaces each ${NAME} in the values of a destination that
+// hold credentials (its url, its header values, its signing secret) by the
+// environment variable NAME, so that the files kept in git hold none: a
+// variable that is not set is a problem at its value's pointer, named,
+// never guessed empty. Other documents and members are left as written.
+func expandSecrets(d *Document) []Problem {
+	var ps []Problem
+	expand := func(ptr, v string) string {
+		return envReference.ReplaceAllStringFunc(v, func(ref string) string {
+			name := envReference.FindStringSubmatch(ref)[1]
+			val, ok := os.LookupEnv(name)
+			if !ok {
+				ps = append(ps, Problem{Doc: *d, Pointer: ptr, Message: fmt.Sprintf("${%s} is not set in the environment", name)})
+			}
+			return val
+		})
+	}
+	for _, key := range []string{"url", "signing_secret"} {
+		if v, ok := d.Body[key].(string); ok {
+			d.Body[key] = expand("/"+key, v)
+		}
+	}
+	if h, ok := d.Body["headers"].(map[string]any); ok {
+		for _, name := range slices.Sorted(maps.Keys(h)) {
+			if v, ok := h[name].(string); ok {
+				h[name] = expand(jsontree.Pointer("/headers", name), v)
+			}
+		}
+	}
 	return ps
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -474,5 +475,37 @@ outputs:
 		if !strings.Contains(got, want) {
 			t.Errorf("bodies %s\nwant %s in them", got, want)
 		}
+	}
+}
+
+// TestDestinationSecretsComeFromTheEnvironment: a destination's url,
+// header values and signing secret may name environment variables
+// (${NAME}), so that the files kept in git hold no credential; an unset
+// one is a problem at its line, named, not an empty value sent.
+func TestDestinationSecretsComeFromTheEnvironment(t *testing.T) {
+	t.Setenv("RELAIS_TEST_HOOK_TOKEN", "tok-123")
+	t.Setenv("RELAIS_TEST_SIGNING", "sign-secret-0123456789abcdefghijklmn")
+	dir := t.TempDir()
+	p := write(t, dir, "dest.yaml", "kind: Destination\nname: d\nurl: https://example.com/hook?key=${RELAIS_TEST_HOOK_TOKEN}\nmax_timeout: PT1S\n"+
+		"signing_secret: ${RELAIS_TEST_SIGNING}\nheaders:\n  Authorization: Bearer ${RELAIS_TEST_HOOK_TOKEN}\n  X-Literal: $HOME and ${not a name}\n")
+	docs, problems, err := Load(p)
+	if err != nil || len(problems) != 0 || len(docs) != 1 {
+		t.Fatalf("Load: %v %v %d documents", err, problems, len(docs))
+	}
+	b := docs[0].Body
+	headers := b["headers"].(map[string]any)
+	if b["url"] != "https://example.com/hook?key=tok-123" || b["signing_secret"] != "sign-secret-0123456789abcdefghijklmn" ||
+		headers["Authorization"] != "Bearer tok-123" || headers["X-Literal"] != "$HOME and ${not a name}" {
+		t.Errorf("body %v, want the variables expanded and nothing else", b)
+	}
+
+	unset := write(t, dir, "unset.yaml", "kind: Destination\nname: d\nurl: https://example.com\nmax_timeout: PT1S\nheaders:\n  X-Key: ${RELAIS_TEST_NOT_SET}\n")
+	if got, want := problemLines(t, unset), []string{"6: /headers/X-Key: ${RELAIS_TEST_NOT_SET} is not set in the environment"}; !slices.Equal(got, want) {
+		t.Errorf("an unset variable: %q, want %q", got, want)
+	}
+	// Other documents are left as written.
+	proc := write(t, dir, "p.yaml", "kind: Process\nkey: p\ndescription: costs ${RELAIS_TEST_HOOK_TOKEN}\n")
+	if docs, _, _ := Load(proc); len(docs) != 1 || docs[0].Body["description"] != "costs ${RELAIS_TEST_HOOK_TOKEN}" {
+		t.Errorf("a process document was expanded: %v", docs)
 	}
 }
