@@ -467,18 +467,26 @@ func (e *Engine) destinationCall(ctx context.Context, q *queries.Queries, name s
 	return e.openDestination(row)
 }
 
-// openDestination opens what row seals: its header values and URL query.
+// openDestination opens what row seals: its header values, URL query and
+// signing secret.
 func (e *Engine) openDestination(row queries.Destination) (destinationTarget, error) {
 	name := row.Name
-	headers := map[string]string{}
-	if len(row.SealedHeaders) > 0 {
+	// open opens one sealed value of the destination; none stays nil.
+	open := func(sealed []byte, aad, what string) ([]byte, error) {
+		if len(sealed) == 0 {
+			return nil, nil
+		}
 		if e.keys == nil {
-			return destinationTarget{}, fmt.Errorf("destination %q headers are sealed but no data key is configured", name)
+			return nil, fmt.Errorf("destination %q %s is sealed but no data key is configured", name, what)
 		}
-		plain, err := e.keys.Open(row.SealedHeaders, []byte(aadDestinationHeaders(name)))
-		if err != nil {
-			return destinationTarget{}, err
-		}
+		return e.keys.Open(sealed, []byte(aad))
+	}
+	headers := map[string]string{}
+	plain, err := open(row.SealedHeaders, aadDestinationHeaders(name), "headers")
+	if err != nil {
+		return destinationTarget{}, err
+	}
+	if len(plain) > 0 {
 		if err := json.Unmarshal(plain, &headers); err != nil {
 			return destinationTarget{}, err
 		}
@@ -487,30 +495,24 @@ func (e *Engine) openDestination(row queries.Destination) (destinationTarget, er
 	for _, v := range headers {
 		t.Secrets = append(t.Secrets, v)
 	}
-	if row.SealedUrlQuery != nil {
-		if e.keys == nil {
-			return destinationTarget{}, fmt.Errorf("destination %q URL query is sealed but no data key is configured", name)
-		}
-		query, err := e.keys.Open(row.SealedUrlQuery, []byte(aadDestinationQuery(name)))
-		if err != nil {
-			return destinationTarget{}, err
-		}
+	query, err := open(row.SealedUrlQuery, aadDestinationQuery(name), "URL query")
+	if err != nil {
+		return destinationTarget{}, err
+	}
+	if query != nil {
 		rest, _ := splitQuery(row.Url)
 		t.URL = withQuery(rest, string(query))
 	}
-	if row.SealedSigningSecret != nil {
-		if e.keys == nil {
-			return destinationTarget{}, fmt.Errorf("destination %q signing secret is sealed but no data key is configured", name)
-		}
-		secret, err := e.keys.Open(row.SealedSigningSecret, []byte(aadDestinationSigning(name)))
-		if err != nil {
-			return destinationTarget{}, err
-		}
+	secret, err := open(row.SealedSigningSecret, aadDestinationSigning(name), "signing secret")
+	if err != nil {
+		return destinationTarget{}, err
+	}
+	if secret != nil {
 		t.SigningSecret = string(secret)
 		t.Secrets = append(t.Secrets, t.SigningSecret)
 	}
-	rest, query := splitQuery(t.URL)
-	t.Secrets = append(t.Secrets, querySecrets(query)...)
+	rest, q := splitQuery(t.URL)
+	t.Secrets = append(t.Secrets, querySecrets(q)...)
 	t.Secrets = append(t.Secrets, pathSecrets(rest)...)
 	return t, nil
 }
