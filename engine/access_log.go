@@ -22,6 +22,9 @@ const (
 	EventDestinationDeleted   = "destination.deleted"
 	// A settle token is a credential: who issued one, for what, until when.
 	EventSettleTokenIssued = "settle_token.issued"
+	// EventSettleTokensRevoked: a consumer revoked its settle tokens of an
+	// occurrence.
+	EventSettleTokensRevoked = "settle_token.revoked"
 	// A revision that lowers a field's classification: from it on, values
 	// masked and sealed until then are shown and stored in clear. Logged at
 	// WARN, for a security team to alert on.

@@ -170,6 +170,26 @@ func (e *Engine) IssueSettleToken(ctx context.Context, ref WorkerRef) (SettleTok
 	return out, nil
 }
 
+// RevokeSettleTokens revokes the settle tokens consumerID was issued for
+// an occurrence its grants cover, at once (a front end's link leaked, or
+// the approval moved to another desk), and says how many there were. The
+// occurrence itself is left as it is: its consumer's workers still settle
+// it, and a new token may be issued. An occurrence the consumer cannot see
+// is not_found.
+func (e *Engine) RevokeSettleTokens(ctx context.Context, consumerID int64, occurrence uuid.UUID) (int64, error) {
+	if _, err := e.ConsumerOccurrence(ctx, consumerID, occurrence); err != nil {
+		return 0, err
+	}
+	n, err := e.q.SettleTokenRevoke(ctx, queries.SettleTokenRevokeParams{OccurrenceID: occurrence, ConsumerID: consumerID})
+	if err != nil {
+		return 0, wrap("revoke settle tokens", err)
+	}
+	if n > 0 {
+		e.logAccess(ctx, EventSettleTokensRevoked, "occurrence", occurrence, "consumer", consumerID, "settle_tokens_revoked", n)
+	}
+	return n, nil
+}
+
 // SettleScope is what a settle token may do: settle one occurrence on
 // behalf of one consumer.
 type SettleScope struct {

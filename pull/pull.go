@@ -590,6 +590,22 @@ func (p *Protocol) settleToken(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// revokeSettleTokens answers DELETE /occurrences/{id}/settle-token: the
+// consumer's settle tokens of the occurrence revoked, {"revoked": n}.
+func (p *Protocol) revokeSettleTokens(w http.ResponseWriter, r *http.Request) error {
+	id, err := uuid.Parse(chi.URLParam(r, "id"))
+	if err != nil {
+		return fault.New(fault.NotFound, "not_found", "occurrence %q not found", chi.URLParam(r, "id"))
+	}
+	principal, _ := auth.FromContext(r.Context())
+	n, err := p.eng.RevokeSettleTokens(r.Context(), principal.ConsumerID, id)
+	if err != nil {
+		return err
+	}
+	httpjson.Encode(w, http.StatusOK, map[string]int64{"revoked": n})
+	return nil
+}
+
 type settleItem struct {
 	ID           string                `json:"id"`
 	Outputs      json.RawMessage       `json:"outputs"`

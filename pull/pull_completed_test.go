@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/relais/relais/internal/relaistest"
 )
 
@@ -694,4 +696,41 @@ func TestSettlementsNameWhatTheyLack(t *testing.T) {
 	// Nothing was settled: the worker still holds its reservation.
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer,
 		map[string]any{"worker_id": "w1", "outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
+}
+
+// A consumer revokes its settle tokens of one occurrence at once (a front
+// end's link leaked): they settle nothing more, the occurrence stays
+// deferred for its workers, and a new token may be issued. Another
+// consumer's revocation finds no occurrence.
+func TestSettleTokensOfAnOccurrenceAreRevoked(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1", "reason": "approval"})
+	issue := func() string {
+		return env.Must(201, "POST", "/api/v1/pull/occurrences/"+id+"/settle-token", consumer, map[string]any{"worker_id": "ui"}).JSON(t)["token"].(string)
+	}
+	leaked, other := issue(), issue()
+	outsider := env.Consumer("other-team", crmKey)
+	if r := env.Do("DELETE", "/api/v1/pull/occurrences/"+id+"/settle-token", outsider, nil); r.Status != 200 || r.JSON(t)["revoked"] != 0.0 {
+		t.Errorf("another consumer's revocation: %d %s, want 200 revoked 0 (its own tokens, none)", r.Status, r.Body)
+	}
+	if got := env.Must(200, "DELETE", "/api/v1/pull/occurrences/"+id+"/settle-token", consumer, nil).JSON(t)["revoked"]; got != 2.0 {
+		t.Errorf("revoked %v, want 2", got)
+	}
+	if !strings.Contains(env.Logs.String(), "event=settle_token.revoked") {
+		t.Error("the revocation is not logged")
+	}
+	for _, tok := range []string{leaked, other} {
+		wantProblem(t, "a revoked settle token", act(env, tok, id, "complete", map[string]any{"outputs": created}), 401, "unauthorized")
+	}
+	if got := env.Must(200, "DELETE", "/api/v1/pull/occurrences/"+id+"/settle-token", consumer, nil).JSON(t)["revoked"]; got != 0.0 {
+		t.Errorf("revoked again: %v, want 0", got)
+	}
+	wantProblem(t, "an unknown occurrence", env.Do("DELETE", "/api/v1/pull/occurrences/"+uuid.Must(uuid.NewV7()).String()+"/settle-token", consumer, nil), 404, "not_found")
+	fresh := issue()
+	if res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", fresh, map[string]any{"outputs": created}).JSON(t); res["status"] != "completed" {
+		t.Errorf("a token issued after the revocation: %v", res)
+	}
 }

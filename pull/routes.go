@@ -29,6 +29,7 @@ func (p *Protocol) Routes(r chi.Router, lookup auth.Lookup) {
 		r.Method("POST", "/occurrences/{id}/defer", p.handle(p.timed("defer", p.deferOccurrence)))
 		r.Method("POST", "/occurrences/{id}/release", p.handle(p.timed("release", p.release)))
 		r.Method("POST", "/occurrences/{id}/settle-token", p.handle(p.timed("settle_token", p.settleToken)))
+		r.Method("DELETE", "/occurrences/{id}/settle-token", httpjson.ErrorHandler(p.logger, p.revokeSettleTokens))
 		r.Method("GET", "/deferred", httpjson.ErrorHandler(p.logger, p.listDeferred))
 	})
 	r.Group(func(r chi.Router) {

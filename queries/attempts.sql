@@ -60,6 +60,11 @@ delete from settle_tokens where consumer_id = @consumer_id;
 -- name: SettleTokenDeleteByOccurrence :exec
 delete from settle_tokens where occurrence_id = @occurrence_id;
 
+-- name: SettleTokenRevoke :execrows
+-- A consumer's settle tokens of one occurrence (a front end's link leaked,
+-- or the approval moved to another desk).
+delete from settle_tokens where occurrence_id = @occurrence_id and consumer_id = @consumer_id;
+
 -- name: AttemptSettledBy :exec
 -- Records who settled a deferred attempt (migration 0017).
 update attempts set settled_by = @settled_by::text, settled_with_token = @settled_with_token::boolean

@@ -302,3 +302,22 @@ func (q *Queries) SettleTokenInsert(ctx context.Context, arg SettleTokenInsertPa
 	)
 	return err
 }
+
+const settleTokenRevoke = `-- name: SettleTokenRevoke :execrows
+delete from settle_tokens where occurrence_id = $1 and consumer_id = $2
+`
+
+type SettleTokenRevokeParams struct {
+	OccurrenceID uuid.UUID
+	ConsumerID   int64
+}
+
+// A consumer's settle tokens of one occurrence (a front end's link leaked,
+// or the approval moved to another desk).
+func (q *Queries) SettleTokenRevoke(ctx context.Context, arg SettleTokenRevokeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, settleTokenRevoke, arg.OccurrenceID, arg.ConsumerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
