@@ -207,10 +207,15 @@ func (s DestinationSpec) validate() (validDestination, error) {
 	case s.MaxTimeout > process.HardMaxPushTimeout:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most " + formatDuration(process.HardMaxPushTimeout)})
 	}
-	if n := len(s.SigningSecret); n > 0 && (n < MinSigningSecret || n > MaxSigningSecret) {
+	switch n := len(s.SigningSecret); {
+	case n > 0 && (n < MinSigningSecret || n > MaxSigningSecret):
 		// Its length is a rule of the field, not of the value: saying it
 		// tells nothing a caller did not send.
 		errs = append(errs, fault.FieldError{Path: "/signing_secret", Message: fmt.Sprintf("must be %d to %d bytes (make one with: head -c32 /dev/urandom | base64)", MinSigningSecret, MaxSigningSecret)})
+	case n > 0 && strings.TrimSpace(s.SigningSecret) != s.SigningSecret:
+		// A secret file's trailing newline, most likely: the destination,
+		// keyed with the secret as it knows it, would refuse every call.
+		errs = append(errs, fault.FieldError{Path: "/signing_secret", Message: "must not begin or end with white space (a secret file's trailing newline?): the HMAC is keyed by its bytes exactly as given"})
 	}
 	if len(s.Headers) > MaxDestinationHdrs {
 		errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("holds more than %d headers", MaxDestinationHdrs)})
@@ -351,7 +356,8 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 	if !dryRun && change != Unchanged {
 		// The URL's scheme and host only (a webhook's path may be its
 		// secret) and the header names, never their values.
-		e.logAccess(ctx, EventDestinationPut, "destination", out.Name, "change", string(change), "host", urlHost(out.URL), "headers", out.HeaderNames)
+		e.logAccess(ctx, EventDestinationPut, "destination", out.Name, "change", string(change), "host", urlHost(out.URL), "headers", out.HeaderNames,
+			"signed", out.Signed)
 	}
 	return out, change, nil
 }

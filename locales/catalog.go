@@ -527,7 +527,7 @@ var messageKeyToIndex = map[string]int{
 	"Temporarily unavailable": 166,
 	"That is too long to be an id or a business key.": 671,
 	"The %d largest groups; the filter matches more.": 87,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    261,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              261,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             232,
 	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 516,
 	"The bulk action must be its id (a UUID).": 121,
@@ -867,147 +867,147 @@ var enIndex = []uint32{ // 752 elements
 	0x00002bde, 0x00002c2a, 0x00002c3d, 0x00002c41,
 	// Entry 100 - 11F
 	0x00002c51, 0x00002c5a, 0x00002c6d, 0x00002c93,
-	0x00002ca7, 0x00002cbd, 0x00002d79, 0x00002d8e,
-	0x00002d92, 0x00002d9f, 0x00002daf, 0x00002dbc,
-	0x00002dc6, 0x00002dcc, 0x00002dd6, 0x00002df6,
-	0x00002e08, 0x00002ebc, 0x00002ed9, 0x00002f47,
-	0x00003007, 0x0000301a, 0x00003067, 0x000030cb,
-	0x0000312f, 0x00003138, 0x00003148, 0x0000315d,
-	0x00003181, 0x0000319d, 0x000031b5, 0x000031c0,
+	0x00002ca7, 0x00002cbd, 0x00002d8f, 0x00002da4,
+	0x00002da8, 0x00002db5, 0x00002dc5, 0x00002dd2,
+	0x00002ddc, 0x00002de2, 0x00002dec, 0x00002e0c,
+	0x00002e1e, 0x00002ed2, 0x00002eef, 0x00002f5d,
+	0x0000301d, 0x00003030, 0x0000307d, 0x000030e1,
+	0x00003145, 0x0000314e, 0x0000315e, 0x00003173,
+	0x00003197, 0x000031b3, 0x000031cb, 0x000031d6,
 	// Entry 120 - 13F
-	0x000031cb, 0x000031df, 0x000032f5, 0x00003319,
-	0x00003344, 0x0000334f, 0x00003354, 0x00003363,
-	0x0000336a, 0x00003381, 0x00003396, 0x000033a8,
-	0x000033cb, 0x000033fd, 0x00003413, 0x0000341d,
-	0x00003427, 0x0000343c, 0x00003489, 0x00003499,
-	0x000034d2, 0x00003526, 0x00003530, 0x00003546,
-	0x0000357f, 0x00003584, 0x00003592, 0x0000359f,
-	0x000035c8, 0x000035eb, 0x000035f8, 0x00003618,
+	0x000031e1, 0x000031f5, 0x0000330b, 0x0000332f,
+	0x0000335a, 0x00003365, 0x0000336a, 0x00003379,
+	0x00003380, 0x00003397, 0x000033ac, 0x000033be,
+	0x000033e1, 0x00003413, 0x00003429, 0x00003433,
+	0x0000343d, 0x00003452, 0x0000349f, 0x000034af,
+	0x000034e8, 0x0000353c, 0x00003546, 0x0000355c,
+	0x00003595, 0x0000359a, 0x000035a8, 0x000035b5,
+	0x000035de, 0x00003601, 0x0000360e, 0x0000362e,
 	// Entry 140 - 15F
-	0x00003624, 0x0000363d, 0x00003646, 0x00003650,
-	0x00003659, 0x00003661, 0x0000366b, 0x00003673,
-	0x0000367b, 0x0000367f, 0x00003683, 0x00003687,
-	0x0000368b, 0x0000368f, 0x00003693, 0x00003697,
-	0x0000369b, 0x0000369f, 0x000036a3, 0x000036a7,
-	0x000036ab, 0x000036b5, 0x000036d3, 0x000036f3,
-	0x00003717, 0x0000373b, 0x00003744, 0x0000375b,
-	0x00003763, 0x00003774, 0x00003779, 0x000037be,
+	0x0000363a, 0x00003653, 0x0000365c, 0x00003666,
+	0x0000366f, 0x00003677, 0x00003681, 0x00003689,
+	0x00003691, 0x00003695, 0x00003699, 0x0000369d,
+	0x000036a1, 0x000036a5, 0x000036a9, 0x000036ad,
+	0x000036b1, 0x000036b5, 0x000036b9, 0x000036bd,
+	0x000036c1, 0x000036cb, 0x000036e9, 0x00003709,
+	0x0000372d, 0x00003751, 0x0000375a, 0x00003771,
+	0x00003779, 0x0000378a, 0x0000378f, 0x000037d4,
 	// Entry 160 - 17F
-	0x000037d6, 0x000037db, 0x000037e6, 0x000037ec,
-	0x000037f6, 0x000037fe, 0x00003806, 0x00003830,
-	0x0000384a, 0x00003872, 0x000038a2, 0x000038a8,
-	0x000038b7, 0x0000390a, 0x00003928, 0x0000393f,
-	0x000039ef, 0x00003b11, 0x00003bd0, 0x00003c27,
-	0x00003c51, 0x00003c7d, 0x00003ca7, 0x00003caf,
-	0x00003cb5, 0x00003cc2, 0x00003cd4, 0x00003cdd,
-	0x00003ce6, 0x00003cf8, 0x00003d07, 0x00003d29,
+	0x000037ec, 0x000037f1, 0x000037fc, 0x00003802,
+	0x0000380c, 0x00003814, 0x0000381c, 0x00003846,
+	0x00003860, 0x00003888, 0x000038b8, 0x000038be,
+	0x000038cd, 0x00003920, 0x0000393e, 0x00003955,
+	0x00003a05, 0x00003b27, 0x00003be6, 0x00003c3d,
+	0x00003c67, 0x00003c93, 0x00003cbd, 0x00003cc5,
+	0x00003ccb, 0x00003cd8, 0x00003cea, 0x00003cf3,
+	0x00003cfc, 0x00003d0e, 0x00003d1d, 0x00003d3f,
 	// Entry 180 - 19F
-	0x00003d4d, 0x00003d69, 0x00003d94, 0x00003dc8,
-	0x00003dd6, 0x00003e01, 0x00003e13, 0x00003e29,
-	0x00003e53, 0x00003e9c, 0x00003ebc, 0x00003ec5,
-	0x00003ed7, 0x00003efa, 0x00003f08, 0x00003f17,
-	0x00003f24, 0x00003f2e, 0x00003f37, 0x00003f40,
-	0x00003f4a, 0x00003f51, 0x00003f5b, 0x00003f63,
-	0x00003f68, 0x00003f70, 0x00003f79, 0x00003f82,
-	0x00003f8f, 0x00003f94, 0x00003f9c, 0x00003fa3,
+	0x00003d63, 0x00003d7f, 0x00003daa, 0x00003dde,
+	0x00003dec, 0x00003e17, 0x00003e29, 0x00003e3f,
+	0x00003e69, 0x00003eb2, 0x00003ed2, 0x00003edb,
+	0x00003eed, 0x00003f10, 0x00003f1e, 0x00003f2d,
+	0x00003f3a, 0x00003f44, 0x00003f4d, 0x00003f56,
+	0x00003f60, 0x00003f67, 0x00003f71, 0x00003f79,
+	0x00003f7e, 0x00003f86, 0x00003f8f, 0x00003f98,
+	0x00003fa5, 0x00003faa, 0x00003fb2, 0x00003fb9,
 	// Entry 1A0 - 1BF
-	0x00003fab, 0x00003fb0, 0x00003fbe, 0x00003fc5,
-	0x00003fcc, 0x00003fd1, 0x00003fd8, 0x00003fe2,
-	0x00003fe9, 0x00004006, 0x00004020, 0x0000403e,
-	0x0000405e, 0x0000406c, 0x00004075, 0x0000407e,
-	0x00004087, 0x0000408b, 0x0000408e, 0x0000409a,
-	0x000040a8, 0x000040b5, 0x000040c6, 0x000040d5,
-	0x000040ec, 0x000040ff, 0x0000410f, 0x0000411e,
-	0x0000412d, 0x00004135, 0x0000413c, 0x00004144,
+	0x00003fc1, 0x00003fc6, 0x00003fd4, 0x00003fdb,
+	0x00003fe2, 0x00003fe7, 0x00003fee, 0x00003ff8,
+	0x00003fff, 0x0000401c, 0x00004036, 0x00004054,
+	0x00004074, 0x00004082, 0x0000408b, 0x00004094,
+	0x0000409d, 0x000040a1, 0x000040a4, 0x000040b0,
+	0x000040be, 0x000040cb, 0x000040dc, 0x000040eb,
+	0x00004102, 0x00004115, 0x00004125, 0x00004134,
+	0x00004143, 0x0000414b, 0x00004152, 0x0000415a,
 	// Entry 1C0 - 1DF
-	0x0000414c, 0x0000415a, 0x00004168, 0x0000417e,
-	0x00004193, 0x000041a4, 0x000041aa, 0x000041b1,
-	0x000041ba, 0x000041d6, 0x000041df, 0x000041e9,
-	0x000041f2, 0x000041fb, 0x00004204, 0x0000421b,
-	0x00004223, 0x00004231, 0x0000425e, 0x0000426a,
-	0x00004278, 0x000042bf, 0x000042cb, 0x000042d3,
-	0x000042fe, 0x00004349, 0x0000440b, 0x0000440f,
-	0x00004435, 0x0000443a, 0x00004455, 0x00004466,
+	0x00004162, 0x00004170, 0x0000417e, 0x00004194,
+	0x000041a9, 0x000041ba, 0x000041c0, 0x000041c7,
+	0x000041d0, 0x000041ec, 0x000041f5, 0x000041ff,
+	0x00004208, 0x00004211, 0x0000421a, 0x00004231,
+	0x00004239, 0x00004247, 0x00004274, 0x00004280,
+	0x0000428e, 0x000042d5, 0x000042e1, 0x000042e9,
+	0x00004314, 0x0000435f, 0x00004421, 0x00004425,
+	0x0000444b, 0x00004450, 0x0000446b, 0x0000447c,
 	// Entry 1E0 - 1FF
-	0x00004472, 0x0000447a, 0x000044ac, 0x000044b5,
-	0x000044be, 0x000044da, 0x000044e7, 0x00004537,
-	0x00004572, 0x00004580, 0x000045ac, 0x000045d2,
-	0x000045f3, 0x000045fe, 0x0000462c, 0x00004649,
-	0x00004678, 0x000046aa, 0x000046c8, 0x000046fd,
-	0x00004719, 0x00004738, 0x00004793, 0x000047a2,
-	0x000047af, 0x000047bd, 0x000047ca, 0x000047d3,
-	0x000047ee, 0x0000481e, 0x00004839, 0x00004843,
+	0x00004488, 0x00004490, 0x000044c2, 0x000044cb,
+	0x000044d4, 0x000044f0, 0x000044fd, 0x0000454d,
+	0x00004588, 0x00004596, 0x000045c2, 0x000045e8,
+	0x00004609, 0x00004614, 0x00004642, 0x0000465f,
+	0x0000468e, 0x000046c0, 0x000046de, 0x00004713,
+	0x0000472f, 0x0000474e, 0x000047a9, 0x000047b8,
+	0x000047c5, 0x000047d3, 0x000047e0, 0x000047e9,
+	0x00004804, 0x00004834, 0x0000484f, 0x00004859,
 	// Entry 200 - 21F
-	0x00004896, 0x00004914, 0x0000498a, 0x000049b7,
-	0x000049f1, 0x00004ad0, 0x00004af0, 0x00004b16,
-	0x00004b40, 0x00004b78, 0x00004bb5, 0x00004bd9,
-	0x00004c52, 0x00004c77, 0x00004ca6, 0x00004d06,
-	0x00004d5f, 0x00004db9, 0x00004dd3, 0x00004df1,
-	0x00004e25, 0x00004e65, 0x00004e8f, 0x00004e9e,
-	0x00004f69, 0x00004f9a, 0x00004fc9, 0x00004fdc,
-	0x00005051, 0x00005064, 0x00005098, 0x000050cc,
+	0x000048ac, 0x0000492a, 0x000049a0, 0x000049cd,
+	0x00004a07, 0x00004ae6, 0x00004b06, 0x00004b2c,
+	0x00004b56, 0x00004b8e, 0x00004bcb, 0x00004bef,
+	0x00004c68, 0x00004c8d, 0x00004cbc, 0x00004d1c,
+	0x00004d75, 0x00004dcf, 0x00004de9, 0x00004e07,
+	0x00004e3b, 0x00004e7b, 0x00004ea5, 0x00004eb4,
+	0x00004f7f, 0x00004fb0, 0x00004fdf, 0x00004ff2,
+	0x00005067, 0x0000507a, 0x000050ae, 0x000050e2,
 	// Entry 220 - 23F
-	0x000050dc, 0x00005123, 0x00005150, 0x0000515d,
-	0x0000516d, 0x0000519d, 0x000051d7, 0x000051fa,
-	0x00005202, 0x0000521a, 0x00005237, 0x00005245,
-	0x00005256, 0x0000525e, 0x00005269, 0x0000528a,
-	0x000052cc, 0x000052fc, 0x00005337, 0x00005347,
-	0x00005386, 0x00005397, 0x000053a9, 0x000053b5,
-	0x000053c6, 0x000053e0, 0x000053e8, 0x000053f9,
-	0x000053ff, 0x00005413, 0x0000542b, 0x00005450,
+	0x000050f2, 0x00005139, 0x00005166, 0x00005173,
+	0x00005183, 0x000051b3, 0x000051ed, 0x00005210,
+	0x00005218, 0x00005230, 0x0000524d, 0x0000525b,
+	0x0000526c, 0x00005274, 0x0000527f, 0x000052a0,
+	0x000052e2, 0x00005312, 0x0000534d, 0x0000535d,
+	0x0000539c, 0x000053ad, 0x000053bf, 0x000053cb,
+	0x000053dc, 0x000053f6, 0x000053fe, 0x0000540f,
+	0x00005415, 0x00005429, 0x00005441, 0x00005466,
 	// Entry 240 - 25F
-	0x0000545e, 0x0000549c, 0x000054d9, 0x00005505,
-	0x00005542, 0x00005551, 0x00005562, 0x0000556a,
-	0x00005577, 0x00005587, 0x0000559e, 0x000055a9,
-	0x000055b8, 0x000055be, 0x000055cc, 0x000055d6,
-	0x000055e1, 0x000055eb, 0x000055fe, 0x00005623,
-	0x0000564e, 0x000056df, 0x0000571a, 0x00005739,
-	0x00005777, 0x000057ae, 0x000057dc, 0x000057ea,
-	0x00005889, 0x000058a7, 0x000059fe, 0x00005a0c,
+	0x00005474, 0x000054b2, 0x000054ef, 0x0000551b,
+	0x00005558, 0x00005567, 0x00005578, 0x00005580,
+	0x0000558d, 0x0000559d, 0x000055b4, 0x000055bf,
+	0x000055ce, 0x000055d4, 0x000055e2, 0x000055ec,
+	0x000055f7, 0x00005601, 0x00005614, 0x00005639,
+	0x00005664, 0x000056f5, 0x00005730, 0x0000574f,
+	0x0000578d, 0x000057c4, 0x000057f2, 0x00005800,
+	0x0000589f, 0x000058bd, 0x00005a14, 0x00005a22,
 	// Entry 260 - 27F
-	0x00005a20, 0x00005a41, 0x00005a55, 0x00005a69,
-	0x00005a6f, 0x00005a83, 0x00005af6, 0x00005b43,
-	0x00005b54, 0x00005b6b, 0x00005b88, 0x00005b96,
-	0x00005ba4, 0x00005baf, 0x00005bb5, 0x00005ca7,
-	0x00005cad, 0x00005cdf, 0x00005ce4, 0x00005cf4,
-	0x00005cff, 0x00005d08, 0x00005d18, 0x00005d32,
-	0x00005dd7, 0x00005ded, 0x00005e72, 0x00005eec,
-	0x00005efb, 0x00005fb5, 0x00006006, 0x0000600b,
+	0x00005a36, 0x00005a57, 0x00005a6b, 0x00005a7f,
+	0x00005a85, 0x00005a99, 0x00005b0c, 0x00005b59,
+	0x00005b6a, 0x00005b81, 0x00005b9e, 0x00005bac,
+	0x00005bba, 0x00005bc5, 0x00005bcb, 0x00005cbd,
+	0x00005cc3, 0x00005cf5, 0x00005cfa, 0x00005d0a,
+	0x00005d15, 0x00005d1e, 0x00005d2e, 0x00005d48,
+	0x00005ded, 0x00005e03, 0x00005e88, 0x00005f02,
+	0x00005f11, 0x00005fcb, 0x0000601c, 0x00006021,
 	// Entry 280 - 29F
-	0x00006019, 0x00006029, 0x00006035, 0x00006045,
-	0x0000604f, 0x00006072, 0x0000608b, 0x0000609e,
-	0x000060d0, 0x000060df, 0x000060ed, 0x00006109,
-	0x00006118, 0x0000612e, 0x00006167, 0x00006199,
-	0x000061f1, 0x00006228, 0x0000623f, 0x0000624d,
-	0x00006291, 0x000062b6, 0x0000632d, 0x00006343,
-	0x0000635a, 0x00006388, 0x0000639b, 0x000063c3,
-	0x00006447, 0x0000644e, 0x000064b6, 0x000064e0,
+	0x0000602f, 0x0000603f, 0x0000604b, 0x0000605b,
+	0x00006065, 0x00006088, 0x000060a1, 0x000060b4,
+	0x000060e6, 0x000060f5, 0x00006103, 0x0000611f,
+	0x0000612e, 0x00006144, 0x0000617d, 0x000061af,
+	0x00006207, 0x0000623e, 0x00006255, 0x00006263,
+	0x000062a7, 0x000062cc, 0x00006343, 0x00006359,
+	0x00006370, 0x0000639e, 0x000063b1, 0x000063d9,
+	0x0000645d, 0x00006464, 0x000064cc, 0x000064f6,
 	// Entry 2A0 - 2BF
-	0x00006510, 0x0000656e, 0x000066a8, 0x00006748,
-	0x0000675c, 0x00006807, 0x00006889, 0x00006891,
-	0x000068cc, 0x000068d2, 0x0000694e, 0x000069e6,
-	0x00006a11, 0x00006a73, 0x00006adf, 0x00006b86,
-	0x00006ba1, 0x00006bab, 0x00006bb0, 0x00006bba,
-	0x00006bc2, 0x00006bc8, 0x00006bd0, 0x00006bde,
-	0x00006be8, 0x00006bf5, 0x00006c08, 0x00006c2c,
-	0x00006cac, 0x00006cbd, 0x00006cc5, 0x00006d3a,
+	0x00006526, 0x00006584, 0x000066be, 0x0000675e,
+	0x00006772, 0x0000681d, 0x0000689f, 0x000068a7,
+	0x000068e2, 0x000068e8, 0x00006964, 0x000069fc,
+	0x00006a27, 0x00006a89, 0x00006af5, 0x00006b9c,
+	0x00006bb7, 0x00006bc1, 0x00006bc6, 0x00006bd0,
+	0x00006bd8, 0x00006bde, 0x00006be6, 0x00006bf4,
+	0x00006bfe, 0x00006c0b, 0x00006c1e, 0x00006c42,
+	0x00006cc2, 0x00006cd3, 0x00006cdb, 0x00006d50,
 	// Entry 2C0 - 2DF
-	0x00006d8e, 0x00006dd0, 0x00006ddf, 0x00006deb,
-	0x00006e27, 0x00006e61, 0x00006e6f, 0x00006e7c,
-	0x00006e8a, 0x00006e98, 0x00006ea6, 0x00006ed8,
-	0x00006f08, 0x00006f64, 0x00006f71, 0x00006f91,
-	0x00006fab, 0x00006fb0, 0x00006fc1, 0x00007047,
-	0x0000706c, 0x00007073, 0x0000707c, 0x0000708f,
-	0x00007099, 0x000070a3, 0x000070ad, 0x000070c5,
-	0x000070db, 0x000070e7, 0x00007109, 0x00007110,
+	0x00006da4, 0x00006de6, 0x00006df5, 0x00006e01,
+	0x00006e3d, 0x00006e77, 0x00006e85, 0x00006e92,
+	0x00006ea0, 0x00006eae, 0x00006ebc, 0x00006eee,
+	0x00006f1e, 0x00006f7a, 0x00006f87, 0x00006fa7,
+	0x00006fc1, 0x00006fc6, 0x00006fd7, 0x0000705d,
+	0x00007082, 0x00007089, 0x00007092, 0x000070a5,
+	0x000070af, 0x000070b9, 0x000070c3, 0x000070db,
+	0x000070f1, 0x000070fd, 0x0000711f, 0x00007126,
 	// Entry 2E0 - 2FF
-	0x0000711d, 0x0000712e, 0x00007155, 0x00007165,
-	0x000071b9, 0x00007209, 0x00007269, 0x000072bc,
-	0x000072f4, 0x00007325, 0x00007375, 0x000073a9,
-	0x000073c7, 0x000073e6, 0x00007405, 0x00007425,
+	0x00007133, 0x00007144, 0x0000716b, 0x0000717b,
+	0x000071cf, 0x0000721f, 0x0000727f, 0x000072d2,
+	0x0000730a, 0x0000733b, 0x0000738b, 0x000073bf,
+	0x000073dd, 0x000073fc, 0x0000741b, 0x0000743b,
 } // Size: 3032 bytes
 
-const enData string = "" + // Size: 29733 bytes
+const enData string = "" + // Size: 29755 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1183,262 +1183,262 @@ const enData string = "" + // Size: 29733 bytes
 	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
 	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
 	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
-	"of the URL's query and of the headers are sealed and never shown. Create" +
-	", change and delete destinations through the API (/api/v1/destinations)." +
-	"\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout\x02La" +
-	"st changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Relais-Si" +
-	"gnature)\x02Keep the instance\x02Say why, for whoever reads the log late" +
-	"r: at most %[1]d characters. It is kept after the erasure, whatever the " +
-	"retention: write the request’s reference, not the person’s name.\x02Eras" +
-	"e process instance %[1]s\x02Erase this instance now? It is deleted with " +
-	"its occurrences and their attempts, as retention would delete it.\x02Its" +
-	" inputs, outputs, business key and the workers’ messages go with it; thi" +
-	"s cannot be undone. The audit records naming it stay (who did what, and " +
-	"why), and so do backups until they expire.\x02Erase the instance\x02This" +
-	" instance is %[1]s: only an ended instance can be erased. Stop it first." +
-	"\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attempts: %[3" +
-	"]d). Recorded in the audit log.\x02This instance had already been erased" +
-	", by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02on err" +
-	"or\x02any other error\x02held for an operator\x02an incident: retry, aba" +
-	"ndon or stop\x02end: completes the instance\x02end: fails the instance" +
-	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s" +
-	" queue and incidents now, and what its workers finished in the last hour" +
-	": occurrences that ended completed or failed. An occurrence retried sinc" +
-	"e counts where it ends next; a failed attempt with attempts left is not " +
-	"counted, its occurrence’s page lists it.\x02Completions and failures, la" +
-	"st hour\x02Definitions, those needing attention first\x02Definition\x02O" +
-	"pen\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, " +
-	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
-	"As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1" +
-	"]s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[" +
-	"1]s has occurrences: check the key, or show all definitions.\x02All defi" +
-	"nitions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02I" +
-	"n the last hour: %[1]s, %[2]s. The table after the chart gives each 5-mi" +
-	"nute slot.\x02Completed\x02The chart’s numbers\x02Completions and failur" +
-	"es per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
-	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
-	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
-	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
-	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02Erase this instance…\x02This instance h" +
-	"as ended. As an administrator you may erase it now rather than wait for " +
-	"retention (a data subject’s request): it is deleted with its occurrences" +
-	" and attempts.\x02This instance is held at a failed node: an incident. I" +
-	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
-	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
-	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
-	"d in the audit log.\x02This instance is held at a failed node: an incide" +
-	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
-	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
-	"\x02Stopping cancels the instance and its open occurrences. It does not " +
-	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
-	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
-	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
-	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
-	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
-	"\x02The version must be a whole number from 1.\x02A version is a process" +
-	"’s: choose the process too.\x02Creation date\x02The page size must be " +
-	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
-	"t on every instance this filter matches\x02The next page counts them and" +
-	" asks for a reason before anything changes.\x02Process instances, newest" +
-	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
-	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
-	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
-	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
-	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
-	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais never called the destinatio" +
-	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
-	"’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
-	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
-	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
-	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02%[1]s," +
-	" multiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)" +
-	"\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at mos" +
-	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
-	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
-	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
-	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
-	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
-	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
-	"e reveal)\x02Every admin reads it, and it is kept whatever the retention" +
-	": write no customer data in it.\x02Available from\x02Next attempt\x02Las" +
-	"t reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02" +
-	"Error (the deadline passed after attempt %[1]d)\x02Error (before any att" +
-	"empt)\x02Retryable\x02no: the service marked this failure as not retryab" +
-	"le (attempts left unused: %[1]d)\x02The destination did not answer withi" +
-	"n the call’s timeout (%[1]s): it may have acted all the same, so check b" +
-	"efore retrying.\x02The destination did not answer within the call’s time" +
-	"out: it may have acted all the same, so check before retrying.\x02The de" +
-	"adline passed before a result arrived.\x02The result did not match the r" +
-	"evision's outputs contract.\x02The answer to the call was lost (the conn" +
-	"ection broke after the request was sent, or Relais stopped or could not " +
-	"reach its database before recording it): whether the destination acted i" +
-	"s unknown, so it is not called again.\x02The call could not be prepared." +
-	"\x02The destination could not be reached.\x02The destination’s answer wa" +
-	"s too large.\x02The last attempt’s lock expired with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, or a budget already spent): it is not r" +
-	"un again.\x02The destination answered HTTP %[1]s.\x02No live worker take" +
-	"s %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s declare inputs it does not have.\x02No live worker" +
-	" takes revision %[1]d: the live workers of %[2]s take revision %[3]d onl" +
-	"y.\x02No live worker takes revision %[1]d: the live workers of %[2]s tak" +
-	"e revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s" +
-	" — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waitin" +
-	"g for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for" +
-	" a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%" +
-	"[1]s) ended %[2]s without its result recorded: the replica making it may" +
-	" have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the" +
-	" destination whether it took effect.\x02Relais is calling the destinatio" +
-	"n (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Rese" +
-	"rved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same con" +
-	"sumer, or a front end with a settle token, completes it later.\x02Comple" +
-	"ted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02I" +
-	"ts instance went on along the node’s error path.\x02Failed (%[1]s).\x02C" +
-	"ancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cance" +
-	"lled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1" +
-	"]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred" +
-	"; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled b" +
-	"y %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the t" +
-	"imeout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02" +
-	"Message from Relais (in English)\x02Message from the service (its own wo" +
-	"rds, protected values masked)\x02The revision must be a whole number, 1 " +
-	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
-	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
-	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
-	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
-	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
-	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
-	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
-	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
-	"efreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02set" +
-	"tled\x02next attempt\x02claimable since\x02call in progress since\x02loc" +
-	"k until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Firs" +
-	"t page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026" +
-	"-12-01.\x02%[1]s: the first day comes after the last.\x02This address ho" +
-	"lds a parameter that cannot be read (a percent sign not followed by two " +
-	"hexadecimal digits, or a semicolon): correct the address.\x02Unknown par" +
-	"ameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
-	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
-	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
-	"pt in this browser only.\x02Show times in\x02The console runs no script," +
-	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
-	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
-	"s and detail pages\x02A reload empties what you typed but did not apply " +
-	"(filters, the search box) and moves the focus back to the top of the pag" +
-	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
-	"ume. Pages where you type a reason (confirmations, and occurrences with " +
-	"a value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1" +
-	"]d seconds\x02Published process versions: their nodes, routes and pinned" +
-	" revisions, drawn, with where their occurrences are now.\x02Published pr" +
-	"ocess versions: their nodes, routes and pinned revisions, drawn.\x02Proc" +
-	"esses by key\x02Versions, newest first\x02No process is published yet." +
-	"\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns fol" +
-	"low the longest path from the start node. Solid arrows are successes (la" +
-	"belled with their route), dashed ones failures (labelled with their erro" +
-	"r codes). Each box says how many of this version’s occurrences are at th" +
-	"at node now.\x02Nodes\x02Nodes of this version, with their occurrences n" +
-	"ow\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences n" +
-	"ow\x02Instances of this version\x02Columns follow the longest path from " +
-	"the start node. Solid arrows are successes (labelled with their route), " +
-	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
-	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
-	"ost %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x02%[1]d attempts, retry afte" +
-	"r %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[" +
-	"1]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts a" +
-	"s of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators " +
-	"may reveal a sensitive value.\x02Say why you reveal this value: the reas" +
-	"on is recorded with the reveal in the audit log.\x02Revealed by %[1]s at" +
-	" %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot r" +
-	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
-	"led.\x02Secret values can never be revealed.\x02Every sensitive value an" +
-	" administrator revealed: who, when, which field and why. The values them" +
-	"selves are never kept.\x02Reveals, newest first\x02No value was revealed" +
-	".\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance or occurrence has the id " +
-	"“%[1]s”, and no instance has it as its business key.\x02No instance or" +
-	" occurrence has the id “%[1]s”, and no instance has it as its business k" +
-	"ey. An ended instance is deleted, with its occurrences and attempts, onc" +
-	"e the retention period (RELAIS_RETENTION) has passed, or at once when an" +
-	" administrator erases it; the audit log keeps the operator actions taken" +
-	" on it.\x02No instance has “%[1]s” as its business key, and it is not a " +
-	"whole id: the lists show the end of each id. Open the row, or copy its l" +
-	"ink, for the whole id.\x02You are signed out.\x02Your session had ended " +
-	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
-	"erver), so your last action was not applied. Sign in again, then repeat " +
-	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a token" +
-	" revoked or expired, or a restart of the server). Sign in again.\x02Sign" +
-	" in\x02Sign in with an operator, designer or administrator token.\x02Tok" +
-	"en\x02The token is checked once and never stored in your browser; a sess" +
-	"ion cookie stands for it for up to 8 hours of inactivity.\x14\x01\x81" +
-	"\x01\x00\x02G\x02Too many failed sign-ins from your address. Try again i" +
-	"n %[1]d second.\x00H\x02Too many failed sign-ins from your address. Try " +
-	"again in %[1]d seconds.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02Only administrators see this page: toke" +
-	"ns, consumers, destinations, the reveal log and erasures are theirs.\x02" +
-	"Staff tokens (administrators, designers, operators) that are not revoked" +
-	". Consumer tokens are managed with their consumers. Revoking a token ref" +
-	"uses its next request.\x02Staff tokens, oldest first\x02No token.\x02Rol" +
-	"e\x02Last used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke" +
-	"…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2" +
-	"]s”?\x02Its next request is refused, and console sessions opened with it" +
-	" end. This cannot be undone: whoever uses it needs a new token.\x02Revok" +
-	"e the token\x02Keep it\x02This is the token you signed in with: revoking" +
-	" it signs you out. Its next request is refused. This cannot be undone." +
-	"\x02This is the last usable administrator token: create another one befo" +
-	"re revoking it.\x02The token %[1]s (%[2]s) was revoked: its next request" +
-	" is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"of the URL's query and of the headers, and signing secrets, are sealed a" +
+	"nd never shown. Create, change and delete destinations through the API (" +
+	"/api/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent" +
+	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
+	"\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say why, for" +
+	" whoever reads the log later: at most %[1]d characters. It is kept after" +
+	" the erasure, whatever the retention: write the request’s reference, not" +
+	" the person’s name.\x02Erase process instance %[1]s\x02Erase this instan" +
+	"ce now? It is deleted with its occurrences and their attempts, as retent" +
+	"ion would delete it.\x02Its inputs, outputs, business key and the worker" +
+	"s’ messages go with it; this cannot be undone. The audit records naming " +
+	"it stay (who did what, and why), and so do backups until they expire." +
+	"\x02Erase the instance\x02This instance is %[1]s: only an ended instance" +
+	" can be erased. Stop it first.\x02Erased: instance %[1]s is deleted (occ" +
+	"urrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02This in" +
+	"stance had already been erased, by %[1]s at %[2]s; nothing changed and n" +
+	"othing was recorded.\x02on error\x02any other error\x02held for an opera" +
+	"tor\x02an incident: retry, abandon or stop\x02end: completes the instanc" +
+	"e\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s" +
+	": %[3]s\x02Each definition’s queue and incidents now, and what its worke" +
+	"rs finished in the last hour: occurrences that ended completed or failed" +
+	". An occurrence retried since counts where it ends next; a failed attemp" +
+	"t with attempts left is not counted, its occurrence’s page lists it.\x02" +
+	"Completions and failures, last hour\x02Definitions, those needing attent" +
+	"ion first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest cl" +
+	"aimable waits\x02Completed, last hour\x02Failed, last hour\x02No definit" +
+	"ion has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few sec" +
+	"onds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all def" +
+	"initions\x02No definition %[1]s has occurrences: check the key, or show " +
+	"all definitions.\x02All definitions\x02Completions and failures per 5 mi" +
+	"nutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table aft" +
+	"er the chart gives each 5-minute slot.\x02Completed\x02The chart’s numbe" +
+	"rs\x02Completions and failures per 5-minute slot, oldest first\x02Slot" +
+	"\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d com" +
+	"pleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d f" +
+	"ailed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4" +
+	"]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s" +
+	" ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
+	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
+	"stance…\x02This instance has ended. As an administrator you may erase it" +
+	" now rather than wait for retention (a data subject’s request): it is de" +
+	"leted with its occurrences and attempts.\x02This instance is held at a f" +
+	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
+	"1]s failed before any attempt (its inputs could not be built), so it wou" +
+	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
+	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
+	"t a failed node: an incident. Retry offers the failed occurrence again; " +
+	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02Stopping cancels the instance and its open oc" +
+	"currences. It does not complete anything.\x02Stopped by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at" +
+	" %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrenc" +
+	"e\x02Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
+	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
+	"Unknown status “%[1]s”.\x02The version must be a whole number from 1." +
+	"\x02A version is a process’s: choose the process too.\x02Creation date" +
+	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02e" +
+	"xact, case-sensitive\x02Act on every instance this filter matches\x02The" +
+	" next page counts them and asks for a reason before anything changes." +
+	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
+	"No instance matches these filters.\x02All processes\x02Any definition" +
+	"\x02All statuses\x02available\x02reserved\x02deferred\x02completed\x02fa" +
+	"iled\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
+	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
+	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
+	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
+	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
+	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
+	"\x02type changed\x02required changed\x02values changed\x02classification" +
+	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
+	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
+	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest " +
+	"first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02De" +
+	"stination’s answer\x02Outcome\x02Error message\x02No service has reserve" +
+	"d this occurrence yet.\x02in progress\x02Whole message\x02No service eve" +
+	"r reserved this occurrence: it ended before any attempt.\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais neve" +
+	"r called the destination: the occurrence ended before any call.\x02Relai" +
+	"s keeps the destination’s status code only when it refused the call (des" +
+	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
+	"m the claim of the call to its settlement.\x02Now\x02Retry or abandon it" +
+	" from its instance\x02Mode\x02Reason given by the worker\x02Maximum atte" +
+	"mpts\x02Retry delay\x02Retries\x02none: a failed call takes the node’s e" +
+	"rror path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call" +
+	" timeout\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (" +
+	"Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up t" +
+	"o %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
+	"\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled b" +
+	"y revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, " +
+	"labelled by revision %[1]d's contract\x02No outputs yet: the occurrence " +
+	"has not completed.\x02This contract has no outputs.\x02No outputs: the o" +
+	"ccurrence ended without completing.\x02Reveal — this is recorded\x02Why " +
+	"(recorded with the reveal)\x02Every admin reads it, and it is kept whate" +
+	"ver the retention: write no customer data in it.\x02Available from\x02Ne" +
+	"xt attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (a" +
+	"ttempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Erro" +
+	"r (before any attempt)\x02Retryable\x02no: the service marked this failu" +
+	"re as not retryable (attempts left unused: %[1]d)\x02The destination did" +
+	" not answer within the call’s timeout (%[1]s): it may have acted all the" +
+	" same, so check before retrying.\x02The destination did not answer withi" +
+	"n the call’s timeout: it may have acted all the same, so check before re" +
+	"trying.\x02The deadline passed before a result arrived.\x02The result di" +
+	"d not match the revision's outputs contract.\x02The answer to the call w" +
+	"as lost (the connection broke after the request was sent, or Relais stop" +
+	"ped or could not reach its database before recording it): whether the de" +
+	"stination acted is unknown, so it is not called again.\x02The call could" +
+	" not be prepared.\x02The destination could not be reached.\x02The destin" +
+	"ation’s answer was too large.\x02The last attempt’s lock expired with no" +
+	" attempt left.\x02The inputs could not be built from the process’s bindi" +
+	"ngs.\x02An operator abandoned the instance.\x02A Camunda 7 worker report" +
+	"ed a failure with no retries left (retries: 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
+	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
+	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
+	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
+	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
+	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
+	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
+	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
+	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
+	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
+	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
+	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
+	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
+	"of the same consumer, or a front end with a settle token, completes it l" +
+	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
+	" operator.\x02Its instance went on along the node’s error path.\x02Faile" +
+	"d (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%" +
+	"[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far" +
+	"\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
+	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
+	"deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no " +
+	"answer within the timeout\x02no connection\x02answer too large\x02unknow" +
+	"n\x02[redacted]\x02Message from Relais (in English)\x02Message from the " +
+	"service (its own words, protected values masked)\x02The revision must be" +
+	" a whole number, 1 or more.\x02A revision is a definition’s: choose the " +
+	"definition too.\x02Settlement date\x02More filters: instance, revision, " +
+	"consumer, destination, dates\x02Push destination\x02its name, exactly" +
+	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Mess" +
+	"age\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt " +
+	"or settled\x02No occurrence matches these filters.\x02All consumers\x02T" +
+	"otals of definition %[1]s, not narrowed by the other filters\x02Totals o" +
+	"f all definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
+	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
+	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
+	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
+	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
+	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
+	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
+	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
+	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
+	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
+	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
+	"ole runs no script, so it cannot read your computer’s time zone: choose " +
+	"a place, whose daylight saving time is followed, or a fixed offset from " +
+	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
+	" but did not apply (filters, the search box) and moves the focus back to" +
+	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
+	"ps it until you resume. Pages where you type a reason (confirmations, an" +
+	"d occurrences with a value to reveal) never reload on their own, nor doe" +
+	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
+	"dinated universal time)\x02Local time in %[1]s\x02Local time at %[1]s" +
+	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
+	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
+	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
+	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02" +
+	"Graph\x02Columns follow the longest path from the start node. Solid arro" +
+	"ws are successes (labelled with their route), dashed ones failures (labe" +
+	"lled with their error codes). Each box says how many of this version’s o" +
+	"ccurrences are at that node now.\x02Nodes\x02Nodes of this version, with" +
+	" their occurrences now\x02Kind\x02Pinned revision\x02On success\x02On er" +
+	"ror\x02Occurrences now\x02Instances of this version\x02Columns follow th" +
+	"e longest path from the start node. Solid arrows are successes (labelled" +
+	" with their route), dashed ones failures (labelled with their error code" +
+	"s).\x02Nodes of this version\x02This version has %[1]d nodes: too many t" +
+	"o draw legibly (at most %[2]d). The table below lists every node with it" +
+	"s routes and counts.\x02This version has %[1]d nodes: too many to draw l" +
+	"egibly (at most %[2]d). The table below lists every node with its routes" +
+	".\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at " +
+	"%[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02" +
+	"%[1]d nodes, starting at %[2]s. The table below lists the same nodes, ro" +
+	"utes and counts.\x02%[1]d nodes, starting at %[2]s. The table below list" +
+	"s the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x02%[1]d attem" +
+	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
+	"s\x02timeout %[1]s (the default)\x02instances held\x02instances held: %[" +
+	"1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only " +
+	"administrators may reveal a sensitive value.\x02Say why you reveal this " +
+	"value: the reason is recorded with the reveal in the audit log.\x02Revea" +
+	"led by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurre" +
+	"nce\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
+	"e) can be revealed.\x02Secret values can never be revealed.\x02Every sen" +
+	"sitive value an administrator revealed: who, when, which field and why. " +
+	"The values themselves are never kept.\x02Reveals, newest first\x02No val" +
+	"ue was revealed.\x02none (revealed before reasons were asked for)\x02Met" +
+	"hod not allowed\x02This page does not accept that request.\x02This form " +
+	"was sent from another site: the console takes its forms from its own pag" +
+	"es only. Open the console and send it from there.\x02Search\x02Type an i" +
+	"nstance or occurrence id (a whole UUID, as the title of its page shows i" +
+	"t), or a business key.\x02Nothing to find: the search box is empty.\x02T" +
+	"hat is too long to be an id or a business key.\x02No instance or occurre" +
+	"nce has the id “%[1]s”, and no instance has it as its business key.\x02N" +
+	"o instance or occurrence has the id “%[1]s”, and no instance has it as i" +
+	"ts business key. An ended instance is deleted, with its occurrences and " +
+	"attempts, once the retention period (RELAIS_RETENTION) has passed, or at" +
+	" once when an administrator erases it; the audit log keeps the operator " +
+	"actions taken on it.\x02No instance has “%[1]s” as its business key, and" +
+	" it is not a whole id: the lists show the end of each id. Open the row, " +
+	"or copy its link, for the whole id.\x02You are signed out.\x02Your sessi" +
+	"on had ended (inactivity, a sign-out elsewhere, a revoked token or a res" +
+	"tart of the server), so your last action was not applied. Sign in again," +
+	" then repeat it.\x02Your session has ended (inactivity, a sign-out elsew" +
+	"here, a token revoked or expired, or a restart of the server). Sign in a" +
+	"gain.\x02Sign in\x02Sign in with an operator, designer or administrator " +
+	"token.\x02Token\x02The token is checked once and never stored in your br" +
+	"owser; a session cookie stands for it for up to 8 hours of inactivity." +
+	"\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address." +
+	" Try again in %[1]d second.\x00H\x02Too many failed sign-ins from your a" +
+	"ddress. Try again in %[1]d seconds.\x02This token is unknown, revoked or" +
+	" expired.\x02A %[1]s token cannot open the console: sign in with an oper" +
+	"ator, designer or administrator token.\x02Only administrators see this p" +
+	"age: tokens, consumers, destinations, the reveal log and erasures are th" +
+	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
+	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
+	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
+	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
+	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
+	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
 	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
 	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
 	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
@@ -1539,147 +1539,147 @@ var frIndex = []uint32{ // 752 elements
 	0x0000390a, 0x00003974, 0x0000398a, 0x0000398f,
 	// Entry 100 - 11F
 	0x000039a3, 0x000039bb, 0x000039e0, 0x00003a0e,
-	0x00003a33, 0x00003a4d, 0x00003b37, 0x00003b4c,
-	0x00003b50, 0x00003b63, 0x00003b72, 0x00003b89,
-	0x00003b98, 0x00003b9f, 0x00003baa, 0x00003bcc,
-	0x00003be0, 0x00003cbe, 0x00003ce6, 0x00003d6f,
-	0x00003e75, 0x00003e8a, 0x00003ef0, 0x00003f75,
-	0x00003fea, 0x00003ffc, 0x0000400f, 0x0000402b,
-	0x00004058, 0x00004075, 0x00004098, 0x000040a3,
+	0x00003a33, 0x00003a4d, 0x00003b53, 0x00003b68,
+	0x00003b6c, 0x00003b7f, 0x00003b8e, 0x00003ba5,
+	0x00003bb4, 0x00003bbb, 0x00003bc6, 0x00003be8,
+	0x00003bfc, 0x00003cda, 0x00003d02, 0x00003d8b,
+	0x00003e91, 0x00003ea6, 0x00003f0c, 0x00003f91,
+	0x00004006, 0x00004018, 0x0000402b, 0x00004047,
+	0x00004074, 0x00004091, 0x000040b4, 0x000040bf,
 	// Entry 120 - 13F
-	0x000040ae, 0x000040c5, 0x0000422c, 0x00004253,
-	0x00004291, 0x0000429d, 0x000042a6, 0x000042ba,
-	0x000042c4, 0x000042eb, 0x00004307, 0x00004322,
-	0x00004352, 0x00004391, 0x000043ac, 0x000043bb,
-	0x000043cc, 0x000043ed, 0x00004458, 0x00004470,
-	0x000044b6, 0x00004521, 0x0000452c, 0x00004546,
-	0x0000458f, 0x00004597, 0x000045a5, 0x000045b5,
-	0x000045df, 0x00004608, 0x00004618, 0x00004637,
+	0x000040ca, 0x000040e1, 0x00004248, 0x0000426f,
+	0x000042ad, 0x000042b9, 0x000042c2, 0x000042d6,
+	0x000042e0, 0x00004307, 0x00004323, 0x0000433e,
+	0x0000436e, 0x000043ad, 0x000043c8, 0x000043d7,
+	0x000043e8, 0x00004409, 0x00004474, 0x0000448c,
+	0x000044d2, 0x0000453d, 0x00004548, 0x00004562,
+	0x000045ab, 0x000045b3, 0x000045c1, 0x000045d1,
+	0x000045fb, 0x00004624, 0x00004634, 0x00004653,
 	// Entry 140 - 15F
-	0x00004643, 0x0000465c, 0x00004667, 0x00004674,
-	0x00004683, 0x0000468b, 0x00004695, 0x0000469d,
-	0x000046a5, 0x000046ab, 0x000046b2, 0x000046b7,
-	0x000046bc, 0x000046c0, 0x000046c5, 0x000046cb,
-	0x000046d1, 0x000046d7, 0x000046dc, 0x000046e1,
-	0x000046e7, 0x000046f1, 0x00004711, 0x00004733,
-	0x00004757, 0x0000477d, 0x00004786, 0x000047a2,
-	0x000047ab, 0x000047c3, 0x000047cc, 0x00004820,
+	0x0000465f, 0x00004678, 0x00004683, 0x00004690,
+	0x0000469f, 0x000046a7, 0x000046b1, 0x000046b9,
+	0x000046c1, 0x000046c7, 0x000046ce, 0x000046d3,
+	0x000046d8, 0x000046dc, 0x000046e1, 0x000046e7,
+	0x000046ed, 0x000046f3, 0x000046f8, 0x000046fd,
+	0x00004703, 0x0000470d, 0x0000472d, 0x0000474f,
+	0x00004773, 0x00004799, 0x000047a2, 0x000047be,
+	0x000047c7, 0x000047df, 0x000047e8, 0x0000483c,
 	// Entry 160 - 17F
-	0x00004840, 0x00004846, 0x00004851, 0x00004857,
-	0x00004865, 0x00004870, 0x0000487e, 0x000048b1,
-	0x000048d5, 0x00004904, 0x0000494d, 0x00004954,
-	0x0000496a, 0x000049dd, 0x00004a03, 0x00004a1d,
-	0x00004b05, 0x00004c94, 0x00004d9b, 0x00004deb,
-	0x00004e1c, 0x00004e4f, 0x00004e7e, 0x00004e8c,
-	0x00004e93, 0x00004ea5, 0x00004eba, 0x00004ec8,
-	0x00004ed5, 0x00004eea, 0x00004efd, 0x00004f28,
+	0x0000485c, 0x00004862, 0x0000486d, 0x00004873,
+	0x00004881, 0x0000488c, 0x0000489a, 0x000048cd,
+	0x000048f1, 0x00004920, 0x00004969, 0x00004970,
+	0x00004986, 0x000049f9, 0x00004a1f, 0x00004a39,
+	0x00004b21, 0x00004cb0, 0x00004db7, 0x00004e07,
+	0x00004e38, 0x00004e6b, 0x00004e9a, 0x00004ea8,
+	0x00004eaf, 0x00004ec1, 0x00004ed6, 0x00004ee4,
+	0x00004ef1, 0x00004f06, 0x00004f19, 0x00004f44,
 	// Entry 180 - 19F
-	0x00004f55, 0x00004f79, 0x00004fb0, 0x00004ffa,
-	0x0000500c, 0x00005044, 0x0000505b, 0x00005072,
-	0x000050a6, 0x000050f0, 0x00005125, 0x0000512e,
-	0x00005145, 0x00005173, 0x00005186, 0x00005198,
-	0x000051a9, 0x000051b4, 0x000051bf, 0x000051ca,
-	0x000051d4, 0x000051de, 0x000051e7, 0x000051f0,
-	0x000051f9, 0x00005202, 0x0000520b, 0x00005212,
-	0x00005220, 0x00005226, 0x0000522d, 0x00005234,
+	0x00004f71, 0x00004f95, 0x00004fcc, 0x00005016,
+	0x00005028, 0x00005060, 0x00005077, 0x0000508e,
+	0x000050c2, 0x0000510c, 0x00005141, 0x0000514a,
+	0x00005161, 0x0000518f, 0x000051a2, 0x000051b4,
+	0x000051c5, 0x000051d0, 0x000051db, 0x000051e6,
+	0x000051f0, 0x000051fa, 0x00005203, 0x0000520c,
+	0x00005215, 0x0000521e, 0x00005227, 0x0000522e,
+	0x0000523c, 0x00005242, 0x00005249, 0x00005250,
 	// Entry 1A0 - 1BF
-	0x0000523d, 0x00005242, 0x00005250, 0x00005256,
-	0x0000525c, 0x00005262, 0x0000526a, 0x00005273,
-	0x0000527c, 0x00005299, 0x000052b4, 0x000052d7,
-	0x000052f8, 0x00005307, 0x00005312, 0x0000531d,
-	0x0000532a, 0x0000532e, 0x00005332, 0x00005340,
-	0x0000534e, 0x0000535c, 0x0000537c, 0x0000538f,
-	0x000053a8, 0x000053bd, 0x000053ce, 0x000053e0,
-	0x000053f2, 0x000053f8, 0x000053ff, 0x00005407,
+	0x00005259, 0x0000525e, 0x0000526c, 0x00005272,
+	0x00005278, 0x0000527e, 0x00005286, 0x0000528f,
+	0x00005298, 0x000052b5, 0x000052d0, 0x000052f3,
+	0x00005314, 0x00005323, 0x0000532e, 0x00005339,
+	0x00005346, 0x0000534a, 0x0000534e, 0x0000535c,
+	0x0000536a, 0x00005378, 0x00005398, 0x000053ab,
+	0x000053c4, 0x000053d9, 0x000053ea, 0x000053fc,
+	0x0000540e, 0x00005414, 0x0000541b, 0x00005423,
 	// Entry 1C0 - 1DF
-	0x0000540f, 0x0000542d, 0x0000544b, 0x00005462,
-	0x00005477, 0x00005488, 0x0000548e, 0x000054a7,
-	0x000054b2, 0x000054e6, 0x000054f3, 0x00005511,
-	0x0000551f, 0x00005528, 0x0000552f, 0x0000554a,
-	0x00005554, 0x00005567, 0x000055a1, 0x000055aa,
-	0x000055b9, 0x0000561d, 0x00005629, 0x00005633,
-	0x00005663, 0x000056be, 0x000057a5, 0x000057b0,
-	0x000057e3, 0x000057e8, 0x00005808, 0x00005825,
+	0x0000542b, 0x00005449, 0x00005467, 0x0000547e,
+	0x00005493, 0x000054a4, 0x000054aa, 0x000054c3,
+	0x000054ce, 0x00005502, 0x0000550f, 0x0000552d,
+	0x0000553b, 0x00005544, 0x0000554b, 0x00005566,
+	0x00005570, 0x00005583, 0x000055bd, 0x000055c6,
+	0x000055d5, 0x00005639, 0x00005645, 0x0000564f,
+	0x0000567f, 0x000056da, 0x000057c1, 0x000057cc,
+	0x000057ff, 0x00005804, 0x00005824, 0x00005841,
 	// Entry 1E0 - 1FF
-	0x00005845, 0x0000585a, 0x0000589b, 0x000058a6,
-	0x000058b0, 0x000058d9, 0x000058ea, 0x0000594b,
-	0x00005995, 0x000059a3, 0x000059df, 0x00005a09,
-	0x00005a4e, 0x00005a76, 0x00005ab5, 0x00005ad6,
-	0x00005b14, 0x00005b54, 0x00005b74, 0x00005bb5,
-	0x00005bdf, 0x00005c06, 0x00005c89, 0x00005ca1,
-	0x00005cb5, 0x00005ccc, 0x00005cda, 0x00005ce5,
-	0x00005d08, 0x00005d46, 0x00005d65, 0x00005d81,
+	0x00005861, 0x00005876, 0x000058b7, 0x000058c2,
+	0x000058cc, 0x000058f5, 0x00005906, 0x00005967,
+	0x000059b1, 0x000059bf, 0x000059fb, 0x00005a25,
+	0x00005a6a, 0x00005a92, 0x00005ad1, 0x00005af2,
+	0x00005b30, 0x00005b70, 0x00005b90, 0x00005bd1,
+	0x00005bfb, 0x00005c22, 0x00005ca5, 0x00005cbd,
+	0x00005cd1, 0x00005ce8, 0x00005cf6, 0x00005d01,
+	0x00005d24, 0x00005d62, 0x00005d81, 0x00005d9d,
 	// Entry 200 - 21F
-	0x00005def, 0x00005e74, 0x00005ef1, 0x00005f31,
-	0x00005f77, 0x00006090, 0x000060b8, 0x000060db,
-	0x00006112, 0x00006159, 0x000061ac, 0x000061d5,
-	0x00006287, 0x000062ad, 0x000062f4, 0x00006378,
-	0x000063f3, 0x00006470, 0x00006497, 0x000064bf,
-	0x00006506, 0x00006550, 0x00006583, 0x00006596,
-	0x0000669e, 0x000066cc, 0x00006708, 0x0000671e,
-	0x000067b2, 0x000067c5, 0x00006802, 0x0000683e,
+	0x00005e0b, 0x00005e90, 0x00005f0d, 0x00005f4d,
+	0x00005f93, 0x000060ac, 0x000060d4, 0x000060f7,
+	0x0000612e, 0x00006175, 0x000061c8, 0x000061f1,
+	0x000062a3, 0x000062c9, 0x00006310, 0x00006394,
+	0x0000640f, 0x0000648c, 0x000064b3, 0x000064db,
+	0x00006522, 0x0000656c, 0x0000659f, 0x000065b2,
+	0x000066ba, 0x000066e8, 0x00006724, 0x0000673a,
+	0x000067ce, 0x000067e1, 0x0000681e, 0x0000685a,
 	// Entry 220 - 23F
-	0x00006851, 0x000068a5, 0x000068da, 0x000068ec,
-	0x00006903, 0x00006942, 0x00006994, 0x000069c0,
-	0x000069cb, 0x000069e8, 0x00006a07, 0x00006a18,
-	0x00006a32, 0x00006a3b, 0x00006a45, 0x00006a64,
-	0x00006ab2, 0x00006ae7, 0x00006b38, 0x00006b49,
-	0x00006b93, 0x00006ba9, 0x00006bbd, 0x00006bd6,
-	0x00006bec, 0x00006c16, 0x00006c1e, 0x00006c31,
-	0x00006c38, 0x00006c53, 0x00006c73, 0x00006ca3,
+	0x0000686d, 0x000068c1, 0x000068f6, 0x00006908,
+	0x0000691f, 0x0000695e, 0x000069b0, 0x000069dc,
+	0x000069e7, 0x00006a04, 0x00006a23, 0x00006a34,
+	0x00006a4e, 0x00006a57, 0x00006a61, 0x00006a80,
+	0x00006ace, 0x00006b03, 0x00006b54, 0x00006b65,
+	0x00006baf, 0x00006bc5, 0x00006bd9, 0x00006bf2,
+	0x00006c08, 0x00006c32, 0x00006c3a, 0x00006c4d,
+	0x00006c54, 0x00006c6f, 0x00006c8f, 0x00006cbf,
 	// Entry 240 - 25F
-	0x00006cba, 0x00006cf2, 0x00006d2d, 0x00006d59,
-	0x00006dad, 0x00006dbd, 0x00006dd7, 0x00006de2,
-	0x00006df6, 0x00006e08, 0x00006e1e, 0x00006e30,
-	0x00006e42, 0x00006e48, 0x00006e5a, 0x00006e68,
-	0x00006e77, 0x00006e83, 0x00006e99, 0x00006ec3,
-	0x00006ef6, 0x00006f9e, 0x00006fee, 0x00007016,
-	0x00007068, 0x000070aa, 0x000070e6, 0x000070fd,
-	0x000071c7, 0x000071f4, 0x000073ae, 0x000073c8,
+	0x00006cd6, 0x00006d0e, 0x00006d49, 0x00006d75,
+	0x00006dc9, 0x00006dd9, 0x00006df3, 0x00006dfe,
+	0x00006e12, 0x00006e24, 0x00006e3a, 0x00006e4c,
+	0x00006e5e, 0x00006e64, 0x00006e76, 0x00006e84,
+	0x00006e93, 0x00006e9f, 0x00006eb5, 0x00006edf,
+	0x00006f12, 0x00006fba, 0x0000700a, 0x00007032,
+	0x00007084, 0x000070c6, 0x00007102, 0x00007119,
+	0x000071e3, 0x00007210, 0x000073ca, 0x000073e4,
 	// Entry 260 - 27F
-	0x000073e1, 0x00007402, 0x00007418, 0x0000742e,
-	0x00007435, 0x0000744f, 0x000074e4, 0x00007547,
-	0x0000755a, 0x00007581, 0x000075a9, 0x000075b7,
-	0x000075c7, 0x000075d8, 0x000075df, 0x00007715,
-	0x0000771c, 0x00007756, 0x0000775b, 0x00007770,
-	0x00007784, 0x00007796, 0x000077ac, 0x000077c7,
-	0x0000789c, 0x000078b4, 0x00007955, 0x000079e4,
-	0x000079f4, 0x00007ace, 0x00007b90, 0x00007b95,
+	0x000073fd, 0x0000741e, 0x00007434, 0x0000744a,
+	0x00007451, 0x0000746b, 0x00007500, 0x00007563,
+	0x00007576, 0x0000759d, 0x000075c5, 0x000075d3,
+	0x000075e3, 0x000075f4, 0x000075fb, 0x00007731,
+	0x00007738, 0x00007772, 0x00007777, 0x0000778c,
+	0x000077a0, 0x000077b2, 0x000077c8, 0x000077e3,
+	0x000078b8, 0x000078d0, 0x00007971, 0x00007a00,
+	0x00007a10, 0x00007aea, 0x00007bac, 0x00007bb1,
 	// Entry 280 - 29F
-	0x00007ba5, 0x00007bb3, 0x00007bc3, 0x00007bd3,
-	0x00007bdd, 0x00007c06, 0x00007c20, 0x00007c3b,
-	0x00007cc9, 0x00007cda, 0x00007ce7, 0x00007d02,
-	0x00007d16, 0x00007d34, 0x00007d7f, 0x00007dc0,
-	0x00007e36, 0x00007e7c, 0x00007e95, 0x00007ead,
-	0x00007f00, 0x00007f3b, 0x00007fd3, 0x00007fff,
-	0x00008025, 0x00008059, 0x00008071, 0x0000809c,
-	0x00008145, 0x0000814f, 0x000081d7, 0x0000820c,
+	0x00007bc1, 0x00007bcf, 0x00007bdf, 0x00007bef,
+	0x00007bf9, 0x00007c22, 0x00007c3c, 0x00007c57,
+	0x00007ce5, 0x00007cf6, 0x00007d03, 0x00007d1e,
+	0x00007d32, 0x00007d50, 0x00007d9b, 0x00007ddc,
+	0x00007e52, 0x00007e98, 0x00007eb1, 0x00007ec9,
+	0x00007f1c, 0x00007f57, 0x00007fef, 0x0000801b,
+	0x00008041, 0x00008075, 0x0000808d, 0x000080b8,
+	0x00008161, 0x0000816b, 0x000081f3, 0x00008228,
 	// Entry 2A0 - 2BF
-	0x0000824d, 0x000082c1, 0x0000843c, 0x00008515,
-	0x0000852e, 0x000085f7, 0x00008680, 0x0000868d,
-	0x000086df, 0x000086e5, 0x00008781, 0x00008831,
-	0x0000885d, 0x000088e9, 0x00008990, 0x00008a52,
-	0x00008a82, 0x00008a8f, 0x00008a95, 0x00008aab,
-	0x00008ab6, 0x00008abd, 0x00008ac8, 0x00008ad6,
-	0x00008ae3, 0x00008af1, 0x00008b0a, 0x00008b37,
-	0x00008be0, 0x00008bf3, 0x00008bfd, 0x00008c8c,
+	0x00008269, 0x000082dd, 0x00008458, 0x00008531,
+	0x0000854a, 0x00008613, 0x0000869c, 0x000086a9,
+	0x000086fb, 0x00008701, 0x0000879d, 0x0000884d,
+	0x00008879, 0x00008905, 0x000089ac, 0x00008a6e,
+	0x00008a9e, 0x00008aab, 0x00008ab1, 0x00008ac7,
+	0x00008ad2, 0x00008ad9, 0x00008ae4, 0x00008af2,
+	0x00008aff, 0x00008b0d, 0x00008b26, 0x00008b53,
+	0x00008bfc, 0x00008c0f, 0x00008c19, 0x00008ca8,
 	// Entry 2C0 - 2DF
-	0x00008ced, 0x00008d3f, 0x00008d51, 0x00008d64,
-	0x00008da2, 0x00008dde, 0x00008dea, 0x00008df7,
-	0x00008e05, 0x00008e13, 0x00008e23, 0x00008e5f,
-	0x00008e99, 0x00008f16, 0x00008f21, 0x00008f4b,
-	0x00008f67, 0x00008f6b, 0x00008f7d, 0x0000903f,
-	0x00009072, 0x0000907d, 0x00009087, 0x0000909c,
-	0x000090a5, 0x000090af, 0x000090c4, 0x000090e8,
-	0x00009102, 0x00009117, 0x00009143, 0x00009148,
+	0x00008d09, 0x00008d5b, 0x00008d6d, 0x00008d80,
+	0x00008dbe, 0x00008dfa, 0x00008e06, 0x00008e13,
+	0x00008e21, 0x00008e2f, 0x00008e3f, 0x00008e7b,
+	0x00008eb5, 0x00008f32, 0x00008f3d, 0x00008f67,
+	0x00008f83, 0x00008f87, 0x00008f99, 0x0000905b,
+	0x0000908e, 0x00009099, 0x000090a3, 0x000090b8,
+	0x000090c1, 0x000090cb, 0x000090e0, 0x00009104,
+	0x0000911e, 0x00009133, 0x0000915f, 0x00009164,
 	// Entry 2E0 - 2FF
-	0x0000915d, 0x0000916f, 0x000091a4, 0x000091b5,
-	0x0000922b, 0x000092b6, 0x00009345, 0x000093ac,
-	0x000093ee, 0x00009436, 0x000094a9, 0x000094f1,
-	0x0000951f, 0x0000954d, 0x00009580, 0x000095b3,
+	0x00009179, 0x0000918b, 0x000091c0, 0x000091d1,
+	0x00009247, 0x000092d2, 0x00009361, 0x000093c8,
+	0x0000940a, 0x00009452, 0x000094c5, 0x0000950d,
+	0x0000953b, 0x00009569, 0x0000959c, 0x000095cf,
 } // Size: 3032 bytes
 
-const frData string = "" + // Size: 38323 bytes
+const frData string = "" + // Size: 38351 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1897,347 +1897,348 @@ const frData string = "" + // Size: 38323 bytes
 	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
 	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
 	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
-	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
-	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
-	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
-	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
-	"els\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l’instan" +
-	"ce\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d ca" +
-	"ractères au plus. Il est conservé après l’effacement, quelle que soit la" +
-	" rétention\u202f: écrivez la référence de la demande, pas le nom de la p" +
-	"ersonne.\x02Effacer l’instance de processus %[1]s\x02Effacer cette insta" +
-	"nce maintenant\u202f? Elle est supprimée avec ses occurrences et leurs t" +
-	"entatives, comme la rétention la supprimerait.\x02Ses entrées, ses sorti" +
-	"es, sa clé métier et les messages des exécutants partent avec elle\u202f" +
-	"; c’est irréversible. Les enregistrements d’audit qui la nomment restent" +
-	" (qui a fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leu" +
-	"r expiration.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: s" +
-	"eule une instance terminée peut être effacée. Arrêtez-la d’abord.\x02Eff" +
-	"acement\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d," +
-	" tentatives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette in" +
-	"stance avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé" +
-	" et rien n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02b" +
-	"loquée pour un opérateur\x02incident\u202f: reprendre, abandonner, arrêt" +
-	"er\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en éche" +
-	"c\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’" +
-	"attente et les incidents de chaque définition maintenant, et ce que ses " +
-	"exécutants ont terminé dans la dernière heure\u202f: les occurrences ach" +
-	"evées, avec succès ou en échec. Une occurrence reprise depuis compte là " +
-	"où elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
-	"st pas compté, la page de son occurrence le montre.\x02Réussites et éche" +
-	"cs, dernière heure\x02Définitions, celles qui demandent de l’attention d" +
-	"’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02" +
-	"Attente de la plus ancienne disponible\x02Terminées, dernière heure\x02E" +
-	"n échec, dernière heure\x02Aucune définition n’a encore d’occurrence." +
-	"\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02" +
-	"disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Affic" +
-	"her toutes les définitions\x02Aucune définition %[1]s n’a d’occurrences" +
-	"\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toutes l" +
-	"es définitions\x02Réussites et échecs par tranche de 5 min, dernière heu" +
-	"re\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tablea" +
-	"u qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
-	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5 mi" +
-	"n, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: " +
-	"%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d ter" +
-	"minées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en" +
-	" échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s " +
-	"%[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’i" +
-	"nstant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr." +
-	"\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov" +
-	".\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c" +
-	"\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[" +
-	"1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d " +
-	"minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d se" +
-	"condes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d" +
-	"’opérateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans" +
-	" l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre" +
-	"\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée " +
-	"le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’opéra" +
-	"teurs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actio" +
-	"ns d’opérateurs sur cette instance, les plus récentes d’abord\x02Valeur" +
-	"\x02Entrées du processus\x02Entrées avec lesquelles l’instance a démarré" +
-	", nommées d’après le contrat de la version %[1]d du processus\x02Ce proc" +
-	"essus ne prend aucune entrée.\x02Effacer cette instance…\x02Cette instan" +
-	"ce est terminée. En tant qu’administrateur, vous pouvez l’effacer mainte" +
-	"nant plutôt qu’attendre la rétention (demande d’une personne concernée)" +
-	"\u202f: elle est supprimée avec ses occurrences et ses tentatives.\x02Ce" +
-	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. El" +
-	"le ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué" +
-	" avant toute tentative (ses entrées n’ont pas pu être construites), une " +
-	"reprise échouerait donc de la même façon. L’abandon met l’instance en éc" +
-	"hec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le j" +
-	"ournal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: " +
-	"c’est un incident. La reprise propose de nouveau l’occurrence en échec" +
-	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
-	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
-	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Démarrée le\x02Fin le\x02Bloquée au nœud\x02Occurrence en éch" +
-	"ec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au n" +
-	"œud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonn" +
-	"ée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La" +
-	" version doit être un nombre entier à partir de 1.\x02Une version est ce" +
-	"lle d’un processus\u202f: choisissez aussi le processus.\x02Date de créa" +
-	"tion\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instan" +
-	"ces de processus\x02exacte, casse comprise\x02Agir sur toutes les instan" +
-	"ces que ce filtre retient\x02La page suivante les compte et demande un m" +
-	"otif avant que rien ne change.\x02Instances de processus, les plus récen" +
-	"tes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne c" +
-	"orrespond à ces filtres.\x02Tous les processus\x02Toute définition\x02To" +
-	"us les statuts\x02disponible\x02réservée\x02différée\x02terminée\x02en é" +
-	"chec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
-	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
-	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
-	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
-	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
-	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
-	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
-	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
-	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
-	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
-	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
-	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
-	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
-	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
-	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
-	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
-	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
-	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
-	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
-	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
-	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
-	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
-	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
-	")\x02Délai d’appel\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas r" +
-	"épondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré to" +
-	"ut, vérifiez avant de reprendre.\x02La destination n’a pas répondu dans " +
-	"le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de" +
-	" reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02L" +
-	"e résultat ne respectait pas le contrat de sorties de la révision.\x02La" +
-	" réponse à l’appel a été perdue (la connexion s’est rompue après l’envoi" +
-	" de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de " +
-	"données avant de l’enregistrer)\u202f: on ignore si la destination a agi" +
-	", donc elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être pré" +
-	"paré.\x02La destination était injoignable.\x02La réponse de la destinati" +
-	"on était trop volumineuse.\x02Le verrou de la dernière tentative a expir" +
-	"é sans tentative restante.\x02Les entrées n’ont pas pu être construites" +
-	" à partir des liaisons du processus.\x02Un opérateur a abandonné l’insta" +
-	"nce.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentativ" +
-	"e restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurre" +
-	"nce n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]" +
-	"s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutants" +
-	").\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécut" +
-	"ants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exé" +
-	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
-	"%[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne pre" +
-	"nd la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent q" +
-	"ue les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Propos" +
-	"ée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’ê" +
-	"tre proposée de nouveau.\x02En attente de l’appel de Relais à la destina" +
-	"tion depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[" +
-	"2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2" +
-	"]s sans que son résultat soit enregistré\u202f: la réplique qui l’a pass" +
-	"é s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à " +
-	"%[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Rel" +
-	"ais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; " +
-	"verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis " +
-	"%[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface" +
-	" munie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1" +
-	"]s).\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son " +
-	"instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
-	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
-	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
-	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son" +
-	" jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôtur" +
-	"ée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de r" +
-	"éponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Message de" +
-	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02La révi" +
-	"sion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’" +
-	"une définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
-	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
-	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
-	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02Tentative ant" +
-	"érieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis" +
-	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
-	"\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02" +
-	"Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1" +
-	"]s\u202f: le premier jour vient après le dernier.\x02Cette adresse conti" +
-	"ent un paramètre illisible (un signe pour cent qui n’est pas suivi de de" +
-	"ux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse" +
-	".\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
-	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
-	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
-	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
-	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
-	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale à %[1]s\x02Heure locale à %[1]s\x02" +
-	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
-	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
-	"placement actuel de leurs occurrences.\x02Les versions de processus publ" +
-	"iées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de dép" +
-	"art\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud" +
-	" de départ. Les flèches pleines sont les réussites (étiquetées par leur " +
-	"route), les pointillées les échecs (étiquetées par leurs codes d’erreur)" +
-	". Chaque case indique combien d’occurrences de cette version se trouvent" +
-	" à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs oc" +
-	"currences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite" +
-	"\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette versi" +
-	"on\x02Les colonnes suivent le plus long chemin depuis le nœud de départ." +
-	" Les flèches pleines sont les réussites (étiquetées par leur route), les" +
-	" pointillées les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds " +
-	"de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour les des" +
-	"siner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœ" +
-	"ud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
-	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
-	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
-	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
-	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
-	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
-	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
-	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune insta" +
-	"nce ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’ident" +
-	"ifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une instanc" +
-	"e terminée est supprimée, avec ses occurrences et ses tentatives, une fo" +
-	"is la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’u" +
-	"n administrateur l’efface\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» po" +
-	"ur clé métier, et ce n’est pas un identifiant entier\u202f: les listes m" +
-	"ontrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lie" +
-	"n, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session " +
-	"avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redém" +
-	"arrage du serveur)\u202f: votre dernière action n’a pas été appliquée. R" +
-	"econnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivi" +
-	"té, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du ser" +
-	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
-	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
-	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
-	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x14\x01" +
-	"\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. R" +
-	"éessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis" +
-	" votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, " +
-	"révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
-	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
-	"dministrateur.\x02Seuls les administrateurs voient cette page\u202f: les" +
-	" jetons, les consommateurs, les destinations, le journal des révélations" +
-	" et les effacements sont de leur ressort.\x02Jetons du personnel (admini" +
-	"strateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomm" +
-	"ateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa r" +
-	"equête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Auc" +
-	"un jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas" +
-	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jet" +
-	"on %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa req" +
-	"uête suivante est refusée et les sessions de console ouvertes avec lui p" +
-	"rennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un no" +
-	"uveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec le" +
-	"quel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête s" +
-	"uivante est refusée. C’est irréversible.\x02C’est le dernier jeton admin" +
-	"istrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02L" +
-	"e jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera ref" +
-	"usée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
-	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
-	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
-	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
-	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
-	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
-	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
-	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02Auc" +
-	"un exécutant ne sert cette définition\u202f: ses occurrences attendent q" +
-	"u’un exécutant se connecte ou interroge.\x02Aucun processus n’utilise en" +
-	"core cette définition\u202f: elle aura besoin d’un exécutant quand un pr" +
-	"ocessus l’utilisera en mode pull.\x02Aucun processus n’utilise cette déf" +
-	"inition en mode pull\u202f: Relais appelle ses destinations (push), elle" +
-	" n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
-	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Toutes les révisions accordées au consommateur sont pri" +
-	"ses en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certain" +
-	"s prennent toutes les révisions accordées à leur consommateur.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Seule" +
-	" la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est p" +
-	"rise en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02" +
-	"Seules les révisions %[1]s sont prises en charge."
+	"push. Les valeurs de la requête de l’URL et des en-têtes, et les secrets" +
+	" de signature, sont scellés et jamais affichés. Créez, modifiez et suppr" +
+	"imez les destinations par l’API (/api/v1/destinations).\x02Destinations " +
+	"par nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modifica" +
+	"tion\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-S" +
+	"ignature)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journ" +
+	"al plus tard\u202f: %[1]d caractères au plus. Il est conservé après l’ef" +
+	"facement, quelle que soit la rétention\u202f: écrivez la référence de la" +
+	" demande, pas le nom de la personne.\x02Effacer l’instance de processus " +
+	"%[1]s\x02Effacer cette instance maintenant\u202f? Elle est supprimée ave" +
+	"c ses occurrences et leurs tentatives, comme la rétention la supprimerai" +
+	"t.\x02Ses entrées, ses sorties, sa clé métier et les messages des exécut" +
+	"ants partent avec elle\u202f; c’est irréversible. Les enregistrements d’" +
+	"audit qui la nomment restent (qui a fait quoi, et pourquoi), de même que" +
+	" les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette" +
+	" instance est %[1]s\u202f: seule une instance terminée peut être effacée" +
+	". Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimé" +
+	"e (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le " +
+	"journal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s le " +
+	"%[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreu" +
+	"r\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: " +
+	"reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
+	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[" +
+	"2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque définit" +
+	"ion maintenant, et ce que ses exécutants ont terminé dans la dernière he" +
+	"ure\u202f: les occurrences achevées, avec succès ou en échec. Une occurr" +
+	"ence reprise depuis compte là où elle se termine ensuite\u202f; un échec" +
+	" qui laisse des tentatives n’est pas compté, la page de son occurrence l" +
+	"e montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
+	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
+	"ces bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Te" +
+	"rminées, dernière heure\x02En échec, dernière heure\x02Aucune définition" +
+	" n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
+	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
+	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
+	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
+	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
+	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
+	"che de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussite" +
+	"s et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche" +
+	"\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1" +
+	"]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[" +
+	"1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[" +
+	"1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dan" +
+	"s %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d " +
+	"h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
+	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
+	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
+	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
+	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Fin le\x02B" +
+	"loquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02" +
+	"Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un o" +
+	"pérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
+	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
+	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
+	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
+	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
+	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
+	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
+	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
+	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
+	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
+	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
+	"normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (s" +
+	"ecret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le ser" +
+	"vice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02ou" +
+	"i\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère ob" +
+	"ligatoire modifié\x02valeurs modifiées\x02classification modifiée\x02con" +
+	"trainte modifiée\x02routage modifié\x02longueur minimale\x02longueur max" +
+	"imale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléme" +
+	"nts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, vers" +
+	"ion %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tenta" +
+	"tives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommate" +
+	"ur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02" +
+	"Réponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
+	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
+	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
+	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
+	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
+	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, délai multipli" +
+	"é par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relais)" +
+	"\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s" +
+	"\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opé" +
+	"rateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d t" +
+	"entatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00" +
+	"\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1" +
+	"]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le co" +
+	"ntrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, " +
+	"nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
+	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
+	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
+	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
+	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
+	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
+	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
+	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
+	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
+	"%[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s" +
+	")\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La " +
+	"destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu ag" +
+	"ir malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée av" +
+	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
+	" de sorties de la révision.\x02La réponse à l’appel a été perdue (la con" +
+	"nexion s’est rompue après l’envoi de la requête, ou Relais s’est arrêté " +
+	"ou n’a pas pu joindre sa base de données avant de l’enregistrer)\u202f: " +
+	"on ignore si la destination a agi, donc elle n’est pas appelée de nouvea" +
+	"u.\x02L’appel n’a pas pu être préparé.\x02La destination était injoignab" +
+	"le.\x02La réponse de la destination était trop volumineuse.\x02Le verrou" +
+	" de la dernière tentative a expiré sans tentative restante.\x02Les entré" +
+	"es n’ont pas pu être construites à partir des liaisons du processus.\x02" +
+	"Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé" +
+	" un échec sans nouvelle tentative restante (retries\u202f: 0, ou un budg" +
+	"et déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La" +
+	" destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1" +
+	"]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la " +
+	"révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entré" +
+	"es qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou" +
+	" expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente d" +
+	"e l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente" +
+	" d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai d" +
+	"e l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
+	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
+	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
+	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
+	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
+	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
+	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
+	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
+	"attente d’un opérateur.\x02Son instance a continué par le chemin d’erreu" +
+	"r du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêt" +
+	"ée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instanc" +
+	"e a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02" +
+	"%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (d" +
+	"ifférée\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)" +
+	"\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx" +
+	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relai" +
+	"s (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs pr" +
+	"otégées masquées)\x02La révision doit être un nombre entier, 1 ou plus." +
+	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
+	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
+	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
+	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
+	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
+	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
+	"ne occurrence ne correspond à ces filtres.\x02Tous les consommateurs\x02" +
+	"Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de tout" +
+	"es les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)" +
+	"\u202f; les décomptes sont actualisés toutes les 5 secondes environ.\x02" +
+	"révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine t" +
+	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
+	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
+	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
+	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
+	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
+	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Heure lo" +
+	"cale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de p" +
+	"rocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, des" +
+	"sinés, avec l’emplacement actuel de leurs occurrences.\x02Les versions d" +
+	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
+	"dessinés.\x02Processus par clé\x02Versions, les plus récentes d’abord" +
+	"\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus %" +
+	"[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long ch" +
+	"emin depuis le nœud de départ. Les flèches pleines sont les réussites (é" +
+	"tiquetées par leur route), les pointillées les échecs (étiquetées par le" +
+	"urs codes d’erreur). Chaque case indique combien d’occurrences de cette " +
+	"version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette ver" +
+	"sion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02E" +
+	"n cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instanc" +
+	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
+	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
+	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
+	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
+	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
+	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
+	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
+	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
+	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
+	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
+	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un o" +
+	"pérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01" +
+	"\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, pr" +
+	"iorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, p" +
+	"riorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
+	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
+	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
+	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
+	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
+	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
+	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
+	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
+	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
+	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
+	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
+	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
+	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
+	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
+	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
+	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
+	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
+	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
+	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
+	"cune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et au" +
+	"cune instance ne l’a pour clé métier.\x02Aucune instance ni occurrence n" +
+	"’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier." +
+	" Une instance terminée est supprimée, avec ses occurrences et ses tentat" +
+	"ives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou a" +
+	"ussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde le" +
+	"s actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1" +
+	"]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: " +
+	"les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou co" +
+	"piez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Vo" +
+	"tre session avait pris fin (inactivité, déconnexion ailleurs, jeton révo" +
+	"qué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été " +
+	"appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris f" +
+	"in (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou redéma" +
+	"rrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous a" +
+	"vec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton" +
+	"\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre na" +
+	"vigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’inac" +
+	"tivité.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis v" +
+	"otre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions é" +
+	"chouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton" +
+	" est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas o" +
+	"uvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de con" +
+	"cepteur ou d’administrateur.\x02Seuls les administrateurs voient cette p" +
+	"age\u202f: les jetons, les consommateurs, les destinations, le journal d" +
+	"es révélations et les effacements sont de leur ressort.\x02Jetons du per" +
+	"sonnel (administrateurs, concepteurs, opérateurs) non révoqués. Les jeto" +
+	"ns des consommateurs se gèrent avec leurs consommateurs. Révoquer un jet" +
+	"on refuse sa requête suivante.\x02Jetons du personnel, les plus anciens " +
+	"d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
+	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
+	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
+	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
+	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
+	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
+	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
+	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
+	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 74120 bytes (72KiB); checksum: 17C4654E
+	// Total table size 74170 bytes (72KiB); checksum: 726431A8

@@ -766,6 +766,10 @@ func TestSignedDestinationCallsCarryTheirSignature(t *testing.T) {
 		"headers": map[string]string{"relais-signature": "forged"}}); r.Status != 400 || !strings.Contains(string(r.Body), "set by Relais") {
 		t.Errorf("a Relais-Signature header of its own: %d %s, want 400", r.Status, r.Body)
 	}
+	if r := env.Do("PUT", "/api/v1/destinations/signed", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S",
+		"signing_secret": secret + "\n"}); r.Status != 400 || !strings.Contains(string(r.Body), "white space") {
+		t.Errorf("a secret with a file's trailing newline: %d %s, want 400", r.Status, r.Body)
+	}
 	put := func(status int, secret string) map[string]any {
 		t.Helper()
 		res := env.Must(status, "PUT", "/api/v1/destinations/signed", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S",
@@ -803,6 +807,15 @@ func TestSignedDestinationCallsCarryTheirSignature(t *testing.T) {
 	}
 	if err := <-verified; err != nil {
 		t.Errorf("the destination could not verify the call: %v", err)
+	}
+	// The attempt is in the signed body too: a replay with another
+	// Relais-Attempt header cannot pass for a new attempt.
+	var sent struct{ Attempt int }
+	if b, _ := d.body.Load().([]byte); json.Unmarshal(b, &sent) != nil || sent.Attempt != 1 {
+		t.Errorf("the body's attempt %d, want 1", sent.Attempt)
+	}
+	if !strings.Contains(env.Logs.String(), "signed=true") {
+		t.Error("the destination's put is not logged as signed")
 	}
 
 	// Unsigned again: no signature.

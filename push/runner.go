@@ -346,17 +346,22 @@ func outcomeOf(errorCode string) string {
 
 // callBody is what a destination receives.
 type callBody struct {
-	OccurrenceID uuid.UUID       `json:"occurrence_id"`
-	Definition   string          `json:"definition"`
-	Revision     int             `json:"revision"`
-	Inputs       json.RawMessage `json:"inputs"`
-	Deadline     *time.Time      `json:"deadline"`
+	OccurrenceID uuid.UUID `json:"occurrence_id"`
+	// Attempt is Relais-Attempt's number again, inside what the signature
+	// covers: a receiver telling a repeat from a new attempt (an
+	// operator's retry) by the signed body cannot be fooled by a replay
+	// with another header.
+	Attempt    int             `json:"attempt"`
+	Definition string          `json:"definition"`
+	Revision   int             `json:"revision"`
+	Inputs     json.RawMessage `json:"inputs"`
+	Deadline   *time.Time      `json:"deadline"`
 }
 
 // call makes the one HTTP exchange of c. ctx carries the hard budget for
 // the whole exchange: connect, write, read.
 func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Duration) engine.PushResult {
-	body, err := json.Marshal(callBody{OccurrenceID: c.ID, Definition: c.Definition, Revision: c.Revision, Inputs: c.Inputs, Deadline: c.DeadlineAt})
+	body, err := json.Marshal(callBody{OccurrenceID: c.ID, Attempt: c.Attempt, Definition: c.Definition, Revision: c.Revision, Inputs: c.Inputs, Deadline: c.DeadlineAt})
 	if err != nil {
 		return engine.PushResult{ErrorCode: engine.CodePushUnprepared, Message: "the request body could not be encoded"}
 	}

@@ -668,8 +668,10 @@ func envelope(d *Document, m map[string]any) []Problem {
 }
 
 // envReference is a ${NAME} in a destination's url, header values or
-// signing secret.
-var envReference = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// signing secret, or $$ (a literal $), or a $NAME without braces (refused:
+// Compose and envsubst read it as a variable, and it would be sent as
+// written).
+var envReference = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\$|\$([A-Z_][A-Z0-9_]+)`)
 
 // expandSecrets replaces each ${NAME} in the values of a destination that
 // hold credentials (its url, its header values, its signing secret) by the
@@ -680,10 +682,23 @@ func expandSecrets(d *Document) []Problem {
 	var ps []Problem
 	expand := func(ptr, v string) string {
 		return envReference.ReplaceAllStringFunc(v, func(ref string) string {
-			name := envReference.FindStringSubmatch(ref)[1]
+			m := envReference.FindStringSubmatch(ref)
+			name, bare := m[1], m[2]
+			switch {
+			case ref == "$$":
+				return "$"
+			case bare != "":
+				ps = append(ps, Problem{Doc: *d, Pointer: ptr, Message: fmt.Sprintf("$%s is sent as written: write ${%s} for the environment variable, or $$%s for a literal $", bare, bare, bare)})
+				return ref
+			}
 			val, ok := os.LookupEnv(name)
-			if !ok {
+			switch {
+			case !ok:
 				ps = append(ps, Problem{Doc: *d, Pointer: ptr, Message: fmt.Sprintf("${%s} is not set in the environment", name)})
+			case strings.TrimSpace(val) == "":
+				// A CI system expands a missing secret to nothing: an
+				// empty signing secret would turn signing off.
+				ps = append(ps, Problem{Doc: *d, Pointer: ptr, Message: fmt.Sprintf("${%s} is empty in the environment", name)})
 			}
 			return val
 		})

@@ -487,7 +487,7 @@ func TestDestinationSecretsComeFromTheEnvironment(t *testing.T) {
 	t.Setenv("RELAIS_TEST_SIGNING", "sign-secret-0123456789abcdefghijklmn")
 	dir := t.TempDir()
 	p := write(t, dir, "dest.yaml", "kind: Destination\nname: d\nurl: https://example.com/hook?key=${RELAIS_TEST_HOOK_TOKEN}\nmax_timeout: PT1S\n"+
-		"signing_secret: ${RELAIS_TEST_SIGNING}\nheaders:\n  Authorization: Bearer ${RELAIS_TEST_HOOK_TOKEN}\n  X-Literal: $HOME and ${not a name}\n")
+		"signing_secret: ${RELAIS_TEST_SIGNING}\nheaders:\n  Authorization: Bearer ${RELAIS_TEST_HOOK_TOKEN}\n  X-Literal: $$HOME, $2a$10 and ${not a name}\n")
 	docs, problems, err := Load(p)
 	if err != nil || len(problems) != 0 || len(docs) != 1 {
 		t.Fatalf("Load: %v %v %d documents", err, problems, len(docs))
@@ -495,13 +495,23 @@ func TestDestinationSecretsComeFromTheEnvironment(t *testing.T) {
 	b := docs[0].Body
 	headers := b["headers"].(map[string]any)
 	if b["url"] != "https://example.com/hook?key=tok-123" || b["signing_secret"] != "sign-secret-0123456789abcdefghijklmn" ||
-		headers["Authorization"] != "Bearer tok-123" || headers["X-Literal"] != "$HOME and ${not a name}" {
+		headers["Authorization"] != "Bearer tok-123" || headers["X-Literal"] != "$HOME, $2a$10 and ${not a name}" {
 		t.Errorf("body %v, want the variables expanded and nothing else", b)
 	}
 
 	unset := write(t, dir, "unset.yaml", "kind: Destination\nname: d\nurl: https://example.com\nmax_timeout: PT1S\nheaders:\n  X-Key: ${RELAIS_TEST_NOT_SET}\n")
 	if got, want := problemLines(t, unset), []string{"6: /headers/X-Key: ${RELAIS_TEST_NOT_SET} is not set in the environment"}; !slices.Equal(got, want) {
 		t.Errorf("an unset variable: %q, want %q", got, want)
+	}
+	// A CI system expands a missing secret to nothing; Compose users
+	// write $NAME.
+	t.Setenv("RELAIS_TEST_EMPTY", "")
+	empty := write(t, dir, "empty.yaml", "kind: Destination\nname: d\nurl: https://example.com\nmax_timeout: PT1S\nsigning_secret: ${RELAIS_TEST_EMPTY}\nheaders:\n  X-Key: Bearer $RELAIS_TEST_HOOK_TOKEN\n")
+	if got, want := problemLines(t, empty), []string{
+		"5: /signing_secret: ${RELAIS_TEST_EMPTY} is empty in the environment",
+		"7: /headers/X-Key: $RELAIS_TEST_HOOK_TOKEN is sent as written: write ${RELAIS_TEST_HOOK_TOKEN} for the environment variable, or $$RELAIS_TEST_HOOK_TOKEN for a literal $",
+	}; !slices.Equal(got, want) {
+		t.Errorf("an empty variable and a bare one: %q, want %q", got, want)
 	}
 	// Other documents are left as written.
 	proc := write(t, dir, "p.yaml", "kind: Process\nkey: p\ndescription: costs ${RELAIS_TEST_HOOK_TOKEN}\n")
