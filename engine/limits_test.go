@@ -38,3 +38,14 @@ func TestTheConfigurationKnowsTheLockFloor(t *testing.T) {
 		t.Errorf("config.MinLockDuration %v, engine.MinLockDuration %v; want one floor", config.MinLockDuration, MinLockDuration)
 	}
 }
+
+// TestTheConfigurationKnowsTheBatchCeiling: the boot's ceiling on
+// RELAIS_PULL_MAX_TASKS and RELAIS_STREAM_MAX_IN_FLIGHT is the batch
+// ceiling its comment names, written in a package that cannot import this
+// one.
+func TestTheConfigurationKnowsTheBatchCeiling(t *testing.T) {
+	t.Parallel()
+	if config.MaxTasksCeiling != MaxBatch {
+		t.Errorf("config.MaxTasksCeiling %d, engine.MaxBatch %d; want one ceiling", config.MaxTasksCeiling, MaxBatch)
+	}
+}

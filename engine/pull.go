@@ -330,11 +330,13 @@ type Settlement struct {
 }
 
 // policyDelay is the wait the occurrence's policy sets after the nth
-// attempt spent of its budget failed: retry_delay, multiplied by retry_backoff
-// for each earlier one, at most max_retry_delay and never above ceiling
-// (RELAIS_PULL_MAX_RETRY_DELAY as it stands now: an operator who lowers it
-// lowers the delays of occurrences created before). The budget restarts
-// with an operator's retry, and so does the growth.
+// attempt spent of its budget failed: retry_delay, multiplied by
+// retry_backoff for each earlier one; a delay that grows is at most
+// max_retry_delay and never above ceiling (RELAIS_PULL_MAX_RETRY_DELAY as
+// it stands now: an operator who lowers it lowers the grown delays of
+// occurrences created before), nor below retry_delay. A fixed delay is
+// retry_delay as published. The budget restarts with an operator's retry,
+// and so does the growth.
 func policyDelay(o queries.Occurrence, n int, ceiling time.Duration) time.Duration {
 	d := o.RetryDelay
 	if o.RetryBackoff > 1 && n > 1 {

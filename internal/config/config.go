@@ -154,7 +154,7 @@ const (
 	MaxPullWait      = time.Hour
 	// MaxTasksCeiling bounds RELAIS_PULL_MAX_TASKS and
 	// RELAIS_STREAM_MAX_IN_FLIGHT: as many occurrences at once as a batch
-	// settles.
+	// settles (engine.MaxBatch; a test keeps them equal).
 	MaxTasksCeiling = 1000
 	// MinLockDuration is engine.MinLockDuration (a test keeps them equal):
 	// a lock ceiling or default under it would refuse every lock a fetch
