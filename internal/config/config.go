@@ -429,11 +429,12 @@ func parseValue(s Setting, raw string) (any, error) {
 // document relying on it, pointing at a field its author never wrote.
 func (c Config) check(sources map[string]string) []string {
 	var p []string
-	// named is a setting as a message names it: with its flag when it
-	// was given as one (the variable alone would send the operator
-	// looking through an environment they never touched).
+	// named is a setting as a message names it: with where it was given,
+	// as parseValue's refusals say it (the variable alone would send the
+	// operator given a flag looking through an environment they never
+	// touched). A default is named bare: the operator set nothing.
 	named := func(env string) string {
-		if from := sources[env]; strings.HasPrefix(from, "flag ") {
+		if from := sources[env]; from != "" && from != "default" {
 			return env + " (" + from + ")"
 		}
 		return env

@@ -42,8 +42,8 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"not ISO", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "1 minute"}, nil, "RELAIS_PULL_DEFAULT_LOCK_DURATION"},
 		{"zero ceiling", map[string]string{"RELAIS_PULL_MAX_WAIT": "PT0S"}, nil, "RELAIS_PULL_MAX_WAIT"},
 		{"lock ceiling under the floor", map[string]string{"RELAIS_PULL_MAX_LOCK_DURATION": "PT0.5S", "RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT0.5S"}, nil,
-			"RELAIS_PULL_MAX_LOCK_DURATION: PT0.5S is below the floor of every lock, PT1S"},
-		{"default lock under the floor", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT0.9S"}, nil, "RELAIS_PULL_DEFAULT_LOCK_DURATION: PT0.9S is below the floor"},
+			"RELAIS_PULL_MAX_LOCK_DURATION (environment): PT0.5S is below the floor of every lock, PT1S"},
+		{"default lock under the floor", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT0.9S"}, nil, "RELAIS_PULL_DEFAULT_LOCK_DURATION (environment): PT0.9S is below the floor"},
 		{"retention too short", map[string]string{"RELAIS_RETENTION": "PT5M"}, nil, "RELAIS_RETENTION"},
 		{"retention not a duration", map[string]string{"RELAIS_RETENTION": "never"}, nil, "RELAIS_RETENTION"},
 		{"push above hard ceiling", map[string]string{"RELAIS_PUSH_MAX_TIMEOUT": "PT11S"}, nil, "RELAIS_PUSH_MAX_TIMEOUT"},
@@ -54,19 +54,19 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"short bootstrap token", map[string]string{"RELAIS_BOOTSTRAP_TOKEN": "short"}, nil, "RELAIS_BOOTSTRAP_TOKEN"},
 		{"keys and a key file", map[string]string{"RELAIS_DATA_KEYS": "k1:AAAA", "RELAIS_DATA_KEY_FILE": "/nonexistent"}, nil, "RELAIS_DATA_KEY_FILE"},
 		{"log level", map[string]string{"RELAIS_LOG_LEVEL": "loud"}, nil, "RELAIS_LOG_LEVEL"},
-		{"certificate without key", map[string]string{"RELAIS_TLS_CERT_FILE": "/etc/relais/cert.pem"}, nil, "RELAIS_TLS_CERT_FILE is set without RELAIS_TLS_KEY_FILE"},
-		{"key without certificate", map[string]string{"RELAIS_TLS_KEY_FILE": "/etc/relais/key.pem"}, nil, "RELAIS_TLS_KEY_FILE is set without RELAIS_TLS_CERT_FILE"},
-		{"pair that does not load", map[string]string{"RELAIS_TLS_CERT_FILE": "/nonexistent/cert.pem", "RELAIS_TLS_KEY_FILE": "/nonexistent/key.pem"}, nil, "RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE"},
+		{"certificate without key", map[string]string{"RELAIS_TLS_CERT_FILE": "/etc/relais/cert.pem"}, nil, "RELAIS_TLS_CERT_FILE (environment) is set without RELAIS_TLS_KEY_FILE"},
+		{"key without certificate", map[string]string{"RELAIS_TLS_KEY_FILE": "/etc/relais/key.pem"}, nil, "RELAIS_TLS_KEY_FILE (environment) is set without RELAIS_TLS_CERT_FILE"},
+		{"pair that does not load", map[string]string{"RELAIS_TLS_CERT_FILE": "/nonexistent/cert.pem", "RELAIS_TLS_KEY_FILE": "/nonexistent/key.pem"}, nil, "RELAIS_TLS_CERT_FILE (environment), RELAIS_TLS_KEY_FILE (environment)"},
 		{"trusted proxies", map[string]string{"RELAIS_TRUSTED_PROXIES": "10.0.0.0/8,10.0.0.0/33"}, nil, "RELAIS_TRUSTED_PROXIES"},
 		{"connect timeout", map[string]string{"RELAIS_DATABASE_CONNECT_TIMEOUT": "30s"}, nil, "RELAIS_DATABASE_CONNECT_TIMEOUT"},
-		{"timer spinning", map[string]string{"RELAIS_TIMER_INTERVAL": "PT0.0000001S"}, nil, "RELAIS_TIMER_INTERVAL: PT0.0000001S is out of range: from PT0.1S to PT1M"},
+		{"timer spinning", map[string]string{"RELAIS_TIMER_INTERVAL": "PT0.0000001S"}, nil, "RELAIS_TIMER_INTERVAL (environment): PT0.0000001S is out of range: from PT0.1S to PT1M"},
 		{"timer asleep", map[string]string{"RELAIS_TIMER_INTERVAL": "P1D"}, nil, "RELAIS_TIMER_INTERVAL"},
-		{"long polls for days", map[string]string{"RELAIS_PULL_MAX_WAIT": "P100000D"}, nil, "RELAIS_PULL_MAX_WAIT: P100000D is above PT1H"},
-		{"a billion tasks a fetch", map[string]string{"RELAIS_PULL_MAX_TASKS": "1000000000"}, nil, "RELAIS_PULL_MAX_TASKS: 1000000000 is above 1000"},
-		{"a stream's credit unbounded", map[string]string{"RELAIS_STREAM_MAX_IN_FLIGHT": "5000"}, nil, "RELAIS_STREAM_MAX_IN_FLIGHT: 5000 is above 1000"},
+		{"long polls for days", map[string]string{"RELAIS_PULL_MAX_WAIT": "P100000D"}, nil, "RELAIS_PULL_MAX_WAIT (environment): P100000D is above PT1H"},
+		{"a billion tasks a fetch", map[string]string{"RELAIS_PULL_MAX_TASKS": "1000000000"}, nil, "RELAIS_PULL_MAX_TASKS (environment): 1000000000 is above 1000"},
+		{"a stream's credit unbounded", map[string]string{"RELAIS_STREAM_MAX_IN_FLIGHT": "5000"}, nil, "RELAIS_STREAM_MAX_IN_FLIGHT (environment): 5000 is above 1000"},
 		{"heartbeat flooding", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT0.01S"}, nil, "RELAIS_STREAM_HEARTBEAT"},
 		{"heartbeat missing the dead", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT1H"}, nil, "RELAIS_STREAM_HEARTBEAT"},
-		{"body too small for anything", map[string]string{"RELAIS_MAX_BODY_BYTES": "1"}, nil, "RELAIS_MAX_BODY_BYTES: 1 is out of range"},
+		{"body too small for anything", map[string]string{"RELAIS_MAX_BODY_BYTES": "1"}, nil, "RELAIS_MAX_BODY_BYTES (environment): 1 is out of range"},
 		{"body too large to hold", map[string]string{"RELAIS_MAX_BODY_BYTES": "1073741824"}, nil, "RELAIS_MAX_BODY_BYTES"},
 		// A value given as a flag is named with its flag in the checks
 		// between settings too, not only where it is parsed.
@@ -75,7 +75,7 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"flag below a default", nil, []string{"--pull-max-retry-delay", "PT5S"}, "RELAIS_PULL_MAX_RETRY_DELAY (flag --pull-max-retry-delay): PT5S is below"},
 		{"flag body", nil, []string{"--max-body-bytes", "1000"}, "RELAIS_MAX_BODY_BYTES (flag --max-body-bytes): 1000 is out of range"},
 		{"flag certificate without key", nil, []string{"--tls-cert-file", "/x"}, "RELAIS_TLS_CERT_FILE (flag --tls-cert-file) is set without RELAIS_TLS_KEY_FILE"},
-		{"flag ceiling below a set default", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT5M"}, []string{"--pull-max-lock-duration", "PT2M"}, "RELAIS_PULL_DEFAULT_LOCK_DURATION: PT5M is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION (flag --pull-max-lock-duration) PT2M"},
+		{"flag ceiling below a set default", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT5M"}, []string{"--pull-max-lock-duration", "PT2M"}, "RELAIS_PULL_DEFAULT_LOCK_DURATION (environment): PT5M is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION (flag --pull-max-lock-duration) PT2M"},
 	}
 	for _, tt := range tests {
 		_, err := Load("relais serve", tt.args, env(tt.env), io.Discard)
@@ -98,11 +98,11 @@ func TestCeilingBelowADefaultFailsClosed(t *testing.T) {
 		want []string
 	}{
 		{"retry_delay ceiling below the built-in PT10S", map[string]string{"RELAIS_PULL_MAX_RETRY_DELAY": "PT5S"},
-			[]string{"RELAIS_PULL_MAX_RETRY_DELAY: PT5S is below the built-in default retry_delay PT10S", "at least PT10S"}},
+			[]string{"RELAIS_PULL_MAX_RETRY_DELAY (environment): PT5S is below the built-in default retry_delay PT10S", "at least PT10S"}},
 		{"push ceiling below the default push timeout", map[string]string{"RELAIS_PUSH_MAX_TIMEOUT": "PT3S"},
-			[]string{"RELAIS_PUSH_DEFAULT_TIMEOUT: its default PT5S is above its ceiling RELAIS_PUSH_MAX_TIMEOUT PT3S"}},
+			[]string{"RELAIS_PUSH_DEFAULT_TIMEOUT: its default PT5S is above its ceiling RELAIS_PUSH_MAX_TIMEOUT (environment) PT3S"}},
 		{"lock ceiling below the default lock duration", map[string]string{"RELAIS_PULL_MAX_LOCK_DURATION": "PT30S"},
-			[]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION: its default PT1M is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION PT30S"}},
+			[]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION: its default PT1M is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION (environment) PT30S"}},
 	}
 	for _, tt := range tests {
 		_, err := Load("relais serve", nil, env(tt.env), io.Discard)
