@@ -70,8 +70,9 @@ func toConnect(ctx context.Context, logger *slog.Logger, procedure string, err e
 		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it was logged")
 	}
 	// The request log and relais_database_unavailable_total read the code
-	// as they do a REST problem's.
+	// as they do a REST problem's, and the outage's line counts the call.
 	httpjson.NoteProblem(ctx, fe.Code)
+	httpjson.LogUnavailable(ctx, logger, fe, "procedure", procedure)
 	return problemError(protoDurations(fe))
 }
 

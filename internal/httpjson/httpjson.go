@@ -5,6 +5,7 @@ package httpjson
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -486,13 +487,22 @@ func answerable(r *http.Request, logger *slog.Logger, err error) *fault.Error {
 		}
 		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it has been logged")
 	}
-	if fe.Kind == fault.Unavailable && fe.Cause != nil && logger != nil {
-		if held, ok := unavailableLines.allow(time.Now()); ok {
-			logger.WarnContext(r.Context(), "dependency unavailable", "method", r.Method, "path", r.URL.Path, "code", fe.Code,
-				"err", fe.Cause, "held_back", held)
-		}
-	}
+	LogUnavailable(r.Context(), logger, fe, "method", r.Method, "path", r.URL.Path)
 	return fe
+}
+
+// LogUnavailable writes the "dependency unavailable" line of a refusal
+// for a lost dependency (fe unavailable with its cause), through the one
+// throttle every protocol shares: an outage refuses REST calls and the
+// worker protocol's alike, and one line per period says so for both.
+// where names the call (method and path, or the procedure).
+func LogUnavailable(ctx context.Context, logger *slog.Logger, fe *fault.Error, where ...any) {
+	if fe.Kind != fault.Unavailable || fe.Cause == nil || logger == nil {
+		return
+	}
+	if held, ok := unavailableLines.allow(time.Now()); ok {
+		logger.WarnContext(ctx, "dependency unavailable", append(where, "code", fe.Code, "err", fe.Cause, "held_back", held)...)
+	}
 }
 
 // unavailableLines lets one "dependency unavailable" line through every
