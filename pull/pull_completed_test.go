@@ -5,6 +5,7 @@ package pull_test
 // idempotent fail and attempts_left.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -733,4 +734,23 @@ func TestSettleTokensOfAnOccurrenceAreRevoked(t *testing.T) {
 	if res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", fresh, map[string]any{"outputs": created}).JSON(t); res["status"] != "completed" {
 		t.Errorf("a token issued after the revocation: %v", res)
 	}
+}
+
+// A settle token issued before tokens named their attempt (migration
+// 0028; an older replica during a rolling upgrade issues them too) is
+// good while its occurrence is deferred, and unknown once it ended: QA
+// saw 500 (a null read as the token's liveness) where 401 was meant.
+func TestSettleTokenWithoutAttemptAfterItsOccurrenceEnded(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1", "reason": "approval"})
+	st := env.Must(201, "POST", "/api/v1/pull/occurrences/"+id+"/settle-token", consumer, map[string]any{"worker_id": "ui"}).JSON(t)["token"].(string)
+	if _, err := env.Pool.Exec(context.Background(), "update settle_tokens set attempt = null where occurrence_id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", st, map[string]any{"outputs": created})
+	wantProblem(t, "an older settle token after its occurrence ended", act(env, st, id, "complete", map[string]any{"outputs": created}), 401, "unauthorized")
+	wantProblem(t, "an older settle token failing an ended occurrence", act(env, st, id, "fail", failBody("")), 401, "unauthorized")
 }

@@ -43,11 +43,12 @@ values (@hash, @occurrence_id, @consumer_id, @expires_at, @attempt);
 -- A settle token is good while unexpired and its attempt is the
 -- occurrence's: deferred (it settles it) or ended (it is told how, as
 -- the consumer would be). One issued before tokens named their attempt
--- (migration 0028) is good while its occurrence is deferred.
+-- (migration 0028) is good while its occurrence is deferred (its null
+-- attempt must not make the answer null for an ended one: no token).
 select t.occurrence_id, t.consumer_id, t.hash,
        (t.expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
         and (o.status = 'deferred' and (t.attempt is null or t.attempt = o.attempts)
-             or o.status in ('completed', 'failed', 'cancelled') and t.attempt = o.attempts))::boolean as live
+             or o.status in ('completed', 'failed', 'cancelled') and t.attempt is not null and t.attempt = o.attempts))::boolean as live
 from settle_tokens t join occurrences o on o.id = t.occurrence_id
 where t.hash = @hash;
 
