@@ -9,6 +9,7 @@
 package openapi
 
 import (
+	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -20,6 +21,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 )
+
+//go:generate go run ./gen
 
 //go:embed openapi.yaml
 var source []byte
@@ -37,6 +40,15 @@ var JSON = sync.OnceValue(func() []byte {
 	}
 	return b
 })
+
+// Indented is the document as api/openapi/openapi.json holds it: JSON()
+// indented by two spaces, with a final newline.
+func Indented() []byte {
+	var b bytes.Buffer
+	_ = json.Indent(&b, JSON(), "", "  ")
+	b.WriteByte('\n')
+	return b.Bytes()
+}
 
 // ETag is the served document's strong entity tag: the SHA-256 of its
 // bytes, computed once. It changes when the document does, which only a
