@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -273,5 +274,37 @@ func TestProbeAsksThePoolBeforeClosingTheGate(t *testing.T) {
 		})
 	if err := <-verdict; err != nil {
 		t.Errorf("the probe's verdict with the pool answering: %v, want up", err)
+	}
+}
+
+// A replica running while a newer release migrates the database learns
+// it from its readiness probe, and says so once per schema version: it
+// warned only at its own start, before the migration (QA, a rolling
+// upgrade: the older replica logged nothing while /readyz showed it).
+func TestReadyzWarnsOnceOfANewerSchema(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	var logs bytes.Buffer
+	eng := engine.New(pool, engine.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	h := readyz(eng, func() bool { return false }, func() bool { return false })
+	probe := func() int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code
+	}
+	if code := probe(); code != http.StatusOK || strings.Contains(logs.String(), "newer") {
+		t.Fatalf("on its own schema: %d, log %q; want 200 and no warning", code, logs.String())
+	}
+	newer := engine.LatestSchemaVersion() + 1
+	if _, err := pool.Exec(context.Background(), "insert into relais_schema_migrations (version, name) values ($1, 'from_a_newer_release')", newer); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if code := probe(); code != http.StatusOK {
+			t.Errorf("on a newer schema: %d, want 200 (it keeps serving)", code)
+		}
+	}
+	if n := strings.Count(logs.String(), "the database's schema is newer than this relais"); n != 1 || !strings.Contains(logs.String(), fmt.Sprintf("schema_version=%d", newer)) {
+		t.Errorf("%d warnings after three probes, want 1 naming schema_version=%d:\n%s", n, newer, logs.String())
 	}
 }

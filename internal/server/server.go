@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -238,8 +239,13 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 // gateDown is the database probe's verdict, which the API's requests
 // follow: ready only once they are taken again, not when one query of its
 // own gets through while the probe still finds the database down.
+//
+// A schema newer than this binary's is logged once per version the probe
+// finds: a replica running while a newer release migrates the database
+// (a rolling upgrade) said so only at its start, before it.
 func readyz(eng *engine.Engine, stopping, gateDown func() bool) http.Handler {
 	want := engine.LatestSchemaVersion()
+	var warned atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if stopping() {
 			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting down", "expected_schema_version": want})
@@ -263,6 +269,10 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool) http.Handler {
 		case got < want:
 			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "migrations pending", "schema_version": got, "expected_schema_version": want})
 		default:
+			if got > want && warned.Swap(int64(got)) != int64(got) {
+				eng.Logger().Warn("the database's schema is newer than this relais: a newer version migrated it while this replica ran; roll the upgrade through (this replica knows nothing of the newer schema's additions)",
+					"schema_version", got, "known_schema_version", want)
+			}
 			writable, err := engine.Writable(ctx, eng.Pool())
 			switch {
 			case err != nil && (pgfault.Lost(err) || errors.Is(err, context.DeadlineExceeded)):
