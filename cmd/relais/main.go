@@ -80,17 +80,19 @@ commands:
   token revoke   revoke a staff token at once: relais token revoke ID
   apply          apply definitions, releases, processes and destinations: relais apply -f PATH [-f PATH...] [--dry-run]
   keys rotate    re-encrypt sensitive and secret values with the first data key (resumable)
+  backup         write the database to a file (pg_dump), while serve runs or not: relais backup FILE
+  restore        restore such a file, in one transaction, and check the data keys open it: relais restore FILE [--replace]
   version        print the version
 
 serve reads the configuration "relais serve --help" lists (a flag, else its
-environment variable); migrate, token and keys rotate read the settings that
+environment variable); migrate, token, keys rotate, backup and restore read the settings that
 reach the database (their --help lists them) and ignore the others; apply
 reads RELAIS_URL (default http://127.0.0.1:8080) and RELAIS_TOKEN. Each
 command takes --help.
 `
 
 // commands are the first words dispatch knows, for a misspelt one's hint.
-var commands = []string{"serve", "migrate", "token", "apply", "keys", "version", "help"}
+var commands = []string{"serve", "migrate", "token", "apply", "keys", "backup", "restore", "version", "help"}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	err := dispatch(ctx, args, getenv, stdout, stderr)
@@ -127,6 +129,10 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return keysRotate(ctx, args[2:], getenv, stdout, stderr)
 	case "apply":
 		return applyCommand(ctx, args[1:], getenv, stdout, stderr)
+	case "backup":
+		return backupCommand(ctx, args[1:], getenv, stdout, stderr)
+	case "restore":
+		return restoreCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		if wantsHelp(args[1:]) {
 			fmt.Fprintln(stderr, "usage: relais version (prints the version and the commit it was built from)")

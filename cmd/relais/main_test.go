@@ -378,6 +378,8 @@ func TestEveryCommandTakesHelp(t *testing.T) {
 		{[]string{"token", "--help"}, "usage: relais token create"},
 		{[]string{"keys", "--help"}, "usage: relais keys rotate"},
 		{[]string{"version", "--help"}, "usage: relais version"},
+		{[]string{"backup", "--help"}, "usage: relais backup FILE"},
+		{[]string{"restore", "--help"}, "usage: relais restore FILE"},
 	} {
 		var stdout, stderr bytes.Buffer
 		// No database is configured: answering by opening one would fail.
