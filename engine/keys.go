@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,7 +43,7 @@ type MissingKeysError struct {
 
 func (e *MissingKeysError) Error() string {
 	if len(e.Used) > 0 {
-		return fmt.Sprintf("values sealed with data key(s) %s may still be stored: keep them among the data keys (after the primary) until `relais keys rotate` has finished",
+		return fmt.Sprintf("values sealed with data key(s) %s may still be stored, and the data keys given lack them: give them too, after the primary (the keys this database was used with: after a restore, those its backup was taken with); to move the values off them, `relais keys rotate` with all of them",
 			strings.Join(e.Used, ", "))
 	}
 	return fmt.Sprintf("data key(s) %s were recorded (a replica started with them) but no stored value is sealed with them: if no replica runs with them any more, `relais keys rotate` with these data keys retires them; otherwise give them to this replica too",
@@ -79,7 +78,19 @@ func checkKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring, u
 			return fmt.Errorf("data keys: %w", err)
 		}
 		if exists {
-			return errors.New("sensitive or secret values are stored encrypted but no data key is configured: set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE")
+			// Named, so that the operator knows which keys to look for (a
+			// restore's, say: those the backup was taken with).
+			var ids []string
+			for _, r := range rows {
+				if r.RetiredAt == nil {
+					ids = append(ids, r.ID)
+				}
+			}
+			sealedWith := ""
+			if len(ids) > 0 {
+				sealedWith = " (with data key(s) " + strings.Join(ids, ", ") + ")"
+			}
+			return fmt.Errorf("sensitive or secret values are stored encrypted%s but no data key is configured: set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE to the keys this database was used with", sealedWith)
 		}
 		return nil
 	}

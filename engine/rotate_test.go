@@ -51,6 +51,16 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Started without keys, or with the new one alone (a restore given
+	// other keys than its backup's), a replica is told which to give.
+	if err := CheckKeys(ctx, e.pool, nil); err == nil || !strings.Contains(err.Error(), "(with data key(s) old) but no data key is configured") {
+		t.Errorf("no keys: %v, want the refusal naming the key the values were sealed with", err)
+	}
+	newOnly, _ := keyring.Parse(newSpec)
+	if err := CheckKeys(ctx, e.pool, newOnly); err == nil || !strings.Contains(err.Error(), "data key(s) old may still be stored, and the data keys given lack them") {
+		t.Errorf("the new key alone: %v, want the missing key named", err)
+	}
+
 	// Step 1: the new key goes first, the old one stays to open old values.
 	both, _ := keyring.Parse(newSpec + "," + oldSpec)
 	if err := CheckKeys(ctx, e.pool, both); err != nil {
