@@ -141,6 +141,10 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	if liveErr != nil {
 		c.logger.Warn("console: live workers unavailable", "err", liveErr)
 	}
+	untaken, err := c.eng.RevisionsWithoutTaker(ctx)
+	if err != nil {
+		c.logger.Warn("console: revisions without taker unavailable", "err", err)
+	}
 	for _, key := range slices.Sorted(maps.Keys(keys)) {
 		byStatus := snap[key]
 		dh := h.Definitions[key]
@@ -181,6 +185,11 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 						row.NoWorker, row.WorkersHref = T(ctx, "no worker"), workersHref(key)
 						row.Attention = true
 					}
+				} else if text := untakenText(ctx, untaken[key], true); text != "" {
+					// Workers serve the definition, but not the revision
+					// a process version pinned: its work waits all the same.
+					row.NoWorker, row.WorkersHref = text, workersHref(key)
+					row.Attention = true
 				}
 			}
 		} else {

@@ -209,6 +209,30 @@ type servedBy struct {
 	Revisions string
 	Href      string // the Workers page, for operators
 	Warning   bool
+	// Untaken warns of revisions whose occurrences wait while the live
+	// workers take other revisions only.
+	Untaken string
+}
+
+// untakenText says that revisions' occurrences wait and no live worker
+// takes them; short, for the Health page's row, or with what to do.
+func untakenText(ctx context.Context, revs []int, short bool) string {
+	switch {
+	case len(revs) == 0:
+		return ""
+	case short && len(revs) == 1:
+		revision := revs[0]
+		return T(ctx, "no worker takes revision %d", revision)
+	case short:
+		revisions := joinInts(revs)
+		return T(ctx, "no worker takes revisions %s", revisions)
+	case len(revs) == 1:
+		revision := revs[0]
+		return T(ctx, "Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).", revision)
+	default:
+		revisions := joinInts(revs)
+		return T(ctx, "Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).", revisions)
+	}
 }
 
 // workersServingMax bounds the workers a definition page reads to say
@@ -287,6 +311,11 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 		default:
 			s.Revisions = T(ctx, "They take revisions %s only.", revisions)
 		}
+		untaken, err := c.eng.RevisionsWithoutTaker(ctx)
+		if err != nil {
+			return servedBy{}, err
+		}
+		s.Untaken = untakenText(ctx, untaken[key], false)
 	}
 	if operator {
 		s.Href = workersHref(key)

@@ -95,3 +95,56 @@ func TestUnsnapshottedChangesAreShown(t *testing.T) {
 		}
 	}
 }
+
+// TestARevisionNoWorkerTakesIsSaid: a process version pins revision 2
+// while the definition's only worker takes revision 1: its occurrences
+// wait however "served" the definition is. Health's row and the
+// definition page say which revision nobody takes (they said nothing: a
+// worker served the definition), and stop once a worker takes it.
+func TestARevisionNoWorkerTakesIsSaid(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	if rev := env.AddInput(key, "region"); rev != 2 {
+		t.Fatalf("revision %d, want 2", rev)
+	}
+	process := relaistest.CRMProcess(nil)
+	process["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = 2
+	env.Process("crm_v2", process)
+	consumer := env.Consumer("crm-sync", key)
+	fetch := func(worker string, revisions any) {
+		t.Helper()
+		env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": worker, "max_tasks": 1,
+			"subscriptions": []any{map[string]any{"definition": key, "revisions": revisions}}})
+	}
+	fetch("crm-r1", []int{1})
+	// Two: the worker taking revision 2 below claims one, the other waits.
+	for _, name := range []string{"Acme", "Globex"} {
+		env.Must(201, "POST", "/api/v1/processes/crm_v2/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": name}})
+	}
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		health := b.mustGet("/console/health", 200)
+		note := health.doc.Find(`[data-testid=health-row][data-key="` + key + `"] [data-testid=no-worker]`)
+		if got, want := collapse(note.Text()), []string{"(no worker takes revision 2)", "(aucun exécutant ne prend la révision 2)"}[i]; got != want {
+			t.Errorf("%s: health note %q, want %q", lang, got, want)
+		}
+		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "untaken-revisions"), []string{
+			"Occurrences of revision 2 wait, and no live worker takes it: subscribe workers to it (a process version pins it).",
+			"Des occurrences de la révision 2 attendent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une version de processus l’épingle).",
+		}[i]; got != want {
+			t.Errorf("%s: definition page %q, want %q", lang, got, want)
+		}
+	}
+	fetch("crm-all", "all")
+	b := signedIn(t, env.URL, "en", env.Operator)
+	if n := b.mustGet("/console/health", 200).doc.Find(`[data-testid=health-row][data-key="` + key + `"] [data-testid=health-lag]`).Text(); n == "—" {
+		t.Fatal("no occurrence waits any more: the test proves nothing")
+	}
+	if n := b.mustGet("/console/health", 200).doc.Find(`[data-testid=no-worker]`).Length(); n != 0 {
+		t.Errorf("%d no-worker notes once a worker takes revision 2, want none", n)
+	}
+	if n := b.mustGet("/console/definitions/"+key, 200).doc.Find(`[data-testid=untaken-revisions]`).Length(); n != 0 {
+		t.Errorf("the definition page still warns once a worker takes revision 2")
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -126,6 +127,17 @@ func (p Pairs) Fields(key string, revision int) []string {
 		return p.fields[i]
 	}
 	return nil
+}
+
+// byKey is the pairs as the worker catalog stores them: the revisions
+// taken by definition key ({"crm": [1, 2]}).
+func (p Pairs) byKey() json.RawMessage {
+	m := make(map[string][]int32, len(p.Keys))
+	for i, k := range p.Keys {
+		m[k] = append(m[k], p.Revisions[i])
+	}
+	b, _ := json.Marshal(m)
+	return b
 }
 
 func (p *Pairs) add(key string, revision int, fields []string) {

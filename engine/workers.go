@@ -99,7 +99,7 @@ type StreamPresence struct {
 // worker disconnected; its caller then logs it connected again.
 func (e *Engine) SeeStream(ctx context.Context, s StreamPresence) (inserted bool, err error) {
 	inserted, err = e.q.WorkerStreamUpsert(ctx, queries.WorkerStreamUpsertParams{ID: s.ID, ConsumerID: s.ConsumerID, WorkerID: s.WorkerID,
-		Replica: e.replica, Subscriptions: encodeSubscriptions(s.Subscriptions), DefinitionKeys: s.Pairs.DefinitionKeys(),
+		Replica: e.replica, Subscriptions: encodeSubscriptions(s.Subscriptions), DefinitionKeys: s.Pairs.DefinitionKeys(), Revisions: s.Pairs.byKey(),
 		ConnectedAt: s.ConnectedAt, Now: e.at(), LiveFor: s.LiveFor})
 	return inserted, wrap("see stream", err)
 }
@@ -171,7 +171,7 @@ func (e *Engine) SeePoller(ctx context.Context, s PollerSighting) {
 	protocol := cmp.Or(s.Protocol, ProtocolLongPoll)
 	connected, err := e.q.WorkerPollerSeen(ctx, queries.WorkerPollerSeenParams{ID: uuid.Must(uuid.NewV7()), Protocol: protocol, ConsumerID: s.ConsumerID,
 		WorkerID: s.WorkerID, Replica: e.replica, Subscriptions: encodeSubscriptions(s.Subscriptions),
-		DefinitionKeys: s.Pairs.DefinitionKeys(), Now: e.at(), LiveFor: s.LiveFor + pollerRefresh})
+		DefinitionKeys: s.Pairs.DefinitionKeys(), Revisions: s.Pairs.byKey(), Now: e.at(), LiveFor: s.LiveFor + pollerRefresh})
 	if err != nil {
 		if ctx.Err() == nil {
 			e.logger.Warn("recording a polling worker in the catalog failed", "err", err)
@@ -259,6 +259,22 @@ func (e *Engine) LiveWorkersByDefinition(ctx context.Context) (map[string]map[st
 			out[r.DefinitionKey] = map[string]int64{}
 		}
 		out[r.DefinitionKey][r.Protocol] = r.Count
+	}
+	return out, nil
+}
+
+// RevisionsWithoutTaker returns, by definition key, the revisions whose
+// pull occurrences wait now while no live worker takes them: a process
+// version pinned a revision its definition's workers do not subscribe to
+// (yet), and its work waits however many workers serve the others.
+func (e *Engine) RevisionsWithoutTaker(ctx context.Context) (map[string][]int, error) {
+	rows, err := e.q.PullRevisionsWithoutTaker(ctx, e.at())
+	if err != nil {
+		return nil, wrap("revisions without taker", err)
+	}
+	out := map[string][]int{}
+	for _, r := range rows {
+		out[r.DefinitionKey] = append(out[r.DefinitionKey], int(r.Revision))
 	}
 	return out, nil
 }

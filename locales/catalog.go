@@ -272,9 +272,9 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 630,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 744,
-	"It takes revision %d only.":                       747,
-	"It takes revisions %s only.":                      749,
+	"It takes every revision its consumer is granted.": 748,
+	"It takes revision %d only.":                       751,
+	"It takes revisions %s only.":                      753,
 	"Its calls":                                        269,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 275,
@@ -346,8 +346,8 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 498,
 	"No process has the key “%s”.":                         93,
 	"No process is published yet.":                         617,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             741,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             740,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             745,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             744,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
 	"No release yet.": 204,
@@ -356,10 +356,10 @@ var messageKeyToIndex = map[string]int{
 	"No service has reserved this occurrence yet.":                           465,
 	"No token.":              688,
 	"No value was revealed.": 663,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 742,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 746,
 	"No worker is connected.":           730,
 	"No worker serves this definition.": 733,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 739,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 743,
 	"Node":                  352,
 	"Nodes":                 623,
 	"Nodes of this version": 632,
@@ -372,13 +372,15 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
 	"Nothing to find: the search box is empty.":                             670,
-	"Nothing was done.":         29,
-	"Nov":                       338,
-	"Now":                       474,
-	"Occurrence":                353,
-	"Occurrence %s":             452,
-	"Occurrence offered again":  107,
-	"Occurrences now":           629,
+	"Nothing was done.":        29,
+	"Nov":                      338,
+	"Now":                      474,
+	"Occurrence":               353,
+	"Occurrence %s":            452,
+	"Occurrence offered again": 107,
+	"Occurrences now":          629,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        741,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 742,
 	"Occurrences, newest first": 568,
 	"Oct":                       337,
 	"Offered from %s — %s.":     530,
@@ -465,7 +467,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              206,
 	"Revision %d":           227,
 	"Revisions":             201,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 745,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 749,
 	"Revoke the %s token “%s”?": 698,
 	"Revoke the token":          700,
 	"Revoke token %d":           697,
@@ -482,7 +484,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               668,
 	"Secret values can never be revealed.": 660,
 	"Sep":                                  336,
-	"Served by %d workers":                 743,
+	"Served by %d workers":                 747,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              357,
 	"Settlement date":      562,
@@ -565,9 +567,9 @@ var messageKeyToIndex = map[string]int{
 	"The version must be a whole number from 1.":                                                                                                                                                           385,
 	"These revisions have the same contracts.":                                                                                                                                                             218,
 	"These settings are kept in this browser only.":                                                                                                                                                        601,
-	"They take every revision their consumer is granted.":                                                                                                                                                  746,
-	"They take revision %d only.":                                                                                                                                                                          748,
-	"They take revisions %s only.":                                                                                                                                                                         750,
+	"They take every revision their consumer is granted.":                                                                                                                                                  750,
+	"They take revision %d only.":                                                                                                                                                                          752,
+	"They take revisions %s only.":                                                                                                                                                                         754,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     596,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         494,
@@ -726,6 +728,8 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             182,
 	"no header":                                              267,
 	"no worker":                                              303,
+	"no worker takes revision %d":                            739,
+	"no worker takes revisions %s":                           740,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 511,
 	"none": 251,
 	"none (revealed before reasons were asked for)": 664,
@@ -792,7 +796,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     643,
 }
 
-var enIndex = []uint32{ // 752 elements
+var enIndex = []uint32{ // 756 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1002,12 +1006,13 @@ var enIndex = []uint32{ // 752 elements
 	0x000070f1, 0x000070fd, 0x0000711f, 0x00007126,
 	// Entry 2E0 - 2FF
 	0x00007133, 0x00007144, 0x0000716b, 0x0000717b,
-	0x000071cf, 0x0000721f, 0x0000727f, 0x000072d2,
-	0x0000730a, 0x0000733b, 0x0000738b, 0x000073bf,
-	0x000073dd, 0x000073fc, 0x0000741b, 0x0000743b,
-} // Size: 3032 bytes
+	0x0000719a, 0x000071ba, 0x00007230, 0x000072ad,
+	0x00007301, 0x00007351, 0x000073b1, 0x00007404,
+	0x0000743c, 0x0000746d, 0x000074bd, 0x000074f1,
+	0x0000750f, 0x0000752e, 0x0000754d, 0x0000756d,
+} // Size: 3048 bytes
 
-const enData string = "" + // Size: 29755 bytes
+const enData string = "" + // Size: 30061 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1451,20 +1456,24 @@ const enData string = "" + // Size: 29755 bytes
 	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
 	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
 	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x02No proc" +
-	"ess uses this definition yet: it needs a worker once a process pulls it." +
-	"\x02No process pulls this definition: Relais calls its destinations (pus" +
-	"h), and it needs no worker.\x02No worker is connected for this definitio" +
-	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It take" +
-	"s every revision its consumer is granted.\x02Revisions they take: %[1]s;" +
-	" some take every revision their consumer is granted.\x02They take every " +
-	"revision their consumer is granted.\x02It takes revision %[1]d only.\x02" +
-	"They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02They" +
-	" take revisions %[1]s only."
+	"ion its consumer is granted\x02revisions %[1]s\x02no worker takes revisi" +
+	"on %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of revision %" +
+	"[1]d wait, and no live worker takes it: subscribe workers to it (a proce" +
+	"ss version pins it).\x02Occurrences of revisions %[1]s wait, and no live" +
+	" worker takes them: subscribe workers to them (a process version pins th" +
+	"em).\x02No worker serves this definition: its occurrences wait until one" +
+	" connects or polls.\x02No process uses this definition yet: it needs a w" +
+	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
+	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
+	"s connected for this definition; none of its occurrences waits for one." +
+	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
+	" by %[1]d workers\x02It takes every revision its consumer is granted." +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02It" +
+	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
+	"s revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 752 elements
+var frIndex = []uint32{ // 756 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1674,12 +1683,13 @@ var frIndex = []uint32{ // 752 elements
 	0x0000911e, 0x00009133, 0x0000915f, 0x00009164,
 	// Entry 2E0 - 2FF
 	0x00009179, 0x0000918b, 0x000091c0, 0x000091d1,
-	0x00009247, 0x000092d2, 0x00009361, 0x000093c8,
-	0x0000940a, 0x00009452, 0x000094c5, 0x0000950d,
-	0x0000953b, 0x00009569, 0x0000959c, 0x000095cf,
-} // Size: 3032 bytes
+	0x000091fe, 0x0000922d, 0x000092cf, 0x00009371,
+	0x000093e7, 0x00009472, 0x00009501, 0x00009568,
+	0x000095aa, 0x000095f2, 0x00009665, 0x000096ad,
+	0x000096db, 0x00009709, 0x0000973c, 0x0000976f,
+} // Size: 3048 bytes
 
-const frData string = "" + // Size: 38351 bytes
+const frData string = "" + // Size: 38767 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2224,21 +2234,26 @@ const frData string = "" + // Size: 38351 bytes
 	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
 	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
 	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
-	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	"\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02auc" +
+	"un exécutant ne prend les révisions %[1]s\x02Des occurrences de la révis" +
+	"ion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abon" +
+	"nez-y des exécutants (une version de processus l’épingle).\x02Des occurr" +
+	"ences des révisions %[1]s attendent, et aucun exécutant connecté ne les " +
+	"prend\u202f: abonnez-y des exécutants (une version de processus les épin" +
+	"gle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences" +
+	" attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus " +
+	"n’utilise encore cette définition\u202f: elle aura besoin d’un exécutant" +
+	" quand un processus l’utilisera en mode pull.\x02Aucun processus n’utili" +
+	"se cette définition en mode pull\u202f: Relais appelle ses destinations " +
+	"(push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est conn" +
+	"ecté pour cette définition\u202f; aucune de ses occurrences n’en attend." +
+	"\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Se" +
+	"rvie par %[1]d exécutants\x02Toutes les révisions accordées au consommat" +
+	"eur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 74170 bytes (72KiB); checksum: 726431A8
+	// Total table size 74924 bytes (73KiB); checksum: 4418CCD3

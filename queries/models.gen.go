@@ -277,4 +277,5 @@ type Worker struct {
 	ConnectedAt    time.Time
 	LastSeenAt     time.Time
 	LiveUntil      time.Time
+	Revisions      json.RawMessage
 }

@@ -2,13 +2,13 @@
 -- A stream's catalog row, written when it connects and every heartbeat
 -- (re-created should a pruning replica have taken it meanwhile: inserted
 -- says so, xmax being 0 only for a row this statement inserted).
-insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
+insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys, revisions,
                      connected_at, last_seen_at, live_until)
-values (@id, @consumer_id, @worker_id, 'stream', @replica, @subscriptions, @definition_keys::text[],
+values (@id, @consumer_id, @worker_id, 'stream', @replica, @subscriptions, @definition_keys::text[], @revisions::jsonb,
         @connected_at::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now()),
         coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
 on conflict (id) do update
-set definition_keys = excluded.definition_keys, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
+set definition_keys = excluded.definition_keys, revisions = excluded.revisions, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
 returning (xmax = 0)::boolean as inserted;
 
 -- name: WorkerDelete :exec
@@ -17,13 +17,14 @@ delete from workers where id = @id;
 -- name: WorkerPollerSeen :one
 -- A polling worker's row, upserted by its fetches. connected says whether
 -- it (re)appeared: a new row, or one that was no longer live.
-insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
+insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys, revisions,
                      connected_at, last_seen_at, live_until)
-values (@id, @consumer_id, @worker_id, @protocol, @replica, @subscriptions, @definition_keys::text[],
+values (@id, @consumer_id, @worker_id, @protocol, @replica, @subscriptions, @definition_keys::text[], @revisions::jsonb,
         coalesce(sqlc.narg('now')::timestamptz, now()), coalesce(sqlc.narg('now')::timestamptz, now()),
         coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
 on conflict (consumer_id, worker_id) where protocol <> 'stream' do update
 set protocol = excluded.protocol, replica = excluded.replica, subscriptions = excluded.subscriptions, definition_keys = excluded.definition_keys,
+    revisions = excluded.revisions,
     connected_at = case when workers.live_until <= excluded.last_seen_at then excluded.connected_at else workers.connected_at end,
     last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
 returning (connected_at = last_seen_at)::boolean as connected;
@@ -98,3 +99,25 @@ select coalesce(bool_or(n.value->>'kind' = 'pull'), false)::boolean as pulled,
        coalesce(bool_or(n.value->>'kind' = 'push'), false)::boolean as pushed
 from process_versions pv, json_each(pv.document->'nodes') n
 where n.value->>'definition' = @definition_key::text;
+
+-- name: PullRevisionsWithoutTaker :many
+-- The revisions whose pull occurrences wait now (available and due) while
+-- no live worker takes them, though one may serve their definition
+-- (another revision): one probe of occurrences_ready per revision, and
+-- the catalog's few hundred rows. A row whose revisions are unknown (an
+-- older replica wrote it) is taken to take them all: no warning is drawn
+-- from what is not known.
+select r.definition_key, r.revision
+from revisions r
+where exists (
+    select 1 from occurrences x
+    where x.mode = 'pull' and x.definition_key = r.definition_key and x.revision = r.revision and x.status = 'available'
+      and x.available_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+)
+and not exists (
+    select 1 from workers w
+    where w.live_until > coalesce(sqlc.narg('now')::timestamptz, now())
+      and r.definition_key = any(w.definition_keys)
+      and (w.revisions is null or w.revisions @> jsonb_build_object(r.definition_key::text, jsonb_build_array(r.revision)))
+)
+order by r.definition_key, r.revision;

@@ -35,6 +35,54 @@ func (q *Queries) DefinitionUse(ctx context.Context, definitionKey string) (Defi
 	return i, err
 }
 
+const pullRevisionsWithoutTaker = `-- name: PullRevisionsWithoutTaker :many
+select r.definition_key, r.revision
+from revisions r
+where exists (
+    select 1 from occurrences x
+    where x.mode = 'pull' and x.definition_key = r.definition_key and x.revision = r.revision and x.status = 'available'
+      and x.available_at <= coalesce($1::timestamptz, now())
+)
+and not exists (
+    select 1 from workers w
+    where w.live_until > coalesce($1::timestamptz, now())
+      and r.definition_key = any(w.definition_keys)
+      and (w.revisions is null or w.revisions @> jsonb_build_object(r.definition_key::text, jsonb_build_array(r.revision)))
+)
+order by r.definition_key, r.revision
+`
+
+type PullRevisionsWithoutTakerRow struct {
+	DefinitionKey string
+	Revision      int32
+}
+
+// The revisions whose pull occurrences wait now (available and due) while
+// no live worker takes them, though one may serve their definition
+// (another revision): one probe of occurrences_ready per revision, and
+// the catalog's few hundred rows. A row whose revisions are unknown (an
+// older replica wrote it) is taken to take them all: no warning is drawn
+// from what is not known.
+func (q *Queries) PullRevisionsWithoutTaker(ctx context.Context, now *time.Time) ([]PullRevisionsWithoutTakerRow, error) {
+	rows, err := q.db.Query(ctx, pullRevisionsWithoutTaker, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PullRevisionsWithoutTakerRow{}
+	for rows.Next() {
+		var i PullRevisionsWithoutTakerRow
+		if err := rows.Scan(&i.DefinitionKey, &i.Revision); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pullWorkWaits = `-- name: PullWorkWaits :one
 select exists (
     select 1 from occurrences
@@ -117,7 +165,7 @@ func (q *Queries) WorkerDelete(ctx context.Context, id uuid.UUID) error {
 }
 
 const workerListLive = `-- name: WorkerListLive :many
-select w.id, w.consumer_id, w.worker_id, w.protocol, w.replica, w.subscriptions, w.definition_keys, w.connected_at, w.last_seen_at, w.live_until, c.name as consumer_name,
+select w.id, w.consumer_id, w.worker_id, w.protocol, w.replica, w.subscriptions, w.definition_keys, w.connected_at, w.last_seen_at, w.live_until, w.revisions, c.name as consumer_name,
        (select count(*) from occurrences o
         where o.consumer_id = w.consumer_id and o.worker_id = w.worker_id and o.status = 'reserved'
           and o.lock_expires_at > coalesce($1::timestamptz, now()))::integer as in_flight
@@ -148,6 +196,7 @@ type WorkerListLiveRow struct {
 	ConnectedAt    time.Time
 	LastSeenAt     time.Time
 	LiveUntil      time.Time
+	Revisions      json.RawMessage
 	ConsumerName   string
 	InFlight       int32
 }
@@ -178,6 +227,7 @@ func (q *Queries) WorkerListLive(ctx context.Context, arg WorkerListLiveParams) 
 			&i.ConnectedAt,
 			&i.LastSeenAt,
 			&i.LiveUntil,
+			&i.Revisions,
 			&i.ConsumerName,
 			&i.InFlight,
 		); err != nil {
@@ -220,13 +270,14 @@ func (q *Queries) WorkerPollerLeft(ctx context.Context, arg WorkerPollerLeftPara
 }
 
 const workerPollerSeen = `-- name: WorkerPollerSeen :one
-insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
+insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys, revisions,
                      connected_at, last_seen_at, live_until)
-values ($1, $2, $3, $4, $5, $6, $7::text[],
-        coalesce($8::timestamptz, now()), coalesce($8::timestamptz, now()),
-        coalesce($8::timestamptz, now()) + $9::interval)
+values ($1, $2, $3, $4, $5, $6, $7::text[], $8::jsonb,
+        coalesce($9::timestamptz, now()), coalesce($9::timestamptz, now()),
+        coalesce($9::timestamptz, now()) + $10::interval)
 on conflict (consumer_id, worker_id) where protocol <> 'stream' do update
 set protocol = excluded.protocol, replica = excluded.replica, subscriptions = excluded.subscriptions, definition_keys = excluded.definition_keys,
+    revisions = excluded.revisions,
     connected_at = case when workers.live_until <= excluded.last_seen_at then excluded.connected_at else workers.connected_at end,
     last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
 returning (connected_at = last_seen_at)::boolean as connected
@@ -240,6 +291,7 @@ type WorkerPollerSeenParams struct {
 	Replica        string
 	Subscriptions  json.RawMessage
 	DefinitionKeys []string
+	Revisions      json.RawMessage
 	Now            *time.Time
 	LiveFor        time.Duration
 }
@@ -255,6 +307,7 @@ func (q *Queries) WorkerPollerSeen(ctx context.Context, arg WorkerPollerSeenPara
 		arg.Replica,
 		arg.Subscriptions,
 		arg.DefinitionKeys,
+		arg.Revisions,
 		arg.Now,
 		arg.LiveFor,
 	)
@@ -328,13 +381,13 @@ func (q *Queries) WorkerStreamOf(ctx context.Context, id uuid.UUID) (int64, erro
 }
 
 const workerStreamUpsert = `-- name: WorkerStreamUpsert :one
-insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
+insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys, revisions,
                      connected_at, last_seen_at, live_until)
-values ($1, $2, $3, 'stream', $4, $5, $6::text[],
-        $7::timestamptz, coalesce($8::timestamptz, now()),
-        coalesce($8::timestamptz, now()) + $9::interval)
+values ($1, $2, $3, 'stream', $4, $5, $6::text[], $7::jsonb,
+        $8::timestamptz, coalesce($9::timestamptz, now()),
+        coalesce($9::timestamptz, now()) + $10::interval)
 on conflict (id) do update
-set definition_keys = excluded.definition_keys, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
+set definition_keys = excluded.definition_keys, revisions = excluded.revisions, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
 returning (xmax = 0)::boolean as inserted
 `
 
@@ -345,6 +398,7 @@ type WorkerStreamUpsertParams struct {
 	Replica        string
 	Subscriptions  json.RawMessage
 	DefinitionKeys []string
+	Revisions      json.RawMessage
 	ConnectedAt    time.Time
 	Now            *time.Time
 	LiveFor        time.Duration
@@ -361,6 +415,7 @@ func (q *Queries) WorkerStreamUpsert(ctx context.Context, arg WorkerStreamUpsert
 		arg.Replica,
 		arg.Subscriptions,
 		arg.DefinitionKeys,
+		arg.Revisions,
 		arg.ConnectedAt,
 		arg.Now,
 		arg.LiveFor,
