@@ -288,3 +288,24 @@ func TestGrowingRetryDelayIsShown(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessPolicySaysAttemptsRight: the process page counts one attempt
+// in the singular and offers no retry delay for it (it read "1 attempts,
+// retry after 10 seconds"), and several in the plural with their delay.
+func TestProcessPolicySaysAttemptsRight(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_once", relaistest.CRMProcess(map[string]any{"max_attempts": 1, "retry_delay": "PT10S"}))
+	env.Process("crm_twice", relaistest.CRMProcess(map[string]any{"max_attempts": 2, "retry_delay": "PT10S"}))
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		once, twice := text(b.mustGet("/console/processes/crm_once/versions/1", 200), "nodes"), text(b.mustGet("/console/processes/crm_twice/versions/1", 200), "nodes")
+		if want := []string{"one attempt, no retry, priority", "une seule tentative, sans nouvelle tentative, priorité"}[i]; !strings.Contains(once, want) || strings.Contains(once, "10") {
+			t.Errorf("%s: one attempt: %q, want %q and no delay", lang, once, want)
+		}
+		if want := []string{"2 attempts, retry after 10 seconds", "2 tentatives, nouvelle tentative après 10 secondes"}[i]; !strings.Contains(twice, want) {
+			t.Errorf("%s: two attempts: %q, want %q", lang, twice, want)
+		}
+	}
+}

@@ -305,6 +305,10 @@ func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus ma
 		}
 		retryDelay := retryDelayText(ctx, n.Policy.RetryDelay, n.Policy.Backoff(), ceiling, lim.MaxRetryDelay)
 		row.Policy = T(ctx, "%d attempts, retry after %s, priority %d", n.Policy.MaxAttempts, retryDelay, n.Policy.Priority)
+		if n.Policy.MaxAttempts == 1 {
+			// No retry to wait for: a delay would say there is one.
+			row.Policy = T(ctx, "one attempt, no retry, priority %d", n.Policy.Priority)
+		}
 		if n.Policy.Deadline > 0 {
 			deadline := formatDuration(ctx, n.Policy.Deadline)
 			row.Policy = semicolonList(ctx, []string{row.Policy, T(ctx, "deadline %s", deadline)})

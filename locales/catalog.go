@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     326,
 	"%d held instances match now.":             62,
 	"%d hours":                                 342,
-	"%d items":                                 718,
+	"%d items":                                 719,
 	"%d left":                                  492,
 	"%d min":                                   325,
 	"%d minutes":                               343,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              716,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              717,
 	"%d ms": 345,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         637,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 636,
@@ -91,12 +91,12 @@ var messageKeyToIndex = map[string]int{
 	"%s: revisions %s":                        187,
 	"%s: the first day comes after the last.": 595,
 	"%s–%s":                                   313,
-	"(%d characters in all)":                  719,
+	"(%d characters in all)":                  720,
 	"(%d handed back, not counted)":           491,
-	"(each item)":                             706,
+	"(each item)":                             707,
 	"(worker %s)":                             534,
 	"0 seconds":                               340,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           684,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           685,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 523,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 605,
 	"A revision is a definition’s: choose the definition too.": 561,
@@ -119,7 +119,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       184,
 	"All processes":                       397,
 	"All statuses":                        399,
-	"All workers":                         732,
+	"All workers":                         733,
 	"An operator abandoned the instance.": 522,
 	"Any definition":                      398,
 	"Apply filters":                       116,
@@ -133,7 +133,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           159,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           657,
+	"Back to the occurrence":           658,
 	"Back without saving":              607,
 	"Breaks processes":                 216,
 	"Breaks workers":                   217,
@@ -147,12 +147,12 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    485,
 	"Calls":                           268,
 	"Calls signed (Relais-Signature)": 270,
-	"Camunda 7 facade":                736,
+	"Camunda 7 facade":                737,
 	"Cancelled: the instance was stopped (%s).":               545,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 544,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           658,
+	"Cannot reveal":                                           659,
 	"Change":                                                  214,
 	"Changes between the two revisions":                       226,
 	"Changes of the Working copy since revision %d":           235,
@@ -169,7 +169,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    307,
 	"Completions and failures per 5-minute slot, oldest first": 311,
 	"Completions and failures, last hour":                      290,
-	"Connected":                                                728,
+	"Connected":                                                729,
 	"Constraints":                                              194,
 	"Consumer":                                                 457,
 	"Consumer and worker":                                      572,
@@ -177,7 +177,7 @@ var messageKeyToIndex = map[string]int{
 	"Consumers, oldest first":                                  173,
 	"Counting the occurrences; the counts appear when you reload the page.": 188,
 	"Counts are unavailable right now.":                                     189,
-	"Counts as of %s (%s); refreshed every few seconds.":                    653,
+	"Counts as of %s (%s); refreshed every few seconds.":                    654,
 	"Counts by status": 567,
 	"Created":          356,
 	"Created from":     83,
@@ -194,7 +194,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                138,
 	"Definitions by key":                         253,
-	"Definitions served":                         726,
+	"Definitions served":                         727,
 	"Definitions, those needing attention first": 291,
 	"Description":                                195,
 	"Destination":                                469,
@@ -228,9 +228,9 @@ var messageKeyToIndex = map[string]int{
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 501,
 	"Every attempt, oldest first": 456,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  661,
-	"Expired token":                        694,
-	"Expires":                              691,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  662,
+	"Expired token":                        695,
+	"Expires":                              692,
 	"External tasks":                       133,
 	"Failed":                               295,
 	"Failed (%s).":                         543,
@@ -261,7 +261,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                378,
 	"Held instances":          294,
 	"ID":                      174,
-	"In flight":               727,
+	"In flight":               728,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 308,
 	"Inputs":                     219,
 	"Inputs of revision %d":      230,
@@ -272,20 +272,20 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 630,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 748,
-	"It takes revision %d only.":                       751,
-	"It takes revisions %s only.":                      753,
+	"It takes every revision its consumer is granted.": 749,
+	"It takes revision %d only.":                       752,
+	"It takes revisions %s only.":                      754,
 	"Its calls":                                        269,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 275,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  541,
 	"Its instance went on along the node’s error path.":                                                                                                                    542,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      699,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      700,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     328,
 	"Jul":                     334,
 	"Jun":                     333,
-	"Keep it":                 701,
+	"Keep it":                 702,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       271,
@@ -296,8 +296,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 507,
 	"Last reserved":           504,
 	"Last saved":              200,
-	"Last seen":               729,
-	"Last used":               690,
+	"Last seen":               730,
+	"Last used":               691,
 	"Latest revision":         255,
 	"Lists every change from one revision to another, and whom it may break.": 210,
 	"Local time at %s": 610,
@@ -312,7 +312,7 @@ var messageKeyToIndex = map[string]int{
 	"Message":                          569,
 	"Message from Relais (in English)": 558,
 	"Message from the service (its own words, protected values masked)": 559,
-	"Method not allowed": 665,
+	"Method not allowed": 666,
 	"Mode":               476,
 	"More filters: instance, revision, consumer, destination, dates": 563,
 	"Name":                    175,
@@ -328,10 +328,10 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        257,
 	"No destination yet.":                                                       259,
 	"No inputs.":                                                                220,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 674,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 675,
 	"No instance matches these filters.": 396,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 672,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 673,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 673,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 674,
 	"No live worker takes %s now (Workers page).":                                               525,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 526,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           527,
@@ -346,20 +346,20 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 498,
 	"No process has the key “%s”.":                         93,
 	"No process is published yet.":                         617,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             745,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             744,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             746,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             745,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
 	"No release yet.": 204,
 	"No revision yet: the Working copy has never been snapshotted.":          202,
 	"No service ever reserved this occurrence: it ended before any attempt.": 468,
 	"No service has reserved this occurrence yet.":                           465,
-	"No token.":              688,
-	"No value was revealed.": 663,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 746,
-	"No worker is connected.":           730,
-	"No worker serves this definition.": 733,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 743,
+	"No token.":              689,
+	"No value was revealed.": 664,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 747,
+	"No worker is connected.":           731,
+	"No worker serves this definition.": 734,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 744,
 	"Node":                  352,
 	"Nodes":                 623,
 	"Nodes of this version": 632,
@@ -371,7 +371,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 161,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             670,
+	"Nothing to find: the search box is empty.":                             671,
 	"Nothing was done.":        29,
 	"Nov":                      338,
 	"Now":                      474,
@@ -379,17 +379,17 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            452,
 	"Occurrence offered again": 107,
 	"Occurrences now":          629,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        741,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 742,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        742,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 743,
 	"Occurrences, newest first": 568,
 	"Oct":                       337,
 	"Offered from %s — %s.":     530,
 	"Oldest claimable waits":    296,
 	"On error":                  628,
 	"On success":                627,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         659,
-	"Only administrators may reveal a sensitive value.":                                                           654,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 685,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         660,
+	"Only administrators may reveal a sensitive value.":                                                           655,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 686,
 	"Open":             293,
 	"Operator actions": 348,
 	"Operator actions on this instance, newest first": 361,
@@ -417,7 +417,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 393,
 	"Processes":                       134,
 	"Processes by key":                615,
-	"Protocol":                        725,
+	"Protocol":                        726,
 	"Published":                       208,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 613,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       614,
@@ -461,38 +461,38 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 499,
-	"Revealed by %s at %s; recorded in the audit log.": 656,
+	"Revealed by %s at %s; recorded in the audit log.": 657,
 	"Reveals":               143,
-	"Reveals, newest first": 662,
+	"Reveals, newest first": 663,
 	"Revision":              206,
 	"Revision %d":           227,
 	"Revisions":             201,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 749,
-	"Revoke the %s token “%s”?": 698,
-	"Revoke the token":          700,
-	"Revoke token %d":           697,
-	"Revoke…":                   695,
-	"Role":                      689,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 750,
+	"Revoke the %s token “%s”?": 699,
+	"Revoke the token":          701,
+	"Revoke token %d":           698,
+	"Revoke…":                   696,
+	"Role":                      690,
 	"Route":                     354,
 	"Routing output":            199,
 	"Row %s":                    592,
 	"Rows %s–%s":                593,
 	"Save settings":             606,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      655,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      656,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 272,
-	"Search":                               668,
-	"Secret values can never be revealed.": 660,
+	"Search":                               669,
+	"Secret values can never be revealed.": 661,
 	"Sep":                                  336,
-	"Served by %d workers":                 747,
+	"Served by %d workers":                 748,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              357,
 	"Settlement date":      562,
 	"Show all definitions": 304,
 	"Show times in":        602,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
-	"Sign in": 678,
-	"Sign in with an operator, designer or administrator token.": 679,
+	"Sign in": 679,
+	"Sign in with an operator, designer or administrator token.": 680,
 	"Sign out":             145,
 	"Signed in as %s (%s)": 144,
 	"Since revision %d:":   233,
@@ -502,8 +502,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 168,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 686,
-	"Staff tokens, oldest first": 687,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 687,
+	"Staff tokens, oldest first": 688,
 	"Start node":                 620,
 	"Started":                    374,
 	"State":                      178,
@@ -527,7 +527,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 252,
 	"Tasks":                   179,
 	"Temporarily unavailable": 166,
-	"That is too long to be an id or a business key.": 671,
+	"That is too long to be an id or a business key.": 672,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              261,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             232,
@@ -562,20 +562,20 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            515,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      560,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          704,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          681,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          705,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          682,
 	"The version must be a whole number from 1.":                                                                                                                                                           385,
 	"These revisions have the same contracts.":                                                                                                                                                             218,
 	"These settings are kept in this browser only.":                                                                                                                                                        601,
-	"They take every revision their consumer is granted.":                                                                                                                                                  750,
-	"They take revision %d only.":                                                                                                                                                                          752,
-	"They take revisions %s only.":                                                                                                                                                                         754,
+	"They take every revision their consumer is granted.":                                                                                                                                                  751,
+	"They take revision %d only.":                                                                                                                                                                          753,
+	"They take revisions %s only.":                                                                                                                                                                         755,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     596,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         494,
 	"This contract has no outputs.":                                                                                                                                                                        497,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  165,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  667,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  668,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 279,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -593,26 +593,26 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            703,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           702,
-	"This page does not accept that request.": 666,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            704,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           703,
+	"This page does not accept that request.": 667,
 	"This page reloads every %d seconds.":     153,
 	"This process takes no inputs.":           365,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 683,
+	"This token is unknown, revoked or expired.": 684,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 633,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            634,
 	"Times in %s · no auto-reload":    150,
 	"Times in %s · reload every %d s": 149,
 	"Times in %s · reloading paused":  148,
 	"To revision":                     212,
-	"Token":                           680,
+	"Token":                           681,
 	"Tokens":                          142,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 682,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 683,
 	"Totals of all definitions, not narrowed by the other filters":         577,
 	"Totals of definition %s, not narrowed by the other filters":           576,
 	"Type": 191,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 669,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 670,
 	"URL":                              263,
 	"UTC (coordinated universal time)": 608,
 	"Unknown action.":                  52,
@@ -630,18 +630,18 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       103,
 	"Whole message":                                             467,
 	"Why (recorded with the reveal)":                            500,
-	"Worker":                                                    724,
+	"Worker":                                                    725,
 	"Worker id":                                                 458,
 	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        722,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        723,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 723,
-	"Workers serving %s":                   731,
+	"Workers seen within three heartbeats": 724,
+	"Workers serving %s":                   732,
 	"Working copy":                         197,
-	"You are signed out.":                  675,
+	"You are signed out.":                  676,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 676,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          677,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 677,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          678,
 	"[redacted]":                          557,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
@@ -653,11 +653,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 645,
 	"any other error":                     281,
 	"as of %s (%s); counts are refreshed every few seconds.": 579,
-	"at least %d characters":                                 707,
-	"at least %d items":                                      714,
+	"at least %d characters":                                 708,
+	"at least %d items":                                      715,
 	"at most %d":                                             488,
-	"at most %d characters":                                  708,
-	"at most %d items":                                       715,
+	"at most %d characters":                                  709,
+	"at most %d items":                                       716,
 	"at most %d since the last operator retry":               489,
 	"available":                                              400,
 	"boolean":                                                415,
@@ -673,7 +673,7 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           547,
 	"date":                                                   416,
 	"date and time":                                          417,
-	"deadline %s":                                            648,
+	"deadline %s":                                            649,
 	"deferred":                                               402,
 	"deferred since":                                         587,
 	"deleted":                                                109,
@@ -684,7 +684,7 @@ var messageKeyToIndex = map[string]int{
 	"end: completes the instance":                            284,
 	"end: fails the instance":                                285,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 737,
+	"every revision its consumer is granted":                 738,
 	"exact, case-sensitive":                                  390,
 	"expired":                                                408,
 	"failed":                                                 404,
@@ -692,7 +692,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            434,
 	"field removed":                                          435,
 	"format":                                                 445,
-	"format %s":                                              710,
+	"format %s":                                              711,
 	"from":                                                   114,
 	"held":                                                   407,
 	"held for an operator":                                   282,
@@ -703,24 +703,24 @@ var messageKeyToIndex = map[string]int{
 	"in %s":                                                  321,
 	"in progress":                                            466,
 	"instance id":                                            566,
-	"instances held":                                         651,
-	"instances held: %s":                                     652,
+	"instances held":                                         652,
+	"instances held: %s":                                     653,
 	"integer":                                                413,
 	"its name, exactly":                                      565,
 	"just now":                                               323,
 	"list":                                                   420,
 	"lock until":                                             586,
-	"long polling":                                           735,
+	"long polling":                                           736,
 	"long wait":                                              302,
 	"maximum":                                                447,
-	"maximum %s":                                             712,
+	"maximum %s":                                             713,
 	"maximum items":                                          449,
 	"maximum length":                                         443,
 	"minimum":                                                446,
-	"minimum %s":                                             711,
+	"minimum %s":                                             712,
 	"minimum items":                                          448,
 	"minimum length":                                         442,
-	"never":                                                  692,
+	"never":                                                  693,
 	"next attempt":                                           583,
 	"no":                                                     433,
 	"no answer within the timeout":                           553,
@@ -728,61 +728,62 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             182,
 	"no header":                                              267,
 	"no worker":                                              303,
-	"no worker takes revision %d":                            739,
-	"no worker takes revisions %s":                           740,
+	"no worker takes revision %d":                            740,
+	"no worker takes revisions %s":                           741,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 511,
 	"none": 251,
-	"none (revealed before reasons were asked for)": 664,
+	"none (revealed before reasons were asked for)": 665,
 	"none yet": 256,
 	"none: a failed call takes the node’s error path": 481,
-	"normal":                          421,
-	"not provided":                    717,
-	"not yet":                         693,
-	"null":                            720,
-	"number":                          414,
-	"object":                          419,
-	"on error":                        280,
-	"one of: %s":                      713,
-	"operator":                        429,
-	"optional %s field of type %s":    248,
-	"optional field of type %s":       250,
-	"optional → required":             241,
-	"pattern":                         444,
-	"pattern %s":                      709,
-	"pull":                            638,
-	"pull %s":                         287,
-	"pull (the service fetches it)":   426,
-	"push %s":                         286,
-	"push (Relais calls the service)": 427,
-	"push to %s":                      639,
-	"rejected":                        409,
-	"released":                        410,
-	"required %s field of type %s":    247,
-	"required changed":                437,
-	"required field of type %s":       249,
-	"required → optional":             242,
-	"reserved":                        401,
-	"retry":                           3,
-	"revision %d":                     580,
-	"revisions %s":                    738,
-	"revoked":                         181,
-	"routing changed":                 441,
-	"routing output":                  705,
-	"routing output %s → %s":          240,
-	"running":                         406,
-	"secret":                          423,
-	"sensitive":                       422,
-	"settled":                         582,
-	"stop":                            5,
-	"stream":                          734,
-	"text":                            412,
+	"normal":                             421,
+	"not provided":                       718,
+	"not yet":                            694,
+	"null":                               721,
+	"number":                             414,
+	"object":                             419,
+	"on error":                           280,
+	"one attempt, no retry, priority %d": 648,
+	"one of: %s":                         714,
+	"operator":                           429,
+	"optional %s field of type %s":       248,
+	"optional field of type %s":          250,
+	"optional → required":                241,
+	"pattern":                            444,
+	"pattern %s":                         710,
+	"pull":                               638,
+	"pull %s":                            287,
+	"pull (the service fetches it)":      426,
+	"push %s":                            286,
+	"push (Relais calls the service)":    427,
+	"push to %s":                         639,
+	"rejected":                           409,
+	"released":                           410,
+	"required %s field of type %s":       247,
+	"required changed":                   437,
+	"required field of type %s":          249,
+	"required → optional":                242,
+	"reserved":                           401,
+	"retry":                              3,
+	"revision %d":                        580,
+	"revisions %s":                       739,
+	"revoked":                            181,
+	"routing changed":                    441,
+	"routing output":                     706,
+	"routing output %s → %s":             240,
+	"running":                            406,
+	"secret":                             423,
+	"sensitive":                          422,
+	"settled":                            582,
+	"stop":                               5,
+	"stream":                             735,
+	"text":                               412,
 	"the contracts are the same (the name or a description changed).": 234,
-	"this session":             696,
-	"timeout %s":               649,
-	"timeout %s (the default)": 650,
+	"this session":             697,
+	"timeout %s":               650,
+	"timeout %s (the default)": 651,
 	"to":                       115,
 	"type changed":             436,
-	"unexpected value":         721,
+	"unexpected value":         722,
 	"unknown":                  556,
 	"values added: %s":         243,
 	"values changed":           438,
@@ -796,7 +797,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     643,
 }
 
-var enIndex = []uint32{ // 756 elements
+var enIndex = []uint32{ // 757 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -980,39 +981,40 @@ var enIndex = []uint32{ // 756 elements
 	// Entry 280 - 29F
 	0x0000602f, 0x0000603f, 0x0000604b, 0x0000605b,
 	0x00006065, 0x00006088, 0x000060a1, 0x000060b4,
-	0x000060e6, 0x000060f5, 0x00006103, 0x0000611f,
-	0x0000612e, 0x00006144, 0x0000617d, 0x000061af,
-	0x00006207, 0x0000623e, 0x00006255, 0x00006263,
-	0x000062a7, 0x000062cc, 0x00006343, 0x00006359,
-	0x00006370, 0x0000639e, 0x000063b1, 0x000063d9,
-	0x0000645d, 0x00006464, 0x000064cc, 0x000064f6,
+	0x00006120, 0x00006146, 0x00006155, 0x00006163,
+	0x0000617f, 0x0000618e, 0x000061a4, 0x000061dd,
+	0x0000620f, 0x00006267, 0x0000629e, 0x000062b5,
+	0x000062c3, 0x00006307, 0x0000632c, 0x000063a3,
+	0x000063b9, 0x000063d0, 0x000063fe, 0x00006411,
+	0x00006439, 0x000064bd, 0x000064c4, 0x0000652c,
 	// Entry 2A0 - 2BF
-	0x00006526, 0x00006584, 0x000066be, 0x0000675e,
-	0x00006772, 0x0000681d, 0x0000689f, 0x000068a7,
-	0x000068e2, 0x000068e8, 0x00006964, 0x000069fc,
-	0x00006a27, 0x00006a89, 0x00006af5, 0x00006b9c,
-	0x00006bb7, 0x00006bc1, 0x00006bc6, 0x00006bd0,
-	0x00006bd8, 0x00006bde, 0x00006be6, 0x00006bf4,
-	0x00006bfe, 0x00006c0b, 0x00006c1e, 0x00006c42,
-	0x00006cc2, 0x00006cd3, 0x00006cdb, 0x00006d50,
+	0x00006556, 0x00006586, 0x000065e4, 0x0000671e,
+	0x000067be, 0x000067d2, 0x0000687d, 0x000068ff,
+	0x00006907, 0x00006942, 0x00006948, 0x000069c4,
+	0x00006a5c, 0x00006a87, 0x00006ae9, 0x00006b55,
+	0x00006bfc, 0x00006c17, 0x00006c21, 0x00006c26,
+	0x00006c30, 0x00006c38, 0x00006c3e, 0x00006c46,
+	0x00006c54, 0x00006c5e, 0x00006c6b, 0x00006c7e,
+	0x00006ca2, 0x00006d22, 0x00006d33, 0x00006d3b,
 	// Entry 2C0 - 2DF
-	0x00006da4, 0x00006de6, 0x00006df5, 0x00006e01,
-	0x00006e3d, 0x00006e77, 0x00006e85, 0x00006e92,
-	0x00006ea0, 0x00006eae, 0x00006ebc, 0x00006eee,
-	0x00006f1e, 0x00006f7a, 0x00006f87, 0x00006fa7,
-	0x00006fc1, 0x00006fc6, 0x00006fd7, 0x0000705d,
-	0x00007082, 0x00007089, 0x00007092, 0x000070a5,
-	0x000070af, 0x000070b9, 0x000070c3, 0x000070db,
-	0x000070f1, 0x000070fd, 0x0000711f, 0x00007126,
+	0x00006db0, 0x00006e04, 0x00006e46, 0x00006e55,
+	0x00006e61, 0x00006e9d, 0x00006ed7, 0x00006ee5,
+	0x00006ef2, 0x00006f00, 0x00006f0e, 0x00006f1c,
+	0x00006f4e, 0x00006f7e, 0x00006fda, 0x00006fe7,
+	0x00007007, 0x00007021, 0x00007026, 0x00007037,
+	0x000070bd, 0x000070e2, 0x000070e9, 0x000070f2,
+	0x00007105, 0x0000710f, 0x00007119, 0x00007123,
+	0x0000713b, 0x00007151, 0x0000715d, 0x0000717f,
 	// Entry 2E0 - 2FF
-	0x00007133, 0x00007144, 0x0000716b, 0x0000717b,
-	0x0000719a, 0x000071ba, 0x00007230, 0x000072ad,
-	0x00007301, 0x00007351, 0x000073b1, 0x00007404,
-	0x0000743c, 0x0000746d, 0x000074bd, 0x000074f1,
-	0x0000750f, 0x0000752e, 0x0000754d, 0x0000756d,
-} // Size: 3048 bytes
+	0x00007186, 0x00007193, 0x000071a4, 0x000071cb,
+	0x000071db, 0x000071fa, 0x0000721a, 0x00007290,
+	0x0000730d, 0x00007361, 0x000073b1, 0x00007411,
+	0x00007464, 0x0000749c, 0x000074cd, 0x0000751d,
+	0x00007551, 0x0000756f, 0x0000758e, 0x000075ad,
+	0x000075cd,
+} // Size: 3052 bytes
 
-const enData string = "" + // Size: 30061 bytes
+const enData string = "" + // Size: 30157 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1390,60 +1392,62 @@ const enData string = "" + // Size: 30061 bytes
 	"utes and counts.\x02%[1]d nodes, starting at %[2]s. The table below list" +
 	"s the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
 	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x02%[1]d attem" +
-	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
-	"s\x02timeout %[1]s (the default)\x02instances held\x02instances held: %[" +
-	"1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only " +
-	"administrators may reveal a sensitive value.\x02Say why you reveal this " +
-	"value: the reason is recorded with the reveal in the audit log.\x02Revea" +
-	"led by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurre" +
-	"nce\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02Every sen" +
-	"sitive value an administrator revealed: who, when, which field and why. " +
-	"The values themselves are never kept.\x02Reveals, newest first\x02No val" +
-	"ue was revealed.\x02none (revealed before reasons were asked for)\x02Met" +
-	"hod not allowed\x02This page does not accept that request.\x02This form " +
-	"was sent from another site: the console takes its forms from its own pag" +
-	"es only. Open the console and send it from there.\x02Search\x02Type an i" +
-	"nstance or occurrence id (a whole UUID, as the title of its page shows i" +
-	"t), or a business key.\x02Nothing to find: the search box is empty.\x02T" +
-	"hat is too long to be an id or a business key.\x02No instance or occurre" +
-	"nce has the id “%[1]s”, and no instance has it as its business key.\x02N" +
-	"o instance or occurrence has the id “%[1]s”, and no instance has it as i" +
-	"ts business key. An ended instance is deleted, with its occurrences and " +
-	"attempts, once the retention period (RELAIS_RETENTION) has passed, or at" +
-	" once when an administrator erases it; the audit log keeps the operator " +
-	"actions taken on it.\x02No instance has “%[1]s” as its business key, and" +
-	" it is not a whole id: the lists show the end of each id. Open the row, " +
-	"or copy its link, for the whole id.\x02You are signed out.\x02Your sessi" +
-	"on had ended (inactivity, a sign-out elsewhere, a revoked token or a res" +
-	"tart of the server), so your last action was not applied. Sign in again," +
-	" then repeat it.\x02Your session has ended (inactivity, a sign-out elsew" +
-	"here, a token revoked or expired, or a restart of the server). Sign in a" +
-	"gain.\x02Sign in\x02Sign in with an operator, designer or administrator " +
-	"token.\x02Token\x02The token is checked once and never stored in your br" +
-	"owser; a session cookie stands for it for up to 8 hours of inactivity." +
-	"\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address." +
-	" Try again in %[1]d second.\x00H\x02Too many failed sign-ins from your a" +
-	"ddress. Try again in %[1]d seconds.\x02This token is unknown, revoked or" +
-	" expired.\x02A %[1]s token cannot open the console: sign in with an oper" +
-	"ator, designer or administrator token.\x02Only administrators see this p" +
-	"age: tokens, consumers, destinations, the reveal log and erasures are th" +
-	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
-	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
-	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
-	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
-	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
+	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
+	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
+	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
+	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
+	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
+	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance or occurrence has the id " +
+	"“%[1]s”, and no instance has it as its business key.\x02No instance or" +
+	" occurrence has the id “%[1]s”, and no instance has it as its business k" +
+	"ey. An ended instance is deleted, with its occurrences and attempts, onc" +
+	"e the retention period (RELAIS_RETENTION) has passed, or at once when an" +
+	" administrator erases it; the audit log keeps the operator actions taken" +
+	" on it.\x02No instance has “%[1]s” as its business key, and it is not a " +
+	"whole id: the lists show the end of each id. Open the row, or copy its l" +
+	"ink, for the whole id.\x02You are signed out.\x02Your session had ended " +
+	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
+	"erver), so your last action was not applied. Sign in again, then repeat " +
+	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a token" +
+	" revoked or expired, or a restart of the server). Sign in again.\x02Sign" +
+	" in\x02Sign in with an operator, designer or administrator token.\x02Tok" +
+	"en\x02The token is checked once and never stored in your browser; a sess" +
+	"ion cookie stands for it for up to 8 hours of inactivity.\x14\x01\x81" +
+	"\x01\x00\x02G\x02Too many failed sign-ins from your address. Try again i" +
+	"n %[1]d second.\x00H\x02Too many failed sign-ins from your address. Try " +
+	"again in %[1]d seconds.\x02This token is unknown, revoked or expired." +
+	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
+	"igner or administrator token.\x02Only administrators see this page: toke" +
+	"ns, consumers, destinations, the reveal log and erasures are theirs.\x02" +
+	"Staff tokens (administrators, designers, operators) that are not revoked" +
+	". Consumer tokens are managed with their consumers. Revoking a token ref" +
+	"uses its next request.\x02Staff tokens, oldest first\x02No token.\x02Rol" +
+	"e\x02Last used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke" +
+	"…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2" +
+	"]s”?\x02Its next request is refused, and console sessions opened with it" +
+	" end. This cannot be undone: whoever uses it needs a new token.\x02Revok" +
+	"e the token\x02Keep it\x02This is the token you signed in with: revoking" +
+	" it signs you out. Its next request is refused. This cannot be undone." +
+	"\x02This is the last usable administrator token: create another one befo" +
+	"re revoking it.\x02The token %[1]s (%[2]s) was revoked: its next request" +
+	" is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
 	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
 	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
 	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
@@ -1473,7 +1477,7 @@ const enData string = "" + // Size: 30061 bytes
 	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
 	"s revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 756 elements
+var frIndex = []uint32{ // 757 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1657,39 +1661,40 @@ var frIndex = []uint32{ // 756 elements
 	// Entry 280 - 29F
 	0x00007bc1, 0x00007bcf, 0x00007bdf, 0x00007bef,
 	0x00007bf9, 0x00007c22, 0x00007c3c, 0x00007c57,
-	0x00007ce5, 0x00007cf6, 0x00007d03, 0x00007d1e,
-	0x00007d32, 0x00007d50, 0x00007d9b, 0x00007ddc,
-	0x00007e52, 0x00007e98, 0x00007eb1, 0x00007ec9,
-	0x00007f1c, 0x00007f57, 0x00007fef, 0x0000801b,
-	0x00008041, 0x00008075, 0x0000808d, 0x000080b8,
-	0x00008161, 0x0000816b, 0x000081f3, 0x00008228,
+	0x00007ce5, 0x00007d23, 0x00007d34, 0x00007d41,
+	0x00007d5c, 0x00007d70, 0x00007d8e, 0x00007dd9,
+	0x00007e1a, 0x00007e90, 0x00007ed6, 0x00007eef,
+	0x00007f07, 0x00007f5a, 0x00007f95, 0x0000802d,
+	0x00008059, 0x0000807f, 0x000080b3, 0x000080cb,
+	0x000080f6, 0x0000819f, 0x000081a9, 0x00008231,
 	// Entry 2A0 - 2BF
-	0x00008269, 0x000082dd, 0x00008458, 0x00008531,
-	0x0000854a, 0x00008613, 0x0000869c, 0x000086a9,
-	0x000086fb, 0x00008701, 0x0000879d, 0x0000884d,
-	0x00008879, 0x00008905, 0x000089ac, 0x00008a6e,
-	0x00008a9e, 0x00008aab, 0x00008ab1, 0x00008ac7,
-	0x00008ad2, 0x00008ad9, 0x00008ae4, 0x00008af2,
-	0x00008aff, 0x00008b0d, 0x00008b26, 0x00008b53,
-	0x00008bfc, 0x00008c0f, 0x00008c19, 0x00008ca8,
+	0x00008266, 0x000082a7, 0x0000831b, 0x00008496,
+	0x0000856f, 0x00008588, 0x00008651, 0x000086da,
+	0x000086e7, 0x00008739, 0x0000873f, 0x000087db,
+	0x0000888b, 0x000088b7, 0x00008943, 0x000089ea,
+	0x00008aac, 0x00008adc, 0x00008ae9, 0x00008aef,
+	0x00008b05, 0x00008b10, 0x00008b17, 0x00008b22,
+	0x00008b30, 0x00008b3d, 0x00008b4b, 0x00008b64,
+	0x00008b91, 0x00008c3a, 0x00008c4d, 0x00008c57,
 	// Entry 2C0 - 2DF
-	0x00008d09, 0x00008d5b, 0x00008d6d, 0x00008d80,
-	0x00008dbe, 0x00008dfa, 0x00008e06, 0x00008e13,
-	0x00008e21, 0x00008e2f, 0x00008e3f, 0x00008e7b,
-	0x00008eb5, 0x00008f32, 0x00008f3d, 0x00008f67,
-	0x00008f83, 0x00008f87, 0x00008f99, 0x0000905b,
-	0x0000908e, 0x00009099, 0x000090a3, 0x000090b8,
-	0x000090c1, 0x000090cb, 0x000090e0, 0x00009104,
-	0x0000911e, 0x00009133, 0x0000915f, 0x00009164,
+	0x00008ce6, 0x00008d47, 0x00008d99, 0x00008dab,
+	0x00008dbe, 0x00008dfc, 0x00008e38, 0x00008e44,
+	0x00008e51, 0x00008e5f, 0x00008e6d, 0x00008e7d,
+	0x00008eb9, 0x00008ef3, 0x00008f70, 0x00008f7b,
+	0x00008fa5, 0x00008fc1, 0x00008fc5, 0x00008fd7,
+	0x00009099, 0x000090cc, 0x000090d7, 0x000090e1,
+	0x000090f6, 0x000090ff, 0x00009109, 0x0000911e,
+	0x00009142, 0x0000915c, 0x00009171, 0x0000919d,
 	// Entry 2E0 - 2FF
-	0x00009179, 0x0000918b, 0x000091c0, 0x000091d1,
-	0x000091fe, 0x0000922d, 0x000092cf, 0x00009371,
-	0x000093e7, 0x00009472, 0x00009501, 0x00009568,
-	0x000095aa, 0x000095f2, 0x00009665, 0x000096ad,
-	0x000096db, 0x00009709, 0x0000973c, 0x0000976f,
-} // Size: 3048 bytes
+	0x000091a2, 0x000091b7, 0x000091c9, 0x000091fe,
+	0x0000920f, 0x0000923c, 0x0000926b, 0x0000930d,
+	0x000093af, 0x00009425, 0x000094b0, 0x0000953f,
+	0x000095a6, 0x000095e8, 0x00009630, 0x000096a3,
+	0x000096eb, 0x00009719, 0x00009747, 0x0000977a,
+	0x000097ad,
+} // Size: 3052 bytes
 
-const frData string = "" + // Size: 38767 bytes
+const frData string = "" + // Size: 38829 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2156,104 +2161,105 @@ const frData string = "" + // Size: 38767 bytes
 	"pérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01" +
 	"\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, pr" +
 	"iorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, p" +
-	"riorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
-	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
-	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
-	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
-	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
-	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
-	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
-	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
-	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
-	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
-	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
-	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
-	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
-	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
-	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
-	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
-	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
-	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
-	"cune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et au" +
-	"cune instance ne l’a pour clé métier.\x02Aucune instance ni occurrence n" +
-	"’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier." +
-	" Une instance terminée est supprimée, avec ses occurrences et ses tentat" +
-	"ives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou a" +
-	"ussitôt qu’un administrateur l’efface\u202f; le journal d’audit garde le" +
-	"s actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1" +
-	"]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: " +
-	"les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou co" +
-	"piez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Vo" +
-	"tre session avait pris fin (inactivité, déconnexion ailleurs, jeton révo" +
-	"qué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été " +
-	"appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris f" +
-	"in (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou redéma" +
-	"rrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous a" +
-	"vec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton" +
-	"\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre na" +
-	"vigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’inac" +
-	"tivité.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis v" +
-	"otre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions é" +
-	"chouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton" +
-	" est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas o" +
-	"uvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de con" +
-	"cepteur ou d’administrateur.\x02Seuls les administrateurs voient cette p" +
-	"age\u202f: les jetons, les consommateurs, les destinations, le journal d" +
-	"es révélations et les effacements sont de leur ressort.\x02Jetons du per" +
-	"sonnel (administrateurs, concepteurs, opérateurs) non révoqués. Les jeto" +
-	"ns des consommateurs se gèrent avec leurs consommateurs. Révoquer un jet" +
-	"on refuse sa requête suivante.\x02Jetons du personnel, les plus anciens " +
-	"d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
-	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
-	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
-	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
-	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
-	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
-	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
-	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02auc" +
-	"un exécutant ne prend les révisions %[1]s\x02Des occurrences de la révis" +
-	"ion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abon" +
-	"nez-y des exécutants (une version de processus l’épingle).\x02Des occurr" +
-	"ences des révisions %[1]s attendent, et aucun exécutant connecté ne les " +
-	"prend\u202f: abonnez-y des exécutants (une version de processus les épin" +
-	"gle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences" +
-	" attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus " +
-	"n’utilise encore cette définition\u202f: elle aura besoin d’un exécutant" +
-	" quand un processus l’utilisera en mode pull.\x02Aucun processus n’utili" +
-	"se cette définition en mode pull\u202f: Relais appelle ses destinations " +
-	"(push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est conn" +
-	"ecté pour cette définition\u202f; aucune de ses occurrences n’en attend." +
-	"\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Se" +
-	"rvie par %[1]d exécutants\x02Toutes les révisions accordées au consommat" +
-	"eur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"riorité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité " +
+	"%[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
+	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
+	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
+	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
+	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune insta" +
+	"nce ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’ident" +
+	"ifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une instanc" +
+	"e terminée est supprimée, avec ses occurrences et ses tentatives, une fo" +
+	"is la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’u" +
+	"n administrateur l’efface\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» po" +
+	"ur clé métier, et ce n’est pas un identifiant entier\u202f: les listes m" +
+	"ontrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lie" +
+	"n, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session " +
+	"avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redém" +
+	"arrage du serveur)\u202f: votre dernière action n’a pas été appliquée. R" +
+	"econnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivi" +
+	"té, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du ser" +
+	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
+	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
+	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
+	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x14\x01" +
+	"\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. R" +
+	"éessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis" +
+	" votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, " +
+	"révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
+	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
+	"dministrateur.\x02Seuls les administrateurs voient cette page\u202f: les" +
+	" jetons, les consommateurs, les destinations, le journal des révélations" +
+	" et les effacements sont de leur ressort.\x02Jetons du personnel (admini" +
+	"strateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomm" +
+	"ateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa r" +
+	"equête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Auc" +
+	"un jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas" +
+	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jet" +
+	"on %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa req" +
+	"uête suivante est refusée et les sessions de console ouvertes avec lui p" +
+	"rennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un no" +
+	"uveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec le" +
+	"quel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête s" +
+	"uivante est refusée. C’est irréversible.\x02C’est le dernier jeton admin" +
+	"istrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02L" +
+	"e jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera ref" +
+	"usée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
+	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
+	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
+	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
+	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
+	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
+	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une " +
+	"version de processus l’épingle).\x02Des occurrences des révisions %[1]s " +
+	"attendent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des" +
+	" exécutants (une version de processus les épingle).\x02Aucun exécutant n" +
+	"e sert cette définition\u202f: ses occurrences attendent qu’un exécutant" +
+	" se connecte ou interroge.\x02Aucun processus n’utilise encore cette déf" +
+	"inition\u202f: elle aura besoin d’un exécutant quand un processus l’util" +
+	"isera en mode pull.\x02Aucun processus n’utilise cette définition en mod" +
+	"e pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’" +
+	"aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
+	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
+	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
+	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
+	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
+	"évisions %[1]s sont prises en charge."
 
-	// Total table size 74924 bytes (73KiB); checksum: 4418CCD3
+	// Total table size 75090 bytes (73KiB); checksum: B59324A0
