@@ -520,12 +520,21 @@ func TestBrowserLongKeysFitAPhone(t *testing.T) {
 	env.Must(200, "POST", "/api/v1/instances/"+stopped+"/stop", env.Operator, map[string]any{
 		"reason": "See https://support.example.fr/servicedesk/customer/portal/12/INC-2026-004711?selectedTab=com.atlassian.servicedesk:activity-tab"})
 	stoppedOcc := env.Must(200, "GET", "/api/v1/instances/"+stopped, env.Operator, nil).JSON(t)["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	// A worker id as long, of a consumer granted the key: the Workers and
+	// Consumers pages cut both at a phone's width (QA, an accessibility
+	// audit), out of sight and out of a keyboard's reach.
+	consumer := env.Consumer("long-key-sync", key)
+	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"max_tasks": 1,
+		"worker_id": "kyc-with_every_contact-verification-worker-eu-west-1", "subscriptions": []any{map[string]any{"definition": key}}})
 	for _, lang := range []string{"en", "fr"} {
 		b := openTab(t, browserPath, phone, "long-keys-"+lang)
-		b.signIn(env.URL, lang, env.Operator)
-		for _, page := range []string{"/console/definitions/" + key, "/console/instances", "/console/occurrences"} {
+		b.signIn(env.URL, lang, env.Admin)
+		for _, page := range []string{"/console/definitions/" + key, "/console/instances", "/console/occurrences", "/console/workers", "/console/consumers"} {
 			b.open(env.URL, page, 200)
-			hidden := b.eval(`(() => { const all = [...document.querySelectorAll('h1, h2, .wrap')].filter(e => e.textContent.includes('with_every_contact'));
+			if cut := b.eval(scrollableRegionsJS); cut != "" {
+				t.Errorf("%s %s: out of a keyboard's reach: %s", lang, page, cut)
+			}
+			hidden := b.eval(`(() => { const all = [...document.querySelectorAll('h1, h2, .wrap, .anywhere')].filter(e => e.textContent.includes('with_every_contact'));
 				if (all.length === 0) return 'no element shows it';
 				return all.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.tagName + '.' + e.className + ' ' + e.clientWidth + ' of ' + e.scrollWidth + ' px').join(', '); })()`)
 			if hidden != "" {
