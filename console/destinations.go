@@ -34,7 +34,10 @@ type destinationListView struct {
 	List                                                     cardList
 	HeadName, HeadURL, HeadHeaders, HeadTimeout, HeadUpdated string
 	HeadCalls, CallsLink, NoHeader                           string
-	Rows                                                     []destinationRow
+	// Masked is what a screen reader says for a query value the URL
+	// masks (***, which it read "star star star").
+	Masked string
+	Rows   []destinationRow
 }
 
 // destinationList lists the push destinations by name: the console's view
@@ -56,6 +59,7 @@ func (c *Console) destinationList(w http.ResponseWriter, r *http.Request) {
 		List: newCardList(ctx, "destinations",
 			T(ctx, "The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations)."),
 			T(ctx, "Destinations by name"), empty, errs),
+		Masked:   T(ctx, "masked value"),
 		HeadName: T(ctx, "Name"), HeadURL: T(ctx, "URL"), HeadHeaders: T(ctx, "Headers sent"), HeadTimeout: T(ctx, "Longest timeout"),
 		HeadUpdated: T(ctx, "Last changed"),
 		NoHeader:    T(ctx, "no header"),

@@ -36,7 +36,14 @@ func TestDestinationListPage(t *testing.T) {
 			t.Errorf("%s: rows %v, want by name", lang, names)
 		}
 		row := r.doc.Find(`[data-testid=destination-row][data-name=scoring]`)
-		url := strings.TrimSpace(row.Find(`[data-testid=destination-url]`).Text())
+		// A masked query value is "***" for eyes, hidden from screen
+		// readers (they read "star star star"), and words for them.
+		cell := row.Find(`[data-testid=destination-url]`)
+		if spoken, want := cell.Find(`.visually-hidden`).Text(), map[string]string{"en": "(masked value)", "fr": "(valeur masquée)"}[lang]; spoken != want || cell.Find(`[aria-hidden=true]`).Text() != "***" {
+			t.Errorf("%s: the URL's mask reads %q to a screen reader, want %q with the stars hidden", lang, spoken, want)
+		}
+		cell.Find(`.visually-hidden`).Remove()
+		url := strings.TrimSpace(cell.Text())
 		headers := strings.TrimSpace(row.Find(`[data-testid=destination-headers]`).Text())
 		timeout := strings.TrimSpace(row.Find(`[data-testid=destination-timeout]`).Text())
 		wantNone := "no header"

@@ -105,14 +105,16 @@ func classLabel(ctx context.Context, c contracts.Classification) string {
 
 // maskedMarker is what stands in for a protected value. It names the
 // classification and nothing else: never the value, its length or a prefix.
+// The page puts dots before it, hidden from screen readers (they read
+// "bullet bullet bullet").
 // Each marker is a whole message because its grammar differs from the
 // classification's name alone (fr: "masqué (secret)" but "classification
 // secrète").
 func maskedMarker(ctx context.Context, c contracts.Classification) string {
 	if c == contracts.ClassSensitive {
-		return T(ctx, "••• hidden (sensitive)")
+		return T(ctx, "hidden (sensitive)")
 	}
-	return T(ctx, "••• hidden (secret)")
+	return T(ctx, "hidden (secret)")
 }
 
 // modeLabel translates how an occurrence reaches its service.

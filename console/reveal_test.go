@@ -26,6 +26,11 @@ func revealForms(t *testing.T, r response) []string {
 		if marker := s.Closest("td").Find(`[data-testid=masked]`).Text(); !strings.Contains(marker, "sensitive") && !strings.Contains(marker, "sensible") {
 			t.Errorf("reveal form for %s %s on a row showing %q", side, field, marker)
 		}
+		// The dots are for eyes: a screen reader read "bullet bullet
+		// bullet" before the words (QA, an accessibility audit).
+		if dots := s.Closest("td").Find(`[data-testid=masked] > [aria-hidden=true]`).Text(); dots != "•••" {
+			t.Errorf("reveal form for %s %s: the marker's dots are not hidden from screen readers (%q)", side, field, dots)
+		}
 		got = append(got, side+" "+field)
 	})
 	return got

@@ -39,102 +39,102 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              319,
-	"%[1]s %[2]s, %[3]s %[4]s":                 320,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          318,
-	"%[1]s; %[2]s":                             317,
-	"%d (0 lowest, 9 highest)":                 484,
-	"%d attempts":                              490,
-	"%d attempts, retry after %s, priority %d": 647,
+	"%[1]s %[2]s":                              320,
+	"%[1]s %[2]s, %[3]s %[4]s":                 321,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          319,
+	"%[1]s; %[2]s":                             318,
+	"%d (0 lowest, 9 highest)":                 485,
+	"%d attempts":                              491,
+	"%d attempts, retry after %s, priority %d": 648,
 	"%d breaking":                              239,
 	"%d changes":                               238,
-	"%d completed":                             315,
-	"%d d":                                     327,
-	"%d days":                                  341,
-	"%d failed":                                316,
-	"%d h":                                     326,
+	"%d completed":                             316,
+	"%d d":                                     328,
+	"%d days":                                  342,
+	"%d failed":                                317,
+	"%d h":                                     327,
 	"%d held instances match now.":             62,
-	"%d hours":                                 342,
-	"%d items":                                 719,
-	"%d left":                                  492,
-	"%d min":                                   325,
-	"%d minutes":                               343,
+	"%d hours":                                 343,
+	"%d items":                                 720,
+	"%d left":                                  493,
+	"%d min":                                   326,
+	"%d minutes":                               344,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              717,
-	"%d ms": 345,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         637,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 636,
-	"%d occurrences":                          578,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              718,
+	"%d ms": 346,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         638,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 637,
+	"%d occurrences":                          579,
 	"%d releases":                             258,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
-	"%d s":       324,
-	"%d seconds": 344,
+	"%d s":       325,
+	"%d seconds": 345,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (deferred; settled by %s)":                        550,
-	"%s (deferred; settled with its settle token)":        548,
-	"%s (deferred; settled with its settle token, as %s)": 549,
+	"%s (deferred; settled by %s)":                        551,
+	"%s (deferred; settled with its settle token)":        549,
+	"%s (deferred; settled with its settle token, as %s)": 550,
 	"%s (token #%d, %s)":                                  101,
-	"%s ago":                                              322,
-	"%s so far":                                           546,
-	"%s → %s":                                             642,
-	"%s, %s: %s":                                          288,
-	"%s, multiplied by %s after each failure, up to %s":                    487,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 486,
-	"%s, revision %s":                         450,
-	"%s, version %s":                          451,
-	"%s: %s":                                  314,
+	"%s ago":                                              323,
+	"%s so far":                                           547,
+	"%s → %s":                                             643,
+	"%s, %s: %s":                                          289,
+	"%s, multiplied by %s after each failure, up to %s":                    488,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 487,
+	"%s, revision %s":                         451,
+	"%s, version %s":                          452,
+	"%s: %s":                                  315,
 	"%s: %s → %s":                             246,
-	"%s: a date is written 2026-12-01.":       594,
+	"%s: a date is written 2026-12-01.":       595,
 	"%s: every revision, present and future":  185,
 	"%s: revision %s":                         186,
 	"%s: revisions %s":                        187,
-	"%s: the first day comes after the last.": 595,
-	"%s–%s":                                   313,
-	"(%d characters in all)":                  720,
-	"(%d handed back, not counted)":           491,
-	"(each item)":                             707,
-	"(worker %s)":                             534,
-	"0 seconds":                               340,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           685,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 523,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 605,
-	"A revision is a definition’s: choose the definition too.": 561,
-	"A version is a process’s: choose the process too.":        386,
+	"%s: the first day comes after the last.": 596,
+	"%s–%s":                                   314,
+	"(%d characters in all)":                  721,
+	"(%d handed back, not counted)":           492,
+	"(each item)":                             708,
+	"(worker %s)":                             535,
+	"0 seconds":                               341,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           686,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 524,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 606,
+	"A revision is a definition’s: choose the definition too.": 562,
+	"A version is a process’s: choose the process too.":        387,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              380,
-	"Abandoned by %s at %s — “%s”":                                   372,
+	"Abandoned at node":                                              381,
+	"Abandoned by %s at %s — “%s”":                                   373,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 391,
+	"Act on every instance this filter matches": 392,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       575,
-	"All definitions":                     306,
+	"All consumers":                       576,
+	"All definitions":                     307,
 	"All its tasks":                       184,
-	"All processes":                       397,
-	"All statuses":                        399,
-	"All workers":                         733,
-	"An operator abandoned the instance.": 522,
-	"Any definition":                      398,
+	"All processes":                       398,
+	"All statuses":                        400,
+	"All workers":                         734,
+	"An operator abandoned the instance.": 523,
+	"Any definition":                      399,
 	"Apply filters":                       116,
-	"Apr":                                 331,
-	"As of %s (%s); refreshed every few seconds.": 300,
-	"Attempts":                         455,
+	"Apr":                                 332,
+	"As of %s (%s); refreshed every few seconds.": 301,
+	"Attempts":                         456,
 	"Audit log":                        110,
-	"Aug":                              335,
-	"Available from":                   502,
+	"Aug":                              336,
+	"Available from":                   503,
 	"Back to definitions":              160,
 	"Back to external tasks":           159,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           658,
-	"Back without saving":              607,
+	"Back to the occurrence":           659,
+	"Back without saving":              608,
 	"Breaks processes":                 216,
 	"Breaks workers":                   217,
 	"Bulk %s applied to %d instances.": 99,
@@ -144,368 +144,368 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     108,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    485,
-	"Calls":                           268,
-	"Calls signed (Relais-Signature)": 270,
-	"Camunda 7 facade":                737,
-	"Cancelled: the instance was stopped (%s).":               545,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 544,
+	"Call timeout":                    486,
+	"Calls":                           269,
+	"Calls signed (Relais-Signature)": 271,
+	"Camunda 7 facade":                738,
+	"Cancelled: the instance was stopped (%s).":               546,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 545,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           659,
+	"Cannot reveal":                                           660,
 	"Change":                                                  214,
 	"Changes between the two revisions":                       226,
 	"Changes of the Working copy since revision %d":           235,
 	"Choose two existing revisions to compare.":               236,
 	"Classification":                                          193,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            631,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 622,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            632,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 623,
 	"Compare":              213,
 	"Compare revisions":    209,
-	"Completed":            309,
-	"Completed (%s).":      540,
-	"Completed, last hour": 297,
-	"Completions and failures per 5 minutes, last hour: %s":    307,
-	"Completions and failures per 5-minute slot, oldest first": 311,
-	"Completions and failures, last hour":                      290,
-	"Connected":                                                729,
+	"Completed":            310,
+	"Completed (%s).":      541,
+	"Completed, last hour": 298,
+	"Completions and failures per 5 minutes, last hour: %s":    308,
+	"Completions and failures per 5-minute slot, oldest first": 312,
+	"Completions and failures, last hour":                      291,
+	"Connected":                                                730,
 	"Constraints":                                              194,
-	"Consumer":                                                 457,
-	"Consumer and worker":                                      572,
+	"Consumer":                                                 458,
+	"Consumer and worker":                                      573,
 	"Consumers":                                                140,
 	"Consumers, oldest first":                                  173,
 	"Counting the occurrences; the counts appear when you reload the page.": 188,
 	"Counts are unavailable right now.":                                     189,
-	"Counts as of %s (%s); refreshed every few seconds.":                    654,
-	"Counts by status": 567,
-	"Created":          356,
+	"Counts as of %s (%s); refreshed every few seconds.":                    655,
+	"Counts by status": 568,
+	"Created":          357,
 	"Created from":     83,
 	"Created on":       177,
 	"Created to":       84,
-	"Creation date":    387,
-	"Dates":            453,
-	"Deadline":         482,
-	"Dec":              339,
-	"Deferred":         506,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 539,
-	"Definition":                                 292,
+	"Creation date":    388,
+	"Dates":            454,
+	"Deadline":         483,
+	"Dec":              340,
+	"Deferred":         507,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 540,
+	"Definition":                                 293,
 	"Definition %s":                              196,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                138,
 	"Definitions by key":                         253,
-	"Definitions served":                         727,
-	"Definitions, those needing attention first": 291,
+	"Definitions served":                         728,
+	"Definitions, those needing attention first": 292,
 	"Description":                                195,
-	"Destination":                                469,
+	"Destination":                                470,
 	"Destinations":                               141,
 	"Destinations by name":                       262,
-	"Destination’s answer":                       462,
+	"Destination’s answer":                       463,
 	"Detail":                                     215,
 	"Digest":                                     229,
 	"Display settings":                           146,
 	"Display settings: ":                         147,
-	"Duration":                                   461,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 289,
+	"Duration":                                   462,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 290,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          581,
-	"End node":                  379,
-	"End node or error":         395,
-	"Ended":                     375,
-	"Erase process instance %s": 273,
-	"Erase the instance":        276,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 274,
-	"Erase this instance…": 366,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 278,
-	"Error":                      571,
-	"Error (before any attempt)": 509,
-	"Error (the deadline passed after attempt %d)": 508,
+	"Earlier attempt:":          582,
+	"End node":                  380,
+	"End node or error":         396,
+	"Ended":                     376,
+	"Erase process instance %s": 274,
+	"Erase the instance":        277,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 275,
+	"Erase this instance…": 367,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 279,
+	"Error":                      572,
+	"Error (before any attempt)": 510,
+	"Error (the deadline passed after attempt %d)": 509,
 	"Error code":       81,
-	"Error message":    464,
-	"Every %d seconds": 612,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 501,
-	"Every attempt, oldest first": 456,
+	"Error message":    465,
+	"Every %d seconds": 613,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 502,
+	"Every attempt, oldest first": 457,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  662,
-	"Expired token":                        695,
-	"Expires":                              692,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  663,
+	"Expired token":                        696,
+	"Expires":                              693,
 	"External tasks":                       133,
-	"Failed":                               295,
-	"Failed (%s).":                         543,
-	"Failed at node":                       381,
-	"Failed occurrence":                    377,
-	"Failed, last hour":                    298,
-	"Feb":                                  329,
+	"Failed":                               296,
+	"Failed (%s).":                         544,
+	"Failed at node":                       382,
+	"Failed occurrence":                    378,
+	"Failed, last hour":                    299,
+	"Feb":                                  330,
 	"Field":                                190,
 	"Filter":                               55,
 	"Filters":                              112,
 	"Find":                                 137,
 	"Find an instance or occurrence":       135,
-	"Finished":                             460,
-	"First page":                           591,
+	"Finished":                             461,
+	"First page":                           592,
 	"Follow it in the audit log (new tab)": 59,
 	"Form refused":                         164,
 	"From revision":                        211,
 	"From revision %d to revision %d:":     237,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  176,
-	"Graph":                   621,
-	"Graph of %s":             635,
-	"HTTP 2xx, unusable body": 552,
-	"Headers sent":            264,
+	"Graph":                   622,
+	"Graph of %s":             636,
+	"HTTP 2xx, unusable body": 553,
+	"Headers sent":            265,
 	"Health":                  132,
 	"Held at a node of":       82,
-	"Held at node":            376,
-	"Held for":                378,
-	"Held instances":          294,
+	"Held at node":            377,
+	"Held for":                379,
+	"Held instances":          295,
 	"ID":                      174,
-	"In flight":               728,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 308,
+	"In flight":               729,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 309,
 	"Inputs":                     219,
 	"Inputs of revision %d":      230,
 	"Inputs of the working copy": 221,
-	"Inputs the instance was started with, labelled by process version %d's contract": 364,
-	"Inputs, labelled by revision %d's contract":                                      493,
-	"Instance":                  394,
+	"Inputs the instance was started with, labelled by process version %d's contract": 365,
+	"Inputs, labelled by revision %d's contract":                                      494,
+	"Instance":                  395,
 	"Instances":                 86,
-	"Instances of this version": 630,
+	"Instances of this version": 631,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 749,
-	"It takes revision %d only.":                       752,
-	"It takes revisions %s only.":                      754,
-	"Its calls":                                        269,
+	"It takes every revision its consumer is granted.": 750,
+	"It takes revision %d only.":                       753,
+	"It takes revisions %s only.":                      755,
+	"Its calls":                                        270,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 275,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  541,
-	"Its instance went on along the node’s error path.":                                                                                                                    542,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      700,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 276,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  542,
+	"Its instance went on along the node’s error path.":                                                                                                                    543,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      701,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
-	"Jan":                     328,
-	"Jul":                     334,
-	"Jun":                     333,
-	"Keep it":                 702,
+	"Jan":                     329,
+	"Jul":                     335,
+	"Jun":                     334,
+	"Keep it":                 703,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       271,
+	"Keep the instance":       272,
 	"Key":                     254,
-	"Kind":                    625,
+	"Kind":                    626,
 	"Language":                129,
-	"Last changed":            266,
-	"Last error (attempt %d)": 507,
-	"Last reserved":           504,
+	"Last changed":            267,
+	"Last error (attempt %d)": 508,
+	"Last reserved":           505,
 	"Last saved":              200,
-	"Last seen":               730,
-	"Last used":               691,
+	"Last seen":               731,
+	"Last used":               692,
 	"Latest revision":         255,
 	"Lists every change from one revision to another, and whom it may break.": 210,
-	"Local time at %s": 610,
-	"Local time in %s": 609,
-	"Lock expired %s — waiting to be offered again.": 531,
-	"Lock expires":                     505,
-	"Longest timeout":                  265,
+	"Local time at %s": 611,
+	"Local time in %s": 610,
+	"Lock expired %s — waiting to be offered again.": 532,
+	"Lock expires":                     506,
+	"Longest timeout":                  266,
 	"Main navigation":                  131,
-	"Mar":                              330,
-	"Maximum attempts":                 478,
-	"May":                              332,
-	"Message":                          569,
-	"Message from Relais (in English)": 558,
-	"Message from the service (its own words, protected values masked)": 559,
-	"Method not allowed": 666,
-	"Mode":               476,
-	"More filters: instance, revision, consumer, destination, dates": 563,
+	"Mar":                              331,
+	"Maximum attempts":                 479,
+	"May":                              333,
+	"Message":                          570,
+	"Message from Relais (in English)": 559,
+	"Message from the service (its own words, protected values masked)": 560,
+	"Method not allowed": 667,
+	"Mode":               477,
+	"More filters: instance, revision, consumer, destination, dates": 564,
 	"Name":                    175,
-	"Never":                   611,
-	"Next attempt":            503,
-	"Next attempt or settled": 573,
-	"Next node":               355,
-	"Next page":               590,
+	"Never":                   612,
+	"Next attempt":            504,
+	"Next attempt or settled": 574,
+	"Next node":               356,
+	"Next page":               591,
 	"No consumer yet.":        170,
-	"No definition %s has occurrences: check the key, or show all definitions.": 305,
-	"No definition has occurrences yet.":                                        299,
+	"No definition %s has occurrences: check the key, or show all definitions.": 306,
+	"No definition has occurrences yet.":                                        300,
 	"No definition has the key “%s”.":                                           94,
 	"No definition yet.":                                                        257,
 	"No destination yet.":                                                       259,
 	"No inputs.":                                                                220,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 675,
-	"No instance matches these filters.": 396,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 673,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 674,
-	"No live worker takes %s now (Workers page).":                                               525,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 526,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           527,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          528,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 676,
+	"No instance matches these filters.": 397,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 674,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 675,
+	"No live worker takes %s now (Workers page).":                                               526,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 527,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           528,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          529,
 	"No more consumers.":                                   171,
 	"No more destinations.":                                260,
-	"No occurrence matches these filters.":                 574,
+	"No occurrence matches these filters.":                 575,
 	"No operator action matches.":                          118,
-	"No operator has acted on this instance.":              360,
-	"No outputs yet: the occurrence has not completed.":    496,
+	"No operator has acted on this instance.":              361,
+	"No outputs yet: the occurrence has not completed.":    497,
 	"No outputs.":                                          223,
-	"No outputs: the occurrence ended without completing.": 498,
+	"No outputs: the occurrence ended without completing.": 499,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         617,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             746,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             745,
+	"No process is published yet.":                         618,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             747,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             746,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
 	"No release yet.": 204,
 	"No revision yet: the Working copy has never been snapshotted.":          202,
-	"No service ever reserved this occurrence: it ended before any attempt.": 468,
-	"No service has reserved this occurrence yet.":                           465,
-	"No token.":              689,
-	"No value was revealed.": 664,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 747,
-	"No worker is connected.":           731,
-	"No worker serves this definition.": 734,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 744,
-	"Node":                  352,
-	"Nodes":                 623,
-	"Nodes of this version": 632,
-	"Nodes of this version, with their occurrences now": 624,
-	"Nodes reached, in order":                           351,
+	"No service ever reserved this occurrence: it ended before any attempt.": 469,
+	"No service has reserved this occurrence yet.":                           466,
+	"No token.":              690,
+	"No value was revealed.": 665,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 748,
+	"No worker is connected.":           732,
+	"No worker serves this definition.": 735,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 745,
+	"Node":                  353,
+	"Nodes":                 624,
+	"Nodes of this version": 633,
+	"Nodes of this version, with their occurrences now": 625,
+	"Nodes reached, in order":                           352,
 	"Not allowed":                                       155,
 	"Not found":                                         163,
 	"Notes":                                             207,
 	"Nothing exists at this address, or it is not visible to you.": 161,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             671,
+	"Nothing to find: the search box is empty.":                             672,
 	"Nothing was done.":        29,
-	"Nov":                      338,
-	"Now":                      474,
-	"Occurrence":               353,
-	"Occurrence %s":            452,
+	"Nov":                      339,
+	"Now":                      475,
+	"Occurrence":               354,
+	"Occurrence %s":            453,
 	"Occurrence offered again": 107,
-	"Occurrences now":          629,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        742,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 743,
-	"Occurrences, newest first": 568,
-	"Oct":                       337,
-	"Offered from %s — %s.":     530,
-	"Oldest claimable waits":    296,
-	"On error":                  628,
-	"On success":                627,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         660,
-	"Only administrators may reveal a sensitive value.":                                                           655,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 686,
-	"Open":             293,
-	"Operator actions": 348,
-	"Operator actions on this instance, newest first": 361,
+	"Occurrences now":          630,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        743,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 744,
+	"Occurrences, newest first": 569,
+	"Oct":                       338,
+	"Offered from %s — %s.":     531,
+	"Oldest claimable waits":    297,
+	"On error":                  629,
+	"On success":                628,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         661,
+	"Only administrators may reveal a sensitive value.":                                                           656,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 687,
+	"Open":             294,
+	"Operator actions": 349,
+	"Operator actions on this instance, newest first": 362,
 	"Operator actions, newest first":                  122,
-	"Outcome":                                         463,
+	"Outcome":                                         464,
 	"Outputs":                                         222,
 	"Outputs of revision %d":                          231,
 	"Outputs of the working copy":                     224,
-	"Outputs, labelled by revision %d's contract":     495,
-	"Pages":                           588,
-	"Path":                            349,
+	"Outputs, labelled by revision %d's contract":     496,
+	"Pages":                           589,
+	"Path":                            350,
 	"Pause reloading":                 154,
-	"Pinned revision":                 626,
-	"Policy":                          454,
-	"Previous page":                   589,
-	"Priority":                        483,
+	"Pinned revision":                 627,
+	"Policy":                          455,
+	"Previous page":                   590,
+	"Priority":                        484,
 	"Process":                         77,
-	"Process %s":                      619,
+	"Process %s":                      620,
 	"Process %s has no version %d.":   92,
-	"Process and node":                570,
-	"Process inputs":                  363,
+	"Process and node":                571,
+	"Process inputs":                  364,
 	"Process instance":                106,
-	"Process instance %s":             346,
-	"Process instances":               389,
-	"Process instances, newest first": 393,
+	"Process instance %s":             347,
+	"Process instances":               390,
+	"Process instances, newest first": 394,
 	"Processes":                       134,
-	"Processes by key":                615,
-	"Protocol":                        726,
+	"Processes by key":                616,
+	"Protocol":                        727,
 	"Published":                       208,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 613,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       614,
-	"Push destination": 564,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 614,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       615,
+	"Push destination": 565,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            477,
-	"Recorded operator actions":                             359,
+	"Reason given by the worker":                            478,
+	"Recorded operator actions":                             360,
 	"Relais console":                                        128,
-	"Relais has not called the destination yet.":            471,
-	"Relais is calling the destination (since %s).":         536,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 473,
-	"Relais never called the destination: the occurrence ended before any call.": 472,
+	"Relais has not called the destination yet.":            472,
+	"Relais is calling the destination (since %s).":         537,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 474,
+	"Relais never called the destination: the occurrence ended before any call.": 473,
 	"Relais refused the action. Nothing was done.":                               49,
 	"Release":                             205,
 	"Releases":                            203,
 	"Releases, oldest first":              225,
-	"Reload lists and detail pages":       604,
+	"Reload lists and detail pages":       605,
 	"Reloading paused":                    151,
-	"Replica":                             470,
+	"Replica":                             471,
 	"Required":                            192,
-	"Reserved":                            459,
-	"Reserved by %s.":                     538,
-	"Reserved by %s; lock until %s — %s.": 537,
+	"Reserved":                            460,
+	"Reserved by %s.":                     539,
+	"Reserved by %s; lock until %s — %s.": 538,
 	"Reserved now":                        183,
 	"Resume":                              152,
-	"Retried by %s at %s — “%s”":          373,
+	"Retried by %s at %s — “%s”":          374,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            480,
+	"Retries":            481,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  529,
-	"Retry delay":        479,
+	"Retry at %s — %s.":  530,
+	"Retry delay":        480,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         475,
+	"Retry or abandon it from its instance":         476,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 510,
+	"Retryable": 511,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 499,
-	"Revealed by %s at %s; recorded in the audit log.": 657,
+	"Reveal — this is recorded": 500,
+	"Revealed by %s at %s; recorded in the audit log.": 658,
 	"Reveals":               143,
-	"Reveals, newest first": 663,
+	"Reveals, newest first": 664,
 	"Revision":              206,
 	"Revision %d":           227,
 	"Revisions":             201,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 750,
-	"Revoke the %s token “%s”?": 699,
-	"Revoke the token":          701,
-	"Revoke token %d":           698,
-	"Revoke…":                   696,
-	"Role":                      690,
-	"Route":                     354,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 751,
+	"Revoke the %s token “%s”?": 700,
+	"Revoke the token":          702,
+	"Revoke token %d":           699,
+	"Revoke…":                   697,
+	"Role":                      691,
+	"Route":                     355,
 	"Routing output":            199,
-	"Row %s":                    592,
-	"Rows %s–%s":                593,
-	"Save settings":             606,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      656,
+	"Row %s":                    593,
+	"Rows %s–%s":                594,
+	"Save settings":             607,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      657,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 272,
-	"Search":                               669,
-	"Secret values can never be revealed.": 661,
-	"Sep":                                  336,
-	"Served by %d workers":                 748,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 273,
+	"Search":                               670,
+	"Secret values can never be revealed.": 662,
+	"Sep":                                  337,
+	"Served by %d workers":                 749,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              357,
-	"Settlement date":      562,
-	"Show all definitions": 304,
-	"Show times in":        602,
+	"Settled":              358,
+	"Settlement date":      563,
+	"Show all definitions": 305,
+	"Show times in":        603,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
-	"Sign in": 679,
-	"Sign in with an operator, designer or administrator token.": 680,
+	"Sign in": 680,
+	"Sign in with an operator, designer or administrator token.": 681,
 	"Sign out":             145,
 	"Signed in as %s (%s)": 144,
 	"Since revision %d:":   233,
 	"Skip to content":      130,
-	"Slot":                 312,
+	"Slot":                 313,
 	"Snapshotted":          228,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 168,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 687,
-	"Staff tokens, oldest first": 688,
-	"Start node":                 620,
-	"Started":                    374,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 688,
+	"Staff tokens, oldest first": 689,
+	"Start node":                 621,
+	"Started":                    375,
 	"State":                      178,
 	"Status":                     79,
 	"Stop %d instances":          73,
@@ -519,285 +519,286 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              371,
+	"Stopped by %s at %s — “%s”":                              372,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
 	"Stopping applies to running or held instances, not %s ones.":                              53,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   370,
-	"Summary": 347,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   371,
+	"Summary": 348,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 252,
 	"Tasks":                   179,
 	"Temporarily unavailable": 166,
-	"That is too long to be an id or a business key.": 672,
+	"That is too long to be an id or a business key.": 673,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              261,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             232,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 516,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 517,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          517,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 535,
-	"The chart’s numbers": 310,
+	"The call could not be prepared.":          518,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 536,
+	"The chart’s numbers": 311,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           169,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          603,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          604,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 167,
-	"The deadline passed before a result arrived.":                                                                                                                          514,
-	"The destination answered HTTP %s.":     524,
-	"The destination could not be reached.": 518,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 512,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      513,
-	"The destination’s answer was too large.": 519,
+	"The deadline passed before a result arrived.":                                                                                                                          515,
+	"The destination answered HTTP %s.":     525,
+	"The destination could not be reached.": 519,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 513,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      514,
+	"The destination’s answer was too large.": 520,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 172,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     158,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           521,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                520,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             392,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 350,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           522,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                521,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             393,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 351,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         198,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               600,
-	"The page size must be between 1 and %d.":                                                                                                                                                              388,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  599,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               601,
+	"The page size must be between 1 and %d.":                                                                                                                                                              389,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  600,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            515,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      560,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          705,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          682,
-	"The version must be a whole number from 1.":                                                                                                                                                           385,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            516,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      561,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          706,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          683,
+	"The version must be a whole number from 1.":                                                                                                                                                           386,
 	"These revisions have the same contracts.":                                                                                                                                                             218,
-	"These settings are kept in this browser only.":                                                                                                                                                        601,
-	"They take every revision their consumer is granted.":                                                                                                                                                  751,
-	"They take revision %d only.":                                                                                                                                                                          753,
-	"They take revisions %s only.":                                                                                                                                                                         755,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     596,
+	"These settings are kept in this browser only.":                                                                                                                                                        602,
+	"They take every revision their consumer is granted.":                                                                                                                                                  752,
+	"They take revision %d only.":                                                                                                                                                                          754,
+	"They take revisions %s only.":                                                                                                                                                                         756,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     597,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         494,
-	"This contract has no outputs.":                                                                                                                                                                        497,
+	"This contract has no inputs.":                                                                                                                                                                         495,
+	"This contract has no outputs.":                                                                                                                                                                        498,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  165,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  668,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  669,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 279,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 280,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 367,
-	"This instance has not reached a task yet.":                   358,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 368,
+	"This instance has not reached a task yet.":                   359,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 277,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 278,
 	"This instance is %s: there is nothing to stop.":                            38,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 368,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 369,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 369,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 370,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            704,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           703,
-	"This page does not accept that request.": 667,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            705,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           704,
+	"This page does not accept that request.": 668,
 	"This page reloads every %d seconds.":     153,
-	"This process takes no inputs.":           365,
+	"This process takes no inputs.":           366,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 684,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 633,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            634,
+	"This token is unknown, revoked or expired.": 685,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 634,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            635,
 	"Times in %s · no auto-reload":    150,
 	"Times in %s · reload every %d s": 149,
 	"Times in %s · reloading paused":  148,
 	"To revision":                     212,
-	"Token":                           681,
+	"Token":                           682,
 	"Tokens":                          142,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 683,
-	"Totals of all definitions, not narrowed by the other filters":         577,
-	"Totals of definition %s, not narrowed by the other filters":           576,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 684,
+	"Totals of all definitions, not narrowed by the other filters":         578,
+	"Totals of definition %s, not narrowed by the other filters":           577,
 	"Type": 191,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 670,
-	"URL":                              263,
-	"UTC (coordinated universal time)": 608,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 671,
+	"URL":                              264,
+	"UTC (coordinated universal time)": 609,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 597,
-	"Unknown parameter “%s”.":                      598,
-	"Unknown status “%s”.":                         384,
-	"Value":                                        362,
+	"Unknown parameter “%s” (did you mean “%s”?).": 598,
+	"Unknown parameter “%s”.":                      599,
+	"Unknown status “%s”.":                         385,
+	"Value":                                        363,
 	"Version":                                      78,
-	"Versions, newest first":                       616,
-	"Waiting for Relais to call the destination since %s (%s).": 532,
-	"Waiting for a worker since %s (%s).":                       533,
+	"Versions, newest first":                       617,
+	"Waiting for Relais to call the destination since %s (%s).": 533,
+	"Waiting for a worker since %s (%s).":                       534,
 	"When":                                                      102,
 	"Who":                                                       103,
-	"Whole message":                                             467,
-	"Why (recorded with the reveal)":                            500,
-	"Worker":                                                    725,
-	"Worker id":                                                 458,
+	"Whole message":                                             468,
+	"Why (recorded with the reveal)":                            501,
+	"Worker":                                                    726,
+	"Worker id":                                                 459,
 	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        723,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        724,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 724,
-	"Workers serving %s":                   732,
+	"Workers seen within three heartbeats": 725,
+	"Workers serving %s":                   733,
 	"Working copy":                         197,
-	"You are signed out.":                  676,
+	"You are signed out.":                  677,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 677,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          678,
-	"[redacted]":                          557,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 678,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          679,
+	"[redacted]":                          558,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              180,
-	"administrator":                       428,
-	"an incident: retry, abandon or stop": 283,
-	"answer too large":                    555,
+	"administrator":                       429,
+	"an incident: retry, abandon or stop": 284,
+	"answer too large":                    556,
 	"any":                                 76,
-	"any other code → %s":                 645,
-	"any other error":                     281,
-	"as of %s (%s); counts are refreshed every few seconds.": 579,
-	"at least %d characters":                                 708,
-	"at least %d items":                                      715,
-	"at most %d":                                             488,
-	"at most %d characters":                                  709,
-	"at most %d items":                                       716,
-	"at most %d since the last operator retry":               489,
-	"available":                                              400,
-	"boolean":                                                415,
-	"call in progress since":                                 585,
-	"cancelled":                                              405,
-	"choice":                                                 418,
-	"claimable since":                                        584,
-	"claimable since %s":                                     301,
-	"classification changed":                                 439,
-	"completed":                                              403,
-	"constraint changed":                                     440,
-	"consumer":                                               431,
-	"consumer #%s":                                           547,
-	"date":                                                   416,
-	"date and time":                                          417,
-	"deadline %s":                                            649,
-	"deferred":                                               402,
-	"deferred since":                                         587,
+	"any other code → %s":                 646,
+	"any other error":                     282,
+	"as of %s (%s); counts are refreshed every few seconds.": 580,
+	"at least %d characters":                                 709,
+	"at least %d items":                                      716,
+	"at most %d":                                             489,
+	"at most %d characters":                                  710,
+	"at most %d items":                                       717,
+	"at most %d since the last operator retry":               490,
+	"available":                                              401,
+	"boolean":                                                416,
+	"call in progress since":                                 586,
+	"cancelled":                                              406,
+	"choice":                                                 419,
+	"claimable since":                                        585,
+	"claimable since %s":                                     302,
+	"classification changed":                                 440,
+	"completed":                                              404,
+	"constraint changed":                                     441,
+	"consumer":                                               432,
+	"consumer #%s":                                           548,
+	"date":                                                   417,
+	"date and time":                                          418,
+	"deadline %s":                                            650,
+	"deferred":                                               403,
+	"deferred since":                                         588,
 	"deleted":                                                109,
-	"designer":                                               430,
-	"disconnected":                                           411,
-	"end (completes)":                                        640,
-	"end (fails)":                                            641,
-	"end: completes the instance":                            284,
-	"end: fails the instance":                                285,
+	"designer":                                               431,
+	"disconnected":                                           412,
+	"end (completes)":                                        641,
+	"end (fails)":                                            642,
+	"end: completes the instance":                            285,
+	"end: fails the instance":                                286,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 738,
-	"exact, case-sensitive":                                  390,
-	"expired":                                                408,
-	"failed":                                                 404,
-	"fails the instance":                                     646,
-	"field added":                                            434,
-	"field removed":                                          435,
-	"format":                                                 445,
-	"format %s":                                              711,
+	"every revision its consumer is granted":                 739,
+	"exact, case-sensitive":                                  391,
+	"expired":                                                409,
+	"failed":                                                 405,
+	"fails the instance":                                     647,
+	"field added":                                            435,
+	"field removed":                                          436,
+	"format":                                                 446,
+	"format %s":                                              712,
 	"from":                                                   114,
-	"held":                                                   407,
-	"held for an operator":                                   282,
-	"held, then abandoned by an operator":                    383,
-	"held, then stopped by an operator":                      382,
-	"hold (an incident for an operator)":                     644,
+	"held":                                                   408,
+	"held for an operator":                                   283,
+	"held, then abandoned by an operator":                    384,
+	"held, then stopped by an operator":                      383,
+	"hidden (secret)":                                        426,
+	"hidden (sensitive)":                                     425,
+	"hold (an incident for an operator)":                     645,
 	"id or business key":                                     136,
-	"in %s":                                                  321,
-	"in progress":                                            466,
-	"instance id":                                            566,
-	"instances held":                                         652,
-	"instances held: %s":                                     653,
-	"integer":                                                413,
-	"its name, exactly":                                      565,
-	"just now":                                               323,
-	"list":                                                   420,
-	"lock until":                                             586,
-	"long polling":                                           736,
-	"long wait":                                              302,
-	"maximum":                                                447,
-	"maximum %s":                                             713,
-	"maximum items":                                          449,
-	"maximum length":                                         443,
-	"minimum":                                                446,
-	"minimum %s":                                             712,
-	"minimum items":                                          448,
-	"minimum length":                                         442,
-	"never":                                                  693,
-	"next attempt":                                           583,
-	"no":                                                     433,
-	"no answer within the timeout":                           553,
-	"no connection":                                          554,
+	"in %s":                                                  322,
+	"in progress":                                            467,
+	"instance id":                                            567,
+	"instances held":                                         653,
+	"instances held: %s":                                     654,
+	"integer":                                                414,
+	"its name, exactly":                                      566,
+	"just now":                                               324,
+	"list":                                                   421,
+	"lock until":                                             587,
+	"long polling":                                           737,
+	"long wait":                                              303,
+	"masked value":                                           263,
+	"maximum":                                                448,
+	"maximum %s":                                             714,
+	"maximum items":                                          450,
+	"maximum length":                                         444,
+	"minimum":                                                447,
+	"minimum %s":                                             713,
+	"minimum items":                                          449,
+	"minimum length":                                         443,
+	"never":                                                  694,
+	"next attempt":                                           584,
+	"no":                                                     434,
+	"no answer within the timeout":                           554,
+	"no connection":                                          555,
 	"no grant: it takes nothing":                             182,
-	"no header":                                              267,
-	"no worker":                                              303,
-	"no worker takes revision %d":                            740,
-	"no worker takes revisions %s":                           741,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 511,
+	"no header":                                              268,
+	"no worker":                                              304,
+	"no worker takes revision %d":                            741,
+	"no worker takes revisions %s":                           742,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 512,
 	"none": 251,
-	"none (revealed before reasons were asked for)": 665,
+	"none (revealed before reasons were asked for)": 666,
 	"none yet": 256,
-	"none: a failed call takes the node’s error path": 481,
-	"normal":                             421,
-	"not provided":                       718,
-	"not yet":                            694,
-	"null":                               721,
-	"number":                             414,
-	"object":                             419,
-	"on error":                           280,
-	"one attempt, no retry, priority %d": 648,
-	"one of: %s":                         714,
-	"operator":                           429,
+	"none: a failed call takes the node’s error path": 482,
+	"normal":                             422,
+	"not provided":                       719,
+	"not yet":                            695,
+	"null":                               722,
+	"number":                             415,
+	"object":                             420,
+	"on error":                           281,
+	"one attempt, no retry, priority %d": 649,
+	"one of: %s":                         715,
+	"operator":                           430,
 	"optional %s field of type %s":       248,
 	"optional field of type %s":          250,
 	"optional → required":                241,
-	"pattern":                            444,
-	"pattern %s":                         710,
-	"pull":                               638,
-	"pull %s":                            287,
-	"pull (the service fetches it)":      426,
-	"push %s":                            286,
-	"push (Relais calls the service)":    427,
-	"push to %s":                         639,
-	"rejected":                           409,
-	"released":                           410,
+	"pattern":                            445,
+	"pattern %s":                         711,
+	"pull":                               639,
+	"pull %s":                            288,
+	"pull (the service fetches it)":      427,
+	"push %s":                            287,
+	"push (Relais calls the service)":    428,
+	"push to %s":                         640,
+	"rejected":                           410,
+	"released":                           411,
 	"required %s field of type %s":       247,
-	"required changed":                   437,
+	"required changed":                   438,
 	"required field of type %s":          249,
 	"required → optional":                242,
-	"reserved":                           401,
+	"reserved":                           402,
 	"retry":                              3,
-	"revision %d":                        580,
-	"revisions %s":                       739,
+	"revision %d":                        581,
+	"revisions %s":                       740,
 	"revoked":                            181,
-	"routing changed":                    441,
-	"routing output":                     706,
+	"routing changed":                    442,
+	"routing output":                     707,
 	"routing output %s → %s":             240,
-	"running":                            406,
-	"secret":                             423,
-	"sensitive":                          422,
-	"settled":                            582,
+	"running":                            407,
+	"secret":                             424,
+	"sensitive":                          423,
+	"settled":                            583,
 	"stop":                               5,
-	"stream":                             735,
-	"text":                               412,
+	"stream":                             736,
+	"text":                               413,
 	"the contracts are the same (the name or a description changed).": 234,
-	"this session":             697,
-	"timeout %s":               650,
-	"timeout %s (the default)": 651,
+	"this session":             698,
+	"timeout %s":               651,
+	"timeout %s (the default)": 652,
 	"to":                       115,
-	"type changed":             436,
-	"unexpected value":         722,
-	"unknown":                  556,
+	"type changed":             437,
+	"unexpected value":         723,
+	"unknown":                  557,
 	"values added: %s":         243,
-	"values changed":           438,
+	"values changed":           439,
 	"values removed: %s":       244,
 	"values reordered":         245,
-	"version %d":               618,
-	"waiting":                  551,
-	"yes":                      432,
-	"••• hidden (secret)":      425,
-	"••• hidden (sensitive)":   424,
-	"→ %s":                     643,
+	"version %d":               619,
+	"waiting":                  552,
+	"yes":                      433,
+	"→ %s":                     644,
 }
 
-var enIndex = []uint32{ // 757 elements
+var enIndex = []uint32{ // 758 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -873,148 +874,148 @@ var enIndex = []uint32{ // 757 elements
 	// Entry 100 - 11F
 	0x00002c51, 0x00002c5a, 0x00002c6d, 0x00002c93,
 	0x00002ca7, 0x00002cbd, 0x00002d8f, 0x00002da4,
-	0x00002da8, 0x00002db5, 0x00002dc5, 0x00002dd2,
-	0x00002ddc, 0x00002de2, 0x00002dec, 0x00002e0c,
-	0x00002e1e, 0x00002ed2, 0x00002eef, 0x00002f5d,
-	0x0000301d, 0x00003030, 0x0000307d, 0x000030e1,
-	0x00003145, 0x0000314e, 0x0000315e, 0x00003173,
-	0x00003197, 0x000031b3, 0x000031cb, 0x000031d6,
+	0x00002db1, 0x00002db5, 0x00002dc2, 0x00002dd2,
+	0x00002ddf, 0x00002de9, 0x00002def, 0x00002df9,
+	0x00002e19, 0x00002e2b, 0x00002edf, 0x00002efc,
+	0x00002f6a, 0x0000302a, 0x0000303d, 0x0000308a,
+	0x000030ee, 0x00003152, 0x0000315b, 0x0000316b,
+	0x00003180, 0x000031a4, 0x000031c0, 0x000031d8,
 	// Entry 120 - 13F
-	0x000031e1, 0x000031f5, 0x0000330b, 0x0000332f,
-	0x0000335a, 0x00003365, 0x0000336a, 0x00003379,
-	0x00003380, 0x00003397, 0x000033ac, 0x000033be,
-	0x000033e1, 0x00003413, 0x00003429, 0x00003433,
-	0x0000343d, 0x00003452, 0x0000349f, 0x000034af,
-	0x000034e8, 0x0000353c, 0x00003546, 0x0000355c,
-	0x00003595, 0x0000359a, 0x000035a8, 0x000035b5,
-	0x000035de, 0x00003601, 0x0000360e, 0x0000362e,
+	0x000031e3, 0x000031ee, 0x00003202, 0x00003318,
+	0x0000333c, 0x00003367, 0x00003372, 0x00003377,
+	0x00003386, 0x0000338d, 0x000033a4, 0x000033b9,
+	0x000033cb, 0x000033ee, 0x00003420, 0x00003436,
+	0x00003440, 0x0000344a, 0x0000345f, 0x000034ac,
+	0x000034bc, 0x000034f5, 0x00003549, 0x00003553,
+	0x00003569, 0x000035a2, 0x000035a7, 0x000035b5,
+	0x000035c2, 0x000035eb, 0x0000360e, 0x0000361b,
 	// Entry 140 - 15F
-	0x0000363a, 0x00003653, 0x0000365c, 0x00003666,
-	0x0000366f, 0x00003677, 0x00003681, 0x00003689,
-	0x00003691, 0x00003695, 0x00003699, 0x0000369d,
-	0x000036a1, 0x000036a5, 0x000036a9, 0x000036ad,
-	0x000036b1, 0x000036b5, 0x000036b9, 0x000036bd,
-	0x000036c1, 0x000036cb, 0x000036e9, 0x00003709,
-	0x0000372d, 0x00003751, 0x0000375a, 0x00003771,
-	0x00003779, 0x0000378a, 0x0000378f, 0x000037d4,
+	0x0000363b, 0x00003647, 0x00003660, 0x00003669,
+	0x00003673, 0x0000367c, 0x00003684, 0x0000368e,
+	0x00003696, 0x0000369e, 0x000036a2, 0x000036a6,
+	0x000036aa, 0x000036ae, 0x000036b2, 0x000036b6,
+	0x000036ba, 0x000036be, 0x000036c2, 0x000036c6,
+	0x000036ca, 0x000036ce, 0x000036d8, 0x000036f6,
+	0x00003716, 0x0000373a, 0x0000375e, 0x00003767,
+	0x0000377e, 0x00003786, 0x00003797, 0x0000379c,
 	// Entry 160 - 17F
-	0x000037ec, 0x000037f1, 0x000037fc, 0x00003802,
-	0x0000380c, 0x00003814, 0x0000381c, 0x00003846,
-	0x00003860, 0x00003888, 0x000038b8, 0x000038be,
-	0x000038cd, 0x00003920, 0x0000393e, 0x00003955,
-	0x00003a05, 0x00003b27, 0x00003be6, 0x00003c3d,
-	0x00003c67, 0x00003c93, 0x00003cbd, 0x00003cc5,
-	0x00003ccb, 0x00003cd8, 0x00003cea, 0x00003cf3,
-	0x00003cfc, 0x00003d0e, 0x00003d1d, 0x00003d3f,
+	0x000037e1, 0x000037f9, 0x000037fe, 0x00003809,
+	0x0000380f, 0x00003819, 0x00003821, 0x00003829,
+	0x00003853, 0x0000386d, 0x00003895, 0x000038c5,
+	0x000038cb, 0x000038da, 0x0000392d, 0x0000394b,
+	0x00003962, 0x00003a12, 0x00003b34, 0x00003bf3,
+	0x00003c4a, 0x00003c74, 0x00003ca0, 0x00003cca,
+	0x00003cd2, 0x00003cd8, 0x00003ce5, 0x00003cf7,
+	0x00003d00, 0x00003d09, 0x00003d1b, 0x00003d2a,
 	// Entry 180 - 19F
-	0x00003d63, 0x00003d7f, 0x00003daa, 0x00003dde,
-	0x00003dec, 0x00003e17, 0x00003e29, 0x00003e3f,
-	0x00003e69, 0x00003eb2, 0x00003ed2, 0x00003edb,
-	0x00003eed, 0x00003f10, 0x00003f1e, 0x00003f2d,
-	0x00003f3a, 0x00003f44, 0x00003f4d, 0x00003f56,
-	0x00003f60, 0x00003f67, 0x00003f71, 0x00003f79,
-	0x00003f7e, 0x00003f86, 0x00003f8f, 0x00003f98,
-	0x00003fa5, 0x00003faa, 0x00003fb2, 0x00003fb9,
+	0x00003d4c, 0x00003d70, 0x00003d8c, 0x00003db7,
+	0x00003deb, 0x00003df9, 0x00003e24, 0x00003e36,
+	0x00003e4c, 0x00003e76, 0x00003ebf, 0x00003edf,
+	0x00003ee8, 0x00003efa, 0x00003f1d, 0x00003f2b,
+	0x00003f3a, 0x00003f47, 0x00003f51, 0x00003f5a,
+	0x00003f63, 0x00003f6d, 0x00003f74, 0x00003f7e,
+	0x00003f86, 0x00003f8b, 0x00003f93, 0x00003f9c,
+	0x00003fa5, 0x00003fb2, 0x00003fb7, 0x00003fbf,
 	// Entry 1A0 - 1BF
-	0x00003fc1, 0x00003fc6, 0x00003fd4, 0x00003fdb,
-	0x00003fe2, 0x00003fe7, 0x00003fee, 0x00003ff8,
-	0x00003fff, 0x0000401c, 0x00004036, 0x00004054,
-	0x00004074, 0x00004082, 0x0000408b, 0x00004094,
-	0x0000409d, 0x000040a1, 0x000040a4, 0x000040b0,
-	0x000040be, 0x000040cb, 0x000040dc, 0x000040eb,
-	0x00004102, 0x00004115, 0x00004125, 0x00004134,
-	0x00004143, 0x0000414b, 0x00004152, 0x0000415a,
+	0x00003fc6, 0x00003fce, 0x00003fd3, 0x00003fe1,
+	0x00003fe8, 0x00003fef, 0x00003ff4, 0x00003ffb,
+	0x00004005, 0x0000400c, 0x0000401f, 0x0000402f,
+	0x0000404d, 0x0000406d, 0x0000407b, 0x00004084,
+	0x0000408d, 0x00004096, 0x0000409a, 0x0000409d,
+	0x000040a9, 0x000040b7, 0x000040c4, 0x000040d5,
+	0x000040e4, 0x000040fb, 0x0000410e, 0x0000411e,
+	0x0000412d, 0x0000413c, 0x00004144, 0x0000414b,
 	// Entry 1C0 - 1DF
-	0x00004162, 0x00004170, 0x0000417e, 0x00004194,
-	0x000041a9, 0x000041ba, 0x000041c0, 0x000041c7,
-	0x000041d0, 0x000041ec, 0x000041f5, 0x000041ff,
-	0x00004208, 0x00004211, 0x0000421a, 0x00004231,
-	0x00004239, 0x00004247, 0x00004274, 0x00004280,
-	0x0000428e, 0x000042d5, 0x000042e1, 0x000042e9,
-	0x00004314, 0x0000435f, 0x00004421, 0x00004425,
-	0x0000444b, 0x00004450, 0x0000446b, 0x0000447c,
+	0x00004153, 0x0000415b, 0x00004169, 0x00004177,
+	0x0000418d, 0x000041a2, 0x000041b3, 0x000041b9,
+	0x000041c0, 0x000041c9, 0x000041e5, 0x000041ee,
+	0x000041f8, 0x00004201, 0x0000420a, 0x00004213,
+	0x0000422a, 0x00004232, 0x00004240, 0x0000426d,
+	0x00004279, 0x00004287, 0x000042ce, 0x000042da,
+	0x000042e2, 0x0000430d, 0x00004358, 0x0000441a,
+	0x0000441e, 0x00004444, 0x00004449, 0x00004464,
 	// Entry 1E0 - 1FF
-	0x00004488, 0x00004490, 0x000044c2, 0x000044cb,
-	0x000044d4, 0x000044f0, 0x000044fd, 0x0000454d,
-	0x00004588, 0x00004596, 0x000045c2, 0x000045e8,
-	0x00004609, 0x00004614, 0x00004642, 0x0000465f,
-	0x0000468e, 0x000046c0, 0x000046de, 0x00004713,
-	0x0000472f, 0x0000474e, 0x000047a9, 0x000047b8,
-	0x000047c5, 0x000047d3, 0x000047e0, 0x000047e9,
-	0x00004804, 0x00004834, 0x0000484f, 0x00004859,
+	0x00004475, 0x00004481, 0x00004489, 0x000044bb,
+	0x000044c4, 0x000044cd, 0x000044e9, 0x000044f6,
+	0x00004546, 0x00004581, 0x0000458f, 0x000045bb,
+	0x000045e1, 0x00004602, 0x0000460d, 0x0000463b,
+	0x00004658, 0x00004687, 0x000046b9, 0x000046d7,
+	0x0000470c, 0x00004728, 0x00004747, 0x000047a2,
+	0x000047b1, 0x000047be, 0x000047cc, 0x000047d9,
+	0x000047e2, 0x000047fd, 0x0000482d, 0x00004848,
 	// Entry 200 - 21F
-	0x000048ac, 0x0000492a, 0x000049a0, 0x000049cd,
-	0x00004a07, 0x00004ae6, 0x00004b06, 0x00004b2c,
-	0x00004b56, 0x00004b8e, 0x00004bcb, 0x00004bef,
-	0x00004c68, 0x00004c8d, 0x00004cbc, 0x00004d1c,
-	0x00004d75, 0x00004dcf, 0x00004de9, 0x00004e07,
-	0x00004e3b, 0x00004e7b, 0x00004ea5, 0x00004eb4,
-	0x00004f7f, 0x00004fb0, 0x00004fdf, 0x00004ff2,
-	0x00005067, 0x0000507a, 0x000050ae, 0x000050e2,
+	0x00004852, 0x000048a5, 0x00004923, 0x00004999,
+	0x000049c6, 0x00004a00, 0x00004adf, 0x00004aff,
+	0x00004b25, 0x00004b4f, 0x00004b87, 0x00004bc4,
+	0x00004be8, 0x00004c61, 0x00004c86, 0x00004cb5,
+	0x00004d15, 0x00004d6e, 0x00004dc8, 0x00004de2,
+	0x00004e00, 0x00004e34, 0x00004e74, 0x00004e9e,
+	0x00004ead, 0x00004f78, 0x00004fa9, 0x00004fd8,
+	0x00004feb, 0x00005060, 0x00005073, 0x000050a7,
 	// Entry 220 - 23F
-	0x000050f2, 0x00005139, 0x00005166, 0x00005173,
-	0x00005183, 0x000051b3, 0x000051ed, 0x00005210,
-	0x00005218, 0x00005230, 0x0000524d, 0x0000525b,
-	0x0000526c, 0x00005274, 0x0000527f, 0x000052a0,
-	0x000052e2, 0x00005312, 0x0000534d, 0x0000535d,
-	0x0000539c, 0x000053ad, 0x000053bf, 0x000053cb,
-	0x000053dc, 0x000053f6, 0x000053fe, 0x0000540f,
-	0x00005415, 0x00005429, 0x00005441, 0x00005466,
+	0x000050db, 0x000050eb, 0x00005132, 0x0000515f,
+	0x0000516c, 0x0000517c, 0x000051ac, 0x000051e6,
+	0x00005209, 0x00005211, 0x00005229, 0x00005246,
+	0x00005254, 0x00005265, 0x0000526d, 0x00005278,
+	0x00005299, 0x000052db, 0x0000530b, 0x00005346,
+	0x00005356, 0x00005395, 0x000053a6, 0x000053b8,
+	0x000053c4, 0x000053d5, 0x000053ef, 0x000053f7,
+	0x00005408, 0x0000540e, 0x00005422, 0x0000543a,
 	// Entry 240 - 25F
-	0x00005474, 0x000054b2, 0x000054ef, 0x0000551b,
-	0x00005558, 0x00005567, 0x00005578, 0x00005580,
-	0x0000558d, 0x0000559d, 0x000055b4, 0x000055bf,
-	0x000055ce, 0x000055d4, 0x000055e2, 0x000055ec,
-	0x000055f7, 0x00005601, 0x00005614, 0x00005639,
-	0x00005664, 0x000056f5, 0x00005730, 0x0000574f,
-	0x0000578d, 0x000057c4, 0x000057f2, 0x00005800,
-	0x0000589f, 0x000058bd, 0x00005a14, 0x00005a22,
+	0x0000545f, 0x0000546d, 0x000054ab, 0x000054e8,
+	0x00005514, 0x00005551, 0x00005560, 0x00005571,
+	0x00005579, 0x00005586, 0x00005596, 0x000055ad,
+	0x000055b8, 0x000055c7, 0x000055cd, 0x000055db,
+	0x000055e5, 0x000055f0, 0x000055fa, 0x0000560d,
+	0x00005632, 0x0000565d, 0x000056ee, 0x00005729,
+	0x00005748, 0x00005786, 0x000057bd, 0x000057eb,
+	0x000057f9, 0x00005898, 0x000058b6, 0x00005a0d,
 	// Entry 260 - 27F
-	0x00005a36, 0x00005a57, 0x00005a6b, 0x00005a7f,
-	0x00005a85, 0x00005a99, 0x00005b0c, 0x00005b59,
-	0x00005b6a, 0x00005b81, 0x00005b9e, 0x00005bac,
-	0x00005bba, 0x00005bc5, 0x00005bcb, 0x00005cbd,
-	0x00005cc3, 0x00005cf5, 0x00005cfa, 0x00005d0a,
-	0x00005d15, 0x00005d1e, 0x00005d2e, 0x00005d48,
-	0x00005ded, 0x00005e03, 0x00005e88, 0x00005f02,
-	0x00005f11, 0x00005fcb, 0x0000601c, 0x00006021,
+	0x00005a1b, 0x00005a2f, 0x00005a50, 0x00005a64,
+	0x00005a78, 0x00005a7e, 0x00005a92, 0x00005b05,
+	0x00005b52, 0x00005b63, 0x00005b7a, 0x00005b97,
+	0x00005ba5, 0x00005bb3, 0x00005bbe, 0x00005bc4,
+	0x00005cb6, 0x00005cbc, 0x00005cee, 0x00005cf3,
+	0x00005d03, 0x00005d0e, 0x00005d17, 0x00005d27,
+	0x00005d41, 0x00005de6, 0x00005dfc, 0x00005e81,
+	0x00005efb, 0x00005f0a, 0x00005fc4, 0x00006015,
 	// Entry 280 - 29F
-	0x0000602f, 0x0000603f, 0x0000604b, 0x0000605b,
-	0x00006065, 0x00006088, 0x000060a1, 0x000060b4,
-	0x00006120, 0x00006146, 0x00006155, 0x00006163,
-	0x0000617f, 0x0000618e, 0x000061a4, 0x000061dd,
-	0x0000620f, 0x00006267, 0x0000629e, 0x000062b5,
-	0x000062c3, 0x00006307, 0x0000632c, 0x000063a3,
-	0x000063b9, 0x000063d0, 0x000063fe, 0x00006411,
-	0x00006439, 0x000064bd, 0x000064c4, 0x0000652c,
+	0x0000601a, 0x00006028, 0x00006038, 0x00006044,
+	0x00006054, 0x0000605e, 0x00006081, 0x0000609a,
+	0x000060ad, 0x00006119, 0x0000613f, 0x0000614e,
+	0x0000615c, 0x00006178, 0x00006187, 0x0000619d,
+	0x000061d6, 0x00006208, 0x00006260, 0x00006297,
+	0x000062ae, 0x000062bc, 0x00006300, 0x00006325,
+	0x0000639c, 0x000063b2, 0x000063c9, 0x000063f7,
+	0x0000640a, 0x00006432, 0x000064b6, 0x000064bd,
 	// Entry 2A0 - 2BF
-	0x00006556, 0x00006586, 0x000065e4, 0x0000671e,
-	0x000067be, 0x000067d2, 0x0000687d, 0x000068ff,
-	0x00006907, 0x00006942, 0x00006948, 0x000069c4,
-	0x00006a5c, 0x00006a87, 0x00006ae9, 0x00006b55,
-	0x00006bfc, 0x00006c17, 0x00006c21, 0x00006c26,
-	0x00006c30, 0x00006c38, 0x00006c3e, 0x00006c46,
-	0x00006c54, 0x00006c5e, 0x00006c6b, 0x00006c7e,
-	0x00006ca2, 0x00006d22, 0x00006d33, 0x00006d3b,
+	0x00006525, 0x0000654f, 0x0000657f, 0x000065dd,
+	0x00006717, 0x000067b7, 0x000067cb, 0x00006876,
+	0x000068f8, 0x00006900, 0x0000693b, 0x00006941,
+	0x000069bd, 0x00006a55, 0x00006a80, 0x00006ae2,
+	0x00006b4e, 0x00006bf5, 0x00006c10, 0x00006c1a,
+	0x00006c1f, 0x00006c29, 0x00006c31, 0x00006c37,
+	0x00006c3f, 0x00006c4d, 0x00006c57, 0x00006c64,
+	0x00006c77, 0x00006c9b, 0x00006d1b, 0x00006d2c,
 	// Entry 2C0 - 2DF
-	0x00006db0, 0x00006e04, 0x00006e46, 0x00006e55,
-	0x00006e61, 0x00006e9d, 0x00006ed7, 0x00006ee5,
-	0x00006ef2, 0x00006f00, 0x00006f0e, 0x00006f1c,
-	0x00006f4e, 0x00006f7e, 0x00006fda, 0x00006fe7,
-	0x00007007, 0x00007021, 0x00007026, 0x00007037,
-	0x000070bd, 0x000070e2, 0x000070e9, 0x000070f2,
-	0x00007105, 0x0000710f, 0x00007119, 0x00007123,
-	0x0000713b, 0x00007151, 0x0000715d, 0x0000717f,
+	0x00006d34, 0x00006da9, 0x00006dfd, 0x00006e3f,
+	0x00006e4e, 0x00006e5a, 0x00006e96, 0x00006ed0,
+	0x00006ede, 0x00006eeb, 0x00006ef9, 0x00006f07,
+	0x00006f15, 0x00006f47, 0x00006f77, 0x00006fd3,
+	0x00006fe0, 0x00007000, 0x0000701a, 0x0000701f,
+	0x00007030, 0x000070b6, 0x000070db, 0x000070e2,
+	0x000070eb, 0x000070fe, 0x00007108, 0x00007112,
+	0x0000711c, 0x00007134, 0x0000714a, 0x00007156,
 	// Entry 2E0 - 2FF
-	0x00007186, 0x00007193, 0x000071a4, 0x000071cb,
-	0x000071db, 0x000071fa, 0x0000721a, 0x00007290,
-	0x0000730d, 0x00007361, 0x000073b1, 0x00007411,
-	0x00007464, 0x0000749c, 0x000074cd, 0x0000751d,
-	0x00007551, 0x0000756f, 0x0000758e, 0x000075ad,
-	0x000075cd,
-} // Size: 3052 bytes
+	0x00007178, 0x0000717f, 0x0000718c, 0x0000719d,
+	0x000071c4, 0x000071d4, 0x000071f3, 0x00007213,
+	0x00007289, 0x00007306, 0x0000735a, 0x000073aa,
+	0x0000740a, 0x0000745d, 0x00007495, 0x000074c6,
+	0x00007516, 0x0000754a, 0x00007568, 0x00007587,
+	0x000075a6, 0x000075c6,
+} // Size: 3056 bytes
 
-const enData string = "" + // Size: 30157 bytes
+const enData string = "" + // Size: 30150 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1192,262 +1193,262 @@ const enData string = "" + // Size: 30157 bytes
 	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
 	"of the URL's query and of the headers, and signing secrets, are sealed a" +
 	"nd never shown. Create, change and delete destinations through the API (" +
-	"/api/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent" +
-	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
-	"\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say why, for" +
-	" whoever reads the log later: at most %[1]d characters. It is kept after" +
-	" the erasure, whatever the retention: write the request’s reference, not" +
-	" the person’s name.\x02Erase process instance %[1]s\x02Erase this instan" +
-	"ce now? It is deleted with its occurrences and their attempts, as retent" +
-	"ion would delete it.\x02Its inputs, outputs, business key and the worker" +
-	"s’ messages go with it; this cannot be undone. The audit records naming " +
-	"it stay (who did what, and why), and so do backups until they expire." +
-	"\x02Erase the instance\x02This instance is %[1]s: only an ended instance" +
-	" can be erased. Stop it first.\x02Erased: instance %[1]s is deleted (occ" +
-	"urrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02This in" +
-	"stance had already been erased, by %[1]s at %[2]s; nothing changed and n" +
-	"othing was recorded.\x02on error\x02any other error\x02held for an opera" +
-	"tor\x02an incident: retry, abandon or stop\x02end: completes the instanc" +
-	"e\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s" +
-	": %[3]s\x02Each definition’s queue and incidents now, and what its worke" +
-	"rs finished in the last hour: occurrences that ended completed or failed" +
-	". An occurrence retried since counts where it ends next; a failed attemp" +
-	"t with attempts left is not counted, its occurrence’s page lists it.\x02" +
-	"Completions and failures, last hour\x02Definitions, those needing attent" +
-	"ion first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest cl" +
-	"aimable waits\x02Completed, last hour\x02Failed, last hour\x02No definit" +
-	"ion has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few sec" +
-	"onds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all def" +
-	"initions\x02No definition %[1]s has occurrences: check the key, or show " +
-	"all definitions.\x02All definitions\x02Completions and failures per 5 mi" +
-	"nutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table aft" +
-	"er the chart gives each 5-minute slot.\x02Completed\x02The chart’s numbe" +
-	"rs\x02Completions and failures per 5-minute slot, oldest first\x02Slot" +
-	"\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d com" +
-	"pleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d f" +
-	"ailed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4" +
-	"]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s" +
-	" ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
-	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
-	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
-	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
-	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
-	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
-	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
-	"stance…\x02This instance has ended. As an administrator you may erase it" +
-	" now rather than wait for retention (a data subject’s request): it is de" +
-	"leted with its occurrences and attempts.\x02This instance is held at a f" +
-	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
-	"1]s failed before any attempt (its inputs could not be built), so it wou" +
-	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
-	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
-	"t a failed node: an incident. Retry offers the failed occurrence again; " +
-	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
-	"orded in the audit log.\x02Stopping cancels the instance and its open oc" +
-	"currences. It does not complete anything.\x02Stopped by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at" +
-	" %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrenc" +
-	"e\x02Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
-	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
-	"Unknown status “%[1]s”.\x02The version must be a whole number from 1." +
-	"\x02A version is a process’s: choose the process too.\x02Creation date" +
-	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02e" +
-	"xact, case-sensitive\x02Act on every instance this filter matches\x02The" +
-	" next page counts them and asks for a reason before anything changes." +
-	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
-	"No instance matches these filters.\x02All processes\x02Any definition" +
-	"\x02All statuses\x02available\x02reserved\x02deferred\x02completed\x02fa" +
-	"iled\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
-	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
-	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
-	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
-	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest " +
-	"first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02De" +
-	"stination’s answer\x02Outcome\x02Error message\x02No service has reserve" +
-	"d this occurrence yet.\x02in progress\x02Whole message\x02No service eve" +
-	"r reserved this occurrence: it ended before any attempt.\x02Destination" +
-	"\x02Replica\x02Relais has not called the destination yet.\x02Relais neve" +
-	"r called the destination: the occurrence ended before any call.\x02Relai" +
-	"s keeps the destination’s status code only when it refused the call (des" +
-	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
-	"m the claim of the call to its settlement.\x02Now\x02Retry or abandon it" +
-	" from its instance\x02Mode\x02Reason given by the worker\x02Maximum atte" +
-	"mpts\x02Retry delay\x02Retries\x02none: a failed call takes the node’s e" +
-	"rror path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call" +
-	" timeout\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (" +
-	"Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up t" +
-	"o %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
-	"\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled b" +
-	"y revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, " +
-	"labelled by revision %[1]d's contract\x02No outputs yet: the occurrence " +
-	"has not completed.\x02This contract has no outputs.\x02No outputs: the o" +
-	"ccurrence ended without completing.\x02Reveal — this is recorded\x02Why " +
-	"(recorded with the reveal)\x02Every admin reads it, and it is kept whate" +
-	"ver the retention: write no customer data in it.\x02Available from\x02Ne" +
-	"xt attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (a" +
-	"ttempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Erro" +
-	"r (before any attempt)\x02Retryable\x02no: the service marked this failu" +
-	"re as not retryable (attempts left unused: %[1]d)\x02The destination did" +
-	" not answer within the call’s timeout (%[1]s): it may have acted all the" +
-	" same, so check before retrying.\x02The destination did not answer withi" +
-	"n the call’s timeout: it may have acted all the same, so check before re" +
-	"trying.\x02The deadline passed before a result arrived.\x02The result di" +
-	"d not match the revision's outputs contract.\x02The answer to the call w" +
-	"as lost (the connection broke after the request was sent, or Relais stop" +
-	"ped or could not reach its database before recording it): whether the de" +
-	"stination acted is unknown, so it is not called again.\x02The call could" +
-	" not be prepared.\x02The destination could not be reached.\x02The destin" +
-	"ation’s answer was too large.\x02The last attempt’s lock expired with no" +
-	" attempt left.\x02The inputs could not be built from the process’s bindi" +
-	"ngs.\x02An operator abandoned the instance.\x02A Camunda 7 worker report" +
-	"ed a failure with no retries left (retries: 0, or a budget already spent" +
-	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
-	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
-	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
-	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
-	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
-	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
-	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
-	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
-	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
-	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
-	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
-	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
-	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
-	"of the same consumer, or a front end with a settle token, completes it l" +
-	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
-	" operator.\x02Its instance went on along the node’s error path.\x02Faile" +
-	"d (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%" +
-	"[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far" +
-	"\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
-	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
-	"deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no " +
-	"answer within the timeout\x02no connection\x02answer too large\x02unknow" +
-	"n\x02[redacted]\x02Message from Relais (in English)\x02Message from the " +
-	"service (its own words, protected values masked)\x02The revision must be" +
-	" a whole number, 1 or more.\x02A revision is a definition’s: choose the " +
-	"definition too.\x02Settlement date\x02More filters: instance, revision, " +
-	"consumer, destination, dates\x02Push destination\x02its name, exactly" +
-	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Mess" +
-	"age\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt " +
-	"or settled\x02No occurrence matches these filters.\x02All consumers\x02T" +
-	"otals of definition %[1]s, not narrowed by the other filters\x02Totals o" +
-	"f all definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
-	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
-	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
-	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
-	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
-	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
-	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
-	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
-	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
-	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
-	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
-	"ole runs no script, so it cannot read your computer’s time zone: choose " +
-	"a place, whose daylight saving time is followed, or a fixed offset from " +
-	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
-	" but did not apply (filters, the search box) and moves the focus back to" +
-	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
-	"ps it until you resume. Pages where you type a reason (confirmations, an" +
-	"d occurrences with a value to reveal) never reload on their own, nor doe" +
-	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
-	"dinated universal time)\x02Local time in %[1]s\x02Local time at %[1]s" +
-	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
-	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
-	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
-	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02" +
-	"Graph\x02Columns follow the longest path from the start node. Solid arro" +
-	"ws are successes (labelled with their route), dashed ones failures (labe" +
-	"lled with their error codes). Each box says how many of this version’s o" +
-	"ccurrences are at that node now.\x02Nodes\x02Nodes of this version, with" +
-	" their occurrences now\x02Kind\x02Pinned revision\x02On success\x02On er" +
-	"ror\x02Occurrences now\x02Instances of this version\x02Columns follow th" +
-	"e longest path from the start node. Solid arrows are successes (labelled" +
-	" with their route), dashed ones failures (labelled with their error code" +
-	"s).\x02Nodes of this version\x02This version has %[1]d nodes: too many t" +
-	"o draw legibly (at most %[2]d). The table below lists every node with it" +
-	"s routes and counts.\x02This version has %[1]d nodes: too many to draw l" +
-	"egibly (at most %[2]d). The table below lists every node with its routes" +
-	".\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at " +
-	"%[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02" +
-	"%[1]d nodes, starting at %[2]s. The table below lists the same nodes, ro" +
-	"utes and counts.\x02%[1]d nodes, starting at %[2]s. The table below list" +
-	"s the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
-	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
-	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
-	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
-	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
-	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
-	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
-	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
-	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
-	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
-	"administrator revealed: who, when, which field and why. The values thems" +
-	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance or occurrence has the id " +
-	"“%[1]s”, and no instance has it as its business key.\x02No instance or" +
-	" occurrence has the id “%[1]s”, and no instance has it as its business k" +
-	"ey. An ended instance is deleted, with its occurrences and attempts, onc" +
-	"e the retention period (RELAIS_RETENTION) has passed, or at once when an" +
-	" administrator erases it; the audit log keeps the operator actions taken" +
-	" on it.\x02No instance has “%[1]s” as its business key, and it is not a " +
-	"whole id: the lists show the end of each id. Open the row, or copy its l" +
-	"ink, for the whole id.\x02You are signed out.\x02Your session had ended " +
-	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
-	"erver), so your last action was not applied. Sign in again, then repeat " +
-	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a token" +
-	" revoked or expired, or a restart of the server). Sign in again.\x02Sign" +
-	" in\x02Sign in with an operator, designer or administrator token.\x02Tok" +
-	"en\x02The token is checked once and never stored in your browser; a sess" +
-	"ion cookie stands for it for up to 8 hours of inactivity.\x14\x01\x81" +
-	"\x01\x00\x02G\x02Too many failed sign-ins from your address. Try again i" +
-	"n %[1]d second.\x00H\x02Too many failed sign-ins from your address. Try " +
-	"again in %[1]d seconds.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02Only administrators see this page: toke" +
-	"ns, consumers, destinations, the reveal log and erasures are theirs.\x02" +
-	"Staff tokens (administrators, designers, operators) that are not revoked" +
-	". Consumer tokens are managed with their consumers. Revoking a token ref" +
-	"uses its next request.\x02Staff tokens, oldest first\x02No token.\x02Rol" +
-	"e\x02Last used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke" +
-	"…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2" +
-	"]s”?\x02Its next request is refused, and console sessions opened with it" +
-	" end. This cannot be undone: whoever uses it needs a new token.\x02Revok" +
-	"e the token\x02Keep it\x02This is the token you signed in with: revoking" +
-	" it signs you out. Its next request is refused. This cannot be undone." +
-	"\x02This is the last usable administrator token: create another one befo" +
-	"re revoking it.\x02The token %[1]s (%[2]s) was revoked: its next request" +
-	" is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"/api/v1/destinations).\x02Destinations by name\x02masked value\x02URL" +
+	"\x02Headers sent\x02Longest timeout\x02Last changed\x02no header\x02Call" +
+	"s\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the instance" +
+	"\x02Say why, for whoever reads the log later: at most %[1]d characters. " +
+	"It is kept after the erasure, whatever the retention: write the request’" +
+	"s reference, not the person’s name.\x02Erase process instance %[1]s\x02E" +
+	"rase this instance now? It is deleted with its occurrences and their att" +
+	"empts, as retention would delete it.\x02Its inputs, outputs, business ke" +
+	"y and the workers’ messages go with it; this cannot be undone. The audit" +
+	" records naming it stay (who did what, and why), and so do backups until" +
+	" they expire.\x02Erase the instance\x02This instance is %[1]s: only an e" +
+	"nded instance can be erased. Stop it first.\x02Erased: instance %[1]s is" +
+	" deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the audit lo" +
+	"g.\x02This instance had already been erased, by %[1]s at %[2]s; nothing " +
+	"changed and nothing was recorded.\x02on error\x02any other error\x02held" +
+	" for an operator\x02an incident: retry, abandon or stop\x02end: complete" +
+	"s the instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s" +
+	"\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents now, an" +
+	"d what its workers finished in the last hour: occurrences that ended com" +
+	"pleted or failed. An occurrence retried since counts where it ends next;" +
+	" a failed attempt with attempts left is not counted, its occurrence’s pa" +
+	"ge lists it.\x02Completions and failures, last hour\x02Definitions, thos" +
+	"e needing attention first\x02Definition\x02Open\x02Held instances\x02Fai" +
+	"led\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last ho" +
+	"ur\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refresh" +
+	"ed every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
+	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
+	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
+	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
+	"s. The table after the chart gives each 5-minute slot.\x02Completed\x02T" +
+	"he chart’s numbers\x02Completions and failures per 5-minute slot, oldest" +
+	" first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
+	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
+	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
+	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
+	" a whole number from 1.\x02A version is a process’s: choose the process " +
+	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
+	"filter matches\x02The next page counts them and asks for a reason before" +
+	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
+	" node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
+	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
+	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
+	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (the s" +
+	"ervice fetches it)\x02push (Relais calls the service)\x02administrator" +
+	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
+	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
+	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
+	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
+	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
+	"[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt" +
+	", oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Durat" +
+	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
+	"s reserved this occurrence yet.\x02in progress\x02Whole message\x02No se" +
+	"rvice ever reserved this occurrence: it ended before any attempt.\x02Des" +
+	"tination\x02Replica\x02Relais has not called the destination yet.\x02Rel" +
+	"ais never called the destination: the occurrence ended before any call." +
+	"\x02Relais keeps the destination’s status code only when it refused the " +
+	"call (destination_http_NNN); a completed call answered 2xx. The duration" +
+	" runs from the claim of the call to its settlement.\x02Now\x02Retry or a" +
+	"bandon it from its instance\x02Mode\x02Reason given by the worker\x02Max" +
+	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
+	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
+	")\x02Call timeout\x02%[1]s, multiplied by %[2]s after each failure, up t" +
+	"o %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each fail" +
+	"ure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operat" +
+	"or retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d a" +
+	"ttempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, lab" +
+	"elled by revision %[1]d's contract\x02This contract has no inputs.\x02Ou" +
+	"tputs, labelled by revision %[1]d's contract\x02No outputs yet: the occu" +
+	"rrence has not completed.\x02This contract has no outputs.\x02No outputs" +
+	": the occurrence ended without completing.\x02Reveal — this is recorded" +
+	"\x02Why (recorded with the reveal)\x02Every admin reads it, and it is ke" +
+	"pt whatever the retention: write no customer data in it.\x02Available fr" +
+	"om\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last " +
+	"error (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Retryable\x02no: the service marked th" +
+	"is failure as not retryable (attempts left unused: %[1]d)\x02The destina" +
+	"tion did not answer within the call’s timeout (%[1]s): it may have acted" +
+	" all the same, so check before retrying.\x02The destination did not answ" +
+	"er within the call’s timeout: it may have acted all the same, so check b" +
+	"efore retrying.\x02The deadline passed before a result arrived.\x02The r" +
+	"esult did not match the revision's outputs contract.\x02The answer to th" +
+	"e call was lost (the connection broke after the request was sent, or Rel" +
+	"ais stopped or could not reach its database before recording it): whethe" +
+	"r the destination acted is unknown, so it is not called again.\x02The ca" +
+	"ll could not be prepared.\x02The destination could not be reached.\x02Th" +
+	"e destination’s answer was too large.\x02The last attempt’s lock expired" +
+	" with no attempt left.\x02The inputs could not be built from the process" +
+	"’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 wor" +
+	"ker reported a failure with no retries left (retries: 0, or a budget alr" +
+	"eady spent): it is not run again.\x02The destination answered HTTP %[1]s" +
+	".\x02No live worker takes %[1]s now (Workers page).\x02No live worker ta" +
+	"kes revision %[1]d: the live workers of %[2]s declare inputs it does not" +
+	" have.\x02No live worker takes revision %[1]d: the live workers of %[2]s" +
+	" take revision %[3]d only.\x02No live worker takes revision %[1]d: the l" +
+	"ive workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]" +
+	"s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be " +
+	"offered again.\x02Waiting for Relais to call the destination since %[1]s" +
+	" (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)" +
+	"\x02The call’s budget (%[1]s) ended %[2]s without its result recorded: t" +
+	"he replica making it may have stopped. If so, it fails outcome_unknown a" +
+	"t %[3]s (%[4]s): ask the destination whether it took effect.\x02Relais i" +
+	"s calling the destination (since %[1]s).\x02Reserved by %[1]s; lock unti" +
+	"l %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): " +
+	"a worker of the same consumer, or a front end with a settle token, compl" +
+	"etes it later.\x02Completed (%[1]s).\x02Its instance is held here, waiti" +
+	"ng for an operator.\x02Its instance went on along the node’s error path." +
+	"\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %" +
+	"[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s" +
+	" so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle t" +
+	"oken)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[" +
+	"1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body" +
+	"\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Message" +
+	" from the service (its own words, protected values masked)\x02The revisi" +
+	"on must be a whole number, 1 or more.\x02A revision is a definition’s: c" +
+	"hoose the definition too.\x02Settlement date\x02More filters: instance, " +
+	"revision, consumer, destination, dates\x02Push destination\x02its name, " +
+	"exactly\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Next " +
+	"attempt or settled\x02No occurrence matches these filters.\x02All consum" +
+	"ers\x02Totals of definition %[1]s, not narrowed by the other filters\x02" +
+	"Totals of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
+	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
+	"revious page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s" +
+	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
+	"fter the last.\x02This address holds a parameter that cannot be read (a " +
+	"percent sign not followed by two hexadecimal digits, or a semicolon): co" +
+	"rrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)." +
+	"\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d t" +
+	"imes: give it once.\x02The page cursor is invalid: go back to the first " +
+	"page.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose a place, whose daylight saving time is followed, or a fixed " +
+	"offset from UTC.\x02Reload lists and detail pages\x02A reload empties wh" +
+	"at you typed but did not apply (filters, the search box) and moves the f" +
+	"ocus back to the top of the page: “Pause reloading”, on every page that " +
+	"reloads, stops it until you resume. Pages where you type a reason (confi" +
+	"rmations, and occurrences with a value to reveal) never reload on their " +
+	"own, nor does a revealed value.\x02Save settings\x02Back without saving" +
+	"\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02Local tim" +
+	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
+	": their nodes, routes and pinned revisions, drawn, with where their occu" +
+	"rrences are now.\x02Published process versions: their nodes, routes and " +
+	"pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
+	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
+	"art node\x02Graph\x02Columns follow the longest path from the start node" +
+	". Solid arrows are successes (labelled with their route), dashed ones fa" +
+	"ilures (labelled with their error codes). Each box says how many of this" +
+	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
+	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
+	"ess\x02On error\x02Occurrences now\x02Instances of this version\x02Colum" +
+	"ns follow the longest path from the start node. Solid arrows are success" +
+	"es (labelled with their route), dashed ones failures (labelled with thei" +
+	"r error codes).\x02Nodes of this version\x02This version has %[1]d nodes" +
+	": too many to draw legibly (at most %[2]d). The table below lists every " +
+	"node with its routes and counts.\x02This version has %[1]d nodes: too ma" +
+	"ny to draw legibly (at most %[2]d). The table below lists every node wit" +
+	"h its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tabl" +
+	"e below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end" +
+	" (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an inci" +
+	"dent for an operator)\x02any other code → %[1]s\x02fails the instance" +
+	"\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority " +
+	"%[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one a" +
+	"ttempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02t" +
+	"imeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Say why you reveal this val" +
+	"ue: the reason is recorded with the reveal in the audit log.\x02Revealed" +
+	" by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence" +
+	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
+	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
+	" not allowed\x02This page does not accept that request.\x02This form was" +
+	" sent from another site: the console takes its forms from its own pages " +
+	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
+	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
+	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
+	" is too long to be an id or a business key.\x02No instance or occurrence" +
+	" has the id “%[1]s”, and no instance has it as its business key.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02You are signed out.\x02Your session " +
+	"had ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
+	"t of the server), so your last action was not applied. Sign in again, th" +
+	"en repeat it.\x02Your session has ended (inactivity, a sign-out elsewher" +
+	"e, a token revoked or expired, or a restart of the server). Sign in agai" +
+	"n.\x02Sign in\x02Sign in with an operator, designer or administrator tok" +
+	"en.\x02Token\x02The token is checked once and never stored in your brows" +
+	"er; a session cookie stands for it for up to 8 hours of inactivity.\x14" +
+	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
+	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
+	"ss. Try again in %[1]d seconds.\x02This token is unknown, revoked or exp" +
+	"ired.\x02A %[1]s token cannot open the console: sign in with an operator" +
+	", designer or administrator token.\x02Only administrators see this page:" +
+	" tokens, consumers, destinations, the reveal log and erasures are theirs" +
+	".\x02Staff tokens (administrators, designers, operators) that are not re" +
+	"voked. Consumer tokens are managed with their consumers. Revoking a toke" +
+	"n refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
+	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
+	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
 	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
 	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
 	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
@@ -1477,7 +1478,7 @@ const enData string = "" + // Size: 30157 bytes
 	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
 	"s revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 757 elements
+var frIndex = []uint32{ // 758 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1553,148 +1554,148 @@ var frIndex = []uint32{ // 757 elements
 	// Entry 100 - 11F
 	0x000039a3, 0x000039bb, 0x000039e0, 0x00003a0e,
 	0x00003a33, 0x00003a4d, 0x00003b53, 0x00003b68,
-	0x00003b6c, 0x00003b7f, 0x00003b8e, 0x00003ba5,
-	0x00003bb4, 0x00003bbb, 0x00003bc6, 0x00003be8,
-	0x00003bfc, 0x00003cda, 0x00003d02, 0x00003d8b,
-	0x00003e91, 0x00003ea6, 0x00003f0c, 0x00003f91,
-	0x00004006, 0x00004018, 0x0000402b, 0x00004047,
-	0x00004074, 0x00004091, 0x000040b4, 0x000040bf,
+	0x00003b78, 0x00003b7c, 0x00003b8f, 0x00003b9e,
+	0x00003bb5, 0x00003bc4, 0x00003bcb, 0x00003bd6,
+	0x00003bf8, 0x00003c0c, 0x00003cea, 0x00003d12,
+	0x00003d9b, 0x00003ea1, 0x00003eb6, 0x00003f1c,
+	0x00003fa1, 0x00004016, 0x00004028, 0x0000403b,
+	0x00004057, 0x00004084, 0x000040a1, 0x000040c4,
 	// Entry 120 - 13F
-	0x000040ca, 0x000040e1, 0x00004248, 0x0000426f,
-	0x000042ad, 0x000042b9, 0x000042c2, 0x000042d6,
-	0x000042e0, 0x00004307, 0x00004323, 0x0000433e,
-	0x0000436e, 0x000043ad, 0x000043c8, 0x000043d7,
-	0x000043e8, 0x00004409, 0x00004474, 0x0000448c,
-	0x000044d2, 0x0000453d, 0x00004548, 0x00004562,
-	0x000045ab, 0x000045b3, 0x000045c1, 0x000045d1,
-	0x000045fb, 0x00004624, 0x00004634, 0x00004653,
+	0x000040cf, 0x000040da, 0x000040f1, 0x00004258,
+	0x0000427f, 0x000042bd, 0x000042c9, 0x000042d2,
+	0x000042e6, 0x000042f0, 0x00004317, 0x00004333,
+	0x0000434e, 0x0000437e, 0x000043bd, 0x000043d8,
+	0x000043e7, 0x000043f8, 0x00004419, 0x00004484,
+	0x0000449c, 0x000044e2, 0x0000454d, 0x00004558,
+	0x00004572, 0x000045bb, 0x000045c3, 0x000045d1,
+	0x000045e1, 0x0000460b, 0x00004634, 0x00004644,
 	// Entry 140 - 15F
-	0x0000465f, 0x00004678, 0x00004683, 0x00004690,
-	0x0000469f, 0x000046a7, 0x000046b1, 0x000046b9,
-	0x000046c1, 0x000046c7, 0x000046ce, 0x000046d3,
-	0x000046d8, 0x000046dc, 0x000046e1, 0x000046e7,
-	0x000046ed, 0x000046f3, 0x000046f8, 0x000046fd,
-	0x00004703, 0x0000470d, 0x0000472d, 0x0000474f,
-	0x00004773, 0x00004799, 0x000047a2, 0x000047be,
-	0x000047c7, 0x000047df, 0x000047e8, 0x0000483c,
+	0x00004663, 0x0000466f, 0x00004688, 0x00004693,
+	0x000046a0, 0x000046af, 0x000046b7, 0x000046c1,
+	0x000046c9, 0x000046d1, 0x000046d7, 0x000046de,
+	0x000046e3, 0x000046e8, 0x000046ec, 0x000046f1,
+	0x000046f7, 0x000046fd, 0x00004703, 0x00004708,
+	0x0000470d, 0x00004713, 0x0000471d, 0x0000473d,
+	0x0000475f, 0x00004783, 0x000047a9, 0x000047b2,
+	0x000047ce, 0x000047d7, 0x000047ef, 0x000047f8,
 	// Entry 160 - 17F
-	0x0000485c, 0x00004862, 0x0000486d, 0x00004873,
-	0x00004881, 0x0000488c, 0x0000489a, 0x000048cd,
-	0x000048f1, 0x00004920, 0x00004969, 0x00004970,
-	0x00004986, 0x000049f9, 0x00004a1f, 0x00004a39,
-	0x00004b21, 0x00004cb0, 0x00004db7, 0x00004e07,
-	0x00004e38, 0x00004e6b, 0x00004e9a, 0x00004ea8,
-	0x00004eaf, 0x00004ec1, 0x00004ed6, 0x00004ee4,
-	0x00004ef1, 0x00004f06, 0x00004f19, 0x00004f44,
+	0x0000484c, 0x0000486c, 0x00004872, 0x0000487d,
+	0x00004883, 0x00004891, 0x0000489c, 0x000048aa,
+	0x000048dd, 0x00004901, 0x00004930, 0x00004979,
+	0x00004980, 0x00004996, 0x00004a09, 0x00004a2f,
+	0x00004a49, 0x00004b31, 0x00004cc0, 0x00004dc7,
+	0x00004e17, 0x00004e48, 0x00004e7b, 0x00004eaa,
+	0x00004eb8, 0x00004ebf, 0x00004ed1, 0x00004ee6,
+	0x00004ef4, 0x00004f01, 0x00004f16, 0x00004f29,
 	// Entry 180 - 19F
-	0x00004f71, 0x00004f95, 0x00004fcc, 0x00005016,
-	0x00005028, 0x00005060, 0x00005077, 0x0000508e,
-	0x000050c2, 0x0000510c, 0x00005141, 0x0000514a,
-	0x00005161, 0x0000518f, 0x000051a2, 0x000051b4,
-	0x000051c5, 0x000051d0, 0x000051db, 0x000051e6,
-	0x000051f0, 0x000051fa, 0x00005203, 0x0000520c,
-	0x00005215, 0x0000521e, 0x00005227, 0x0000522e,
-	0x0000523c, 0x00005242, 0x00005249, 0x00005250,
+	0x00004f54, 0x00004f81, 0x00004fa5, 0x00004fdc,
+	0x00005026, 0x00005038, 0x00005070, 0x00005087,
+	0x0000509e, 0x000050d2, 0x0000511c, 0x00005151,
+	0x0000515a, 0x00005171, 0x0000519f, 0x000051b2,
+	0x000051c4, 0x000051d5, 0x000051e0, 0x000051eb,
+	0x000051f6, 0x00005200, 0x0000520a, 0x00005213,
+	0x0000521c, 0x00005225, 0x0000522e, 0x00005237,
+	0x0000523e, 0x0000524c, 0x00005252, 0x00005259,
 	// Entry 1A0 - 1BF
-	0x00005259, 0x0000525e, 0x0000526c, 0x00005272,
-	0x00005278, 0x0000527e, 0x00005286, 0x0000528f,
-	0x00005298, 0x000052b5, 0x000052d0, 0x000052f3,
-	0x00005314, 0x00005323, 0x0000532e, 0x00005339,
-	0x00005346, 0x0000534a, 0x0000534e, 0x0000535c,
-	0x0000536a, 0x00005378, 0x00005398, 0x000053ab,
-	0x000053c4, 0x000053d9, 0x000053ea, 0x000053fc,
-	0x0000540e, 0x00005414, 0x0000541b, 0x00005423,
+	0x00005260, 0x00005269, 0x0000526e, 0x0000527c,
+	0x00005282, 0x00005288, 0x0000528e, 0x00005296,
+	0x0000529f, 0x000052a8, 0x000052bb, 0x000052cc,
+	0x000052ef, 0x00005310, 0x0000531f, 0x0000532a,
+	0x00005335, 0x00005342, 0x00005346, 0x0000534a,
+	0x00005358, 0x00005366, 0x00005374, 0x00005394,
+	0x000053a7, 0x000053c0, 0x000053d5, 0x000053e6,
+	0x000053f8, 0x0000540a, 0x00005410, 0x00005417,
 	// Entry 1C0 - 1DF
-	0x0000542b, 0x00005449, 0x00005467, 0x0000547e,
-	0x00005493, 0x000054a4, 0x000054aa, 0x000054c3,
-	0x000054ce, 0x00005502, 0x0000550f, 0x0000552d,
-	0x0000553b, 0x00005544, 0x0000554b, 0x00005566,
-	0x00005570, 0x00005583, 0x000055bd, 0x000055c6,
-	0x000055d5, 0x00005639, 0x00005645, 0x0000564f,
-	0x0000567f, 0x000056da, 0x000057c1, 0x000057cc,
-	0x000057ff, 0x00005804, 0x00005824, 0x00005841,
+	0x0000541f, 0x00005427, 0x00005445, 0x00005463,
+	0x0000547a, 0x0000548f, 0x000054a0, 0x000054a6,
+	0x000054bf, 0x000054ca, 0x000054fe, 0x0000550b,
+	0x00005529, 0x00005537, 0x00005540, 0x00005547,
+	0x00005562, 0x0000556c, 0x0000557f, 0x000055b9,
+	0x000055c2, 0x000055d1, 0x00005635, 0x00005641,
+	0x0000564b, 0x0000567b, 0x000056d6, 0x000057bd,
+	0x000057c8, 0x000057fb, 0x00005800, 0x00005820,
 	// Entry 1E0 - 1FF
-	0x00005861, 0x00005876, 0x000058b7, 0x000058c2,
-	0x000058cc, 0x000058f5, 0x00005906, 0x00005967,
-	0x000059b1, 0x000059bf, 0x000059fb, 0x00005a25,
-	0x00005a6a, 0x00005a92, 0x00005ad1, 0x00005af2,
-	0x00005b30, 0x00005b70, 0x00005b90, 0x00005bd1,
-	0x00005bfb, 0x00005c22, 0x00005ca5, 0x00005cbd,
-	0x00005cd1, 0x00005ce8, 0x00005cf6, 0x00005d01,
-	0x00005d24, 0x00005d62, 0x00005d81, 0x00005d9d,
+	0x0000583d, 0x0000585d, 0x00005872, 0x000058b3,
+	0x000058be, 0x000058c8, 0x000058f1, 0x00005902,
+	0x00005963, 0x000059ad, 0x000059bb, 0x000059f7,
+	0x00005a21, 0x00005a66, 0x00005a8e, 0x00005acd,
+	0x00005aee, 0x00005b2c, 0x00005b6c, 0x00005b8c,
+	0x00005bcd, 0x00005bf7, 0x00005c1e, 0x00005ca1,
+	0x00005cb9, 0x00005ccd, 0x00005ce4, 0x00005cf2,
+	0x00005cfd, 0x00005d20, 0x00005d5e, 0x00005d7d,
 	// Entry 200 - 21F
-	0x00005e0b, 0x00005e90, 0x00005f0d, 0x00005f4d,
-	0x00005f93, 0x000060ac, 0x000060d4, 0x000060f7,
-	0x0000612e, 0x00006175, 0x000061c8, 0x000061f1,
-	0x000062a3, 0x000062c9, 0x00006310, 0x00006394,
-	0x0000640f, 0x0000648c, 0x000064b3, 0x000064db,
-	0x00006522, 0x0000656c, 0x0000659f, 0x000065b2,
-	0x000066ba, 0x000066e8, 0x00006724, 0x0000673a,
-	0x000067ce, 0x000067e1, 0x0000681e, 0x0000685a,
+	0x00005d99, 0x00005e07, 0x00005e8c, 0x00005f09,
+	0x00005f49, 0x00005f8f, 0x000060a8, 0x000060d0,
+	0x000060f3, 0x0000612a, 0x00006171, 0x000061c4,
+	0x000061ed, 0x0000629f, 0x000062c5, 0x0000630c,
+	0x00006390, 0x0000640b, 0x00006488, 0x000064af,
+	0x000064d7, 0x0000651e, 0x00006568, 0x0000659b,
+	0x000065ae, 0x000066b6, 0x000066e4, 0x00006720,
+	0x00006736, 0x000067ca, 0x000067dd, 0x0000681a,
 	// Entry 220 - 23F
-	0x0000686d, 0x000068c1, 0x000068f6, 0x00006908,
-	0x0000691f, 0x0000695e, 0x000069b0, 0x000069dc,
-	0x000069e7, 0x00006a04, 0x00006a23, 0x00006a34,
-	0x00006a4e, 0x00006a57, 0x00006a61, 0x00006a80,
-	0x00006ace, 0x00006b03, 0x00006b54, 0x00006b65,
-	0x00006baf, 0x00006bc5, 0x00006bd9, 0x00006bf2,
-	0x00006c08, 0x00006c32, 0x00006c3a, 0x00006c4d,
-	0x00006c54, 0x00006c6f, 0x00006c8f, 0x00006cbf,
+	0x00006856, 0x00006869, 0x000068bd, 0x000068f2,
+	0x00006904, 0x0000691b, 0x0000695a, 0x000069ac,
+	0x000069d8, 0x000069e3, 0x00006a00, 0x00006a1f,
+	0x00006a30, 0x00006a4a, 0x00006a53, 0x00006a5d,
+	0x00006a7c, 0x00006aca, 0x00006aff, 0x00006b50,
+	0x00006b61, 0x00006bab, 0x00006bc1, 0x00006bd5,
+	0x00006bee, 0x00006c04, 0x00006c2e, 0x00006c36,
+	0x00006c49, 0x00006c50, 0x00006c6b, 0x00006c8b,
 	// Entry 240 - 25F
-	0x00006cd6, 0x00006d0e, 0x00006d49, 0x00006d75,
-	0x00006dc9, 0x00006dd9, 0x00006df3, 0x00006dfe,
-	0x00006e12, 0x00006e24, 0x00006e3a, 0x00006e4c,
-	0x00006e5e, 0x00006e64, 0x00006e76, 0x00006e84,
-	0x00006e93, 0x00006e9f, 0x00006eb5, 0x00006edf,
-	0x00006f12, 0x00006fba, 0x0000700a, 0x00007032,
-	0x00007084, 0x000070c6, 0x00007102, 0x00007119,
-	0x000071e3, 0x00007210, 0x000073ca, 0x000073e4,
+	0x00006cbb, 0x00006cd2, 0x00006d0a, 0x00006d45,
+	0x00006d71, 0x00006dc5, 0x00006dd5, 0x00006def,
+	0x00006dfa, 0x00006e0e, 0x00006e20, 0x00006e36,
+	0x00006e48, 0x00006e5a, 0x00006e60, 0x00006e72,
+	0x00006e80, 0x00006e8f, 0x00006e9b, 0x00006eb1,
+	0x00006edb, 0x00006f0e, 0x00006fb6, 0x00007006,
+	0x0000702e, 0x00007080, 0x000070c2, 0x000070fe,
+	0x00007115, 0x000071df, 0x0000720c, 0x000073c6,
 	// Entry 260 - 27F
-	0x000073fd, 0x0000741e, 0x00007434, 0x0000744a,
-	0x00007451, 0x0000746b, 0x00007500, 0x00007563,
-	0x00007576, 0x0000759d, 0x000075c5, 0x000075d3,
-	0x000075e3, 0x000075f4, 0x000075fb, 0x00007731,
-	0x00007738, 0x00007772, 0x00007777, 0x0000778c,
-	0x000077a0, 0x000077b2, 0x000077c8, 0x000077e3,
-	0x000078b8, 0x000078d0, 0x00007971, 0x00007a00,
-	0x00007a10, 0x00007aea, 0x00007bac, 0x00007bb1,
+	0x000073e0, 0x000073f9, 0x0000741a, 0x00007430,
+	0x00007446, 0x0000744d, 0x00007467, 0x000074fc,
+	0x0000755f, 0x00007572, 0x00007599, 0x000075c1,
+	0x000075cf, 0x000075df, 0x000075f0, 0x000075f7,
+	0x0000772d, 0x00007734, 0x0000776e, 0x00007773,
+	0x00007788, 0x0000779c, 0x000077ae, 0x000077c4,
+	0x000077df, 0x000078b4, 0x000078cc, 0x0000796d,
+	0x000079fc, 0x00007a0c, 0x00007ae6, 0x00007ba8,
 	// Entry 280 - 29F
-	0x00007bc1, 0x00007bcf, 0x00007bdf, 0x00007bef,
-	0x00007bf9, 0x00007c22, 0x00007c3c, 0x00007c57,
-	0x00007ce5, 0x00007d23, 0x00007d34, 0x00007d41,
-	0x00007d5c, 0x00007d70, 0x00007d8e, 0x00007dd9,
-	0x00007e1a, 0x00007e90, 0x00007ed6, 0x00007eef,
-	0x00007f07, 0x00007f5a, 0x00007f95, 0x0000802d,
-	0x00008059, 0x0000807f, 0x000080b3, 0x000080cb,
-	0x000080f6, 0x0000819f, 0x000081a9, 0x00008231,
+	0x00007bad, 0x00007bbd, 0x00007bcb, 0x00007bdb,
+	0x00007beb, 0x00007bf5, 0x00007c1e, 0x00007c38,
+	0x00007c53, 0x00007ce1, 0x00007d1f, 0x00007d30,
+	0x00007d3d, 0x00007d58, 0x00007d6c, 0x00007d8a,
+	0x00007dd5, 0x00007e16, 0x00007e8c, 0x00007ed2,
+	0x00007eeb, 0x00007f03, 0x00007f56, 0x00007f91,
+	0x00008029, 0x00008055, 0x0000807b, 0x000080af,
+	0x000080c7, 0x000080f2, 0x0000819b, 0x000081a5,
 	// Entry 2A0 - 2BF
-	0x00008266, 0x000082a7, 0x0000831b, 0x00008496,
-	0x0000856f, 0x00008588, 0x00008651, 0x000086da,
-	0x000086e7, 0x00008739, 0x0000873f, 0x000087db,
-	0x0000888b, 0x000088b7, 0x00008943, 0x000089ea,
-	0x00008aac, 0x00008adc, 0x00008ae9, 0x00008aef,
-	0x00008b05, 0x00008b10, 0x00008b17, 0x00008b22,
-	0x00008b30, 0x00008b3d, 0x00008b4b, 0x00008b64,
-	0x00008b91, 0x00008c3a, 0x00008c4d, 0x00008c57,
+	0x0000822d, 0x00008262, 0x000082a3, 0x00008317,
+	0x00008492, 0x0000856b, 0x00008584, 0x0000864d,
+	0x000086d6, 0x000086e3, 0x00008735, 0x0000873b,
+	0x000087d7, 0x00008887, 0x000088b3, 0x0000893f,
+	0x000089e6, 0x00008aa8, 0x00008ad8, 0x00008ae5,
+	0x00008aeb, 0x00008b01, 0x00008b0c, 0x00008b13,
+	0x00008b1e, 0x00008b2c, 0x00008b39, 0x00008b47,
+	0x00008b60, 0x00008b8d, 0x00008c36, 0x00008c49,
 	// Entry 2C0 - 2DF
-	0x00008ce6, 0x00008d47, 0x00008d99, 0x00008dab,
-	0x00008dbe, 0x00008dfc, 0x00008e38, 0x00008e44,
-	0x00008e51, 0x00008e5f, 0x00008e6d, 0x00008e7d,
-	0x00008eb9, 0x00008ef3, 0x00008f70, 0x00008f7b,
-	0x00008fa5, 0x00008fc1, 0x00008fc5, 0x00008fd7,
-	0x00009099, 0x000090cc, 0x000090d7, 0x000090e1,
-	0x000090f6, 0x000090ff, 0x00009109, 0x0000911e,
-	0x00009142, 0x0000915c, 0x00009171, 0x0000919d,
+	0x00008c53, 0x00008ce2, 0x00008d43, 0x00008d95,
+	0x00008da7, 0x00008dba, 0x00008df8, 0x00008e34,
+	0x00008e40, 0x00008e4d, 0x00008e5b, 0x00008e69,
+	0x00008e79, 0x00008eb5, 0x00008eef, 0x00008f6c,
+	0x00008f77, 0x00008fa1, 0x00008fbd, 0x00008fc1,
+	0x00008fd3, 0x00009095, 0x000090c8, 0x000090d3,
+	0x000090dd, 0x000090f2, 0x000090fb, 0x00009105,
+	0x0000911a, 0x0000913e, 0x00009158, 0x0000916d,
 	// Entry 2E0 - 2FF
-	0x000091a2, 0x000091b7, 0x000091c9, 0x000091fe,
-	0x0000920f, 0x0000923c, 0x0000926b, 0x0000930d,
-	0x000093af, 0x00009425, 0x000094b0, 0x0000953f,
-	0x000095a6, 0x000095e8, 0x00009630, 0x000096a3,
-	0x000096eb, 0x00009719, 0x00009747, 0x0000977a,
-	0x000097ad,
-} // Size: 3052 bytes
+	0x00009199, 0x0000919e, 0x000091b3, 0x000091c5,
+	0x000091fa, 0x0000920b, 0x00009238, 0x00009267,
+	0x00009309, 0x000093ab, 0x00009421, 0x000094ac,
+	0x0000953b, 0x000095a2, 0x000095e4, 0x0000962c,
+	0x0000969f, 0x000096e7, 0x00009715, 0x00009743,
+	0x00009776, 0x000097a9,
+} // Size: 3056 bytes
 
-const frData string = "" + // Size: 38829 bytes
+const frData string = "" + // Size: 38825 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1915,351 +1916,352 @@ const frData string = "" + // Size: 38829 bytes
 	"push. Les valeurs de la requête de l’URL et des en-têtes, et les secrets" +
 	" de signature, sont scellés et jamais affichés. Créez, modifiez et suppr" +
 	"imez les destinations par l’API (/api/v1/destinations).\x02Destinations " +
-	"par nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modifica" +
-	"tion\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-S" +
-	"ignature)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journ" +
-	"al plus tard\u202f: %[1]d caractères au plus. Il est conservé après l’ef" +
-	"facement, quelle que soit la rétention\u202f: écrivez la référence de la" +
-	" demande, pas le nom de la personne.\x02Effacer l’instance de processus " +
-	"%[1]s\x02Effacer cette instance maintenant\u202f? Elle est supprimée ave" +
-	"c ses occurrences et leurs tentatives, comme la rétention la supprimerai" +
-	"t.\x02Ses entrées, ses sorties, sa clé métier et les messages des exécut" +
-	"ants partent avec elle\u202f; c’est irréversible. Les enregistrements d’" +
-	"audit qui la nomment restent (qui a fait quoi, et pourquoi), de même que" +
-	" les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette" +
-	" instance est %[1]s\u202f: seule une instance terminée peut être effacée" +
-	". Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimé" +
-	"e (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le " +
-	"journal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s le " +
-	"%[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreu" +
-	"r\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: " +
-	"reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
-	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[" +
-	"2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque définit" +
-	"ion maintenant, et ce que ses exécutants ont terminé dans la dernière he" +
-	"ure\u202f: les occurrences achevées, avec succès ou en échec. Une occurr" +
-	"ence reprise depuis compte là où elle se termine ensuite\u202f; un échec" +
-	" qui laisse des tentatives n’est pas compté, la page de son occurrence l" +
-	"e montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
-	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
-	"ces bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Te" +
-	"rminées, dernière heure\x02En échec, dernière heure\x02Aucune définition" +
-	" n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
-	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
-	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
-	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
-	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
-	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussite" +
-	"s et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche" +
-	"\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1" +
-	"]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[" +
-	"1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[" +
-	"1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dan" +
-	"s %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d " +
-	"h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
-	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
-	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
-	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
-	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Fin le\x02B" +
-	"loquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02" +
-	"Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un o" +
-	"pérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
-	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
-	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
-	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
-	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
-	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
-	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
-	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
-	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
-	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
-	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
-	"normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (s" +
-	"ecret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le ser" +
-	"vice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02ou" +
-	"i\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère ob" +
-	"ligatoire modifié\x02valeurs modifiées\x02classification modifiée\x02con" +
-	"trainte modifiée\x02routage modifié\x02longueur minimale\x02longueur max" +
-	"imale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléme" +
-	"nts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, vers" +
-	"ion %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tenta" +
-	"tives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommate" +
-	"ur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02" +
-	"Réponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
-	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
-	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
-	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
-	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, délai multipli" +
-	"é par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relais)" +
-	"\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s" +
-	"\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opé" +
-	"rateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d t" +
-	"entatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00" +
-	"\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1" +
-	"]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le co" +
-	"ntrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, " +
-	"nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
-	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
-	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
-	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
-	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
-	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
-	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
-	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
-	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
-	"%[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s" +
-	")\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La " +
-	"destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu ag" +
-	"ir malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée av" +
-	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
-	" de sorties de la révision.\x02La réponse à l’appel a été perdue (la con" +
-	"nexion s’est rompue après l’envoi de la requête, ou Relais s’est arrêté " +
-	"ou n’a pas pu joindre sa base de données avant de l’enregistrer)\u202f: " +
-	"on ignore si la destination a agi, donc elle n’est pas appelée de nouvea" +
-	"u.\x02L’appel n’a pas pu être préparé.\x02La destination était injoignab" +
-	"le.\x02La réponse de la destination était trop volumineuse.\x02Le verrou" +
-	" de la dernière tentative a expiré sans tentative restante.\x02Les entré" +
-	"es n’ont pas pu être construites à partir des liaisons du processus.\x02" +
-	"Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé" +
-	" un échec sans nouvelle tentative restante (retries\u202f: 0, ou un budg" +
-	"et déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La" +
-	" destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1" +
-	"]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la " +
-	"révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entré" +
-	"es qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou" +
-	" expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente d" +
-	"e l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente" +
-	" d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai d" +
-	"e l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
-	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
-	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
-	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
-	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
-	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
-	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
-	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
-	"attente d’un opérateur.\x02Son instance a continué par le chemin d’erreu" +
-	"r du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêt" +
-	"ée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instanc" +
-	"e a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02" +
-	"%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (d" +
-	"ifférée\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)" +
-	"\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx" +
-	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relai" +
-	"s (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs pr" +
-	"otégées masquées)\x02La révision doit être un nombre entier, 1 ou plus." +
-	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
-	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
-	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
-	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
-	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
-	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
-	"ne occurrence ne correspond à ces filtres.\x02Tous les consommateurs\x02" +
-	"Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de tout" +
-	"es les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)" +
-	"\u202f; les décomptes sont actualisés toutes les 5 secondes environ.\x02" +
-	"révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine t" +
-	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
-	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
-	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
-	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
-	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
-	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
-	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
-	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
-	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
-	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
-	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
-	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
-	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
-	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Heure lo" +
-	"cale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de p" +
-	"rocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, des" +
-	"sinés, avec l’emplacement actuel de leurs occurrences.\x02Les versions d" +
-	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
-	"dessinés.\x02Processus par clé\x02Versions, les plus récentes d’abord" +
-	"\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus %" +
-	"[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long ch" +
-	"emin depuis le nœud de départ. Les flèches pleines sont les réussites (é" +
-	"tiquetées par leur route), les pointillées les échecs (étiquetées par le" +
-	"urs codes d’erreur). Chaque case indique combien d’occurrences de cette " +
-	"version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette ver" +
-	"sion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02E" +
-	"n cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instanc" +
-	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
-	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
-	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
-	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
-	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
-	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
-	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
-	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
-	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
-	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
-	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un o" +
-	"pérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01" +
-	"\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, pr" +
-	"iorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, p" +
-	"riorité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité " +
-	"%[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
-	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
-	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
-	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
-	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
-	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
-	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune insta" +
-	"nce ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’ident" +
-	"ifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une instanc" +
-	"e terminée est supprimée, avec ses occurrences et ses tentatives, une fo" +
-	"is la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’u" +
-	"n administrateur l’efface\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» po" +
-	"ur clé métier, et ce n’est pas un identifiant entier\u202f: les listes m" +
-	"ontrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lie" +
-	"n, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session " +
-	"avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redém" +
-	"arrage du serveur)\u202f: votre dernière action n’a pas été appliquée. R" +
-	"econnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivi" +
-	"té, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du ser" +
-	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
-	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
-	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
-	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x14\x01" +
-	"\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. R" +
-	"éessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis" +
-	" votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, " +
-	"révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
-	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
-	"dministrateur.\x02Seuls les administrateurs voient cette page\u202f: les" +
-	" jetons, les consommateurs, les destinations, le journal des révélations" +
-	" et les effacements sont de leur ressort.\x02Jetons du personnel (admini" +
-	"strateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomm" +
-	"ateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa r" +
-	"equête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Auc" +
-	"un jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas" +
-	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jet" +
-	"on %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa req" +
-	"uête suivante est refusée et les sessions de console ouvertes avec lui p" +
-	"rennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un no" +
-	"uveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec le" +
-	"quel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête s" +
-	"uivante est refusée. C’est irréversible.\x02C’est le dernier jeton admin" +
-	"istrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02L" +
-	"e jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera ref" +
-	"usée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
-	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
-	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
-	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
-	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
-	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
-	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
-	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
-	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
-	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
-	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une " +
-	"version de processus l’épingle).\x02Des occurrences des révisions %[1]s " +
-	"attendent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des" +
-	" exécutants (une version de processus les épingle).\x02Aucun exécutant n" +
-	"e sert cette définition\u202f: ses occurrences attendent qu’un exécutant" +
-	" se connecte ou interroge.\x02Aucun processus n’utilise encore cette déf" +
-	"inition\u202f: elle aura besoin d’un exécutant quand un processus l’util" +
-	"isera en mode pull.\x02Aucun processus n’utilise cette définition en mod" +
-	"e pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’" +
-	"aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
-	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
-	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
-	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
-	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
-	"évisions %[1]s sont prises en charge."
+	"par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal" +
+	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Ap" +
+	"pels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, p" +
+	"our qui lira le journal plus tard\u202f: %[1]d caractères au plus. Il es" +
+	"t conservé après l’effacement, quelle que soit la rétention\u202f: écriv" +
+	"ez la référence de la demande, pas le nom de la personne.\x02Effacer l’i" +
+	"nstance de processus %[1]s\x02Effacer cette instance maintenant\u202f? E" +
+	"lle est supprimée avec ses occurrences et leurs tentatives, comme la rét" +
+	"ention la supprimerait.\x02Ses entrées, ses sorties, sa clé métier et le" +
+	"s messages des exécutants partent avec elle\u202f; c’est irréversible. L" +
+	"es enregistrements d’audit qui la nomment restent (qui a fait quoi, et p" +
+	"ourquoi), de même que les sauvegardes jusqu’à leur expiration.\x02Efface" +
+	"r l’instance\x02Cette instance est %[1]s\u202f: seule une instance termi" +
+	"née peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instan" +
+	"ce %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]" +
+	"d). Consigné dans le journal d’audit.\x02Cette instance avait déjà été e" +
+	"ffacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consig" +
+	"né.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateu" +
+	"r\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termin" +
+	"e l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull" +
+	" %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incident" +
+	"s de chaque définition maintenant, et ce que ses exécutants ont terminé " +
+	"dans la dernière heure\u202f: les occurrences achevées, avec succès ou e" +
+	"n échec. Une occurrence reprise depuis compte là où elle se termine ensu" +
+	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
+	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
+	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
+	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
+	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
+	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du g" +
+	"raphique\x02Réussites et échecs par tranche de 5 min, les plus anciennes" +
+	" d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s" +
+	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
+	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
+	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
+	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
+	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
+	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
+	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
+	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
+	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
+	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
+	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
+	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
+	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
+	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
+	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
+	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
+	"if, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et se" +
+	"s occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée " +
+	"le\x02Fin le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour" +
+	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
+	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
+	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être u" +
+	"n nombre entier à partir de 1.\x02Une version est celle d’un processus" +
+	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
+	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
+	"e retient\x02La page suivante les compte et demande un motif avant que r" +
+	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
+	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
+	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
+	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
+	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
+	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
+	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
+	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
+	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
+	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
+	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
+	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
+	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
+	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
+	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
+	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
+	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
+	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentative" +
+	"s\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appe" +
+	"l\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s " +
+	"(le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après chaque " +
+	"échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la derniè" +
+	"re reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentati" +
+	"ve\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d ren" +
+	"due, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81" +
+	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
+	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
+	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
+	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
+	"rminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif (c" +
+	"onsigné avec la révélation)\x02Tous les administrateurs le lisent, et il" +
+	" est conservé quelle que soit la rétention\u202f: n’y écrivez aucune don" +
+	"née de client.\x02Disponible à partir du\x02Prochaine tentative\x02Derni" +
+	"ère réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentat" +
+	"ive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
+	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
+	" le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez" +
+	" avant de reprendre.\x02La destination n’a pas répondu dans le délai de " +
+	"l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre." +
+	"\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat " +
+	"ne respectait pas le contrat de sorties de la révision.\x02La réponse à " +
+	"l’appel a été perdue (la connexion s’est rompue après l’envoi de la requ" +
+	"ête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données av" +
+	"ant de l’enregistrer)\u202f: on ignore si la destination a agi, donc ell" +
+	"e n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé.\x02L" +
+	"a destination était injoignable.\x02La réponse de la destination était t" +
+	"rop volumineuse.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante.\x02Les entrées n’ont pas pu être construites à partir d" +
+	"es liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un " +
+	"exécutant Camunda 7 a signalé un échec sans nouvelle tentative restante " +
+	"(retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est p" +
+	"as exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun" +
+	" exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun" +
+	" exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs" +
+	" de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant acti" +
+	"f ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne pr" +
+	"ennent que la révision %[3]d.\x02Aucun exécutant actif ne prend la révis" +
+	"ion %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révi" +
+	"sions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir" +
+	" de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée" +
+	" de nouveau.\x02En attente de l’appel de Relais à la destination depuis " +
+	"%[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(ex" +
+	"écutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que" +
+	" son résultat soit enregistré\u202f: la réplique qui l’a passé s’est peu" +
+	"t-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s" +
+	")\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle " +
+	"la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu" +
+	"’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2" +
+	"]s)\u202f: un exécutant du même consommateur, ou une interface munie d’u" +
+	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
+	"n instance est bloquée ici, en attente d’un opérateur.\x02Son instance a" +
+	" continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f" +
+	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
+	"ci\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son " +
+	"jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de" +
+	" règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[" +
+	"2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dan" +
+	"s le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue" +
+	"\x02[masqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant" +
+	" (ses propres termes, valeurs protégées masquées)\x02La révision doit êt" +
+	"re un nombre entier, 1 ou plus.\x02Une révision est celle d’une définiti" +
+	"on\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de " +
+	"filtres\u202f: instance, révision, consommateur, destination, dates\x02D" +
+	"estination d’appel\x02son nom, exactement\x02identifiant d’instance\x02D" +
+	"écomptes par statut\x02Occurrences, les plus récentes d’abord\x02Messag" +
+	"e\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
+	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
+	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
+	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
+	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
+	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
+	"les 5 secondes environ.\x02révision %[1]d\x02Tentative antérieure\u202f:" +
+	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
+	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
+	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
+	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
+	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
+	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
+	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
+	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
+	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
+	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
+	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
+	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
+	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
+	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
+	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
+	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
+	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
+	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
+	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
+	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
+	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
+	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
+	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
+	"ure locale à %[1]s\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d" +
+	" secondes\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés, avec l’emplacement actuel de leurs " +
+	"occurrences.\x02Les versions de processus publiées\u202f: leurs nœuds, r" +
+	"outes et révisions épinglées, dessinés.\x02Processus par clé\x02Versions" +
+	", les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02v" +
+	"ersion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colon" +
+	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
+	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
+	"s échecs (étiquetées par leurs codes d’erreur). Chaque case indique comb" +
+	"ien d’occurrences de cette version se trouvent à ce nœud maintenant.\x02" +
+	"Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Typ" +
+	"e\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occur" +
+	"rences actuelles\x02Instances de cette version\x02Les colonnes suivent l" +
+	"e plus long chemin depuis le nœud de départ. Les flèches pleines sont le" +
+	"s réussites (étiquetées par leur route), les pointillées les échecs (éti" +
+	"quetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ve" +
+	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
+	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
+	"comptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner li" +
+	"siblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec " +
+	"ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à" +
+	" partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes " +
+	"et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dess" +
+	"ous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00" +
+	"\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend l" +
+	"es mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
+	"leau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers " +
+	"%[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
+	"blocage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
+	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
+	"elle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans " +
+	"nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02d" +
+	"élai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées" +
+	"\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les" +
+	" 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une va" +
+	"leur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mot" +
+	"if est consigné avec la révélation dans le journal d’audit.\x02Révélé pa" +
+	"r %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’" +
+	"occurrence\x02Révélation impossible\x02Seule une valeur que cette page a" +
+	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
+	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
+	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
+	"les-mêmes ne sont jamais conservées.\x02Révélations, les plus récentes d" +
+	"’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que l" +
+	"e motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte p" +
+	"as cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifi" +
+	"ant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02A" +
+	"ucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune inst" +
+	"ance ne l’a pour clé métier. Une instance terminée est supprimée, avec s" +
+	"es occurrences et ses tentatives, une fois la durée de conservation (REL" +
+	"AIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f;" +
+	" le journal d’audit garde les actions d’opérateur menées sur elle.\x02Au" +
+	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas u" +
+	"n identifiant entier\u202f: les listes montrent la fin de chaque identif" +
+	"iant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier." +
+	"\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, d" +
+	"éconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: vo" +
+	"tre dernière action n’a pas été appliquée. Reconnectez-vous, puis refait" +
+	"es-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs, je" +
+	"ton révoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02" +
+	"Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur " +
+	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
+	"jamais conservé dans votre navigateur\u202f; un cookie de session le rem" +
+	"place jusqu’à 8 heures d’inactivité.\x14\x01\x81\x01\x00\x02S\x02Trop de" +
+	" connexions échouées depuis votre adresse. Réessayez dans %[1]d seconde." +
+	"\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez dan" +
+	"s %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeto" +
+	"n de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec" +
+	" un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les a" +
+	"dministrateurs voient cette page\u202f: les jetons, les consommateurs, l" +
+	"es destinations, le journal des révélations et les effacements sont de l" +
+	"eur ressort.\x02Jetons du personnel (administrateurs, concepteurs, opéra" +
+	"teurs) non révoqués. Les jetons des consommateurs se gèrent avec leurs c" +
+	"onsommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du" +
+	" personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière" +
+	" utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Ré" +
+	"voquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton" +
+	" %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et " +
+	"les sessions de console ouvertes avec lui prennent fin. C’est irréversib" +
+	"le\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le j" +
+	"eton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f" +
+	": le révoquer vous déconnecte. Sa requête suivante est refusée. C’est ir" +
+	"réversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
+	"réez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été r" +
+	"évoqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage" +
+	"\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d carac" +
+	"tère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
+	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
+	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
+	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
+	"ment\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont p" +
+	"as affichées\u202f: la page montre les %[2]d premières, le détail de l’A" +
+	"PI les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul" +
+	"\x02valeur inattendue\x02Les exécutants connectés par un flux, et ceux q" +
+	"ui interrogent par leur dernière demande. Un exécutant est listé tant qu" +
+	"’il s’est manifesté dans les trois derniers battements de cœur.\x02Exé" +
+	"cutants vus dans les trois derniers battements\x02Exécutant\x02Protocole" +
+	"\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe de vie" +
+	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
+	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02i" +
+	"nterrogation longue\x02façade Camunda 7\x02toutes les révisions accordée" +
+	"s à son consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la r" +
+	"évision %[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des oc" +
+	"currences de la révision %[1]d attendent, et aucun exécutant connecté ne" +
+	" la prend\u202f: abonnez-y des exécutants (une version de processus l’ép" +
+	"ingle).\x02Des occurrences des révisions %[1]s attendent, et aucun exécu" +
+	"tant connecté ne les prend\u202f: abonnez-y des exécutants (une version " +
+	"de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
+	" accordées au consommateur sont prises en charge.\x02Révisions prises en" +
+	" charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accor" +
+	"dées à leur consommateur.\x02Toutes les révisions accordées au consommat" +
+	"eur sont prises en charge.\x02Seule la révision %[1]d est prise en charg" +
+	"e.\x02Seule la révision %[1]d est prise en charge.\x02Seules les révisio" +
+	"ns %[1]s sont prises en charge.\x02Seules les révisions %[1]s sont prise" +
+	"s en charge."
 
-	// Total table size 75090 bytes (73KiB); checksum: B59324A0
+	// Total table size 75087 bytes (73KiB); checksum: 771859CD
