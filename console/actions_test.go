@@ -568,6 +568,14 @@ func TestActionFormsNeedCSRFAndAnOperator(t *testing.T) {
 			}
 		}
 	}
+	// The refusal keeps the session's chrome (it looked signed out) and
+	// leads back to the form's page, which the Referer names.
+	op.referer = inst + "/stop"
+	r := op.do("POST", inst+"/stop", url.Values{"reason": {"x"}, "csrf": {"forged"}})
+	if back, _ := r.doc.Find(`main a[href="` + inst + `/stop"]`).Attr("href"); back == "" || count(r, "nav-instances") != 1 {
+		t.Errorf("the refused form's page: a link back %q, navigation %d; want both", back, count(r, "nav-instances"))
+	}
+	op.referer = ""
 	designer := newBrowser(t, f.env.URL, "en")
 	designer.signIn(f.env.Designer)
 	csrf := csrfOf(t, designer.mustGet("/console/definitions", 200))

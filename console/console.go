@@ -241,12 +241,8 @@ func redirectToSignIn(w http.ResponseWriter, r *http.Request, ended bool) {
 	case r.Method == http.MethodGet && r.URL.Path != basePath && r.URL.Path != basePath+"/":
 		q.Set("next", r.URL.RequestURI())
 	case r.Method == http.MethodPost:
-		// Browsers send the Referer whole; only a page of this console
-		// (this host) is a page to go back to.
-		if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
-			if from := consolePath(ref.RequestURI()); from != "" {
-				q.Set("next", from)
-			}
+		if from := postedFrom(r); from != "" {
+			q.Set("next", from)
 		}
 	}
 	if ended {
@@ -261,6 +257,15 @@ func redirectToSignIn(w http.ResponseWriter, r *http.Request, ended bool) {
 		target += "?" + q.Encode()
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// postedFrom is the console page whose form r posted: its Referer, which
+// browsers send whole, when a page of this console (this host); else "".
+func postedFrom(r *http.Request) string {
+	if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
+		return consolePath(ref.RequestURI())
+	}
+	return ""
 }
 
 // safeNext returns next when it is a console page other than sign-in,
@@ -398,11 +403,20 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 	c.errorPage(w, r, http.StatusNotFound, T(ctx, "Not found"), detail)
 }
 
-// forbiddenForm answers a POST whose CSRF token is missing or wrong.
+// forbiddenForm answers a POST whose CSRF token is missing or wrong. The
+// session, when the browser still has one, keeps the page's chrome (it
+// looked signed out), and the page leads back to the form's page: "reload
+// the page" meant resending the refused POST.
 func (c *Console) forbiddenForm(w http.ResponseWriter, r *http.Request) {
+	r = c.optionalSession(r)
 	ctx := r.Context()
-	c.errorPage(w, r, http.StatusForbidden, T(ctx, "Form refused"),
-		T(ctx, "This form was not sent from this console session, or it has expired. Reload the page and try again."))
+	title := T(ctx, "Form refused")
+	msg := T(ctx, "This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.")
+	if from := postedFrom(r); from != "" {
+		c.errorPageBack(w, r, http.StatusForbidden, title, msg, "", T(ctx, "Back to the form"), from)
+		return
+	}
+	c.errorPage(w, r, http.StatusForbidden, title, msg)
 }
 
 // serverError logs err and renders a generic error: details stay in logs.

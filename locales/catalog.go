@@ -39,104 +39,105 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              320,
-	"%[1]s %[2]s, %[3]s %[4]s":                 321,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          319,
-	"%[1]s; %[2]s":                             318,
-	"%d (0 lowest, 9 highest)":                 485,
-	"%d attempts":                              491,
-	"%d attempts, retry after %s, priority %d": 648,
-	"%d breaking":                              239,
-	"%d changes":                               238,
-	"%d completed":                             316,
-	"%d d":                                     328,
-	"%d days":                                  342,
-	"%d failed":                                317,
-	"%d h":                                     327,
+	"%[1]s %[2]s":                              321,
+	"%[1]s %[2]s, %[3]s %[4]s":                 322,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          320,
+	"%[1]s; %[2]s":                             319,
+	"%d (0 lowest, 9 highest)":                 486,
+	"%d attempts":                              492,
+	"%d attempts, retry after %s, priority %d": 649,
+	"%d breaking":                              240,
+	"%d changes":                               239,
+	"%d completed":                             317,
+	"%d d":                                     329,
+	"%d days":                                  343,
+	"%d failed":                                318,
+	"%d h":                                     328,
 	"%d held instances match now.":             62,
-	"%d hours":                                 343,
-	"%d items":                                 720,
-	"%d left":                                  493,
-	"%d min":                                   326,
-	"%d minutes":                               344,
+	"%d hours":                                 344,
+	"%d items":                                 721,
+	"%d left":                                  494,
+	"%d min":                                   327,
+	"%d minutes":                               345,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              718,
-	"%d ms": 346,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         638,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 637,
-	"%d occurrences":                          579,
-	"%d releases":                             258,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              719,
+	"%d ms": 347,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         639,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 638,
+	"%d occurrences":                          580,
+	"%d releases":                             259,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
-	"%d s":       325,
-	"%d seconds": 345,
+	"%d s":       326,
+	"%d seconds": 346,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (deferred; settled by %s)":                        551,
-	"%s (deferred; settled with its settle token)":        549,
-	"%s (deferred; settled with its settle token, as %s)": 550,
+	"%s (deferred; settled by %s)":                        552,
+	"%s (deferred; settled with its settle token)":        550,
+	"%s (deferred; settled with its settle token, as %s)": 551,
 	"%s (token #%d, %s)":                                  101,
-	"%s ago":                                              323,
-	"%s so far":                                           547,
-	"%s → %s":                                             643,
-	"%s, %s: %s":                                          289,
-	"%s, multiplied by %s after each failure, up to %s":                    488,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 487,
-	"%s, revision %s":                         451,
-	"%s, version %s":                          452,
-	"%s: %s":                                  315,
-	"%s: %s → %s":                             246,
-	"%s: a date is written 2026-12-01.":       595,
-	"%s: every revision, present and future":  185,
-	"%s: revision %s":                         186,
-	"%s: revisions %s":                        187,
-	"%s: the first day comes after the last.": 596,
-	"%s–%s":                                   314,
-	"(%d characters in all)":                  721,
-	"(%d handed back, not counted)":           492,
-	"(each item)":                             708,
-	"(worker %s)":                             535,
-	"0 seconds":                               341,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           686,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 524,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 606,
-	"A revision is a definition’s: choose the definition too.": 562,
-	"A version is a process’s: choose the process too.":        387,
+	"%s ago":                                              324,
+	"%s so far":                                           548,
+	"%s → %s":                                             644,
+	"%s, %s: %s":                                          290,
+	"%s, multiplied by %s after each failure, up to %s":                    489,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 488,
+	"%s, revision %s":                         452,
+	"%s, version %s":                          453,
+	"%s: %s":                                  316,
+	"%s: %s → %s":                             247,
+	"%s: a date is written 2026-12-01.":       596,
+	"%s: every revision, present and future":  186,
+	"%s: revision %s":                         187,
+	"%s: revisions %s":                        188,
+	"%s: the first day comes after the last.": 597,
+	"%s–%s":                                   315,
+	"(%d characters in all)":                  722,
+	"(%d handed back, not counted)":           493,
+	"(each item)":                             709,
+	"(worker %s)":                             536,
+	"0 seconds":                               342,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           687,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 525,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 607,
+	"A revision is a definition’s: choose the definition too.": 563,
+	"A version is a process’s: choose the process too.":        388,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              381,
-	"Abandoned by %s at %s — “%s”":                                   373,
+	"Abandoned at node":                                              382,
+	"Abandoned by %s at %s — “%s”":                                   374,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 392,
+	"Act on every instance this filter matches": 393,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       576,
-	"All definitions":                     307,
-	"All its tasks":                       184,
-	"All processes":                       398,
-	"All statuses":                        400,
-	"All workers":                         734,
-	"An operator abandoned the instance.": 523,
-	"Any definition":                      399,
+	"All consumers":                       577,
+	"All definitions":                     308,
+	"All its tasks":                       185,
+	"All processes":                       399,
+	"All statuses":                        401,
+	"All workers":                         735,
+	"An operator abandoned the instance.": 524,
+	"Any definition":                      400,
 	"Apply filters":                       116,
-	"Apr":                                 332,
-	"As of %s (%s); refreshed every few seconds.": 301,
-	"Attempts":                         456,
+	"Apr":                                 333,
+	"As of %s (%s); refreshed every few seconds.": 302,
+	"Attempts":                         457,
 	"Audit log":                        110,
-	"Aug":                              336,
-	"Available from":                   503,
+	"Aug":                              337,
+	"Available from":                   504,
 	"Back to definitions":              160,
 	"Back to external tasks":           159,
+	"Back to the form":                 166,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           659,
-	"Back without saving":              608,
-	"Breaks processes":                 216,
-	"Breaks workers":                   217,
+	"Back to the occurrence":           660,
+	"Back without saving":              609,
+	"Breaks processes":                 217,
+	"Breaks workers":                   218,
 	"Bulk %s applied to %d instances.": 99,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  126,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 125,
@@ -144,369 +145,369 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     108,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    486,
-	"Calls":                           269,
-	"Calls signed (Relais-Signature)": 271,
-	"Camunda 7 facade":                738,
-	"Cancelled: the instance was stopped (%s).":               546,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 545,
+	"Call timeout":                    487,
+	"Calls":                           270,
+	"Calls signed (Relais-Signature)": 272,
+	"Camunda 7 facade":                739,
+	"Cancelled: the instance was stopped (%s).":               547,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 546,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           660,
-	"Change":                                                  214,
-	"Changes between the two revisions":                       226,
-	"Changes of the Working copy since revision %d":           235,
-	"Choose two existing revisions to compare.":               236,
-	"Classification":                                          193,
+	"Cannot reveal":                                           661,
+	"Change":                                                  215,
+	"Changes between the two revisions":                       227,
+	"Changes of the Working copy since revision %d":           236,
+	"Choose two existing revisions to compare.":               237,
+	"Classification":                                          194,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            632,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 623,
-	"Compare":              213,
-	"Compare revisions":    209,
-	"Completed":            310,
-	"Completed (%s).":      541,
-	"Completed, last hour": 298,
-	"Completions and failures per 5 minutes, last hour: %s":    308,
-	"Completions and failures per 5-minute slot, oldest first": 312,
-	"Completions and failures, last hour":                      291,
-	"Connected":                                                730,
-	"Constraints":                                              194,
-	"Consumer":                                                 458,
-	"Consumer and worker":                                      573,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            633,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 624,
+	"Compare":              214,
+	"Compare revisions":    210,
+	"Completed":            311,
+	"Completed (%s).":      542,
+	"Completed, last hour": 299,
+	"Completions and failures per 5 minutes, last hour: %s":    309,
+	"Completions and failures per 5-minute slot, oldest first": 313,
+	"Completions and failures, last hour":                      292,
+	"Connected":                                                731,
+	"Constraints":                                              195,
+	"Consumer":                                                 459,
+	"Consumer and worker":                                      574,
 	"Consumers":                                                140,
-	"Consumers, oldest first":                                  173,
-	"Counting the occurrences; the counts appear when you reload the page.": 188,
-	"Counts are unavailable right now.":                                     189,
-	"Counts as of %s (%s); refreshed every few seconds.":                    655,
-	"Counts by status": 568,
-	"Created":          357,
+	"Consumers, oldest first":                                  174,
+	"Counting the occurrences; the counts appear when you reload the page.": 189,
+	"Counts are unavailable right now.":                                     190,
+	"Counts as of %s (%s); refreshed every few seconds.":                    656,
+	"Counts by status": 569,
+	"Created":          358,
 	"Created from":     83,
-	"Created on":       177,
+	"Created on":       178,
 	"Created to":       84,
-	"Creation date":    388,
-	"Dates":            454,
-	"Deadline":         483,
-	"Dec":              340,
-	"Deferred":         507,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 540,
-	"Definition":                                 293,
-	"Definition %s":                              196,
+	"Creation date":    389,
+	"Dates":            455,
+	"Deadline":         484,
+	"Dec":              341,
+	"Deferred":         508,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 541,
+	"Definition":                                 294,
+	"Definition %s":                              197,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                138,
-	"Definitions by key":                         253,
-	"Definitions served":                         728,
-	"Definitions, those needing attention first": 292,
-	"Description":                                195,
-	"Destination":                                470,
+	"Definitions by key":                         254,
+	"Definitions served":                         729,
+	"Definitions, those needing attention first": 293,
+	"Description":                                196,
+	"Destination":                                471,
 	"Destinations":                               141,
-	"Destinations by name":                       262,
-	"Destination’s answer":                       463,
-	"Detail":                                     215,
-	"Digest":                                     229,
+	"Destinations by name":                       263,
+	"Destination’s answer":                       464,
+	"Detail":                                     216,
+	"Digest":                                     230,
 	"Display settings":                           146,
 	"Display settings: ":                         147,
-	"Duration":                                   462,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 290,
+	"Duration":                                   463,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 291,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          582,
-	"End node":                  380,
-	"End node or error":         396,
-	"Ended":                     376,
-	"Erase process instance %s": 274,
-	"Erase the instance":        277,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 275,
-	"Erase this instance…": 367,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 279,
-	"Error":                      572,
-	"Error (before any attempt)": 510,
-	"Error (the deadline passed after attempt %d)": 509,
+	"Earlier attempt:":          583,
+	"End node":                  381,
+	"End node or error":         397,
+	"Ended":                     377,
+	"Erase process instance %s": 275,
+	"Erase the instance":        278,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 276,
+	"Erase this instance…": 368,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 280,
+	"Error":                      573,
+	"Error (before any attempt)": 511,
+	"Error (the deadline passed after attempt %d)": 510,
 	"Error code":       81,
-	"Error message":    465,
-	"Every %d seconds": 613,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 502,
-	"Every attempt, oldest first": 457,
+	"Error message":    466,
+	"Every %d seconds": 614,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 503,
+	"Every attempt, oldest first": 458,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  663,
-	"Expired token":                        696,
-	"Expires":                              693,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  664,
+	"Expired token":                        697,
+	"Expires":                              694,
 	"External tasks":                       133,
-	"Failed":                               296,
-	"Failed (%s).":                         544,
-	"Failed at node":                       382,
-	"Failed occurrence":                    378,
-	"Failed, last hour":                    299,
-	"Feb":                                  330,
-	"Field":                                190,
+	"Failed":                               297,
+	"Failed (%s).":                         545,
+	"Failed at node":                       383,
+	"Failed occurrence":                    379,
+	"Failed, last hour":                    300,
+	"Feb":                                  331,
+	"Field":                                191,
 	"Filter":                               55,
 	"Filters":                              112,
 	"Find":                                 137,
 	"Find an instance or occurrence":       135,
-	"Finished":                             461,
-	"First page":                           592,
+	"Finished":                             462,
+	"First page":                           593,
 	"Follow it in the audit log (new tab)": 59,
 	"Form refused":                         164,
-	"From revision":                        211,
-	"From revision %d to revision %d:":     237,
+	"From revision":                        212,
+	"From revision %d to revision %d:":     238,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
-	"Grants":                  176,
-	"Graph":                   622,
-	"Graph of %s":             636,
-	"HTTP 2xx, unusable body": 553,
-	"Headers sent":            265,
+	"Grants":                  177,
+	"Graph":                   623,
+	"Graph of %s":             637,
+	"HTTP 2xx, unusable body": 554,
+	"Headers sent":            266,
 	"Health":                  132,
 	"Held at a node of":       82,
-	"Held at node":            377,
-	"Held for":                379,
-	"Held instances":          295,
-	"ID":                      174,
-	"In flight":               729,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 309,
-	"Inputs":                     219,
-	"Inputs of revision %d":      230,
-	"Inputs of the working copy": 221,
-	"Inputs the instance was started with, labelled by process version %d's contract": 365,
-	"Inputs, labelled by revision %d's contract":                                      494,
-	"Instance":                  395,
+	"Held at node":            378,
+	"Held for":                380,
+	"Held instances":          296,
+	"ID":                      175,
+	"In flight":               730,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 310,
+	"Inputs":                     220,
+	"Inputs of revision %d":      231,
+	"Inputs of the working copy": 222,
+	"Inputs the instance was started with, labelled by process version %d's contract": 366,
+	"Inputs, labelled by revision %d's contract":                                      495,
+	"Instance":                  396,
 	"Instances":                 86,
-	"Instances of this version": 631,
+	"Instances of this version": 632,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 750,
-	"It takes revision %d only.":                       753,
-	"It takes revisions %s only.":                      755,
-	"Its calls":                                        270,
+	"It takes every revision its consumer is granted.": 751,
+	"It takes revision %d only.":                       754,
+	"It takes revisions %s only.":                      756,
+	"Its calls":                                        271,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 276,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  542,
-	"Its instance went on along the node’s error path.":                                                                                                                    543,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      701,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 277,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  543,
+	"Its instance went on along the node’s error path.":                                                                                                                    544,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      702,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
-	"Jan":                     329,
-	"Jul":                     335,
-	"Jun":                     334,
-	"Keep it":                 703,
+	"Jan":                     330,
+	"Jul":                     336,
+	"Jun":                     335,
+	"Keep it":                 704,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       272,
-	"Key":                     254,
-	"Kind":                    626,
+	"Keep the instance":       273,
+	"Key":                     255,
+	"Kind":                    627,
 	"Language":                129,
-	"Last changed":            267,
-	"Last error (attempt %d)": 508,
-	"Last reserved":           505,
-	"Last saved":              200,
-	"Last seen":               731,
-	"Last used":               692,
-	"Latest revision":         255,
-	"Lists every change from one revision to another, and whom it may break.": 210,
-	"Local time at %s": 611,
-	"Local time in %s": 610,
-	"Lock expired %s — waiting to be offered again.": 532,
-	"Lock expires":                     506,
-	"Longest timeout":                  266,
+	"Last changed":            268,
+	"Last error (attempt %d)": 509,
+	"Last reserved":           506,
+	"Last saved":              201,
+	"Last seen":               732,
+	"Last used":               693,
+	"Latest revision":         256,
+	"Lists every change from one revision to another, and whom it may break.": 211,
+	"Local time at %s": 612,
+	"Local time in %s": 611,
+	"Lock expired %s — waiting to be offered again.": 533,
+	"Lock expires":                     507,
+	"Longest timeout":                  267,
 	"Main navigation":                  131,
-	"Mar":                              331,
-	"Maximum attempts":                 479,
-	"May":                              333,
-	"Message":                          570,
-	"Message from Relais (in English)": 559,
-	"Message from the service (its own words, protected values masked)": 560,
-	"Method not allowed": 667,
-	"Mode":               477,
-	"More filters: instance, revision, consumer, destination, dates": 564,
-	"Name":                    175,
-	"Never":                   612,
-	"Next attempt":            504,
-	"Next attempt or settled": 574,
-	"Next node":               356,
-	"Next page":               591,
-	"No consumer yet.":        170,
-	"No definition %s has occurrences: check the key, or show all definitions.": 306,
-	"No definition has occurrences yet.":                                        300,
+	"Mar":                              332,
+	"Maximum attempts":                 480,
+	"May":                              334,
+	"Message":                          571,
+	"Message from Relais (in English)": 560,
+	"Message from the service (its own words, protected values masked)": 561,
+	"Method not allowed": 668,
+	"Mode":               478,
+	"More filters: instance, revision, consumer, destination, dates": 565,
+	"Name":                    176,
+	"Never":                   613,
+	"Next attempt":            505,
+	"Next attempt or settled": 575,
+	"Next node":               357,
+	"Next page":               592,
+	"No consumer yet.":        171,
+	"No definition %s has occurrences: check the key, or show all definitions.": 307,
+	"No definition has occurrences yet.":                                        301,
 	"No definition has the key “%s”.":                                           94,
-	"No definition yet.":                                                        257,
-	"No destination yet.":                                                       259,
-	"No inputs.":                                                                220,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 676,
-	"No instance matches these filters.": 397,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 674,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 675,
-	"No live worker takes %s now (Workers page).":                                               526,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 527,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           528,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          529,
-	"No more consumers.":                                   171,
-	"No more destinations.":                                260,
-	"No occurrence matches these filters.":                 575,
+	"No definition yet.":                                                        258,
+	"No destination yet.":                                                       260,
+	"No inputs.":                                                                221,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 677,
+	"No instance matches these filters.": 398,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 675,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 676,
+	"No live worker takes %s now (Workers page).":                                               527,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 528,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           529,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          530,
+	"No more consumers.":                                   172,
+	"No more destinations.":                                261,
+	"No occurrence matches these filters.":                 576,
 	"No operator action matches.":                          118,
-	"No operator has acted on this instance.":              361,
-	"No outputs yet: the occurrence has not completed.":    497,
-	"No outputs.":                                          223,
-	"No outputs: the occurrence ended without completing.": 499,
+	"No operator has acted on this instance.":              362,
+	"No outputs yet: the occurrence has not completed.":    498,
+	"No outputs.":                                          224,
+	"No outputs: the occurrence ended without completing.": 500,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         618,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             747,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             746,
+	"No process is published yet.":                         619,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             748,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             747,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
-	"No release yet.": 204,
-	"No revision yet: the Working copy has never been snapshotted.":          202,
-	"No service ever reserved this occurrence: it ended before any attempt.": 469,
-	"No service has reserved this occurrence yet.":                           466,
-	"No token.":              690,
-	"No value was revealed.": 665,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 748,
-	"No worker is connected.":           732,
-	"No worker serves this definition.": 735,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 745,
-	"Node":                  353,
-	"Nodes":                 624,
-	"Nodes of this version": 633,
-	"Nodes of this version, with their occurrences now": 625,
-	"Nodes reached, in order":                           352,
+	"No release yet.": 205,
+	"No revision yet: the Working copy has never been snapshotted.":          203,
+	"No service ever reserved this occurrence: it ended before any attempt.": 470,
+	"No service has reserved this occurrence yet.":                           467,
+	"No token.":              691,
+	"No value was revealed.": 666,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 749,
+	"No worker is connected.":           733,
+	"No worker serves this definition.": 736,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 746,
+	"Node":                  354,
+	"Nodes":                 625,
+	"Nodes of this version": 634,
+	"Nodes of this version, with their occurrences now": 626,
+	"Nodes reached, in order":                           353,
 	"Not allowed":                                       155,
 	"Not found":                                         163,
-	"Notes":                                             207,
+	"Notes":                                             208,
 	"Nothing exists at this address, or it is not visible to you.": 161,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             672,
+	"Nothing to find: the search box is empty.":                             673,
 	"Nothing was done.":        29,
-	"Nov":                      339,
-	"Now":                      475,
-	"Occurrence":               354,
-	"Occurrence %s":            453,
+	"Nov":                      340,
+	"Now":                      476,
+	"Occurrence":               355,
+	"Occurrence %s":            454,
 	"Occurrence offered again": 107,
-	"Occurrences now":          630,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        743,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 744,
-	"Occurrences, newest first": 569,
-	"Oct":                       338,
-	"Offered from %s — %s.":     531,
-	"Oldest claimable waits":    297,
-	"On error":                  629,
-	"On success":                628,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         661,
-	"Only administrators may reveal a sensitive value.":                                                           656,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 687,
-	"Open":             294,
-	"Operator actions": 349,
-	"Operator actions on this instance, newest first": 362,
+	"Occurrences now":          631,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        744,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 745,
+	"Occurrences, newest first": 570,
+	"Oct":                       339,
+	"Offered from %s — %s.":     532,
+	"Oldest claimable waits":    298,
+	"On error":                  630,
+	"On success":                629,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         662,
+	"Only administrators may reveal a sensitive value.":                                                           657,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 688,
+	"Open":             295,
+	"Operator actions": 350,
+	"Operator actions on this instance, newest first": 363,
 	"Operator actions, newest first":                  122,
-	"Outcome":                                         464,
-	"Outputs":                                         222,
-	"Outputs of revision %d":                          231,
-	"Outputs of the working copy":                     224,
-	"Outputs, labelled by revision %d's contract":     496,
-	"Pages":                           589,
-	"Path":                            350,
+	"Outcome":                                         465,
+	"Outputs":                                         223,
+	"Outputs of revision %d":                          232,
+	"Outputs of the working copy":                     225,
+	"Outputs, labelled by revision %d's contract":     497,
+	"Pages":                           590,
+	"Path":                            351,
 	"Pause reloading":                 154,
-	"Pinned revision":                 627,
-	"Policy":                          455,
-	"Previous page":                   590,
-	"Priority":                        484,
+	"Pinned revision":                 628,
+	"Policy":                          456,
+	"Previous page":                   591,
+	"Priority":                        485,
 	"Process":                         77,
-	"Process %s":                      620,
+	"Process %s":                      621,
 	"Process %s has no version %d.":   92,
-	"Process and node":                571,
-	"Process inputs":                  364,
+	"Process and node":                572,
+	"Process inputs":                  365,
 	"Process instance":                106,
-	"Process instance %s":             347,
-	"Process instances":               390,
-	"Process instances, newest first": 394,
+	"Process instance %s":             348,
+	"Process instances":               391,
+	"Process instances, newest first": 395,
 	"Processes":                       134,
-	"Processes by key":                616,
-	"Protocol":                        727,
-	"Published":                       208,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 614,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       615,
-	"Push destination": 565,
+	"Processes by key":                617,
+	"Protocol":                        728,
+	"Published":                       209,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 615,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       616,
+	"Push destination": 566,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            478,
-	"Recorded operator actions":                             360,
+	"Reason given by the worker":                            479,
+	"Recorded operator actions":                             361,
 	"Relais console":                                        128,
-	"Relais has not called the destination yet.":            472,
-	"Relais is calling the destination (since %s).":         537,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 474,
-	"Relais never called the destination: the occurrence ended before any call.": 473,
+	"Relais has not called the destination yet.":            473,
+	"Relais is calling the destination (since %s).":         538,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 475,
+	"Relais never called the destination: the occurrence ended before any call.": 474,
 	"Relais refused the action. Nothing was done.":                               49,
-	"Release":                             205,
-	"Releases":                            203,
-	"Releases, oldest first":              225,
-	"Reload lists and detail pages":       605,
+	"Release":                             206,
+	"Releases":                            204,
+	"Releases, oldest first":              226,
+	"Reload lists and detail pages":       606,
 	"Reloading paused":                    151,
-	"Replica":                             471,
-	"Required":                            192,
-	"Reserved":                            460,
-	"Reserved by %s.":                     539,
-	"Reserved by %s; lock until %s — %s.": 538,
-	"Reserved now":                        183,
+	"Replica":                             472,
+	"Required":                            193,
+	"Reserved":                            461,
+	"Reserved by %s.":                     540,
+	"Reserved by %s; lock until %s — %s.": 539,
+	"Reserved now":                        184,
 	"Resume":                              152,
-	"Retried by %s at %s — “%s”":          374,
+	"Retried by %s at %s — “%s”":          375,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            481,
+	"Retries":            482,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  530,
-	"Retry delay":        480,
+	"Retry at %s — %s.":  531,
+	"Retry delay":        481,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         476,
+	"Retry or abandon it from its instance":         477,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 511,
+	"Retryable": 512,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 500,
-	"Revealed by %s at %s; recorded in the audit log.": 658,
+	"Reveal — this is recorded": 501,
+	"Revealed by %s at %s; recorded in the audit log.": 659,
 	"Reveals":               143,
-	"Reveals, newest first": 664,
-	"Revision":              206,
-	"Revision %d":           227,
-	"Revisions":             201,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 751,
-	"Revoke the %s token “%s”?": 700,
-	"Revoke the token":          702,
-	"Revoke token %d":           699,
-	"Revoke…":                   697,
-	"Role":                      691,
-	"Route":                     355,
-	"Routing output":            199,
-	"Row %s":                    593,
-	"Rows %s–%s":                594,
-	"Save settings":             607,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      657,
+	"Reveals, newest first": 665,
+	"Revision":              207,
+	"Revision %d":           228,
+	"Revisions":             202,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 752,
+	"Revoke the %s token “%s”?": 701,
+	"Revoke the token":          703,
+	"Revoke token %d":           700,
+	"Revoke…":                   698,
+	"Role":                      692,
+	"Route":                     356,
+	"Routing output":            200,
+	"Row %s":                    594,
+	"Rows %s–%s":                595,
+	"Save settings":             608,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      658,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 273,
-	"Search":                               670,
-	"Secret values can never be revealed.": 662,
-	"Sep":                                  337,
-	"Served by %d workers":                 749,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 274,
+	"Search":                               671,
+	"Secret values can never be revealed.": 663,
+	"Sep":                                  338,
+	"Served by %d workers":                 750,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              358,
-	"Settlement date":      563,
-	"Show all definitions": 305,
-	"Show times in":        603,
+	"Settled":              359,
+	"Settlement date":      564,
+	"Show all definitions": 306,
+	"Show times in":        604,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
-	"Sign in": 680,
-	"Sign in with an operator, designer or administrator token.": 681,
+	"Sign in": 681,
+	"Sign in with an operator, designer or administrator token.": 682,
 	"Sign out":             145,
 	"Signed in as %s (%s)": 144,
-	"Since revision %d:":   233,
+	"Since revision %d:":   234,
 	"Skip to content":      130,
-	"Slot":                 313,
-	"Snapshotted":          228,
+	"Slot":                 314,
+	"Snapshotted":          229,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
-	"Something went wrong": 168,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 688,
-	"Staff tokens, oldest first": 689,
-	"Start node":                 621,
-	"Started":                    375,
-	"State":                      178,
+	"Something went wrong": 169,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 689,
+	"Staff tokens, oldest first": 690,
+	"Start node":                 622,
+	"Started":                    376,
+	"State":                      179,
 	"Status":                     79,
 	"Stop %d instances":          73,
 	"Stop every held instance this filter matches":            67,
@@ -519,286 +520,286 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              372,
+	"Stopped by %s at %s — “%s”":                              373,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
 	"Stopping applies to running or held instances, not %s ones.":                              53,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   371,
-	"Summary": 348,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 252,
-	"Tasks":                   179,
-	"Temporarily unavailable": 166,
-	"That is too long to be an id or a business key.": 673,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   372,
+	"Summary": 349,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 253,
+	"Tasks":                   180,
+	"Temporarily unavailable": 167,
+	"That is too long to be an id or a business key.": 674,
 	"The %d largest groups; the filter matches more.": 87,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              261,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             232,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 517,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              262,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             233,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 518,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          518,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 536,
-	"The chart’s numbers": 311,
+	"The call could not be prepared.":          519,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 537,
+	"The chart’s numbers": 312,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           169,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          604,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           170,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          605,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 167,
-	"The deadline passed before a result arrived.":                                                                                                                          515,
-	"The destination answered HTTP %s.":     525,
-	"The destination could not be reached.": 519,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 513,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      514,
-	"The destination’s answer was too large.": 520,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 172,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 168,
+	"The deadline passed before a result arrived.":                                                                                                                          516,
+	"The destination answered HTTP %s.":     526,
+	"The destination could not be reached.": 520,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 514,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      515,
+	"The destination’s answer was too large.": 521,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 173,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     158,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           522,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                521,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             393,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 351,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         198,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               601,
-	"The page size must be between 1 and %d.":                                                                                                                                                              389,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  600,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           523,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                522,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             394,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 352,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         199,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               602,
+	"The page size must be between 1 and %d.":                                                                                                                                                              390,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  601,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            516,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      561,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          706,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          683,
-	"The version must be a whole number from 1.":                                                                                                                                                           386,
-	"These revisions have the same contracts.":                                                                                                                                                             218,
-	"These settings are kept in this browser only.":                                                                                                                                                        602,
-	"They take every revision their consumer is granted.":                                                                                                                                                  752,
-	"They take revision %d only.":                                                                                                                                                                          754,
-	"They take revisions %s only.":                                                                                                                                                                         756,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     597,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            517,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      562,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          707,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          684,
+	"The version must be a whole number from 1.":                                                                                                                                                           387,
+	"These revisions have the same contracts.":                                                                                                                                                             219,
+	"These settings are kept in this browser only.":                                                                                                                                                        603,
+	"They take every revision their consumer is granted.":                                                                                                                                                  753,
+	"They take revision %d only.":                                                                                                                                                                          755,
+	"They take revisions %s only.":                                                                                                                                                                         757,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     598,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         495,
-	"This contract has no outputs.":                                                                                                                                                                        498,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  165,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  669,
+	"This contract has no inputs.":                                                                                                                                                                         496,
+	"This contract has no outputs.":                                                                                                                                                                        499,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         165,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  670,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 280,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 281,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 368,
-	"This instance has not reached a task yet.":                   359,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 369,
+	"This instance has not reached a task yet.":                   360,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 278,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 279,
 	"This instance is %s: there is nothing to stop.":                            38,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 369,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 370,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 370,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 371,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            705,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           704,
-	"This page does not accept that request.": 668,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            706,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           705,
+	"This page does not accept that request.": 669,
 	"This page reloads every %d seconds.":     153,
-	"This process takes no inputs.":           366,
+	"This process takes no inputs.":           367,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 685,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 634,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            635,
+	"This token is unknown, revoked or expired.": 686,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 635,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            636,
 	"Times in %s · no auto-reload":    150,
 	"Times in %s · reload every %d s": 149,
 	"Times in %s · reloading paused":  148,
-	"To revision":                     212,
-	"Token":                           682,
+	"To revision":                     213,
+	"Token":                           683,
 	"Tokens":                          142,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 684,
-	"Totals of all definitions, not narrowed by the other filters":         578,
-	"Totals of definition %s, not narrowed by the other filters":           577,
-	"Type": 191,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 671,
-	"URL":                              264,
-	"UTC (coordinated universal time)": 609,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 685,
+	"Totals of all definitions, not narrowed by the other filters":         579,
+	"Totals of definition %s, not narrowed by the other filters":           578,
+	"Type": 192,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 672,
+	"URL":                              265,
+	"UTC (coordinated universal time)": 610,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 598,
-	"Unknown parameter “%s”.":                      599,
-	"Unknown status “%s”.":                         385,
-	"Value":                                        363,
+	"Unknown parameter “%s” (did you mean “%s”?).": 599,
+	"Unknown parameter “%s”.":                      600,
+	"Unknown status “%s”.":                         386,
+	"Value":                                        364,
 	"Version":                                      78,
-	"Versions, newest first":                       617,
-	"Waiting for Relais to call the destination since %s (%s).": 533,
-	"Waiting for a worker since %s (%s).":                       534,
+	"Versions, newest first":                       618,
+	"Waiting for Relais to call the destination since %s (%s).": 534,
+	"Waiting for a worker since %s (%s).":                       535,
 	"When":                                                      102,
 	"Who":                                                       103,
-	"Whole message":                                             468,
-	"Why (recorded with the reveal)":                            501,
-	"Worker":                                                    726,
-	"Worker id":                                                 459,
+	"Whole message":                                             469,
+	"Why (recorded with the reveal)":                            502,
+	"Worker":                                                    727,
+	"Worker id":                                                 460,
 	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        724,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        725,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 725,
-	"Workers serving %s":                   733,
-	"Working copy":                         197,
-	"You are signed out.":                  677,
+	"Workers seen within three heartbeats": 726,
+	"Workers serving %s":                   734,
+	"Working copy":                         198,
+	"You are signed out.":                  678,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 678,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          679,
-	"[redacted]":                          558,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 679,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          680,
+	"[redacted]":                          559,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
-	"active":                              180,
-	"administrator":                       429,
-	"an incident: retry, abandon or stop": 284,
-	"answer too large":                    556,
+	"active":                              181,
+	"administrator":                       430,
+	"an incident: retry, abandon or stop": 285,
+	"answer too large":                    557,
 	"any":                                 76,
-	"any other code → %s":                 646,
-	"any other error":                     282,
-	"as of %s (%s); counts are refreshed every few seconds.": 580,
-	"at least %d characters":                                 709,
-	"at least %d items":                                      716,
-	"at most %d":                                             489,
-	"at most %d characters":                                  710,
-	"at most %d items":                                       717,
-	"at most %d since the last operator retry":               490,
-	"available":                                              401,
-	"boolean":                                                416,
-	"call in progress since":                                 586,
-	"cancelled":                                              406,
-	"choice":                                                 419,
-	"claimable since":                                        585,
-	"claimable since %s":                                     302,
-	"classification changed":                                 440,
-	"completed":                                              404,
-	"constraint changed":                                     441,
-	"consumer":                                               432,
-	"consumer #%s":                                           548,
-	"date":                                                   417,
-	"date and time":                                          418,
-	"deadline %s":                                            650,
-	"deferred":                                               403,
-	"deferred since":                                         588,
+	"any other code → %s":                 647,
+	"any other error":                     283,
+	"as of %s (%s); counts are refreshed every few seconds.": 581,
+	"at least %d characters":                                 710,
+	"at least %d items":                                      717,
+	"at most %d":                                             490,
+	"at most %d characters":                                  711,
+	"at most %d items":                                       718,
+	"at most %d since the last operator retry":               491,
+	"available":                                              402,
+	"boolean":                                                417,
+	"call in progress since":                                 587,
+	"cancelled":                                              407,
+	"choice":                                                 420,
+	"claimable since":                                        586,
+	"claimable since %s":                                     303,
+	"classification changed":                                 441,
+	"completed":                                              405,
+	"constraint changed":                                     442,
+	"consumer":                                               433,
+	"consumer #%s":                                           549,
+	"date":                                                   418,
+	"date and time":                                          419,
+	"deadline %s":                                            651,
+	"deferred":                                               404,
+	"deferred since":                                         589,
 	"deleted":                                                109,
-	"designer":                                               431,
-	"disconnected":                                           412,
-	"end (completes)":                                        641,
-	"end (fails)":                                            642,
-	"end: completes the instance":                            285,
-	"end: fails the instance":                                286,
+	"designer":                                               432,
+	"disconnected":                                           413,
+	"end (completes)":                                        642,
+	"end (fails)":                                            643,
+	"end: completes the instance":                            286,
+	"end: fails the instance":                                287,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 739,
-	"exact, case-sensitive":                                  391,
-	"expired":                                                409,
-	"failed":                                                 405,
-	"fails the instance":                                     647,
-	"field added":                                            435,
-	"field removed":                                          436,
-	"format":                                                 446,
-	"format %s":                                              712,
+	"every revision its consumer is granted":                 740,
+	"exact, case-sensitive":                                  392,
+	"expired":                                                410,
+	"failed":                                                 406,
+	"fails the instance":                                     648,
+	"field added":                                            436,
+	"field removed":                                          437,
+	"format":                                                 447,
+	"format %s":                                              713,
 	"from":                                                   114,
-	"held":                                                   408,
-	"held for an operator":                                   283,
-	"held, then abandoned by an operator":                    384,
-	"held, then stopped by an operator":                      383,
-	"hidden (secret)":                                        426,
-	"hidden (sensitive)":                                     425,
-	"hold (an incident for an operator)":                     645,
+	"held":                                                   409,
+	"held for an operator":                                   284,
+	"held, then abandoned by an operator":                    385,
+	"held, then stopped by an operator":                      384,
+	"hidden (secret)":                                        427,
+	"hidden (sensitive)":                                     426,
+	"hold (an incident for an operator)":                     646,
 	"id or business key":                                     136,
-	"in %s":                                                  322,
-	"in progress":                                            467,
-	"instance id":                                            567,
-	"instances held":                                         653,
-	"instances held: %s":                                     654,
-	"integer":                                                414,
-	"its name, exactly":                                      566,
-	"just now":                                               324,
-	"list":                                                   421,
-	"lock until":                                             587,
-	"long polling":                                           737,
-	"long wait":                                              303,
-	"masked value":                                           263,
-	"maximum":                                                448,
-	"maximum %s":                                             714,
-	"maximum items":                                          450,
-	"maximum length":                                         444,
-	"minimum":                                                447,
-	"minimum %s":                                             713,
-	"minimum items":                                          449,
-	"minimum length":                                         443,
-	"never":                                                  694,
-	"next attempt":                                           584,
-	"no":                                                     434,
-	"no answer within the timeout":                           554,
-	"no connection":                                          555,
-	"no grant: it takes nothing":                             182,
-	"no header":                                              268,
-	"no worker":                                              304,
-	"no worker takes revision %d":                            741,
-	"no worker takes revisions %s":                           742,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 512,
-	"none": 251,
-	"none (revealed before reasons were asked for)": 666,
-	"none yet": 256,
-	"none: a failed call takes the node’s error path": 482,
-	"normal":                             422,
-	"not provided":                       719,
-	"not yet":                            695,
-	"null":                               722,
-	"number":                             415,
-	"object":                             420,
-	"on error":                           281,
-	"one attempt, no retry, priority %d": 649,
-	"one of: %s":                         715,
-	"operator":                           430,
-	"optional %s field of type %s":       248,
-	"optional field of type %s":          250,
-	"optional → required":                241,
-	"pattern":                            445,
-	"pattern %s":                         711,
-	"pull":                               639,
-	"pull %s":                            288,
-	"pull (the service fetches it)":      427,
-	"push %s":                            287,
-	"push (Relais calls the service)":    428,
-	"push to %s":                         640,
-	"rejected":                           410,
-	"released":                           411,
-	"required %s field of type %s":       247,
-	"required changed":                   438,
-	"required field of type %s":          249,
-	"required → optional":                242,
-	"reserved":                           402,
+	"in %s":                                                  323,
+	"in progress":                                            468,
+	"instance id":                                            568,
+	"instances held":                                         654,
+	"instances held: %s":                                     655,
+	"integer":                                                415,
+	"its name, exactly":                                      567,
+	"just now":                                               325,
+	"list":                                                   422,
+	"lock until":                                             588,
+	"long polling":                                           738,
+	"long wait":                                              304,
+	"masked value":                                           264,
+	"maximum":                                                449,
+	"maximum %s":                                             715,
+	"maximum items":                                          451,
+	"maximum length":                                         445,
+	"minimum":                                                448,
+	"minimum %s":                                             714,
+	"minimum items":                                          450,
+	"minimum length":                                         444,
+	"never":                                                  695,
+	"next attempt":                                           585,
+	"no":                                                     435,
+	"no answer within the timeout":                           555,
+	"no connection":                                          556,
+	"no grant: it takes nothing":                             183,
+	"no header":                                              269,
+	"no worker":                                              305,
+	"no worker takes revision %d":                            742,
+	"no worker takes revisions %s":                           743,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 513,
+	"none": 252,
+	"none (revealed before reasons were asked for)": 667,
+	"none yet": 257,
+	"none: a failed call takes the node’s error path": 483,
+	"normal":                             423,
+	"not provided":                       720,
+	"not yet":                            696,
+	"null":                               723,
+	"number":                             416,
+	"object":                             421,
+	"on error":                           282,
+	"one attempt, no retry, priority %d": 650,
+	"one of: %s":                         716,
+	"operator":                           431,
+	"optional %s field of type %s":       249,
+	"optional field of type %s":          251,
+	"optional → required":                242,
+	"pattern":                            446,
+	"pattern %s":                         712,
+	"pull":                               640,
+	"pull %s":                            289,
+	"pull (the service fetches it)":      428,
+	"push %s":                            288,
+	"push (Relais calls the service)":    429,
+	"push to %s":                         641,
+	"rejected":                           411,
+	"released":                           412,
+	"required %s field of type %s":       248,
+	"required changed":                   439,
+	"required field of type %s":          250,
+	"required → optional":                243,
+	"reserved":                           403,
 	"retry":                              3,
-	"revision %d":                        581,
-	"revisions %s":                       740,
-	"revoked":                            181,
-	"routing changed":                    442,
-	"routing output":                     707,
-	"routing output %s → %s":             240,
-	"running":                            407,
-	"secret":                             424,
-	"sensitive":                          423,
-	"settled":                            583,
+	"revision %d":                        582,
+	"revisions %s":                       741,
+	"revoked":                            182,
+	"routing changed":                    443,
+	"routing output":                     708,
+	"routing output %s → %s":             241,
+	"running":                            408,
+	"secret":                             425,
+	"sensitive":                          424,
+	"settled":                            584,
 	"stop":                               5,
-	"stream":                             736,
-	"text":                               413,
-	"the contracts are the same (the name or a description changed).": 234,
-	"this session":             698,
-	"timeout %s":               651,
-	"timeout %s (the default)": 652,
+	"stream":                             737,
+	"text":                               414,
+	"the contracts are the same (the name or a description changed).": 235,
+	"this session":             699,
+	"timeout %s":               652,
+	"timeout %s (the default)": 653,
 	"to":                       115,
-	"type changed":             437,
-	"unexpected value":         723,
-	"unknown":                  557,
-	"values added: %s":         243,
-	"values changed":           439,
-	"values removed: %s":       244,
-	"values reordered":         245,
-	"version %d":               619,
-	"waiting":                  552,
-	"yes":                      433,
-	"→ %s":                     644,
+	"type changed":             438,
+	"unexpected value":         724,
+	"unknown":                  558,
+	"values added: %s":         244,
+	"values changed":           440,
+	"values removed: %s":       245,
+	"values reordered":         246,
+	"version %d":               620,
+	"waiting":                  553,
+	"yes":                      434,
+	"→ %s":                     645,
 }
 
-var enIndex = []uint32{ // 758 elements
+var enIndex = []uint32{ // 759 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -846,176 +847,176 @@ var enIndex = []uint32{ // 758 elements
 	0x00001fe1, 0x0000205f, 0x0000206f, 0x000020d7,
 	// Entry A0 - BF
 	0x000020ee, 0x00002102, 0x0000213f, 0x00002258,
-	0x00002262, 0x0000226f, 0x000022d3, 0x000022eb,
-	0x00002331, 0x00002346, 0x000023b5, 0x000023c6,
-	0x000023d9, 0x0000249e, 0x000024b6, 0x000024b9,
-	0x000024be, 0x000024c5, 0x000024d0, 0x000024d6,
-	0x000024dc, 0x000024e3, 0x000024eb, 0x00002506,
-	0x00002513, 0x00002521, 0x0000254b, 0x00002561,
-	0x00002578, 0x000025be, 0x000025e0, 0x000025e6,
+	0x00002262, 0x0000226f, 0x000022ec, 0x000022fd,
+	0x00002315, 0x0000235b, 0x00002370, 0x000023df,
+	0x000023f0, 0x00002403, 0x000024c8, 0x000024e0,
+	0x000024e3, 0x000024e8, 0x000024ef, 0x000024fa,
+	0x00002500, 0x00002506, 0x0000250d, 0x00002515,
+	0x00002530, 0x0000253d, 0x0000254b, 0x00002575,
+	0x0000258b, 0x000025a2, 0x000025e8, 0x0000260a,
 	// Entry C0 - DF
-	0x000025eb, 0x000025f4, 0x00002603, 0x0000260f,
-	0x0000261b, 0x0000262c, 0x00002639, 0x00002696,
-	0x000026a5, 0x000026b0, 0x000026ba, 0x000026f8,
-	0x00002701, 0x00002711, 0x00002719, 0x00002722,
-	0x00002728, 0x00002732, 0x00002744, 0x0000278c,
-	0x0000279a, 0x000027a6, 0x000027ae, 0x000027b5,
-	0x000027bc, 0x000027cd, 0x000027dc, 0x00002805,
-	0x0000280c, 0x00002817, 0x00002832, 0x0000283a,
+	0x00002610, 0x00002615, 0x0000261e, 0x0000262d,
+	0x00002639, 0x00002645, 0x00002656, 0x00002663,
+	0x000026c0, 0x000026cf, 0x000026da, 0x000026e4,
+	0x00002722, 0x0000272b, 0x0000273b, 0x00002743,
+	0x0000274c, 0x00002752, 0x0000275c, 0x0000276e,
+	0x000027b6, 0x000027c4, 0x000027d0, 0x000027d8,
+	0x000027df, 0x000027e6, 0x000027f7, 0x00002806,
+	0x0000282f, 0x00002836, 0x00002841, 0x0000285c,
 	// Entry E0 - FF
-	0x00002846, 0x00002862, 0x00002879, 0x0000289b,
-	0x000028aa, 0x000028b6, 0x000028bd, 0x000028d6,
-	0x000028f0, 0x00002999, 0x000029af, 0x000029ef,
-	0x00002a20, 0x00002a4a, 0x00002a71, 0x00002a95,
-	0x00002abc, 0x00002adb, 0x00002af1, 0x00002b07,
-	0x00002b1b, 0x00002b31, 0x00002b42, 0x00002b59,
-	0x00002b7c, 0x00002b9f, 0x00002bbc, 0x00002bd9,
-	0x00002bde, 0x00002c2a, 0x00002c3d, 0x00002c41,
+	0x00002864, 0x00002870, 0x0000288c, 0x000028a3,
+	0x000028c5, 0x000028d4, 0x000028e0, 0x000028e7,
+	0x00002900, 0x0000291a, 0x000029c3, 0x000029d9,
+	0x00002a19, 0x00002a4a, 0x00002a74, 0x00002a9b,
+	0x00002abf, 0x00002ae6, 0x00002b05, 0x00002b1b,
+	0x00002b31, 0x00002b45, 0x00002b5b, 0x00002b6c,
+	0x00002b83, 0x00002ba6, 0x00002bc9, 0x00002be6,
+	0x00002c03, 0x00002c08, 0x00002c54, 0x00002c67,
 	// Entry 100 - 11F
-	0x00002c51, 0x00002c5a, 0x00002c6d, 0x00002c93,
-	0x00002ca7, 0x00002cbd, 0x00002d8f, 0x00002da4,
-	0x00002db1, 0x00002db5, 0x00002dc2, 0x00002dd2,
-	0x00002ddf, 0x00002de9, 0x00002def, 0x00002df9,
-	0x00002e19, 0x00002e2b, 0x00002edf, 0x00002efc,
-	0x00002f6a, 0x0000302a, 0x0000303d, 0x0000308a,
-	0x000030ee, 0x00003152, 0x0000315b, 0x0000316b,
-	0x00003180, 0x000031a4, 0x000031c0, 0x000031d8,
+	0x00002c6b, 0x00002c7b, 0x00002c84, 0x00002c97,
+	0x00002cbd, 0x00002cd1, 0x00002ce7, 0x00002db9,
+	0x00002dce, 0x00002ddb, 0x00002ddf, 0x00002dec,
+	0x00002dfc, 0x00002e09, 0x00002e13, 0x00002e19,
+	0x00002e23, 0x00002e43, 0x00002e55, 0x00002f09,
+	0x00002f26, 0x00002f94, 0x00003054, 0x00003067,
+	0x000030b4, 0x00003118, 0x0000317c, 0x00003185,
+	0x00003195, 0x000031aa, 0x000031ce, 0x000031ea,
 	// Entry 120 - 13F
-	0x000031e3, 0x000031ee, 0x00003202, 0x00003318,
-	0x0000333c, 0x00003367, 0x00003372, 0x00003377,
-	0x00003386, 0x0000338d, 0x000033a4, 0x000033b9,
-	0x000033cb, 0x000033ee, 0x00003420, 0x00003436,
-	0x00003440, 0x0000344a, 0x0000345f, 0x000034ac,
-	0x000034bc, 0x000034f5, 0x00003549, 0x00003553,
-	0x00003569, 0x000035a2, 0x000035a7, 0x000035b5,
-	0x000035c2, 0x000035eb, 0x0000360e, 0x0000361b,
+	0x00003202, 0x0000320d, 0x00003218, 0x0000322c,
+	0x00003342, 0x00003366, 0x00003391, 0x0000339c,
+	0x000033a1, 0x000033b0, 0x000033b7, 0x000033ce,
+	0x000033e3, 0x000033f5, 0x00003418, 0x0000344a,
+	0x00003460, 0x0000346a, 0x00003474, 0x00003489,
+	0x000034d6, 0x000034e6, 0x0000351f, 0x00003573,
+	0x0000357d, 0x00003593, 0x000035cc, 0x000035d1,
+	0x000035df, 0x000035ec, 0x00003615, 0x00003638,
 	// Entry 140 - 15F
-	0x0000363b, 0x00003647, 0x00003660, 0x00003669,
-	0x00003673, 0x0000367c, 0x00003684, 0x0000368e,
-	0x00003696, 0x0000369e, 0x000036a2, 0x000036a6,
-	0x000036aa, 0x000036ae, 0x000036b2, 0x000036b6,
-	0x000036ba, 0x000036be, 0x000036c2, 0x000036c6,
-	0x000036ca, 0x000036ce, 0x000036d8, 0x000036f6,
-	0x00003716, 0x0000373a, 0x0000375e, 0x00003767,
-	0x0000377e, 0x00003786, 0x00003797, 0x0000379c,
+	0x00003645, 0x00003665, 0x00003671, 0x0000368a,
+	0x00003693, 0x0000369d, 0x000036a6, 0x000036ae,
+	0x000036b8, 0x000036c0, 0x000036c8, 0x000036cc,
+	0x000036d0, 0x000036d4, 0x000036d8, 0x000036dc,
+	0x000036e0, 0x000036e4, 0x000036e8, 0x000036ec,
+	0x000036f0, 0x000036f4, 0x000036f8, 0x00003702,
+	0x00003720, 0x00003740, 0x00003764, 0x00003788,
+	0x00003791, 0x000037a8, 0x000037b0, 0x000037c1,
 	// Entry 160 - 17F
-	0x000037e1, 0x000037f9, 0x000037fe, 0x00003809,
-	0x0000380f, 0x00003819, 0x00003821, 0x00003829,
-	0x00003853, 0x0000386d, 0x00003895, 0x000038c5,
-	0x000038cb, 0x000038da, 0x0000392d, 0x0000394b,
-	0x00003962, 0x00003a12, 0x00003b34, 0x00003bf3,
-	0x00003c4a, 0x00003c74, 0x00003ca0, 0x00003cca,
-	0x00003cd2, 0x00003cd8, 0x00003ce5, 0x00003cf7,
-	0x00003d00, 0x00003d09, 0x00003d1b, 0x00003d2a,
+	0x000037c6, 0x0000380b, 0x00003823, 0x00003828,
+	0x00003833, 0x00003839, 0x00003843, 0x0000384b,
+	0x00003853, 0x0000387d, 0x00003897, 0x000038bf,
+	0x000038ef, 0x000038f5, 0x00003904, 0x00003957,
+	0x00003975, 0x0000398c, 0x00003a3c, 0x00003b5e,
+	0x00003c1d, 0x00003c74, 0x00003c9e, 0x00003cca,
+	0x00003cf4, 0x00003cfc, 0x00003d02, 0x00003d0f,
+	0x00003d21, 0x00003d2a, 0x00003d33, 0x00003d45,
 	// Entry 180 - 19F
-	0x00003d4c, 0x00003d70, 0x00003d8c, 0x00003db7,
-	0x00003deb, 0x00003df9, 0x00003e24, 0x00003e36,
-	0x00003e4c, 0x00003e76, 0x00003ebf, 0x00003edf,
-	0x00003ee8, 0x00003efa, 0x00003f1d, 0x00003f2b,
-	0x00003f3a, 0x00003f47, 0x00003f51, 0x00003f5a,
-	0x00003f63, 0x00003f6d, 0x00003f74, 0x00003f7e,
-	0x00003f86, 0x00003f8b, 0x00003f93, 0x00003f9c,
-	0x00003fa5, 0x00003fb2, 0x00003fb7, 0x00003fbf,
+	0x00003d54, 0x00003d76, 0x00003d9a, 0x00003db6,
+	0x00003de1, 0x00003e15, 0x00003e23, 0x00003e4e,
+	0x00003e60, 0x00003e76, 0x00003ea0, 0x00003ee9,
+	0x00003f09, 0x00003f12, 0x00003f24, 0x00003f47,
+	0x00003f55, 0x00003f64, 0x00003f71, 0x00003f7b,
+	0x00003f84, 0x00003f8d, 0x00003f97, 0x00003f9e,
+	0x00003fa8, 0x00003fb0, 0x00003fb5, 0x00003fbd,
+	0x00003fc6, 0x00003fcf, 0x00003fdc, 0x00003fe1,
 	// Entry 1A0 - 1BF
-	0x00003fc6, 0x00003fce, 0x00003fd3, 0x00003fe1,
-	0x00003fe8, 0x00003fef, 0x00003ff4, 0x00003ffb,
-	0x00004005, 0x0000400c, 0x0000401f, 0x0000402f,
-	0x0000404d, 0x0000406d, 0x0000407b, 0x00004084,
-	0x0000408d, 0x00004096, 0x0000409a, 0x0000409d,
-	0x000040a9, 0x000040b7, 0x000040c4, 0x000040d5,
-	0x000040e4, 0x000040fb, 0x0000410e, 0x0000411e,
-	0x0000412d, 0x0000413c, 0x00004144, 0x0000414b,
+	0x00003fe9, 0x00003ff0, 0x00003ff8, 0x00003ffd,
+	0x0000400b, 0x00004012, 0x00004019, 0x0000401e,
+	0x00004025, 0x0000402f, 0x00004036, 0x00004049,
+	0x00004059, 0x00004077, 0x00004097, 0x000040a5,
+	0x000040ae, 0x000040b7, 0x000040c0, 0x000040c4,
+	0x000040c7, 0x000040d3, 0x000040e1, 0x000040ee,
+	0x000040ff, 0x0000410e, 0x00004125, 0x00004138,
+	0x00004148, 0x00004157, 0x00004166, 0x0000416e,
 	// Entry 1C0 - 1DF
-	0x00004153, 0x0000415b, 0x00004169, 0x00004177,
-	0x0000418d, 0x000041a2, 0x000041b3, 0x000041b9,
-	0x000041c0, 0x000041c9, 0x000041e5, 0x000041ee,
-	0x000041f8, 0x00004201, 0x0000420a, 0x00004213,
-	0x0000422a, 0x00004232, 0x00004240, 0x0000426d,
-	0x00004279, 0x00004287, 0x000042ce, 0x000042da,
-	0x000042e2, 0x0000430d, 0x00004358, 0x0000441a,
-	0x0000441e, 0x00004444, 0x00004449, 0x00004464,
+	0x00004175, 0x0000417d, 0x00004185, 0x00004193,
+	0x000041a1, 0x000041b7, 0x000041cc, 0x000041dd,
+	0x000041e3, 0x000041ea, 0x000041f3, 0x0000420f,
+	0x00004218, 0x00004222, 0x0000422b, 0x00004234,
+	0x0000423d, 0x00004254, 0x0000425c, 0x0000426a,
+	0x00004297, 0x000042a3, 0x000042b1, 0x000042f8,
+	0x00004304, 0x0000430c, 0x00004337, 0x00004382,
+	0x00004444, 0x00004448, 0x0000446e, 0x00004473,
 	// Entry 1E0 - 1FF
-	0x00004475, 0x00004481, 0x00004489, 0x000044bb,
-	0x000044c4, 0x000044cd, 0x000044e9, 0x000044f6,
-	0x00004546, 0x00004581, 0x0000458f, 0x000045bb,
-	0x000045e1, 0x00004602, 0x0000460d, 0x0000463b,
-	0x00004658, 0x00004687, 0x000046b9, 0x000046d7,
-	0x0000470c, 0x00004728, 0x00004747, 0x000047a2,
-	0x000047b1, 0x000047be, 0x000047cc, 0x000047d9,
-	0x000047e2, 0x000047fd, 0x0000482d, 0x00004848,
+	0x0000448e, 0x0000449f, 0x000044ab, 0x000044b3,
+	0x000044e5, 0x000044ee, 0x000044f7, 0x00004513,
+	0x00004520, 0x00004570, 0x000045ab, 0x000045b9,
+	0x000045e5, 0x0000460b, 0x0000462c, 0x00004637,
+	0x00004665, 0x00004682, 0x000046b1, 0x000046e3,
+	0x00004701, 0x00004736, 0x00004752, 0x00004771,
+	0x000047cc, 0x000047db, 0x000047e8, 0x000047f6,
+	0x00004803, 0x0000480c, 0x00004827, 0x00004857,
 	// Entry 200 - 21F
-	0x00004852, 0x000048a5, 0x00004923, 0x00004999,
-	0x000049c6, 0x00004a00, 0x00004adf, 0x00004aff,
-	0x00004b25, 0x00004b4f, 0x00004b87, 0x00004bc4,
-	0x00004be8, 0x00004c61, 0x00004c86, 0x00004cb5,
-	0x00004d15, 0x00004d6e, 0x00004dc8, 0x00004de2,
-	0x00004e00, 0x00004e34, 0x00004e74, 0x00004e9e,
-	0x00004ead, 0x00004f78, 0x00004fa9, 0x00004fd8,
-	0x00004feb, 0x00005060, 0x00005073, 0x000050a7,
+	0x00004872, 0x0000487c, 0x000048cf, 0x0000494d,
+	0x000049c3, 0x000049f0, 0x00004a2a, 0x00004b09,
+	0x00004b29, 0x00004b4f, 0x00004b79, 0x00004bb1,
+	0x00004bee, 0x00004c12, 0x00004c8b, 0x00004cb0,
+	0x00004cdf, 0x00004d3f, 0x00004d98, 0x00004df2,
+	0x00004e0c, 0x00004e2a, 0x00004e5e, 0x00004e9e,
+	0x00004ec8, 0x00004ed7, 0x00004fa2, 0x00004fd3,
+	0x00005002, 0x00005015, 0x0000508a, 0x0000509d,
 	// Entry 220 - 23F
-	0x000050db, 0x000050eb, 0x00005132, 0x0000515f,
-	0x0000516c, 0x0000517c, 0x000051ac, 0x000051e6,
-	0x00005209, 0x00005211, 0x00005229, 0x00005246,
-	0x00005254, 0x00005265, 0x0000526d, 0x00005278,
-	0x00005299, 0x000052db, 0x0000530b, 0x00005346,
-	0x00005356, 0x00005395, 0x000053a6, 0x000053b8,
-	0x000053c4, 0x000053d5, 0x000053ef, 0x000053f7,
-	0x00005408, 0x0000540e, 0x00005422, 0x0000543a,
+	0x000050d1, 0x00005105, 0x00005115, 0x0000515c,
+	0x00005189, 0x00005196, 0x000051a6, 0x000051d6,
+	0x00005210, 0x00005233, 0x0000523b, 0x00005253,
+	0x00005270, 0x0000527e, 0x0000528f, 0x00005297,
+	0x000052a2, 0x000052c3, 0x00005305, 0x00005335,
+	0x00005370, 0x00005380, 0x000053bf, 0x000053d0,
+	0x000053e2, 0x000053ee, 0x000053ff, 0x00005419,
+	0x00005421, 0x00005432, 0x00005438, 0x0000544c,
 	// Entry 240 - 25F
-	0x0000545f, 0x0000546d, 0x000054ab, 0x000054e8,
-	0x00005514, 0x00005551, 0x00005560, 0x00005571,
-	0x00005579, 0x00005586, 0x00005596, 0x000055ad,
-	0x000055b8, 0x000055c7, 0x000055cd, 0x000055db,
-	0x000055e5, 0x000055f0, 0x000055fa, 0x0000560d,
-	0x00005632, 0x0000565d, 0x000056ee, 0x00005729,
-	0x00005748, 0x00005786, 0x000057bd, 0x000057eb,
-	0x000057f9, 0x00005898, 0x000058b6, 0x00005a0d,
+	0x00005464, 0x00005489, 0x00005497, 0x000054d5,
+	0x00005512, 0x0000553e, 0x0000557b, 0x0000558a,
+	0x0000559b, 0x000055a3, 0x000055b0, 0x000055c0,
+	0x000055d7, 0x000055e2, 0x000055f1, 0x000055f7,
+	0x00005605, 0x0000560f, 0x0000561a, 0x00005624,
+	0x00005637, 0x0000565c, 0x00005687, 0x00005718,
+	0x00005753, 0x00005772, 0x000057b0, 0x000057e7,
+	0x00005815, 0x00005823, 0x000058c2, 0x000058e0,
 	// Entry 260 - 27F
-	0x00005a1b, 0x00005a2f, 0x00005a50, 0x00005a64,
-	0x00005a78, 0x00005a7e, 0x00005a92, 0x00005b05,
-	0x00005b52, 0x00005b63, 0x00005b7a, 0x00005b97,
-	0x00005ba5, 0x00005bb3, 0x00005bbe, 0x00005bc4,
-	0x00005cb6, 0x00005cbc, 0x00005cee, 0x00005cf3,
-	0x00005d03, 0x00005d0e, 0x00005d17, 0x00005d27,
-	0x00005d41, 0x00005de6, 0x00005dfc, 0x00005e81,
-	0x00005efb, 0x00005f0a, 0x00005fc4, 0x00006015,
+	0x00005a37, 0x00005a45, 0x00005a59, 0x00005a7a,
+	0x00005a8e, 0x00005aa2, 0x00005aa8, 0x00005abc,
+	0x00005b2f, 0x00005b7c, 0x00005b8d, 0x00005ba4,
+	0x00005bc1, 0x00005bcf, 0x00005bdd, 0x00005be8,
+	0x00005bee, 0x00005ce0, 0x00005ce6, 0x00005d18,
+	0x00005d1d, 0x00005d2d, 0x00005d38, 0x00005d41,
+	0x00005d51, 0x00005d6b, 0x00005e10, 0x00005e26,
+	0x00005eab, 0x00005f25, 0x00005f34, 0x00005fee,
 	// Entry 280 - 29F
-	0x0000601a, 0x00006028, 0x00006038, 0x00006044,
-	0x00006054, 0x0000605e, 0x00006081, 0x0000609a,
-	0x000060ad, 0x00006119, 0x0000613f, 0x0000614e,
-	0x0000615c, 0x00006178, 0x00006187, 0x0000619d,
-	0x000061d6, 0x00006208, 0x00006260, 0x00006297,
-	0x000062ae, 0x000062bc, 0x00006300, 0x00006325,
-	0x0000639c, 0x000063b2, 0x000063c9, 0x000063f7,
-	0x0000640a, 0x00006432, 0x000064b6, 0x000064bd,
+	0x0000603f, 0x00006044, 0x00006052, 0x00006062,
+	0x0000606e, 0x0000607e, 0x00006088, 0x000060ab,
+	0x000060c4, 0x000060d7, 0x00006143, 0x00006169,
+	0x00006178, 0x00006186, 0x000061a2, 0x000061b1,
+	0x000061c7, 0x00006200, 0x00006232, 0x0000628a,
+	0x000062c1, 0x000062d8, 0x000062e6, 0x0000632a,
+	0x0000634f, 0x000063c6, 0x000063dc, 0x000063f3,
+	0x00006421, 0x00006434, 0x0000645c, 0x000064e0,
 	// Entry 2A0 - 2BF
-	0x00006525, 0x0000654f, 0x0000657f, 0x000065dd,
-	0x00006717, 0x000067b7, 0x000067cb, 0x00006876,
-	0x000068f8, 0x00006900, 0x0000693b, 0x00006941,
-	0x000069bd, 0x00006a55, 0x00006a80, 0x00006ae2,
-	0x00006b4e, 0x00006bf5, 0x00006c10, 0x00006c1a,
-	0x00006c1f, 0x00006c29, 0x00006c31, 0x00006c37,
-	0x00006c3f, 0x00006c4d, 0x00006c57, 0x00006c64,
-	0x00006c77, 0x00006c9b, 0x00006d1b, 0x00006d2c,
+	0x000064e7, 0x0000654f, 0x00006579, 0x000065a9,
+	0x00006607, 0x00006741, 0x000067e1, 0x000067f5,
+	0x000068a0, 0x00006922, 0x0000692a, 0x00006965,
+	0x0000696b, 0x000069e7, 0x00006a7f, 0x00006aaa,
+	0x00006b0c, 0x00006b78, 0x00006c1f, 0x00006c3a,
+	0x00006c44, 0x00006c49, 0x00006c53, 0x00006c5b,
+	0x00006c61, 0x00006c69, 0x00006c77, 0x00006c81,
+	0x00006c8e, 0x00006ca1, 0x00006cc5, 0x00006d45,
 	// Entry 2C0 - 2DF
-	0x00006d34, 0x00006da9, 0x00006dfd, 0x00006e3f,
-	0x00006e4e, 0x00006e5a, 0x00006e96, 0x00006ed0,
-	0x00006ede, 0x00006eeb, 0x00006ef9, 0x00006f07,
-	0x00006f15, 0x00006f47, 0x00006f77, 0x00006fd3,
-	0x00006fe0, 0x00007000, 0x0000701a, 0x0000701f,
-	0x00007030, 0x000070b6, 0x000070db, 0x000070e2,
-	0x000070eb, 0x000070fe, 0x00007108, 0x00007112,
-	0x0000711c, 0x00007134, 0x0000714a, 0x00007156,
+	0x00006d56, 0x00006d5e, 0x00006dd3, 0x00006e27,
+	0x00006e69, 0x00006e78, 0x00006e84, 0x00006ec0,
+	0x00006efa, 0x00006f08, 0x00006f15, 0x00006f23,
+	0x00006f31, 0x00006f3f, 0x00006f71, 0x00006fa1,
+	0x00006ffd, 0x0000700a, 0x0000702a, 0x00007044,
+	0x00007049, 0x0000705a, 0x000070e0, 0x00007105,
+	0x0000710c, 0x00007115, 0x00007128, 0x00007132,
+	0x0000713c, 0x00007146, 0x0000715e, 0x00007174,
 	// Entry 2E0 - 2FF
-	0x00007178, 0x0000717f, 0x0000718c, 0x0000719d,
-	0x000071c4, 0x000071d4, 0x000071f3, 0x00007213,
-	0x00007289, 0x00007306, 0x0000735a, 0x000073aa,
-	0x0000740a, 0x0000745d, 0x00007495, 0x000074c6,
-	0x00007516, 0x0000754a, 0x00007568, 0x00007587,
-	0x000075a6, 0x000075c6,
-} // Size: 3056 bytes
+	0x00007180, 0x000071a2, 0x000071a9, 0x000071b6,
+	0x000071c7, 0x000071ee, 0x000071fe, 0x0000721d,
+	0x0000723d, 0x000072b3, 0x00007330, 0x00007384,
+	0x000073d4, 0x00007434, 0x00007487, 0x000074bf,
+	0x000074f0, 0x00007540, 0x00007574, 0x00007592,
+	0x000075b1, 0x000075d0, 0x000075f0,
+} // Size: 3060 bytes
 
-const enData string = "" + // Size: 30150 bytes
+const enData string = "" + // Size: 30192 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1149,336 +1150,337 @@ const enData string = "" + // Size: 30150 bytes
 	"etention period (RELAIS_RETENTION) has passed, or at once when an admini" +
 	"strator erases it; the audit log keeps the operator actions taken on it." +
 	"\x02Not found\x02Form refused\x02This form was not sent from this consol" +
-	"e session, or it has expired. Reload the page and try again.\x02Temporar" +
-	"ily unavailable\x02The database cannot be reached right now. Try again i" +
-	"n a few seconds.\x02Something went wrong\x02The console could not show t" +
-	"his page. Try again; if it persists, give your administrator the request" +
-	" id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The external ser" +
-	"vices that take tasks, and the definitions each may take. Create consume" +
-	"rs, change their grants and rotate their tokens through the API (/api/v1" +
-	"/consumers); tokens are never shown.\x02Consumers, oldest first\x02ID" +
-	"\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
-	"\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s" +
-	": every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s: " +
-	"revisions %[2]s\x02Counting the occurrences; the counts appear when you " +
-	"reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
-	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
-	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
-	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
-	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
-	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
-	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
-	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
-	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
-	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
-	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
-	"of the URL's query and of the headers, and signing secrets, are sealed a" +
-	"nd never shown. Create, change and delete destinations through the API (" +
-	"/api/v1/destinations).\x02Destinations by name\x02masked value\x02URL" +
-	"\x02Headers sent\x02Longest timeout\x02Last changed\x02no header\x02Call" +
-	"s\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the instance" +
-	"\x02Say why, for whoever reads the log later: at most %[1]d characters. " +
-	"It is kept after the erasure, whatever the retention: write the request’" +
-	"s reference, not the person’s name.\x02Erase process instance %[1]s\x02E" +
-	"rase this instance now? It is deleted with its occurrences and their att" +
-	"empts, as retention would delete it.\x02Its inputs, outputs, business ke" +
-	"y and the workers’ messages go with it; this cannot be undone. The audit" +
-	" records naming it stay (who did what, and why), and so do backups until" +
-	" they expire.\x02Erase the instance\x02This instance is %[1]s: only an e" +
-	"nded instance can be erased. Stop it first.\x02Erased: instance %[1]s is" +
-	" deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the audit lo" +
-	"g.\x02This instance had already been erased, by %[1]s at %[2]s; nothing " +
-	"changed and nothing was recorded.\x02on error\x02any other error\x02held" +
-	" for an operator\x02an incident: retry, abandon or stop\x02end: complete" +
-	"s the instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s" +
-	"\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents now, an" +
-	"d what its workers finished in the last hour: occurrences that ended com" +
-	"pleted or failed. An occurrence retried since counts where it ends next;" +
-	" a failed attempt with attempts left is not counted, its occurrence’s pa" +
-	"ge lists it.\x02Completions and failures, last hour\x02Definitions, thos" +
-	"e needing attention first\x02Definition\x02Open\x02Held instances\x02Fai" +
-	"led\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last ho" +
-	"ur\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refresh" +
-	"ed every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
-	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
-	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
-	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
-	"s. The table after the chart gives each 5-minute slot.\x02Completed\x02T" +
-	"he chart’s numbers\x02Completions and failures per 5-minute slot, oldest" +
-	" first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
-	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
-	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
-	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
-	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
-	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
-	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
-	" a whole number from 1.\x02A version is a process’s: choose the process " +
-	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
-	"filter matches\x02The next page counts them and asks for a reason before" +
-	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
-	" node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
-	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
-	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
-	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (the s" +
-	"ervice fetches it)\x02push (Relais calls the service)\x02administrator" +
-	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
-	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
-	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
-	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
-	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
-	"[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt" +
-	", oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Durat" +
-	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
-	"s reserved this occurrence yet.\x02in progress\x02Whole message\x02No se" +
-	"rvice ever reserved this occurrence: it ended before any attempt.\x02Des" +
-	"tination\x02Replica\x02Relais has not called the destination yet.\x02Rel" +
-	"ais never called the destination: the occurrence ended before any call." +
-	"\x02Relais keeps the destination’s status code only when it refused the " +
-	"call (destination_http_NNN); a completed call answered 2xx. The duration" +
-	" runs from the claim of the call to its settlement.\x02Now\x02Retry or a" +
-	"bandon it from its instance\x02Mode\x02Reason given by the worker\x02Max" +
-	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
-	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
-	")\x02Call timeout\x02%[1]s, multiplied by %[2]s after each failure, up t" +
-	"o %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each fail" +
-	"ure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operat" +
-	"or retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d a" +
-	"ttempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, lab" +
-	"elled by revision %[1]d's contract\x02This contract has no inputs.\x02Ou" +
-	"tputs, labelled by revision %[1]d's contract\x02No outputs yet: the occu" +
-	"rrence has not completed.\x02This contract has no outputs.\x02No outputs" +
-	": the occurrence ended without completing.\x02Reveal — this is recorded" +
-	"\x02Why (recorded with the reveal)\x02Every admin reads it, and it is ke" +
-	"pt whatever the retention: write no customer data in it.\x02Available fr" +
-	"om\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last " +
-	"error (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Retryable\x02no: the service marked th" +
-	"is failure as not retryable (attempts left unused: %[1]d)\x02The destina" +
-	"tion did not answer within the call’s timeout (%[1]s): it may have acted" +
-	" all the same, so check before retrying.\x02The destination did not answ" +
-	"er within the call’s timeout: it may have acted all the same, so check b" +
-	"efore retrying.\x02The deadline passed before a result arrived.\x02The r" +
-	"esult did not match the revision's outputs contract.\x02The answer to th" +
-	"e call was lost (the connection broke after the request was sent, or Rel" +
-	"ais stopped or could not reach its database before recording it): whethe" +
-	"r the destination acted is unknown, so it is not called again.\x02The ca" +
-	"ll could not be prepared.\x02The destination could not be reached.\x02Th" +
-	"e destination’s answer was too large.\x02The last attempt’s lock expired" +
-	" with no attempt left.\x02The inputs could not be built from the process" +
-	"’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 wor" +
-	"ker reported a failure with no retries left (retries: 0, or a budget alr" +
-	"eady spent): it is not run again.\x02The destination answered HTTP %[1]s" +
-	".\x02No live worker takes %[1]s now (Workers page).\x02No live worker ta" +
-	"kes revision %[1]d: the live workers of %[2]s declare inputs it does not" +
-	" have.\x02No live worker takes revision %[1]d: the live workers of %[2]s" +
-	" take revision %[3]d only.\x02No live worker takes revision %[1]d: the l" +
-	"ive workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]" +
-	"s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be " +
-	"offered again.\x02Waiting for Relais to call the destination since %[1]s" +
-	" (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)" +
-	"\x02The call’s budget (%[1]s) ended %[2]s without its result recorded: t" +
-	"he replica making it may have stopped. If so, it fails outcome_unknown a" +
-	"t %[3]s (%[4]s): ask the destination whether it took effect.\x02Relais i" +
-	"s calling the destination (since %[1]s).\x02Reserved by %[1]s; lock unti" +
-	"l %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): " +
-	"a worker of the same consumer, or a front end with a settle token, compl" +
-	"etes it later.\x02Completed (%[1]s).\x02Its instance is held here, waiti" +
-	"ng for an operator.\x02Its instance went on along the node’s error path." +
-	"\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %" +
-	"[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s" +
-	" so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle t" +
-	"oken)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[" +
-	"1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body" +
-	"\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Message" +
-	" from the service (its own words, protected values masked)\x02The revisi" +
-	"on must be a whole number, 1 or more.\x02A revision is a definition’s: c" +
-	"hoose the definition too.\x02Settlement date\x02More filters: instance, " +
-	"revision, consumer, destination, dates\x02Push destination\x02its name, " +
-	"exactly\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Next " +
-	"attempt or settled\x02No occurrence matches these filters.\x02All consum" +
-	"ers\x02Totals of definition %[1]s, not narrowed by the other filters\x02" +
-	"Totals of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
-	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
-	"revious page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s" +
-	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
-	"fter the last.\x02This address holds a parameter that cannot be read (a " +
-	"percent sign not followed by two hexadecimal digits, or a semicolon): co" +
-	"rrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)." +
-	"\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d t" +
-	"imes: give it once.\x02The page cursor is invalid: go back to the first " +
-	"page.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose a place, whose daylight saving time is followed, or a fixed " +
-	"offset from UTC.\x02Reload lists and detail pages\x02A reload empties wh" +
-	"at you typed but did not apply (filters, the search box) and moves the f" +
-	"ocus back to the top of the page: “Pause reloading”, on every page that " +
-	"reloads, stops it until you resume. Pages where you type a reason (confi" +
-	"rmations, and occurrences with a value to reveal) never reload on their " +
-	"own, nor does a revealed value.\x02Save settings\x02Back without saving" +
-	"\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02Local tim" +
-	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
-	": their nodes, routes and pinned revisions, drawn, with where their occu" +
-	"rrences are now.\x02Published process versions: their nodes, routes and " +
-	"pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
-	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
-	"art node\x02Graph\x02Columns follow the longest path from the start node" +
-	". Solid arrows are successes (labelled with their route), dashed ones fa" +
-	"ilures (labelled with their error codes). Each box says how many of this" +
-	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
-	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
-	"ess\x02On error\x02Occurrences now\x02Instances of this version\x02Colum" +
-	"ns follow the longest path from the start node. Solid arrows are success" +
-	"es (labelled with their route), dashed ones failures (labelled with thei" +
-	"r error codes).\x02Nodes of this version\x02This version has %[1]d nodes" +
-	": too many to draw legibly (at most %[2]d). The table below lists every " +
-	"node with its routes and counts.\x02This version has %[1]d nodes: too ma" +
-	"ny to draw legibly (at most %[2]d). The table below lists every node wit" +
-	"h its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tabl" +
-	"e below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end" +
-	" (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an inci" +
-	"dent for an operator)\x02any other code → %[1]s\x02fails the instance" +
-	"\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority " +
-	"%[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one a" +
-	"ttempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02t" +
-	"imeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Say why you reveal this val" +
-	"ue: the reason is recorded with the reveal in the audit log.\x02Revealed" +
-	" by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence" +
-	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
-	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
-	" not allowed\x02This page does not accept that request.\x02This form was" +
-	" sent from another site: the console takes its forms from its own pages " +
-	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
-	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
-	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
-	" is too long to be an id or a business key.\x02No instance or occurrence" +
-	" has the id “%[1]s”, and no instance has it as its business key.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02You are signed out.\x02Your session " +
-	"had ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
-	"t of the server), so your last action was not applied. Sign in again, th" +
-	"en repeat it.\x02Your session has ended (inactivity, a sign-out elsewher" +
-	"e, a token revoked or expired, or a restart of the server). Sign in agai" +
-	"n.\x02Sign in\x02Sign in with an operator, designer or administrator tok" +
-	"en.\x02Token\x02The token is checked once and never stored in your brows" +
-	"er; a session cookie stands for it for up to 8 hours of inactivity.\x14" +
-	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
-	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d seconds.\x02This token is unknown, revoked or exp" +
-	"ired.\x02A %[1]s token cannot open the console: sign in with an operator" +
-	", designer or administrator token.\x02Only administrators see this page:" +
-	" tokens, consumers, destinations, the reveal log and erasures are theirs" +
-	".\x02Staff tokens (administrators, designers, operators) that are not re" +
-	"voked. Consumer tokens are managed with their consumers. Revoking a toke" +
-	"n refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
-	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02no worker takes revisi" +
-	"on %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of revision %" +
-	"[1]d wait, and no live worker takes it: subscribe workers to it (a proce" +
-	"ss version pins it).\x02Occurrences of revisions %[1]s wait, and no live" +
-	" worker takes them: subscribe workers to them (a process version pins th" +
-	"em).\x02No worker serves this definition: its occurrences wait until one" +
-	" connects or polls.\x02No process uses this definition yet: it needs a w" +
-	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
-	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
-	"s connected for this definition; none of its occurrences waits for one." +
-	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
-	" by %[1]d workers\x02It takes every revision its consumer is granted." +
-	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
-	"is granted.\x02They take every revision their consumer is granted.\x02It" +
-	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
-	"s revisions %[1]s only.\x02They take revisions %[1]s only."
+	"e session, or it has expired: nothing was done. Open the form again and " +
+	"send it anew.\x02Back to the form\x02Temporarily unavailable\x02The data" +
+	"base cannot be reached right now. Try again in a few seconds.\x02Somethi" +
+	"ng went wrong\x02The console could not show this page. Try again; if it " +
+	"persists, give your administrator the request id %[1]s.\x02No consumer y" +
+	"et.\x02No more consumers.\x02The external services that take tasks, and " +
+	"the definitions each may take. Create consumers, change their grants and" +
+	" rotate their tokens through the API (/api/v1/consumers); tokens are nev" +
+	"er shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created " +
+	"on\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
+	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
+	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
+	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
+	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
+	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
+	"e only mutable part of a definition. Processes never use it directly: th" +
+	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
+	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
+	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
+	"revisions\x02Lists every change from one revision to another, and whom i" +
+	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
+	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
+	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
+	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
+	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
+	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
+	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
+	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
+	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
+	"re the same (the name or a description changed).\x02Changes of the Worki" +
+	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
+	".\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %" +
+	"[2]s\x02optional → required\x02required → optional\x02values added: %[1]" +
+	"s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s" +
+	"\x02required %[1]s field of type %[2]s\x02optional %[1]s field of type %" +
+	"[2]s\x02required field of type %[1]s\x02optional field of type %[1]s\x02" +
+	"none\x02Task contracts: their Working copy, immutable revisions and name" +
+	"d releases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet" +
+	"\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00" +
+	"\x0f\x02%[1]d releases\x02No destination yet.\x02No more destinations." +
+	"\x02The HTTP endpoints push nodes call. Values of the URL's query and of" +
+	" the headers, and signing secrets, are sealed and never shown. Create, c" +
+	"hange and delete destinations through the API (/api/v1/destinations)." +
+	"\x02Destinations by name\x02masked value\x02URL\x02Headers sent\x02Longe" +
+	"st timeout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls s" +
+	"igned (Relais-Signature)\x02Keep the instance\x02Say why, for whoever re" +
+	"ads the log later: at most %[1]d characters. It is kept after the erasur" +
+	"e, whatever the retention: write the request’s reference, not the person" +
+	"’s name.\x02Erase process instance %[1]s\x02Erase this instance now? I" +
+	"t is deleted with its occurrences and their attempts, as retention would" +
+	" delete it.\x02Its inputs, outputs, business key and the workers’ messag" +
+	"es go with it; this cannot be undone. The audit records naming it stay (" +
+	"who did what, and why), and so do backups until they expire.\x02Erase th" +
+	"e instance\x02This instance is %[1]s: only an ended instance can be eras" +
+	"ed. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences: %[" +
+	"2]d, attempts: %[3]d). Recorded in the audit log.\x02This instance had a" +
+	"lready been erased, by %[1]s at %[2]s; nothing changed and nothing was r" +
+	"ecorded.\x02on error\x02any other error\x02held for an operator\x02an in" +
+	"cident: retry, abandon or stop\x02end: completes the instance\x02end: fa" +
+	"ils the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02E" +
+	"ach definition’s queue and incidents now, and what its workers finished " +
+	"in the last hour: occurrences that ended completed or failed. An occurre" +
+	"nce retried since counts where it ends next; a failed attempt with attem" +
+	"pts left is not counted, its occurrence’s page lists it.\x02Completions " +
+	"and failures, last hour\x02Definitions, those needing attention first" +
+	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
+	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
+	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
+	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
+	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
+	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
+	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
+	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
+	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
+	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
+	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
+	"\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02" +
+	"just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02" +
+	"Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 " +
+	"seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1" +
+	"]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path" +
+	"\x02The nodes this instance reached, in order, each with its occurrence." +
+	"\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Next node" +
+	"\x02Created\x02Settled\x02This instance has not reached a task yet.\x02R" +
+	"ecorded operator actions\x02No operator has acted on this instance.\x02O" +
+	"perator actions on this instance, newest first\x02Value\x02Process input" +
+	"s\x02Inputs the instance was started with, labelled by process version %" +
+	"[1]d's contract\x02This process takes no inputs.\x02Erase this instance…" +
+	"\x02This instance has ended. As an administrator you may erase it now ra" +
+	"ther than wait for retention (a data subject’s request): it is deleted w" +
+	"ith its occurrences and attempts.\x02This instance is held at a failed n" +
+	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
+	"led before any attempt (its inputs could not be built), so it would fail" +
+	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
+	"led node: an incident. Retry offers the failed occurrence again; abandon" +
+	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
+	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
+	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
+	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
+	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
+	"Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held, the" +
+	"n stopped by an operator\x02held, then abandoned by an operator\x02Unkno" +
+	"wn status “%[1]s”.\x02The version must be a whole number from 1.\x02A ve" +
+	"rsion is a process’s: choose the process too.\x02Creation date\x02The pa" +
+	"ge size must be between 1 and %[1]d.\x02Process instances\x02exact, case" +
+	"-sensitive\x02Act on every instance this filter matches\x02The next page" +
+	" counts them and asks for a reason before anything changes.\x02Process i" +
+	"nstances, newest first\x02Instance\x02End node or error\x02No instance m" +
+	"atches these filters.\x02All processes\x02Any definition\x02All statuses" +
+	"\x02available\x02reserved\x02deferred\x02completed\x02failed\x02cancelle" +
+	"d\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
+	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
+	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensit" +
+	"ive)\x02hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
+	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
+	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
+	"as not called the destination yet.\x02Relais never called the destinatio" +
+	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
+	"’s status code only when it refused the call (destination_http_NNN); a" +
+	" completed call answered 2xx. The duration runs from the claim of the ca" +
+	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
+	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
+	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
+	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02%[1]s," +
+	" multiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)" +
+	"\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at mos" +
+	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
+	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
+	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
+	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
+	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
+	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
+	"e reveal)\x02Every admin reads it, and it is kept whatever the retention" +
+	": write no customer data in it.\x02Available from\x02Next attempt\x02Las" +
+	"t reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02" +
+	"Error (the deadline passed after attempt %[1]d)\x02Error (before any att" +
+	"empt)\x02Retryable\x02no: the service marked this failure as not retryab" +
+	"le (attempts left unused: %[1]d)\x02The destination did not answer withi" +
+	"n the call’s timeout (%[1]s): it may have acted all the same, so check b" +
+	"efore retrying.\x02The destination did not answer within the call’s time" +
+	"out: it may have acted all the same, so check before retrying.\x02The de" +
+	"adline passed before a result arrived.\x02The result did not match the r" +
+	"evision's outputs contract.\x02The answer to the call was lost (the conn" +
+	"ection broke after the request was sent, or Relais stopped or could not " +
+	"reach its database before recording it): whether the destination acted i" +
+	"s unknown, so it is not called again.\x02The call could not be prepared." +
+	"\x02The destination could not be reached.\x02The destination’s answer wa" +
+	"s too large.\x02The last attempt’s lock expired with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, or a budget already spent): it is not r" +
+	"un again.\x02The destination answered HTTP %[1]s.\x02No live worker take" +
+	"s %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s declare inputs it does not have.\x02No live worker" +
+	" takes revision %[1]d: the live workers of %[2]s take revision %[3]d onl" +
+	"y.\x02No live worker takes revision %[1]d: the live workers of %[2]s tak" +
+	"e revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s" +
+	" — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waitin" +
+	"g for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for" +
+	" a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%" +
+	"[1]s) ended %[2]s without its result recorded: the replica making it may" +
+	" have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the" +
+	" destination whether it took effect.\x02Relais is calling the destinatio" +
+	"n (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Rese" +
+	"rved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same con" +
+	"sumer, or a front end with a settle token, completes it later.\x02Comple" +
+	"ted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02I" +
+	"ts instance went on along the node’s error path.\x02Failed (%[1]s).\x02C" +
+	"ancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cance" +
+	"lled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1" +
+	"]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred" +
+	"; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled b" +
+	"y %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the t" +
+	"imeout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02" +
+	"Message from Relais (in English)\x02Message from the service (its own wo" +
+	"rds, protected values masked)\x02The revision must be a whole number, 1 " +
+	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
+	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
+	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
+	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
+	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
+	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
+	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
+	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
+	"efreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02set" +
+	"tled\x02next attempt\x02claimable since\x02call in progress since\x02loc" +
+	"k until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Firs" +
+	"t page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026" +
+	"-12-01.\x02%[1]s: the first day comes after the last.\x02This address ho" +
+	"lds a parameter that cannot be read (a percent sign not followed by two " +
+	"hexadecimal digits, or a semicolon): correct the address.\x02Unknown par" +
+	"ameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
+	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
+	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
+	"pt in this browser only.\x02Show times in\x02The console runs no script," +
+	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
+	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1" +
+	"]d seconds\x02Published process versions: their nodes, routes and pinned" +
+	" revisions, drawn, with where their occurrences are now.\x02Published pr" +
+	"ocess versions: their nodes, routes and pinned revisions, drawn.\x02Proc" +
+	"esses by key\x02Versions, newest first\x02No process is published yet." +
+	"\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns fol" +
+	"low the longest path from the start node. Solid arrows are successes (la" +
+	"belled with their route), dashed ones failures (labelled with their erro" +
+	"r codes). Each box says how many of this version’s occurrences are at th" +
+	"at node now.\x02Nodes\x02Nodes of this version, with their occurrences n" +
+	"ow\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences n" +
+	"ow\x02Instances of this version\x02Columns follow the longest path from " +
+	"the start node. Solid arrows are successes (labelled with their route), " +
+	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
+	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
+	"ost %[2]d). The table below lists every node with its routes and counts." +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
+	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
+	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
+	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
+	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
+	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
+	" can never be revealed.\x02Every sensitive value an administrator reveal" +
+	"ed: who, when, which field and why. The values themselves are never kept" +
+	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
+	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
+	"t accept that request.\x02This form was sent from another site: the cons" +
+	"ole takes its forms from its own pages only. Open the console and send i" +
+	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
+	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
+	" find: the search box is empty.\x02That is too long to be an id or a bus" +
+	"iness key.\x02No instance or occurrence has the id “%[1]s”, and no insta" +
+	"nce has it as its business key.\x02No instance or occurrence has the id " +
+	"“%[1]s”, and no instance has it as its business key. An ended instance" +
+	" is deleted, with its occurrences and attempts, once the retention perio" +
+	"d (RELAIS_RETENTION) has passed, or at once when an administrator erases" +
+	" it; the audit log keeps the operator actions taken on it.\x02No instanc" +
+	"e has “%[1]s” as its business key, and it is not a whole id: the lists s" +
+	"how the end of each id. Open the row, or copy its link, for the whole id" +
+	".\x02You are signed out.\x02Your session had ended (inactivity, a sign-o" +
+	"ut elsewhere, a revoked token or a restart of the server), so your last " +
+	"action was not applied. Sign in again, then repeat it.\x02Your session h" +
+	"as ended (inactivity, a sign-out elsewhere, a token revoked or expired, " +
+	"or a restart of the server). Sign in again.\x02Sign in\x02Sign in with a" +
+	"n operator, designer or administrator token.\x02Token\x02The token is ch" +
+	"ecked once and never stored in your browser; a session cookie stands for" +
+	" it for up to 8 hours of inactivity.\x14\x01\x81\x01\x00\x02G\x02Too man" +
+	"y failed sign-ins from your address. Try again in %[1]d second.\x00H\x02" +
+	"Too many failed sign-ins from your address. Try again in %[1]d seconds." +
+	"\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot o" +
+	"pen the console: sign in with an operator, designer or administrator tok" +
+	"en.\x02Only administrators see this page: tokens, consumers, destination" +
+	"s, the reveal log and erasures are theirs.\x02Staff tokens (administrato" +
+	"rs, designers, operators) that are not revoked. Consumer tokens are mana" +
+	"ged with their consumers. Revoking a token refuses its next request.\x02" +
+	"Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires" +
+	"\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revo" +
+	"ke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is" +
+	" refused, and console sessions opened with it end. This cannot be undone" +
+	": whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02T" +
+	"his is the token you signed in with: revoking it signs you out. Its next" +
+	" request is refused. This cannot be undone.\x02This is the last usable a" +
+	"dministrator token: create another one before revoking it.\x02The token " +
+	"%[1]s (%[2]s) was revoked: its next request is refused.\x02routing outpu" +
+	"t\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
+	" polling workers by their last fetch. A worker is listed while it was se" +
+	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
+	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
+	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
+	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]s" +
+	"\x02Occurrences of revision %[1]d wait, and no live worker takes it: sub" +
+	"scribe workers to it (a process version pins it).\x02Occurrences of revi" +
+	"sions %[1]s wait, and no live worker takes them: subscribe workers to th" +
+	"em (a process version pins them).\x02No worker serves this definition: i" +
+	"ts occurrences wait until one connects or polls.\x02No process uses this" +
+	" definition yet: it needs a worker once a process pulls it.\x02No proces" +
+	"s pulls this definition: Relais calls its destinations (push), and it ne" +
+	"eds no worker.\x02No worker is connected for this definition; none of it" +
+	"s occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[" +
+	"1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revision" +
+	" its consumer is granted.\x02Revisions they take: %[1]s; some take every" +
+	" revision their consumer is granted.\x02They take every revision their c" +
+	"onsumer is granted.\x02It takes revision %[1]d only.\x02They take revisi" +
+	"on %[1]d only.\x02It takes revisions %[1]s only.\x02They take revisions " +
+	"%[1]s only."
 
-var frIndex = []uint32{ // 758 elements
+var frIndex = []uint32{ // 759 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1526,176 +1528,176 @@ var frIndex = []uint32{ // 758 elements
 	0x000029b9, 0x00002a6d, 0x00002a7f, 0x00002aff,
 	// Entry A0 - BF
 	0x00002b1b, 0x00002b33, 0x00002b76, 0x00002cc4,
-	0x00002cd0, 0x00002ce3, 0x00002d5f, 0x00002d7b,
-	0x00002dd2, 0x00002dea, 0x00002e82, 0x00002ea7,
-	0x00002ec1, 0x00002fb2, 0x00002fe0, 0x00002fe3,
-	0x00002fe7, 0x00002fee, 0x00002ff8, 0x00002ffe,
-	0x00003006, 0x0000300c, 0x00003016, 0x00003037,
-	0x00003050, 0x00003063, 0x0000309b, 0x000030b5,
-	0x000030d0, 0x00003136, 0x00003168, 0x0000316e,
+	0x00002cd0, 0x00002ce3, 0x00002d88, 0x00002d9d,
+	0x00002db9, 0x00002e10, 0x00002e28, 0x00002ec0,
+	0x00002ee5, 0x00002eff, 0x00002ff0, 0x0000301e,
+	0x00003021, 0x00003025, 0x0000302c, 0x00003036,
+	0x0000303c, 0x00003044, 0x0000304a, 0x00003054,
+	0x00003075, 0x0000308e, 0x000030a1, 0x000030d9,
+	0x000030f3, 0x0000310e, 0x00003174, 0x000031a6,
 	// Entry C0 - DF
-	0x00003173, 0x0000317f, 0x0000318e, 0x0000319a,
-	0x000031a6, 0x000031b8, 0x000031c9, 0x0000324d,
-	0x0000325f, 0x00003276, 0x00003281, 0x000032d6,
-	0x000032e3, 0x00003308, 0x00003314, 0x0000331e,
-	0x00003324, 0x00003330, 0x00003348, 0x0000339a,
-	0x000033aa, 0x000033ba, 0x000033c3, 0x000033ce,
-	0x000033d6, 0x000033f6, 0x00003418, 0x00003440,
-	0x00003449, 0x00003459, 0x00003479, 0x00003481,
+	0x000031ac, 0x000031b1, 0x000031bd, 0x000031cc,
+	0x000031d8, 0x000031e4, 0x000031f6, 0x00003207,
+	0x0000328b, 0x0000329d, 0x000032b4, 0x000032bf,
+	0x00003314, 0x00003321, 0x00003346, 0x00003352,
+	0x0000335c, 0x00003362, 0x0000336e, 0x00003386,
+	0x000033d8, 0x000033e8, 0x000033f8, 0x00003401,
+	0x0000340c, 0x00003414, 0x00003434, 0x00003456,
+	0x0000347e, 0x00003487, 0x00003497, 0x000034b7,
 	// Entry E0 - FF
-	0x00003490, 0x000034af, 0x000034da, 0x00003500,
-	0x00003510, 0x0000351a, 0x00003524, 0x00003543,
-	0x00003561, 0x00003639, 0x00003657, 0x0000369b,
-	0x000036d8, 0x0000370b, 0x0000373b, 0x00003767,
-	0x00003797, 0x000037b9, 0x000037d4, 0x000037ef,
-	0x0000380b, 0x00003827, 0x0000383d, 0x00003857,
-	0x0000388e, 0x000038c4, 0x000038e4, 0x00003903,
-	0x0000390a, 0x00003974, 0x0000398a, 0x0000398f,
+	0x000034bf, 0x000034ce, 0x000034ed, 0x00003518,
+	0x0000353e, 0x0000354e, 0x00003558, 0x00003562,
+	0x00003581, 0x0000359f, 0x00003677, 0x00003695,
+	0x000036d9, 0x00003716, 0x00003749, 0x00003779,
+	0x000037a5, 0x000037d5, 0x000037f7, 0x00003812,
+	0x0000382d, 0x00003849, 0x00003865, 0x0000387b,
+	0x00003895, 0x000038cc, 0x00003902, 0x00003922,
+	0x00003941, 0x00003948, 0x000039b2, 0x000039c8,
 	// Entry 100 - 11F
-	0x000039a3, 0x000039bb, 0x000039e0, 0x00003a0e,
-	0x00003a33, 0x00003a4d, 0x00003b53, 0x00003b68,
-	0x00003b78, 0x00003b7c, 0x00003b8f, 0x00003b9e,
-	0x00003bb5, 0x00003bc4, 0x00003bcb, 0x00003bd6,
-	0x00003bf8, 0x00003c0c, 0x00003cea, 0x00003d12,
-	0x00003d9b, 0x00003ea1, 0x00003eb6, 0x00003f1c,
-	0x00003fa1, 0x00004016, 0x00004028, 0x0000403b,
-	0x00004057, 0x00004084, 0x000040a1, 0x000040c4,
+	0x000039cd, 0x000039e1, 0x000039f9, 0x00003a1e,
+	0x00003a4c, 0x00003a71, 0x00003a8b, 0x00003b91,
+	0x00003ba6, 0x00003bb6, 0x00003bba, 0x00003bcd,
+	0x00003bdc, 0x00003bf3, 0x00003c02, 0x00003c09,
+	0x00003c14, 0x00003c36, 0x00003c4a, 0x00003d28,
+	0x00003d50, 0x00003dd9, 0x00003edf, 0x00003ef4,
+	0x00003f5a, 0x00003fdf, 0x00004054, 0x00004066,
+	0x00004079, 0x00004095, 0x000040c2, 0x000040df,
 	// Entry 120 - 13F
-	0x000040cf, 0x000040da, 0x000040f1, 0x00004258,
-	0x0000427f, 0x000042bd, 0x000042c9, 0x000042d2,
-	0x000042e6, 0x000042f0, 0x00004317, 0x00004333,
-	0x0000434e, 0x0000437e, 0x000043bd, 0x000043d8,
-	0x000043e7, 0x000043f8, 0x00004419, 0x00004484,
-	0x0000449c, 0x000044e2, 0x0000454d, 0x00004558,
-	0x00004572, 0x000045bb, 0x000045c3, 0x000045d1,
-	0x000045e1, 0x0000460b, 0x00004634, 0x00004644,
+	0x00004102, 0x0000410d, 0x00004118, 0x0000412f,
+	0x00004296, 0x000042bd, 0x000042fb, 0x00004307,
+	0x00004310, 0x00004324, 0x0000432e, 0x00004355,
+	0x00004371, 0x0000438c, 0x000043bc, 0x000043fb,
+	0x00004416, 0x00004425, 0x00004436, 0x00004457,
+	0x000044c2, 0x000044da, 0x00004520, 0x0000458b,
+	0x00004596, 0x000045b0, 0x000045f9, 0x00004601,
+	0x0000460f, 0x0000461f, 0x00004649, 0x00004672,
 	// Entry 140 - 15F
-	0x00004663, 0x0000466f, 0x00004688, 0x00004693,
-	0x000046a0, 0x000046af, 0x000046b7, 0x000046c1,
-	0x000046c9, 0x000046d1, 0x000046d7, 0x000046de,
-	0x000046e3, 0x000046e8, 0x000046ec, 0x000046f1,
-	0x000046f7, 0x000046fd, 0x00004703, 0x00004708,
-	0x0000470d, 0x00004713, 0x0000471d, 0x0000473d,
-	0x0000475f, 0x00004783, 0x000047a9, 0x000047b2,
-	0x000047ce, 0x000047d7, 0x000047ef, 0x000047f8,
+	0x00004682, 0x000046a1, 0x000046ad, 0x000046c6,
+	0x000046d1, 0x000046de, 0x000046ed, 0x000046f5,
+	0x000046ff, 0x00004707, 0x0000470f, 0x00004715,
+	0x0000471c, 0x00004721, 0x00004726, 0x0000472a,
+	0x0000472f, 0x00004735, 0x0000473b, 0x00004741,
+	0x00004746, 0x0000474b, 0x00004751, 0x0000475b,
+	0x0000477b, 0x0000479d, 0x000047c1, 0x000047e7,
+	0x000047f0, 0x0000480c, 0x00004815, 0x0000482d,
 	// Entry 160 - 17F
-	0x0000484c, 0x0000486c, 0x00004872, 0x0000487d,
-	0x00004883, 0x00004891, 0x0000489c, 0x000048aa,
-	0x000048dd, 0x00004901, 0x00004930, 0x00004979,
-	0x00004980, 0x00004996, 0x00004a09, 0x00004a2f,
-	0x00004a49, 0x00004b31, 0x00004cc0, 0x00004dc7,
-	0x00004e17, 0x00004e48, 0x00004e7b, 0x00004eaa,
-	0x00004eb8, 0x00004ebf, 0x00004ed1, 0x00004ee6,
-	0x00004ef4, 0x00004f01, 0x00004f16, 0x00004f29,
+	0x00004836, 0x0000488a, 0x000048aa, 0x000048b0,
+	0x000048bb, 0x000048c1, 0x000048cf, 0x000048da,
+	0x000048e8, 0x0000491b, 0x0000493f, 0x0000496e,
+	0x000049b7, 0x000049be, 0x000049d4, 0x00004a47,
+	0x00004a6d, 0x00004a87, 0x00004b6f, 0x00004cfe,
+	0x00004e05, 0x00004e55, 0x00004e86, 0x00004eb9,
+	0x00004ee8, 0x00004ef6, 0x00004efd, 0x00004f0f,
+	0x00004f24, 0x00004f32, 0x00004f3f, 0x00004f54,
 	// Entry 180 - 19F
-	0x00004f54, 0x00004f81, 0x00004fa5, 0x00004fdc,
-	0x00005026, 0x00005038, 0x00005070, 0x00005087,
-	0x0000509e, 0x000050d2, 0x0000511c, 0x00005151,
-	0x0000515a, 0x00005171, 0x0000519f, 0x000051b2,
-	0x000051c4, 0x000051d5, 0x000051e0, 0x000051eb,
-	0x000051f6, 0x00005200, 0x0000520a, 0x00005213,
-	0x0000521c, 0x00005225, 0x0000522e, 0x00005237,
-	0x0000523e, 0x0000524c, 0x00005252, 0x00005259,
+	0x00004f67, 0x00004f92, 0x00004fbf, 0x00004fe3,
+	0x0000501a, 0x00005064, 0x00005076, 0x000050ae,
+	0x000050c5, 0x000050dc, 0x00005110, 0x0000515a,
+	0x0000518f, 0x00005198, 0x000051af, 0x000051dd,
+	0x000051f0, 0x00005202, 0x00005213, 0x0000521e,
+	0x00005229, 0x00005234, 0x0000523e, 0x00005248,
+	0x00005251, 0x0000525a, 0x00005263, 0x0000526c,
+	0x00005275, 0x0000527c, 0x0000528a, 0x00005290,
 	// Entry 1A0 - 1BF
-	0x00005260, 0x00005269, 0x0000526e, 0x0000527c,
-	0x00005282, 0x00005288, 0x0000528e, 0x00005296,
-	0x0000529f, 0x000052a8, 0x000052bb, 0x000052cc,
-	0x000052ef, 0x00005310, 0x0000531f, 0x0000532a,
-	0x00005335, 0x00005342, 0x00005346, 0x0000534a,
-	0x00005358, 0x00005366, 0x00005374, 0x00005394,
-	0x000053a7, 0x000053c0, 0x000053d5, 0x000053e6,
-	0x000053f8, 0x0000540a, 0x00005410, 0x00005417,
+	0x00005297, 0x0000529e, 0x000052a7, 0x000052ac,
+	0x000052ba, 0x000052c0, 0x000052c6, 0x000052cc,
+	0x000052d4, 0x000052dd, 0x000052e6, 0x000052f9,
+	0x0000530a, 0x0000532d, 0x0000534e, 0x0000535d,
+	0x00005368, 0x00005373, 0x00005380, 0x00005384,
+	0x00005388, 0x00005396, 0x000053a4, 0x000053b2,
+	0x000053d2, 0x000053e5, 0x000053fe, 0x00005413,
+	0x00005424, 0x00005436, 0x00005448, 0x0000544e,
 	// Entry 1C0 - 1DF
-	0x0000541f, 0x00005427, 0x00005445, 0x00005463,
-	0x0000547a, 0x0000548f, 0x000054a0, 0x000054a6,
-	0x000054bf, 0x000054ca, 0x000054fe, 0x0000550b,
-	0x00005529, 0x00005537, 0x00005540, 0x00005547,
-	0x00005562, 0x0000556c, 0x0000557f, 0x000055b9,
-	0x000055c2, 0x000055d1, 0x00005635, 0x00005641,
-	0x0000564b, 0x0000567b, 0x000056d6, 0x000057bd,
-	0x000057c8, 0x000057fb, 0x00005800, 0x00005820,
+	0x00005455, 0x0000545d, 0x00005465, 0x00005483,
+	0x000054a1, 0x000054b8, 0x000054cd, 0x000054de,
+	0x000054e4, 0x000054fd, 0x00005508, 0x0000553c,
+	0x00005549, 0x00005567, 0x00005575, 0x0000557e,
+	0x00005585, 0x000055a0, 0x000055aa, 0x000055bd,
+	0x000055f7, 0x00005600, 0x0000560f, 0x00005673,
+	0x0000567f, 0x00005689, 0x000056b9, 0x00005714,
+	0x000057fb, 0x00005806, 0x00005839, 0x0000583e,
 	// Entry 1E0 - 1FF
-	0x0000583d, 0x0000585d, 0x00005872, 0x000058b3,
-	0x000058be, 0x000058c8, 0x000058f1, 0x00005902,
-	0x00005963, 0x000059ad, 0x000059bb, 0x000059f7,
-	0x00005a21, 0x00005a66, 0x00005a8e, 0x00005acd,
-	0x00005aee, 0x00005b2c, 0x00005b6c, 0x00005b8c,
-	0x00005bcd, 0x00005bf7, 0x00005c1e, 0x00005ca1,
-	0x00005cb9, 0x00005ccd, 0x00005ce4, 0x00005cf2,
-	0x00005cfd, 0x00005d20, 0x00005d5e, 0x00005d7d,
+	0x0000585e, 0x0000587b, 0x0000589b, 0x000058b0,
+	0x000058f1, 0x000058fc, 0x00005906, 0x0000592f,
+	0x00005940, 0x000059a1, 0x000059eb, 0x000059f9,
+	0x00005a35, 0x00005a5f, 0x00005aa4, 0x00005acc,
+	0x00005b0b, 0x00005b2c, 0x00005b6a, 0x00005baa,
+	0x00005bca, 0x00005c0b, 0x00005c35, 0x00005c5c,
+	0x00005cdf, 0x00005cf7, 0x00005d0b, 0x00005d22,
+	0x00005d30, 0x00005d3b, 0x00005d5e, 0x00005d9c,
 	// Entry 200 - 21F
-	0x00005d99, 0x00005e07, 0x00005e8c, 0x00005f09,
-	0x00005f49, 0x00005f8f, 0x000060a8, 0x000060d0,
-	0x000060f3, 0x0000612a, 0x00006171, 0x000061c4,
-	0x000061ed, 0x0000629f, 0x000062c5, 0x0000630c,
-	0x00006390, 0x0000640b, 0x00006488, 0x000064af,
-	0x000064d7, 0x0000651e, 0x00006568, 0x0000659b,
-	0x000065ae, 0x000066b6, 0x000066e4, 0x00006720,
-	0x00006736, 0x000067ca, 0x000067dd, 0x0000681a,
+	0x00005dbb, 0x00005dd7, 0x00005e45, 0x00005eca,
+	0x00005f47, 0x00005f87, 0x00005fcd, 0x000060e6,
+	0x0000610e, 0x00006131, 0x00006168, 0x000061af,
+	0x00006202, 0x0000622b, 0x000062dd, 0x00006303,
+	0x0000634a, 0x000063ce, 0x00006449, 0x000064c6,
+	0x000064ed, 0x00006515, 0x0000655c, 0x000065a6,
+	0x000065d9, 0x000065ec, 0x000066f4, 0x00006722,
+	0x0000675e, 0x00006774, 0x00006808, 0x0000681b,
 	// Entry 220 - 23F
-	0x00006856, 0x00006869, 0x000068bd, 0x000068f2,
-	0x00006904, 0x0000691b, 0x0000695a, 0x000069ac,
-	0x000069d8, 0x000069e3, 0x00006a00, 0x00006a1f,
-	0x00006a30, 0x00006a4a, 0x00006a53, 0x00006a5d,
-	0x00006a7c, 0x00006aca, 0x00006aff, 0x00006b50,
-	0x00006b61, 0x00006bab, 0x00006bc1, 0x00006bd5,
-	0x00006bee, 0x00006c04, 0x00006c2e, 0x00006c36,
-	0x00006c49, 0x00006c50, 0x00006c6b, 0x00006c8b,
+	0x00006858, 0x00006894, 0x000068a7, 0x000068fb,
+	0x00006930, 0x00006942, 0x00006959, 0x00006998,
+	0x000069ea, 0x00006a16, 0x00006a21, 0x00006a3e,
+	0x00006a5d, 0x00006a6e, 0x00006a88, 0x00006a91,
+	0x00006a9b, 0x00006aba, 0x00006b08, 0x00006b3d,
+	0x00006b8e, 0x00006b9f, 0x00006be9, 0x00006bff,
+	0x00006c13, 0x00006c2c, 0x00006c42, 0x00006c6c,
+	0x00006c74, 0x00006c87, 0x00006c8e, 0x00006ca9,
 	// Entry 240 - 25F
-	0x00006cbb, 0x00006cd2, 0x00006d0a, 0x00006d45,
-	0x00006d71, 0x00006dc5, 0x00006dd5, 0x00006def,
-	0x00006dfa, 0x00006e0e, 0x00006e20, 0x00006e36,
-	0x00006e48, 0x00006e5a, 0x00006e60, 0x00006e72,
-	0x00006e80, 0x00006e8f, 0x00006e9b, 0x00006eb1,
-	0x00006edb, 0x00006f0e, 0x00006fb6, 0x00007006,
-	0x0000702e, 0x00007080, 0x000070c2, 0x000070fe,
-	0x00007115, 0x000071df, 0x0000720c, 0x000073c6,
+	0x00006cc9, 0x00006cf9, 0x00006d10, 0x00006d48,
+	0x00006d83, 0x00006daf, 0x00006e03, 0x00006e13,
+	0x00006e2d, 0x00006e38, 0x00006e4c, 0x00006e5e,
+	0x00006e74, 0x00006e86, 0x00006e98, 0x00006e9e,
+	0x00006eb0, 0x00006ebe, 0x00006ecd, 0x00006ed9,
+	0x00006eef, 0x00006f19, 0x00006f4c, 0x00006ff4,
+	0x00007044, 0x0000706c, 0x000070be, 0x00007100,
+	0x0000713c, 0x00007153, 0x0000721d, 0x0000724a,
 	// Entry 260 - 27F
-	0x000073e0, 0x000073f9, 0x0000741a, 0x00007430,
-	0x00007446, 0x0000744d, 0x00007467, 0x000074fc,
-	0x0000755f, 0x00007572, 0x00007599, 0x000075c1,
-	0x000075cf, 0x000075df, 0x000075f0, 0x000075f7,
-	0x0000772d, 0x00007734, 0x0000776e, 0x00007773,
-	0x00007788, 0x0000779c, 0x000077ae, 0x000077c4,
-	0x000077df, 0x000078b4, 0x000078cc, 0x0000796d,
-	0x000079fc, 0x00007a0c, 0x00007ae6, 0x00007ba8,
+	0x00007404, 0x0000741e, 0x00007437, 0x00007458,
+	0x0000746e, 0x00007484, 0x0000748b, 0x000074a5,
+	0x0000753a, 0x0000759d, 0x000075b0, 0x000075d7,
+	0x000075ff, 0x0000760d, 0x0000761d, 0x0000762e,
+	0x00007635, 0x0000776b, 0x00007772, 0x000077ac,
+	0x000077b1, 0x000077c6, 0x000077da, 0x000077ec,
+	0x00007802, 0x0000781d, 0x000078f2, 0x0000790a,
+	0x000079ab, 0x00007a3a, 0x00007a4a, 0x00007b24,
 	// Entry 280 - 29F
-	0x00007bad, 0x00007bbd, 0x00007bcb, 0x00007bdb,
-	0x00007beb, 0x00007bf5, 0x00007c1e, 0x00007c38,
-	0x00007c53, 0x00007ce1, 0x00007d1f, 0x00007d30,
-	0x00007d3d, 0x00007d58, 0x00007d6c, 0x00007d8a,
-	0x00007dd5, 0x00007e16, 0x00007e8c, 0x00007ed2,
-	0x00007eeb, 0x00007f03, 0x00007f56, 0x00007f91,
-	0x00008029, 0x00008055, 0x0000807b, 0x000080af,
-	0x000080c7, 0x000080f2, 0x0000819b, 0x000081a5,
+	0x00007be6, 0x00007beb, 0x00007bfb, 0x00007c09,
+	0x00007c19, 0x00007c29, 0x00007c33, 0x00007c5c,
+	0x00007c76, 0x00007c91, 0x00007d1f, 0x00007d5d,
+	0x00007d6e, 0x00007d7b, 0x00007d96, 0x00007daa,
+	0x00007dc8, 0x00007e13, 0x00007e54, 0x00007eca,
+	0x00007f10, 0x00007f29, 0x00007f41, 0x00007f94,
+	0x00007fcf, 0x00008067, 0x00008093, 0x000080b9,
+	0x000080ed, 0x00008105, 0x00008130, 0x000081d9,
 	// Entry 2A0 - 2BF
-	0x0000822d, 0x00008262, 0x000082a3, 0x00008317,
-	0x00008492, 0x0000856b, 0x00008584, 0x0000864d,
-	0x000086d6, 0x000086e3, 0x00008735, 0x0000873b,
-	0x000087d7, 0x00008887, 0x000088b3, 0x0000893f,
-	0x000089e6, 0x00008aa8, 0x00008ad8, 0x00008ae5,
-	0x00008aeb, 0x00008b01, 0x00008b0c, 0x00008b13,
-	0x00008b1e, 0x00008b2c, 0x00008b39, 0x00008b47,
-	0x00008b60, 0x00008b8d, 0x00008c36, 0x00008c49,
+	0x000081e3, 0x0000826b, 0x000082a0, 0x000082e1,
+	0x00008355, 0x000084d0, 0x000085a9, 0x000085c2,
+	0x0000868b, 0x00008714, 0x00008721, 0x00008773,
+	0x00008779, 0x00008815, 0x000088c5, 0x000088f1,
+	0x0000897d, 0x00008a24, 0x00008ae6, 0x00008b16,
+	0x00008b23, 0x00008b29, 0x00008b3f, 0x00008b4a,
+	0x00008b51, 0x00008b5c, 0x00008b6a, 0x00008b77,
+	0x00008b85, 0x00008b9e, 0x00008bcb, 0x00008c74,
 	// Entry 2C0 - 2DF
-	0x00008c53, 0x00008ce2, 0x00008d43, 0x00008d95,
-	0x00008da7, 0x00008dba, 0x00008df8, 0x00008e34,
-	0x00008e40, 0x00008e4d, 0x00008e5b, 0x00008e69,
-	0x00008e79, 0x00008eb5, 0x00008eef, 0x00008f6c,
-	0x00008f77, 0x00008fa1, 0x00008fbd, 0x00008fc1,
-	0x00008fd3, 0x00009095, 0x000090c8, 0x000090d3,
-	0x000090dd, 0x000090f2, 0x000090fb, 0x00009105,
-	0x0000911a, 0x0000913e, 0x00009158, 0x0000916d,
+	0x00008c87, 0x00008c91, 0x00008d20, 0x00008d81,
+	0x00008dd3, 0x00008de5, 0x00008df8, 0x00008e36,
+	0x00008e72, 0x00008e7e, 0x00008e8b, 0x00008e99,
+	0x00008ea7, 0x00008eb7, 0x00008ef3, 0x00008f2d,
+	0x00008faa, 0x00008fb5, 0x00008fdf, 0x00008ffb,
+	0x00008fff, 0x00009011, 0x000090d3, 0x00009106,
+	0x00009111, 0x0000911b, 0x00009130, 0x00009139,
+	0x00009143, 0x00009158, 0x0000917c, 0x00009196,
 	// Entry 2E0 - 2FF
-	0x00009199, 0x0000919e, 0x000091b3, 0x000091c5,
-	0x000091fa, 0x0000920b, 0x00009238, 0x00009267,
-	0x00009309, 0x000093ab, 0x00009421, 0x000094ac,
-	0x0000953b, 0x000095a2, 0x000095e4, 0x0000962c,
-	0x0000969f, 0x000096e7, 0x00009715, 0x00009743,
-	0x00009776, 0x000097a9,
-} // Size: 3056 bytes
+	0x000091ab, 0x000091d7, 0x000091dc, 0x000091f1,
+	0x00009203, 0x00009238, 0x00009249, 0x00009276,
+	0x000092a5, 0x00009347, 0x000093e9, 0x0000945f,
+	0x000094ea, 0x00009579, 0x000095e0, 0x00009622,
+	0x0000966a, 0x000096dd, 0x00009725, 0x00009753,
+	0x00009781, 0x000097b4, 0x000097e7,
+} // Size: 3060 bytes
 
-const frData string = "" + // Size: 38825 bytes
+const frData string = "" + // Size: 38887 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1861,34 +1863,35 @@ const frData string = "" + // Size: 38825 bytes
 	"LAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f" +
 	"; le journal d’audit garde les actions d’opérateur menées sur elle.\x02I" +
 	"ntrouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depu" +
-	"is cette session de la console, ou il a expiré. Rechargez la page et rée" +
-	"ssayez.\x02Temporairement indisponible\x02La base de données est injoign" +
-	"able pour le moment. Réessayez dans quelques secondes.\x02Une erreur est" +
-	" survenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f;" +
-	" si le problème persiste, donnez à votre administrateur l’identifiant de" +
-	" requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre con" +
-	"sommateur.\x02Les services externes qui prennent des tâches, et les défi" +
-	"nitions que chacun peut prendre. Créez les consommateurs, modifiez leurs" +
-	" droits et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; " +
-	"les jetons ne sont jamais affichés.\x02Consommateurs, du plus ancien au " +
-	"plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif" +
-	"\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce mo" +
-	"ment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présente" +
-	"s et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[" +
-	"2]s\x02Décompte des occurrences en cours\u202f; les décomptes s’afficher" +
-	"ont quand vous rechargerez la page.\x02Les décomptes sont indisponibles " +
-	"pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Con" +
-	"traintes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La se" +
-	"ule partie modifiable d’une définition. Les processus ne l’utilisent jam" +
-	"ais directement\u202f: ils épinglent une révision.\x02Sortie de routage" +
-	"\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instan" +
-	"t\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Au" +
-	"cune publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02" +
-	"Publiée le\x02Comparer des révisions\x02Liste chaque changement d’une ré" +
-	"vision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révi" +
-	"sion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les proces" +
-	"sus\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes c" +
-	"ontrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
+	"is cette session de la console, ou il a expiré\u202f: rien n’a été fait." +
+	" Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au formulaire" +
+	"\x02Temporairement indisponible\x02La base de données est injoignable po" +
+	"ur le moment. Réessayez dans quelques secondes.\x02Une erreur est surven" +
+	"ue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si le " +
+	"problème persiste, donnez à votre administrateur l’identifiant de requêt" +
+	"e %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consommate" +
+	"ur.\x02Les services externes qui prennent des tâches, et les définitions" +
+	" que chacun peut prendre. Créez les consommateurs, modifiez leurs droits" +
+	" et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jet" +
+	"ons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plus ré" +
+	"cent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02rév" +
+	"oqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment" +
+	"\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et" +
+	" à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s" +
+	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
+	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
+	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
+	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
+	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
+	" directement\u202f: ils épinglent une révision.\x02Sortie de routage\x02" +
+	"Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instant" +
+	"\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Auc" +
+	"une publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02P" +
+	"ubliée le\x02Comparer des révisions\x02Liste chaque changement d’une rév" +
+	"ision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révis" +
+	"ion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les process" +
+	"us\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes co" +
+	"ntrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
 	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
 	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
 	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
@@ -2264,4 +2267,4 @@ const frData string = "" + // Size: 38825 bytes
 	"ns %[1]s sont prises en charge.\x02Seules les révisions %[1]s sont prise" +
 	"s en charge."
 
-	// Total table size 75087 bytes (73KiB); checksum: 771859CD
+	// Total table size 75199 bytes (73KiB); checksum: 5D950D98
