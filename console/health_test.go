@@ -235,6 +235,11 @@ func TestPauseReloading(t *testing.T) {
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != list {
 		t.Fatalf("pause: %d to %q, want 303 back to %s", r.status, r.header.Get("Location"), list)
 	}
+	// The page it lands on says so, focused as an action's outcome is
+	// (the button's new label, far down, was all a keyboard's user saw).
+	if got := text(b.mustGet(list, 200), "flash"); got != "Reloading paused: this page stays as it is until you resume." {
+		t.Errorf("after pausing, the page says %q", got)
+	}
 	for _, p := range []string{list, "/console/instances/" + f.completedInst, "/console/health"} {
 		paused := b.mustGet(p, 200)
 		if n := paused.doc.Find(`meta[http-equiv=refresh]`).Length(); n != 0 {
@@ -250,6 +255,9 @@ func TestPauseReloading(t *testing.T) {
 	action, form = formOf(t, b.mustGet(list, 200), "reload-form")
 	if r := b.do("POST", action, form); r.status != http.StatusSeeOther || r.header.Get("Location") != list {
 		t.Fatalf("resume: %d to %q", r.status, r.header.Get("Location"))
+	}
+	if got := text(b.mustGet(list, 200), "flash"); got != "Reloading resumed." {
+		t.Errorf("after resuming, the page says %q", got)
 	}
 	if got, _ := b.mustGet(list, 200).doc.Find(`meta[http-equiv=refresh]`).Attr("content"); got != "5" {
 		t.Errorf("resumed, meta refresh %q, want 5", got)

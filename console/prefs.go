@@ -274,7 +274,9 @@ func (c *Console) savePreferences(w http.ResponseWriter, r *http.Request) {
 	if next == "" {
 		next = homePath
 	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	// Said where the browser lands, and focused as an action's outcome
+	// is: the settings' page is gone, and nothing else showed they held.
+	c.redirectWithFlash(w, r, next, flash{Text: T(r.Context(), "Display settings saved.")})
 }
 
 // reloadPath is where a live page's "Pause reloading" (or "Resume")
@@ -287,7 +289,15 @@ const reloadPath = basePath + "/preferences/reload"
 // without their meta refresh, saying so with a Resume button: the only way
 // without a script to keep a reload from emptying a field being typed in.
 func (c *Console) setReloadPaused(w http.ResponseWriter, r *http.Request) {
-	c.sessions.setReloadPaused(currentOf(r.Context()).id, r.PostFormValue("pause") == "1")
-	// Back to the page, never off the console nor to sign-in.
-	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+	ctx := r.Context()
+	paused := r.PostFormValue("pause") == "1"
+	c.sessions.setReloadPaused(currentOf(ctx).id, paused)
+	// Back to the page, never off the console nor to sign-in, saying
+	// what changed: the button's new label, far down the page, was all
+	// a keyboard's user learnt of it.
+	msg := T(ctx, "Reloading resumed.")
+	if paused {
+		msg = T(ctx, "Reloading paused: this page stays as it is until you resume.")
+	}
+	c.redirectWithFlash(w, r, safeNext(r.PostFormValue("next")), flash{Text: msg})
 }

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             319,
 	"%d (0 lowest, 9 highest)":                 486,
 	"%d attempts":                              492,
-	"%d attempts, retry after %s, priority %d": 649,
+	"%d attempts, retry after %s, priority %d": 652,
 	"%d breaking":                              240,
 	"%d changes":                               239,
 	"%d completed":                             317,
@@ -55,15 +55,15 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     328,
 	"%d held instances match now.":             62,
 	"%d hours":                                 344,
-	"%d items":                                 721,
+	"%d items":                                 724,
 	"%d left":                                  494,
 	"%d min":                                   327,
 	"%d minutes":                               345,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              719,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              722,
 	"%d ms": 347,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         639,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 638,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         642,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 641,
 	"%d occurrences":                          580,
 	"%d releases":                             259,
 	"%d running instances match now.":         69,
@@ -77,7 +77,7 @@ var messageKeyToIndex = map[string]int{
 	"%s (token #%d, %s)":                                  101,
 	"%s ago":                                              324,
 	"%s so far":                                           548,
-	"%s → %s":                                             644,
+	"%s → %s":                                             647,
 	"%s, %s: %s":                                          290,
 	"%s, multiplied by %s after each failure, up to %s":                    489,
 	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 488,
@@ -91,12 +91,12 @@ var messageKeyToIndex = map[string]int{
 	"%s: revisions %s":                        188,
 	"%s: the first day comes after the last.": 597,
 	"%s–%s":                                   315,
-	"(%d characters in all)":                  722,
+	"(%d characters in all)":                  725,
 	"(%d handed back, not counted)":           493,
-	"(each item)":                             709,
+	"(each item)":                             712,
 	"(worker %s)":                             536,
 	"0 seconds":                               342,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           687,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           690,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 525,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 607,
 	"A revision is a definition’s: choose the definition too.": 563,
@@ -119,7 +119,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       185,
 	"All processes":                       399,
 	"All statuses":                        401,
-	"All workers":                         735,
+	"All workers":                         738,
 	"An operator abandoned the instance.": 524,
 	"Any definition":                      400,
 	"Apply filters":                       116,
@@ -134,7 +134,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 166,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           660,
+	"Back to the occurrence":           663,
 	"Back without saving":              609,
 	"Breaks processes":                 217,
 	"Breaks workers":                   218,
@@ -148,20 +148,20 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    487,
 	"Calls":                           270,
 	"Calls signed (Relais-Signature)": 272,
-	"Camunda 7 facade":                739,
+	"Camunda 7 facade":                742,
 	"Cancelled: the instance was stopped (%s).":               547,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 546,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           661,
+	"Cannot reveal":                                           664,
 	"Change":                                                  215,
 	"Changes between the two revisions":                       227,
 	"Changes of the Working copy since revision %d":           236,
 	"Choose two existing revisions to compare.":               237,
 	"Classification":                                          194,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            633,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 624,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            636,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 627,
 	"Compare":              214,
 	"Compare revisions":    210,
 	"Completed":            311,
@@ -170,7 +170,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    309,
 	"Completions and failures per 5-minute slot, oldest first": 313,
 	"Completions and failures, last hour":                      292,
-	"Connected":                                                731,
+	"Connected":                                                734,
 	"Constraints":                                              195,
 	"Consumer":                                                 459,
 	"Consumer and worker":                                      574,
@@ -178,7 +178,7 @@ var messageKeyToIndex = map[string]int{
 	"Consumers, oldest first":                                  174,
 	"Counting the occurrences; the counts appear when you reload the page.": 189,
 	"Counts are unavailable right now.":                                     190,
-	"Counts as of %s (%s); refreshed every few seconds.":                    656,
+	"Counts as of %s (%s); refreshed every few seconds.":                    659,
 	"Counts by status": 569,
 	"Created":          358,
 	"Created from":     83,
@@ -195,7 +195,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                138,
 	"Definitions by key":                         254,
-	"Definitions served":                         729,
+	"Definitions served":                         732,
 	"Definitions, those needing attention first": 293,
 	"Description":                                196,
 	"Destination":                                471,
@@ -205,6 +205,7 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     216,
 	"Digest":                                     230,
 	"Display settings":                           146,
+	"Display settings saved.":                    615,
 	"Display settings: ":                         147,
 	"Duration":                                   463,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 291,
@@ -229,9 +230,9 @@ var messageKeyToIndex = map[string]int{
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 503,
 	"Every attempt, oldest first": 458,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  664,
-	"Expired token":                        697,
-	"Expires":                              694,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  667,
+	"Expired token":                        700,
+	"Expires":                              697,
 	"External tasks":                       133,
 	"Failed":                               297,
 	"Failed (%s).":                         545,
@@ -252,8 +253,8 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     238,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  177,
-	"Graph":                   623,
-	"Graph of %s":             637,
+	"Graph":                   626,
+	"Graph of %s":             640,
 	"HTTP 2xx, unusable body": 554,
 	"Headers sent":            266,
 	"Health":                  132,
@@ -262,7 +263,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                380,
 	"Held instances":          296,
 	"ID":                      175,
-	"In flight":               730,
+	"In flight":               733,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 310,
 	"Inputs":                     220,
 	"Inputs of revision %d":      231,
@@ -271,34 +272,34 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      495,
 	"Instance":                  396,
 	"Instances":                 86,
-	"Instances of this version": 632,
+	"Instances of this version": 635,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 751,
-	"It takes revision %d only.":                       754,
-	"It takes revisions %s only.":                      756,
+	"It takes every revision its consumer is granted.": 754,
+	"It takes revision %d only.":                       757,
+	"It takes revisions %s only.":                      759,
 	"Its calls":                                        271,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 277,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  543,
 	"Its instance went on along the node’s error path.":                                                                                                                    544,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      702,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      705,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     330,
 	"Jul":                     336,
 	"Jun":                     335,
-	"Keep it":                 704,
+	"Keep it":                 707,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       273,
 	"Key":                     255,
-	"Kind":                    627,
+	"Kind":                    630,
 	"Language":                129,
 	"Last changed":            268,
 	"Last error (attempt %d)": 509,
 	"Last reserved":           506,
 	"Last saved":              201,
-	"Last seen":               732,
-	"Last used":               693,
+	"Last seen":               735,
+	"Last used":               696,
 	"Latest revision":         256,
 	"Lists every change from one revision to another, and whom it may break.": 211,
 	"Local time at %s": 612,
@@ -313,7 +314,7 @@ var messageKeyToIndex = map[string]int{
 	"Message":                          571,
 	"Message from Relais (in English)": 560,
 	"Message from the service (its own words, protected values masked)": 561,
-	"Method not allowed": 668,
+	"Method not allowed": 671,
 	"Mode":               478,
 	"More filters: instance, revision, consumer, destination, dates": 565,
 	"Name":                    176,
@@ -329,10 +330,10 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        258,
 	"No destination yet.":                                                       260,
 	"No inputs.":                                                                221,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 677,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 680,
 	"No instance matches these filters.": 398,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 675,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 676,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 678,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 679,
 	"No live worker takes %s now (Workers page).":                                               527,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 528,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           529,
@@ -346,25 +347,25 @@ var messageKeyToIndex = map[string]int{
 	"No outputs.":                                          224,
 	"No outputs: the occurrence ended without completing.": 500,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         619,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             748,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             747,
+	"No process is published yet.":                         622,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             751,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             750,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
 	"No release yet.": 205,
 	"No revision yet: the Working copy has never been snapshotted.":          203,
 	"No service ever reserved this occurrence: it ended before any attempt.": 470,
 	"No service has reserved this occurrence yet.":                           467,
-	"No token.":              691,
-	"No value was revealed.": 666,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 749,
-	"No worker is connected.":           733,
-	"No worker serves this definition.": 736,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 746,
+	"No token.":              694,
+	"No value was revealed.": 669,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 752,
+	"No worker is connected.":           736,
+	"No worker serves this definition.": 739,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 749,
 	"Node":                  354,
-	"Nodes":                 625,
-	"Nodes of this version": 634,
-	"Nodes of this version, with their occurrences now": 626,
+	"Nodes":                 628,
+	"Nodes of this version": 637,
+	"Nodes of this version, with their occurrences now": 629,
 	"Nodes reached, in order":                           353,
 	"Not allowed":                                       155,
 	"Not found":                                         163,
@@ -372,25 +373,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 161,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             673,
+	"Nothing to find: the search box is empty.":                             676,
 	"Nothing was done.":        29,
 	"Nov":                      340,
 	"Now":                      476,
 	"Occurrence":               355,
 	"Occurrence %s":            454,
 	"Occurrence offered again": 107,
-	"Occurrences now":          631,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        744,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 745,
+	"Occurrences now":          634,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        747,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 748,
 	"Occurrences, newest first": 570,
 	"Oct":                       339,
 	"Offered from %s — %s.":     532,
 	"Oldest claimable waits":    298,
-	"On error":                  630,
-	"On success":                629,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         662,
-	"Only administrators may reveal a sensitive value.":                                                           657,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 688,
+	"On error":                  633,
+	"On success":                632,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         665,
+	"Only administrators may reveal a sensitive value.":                                                           660,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 691,
 	"Open":             295,
 	"Operator actions": 350,
 	"Operator actions on this instance, newest first": 363,
@@ -403,12 +404,12 @@ var messageKeyToIndex = map[string]int{
 	"Pages":                           590,
 	"Path":                            351,
 	"Pause reloading":                 154,
-	"Pinned revision":                 628,
+	"Pinned revision":                 631,
 	"Policy":                          456,
 	"Previous page":                   591,
 	"Priority":                        485,
 	"Process":                         77,
-	"Process %s":                      621,
+	"Process %s":                      624,
 	"Process %s has no version %d.":   92,
 	"Process and node":                572,
 	"Process inputs":                  365,
@@ -417,11 +418,11 @@ var messageKeyToIndex = map[string]int{
 	"Process instances":               391,
 	"Process instances, newest first": 395,
 	"Processes":                       134,
-	"Processes by key":                617,
-	"Protocol":                        728,
+	"Processes by key":                620,
+	"Protocol":                        731,
 	"Published":                       209,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 615,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       616,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 618,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       619,
 	"Push destination": 566,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
@@ -434,11 +435,13 @@ var messageKeyToIndex = map[string]int{
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 475,
 	"Relais never called the destination: the occurrence ended before any call.": 474,
 	"Relais refused the action. Nothing was done.":                               49,
-	"Release":                             206,
-	"Releases":                            204,
-	"Releases, oldest first":              226,
-	"Reload lists and detail pages":       606,
-	"Reloading paused":                    151,
+	"Release":                       206,
+	"Releases":                      204,
+	"Releases, oldest first":        226,
+	"Reload lists and detail pages": 606,
+	"Reloading paused":              151,
+	"Reloading paused: this page stays as it is until you resume.": 617,
+	"Reloading resumed.":                  616,
 	"Replica":                             472,
 	"Required":                            193,
 	"Reserved":                            461,
@@ -462,38 +465,38 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 501,
-	"Revealed by %s at %s; recorded in the audit log.": 659,
+	"Revealed by %s at %s; recorded in the audit log.": 662,
 	"Reveals":               143,
-	"Reveals, newest first": 665,
+	"Reveals, newest first": 668,
 	"Revision":              207,
 	"Revision %d":           228,
 	"Revisions":             202,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 752,
-	"Revoke the %s token “%s”?": 701,
-	"Revoke the token":          703,
-	"Revoke token %d":           700,
-	"Revoke…":                   698,
-	"Role":                      692,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 755,
+	"Revoke the %s token “%s”?": 704,
+	"Revoke the token":          706,
+	"Revoke token %d":           703,
+	"Revoke…":                   701,
+	"Role":                      695,
 	"Route":                     356,
 	"Routing output":            200,
 	"Row %s":                    594,
 	"Rows %s–%s":                595,
 	"Save settings":             608,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      658,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      661,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 274,
-	"Search":                               671,
-	"Secret values can never be revealed.": 663,
+	"Search":                               674,
+	"Secret values can never be revealed.": 666,
 	"Sep":                                  338,
-	"Served by %d workers":                 750,
+	"Served by %d workers":                 753,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              359,
 	"Settlement date":      564,
 	"Show all definitions": 306,
 	"Show times in":        604,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
-	"Sign in": 681,
-	"Sign in with an operator, designer or administrator token.": 682,
+	"Sign in": 684,
+	"Sign in with an operator, designer or administrator token.": 685,
 	"Sign out":             145,
 	"Signed in as %s (%s)": 144,
 	"Since revision %d:":   234,
@@ -503,9 +506,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 169,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 689,
-	"Staff tokens, oldest first": 690,
-	"Start node":                 622,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 692,
+	"Staff tokens, oldest first": 693,
+	"Start node":                 625,
 	"Started":                    376,
 	"State":                      179,
 	"Status":                     79,
@@ -528,7 +531,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 253,
 	"Tasks":                   180,
 	"Temporarily unavailable": 167,
-	"That is too long to be an id or a business key.": 674,
+	"That is too long to be an id or a business key.": 677,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              262,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             233,
@@ -563,20 +566,20 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            517,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      562,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          707,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          684,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          710,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          687,
 	"The version must be a whole number from 1.":                                                                                                                                                           387,
 	"These revisions have the same contracts.":                                                                                                                                                             219,
 	"These settings are kept in this browser only.":                                                                                                                                                        603,
-	"They take every revision their consumer is granted.":                                                                                                                                                  753,
-	"They take revision %d only.":                                                                                                                                                                          755,
-	"They take revisions %s only.":                                                                                                                                                                         757,
+	"They take every revision their consumer is granted.":                                                                                                                                                  756,
+	"They take revision %d only.":                                                                                                                                                                          758,
+	"They take revisions %s only.":                                                                                                                                                                         760,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     598,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         496,
 	"This contract has no outputs.":                                                                                                                                                                        499,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         165,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  670,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  673,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 281,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -594,26 +597,26 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            706,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           705,
-	"This page does not accept that request.": 669,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            709,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           708,
+	"This page does not accept that request.": 672,
 	"This page reloads every %d seconds.":     153,
 	"This process takes no inputs.":           367,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 686,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 635,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            636,
+	"This token is unknown, revoked or expired.": 689,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 638,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            639,
 	"Times in %s · no auto-reload":    150,
 	"Times in %s · reload every %d s": 149,
 	"Times in %s · reloading paused":  148,
 	"To revision":                     213,
-	"Token":                           683,
+	"Token":                           686,
 	"Tokens":                          142,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 685,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 688,
 	"Totals of all definitions, not narrowed by the other filters":         579,
 	"Totals of definition %s, not narrowed by the other filters":           578,
 	"Type": 192,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 672,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 675,
 	"URL":                              265,
 	"UTC (coordinated universal time)": 610,
 	"Unknown action.":                  52,
@@ -624,25 +627,25 @@ var messageKeyToIndex = map[string]int{
 	"Unknown status “%s”.":                         386,
 	"Value":                                        364,
 	"Version":                                      78,
-	"Versions, newest first":                       618,
+	"Versions, newest first":                       621,
 	"Waiting for Relais to call the destination since %s (%s).": 534,
 	"Waiting for a worker since %s (%s).":                       535,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             469,
 	"Why (recorded with the reveal)":                            502,
-	"Worker":                                                    727,
+	"Worker":                                                    730,
 	"Worker id":                                                 460,
 	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        725,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        728,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 726,
-	"Workers serving %s":                   734,
+	"Workers seen within three heartbeats": 729,
+	"Workers serving %s":                   737,
 	"Working copy":                         198,
-	"You are signed out.":                  678,
+	"You are signed out.":                  681,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 679,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          680,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 682,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          683,
 	"[redacted]":                          559,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
@@ -651,14 +654,14 @@ var messageKeyToIndex = map[string]int{
 	"an incident: retry, abandon or stop": 285,
 	"answer too large":                    557,
 	"any":                                 76,
-	"any other code → %s":                 647,
+	"any other code → %s":                 650,
 	"any other error":                     283,
 	"as of %s (%s); counts are refreshed every few seconds.": 581,
-	"at least %d characters":                                 710,
-	"at least %d items":                                      717,
+	"at least %d characters":                                 713,
+	"at least %d items":                                      720,
 	"at most %d":                                             490,
-	"at most %d characters":                                  711,
-	"at most %d items":                                       718,
+	"at most %d characters":                                  714,
+	"at most %d items":                                       721,
 	"at most %d since the last operator retry":               491,
 	"available":                                              402,
 	"boolean":                                                417,
@@ -674,26 +677,26 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           549,
 	"date":                                                   418,
 	"date and time":                                          419,
-	"deadline %s":                                            651,
+	"deadline %s":                                            654,
 	"deferred":                                               404,
 	"deferred since":                                         589,
 	"deleted":                                                109,
 	"designer":                                               432,
 	"disconnected":                                           413,
-	"end (completes)":                                        642,
-	"end (fails)":                                            643,
+	"end (completes)":                                        645,
+	"end (fails)":                                            646,
 	"end: completes the instance":                            286,
 	"end: fails the instance":                                287,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 740,
+	"every revision its consumer is granted":                 743,
 	"exact, case-sensitive":                                  392,
 	"expired":                                                410,
 	"failed":                                                 406,
-	"fails the instance":                                     648,
+	"fails the instance":                                     651,
 	"field added":                                            436,
 	"field removed":                                          437,
 	"format":                                                 447,
-	"format %s":                                              713,
+	"format %s":                                              716,
 	"from":                                                   114,
 	"held":                                                   409,
 	"held for an operator":                                   284,
@@ -701,30 +704,30 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      384,
 	"hidden (secret)":                                        427,
 	"hidden (sensitive)":                                     426,
-	"hold (an incident for an operator)":                     646,
+	"hold (an incident for an operator)":                     649,
 	"id or business key":                                     136,
 	"in %s":                                                  323,
 	"in progress":                                            468,
 	"instance id":                                            568,
-	"instances held":                                         654,
-	"instances held: %s":                                     655,
+	"instances held":                                         657,
+	"instances held: %s":                                     658,
 	"integer":                                                415,
 	"its name, exactly":                                      567,
 	"just now":                                               325,
 	"list":                                                   422,
 	"lock until":                                             588,
-	"long polling":                                           738,
+	"long polling":                                           741,
 	"long wait":                                              304,
 	"masked value":                                           264,
 	"maximum":                                                449,
-	"maximum %s":                                             715,
+	"maximum %s":                                             718,
 	"maximum items":                                          451,
 	"maximum length":                                         445,
 	"minimum":                                                448,
-	"minimum %s":                                             714,
+	"minimum %s":                                             717,
 	"minimum items":                                          450,
 	"minimum length":                                         444,
-	"never":                                                  695,
+	"never":                                                  698,
 	"next attempt":                                           585,
 	"no":                                                     435,
 	"no answer within the timeout":                           555,
@@ -732,34 +735,34 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             183,
 	"no header":                                              269,
 	"no worker":                                              305,
-	"no worker takes revision %d":                            742,
-	"no worker takes revisions %s":                           743,
+	"no worker takes revision %d":                            745,
+	"no worker takes revisions %s":                           746,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 513,
 	"none": 252,
-	"none (revealed before reasons were asked for)": 667,
+	"none (revealed before reasons were asked for)": 670,
 	"none yet": 257,
 	"none: a failed call takes the node’s error path": 483,
 	"normal":                             423,
-	"not provided":                       720,
-	"not yet":                            696,
-	"null":                               723,
+	"not provided":                       723,
+	"not yet":                            699,
+	"null":                               726,
 	"number":                             416,
 	"object":                             421,
 	"on error":                           282,
-	"one attempt, no retry, priority %d": 650,
-	"one of: %s":                         716,
+	"one attempt, no retry, priority %d": 653,
+	"one of: %s":                         719,
 	"operator":                           431,
 	"optional %s field of type %s":       249,
 	"optional field of type %s":          251,
 	"optional → required":                242,
 	"pattern":                            446,
-	"pattern %s":                         712,
-	"pull":                               640,
+	"pattern %s":                         715,
+	"pull":                               643,
 	"pull %s":                            289,
 	"pull (the service fetches it)":      428,
 	"push %s":                            288,
 	"push (Relais calls the service)":    429,
-	"push to %s":                         641,
+	"push to %s":                         644,
 	"rejected":                           411,
 	"released":                           412,
 	"required %s field of type %s":       248,
@@ -769,37 +772,37 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           403,
 	"retry":                              3,
 	"revision %d":                        582,
-	"revisions %s":                       741,
+	"revisions %s":                       744,
 	"revoked":                            182,
 	"routing changed":                    443,
-	"routing output":                     708,
+	"routing output":                     711,
 	"routing output %s → %s":             241,
 	"running":                            408,
 	"secret":                             425,
 	"sensitive":                          424,
 	"settled":                            584,
 	"stop":                               5,
-	"stream":                             737,
+	"stream":                             740,
 	"text":                               414,
 	"the contracts are the same (the name or a description changed).": 235,
-	"this session":             699,
-	"timeout %s":               652,
-	"timeout %s (the default)": 653,
+	"this session":             702,
+	"timeout %s":               655,
+	"timeout %s (the default)": 656,
 	"to":                       115,
 	"type changed":             438,
-	"unexpected value":         724,
+	"unexpected value":         727,
 	"unknown":                  558,
 	"values added: %s":         244,
 	"values changed":           440,
 	"values removed: %s":       245,
 	"values reordered":         246,
-	"version %d":               620,
+	"version %d":               623,
 	"waiting":                  553,
 	"yes":                      434,
-	"→ %s":                     645,
+	"→ %s":                     648,
 }
 
-var enIndex = []uint32{ // 759 elements
+var enIndex = []uint32{ // 762 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -974,49 +977,50 @@ var enIndex = []uint32{ // 759 elements
 	// Entry 260 - 27F
 	0x00005a37, 0x00005a45, 0x00005a59, 0x00005a7a,
 	0x00005a8e, 0x00005aa2, 0x00005aa8, 0x00005abc,
-	0x00005b2f, 0x00005b7c, 0x00005b8d, 0x00005ba4,
-	0x00005bc1, 0x00005bcf, 0x00005bdd, 0x00005be8,
-	0x00005bee, 0x00005ce0, 0x00005ce6, 0x00005d18,
-	0x00005d1d, 0x00005d2d, 0x00005d38, 0x00005d41,
-	0x00005d51, 0x00005d6b, 0x00005e10, 0x00005e26,
-	0x00005eab, 0x00005f25, 0x00005f34, 0x00005fee,
+	0x00005ad4, 0x00005ae7, 0x00005b24, 0x00005b97,
+	0x00005be4, 0x00005bf5, 0x00005c0c, 0x00005c29,
+	0x00005c37, 0x00005c45, 0x00005c50, 0x00005c56,
+	0x00005d48, 0x00005d4e, 0x00005d80, 0x00005d85,
+	0x00005d95, 0x00005da0, 0x00005da9, 0x00005db9,
+	0x00005dd3, 0x00005e78, 0x00005e8e, 0x00005f13,
 	// Entry 280 - 29F
-	0x0000603f, 0x00006044, 0x00006052, 0x00006062,
-	0x0000606e, 0x0000607e, 0x00006088, 0x000060ab,
-	0x000060c4, 0x000060d7, 0x00006143, 0x00006169,
-	0x00006178, 0x00006186, 0x000061a2, 0x000061b1,
-	0x000061c7, 0x00006200, 0x00006232, 0x0000628a,
-	0x000062c1, 0x000062d8, 0x000062e6, 0x0000632a,
-	0x0000634f, 0x000063c6, 0x000063dc, 0x000063f3,
-	0x00006421, 0x00006434, 0x0000645c, 0x000064e0,
+	0x00005f8d, 0x00005f9c, 0x00006056, 0x000060a7,
+	0x000060ac, 0x000060ba, 0x000060ca, 0x000060d6,
+	0x000060e6, 0x000060f0, 0x00006113, 0x0000612c,
+	0x0000613f, 0x000061ab, 0x000061d1, 0x000061e0,
+	0x000061ee, 0x0000620a, 0x00006219, 0x0000622f,
+	0x00006268, 0x0000629a, 0x000062f2, 0x00006329,
+	0x00006340, 0x0000634e, 0x00006392, 0x000063b7,
+	0x0000642e, 0x00006444, 0x0000645b, 0x00006489,
 	// Entry 2A0 - 2BF
-	0x000064e7, 0x0000654f, 0x00006579, 0x000065a9,
-	0x00006607, 0x00006741, 0x000067e1, 0x000067f5,
-	0x000068a0, 0x00006922, 0x0000692a, 0x00006965,
-	0x0000696b, 0x000069e7, 0x00006a7f, 0x00006aaa,
-	0x00006b0c, 0x00006b78, 0x00006c1f, 0x00006c3a,
-	0x00006c44, 0x00006c49, 0x00006c53, 0x00006c5b,
-	0x00006c61, 0x00006c69, 0x00006c77, 0x00006c81,
-	0x00006c8e, 0x00006ca1, 0x00006cc5, 0x00006d45,
+	0x0000649c, 0x000064c4, 0x00006548, 0x0000654f,
+	0x000065b7, 0x000065e1, 0x00006611, 0x0000666f,
+	0x000067a9, 0x00006849, 0x0000685d, 0x00006908,
+	0x0000698a, 0x00006992, 0x000069cd, 0x000069d3,
+	0x00006a4f, 0x00006ae7, 0x00006b12, 0x00006b74,
+	0x00006be0, 0x00006c87, 0x00006ca2, 0x00006cac,
+	0x00006cb1, 0x00006cbb, 0x00006cc3, 0x00006cc9,
+	0x00006cd1, 0x00006cdf, 0x00006ce9, 0x00006cf6,
 	// Entry 2C0 - 2DF
-	0x00006d56, 0x00006d5e, 0x00006dd3, 0x00006e27,
-	0x00006e69, 0x00006e78, 0x00006e84, 0x00006ec0,
-	0x00006efa, 0x00006f08, 0x00006f15, 0x00006f23,
-	0x00006f31, 0x00006f3f, 0x00006f71, 0x00006fa1,
-	0x00006ffd, 0x0000700a, 0x0000702a, 0x00007044,
-	0x00007049, 0x0000705a, 0x000070e0, 0x00007105,
-	0x0000710c, 0x00007115, 0x00007128, 0x00007132,
-	0x0000713c, 0x00007146, 0x0000715e, 0x00007174,
+	0x00006d09, 0x00006d2d, 0x00006dad, 0x00006dbe,
+	0x00006dc6, 0x00006e3b, 0x00006e8f, 0x00006ed1,
+	0x00006ee0, 0x00006eec, 0x00006f28, 0x00006f62,
+	0x00006f70, 0x00006f7d, 0x00006f8b, 0x00006f99,
+	0x00006fa7, 0x00006fd9, 0x00007009, 0x00007065,
+	0x00007072, 0x00007092, 0x000070ac, 0x000070b1,
+	0x000070c2, 0x00007148, 0x0000716d, 0x00007174,
+	0x0000717d, 0x00007190, 0x0000719a, 0x000071a4,
 	// Entry 2E0 - 2FF
-	0x00007180, 0x000071a2, 0x000071a9, 0x000071b6,
-	0x000071c7, 0x000071ee, 0x000071fe, 0x0000721d,
-	0x0000723d, 0x000072b3, 0x00007330, 0x00007384,
-	0x000073d4, 0x00007434, 0x00007487, 0x000074bf,
-	0x000074f0, 0x00007540, 0x00007574, 0x00007592,
-	0x000075b1, 0x000075d0, 0x000075f0,
-} // Size: 3060 bytes
+	0x000071ae, 0x000071c6, 0x000071dc, 0x000071e8,
+	0x0000720a, 0x00007211, 0x0000721e, 0x0000722f,
+	0x00007256, 0x00007266, 0x00007285, 0x000072a5,
+	0x0000731b, 0x00007398, 0x000073ec, 0x0000743c,
+	0x0000749c, 0x000074ef, 0x00007527, 0x00007558,
+	0x000075a8, 0x000075dc, 0x000075fa, 0x00007619,
+	0x00007638, 0x00007658,
+} // Size: 3072 bytes
 
-const enData string = "" + // Size: 30192 bytes
+const enData string = "" + // Size: 30296 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1372,115 +1376,116 @@ const enData string = "" + // Size: 30192 bytes
 	"a value to reveal) never reload on their own, nor does a revealed value." +
 	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
 	"ime)\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1" +
-	"]d seconds\x02Published process versions: their nodes, routes and pinned" +
-	" revisions, drawn, with where their occurrences are now.\x02Published pr" +
-	"ocess versions: their nodes, routes and pinned revisions, drawn.\x02Proc" +
-	"esses by key\x02Versions, newest first\x02No process is published yet." +
-	"\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns fol" +
-	"low the longest path from the start node. Solid arrows are successes (la" +
-	"belled with their route), dashed ones failures (labelled with their erro" +
-	"r codes). Each box says how many of this version’s occurrences are at th" +
-	"at node now.\x02Nodes\x02Nodes of this version, with their occurrences n" +
-	"ow\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences n" +
-	"ow\x02Instances of this version\x02Columns follow the longest path from " +
-	"the start node. Solid arrows are successes (labelled with their route), " +
-	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
-	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
-	"ost %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
-	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
-	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
-	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
-	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
-	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
-	" can never be revealed.\x02Every sensitive value an administrator reveal" +
-	"ed: who, when, which field and why. The values themselves are never kept" +
-	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
-	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
-	"t accept that request.\x02This form was sent from another site: the cons" +
-	"ole takes its forms from its own pages only. Open the console and send i" +
-	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
-	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
-	" find: the search box is empty.\x02That is too long to be an id or a bus" +
-	"iness key.\x02No instance or occurrence has the id “%[1]s”, and no insta" +
-	"nce has it as its business key.\x02No instance or occurrence has the id " +
-	"“%[1]s”, and no instance has it as its business key. An ended instance" +
-	" is deleted, with its occurrences and attempts, once the retention perio" +
-	"d (RELAIS_RETENTION) has passed, or at once when an administrator erases" +
-	" it; the audit log keeps the operator actions taken on it.\x02No instanc" +
-	"e has “%[1]s” as its business key, and it is not a whole id: the lists s" +
-	"how the end of each id. Open the row, or copy its link, for the whole id" +
-	".\x02You are signed out.\x02Your session had ended (inactivity, a sign-o" +
-	"ut elsewhere, a revoked token or a restart of the server), so your last " +
-	"action was not applied. Sign in again, then repeat it.\x02Your session h" +
-	"as ended (inactivity, a sign-out elsewhere, a token revoked or expired, " +
-	"or a restart of the server). Sign in again.\x02Sign in\x02Sign in with a" +
-	"n operator, designer or administrator token.\x02Token\x02The token is ch" +
-	"ecked once and never stored in your browser; a session cookie stands for" +
-	" it for up to 8 hours of inactivity.\x14\x01\x81\x01\x00\x02G\x02Too man" +
-	"y failed sign-ins from your address. Try again in %[1]d second.\x00H\x02" +
-	"Too many failed sign-ins from your address. Try again in %[1]d seconds." +
-	"\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot o" +
-	"pen the console: sign in with an operator, designer or administrator tok" +
-	"en.\x02Only administrators see this page: tokens, consumers, destination" +
-	"s, the reveal log and erasures are theirs.\x02Staff tokens (administrato" +
-	"rs, designers, operators) that are not revoked. Consumer tokens are mana" +
-	"ged with their consumers. Revoking a token refuses its next request.\x02" +
-	"Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires" +
-	"\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revo" +
-	"ke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is" +
-	" refused, and console sessions opened with it end. This cannot be undone" +
-	": whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02T" +
-	"his is the token you signed in with: revoking it signs you out. Its next" +
-	" request is refused. This cannot be undone.\x02This is the last usable a" +
-	"dministrator token: create another one before revoking it.\x02The token " +
-	"%[1]s (%[2]s) was revoked: its next request is refused.\x02routing outpu" +
-	"t\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
-	" polling workers by their last fetch. A worker is listed while it was se" +
-	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
-	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
-	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
-	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
-	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
-	"s\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]s" +
-	"\x02Occurrences of revision %[1]d wait, and no live worker takes it: sub" +
-	"scribe workers to it (a process version pins it).\x02Occurrences of revi" +
-	"sions %[1]s wait, and no live worker takes them: subscribe workers to th" +
-	"em (a process version pins them).\x02No worker serves this definition: i" +
-	"ts occurrences wait until one connects or polls.\x02No process uses this" +
-	" definition yet: it needs a worker once a process pulls it.\x02No proces" +
-	"s pulls this definition: Relais calls its destinations (push), and it ne" +
-	"eds no worker.\x02No worker is connected for this definition; none of it" +
-	"s occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[" +
-	"1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revision" +
-	" its consumer is granted.\x02Revisions they take: %[1]s; some take every" +
-	" revision their consumer is granted.\x02They take every revision their c" +
-	"onsumer is granted.\x02It takes revision %[1]d only.\x02They take revisi" +
-	"on %[1]d only.\x02It takes revisions %[1]s only.\x02They take revisions " +
-	"%[1]s only."
+	"]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloading" +
+	" paused: this page stays as it is until you resume.\x02Published process" +
+	" versions: their nodes, routes and pinned revisions, drawn, with where t" +
+	"heir occurrences are now.\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn.\x02Processes by key\x02Versions, newes" +
+	"t first\x02No process is published yet.\x02version %[1]d\x02Process %[1]" +
+	"s\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this version" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes).\x02Nodes of this version\x02This version has %[" +
+	"1]d nodes: too many to draw legibly (at most %[2]d). The table below lis" +
+	"ts every node with its routes and counts.\x02This version has %[1]d node" +
+	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
+	" node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1" +
+	"]d node, starting at %[2]s. The table below lists the same nodes, routes" +
+	" and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lis" +
+	"ts the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s." +
+	" The table below lists the same nodes and routes.\x02pull\x02push to %[1" +
+	"]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold" +
+	" (an incident for an operator)\x02any other code → %[1]s\x02fails the in" +
+	"stance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, pri" +
+	"ority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
+	"\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %" +
+	"[1]s\x02timeout %[1]s (the default)\x02instances held\x02instances held:" +
+	" %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02On" +
+	"ly administrators may reveal a sensitive value.\x02Say why you reveal th" +
+	"is value: the reason is recorded with the reveal in the audit log.\x02Re" +
+	"vealed by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occu" +
+	"rrence\x02Cannot reveal\x02Only a value this page shows as hidden (sensi" +
+	"tive) can be revealed.\x02Secret values can never be revealed.\x02Every " +
+	"sensitive value an administrator revealed: who, when, which field and wh" +
+	"y. The values themselves are never kept.\x02Reveals, newest first\x02No " +
+	"value was revealed.\x02none (revealed before reasons were asked for)\x02" +
+	"Method not allowed\x02This page does not accept that request.\x02This fo" +
+	"rm was sent from another site: the console takes its forms from its own " +
+	"pages only. Open the console and send it from there.\x02Search\x02Type a" +
+	"n instance or occurrence id (a whole UUID, as the title of its page show" +
+	"s it), or a business key.\x02Nothing to find: the search box is empty." +
+	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
+	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key. An ended instance is deleted, with its occurrences" +
+	" and attempts, once the retention period (RELAIS_RETENTION) has passed, " +
+	"or at once when an administrator erases it; the audit log keeps the oper" +
+	"ator actions taken on it.\x02No instance has “%[1]s” as its business key" +
+	", and it is not a whole id: the lists show the end of each id. Open the " +
+	"row, or copy its link, for the whole id.\x02You are signed out.\x02Your " +
+	"session had ended (inactivity, a sign-out elsewhere, a revoked token or " +
+	"a restart of the server), so your last action was not applied. Sign in a" +
+	"gain, then repeat it.\x02Your session has ended (inactivity, a sign-out " +
+	"elsewhere, a token revoked or expired, or a restart of the server). Sign" +
+	" in again.\x02Sign in\x02Sign in with an operator, designer or administr" +
+	"ator token.\x02Token\x02The token is checked once and never stored in yo" +
+	"ur browser; a session cookie stands for it for up to 8 hours of inactivi" +
+	"ty.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your addre" +
+	"ss. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from you" +
+	"r address. Try again in %[1]d seconds.\x02This token is unknown, revoked" +
+	" or expired.\x02A %[1]s token cannot open the console: sign in with an o" +
+	"perator, designer or administrator token.\x02Only administrators see thi" +
+	"s page: tokens, consumers, destinations, the reveal log and erasures are" +
+	" theirs.\x02Staff tokens (administrators, designers, operators) that are" +
+	" not revoked. Consumer tokens are managed with their consumers. Revoking" +
+	" a token refuses its next request.\x02Staff tokens, oldest first\x02No t" +
+	"oken.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired tok" +
+	"en\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s " +
+	"token “%[2]s”?\x02Its next request is refused, and console sessions open" +
+	"ed with it end. This cannot be undone: whoever uses it needs a new token" +
+	".\x02Revoke the token\x02Keep it\x02This is the token you signed in with" +
+	": revoking it signs you out. Its next request is refused. This cannot be" +
+	" undone.\x02This is the last usable administrator token: create another " +
+	"one before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next" +
+	" request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02no worker takes revisi" +
+	"on %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of revision %" +
+	"[1]d wait, and no live worker takes it: subscribe workers to it (a proce" +
+	"ss version pins it).\x02Occurrences of revisions %[1]s wait, and no live" +
+	" worker takes them: subscribe workers to them (a process version pins th" +
+	"em).\x02No worker serves this definition: its occurrences wait until one" +
+	" connects or polls.\x02No process uses this definition yet: it needs a w" +
+	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
+	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
+	"s connected for this definition; none of its occurrences waits for one." +
+	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
+	" by %[1]d workers\x02It takes every revision its consumer is granted." +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02It" +
+	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
+	"s revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 759 elements
+var frIndex = []uint32{ // 762 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1655,49 +1660,50 @@ var frIndex = []uint32{ // 759 elements
 	// Entry 260 - 27F
 	0x00007404, 0x0000741e, 0x00007437, 0x00007458,
 	0x0000746e, 0x00007484, 0x0000748b, 0x000074a5,
-	0x0000753a, 0x0000759d, 0x000075b0, 0x000075d7,
-	0x000075ff, 0x0000760d, 0x0000761d, 0x0000762e,
-	0x00007635, 0x0000776b, 0x00007772, 0x000077ac,
-	0x000077b1, 0x000077c6, 0x000077da, 0x000077ec,
-	0x00007802, 0x0000781d, 0x000078f2, 0x0000790a,
-	0x000079ab, 0x00007a3a, 0x00007a4a, 0x00007b24,
+	0x000074cb, 0x000074e0, 0x0000753a, 0x000075cf,
+	0x00007632, 0x00007645, 0x0000766c, 0x00007694,
+	0x000076a2, 0x000076b2, 0x000076c3, 0x000076ca,
+	0x00007800, 0x00007807, 0x00007841, 0x00007846,
+	0x0000785b, 0x0000786f, 0x00007881, 0x00007897,
+	0x000078b2, 0x00007987, 0x0000799f, 0x00007a40,
 	// Entry 280 - 29F
-	0x00007be6, 0x00007beb, 0x00007bfb, 0x00007c09,
-	0x00007c19, 0x00007c29, 0x00007c33, 0x00007c5c,
-	0x00007c76, 0x00007c91, 0x00007d1f, 0x00007d5d,
-	0x00007d6e, 0x00007d7b, 0x00007d96, 0x00007daa,
-	0x00007dc8, 0x00007e13, 0x00007e54, 0x00007eca,
-	0x00007f10, 0x00007f29, 0x00007f41, 0x00007f94,
-	0x00007fcf, 0x00008067, 0x00008093, 0x000080b9,
-	0x000080ed, 0x00008105, 0x00008130, 0x000081d9,
+	0x00007acf, 0x00007adf, 0x00007bb9, 0x00007c7b,
+	0x00007c80, 0x00007c90, 0x00007c9e, 0x00007cae,
+	0x00007cbe, 0x00007cc8, 0x00007cf1, 0x00007d0b,
+	0x00007d26, 0x00007db4, 0x00007df2, 0x00007e03,
+	0x00007e10, 0x00007e2b, 0x00007e3f, 0x00007e5d,
+	0x00007ea8, 0x00007ee9, 0x00007f5f, 0x00007fa5,
+	0x00007fbe, 0x00007fd6, 0x00008029, 0x00008064,
+	0x000080fc, 0x00008128, 0x0000814e, 0x00008182,
 	// Entry 2A0 - 2BF
-	0x000081e3, 0x0000826b, 0x000082a0, 0x000082e1,
-	0x00008355, 0x000084d0, 0x000085a9, 0x000085c2,
-	0x0000868b, 0x00008714, 0x00008721, 0x00008773,
-	0x00008779, 0x00008815, 0x000088c5, 0x000088f1,
-	0x0000897d, 0x00008a24, 0x00008ae6, 0x00008b16,
-	0x00008b23, 0x00008b29, 0x00008b3f, 0x00008b4a,
-	0x00008b51, 0x00008b5c, 0x00008b6a, 0x00008b77,
-	0x00008b85, 0x00008b9e, 0x00008bcb, 0x00008c74,
+	0x0000819a, 0x000081c5, 0x0000826e, 0x00008278,
+	0x00008300, 0x00008335, 0x00008376, 0x000083ea,
+	0x00008565, 0x0000863e, 0x00008657, 0x00008720,
+	0x000087a9, 0x000087b6, 0x00008808, 0x0000880e,
+	0x000088aa, 0x0000895a, 0x00008986, 0x00008a12,
+	0x00008ab9, 0x00008b7b, 0x00008bab, 0x00008bb8,
+	0x00008bbe, 0x00008bd4, 0x00008bdf, 0x00008be6,
+	0x00008bf1, 0x00008bff, 0x00008c0c, 0x00008c1a,
 	// Entry 2C0 - 2DF
-	0x00008c87, 0x00008c91, 0x00008d20, 0x00008d81,
-	0x00008dd3, 0x00008de5, 0x00008df8, 0x00008e36,
-	0x00008e72, 0x00008e7e, 0x00008e8b, 0x00008e99,
-	0x00008ea7, 0x00008eb7, 0x00008ef3, 0x00008f2d,
-	0x00008faa, 0x00008fb5, 0x00008fdf, 0x00008ffb,
-	0x00008fff, 0x00009011, 0x000090d3, 0x00009106,
-	0x00009111, 0x0000911b, 0x00009130, 0x00009139,
-	0x00009143, 0x00009158, 0x0000917c, 0x00009196,
+	0x00008c33, 0x00008c60, 0x00008d09, 0x00008d1c,
+	0x00008d26, 0x00008db5, 0x00008e16, 0x00008e68,
+	0x00008e7a, 0x00008e8d, 0x00008ecb, 0x00008f07,
+	0x00008f13, 0x00008f20, 0x00008f2e, 0x00008f3c,
+	0x00008f4c, 0x00008f88, 0x00008fc2, 0x0000903f,
+	0x0000904a, 0x00009074, 0x00009090, 0x00009094,
+	0x000090a6, 0x00009168, 0x0000919b, 0x000091a6,
+	0x000091b0, 0x000091c5, 0x000091ce, 0x000091d8,
 	// Entry 2E0 - 2FF
-	0x000091ab, 0x000091d7, 0x000091dc, 0x000091f1,
-	0x00009203, 0x00009238, 0x00009249, 0x00009276,
-	0x000092a5, 0x00009347, 0x000093e9, 0x0000945f,
-	0x000094ea, 0x00009579, 0x000095e0, 0x00009622,
-	0x0000966a, 0x000096dd, 0x00009725, 0x00009753,
-	0x00009781, 0x000097b4, 0x000097e7,
-} // Size: 3060 bytes
+	0x000091ed, 0x00009211, 0x0000922b, 0x00009240,
+	0x0000926c, 0x00009271, 0x00009286, 0x00009298,
+	0x000092cd, 0x000092de, 0x0000930b, 0x0000933a,
+	0x000093dc, 0x0000947e, 0x000094f4, 0x0000957f,
+	0x0000960e, 0x00009675, 0x000096b7, 0x000096ff,
+	0x00009772, 0x000097ba, 0x000097e8, 0x00009816,
+	0x00009849, 0x0000987c,
+} // Size: 3072 bytes
 
-const frData string = "" + // Size: 38887 bytes
+const frData string = "" + // Size: 39036 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2134,137 +2140,139 @@ const frData string = "" + // Size: 38887 bytes
 	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
 	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
 	"ure locale à %[1]s\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d" +
-	" secondes\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés, avec l’emplacement actuel de leurs " +
-	"occurrences.\x02Les versions de processus publiées\u202f: leurs nœuds, r" +
-	"outes et révisions épinglées, dessinés.\x02Processus par clé\x02Versions" +
-	", les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02v" +
-	"ersion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colon" +
+	" secondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris." +
+	"\x02Rechargement suspendu\u202f: cette page reste telle quelle jusqu’à c" +
+	"e que vous repreniez.\x02Les versions de processus publiées\u202f: leurs" +
+	" nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actu" +
+	"el de leurs occurrences.\x02Les versions de processus publiées\u202f: le" +
+	"urs nœuds, routes et révisions épinglées, dessinés.\x02Processus par clé" +
+	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
+	"publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe" +
+	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
+	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
+	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
+	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
+	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
+	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
+	"reur\x02Occurrences actuelles\x02Instances de cette version\x02Les colon" +
 	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
 	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
-	"s échecs (étiquetées par leurs codes d’erreur). Chaque case indique comb" +
-	"ien d’occurrences de cette version se trouvent à ce nœud maintenant.\x02" +
-	"Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Typ" +
-	"e\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occur" +
-	"rences actuelles\x02Instances de cette version\x02Les colonnes suivent l" +
-	"e plus long chemin depuis le nœud de départ. Les flèches pleines sont le" +
-	"s réussites (étiquetées par leur route), les pointillées les échecs (éti" +
-	"quetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ve" +
-	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
-	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
-	"comptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner li" +
-	"siblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec " +
-	"ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à" +
-	" partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes " +
-	"et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dess" +
-	"ous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00" +
-	"\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend l" +
-	"es mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
-	"leau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers " +
-	"%[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"blocage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
-	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
-	"elle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans " +
-	"nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02d" +
-	"élai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées" +
-	"\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les" +
-	" 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une va" +
-	"leur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mot" +
-	"if est consigné avec la révélation dans le journal d’audit.\x02Révélé pa" +
-	"r %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’" +
-	"occurrence\x02Révélation impossible\x02Seule une valeur que cette page a" +
-	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
-	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
-	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
-	"les-mêmes ne sont jamais conservées.\x02Révélations, les plus récentes d" +
-	"’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que l" +
-	"e motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte p" +
-	"as cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifi" +
-	"ant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02A" +
-	"ucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune inst" +
-	"ance ne l’a pour clé métier. Une instance terminée est supprimée, avec s" +
-	"es occurrences et ses tentatives, une fois la durée de conservation (REL" +
-	"AIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f;" +
-	" le journal d’audit garde les actions d’opérateur menées sur elle.\x02Au" +
-	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas u" +
-	"n identifiant entier\u202f: les listes montrent la fin de chaque identif" +
-	"iant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier." +
-	"\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, d" +
-	"éconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: vo" +
-	"tre dernière action n’a pas été appliquée. Reconnectez-vous, puis refait" +
-	"es-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs, je" +
-	"ton révoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02" +
-	"Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur " +
-	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
-	"jamais conservé dans votre navigateur\u202f; un cookie de session le rem" +
-	"place jusqu’à 8 heures d’inactivité.\x14\x01\x81\x01\x00\x02S\x02Trop de" +
-	" connexions échouées depuis votre adresse. Réessayez dans %[1]d seconde." +
-	"\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez dan" +
-	"s %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeto" +
-	"n de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec" +
-	" un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les a" +
-	"dministrateurs voient cette page\u202f: les jetons, les consommateurs, l" +
-	"es destinations, le journal des révélations et les effacements sont de l" +
-	"eur ressort.\x02Jetons du personnel (administrateurs, concepteurs, opéra" +
-	"teurs) non révoqués. Les jetons des consommateurs se gèrent avec leurs c" +
-	"onsommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du" +
-	" personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière" +
-	" utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Ré" +
-	"voquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton" +
-	" %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et " +
-	"les sessions de console ouvertes avec lui prennent fin. C’est irréversib" +
-	"le\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le j" +
-	"eton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f" +
-	": le révoquer vous déconnecte. Sa requête suivante est refusée. C’est ir" +
-	"réversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
-	"réez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été r" +
-	"évoqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage" +
-	"\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d carac" +
-	"tère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
-	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
-	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
-	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
-	"ment\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont p" +
-	"as affichées\u202f: la page montre les %[2]d premières, le détail de l’A" +
-	"PI les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul" +
-	"\x02valeur inattendue\x02Les exécutants connectés par un flux, et ceux q" +
-	"ui interrogent par leur dernière demande. Un exécutant est listé tant qu" +
-	"’il s’est manifesté dans les trois derniers battements de cœur.\x02Exé" +
-	"cutants vus dans les trois derniers battements\x02Exécutant\x02Protocole" +
-	"\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe de vie" +
-	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
-	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02i" +
-	"nterrogation longue\x02façade Camunda 7\x02toutes les révisions accordée" +
-	"s à son consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la r" +
-	"évision %[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des oc" +
-	"currences de la révision %[1]d attendent, et aucun exécutant connecté ne" +
-	" la prend\u202f: abonnez-y des exécutants (une version de processus l’ép" +
-	"ingle).\x02Des occurrences des révisions %[1]s attendent, et aucun exécu" +
-	"tant connecté ne les prend\u202f: abonnez-y des exécutants (une version " +
-	"de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge.\x02Révisions prises en" +
-	" charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accor" +
-	"dées à leur consommateur.\x02Toutes les révisions accordées au consommat" +
-	"eur sont prises en charge.\x02Seule la révision %[1]d est prise en charg" +
-	"e.\x02Seule la révision %[1]d est prise en charge.\x02Seules les révisio" +
-	"ns %[1]s sont prises en charge.\x02Seules les révisions %[1]s sont prise" +
-	"s en charge."
+	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
+	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
+	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
+	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
+	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
+	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
+	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
+	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
+	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02d" +
+	"élai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés" +
+	" toutes les 5 secondes environ.\x02Seuls les administrateurs peuvent rév" +
+	"éler une valeur sensible.\x02Dites pourquoi vous révélez cette valeur" +
+	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
+	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Retour à l’occurrence\x02Révélation impossible\x02Seule une valeur q" +
+	"ue cette page affiche masquée (sensible) peut être révélée.\x02Les valeu" +
+	"rs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensible q" +
+	"u’un administrateur a révélée\u202f: qui, quand, quel champ et pourquoi." +
+	" Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations, les " +
+	"plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélé" +
+	"e avant que le motif soit demandé)\x02Méthode non autorisée\x02Cette pag" +
+	"e n’accepte pas cette requête.\x02Ce formulaire a été envoyé depuis un a" +
+	"utre site\u202f: la console n’accepte que les formulaires de ses propres" +
+	" pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Recherche" +
+	"\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID complet" +
+	", tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien à ch" +
+	"ercher\u202f: le champ de recherche est vide.\x02C’est trop long pour êt" +
+	"re un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’" +
+	"a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé " +
+	"métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
+	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
+	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
+	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
+	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
+	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
+	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
+	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
+	"t entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inac" +
+	"tivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
+	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
+	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
+	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
+	"ion le remplace jusqu’à 8 heures d’inactivité.\x14\x01\x81\x01\x00\x02S" +
+	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
+	"]d seconde.\x00T\x02Trop de connexions échouées depuis votre adresse. Ré" +
+	"essayez dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
+	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
+	"Seuls les administrateurs voient cette page\u202f: les jetons, les conso" +
+	"mmateurs, les destinations, le journal des révélations et les effacement" +
+	"s sont de leur ressort.\x02Jetons du personnel (administrateurs, concept" +
+	"eurs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent a" +
+	"vec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
+	"\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôl" +
+	"e\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton" +
+	" expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révo" +
+	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
+	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
+	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
+	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
+	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
+	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
+	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
+	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
+	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
+	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
+	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
+	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
+	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
+	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
+	"ions accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant " +
+	"ne prend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1" +
+	"]s\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant" +
+	" connecté ne la prend\u202f: abonnez-y des exécutants (une version de pr" +
+	"ocessus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et" +
+	" aucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants (" +
+	"une version de processus les épingle).\x02Aucun exécutant ne sert cette " +
+	"définition\u202f: ses occurrences attendent qu’un exécutant se connecte " +
+	"ou interroge.\x02Aucun processus n’utilise encore cette définition\u202f" +
+	": elle aura besoin d’un exécutant quand un processus l’utilisera en mode" +
+	" pull.\x02Aucun processus n’utilise cette définition en mode pull\u202f:" +
+	" Relais appelle ses destinations (push), elle n’a besoin d’aucun exécuta" +
+	"nt.\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucun" +
+	"e de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie " +
+	"par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Révisions" +
+	" prises en charge\u202f: %[1]s\u202f; certains prennent toutes les révis" +
+	"ions accordées à leur consommateur.\x02Toutes les révisions accordées au" +
+	" consommateur sont prises en charge.\x02Seule la révision %[1]d est pris" +
+	"e en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules l" +
+	"es révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s " +
+	"sont prises en charge."
 
-	// Total table size 75199 bytes (73KiB); checksum: 5D950D98
+	// Total table size 75476 bytes (73KiB); checksum: 2E4EA1DF
