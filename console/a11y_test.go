@@ -291,6 +291,8 @@ func TestColourContrastInBothSchemes(t *testing.T) {
 		{"chart-ok", "bg", 3, "completion bars"},
 		{"chart-bad", "bg", 3, "failure bars"},
 		{"held", "held-bg", 3, "hold box border in graphs"},
+		{"muted", "panel", 3, "task box border in graphs"},
+		{"muted", "bg", 3, "end box border in graphs"},
 	}
 	for name, vars := range map[string]map[string]string{"light": light, "dark": dark} {
 		for _, p := range pairs {
@@ -310,6 +312,11 @@ func TestColourContrastInBothSchemes(t *testing.T) {
 	}
 	// The rules use them: a 3 px focus ring in --focus, no colour written
 	// outside the variables (so that dark mode reaches everything).
+	// A graph's boxes are outlined in --muted, 3:1 on their fill and the
+	// page (--line, for decorative rules, was 1.4:1: boxes barely showed).
+	if !regexp.MustCompile(`\.graph \.node rect \{[^}]*stroke: var\(--muted\)`).MatchString(css) {
+		t.Error("a graph's boxes are not outlined in --muted")
+	}
 	if !regexp.MustCompile(`:focus-visible \{ outline: 3px solid var\(--focus\);`).MatchString(css) {
 		t.Error("the focus ring is not 3px solid var(--focus)")
 	}
