@@ -28,7 +28,10 @@ func depthClass(depth int) string {
 
 // contractRow is one field of a contract as the definitions page lists it.
 type contractRow struct {
-	Depth          int
+	Depth int
+	// Within names the parent of a nested field, for screen readers: the
+	// indentation and its arrow say the depth to eyes alone.
+	Within         string
 	Name           string
 	Type           string
 	Required       string
@@ -44,11 +47,11 @@ type contractRow struct {
 // at least as protected as its parent.
 func contractRows(ctx context.Context, c contracts.Contract, routing string) []contractRow {
 	var rows []contractRow
-	var walk func(fields []contracts.Field, depth int, parent contracts.Classification)
-	var field func(f contracts.Field, name string, depth int, parent contracts.Classification, named bool)
-	field = func(f contracts.Field, name string, depth int, parent contracts.Classification, named bool) {
+	var walk func(fields []contracts.Field, depth int, parent contracts.Classification, within string)
+	var field func(f contracts.Field, name string, depth int, parent contracts.Classification, named bool, within string)
+	field = func(f contracts.Field, name string, depth int, parent contracts.Classification, named bool, within string) {
 		class := contracts.MaxClass(parent, f.Classification)
-		row := contractRow{Depth: depth, Name: name, Type: typeLabel(ctx, f.Type), Classification: classLabel(ctx, class),
+		row := contractRow{Depth: depth, Within: withinText(ctx, within), Name: name, Type: typeLabel(ctx, f.Type), Classification: classLabel(ctx, class),
 			ClassKey: string(class), Constraints: constraints(ctx, f), Description: f.Description}
 		if named {
 			row.Required = yesNo(ctx, f.Required)
@@ -59,19 +62,19 @@ func contractRows(ctx context.Context, c contracts.Contract, routing string) []c
 		rows = append(rows, row)
 		switch f.Type {
 		case contracts.TypeObject:
-			walk(f.Fields, depth+1, class)
+			walk(f.Fields, depth+1, class, name)
 		case contracts.TypeList:
 			if f.Items != nil {
-				field(*f.Items, T(ctx, "(each item)"), depth+1, class, false)
+				field(*f.Items, T(ctx, "(each item)"), depth+1, class, false, name)
 			}
 		}
 	}
-	walk = func(fields []contracts.Field, depth int, parent contracts.Classification) {
+	walk = func(fields []contracts.Field, depth int, parent contracts.Classification, within string) {
 		for _, f := range fields {
-			field(f, f.Name, depth, parent, true)
+			field(f, f.Name, depth, parent, true, within)
 		}
 	}
-	walk(c.Fields, 0, contracts.ClassNormal)
+	walk(c.Fields, 0, contracts.ClassNormal, "")
 	return rows
 }
 
@@ -118,6 +121,9 @@ type valueRow struct {
 	// Pointer is the RFC 6901 JSON pointer of the value in its document
 	// ("/contacts/0/email"): what a reveal names and the audit records.
 	Pointer   string
+	// Within names the parent of a nested value, for screen readers (as
+	// contractRow.Within).
+	Within    string
 	Value     string
 	Masked    bool // Value is the masked marker
 	Sensitive bool // masked as sensitive, not secret: an admin may reveal it
@@ -166,7 +172,7 @@ func valueRows(ctx context.Context, c contracts.Contract, raw json.RawMessage) [
 		return nil
 	}
 	var rows []valueRow
-	objectRows(ctx, &rows, c.Fields, obj, "", 0, contracts.ClassNormal)
+	objectRows(ctx, &rows, c.Fields, obj, "", 0, contracts.ClassNormal, "")
 	if len(rows) > maxValueRows {
 		// A list of thousands of items would make a page of megabytes that
 		// a browser lays out slowly, and reloads: the first rows show, the
@@ -185,25 +191,27 @@ const (
 	maxValueChars = 2000
 )
 
-func objectRows(ctx context.Context, rows *[]valueRow, fields []contracts.Field, obj map[string]json.RawMessage, pointer string, depth int, parent contracts.Classification) {
+// within is the label of the value the rows are nested in ("" at the top).
+func objectRows(ctx context.Context, rows *[]valueRow, fields []contracts.Field, obj map[string]json.RawMessage, pointer string, depth int, parent contracts.Classification, within string) {
 	for _, f := range fields {
 		p := pointer + "/" + pointerEscaper.Replace(f.Name)
 		v, ok := obj[f.Name]
 		if !ok {
-			*rows = append(*rows, valueRow{Depth: depth, Label: f.Name, Pointer: p, Value: T(ctx, "not provided"), Missing: true})
+			*rows = append(*rows, valueRow{Depth: depth, Within: withinText(ctx, within), Label: f.Name, Pointer: p, Value: T(ctx, "not provided"), Missing: true})
 			continue
 		}
-		oneValue(ctx, rows, f, f.Name, p, v, depth, parent)
+		oneValue(ctx, rows, f, f.Name, p, v, depth, parent, within)
 	}
 }
 
-func oneValue(ctx context.Context, rows *[]valueRow, f contracts.Field, label, pointer string, v json.RawMessage, depth int, parent contracts.Classification) {
+func oneValue(ctx context.Context, rows *[]valueRow, f contracts.Field, label, pointer string, v json.RawMessage, depth int, parent contracts.Classification, within string) {
 	class := contracts.MaxClass(parent, f.Classification)
 	if m := maskedClass(v); m != "" {
 		class = contracts.MaxClass(class, m)
 	}
+	in := withinText(ctx, within)
 	if class.Rank() > 0 {
-		*rows = append(*rows, valueRow{Depth: depth, Label: label, Pointer: pointer, Value: maskedMarker(ctx, class), Masked: true,
+		*rows = append(*rows, valueRow{Depth: depth, Within: in, Label: label, Pointer: pointer, Value: maskedMarker(ctx, class), Masked: true,
 			Sensitive: class == contracts.ClassSensitive})
 		return
 	}
@@ -211,22 +219,31 @@ func oneValue(ctx context.Context, rows *[]valueRow, f contracts.Field, label, p
 	case contracts.TypeObject:
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(v, &obj) == nil && obj != nil {
-			*rows = append(*rows, valueRow{Depth: depth, Label: label, Pointer: pointer, Group: true})
-			objectRows(ctx, rows, f.Fields, obj, pointer, depth+1, class)
+			*rows = append(*rows, valueRow{Depth: depth, Within: in, Label: label, Pointer: pointer, Group: true})
+			objectRows(ctx, rows, f.Fields, obj, pointer, depth+1, class, label)
 			return
 		}
 	case contracts.TypeList:
 		var items []json.RawMessage
 		if json.Unmarshal(v, &items) == nil && items != nil && f.Items != nil {
 			count := len(items)
-			*rows = append(*rows, valueRow{Depth: depth, Label: label, Pointer: pointer, Group: true, Value: T(ctx, "%d items", count)})
+			*rows = append(*rows, valueRow{Depth: depth, Within: in, Label: label, Pointer: pointer, Group: true, Value: T(ctx, "%d items", count)})
 			for i, item := range items {
-				oneValue(ctx, rows, *f.Items, "#"+strconv.Itoa(i+1), pointer+"/"+strconv.Itoa(i), item, depth+1, class)
+				oneValue(ctx, rows, *f.Items, "#"+strconv.Itoa(i+1), pointer+"/"+strconv.Itoa(i), item, depth+1, class, label)
 			}
 			return
 		}
 	}
-	*rows = append(*rows, valueRow{Depth: depth, Label: label, Pointer: pointer, Value: scalar(ctx, v)})
+	*rows = append(*rows, valueRow{Depth: depth, Within: in, Label: label, Pointer: pointer, Value: scalar(ctx, v)})
+}
+
+// withinText says, for screen readers, which value a nested row belongs
+// to ("" at the top): the arrow and the indentation say it to eyes alone.
+func withinText(ctx context.Context, parent string) string {
+	if parent == "" {
+		return ""
+	}
+	return T(ctx, "(in %s)", parent)
 }
 
 // pointerEscaper escapes one JSON pointer reference token (RFC 6901: "~"

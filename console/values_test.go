@@ -28,14 +28,15 @@ func TestValueRowsNeverShowProtectedValues(t *testing.T) {
 	rows := valueRows(en, c, raw)
 	var shown strings.Builder
 	for _, r := range rows {
-		shown.WriteString(r.Label + "=" + r.Value + "\n")
+		shown.WriteString(r.Label + r.Within + "=" + r.Value + "\n")
 	}
 	for _, leak := range []string{"TOPSECRET", "4111", "SENSITIVE", "PIN-SECRET", "UNDECLARED", "extra"} {
 		if strings.Contains(shown.String(), leak) {
 			t.Errorf("rows show %q:\n%s", leak, shown.String())
 		}
 	}
-	want := "name=Acme\nkey=hidden (secret)\ncard=hidden (sensitive)\nitems=1 item\n#1=\npin=hidden (secret)\nlabel=first\nabsent=not provided\n"
+	// A nested row names its parent for screen readers (Within).
+	want := "name=Acme\nkey=hidden (secret)\ncard=hidden (sensitive)\nitems=1 item\n#1(in items)=\npin(in #1)=hidden (secret)\nlabel(in #1)=first\nabsent=not provided\n"
 	if shown.String() != want {
 		t.Errorf("rows:\n%s\nwant:\n%s", shown.String(), want)
 	}

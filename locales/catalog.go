@@ -91,9 +91,10 @@ var messageKeyToIndex = map[string]int{
 	"%s: revisions %s":                        188,
 	"%s: the first day comes after the last.": 597,
 	"%s–%s":                                   315,
-	"(%d characters in all)":                  725,
+	"(%d characters in all)":                  726,
 	"(%d handed back, not counted)":           493,
 	"(each item)":                             712,
+	"(in %s)":                                 725,
 	"(worker %s)":                             536,
 	"0 seconds":                               342,
 	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           690,
@@ -119,7 +120,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       185,
 	"All processes":                       399,
 	"All statuses":                        401,
-	"All workers":                         738,
+	"All workers":                         739,
 	"An operator abandoned the instance.": 524,
 	"Any definition":                      400,
 	"Apply filters":                       116,
@@ -148,7 +149,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    487,
 	"Calls":                           270,
 	"Calls signed (Relais-Signature)": 272,
-	"Camunda 7 facade":                742,
+	"Camunda 7 facade":                743,
 	"Cancelled: the instance was stopped (%s).":               547,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 546,
 	"Cannot act on this filter":                               89,
@@ -170,7 +171,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    309,
 	"Completions and failures per 5-minute slot, oldest first": 313,
 	"Completions and failures, last hour":                      292,
-	"Connected":                                                734,
+	"Connected":                                                735,
 	"Constraints":                                              195,
 	"Consumer":                                                 459,
 	"Consumer and worker":                                      574,
@@ -195,7 +196,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                138,
 	"Definitions by key":                         254,
-	"Definitions served":                         732,
+	"Definitions served":                         733,
 	"Definitions, those needing attention first": 293,
 	"Description":                                196,
 	"Destination":                                471,
@@ -263,7 +264,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                380,
 	"Held instances":          296,
 	"ID":                      175,
-	"In flight":               733,
+	"In flight":               734,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 310,
 	"Inputs":                     220,
 	"Inputs of revision %d":      231,
@@ -274,9 +275,9 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 635,
 	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 754,
-	"It takes revision %d only.":                       757,
-	"It takes revisions %s only.":                      759,
+	"It takes every revision its consumer is granted.": 755,
+	"It takes revision %d only.":                       758,
+	"It takes revisions %s only.":                      760,
 	"Its calls":                                        271,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 277,
@@ -298,7 +299,7 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 509,
 	"Last reserved":           506,
 	"Last saved":              201,
-	"Last seen":               735,
+	"Last seen":               736,
 	"Last used":               696,
 	"Latest revision":         256,
 	"Lists every change from one revision to another, and whom it may break.": 211,
@@ -348,8 +349,8 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 500,
 	"No process has the key “%s”.":                         93,
 	"No process is published yet.":                         622,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             751,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             750,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             752,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             751,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
 	"No release yet.": 205,
@@ -358,10 +359,10 @@ var messageKeyToIndex = map[string]int{
 	"No service has reserved this occurrence yet.":                           467,
 	"No token.":              694,
 	"No value was revealed.": 669,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 752,
-	"No worker is connected.":           736,
-	"No worker serves this definition.": 739,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 749,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 753,
+	"No worker is connected.":           737,
+	"No worker serves this definition.": 740,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 750,
 	"Node":                  354,
 	"Nodes":                 628,
 	"Nodes of this version": 637,
@@ -381,8 +382,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            454,
 	"Occurrence offered again": 107,
 	"Occurrences now":          634,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        747,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 748,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        748,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 749,
 	"Occurrences, newest first": 570,
 	"Oct":                       339,
 	"Offered from %s — %s.":     532,
@@ -419,7 +420,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 395,
 	"Processes":                       134,
 	"Processes by key":                620,
-	"Protocol":                        731,
+	"Protocol":                        732,
 	"Published":                       209,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 618,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       619,
@@ -471,7 +472,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              207,
 	"Revision %d":           228,
 	"Revisions":             202,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 755,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 756,
 	"Revoke the %s token “%s”?": 704,
 	"Revoke the token":          706,
 	"Revoke token %d":           703,
@@ -488,7 +489,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               674,
 	"Secret values can never be revealed.": 666,
 	"Sep":                                  338,
-	"Served by %d workers":                 753,
+	"Served by %d workers":                 754,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              359,
 	"Settlement date":      564,
@@ -571,9 +572,9 @@ var messageKeyToIndex = map[string]int{
 	"The version must be a whole number from 1.":                                                                                                                                                           387,
 	"These revisions have the same contracts.":                                                                                                                                                             219,
 	"These settings are kept in this browser only.":                                                                                                                                                        603,
-	"They take every revision their consumer is granted.":                                                                                                                                                  756,
-	"They take revision %d only.":                                                                                                                                                                          758,
-	"They take revisions %s only.":                                                                                                                                                                         760,
+	"They take every revision their consumer is granted.":                                                                                                                                                  757,
+	"They take revision %d only.":                                                                                                                                                                          759,
+	"They take revisions %s only.":                                                                                                                                                                         761,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     598,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         496,
@@ -634,13 +635,13 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       103,
 	"Whole message":                                             469,
 	"Why (recorded with the reveal)":                            502,
-	"Worker":                                                    730,
+	"Worker":                                                    731,
 	"Worker id":                                                 460,
 	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        728,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        729,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 729,
-	"Workers serving %s":                   737,
+	"Workers seen within three heartbeats": 730,
+	"Workers serving %s":                   738,
 	"Working copy":                         198,
 	"You are signed out.":                  681,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
@@ -688,7 +689,7 @@ var messageKeyToIndex = map[string]int{
 	"end: completes the instance":                            286,
 	"end: fails the instance":                                287,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 743,
+	"every revision its consumer is granted":                 744,
 	"exact, case-sensitive":                                  392,
 	"expired":                                                410,
 	"failed":                                                 406,
@@ -716,7 +717,7 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               325,
 	"list":                                                   422,
 	"lock until":                                             588,
-	"long polling":                                           741,
+	"long polling":                                           742,
 	"long wait":                                              304,
 	"masked value":                                           264,
 	"maximum":                                                449,
@@ -735,8 +736,8 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             183,
 	"no header":                                              269,
 	"no worker":                                              305,
-	"no worker takes revision %d":                            745,
-	"no worker takes revisions %s":                           746,
+	"no worker takes revision %d":                            746,
+	"no worker takes revisions %s":                           747,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 513,
 	"none": 252,
 	"none (revealed before reasons were asked for)": 670,
@@ -745,7 +746,7 @@ var messageKeyToIndex = map[string]int{
 	"normal":                             423,
 	"not provided":                       723,
 	"not yet":                            699,
-	"null":                               726,
+	"null":                               727,
 	"number":                             416,
 	"object":                             421,
 	"on error":                           282,
@@ -772,7 +773,7 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           403,
 	"retry":                              3,
 	"revision %d":                        582,
-	"revisions %s":                       744,
+	"revisions %s":                       745,
 	"revoked":                            182,
 	"routing changed":                    443,
 	"routing output":                     711,
@@ -782,7 +783,7 @@ var messageKeyToIndex = map[string]int{
 	"sensitive":                          424,
 	"settled":                            584,
 	"stop":                               5,
-	"stream":                             740,
+	"stream":                             741,
 	"text":                               414,
 	"the contracts are the same (the name or a description changed).": 235,
 	"this session":             702,
@@ -790,7 +791,7 @@ var messageKeyToIndex = map[string]int{
 	"timeout %s (the default)": 656,
 	"to":                       115,
 	"type changed":             438,
-	"unexpected value":         727,
+	"unexpected value":         728,
 	"unknown":                  558,
 	"values added: %s":         244,
 	"values changed":           440,
@@ -802,7 +803,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     648,
 }
 
-var enIndex = []uint32{ // 762 elements
+var enIndex = []uint32{ // 763 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1007,20 +1008,20 @@ var enIndex = []uint32{ // 762 elements
 	0x00006ee0, 0x00006eec, 0x00006f28, 0x00006f62,
 	0x00006f70, 0x00006f7d, 0x00006f8b, 0x00006f99,
 	0x00006fa7, 0x00006fd9, 0x00007009, 0x00007065,
-	0x00007072, 0x00007092, 0x000070ac, 0x000070b1,
-	0x000070c2, 0x00007148, 0x0000716d, 0x00007174,
-	0x0000717d, 0x00007190, 0x0000719a, 0x000071a4,
+	0x00007072, 0x00007092, 0x0000709d, 0x000070b7,
+	0x000070bc, 0x000070cd, 0x00007153, 0x00007178,
+	0x0000717f, 0x00007188, 0x0000719b, 0x000071a5,
 	// Entry 2E0 - 2FF
-	0x000071ae, 0x000071c6, 0x000071dc, 0x000071e8,
-	0x0000720a, 0x00007211, 0x0000721e, 0x0000722f,
-	0x00007256, 0x00007266, 0x00007285, 0x000072a5,
-	0x0000731b, 0x00007398, 0x000073ec, 0x0000743c,
-	0x0000749c, 0x000074ef, 0x00007527, 0x00007558,
-	0x000075a8, 0x000075dc, 0x000075fa, 0x00007619,
-	0x00007638, 0x00007658,
-} // Size: 3072 bytes
+	0x000071af, 0x000071b9, 0x000071d1, 0x000071e7,
+	0x000071f3, 0x00007215, 0x0000721c, 0x00007229,
+	0x0000723a, 0x00007261, 0x00007271, 0x00007290,
+	0x000072b0, 0x00007326, 0x000073a3, 0x000073f7,
+	0x00007447, 0x000074a7, 0x000074fa, 0x00007532,
+	0x00007563, 0x000075b3, 0x000075e7, 0x00007605,
+	0x00007624, 0x00007643, 0x00007663,
+} // Size: 3076 bytes
 
-const enData string = "" + // Size: 30296 bytes
+const enData string = "" + // Size: 30307 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1461,31 +1462,31 @@ const enData string = "" + // Size: 30296 bytes
 	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
 	"values not shown: the page shows the first %[2]d, the API's detail has t" +
 	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02no worker takes revisi" +
-	"on %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of revision %" +
-	"[1]d wait, and no live worker takes it: subscribe workers to it (a proce" +
-	"ss version pins it).\x02Occurrences of revisions %[1]s wait, and no live" +
-	" worker takes them: subscribe workers to them (a process version pins th" +
-	"em).\x02No worker serves this definition: its occurrences wait until one" +
-	" connects or polls.\x02No process uses this definition yet: it needs a w" +
-	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
-	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
-	"s connected for this definition; none of its occurrences waits for one." +
-	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
-	" by %[1]d workers\x02It takes every revision its consumer is granted." +
-	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
-	"is granted.\x02They take every revision their consumer is granted.\x02It" +
-	" takes revision %[1]d only.\x02They take revision %[1]d only.\x02It take" +
-	"s revisions %[1]s only.\x02They take revisions %[1]s only."
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
+	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
+	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
+	" to it (a process version pins it).\x02Occurrences of revisions %[1]s wa" +
+	"it, and no live worker takes them: subscribe workers to them (a process " +
+	"version pins them).\x02No worker serves this definition: its occurrences" +
+	" wait until one connects or polls.\x02No process uses this definition ye" +
+	"t: it needs a worker once a process pulls it.\x02No process pulls this d" +
+	"efinition: Relais calls its destinations (push), and it needs no worker." +
+	"\x02No worker is connected for this definition; none of its occurrences " +
+	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
+	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
+	"is granted.\x02Revisions they take: %[1]s; some take every revision thei" +
+	"r consumer is granted.\x02They take every revision their consumer is gra" +
+	"nted.\x02It takes revision %[1]d only.\x02They take revision %[1]d only." +
+	"\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 762 elements
+var frIndex = []uint32{ // 763 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1690,20 +1691,20 @@ var frIndex = []uint32{ // 762 elements
 	0x00008e7a, 0x00008e8d, 0x00008ecb, 0x00008f07,
 	0x00008f13, 0x00008f20, 0x00008f2e, 0x00008f3c,
 	0x00008f4c, 0x00008f88, 0x00008fc2, 0x0000903f,
-	0x0000904a, 0x00009074, 0x00009090, 0x00009094,
-	0x000090a6, 0x00009168, 0x0000919b, 0x000091a6,
-	0x000091b0, 0x000091c5, 0x000091ce, 0x000091d8,
+	0x0000904a, 0x00009074, 0x00009081, 0x0000909d,
+	0x000090a1, 0x000090b3, 0x00009175, 0x000091a8,
+	0x000091b3, 0x000091bd, 0x000091d2, 0x000091db,
 	// Entry 2E0 - 2FF
-	0x000091ed, 0x00009211, 0x0000922b, 0x00009240,
-	0x0000926c, 0x00009271, 0x00009286, 0x00009298,
-	0x000092cd, 0x000092de, 0x0000930b, 0x0000933a,
-	0x000093dc, 0x0000947e, 0x000094f4, 0x0000957f,
-	0x0000960e, 0x00009675, 0x000096b7, 0x000096ff,
-	0x00009772, 0x000097ba, 0x000097e8, 0x00009816,
-	0x00009849, 0x0000987c,
-} // Size: 3072 bytes
+	0x000091e5, 0x000091fa, 0x0000921e, 0x00009238,
+	0x0000924d, 0x00009279, 0x0000927e, 0x00009293,
+	0x000092a5, 0x000092da, 0x000092eb, 0x00009318,
+	0x00009347, 0x000093e9, 0x0000948b, 0x00009501,
+	0x0000958c, 0x0000961b, 0x00009682, 0x000096c4,
+	0x0000970c, 0x0000977f, 0x000097c7, 0x000097f5,
+	0x00009823, 0x00009856, 0x00009889,
+} // Size: 3076 bytes
 
-const frData string = "" + // Size: 39036 bytes
+const frData string = "" + // Size: 39049 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2243,36 +2244,36 @@ const frData string = "" + // Size: 39036 bytes
 	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
 	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
 	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
-	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
-	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
-	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
-	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
-	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
-	"ions accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant " +
-	"ne prend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1" +
-	"]s\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant" +
-	" connecté ne la prend\u202f: abonnez-y des exécutants (une version de pr" +
-	"ocessus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et" +
-	" aucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants (" +
-	"une version de processus les épingle).\x02Aucun exécutant ne sert cette " +
-	"définition\u202f: ses occurrences attendent qu’un exécutant se connecte " +
-	"ou interroge.\x02Aucun processus n’utilise encore cette définition\u202f" +
-	": elle aura besoin d’un exécutant quand un processus l’utilisera en mode" +
-	" pull.\x02Aucun processus n’utilise cette définition en mode pull\u202f:" +
-	" Relais appelle ses destinations (push), elle n’a besoin d’aucun exécuta" +
-	"nt.\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucun" +
-	"e de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie " +
-	"par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Révisions" +
-	" prises en charge\u202f: %[1]s\u202f; certains prennent toutes les révis" +
-	"ions accordées à leur consommateur.\x02Toutes les révisions accordées au" +
-	" consommateur sont prises en charge.\x02Seule la révision %[1]d est pris" +
-	"e en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules l" +
-	"es révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s " +
-	"sont prises en charge."
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
+	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
+	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
+	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une " +
+	"version de processus l’épingle).\x02Des occurrences des révisions %[1]s " +
+	"attendent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des" +
+	" exécutants (une version de processus les épingle).\x02Aucun exécutant n" +
+	"e sert cette définition\u202f: ses occurrences attendent qu’un exécutant" +
+	" se connecte ou interroge.\x02Aucun processus n’utilise encore cette déf" +
+	"inition\u202f: elle aura besoin d’un exécutant quand un processus l’util" +
+	"isera en mode pull.\x02Aucun processus n’utilise cette définition en mod" +
+	"e pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’" +
+	"aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
+	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
+	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
+	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
+	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
+	"évisions %[1]s sont prises en charge."
 
-	// Total table size 75476 bytes (73KiB); checksum: 2E4EA1DF
+	// Total table size 75508 bytes (73KiB); checksum: 95D71BB
