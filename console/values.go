@@ -120,7 +120,7 @@ type valueRow struct {
 	Label string
 	// Pointer is the RFC 6901 JSON pointer of the value in its document
 	// ("/contacts/0/email"): what a reveal names and the audit records.
-	Pointer   string
+	Pointer string
 	// Within names the parent of a nested value, for screen readers (as
 	// contractRow.Within).
 	Within    string
