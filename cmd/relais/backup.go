@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/relais/relais/engine"
@@ -126,6 +127,10 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return err
 	}
+	backupSchema, err := dumpSchemaVersion(ctx, restore, file)
+	if err != nil {
+		return err
+	}
 	// Not attached: a serve running on the embedded cluster would work on
 	// tables the restore drops and creates under it.
 	db, err := openDatabase(ctx, cfg, logger, false)
@@ -144,6 +149,12 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if schema > 0 {
 		if !replace {
 			return fmt.Errorf("the database already holds a Relais (schema version %d): relais restore --replace replaces it with the backup (stop every replica first; take a backup of it if it matters)", schema)
+		}
+		if schema > backupSchema {
+			// --clean drops what the backup holds, not what later
+			// migrations added: those would stay, and trip the next
+			// upgrade's migrations.
+			return fmt.Errorf("the database's schema (version %d) is newer than the backup's (%d): --replace would leave what the newer migrations added; restore into an empty database instead (embedded: a new RELAIS_DATA_DIR holding the backup's data-keys file; otherwise createdb and RELAIS_DATABASE_URL)", schema, backupSchema)
 		}
 		toolArgs = append(toolArgs, "--clean", "--if-exists")
 	}
@@ -169,6 +180,33 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	}
 	fmt.Fprintf(stdout, "; %s open its sealed values\n", keysSource(cfg, db))
 	return nil
+}
+
+// dumpSchemaVersion reads the schema version a backup holds, from its
+// copy of relais_schema_migrations (pg_restore prints a table's data
+// without a database): 0 for a dump without it, which the restore then
+// reports as holding no Relais.
+func dumpSchemaVersion(ctx context.Context, restore, file string) (int, error) {
+	out, err := exec.CommandContext(ctx, restore, "--file=-", "--data-only", "--table=relais_schema_migrations", file).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%s cannot read %s: %w: %s", filepath.Base(restore), file, err, strings.TrimSpace(string(out)))
+	}
+	version, copying := 0, false
+	for line := range strings.Lines(string(out)) {
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "COPY ") && strings.Contains(line, "relais_schema_migrations"):
+			copying = true
+		case copying && line == `\.`:
+			copying = false
+		case copying:
+			first, _, _ := strings.Cut(line, "\t")
+			if v, err := strconv.Atoi(first); err == nil && v > version {
+				version = v
+			}
+		}
+	}
+	return version, nil
 }
 
 // keysSource names where the data keys come from, as a backup's reader

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/keyring"
 )
@@ -75,6 +78,22 @@ func TestBackupAndRestore(t *testing.T) {
 	if list, _ := relais(target, "token", "list"); strings.Contains(list, "after-restore") || !strings.Contains(list, "ops") {
 		t.Errorf("token list after restore --replace:\n%s\nwant the backup's tokens alone", list)
 	}
+	// Over a database a newer release migrated (going back after an
+	// upgrade), --replace would leave what the newer migrations added.
+	newer, err := pgxpool.New(context.Background(), target["RELAIS_DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newer.Exec(context.Background(), "insert into relais_schema_migrations (version, name) values ($1, 'from_a_newer_release')", engine.LatestSchemaVersion()+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relais(target, "restore", "--replace", file); err == nil || !strings.Contains(err.Error(), "newer than the backup's") {
+		t.Errorf("restore --replace over a newer schema: %v, want it refused", err)
+	}
+	if _, err := newer.Exec(context.Background(), "delete from relais_schema_migrations where name = 'from_a_newer_release'"); err != nil {
+		t.Fatal(err)
+	}
+	newer.Close()
 	// The restored header opens: a serve on it shows the destination.
 	r2 := startServe(t, target)
 	if res := call(t, "GET", r2.base+"/api/v1/destinations/crm", bootstrap, nil); res.status != 200 || !strings.Contains(string(res.body), "Authorization") {
