@@ -525,7 +525,8 @@ var (
 func bulkAction(ctx context.Context, get func(string) string) (engine.Action, instanceFilter, engine.InstanceFilter, []string) {
 	f := instanceFilterFrom(get)
 	f.Page, f.Limit = page{}, ""
-	ef, errs := f.engineFilter(ctx)
+	ef, problems := f.engineFilter(ctx)
+	errs := problems.Texts
 	ef.Limit = 0
 	a, ok := engine.ParseAction(get("action"))
 	if !ok {
@@ -692,7 +693,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 			c.serverError(w, r, err)
 			return
 		}
-		errs = unknown
+		errs = unknown.Texts
 	}
 	if len(errs) > 0 {
 		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
@@ -716,48 +717,48 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 // unknownKeys refuses, as the API does, a filter naming a process, a
 // process version or a definition nothing has: a typo counts 0, which
 // reads as the incident's end.
-func (c *Console) unknownKeys(ctx context.Context, ef engine.InstanceFilter) ([]string, error) {
+func (c *Console) unknownKeys(ctx context.Context, ef engine.InstanceFilter) (filterProblems, error) {
 	u, err := c.eng.UnknownFilterKeys(ctx, ef)
 	if err != nil {
-		return nil, err
+		return filterProblems{}, err
 	}
 	return unknownKeyMessages(ctx, u, ef.ProcessKey, ef.Version, ef.HeldAt, "", 0), nil
 }
 
 // unknownOccurrenceKeys is unknownKeys for the occurrences list's filter.
-func (c *Console) unknownOccurrenceKeys(ctx context.Context, ef engine.OccurrenceFilter) ([]string, error) {
+func (c *Console) unknownOccurrenceKeys(ctx context.Context, ef engine.OccurrenceFilter) (filterProblems, error) {
 	u, err := c.eng.UnknownOccurrenceKeys(ctx, ef)
 	if err != nil {
-		return nil, err
+		return filterProblems{}, err
 	}
 	errs := unknownKeyMessages(ctx, u, ef.ProcessKey, 0, "", ef.Definition, ef.Revision)
 	if u.Consumer {
-		errs = append(errs, T(ctx, "Unknown consumer."))
+		errs.add(T(ctx, "Unknown consumer."), "consumer")
 	}
 	if u.Destination {
-		errs = append(errs, T(ctx, "Unknown destination “%s”.", ef.Destination))
+		errs.add(T(ctx, "Unknown destination “%s”.", ef.Destination), "destination")
 	}
 	return errs, nil
 }
 
 // unknownKeyMessages says which of the keys u found nothing for.
-func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process string, version int, heldAt, definition string, revision int) []string {
-	var errs []string
+func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process string, version int, heldAt, definition string, revision int) filterProblems {
+	var errs filterProblems
 	switch {
 	case u.Version:
-		errs = append(errs, T(ctx, "Process %s has no version %d.", process, version))
+		errs.add(T(ctx, "Process %s has no version %d.", process, version), "version")
 	case u.Process:
-		errs = append(errs, T(ctx, "No process has the key “%s”.", process))
+		errs.add(T(ctx, "No process has the key “%s”.", process), "process")
 	}
 	noDefinition := func(key string) string { return T(ctx, "No definition has the key “%s”.", key) }
 	if u.HeldAt {
-		errs = append(errs, noDefinition(heldAt))
+		errs.add(noDefinition(heldAt), "held_at")
 	}
 	switch {
 	case u.Revision:
-		errs = append(errs, T(ctx, "Definition %s has no revision %d.", definition, revision))
+		errs.add(T(ctx, "Definition %s has no revision %d.", definition, revision), "revision")
 	case u.Definition:
-		errs = append(errs, noDefinition(definition))
+		errs.add(noDefinition(definition), "definition")
 	}
 	return errs
 }

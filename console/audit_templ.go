@@ -154,7 +154,7 @@ func auditListPage(v auditListView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = dateRange("a-acted", "acted", v.WhenLabel, v.FromLabel, v.ToLabel, v.ActedFrom, v.ActedTo).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = dateRange("a-acted", "acted", v.WhenLabel, v.FromLabel, v.ToLabel, v.ActedFrom, v.ActedTo, nil).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -63,32 +63,32 @@ func (f instanceFilter) href() string {
 }
 
 // engineFilter validates the filter; each problem is a translated message.
-func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter, []string) {
+func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter, filterProblems) {
 	ef := engine.InstanceFilter{ProcessKey: f.Process, Status: f.Status, BusinessKey: f.BusinessKey, ErrorCode: f.ErrorCode, HeldAt: f.HeldAt, Limit: defaultPageSize}
-	var errs []string
+	var errs filterProblems
 	if f.Status != "" && !slices.Contains(instanceStatuses, f.Status) {
-		errs = append(errs, T(ctx, "Unknown status “%s”.", f.Status))
+		errs.add(T(ctx, "Unknown status “%s”.", f.Status), "status")
 	}
 	if f.Version != "" {
 		n, err := strconv.Atoi(f.Version)
 		switch {
 		case err != nil || n < 1:
-			errs = append(errs, T(ctx, "The version must be a whole number from 1."))
+			errs.add(T(ctx, "The version must be a whole number from 1."), "version")
 		case f.Process == "":
-			errs = append(errs, T(ctx, "A version is a process’s: choose the process too."))
+			errs.add(T(ctx, "A version is a process’s: choose the process too."), "version", "process")
 		default:
 			ef.Version = n
 		}
 	}
 	var e []string
 	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))
-	errs = append(errs, e...)
+	errs.addAll(e, "created_from", "created_to")
 	ef.Before, ef.After, e = f.Page.cursors(ctx)
-	errs = append(errs, e...)
+	errs.addAll(e)
 	if f.Limit != "" {
 		n, err := strconv.Atoi(f.Limit)
 		if err != nil || n < 1 || n > maxPageSize {
-			errs = append(errs, T(ctx, "The page size must be between 1 and %d.", maxPageSize))
+			errs.add(T(ctx, "The page size must be between 1 and %d.", maxPageSize))
 		}
 		ef.Limit = n
 	}
@@ -126,6 +126,9 @@ type instanceListView struct {
 	ProcessOptions, StatusOptions                                              []option
 	Filter                                                                     instanceFilter
 	Errors                                                                     []string
+	// Invalid are the query parameters an error is about: their fields
+	// say so (aria-invalid) and point at the errors.
+	Invalid map[string]bool
 
 	BulkLabel, BulkIntro string
 	Bulk                 []bulkLink
@@ -144,15 +147,15 @@ type instanceListView struct {
 func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := instanceFilterFrom(r.URL.Query().Get)
-	ef, errs := f.engineFilter(ctx)
-	errs = append(queryProblems(ctx, r.URL.RawQuery, instanceParams...), errs...)
+	ef, problems := f.engineFilter(ctx)
+	errs := append(queryProblems(ctx, r.URL.RawQuery, instanceParams...), problems.Texts...)
 	v := instanceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), VersionLabel: T(ctx, "Version"), VersionHint: T(ctx, "any"), StatusLabel: T(ctx, "Status"),
 		BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"),
 		ErrorCodeLabel: T(ctx, "Error code"), ErrorCodeHint: T(ctx, "exact, case-sensitive"), HeldAtLabel: T(ctx, "Held at a node of"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: instancesPath,
-		Filter: f, Errors: errs,
+		Filter: f, Errors: errs, Invalid: problems.Params,
 		BulkLabel:  T(ctx, "Act on every instance this filter matches"),
 		BulkIntro:  T(ctx, "The next page counts them and asks for a reason before anything changes."),
 		TableLabel: T(ctx, "Process instances, newest first"),
@@ -195,8 +198,8 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 				c.serverError(w, r, err)
 				return
 			}
-			if len(unknown) > 0 {
-				v.Errors, v.Bulk = unknown, nil
+			if len(unknown.Texts) > 0 {
+				v.Errors, v.Invalid, v.Bulk = unknown.Texts, unknown.Params, nil
 				c.render(w, r, http.StatusOK, instanceListPage(v))
 				return
 			}

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -66,6 +67,7 @@ func TestInstancesOfOneVersion(t *testing.T) {
 		if r.status != http.StatusBadRequest && r.status != http.StatusOK || text(r, "filter-errors") != want {
 			t.Errorf("/console/instances?%s: %d %q, want %q", q, r.status, text(r, "filter-errors"), want)
 		}
+		invalidFields(t, r, "/console/instances?"+q)
 	}
 	for q, want := range map[string]string{
 		"definition=add_company_to_cmr":            "No definition has the key “add_company_to_cmr”.",
@@ -76,5 +78,32 @@ func TestInstancesOfOneVersion(t *testing.T) {
 		if r.status != http.StatusBadRequest && r.status != http.StatusOK || text(r, "filter-errors") != want {
 			t.Errorf("/console/occurrences?%s: %d %q, want %q", q, r.status, text(r, "filter-errors"), want)
 		}
+		invalidFields(t, r, "/console/occurrences?"+q)
+	}
+}
+
+// invalidFields checks that the filter fields of the query's parameters
+// (each but the ones the query names with a valid value, which an error
+// about another field does not touch) say they are invalid and point at
+// the errors: a screen reader said nothing on the field (QA, an
+// accessibility audit). The field named last in the query is the one
+// these cases get wrong.
+func invalidFields(t *testing.T, r response, page string) {
+	t.Helper()
+	u, err := url.Parse(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := strings.Split(u.RawQuery, "&")
+	name, _, _ := strings.Cut(params[len(params)-1], "=")
+	field := r.doc.Find(`[name="` + name + `"]`)
+	if got, _ := field.Attr("aria-invalid"); got != "true" {
+		t.Errorf("%s: the %s field is not marked invalid", page, name)
+	}
+	if got, _ := field.Attr("aria-describedby"); got != "filter-errors" || r.doc.Find(`#filter-errors`).Length() != 1 {
+		t.Errorf("%s: the %s field does not point at the errors (%q)", page, name, got)
+	}
+	if n := r.doc.Find(`[aria-invalid=true]`).Length(); n > 2 {
+		t.Errorf("%s: %d fields marked invalid", page, n)
 	}
 }

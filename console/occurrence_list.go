@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/a-h/templ"
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
@@ -85,20 +86,20 @@ func (f occurrenceFilter) moreOpen() bool {
 }
 
 // engineFilter validates the filter; each problem is a translated message.
-func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFilter, []string) {
+func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFilter, filterProblems) {
 	ef := engine.OccurrenceFilter{Definition: f.Definition, ProcessKey: f.Process, BusinessKey: f.BusinessKey,
 		ErrorCode: f.ErrorCode, Limit: defaultPageSize}
-	var errs []string
+	var errs filterProblems
 	if f.Status != "" {
 		if !slices.Contains(occurrenceStatuses, f.Status) {
-			errs = append(errs, T(ctx, "Unknown status “%s”.", f.Status))
+			errs.add(T(ctx, "Unknown status “%s”.", f.Status), "status")
 		}
 		ef.Status = f.Status
 	}
 	if f.Instance != "" {
 		id, err := uuid.Parse(f.Instance)
 		if err != nil {
-			errs = append(errs, T(ctx, "The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id."))
+			errs.add(T(ctx, "The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id."), "instance")
 		}
 		ef.Instance = &id
 	}
@@ -106,37 +107,37 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 		n, err := strconv.Atoi(f.Revision)
 		switch {
 		case err != nil || n < 1:
-			errs = append(errs, T(ctx, "The revision must be a whole number, 1 or more."))
+			errs.add(T(ctx, "The revision must be a whole number, 1 or more."), "revision")
 		case f.Definition == "":
 			// Revision 1 of every definition is no selection anyone means.
-			errs = append(errs, T(ctx, "A revision is a definition’s: choose the definition too."))
+			errs.add(T(ctx, "A revision is a definition’s: choose the definition too."), "revision", "definition")
 		}
 		ef.Revision = n
 	}
 	if f.Consumer != "" {
 		n, err := strconv.ParseInt(f.Consumer, 10, 64)
 		if err != nil || n < 1 {
-			errs = append(errs, T(ctx, "Unknown consumer."))
+			errs.add(T(ctx, "Unknown consumer."), "consumer")
 		}
 		ef.ConsumerID = n
 	}
 	if f.Destination != "" {
 		if !engine.IsDestinationName(f.Destination) {
-			errs = append(errs, T(ctx, "Unknown destination “%s”.", f.Destination))
+			errs.add(T(ctx, "Unknown destination “%s”.", f.Destination), "destination")
 		}
 		ef.Destination = f.Destination
 	}
 	var e []string
 	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))
-	errs = append(errs, e...)
+	errs.addAll(e, "created_from", "created_to")
 	ef.SettledAfter, ef.SettledBefore, e = dayBounds(ctx, f.SettledFrom, f.SettledTo, T(ctx, "Settlement date"))
-	errs = append(errs, e...)
+	errs.addAll(e, "settled_from", "settled_to")
 	ef.Before, ef.After, e = f.Page.cursors(ctx)
-	errs = append(errs, e...)
+	errs.addAll(e)
 	if f.Limit != "" {
 		n, err := strconv.Atoi(f.Limit)
 		if err != nil || n < 1 || n > maxPageSize {
-			errs = append(errs, T(ctx, "The page size must be between 1 and %d.", maxPageSize))
+			errs.add(T(ctx, "The page size must be between 1 and %d.", maxPageSize))
 		}
 		ef.Limit = n
 	}
@@ -208,6 +209,7 @@ type occurrenceListView struct {
 	Filter     occurrenceFilter
 	MoreOpen   bool
 	Errors     []string
+	Invalid    map[string]bool // the query parameters an error is about
 
 	CountsLabel   string
 	CountsScope   string
@@ -231,8 +233,8 @@ type occurrenceListView struct {
 func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterFromQuery(r.URL.Query())
-	ef, errs := f.engineFilter(ctx)
-	errs = append(queryProblems(ctx, r.URL.RawQuery, occurrenceParams...), errs...)
+	ef, problems := f.engineFilter(ctx)
+	errs := append(queryProblems(ctx, r.URL.RawQuery, occurrenceParams...), problems.Texts...)
 
 	v := occurrenceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "External tasks"), "occurrences"),
@@ -244,9 +246,9 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		CreatedLabel: T(ctx, "Creation date"), SettledLabel: T(ctx, "Settlement date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		InstancePlaceholder: T(ctx, "instance id"),
 		Apply:               T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: homePath,
-		Filter:      f,
-		MoreOpen:    f.moreOpen(),
-		Errors:      errs,
+		Filter:   f,
+		MoreOpen: f.moreOpen(),
+		Errors:   errs, Invalid: problems.Params,
 		CountsLabel: T(ctx, "Counts by status"),
 		TableLabel:  T(ctx, "Occurrences, newest first"),
 		// TRANSLATORS: under an error code in the list, opens the error's message.
@@ -297,8 +299,8 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 				c.serverError(w, r, err)
 				return
 			}
-			if len(unknown) > 0 {
-				v.Errors, v.UnknownKey = unknown, true
+			if len(unknown.Texts) > 0 {
+				v.Errors, v.Invalid, v.UnknownKey = unknown.Texts, unknown.Params, true
 				c.render(w, r, http.StatusOK, occurrenceListPage(v))
 				return
 			}
@@ -476,4 +478,14 @@ func revisionHref(key string, n int) string {
 // processVersionHref links to a process version's page.
 func processVersionHref(key string, version int) string {
 	return processesPath + "/" + url.PathEscape(key) + "/versions/" + strconv.Itoa(version)
+}
+
+// invalidField is the attributes of a filter's field an error is about:
+// marked invalid, and described by the errors (filterErrors' id), so that
+// a screen reader says so on the field itself.
+func invalidField(invalid bool) templ.Attributes {
+	if !invalid {
+		return nil
+	}
+	return templ.Attributes{"aria-invalid": "true", "aria-describedby": "filter-errors"}
 }

@@ -159,3 +159,30 @@ func dayBounds(ctx context.Context, fromDay, toDay, label string) (after, before
 	}
 	return a, b, errs
 }
+
+// filterProblems are the filters of a list that could not be applied:
+// what to say, and the query parameters they are about, whose fields the
+// form marks invalid and ties to the message (a screen reader learns
+// which field is wrong from the field itself).
+type filterProblems struct {
+	Texts  []string
+	Params map[string]bool
+}
+
+// add records a problem about params (none: about no field).
+func (p *filterProblems) add(text string, params ...string) {
+	p.Texts = append(p.Texts, text)
+	for _, name := range params {
+		if p.Params == nil {
+			p.Params = map[string]bool{}
+		}
+		p.Params[name] = true
+	}
+}
+
+// addAll records texts, each about params.
+func (p *filterProblems) addAll(texts []string, params ...string) {
+	for _, t := range texts {
+		p.add(t, params...)
+	}
+}

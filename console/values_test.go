@@ -162,7 +162,7 @@ func TestKeyMenuTakesAnyKeyPastItsBound(t *testing.T) {
 			keys[i] = "key" + strconv.Itoa(i)
 		}
 		var b strings.Builder
-		if err := keyMenu("f-definition", "definition", "filter-definition", menuOptions("All definitions", keys, ""), "").Render(en, &b); err != nil {
+		if err := keyMenu("f-definition", "definition", "filter-definition", menuOptions("All definitions", keys, ""), "", nil).Render(en, &b); err != nil {
 			t.Fatal(err)
 		}
 		return b.String()
