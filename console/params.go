@@ -38,6 +38,15 @@ func queryProblems(ctx context.Context, rawQuery string, known ...string) []stri
 	return append(errs, paramProblems(ctx, q, known...)...)
 }
 
+// apiNames are the API's names of the console's date filters: an address
+// written from the API's documentation (created_after) is told the
+// console's name (created_from), which no spelling distance finds.
+var apiNames = map[string]string{
+	"created_after": "created_from", "created_before": "created_to",
+	"settled_after": "settled_from", "settled_before": "settled_to",
+	"acted_after": "acted_from", "acted_before": "acted_to",
+}
+
 // paramProblems is queryProblems for parameters already parsed (a form).
 func paramProblems(ctx context.Context, q url.Values, known ...string) []string {
 	var errs []string
@@ -45,7 +54,9 @@ func paramProblems(ctx context.Context, q url.Values, known ...string) []string 
 		switch {
 		case !slices.Contains(known, name):
 			shown := clipParam(name)
-			if best, ok := suggest.Closest(name, known); ok {
+			if meant := apiNames[name]; slices.Contains(known, meant) {
+				errs = append(errs, T(ctx, "Unknown parameter “%s” (did you mean “%s”?).", shown, meant))
+			} else if best, ok := suggest.Closest(name, known); ok {
 				errs = append(errs, T(ctx, "Unknown parameter “%s” (did you mean “%s”?).", shown, best))
 			} else {
 				errs = append(errs, T(ctx, "Unknown parameter “%s”.", shown))

@@ -48,6 +48,9 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 		{"/console/occurrences?before=" + f.crmOcc + "&from=zzz", "occurrence-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/occurrences?from=51", "occurrence-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/audit?acton=x", "audit-row", "Unknown parameter “acton” (did you mean “action”?)."},
+		// The API's name of a date filter, which no spelling distance finds.
+		{"/console/instances?created_after=2026-12-01", "instance-row", "Unknown parameter “created_after” (did you mean “created_from”?)."},
+		{"/console/audit?acted_before=2026-12-01", "audit-row", "Unknown parameter “acted_before” (did you mean “acted_to”?)."},
 		{"/console/audit?before=0", "audit-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/audit?before=x1", "audit-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/workers?defintion=console_vault", "worker-row", "Unknown parameter “defintion” (did you mean “definition”?)."},
