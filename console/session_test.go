@@ -87,13 +87,13 @@ func TestSignInAndOut(t *testing.T) {
 		if r := replay.get("/console/definitions"); r.status != http.StatusSeeOther {
 			t.Errorf("the signed-out session still opens pages: %d", r.status)
 		}
-		r := b.mustGet("/console/sign-in?signed-out=1", 200)
-		if text(r, "signed-out") != "You are signed out." {
-			t.Errorf("signed-out notice = %q", text(r, "signed-out"))
+		out = b.mustGet("/console/sign-in?signed-out=1", 200)
+		if text(out, "signed-out") != "You are signed out." {
+			t.Errorf("signed-out notice = %q", text(out, "signed-out"))
 		}
 		// Taken focus, so that a screen reader reads it (a status there
 		// when the page loads is not announced).
-		if _, focused := r.doc.Find(`[data-testid=signed-out]`).Attr("autofocus"); !focused {
+		if _, focused := out.doc.Find(`[data-testid=signed-out]`).Attr("autofocus"); !focused {
 			t.Error("the signed-out notice does not take the focus")
 		}
 	}
