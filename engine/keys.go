@@ -109,7 +109,7 @@ func checkKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring, u
 			return fmt.Errorf("data key %q was retired by a key rotation: the key that rotation sealed with must come first among the data keys (add it if it is missing)", r.ID)
 		}
 		if _, err := ring.Open(r.Probe, []byte(probeAAD)); err != nil {
-			return fmt.Errorf("data key %q does not match the key that was used under that id: %w", r.ID, err)
+			return fmt.Errorf("data key %q does not match the key that was used under that id (give the one this database was used with: after a restore, the backup's): %w", r.ID, err)
 		}
 	}
 	if len(missing) > 0 {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -16,29 +18,34 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/embeddedpg"
+	"github.com/relais/relais/internal/keyring"
 )
 
 const backupUsage = `usage: relais backup FILE [flags]
 
 Writes the database serve uses (the embedded cluster of RELAIS_DATA_DIR,
 whether a serve runs on it or not, or RELAIS_DATABASE_URL) to FILE, a new
-file, in pg_dump's custom format: definitions, processes, instances, the
-tokens' hashes and the sealed values. The data keys that open the sealed
+file readable by its owner alone, in pg_dump's custom format: definitions,
+processes, instances, the tokens' hashes and the sealed values (and
+whatever else that database holds). The data keys that open the sealed
 values are not in it: keep them apart (embedded mode: the data directory's
-data-keys file). relais restore reads it back.`
+data-keys file); the backup says whether the keys configured open them.
+relais restore reads it back.`
 
-const restoreUsage = `usage: relais restore FILE [--replace] [flags]
+const restoreUsage = `usage: relais restore FILE [flags]
 
-Restores a relais backup (or a pg_dump -Fc of a Relais database) into the
-database serve uses, in one transaction: all of it or nothing. In embedded
-mode no serve may run on RELAIS_DATA_DIR (stop it); on RELAIS_DATABASE_URL,
-stop every replica first. A database that already holds a Relais is
-refused unless --replace, which replaces it. The restore then checks that
-the data keys open the restored values: give the ones the backup was taken
-with beforehand (embedded mode: copy its data-keys file into
-RELAIS_DATA_DIR before anything starts there; RELAIS_DATA_KEYS or
-RELAIS_DATA_KEY_FILE otherwise). Owners and grants are not restored: what
-is restored belongs to the role Relais connects as.`
+Restores a relais backup (or a pg_dump -Fc of a Relais database) into an
+empty database, in one transaction: all of it or nothing. In embedded mode
+a new RELAIS_DATA_DIR (its cluster is created; no serve may run on it);
+otherwise an empty database created for it (createdb) in
+RELAIS_DATABASE_URL. A database that holds anything is refused: replacing
+a database in place would keep what the backup does not hold (what newer
+migrations added, other applications' tables). The restore then checks
+that the data keys open the restored values: give the ones the backup was
+taken with beforehand (embedded mode: copy its data-keys file into the new
+RELAIS_DATA_DIR; RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE otherwise).
+Owners and grants are not restored: what is restored belongs to the role
+Relais connects as.`
 
 // backupCommand runs relais backup: pg_dump of the database serve uses,
 // written beside FILE and renamed to it once complete, so that a dump cut
@@ -58,6 +65,14 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
+	// A misspelt data directory must not get a new, empty cluster.
+	if err := requireExistingDatabase(cfg); err != nil {
+		return err
+	}
+	configured, err := configuredKeys(cfg)
+	if err != nil {
+		return err
+	}
 	dump, err := pgTool(cfg, "pg_dump")
 	if err != nil {
 		return err
@@ -74,7 +89,14 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 	if schema == 0 {
 		return errors.New("the database holds no Relais (no schema): nothing to back up")
 	}
+	// Created first, for its owner alone: pg_dump writes into it as it is
+	// (the dump holds business data and token hashes in clear).
 	partial := file + ".partial"
+	f, err := os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	_ = f.Close()
 	if err := runPGTool(ctx, dump, db.url, "--format=custom", "--file="+partial); err != nil {
 		_ = os.Remove(partial)
 		return err
@@ -88,8 +110,32 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 		return fmt.Errorf("backup: %w", err)
 	}
 	fmt.Fprintf(stdout, "backup of schema version %d written to %s (%d KiB)\n", schema, file, (info.Size()+1023)/1024)
+	// Said only once checked, as serve checks them: an operator files
+	// away the keys this line names.
+	if err := engine.CheckKeys(ctx, db.pool, backupKeys(cfg, configured, db)); err != nil {
+		fmt.Fprintf(stdout, "warning: %s do not open its sealed values (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", keysSource(cfg, db), err)
+		return nil
+	}
 	fmt.Fprintf(stdout, "its sealed values open with %s: keep a copy of them apart from the backup (relais restore needs both)\n", keysSource(cfg, db))
 	return nil
+}
+
+// backupKeys is the keyring a backup checks the database against: the
+// configured keys, else the embedded data directory's file as it is (a
+// backup generates no key, unlike a first serve).
+func backupKeys(cfg config.Config, configured *keyring.Keyring, db *database) *keyring.Keyring {
+	if configured != nil || !db.embedded() {
+		return configured
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.DataDir, "data-keys"))
+	if err != nil {
+		return nil
+	}
+	ring, err := keyring.ParseFile(string(b))
+	if err != nil {
+		return nil
+	}
+	return ring
 }
 
 // restoreCommand runs relais restore: pg_restore of FILE into the
@@ -100,17 +146,9 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if wantsHelp(args) {
 		return help(restoreUsage, getenv, stderr)
 	}
-	replace := false
-	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool {
-		if a == "--replace" || a == "-replace" {
-			replace = true
-			return true
-		}
-		return false
-	})
 	file, rest, ok := positional(args)
 	if !ok {
-		return errors.New("usage: relais restore FILE [--replace] [flags] (relais restore --help says more)")
+		return errors.New("usage: relais restore FILE [flags] (relais restore --help says more)")
 	}
 	if _, err := os.Stat(file); err != nil {
 		return fmt.Errorf("backup file: %w", err)
@@ -127,9 +165,14 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return err
 	}
+	// Read before anything is created: a file that is no backup of a
+	// Relais leaves no new cluster behind.
 	backupSchema, err := dumpSchemaVersion(ctx, restore, file)
 	if err != nil {
 		return err
+	}
+	if backupSchema == 0 {
+		return fmt.Errorf("%s holds no Relais (no relais_schema_migrations): is it a backup of a Relais database?", file)
 	}
 	// Not attached: a serve running on the embedded cluster would work on
 	// tables the restore drops and creates under it.
@@ -141,24 +184,20 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 		return err
 	}
 	defer db.close()
-	schema, err := engine.SchemaVersion(ctx, db.pool)
-	if err != nil {
-		return err
+	// Into an empty database only: pg_restore --clean drops what the
+	// backup holds and keeps the rest (what newer migrations added, which
+	// trips the next upgrade; another application's tables, which it
+	// would roll back to the backup's day), and a replica may be serving
+	// a database that holds a Relais.
+	var relations int
+	if err := db.pool.QueryRow(ctx, `select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace
+		where c.relkind in ('r', 'v', 'm', 'p', 'f') and n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg_toast%'`).Scan(&relations); err != nil {
+		return fmt.Errorf("restore: look at the database: %w", err)
 	}
-	toolArgs := []string{"--single-transaction", "--exit-on-error", "--no-owner", "--no-acl"}
-	if schema > 0 {
-		if !replace {
-			return fmt.Errorf("the database already holds a Relais (schema version %d): relais restore --replace replaces it with the backup (stop every replica first; take a backup of it if it matters)", schema)
-		}
-		if schema > backupSchema {
-			// --clean drops what the backup holds, not what later
-			// migrations added: those would stay, and trip the next
-			// upgrade's migrations.
-			return fmt.Errorf("the database's schema (version %d) is newer than the backup's (%d): --replace would leave what the newer migrations added; restore into an empty database instead (embedded: a new RELAIS_DATA_DIR holding the backup's data-keys file; otherwise createdb and RELAIS_DATABASE_URL)", schema, backupSchema)
-		}
-		toolArgs = append(toolArgs, "--clean", "--if-exists")
+	if relations > 0 {
+		return fmt.Errorf("the database is not empty (%d tables or views): restore into an empty one (embedded: a new RELAIS_DATA_DIR holding the backup's data-keys file; otherwise createdb, and RELAIS_DATABASE_URL naming it)", relations)
 	}
-	if err := runPGTool(ctx, restore, db.url, append(toolArgs, file)...); err != nil {
+	if err := runPGTool(ctx, restore, db.url, "--single-transaction", "--exit-on-error", "--no-owner", "--no-acl", file); err != nil {
 		return err
 	}
 	// The pool's connections may hold statements prepared against the
@@ -167,9 +206,6 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	restored, err := engine.SchemaVersion(ctx, db.pool)
 	if err != nil {
 		return err
-	}
-	if restored == 0 {
-		return fmt.Errorf("%s restored, but it holds no Relais (no schema): is it a backup of a Relais database?", file)
 	}
 	if _, err := loadKeys(ctx, cfg, configured, db, logger); err != nil {
 		return fmt.Errorf("%s restored (schema version %d), but serve will refuse to start on it: %w", file, restored, err)
@@ -184,8 +220,7 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 
 // dumpSchemaVersion reads the schema version a backup holds, from its
 // copy of relais_schema_migrations (pg_restore prints a table's data
-// without a database): 0 for a dump without it, which the restore then
-// reports as holding no Relais.
+// without a database): 0 for a dump without it.
 func dumpSchemaVersion(ctx context.Context, restore, file string) (int, error) {
 	out, err := exec.CommandContext(ctx, restore, "--file=-", "--data-only", "--table=relais_schema_migrations", file).CombinedOutput()
 	if err != nil {
@@ -244,54 +279,140 @@ func isExecutable(path string) bool {
 }
 
 // runPGTool runs a PostgreSQL client program against the database at
-// rawURL. The password goes in the child's environment rather than on
-// its command line, where ps shows it to every user of the machine, and
-// the URL loses pgx's own parameters, which libpq refuses.
+// rawURL (RELAIS_DATABASE_URL's URL or keyword/value form). The connection
+// goes in the child's environment, libpq's variables (PGHOST, PGPASSWORD…),
+// not on its command line, where ps shows it to every user of the
+// machine; what only pgx reads (a pool's size, a search_path or other
+// run-time setting) is left out, as libpq would refuse it.
 func runPGTool(ctx context.Context, tool, rawURL string, args ...string) error {
-	dsn, password, err := libpqURL(rawURL)
+	settings, err := connSettings(rawURL)
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, tool, append([]string{"--no-password", "--dbname=" + dsn}, args...)...)
-	cmd.Env = os.Environ()
-	if password != "" {
-		cmd.Env = append(cmd.Env, "PGPASSWORD="+password)
+	// pg_restore needs --dbname: the database's name alone, quoted as a
+	// connection string (a name holding = would be read as one), the
+	// rest from the environment.
+	dbname := cmp.Or(settings["dbname"], settings["user"], "postgres")
+	quoted := "dbname='" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(dbname) + "'"
+	cmd := exec.CommandContext(ctx, tool, append([]string{"--no-password", "--dbname=" + quoted}, args...)...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
+	for k, v := range settings {
+		if env, ok := libpqEnv[k]; ok {
+			cmd.Env = append(cmd.Env, env+"="+v)
+		}
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
-		if password != "" {
-			msg = strings.ReplaceAll(msg, password, "***")
+		if pw := settings["password"]; pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "***")
 		}
 		return fmt.Errorf("%s: %w: %s", filepath.Base(tool), err, msg)
 	}
 	return nil
 }
 
-// pgxOnly are connection parameters pgx and pgxpool read that libpq does
-// not know (a URL sizing the pool, say).
-var pgxOnly = []string{"statement_cache_capacity", "description_cache_capacity", "default_query_exec_mode", "min_read_buffer_size"}
+// libpqEnv maps libpq's connection parameters to the environment
+// variables that give them. sslpassword has none, and is not passed.
+var libpqEnv = map[string]string{
+	"host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "dbname": "PGDATABASE", "user": "PGUSER",
+	"password": "PGPASSWORD", "passfile": "PGPASSFILE", "channel_binding": "PGCHANNELBINDING", "service": "PGSERVICE",
+	"options": "PGOPTIONS", "application_name": "PGAPPNAME", "sslmode": "PGSSLMODE", "requiressl": "PGREQUIRESSL",
+	"sslcompression": "PGSSLCOMPRESSION", "sslcert": "PGSSLCERT", "sslkey": "PGSSLKEY", "sslrootcert": "PGSSLROOTCERT",
+	"sslcrl": "PGSSLCRL", "sslcrldir": "PGSSLCRLDIR", "sslsni": "PGSSLSNI", "requirepeer": "PGREQUIREPEER",
+	"ssl_min_protocol_version": "PGSSLMINPROTOCOLVERSION", "ssl_max_protocol_version": "PGSSLMAXPROTOCOLVERSION",
+	"gssencmode": "PGGSSENCMODE", "krbsrvname": "PGKRBSRVNAME", "gsslib": "PGGSSLIB", "connect_timeout": "PGCONNECT_TIMEOUT",
+	"client_encoding": "PGCLIENTENCODING", "target_session_attrs": "PGTARGETSESSIONATTRS", "load_balance_hosts": "PGLOADBALANCEHOSTS",
+}
 
-// libpqURL is rawURL as libpq takes it, without its password, which it
-// returns apart. A keyword/value string is returned as it is.
-func libpqURL(rawURL string) (dsn, password string, err error) {
-	if !strings.HasPrefix(rawURL, "postgres://") && !strings.HasPrefix(rawURL, "postgresql://") {
-		return rawURL, "", nil
-	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "", "", fmt.Errorf("RELAIS_DATABASE_URL: %w", err)
-	}
-	if u.User != nil {
-		password, _ = u.User.Password()
-		u.User = url.User(u.User.Username())
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.HasPrefix(k, "pool_") || slices.Contains(pgxOnly, k) {
-			q.Del(k)
+// connSettings reads a connection string's parameters by name: a URL's
+// (postgres://user:password@host:port/dbname?key=value) or a keyword/value
+// string's (host=… password='…').
+func connSettings(raw string) (map[string]string, error) {
+	if strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("RELAIS_DATABASE_URL: %w", err)
 		}
+		settings := map[string]string{}
+		for k, v := range u.Query() {
+			settings[k] = v[len(v)-1]
+		}
+		if u.User != nil {
+			settings["user"] = u.User.Username()
+			if pw, ok := u.User.Password(); ok {
+				settings["password"] = pw
+			}
+		}
+		// Several hosts (h1:5432,h2:5433) go as libpq lists them.
+		var hosts, ports []string
+		for _, hp := range strings.Split(u.Host, ",") {
+			if h, p, err := net.SplitHostPort(hp); err == nil {
+				hosts, ports = append(hosts, h), append(ports, p)
+			} else if hp != "" {
+				hosts, ports = append(hosts, strings.Trim(hp, "[]")), append(ports, "")
+			}
+		}
+		if len(hosts) > 0 {
+			settings["host"] = strings.Join(hosts, ",")
+			if strings.Join(ports, "") != "" {
+				settings["port"] = strings.Join(ports, ",")
+			}
+		}
+		if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+			settings["dbname"] = db
+		}
+		return settings, nil
 	}
-	u.RawQuery = q.Encode()
-	return u.String(), password, nil
+	return keywordValues(raw)
+}
+
+// keywordValues parses libpq's keyword/value form: key = value pairs
+// separated by spaces, a value in single quotes when it holds spaces, \'
+// and \\ escaping a quote and a backslash.
+func keywordValues(raw string) (map[string]string, error) {
+	settings := map[string]string{}
+	rest := strings.TrimSpace(raw)
+	for rest != "" {
+		eq := strings.IndexByte(rest, '=')
+		if eq < 0 {
+			return nil, errors.New("RELAIS_DATABASE_URL: a keyword without = and a value")
+		}
+		key := strings.TrimSpace(rest[:eq])
+		rest = strings.TrimLeft(rest[eq+1:], " \t")
+		var value strings.Builder
+		if strings.HasPrefix(rest, "'") {
+			i, closed := 1, false
+			for ; i < len(rest); i++ {
+				switch c := rest[i]; {
+				case c == '\\' && i+1 < len(rest):
+					i++
+					value.WriteByte(rest[i])
+				case c == '\'':
+					closed = true
+				default:
+					value.WriteByte(c)
+				}
+				if closed {
+					break
+				}
+			}
+			if !closed {
+				return nil, errors.New("RELAIS_DATABASE_URL: a quoted value without its closing quote")
+			}
+			rest = rest[i+1:]
+		} else {
+			i := 0
+			for ; i < len(rest) && rest[i] != ' ' && rest[i] != '\t'; i++ {
+				if rest[i] == '\\' && i+1 < len(rest) {
+					i++
+				}
+				value.WriteByte(rest[i])
+			}
+			rest = rest[i:]
+		}
+		settings[key] = value.String()
+		rest = strings.TrimSpace(rest)
+	}
+	return settings, nil
 }

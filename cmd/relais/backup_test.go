@@ -10,16 +10,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/keyring"
 )
 
-// relais backup writes the database to a new file and relais restore
-// reads it back into another, in one transaction: a second restore over
-// a Relais is refused without --replace, and the restore says when the
-// data keys given cannot open the restored values, before a serve would
-// refuse to start (or, restored under a running one, push calls fail).
+// relais backup writes the database to a new file, readable by its owner
+// alone, and says whether the keys configured open it; relais restore
+// reads it back into an empty database, in one transaction, refuses one
+// that holds anything (in place, pg_restore --clean kept what the backup
+// lacks: what newer migrations added, other applications' tables, which
+// it rolled back), and says when the data keys given cannot open the
+// restored values, before a serve would refuse to start.
 func TestBackupAndRestore(t *testing.T) {
 	t.Parallel()
 	ring := keyring.NewKeySpec("k1")
@@ -41,8 +42,17 @@ func TestBackupAndRestore(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "relais.dump")
 	out, err := relais(source, "backup", file)
-	if err != nil || !strings.Contains(out, "written to "+file) || !strings.Contains(out, "RELAIS_DATA_KEYS") {
+	if err != nil || !strings.Contains(out, "written to "+file) || !strings.Contains(out, "open with the data keys of RELAIS_DATA_KEYS") {
 		t.Fatalf("backup: %q %v; want the file written and the keys to keep named", out, err)
+	}
+	if info, err := os.Stat(file); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the backup's mode: %v %v, want 0600 (it holds business data in clear)", info.Mode(), err)
+	}
+	// Keys that do not open it are said not to, not named as the ones
+	// to keep.
+	wrongKeys := map[string]string{"RELAIS_DATABASE_URL": source["RELAIS_DATABASE_URL"], "RELAIS_DATA_KEYS": keyring.NewKeySpec("k1")}
+	if out, err := relais(wrongKeys, "backup", filepath.Join(t.TempDir(), "wrong-keys.dump")); err != nil || !strings.Contains(out, "warning: the data keys of RELAIS_DATA_KEYS do not open its sealed values") {
+		t.Errorf("a backup with keys that do not open it: %q %v, want a warning", out, err)
 	}
 	if _, err := relais(source, "backup", file); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("a backup over an existing file: %v, want it refused", err)
@@ -66,34 +76,22 @@ func TestBackupAndRestore(t *testing.T) {
 	if err != nil || !strings.Contains(list, "ops") || !strings.Contains(list, "bootstrap") {
 		t.Errorf("token list of the restored database: %q %v; want bootstrap and ops", list, err)
 	}
-	if _, err := relais(target, "restore", file); err == nil || !strings.Contains(err.Error(), "--replace") {
-		t.Errorf("a restore over a Relais without --replace: %v, want it refused naming --replace", err)
+	if _, err := relais(target, "restore", file); err == nil || !strings.Contains(err.Error(), "the database is not empty") {
+		t.Errorf("a restore over a Relais: %v, want it refused", err)
 	}
-	if _, err := relais(target, "token", "create", "--role", "designer", "--name", "after-restore"); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := relais(target, "restore", "--replace", file); err != nil {
-		t.Fatalf("restore --replace: %q %v", out, err)
-	}
-	if list, _ := relais(target, "token", "list"); strings.Contains(list, "after-restore") || !strings.Contains(list, "ops") {
-		t.Errorf("token list after restore --replace:\n%s\nwant the backup's tokens alone", list)
-	}
-	// Over a database a newer release migrated (going back after an
-	// upgrade), --replace would leave what the newer migrations added.
-	newer, err := pgxpool.New(context.Background(), target["RELAIS_DATABASE_URL"])
+	// Not even beside another application's table alone.
+	shared := map[string]string{"RELAIS_DATABASE_URL": dbtest.EmptyURL(t), "RELAIS_DATA_KEYS": ring}
+	other2, err := pgxpool.New(context.Background(), shared["RELAIS_DATABASE_URL"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newer.Exec(context.Background(), "insert into relais_schema_migrations (version, name) values ($1, 'from_a_newer_release')", engine.LatestSchemaVersion()+1); err != nil {
+	if _, err := other2.Exec(context.Background(), "create table billing_invoices (id int)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := relais(target, "restore", "--replace", file); err == nil || !strings.Contains(err.Error(), "newer than the backup's") {
-		t.Errorf("restore --replace over a newer schema: %v, want it refused", err)
+	other2.Close()
+	if _, err := relais(shared, "restore", file); err == nil || !strings.Contains(err.Error(), "the database is not empty (1 tables") {
+		t.Errorf("a restore beside another application's table: %v, want it refused", err)
 	}
-	if _, err := newer.Exec(context.Background(), "delete from relais_schema_migrations where name = 'from_a_newer_release'"); err != nil {
-		t.Fatal(err)
-	}
-	newer.Close()
 	// The restored header opens: a serve on it shows the destination.
 	r2 := startServe(t, target)
 	if res := call(t, "GET", r2.base+"/api/v1/destinations/crm", bootstrap, nil); res.status != 200 || !strings.Contains(string(res.body), "Authorization") {
@@ -107,7 +105,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if err := os.WriteFile(notADump, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := relais(target, "restore", "--replace", notADump); err == nil || !strings.Contains(err.Error(), "pg_restore") {
+	if _, err := relais(target, "restore", notADump); err == nil || !strings.Contains(err.Error(), "pg_restore") {
 		t.Errorf("restore of a file that is no dump: %v, want pg_restore's refusal", err)
 	}
 	if list, _ := relais(target, "token", "list"); !strings.Contains(list, "ops") {
@@ -115,12 +113,37 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 }
 
-// libpqURL keeps the password off pg_dump's command line and drops what
-// only pgx reads.
-func TestLibpqURL(t *testing.T) {
+// connSettings reads both forms of RELAIS_DATABASE_URL, so that the
+// password and the rest reach pg_dump through libpq's environment rather
+// than its command line (QA saw a keyword/value string's password, and a
+// URL's ?password=, in ps), and what only pgx reads (search_path,
+// pool_max_conns) is not passed to libpq, which refused it.
+func TestConnSettings(t *testing.T) {
 	t.Parallel()
-	dsn, pw, err := libpqURL("postgres://app:p%40ss@db:5432/relais?sslmode=require&pool_max_conns=40&statement_cache_capacity=0")
-	if err != nil || pw != "p@ss" || strings.Contains(dsn, "pass") || strings.Contains(dsn, "pool_") || strings.Contains(dsn, "statement_cache") || !strings.Contains(dsn, "sslmode=require") || !strings.HasPrefix(dsn, "postgres://app@db:5432/relais") {
-		t.Errorf("libpqURL: %q %q %v", dsn, pw, err)
+	for _, c := range []struct {
+		raw  string
+		want map[string]string
+	}{
+		{"postgres://app:p%40ss@db:5432/relais?sslmode=require&pool_max_conns=40&search_path=relais",
+			map[string]string{"user": "app", "password": "p@ss", "host": "db", "port": "5432", "dbname": "relais", "sslmode": "require", "pool_max_conns": "40", "search_path": "relais"}},
+		{"postgresql://app@db1:5432,db2:5433/relais?password=s3cret",
+			map[string]string{"user": "app", "password": "s3cret", "host": "db1,db2", "port": "5432,5433", "dbname": "relais"}},
+		{`host=127.0.0.1 port = 5433 user=postgres password='it\'s a \\secret' dbname=relais2`,
+			map[string]string{"host": "127.0.0.1", "port": "5433", "user": "postgres", "password": `it's a \secret`, "dbname": "relais2"}},
+		{`host=db password=a\ b dbname=x`, map[string]string{"host": "db", "password": "a b", "dbname": "x"}},
+	} {
+		got, err := connSettings(c.raw)
+		if err != nil {
+			t.Errorf("%s: %v", c.raw, err)
+			continue
+		}
+		for k, v := range c.want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %q, want %q (all: %v)", c.raw, k, got[k], v, got)
+			}
+		}
+	}
+	if _, err := connSettings("host=db password='unterminated"); err == nil {
+		t.Error("an unterminated quote was read")
 	}
 }

@@ -81,7 +81,7 @@ commands:
   apply          apply definitions, releases, processes and destinations: relais apply -f PATH [-f PATH...] [--dry-run]
   keys rotate    re-encrypt sensitive and secret values with the first data key (resumable)
   backup         write the database to a file (pg_dump), while serve runs or not: relais backup FILE
-  restore        restore such a file, in one transaction, and check the data keys open it: relais restore FILE [--replace]
+  restore        restore such a file into an empty database, in one transaction, and check the data keys open it: relais restore FILE
   version        print the version
 
 serve reads the configuration "relais serve --help" lists (a flag, else its
