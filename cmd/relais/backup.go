@@ -138,10 +138,10 @@ func backupKeys(cfg config.Config, configured *keyring.Keyring, db *database) *k
 	return ring
 }
 
-// restoreCommand runs relais restore: pg_restore of FILE into the
-// database serve uses, in one transaction, then the keys' check serve
-// makes at its boot, so that a restore whose values the keys cannot open
-// is told now, not by a push failing as push_unprepared.
+// restoreCommand runs relais restore: pg_restore of FILE into the empty
+// database serve would use, in one transaction, then the keys' check
+// serve makes at its boot, so that a restore whose values the keys cannot
+// open is told now, not by a push failing as push_unprepared.
 func restoreCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if wantsHelp(args) {
 		return help(restoreUsage, getenv, stderr)
@@ -174,11 +174,10 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if backupSchema == 0 {
 		return fmt.Errorf("%s holds no Relais (no relais_schema_migrations): is it a backup of a Relais database?", file)
 	}
-	// Not attached: a serve running on the embedded cluster would work on
-	// tables the restore drops and creates under it.
+	// Not attached: a data directory a serve runs on is no new one.
 	db, err := openDatabase(ctx, cfg, logger, false)
 	if errors.Is(err, embeddedpg.ErrInUse) {
-		return fmt.Errorf("a relais serve runs on RELAIS_DATA_DIR %s: stop it first (the restore replaces the tables it works on)", cfg.DataDir)
+		return fmt.Errorf("a relais serve runs on RELAIS_DATA_DIR %s: restore into a new data directory (holding the backup's data-keys file), which no serve runs on", cfg.DataDir)
 	}
 	if err != nil {
 		return err
