@@ -54,9 +54,11 @@ func paramProblems(ctx context.Context, q url.Values, known ...string) []string 
 		switch {
 		case !slices.Contains(known, name):
 			shown := clipParam(name)
-			if meant := apiNames[name]; slices.Contains(known, meant) {
-				errs = append(errs, T(ctx, "Unknown parameter “%s” (did you mean “%s”?).", shown, meant))
-			} else if best, ok := suggest.Closest(name, known); ok {
+			best, ok := apiNames[name], true
+			if !slices.Contains(known, best) {
+				best, ok = suggest.Closest(name, known)
+			}
+			if ok {
 				errs = append(errs, T(ctx, "Unknown parameter “%s” (did you mean “%s”?).", shown, best))
 			} else {
 				errs = append(errs, T(ctx, "Unknown parameter “%s”.", shown))
