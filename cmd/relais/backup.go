@@ -301,6 +301,11 @@ func runPGTool(ctx context.Context, tool, rawURL string, args ...string) error {
 		}
 	}
 	out, err := cmd.CombinedOutput()
+	if err != nil && ctx.Err() != nil {
+		// Ctrl-C (or SIGTERM) stopped it: "signal: killed" would read as
+		// a crash of the tool.
+		return fmt.Errorf("%s interrupted (%w): nothing was written", filepath.Base(tool), context.Cause(ctx))
+	}
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
 		if pw := settings["password"]; pw != "" {

@@ -147,3 +147,15 @@ func TestConnSettings(t *testing.T) {
 		t.Error("an unterminated quote was read")
 	}
 }
+
+// A backup or restore stopped by Ctrl-C says so, not "signal: killed",
+// which reads as the tool's crash.
+func TestInterruptedToolSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := runPGTool(ctx, "/bin/true", "postgres://app:pw@db/relais")
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), "nothing was written") {
+		t.Errorf("an interrupted tool: %v", err)
+	}
+}
