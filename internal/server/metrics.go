@@ -47,6 +47,7 @@ type occurrenceCounts struct {
 	deferred *prometheus.Desc
 	ended    *prometheus.Desc
 	workers  *prometheus.Desc
+	untaken  *prometheus.Desc
 }
 
 // workerProtocols are the protocols relais_workers_live reports for every
@@ -58,6 +59,7 @@ type countsSource interface {
 	OccurrenceCounts(ctx context.Context) ([]engine.OccurrenceCount, time.Time, error)
 	DefinitionKeys(ctx context.Context) ([]string, error)
 	LiveWorkersByDefinition(ctx context.Context) (map[string]map[string]int64, error)
+	RevisionsWithoutTaker(ctx context.Context) (map[string][]int, error)
 	CachedHealth(ctx context.Context) (engine.Health, time.Time, error)
 	Now() time.Time
 }
@@ -85,6 +87,9 @@ func newOccurrenceCounts(eng countsSource, logger *slog.Logger, down func() bool
 		workers: prometheus.NewDesc("relais_workers_live",
 			"Live workers by subscribed definition and protocol, on every replica (streams connected, pollers seen within their wait and three heartbeats), as GET /api/v1/workers lists them; read from the database at each scrape.",
 			[]string{"definition", "protocol"}, nil),
+		untaken: prometheus.NewDesc("relais_revisions_untaken",
+			"Revisions of a definition whose pull occurrences wait while no live worker takes them, though workers may serve its other revisions (a process version pinned a revision its workers do not subscribe to yet), as the console's health page names them; read from the database at each scrape.",
+			[]string{"definition"}, nil),
 	}
 }
 
@@ -96,6 +101,7 @@ func (c *occurrenceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.deferred
 	ch <- c.ended
 	ch <- c.workers
+	ch <- c.untaken
 }
 
 func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
@@ -147,6 +153,13 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 		for def := range byDefinition {
 			for _, p := range workerProtocols {
 				ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(live[def][p]), def, p)
+			}
+		}
+		if untaken, err := c.eng.RevisionsWithoutTaker(ctx); err != nil {
+			c.logger.Debug("metrics: revisions without taker unavailable", "err", err)
+		} else {
+			for def := range byDefinition {
+				ch <- prometheus.MustNewConstMetric(c.untaken, prometheus.GaugeValue, float64(len(untaken[def])), def)
 			}
 		}
 	}

@@ -33,6 +33,12 @@ func (h *hungCounts) LiveWorkersByDefinition(ctx context.Context) (map[string]ma
 	return nil, ctx.Err()
 }
 
+func (h *hungCounts) RevisionsWithoutTaker(ctx context.Context) (map[string][]int, error) {
+	h.reads.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 func (h *hungCounts) CachedHealth(context.Context) (engine.Health, time.Time, error) {
 	return engine.Health{Definitions: map[string]*engine.DefinitionHealth{}}, time.Now(), nil
 }

@@ -296,6 +296,35 @@ func TestLiveWorkersAndQueueAgeGauges(t *testing.T) {
 	gauge("relais_oldest_claimable_age_seconds", is(0), "= 0 once claimed", "definition", crm)
 }
 
+// relais_revisions_untaken counts a definition's revisions whose
+// occurrences wait while its live workers take only others (a process
+// version pinned revision 2, its workers subscribe to revision 1): an
+// alert on relais_workers_live == 0 says nothing, a worker serves it.
+func TestRevisionsUntakenGauge(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	if rev := env.AddInput(crm, "region"); rev != 2 {
+		t.Fatalf("revision %d, want 2", rev)
+	}
+	process := relaistest.CRMProcess(nil)
+	process["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = 2
+	env.Process("crm_v2", process)
+	consumer := env.Consumer("crm-sync", crm)
+	untaken := func(want float64, what string) {
+		t.Helper()
+		relaistest.WaitFor(t, 15*time.Second, "relais_revisions_untaken "+what, func() (bool, string) {
+			got, ok := env.Metrics().Get("relais_revisions_untaken", "definition", crm)
+			return ok && got == want, fmt.Sprintf("%v (present %v)", got, ok)
+		})
+	}
+	untaken(0, "= 0 with nothing waiting")
+	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "crm-r1", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": crm, "revisions": []int{1}}}})
+	env.Must(201, "POST", "/api/v1/processes/crm_v2/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	untaken(1, "= 1 while revision 2 waits for a worker taking revision 1 alone")
+}
+
 // relais_oldest_deferred_age_seconds says how long the oldest deferred
 // occurrence of a definition has waited to be settled by id (an approval
 // sitting on someone's desk), 0 once none is deferred.
