@@ -331,7 +331,9 @@ var libpqEnv = map[string]string{
 
 // connSettings reads a connection string's parameters by name: a URL's
 // (postgres://user:password@host:port/dbname?key=value) or a keyword/value
-// string's (host=… password='…').
+// string's (host=… password='…'). Not pgconn.ParseConfig, which parses
+// both into a pgx config: it keeps no libpq names (sslmode, sslrootcert
+// become a tls.Config), and libpq's environment needs them as written.
 func connSettings(raw string) (map[string]string, error) {
 	if strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://") {
 		u, err := url.Parse(raw)
