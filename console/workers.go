@@ -214,6 +214,14 @@ type servedBy struct {
 	Untaken string
 }
 
+// fullStop ends the count's sentence when the revisions' follows.
+func (s servedBy) fullStop() string {
+	if s.Revisions == "" {
+		return ""
+	}
+	return "."
+}
+
 // untakenText says that revisions' occurrences wait and no live worker
 // takes them; short, for the Health page's row, or with what to do.
 func untakenText(ctx context.Context, revs []int, short bool) string {

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,8 +36,14 @@ func TestWorkersSayWhichRevisions(t *testing.T) {
 		if got, want := text(b.mustGet("/console/workers", 200), "worker-revisions"), []string{"(revision 1)", "(révision 1)"}[i]; got != want {
 			t.Errorf("%s: workers page: revisions %q, want %q", lang, got, want)
 		}
-		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), []string{"It takes revision 1 only.", "Seule la révision 1 est prise en charge."}[i]; got != want {
+		page := b.mustGet("/console/definitions/"+key, 200)
+		if got, want := text(page, "served-revisions"), []string{"It takes revision 1 only.", "Seule la révision 1 est prise en charge."}[i]; got != want {
 			t.Errorf("%s: definition page: %q, want %q", lang, got, want)
+		}
+		// The count's full stop follows it, no space before (a screenshot
+		// showed "1 worker . It takes").
+		if got, want := strings.Join(strings.Fields(page.doc.Find(`[data-testid=served-by]`).Text()), " "), []string{"Served by 1 worker. It takes revision 1 only.", "Servie par 1 exécutant. Seule la révision 1 est prise en charge."}[i]; got != want {
+			t.Errorf("%s: the notice reads %q, want %q", lang, got, want)
 		}
 	}
 	see("crm-all", engine.Subscription{Definition: "*"})
