@@ -367,8 +367,11 @@ type WorkerRef struct {
 	WorkerID   string
 	Occurrence uuid.UUID
 	// SettleToken is set when the call came with the occurrence's settle
-	// token rather than the consumer's own.
-	SettleToken bool
+	// token rather than the consumer's own; TokenAttempt is then the
+	// attempt it was issued for (SettleScope.Attempt), the only one it
+	// settles or is answered for.
+	SettleToken  bool
+	TokenAttempt int32
 	// handingBack is set by Release: its holder may hand back a
 	// reservation its consumer is no longer granted (see held).
 	handingBack bool
@@ -464,6 +467,11 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 // whether or not the timer failed it yet: which of the two it ends as must
 // not depend on when the timer runs.
 func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
+	if ref.TokenAttempt != 0 && (ref.TokenAttempt != o.Attempts || o.Status == StatusAvailable) {
+		// Its attempt was failed for a retry (or handed back): the token
+		// is told so, and settles no later attempt, deferred or not.
+		return fault.New(fault.Conflict, "already_settled", "attempt %d of occurrence %s, the one this settle token was issued for, is already settled; the occurrence was offered again", ref.TokenAttempt, o.ID)
+	}
 	switch o.Status {
 	case StatusFailed:
 		// The timer's failure, not a worker's report of that code, told
@@ -678,7 +686,7 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 		// A deferred occurrence may be completed by any worker of its
 		// consumer: its replay is recognized by the consumer alone.
 		sameWorker := o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID
-		if o.Status == StatusCompleted && o.OutputsDigest != nil &&
+		if o.Status == StatusCompleted && o.OutputsDigest != nil && (ref.TokenAttempt == 0 || ref.TokenAttempt == o.Attempts) &&
 			(e.sameDigest(canonical, *o.OutputsDigest) || e.sameDigest(legacyCanonicalOutputs(outputs), *o.OutputsDigest)) &&
 			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && sameWorker {
 			// A replay: nothing is settled now (Replayed), but a stream that
@@ -867,7 +875,11 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		// only its own worker's report is taken for a new one: another's is
 		// a replay, or it would fail work a colleague set aside.
 		held := lockRefusal(o, ref, r.now)
-		if prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest}); err == nil {
+		var attempt *int32
+		if ref.TokenAttempt != 0 {
+			attempt = &ref.TokenAttempt
+		}
+		if prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest, Number: attempt}); err == nil {
 			holder := o.WorkerID != nil && *o.WorkerID == ref.WorkerID
 			// A holder's report on a later attempt past the deadline is
 			// that attempt's, refused: not the earlier one's answer.
@@ -928,7 +940,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 				return err
 			}
 			if o.DeferredAt != nil {
-				if err := q.SettleTokenDeleteByOccurrence(ctx, o.ID); err != nil {
+				if err := q.SettleTokenDeleteUnnumbered(ctx, o.ID); err != nil {
 					return err
 				}
 			}

@@ -190,18 +190,24 @@ func (e *Engine) RevokeSettleTokens(ctx context.Context, consumerID int64, occur
 	return n, nil
 }
 
-// SettleScope is what a settle token may do: settle one occurrence on
-// behalf of one consumer.
+// SettleScope is what a settle token may do: settle one attempt of one
+// occurrence on behalf of one consumer.
 type SettleScope struct {
 	Occurrence uuid.UUID
 	ConsumerID int64
+	// Attempt is the attempt the token was issued for (0 for a token
+	// issued before tokens named it): the settlement checks it under the
+	// occurrence's lock, where the occurrence cannot move on meanwhile.
+	Attempt int32
 }
 
 // errSettleToken is the one refusal of a settle token, whatever the cause
-// (unknown, expired, its attempt retried): it reveals nothing. A token of
-// a settled attempt is not refused here: the route answers it as it
-// answers the consumer (a replay, already_settled, occurrence_cancelled).
-var errSettleToken = fault.New(fault.Unauthorized, "unauthorized", "the settle token is unknown, expired, for an attempt retried since, or revoked with its consumer's tokens")
+// (unknown, expired, revoked): it reveals nothing. A token of a settled
+// attempt is not refused here, even once the occurrence was retried: the
+// route answers it as it answers the consumer (a replay, already_settled,
+// occurrence_cancelled), so that a front end resending a lost answer's
+// request learns what became of it.
+var errSettleToken = fault.New(fault.Unauthorized, "unauthorized", "the settle token is unknown, expired, or revoked with its consumer's tokens")
 
 // AuthenticateSettleToken resolves a settle token to its scope.
 func (e *Engine) AuthenticateSettleToken(ctx context.Context, token string) (SettleScope, error) {
@@ -219,5 +225,9 @@ func (e *Engine) AuthenticateSettleToken(ctx context.Context, token string) (Set
 	if !row.Live || subtle.ConstantTimeCompare(row.Hash, sum[:]) != 1 {
 		return SettleScope{}, errSettleToken
 	}
-	return SettleScope{Occurrence: row.OccurrenceID, ConsumerID: row.ConsumerID}, nil
+	scope := SettleScope{Occurrence: row.OccurrenceID, ConsumerID: row.ConsumerID}
+	if row.Attempt != nil {
+		scope.Attempt = *row.Attempt
+	}
+	return scope, nil
 }

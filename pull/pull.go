@@ -410,7 +410,7 @@ func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, erro
 	if err != nil {
 		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", chi.URLParam(r, "id"))
 	}
-	token := viaSettleToken(r.Context())
+	scope, token := viaSettleToken(r.Context())
 	if workerID == "" && token {
 		// A front end holding a settle token is no worker: it is named so
 		// in the attempt.
@@ -420,7 +420,7 @@ func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, erro
 		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})
 	}
 	principal, _ := auth.FromContext(r.Context())
-	return engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: token}, nil
+	return engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: token, TokenAttempt: scope.Attempt}, nil
 }
 
 // OnSettled makes the settling routes report each attempt they settle to

@@ -440,7 +440,10 @@ func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {
 	env.Clock.Advance(2 * time.Second)
 	one(t, fetch(t, env, consumer, fetchBody("w1")), retried)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+retried+"/defer", consumer, map[string]any{"worker_id": "w1"})
-	wantProblem(t, "the first attempt's settle token on the second", act(env, oldToken, retried, "complete", completeBody("", created)), 401, "unauthorized")
+	wantProblem(t, "the first attempt's settle token on the second", act(env, oldToken, retried, "complete", completeBody("", created)), 409, "already_settled")
+	if o := observe(t, env, retried); o["status"] != "deferred" {
+		t.Errorf("the second attempt after the first's token was refused: %v, want still deferred", o["status"])
+	}
 
 	inst2, id2 := start(t, env, "crm_only", "Stopped")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id2)
@@ -753,4 +756,54 @@ func TestSettleTokenWithoutAttemptAfterItsOccurrenceEnded(t *testing.T) {
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", st, map[string]any{"outputs": created})
 	wantProblem(t, "an older settle token after its occurrence ended", act(env, st, id, "complete", map[string]any{"outputs": created}), 401, "unauthorized")
 	wantProblem(t, "an older settle token failing an ended occurrence", act(env, st, id, "fail", failBody("")), 401, "unauthorized")
+}
+
+// A front end whose retryable failure's answer was lost sends it again
+// with its settle token: it is told the first answer, as a worker would be
+// (not 401 because the occurrence was offered again meanwhile), and the
+// token settles nothing of a later attempt (TestDeferredSettledByAnother-
+// WorkerAndStopped has the colleague's failure).
+func TestSettleTokenRetryableFailureResent(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	token := env.Must(201, "POST", "/api/v1/pull/occurrences/"+id+"/settle-token", consumer, map[string]any{"worker_id": "w1"}).JSON(t)["token"].(string)
+	failure := failBody("", "retry_delay", "PT1S")
+	first := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", token, failure).JSON(t)
+	if first["status"] != "available" {
+		t.Fatalf("the token's retryable failure answered %v, want available", first)
+	}
+	again := func(what string) {
+		t.Helper()
+		if got := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", token, failure).JSON(t); got["status"] != first["status"] || got["available_at"] != first["available_at"] || got["attempts_left"] != first["attempts_left"] {
+			t.Errorf("%s: the same failure again answered %v, want the first answer %v", what, got, first)
+		}
+	}
+	again("before the next attempt")
+	wantProblem(t, "another failure with the token", act(env, token, id, "fail", failBody("", "error_code", "OTHER")), 409, "already_settled")
+	wantProblem(t, "a completion with the token", act(env, token, id, "complete", completeBody("", created)), 409, "already_settled")
+
+	// The next attempt, deferred again by the same worker: the old token
+	// still learns what its own attempt got, and settles nothing now.
+	env.Clock.Advance(2 * time.Second)
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	again("with the next attempt deferred")
+	wantProblem(t, "the old token's completion of the next attempt", act(env, token, id, "complete", completeBody("", created)), 409, "already_settled")
+	o := observe(t, env, id)
+	if o["status"] != "deferred" {
+		t.Errorf("the next attempt after the old token's calls: %v, want deferred", o["status"])
+	}
+	if as := attemptsOf(t, o); len(as) != 2 || as[0]["outcome"] != "failed" || as[0]["settled_with_token"] != true || as[1]["outcome"] != nil {
+		t.Errorf("attempts %v, want the first failed with the token, the second open", as)
+	}
+	// The next attempt's own token, failing the same way, is its own.
+	next := env.Must(201, "POST", "/api/v1/pull/occurrences/"+id+"/settle-token", consumer, map[string]any{"worker_id": "w1"}).JSON(t)["token"].(string)
+	second := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", next, failure).JSON(t)
+	if second["available_at"] == first["available_at"] {
+		t.Errorf("the next attempt's failure answered the first's %v", second)
+	}
+	again("after the next attempt failed the same way")
 }

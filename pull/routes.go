@@ -51,9 +51,11 @@ func (p *Protocol) consumerOnly(next http.Handler) http.Handler {
 
 type settleTokenKey struct{}
 
-func viaSettleToken(ctx context.Context) bool {
-	v, _ := ctx.Value(settleTokenKey{}).(bool)
-	return v
+// viaSettleToken returns the scope of the settle token the request came
+// with, if it came with one.
+func viaSettleToken(ctx context.Context) (engine.SettleScope, bool) {
+	v, ok := ctx.Value(settleTokenKey{}).(engine.SettleScope)
+	return v, ok
 }
 
 // settleTokenOr authenticates a settle token for the occurrence in the path
@@ -82,7 +84,7 @@ func settleTokenOr(eng *engine.Engine, logger *slog.Logger, otherwise func(http.
 				return
 			}
 			ctx := auth.WithPrincipal(r.Context(), auth.Principal{Name: engine.SettleTokenWorker, Role: auth.RoleConsumer, ConsumerID: scope.ConsumerID})
-			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, settleTokenKey{}, true)))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, settleTokenKey{}, scope)))
 		})
 	}
 }

@@ -7,9 +7,11 @@ where occurrence_id = @occurrence_id and number = @number and ended_at is null;
 
 -- name: AttemptReportAnswer :one
 -- The answer a failure report got, and the attempt it ended, for an
--- identical replay of it.
+-- identical replay of it: of the given attempt only when number is set (a
+-- settle token's, which answers for its own attempt and no later one).
 select number, report_answer::jsonb as answer from attempts
 where occurrence_id = @occurrence_id and consumer_id = @consumer_id and report_digest = @report_digest
+  and (sqlc.narg('number')::int is null or number = sqlc.narg('number')::int)
 order by number desc
 limit 1;
 
@@ -40,15 +42,18 @@ insert into settle_tokens (hash, occurrence_id, consumer_id, expires_at, attempt
 values (@hash, @occurrence_id, @consumer_id, @expires_at, @attempt);
 
 -- name: SettleTokenGet :one
--- A settle token is good while unexpired and its attempt is the
--- occurrence's: deferred (it settles it) or ended (it is told how, as
--- the consumer would be). One issued before tokens named their attempt
--- (migration 0028) is good while its occurrence is deferred (its null
--- attempt must not make the answer null for an ended one: no token).
-select t.occurrence_id, t.consumer_id, t.hash,
+-- A settle token is good while unexpired and its attempt is, or was, the
+-- occurrence's: deferred, it settles it; settled since (ended, or failed
+-- for a retry), the route answers the token as it would the consumer
+-- (the same report again, its first answer; anything else,
+-- already_settled), and never lets it settle a later attempt. One issued
+-- before tokens named their attempt (migration 0028) is good while its
+-- occurrence is deferred (its null attempt must not make the answer null
+-- for an ended one: no token).
+select t.occurrence_id, t.consumer_id, t.hash, t.attempt,
        (t.expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
-        and (o.status = 'deferred' and (t.attempt is null or t.attempt = o.attempts)
-             or o.status in ('completed', 'failed', 'cancelled') and t.attempt is not null and t.attempt = o.attempts))::boolean as live
+        and (t.attempt is null and o.status = 'deferred'
+             or t.attempt is not null and t.attempt <= o.attempts))::boolean as live
 from settle_tokens t join occurrences o on o.id = t.occurrence_id
 where t.hash = @hash;
 
@@ -58,8 +63,11 @@ where t.hash = @hash;
 -- strength of a token that no longer holds.
 delete from settle_tokens where consumer_id = @consumer_id;
 
--- name: SettleTokenDeleteByOccurrence :exec
-delete from settle_tokens where occurrence_id = @occurrence_id;
+-- name: SettleTokenDeleteUnnumbered :exec
+-- The tokens issued before tokens named their attempt (migration 0028):
+-- once the occurrence is failed for a retry nothing tells them from the
+-- next attempt's, which they must not settle.
+delete from settle_tokens where occurrence_id = @occurrence_id and attempt is null;
 
 -- name: SettleTokenRevoke :execrows
 -- A consumer's settle tokens of one occurrence (a front end's link leaked,

@@ -171,6 +171,7 @@ func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid
 const attemptReportAnswer = `-- name: AttemptReportAnswer :one
 select number, report_answer::jsonb as answer from attempts
 where occurrence_id = $1 and consumer_id = $2 and report_digest = $3
+  and ($4::int is null or number = $4::int)
 order by number desc
 limit 1
 `
@@ -179,6 +180,7 @@ type AttemptReportAnswerParams struct {
 	OccurrenceID uuid.UUID
 	ConsumerID   *int64
 	ReportDigest *string
+	Number       *int32
 }
 
 type AttemptReportAnswerRow struct {
@@ -187,9 +189,15 @@ type AttemptReportAnswerRow struct {
 }
 
 // The answer a failure report got, and the attempt it ended, for an
-// identical replay of it.
+// identical replay of it: of the given attempt only when number is set (a
+// settle token's, which answers for its own attempt and no later one).
 func (q *Queries) AttemptReportAnswer(ctx context.Context, arg AttemptReportAnswerParams) (AttemptReportAnswerRow, error) {
-	row := q.db.QueryRow(ctx, attemptReportAnswer, arg.OccurrenceID, arg.ConsumerID, arg.ReportDigest)
+	row := q.db.QueryRow(ctx, attemptReportAnswer,
+		arg.OccurrenceID,
+		arg.ConsumerID,
+		arg.ReportDigest,
+		arg.Number,
+	)
 	var i AttemptReportAnswerRow
 	err := row.Scan(&i.Number, &i.Answer)
 	return i, err
@@ -233,20 +241,23 @@ func (q *Queries) SettleTokenDeleteByConsumer(ctx context.Context, consumerID in
 	return result.RowsAffected(), nil
 }
 
-const settleTokenDeleteByOccurrence = `-- name: SettleTokenDeleteByOccurrence :exec
-delete from settle_tokens where occurrence_id = $1
+const settleTokenDeleteUnnumbered = `-- name: SettleTokenDeleteUnnumbered :exec
+delete from settle_tokens where occurrence_id = $1 and attempt is null
 `
 
-func (q *Queries) SettleTokenDeleteByOccurrence(ctx context.Context, occurrenceID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, settleTokenDeleteByOccurrence, occurrenceID)
+// The tokens issued before tokens named their attempt (migration 0028):
+// once the occurrence is failed for a retry nothing tells them from the
+// next attempt's, which they must not settle.
+func (q *Queries) SettleTokenDeleteUnnumbered(ctx context.Context, occurrenceID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, settleTokenDeleteUnnumbered, occurrenceID)
 	return err
 }
 
 const settleTokenGet = `-- name: SettleTokenGet :one
-select t.occurrence_id, t.consumer_id, t.hash,
+select t.occurrence_id, t.consumer_id, t.hash, t.attempt,
        (t.expires_at > coalesce($1::timestamptz, now())
-        and (o.status = 'deferred' and (t.attempt is null or t.attempt = o.attempts)
-             or o.status in ('completed', 'failed', 'cancelled') and t.attempt is not null and t.attempt = o.attempts))::boolean as live
+        and (t.attempt is null and o.status = 'deferred'
+             or t.attempt is not null and t.attempt <= o.attempts))::boolean as live
 from settle_tokens t join occurrences o on o.id = t.occurrence_id
 where t.hash = $2
 `
@@ -260,14 +271,18 @@ type SettleTokenGetRow struct {
 	OccurrenceID uuid.UUID
 	ConsumerID   int64
 	Hash         []byte
+	Attempt      *int32
 	Live         bool
 }
 
-// A settle token is good while unexpired and its attempt is the
-// occurrence's: deferred (it settles it) or ended (it is told how, as
-// the consumer would be). One issued before tokens named their attempt
-// (migration 0028) is good while its occurrence is deferred (its null
-// attempt must not make the answer null for an ended one: no token).
+// A settle token is good while unexpired and its attempt is, or was, the
+// occurrence's: deferred, it settles it; settled since (ended, or failed
+// for a retry), the route answers the token as it would the consumer
+// (the same report again, its first answer; anything else,
+// already_settled), and never lets it settle a later attempt. One issued
+// before tokens named their attempt (migration 0028) is good while its
+// occurrence is deferred (its null attempt must not make the answer null
+// for an ended one: no token).
 func (q *Queries) SettleTokenGet(ctx context.Context, arg SettleTokenGetParams) (SettleTokenGetRow, error) {
 	row := q.db.QueryRow(ctx, settleTokenGet, arg.Now, arg.Hash)
 	var i SettleTokenGetRow
@@ -275,6 +290,7 @@ func (q *Queries) SettleTokenGet(ctx context.Context, arg SettleTokenGetParams) 
 		&i.OccurrenceID,
 		&i.ConsumerID,
 		&i.Hash,
+		&i.Attempt,
 		&i.Live,
 	)
 	return i, err

@@ -244,7 +244,7 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 		if fe := checkWorkerID(workerID); fe != nil {
 			return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})
 		}
-		return engine.WorkerRef{ConsumerID: scope.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: true}, nil
+		return engine.WorkerRef{ConsumerID: scope.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: true, TokenAttempt: scope.Attempt}, nil
 	}
 	p, _, err2 := s.consumer(ctx, h)
 	if err2 != nil {
