@@ -501,6 +501,12 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		}
 		return nil
 	}
+	holder := o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && o.WorkerID != nil && *o.WorkerID == ref.WorkerID
+	if !holder && o.Status == StatusReserved && (o.LockExpiresAt == nil || !o.LockExpiresAt.After(now)) {
+		// Its holder's lock lapsed: nobody holds it, whatever the row
+		// says until the next claim takes it (observed as available).
+		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved (the lock of the worker that held it lapsed); fetch it first", o.ID)
+	}
 	if o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && o.WorkerID != nil && *o.WorkerID != ref.WorkerID {
 		// The consumer's own worker: named, since a worker_id that differs
 		// from the fetch's is the usual slip (another consumer learns

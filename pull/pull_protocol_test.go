@@ -326,6 +326,12 @@ func TestRefusalLockExpired(t *testing.T) {
 
 	for _, a := range actions {
 		wantProblem(t, a+" after the lock expired", act(env, consumer, id, a, bodyFor(a, "w1")), 409, "lock_expired")
+		// Another worker is not told the lapsed holder has it (observed
+		// available, nobody holds it): not_reserved, fetch it first.
+		p := wantProblem(t, a+" by another worker after the lock expired", act(env, consumer, id, a, bodyFor(a, "w2")), 409, "not_reserved")
+		if d, _ := p["detail"].(string); strings.Contains(d, "w1") {
+			t.Errorf("%s by another worker: detail %q names the lapsed holder", a, d)
+		}
 	}
 	got := observe(t, env, id)
 	// Its lock lapsed: available again, and otherwise unchanged.

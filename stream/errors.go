@@ -183,3 +183,15 @@ func ProblemOf(err error) (*workerv1.Problem, bool) {
 	}
 	return nil, false
 }
+
+// invalidDuration is the refusal of a Duration that is none: nanos past
+// ±999,999,999 or of the other sign than seconds (CheckValid), which a
+// bound's message ("must be at least 1s") would misexplain. Nil when d is
+// a valid Duration.
+func invalidDuration(path string, d *durationpb.Duration) *fault.Error {
+	if d.CheckValid() == nil {
+		return nil
+	}
+	return fault.New(fault.BadRequest, "invalid_request", "%s is not a valid Duration", path[1:]).
+		WithErrors([]fault.FieldError{{Path: path, Message: "is not a valid Duration: nanos must be within ±999,999,999 and have the sign of seconds"}})
+}

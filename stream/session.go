@@ -242,7 +242,9 @@ func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribePara
 		errs = append(errs, fault.FieldError{Path: "/max_in_flight", Message: "must be at least 1: it is how many unsettled assignments the stream may hold"})
 	}
 	if d := m.GetLockDuration(); d != nil {
-		if err := d.CheckValid(); err != nil || d.AsDuration() < engine.MinLockDuration {
+		if bad := invalidDuration("/lock_duration", d); bad != nil {
+			errs = append(errs, bad.Errors...)
+		} else if d.AsDuration() < engine.MinLockDuration {
 			// A stream keeps its locks alive three times per duration, a
 			// statement each time: the fetch's floor bounds that too.
 			errs = append(errs, fault.FieldError{Path: "/lock_duration", Message: "must be at least " + isoduration.Format(engine.MinLockDuration) + ": the stream extends it three times per duration"})

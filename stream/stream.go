@@ -410,7 +410,10 @@ func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRe
 	}
 	f := engine.Failure{ErrorCode: m.GetErrorCode(), Message: m.GetMessage(), Retryable: m.GetRetryable()}
 	if d := m.GetRetryDelay(); d != nil {
-		if d.CheckValid() != nil || d.AsDuration() < 0 {
+		if bad := invalidDuration("/retry_delay", d); bad != nil {
+			return nil, toConnect(ctx, s.logger, procedure, bad)
+		}
+		if d.AsDuration() < 0 {
 			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the failure is invalid").
 				WithErrors([]fault.FieldError{{Path: "/retry_delay", Message: "must be zero or more"}}))
 		}
@@ -443,7 +446,10 @@ func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.Exte
 	}
 	d := s.cfg.Pull.DefaultLockDuration
 	if ld := req.Msg.GetLockDuration(); ld != nil {
-		if ld.CheckValid() != nil || ld.AsDuration() <= 0 {
+		if bad := invalidDuration("/lock_duration", ld); bad != nil {
+			return nil, toConnect(ctx, s.logger, procedure, bad)
+		}
+		if ld.AsDuration() <= 0 {
 			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "lock_duration must be above zero").
 				WithErrors([]fault.FieldError{{Path: "/lock_duration", Message: "must be above zero"}}))
 		}

@@ -226,6 +226,13 @@ func TestSubscribeRefusals(t *testing.T) {
 			}
 		}
 	}
+	// A Duration that is none is told so, not that it is too short.
+	_, err := tryOpen(t, c, f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
+		LockDuration: &durationpb.Duration{Seconds: 1, Nanos: 2_000_000_000}})
+	p := wantRefusal(t, "nanos out of range", err, "invalid_argument", "invalid_request")
+	if es := p.GetErrors(); len(es) != 1 || es[0].GetPath() != "/lock_duration" || !strings.Contains(es[0].GetMessage(), "not a valid Duration") {
+		t.Errorf("nanos out of range: errors %v, want one at /lock_duration saying it is not a valid Duration", es)
+	}
 	// Nothing was left registered: a valid subscription opens, and the
 	// catalog lists only it.
 	open(t, c, f.consumer, subscribeRequest("w", 10))
