@@ -69,3 +69,32 @@ func TestNodeWorker(t *testing.T) {
 		return relaistest.StartNode(t, dir, "worker.mjs", "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+token, "CRM_LATENCY_MS=2500")
 	})
 }
+
+// Outputs the contract refuses (a contract asking for an output this
+// worker does not give, say one changed under a deployed worker): the
+// example fails the task at once with code invalid_outputs, as the Go SDK
+// does, rather than holding it, its slot taken, while its stream lives
+// (the stream keeps its lock alive).
+func TestNodeWorkerFailsRefusedOutputs(t *testing.T) {
+	t.Parallel()
+	dir := install(t)
+	env := relaistest.New(t)
+	doc := relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0]
+	outputs := doc["outputs"].(map[string]any)
+	outputs["fields"] = append(outputs["fields"].([]any), map[string]any{"name": "owner", "type": "text", "required": true})
+	env.Must(201, "PUT", "/api/v1/definitions/add_company_to_crm/working", env.Designer, relaistest.Body(doc, "key"))
+	env.Must(201, "POST", "/api/v1/definitions/add_company_to_crm/revisions", env.Designer, nil)
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	w := relaistest.StartNode(t, dir, "worker.mjs", "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"))
+	id := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	if got := env.WaitEnded(id, 20*time.Second); got["status"] != "failed" {
+		t.Fatalf("instance %v; want failed\n%s", got["status"], w.Output())
+	}
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
+	if occ["status"] != "failed" || occ["error_code"] != "invalid_outputs" {
+		t.Errorf("occurrence %v %v; want failed invalid_outputs\n%s", occ["status"], occ["error_code"], w.Output())
+	}
+	if n := len(w.Events("failed")); n != 1 {
+		t.Errorf("%d failures logged; want 1\n%s", n, w.Output())
+	}
+}

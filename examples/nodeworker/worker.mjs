@@ -128,7 +128,18 @@ async function run(a) {
   } catch (err) {
     // A settlement refused (its lock lost, the instance stopped, invalid
     // outputs): the problem says which.
-    log("refused", { occurrence: a.occurrenceId, ...problem(err) });
+    const p = problem(err);
+    log("refused", { occurrence: a.occurrenceId, ...p });
+    if (p.code === "invalid_outputs") {
+      // Outputs the contract refuses will be refused again: fail the
+      // task, as the Go SDK does. Left alone, its reservation stays (the
+      // stream keeps its lock alive) and holds a slot until the stream
+      // ends.
+      await client
+        .fail({ occurrenceId: a.occurrenceId, workerId, errorCode: "invalid_outputs", message: p.errors.join("; ").slice(0, 1000), retryable: false })
+        .then((res) => log("failed", { occurrence: a.occurrenceId, status: res.status, attempts_left: res.attemptsLeft }))
+        .catch((err) => log("refused", { occurrence: a.occurrenceId, ...problem(err) }));
+    }
   } finally {
     running.delete(a.occurrenceId);
     if (stopping && running.size === 0) {

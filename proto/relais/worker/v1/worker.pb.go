@@ -167,6 +167,10 @@ type SubscribeRequest struct {
 	Subscriptions []*Subscription `protobuf:"bytes,2,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	// The most unsettled assignments the stream may hold (credit): 1 to the
 	// server's ceiling. Zero or more than the ceiling is refused, never clamped.
+	// The server counts an assignment settled when it commits the settlement,
+	// and may push the next one before the settlement's answer reaches the
+	// client: a client bounding its running tasks frees a slot when it sends
+	// the settlement, not when the answer comes back, or queues what arrives.
 	MaxInFlight int32 `protobuf:"varint,3,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	// How long each lock lasts without the stream (the server keeps it alive
 	// while the stream lives): if the replica holding the stream dies, its

@@ -80,6 +80,10 @@ export declare type SubscribeRequest = Message<"relais.worker.v1.SubscribeReques
   /**
    * The most unsettled assignments the stream may hold (credit): 1 to the
    * server's ceiling. Zero or more than the ceiling is refused, never clamped.
+   * The server counts an assignment settled when it commits the settlement,
+   * and may push the next one before the settlement's answer reaches the
+   * client: a client bounding its running tasks frees a slot when it sends
+   * the settlement, not when the answer comes back, or queues what arrives.
    *
    * @generated from field: int32 max_in_flight = 3;
    */
