@@ -23,6 +23,7 @@ type workerJSON struct {
 	Consumer      consumerRef        `json:"consumer"`
 	WorkerID      string             `json:"worker_id"`
 	Protocol      string             `json:"protocol"`
+	Transport     *string            `json:"transport"`
 	Replica       string             `json:"replica"`
 	Subscriptions []subscriptionJSON `json:"subscriptions"`
 	Definitions   []string           `json:"definitions"`
@@ -35,6 +36,9 @@ func toWorkerJSON(w engine.Worker) workerJSON {
 	out := workerJSON{ID: w.ID, Consumer: consumerRef{ID: w.ConsumerID, Name: w.ConsumerName}, WorkerID: w.WorkerID, Protocol: w.Protocol,
 		Replica: w.Replica, Subscriptions: make([]subscriptionJSON, len(w.Subscriptions)), Definitions: w.Definitions,
 		InFlight: w.InFlight, ConnectedAt: w.ConnectedAt, LastSeenAt: w.LastSeenAt}
+	if w.Transport != "" {
+		out.Transport = &w.Transport
+	}
 	for i, s := range w.Subscriptions {
 		out.Subscriptions[i] = subscriptionJSON(s)
 	}

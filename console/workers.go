@@ -100,7 +100,7 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 	}
 	fitting := c.fittingRevisions(ctx)
 	for _, wk := range workers {
-		row := workerRow{WorkerID: wk.WorkerID, Consumer: wk.ConsumerName, Protocol: protocolLabel(ctx, wk.Protocol),
+		row := workerRow{WorkerID: wk.WorkerID, Consumer: wk.ConsumerName, Protocol: protocolLabel(ctx, wk.Protocol, wk.Transport),
 			InFlight: number(ctx, wk.InFlight), Connected: formatTime(ctx, wk.ConnectedAt), LastSeen: formatTime(ctx, wk.LastSeenAt),
 			Replica: wk.Replica}
 		for _, k := range wk.Definitions {
@@ -112,9 +112,14 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, workerListPage(v))
 }
 
-func protocolLabel(ctx context.Context, p string) string {
+// protocolLabel names a worker's protocol, and a stream's wire protocol
+// after it when the catalog has it: "stream (gRPC-Web)".
+func protocolLabel(ctx context.Context, p, transport string) string {
 	switch p {
 	case engine.ProtocolStream:
+		if name := transportName(transport); name != "" {
+			return T(ctx, "stream") + " (" + name + ")"
+		}
 		return T(ctx, "stream")
 	case engine.ProtocolLongPoll:
 		return T(ctx, "long polling")
@@ -122,6 +127,20 @@ func protocolLabel(ctx context.Context, p string) string {
 		return T(ctx, "Camunda 7 facade")
 	}
 	return p
+}
+
+// transportName is a stream's wire protocol as its documentation names
+// it (a name, the same in every language); "" when unknown.
+func transportName(t string) string {
+	switch t {
+	case engine.TransportGRPC:
+		return "gRPC"
+	case engine.TransportGRPCWeb:
+		return "gRPC-Web"
+	case engine.TransportConnect:
+		return "Connect"
+	}
+	return ""
 }
 
 // revisionsTaken is what a worker's subscriptions take of the definition

@@ -20,6 +20,13 @@ const (
 	ProtocolCamunda = "camunda"
 )
 
+// A stream's wire protocols, as connect-go names them (Peer.Protocol).
+const (
+	TransportGRPC    = "grpc"
+	TransportGRPCWeb = "grpcweb"
+	TransportConnect = "connect"
+)
+
 // Log events of the worker catalog: stable names for connects and
 // disconnects (DESIGN §10).
 const (
@@ -38,11 +45,14 @@ const pollerRefresh = 5 * time.Second
 // Worker is a live worker in the catalog: a connected stream, or a polling
 // worker seen by its last fetch.
 type Worker struct {
-	ID            uuid.UUID
-	ConsumerID    int64
-	ConsumerName  string
-	WorkerID      string
-	Protocol      string
+	ID           uuid.UUID
+	ConsumerID   int64
+	ConsumerName string
+	WorkerID     string
+	Protocol     string
+	// Transport is a stream's wire protocol (TransportGRPC, …); empty for
+	// a polling worker, or a stream an older replica recorded.
+	Transport     string
 	Replica       string
 	Subscriptions []Subscription // as the worker asked
 	Definitions   []string       // the keys they resolved to
@@ -79,9 +89,12 @@ func decodeSubscriptions(b json.RawMessage) []Subscription {
 
 // StreamPresence is a worker stream as the catalog records it.
 type StreamPresence struct {
-	ID            uuid.UUID
-	ConsumerID    int64
-	WorkerID      string
+	ID         uuid.UUID
+	ConsumerID int64
+	WorkerID   string
+	// Transport is the stream's wire protocol: TransportGRPC,
+	// TransportGRPCWeb or TransportConnect.
+	Transport     string
 	Subscriptions []Subscription
 	Pairs         Pairs
 	ConnectedAt   time.Time
@@ -98,7 +111,11 @@ type StreamPresence struct {
 // from this replica for longer than the row lives), which logged the
 // worker disconnected; its caller then logs it connected again.
 func (e *Engine) SeeStream(ctx context.Context, s StreamPresence) (inserted bool, err error) {
-	inserted, err = e.q.WorkerStreamUpsert(ctx, queries.WorkerStreamUpsertParams{ID: s.ID, ConsumerID: s.ConsumerID, WorkerID: s.WorkerID,
+	var transport *string
+	if s.Transport != "" {
+		transport = &s.Transport
+	}
+	inserted, err = e.q.WorkerStreamUpsert(ctx, queries.WorkerStreamUpsertParams{ID: s.ID, ConsumerID: s.ConsumerID, WorkerID: s.WorkerID, Transport: transport,
 		Replica: e.replica, Subscriptions: encodeSubscriptions(s.Subscriptions), DefinitionKeys: s.Pairs.DefinitionKeys(), Revisions: s.Pairs.byKey(),
 		ConnectedAt: s.ConnectedAt, Now: e.at(), LiveFor: s.LiveFor})
 	return inserted, wrap("see stream", err)
@@ -233,7 +250,7 @@ func (e *Engine) ListWorkers(ctx context.Context, f WorkerFilter) ([]Worker, err
 	}
 	out := make([]Worker, len(rows))
 	for i, r := range rows {
-		out[i] = Worker{ID: r.ID, ConsumerID: r.ConsumerID, ConsumerName: r.ConsumerName, WorkerID: r.WorkerID, Protocol: r.Protocol,
+		out[i] = Worker{ID: r.ID, ConsumerID: r.ConsumerID, ConsumerName: r.ConsumerName, WorkerID: r.WorkerID, Protocol: r.Protocol, Transport: deref(r.Transport),
 			Replica: r.Replica, Subscriptions: decodeSubscriptions(r.Subscriptions), Definitions: r.DefinitionKeys, InFlight: int(r.InFlight),
 			ConnectedAt: r.ConnectedAt, LastSeenAt: r.LastSeenAt}
 	}

@@ -278,4 +278,5 @@ type Worker struct {
 	LastSeenAt     time.Time
 	LiveUntil      time.Time
 	Revisions      json.RawMessage
+	Transport      *string
 }

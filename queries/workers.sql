@@ -2,9 +2,9 @@
 -- A stream's catalog row, written when it connects and every heartbeat
 -- (re-created should a pruning replica have taken it meanwhile: inserted
 -- says so, xmax being 0 only for a row this statement inserted).
-insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys, revisions,
+insert into workers (id, consumer_id, worker_id, protocol, transport, replica, subscriptions, definition_keys, revisions,
                      connected_at, last_seen_at, live_until)
-values (@id, @consumer_id, @worker_id, 'stream', @replica, @subscriptions, @definition_keys::text[], @revisions::jsonb,
+values (@id, @consumer_id, @worker_id, 'stream', sqlc.narg('transport'), @replica, @subscriptions, @definition_keys::text[], @revisions::jsonb,
         @connected_at::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now()),
         coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
 on conflict (id) do update

@@ -165,7 +165,7 @@ func (q *Queries) WorkerDelete(ctx context.Context, id uuid.UUID) error {
 }
 
 const workerListLive = `-- name: WorkerListLive :many
-select w.id, w.consumer_id, w.worker_id, w.protocol, w.replica, w.subscriptions, w.definition_keys, w.connected_at, w.last_seen_at, w.live_until, w.revisions, c.name as consumer_name,
+select w.id, w.consumer_id, w.worker_id, w.protocol, w.replica, w.subscriptions, w.definition_keys, w.connected_at, w.last_seen_at, w.live_until, w.revisions, w.transport, c.name as consumer_name,
        (select count(*) from occurrences o
         where o.consumer_id = w.consumer_id and o.worker_id = w.worker_id and o.status = 'reserved'
           and o.lock_expires_at > coalesce($1::timestamptz, now()))::integer as in_flight
@@ -197,6 +197,7 @@ type WorkerListLiveRow struct {
 	LastSeenAt     time.Time
 	LiveUntil      time.Time
 	Revisions      json.RawMessage
+	Transport      *string
 	ConsumerName   string
 	InFlight       int32
 }
@@ -228,6 +229,7 @@ func (q *Queries) WorkerListLive(ctx context.Context, arg WorkerListLiveParams) 
 			&i.LastSeenAt,
 			&i.LiveUntil,
 			&i.Revisions,
+			&i.Transport,
 			&i.ConsumerName,
 			&i.InFlight,
 		); err != nil {
@@ -381,11 +383,11 @@ func (q *Queries) WorkerStreamOf(ctx context.Context, id uuid.UUID) (int64, erro
 }
 
 const workerStreamUpsert = `-- name: WorkerStreamUpsert :one
-insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys, revisions,
+insert into workers (id, consumer_id, worker_id, protocol, transport, replica, subscriptions, definition_keys, revisions,
                      connected_at, last_seen_at, live_until)
-values ($1, $2, $3, 'stream', $4, $5, $6::text[], $7::jsonb,
-        $8::timestamptz, coalesce($9::timestamptz, now()),
-        coalesce($9::timestamptz, now()) + $10::interval)
+values ($1, $2, $3, 'stream', $4, $5, $6, $7::text[], $8::jsonb,
+        $9::timestamptz, coalesce($10::timestamptz, now()),
+        coalesce($10::timestamptz, now()) + $11::interval)
 on conflict (id) do update
 set definition_keys = excluded.definition_keys, revisions = excluded.revisions, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
 returning (xmax = 0)::boolean as inserted
@@ -395,6 +397,7 @@ type WorkerStreamUpsertParams struct {
 	ID             uuid.UUID
 	ConsumerID     int64
 	WorkerID       string
+	Transport      *string
 	Replica        string
 	Subscriptions  json.RawMessage
 	DefinitionKeys []string
@@ -412,6 +415,7 @@ func (q *Queries) WorkerStreamUpsert(ctx context.Context, arg WorkerStreamUpsert
 		arg.ID,
 		arg.ConsumerID,
 		arg.WorkerID,
+		arg.Transport,
 		arg.Replica,
 		arg.Subscriptions,
 		arg.DefinitionKeys,

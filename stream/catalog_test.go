@@ -59,12 +59,18 @@ func TestWorkerCatalog(t *testing.T) {
 	// A poller appears by its fetch.
 	f.env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.consumer, map[string]any{"worker_id": "poller-1",
 		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}})
+	// Streams on the other wire protocols, told apart by their transport.
+	var others []*subscription
+	for _, kind := range []string{"grpcweb", "connect"} {
+		others = append(others, open(t, newClient(t, kind, f.env.URL), f.consumer, &workerv1.SubscribeRequest{WorkerId: "crm-" + kind, MaxInFlight: 1,
+			Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm"}}}))
+	}
 	protocols := map[string]string{}
 	for _, w := range list("/api/v1/workers") {
-		protocols[w["worker_id"].(string)] = w["protocol"].(string)
+		protocols[w["worker_id"].(string)] = fmt.Sprint(w["protocol"], " ", w["transport"])
 	}
-	if !maps.Equal(protocols, map[string]string{"crm-sync-7": "stream", "poller-1": "long_poll"}) {
-		t.Errorf("workers = %v", protocols)
+	if want := map[string]string{"crm-sync-7": "stream grpc", "crm-grpcweb": "stream grpcweb", "crm-connect": "stream connect", "poller-1": "long_poll <nil>"}; !maps.Equal(protocols, want) {
+		t.Errorf("workers (protocol transport) = %v, want %v", protocols, want)
 	}
 	f.env.Definition("charge_card.yaml")
 	if got := list("/api/v1/definitions/charge_card/workers"); len(got) != 0 {
@@ -75,14 +81,17 @@ func TestWorkerCatalog(t *testing.T) {
 	f.env.Must(403, "GET", "/api/v1/workers", f.consumer, nil)
 
 	s.close()
-	relaistest.WaitFor(t, 5*time.Second, "the stream leaves the catalog", func() (bool, string) {
+	for _, o := range others {
+		o.close()
+	}
+	relaistest.WaitFor(t, 5*time.Second, "the streams leave the catalog", func() (bool, string) {
 		var ids []string
 		for _, w := range list("/api/v1/workers") {
 			ids = append(ids, w["worker_id"].(string))
 		}
 		return slices.Equal(ids, []string{"poller-1"}), strings.Join(ids, ",")
 	})
-	for _, want := range []string{"event=worker.connected protocol=stream", "event=worker.disconnected protocol=stream", "event=worker.connected protocol=long_poll"} {
+	for _, want := range []string{"event=worker.connected protocol=stream", "transport=grpcweb", "event=worker.disconnected protocol=stream", "event=worker.connected protocol=long_poll"} {
 		relaistest.WaitFor(t, 5*time.Second, "the log event "+want, func() (bool, string) {
 			return strings.Contains(f.env.Logs.String(), want), "not logged"
 		})

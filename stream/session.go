@@ -86,6 +86,7 @@ type session struct {
 	// rotation's new one) replaces it (see adopt).
 	token       atomic.Pointer[string]
 	workerID    string
+	transport   string // its wire protocol, as connect-go names it
 	subs        []engine.Subscription
 	credit      int
 	lock        time.Duration
@@ -279,7 +280,7 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 	if err != nil {
 		return toConnect(ctx, svc.logger, procedure, err)
 	}
-	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, workerID: p.workerID, subs: p.subs,
+	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, workerID: p.workerID, transport: req.Peer().Protocol, subs: p.subs,
 		credit: p.credit, lock: p.lock, connectedAt: time.Now(), pairs: pairs, pairsSeen: pairs, held: map[uuid.UUID]int{},
 		heldOf: map[uuid.UUID]heldPair{},
 		signal: make(chan struct{}, 1)}
@@ -363,7 +364,7 @@ func (r *runner) run(ctx context.Context) error {
 		return toConnect(ctx, svc.logger, "Subscribe", err)
 	}
 	svc.eng.LogWorker(engine.EventWorkerConnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
-		"stream", s.id, "max_in_flight", s.credit, "definitions", len(s.keys))
+		"stream", s.id, "transport", s.transport, "max_in_flight", s.credit, "definitions", len(s.keys))
 	reason := endClientLeft
 	defer func() { r.end(ctx, reason) }()
 
@@ -503,7 +504,7 @@ func (r *runner) publishRefill() {
 // presence is s as the catalog records it.
 func (r *runner) presence() engine.StreamPresence {
 	s := r.s
-	return engine.StreamPresence{ID: s.id, ConsumerID: s.consumerID, WorkerID: s.workerID, Subscriptions: s.subs, Pairs: s.pairs,
+	return engine.StreamPresence{ID: s.id, ConsumerID: s.consumerID, WorkerID: s.workerID, Transport: s.transport, Subscriptions: s.subs, Pairs: s.pairs,
 		ConnectedAt: s.connectedAt, LiveFor: engine.LiveHeartbeats * r.svc.cfg.Stream.Heartbeat}
 }
 
