@@ -222,6 +222,18 @@ func transient(err error) bool {
 	return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout
 }
 
+// answerLost reports whether a failed try of a settlement may have
+// reached Relais and been applied: no answer came back (the connection
+// failed or timed out), or a proxy answered for it (502, 504). Relais's
+// own refusals (401, 429, 503 and its other answers) applied nothing.
+func answerLost(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return true
+	}
+	return ae.Status == http.StatusBadGateway || ae.Status == http.StatusGatewayTimeout
+}
+
 func retryAfter(err error) time.Duration {
 	var ae *APIError
 	if errors.As(err, &ae) {

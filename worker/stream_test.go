@@ -1329,3 +1329,58 @@ func TestWorkersOfOneProcessGetTheirOwnDefaultIDs(t *testing.T) {
 		}
 	}
 }
+
+// An outcome whose report is retried while its stream ends, and whose task
+// is meanwhile assigned to this worker's next stream, stops being retried
+// there: sent by worker id alone, it would settle the new attempt, whose
+// handler then ran anyway and was refused already_settled (found by QA
+// behind a proxy answering Complete with 503 while it cut the stream).
+// The new attempt reports its own outcome.
+func TestOutcomeRetriesStopOnceTheTaskIsAssignedAgain(t *testing.T) {
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	down := &outage{procedure: "Complete", lasts: 4 * time.Second, base: http.DefaultTransport.(*http.Transport).Clone()}
+	c := &cutter{base: down, cut: make(chan struct{})}
+	t.Cleanup(c.close)
+	logs := &testlog.Buffer{}
+	var mu sync.Mutex
+	ends := map[int]TaskOutcome{}
+	started := make(chan struct{}, 4)
+	var handled atomic.Int32
+	r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: c}, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		OnTaskEnd: func(e TaskEnd) {
+			mu.Lock()
+			defer mu.Unlock()
+			ends[e.Attempt] = e.Outcome
+		}},
+		func(ctx context.Context, task *Task) (any, error) {
+			handled.Add(1)
+			started <- struct{}{}
+			return map[string]any{"result": "created", "crm_id": fmt.Sprint("CRM-attempt-", task.Attempt)}, nil
+		})
+	inst := r.start(t, "Acme")
+	<-started
+	// The first outcome meets the outage: the stream is cut while it is
+	// retried, and the task comes back on the next stream.
+	close(c.cut)
+	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed\n%s", got, logs.String())
+	}
+	occ := r.occurrenceOf(t, inst)
+	if got := occ["outputs"].(map[string]any)["crm_id"]; got != "CRM-attempt-2" {
+		t.Errorf("outputs recorded %v, want the second attempt's own (CRM-attempt-2)\n%s", got, logs.String())
+	}
+	if a := occ["attempts"].([]any); len(a) != 2 || a[0].(map[string]any)["outcome"] != "disconnected" || a[1].(map[string]any)["outcome"] != "completed" {
+		t.Errorf("attempts %v, want the first disconnected, the second completed", a)
+	}
+	relaistest.WaitFor(t, 5*time.Second, "both attempts told to OnTaskEnd", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return ends[1] == OutcomeLockLost && ends[2] == OutcomeCompleted, fmt.Sprint(ends)
+	})
+	if !strings.Contains(logs.String(), "assigned to this worker again meanwhile") {
+		t.Errorf("the first outcome's dropped retries are not said:\n%s", logs.String())
+	}
+	if n := handled.Load(); n != 2 {
+		t.Errorf("the handler ran %d times, want twice (once per attempt)", n)
+	}
+}

@@ -273,7 +273,21 @@ func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.Can
 	go func() {
 		defer close(returned)
 		defer r.handling.Add(-1)
+		// runtime.Goexit (t.FailNow's way out, in a helper shared with
+		// tests) unwinds the goroutine without a return or a panic to
+		// recover: without this, the task would be reported completed
+		// with no outputs, the work never done.
+		exited := true
+		defer func() {
+			if exited {
+				log.Error("handler's goroutine exited (runtime.Goexit) without returning; failing the task, retryable")
+				outputs, err = nil, &RetryableError{Code: codeHandlerPanic, Err: errors.New("the handler's goroutine exited (runtime.Goexit) without returning")}
+				took.Store(int64(time.Since(began)))
+				t.ctl.returned.Store(true)
+			}
+		}()
 		outputs, err = invoke(ctx, rt.h, t, log)
+		exited = false
 		took.Store(int64(time.Since(began)))
 		t.ctl.returned.Store(true)
 	}()
@@ -598,7 +612,7 @@ func unreported(err error) (TaskOutcome, string, error) {
 	switch code := apiCode(err); {
 	case errors.Is(err, ErrCancelled), cancelledBy(err):
 		return OutcomeCancelled, "", err
-	case errors.Is(err, ErrLockLost), code == "lock_expired", code == "locked_by_other_worker", code == "not_reserved":
+	case errors.Is(err, ErrLockLost), errors.Is(err, errReassigned), code == "lock_expired", code == "locked_by_other_worker", code == "not_reserved":
 		return OutcomeLockLost, "", err
 	}
 	return OutcomeUnreported, "", err
@@ -886,9 +900,26 @@ func wireCode(code string, retryable bool) string {
 	return code
 }
 
-// settleRetried marks a refusal that followed a lost answer: the lost
-// request may well have settled the task already.
-type settleRetried struct{ err error }
+// settleRetried marks a refusal that followed earlier tries; lost is set
+// when one of them went without an answer (the connection failed, a
+// proxy's 502 or 504), so that it may well have settled the task already.
+type settleRetried struct {
+	err  error
+	lost bool
+}
+
+// errReassigned stops retrying an outcome once its task was assigned to
+// this worker again (its stream ended, and a new one got the next
+// attempt): Relais tells attempts apart by worker id, so the old outcome
+// would settle the new attempt, whose handler then runs anyway.
+var errReassigned = errors.New("the task was assigned to this worker again; its new attempt reports")
+
+// reassigned reports whether a newer attempt of t's occurrence was
+// assigned to this worker since t.
+func (r *run) reassigned(t *Task) bool {
+	latest, ok := r.assigned.Load(t.ID)
+	return ok && latest.(*Task) != t
+}
 
 func (e *settleRetried) Error() string { return e.err.Error() }
 func (e *settleRetried) Unwrap() error { return e.err }
@@ -912,7 +943,11 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 	bo := w.settleBackoff
 	held := t.held
 	since := time.Now()
+	lost := false
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 && r.reassigned(t) {
+			return errReassigned
+		}
 		timeout := settleTimeout
 		if held != nil {
 			// A request stuck on a dead connection must leave time for
@@ -931,10 +966,11 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 		}
 		if !r.w.transient(err) {
 			if attempt > 1 {
-				return &settleRetried{err}
+				return &settleRetried{err: err, lost: lost}
 			}
 			return err
 		}
+		lost = lost || answerLost(err)
 		d := max(bo.next(), retryAfter(err))
 		if held != nil {
 			left := time.Until(held.expiry(since))
@@ -1000,7 +1036,9 @@ func (r *run) logSettleError(log *slog.Logger, action string, err error) {
 	var ae *APIError
 	var retried *settleRetried
 	switch {
-	case errors.As(err, &retried) && errors.As(err, &ae) && ae.Status == http.StatusConflict:
+	case errors.Is(err, errReassigned):
+		log.Info("outcome not reported: the task was assigned to this worker again meanwhile, and its new attempt reports", "action", action)
+	case errors.As(err, &retried) && retried.lost && errors.As(err, &ae) && ae.Status == http.StatusConflict:
 		log.Info("outcome refused after a lost answer; the earlier request probably settled it", "action", action, "code", ae.Code)
 	case errors.As(err, &ae) && ae.Status == http.StatusConflict:
 		// Final: the lock is gone or the occurrence settled or cancelled

@@ -230,7 +230,8 @@ const (
 // Return a *BusinessError (see Fail) when the task cannot succeed, a
 // *RetryableError (see Retry) to choose the retry code and delay, or any
 // other error for a retryable failure with code handler_error. A panic is
-// recovered and reported as a retryable handler_panic failure.
+// recovered and reported as a retryable handler_panic failure, and so is a
+// handler whose goroutine exits with runtime.Goexit.
 //
 // ctx stays alive while Run shuts down gracefully, but ends when the
 // lock is lost or the occurrence cancelled; whatever the handler returns
@@ -240,8 +241,8 @@ const (
 // polling rides out blips shorter than the lock. As the replica may have
 // died with the lock held instead, outputs a handler returns after its
 // stream ended are reported all the same (refused if the task was handed
-// back; not sent if it was assigned to this worker again); a failure then
-// is not reported.
+// back; not sent, nor retried any longer, once it was assigned to this
+// worker again); a failure then is not reported.
 type Handler func(ctx context.Context, t *Task) (outputs any, err error)
 
 // Worker pulls tasks from Relais and runs handlers on them. Create it

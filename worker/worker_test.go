@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -213,6 +214,10 @@ func TestFailures(t *testing.T) {
 		}, failRecord{ErrorCode: "CRM_DOWN", Message: "calling crm: CRM_DOWN: timeout", Retryable: true, RetryDelay: ptr("PT2M")}, 0},
 		{"panic", func(context.Context, *Task) (any, error) { panic("boom") },
 			failRecord{ErrorCode: "handler_panic", Message: "panic: boom", Retryable: true}, 0},
+		// t.FailNow's way out, in a helper shared with tests: it used to be
+		// reported completed with no outputs, the work never done.
+		{"goroutine exited", func(context.Context, *Task) (any, error) { runtime.Goexit(); return nil, nil },
+			failRecord{ErrorCode: "handler_panic", Message: "the handler's goroutine exited (runtime.Goexit) without returning", Retryable: true}, 0},
 		{"invalid outputs", func(context.Context, *Task) (any, error) { return map[string]string{"result": "created"}, nil },
 			failRecord{ErrorCode: "invalid_outputs", Message: `the outputs violate the contract: /outputs/crm_id: is required`, Retryable: false}, 1},
 		{"unencodable outputs", func(context.Context, *Task) (any, error) { return map[string]any{"crm_id": make(chan int)}, nil },
@@ -1546,5 +1551,45 @@ func TestOnTaskEndOfARefusedReport(t *testing.T) {
 				t.Fatalf("Run = %v", err)
 			}
 		})
+	}
+}
+
+// A refusal after retries is blamed on a lost answer only when one was
+// lost (no answer, or a proxy's 502/504): retries that Relais refused
+// (401 while a token rotated, 503) applied nothing, and the worker was
+// told "the earlier request probably settled it" while none had and the
+// task ran again.
+func TestRefusalAfterRetriesSaysWhetherAnAnswerWasLost(t *testing.T) {
+	conflict := &APIError{Status: http.StatusConflict, Code: "lock_expired"}
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"an answer lost", &settleRetried{err: conflict, lost: true}, "probably settled it"},
+		{"every try refused", &settleRetried{err: conflict}, "level=WARN msg=\"outcome refused\""},
+		{"reassigned", errReassigned, "assigned to this worker again meanwhile"},
+	} {
+		var logs testlog.Buffer
+		r := &run{w: &Worker{}}
+		r.logSettleError(slog.New(slog.NewTextHandler(&logs, nil)), "complete", tt.err)
+		if !strings.Contains(logs.String(), tt.want) {
+			t.Errorf("%s: logged %q, want %q in it", tt.name, logs.String(), tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		err  error
+		lost bool
+	}{
+		{errors.New("connection reset"), true},
+		{&APIError{Status: http.StatusBadGateway}, true},
+		{&APIError{Status: http.StatusGatewayTimeout}, true},
+		{&APIError{Status: http.StatusServiceUnavailable}, false},
+		{&APIError{Status: http.StatusUnauthorized}, false},
+		{&APIError{Status: http.StatusTooManyRequests}, false},
+	} {
+		if got := answerLost(tt.err); got != tt.lost {
+			t.Errorf("answerLost(%v) = %v, want %v", tt.err, got, tt.lost)
+		}
 	}
 }
