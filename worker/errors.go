@@ -219,6 +219,11 @@ func transient(err error) bool {
 	if !errors.As(err, &ae) {
 		return true
 	}
+	if ae.Status == http.StatusNotImplemented || ae.Status == http.StatusHTTPVersionNotSupported {
+		// Relais never answers them: a server that is not Relais (a
+		// wrong URL) will answer the same to every try.
+		return false
+	}
 	return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout
 }
 

@@ -343,6 +343,11 @@ func New(cfg Config) (*Worker, error) {
 	if p := strings.TrimRight(u.Path, "/"); strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
 		return nil, fmt.Errorf("worker: URL %q must be Relais's base URL, without %s (the worker adds the paths it calls)", cfg.URL, u.Path)
 	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		// The worker joins paths to the URL: a query or fragment would be
+		// dropped, and credentials belong in Token.
+		return nil, fmt.Errorf("worker: URL %q must be Relais's base URL, without a query, a fragment or credentials (the token goes in Token)", cfg.URL)
+	}
 	switch {
 	case cfg.Token == "" && cfg.TokenFunc == nil:
 		return nil, errors.New("worker: a consumer Token (or a TokenFunc) is required")

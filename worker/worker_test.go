@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -972,6 +973,24 @@ func TestFatalFetchErrorsEndRun(t *testing.T) {
 			t.Errorf("Run = %v; want a 401 *APIError", err)
 		}
 	})
+	t.Run("not Relais", func(t *testing.T) {
+		// A server that is not Relais answers 501 to every try: retried,
+		// Run waited forever, warning each time.
+		notRelais := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "<html><body>Not Implemented</body></html>", http.StatusNotImplemented)
+		}))
+		t.Cleanup(notRelais.Close)
+		w, err := New(Config{URL: notRelais.URL, Token: "t", Protocol: ProtocolLongPoll, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Handle(def, nil, created)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if ae, ok := errorsAsAPI(w.Run(ctx)); !ok || ae.Status != http.StatusNotImplemented || ctx.Err() != nil {
+			t.Errorf("Run against a server answering 501: %v (context %v); want the 501 at once", ae, ctx.Err())
+		}
+	})
 	t.Run("bound exceeded", func(t *testing.T) {
 		s := newFake(t)
 		h := newHarness(t, s, Config{Concurrency: 101})
@@ -1000,6 +1019,9 @@ func TestNewValidates(t *testing.T) {
 		{URL: "http://relais/api/v1", Token: "t"},
 		{URL: "http://relais/api/v1/", Token: "t"},
 		{URL: "http://relais/relais/api/v1/pull", Token: "t"},
+		{URL: "http://relais/?a=b", Token: "t"},
+		{URL: "http://relais/#top", Token: "t"},
+		{URL: "http://user:secret@relais", Token: "t"},
 		// What Relais would refuse at the first fetch, said by New.
 		{URL: "http://relais", Token: "t", WorkerID: " w "},
 		{URL: "http://relais", Token: "t", WorkerID: "w\n1"},
