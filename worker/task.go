@@ -263,6 +263,7 @@ func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.Can
 	}
 	defer finished()
 	log.Debug("task started")
+	r.taskStarted(t, log)
 	r.handling.Add(1)
 	var outputs any
 	var err error
@@ -623,6 +624,20 @@ func unreported(err error) (TaskOutcome, string, error) {
 func cancelledBy(err error) bool {
 	code := apiCode(err)
 	return code == "occurrence_cancelled" || code == "deadline_exceeded"
+}
+
+// taskStarted tells Config.OnTaskStart that t's handler starts.
+func (r *run) taskStarted(t *Task, log *slog.Logger) {
+	hook := r.w.cfg.OnTaskStart
+	if hook == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("Config.OnTaskStart panicked", "panic", fmt.Sprint(p))
+		}
+	}()
+	hook(TaskStart{Definition: t.Definition, Revision: t.Revision, OccurrenceID: t.ID, Attempt: t.Attempt})
 }
 
 // taskEnded tells Config.OnTaskEnd what became of t, whose handler began

@@ -167,6 +167,21 @@ type Config struct {
 	// slot still held: keep it quick. It must be safe for concurrent use;
 	// a panic in it is logged, never propagated.
 	OnTaskEnd func(TaskEnd)
+	// OnTaskStart, when set, is called as each task's handler starts, on
+	// the task's goroutine; OnTaskEnd is then called once for it. Together
+	// they make a gauge of the handlers running (one that ignored its
+	// timeout counts until its failure is reported), or open a trace's
+	// span. Keep it quick; it must be safe for concurrent use; a panic in
+	// it is logged, never propagated.
+	OnTaskStart func(TaskStart)
+}
+
+// TaskStart is a task whose handler starts (see Config.OnTaskStart).
+type TaskStart struct {
+	Definition   string
+	Revision     int
+	OccurrenceID string
+	Attempt      int
 }
 
 // TaskEnd is what became of a task whose handler ran (see

@@ -1505,13 +1505,27 @@ func TestOnTaskEnd(t *testing.T) {
 	bad := s.add(def, 1, `{"company_name":"bad"}`)
 	var mu sync.Mutex
 	ends := map[string]TaskEnd{}
+	starts := map[string]TaskStart{}
 	h := newHarness(t, s, Config{OnTaskEnd: func(e TaskEnd) {
 		mu.Lock()
 		_, again := ends[e.OccurrenceID]
+		_, started := starts[e.OccurrenceID]
 		ends[e.OccurrenceID] = e
 		mu.Unlock()
 		if again {
 			t.Errorf("OnTaskEnd called twice for %s", e.OccurrenceID)
+		}
+		if !started {
+			t.Errorf("OnTaskEnd called for %s before OnTaskStart", e.OccurrenceID)
+		}
+		panic("a hook that panics")
+	}, OnTaskStart: func(s TaskStart) {
+		mu.Lock()
+		_, again := starts[s.OccurrenceID]
+		starts[s.OccurrenceID] = s
+		mu.Unlock()
+		if again {
+			t.Errorf("OnTaskStart called twice for %s", s.OccurrenceID)
 		}
 		panic("a hook that panics")
 	}})
@@ -1544,6 +1558,9 @@ func TestOnTaskEnd(t *testing.T) {
 		if got.Outcome != want.Outcome || got.ErrorCode != want.ErrorCode || got.Definition != def || got.Revision != 1 || got.Attempt != 1 ||
 			got.Handler < 5*time.Millisecond || got.Err != nil {
 			t.Errorf("%s ended %+v, want %s %q after the handler's 5ms", id, got, want.Outcome, want.ErrorCode)
+		}
+		if got := starts[id]; got != (TaskStart{Definition: def, Revision: 1, OccurrenceID: id, Attempt: 1}) {
+			t.Errorf("%s started %+v", id, got)
 		}
 	}
 }
