@@ -561,7 +561,7 @@ func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog
 func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 	body, err := encodeOutputs(outputs)
 	if err != nil {
-		log.Error("outputs cannot be encoded as JSON; failing the task", "err_type", fmt.Sprintf("%T", err))
+		log.Error("outputs cannot be encoded as JSON; failing the task", "err_type", fmt.Sprintf("%T", err), "reason", encodingReason(err))
 		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "the handler's outputs cannot be encoded as JSON"}, log)
 		return
 	}
@@ -665,6 +665,25 @@ func (r *run) taskEnded(t *Task, began time.Time, took *atomic.Int64, log *slog.
 
 // maxOutputDepth is the deepest JSON Relais reads (its request bodies).
 const maxOutputDepth = 10_000
+
+// encodingReason says why outputs could not be encoded, in what is safe
+// to log: a type (a channel, a function), a value JSON has no number for
+// (NaN, ±Inf), the type whose MarshalJSON failed; never that method's own
+// error, which may quote the values.
+func encodingReason(err error) string {
+	var ute *json.UnsupportedTypeError
+	var uve *json.UnsupportedValueError
+	var me *json.MarshalerError
+	switch {
+	case errors.As(err, &ute):
+		return "unsupported type " + ute.Type.String()
+	case errors.As(err, &uve):
+		return "unsupported value " + uve.Str
+	case errors.As(err, &me):
+		return "MarshalJSON of " + me.Type.String() + " failed"
+	}
+	return "unknown"
+}
 
 func encodeOutputs(outputs any) (json.RawMessage, error) {
 	if outputs == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -1629,6 +1630,31 @@ func TestRefusalAfterRetriesSaysWhetherAnAnswerWasLost(t *testing.T) {
 	} {
 		if got := answerLost(tt.err); got != tt.lost {
 			t.Errorf("answerLost(%v) = %v, want %v", tt.err, got, tt.lost)
+		}
+	}
+}
+
+// secretMarshaler fails to encode, quoting what it holds.
+type secretMarshaler struct{}
+
+func (secretMarshaler) MarshalJSON() ([]byte, error) {
+	return nil, errors.New("cannot encode 4111-1111")
+}
+
+// Outputs that cannot be encoded are logged with the reason, which names
+// types and JSON's missing numbers but never a value a MarshalJSON quoted.
+func TestEncodingReasonNamesNoValue(t *testing.T) {
+	for _, tt := range []struct {
+		outputs any
+		want    string
+	}{
+		{map[string]any{"c": make(chan int)}, "unsupported type chan int"},
+		{map[string]any{"n": math.NaN()}, "unsupported value NaN"},
+		{map[string]any{"s": secretMarshaler{}}, "MarshalJSON of worker.secretMarshaler failed"},
+	} {
+		_, err := encodeOutputs(tt.outputs)
+		if got := encodingReason(err); got != tt.want {
+			t.Errorf("encodingReason(%v) = %q, want %q", err, got, tt.want)
 		}
 	}
 }
