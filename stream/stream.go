@@ -449,10 +449,7 @@ func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.Exte
 		if bad := invalidDuration("/lock_duration", ld); bad != nil {
 			return nil, toConnect(ctx, s.logger, procedure, bad)
 		}
-		if ld.AsDuration() <= 0 {
-			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "lock_duration must be above zero").
-				WithErrors([]fault.FieldError{{Path: "/lock_duration", Message: "must be above zero"}}))
-		}
+		// Zero and below are too short, as REST's extend says of PT0S.
 		if d = ld.AsDuration(); d > s.cfg.Pull.MaxLockDuration {
 			return nil, toConnect(ctx, s.logger, procedure, engine.BoundExceeded("lock_duration", s.cfg.Pull.MaxLockDuration))
 		}

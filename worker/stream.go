@@ -170,6 +170,27 @@ func (sw streamWire) deferTask(ctx context.Context, id string, req deferRequest)
 	return out, nil
 }
 
+// notRelais reports an HTTP answer that no retry changes and that says
+// no worker service is at this URL, as its HTTP status: a 404 (an older
+// Relais, a URL that is not Relais's root), a 501 or a 505 (a server that
+// is not Relais). connect tells these apart only in the message it makes
+// of a status that is no protocol's answer: 404 becomes Unimplemented,
+// 501 and 505 Unknown, which reads as a call that may have acted.
+func notRelais(ce *connect.Error) (int, bool) {
+	if connect.IsWireError(ce) {
+		return 0, false
+	}
+	var st int
+	if _, err := fmt.Sscanf(ce.Message(), "HTTP status %d", &st); err != nil {
+		return 0, false
+	}
+	switch st {
+	case http.StatusNotFound, http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return st, true
+	}
+	return 0, false
+}
+
 // wireError makes a protocol error what the REST wire returns: an
 // *APIError with the HTTP status of the gRPC code and the Relais problem,
 // or a *networkError when no answer came, so that retries and refusals are
@@ -190,6 +211,9 @@ func wireError(err error) error {
 	var ne net.Error
 	if !connect.IsWireError(ce) && (errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
 		return &networkError{err}
+	}
+	if st, ok := notRelais(ce); ok {
+		return &APIError{Status: st, Detail: ce.Message()}
 	}
 	var p *workerv1.Problem
 	for _, d := range ce.Details() {
@@ -826,7 +850,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 				return false, nil
 			}
 			var ae *APIError
-			if errors.As(err, &ae) && ae.Status == http.StatusNotImplemented {
+			if errors.As(err, &ae) && (ae.Status == http.StatusNotImplemented || ae.Status == http.StatusNotFound && ae.Code == "" || ae.Status == http.StatusHTTPVersionNotSupported) {
 				if w.cfg.Protocol == ProtocolAuto && first {
 					w.log.Info("no worker stream at this URL (an older Relais, or a URL that is not Relais's root); long polling instead", "url", w.cfg.URL)
 					return true, nil

@@ -358,10 +358,11 @@ func New(cfg Config) (*Worker, error) {
 	if p := strings.TrimRight(u.Path, "/"); strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
 		return nil, fmt.Errorf("worker: URL %q must be Relais's base URL, without %s (the worker adds the paths it calls)", cfg.URL, u.Path)
 	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		// The worker joins paths to the URL: a query or fragment would be
-		// dropped, and credentials belong in Token.
-		return nil, fmt.Errorf("worker: URL %q must be Relais's base URL, without a query, a fragment or credentials (the token goes in Token)", cfg.URL)
+	if strings.ContainsAny(cfg.URL, "?#") || u.User != nil {
+		// The worker joins paths to the URL: a query or fragment, even an
+		// empty one, would end up in every path, and credentials belong
+		// in Token (said redacted: the error is likely logged).
+		return nil, fmt.Errorf("worker: URL %q must be Relais's base URL, without a query, a fragment or credentials (the token goes in Token)", u.Redacted())
 	}
 	switch {
 	case cfg.Token == "" && cfg.TokenFunc == nil:

@@ -981,15 +981,20 @@ func TestFatalFetchErrorsEndRun(t *testing.T) {
 			http.Error(w, "<html><body>Not Implemented</body></html>", http.StatusNotImplemented)
 		}))
 		t.Cleanup(notRelais.Close)
-		w, err := New(Config{URL: notRelais.URL, Token: "t", Protocol: ProtocolLongPoll, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Handle(def, nil, created)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if ae, ok := errorsAsAPI(w.Run(ctx)); !ok || ae.Status != http.StatusNotImplemented || ctx.Err() != nil {
-			t.Errorf("Run against a server answering 501: %v (context %v); want the 501 at once", ae, ctx.Err())
+		// Over a stream too, where connect calls a 501 Unknown (a call
+		// that may have acted), and the default protocol.
+		for _, p := range []Protocol{ProtocolLongPoll, ProtocolStream, ProtocolAuto} {
+			w, err := New(Config{URL: notRelais.URL, Token: "t", Protocol: p, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Handle(def, nil, created)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = w.Run(ctx)
+			if ae, ok := errorsAsAPI(err); !ok || ae.Status != http.StatusNotImplemented || ctx.Err() != nil {
+				t.Errorf("%q: Run against a server answering 501: %v (context %v); want the 501 at once", p, err, ctx.Err())
+			}
+			cancel()
 		}
 	})
 	t.Run("bound exceeded", func(t *testing.T) {
@@ -1023,6 +1028,8 @@ func TestNewValidates(t *testing.T) {
 		{URL: "http://relais/?a=b", Token: "t"},
 		{URL: "http://relais/#top", Token: "t"},
 		{URL: "http://user:secret@relais", Token: "t"},
+		{URL: "http://relais?", Token: "t"},
+		{URL: "http://relais/#", Token: "t"},
 		// What Relais would refuse at the first fetch, said by New.
 		{URL: "http://relais", Token: "t", WorkerID: " w "},
 		{URL: "http://relais", Token: "t", WorkerID: "w\n1"},
@@ -1035,6 +1042,9 @@ func TestNewValidates(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
+	}
+	if _, err := New(Config{URL: "http://user:secret@relais", Token: "t"}); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a URL with credentials: %v; want it refused without the password", err)
 	}
 	if _, err := New(Config{URL: "http://relais", Token: "t", Wait: -time.Second}); err == nil || !strings.Contains(err.Error(), "Wait") {
 		t.Errorf("a negative Wait: %v; want it named", err)
