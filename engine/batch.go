@@ -19,6 +19,8 @@ type BatchSettlement struct {
 	Occurrence uuid.UUID
 	Outputs    json.RawMessage // set: complete
 	Failure    *Failure        // set: fail
+	// Attempt is the attempt the item names (0: none; see WorkerRef).
+	Attempt int32
 }
 
 // SettleResult is one item's outcome in a batch settlement.
@@ -58,7 +60,7 @@ func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID str
 	}
 	refusals, err := e.applyEach(ctx, len(items), func(i int) bool { return checked[i] }, prelock, func(ctx context.Context, q *queries.Queries, i int) error {
 		it := items[i]
-		ref := WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: it.Occurrence}
+		ref := WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: it.Occurrence, Attempt: it.Attempt}
 		var err error
 		if it.Failure != nil {
 			out[i].Settlement, err = e.failIn(ctx, q, ref, *it.Failure)

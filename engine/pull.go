@@ -372,6 +372,10 @@ type WorkerRef struct {
 	// settles or is answered for.
 	SettleToken  bool
 	TokenAttempt int32
+	// Attempt is the attempt the call names (0: it names none, and acts
+	// on the occurrence's current one): a report sent again after a lost
+	// answer then never settles a later attempt the same worker holds.
+	Attempt int32
 	// handingBack is set by Release: its holder may hand back a
 	// reservation its consumer is no longer granted (see held).
 	handingBack bool
@@ -393,7 +397,8 @@ func (e *Engine) inHeld(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		return err
 	}
 	err = fn(r, o)
-	if fault.HasCode(err, "lock_expired") {
+	if fault.HasCode(err, "lock_expired") && (ref.Attempt == 0 || ref.Attempt == o.Attempts) {
+		// The current attempt's lapse (an earlier one's is said so).
 		return explainLapse(ctx, q, o, err)
 	}
 	return err
@@ -472,6 +477,9 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		// is told so, and settles no later attempt, deferred or not.
 		return fault.New(fault.Conflict, "already_settled", "attempt %d of occurrence %s, the one this settle token was issued for, is already settled; the occurrence was offered again", ref.TokenAttempt, o.ID)
 	}
+	if err := attemptRefusal(o, ref); err != nil {
+		return err
+	}
 	switch o.Status {
 	case StatusFailed:
 		// The timer's failure, not a worker's report of that code, told
@@ -531,6 +539,21 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		return fault.New(fault.Conflict, "lock_expired", "the lock on occurrence %s expired at %s", o.ID, o.LockExpiresAt.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+// attemptRefusal refuses a call naming an attempt that is not o's
+// current one: an earlier attempt is over, its lock gone with it, whatever
+// became of the occurrence since (an identical failure report replays
+// before this is asked); a later one was never made.
+func attemptRefusal(o queries.Occurrence, ref WorkerRef) error {
+	switch {
+	case ref.Attempt == 0 || ref.Attempt == o.Attempts:
+		return nil
+	case ref.Attempt > o.Attempts:
+		return fault.New(fault.BadRequest, "invalid_request", "occurrence %s has had %d attempts, not %d", o.ID, o.Attempts, ref.Attempt).
+			WithErrors([]fault.FieldError{{Path: "/attempt", Message: fmt.Sprintf("is above the occurrence's attempts (%d)", o.Attempts)}})
+	}
+	return fault.New(fault.Conflict, "lock_expired", "attempt %d of occurrence %s is over, its lock gone (the occurrence is at attempt %d): this report is not taken", ref.Attempt, o.ID, o.Attempts)
 }
 
 func pastDeadline(o queries.Occurrence, now time.Time) bool {
@@ -692,7 +715,7 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 		// A deferred occurrence may be completed by any worker of its
 		// consumer: its replay is recognized by the consumer alone.
 		sameWorker := o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID
-		if o.Status == StatusCompleted && o.OutputsDigest != nil && (ref.TokenAttempt == 0 || ref.TokenAttempt == o.Attempts) &&
+		if o.Status == StatusCompleted && o.OutputsDigest != nil && (ref.TokenAttempt == 0 || ref.TokenAttempt == o.Attempts) && (ref.Attempt == 0 || ref.Attempt == o.Attempts) &&
 			(e.sameDigest(canonical, *o.OutputsDigest) || e.sameDigest(legacyCanonicalOutputs(outputs), *o.OutputsDigest)) &&
 			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && sameWorker {
 			// A replay: nothing is settled now (Replayed), but a stream that
@@ -881,9 +904,14 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		// only its own worker's report is taken for a new one: another's is
 		// a replay, or it would fail work a colleague set aside.
 		held := lockRefusal(o, ref, r.now)
+		// A report naming its attempt (or a settle token's) replays only
+		// that attempt's; one naming none, the latest identical one.
 		var attempt *int32
-		if ref.TokenAttempt != 0 {
+		switch {
+		case ref.TokenAttempt != 0:
 			attempt = &ref.TokenAttempt
+		case ref.Attempt != 0:
+			attempt = &ref.Attempt
 		}
 		if prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest, Number: attempt}); err == nil {
 			holder := o.WorkerID != nil && *o.WorkerID == ref.WorkerID

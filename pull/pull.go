@@ -402,10 +402,21 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 
 type completeRequest struct {
 	WorkerID string          `json:"worker_id"`
+	Attempt  *int32          `json:"attempt"`
 	Outputs  json.RawMessage `json:"outputs"`
 }
 
-func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, error) {
+// checkAttempt refuses an attempt number under 1 at path.
+func checkAttempt(attempt *int32, path string) *fault.FieldError {
+	if attempt != nil && *attempt < 1 {
+		return &fault.FieldError{Path: path, Message: "must be an attempt number (1 or more), the fetched occurrence's attempt"}
+	}
+	return nil
+}
+
+// ref names the occurrence of r's path, its worker and, when the body
+// names it, the attempt the call is for.
+func (p *Protocol) ref(r *http.Request, workerID string, attempt *int32) (engine.WorkerRef, error) {
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if err != nil {
 		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", chi.URLParam(r, "id"))
@@ -419,8 +430,15 @@ func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, erro
 	if fe := checkWorkerID(workerID); fe != nil {
 		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})
 	}
+	if fe := checkAttempt(attempt, "/attempt"); fe != nil {
+		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "attempt is invalid").WithErrors([]fault.FieldError{*fe})
+	}
 	principal, _ := auth.FromContext(r.Context())
-	return engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: token, TokenAttempt: scope.Attempt}, nil
+	ref := engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: token, TokenAttempt: scope.Attempt}
+	if attempt != nil {
+		ref.Attempt = *attempt
+	}
+	return ref, nil
 }
 
 // OnSettled makes the settling routes report each attempt they settle to
@@ -440,7 +458,7 @@ func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt)
 	if err != nil {
 		return err
 	}
@@ -462,6 +480,7 @@ func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 
 type failRequest struct {
 	WorkerID     string                `json:"worker_id"`
+	Attempt      *int32                `json:"attempt"`
 	ErrorCode    string                `json:"error_code"`
 	Message      string                `json:"message"`
 	Retryable    bool                  `json:"retryable"`
@@ -474,7 +493,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt)
 	if err != nil {
 		return err
 	}
@@ -495,6 +514,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
 
 type extendRequest struct {
 	WorkerID     string                `json:"worker_id"`
+	Attempt      *int32                `json:"attempt"`
 	LockDuration *isoduration.Duration `json:"lock_duration"`
 }
 
@@ -503,7 +523,7 @@ func (p *Protocol) extend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt)
 	if err != nil {
 		return err
 	}
@@ -527,6 +547,7 @@ func (p *Protocol) extend(w http.ResponseWriter, r *http.Request) error {
 
 type deferRequest struct {
 	WorkerID string `json:"worker_id"`
+	Attempt  *int32 `json:"attempt"`
 	Reason   string `json:"reason"`
 }
 
@@ -535,7 +556,7 @@ func (p *Protocol) deferOccurrence(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt)
 	if err != nil {
 		return err
 	}
@@ -552,6 +573,7 @@ func (p *Protocol) deferOccurrence(w http.ResponseWriter, r *http.Request) error
 
 type workerRequest struct {
 	WorkerID string `json:"worker_id"`
+	Attempt  *int32 `json:"attempt"`
 }
 
 func (p *Protocol) release(w http.ResponseWriter, r *http.Request) error {
@@ -559,7 +581,7 @@ func (p *Protocol) release(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt)
 	if err != nil {
 		return err
 	}
@@ -577,7 +599,7 @@ func (p *Protocol) settleToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt)
 	if err != nil {
 		return err
 	}
@@ -608,6 +630,7 @@ func (p *Protocol) revokeSettleTokens(w http.ResponseWriter, r *http.Request) er
 
 type settleItem struct {
 	ID           string                `json:"id"`
+	Attempt      *int32                `json:"attempt"`
 	Outputs      json.RawMessage       `json:"outputs"`
 	ErrorCode    *string               `json:"error_code"`
 	Message      string                `json:"message"`
@@ -650,6 +673,11 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 		}
 		items[i].Occurrence = id
 		items[i].Outputs = it.Outputs
+		if fe := checkAttempt(it.Attempt, "/items/"+strconv.Itoa(i)+"/attempt"); fe != nil {
+			errs = append(errs, *fe)
+		} else if it.Attempt != nil {
+			items[i].Attempt = *it.Attempt
+		}
 		if it.ErrorCode != nil {
 			f := engine.Failure{ErrorCode: *it.ErrorCode, Message: it.Message, Retryable: it.Retryable, AttemptsLeft: it.AttemptsLeft}
 			if it.RetryDelay != nil {

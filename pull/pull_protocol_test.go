@@ -1445,3 +1445,55 @@ func TestPolicyBackoffGrowsTheRetryDelay(t *testing.T) {
 	env.Must(200, "POST", "/api/v1/instances/"+inst+"/retry", env.Operator, map[string]any{"reason": "the CRM is back"})
 	fail("w7", 10*time.Second)
 }
+
+// A settlement naming its attempt is that attempt's: a failure report
+// sent again after a lost answer, once the same worker holds the next
+// attempt, is answered as the first was and fails nothing more (without
+// the attempt, the same report is the next attempt's failure, found by QA
+// as a worker's result then refused not_reserved); any other call for the
+// earlier attempt is refused lock_expired; an attempt not made yet, 400.
+func TestSettlementNamingItsAttempt(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	if a := one(t, fetch(t, env, consumer, fetchBody("w5")), id)["attempt"]; a != 1.0 {
+		t.Fatalf("first fetch: attempt %v", a)
+	}
+	failure := failBody("w5", "retry_delay", "PT1S", "attempt", 1)
+	first := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failure).JSON(t)
+	env.Clock.Advance(2 * time.Second)
+	if a := one(t, fetch(t, env, consumer, fetchBody("w5")), id)["attempt"]; a != 2.0 {
+		t.Fatalf("second fetch: attempt %v", a)
+	}
+	again := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failure).JSON(t)
+	if again["attempts_left"] != first["attempts_left"] || again["available_at"] != first["available_at"] {
+		t.Errorf("attempt 1's failure sent again answered %v, want the first answer %v", again, first)
+	}
+	if o := observe(t, env, id); o["status"] != "reserved" || o["attempt_count"] != 2.0 {
+		t.Errorf("after attempt 1's failure sent again: %v at attempt %v, want attempt 2 still reserved", o["status"], o["attempt_count"])
+	}
+	p := wantProblem(t, "attempt 1's completion", act(env, consumer, id, "complete", map[string]any{"worker_id": "w5", "attempt": 1, "outputs": created}), 409, "lock_expired")
+	if d, _ := p["detail"].(string); !strings.Contains(d, "attempt 1") {
+		t.Errorf("attempt 1's completion refused with %q, want it to name the attempt", d)
+	}
+	wantProblem(t, "attempt 1's extension", act(env, consumer, id, "extend", map[string]any{"worker_id": "w5", "attempt": 1}), 409, "lock_expired")
+	wantProblem(t, "an attempt not made yet", act(env, consumer, id, "complete", map[string]any{"worker_id": "w5", "attempt": 3, "outputs": created}), 400, "invalid_request")
+	wantProblem(t, "attempt 0", act(env, consumer, id, "complete", map[string]any{"worker_id": "w5", "attempt": 0, "outputs": created}), 400, "invalid_request")
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, map[string]any{"worker_id": "w5", "attempt": 2, "outputs": created})
+	// Its replay, naming its attempt, is answered as the first.
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, map[string]any{"worker_id": "w5", "attempt": 2, "outputs": created})
+
+	// In a batch too: an item naming an earlier attempt is refused alone.
+	_, other := start(t, env, "crm_only", "Initech")
+	one(t, fetch(t, env, consumer, fetchBody("w5")), other)
+	res := env.Must(200, "POST", "/api/v1/pull/settle", consumer, map[string]any{"worker_id": "w5", "items": []any{
+		map[string]any{"id": other, "attempt": 2, "outputs": created}}}).JSON(t)
+	if item := res["items"].([]any)[0].(map[string]any); item["status"] != 400.0 {
+		t.Errorf("a batch item naming attempt 2 of an occurrence at attempt 1: %v, want 400", item)
+	}
+	res = env.Must(200, "POST", "/api/v1/pull/settle", consumer, map[string]any{"worker_id": "w5", "items": []any{
+		map[string]any{"id": other, "attempt": 1, "outputs": created}}}).JSON(t)
+	if item := res["items"].([]any)[0].(map[string]any); item["status"] != 200.0 {
+		t.Errorf("a batch item naming its attempt: %v, want 200", item)
+	}
+}

@@ -262,6 +262,19 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 	return engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
 }
 
+// withAttempt sets the attempt a call names on ref, refusing one under 1.
+func withAttempt(ref *engine.WorkerRef, attempt *int32) error {
+	if attempt == nil {
+		return nil
+	}
+	if *attempt < 1 {
+		return fault.New(fault.BadRequest, "invalid_request", "attempt is invalid").
+			WithErrors([]fault.FieldError{{Path: "/attempt", Message: "must be an attempt number (1 or more), the Assignment's attempt"}})
+	}
+	ref.Attempt = *attempt
+	return nil
+}
+
 // required refuses a request without the field at path.
 func required(path string) *fault.Error {
 	return fault.New(fault.BadRequest, "invalid_request", "%s is required", strings.TrimPrefix(path, "/")).
@@ -307,6 +320,9 @@ func (s *Service) settled(ctx context.Context, ref engine.WorkerRef, attempt int
 func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.CompleteRequest]) (*connect.Response[workerv1.CompleteResponse], error) {
 	const procedure = "Complete"
 	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), true)
+	if err == nil {
+		err = withAttempt(&ref, req.Msg.Attempt)
+	}
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
@@ -405,6 +421,9 @@ func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRe
 	const procedure = "Fail"
 	m := req.Msg
 	ref, err := s.ref(ctx, req.Header(), m.GetOccurrenceId(), m.GetWorkerId(), true)
+	if err == nil {
+		err = withAttempt(&ref, m.Attempt)
+	}
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
@@ -441,6 +460,9 @@ func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRe
 func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.ExtendRequest]) (*connect.Response[workerv1.ExtendResponse], error) {
 	const procedure = "Extend"
 	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
+	if err == nil {
+		err = withAttempt(&ref, req.Msg.Attempt)
+	}
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
@@ -469,6 +491,9 @@ func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.Exte
 func (s *Service) Defer(ctx context.Context, req *connect.Request[workerv1.DeferRequest]) (*connect.Response[workerv1.DeferResponse], error) {
 	const procedure = "Defer"
 	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
+	if err == nil {
+		err = withAttempt(&ref, req.Msg.Attempt)
+	}
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
@@ -488,6 +513,9 @@ func (s *Service) Defer(ctx context.Context, req *connect.Request[workerv1.Defer
 func (s *Service) Release(ctx context.Context, req *connect.Request[workerv1.ReleaseRequest]) (*connect.Response[workerv1.ReleaseResponse], error) {
 	const procedure = "Release"
 	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
+	if err == nil {
+		err = withAttempt(&ref, req.Msg.Attempt)
+	}
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}

@@ -22,6 +22,7 @@ type Deferral struct {
 type deferRequest struct {
 	WorkerID string `json:"worker_id"`
 	Reason   string `json:"reason"`
+	Attempt  int32  `json:"-"` // see completeRequest
 }
 
 // Defer hands the task over to be settled later (DESIGN §11): for work
@@ -68,7 +69,7 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	reason = cutBytes(storable(reason), maxDeferReason)
 	var d Deferral
 	err := r.settleIn(ctx, t, "defer", func(ctx context.Context) (err error) {
-		d, err = t.wire.deferTask(ctx, t.ID, deferRequest{WorkerID: r.w.cfg.WorkerID, Reason: reason})
+		d, err = t.wire.deferTask(ctx, t.ID, deferRequest{WorkerID: r.w.cfg.WorkerID, Reason: reason, Attempt: int32(t.Attempt)})
 		return err
 	}, log)
 	c.mu.Lock()

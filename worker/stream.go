@@ -116,8 +116,17 @@ func (bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.St
 // replica takes them: the one holding the stream learns at once.
 type streamWire struct{ c streamClient }
 
+// attemptOf is a settlement's attempt as the protocol takes it: unset
+// when the worker does not know it (a deferred task settled by id).
+func attemptOf(a int32) *int32 {
+	if a == 0 {
+		return nil
+	}
+	return &a
+}
+
 func (sw streamWire) complete(ctx context.Context, id string, req completeRequest) (completeResult, error) {
-	res, err := sw.c.api.Complete(ctx, request(sw.c, &workerv1.CompleteRequest{OccurrenceId: id, WorkerId: req.WorkerID, Outputs: req.Outputs}))
+	res, err := sw.c.api.Complete(ctx, request(sw.c, &workerv1.CompleteRequest{OccurrenceId: id, WorkerId: req.WorkerID, Outputs: req.Outputs, Attempt: attemptOf(req.Attempt)}))
 	if err != nil {
 		return completeResult{}, wireError(err)
 	}
@@ -129,7 +138,7 @@ func (sw streamWire) complete(ctx context.Context, id string, req completeReques
 }
 
 func (sw streamWire) fail(ctx context.Context, id string, req failRequest) (failResult, error) {
-	m := &workerv1.FailRequest{OccurrenceId: id, WorkerId: req.WorkerID, ErrorCode: req.ErrorCode, Message: req.Message, Retryable: req.Retryable}
+	m := &workerv1.FailRequest{OccurrenceId: id, WorkerId: req.WorkerID, ErrorCode: req.ErrorCode, Message: req.Message, Retryable: req.Retryable, Attempt: attemptOf(req.Attempt)}
 	if req.RetryDelay != "" {
 		d, err := isoduration.Parse(req.RetryDelay)
 		if err != nil {
@@ -150,12 +159,12 @@ func (sw streamWire) fail(ctx context.Context, id string, req failRequest) (fail
 }
 
 func (sw streamWire) release(ctx context.Context, id string, req workerRequest) error {
-	_, err := sw.c.api.Release(ctx, request(sw.c, &workerv1.ReleaseRequest{OccurrenceId: id, WorkerId: req.WorkerID}))
+	_, err := sw.c.api.Release(ctx, request(sw.c, &workerv1.ReleaseRequest{OccurrenceId: id, WorkerId: req.WorkerID, Attempt: attemptOf(req.Attempt)}))
 	return wireError(err)
 }
 
 func (sw streamWire) deferTask(ctx context.Context, id string, req deferRequest) (Deferral, error) {
-	res, err := sw.c.api.Defer(ctx, request(sw.c, &workerv1.DeferRequest{OccurrenceId: id, WorkerId: req.WorkerID, Reason: req.Reason}))
+	res, err := sw.c.api.Defer(ctx, request(sw.c, &workerv1.DeferRequest{OccurrenceId: id, WorkerId: req.WorkerID, Reason: req.Reason, Attempt: attemptOf(req.Attempt)}))
 	if err != nil {
 		return Deferral{}, wireError(err)
 	}

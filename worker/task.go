@@ -204,9 +204,16 @@ const (
 	codeInvalidFailure = "invalid_failure"
 )
 
+// A settlement's Attempt, the task's, is sent on a stream only, where it
+// binds the report to its attempt (a report retried after a lost answer
+// never settles a later attempt this worker holds). Over REST it is left
+// out: a Relais before the attempt member refuses unknown members, and a
+// fetched task's report is retried only while its lock lasts, before the
+// task can come back to this worker.
 type completeRequest struct {
 	WorkerID string          `json:"worker_id"`
 	Outputs  json.RawMessage `json:"outputs"`
+	Attempt  int32           `json:"-"`
 }
 
 type failRequest struct {
@@ -215,6 +222,7 @@ type failRequest struct {
 	Message    string `json:"message"`
 	Retryable  bool   `json:"retryable"`
 	RetryDelay string `json:"retry_delay,omitempty"`
+	Attempt    int32  `json:"-"`
 }
 
 type extendRequest struct {
@@ -567,7 +575,7 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 	}
 	var res completeResult
 	err = r.settle(t, "complete", func(ctx context.Context) (err error) {
-		res, err = t.wire.complete(ctx, t.ID, completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body})
+		res, err = t.wire.complete(ctx, t.ID, completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body, Attempt: int32(t.Attempt)})
 		return err
 	}, log)
 	var ae *APIError
@@ -773,6 +781,7 @@ func aboutOutputs(errs []FieldError) bool {
 // settle token).
 type workerRequest struct {
 	WorkerID string `json:"worker_id"`
+	Attempt  int32  `json:"-"` // see completeRequest
 }
 
 // handBack hands t back at once without spending an attempt (a graceful
@@ -783,7 +792,7 @@ type workerRequest struct {
 func (r *run) handBack(t *Task, log *slog.Logger) {
 	r.assigned.CompareAndDelete(t.ID, t)
 	err := r.settle(t, "release", func(ctx context.Context) error {
-		return t.wire.release(ctx, t.ID, workerRequest{WorkerID: r.w.cfg.WorkerID})
+		return t.wire.release(ctx, t.ID, workerRequest{WorkerID: r.w.cfg.WorkerID, Attempt: int32(t.Attempt)})
 	}, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed) {
@@ -832,6 +841,7 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	// report would leave the task locked until its lock expires and then
 	// run it again, although it failed, and maybe for good.
 	f = f.repaired(r.w.cfg.WorkerID)
+	f.Attempt = int32(t.Attempt)
 	var res failResult
 	send := func(ctx context.Context) (err error) {
 		res, err = t.wire.fail(ctx, t.ID, f)

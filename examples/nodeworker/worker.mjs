@@ -108,6 +108,7 @@ async function run(a) {
       const res = await client.fail({
         occurrenceId: a.occurrenceId,
         workerId,
+        attempt: a.attempt,
         errorCode: "CRM_UNAVAILABLE",
         message: String(err?.message ?? err),
         retryable: true,
@@ -122,6 +123,9 @@ async function run(a) {
     const res = await client.complete({
       occurrenceId: a.occurrenceId,
       workerId,
+      // Binds the result to its attempt: sent again after a lost answer,
+      // it never settles a later attempt of the task given to this worker.
+      attempt: a.attempt,
       outputs: new TextEncoder().encode(JSON.stringify(outputs)),
     });
     log("completed", { occurrence: a.occurrenceId, attempt: a.attempt, result: outputs.result, crm_id: outputs.crm_id, route: res.route });
@@ -136,7 +140,7 @@ async function run(a) {
       // stream keeps its lock alive) and holds a slot until the stream
       // ends.
       await client
-        .fail({ occurrenceId: a.occurrenceId, workerId, errorCode: "invalid_outputs", message: p.errors.join("; ").slice(0, 1000), retryable: false })
+        .fail({ occurrenceId: a.occurrenceId, workerId, attempt: a.attempt, errorCode: "invalid_outputs", message: p.errors.join("; ").slice(0, 1000), retryable: false })
         .then((res) => log("failed", { occurrence: a.occurrenceId, status: res.status, attempts_left: res.attemptsLeft }))
         .catch((err) => log("refused", { occurrence: a.occurrenceId, ...problem(err) }));
     }

@@ -52,3 +52,27 @@ func TestPythonPollingWorkerOutlastsAProxysErrorPage(t *testing.T) {
 		t.Errorf("logged %v, want the 502 and its code", got)
 	}
 }
+
+// A task that cannot succeed is reported as a failure with its code, not
+// left to its lock's expiry: a copy of the example whose handler raised
+// ended its tasks attempts_exhausted, the on_error route never taken
+// (found by QA, a newcomer). Its settlements name their attempt.
+func TestPythonPollingWorkerReportsFailures(t *testing.T) {
+	t.Parallel()
+	relaistest.RequirePython(t, "the Python long-polling example worker's test")
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	w := relaistest.StartScript(t, ".", "python3", "worker.py", "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"))
+	id := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "   "}}).JSON(t)["id"].(string)
+	if got := env.WaitEnded(id, 20*time.Second); got["status"] != "failed" {
+		t.Fatalf("instance %v; want failed\n%s", got["status"], w.Output())
+	}
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
+	if occ["error_code"] != "BLANK_NAME" || occ["attempt_count"] != 1.0 {
+		t.Errorf("occurrence failed with %v after %v attempts; want BLANK_NAME at once\n%s", occ["error_code"], occ["attempt_count"], w.Output())
+	}
+	if n := len(w.Events("failed")); n != 1 {
+		t.Errorf("%d failures logged; want 1\n%s", n, w.Output())
+	}
+}

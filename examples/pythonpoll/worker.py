@@ -13,8 +13,12 @@ there. It does what the README's "A worker in any language" asks:
 - run each task in a thread, extending its lock at half its length; a 409
   to an extension means the task is no longer this worker's (stopped,
   past its deadline, lock lost): drop it and report nothing;
-- complete it, retrying a settlement that got no answer (an identical
-  replay is answered as the first);
+- complete it, or report its failure: a BusinessError (the task cannot
+  succeed: the process's on_error routes its code) is not retried, any
+  other exception is (while attempts are left); outputs the contract
+  refuses fail the task, not retried. A settlement that got no answer is
+  sent again (an identical replay is answered as the first), naming its
+  attempt, so that it never settles a later attempt of the same task;
 - back off on 429 and 503 as Retry-After says, on other 5xx (a proxy's
   error page too) and on network errors; stop on 400, 401, 403 and 404,
   which retrying will not change;
@@ -88,9 +92,15 @@ def post(path, body, timeout=30, hold=False):
     global fetching
     cls = http.client.HTTPSConnection if base.scheme == "https" else http.client.HTTPConnection
     c = cls(base.hostname, base.port, timeout=timeout)
-    if hold:
-        fetching = c
     try:
+        if hold:
+            # Connected, then held, then stopping checked: a SIGTERM
+            # before the hold would otherwise find no socket to shut, and
+            # the fetch would wait its whole wait.
+            c.connect()
+            fetching = c
+            if stopping.is_set():
+                raise OSError("stopping")
         c.request("POST", "/api/v1/pull" + path, json.dumps(body),
                   {"Authorization": "Bearer " + token, "Content-Type": "application/json"})
         r = c.getresponse()
@@ -111,6 +121,15 @@ def post(path, body, timeout=30, hold=False):
     return answer
 
 
+class BusinessError(Exception):
+    """A task that cannot succeed, whatever the retries: reported as a
+    failure with its code, not retried."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
 # The CRM: normalised company name → CRM id.
 crm = {}
 crm_lock = threading.Lock()
@@ -121,6 +140,8 @@ def add_company(inputs):
     first attempt created and reports it existing."""
     time.sleep(crm_latency)
     key = str(inputs["company_name"]).strip().lower()
+    if not key:
+        raise BusinessError("BLANK_NAME", "the company name is blank")
     with crm_lock:
         if key in crm:
             return {"result": "existing", "crm_id": crm[key], "matched_on": ["name"]}
@@ -151,41 +172,66 @@ def run(task):
     keeper = threading.Thread(target=keep_lock, args=(occurrence, done, lost), daemon=True)
     keeper.start()
     try:
-        outputs = add_company(task["inputs"])
+        outputs, failure = None, None
+        try:
+            outputs = add_company(task["inputs"])
+        except BusinessError as err:
+            failure = {"error_code": err.code, "message": str(err), "retryable": False}
+        except Exception as err:  # a bug or an outage: retried while attempts are left
+            failure = {"error_code": "handler_error", "message": f"{type(err).__name__}: {err}"[:2000], "retryable": True}
         done.set()
         keeper.join()
         if lost:
             log("cancelled", occurrence=occurrence, code=lost[0].problem.get("code"))
             return
-        complete(occurrence, task, outputs)
+        if failure is None:
+            res = settle(task, "complete", {"outputs": outputs})
+            if res is not None:
+                log("completed", occurrence=occurrence, attempt=task["attempt"], result=outputs["result"],
+                    crm_id=outputs["crm_id"], route=res.get("route"))
+                return
+            if settle_refusal.get(occurrence) != "invalid_outputs":
+                return
+            # Outputs the contract refuses will be refused again: fail the
+            # task rather than leave it to its lock's expiry and a rerun.
+            failure = {"error_code": "invalid_outputs", "message": "the contract refused the outputs", "retryable": False}
+        res = settle(task, "fail", failure)
+        if res is not None:
+            log("failed", occurrence=occurrence, attempt=task["attempt"], error_code=failure["error_code"],
+                status=res.get("status"), attempts_left=res.get("attempts_left"))
     finally:
+        settle_refusal.pop(occurrence, None)
         done.set()
         slots.release()
 
 
-def complete(occurrence, task, outputs):
-    """Completes, retrying what got no answer (or a 5xx, a 429) until the
-    lock would have ended: a replay is answered as the first."""
+settle_refusal = {}  # occurrence → the code of its last refused settlement
+
+
+def settle(task, action, body):
+    """Sends a complete or a fail, naming the attempt, and retries what got
+    no answer (or a 5xx, a 429) until the lock would have ended: a replay
+    is answered as the first. Returns the answer, or None when refused."""
+    occurrence = task["id"]
+    body = {"worker_id": worker_id, "attempt": task["attempt"], **body}
     give_up = time.monotonic() + lock_seconds
     while True:
         try:
-            res = post(f"/occurrences/{occurrence}/complete", {"worker_id": worker_id, "outputs": outputs})
-            log("completed", occurrence=occurrence, attempt=task["attempt"], result=outputs["result"],
-                crm_id=outputs["crm_id"], route=res.get("route"))
-            return
+            return post(f"/occurrences/{occurrence}/{action}", body)
         except Refused as err:
             code = err.problem.get("code")
             if code in ("occurrence_cancelled", "deadline_exceeded"):
                 log("cancelled", occurrence=occurrence, code=code)  # no longer wanted
-                return
+                return None
             if err.status not in (429, 500, 502, 503, 504) or time.monotonic() > give_up:
-                log("refused", occurrence=occurrence, **err.fields())  # its lock lost, invalid outputs…
-                return
+                settle_refusal[occurrence] = code
+                log("refused", occurrence=occurrence, action=action, **err.fields())  # its lock lost, invalid outputs…
+                return None
             time.sleep(err.retry_after)
         except (OSError, http.client.HTTPException) as err:
             if time.monotonic() > give_up:
-                log("unanswered", occurrence=occurrence, error=str(err))
-                return
+                log("unanswered", occurrence=occurrence, action=action, error=str(err))
+                return None
             time.sleep(1)
 
 

@@ -793,7 +793,13 @@ type CompleteRequest struct {
 	OccurrenceId string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
 	WorkerId     string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// The outputs as a UTF-8 JSON object.
-	Outputs       []byte `protobuf:"bytes,3,opt,name=outputs,proto3" json:"outputs,omitempty"`
+	Outputs []byte `protobuf:"bytes,3,opt,name=outputs,proto3" json:"outputs,omitempty"`
+	// The attempt this call is for (the Assignment's attempt): a report sent
+	// again after a lost answer then never settles a later attempt of the
+	// occurrence that the same worker holds (an earlier attempt's is refused
+	// lock_expired, an identical failure report replays its first answer).
+	// Unset: the occurrence's current attempt.
+	Attempt       *int32 `protobuf:"varint,4,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -847,6 +853,13 @@ func (x *CompleteRequest) GetOutputs() []byte {
 		return x.Outputs
 	}
 	return nil
+}
+
+func (x *CompleteRequest) GetAttempt() int32 {
+	if x != nil && x.Attempt != nil {
+		return *x.Attempt
+	}
+	return 0
 }
 
 type CompleteResponse struct {
@@ -915,7 +928,13 @@ type FailRequest struct {
 	RetryDelay *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
 	// Lowers the attempts left after this one (0 makes the failure terminal);
 	// it never raises them. Unset: unchanged.
-	AttemptsLeft  *int32 `protobuf:"varint,7,opt,name=attempts_left,json=attemptsLeft,proto3,oneof" json:"attempts_left,omitempty"`
+	AttemptsLeft *int32 `protobuf:"varint,7,opt,name=attempts_left,json=attemptsLeft,proto3,oneof" json:"attempts_left,omitempty"`
+	// The attempt this call is for (the Assignment's attempt): a report sent
+	// again after a lost answer then never settles a later attempt of the
+	// occurrence that the same worker holds (an earlier attempt's is refused
+	// lock_expired, an identical failure report replays its first answer).
+	// Unset: the occurrence's current attempt.
+	Attempt       *int32 `protobuf:"varint,8,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -999,6 +1018,13 @@ func (x *FailRequest) GetAttemptsLeft() int32 {
 	return 0
 }
 
+func (x *FailRequest) GetAttempt() int32 {
+	if x != nil && x.Attempt != nil {
+		return *x.Attempt
+	}
+	return 0
+}
+
 type FailResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// `available` (retried at available_at) or `failed`.
@@ -1065,7 +1091,13 @@ type ExtendRequest struct {
 	OccurrenceId string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
 	WorkerId     string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// Unset: the server's default lock duration.
-	LockDuration  *durationpb.Duration `protobuf:"bytes,3,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
+	LockDuration *durationpb.Duration `protobuf:"bytes,3,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
+	// The attempt this call is for (the Assignment's attempt): a report sent
+	// again after a lost answer then never settles a later attempt of the
+	// occurrence that the same worker holds (an earlier attempt's is refused
+	// lock_expired, an identical failure report replays its first answer).
+	// Unset: the occurrence's current attempt.
+	Attempt       *int32 `protobuf:"varint,4,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1121,6 +1153,13 @@ func (x *ExtendRequest) GetLockDuration() *durationpb.Duration {
 	return nil
 }
 
+func (x *ExtendRequest) GetAttempt() int32 {
+	if x != nil && x.Attempt != nil {
+		return *x.Attempt
+	}
+	return 0
+}
+
 type ExtendResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LockExpiresAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=lock_expires_at,json=lockExpiresAt,proto3" json:"lock_expires_at,omitempty"`
@@ -1166,10 +1205,16 @@ func (x *ExtendResponse) GetLockExpiresAt() *timestamppb.Timestamp {
 }
 
 type DeferRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	OccurrenceId  string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
-	WorkerId      string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	OccurrenceId string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
+	WorkerId     string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Reason       string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The attempt this call is for (the Assignment's attempt): a report sent
+	// again after a lost answer then never settles a later attempt of the
+	// occurrence that the same worker holds (an earlier attempt's is refused
+	// lock_expired, an identical failure report replays its first answer).
+	// Unset: the occurrence's current attempt.
+	Attempt       *int32 `protobuf:"varint,4,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1223,6 +1268,13 @@ func (x *DeferRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *DeferRequest) GetAttempt() int32 {
+	if x != nil && x.Attempt != nil {
+		return *x.Attempt
+	}
+	return 0
 }
 
 type DeferResponse struct {
@@ -1287,9 +1339,15 @@ func (x *DeferResponse) GetDeadlineAt() *timestamppb.Timestamp {
 }
 
 type ReleaseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	OccurrenceId  string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
-	WorkerId      string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	OccurrenceId string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
+	WorkerId     string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// The attempt this call is for (the Assignment's attempt): a report sent
+	// again after a lost answer then never settles a later attempt of the
+	// occurrence that the same worker holds (an earlier attempt's is refused
+	// lock_expired, an identical failure report replays its first answer).
+	// Unset: the occurrence's current attempt.
+	Attempt       *int32 `protobuf:"varint,3,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1336,6 +1394,13 @@ func (x *ReleaseRequest) GetWorkerId() string {
 		return x.WorkerId
 	}
 	return ""
+}
+
+func (x *ReleaseRequest) GetAttempt() int32 {
+	if x != nil && x.Attempt != nil {
+		return *x.Attempt
+	}
+	return 0
 }
 
 type ReleaseResponse struct {
@@ -1611,14 +1676,17 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\"+\n" +
 	"\fDrainRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\"\x0f\n" +
-	"\rDrainResponse\"m\n" +
+	"\rDrainResponse\"\x98\x01\n" +
 	"\x0fCompleteRequest\x12#\n" +
 	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x18\n" +
-	"\aoutputs\x18\x03 \x01(\fR\aoutputs\"@\n" +
+	"\aoutputs\x18\x03 \x01(\fR\aoutputs\x12\x1d\n" +
+	"\aattempt\x18\x04 \x01(\x05H\x00R\aattempt\x88\x01\x01B\n" +
+	"\n" +
+	"\b_attempt\"@\n" +
 	"\x10CompleteResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
-	"\x05route\x18\x02 \x01(\tR\x05route\"\x9e\x02\n" +
+	"\x05route\x18\x02 \x01(\tR\x05route\"\xc9\x02\n" +
 	"\vFailRequest\x12#\n" +
 	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x1d\n" +
@@ -1628,31 +1696,43 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"\tretryable\x18\x05 \x01(\bR\tretryable\x12:\n" +
 	"\vretry_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryDelay\x12(\n" +
-	"\rattempts_left\x18\a \x01(\x05H\x00R\fattemptsLeft\x88\x01\x01B\x10\n" +
-	"\x0e_attempts_left\"\x8a\x01\n" +
+	"\rattempts_left\x18\a \x01(\x05H\x00R\fattemptsLeft\x88\x01\x01\x12\x1d\n" +
+	"\aattempt\x18\b \x01(\x05H\x01R\aattempt\x88\x01\x01B\x10\n" +
+	"\x0e_attempts_leftB\n" +
+	"\n" +
+	"\b_attempt\"\x8a\x01\n" +
 	"\fFailResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12#\n" +
 	"\rattempts_left\x18\x02 \x01(\x05R\fattemptsLeft\x12=\n" +
-	"\favailable_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vavailableAt\"\x91\x01\n" +
+	"\favailable_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vavailableAt\"\xbc\x01\n" +
 	"\rExtendRequest\x12#\n" +
 	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12>\n" +
-	"\rlock_duration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\"T\n" +
+	"\rlock_duration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\x12\x1d\n" +
+	"\aattempt\x18\x04 \x01(\x05H\x00R\aattempt\x88\x01\x01B\n" +
+	"\n" +
+	"\b_attempt\"T\n" +
 	"\x0eExtendResponse\x12B\n" +
-	"\x0flock_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\rlockExpiresAt\"h\n" +
+	"\x0flock_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\rlockExpiresAt\"\x93\x01\n" +
 	"\fDeferRequest\x12#\n" +
 	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa1\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1d\n" +
+	"\aattempt\x18\x04 \x01(\x05H\x00R\aattempt\x88\x01\x01B\n" +
+	"\n" +
+	"\b_attempt\"\xa1\x01\n" +
 	"\rDeferResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12;\n" +
 	"\vdeferred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"deferredAt\x12;\n" +
 	"\vdeadline_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"deadlineAt\"R\n" +
+	"deadlineAt\"}\n" +
 	"\x0eReleaseRequest\x12#\n" +
 	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12\x1b\n" +
-	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\x8d\x01\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x1d\n" +
+	"\aattempt\x18\x03 \x01(\x05H\x00R\aattempt\x88\x01\x01B\n" +
+	"\n" +
+	"\b_attempt\"\x8d\x01\n" +
 	"\x0fReleaseResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12#\n" +
 	"\rattempts_left\x18\x02 \x01(\x05R\fattemptsLeft\x12=\n" +
@@ -1778,7 +1858,11 @@ func file_relais_worker_v1_worker_proto_init() {
 		(*WorkerEvent_Cancellation)(nil),
 		(*WorkerEvent_Heartbeat)(nil),
 	}
+	file_relais_worker_v1_worker_proto_msgTypes[10].OneofWrappers = []any{}
 	file_relais_worker_v1_worker_proto_msgTypes[12].OneofWrappers = []any{}
+	file_relais_worker_v1_worker_proto_msgTypes[14].OneofWrappers = []any{}
+	file_relais_worker_v1_worker_proto_msgTypes[16].OneofWrappers = []any{}
+	file_relais_worker_v1_worker_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

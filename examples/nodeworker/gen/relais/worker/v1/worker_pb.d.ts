@@ -387,6 +387,17 @@ export declare type CompleteRequest = Message<"relais.worker.v1.CompleteRequest"
    * @generated from field: bytes outputs = 3;
    */
   outputs: Uint8Array;
+
+  /**
+   * The attempt this call is for (the Assignment's attempt): a report sent
+   * again after a lost answer then never settles a later attempt of the
+   * occurrence that the same worker holds (an earlier attempt's is refused
+   * lock_expired, an identical failure report replays its first answer).
+   * Unset: the occurrence's current attempt.
+   *
+   * @generated from field: optional int32 attempt = 4;
+   */
+  attempt?: number | undefined;
 };
 
 /**
@@ -465,6 +476,17 @@ export declare type FailRequest = Message<"relais.worker.v1.FailRequest"> & {
    * @generated from field: optional int32 attempts_left = 7;
    */
   attemptsLeft?: number | undefined;
+
+  /**
+   * The attempt this call is for (the Assignment's attempt): a report sent
+   * again after a lost answer then never settles a later attempt of the
+   * occurrence that the same worker holds (an earlier attempt's is refused
+   * lock_expired, an identical failure report replays its first answer).
+   * Unset: the occurrence's current attempt.
+   *
+   * @generated from field: optional int32 attempt = 8;
+   */
+  attempt?: number | undefined;
 };
 
 /**
@@ -521,6 +543,17 @@ export declare type ExtendRequest = Message<"relais.worker.v1.ExtendRequest"> & 
    * @generated from field: google.protobuf.Duration lock_duration = 3;
    */
   lockDuration?: Duration | undefined;
+
+  /**
+   * The attempt this call is for (the Assignment's attempt): a report sent
+   * again after a lost answer then never settles a later attempt of the
+   * occurrence that the same worker holds (an earlier attempt's is refused
+   * lock_expired, an identical failure report replays its first answer).
+   * Unset: the occurrence's current attempt.
+   *
+   * @generated from field: optional int32 attempt = 4;
+   */
+  attempt?: number | undefined;
 };
 
 /**
@@ -563,6 +596,17 @@ export declare type DeferRequest = Message<"relais.worker.v1.DeferRequest"> & {
    * @generated from field: string reason = 3;
    */
   reason: string;
+
+  /**
+   * The attempt this call is for (the Assignment's attempt): a report sent
+   * again after a lost answer then never settles a later attempt of the
+   * occurrence that the same worker holds (an earlier attempt's is refused
+   * lock_expired, an identical failure report replays its first answer).
+   * Unset: the occurrence's current attempt.
+   *
+   * @generated from field: optional int32 attempt = 4;
+   */
+  attempt?: number | undefined;
 };
 
 /**
@@ -612,6 +656,17 @@ export declare type ReleaseRequest = Message<"relais.worker.v1.ReleaseRequest"> 
    * @generated from field: string worker_id = 2;
    */
   workerId: string;
+
+  /**
+   * The attempt this call is for (the Assignment's attempt): a report sent
+   * again after a lost answer then never settles a later attempt of the
+   * occurrence that the same worker holds (an earlier attempt's is refused
+   * lock_expired, an identical failure report replays its first answer).
+   * Unset: the occurrence's current attempt.
+   *
+   * @generated from field: optional int32 attempt = 3;
+   */
+  attempt?: number | undefined;
 };
 
 /**
