@@ -103,7 +103,7 @@ func (a *API) startInstance() http.Handler {
 	return a.handleIdempotent(func(w http.ResponseWriter, r *http.Request) error {
 		req, err := httpjson.Decode[startRequest](w, r, a.maxBody)
 		if err != nil {
-			return unknownHint(err, startHints)
+			return httpjson.UnknownHint(err, startHints)
 		}
 		var idem string
 		switch vs := r.Header.Values("Idempotency-Key"); len(vs) {
@@ -135,7 +135,7 @@ func (a *API) startInstance() http.Handler {
 
 // Where a start's members go, by the depth of an unknown one (its
 // pointer's segments), for a first request that left out "inputs" (or, in
-// a batch, "items"): added to the unknown_field refusal by unknownHint.
+// a batch, "items"): added to the unknown_field refusal by httpjson.UnknownHint.
 var (
 	startHints = map[int]string{1: `a start takes "inputs", "business_key" and "version"; the process's inputs go under "inputs" ({"inputs": {…}})`}
 	batchHints = map[int]string{
@@ -143,23 +143,6 @@ var (
 		3: `an item takes "inputs", "business_key", "version" and "idempotency_key"; the process's inputs go under each item's "inputs"`,
 	}
 )
-
-// unknownHint adds to an unknown_field refusal the hint for the depth of
-// its first unknown member that is no misspelling of a member the route
-// takes (those are told the member they mean).
-func unknownHint(err error, hints map[int]string) error {
-	var fe *fault.Error
-	if !errors.As(err, &fe) || fe.Code != "unknown_field" {
-		return err
-	}
-	for _, e := range fe.Errors {
-		if hint, ok := hints[strings.Count(e.Path, "/")]; ok && e.Message == "unknown field" {
-			fe.Detail += ": " + hint
-			return fe
-		}
-	}
-	return err
-}
 
 func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.Instance, status int) error {
 	steps := inst.Path
@@ -659,7 +642,7 @@ func (a *API) startInstances() http.Handler {
 		}
 		req, err := httpjson.Decode[batchStartRequest](w, r, a.maxBody)
 		if err != nil {
-			return unknownHint(err, batchHints)
+			return httpjson.UnknownHint(err, batchHints)
 		}
 		switch {
 		case len(req.Items) == 0:

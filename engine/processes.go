@@ -366,7 +366,13 @@ func (e *Engine) processVersion(ctx context.Context, q *queries.Queries, key str
 	}
 	if isNoRows(err) {
 		if version == 0 {
-			return nil, notFound("process %q", key)
+			// A key someone typed (a start's URL): named with the one it
+			// may misspell.
+			keys, kerr := q.ProcessKeys(ctx)
+			if kerr != nil {
+				return nil, wrap("list processes", kerr)
+			}
+			return nil, fault.New(fault.NotFound, "not_found", "process %q not found%s", key, suggest.Hint(key, keys))
 		}
 		return nil, notFound("version %d of process %q", version, key)
 	}

@@ -497,6 +497,10 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	case StatusCancelled:
 		return fault.New(fault.Conflict, "occurrence_cancelled", "occurrence %s was cancelled (its instance was stopped)", o.ID)
 	case StatusAvailable:
+		if o.AvailableAt.After(now) {
+			// Failed for a retry with a delay: no fetch takes it before.
+			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved: it waits for its retry, offered again from %s", o.ID, o.AvailableAt.UTC().Format(time.RFC3339))
+		}
 		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved; fetch it first", o.ID)
 	case StatusDeferred:
 		// No lock to hold: any worker of the consumer that deferred it may

@@ -453,10 +453,14 @@ func (p *Protocol) onSettled(ref engine.WorkerRef, attempt int) {
 	}
 }
 
+// completeHints tells a completion whose outputs were not nested where
+// they go (see httpjson.UnknownHint).
+var completeHints = map[int]string{1: `a completion takes "worker_id", "attempt" and "outputs"; the definition's outputs go under "outputs" ({"outputs": {…}})`}
+
 func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 	req, err := httpjson.Decode[completeRequest](w, r, p.body)
 	if err != nil {
-		return err
+		return httpjson.UnknownHint(err, completeHints)
 	}
 	ref, err := p.ref(r, req.WorkerID, req.Attempt)
 	if err != nil {

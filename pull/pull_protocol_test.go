@@ -1497,3 +1497,27 @@ func TestSettlementNamingItsAttempt(t *testing.T) {
 		t.Errorf("a batch item naming its attempt: %v, want 200", item)
 	}
 }
+
+// What a newcomer's slips are told (QA): an occurrence waiting for its
+// retry is not "fetch it first" (no fetch takes it before its time); a
+// completion whose outputs are not nested is told where they go; a
+// misspelt process key is told the one it may mean.
+func TestNewcomersSlipsAreExplained(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "retry_delay", "PT1H"))
+	p := wantProblem(t, "settling an occurrence waiting for its retry", act(env, consumer, id, "complete", completeBody("w1", created)), 409, "not_reserved")
+	if d, _ := p["detail"].(string); !strings.Contains(d, "waits for its retry") {
+		t.Errorf("detail %q, want it to say the occurrence waits for its retry", d)
+	}
+	p = wantProblem(t, "outputs not nested", act(env, consumer, id, "complete", map[string]any{"worker_id": "w1", "crm_id": "C1"}), 400, "unknown_field")
+	if d, _ := p["detail"].(string); !strings.Contains(d, `go under "outputs"`) {
+		t.Errorf("detail %q, want it to say the outputs go under \"outputs\"", d)
+	}
+	p = wantProblem(t, "a misspelt process", env.Do("POST", "/api/v1/processes/crm_onyl/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "x"}}), 404, "not_found")
+	if d, _ := p["detail"].(string); !strings.Contains(d, `did you mean "crm_only"`) {
+		t.Errorf("detail %q, want the key it may mean", d)
+	}
+}

@@ -21,6 +21,10 @@ select * from process_versions where process_key = @process_key and version = @v
 -- name: ProcessVersionList :many
 select * from process_versions where process_key = @process_key order by version;
 
+-- name: ProcessKeys :many
+-- Every process key, for the closest one to a misspelt reference.
+select key from processes order by key;
+
 -- name: ProcessList :many
 select p.key, p.created_at,
        coalesce((select max(v.version) from process_versions v where v.process_key = p.key), 0)::integer as latest_version

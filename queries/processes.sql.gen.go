@@ -20,6 +20,31 @@ func (q *Queries) ProcessEnsure(ctx context.Context, key string) error {
 	return err
 }
 
+const processKeys = `-- name: ProcessKeys :many
+select key from processes order by key
+`
+
+// Every process key, for the closest one to a misspelt reference.
+func (q *Queries) ProcessKeys(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, processKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		items = append(items, key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const processList = `-- name: ProcessList :many
 select p.key, p.created_at,
        coalesce((select max(v.version) from process_versions v where v.process_key = p.key), 0)::integer as latest_version

@@ -620,3 +620,22 @@ func QueryProblem(raw string) string {
 	}
 	return "cannot be read as name=value pairs"
 }
+
+// UnknownHint adds to an unknown_field refusal the hint for the depth of
+// its first unknown member (its pointer's segments) that is no misspelling
+// of a member the route takes (those are told the member they mean): a
+// request whose members belong one level down ({"crm_id": …} where
+// {"outputs": {"crm_id": …}} is meant) is told where they go.
+func UnknownHint(err error, hints map[int]string) error {
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != "unknown_field" {
+		return err
+	}
+	for _, e := range fe.Errors {
+		if hint, ok := hints[strings.Count(e.Path, "/")]; ok && e.Message == "unknown field" {
+			fe.Detail += ": " + hint
+			return fe
+		}
+	}
+	return err
+}
