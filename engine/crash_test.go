@@ -107,9 +107,10 @@ func TestWorkersThatCrashLoseNoWork(t *testing.T) {
 						continue
 					}
 					_, err := e.Complete(ctx, WorkerRef{ConsumerID: c, WorkerID: worker, Occurrence: r.ID}, json.RawMessage(`{"result":"created","crm_id":"X"}`))
-					if fe, ok := fault.As(err); ok && (fe.Code == "lock_expired" || fe.Code == "locked_by_other_worker" || fe.Code == "already_settled") {
+					if fe, ok := fault.As(err); ok && (fe.Code == "lock_expired" || fe.Code == "locked_by_other_worker" || fe.Code == "already_settled" || fe.Code == "not_reserved") {
 						// Slow enough that the lock expired: a legitimate
-						// refusal, the task is re-offered.
+						// refusal, the task is re-offered (not_reserved:
+						// the next holder's lock lapsed too).
 						mu.Lock()
 						rec.crashes++
 						mu.Unlock()
