@@ -954,8 +954,10 @@ type settleRetried struct {
 
 // errReassigned stops retrying an outcome once its task was assigned to
 // this worker again (its stream ended, and a new one got the next
-// attempt): Relais tells attempts apart by worker id, so the old outcome
-// would settle the new attempt, whose handler then runs anyway.
+// attempt): naming its attempt, the old outcome can only be refused now,
+// and a Relais before the attempt member, which tells attempts apart by
+// worker id alone, would take it for the new attempt, whose handler then
+// runs anyway.
 var errReassigned = errors.New("the task was assigned to this worker again; its new attempt reports")
 
 // reassigned reports whether a newer attempt of t's occurrence was
