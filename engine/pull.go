@@ -499,7 +499,7 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	case StatusAvailable:
 		if o.AvailableAt.After(now) {
 			// Failed for a retry with a delay: no fetch takes it before.
-			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved: it waits for its retry, offered again from %s", o.ID, o.AvailableAt.UTC().Format(time.RFC3339))
+			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved: it waits for its retry, offered again from %s", o.ID, o.AvailableAt.UTC().Format(time.RFC3339Nano))
 		}
 		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved; fetch it first", o.ID)
 	case StatusDeferred:
@@ -554,7 +554,7 @@ func attemptRefusal(o queries.Occurrence, ref WorkerRef) error {
 	case ref.Attempt == 0 || ref.Attempt == o.Attempts:
 		return nil
 	case ref.Attempt > o.Attempts:
-		return fault.New(fault.BadRequest, "invalid_request", "occurrence %s has had %d attempts, not %d", o.ID, o.Attempts, ref.Attempt).
+		return fault.New(fault.BadRequest, "invalid_request", "occurrence %s has had no attempt %d (it is at attempt %d)", o.ID, ref.Attempt, o.Attempts).
 			WithErrors([]fault.FieldError{{Path: "/attempt", Message: fmt.Sprintf("is above the occurrence's attempts (%d)", o.Attempts)}})
 	}
 	return fault.New(fault.Conflict, "lock_expired", "attempt %d of occurrence %s is over, its lock gone (the occurrence is at attempt %d): this report is not taken", ref.Attempt, o.ID, o.Attempts)

@@ -402,7 +402,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 
 type completeRequest struct {
 	WorkerID string          `json:"worker_id"`
-	Attempt  *int32          `json:"attempt"`
+	Attempt  attemptNumber   `json:"attempt"`
 	Outputs  json.RawMessage `json:"outputs"`
 }
 
@@ -462,7 +462,7 @@ func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpjson.UnknownHint(err, completeHints)
 	}
-	ref, err := p.ref(r, req.WorkerID, req.Attempt)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt.v)
 	if err != nil {
 		return err
 	}
@@ -484,7 +484,7 @@ func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 
 type failRequest struct {
 	WorkerID     string                `json:"worker_id"`
-	Attempt      *int32                `json:"attempt"`
+	Attempt      attemptNumber         `json:"attempt"`
 	ErrorCode    string                `json:"error_code"`
 	Message      string                `json:"message"`
 	Retryable    bool                  `json:"retryable"`
@@ -497,7 +497,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID, req.Attempt)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt.v)
 	if err != nil {
 		return err
 	}
@@ -518,7 +518,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
 
 type extendRequest struct {
 	WorkerID     string                `json:"worker_id"`
-	Attempt      *int32                `json:"attempt"`
+	Attempt      attemptNumber         `json:"attempt"`
 	LockDuration *isoduration.Duration `json:"lock_duration"`
 }
 
@@ -527,7 +527,7 @@ func (p *Protocol) extend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID, req.Attempt)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt.v)
 	if err != nil {
 		return err
 	}
@@ -550,9 +550,9 @@ func (p *Protocol) extend(w http.ResponseWriter, r *http.Request) error {
 }
 
 type deferRequest struct {
-	WorkerID string `json:"worker_id"`
-	Attempt  *int32 `json:"attempt"`
-	Reason   string `json:"reason"`
+	WorkerID string        `json:"worker_id"`
+	Attempt  attemptNumber `json:"attempt"`
+	Reason   string        `json:"reason"`
 }
 
 func (p *Protocol) deferOccurrence(w http.ResponseWriter, r *http.Request) error {
@@ -560,7 +560,7 @@ func (p *Protocol) deferOccurrence(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID, req.Attempt)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt.v)
 	if err != nil {
 		return err
 	}
@@ -576,8 +576,8 @@ func (p *Protocol) deferOccurrence(w http.ResponseWriter, r *http.Request) error
 }
 
 type workerRequest struct {
-	WorkerID string `json:"worker_id"`
-	Attempt  *int32 `json:"attempt"`
+	WorkerID string        `json:"worker_id"`
+	Attempt  attemptNumber `json:"attempt"`
 }
 
 func (p *Protocol) release(w http.ResponseWriter, r *http.Request) error {
@@ -585,7 +585,7 @@ func (p *Protocol) release(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID, req.Attempt)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt.v)
 	if err != nil {
 		return err
 	}
@@ -603,7 +603,7 @@ func (p *Protocol) settleToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := p.ref(r, req.WorkerID, req.Attempt)
+	ref, err := p.ref(r, req.WorkerID, req.Attempt.v)
 	if err != nil {
 		return err
 	}
@@ -634,7 +634,7 @@ func (p *Protocol) revokeSettleTokens(w http.ResponseWriter, r *http.Request) er
 
 type settleItem struct {
 	ID           string                `json:"id"`
-	Attempt      *int32                `json:"attempt"`
+	Attempt      attemptNumber         `json:"attempt"`
 	Outputs      json.RawMessage       `json:"outputs"`
 	ErrorCode    *string               `json:"error_code"`
 	Message      string                `json:"message"`
@@ -677,10 +677,10 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 		}
 		items[i].Occurrence = id
 		items[i].Outputs = it.Outputs
-		if fe := checkAttempt(it.Attempt, "/items/"+strconv.Itoa(i)+"/attempt"); fe != nil {
+		if fe := checkAttempt(it.Attempt.v, "/items/"+strconv.Itoa(i)+"/attempt"); fe != nil {
 			errs = append(errs, *fe)
-		} else if it.Attempt != nil {
-			items[i].Attempt = *it.Attempt
+		} else if it.Attempt.v != nil {
+			items[i].Attempt = *it.Attempt.v
 		}
 		if it.ErrorCode != nil {
 			f := engine.Failure{ErrorCode: *it.ErrorCode, Message: it.Message, Retryable: it.Retryable, AttemptsLeft: it.AttemptsLeft}
@@ -736,6 +736,24 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 		out.Items[i] = item
 	}
 	httpjson.Encode(w, http.StatusOK, out)
+	return nil
+}
+
+// attemptNumber is the attempt a settlement names: left out, none (the
+// occurrence's current one); null is refused, as request_id's is: a
+// client's unset variable must not read as none, which would act on
+// whatever attempt is current.
+type attemptNumber struct{ v *int32 }
+
+func (a *attemptNumber) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return errors.New("must not be null: leave it out to name no attempt")
+	}
+	var n int32
+	if err := json.Unmarshal(b, &n); err != nil {
+		return errors.New("must be an attempt number (1 or more), the fetched occurrence's attempt")
+	}
+	a.v = &n
 	return nil
 }
 

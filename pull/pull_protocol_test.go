@@ -1479,6 +1479,10 @@ func TestSettlementNamingItsAttempt(t *testing.T) {
 	wantProblem(t, "attempt 1's extension", act(env, consumer, id, "extend", map[string]any{"worker_id": "w5", "attempt": 1}), 409, "lock_expired")
 	wantProblem(t, "an attempt not made yet", act(env, consumer, id, "complete", map[string]any{"worker_id": "w5", "attempt": 3, "outputs": created}), 400, "invalid_request")
 	wantProblem(t, "attempt 0", act(env, consumer, id, "complete", map[string]any{"worker_id": "w5", "attempt": 0, "outputs": created}), 400, "invalid_request")
+	// null is no "none": an unset variable would act on the current attempt.
+	if p := act(env, consumer, id, "fail", map[string]any{"worker_id": "w5", "attempt": nil, "error_code": "X", "retryable": true}); p.Status != 400 {
+		t.Errorf("a failure naming a null attempt: %d %s, want 400", p.Status, p.Body)
+	}
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, map[string]any{"worker_id": "w5", "attempt": 2, "outputs": created})
 	// Its replay, naming its attempt, is answered as the first.
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, map[string]any{"worker_id": "w5", "attempt": 2, "outputs": created})

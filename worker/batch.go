@@ -36,6 +36,7 @@ type settleBatch struct {
 // batchCall is one outcome waiting for its batch.
 type batchCall struct {
 	id       string
+	attempt  int32           // see completeRequest
 	outputs  json.RawMessage // set: a completion
 	failure  *failRequest    // set: a failure
 	result   json.RawMessage
@@ -46,6 +47,7 @@ type batchCall struct {
 
 type settleItem struct {
 	ID           string          `json:"id"`
+	Attempt      int32           `json:"attempt,omitempty"`
 	Outputs      json.RawMessage `json:"outputs,omitempty"`
 	ErrorCode    *string         `json:"error_code,omitempty"`
 	Message      string          `json:"message,omitempty"`
@@ -118,10 +120,10 @@ func (b *settleBatch) send(batch []*batchCall) {
 	}
 	items := make([]settleItem, len(batch))
 	for i, c := range batch {
-		items[i] = settleItem{ID: c.id, Outputs: c.outputs}
+		items[i] = settleItem{ID: c.id, Attempt: c.attempt, Outputs: c.outputs}
 		if f := c.failure; f != nil {
 			code := f.ErrorCode
-			items[i] = settleItem{ID: c.id, ErrorCode: &code, Message: f.Message, Retryable: f.Retryable, RetryDelay: f.RetryDelay}
+			items[i] = settleItem{ID: c.id, Attempt: c.attempt, ErrorCode: &code, Message: f.Message, Retryable: f.Retryable, RetryDelay: f.RetryDelay}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
@@ -176,7 +178,7 @@ func (b *settleBatch) sendOne(c *batchCall) {
 	if c.failure != nil {
 		err = b.w.post(ctx, occurrencePath(c.id, "fail"), c.failure, &out)
 	} else {
-		err = b.w.post(ctx, occurrencePath(c.id, "complete"), completeRequest{WorkerID: b.w.cfg.WorkerID, Outputs: c.outputs}, &out)
+		err = b.w.post(ctx, occurrencePath(c.id, "complete"), completeRequest{WorkerID: b.w.cfg.WorkerID, Outputs: c.outputs, Attempt: c.attempt}, &out)
 	}
 	c.answer(out, err)
 }

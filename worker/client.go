@@ -32,17 +32,81 @@ func (e *networkError) Unwrap() error { return e.err }
 // post sends body as JSON to path and decodes a 2xx answer into out.
 // Errors are *APIError for an answer with another status and
 // *networkError otherwise.
+//
+// A settlement names its attempt; a Relais before the attempt member
+// refuses it as an unknown member: the request is sent again without it,
+// and so are the next ones (the worker then settles as it did before).
 func (w *Worker) post(ctx context.Context, path string, body, out any) error {
 	payload, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("relais: encoding the request: %w", err)
 	}
+	if w.noAttempt.Load() {
+		if p, ok := withoutAttempts(payload); ok {
+			payload = p
+		}
+	}
+	err = w.postPayload(ctx, path, payload, out)
+	if attemptUnknown(err) {
+		if p, ok := withoutAttempts(payload); ok {
+			if !w.noAttempt.Swap(true) {
+				w.log.Info("this Relais takes no attempt in settlements (a release before it did): settling without it")
+			}
+			err = w.postPayload(ctx, path, p, out)
+		}
+	}
+	return err
+}
+
+func (w *Worker) postPayload(ctx context.Context, path string, payload []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.base+path, bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("relais: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	return w.send(req, path, out)
+}
+
+// attemptUnknown reports a refusal of the attempt member as unknown.
+func attemptUnknown(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
+		return false
+	}
+	for _, fe := range ae.Errors {
+		if strings.HasSuffix(fe.Path, "/attempt") && fe.Message == "unknown field" {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutAttempts is payload without its attempt members (at the top, and
+// in a batch's items); ok is false when it had none.
+func withoutAttempts(payload []byte) ([]byte, bool) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(payload, &doc) != nil {
+		return nil, false
+	}
+	_, found := doc["attempt"]
+	delete(doc, "attempt")
+	if raw, ok := doc["items"]; ok {
+		var items []map[string]json.RawMessage
+		if json.Unmarshal(raw, &items) == nil {
+			for _, it := range items {
+				if _, ok := it["attempt"]; ok {
+					found = true
+					delete(it, "attempt")
+				}
+			}
+			doc["items"], _ = json.Marshal(items)
+		}
+	}
+	if !found {
+		return nil, false
+	}
+	out, err := json.Marshal(doc)
+	return out, err == nil
 }
 
 // get reads path (with its query) as post does.

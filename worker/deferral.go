@@ -22,7 +22,7 @@ type Deferral struct {
 type deferRequest struct {
 	WorkerID string `json:"worker_id"`
 	Reason   string `json:"reason"`
-	Attempt  int32  `json:"-"` // see completeRequest
+	Attempt  int32  `json:"attempt,omitempty"` // see completeRequest
 }
 
 // Defer hands the task over to be settled later (DESIGN §11): for work

@@ -511,6 +511,7 @@ func code(pe *protoError) (int, string) {
 func (s *fakeServer) complete(r *http.Request) (any, *protoError) {
 	var req struct {
 		WorkerID string          `json:"worker_id"`
+		Attempt  *int            `json:"attempt"` // the SDK names it; this fake does not check it
 		Outputs  json.RawMessage `json:"outputs"`
 	}
 	if pe := decode(r, &req); pe != nil {
@@ -576,6 +577,7 @@ var errorCodeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
 func (s *fakeServer) fail(r *http.Request) (any, *protoError) {
 	var req struct {
 		WorkerID   string  `json:"worker_id"`
+		Attempt    *int    `json:"attempt"` // the SDK names it; this fake does not check it
 		ErrorCode  string  `json:"error_code"`
 		Message    string  `json:"message"`
 		Retryable  *bool   `json:"retryable"`
@@ -632,6 +634,7 @@ func (s *fakeServer) failLocked(id, worker, errorCode string, retryable *bool, r
 func (s *fakeServer) release(r *http.Request) (any, *protoError) {
 	var req struct {
 		WorkerID string `json:"worker_id"`
+		Attempt  *int   `json:"attempt"` // the SDK names it; this fake does not check it
 	}
 	if pe := decode(r, &req); pe != nil {
 		return nil, pe
@@ -658,6 +661,7 @@ func (s *fakeServer) release(r *http.Request) (any, *protoError) {
 func (s *fakeServer) extend(r *http.Request) (any, *protoError) {
 	var req struct {
 		WorkerID     string  `json:"worker_id"`
+		Attempt      *int    `json:"attempt"` // the SDK names it; this fake does not check it
 		LockDuration *string `json:"lock_duration"`
 	}
 	if pe := decode(r, &req); pe != nil {

@@ -204,16 +204,16 @@ const (
 	codeInvalidFailure = "invalid_failure"
 )
 
-// A settlement's Attempt, the task's, is sent on a stream only, where it
-// binds the report to its attempt (a report retried after a lost answer
-// never settles a later attempt this worker holds). Over REST it is left
-// out: a Relais before the attempt member refuses unknown members, and a
-// fetched task's report is retried only while its lock lasts, before the
-// task can come back to this worker.
+// A settlement's Attempt, the task's, binds the report to its attempt: a
+// report retried after a lost answer never settles a later attempt this
+// worker holds (a retryable failure's report, retried through a proxy's
+// 502 after it landed, failed the next attempt the same worker had
+// fetched meanwhile). Zero, for a task settled by id, leaves it out; so
+// does a Relais that refuses the member (see Worker.post).
 type completeRequest struct {
 	WorkerID string          `json:"worker_id"`
 	Outputs  json.RawMessage `json:"outputs"`
-	Attempt  int32           `json:"-"`
+	Attempt  int32           `json:"attempt,omitempty"`
 }
 
 type failRequest struct {
@@ -222,12 +222,13 @@ type failRequest struct {
 	Message    string `json:"message"`
 	Retryable  bool   `json:"retryable"`
 	RetryDelay string `json:"retry_delay,omitempty"`
-	Attempt    int32  `json:"-"`
+	Attempt    int32  `json:"attempt,omitempty"`
 }
 
 type extendRequest struct {
 	WorkerID     string `json:"worker_id"`
 	LockDuration string `json:"lock_duration"`
+	Attempt      int32  `json:"attempt,omitempty"` // see completeRequest
 }
 
 // process runs the handler for t in ctx, which keep (when set) keeps
@@ -498,7 +499,7 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Tas
 			return
 		case <-timer.C:
 		}
-		next, err := r.extend(ctx, t.ID, expiry, log)
+		next, err := r.extend(ctx, t.ID, t.Attempt, expiry, log)
 		if err != nil {
 			if t.ctl.deferred(false) {
 				// Relais refuses to extend a deferred occurrence's lock:
@@ -532,9 +533,9 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Tas
 // which is never later than the server's own reckoning: comparing the
 // server's timestamps with the local clock would trust two clocks to
 // agree.
-func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog.Logger) (time.Time, error) {
+func (r *run) extend(ctx context.Context, id string, attempt int, expiry time.Time, log *slog.Logger) (time.Time, error) {
 	w := r.w
-	body := extendRequest{WorkerID: w.cfg.WorkerID, LockDuration: isoduration.Format(w.cfg.LockDuration)}
+	body := extendRequest{WorkerID: w.cfg.WorkerID, LockDuration: isoduration.Format(w.cfg.LockDuration), Attempt: int32(attempt)}
 	retryEvery := max(w.cfg.LockDuration/8, 10*time.Millisecond)
 	for {
 		sent := time.Now()
@@ -781,7 +782,7 @@ func aboutOutputs(errs []FieldError) bool {
 // settle token).
 type workerRequest struct {
 	WorkerID string `json:"worker_id"`
-	Attempt  int32  `json:"-"` // see completeRequest
+	Attempt  int32  `json:"attempt,omitempty"` // see completeRequest
 }
 
 // handBack hands t back at once without spending an attempt (a graceful

@@ -32,7 +32,7 @@ type restWire struct{ w *Worker }
 func (rw restWire) complete(ctx context.Context, id string, req completeRequest) (completeResult, error) {
 	var res completeResult
 	if b := rw.w.batch; b != nil {
-		raw, err := b.do(ctx, &batchCall{id: id, outputs: req.Outputs})
+		raw, err := b.do(ctx, &batchCall{id: id, attempt: req.Attempt, outputs: req.Outputs})
 		if err == nil {
 			err = decodeResult(raw, &res)
 		}
@@ -45,7 +45,7 @@ func (rw restWire) complete(ctx context.Context, id string, req completeRequest)
 func (rw restWire) fail(ctx context.Context, id string, req failRequest) (failResult, error) {
 	var res failResult
 	if b := rw.w.batch; b != nil {
-		raw, err := b.do(ctx, &batchCall{id: id, failure: &req})
+		raw, err := b.do(ctx, &batchCall{id: id, attempt: req.Attempt, failure: &req})
 		if err == nil {
 			err = decodeResult(raw, &res)
 		}

@@ -288,6 +288,9 @@ type Worker struct {
 
 	// connected is what Connected reports.
 	connected atomic.Bool
+	// noAttempt is set once Relais refused a settlement's attempt member
+	// as unknown (a release before it): settlements go without it.
+	noAttempt atomic.Bool
 }
 
 // Connected reports whether the worker is taking tasks from Relais now:

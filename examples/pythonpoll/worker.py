@@ -153,11 +153,11 @@ slots = threading.BoundedSemaphore(concurrency)  # a slot per task in hand
 stopping = threading.Event()
 
 
-def keep_lock(occurrence, done, lost):
+def keep_lock(occurrence, attempt, done, lost):
     """Extends the lock at half its length until done; a refusal sets lost."""
     while not done.wait(lock_seconds / 2):
         try:
-            post(f"/occurrences/{occurrence}/extend", {"worker_id": worker_id, "lock_duration": f"PT{lock_seconds}S"})
+            post(f"/occurrences/{occurrence}/extend", {"worker_id": worker_id, "attempt": attempt, "lock_duration": f"PT{lock_seconds}S"})
         except Refused as err:
             if err.status == 409:  # stopped, past its deadline, or no longer this worker's
                 lost.append(err)
@@ -169,7 +169,7 @@ def keep_lock(occurrence, done, lost):
 def run(task):
     occurrence = task["id"]
     done, lost = threading.Event(), []
-    keeper = threading.Thread(target=keep_lock, args=(occurrence, done, lost), daemon=True)
+    keeper = threading.Thread(target=keep_lock, args=(occurrence, task["attempt"], done, lost), daemon=True)
     keeper.start()
     try:
         outputs, failure = None, None
@@ -198,7 +198,7 @@ def run(task):
         res = settle(task, "fail", failure)
         if res is not None:
             log("failed", occurrence=occurrence, attempt=task["attempt"], error_code=failure["error_code"],
-                status=res.get("status"), attempts_left=res.get("attempts_left"))
+                message=failure["message"], status=res.get("status"), attempts_left=res.get("attempts_left"))
     finally:
         settle_refusal.pop(occurrence, None)
         done.set()
