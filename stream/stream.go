@@ -217,15 +217,15 @@ func pointer(parts ...any) string {
 	return b.String()
 }
 
-// ref authenticates a settlement and names its occurrence and worker. A
-// settle token is accepted where settleToken is set (complete and fail),
+// ref authenticates a settlement and names its occurrence, its worker
+// and the attempt it is for, if it names one. A settle token is accepted where settleToken is set (complete and fail),
 // for its own occurrence only.
 //
 // The token is checked before the request, as on every REST route: a call
 // without a valid one is 401 whatever its body. Protobuf drops a misspelt
 // field silently, so a missing occurrence_id is then said to be missing,
 // rather than looked up as an empty id (or blamed on a settle token).
-func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID string, settleToken bool) (engine.WorkerRef, error) {
+func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID string, attempt *int32, settleToken bool) (engine.WorkerRef, error) {
 	id, err := uuid.Parse(occurrence)
 	if token, ok := httpauth.Bearer(h); ok && settleToken && engine.IsSettleToken(token) {
 		scope, serr := s.eng.AuthenticateSettleToken(ctx, token)
@@ -244,7 +244,8 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 		if fe := checkWorkerID(workerID); fe != nil {
 			return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})
 		}
-		return engine.WorkerRef{ConsumerID: scope.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: true, TokenAttempt: scope.Attempt}, nil
+		ref := engine.WorkerRef{ConsumerID: scope.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: true, TokenAttempt: scope.Attempt}
+		return ref, withAttempt(&ref, attempt)
 	}
 	p, _, err2 := s.consumer(ctx, h)
 	if err2 != nil {
@@ -259,7 +260,8 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 	if fe := checkWorkerID(workerID); fe != nil {
 		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})
 	}
-	return engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
+	ref := engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id}
+	return ref, withAttempt(&ref, attempt)
 }
 
 // withAttempt sets the attempt a call names on ref, refusing one under 1.
@@ -319,10 +321,7 @@ func (s *Service) settled(ctx context.Context, ref engine.WorkerRef, attempt int
 // Complete settles an assignment with its outputs.
 func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.CompleteRequest]) (*connect.Response[workerv1.CompleteResponse], error) {
 	const procedure = "Complete"
-	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), true)
-	if err == nil {
-		err = withAttempt(&ref, req.Msg.Attempt)
-	}
+	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), req.Msg.Attempt, true)
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
@@ -420,10 +419,7 @@ func (s *Service) handBack(ctx context.Context, consumerID int64, workerID strin
 func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRequest]) (*connect.Response[workerv1.FailResponse], error) {
 	const procedure = "Fail"
 	m := req.Msg
-	ref, err := s.ref(ctx, req.Header(), m.GetOccurrenceId(), m.GetWorkerId(), true)
-	if err == nil {
-		err = withAttempt(&ref, m.Attempt)
-	}
+	ref, err := s.ref(ctx, req.Header(), m.GetOccurrenceId(), m.GetWorkerId(), m.Attempt, true)
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
@@ -459,10 +455,7 @@ func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRe
 // Extend prolongs a lock held without a stream.
 func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.ExtendRequest]) (*connect.Response[workerv1.ExtendResponse], error) {
 	const procedure = "Extend"
-	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
-	if err == nil {
-		err = withAttempt(&ref, req.Msg.Attempt)
-	}
+	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), req.Msg.Attempt, false)
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
@@ -490,10 +483,7 @@ func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.Exte
 // Defer hands the occurrence over to be settled later.
 func (s *Service) Defer(ctx context.Context, req *connect.Request[workerv1.DeferRequest]) (*connect.Response[workerv1.DeferResponse], error) {
 	const procedure = "Defer"
-	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
-	if err == nil {
-		err = withAttempt(&ref, req.Msg.Attempt)
-	}
+	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), req.Msg.Attempt, false)
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
@@ -512,10 +502,7 @@ func (s *Service) Defer(ctx context.Context, req *connect.Request[workerv1.Defer
 // Release hands the reservation back without spending an attempt.
 func (s *Service) Release(ctx context.Context, req *connect.Request[workerv1.ReleaseRequest]) (*connect.Response[workerv1.ReleaseResponse], error) {
 	const procedure = "Release"
-	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
-	if err == nil {
-		err = withAttempt(&ref, req.Msg.Attempt)
-	}
+	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), req.Msg.Attempt, false)
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}

@@ -127,7 +127,7 @@ func backupKeys(cfg config.Config, configured *keyring.Keyring, db *database) *k
 	if configured != nil || !db.embedded() {
 		return configured
 	}
-	b, err := os.ReadFile(filepath.Join(cfg.DataDir, "data-keys"))
+	b, err := os.ReadFile(dataKeysPath(cfg))
 	if err != nil {
 		return nil
 	}
@@ -252,7 +252,7 @@ func keysSource(cfg config.Config, db *database) string {
 	case cfg.DataKeyFile != "":
 		return "the data keys of RELAIS_DATA_KEY_FILE " + cfg.DataKeyFile
 	case db.embedded():
-		return "the data keys of " + filepath.Join(cfg.DataDir, "data-keys")
+		return "the data keys of " + dataKeysPath(cfg)
 	}
 	return "no data key (none is configured)"
 }

@@ -42,7 +42,7 @@ func loadKeysWith(ctx context.Context, cfg config.Config, configured *keyring.Ke
 	switch {
 	case ring != nil:
 	case db.embedded():
-		path := filepath.Join(cfg.DataDir, "data-keys")
+		path := dataKeysPath(cfg)
 		b, rerr := os.ReadFile(path)
 		if errors.Is(rerr, fs.ErrNotExist) {
 			// A new key opens nothing sealed with the lost one, and a
@@ -158,3 +158,6 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 	fmt.Fprintf(stdout, "done: every sealed value is sealed with %q; older keys are retired and may be removed from the configuration of every replica (a replica still sealing with an older key now refuses to, 503 data_key_retired, until it restarts with %q first)\n", ring.Primary(), ring.Primary())
 	return nil
 }
+
+// dataKeysPath is the embedded data directory's data key file.
+func dataKeysPath(cfg config.Config) string { return filepath.Join(cfg.DataDir, "data-keys") }
