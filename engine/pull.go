@@ -162,16 +162,20 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 
 // HandBackTagged hands back what a worker stream's claim tagged tag
 // reserved and the stream never delivered (its COMMIT answer was lost, and
-// the stream ended before asking again), no attempt spent; it returns how
-// many it handed back.
-func (e *Engine) HandBackTagged(ctx context.Context, consumerID int64, workerID, tag string) (int, error) {
+// the stream ended before asking again), no attempt spent, but for except
+// (what the stream did deliver, left to its worker); it returns how many
+// it handed back.
+func (e *Engine) HandBackTagged(ctx context.Context, consumerID int64, workerID, tag string, except ...Held) (int, error) {
 	prior, err := e.q.OccurrenceReplayRequest(ctx, queries.OccurrenceReplayRequestParams{ConsumerID: &consumerID, WorkerID: &workerID, RequestID: &tag, Now: e.at()})
 	if err != nil {
 		return 0, wrap("hand back tagged claim", err)
 	}
-	held := make([]Held, len(prior))
-	for i, p := range prior {
-		held[i] = Held{Occurrence: p.Occurrence.ID, Attempt: int(p.Occurrence.Attempts)}
+	held := make([]Held, 0, len(prior))
+	for _, p := range prior {
+		h := Held{Occurrence: p.Occurrence.ID, Attempt: int(p.Occurrence.Attempts)}
+		if !slices.Contains(except, h) {
+			held = append(held, h)
+		}
 	}
 	if len(held) == 0 {
 		return 0, nil

@@ -63,6 +63,9 @@ type HeldState struct {
 	// settled it itself (completed, failed, deferred, released), else one
 	// of the Cancel* reasons.
 	Gone string
+	// Definition and Revision are the occurrence's.
+	Definition string
+	Revision   int
 }
 
 // KeepAlive extends, in one statement, the locks a worker stream holds by
@@ -82,7 +85,7 @@ func (e *Engine) KeepAlive(ctx context.Context, consumerID int64, workerID strin
 	out := make([]HeldState, len(rows))
 	var unsure []Held
 	for i, r := range rows {
-		s := HeldState{Held: Held{Occurrence: r.ID, Attempt: int(r.Attempt)}, Kept: r.Kept}
+		s := HeldState{Held: Held{Occurrence: r.ID, Attempt: int(r.Attempt)}, Kept: r.Kept, Definition: r.DefinitionKey, Revision: int(r.Revision)}
 		if !r.Kept {
 			s.Gone = goneReason(r.Status, deref(r.ErrorCode), deref(r.Outcome))
 			if r.Status == StatusReserved && r.Outcome == nil {

@@ -516,7 +516,8 @@ attempts_extended as (
     from extended e
     where a.occurrence_id = e.id and a.number = e.attempts
 )
-select h.id::uuid as id, h.attempt::integer as attempt, (e.id is not null)::boolean as kept, o.status, o.error_code, a.outcome
+select h.id::uuid as id, h.attempt::integer as attempt, (e.id is not null)::boolean as kept, o.status, o.error_code, a.outcome,
+    o.definition_key, o.revision
 from held h
 join occurrences o on o.id = h.id
 left join attempts a on a.occurrence_id = h.id and a.number = h.attempt

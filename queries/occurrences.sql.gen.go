@@ -1357,7 +1357,8 @@ attempts_extended as (
     from extended e
     where a.occurrence_id = e.id and a.number = e.attempts
 )
-select h.id::uuid as id, h.attempt::integer as attempt, (e.id is not null)::boolean as kept, o.status, o.error_code, a.outcome
+select h.id::uuid as id, h.attempt::integer as attempt, (e.id is not null)::boolean as kept, o.status, o.error_code, a.outcome,
+    o.definition_key, o.revision
 from held h
 join occurrences o on o.id = h.id
 left join attempts a on a.occurrence_id = h.id and a.number = h.attempt
@@ -1374,12 +1375,14 @@ type OccurrenceKeepAliveParams struct {
 }
 
 type OccurrenceKeepAliveRow struct {
-	ID        uuid.UUID
-	Attempt   int32
-	Kept      bool
-	Status    string
-	ErrorCode *string
-	Outcome   *string
+	ID            uuid.UUID
+	Attempt       int32
+	Kept          bool
+	Status        string
+	ErrorCode     *string
+	Outcome       *string
+	DefinitionKey string
+	Revision      int32
 }
 
 // Extends, in one statement, every lock a worker stream still holds (each
@@ -1410,6 +1413,8 @@ func (q *Queries) OccurrenceKeepAlive(ctx context.Context, arg OccurrenceKeepAli
 			&i.Status,
 			&i.ErrorCode,
 			&i.Outcome,
+			&i.DefinitionKey,
+			&i.Revision,
 		); err != nil {
 			return nil, err
 		}

@@ -191,6 +191,7 @@ type subscription struct {
 	c      *client
 	token  string
 	id     string // the stream id of the first heartbeat
+	first  *workerv1.Heartbeat
 	events chan *workerv1.WorkerEvent
 	ended  chan error
 	cancel context.CancelFunc
@@ -232,7 +233,7 @@ func tryOpen(t testing.TB, c *client, token string, req *workerv1.SubscribeReque
 		cancel()
 		t.Fatalf("%s: first event %v, want heartbeat 0 naming the stream", c.name, first)
 	}
-	s := &subscription{t: t, c: c, token: token, id: hb.GetStreamId(), events: make(chan *workerv1.WorkerEvent, 100),
+	s := &subscription{t: t, c: c, token: token, id: hb.GetStreamId(), first: hb, events: make(chan *workerv1.WorkerEvent, 100),
 		ended: make(chan error, 1), cancel: cancel, done: make(chan struct{})}
 	s.ackVia.Store(c)
 	s.ack(0)

@@ -386,6 +386,70 @@ func TestReplicaShutdownHandsBack(t *testing.T) {
 	wantRefusal(t, "subscribing to a stopping replica", err, "unavailable", "replica_stopping")
 }
 
+// A resumable stream whose replica stops ends at once, what it holds left
+// locked to its worker (not handed back, no attempt ended); the worker's
+// next stream, on another replica, resumes it: named in the first
+// heartbeat, held as its own (its credit counted, its lock kept alive),
+// settled there. What is no longer the worker's is not resumed.
+func TestResumableStreamOutlivesItsReplica(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, func(c *config.Config) { c.ShutdownTimeout = 40 * time.Second })
+	other := f.env.Replica()
+	req := subscribeRequest("w", 1)
+	req.Resumable = true
+	req.LockDuration = durationpb.New(time.Minute)
+	s := open(t, newClient(t, "connect", f.env.URL), f.consumer, req)
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	held := occurrence(t, f.env, a.GetOccurrenceId())
+
+	began := time.Now()
+	f.env.Drain()
+	if d := time.Since(began); d > 10*time.Second {
+		t.Errorf("the replica took %v to stop, want no grace for a resumable stream", d)
+	}
+	wantRefusal(t, "the resumable stream of a stopping replica", s.end(5*time.Second), "unavailable", "replica_stopping")
+	o := occurrence(t, other, a.GetOccurrenceId())
+	if o["status"] != "reserved" || o["worker_id"] != "w" || o["lock_expires_at"] != held["lock_expires_at"] {
+		t.Fatalf("after the stop: %v %v until %v, want still reserved to w until %v", o["status"], o["worker_id"], o["lock_expires_at"], held["lock_expires_at"])
+	}
+	if got := outcomes(t, other, a.GetOccurrenceId()); len(got) != 1 || got[0] != "" {
+		t.Fatalf("outcomes %q, want the attempt still open", got)
+	}
+
+	start(t, other, "Beta") // waits: the resumed task takes the only slot
+	there := newClient(t, "grpc", other.URL)
+	req.Resume = []*workerv1.ResumedAssignment{{OccurrenceId: a.GetOccurrenceId(), Attempt: a.GetAttempt()}}
+	r := open(t, there, f.consumer, req)
+	if got := r.first.GetResumed(); len(got) != 1 || got[0] != a.GetOccurrenceId() {
+		t.Fatalf("first heartbeat resumed %v, want %s", got, a.GetOccurrenceId())
+	}
+	if r.first.GetInFlight() != 1 {
+		t.Errorf("first heartbeat in flight %d, want the resumed one", r.first.GetInFlight())
+	}
+	r.quiet(500 * time.Millisecond)
+	if _, err := complete(there, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-1")); err != nil {
+		t.Fatal(err)
+	}
+	b := r.assignment(5 * time.Second) // its slot freed
+	if got := outcomes(t, other, a.GetOccurrenceId()); len(got) != 1 || got[0] != "completed" {
+		t.Errorf("outcomes %q, want completed in its first attempt", got)
+	}
+
+	// Resumed again, b's earlier attempt and a settled one are not.
+	r.close()
+	relaistest.WaitFor(t, 5*time.Second, "the left stream hands b back", func() (bool, string) {
+		got := outcomes(t, other, b.GetOccurrenceId())
+		return len(got) > 0 && got[0] == "disconnected", fmt.Sprint(got)
+	})
+	req.Resume = []*workerv1.ResumedAssignment{{OccurrenceId: a.GetOccurrenceId(), Attempt: 1}, {OccurrenceId: b.GetOccurrenceId(), Attempt: b.GetAttempt()}}
+	req.MaxInFlight = 2
+	again := open(t, there, f.consumer, req)
+	if got := again.first.GetResumed(); len(got) != 0 {
+		t.Errorf("resumed %v, want nothing: one settled, one handed back", got)
+	}
+}
+
 // Drain stops new assignments; what the stream holds stays its own until
 // settled, and closing the drained stream hands nothing back.
 func TestDrainStopsNewAssignments(t *testing.T) {

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -91,6 +92,12 @@ type session struct {
 	credit      int
 	lock        time.Duration
 	connectedAt time.Time
+	// resumable: the worker resumes the stream's assignments on another
+	// stream, so a stopping replica, or a newer stream of the worker, ends
+	// this one leaving them locked (see end); resume is what it takes over
+	// from a stream that ended, checked as it starts.
+	resumable bool
+	resume    []engine.Held
 
 	pairs engine.Pairs
 	held  map[uuid.UUID]int // occurrence → the attempt assigned
@@ -208,10 +215,12 @@ func (s *session) heldList() []engine.Held {
 
 // subscribeParams are a validated SubscribeRequest.
 type subscribeParams struct {
-	workerID string
-	subs     []engine.Subscription
-	credit   int
-	lock     time.Duration
+	workerID  string
+	subs      []engine.Subscription
+	credit    int
+	lock      time.Duration
+	resumable bool
+	resume    []engine.Held
 }
 
 func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribeParams, error) {
@@ -222,7 +231,8 @@ func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribePara
 	if len(m.GetSubscriptions()) == 0 {
 		errs = append(errs, fault.FieldError{Path: "/subscriptions", Message: "must list at least one definition"})
 	}
-	p := subscribeParams{workerID: m.GetWorkerId(), credit: int(m.GetMaxInFlight()), lock: svc.cfg.Pull.DefaultLockDuration}
+	p := subscribeParams{workerID: m.GetWorkerId(), credit: int(m.GetMaxInFlight()), lock: svc.cfg.Pull.DefaultLockDuration,
+		resumable: m.GetResumable()}
 	for i, sub := range m.GetSubscriptions() {
 		if sub.GetDefinition() == "" {
 			errs = append(errs, fault.FieldError{Path: pointer("subscriptions", i, "definition"), Message: "is required"})
@@ -253,6 +263,7 @@ func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribePara
 			p.lock = d.AsDuration()
 		}
 	}
+	p.resume, errs = resumeList(m, errs)
 	if len(errs) > 0 {
 		return p, fault.New(fault.BadRequest, "invalid_request", "the subscription is invalid").WithErrors(errs)
 	}
@@ -263,6 +274,34 @@ func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribePara
 		return p, engine.BoundExceeded("lock_duration", svc.cfg.Pull.MaxLockDuration)
 	}
 	return p, nil
+}
+
+// resumeList reads the assignments a subscription resumes, adding what is
+// wrong with them to errs.
+func resumeList(m *workerv1.SubscribeRequest, errs []fault.FieldError) ([]engine.Held, []fault.FieldError) {
+	if n := len(m.GetResume()); n > int(m.GetMaxInFlight()) && m.GetMaxInFlight() >= 1 {
+		errs = append(errs, fault.FieldError{Path: "/resume", Message: fmt.Sprintf(
+			"lists %d assignments, more than max_in_flight (%d): a stream holds no more than its credit", n, m.GetMaxInFlight())})
+	}
+	var out []engine.Held
+	seen := map[uuid.UUID]bool{}
+	for i, r := range m.GetResume() {
+		id, err := uuid.Parse(r.GetOccurrenceId())
+		switch {
+		case r.GetOccurrenceId() == "":
+			errs = append(errs, fault.FieldError{Path: pointer("resume", i, "occurrence_id"), Message: "is required"})
+		case err != nil:
+			errs = append(errs, fault.FieldError{Path: pointer("resume", i, "occurrence_id"), Message: "must be an occurrence id (a UUID), the Assignment's"})
+		case seen[id]:
+			errs = append(errs, fault.FieldError{Path: pointer("resume", i, "occurrence_id"), Message: "is listed twice"})
+		}
+		seen[id] = true
+		if r.GetAttempt() < 1 {
+			errs = append(errs, fault.FieldError{Path: pointer("resume", i, "attempt"), Message: "must be an attempt number (1 or more), the Assignment's attempt"})
+		}
+		out = append(out, engine.Held{Occurrence: id, Attempt: int(r.GetAttempt())})
+	}
+	return out, errs
 }
 
 // Subscribe serves one worker stream (DESIGN §10).
@@ -282,7 +321,7 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 	}
 	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, workerID: p.workerID, transport: req.Peer().Protocol, subs: p.subs,
 		credit: p.credit, lock: p.lock, connectedAt: time.Now(), pairs: pairs, pairsSeen: pairs, held: map[uuid.UUID]int{},
-		heldOf: map[uuid.UUID]heldPair{},
+		heldOf: map[uuid.UUID]heldPair{}, resumable: p.resumable, resume: p.resume,
 		signal: make(chan struct{}, 1)}
 	s.token.Store(&token)
 	s.acked.Store(-1)
@@ -368,9 +407,21 @@ func (r *runner) run(ctx context.Context) error {
 	reason := endClientLeft
 	defer func() { r.end(ctx, reason) }()
 
-	if err := r.heartbeat(); err != nil {
+	resumed, err := r.takeOver(ctx)
+	if err != nil {
+		return toConnect(ctx, svc.logger, "Subscribe", err)
+	}
+	if err := r.heartbeat(resumed...); err != nil {
 		reason = endSendFailed
 		return nil
+	}
+	if len(resumed) > 0 {
+		// Resumed under the grants of the stream that ended: what this
+		// one's no longer grants goes back, the worker told.
+		if err := r.handBackUngranted(ctx); err != nil {
+			reason = endSendFailed
+			return nil
+		}
 	}
 	heartbeat := svc.cfg.Stream.Heartbeat
 	keepAlive := time.NewTicker(min(heartbeat, s.lock/3))
@@ -394,7 +445,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		if stopping && len(s.held) == 0 {
 			reason = endReplicaStopping
-			return replicaStopping()
+			return r.stopped()
 		}
 		if r.dirty && !r.draining && len(s.held) < s.credit {
 			// Events posted before this claim (a Drain, say) come first:
@@ -428,11 +479,14 @@ func (r *runner) run(ctx context.Context) error {
 			// The replica stops: no more assignments, and the worker may
 			// settle those it holds (their locks kept alive) until the
 			// grace ends, rather than have work in progress thrown away.
-			// What it still holds then is handed back, released.
+			// What it still holds then is handed back, released. A
+			// resumable stream ends at once instead, its assignments left
+			// locked: its worker resumes them on another stream, where new
+			// work comes too, rather than wait for this one's grace.
 			closing, stopping = nil, true
-			if len(s.held) == 0 {
+			if len(s.held) == 0 || s.resumable {
 				reason = endReplicaStopping
-				return replicaStopping()
+				return r.stopped()
 			}
 			if !r.draining {
 				r.draining = true
@@ -440,7 +494,7 @@ func (r *runner) run(ctx context.Context) error {
 				// Marks the end of the assignments, as a worker's Drain.
 				if err := r.heartbeat(); err != nil {
 					reason = endReplicaStopping
-					return replicaStopping()
+					return r.stopped()
 				}
 			}
 			t := time.NewTimer(svc.reg.graceTime())
@@ -448,7 +502,7 @@ func (r *runner) run(ctx context.Context) error {
 			grace = t.C
 		case <-grace:
 			reason = endReplicaStopping
-			return replicaStopping()
+			return r.stopped()
 		case at := <-s.waiter.C():
 			// Only a time still ahead is waited for (with the slack): an
 			// occurrence announced as available now is claimed at once.
@@ -624,6 +678,10 @@ func (r *runner) handle(ctx context.Context, events []event) (reason string, err
 				}
 			}
 		case eventReplaced:
+			if s.resumable {
+				return endReplaced, problemError(fault.New(fault.Conflict, "stream_replaced",
+					"another stream of worker %q connected; this one ended, its assignments left to it to resume (two processes must not share a worker_id)", s.workerID))
+			}
 			return endReplaced, problemError(fault.New(fault.Conflict, "stream_replaced",
 				"another stream of worker %q connected; this one ended and its assignments were handed back (two processes must not share a worker_id)", s.workerID))
 		case eventDrain:
@@ -891,13 +949,44 @@ func (r *runner) handBackUngranted(ctx context.Context) error {
 	return nil
 }
 
-func (r *runner) heartbeat() error {
+// heartbeat sends the next heartbeat; the first names what the stream
+// resumed.
+func (r *runner) heartbeat(resumed ...string) error {
 	s := r.s
 	s.seq++
 	s.sent.Store(s.seq)
 	return r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Heartbeat{Heartbeat: &workerv1.Heartbeat{
 		ServerTime: timestamppb.Now(), Sequence: s.seq, StreamId: s.id.String(), InFlight: int32(len(s.held)),
-		Interval: durationpb.New(r.svc.cfg.Stream.Heartbeat), Draining: r.draining}}})
+		Interval: durationpb.New(r.svc.cfg.Stream.Heartbeat), Draining: r.draining, Resumed: resumed}}})
+}
+
+// takeOver holds, as the stream's own, the assignments the subscription
+// resumes that are still the worker's at their attempt, their locks not
+// lapsed (extended in the same statement), and returns their ids. A
+// failure to check them fails the subscription: the worker, told nothing
+// was resumed, would give up work it still holds.
+func (r *runner) takeOver(ctx context.Context) ([]string, error) {
+	svc, s := r.svc, r.s
+	if len(s.resume) == 0 {
+		return nil, nil
+	}
+	states, err := svc.eng.KeepAlive(ctx, s.consumerID, s.workerID, s.resume, s.lock)
+	if err != nil {
+		return nil, err
+	}
+	var resumed []string
+	for _, st := range states {
+		if !st.Kept {
+			continue
+		}
+		s.held[st.Occurrence] = st.Attempt
+		s.heldOf[st.Occurrence] = heldPair{st.Definition, st.Revision}
+		svc.reg.hold(s, st.Occurrence)
+		resumed = append(resumed, st.Occurrence.String())
+	}
+	svc.logger.Info("stream resumed assignments of an earlier stream", "stream", s.id, "worker_id", s.workerID,
+		"asked", len(s.resume), "resumed", len(resumed))
+	return resumed, nil
 }
 
 func (r *runner) cancellation(id uuid.UUID, reason string) error {
@@ -917,7 +1006,9 @@ func (r *runner) send(e *workerv1.WorkerEvent) error {
 
 // end hands back what the stream still holds and forgets it: released
 // (attempt given back) when this replica stops, disconnected (the attempt
-// counts) otherwise.
+// counts) otherwise. A resumable stream that this replica's stop or a
+// newer stream of its worker ends leaves it locked instead, for the worker
+// to resume: the locks run a lock duration from their last extension.
 func (r *runner) end(ctx context.Context, reason string) {
 	svc, s := r.svc, r.s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
@@ -943,22 +1034,29 @@ func (r *runner) end(ctx context.Context, reason string) {
 		unseenBack += n
 	}
 	release := reason == endReplicaStopping
-	if release {
-		// Tell the worker before the stream ends (best effort).
-		for id := range s.held {
-			if r.cancellation(id, engine.CancelLockLost) != nil {
-				break
+	var handed, left []engine.Held
+	switch {
+	case s.resumable && (reason == endReplicaStopping || reason == endReplaced):
+		left = s.heldList()
+	default:
+		if release {
+			// Tell the worker before the stream ends (best effort).
+			for id := range s.held {
+				if r.cancellation(id, engine.CancelLockLost) != nil {
+					break
+				}
 			}
 		}
-	}
-	handed, err := svc.eng.HandBack(ctx, s.consumerID, s.workerID, s.heldList(), release)
-	if err != nil {
-		svc.logger.Error("handing a stream's assignments back failed; their locks lapse instead", "stream", s.id, "err", err)
+		var err error
+		handed, err = svc.eng.HandBack(ctx, s.consumerID, s.workerID, s.heldList(), release)
+		if err != nil {
+			svc.logger.Error("handing a stream's assignments back failed; their locks lapse instead", "stream", s.id, "err", err)
+		}
 	}
 	for _, tag := range r.lostRefills {
 		// After the held ones: what a lost refill's tag still names now
-		// is what the worker never received.
-		n, err := svc.eng.HandBackTagged(ctx, s.consumerID, s.workerID, tag)
+		// is what the worker never received (but what is left to it).
+		n, err := svc.eng.HandBackTagged(ctx, s.consumerID, s.workerID, tag, left...)
 		if err != nil {
 			svc.logger.Warn("handing back what a lost refill reserved failed; its locks lapse instead", "stream", s.id, "err", err)
 		}
@@ -968,12 +1066,16 @@ func (r *runner) end(ctx context.Context, reason string) {
 		svc.logger.Warn("removing the stream's catalog row failed; it is pruned once no longer live", "stream", s.id, "err", err)
 	}
 	svc.eng.LogWorker(engine.EventWorkerDisconnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
-		"stream", s.id, "reason", reason, "handed_back", len(handed)+unseenBack, "unseen", unseenBack)
+		"stream", s.id, "reason", reason, "handed_back", len(handed)+unseenBack, "unseen", unseenBack, "left_to_resume", len(left))
 }
 
-func replicaStopping() error {
-	return problemError(fault.New(fault.Unavailable, endReplicaStopping,
-		"this replica is shutting down (what the stream still held, if anything, was handed back): subscribe again"))
+// stopped is the error ending a stream as its replica stops.
+func (r *runner) stopped() error {
+	detail := "this replica is shutting down (what the stream still held, if anything, was handed back): subscribe again"
+	if r.s.resumable {
+		detail = "this replica is shutting down; what the stream held is left locked to this worker: subscribe again, resuming it"
+	}
+	return problemError(fault.New(fault.Unavailable, endReplicaStopping, "%s", detail))
 }
 
 func assignment(g engine.Reservation) *workerv1.Assignment {

@@ -206,6 +206,19 @@ func TestSubscribeRefusals(t *testing.T) {
 			LockDuration: durationpb.New(500 * time.Millisecond)}, "invalid_argument", "invalid_request", "/lock_duration"},
 		{"zero lock", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
 			LockDuration: durationpb.New(0)}, "invalid_argument", "invalid_request", "/lock_duration"},
+		{"resume of no id", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
+			Resume: []*workerv1.ResumedAssignment{{Attempt: 1}}}, "invalid_argument", "invalid_request", "/resume/0/occurrence_id"},
+		{"resume of a malformed id", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 2, Subscriptions: sub("add_company_to_crm"),
+			Resume: []*workerv1.ResumedAssignment{{OccurrenceId: "01a248e0-871e-723f-9dae-67cdf941f131", Attempt: 1}, {OccurrenceId: "nope", Attempt: 1}}},
+			"invalid_argument", "invalid_request", "/resume/1/occurrence_id"},
+		{"resume without its attempt", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
+			Resume: []*workerv1.ResumedAssignment{{OccurrenceId: "01a248e0-871e-723f-9dae-67cdf941f131"}}}, "invalid_argument", "invalid_request", "/resume/0/attempt"},
+		{"resume of one twice", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 2, Subscriptions: sub("add_company_to_crm"),
+			Resume: []*workerv1.ResumedAssignment{{OccurrenceId: "01a248e0-871e-723f-9dae-67cdf941f131", Attempt: 1}, {OccurrenceId: "01a248e0-871e-723f-9dae-67cdf941f131", Attempt: 1}}},
+			"invalid_argument", "invalid_request", "/resume/1/occurrence_id"},
+		{"resume beyond the credit", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
+			Resume: []*workerv1.ResumedAssignment{{OccurrenceId: "01a248e0-871e-723f-9dae-67cdf941f131", Attempt: 1}, {OccurrenceId: "01a248e0-871e-723f-9dae-67cdf941f132", Attempt: 1}}},
+			"invalid_argument", "invalid_request", "/resume"},
 	}
 	for _, tt := range tests {
 		_, err := tryOpen(t, c, tt.token, tt.req)

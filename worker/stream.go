@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -337,7 +338,9 @@ type streamSession struct {
 // which ends the retries as any refusal does; a stream that ends cleanly
 // hands its tasks back at once, with the same effect.
 type streamLock struct {
-	s *streamSession
+	// s is the stream holding the task: the one that assigned it, then
+	// the one that resumed it, if one did.
+	s atomic.Pointer[streamSession]
 	// taskCtx is the handler's: its cause says whether Relais took the
 	// task back (a Cancellation, the task assigned again).
 	taskCtx context.Context
@@ -356,11 +359,12 @@ type streamLock struct {
 // the lock, and a worker shutting down would wait for the outage's end
 // (its stream, closed at the end of Run, hands back what it holds).
 func (l *streamLock) expiry(since time.Time) time.Time {
-	d := l.s.r.w.cfg.LockDuration
-	if l.s.live() && !l.s.r.draining.Load() {
+	s := l.s.Load()
+	d := s.r.w.cfg.LockDuration
+	if s.live() && !s.r.draining.Load() {
 		return time.Now().Add(d)
 	}
-	until := time.Unix(0, l.s.lastEvent.Load()).Add(d / 2)
+	until := time.Unix(0, s.lastEvent.Load()).Add(d / 2)
 	if limit := since.Add(d); limit.Before(until) {
 		return limit
 	}
@@ -386,8 +390,9 @@ func (s *streamSession) live() bool {
 	}
 }
 
-// errStreamEnded is why a streamed task's handler is cancelled when its
-// stream ends (with ErrLockLost: another worker may have it by then).
+// errStreamEnded is why a streamed task's handler is cancelled once its
+// stream ended and no stream resumed it (with ErrLockLost: another worker
+// may have it by then).
 var errStreamEnded = errors.New("the stream ended")
 
 // waitingTask is a streamed task waiting for a slot. The server frees a
@@ -404,6 +409,19 @@ type waitingTask struct {
 type streamTask struct {
 	cancel context.CancelCauseFunc
 	task   *Task // for the log of its cancellation
+	lock   *streamLock
+	// done is set once its handling ended (under the run's orphanMu): it
+	// is no longer the worker's to resume.
+	done bool
+}
+
+// orphan is a started streamed task whose stream ended without Relais
+// saying it is gone (the replica stopped, or died, or the connection was
+// cut): its handler runs on, for the next stream to resume it, until its
+// lock may have lapsed (timer).
+type orphan struct {
+	task  *streamTask
+	timer *time.Timer
 }
 
 // subscribe opens a stream and reads its first heartbeat.
@@ -414,8 +432,12 @@ func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, er
 	if _, err := w.token(ctx); err != nil {
 		return nil, &networkError{err}
 	}
+	resume := r.orphaned()
 	req := &workerv1.SubscribeRequest{WorkerId: w.cfg.WorkerID, MaxInFlight: int32(w.cfg.Concurrency),
-		LockDuration: durationpb.New(w.cfg.LockDuration)}
+		LockDuration: durationpb.New(w.cfg.LockDuration), Resumable: true}
+	for _, o := range resume {
+		req.Resume = append(req.Resume, &workerv1.ResumedAssignment{OccurrenceId: o.task.task.ID, Attempt: int32(o.task.task.Attempt)})
+	}
 	for _, s := range r.subs {
 		sub := &workerv1.Subscription{Definition: s.Definition, Fields: s.Fields}
 		for _, rev := range s.Revisions {
@@ -466,6 +488,8 @@ func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, er
 		ended: make(chan struct{}), drained: make(chan struct{}), acks: make(chan int64, 1), tasks: map[string]*streamTask{}}
 	s.lastEvent.Store(time.Now().UnixNano())
 	s.ack(hb.GetSequence())
+	// Before the reader starts: a Cancellation of a resumed task finds it.
+	r.adopt(s, resume, hb.GetResumed())
 	s.done.Add(3)
 	go s.read(stream)
 	go s.acknowledge(sctx)
@@ -500,16 +524,10 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	}
 	s.err = stream.Err()
 	_ = stream.Close()
-	// Whatever it held is handed back by the server (or its lock lapses):
-	// another worker may take it.
-	s.mu.Lock()
-	for id, t := range s.tasks {
-		t.cancel(fmt.Errorf("%w: %w", ErrLockLost, errStreamEnded))
-		delete(s.tasks, id)
-	}
-	s.mu.Unlock()
 	s.mu.Lock()
 	draining := s.draining
+	held := s.tasks
+	s.tasks = map[string]*streamTask{}
 	s.mu.Unlock()
 	if s.err != nil && !draining {
 		switch {
@@ -525,9 +543,111 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	}
 	s.cancel()
 	close(s.ended)
-	// After ended is closed: the waiting tasks are given up without a
-	// release, the server having taken back what the stream held.
+	// After ended is closed (their lock's estimate no longer a stream's):
+	// the handlers run on, for the next stream to resume their tasks. A
+	// replica that stops leaves them locked to this worker; one that dies
+	// too; one that saw the connection end handed them back, which the
+	// next stream says by not resuming them.
+	for _, t := range held {
+		s.r.orphan(t)
+	}
+	// The waiting tasks are given up without a release: never started,
+	// they are not resumed, and the server takes back what the stream
+	// held but left to resume once its lock lapses.
 	s.dropWaiting()
+}
+
+// orphan keeps t's handler running after its stream ended, until a new
+// stream resumes it or its lock may have lapsed.
+func (r *run) orphan(t *streamTask) {
+	r.orphanMu.Lock()
+	defer r.orphanMu.Unlock()
+	if t.done {
+		return
+	}
+	if r.orphans == nil {
+		r.orphans = map[string]*orphan{}
+	}
+	o := &orphan{task: t}
+	o.timer = time.AfterFunc(time.Until(t.lock.expiry(time.Now())), func() {
+		if r.unorphan(o) {
+			r.w.log.Warn("no stream resumed the task before its lock could lapse; cancelling the handler", taskAttrs(t.task)...)
+			t.cancel(fmt.Errorf("%w: %w, and no stream resumed the task before its lock could lapse", ErrLockLost, errStreamEnded))
+		}
+	})
+	r.orphans[t.task.ID] = o
+}
+
+// unorphan takes o out of the orphans; false if it was not there.
+func (r *run) unorphan(o *orphan) bool {
+	r.orphanMu.Lock()
+	defer r.orphanMu.Unlock()
+	if r.orphans[o.task.task.ID] != o {
+		return false
+	}
+	delete(r.orphans, o.task.task.ID)
+	o.timer.Stop()
+	return true
+}
+
+// orphaned lists the orphans, for a new stream to resume.
+func (r *run) orphaned() []*orphan {
+	r.orphanMu.Lock()
+	defer r.orphanMu.Unlock()
+	out := make([]*orphan, 0, len(r.orphans))
+	for _, o := range r.orphans {
+		out = append(out, o)
+	}
+	return out
+}
+
+// adopt hands the orphans a new stream s resumed over to it; the others,
+// asked for and not resumed, are no longer this worker's: their handlers
+// are cancelled (a Relais that resumes nothing, as one before resumable
+// streams, leaves them to report a success already had, as they did).
+func (r *run) adopt(s *streamSession, asked []*orphan, resumed []string) {
+	for _, o := range asked {
+		if !r.unorphan(o) {
+			// Its handling ended meanwhile (its lock's estimate passed, or
+			// its handler returned): the new stream would hold for
+			// nothing one it resumed, which a settlement has not freed.
+			if slices.Contains(resumed, o.task.task.ID) {
+				r.wg.Add(1)
+				go r.releaseResumed(s, o.task.task)
+			}
+			continue
+		}
+		t := o.task
+		if slices.Contains(resumed, t.task.ID) {
+			s.mu.Lock()
+			t.lock.s.Store(s)
+			s.tasks[t.task.ID] = t
+			s.mu.Unlock()
+			r.w.log.Info("task resumed on the new stream; its handler runs on", taskAttrs(t.task)...)
+			continue
+		}
+		r.w.log.Info("the new stream did not resume the task (Relais took it back as the stream ended, or its lock lapsed); cancelling the handler", taskAttrs(t.task)...)
+		t.cancel(fmt.Errorf("%w: %w, and the next stream could not resume the task", ErrLockLost, errStreamEnded))
+	}
+}
+
+// releaseResumed releases t, resumed by s after its handling ended: if an
+// outcome settled it meanwhile, the refusal is the answer.
+func (r *run) releaseResumed(s *streamSession, t *Task) {
+	defer r.wg.Done()
+	ctx, cancel := context.WithTimeout(r.settleCtx, settleTimeout)
+	defer cancel()
+	err := streamWire{s.c}.release(ctx, t.ID, workerRequest{WorkerID: r.w.cfg.WorkerID, Attempt: int32(t.Attempt)})
+	r.w.log.Debug("released a task resumed after its handling ended", append(taskAttrs(t), "err", err)...)
+}
+
+// dropOrphans cancels the handlers no stream resumed, as Run ends.
+func (r *run) dropOrphans() {
+	for _, o := range r.orphaned() {
+		if r.unorphan(o) {
+			o.task.cancel(fmt.Errorf("%w: %w", ErrLockLost, errStreamEnded))
+		}
+	}
 }
 
 func reasonText(r workerv1.CancellationReason) string {
@@ -632,18 +752,28 @@ func (s *streamSession) startLocked(t *Task) {
 	// last: a task released unstarted gets a few tries (see settle), and
 	// the stream's reader, which releases those sent while it drains,
 	// must not wait on them.
-	t.held = &streamLock{s: s, taskCtx: ctx}
-	entry := &streamTask{cancel: cancel, task: t}
+	lock := &streamLock{taskCtx: ctx}
+	lock.s.Store(s)
+	t.held = lock
+	entry := &streamTask{cancel: cancel, task: t, lock: lock}
 	if old := s.tasks[t.ID]; old != nil {
 		old.cancel(fmt.Errorf("%w: assigned again", ErrLockLost))
 	}
 	s.tasks[t.ID] = entry
 	forget := func() {
-		s.mu.Lock()
-		if s.tasks[t.ID] == entry {
-			delete(s.tasks, t.ID)
+		r.orphanMu.Lock()
+		entry.done = true
+		if o := r.orphans[t.ID]; o != nil && o.task == entry {
+			delete(r.orphans, t.ID)
+			o.timer.Stop()
 		}
-		s.mu.Unlock()
+		r.orphanMu.Unlock()
+		cur := lock.s.Load()
+		cur.mu.Lock()
+		if cur.tasks[t.ID] == entry {
+			delete(cur.tasks, t.ID)
+		}
+		cur.mu.Unlock()
 	}
 	// Deferred, the task is no longer the stream's: neither its
 	// Cancellations nor its end cancel what the handler does after.

@@ -474,13 +474,47 @@ func TestStreamOutcomeOutlastsTheLockWhileTheStreamLives(t *testing.T) {
 }
 
 // A task pushed on a new stream while the only slot is still held by a
-// task of the stream that ended (its handler ignoring the cancellation)
-// waits for that slot, and runs once the old handler returns: slots are
-// the run's, whatever stream the waiting task came on.
+// task of the stream that ended (the replica took it back as the
+// connection was cut, so the new stream did not resume it, and its
+// handler ignores the cancellation) waits for that slot, and runs once the
+// old handler returns: slots are the run's, whatever stream the waiting
+// task came on.
 func TestStreamTaskWaitsForASlotAcrossAReconnect(t *testing.T) {
-	// No grace for the stopping replica's streams (the shutdown timeout is
-	// the hand-back's own bound): the task is handed back at once.
-	r := newRelais(t, nil, func(c *config.Config) { c.ShutdownTimeout = 10 * time.Second })
+	started := make(chan struct{}, 4)
+	unblock := make(chan struct{})
+	var calls atomic.Int32
+	r, _, inst, logs := cutWhileHandling(t, 1, true, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		if calls.Add(1) == 1 {
+			<-unblock // ignores its context: keeps the slot after its stream ended
+		}
+		return created(context.WithoutCancel(ctx), task)
+	}, started)
+	// The task, handed back, is pushed again on the new stream while the
+	// first handler still holds the only slot.
+	relaistest.WaitFor(t, 10*time.Second, "the task assigned again", func() (bool, string) {
+		a := r.occurrenceOf(t, inst)["attempts"].([]any)
+		return len(a) == 2, fmt.Sprint(a)
+	})
+	time.Sleep(200 * time.Millisecond) // the task pushed meanwhile waits
+	if calls.Load() != 1 {
+		t.Fatalf("the handler ran %d times while the only slot was held, want once", calls.Load())
+	}
+	close(unblock)
+	if got := r.env.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v; want completed once the slot freed\n%s", got, logs.String())
+	}
+}
+
+// A rolling restart does not interrupt a long handler: the stopping
+// replica ends the worker's stream at once, its task left locked rather
+// than handed back, and the worker's next stream (to the other replica)
+// resumes it while the handler runs on; its outcome settles it there, in
+// its first attempt. The stopping replica used to keep the stream for its
+// grace, then hand the task back, the handler cancelled and run again
+// from the start (QA measured a 5-minute handler cut at 2 min 53 s).
+func TestStreamTaskRidesOutARollingRestart(t *testing.T) {
+	r := newRelais(t, nil, func(c *config.Config) { c.ShutdownTimeout = 40 * time.Second })
 	other := r.env.Replica()
 	var serving atomic.Pointer[relaistest.Env]
 	serving.Store(r.env)
@@ -491,18 +525,20 @@ func TestStreamTaskWaitsForASlotAcrossAReconnect(t *testing.T) {
 
 	inst := r.start(t, "Acme")
 	started := make(chan struct{}, 4)
-	unblock := make(chan struct{})
-	var calls atomic.Int32
-	w, err := New(Config{URL: srv.URL, Token: r.consumer, WorkerID: "reconnecting", Concurrency: 1,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	finish := make(chan struct{})
+	var handled atomic.Int32
+	var cancelled atomic.Bool
+	logs := &testlog.Buffer{}
+	w, err := New(Config{URL: srv.URL, Token: r.consumer, WorkerID: "restarted-under", Concurrency: 1,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		handled.Add(1)
 		started <- struct{}{}
-		if calls.Add(1) == 1 {
-			<-unblock // ignores its context: keeps the slot after its stream ended
-		}
+		<-finish
+		cancelled.Store(ctx.Err() != nil)
 		return created(ctx, task)
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -521,19 +557,27 @@ func TestStreamTaskWaitsForASlotAcrossAReconnect(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the task never started")
 	}
-	// The replica stops: its stream hands the task back and ends; the
-	// worker subscribes again, to the other replica, which pushes the task
-	// again while the first handler still holds the only slot.
 	serving.Store(other)
+	began := time.Now()
 	r.env.Drain()
-	relaistest.WaitFor(t, 10*time.Second, "the worker subscribes to the other replica", func() (bool, string) {
-		items := other.Must(200, "GET", "/api/v1/workers", other.Operator, nil).JSON(t)["items"].([]any)
-		return len(items) > 0, fmt.Sprint(items)
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the replica took %v to stop: it waited for its stream's grace instead of leaving the task to be resumed", took)
+	}
+	relaistest.WaitFor(t, 10*time.Second, "the other replica's stream resumes the task", func() (bool, string) {
+		return strings.Contains(logs.String(), "task resumed on the new stream"), logs.String()
 	})
-	time.Sleep(200 * time.Millisecond) // the task pushed meanwhile waits
-	close(unblock)
+	close(finish)
 	if got := other.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
-		t.Fatalf("instance %v; want completed once the slot freed", got)
+		t.Fatalf("instance %v, want completed by the resumed handler\n%s", got, logs.String())
+	}
+	if n := handled.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want once", n)
+	}
+	if cancelled.Load() {
+		t.Error("the handler's context was cancelled by the restart")
+	}
+	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 1 || a[0].(map[string]any)["outcome"] != "completed" {
+		t.Errorf("attempts %v, want one, completed", a)
 	}
 }
 
@@ -594,7 +638,8 @@ func TestStreamLockBound(t *testing.T) {
 	r := &run{w: &Worker{cfg: Config{LockDuration: time.Minute}}}
 	live := &streamSession{r: r, ended: make(chan struct{})}
 	live.lastEvent.Store(time.Now().Add(-10 * time.Minute).UnixNano())
-	l := &streamLock{s: live, taskCtx: context.Background()}
+	l := &streamLock{taskCtx: context.Background()}
+	l.s.Store(live)
 	if left := time.Until(l.expiry(time.Now().Add(-time.Hour))); left < 50*time.Second {
 		t.Errorf("a live stream's task: %v left to report its outcome, want a lock duration from now whatever the last event", left)
 	}
@@ -622,7 +667,8 @@ func TestStreamLockBound(t *testing.T) {
 		if c.cause != nil {
 			cancel(c.cause)
 		}
-		l := &streamLock{s: s, taskCtx: ctx}
+		l := &streamLock{taskCtx: ctx}
+		l.s.Store(s)
 		if got := l.lost(); got != c.lost {
 			t.Errorf("cause %v: lost %v, want %v", c.cause, got, c.lost)
 		}
@@ -1043,11 +1089,15 @@ func TestDeclaredFields(t *testing.T) {
 // the first subscription's events stop and its body reads as a connection
 // cut mid-stream, while the connection to the replica is left open (closed
 // at the test's end), so that the replica neither sees the stream end nor
-// hands its tasks back, as a dead one would not.
+// hands its tasks back, as a dead one would not. With a gate (see
+// handBack), it plays a connection cut that the replica saw instead.
 type cutter struct {
 	base     http.RoundTripper
 	cut      chan struct{}
 	releases atomic.Int32
+	// gate, when set, holds the subscriptions after the first until it is
+	// closed.
+	gate chan struct{}
 
 	mu     sync.Mutex
 	first  bool
@@ -1060,6 +1110,17 @@ func (c *cutter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if !strings.HasSuffix(req.URL.Path, "/Subscribe") {
 		return c.base.RoundTrip(req)
+	}
+	select {
+	case <-c.cut:
+		if c.gate != nil {
+			select {
+			case <-c.gate:
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+		}
+	default:
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1075,6 +1136,21 @@ func (c *cutter) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.bodies = append(c.bodies, res.Body)
 	res.Body = &cutBody{rc: res.Body, cut: c.cut}
 	return res, nil
+}
+
+// handBack cuts the stream as a connection cut the replica saw: the
+// replica hands the task of instance inst back (its first attempt ends
+// disconnected) before the worker's next subscription goes through. The
+// cutter must have been made with a gate.
+func (c *cutter) handBack(t *testing.T, r *relais, inst string) {
+	t.Helper()
+	close(c.cut)
+	c.close()
+	relaistest.WaitFor(t, 10*time.Second, "the replica hands the task back", func() (bool, string) {
+		a := r.occurrenceOf(t, inst)["attempts"].([]any)
+		return a[0].(map[string]any)["outcome"] == "disconnected", fmt.Sprint(a)
+	})
+	close(c.gate)
 }
 
 func (c *cutter) close() {
@@ -1108,28 +1184,35 @@ func (b *cutBody) Read(p []byte) (int, error) {
 // Left open: closing it would tell the replica the stream ended.
 func (b *cutBody) Close() error { return nil }
 
-// A handler that finishes after its stream ended without Relais saying
-// the task was lost (its replica died, the lock held on) has its outcome
-// reported: the replica that takes it finds the lock still this worker's,
-// and the finished work is neither lost nor done again. It used to be
-// dropped, the task left to its lock's expiry, then run again on a second
-// attempt.
-func TestStreamEndedOutcomeIsReported(t *testing.T) {
+// A handler whose stream ended without Relais saying the task was lost
+// (its replica died, the lock held on) runs on: the worker's next stream
+// resumes its task, and its outcome settles it. The finished work is
+// neither lost nor done again. It used to be cancelled, its outcome
+// reported only if it had finished regardless.
+func TestStreamEndedTaskIsResumed(t *testing.T) {
 	var handled atomic.Int32
 	started := make(chan struct{}, 4)
-	r, _, inst, _ := cutWhileHandling(t, 1, func(ctx context.Context, task *Task) (any, error) {
+	var logsOf atomic.Pointer[testlog.Buffer]
+	var cancelled atomic.Bool
+	r, _, inst, logs := cutWhileHandling(t, 1, false, func(ctx context.Context, task *Task) (any, error) {
 		handled.Add(1)
 		started <- struct{}{}
-		// Its work done just as the stream ends (the cut is read at the
-		// next heartbeat, within a second).
-		<-ctx.Done()
-		return created(context.WithoutCancel(ctx), task)
+		// Works on until a new stream resumed its task.
+		for l := logsOf.Load(); l == nil || !strings.Contains(l.String(), "task resumed on the new stream"); l = logsOf.Load() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancelled.Store(ctx.Err() != nil)
+		return created(ctx, task)
 	}, started)
+	logsOf.Store(logs)
 	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
-		t.Fatalf("instance %v, want completed by the outcome reported after the stream ended", got)
+		t.Fatalf("instance %v, want completed by the resumed task's outcome\n%s", got, logs.String())
 	}
 	if n := handled.Load(); n != 1 {
 		t.Errorf("the handler ran %d times, want once", n)
+	}
+	if cancelled.Load() {
+		t.Error("the handler's context was cancelled although its task was resumed")
 	}
 	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 1 {
 		t.Errorf("attempts %v, want one", a)
@@ -1204,7 +1287,7 @@ func TestOutcomeRetriesAreWarnedOnce(t *testing.T) {
 func TestStreamEndedHandlerCutShortReportsNothing(t *testing.T) {
 	var handled atomic.Int32
 	started := make(chan struct{}, 4)
-	r, c, inst, logs := cutWhileHandling(t, 1, func(ctx context.Context, task *Task) (any, error) {
+	r, c, inst, logs := cutWhileHandling(t, 1, true, func(ctx context.Context, task *Task) (any, error) {
 		if handled.Add(1) == 1 {
 			started <- struct{}{}
 			<-ctx.Done()
@@ -1235,7 +1318,7 @@ func TestStreamEndedOutcomeOfATaskAssignedAgainIsNotSent(t *testing.T) {
 	var handled atomic.Int32
 	var logsOf atomic.Pointer[testlog.Buffer]
 	first := make(chan struct{})
-	r, _, inst, logs := cutWhileHandling(t, 2, func(ctx context.Context, task *Task) (any, error) {
+	r, _, inst, logs := cutWhileHandling(t, 2, true, func(ctx context.Context, task *Task) (any, error) {
 		if handled.Add(1) == 1 {
 			close(first)
 			<-ctx.Done()
@@ -1265,12 +1348,17 @@ func TestStreamEndedOutcomeOfATaskAssignedAgainIsNotSent(t *testing.T) {
 
 // cutWhileHandling runs a stream worker of concurrency handlers through a
 // cutter, starts an instance, and cuts the stream once started says h
-// began on it, as a replica dying mid-task would: it returns the instance
-// (to wait for), the cutter (to count what was sent) and the worker's logs.
-func cutWhileHandling(t *testing.T, concurrency int, h Handler, started <-chan struct{}) (*relais, *cutter, string, *testlog.Buffer) {
+// began on it, as a replica dying mid-task would (or, handBack, as a
+// connection cut that the replica saw, handing the task back): it returns
+// the instance (to wait for), the cutter (to count what was sent) and the
+// worker's logs.
+func cutWhileHandling(t *testing.T, concurrency int, handBack bool, h Handler, started <-chan struct{}) (*relais, *cutter, string, *testlog.Buffer) {
 	t.Helper()
 	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
 	c := &cutter{base: http.DefaultTransport.(*http.Transport).Clone(), cut: make(chan struct{})}
+	if handBack {
+		c.gate = make(chan struct{})
+	}
 	t.Cleanup(c.close)
 	logs := &testlog.Buffer{}
 	r.run(t, Config{Concurrency: concurrency, HTTPClient: &http.Client{Transport: c}, Logger: slog.New(slog.NewTextHandler(logs, nil))}, h)
@@ -1280,7 +1368,11 @@ func cutWhileHandling(t *testing.T, concurrency int, h Handler, started <-chan s
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler did not start")
 	}
-	close(c.cut)
+	if handBack {
+		c.handBack(t, r, inst)
+	} else {
+		close(c.cut)
+	}
 	return r, c, inst, logs
 }
 
@@ -1341,7 +1433,7 @@ func TestWorkersOfOneProcessGetTheirOwnDefaultIDs(t *testing.T) {
 func TestOutcomeRetriesStopOnceTheTaskIsAssignedAgain(t *testing.T) {
 	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
 	down := &outage{procedure: "Complete", lasts: 4 * time.Second, base: http.DefaultTransport.(*http.Transport).Clone()}
-	c := &cutter{base: down, cut: make(chan struct{})}
+	c := &cutter{base: down, cut: make(chan struct{}), gate: make(chan struct{})}
 	t.Cleanup(c.close)
 	logs := &testlog.Buffer{}
 	var mu sync.Mutex
@@ -1362,8 +1454,9 @@ func TestOutcomeRetriesStopOnceTheTaskIsAssignedAgain(t *testing.T) {
 	inst := r.start(t, "Acme")
 	<-started
 	// The first outcome meets the outage: the stream is cut while it is
-	// retried, and the task comes back on the next stream.
-	close(c.cut)
+	// retried (the replica hands the task back), and the task comes back
+	// on the next stream.
+	c.handBack(t, r, inst)
 	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
 		t.Fatalf("instance %v, want completed\n%s", got, logs.String())
 	}

@@ -352,9 +352,10 @@ func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.Can
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errStreamEnded):
-		// The stream ended without Relais saying the task is gone: its
-		// replica may have died with the lock held, which then outlives
-		// it (see afterStreamEnded).
+		// The stream ended and no stream resumed the task (a replica
+		// that saw the stream end handed it back; one that died may have
+		// left the lock held, or no stream came in time): see
+		// afterStreamEnded.
 		r.afterStreamEnded(t, outputs, err, log)
 	case errors.Is(cause, ErrCancelled):
 		// An operator stopped the instance, or its deadline passed: not

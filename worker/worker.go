@@ -251,13 +251,15 @@ const (
 // ctx stays alive while Run shuts down gracefully, but ends when the
 // lock is lost or the occurrence cancelled; whatever the handler returns
 // then is dropped, because Relais would refuse it. On a worker stream the
-// handler's context ends when the stream does (a network blip included: a
-// live replica hands the task back at once, the attempt spent); long
-// polling rides out blips shorter than the lock. As the replica may have
-// died with the lock held instead, outputs a handler returns after its
-// stream ended are reported all the same (refused if the task was handed
-// back; not sent, nor retried any longer, once it was assigned to this
-// worker again); a failure then is not reported.
+// handler runs on when its stream ends, and the worker's next stream
+// resumes its task (a rolling restart of Relais, a replica that died);
+// its context ends if the next stream cannot (a network blip that a live
+// replica saw: it handed the task back at once, the attempt spent), or if
+// none comes before the lock may lapse. Long polling rides out blips
+// shorter than the lock. Outputs a handler returns once its context ended
+// so are reported all the same (refused if the task was handed back; not
+// sent, nor retried any longer, once it was assigned to this worker
+// again); a failure then is not reported.
 type Handler func(ctx context.Context, t *Task) (outputs any, err error)
 
 // Worker pulls tasks from Relais and runs handlers on them. Create it
@@ -615,6 +617,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if r.stream != nil {
 		r.stream.close()
 	}
+	r.dropOrphans()
 	if w.ownClient {
 		// Nobody else uses these connections: leave no goroutine behind.
 		w.cfg.HTTPClient.CloseIdleConnections()
@@ -689,6 +692,11 @@ type run struct {
 	running   map[string]chan struct{}
 	// goroutines runs the tasks' handling.
 	goroutines *goroutines
+	// orphans are the started streamed tasks whose stream ended, by
+	// occurrence id, until a new stream resumes them (see run.orphan),
+	// under orphanMu, which is taken before a session's mu, never after.
+	orphanMu sync.Mutex
+	orphans  map[string]*orphan
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown

@@ -162,7 +162,7 @@ type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Names this worker process (1 to 200 bytes); its locks belong to it.
 	// Subscribing again with the same worker_id ends the older stream, whose
-	// assignments are handed back.
+	// assignments are handed back (left to resume, if it is resumable).
 	WorkerId      string          `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	Subscriptions []*Subscription `protobuf:"bytes,2,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	// The most unsettled assignments the stream may hold (credit): 1 to the
@@ -176,7 +176,23 @@ type SubscribeRequest struct {
 	// while the stream lives): if the replica holding the stream dies, its
 	// assignments are offered again after this. Unset: the server's default;
 	// above the ceiling: refused.
-	LockDuration  *durationpb.Duration `protobuf:"bytes,4,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
+	LockDuration *durationpb.Duration `protobuf:"bytes,4,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
+	// The client takes its assignments over to a new stream when this one
+	// ends (resume): a replica that stops then ends the stream at once, its
+	// assignments left locked rather than handed back, and so does a stream
+	// a newer subscription of the same worker ends. Their locks last
+	// lock_duration from their last extension, for the worker to resume them
+	// on another replica (or this one restarted) while its handlers run on.
+	// A stream that ends otherwise (the client left, stopped acknowledging
+	// heartbeats) hands them back as any stream does.
+	Resumable bool `protobuf:"varint,5,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	// Assignments a stream of this worker held when it ended, still being
+	// worked on, that this stream takes over: each one still reserved to the
+	// worker at that attempt, its lock not lapsed, is held by this stream as
+	// if assigned to it (its lock kept alive, its credit counted), and named
+	// in the first heartbeat's resumed. What is not named there is no longer
+	// the worker's. At most max_in_flight.
+	Resume        []*ResumedAssignment `protobuf:"bytes,6,rep,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +255,74 @@ func (x *SubscribeRequest) GetLockDuration() *durationpb.Duration {
 	return nil
 }
 
+func (x *SubscribeRequest) GetResumable() bool {
+	if x != nil {
+		return x.Resumable
+	}
+	return false
+}
+
+func (x *SubscribeRequest) GetResume() []*ResumedAssignment {
+	if x != nil {
+		return x.Resume
+	}
+	return nil
+}
+
+// ResumedAssignment names an assignment a stream resumes.
+type ResumedAssignment struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	OccurrenceId string                 `protobuf:"bytes,1,opt,name=occurrence_id,json=occurrenceId,proto3" json:"occurrence_id,omitempty"`
+	// The Assignment's attempt.
+	Attempt       int32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumedAssignment) Reset() {
+	*x = ResumedAssignment{}
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumedAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumedAssignment) ProtoMessage() {}
+
+func (x *ResumedAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumedAssignment.ProtoReflect.Descriptor instead.
+func (*ResumedAssignment) Descriptor() ([]byte, []int) {
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ResumedAssignment) GetOccurrenceId() string {
+	if x != nil {
+		return x.OccurrenceId
+	}
+	return ""
+}
+
+func (x *ResumedAssignment) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 // WorkerEvent is one message of a Subscribe stream.
 type WorkerEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -254,7 +338,7 @@ type WorkerEvent struct {
 
 func (x *WorkerEvent) Reset() {
 	*x = WorkerEvent{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +350,7 @@ func (x *WorkerEvent) String() string {
 func (*WorkerEvent) ProtoMessage() {}
 
 func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +363,7 @@ func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerEvent.ProtoReflect.Descriptor instead.
 func (*WorkerEvent) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WorkerEvent) GetEvent() isWorkerEvent_Event {
@@ -366,7 +450,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +462,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +475,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Assignment) GetOccurrenceId() string {
@@ -483,7 +567,7 @@ type Cancellation struct {
 
 func (x *Cancellation) Reset() {
 	*x = Cancellation{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +579,7 @@ func (x *Cancellation) String() string {
 func (*Cancellation) ProtoMessage() {}
 
 func (x *Cancellation) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +592,7 @@ func (x *Cancellation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancellation.ProtoReflect.Descriptor instead.
 func (*Cancellation) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Cancellation) GetOccurrenceId() string {
@@ -542,14 +626,17 @@ type Heartbeat struct {
 	// the first heartbeat that has it, one of which is sent as the drain
 	// begins, so a client that read it has read every assignment it will get
 	// and may release those it will not run, then close.
-	Draining      bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
+	Draining bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
+	// In the first heartbeat (sequence 0): the occurrences of the
+	// subscription's resume that this stream now holds.
+	Resumed       []string `protobuf:"bytes,7,rep,name=resumed,proto3" json:"resumed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +648,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +661,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -619,6 +706,13 @@ func (x *Heartbeat) GetDraining() bool {
 	return false
 }
 
+func (x *Heartbeat) GetResumed() []string {
+	if x != nil {
+		return x.Resumed
+	}
+	return nil
+}
+
 type HeartbeatRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	StreamId string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
@@ -630,7 +724,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +736,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +749,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeartbeatRequest) GetStreamId() string {
@@ -680,7 +774,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +786,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +799,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 type DrainRequest struct {
@@ -717,7 +811,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +823,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +836,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DrainRequest) GetStreamId() string {
@@ -760,7 +854,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +866,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +879,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 type CompleteRequest struct {
@@ -806,7 +900,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +912,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +925,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompleteRequest) GetOccurrenceId() string {
@@ -874,7 +968,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +980,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +993,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CompleteResponse) GetStatus() string {
@@ -941,7 +1035,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1047,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1060,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FailRequest) GetOccurrenceId() string {
@@ -1037,7 +1131,7 @@ type FailResponse struct {
 
 func (x *FailResponse) Reset() {
 	*x = FailResponse{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1143,7 @@ func (x *FailResponse) String() string {
 func (*FailResponse) ProtoMessage() {}
 
 func (x *FailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1156,7 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FailResponse) GetStatus() string {
@@ -1104,7 +1198,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1210,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1223,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExtendRequest) GetOccurrenceId() string {
@@ -1169,7 +1263,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1275,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1288,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExtendResponse) GetLockExpiresAt() *timestamppb.Timestamp {
@@ -1221,7 +1315,7 @@ type DeferRequest struct {
 
 func (x *DeferRequest) Reset() {
 	*x = DeferRequest{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[16]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1327,7 @@ func (x *DeferRequest) String() string {
 func (*DeferRequest) ProtoMessage() {}
 
 func (x *DeferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[16]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1340,7 @@ func (x *DeferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferRequest.ProtoReflect.Descriptor instead.
 func (*DeferRequest) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeferRequest) GetOccurrenceId() string {
@@ -1289,7 +1383,7 @@ type DeferResponse struct {
 
 func (x *DeferResponse) Reset() {
 	*x = DeferResponse{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1395,7 @@ func (x *DeferResponse) String() string {
 func (*DeferResponse) ProtoMessage() {}
 
 func (x *DeferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1408,7 @@ func (x *DeferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferResponse.ProtoReflect.Descriptor instead.
 func (*DeferResponse) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeferResponse) GetStatus() string {
@@ -1354,7 +1448,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1460,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1473,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseRequest) GetOccurrenceId() string {
@@ -1417,7 +1511,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1523,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1536,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReleaseResponse) GetStatus() string {
@@ -1495,7 +1589,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1601,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1614,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Problem) GetCode() string {
@@ -1576,7 +1670,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1682,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_relais_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_relais_worker_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1695,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_relais_worker_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FieldError) GetPath() string {
@@ -1628,12 +1722,17 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"definition\x18\x01 \x01(\tR\n" +
 	"definition\x12\x1c\n" +
 	"\trevisions\x18\x02 \x03(\x05R\trevisions\x12\x16\n" +
-	"\x06fields\x18\x03 \x03(\tR\x06fields\"\xd9\x01\n" +
+	"\x06fields\x18\x03 \x03(\tR\x06fields\"\xb4\x02\n" +
 	"\x10SubscribeRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12D\n" +
 	"\rsubscriptions\x18\x02 \x03(\v2\x1e.relais.worker.v1.SubscriptionR\rsubscriptions\x12\"\n" +
 	"\rmax_in_flight\x18\x03 \x01(\x05R\vmaxInFlight\x12>\n" +
-	"\rlock_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\"\xd9\x01\n" +
+	"\rlock_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\x12\x1c\n" +
+	"\tresumable\x18\x05 \x01(\bR\tresumable\x12;\n" +
+	"\x06resume\x18\x06 \x03(\v2#.relais.worker.v1.ResumedAssignmentR\x06resume\"R\n" +
+	"\x11ResumedAssignment\x12#\n" +
+	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\"\xd9\x01\n" +
 	"\vWorkerEvent\x12>\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1c.relais.worker.v1.AssignmentH\x00R\n" +
@@ -1661,7 +1760,7 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"\bpriority\x18\v \x01(\x05R\bpriority\"q\n" +
 	"\fCancellation\x12#\n" +
 	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12<\n" +
-	"\x06reason\x18\x02 \x01(\x0e2$.relais.worker.v1.CancellationReasonR\x06reason\"\xf1\x01\n" +
+	"\x06reason\x18\x02 \x01(\x0e2$.relais.worker.v1.CancellationReasonR\x06reason\"\x8b\x02\n" +
 	"\tHeartbeat\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12\x1a\n" +
@@ -1669,7 +1768,8 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"\tstream_id\x18\x03 \x01(\tR\bstreamId\x12\x1b\n" +
 	"\tin_flight\x18\x04 \x01(\x05R\binFlight\x125\n" +
 	"\binterval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x1a\n" +
-	"\bdraining\x18\x06 \x01(\bR\bdraining\"K\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\x12\x18\n" +
+	"\aresumed\x18\a \x03(\tR\aresumed\"K\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\"\x13\n" +
@@ -1777,75 +1877,77 @@ func file_relais_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_relais_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_relais_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_relais_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_relais_worker_v1_worker_proto_goTypes = []any{
 	(CancellationReason)(0),       // 0: relais.worker.v1.CancellationReason
 	(*Subscription)(nil),          // 1: relais.worker.v1.Subscription
 	(*SubscribeRequest)(nil),      // 2: relais.worker.v1.SubscribeRequest
-	(*WorkerEvent)(nil),           // 3: relais.worker.v1.WorkerEvent
-	(*Assignment)(nil),            // 4: relais.worker.v1.Assignment
-	(*Cancellation)(nil),          // 5: relais.worker.v1.Cancellation
-	(*Heartbeat)(nil),             // 6: relais.worker.v1.Heartbeat
-	(*HeartbeatRequest)(nil),      // 7: relais.worker.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 8: relais.worker.v1.HeartbeatResponse
-	(*DrainRequest)(nil),          // 9: relais.worker.v1.DrainRequest
-	(*DrainResponse)(nil),         // 10: relais.worker.v1.DrainResponse
-	(*CompleteRequest)(nil),       // 11: relais.worker.v1.CompleteRequest
-	(*CompleteResponse)(nil),      // 12: relais.worker.v1.CompleteResponse
-	(*FailRequest)(nil),           // 13: relais.worker.v1.FailRequest
-	(*FailResponse)(nil),          // 14: relais.worker.v1.FailResponse
-	(*ExtendRequest)(nil),         // 15: relais.worker.v1.ExtendRequest
-	(*ExtendResponse)(nil),        // 16: relais.worker.v1.ExtendResponse
-	(*DeferRequest)(nil),          // 17: relais.worker.v1.DeferRequest
-	(*DeferResponse)(nil),         // 18: relais.worker.v1.DeferResponse
-	(*ReleaseRequest)(nil),        // 19: relais.worker.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 20: relais.worker.v1.ReleaseResponse
-	(*Problem)(nil),               // 21: relais.worker.v1.Problem
-	(*FieldError)(nil),            // 22: relais.worker.v1.FieldError
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*ResumedAssignment)(nil),     // 3: relais.worker.v1.ResumedAssignment
+	(*WorkerEvent)(nil),           // 4: relais.worker.v1.WorkerEvent
+	(*Assignment)(nil),            // 5: relais.worker.v1.Assignment
+	(*Cancellation)(nil),          // 6: relais.worker.v1.Cancellation
+	(*Heartbeat)(nil),             // 7: relais.worker.v1.Heartbeat
+	(*HeartbeatRequest)(nil),      // 8: relais.worker.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),     // 9: relais.worker.v1.HeartbeatResponse
+	(*DrainRequest)(nil),          // 10: relais.worker.v1.DrainRequest
+	(*DrainResponse)(nil),         // 11: relais.worker.v1.DrainResponse
+	(*CompleteRequest)(nil),       // 12: relais.worker.v1.CompleteRequest
+	(*CompleteResponse)(nil),      // 13: relais.worker.v1.CompleteResponse
+	(*FailRequest)(nil),           // 14: relais.worker.v1.FailRequest
+	(*FailResponse)(nil),          // 15: relais.worker.v1.FailResponse
+	(*ExtendRequest)(nil),         // 16: relais.worker.v1.ExtendRequest
+	(*ExtendResponse)(nil),        // 17: relais.worker.v1.ExtendResponse
+	(*DeferRequest)(nil),          // 18: relais.worker.v1.DeferRequest
+	(*DeferResponse)(nil),         // 19: relais.worker.v1.DeferResponse
+	(*ReleaseRequest)(nil),        // 20: relais.worker.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 21: relais.worker.v1.ReleaseResponse
+	(*Problem)(nil),               // 22: relais.worker.v1.Problem
+	(*FieldError)(nil),            // 23: relais.worker.v1.FieldError
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_relais_worker_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: relais.worker.v1.SubscribeRequest.subscriptions:type_name -> relais.worker.v1.Subscription
-	23, // 1: relais.worker.v1.SubscribeRequest.lock_duration:type_name -> google.protobuf.Duration
-	4,  // 2: relais.worker.v1.WorkerEvent.assignment:type_name -> relais.worker.v1.Assignment
-	5,  // 3: relais.worker.v1.WorkerEvent.cancellation:type_name -> relais.worker.v1.Cancellation
-	6,  // 4: relais.worker.v1.WorkerEvent.heartbeat:type_name -> relais.worker.v1.Heartbeat
-	24, // 5: relais.worker.v1.Assignment.lock_expires_at:type_name -> google.protobuf.Timestamp
-	24, // 6: relais.worker.v1.Assignment.deadline_at:type_name -> google.protobuf.Timestamp
-	0,  // 7: relais.worker.v1.Cancellation.reason:type_name -> relais.worker.v1.CancellationReason
-	24, // 8: relais.worker.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	23, // 9: relais.worker.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
-	23, // 10: relais.worker.v1.FailRequest.retry_delay:type_name -> google.protobuf.Duration
-	24, // 11: relais.worker.v1.FailResponse.available_at:type_name -> google.protobuf.Timestamp
-	23, // 12: relais.worker.v1.ExtendRequest.lock_duration:type_name -> google.protobuf.Duration
-	24, // 13: relais.worker.v1.ExtendResponse.lock_expires_at:type_name -> google.protobuf.Timestamp
-	24, // 14: relais.worker.v1.DeferResponse.deferred_at:type_name -> google.protobuf.Timestamp
-	24, // 15: relais.worker.v1.DeferResponse.deadline_at:type_name -> google.protobuf.Timestamp
-	24, // 16: relais.worker.v1.ReleaseResponse.available_at:type_name -> google.protobuf.Timestamp
-	22, // 17: relais.worker.v1.Problem.errors:type_name -> relais.worker.v1.FieldError
-	23, // 18: relais.worker.v1.Problem.retry_after:type_name -> google.protobuf.Duration
-	2,  // 19: relais.worker.v1.WorkerService.Subscribe:input_type -> relais.worker.v1.SubscribeRequest
-	7,  // 20: relais.worker.v1.WorkerService.Heartbeat:input_type -> relais.worker.v1.HeartbeatRequest
-	9,  // 21: relais.worker.v1.WorkerService.Drain:input_type -> relais.worker.v1.DrainRequest
-	11, // 22: relais.worker.v1.WorkerService.Complete:input_type -> relais.worker.v1.CompleteRequest
-	13, // 23: relais.worker.v1.WorkerService.Fail:input_type -> relais.worker.v1.FailRequest
-	15, // 24: relais.worker.v1.WorkerService.Extend:input_type -> relais.worker.v1.ExtendRequest
-	17, // 25: relais.worker.v1.WorkerService.Defer:input_type -> relais.worker.v1.DeferRequest
-	19, // 26: relais.worker.v1.WorkerService.Release:input_type -> relais.worker.v1.ReleaseRequest
-	3,  // 27: relais.worker.v1.WorkerService.Subscribe:output_type -> relais.worker.v1.WorkerEvent
-	8,  // 28: relais.worker.v1.WorkerService.Heartbeat:output_type -> relais.worker.v1.HeartbeatResponse
-	10, // 29: relais.worker.v1.WorkerService.Drain:output_type -> relais.worker.v1.DrainResponse
-	12, // 30: relais.worker.v1.WorkerService.Complete:output_type -> relais.worker.v1.CompleteResponse
-	14, // 31: relais.worker.v1.WorkerService.Fail:output_type -> relais.worker.v1.FailResponse
-	16, // 32: relais.worker.v1.WorkerService.Extend:output_type -> relais.worker.v1.ExtendResponse
-	18, // 33: relais.worker.v1.WorkerService.Defer:output_type -> relais.worker.v1.DeferResponse
-	20, // 34: relais.worker.v1.WorkerService.Release:output_type -> relais.worker.v1.ReleaseResponse
-	27, // [27:35] is the sub-list for method output_type
-	19, // [19:27] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	24, // 1: relais.worker.v1.SubscribeRequest.lock_duration:type_name -> google.protobuf.Duration
+	3,  // 2: relais.worker.v1.SubscribeRequest.resume:type_name -> relais.worker.v1.ResumedAssignment
+	5,  // 3: relais.worker.v1.WorkerEvent.assignment:type_name -> relais.worker.v1.Assignment
+	6,  // 4: relais.worker.v1.WorkerEvent.cancellation:type_name -> relais.worker.v1.Cancellation
+	7,  // 5: relais.worker.v1.WorkerEvent.heartbeat:type_name -> relais.worker.v1.Heartbeat
+	25, // 6: relais.worker.v1.Assignment.lock_expires_at:type_name -> google.protobuf.Timestamp
+	25, // 7: relais.worker.v1.Assignment.deadline_at:type_name -> google.protobuf.Timestamp
+	0,  // 8: relais.worker.v1.Cancellation.reason:type_name -> relais.worker.v1.CancellationReason
+	25, // 9: relais.worker.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	24, // 10: relais.worker.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
+	24, // 11: relais.worker.v1.FailRequest.retry_delay:type_name -> google.protobuf.Duration
+	25, // 12: relais.worker.v1.FailResponse.available_at:type_name -> google.protobuf.Timestamp
+	24, // 13: relais.worker.v1.ExtendRequest.lock_duration:type_name -> google.protobuf.Duration
+	25, // 14: relais.worker.v1.ExtendResponse.lock_expires_at:type_name -> google.protobuf.Timestamp
+	25, // 15: relais.worker.v1.DeferResponse.deferred_at:type_name -> google.protobuf.Timestamp
+	25, // 16: relais.worker.v1.DeferResponse.deadline_at:type_name -> google.protobuf.Timestamp
+	25, // 17: relais.worker.v1.ReleaseResponse.available_at:type_name -> google.protobuf.Timestamp
+	23, // 18: relais.worker.v1.Problem.errors:type_name -> relais.worker.v1.FieldError
+	24, // 19: relais.worker.v1.Problem.retry_after:type_name -> google.protobuf.Duration
+	2,  // 20: relais.worker.v1.WorkerService.Subscribe:input_type -> relais.worker.v1.SubscribeRequest
+	8,  // 21: relais.worker.v1.WorkerService.Heartbeat:input_type -> relais.worker.v1.HeartbeatRequest
+	10, // 22: relais.worker.v1.WorkerService.Drain:input_type -> relais.worker.v1.DrainRequest
+	12, // 23: relais.worker.v1.WorkerService.Complete:input_type -> relais.worker.v1.CompleteRequest
+	14, // 24: relais.worker.v1.WorkerService.Fail:input_type -> relais.worker.v1.FailRequest
+	16, // 25: relais.worker.v1.WorkerService.Extend:input_type -> relais.worker.v1.ExtendRequest
+	18, // 26: relais.worker.v1.WorkerService.Defer:input_type -> relais.worker.v1.DeferRequest
+	20, // 27: relais.worker.v1.WorkerService.Release:input_type -> relais.worker.v1.ReleaseRequest
+	4,  // 28: relais.worker.v1.WorkerService.Subscribe:output_type -> relais.worker.v1.WorkerEvent
+	9,  // 29: relais.worker.v1.WorkerService.Heartbeat:output_type -> relais.worker.v1.HeartbeatResponse
+	11, // 30: relais.worker.v1.WorkerService.Drain:output_type -> relais.worker.v1.DrainResponse
+	13, // 31: relais.worker.v1.WorkerService.Complete:output_type -> relais.worker.v1.CompleteResponse
+	15, // 32: relais.worker.v1.WorkerService.Fail:output_type -> relais.worker.v1.FailResponse
+	17, // 33: relais.worker.v1.WorkerService.Extend:output_type -> relais.worker.v1.ExtendResponse
+	19, // 34: relais.worker.v1.WorkerService.Defer:output_type -> relais.worker.v1.DeferResponse
+	21, // 35: relais.worker.v1.WorkerService.Release:output_type -> relais.worker.v1.ReleaseResponse
+	28, // [28:36] is the sub-list for method output_type
+	20, // [20:28] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_relais_worker_v1_worker_proto_init() }
@@ -1853,23 +1955,23 @@ func file_relais_worker_v1_worker_proto_init() {
 	if File_relais_worker_v1_worker_proto != nil {
 		return
 	}
-	file_relais_worker_v1_worker_proto_msgTypes[2].OneofWrappers = []any{
+	file_relais_worker_v1_worker_proto_msgTypes[3].OneofWrappers = []any{
 		(*WorkerEvent_Assignment)(nil),
 		(*WorkerEvent_Cancellation)(nil),
 		(*WorkerEvent_Heartbeat)(nil),
 	}
-	file_relais_worker_v1_worker_proto_msgTypes[10].OneofWrappers = []any{}
-	file_relais_worker_v1_worker_proto_msgTypes[12].OneofWrappers = []any{}
-	file_relais_worker_v1_worker_proto_msgTypes[14].OneofWrappers = []any{}
-	file_relais_worker_v1_worker_proto_msgTypes[16].OneofWrappers = []any{}
-	file_relais_worker_v1_worker_proto_msgTypes[18].OneofWrappers = []any{}
+	file_relais_worker_v1_worker_proto_msgTypes[11].OneofWrappers = []any{}
+	file_relais_worker_v1_worker_proto_msgTypes[13].OneofWrappers = []any{}
+	file_relais_worker_v1_worker_proto_msgTypes[15].OneofWrappers = []any{}
+	file_relais_worker_v1_worker_proto_msgTypes[17].OneofWrappers = []any{}
+	file_relais_worker_v1_worker_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relais_worker_v1_worker_proto_rawDesc), len(file_relais_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -73,7 +73,8 @@ type WorkerServiceClient interface {
 	// heartbeat interval. While the stream lives, the server keeps the locks
 	// of its assignments alive: no Extend is needed. When it ends, the
 	// assignments still unsettled are offered again at once (their attempt
-	// ends `disconnected` and counts).
+	// ends `disconnected` and counts), unless the stream is resumable and
+	// its replica stopped (see SubscribeRequest.resumable).
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest]) (*connect.ServerStreamForClient[v1.WorkerEvent], error)
 	// Heartbeat acknowledges the last server heartbeat the client read. A
 	// stream whose client acknowledged none of the last three heartbeats is
@@ -223,7 +224,8 @@ type WorkerServiceHandler interface {
 	// heartbeat interval. While the stream lives, the server keeps the locks
 	// of its assignments alive: no Extend is needed. When it ends, the
 	// assignments still unsettled are offered again at once (their attempt
-	// ends `disconnected` and counts).
+	// ends `disconnected` and counts), unless the stream is resumable and
+	// its replica stopped (see SubscribeRequest.resumable).
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest], *connect.ServerStream[v1.WorkerEvent]) error
 	// Heartbeat acknowledges the last server heartbeat the client read. A
 	// stream whose client acknowledged none of the last three heartbeats is

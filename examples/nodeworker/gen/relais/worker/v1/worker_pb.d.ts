@@ -66,7 +66,7 @@ export declare type SubscribeRequest = Message<"relais.worker.v1.SubscribeReques
   /**
    * Names this worker process (1 to 200 bytes); its locks belong to it.
    * Subscribing again with the same worker_id ends the older stream, whose
-   * assignments are handed back.
+   * assignments are handed back (left to resume, if it is resumable).
    *
    * @generated from field: string worker_id = 1;
    */
@@ -98,6 +98,32 @@ export declare type SubscribeRequest = Message<"relais.worker.v1.SubscribeReques
    * @generated from field: google.protobuf.Duration lock_duration = 4;
    */
   lockDuration?: Duration | undefined;
+
+  /**
+   * The client takes its assignments over to a new stream when this one
+   * ends (resume): a replica that stops then ends the stream at once, its
+   * assignments left locked rather than handed back, and so does a stream
+   * a newer subscription of the same worker ends. Their locks last
+   * lock_duration from their last extension, for the worker to resume them
+   * on another replica (or this one restarted) while its handlers run on.
+   * A stream that ends otherwise (the client left, stopped acknowledging
+   * heartbeats) hands them back as any stream does.
+   *
+   * @generated from field: bool resumable = 5;
+   */
+  resumable: boolean;
+
+  /**
+   * Assignments a stream of this worker held when it ended, still being
+   * worked on, that this stream takes over: each one still reserved to the
+   * worker at that attempt, its lock not lapsed, is held by this stream as
+   * if assigned to it (its lock kept alive, its credit counted), and named
+   * in the first heartbeat's resumed. What is not named there is no longer
+   * the worker's. At most max_in_flight.
+   *
+   * @generated from field: repeated relais.worker.v1.ResumedAssignment resume = 6;
+   */
+  resume: ResumedAssignment[];
 };
 
 /**
@@ -105,6 +131,31 @@ export declare type SubscribeRequest = Message<"relais.worker.v1.SubscribeReques
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export declare const SubscribeRequestSchema: GenMessage<SubscribeRequest>;
+
+/**
+ * ResumedAssignment names an assignment a stream resumes.
+ *
+ * @generated from message relais.worker.v1.ResumedAssignment
+ */
+export declare type ResumedAssignment = Message<"relais.worker.v1.ResumedAssignment"> & {
+  /**
+   * @generated from field: string occurrence_id = 1;
+   */
+  occurrenceId: string;
+
+  /**
+   * The Assignment's attempt.
+   *
+   * @generated from field: int32 attempt = 2;
+   */
+  attempt: number;
+};
+
+/**
+ * Describes the message relais.worker.v1.ResumedAssignment.
+ * Use `create(ResumedAssignmentSchema)` to create a new message.
+ */
+export declare const ResumedAssignmentSchema: GenMessage<ResumedAssignment>;
 
 /**
  * WorkerEvent is one message of a Subscribe stream.
@@ -296,6 +347,14 @@ export declare type Heartbeat = Message<"relais.worker.v1.Heartbeat"> & {
    * @generated from field: bool draining = 6;
    */
   draining: boolean;
+
+  /**
+   * In the first heartbeat (sequence 0): the occurrences of the
+   * subscription's resume that this stream now holds.
+   *
+   * @generated from field: repeated string resumed = 7;
+   */
+  resumed: string[];
 };
 
 /**
@@ -846,7 +905,8 @@ export declare const WorkerService: GenService<{
    * heartbeat interval. While the stream lives, the server keeps the locks
    * of its assignments alive: no Extend is needed. When it ends, the
    * assignments still unsettled are offered again at once (their attempt
-   * ends `disconnected` and counts).
+   * ends `disconnected` and counts), unless the stream is resumable and
+   * its replica stopped (see SubscribeRequest.resumable).
    *
    * @generated from rpc relais.worker.v1.WorkerService.Subscribe
    */

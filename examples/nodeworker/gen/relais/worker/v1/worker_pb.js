@@ -21,7 +21,7 @@ import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@
  * Describes the file relais/worker/v1/worker.proto.
  */
 export const file_relais_worker_v1_worker = /*@__PURE__*/
-  fileDesc("Ch1yZWxhaXMvd29ya2VyL3YxL3dvcmtlci5wcm90bxIQcmVsYWlzLndvcmtlci52MSJFCgxTdWJzY3JpcHRpb24SEgoKZGVmaW5pdGlvbhgBIAEoCRIRCglyZXZpc2lvbnMYAiADKAUSDgoGZmllbGRzGAMgAygJIqUBChBTdWJzY3JpYmVSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRI1Cg1zdWJzY3JpcHRpb25zGAIgAygLMh4ucmVsYWlzLndvcmtlci52MS5TdWJzY3JpcHRpb24SFQoNbWF4X2luX2ZsaWdodBgDIAEoBRIwCg1sb2NrX2R1cmF0aW9uGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIrQBCgtXb3JrZXJFdmVudBIyCgphc3NpZ25tZW50GAEgASgLMhwucmVsYWlzLndvcmtlci52MS5Bc3NpZ25tZW50SAASNgoMY2FuY2VsbGF0aW9uGAIgASgLMh4ucmVsYWlzLndvcmtlci52MS5DYW5jZWxsYXRpb25IABIwCgloZWFydGJlYXQYAyABKAsyGy5yZWxhaXMud29ya2VyLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IpwCCgpBc3NpZ25tZW50EhUKDW9jY3VycmVuY2VfaWQYASABKAkSEgoKZGVmaW5pdGlvbhgCIAEoCRIQCghyZXZpc2lvbhgDIAEoBRIOCgZpbnB1dHMYBCABKAwSDwoHYXR0ZW1wdBgFIAEoBRIVCg1hdHRlbXB0c19sZWZ0GAYgASgFEjMKD2xvY2tfZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZGVhZGxpbmVfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2luc3RhbmNlX2lkGAkgASgJEgwKBG5vZGUYCiABKAkSEAoIcHJpb3JpdHkYCyABKAUiWwoMQ2FuY2VsbGF0aW9uEhUKDW9jY3VycmVuY2VfaWQYASABKAkSNAoGcmVhc29uGAIgASgOMiQucmVsYWlzLndvcmtlci52MS5DYW5jZWxsYXRpb25SZWFzb24iswEKCUhlYXJ0YmVhdBIvCgtzZXJ2ZXJfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIc2VxdWVuY2UYAiABKAMSEQoJc3RyZWFtX2lkGAMgASgJEhEKCWluX2ZsaWdodBgEIAEoBRIrCghpbnRlcnZhbBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghkcmFpbmluZxgGIAEoCCI3ChBIZWFydGJlYXRSZXF1ZXN0EhEKCXN0cmVhbV9pZBgBIAEoCRIQCghzZXF1ZW5jZRgCIAEoAyITChFIZWFydGJlYXRSZXNwb25zZSIhCgxEcmFpblJlcXVlc3QSEQoJc3RyZWFtX2lkGAEgASgJIg8KDURyYWluUmVzcG9uc2UibgoPQ29tcGxldGVSZXF1ZXN0EhUKDW9jY3VycmVuY2VfaWQYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEg8KB291dHB1dHMYAyABKAwSFAoHYXR0ZW1wdBgEIAEoBUgAiAEBQgoKCF9hdHRlbXB0IjEKEENvbXBsZXRlUmVzcG9uc2USDgoGc3RhdHVzGAEgASgJEg0KBXJvdXRlGAIgASgJIu8BCgtGYWlsUmVxdWVzdBIVCg1vY2N1cnJlbmNlX2lkGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRISCgplcnJvcl9jb2RlGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSEQoJcmV0cnlhYmxlGAUgASgIEi4KC3JldHJ5X2RlbGF5GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhoKDWF0dGVtcHRzX2xlZnQYByABKAVIAIgBARIUCgdhdHRlbXB0GAggASgFSAGIAQFCEAoOX2F0dGVtcHRzX2xlZnRCCgoIX2F0dGVtcHQiZwoMRmFpbFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCRIVCg1hdHRlbXB0c19sZWZ0GAIgASgFEjAKDGF2YWlsYWJsZV9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijQEKDUV4dGVuZFJlcXVlc3QSFQoNb2NjdXJyZW5jZV9pZBgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkSMAoNbG9ja19kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIUCgdhdHRlbXB0GAQgASgFSACIAQFCCgoIX2F0dGVtcHQiRQoORXh0ZW5kUmVzcG9uc2USMwoPbG9ja19leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJqCgxEZWZlclJlcXVlc3QSFQoNb2NjdXJyZW5jZV9pZBgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJEhQKB2F0dGVtcHQYBCABKAVIAIgBAUIKCghfYXR0ZW1wdCKBAQoNRGVmZXJSZXNwb25zZRIOCgZzdGF0dXMYASABKAkSLwoLZGVmZXJyZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2RlYWRsaW5lX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJcCg5SZWxlYXNlUmVxdWVzdBIVCg1vY2N1cnJlbmNlX2lkGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIUCgdhdHRlbXB0GAMgASgFSACIAQFCCgoIX2F0dGVtcHQiagoPUmVsZWFzZVJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCRIVCg1hdHRlbXB0c19sZWZ0GAIgASgFEjAKDGF2YWlsYWJsZV9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipQEKB1Byb2JsZW0SDAoEY29kZRgBIAEoCRIOCgZkZXRhaWwYAiABKAkSLAoGZXJyb3JzGAMgAygLMhwucmVsYWlzLndvcmtlci52MS5GaWVsZEVycm9yEi4KC3JldHJ5X2FmdGVyGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWZpZWxkGAUgASgJEg8KB2NlaWxpbmcYBiABKAkiKwoKRmllbGRFcnJvchIMCgRwYXRoGAEgASgJEg8KB21lc3NhZ2UYAiABKAkqsQEKEkNhbmNlbGxhdGlvblJlYXNvbhIjCh9DQU5DRUxMQVRJT05fUkVBU09OX1VOU1BFQ0lGSUVEEAASKAokQ0FOQ0VMTEFUSU9OX1JFQVNPTl9JTlNUQU5DRV9TVE9QUEVEEAESKQolQ0FOQ0VMTEFUSU9OX1JFQVNPTl9ERUFETElORV9FWENFRURFRBACEiEKHUNBTkNFTExBVElPTl9SRUFTT05fTE9DS19MT1NUEAMyggUKDVdvcmtlclNlcnZpY2USUAoJU3Vic2NyaWJlEiIucmVsYWlzLndvcmtlci52MS5TdWJzY3JpYmVSZXF1ZXN0Gh0ucmVsYWlzLndvcmtlci52MS5Xb3JrZXJFdmVudDABElQKCUhlYXJ0YmVhdBIiLnJlbGFpcy53b3JrZXIudjEuSGVhcnRiZWF0UmVxdWVzdBojLnJlbGFpcy53b3JrZXIudjEuSGVhcnRiZWF0UmVzcG9uc2USSAoFRHJhaW4SHi5yZWxhaXMud29ya2VyLnYxLkRyYWluUmVxdWVzdBofLnJlbGFpcy53b3JrZXIudjEuRHJhaW5SZXNwb25zZRJRCghDb21wbGV0ZRIhLnJlbGFpcy53b3JrZXIudjEuQ29tcGxldGVSZXF1ZXN0GiIucmVsYWlzLndvcmtlci52MS5Db21wbGV0ZVJlc3BvbnNlEkUKBEZhaWwSHS5yZWxhaXMud29ya2VyLnYxLkZhaWxSZXF1ZXN0Gh4ucmVsYWlzLndvcmtlci52MS5GYWlsUmVzcG9uc2USSwoGRXh0ZW5kEh8ucmVsYWlzLndvcmtlci52MS5FeHRlbmRSZXF1ZXN0GiAucmVsYWlzLndvcmtlci52MS5FeHRlbmRSZXNwb25zZRJICgVEZWZlchIeLnJlbGFpcy53b3JrZXIudjEuRGVmZXJSZXF1ZXN0Gh8ucmVsYWlzLndvcmtlci52MS5EZWZlclJlc3BvbnNlEk4KB1JlbGVhc2USIC5yZWxhaXMud29ya2VyLnYxLlJlbGVhc2VSZXF1ZXN0GiEucmVsYWlzLndvcmtlci52MS5SZWxlYXNlUmVzcG9uc2VCOlo4Z2l0aHViLmNvbS9yZWxhaXMvcmVsYWlzL3Byb3RvL3JlbGFpcy93b3JrZXIvdjE7d29ya2VydjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Ch1yZWxhaXMvd29ya2VyL3YxL3dvcmtlci5wcm90bxIQcmVsYWlzLndvcmtlci52MSJFCgxTdWJzY3JpcHRpb24SEgoKZGVmaW5pdGlvbhgBIAEoCRIRCglyZXZpc2lvbnMYAiADKAUSDgoGZmllbGRzGAMgAygJIu0BChBTdWJzY3JpYmVSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRI1Cg1zdWJzY3JpcHRpb25zGAIgAygLMh4ucmVsYWlzLndvcmtlci52MS5TdWJzY3JpcHRpb24SFQoNbWF4X2luX2ZsaWdodBgDIAEoBRIwCg1sb2NrX2R1cmF0aW9uGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCXJlc3VtYWJsZRgFIAEoCBIzCgZyZXN1bWUYBiADKAsyIy5yZWxhaXMud29ya2VyLnYxLlJlc3VtZWRBc3NpZ25tZW50IjsKEVJlc3VtZWRBc3NpZ25tZW50EhUKDW9jY3VycmVuY2VfaWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBSK0AQoLV29ya2VyRXZlbnQSMgoKYXNzaWdubWVudBgBIAEoCzIcLnJlbGFpcy53b3JrZXIudjEuQXNzaWdubWVudEgAEjYKDGNhbmNlbGxhdGlvbhgCIAEoCzIeLnJlbGFpcy53b3JrZXIudjEuQ2FuY2VsbGF0aW9uSAASMAoJaGVhcnRiZWF0GAMgASgLMhsucmVsYWlzLndvcmtlci52MS5IZWFydGJlYXRIAEIHCgVldmVudCKcAgoKQXNzaWdubWVudBIVCg1vY2N1cnJlbmNlX2lkGAEgASgJEhIKCmRlZmluaXRpb24YAiABKAkSEAoIcmV2aXNpb24YAyABKAUSDgoGaW5wdXRzGAQgASgMEg8KB2F0dGVtcHQYBSABKAUSFQoNYXR0ZW1wdHNfbGVmdBgGIAEoBRIzCg9sb2NrX2V4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2RlYWRsaW5lX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtpbnN0YW5jZV9pZBgJIAEoCRIMCgRub2RlGAogASgJEhAKCHByaW9yaXR5GAsgASgFIlsKDENhbmNlbGxhdGlvbhIVCg1vY2N1cnJlbmNlX2lkGAEgASgJEjQKBnJlYXNvbhgCIAEoDjIkLnJlbGFpcy53b3JrZXIudjEuQ2FuY2VsbGF0aW9uUmVhc29uIsQBCglIZWFydGJlYXQSLwoLc2VydmVyX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHNlcXVlbmNlGAIgASgDEhEKCXN0cmVhbV9pZBgDIAEoCRIRCglpbl9mbGlnaHQYBCABKAUSKwoIaW50ZXJ2YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIZHJhaW5pbmcYBiABKAgSDwoHcmVzdW1lZBgHIAMoCSI3ChBIZWFydGJlYXRSZXF1ZXN0EhEKCXN0cmVhbV9pZBgBIAEoCRIQCghzZXF1ZW5jZRgCIAEoAyITChFIZWFydGJlYXRSZXNwb25zZSIhCgxEcmFpblJlcXVlc3QSEQoJc3RyZWFtX2lkGAEgASgJIg8KDURyYWluUmVzcG9uc2UibgoPQ29tcGxldGVSZXF1ZXN0EhUKDW9jY3VycmVuY2VfaWQYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEg8KB291dHB1dHMYAyABKAwSFAoHYXR0ZW1wdBgEIAEoBUgAiAEBQgoKCF9hdHRlbXB0IjEKEENvbXBsZXRlUmVzcG9uc2USDgoGc3RhdHVzGAEgASgJEg0KBXJvdXRlGAIgASgJIu8BCgtGYWlsUmVxdWVzdBIVCg1vY2N1cnJlbmNlX2lkGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRISCgplcnJvcl9jb2RlGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSEQoJcmV0cnlhYmxlGAUgASgIEi4KC3JldHJ5X2RlbGF5GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhoKDWF0dGVtcHRzX2xlZnQYByABKAVIAIgBARIUCgdhdHRlbXB0GAggASgFSAGIAQFCEAoOX2F0dGVtcHRzX2xlZnRCCgoIX2F0dGVtcHQiZwoMRmFpbFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCRIVCg1hdHRlbXB0c19sZWZ0GAIgASgFEjAKDGF2YWlsYWJsZV9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijQEKDUV4dGVuZFJlcXVlc3QSFQoNb2NjdXJyZW5jZV9pZBgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkSMAoNbG9ja19kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIUCgdhdHRlbXB0GAQgASgFSACIAQFCCgoIX2F0dGVtcHQiRQoORXh0ZW5kUmVzcG9uc2USMwoPbG9ja19leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJqCgxEZWZlclJlcXVlc3QSFQoNb2NjdXJyZW5jZV9pZBgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJEhQKB2F0dGVtcHQYBCABKAVIAIgBAUIKCghfYXR0ZW1wdCKBAQoNRGVmZXJSZXNwb25zZRIOCgZzdGF0dXMYASABKAkSLwoLZGVmZXJyZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2RlYWRsaW5lX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJcCg5SZWxlYXNlUmVxdWVzdBIVCg1vY2N1cnJlbmNlX2lkGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIUCgdhdHRlbXB0GAMgASgFSACIAQFCCgoIX2F0dGVtcHQiagoPUmVsZWFzZVJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCRIVCg1hdHRlbXB0c19sZWZ0GAIgASgFEjAKDGF2YWlsYWJsZV9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipQEKB1Byb2JsZW0SDAoEY29kZRgBIAEoCRIOCgZkZXRhaWwYAiABKAkSLAoGZXJyb3JzGAMgAygLMhwucmVsYWlzLndvcmtlci52MS5GaWVsZEVycm9yEi4KC3JldHJ5X2FmdGVyGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWZpZWxkGAUgASgJEg8KB2NlaWxpbmcYBiABKAkiKwoKRmllbGRFcnJvchIMCgRwYXRoGAEgASgJEg8KB21lc3NhZ2UYAiABKAkqsQEKEkNhbmNlbGxhdGlvblJlYXNvbhIjCh9DQU5DRUxMQVRJT05fUkVBU09OX1VOU1BFQ0lGSUVEEAASKAokQ0FOQ0VMTEFUSU9OX1JFQVNPTl9JTlNUQU5DRV9TVE9QUEVEEAESKQolQ0FOQ0VMTEFUSU9OX1JFQVNPTl9ERUFETElORV9FWENFRURFRBACEiEKHUNBTkNFTExBVElPTl9SRUFTT05fTE9DS19MT1NUEAMyggUKDVdvcmtlclNlcnZpY2USUAoJU3Vic2NyaWJlEiIucmVsYWlzLndvcmtlci52MS5TdWJzY3JpYmVSZXF1ZXN0Gh0ucmVsYWlzLndvcmtlci52MS5Xb3JrZXJFdmVudDABElQKCUhlYXJ0YmVhdBIiLnJlbGFpcy53b3JrZXIudjEuSGVhcnRiZWF0UmVxdWVzdBojLnJlbGFpcy53b3JrZXIudjEuSGVhcnRiZWF0UmVzcG9uc2USSAoFRHJhaW4SHi5yZWxhaXMud29ya2VyLnYxLkRyYWluUmVxdWVzdBofLnJlbGFpcy53b3JrZXIudjEuRHJhaW5SZXNwb25zZRJRCghDb21wbGV0ZRIhLnJlbGFpcy53b3JrZXIudjEuQ29tcGxldGVSZXF1ZXN0GiIucmVsYWlzLndvcmtlci52MS5Db21wbGV0ZVJlc3BvbnNlEkUKBEZhaWwSHS5yZWxhaXMud29ya2VyLnYxLkZhaWxSZXF1ZXN0Gh4ucmVsYWlzLndvcmtlci52MS5GYWlsUmVzcG9uc2USSwoGRXh0ZW5kEh8ucmVsYWlzLndvcmtlci52MS5FeHRlbmRSZXF1ZXN0GiAucmVsYWlzLndvcmtlci52MS5FeHRlbmRSZXNwb25zZRJICgVEZWZlchIeLnJlbGFpcy53b3JrZXIudjEuRGVmZXJSZXF1ZXN0Gh8ucmVsYWlzLndvcmtlci52MS5EZWZlclJlc3BvbnNlEk4KB1JlbGVhc2USIC5yZWxhaXMud29ya2VyLnYxLlJlbGVhc2VSZXF1ZXN0GiEucmVsYWlzLndvcmtlci52MS5SZWxlYXNlUmVzcG9uc2VCOlo4Z2l0aHViLmNvbS9yZWxhaXMvcmVsYWlzL3Byb3RvL3JlbGFpcy93b3JrZXIvdjE7d29ya2VydjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message relais.worker.v1.Subscription.
@@ -38,144 +38,151 @@ export const SubscribeRequestSchema = /*@__PURE__*/
   messageDesc(file_relais_worker_v1_worker, 1);
 
 /**
+ * Describes the message relais.worker.v1.ResumedAssignment.
+ * Use `create(ResumedAssignmentSchema)` to create a new message.
+ */
+export const ResumedAssignmentSchema = /*@__PURE__*/
+  messageDesc(file_relais_worker_v1_worker, 2);
+
+/**
  * Describes the message relais.worker.v1.WorkerEvent.
  * Use `create(WorkerEventSchema)` to create a new message.
  */
 export const WorkerEventSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 2);
+  messageDesc(file_relais_worker_v1_worker, 3);
 
 /**
  * Describes the message relais.worker.v1.Assignment.
  * Use `create(AssignmentSchema)` to create a new message.
  */
 export const AssignmentSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 3);
+  messageDesc(file_relais_worker_v1_worker, 4);
 
 /**
  * Describes the message relais.worker.v1.Cancellation.
  * Use `create(CancellationSchema)` to create a new message.
  */
 export const CancellationSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 4);
+  messageDesc(file_relais_worker_v1_worker, 5);
 
 /**
  * Describes the message relais.worker.v1.Heartbeat.
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 5);
+  messageDesc(file_relais_worker_v1_worker, 6);
 
 /**
  * Describes the message relais.worker.v1.HeartbeatRequest.
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 6);
+  messageDesc(file_relais_worker_v1_worker, 7);
 
 /**
  * Describes the message relais.worker.v1.HeartbeatResponse.
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 7);
+  messageDesc(file_relais_worker_v1_worker, 8);
 
 /**
  * Describes the message relais.worker.v1.DrainRequest.
  * Use `create(DrainRequestSchema)` to create a new message.
  */
 export const DrainRequestSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 8);
+  messageDesc(file_relais_worker_v1_worker, 9);
 
 /**
  * Describes the message relais.worker.v1.DrainResponse.
  * Use `create(DrainResponseSchema)` to create a new message.
  */
 export const DrainResponseSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 9);
+  messageDesc(file_relais_worker_v1_worker, 10);
 
 /**
  * Describes the message relais.worker.v1.CompleteRequest.
  * Use `create(CompleteRequestSchema)` to create a new message.
  */
 export const CompleteRequestSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 10);
+  messageDesc(file_relais_worker_v1_worker, 11);
 
 /**
  * Describes the message relais.worker.v1.CompleteResponse.
  * Use `create(CompleteResponseSchema)` to create a new message.
  */
 export const CompleteResponseSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 11);
+  messageDesc(file_relais_worker_v1_worker, 12);
 
 /**
  * Describes the message relais.worker.v1.FailRequest.
  * Use `create(FailRequestSchema)` to create a new message.
  */
 export const FailRequestSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 12);
+  messageDesc(file_relais_worker_v1_worker, 13);
 
 /**
  * Describes the message relais.worker.v1.FailResponse.
  * Use `create(FailResponseSchema)` to create a new message.
  */
 export const FailResponseSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 13);
+  messageDesc(file_relais_worker_v1_worker, 14);
 
 /**
  * Describes the message relais.worker.v1.ExtendRequest.
  * Use `create(ExtendRequestSchema)` to create a new message.
  */
 export const ExtendRequestSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 14);
+  messageDesc(file_relais_worker_v1_worker, 15);
 
 /**
  * Describes the message relais.worker.v1.ExtendResponse.
  * Use `create(ExtendResponseSchema)` to create a new message.
  */
 export const ExtendResponseSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 15);
+  messageDesc(file_relais_worker_v1_worker, 16);
 
 /**
  * Describes the message relais.worker.v1.DeferRequest.
  * Use `create(DeferRequestSchema)` to create a new message.
  */
 export const DeferRequestSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 16);
+  messageDesc(file_relais_worker_v1_worker, 17);
 
 /**
  * Describes the message relais.worker.v1.DeferResponse.
  * Use `create(DeferResponseSchema)` to create a new message.
  */
 export const DeferResponseSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 17);
+  messageDesc(file_relais_worker_v1_worker, 18);
 
 /**
  * Describes the message relais.worker.v1.ReleaseRequest.
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 18);
+  messageDesc(file_relais_worker_v1_worker, 19);
 
 /**
  * Describes the message relais.worker.v1.ReleaseResponse.
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 19);
+  messageDesc(file_relais_worker_v1_worker, 20);
 
 /**
  * Describes the message relais.worker.v1.Problem.
  * Use `create(ProblemSchema)` to create a new message.
  */
 export const ProblemSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 20);
+  messageDesc(file_relais_worker_v1_worker, 21);
 
 /**
  * Describes the message relais.worker.v1.FieldError.
  * Use `create(FieldErrorSchema)` to create a new message.
  */
 export const FieldErrorSchema = /*@__PURE__*/
-  messageDesc(file_relais_worker_v1_worker, 21);
+  messageDesc(file_relais_worker_v1_worker, 22);
 
 /**
  * Describes the enum relais.worker.v1.CancellationReason.
