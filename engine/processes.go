@@ -366,13 +366,7 @@ func (e *Engine) processVersion(ctx context.Context, q *queries.Queries, key str
 	}
 	if isNoRows(err) {
 		if version == 0 {
-			// A key someone typed (a start's URL): named with the one it
-			// may misspell.
-			keys, kerr := q.ProcessKeys(ctx)
-			if kerr != nil {
-				return nil, wrap("list processes", kerr)
-			}
-			return nil, fault.New(fault.NotFound, "not_found", "process %q not found%s", key, suggest.Hint(key, keys))
+			return nil, processNotFound(ctx, q, key)
 		}
 		return nil, notFound("version %d of process %q", version, key)
 	}
@@ -397,6 +391,16 @@ func (e *Engine) processVersion(ctx context.Context, q *queries.Queries, key str
 	return pv, nil
 }
 
+// processNotFound refuses a process key nothing has, naming the key it may
+// misspell: a key someone typed (a start's URL, a process's page).
+func processNotFound(ctx context.Context, q *queries.Queries, key string) error {
+	keys, err := q.ProcessKeys(ctx)
+	if err != nil {
+		return wrap("list processes", err)
+	}
+	return fault.New(fault.NotFound, "not_found", "process %q not found%s", key, suggest.Hint(key, keys))
+}
+
 // ListProcessVersions returns every version of key.
 func (e *Engine) ListProcessVersions(ctx context.Context, key string) ([]ProcessVersion, error) {
 	rows, err := e.q.ProcessVersionList(ctx, key)
@@ -404,7 +408,7 @@ func (e *Engine) ListProcessVersions(ctx context.Context, key string) ([]Process
 		return nil, wrap("list process versions", err)
 	}
 	if len(rows) == 0 {
-		return nil, notFound("process %q", key)
+		return nil, processNotFound(ctx, e.q, key)
 	}
 	out := make([]ProcessVersion, len(rows))
 	for i, r := range rows {

@@ -648,13 +648,21 @@ type settleRequest struct {
 	Items    []settleItem `json:"items"`
 }
 
+// settleHints tells a batch settlement where its members go (see
+// httpjson.UnknownHint): a single completion's body sent to the batch
+// route, an item whose outputs were not nested.
+var settleHints = map[int]string{
+	1: `a batch settlement takes "worker_id" and "items" ({"worker_id": …, "items": [{"id": …, "attempt": …, "outputs": {…}}]})`,
+	3: `an item takes "id", "attempt", and "outputs" to complete or "error_code" (with "message", "retryable", "retry_delay", "attempts_left") to fail; the definition's outputs go under "outputs"`,
+}
+
 // settle completes and fails many reservations of one worker in one
 // request and one transaction; each item is answered on its own as the
 // single route would (200 with its settlement, or its problem).
 func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 	req, err := httpjson.Decode[settleRequest](w, r, p.body)
 	if err != nil {
-		return err
+		return httpjson.UnknownHint(err, settleHints)
 	}
 	var errs []fault.FieldError
 	if fe := checkWorkerID(req.WorkerID); fe != nil {

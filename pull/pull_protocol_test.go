@@ -1504,8 +1504,8 @@ func TestSettlementNamingItsAttempt(t *testing.T) {
 
 // What a newcomer's slips are told (QA): an occurrence waiting for its
 // retry is not "fetch it first" (no fetch takes it before its time); a
-// completion whose outputs are not nested is told where they go; a
-// misspelt process key is told the one it may mean.
+// completion whose outputs are not nested is told where they go (a batch
+// item's too); a misspelt process key is told the one it may mean.
 func TestNewcomersSlipsAreExplained(t *testing.T) {
 	t.Parallel()
 	env, consumer := newCRM(t, nil)
@@ -1520,7 +1520,24 @@ func TestNewcomersSlipsAreExplained(t *testing.T) {
 	if d, _ := p["detail"].(string); !strings.Contains(d, `go under "outputs"`) {
 		t.Errorf("detail %q, want it to say the outputs go under \"outputs\"", d)
 	}
+	// The batch route's items too, and a single completion's body sent
+	// to it.
+	p = wantProblem(t, "a batch item's outputs not nested", env.Do("POST", "/api/v1/pull/settle", consumer,
+		map[string]any{"worker_id": "w1", "items": []any{map[string]any{"id": id, "crm_id": "C1"}}}), 400, "unknown_field")
+	if d, _ := p["detail"].(string); !strings.Contains(d, `go under "outputs"`) {
+		t.Errorf("detail %q, want it to say the outputs go under \"outputs\"", d)
+	}
+	p = wantProblem(t, "a completion's body sent to the batch route", env.Do("POST", "/api/v1/pull/settle", consumer,
+		completeBody("w1", created)), 400, "unknown_field")
+	if d, _ := p["detail"].(string); !strings.Contains(d, `"items"`) {
+		t.Errorf("detail %q, want it to say a batch takes items", d)
+	}
 	p = wantProblem(t, "a misspelt process", env.Do("POST", "/api/v1/processes/crm_onyl/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "x"}}), 404, "not_found")
+	if d, _ := p["detail"].(string); !strings.Contains(d, `did you mean "crm_only"`) {
+		t.Errorf("detail %q, want the key it may mean", d)
+	}
+	// So is a process's page.
+	p = wantProblem(t, "a misspelt process's versions", env.Do("GET", "/api/v1/processes/crm_onyl", env.Operator, nil), 404, "not_found")
 	if d, _ := p["detail"].(string); !strings.Contains(d, `did you mean "crm_only"`) {
 		t.Errorf("detail %q, want the key it may mean", d)
 	}

@@ -4,15 +4,21 @@ package nodeworker_test
 
 import (
 	"context"
+	"io"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/relaistest"
 )
@@ -96,5 +102,122 @@ func TestNodeWorkerFailsRefusedOutputs(t *testing.T) {
 	}
 	if n := len(w.Events("failed")); n != 1 {
 		t.Errorf("%d failures logged; want 1\n%s", n, w.Output())
+	}
+}
+
+// A rolling restart under a running task: the stopping replica leaves the
+// task locked to the example's resumable stream, and its next stream, to
+// the other replica, resumes it; the task completes in its first attempt,
+// never cancelled.
+func TestNodeWorkerRidesOutARollingRestart(t *testing.T) {
+	t.Parallel()
+	dir := install(t)
+	env := relaistest.New(t, func(c *config.Config) { c.ShutdownTimeout = 40 * time.Second })
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	other := env.Replica()
+	p := newSwitch(t, env.URL)
+	w := relaistest.StartNode(t, dir, "worker.mjs", "RELAIS_URL=http://"+p.addr(), "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"),
+		"CRM_LATENCY_MS=4000")
+	relaistest.WaitFor(t, 20*time.Second, "the worker subscribes", func() (bool, string) { return len(w.Events("subscribed")) == 1, w.Output() })
+	id := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	relaistest.WaitFor(t, 10*time.Second, "the task runs", func() (bool, string) {
+		items := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)
+		return len(items) == 1 && items[0].(map[string]any)["status"] == "reserved", w.Output()
+	})
+	p.to(other.URL)
+	began := time.Now()
+	env.Drain()
+	if d := time.Since(began); d > 10*time.Second {
+		t.Errorf("the replica took %v to stop, want no wait for the resumable stream's task", d)
+	}
+	// Stopped, the replica's process exits: its connections close (this
+	// test's replica shares the test's process).
+	p.closeAll()
+	if got := other.WaitEnded(id, 20*time.Second); got["status"] != "completed" {
+		t.Fatalf("instance %v; want completed\n%s", got["status"], w.Output())
+	}
+	occ := other.Must(200, "GET", "/api/v1/occurrences?instance="+id, other.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
+	detail := other.Must(200, "GET", "/api/v1/occurrences/"+occ["id"].(string), other.Operator, nil).JSON(t)
+	if a := detail["attempts"].([]any); len(a) != 1 || a[0].(map[string]any)["outcome"] != "completed" {
+		t.Errorf("attempts %v; want one, completed\n%s", a, w.Output())
+	}
+	subs := w.Events("subscribed")
+	if len(subs) != 2 || subs[1]["resumed"] != 1.0 {
+		t.Errorf("subscriptions %v; want a second one resuming the task\n%s", subs, w.Output())
+	}
+	if n := len(w.Events("cancelled", "refused")); n != 0 {
+		t.Errorf("%d cancellations or refusals; want none\n%s", n, w.Output())
+	}
+}
+
+// switchProxy forwards TCP connections to a backend that can be switched:
+// a load balancer in front of two replicas, which sends a new connection
+// to the replica still up.
+type switchProxy struct {
+	l       net.Listener
+	backend atomic.Pointer[string]
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func newSwitch(t *testing.T, backend string) *switchProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &switchProxy{l: l}
+	p.to(backend)
+	go p.serve()
+	t.Cleanup(func() {
+		l.Close()
+		p.closeAll()
+	})
+	return p
+}
+
+// closeAll closes the connections made so far.
+func (p *switchProxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *switchProxy) addr() string { return p.l.Addr().String() }
+
+func (p *switchProxy) to(backendURL string) {
+	u, err := url.Parse(backendURL)
+	if err != nil {
+		panic(err)
+	}
+	p.backend.Store(&u.Host)
+}
+
+func (p *switchProxy) serve() {
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		b, err := net.Dial("tcp", *p.backend.Load())
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, b)
+		p.mu.Unlock()
+		go func() {
+			_, _ = io.Copy(b, c)
+			b.Close()
+		}()
+		go func() {
+			_, _ = io.Copy(c, b)
+			c.Close()
+		}()
 	}
 }

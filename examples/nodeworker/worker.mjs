@@ -8,7 +8,9 @@
 //	RELAIS_URL=http://127.0.0.1:8080 RELAIS_TOKEN=<consumer token> node worker.mjs
 //
 // SIGINT or SIGTERM drains the stream (no new tasks), lets the tasks in
-// flight finish and settle, and exits.
+// flight finish and settle, and exits. Its streams are resumable: when one
+// ends (a rolling restart of Relais, a replica that died), the tasks
+// running go on, and the next stream resumes them.
 //
 // It logs one JSON object a line on stdout.
 import { randomBytes } from "node:crypto";
@@ -82,7 +84,8 @@ async function addCompany(inputs, signal) {
   return { result: "created", crm_id: created };
 }
 
-// The tasks running, by occurrence id: a cancellation aborts its own.
+// The tasks running, by occurrence id ({ work, attempt }): a cancellation
+// aborts its own; a new stream resumes them.
 const running = new Map();
 let stream = null; // { id, abort } of the stream being read
 let stopping = false;
@@ -93,7 +96,7 @@ let stopping = false;
 // stream and offers the tasks to another worker.
 async function run(a) {
   const work = new AbortController();
-  running.set(a.occurrenceId, work);
+  running.set(a.occurrenceId, { work, attempt: a.attempt });
   try {
     const inputs = JSON.parse(new TextDecoder().decode(a.inputs));
     let outputs;
@@ -156,8 +159,12 @@ async function run(a) {
 // once, assignments started, cancellations passed to their task.
 async function subscribe() {
   const abort = new AbortController();
+  // The tasks still running when the last stream ended: this one takes
+  // them over if Relais still holds them for this worker (a replica that
+  // stopped or died leaves them locked to a resumable stream's worker).
+  const resume = [...running].map(([occurrenceId, r]) => ({ occurrenceId, attempt: r.attempt }));
   const events = client.subscribe(
-    { workerId, maxInFlight: concurrency, subscriptions: [{ definition: "add_company_to_crm", revisions: [1] }] },
+    { workerId, maxInFlight: concurrency, subscriptions: [{ definition: "add_company_to_crm", revisions: [1] }], resumable: true, resume },
     { signal: abort.signal },
   );
   for await (const ev of events) {
@@ -166,7 +173,16 @@ async function subscribe() {
       if (!stream) {
         stream = { id: value.streamId, abort };
         const interval = value.interval ? Number(value.interval.seconds) * 1000 + value.interval.nanos / 1e6 : 0;
-        log("subscribed", { stream: value.streamId, heartbeat_ms: interval });
+        log("subscribed", { stream: value.streamId, heartbeat_ms: interval, resumed: value.resumed.length });
+        // What the first heartbeat does not list is no longer this
+        // worker's (handed back as the connection dropped, or its lock
+        // lapsed): its outcome would be refused.
+        for (const r of resume) {
+          if (!value.resumed.includes(r.occurrenceId)) {
+            log("cancelled", { occurrence: r.occurrenceId, reason: "not_resumed" });
+            running.get(r.occurrenceId)?.work.abort();
+          }
+        }
         if (stopping) {
           await drain();
         }
@@ -181,7 +197,7 @@ async function subscribe() {
       run(value);
     } else if (kind === "cancellation") {
       log("cancelled", { occurrence: value.occurrenceId, reason: CancellationReason[value.reason] });
-      running.get(value.occurrenceId)?.abort();
+      running.get(value.occurrenceId)?.work.abort();
     }
   }
 }
@@ -209,9 +225,12 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
     stopping = true;
     log("stopping", { signal, running: running.size });
     if (!stream) {
-      // Between streams: nothing is held (a stream that ends hands back
-      // what it held).
-      process.exit(0);
+      // Between streams: the next one resumes what still runs, and
+      // drains at once.
+      if (running.size === 0) {
+        process.exit(0);
+      }
+      return;
     }
     drain();
   });
@@ -221,7 +240,9 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 // (the replica shut down or restarted, the connection dropped); a refusal
 // that will not change (a bad token, no grant, another process with this
 // worker id) ends the worker.
-const retried = [Code.Unavailable, Code.ResourceExhausted, Code.DeadlineExceeded, Code.Unknown, Code.Internal];
+// A stream cut as its replica exits reads as Canceled (an HTTP/2 reset):
+// retried too, unless this worker cancelled it itself (stopping, above).
+const retried = [Code.Unavailable, Code.ResourceExhausted, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.Canceled];
 let backoff = 500;
 for (;;) {
   stream = null;
