@@ -161,9 +161,11 @@ type Config struct {
 	// place for metrics (tasks by outcome and error code, handler
 	// durations) and traces, without wrapping every handler. A task
 	// cancelled or lost while its handler runs is told once the handler
-	// returned (a handler that ignores its context delays it); one failed
-	// for a handler that ignored its timeout is told when the failure is
-	// reported. It runs on the task's goroutine, the task's Concurrency
+	// returned (a handler that ignores its context delays it, even past
+	// the return of a Run that abandoned it with ErrShutdownTimeout, its
+	// task then released); one failed for a handler that ignored its
+	// timeout is told when the failure is reported. It runs on the task's
+	// goroutine, the task's Concurrency
 	// slot still held: keep it quick. It must be safe for concurrent use;
 	// a panic in it is logged, never propagated.
 	OnTaskEnd func(TaskEnd)
