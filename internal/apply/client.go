@@ -458,6 +458,16 @@ func (c *Client) expect(d Document, r Result, got int) (Result, error) {
 	return r, nil
 }
 
+// expectVersion checks a Process's declared version against the one it is
+// (or would become), as expect does a Definition's revision.
+func expectVersion(d Document, got int) error {
+	if d.ExpectRevision != 0 && d.ExpectRevision != got {
+		return &apiError{Status: 0, Code: "unexpected_version", Detail: fmt.Sprintf("the document declares version %d but is version %d on the server", d.ExpectRevision, got),
+			Errors: []apiFieldError{{Path: "/version", Message: fmt.Sprintf("declares %d, the server has or would publish %d", d.ExpectRevision, got)}}}
+	}
+	return nil
+}
+
 // release creates a release unless it exists. planned holds the revision
 // each Definition of this run is or would become.
 func (c *Client) release(ctx context.Context, d Document, dryRun bool, planned map[string]int) (Result, error) {
@@ -562,6 +572,9 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 	}
 	for _, v := range cur.Versions {
 		if v.Digest == digest {
+			if err := expectVersion(d, v.Version); err != nil {
+				return Result{}, err
+			}
 			detail := fmt.Sprintf("version %d", v.Version)
 			if latest != v.Version {
 				// Publishing is idempotent by digest: an older document
@@ -570,6 +583,11 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 			}
 			return Result{Doc: d, Action: "unchanged", Detail: detail}, nil
 		}
+	}
+	// A declared version the document would not become is refused before
+	// anything is published: a version is immutable forever.
+	if err := expectVersion(d, latest+1); err != nil {
+		return Result{}, err
 	}
 	breaking := ""
 	if latest > 0 && parsed != nil {
@@ -613,6 +631,11 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		Version int `json:"version"`
 	}
 	if _, err := c.call(ctx, "POST", base+"/versions", d.Body, &out); err != nil {
+		return Result{}, err
+	}
+	if err := expectVersion(d, out.Version); err != nil {
+		// Another client published meanwhile: this one is published all
+		// the same, under the version said.
 		return Result{}, err
 	}
 	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed)}, nil

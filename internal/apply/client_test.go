@@ -222,6 +222,54 @@ func TestARefusedRevisionAssertionChangesNothing(t *testing.T) {
 	}
 }
 
+// TestAProcessAssertsItsVersion: a Process document's version: is the
+// version it must be (unchanged) or become (published), checked before
+// anything is published, in a dry run as in the real one; a document that
+// is another version, or would be, is refused at /version and publishes
+// nothing.
+func TestAProcessAssertsItsVersion(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	c := &apply.Client{URL: env.URL, Token: env.Designer}
+	proc := func(version int, policy map[string]any) apply.Document {
+		return apply.Document{File: "p.yaml", Kind: apply.KindProcess, ID: "crm_only", ExpectRevision: version, Body: relaistest.CRMProcess(policy)}
+	}
+	versions := func() int {
+		return len(env.Must(200, "GET", "/api/v1/processes/crm_only", env.Designer, nil).JSON(t)["versions"].([]any))
+	}
+	run := func(d apply.Document, dryRun bool) ([]string, []apply.Problem) {
+		var got []string
+		p := c.Apply(context.Background(), []apply.Document{d}, dryRun, func(r apply.Result) { got = append(got, r.Action+" "+r.Detail) })
+		return got, p
+	}
+	if got, p := run(proc(2, nil), true); len(p) != 1 || !strings.Contains(p[0].String(), "/version: declares 2, the server has or would publish 1") {
+		t.Fatalf("a first version declared 2, dry run: %v %v", got, p)
+	}
+	if got, p := run(proc(1, nil), false); len(p) != 0 || len(got) != 1 || !strings.HasPrefix(got[0], "published version 1") {
+		t.Fatalf("a first version declared 1: %v %v", got, p)
+	}
+	if got, p := run(proc(1, nil), false); len(p) != 0 || !strings.HasPrefix(got[0], "unchanged version 1") {
+		t.Fatalf("the same document again: %v %v", got, p)
+	}
+	changed := map[string]any{"max_attempts": 5}
+	for _, dryRun := range []bool{true, false} {
+		if got, p := run(proc(1, changed), dryRun); len(p) != 1 || !strings.Contains(p[0].String(), "/version: declares 1, the server has or would publish 2") {
+			t.Fatalf("a changed document still declaring version 1 (dry run %v): %v %v", dryRun, got, p)
+		}
+	}
+	if n := versions(); n != 1 {
+		t.Fatalf("%d versions after the refused applies, want 1", n)
+	}
+	if got, p := run(proc(2, changed), false); len(p) != 0 || !strings.HasPrefix(got[0], "published version 2") {
+		t.Fatalf("the changed document declaring version 2: %v %v", got, p)
+	}
+	// The first document is version 1, as it declares.
+	if got, p := run(proc(1, nil), false); len(p) != 0 || !strings.HasPrefix(got[0], "unchanged version 1") {
+		t.Fatalf("the first document again: %v %v", got, p)
+	}
+}
+
 // TestDryRunRefusesWhatTheServerWould: a dry run of a Definition asks the
 // server's own checks (PUT .../working?dry_run=true), so a key the server
 // refuses is refused by the dry run too, in the same words, and nothing is

@@ -59,7 +59,8 @@ type Document struct {
 	// also pointers into the file's document.
 	Body map[string]any
 	// ExpectRevision, when set on a Definition, is the revision the
-	// document must become.
+	// document must become; on a Process (its version: member), the
+	// version.
 	ExpectRevision int
 
 	// node is the document as parsed, its lines counted from the start of
@@ -647,6 +648,14 @@ func envelope(d *Document, m map[string]any) []Problem {
 		}
 	case KindProcess:
 		d.ID, ps = str("key")
+		if r, ok := body["version"]; ok {
+			n, isNum := revisionNumber(r)
+			if !isNum {
+				ps = append(ps, Problem{Doc: *d, Pointer: "/version", Message: fmt.Sprintf("must be a version number (1 or more), not %s", describe(r))})
+			}
+			d.ExpectRevision = n
+			delete(body, "version")
+		}
 	case KindDestination:
 		d.ID, ps = str("name")
 	case KindRelease:

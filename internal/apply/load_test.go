@@ -345,6 +345,13 @@ outputs: {fields: []}
 kind: Release
 definition: add_company_to_crm
 revision: 1
+---
+kind: Process
+key: p
+version: "2"
+start: s
+inputs: {fields: []}
+nodes: {s: {kind: end}}
 `)
 	got := problemLines(t, p)
 	want := []string{
@@ -355,6 +362,7 @@ revision: 1
 		`22: /revision: must be a revision number (1 or more), not null`,
 		`29: /revision: must be a revision number (1 or more), not 1.5`,
 		`33: /name: is required`,
+		`39: /version: must be a version number (1 or more), not "2"`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
