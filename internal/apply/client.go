@@ -271,6 +271,15 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 		if breaking, err = c.breakingChanges(ctx, base, latest, *working, dryRun); err != nil {
 			return Result{}, err
 		}
+		// Revisions are deduplicated against the latest only (DESIGN §1):
+		// a document reverted to an earlier contract makes a new revision,
+		// identical to that one, which processes pinning it never see.
+		for _, r := range slices.Backward(cur.Revisions) {
+			if r.Digest == digest {
+				breaking += fmt.Sprintf("; identical to revision %d, which a process may pin instead", r.Revision)
+				break
+			}
+		}
 	}
 	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next) + breaking, working: working}, next)
 	if dryRun && err == nil {

@@ -222,6 +222,28 @@ func TestARefusedRevisionAssertionChangesNothing(t *testing.T) {
 	}
 }
 
+// TestARevertedContractSaysWhichRevisionItEquals: a document reverted to
+// an earlier contract makes a new revision (revisions are deduplicated
+// against the latest only), and apply says which earlier one it equals.
+func TestARevertedContractSaysWhichRevisionItEquals(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	c := &apply.Client{URL: env.URL, Token: env.Designer}
+	def := func(typ string) apply.Document {
+		return apply.Document{File: "def.yaml", Kind: apply.KindDefinition, ID: "reverted", Body: map[string]any{
+			"name": "Reverted", "inputs": map[string]any{"fields": []any{map[string]any{"name": "a", "type": typ}}}, "outputs": map[string]any{"fields": []any{}}}}
+	}
+	var got []string
+	for _, typ := range []string{"text", "integer", "text"} {
+		if p := c.Apply(context.Background(), []apply.Document{def(typ)}, false, func(r apply.Result) { got = append(got, r.Action+" "+r.Detail) }); len(p) != 0 {
+			t.Fatalf("apply %s: %v", typ, p)
+		}
+	}
+	if len(got) != 3 || !strings.HasPrefix(got[2], "updated revision 3") || !strings.Contains(got[2], "identical to revision 1") || strings.Contains(got[1], "identical") {
+		t.Errorf("applies said %q, want the third (revision 3) said identical to revision 1", got)
+	}
+}
+
 // TestAProcessAssertsItsVersion: a Process document's version: is the
 // version it must be (unchanged) or become (published), checked before
 // anything is published, in a dry run as in the real one; a document that
