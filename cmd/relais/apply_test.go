@@ -421,7 +421,8 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 	}
 	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n")
 	lowered := "(revision 5; 1 breaking change(s) against revision 4 (1 may break processes, 0 workers): GET /api/v1/definitions/assess_claim/revisions/4/diff/5 lists them" +
-		"; LOWERS PROTECTION of /inputs/note (classification sensitive → normal): values of these fields are shown and stored in clear from this revision on)"
+		"; LOWERS PROTECTION of /inputs/note (classification sensitive → normal): values of these fields are shown and stored in clear from this revision on" +
+		"; identical to revision 3, which a process may pin instead)"
 	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, lowered) {
 		t.Errorf("a lowered classification: %q, %v; want %q", out, err, lowered)
 	}
