@@ -167,6 +167,76 @@ func TestDisconnectOfTheLastAttemptFailsTheOccurrence(t *testing.T) {
 	}
 }
 
+// A hand-back that commits while KeepAlive waits for the occurrence's lock
+// (another stream of the worker ending, disconnected, as a new one resumes
+// its tasks) ends the lock at its own clock, later than the keep-alive
+// statement's: the attempt it ended says the lock is gone. The keep-alive
+// used to extend it, leaving the occurrence reserved, its attempt ended:
+// settled by no one, offered to no one, while the stream lived (QA).
+func TestKeepAliveDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	c := consumer(t, e)
+	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got := claimOne(t, e, c, "w")
+	held := []Held{{Occurrence: got.ID, Attempt: got.Attempt}}
+
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `select 1 from occurrences where id = $1 for update`, got.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		states []HeldState
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		states, err := e.KeepAlive(ctx, c, "w", held, time.Minute)
+		done <- result{states, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := e.pool.QueryRow(ctx, `select count(*) from pg_stat_activity
+			where datname = current_database() and wait_event_type = 'Lock' and query like '%OccurrenceKeepAlive%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the keep-alive never waited for the hand-back's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The disconnect, at a clock later than the keep-alive's start.
+	if _, err := tx.Exec(ctx, `update occurrences set lock_expires_at = clock_timestamp(), claimable_at = clock_timestamp() where id = $1`, got.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `update attempts set outcome = 'disconnected', ended_at = clock_timestamp() where occurrence_id = $1 and number = $2`, got.ID, got.Attempt); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || len(r.states) != 1 || r.states[0].Kept || r.states[0].Gone != CancelLockLost {
+		t.Fatalf("KeepAlive = %+v, %v; want not kept, lock_lost", r.states, r.err)
+	}
+	// Offered again, by anyone.
+	if again := claimOne(t, e, c, "w2"); again.ID != got.ID || again.Attempt != 2 {
+		t.Errorf("re-claim = %s attempt %d; want %s attempt 2", again.ID, again.Attempt, got.ID)
+	}
+}
+
 // A settlement that commits while KeepAlive waits for the occurrence's lock
 // (a completion sent to another replica) is a settlement, not a lost lock:
 // the keep-alive statement's own snapshot still shows the occurrence

@@ -1336,10 +1336,12 @@ with held as (
 locked as (
     select o.id from occurrences o
     join held h on h.id = o.id and h.attempt = o.attempts
+    join attempts a on a.occurrence_id = o.id and a.number = o.attempts
     where o.status = 'reserved' and o.consumer_id = $3 and o.worker_id = $4
       and o.lock_expires_at > coalesce($5::timestamptz, now())
+      and a.ended_at is null
     order by o.id
-    for update of o
+    for update of o, a
 ),
 extended as (
     update occurrences o
@@ -1389,7 +1391,12 @@ type OccurrenceKeepAliveRow struct {
 // occurrence at the attempt it was assigned, its lock not lapsed), and
 // reports what became of the others: each held occurrence's status and the
 // outcome of its assigned attempt, so the stream can tell a settlement
-// from a cancellation or a lost lock. Rows are locked in id order.
+// from a cancellation or a lost lock. Rows are locked in id order. The
+// attempt must still be open, and is locked too: a hand-back that commits
+// while this statement waits for the row (another stream of the worker
+// ending as this one resumes its tasks) sets the lock's end to its own
+// clock, later than this statement's, and only the attempt it ended tells
+// that the lock is gone.
 func (q *Queries) OccurrenceKeepAlive(ctx context.Context, arg OccurrenceKeepAliveParams) ([]OccurrenceKeepAliveRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceKeepAlive,
 		arg.Ids,
