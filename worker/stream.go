@@ -331,8 +331,9 @@ type streamSession struct {
 // an outcome reported meanwhile (to the replica restarted, or another)
 // still settles the task instead of seeing it run again. Once the stream
 // ended (or the worker drains), retries stop half a lock duration past the
-// last event, leaving a sixth for the network and a late extension. The
-// estimate can only be long, never wrong in effect:
+// last event, leaving a sixth for the network and a late extension, or at
+// the end of the worker's own latest extension (see run.keepOrphan) if
+// later. The estimate can only be long, never wrong in effect:
 // Relais checks the lock, and refuses an outcome whose lock lapsed (an
 // extension that failed while heartbeats went on, in a database outage),
 // which ends the retries as any refusal does; a stream that ends cleanly
@@ -344,6 +345,10 @@ type streamLock struct {
 	// taskCtx is the handler's: its cause says whether Relais took the
 	// task back (a Cancellation, the task assigned again).
 	taskCtx context.Context
+	// extended is when the lock ends, as the worker's own extensions of
+	// it left it (unix nanoseconds; 0 for none): those of a task whose
+	// stream ended (see run.keepOrphan).
+	extended atomic.Int64
 }
 
 // expiry is, while the stream lives and the worker runs on, a lock
@@ -366,7 +371,10 @@ func (l *streamLock) expiry(since time.Time) time.Time {
 	}
 	until := time.Unix(0, s.lastEvent.Load()).Add(d / 2)
 	if limit := since.Add(d); limit.Before(until) {
-		return limit
+		until = limit
+	}
+	if ext := time.Unix(0, l.extended.Load()); ext.After(until) {
+		return ext
 	}
 	return until
 }
@@ -417,11 +425,12 @@ type streamTask struct {
 
 // orphan is a started streamed task whose stream ended without Relais
 // saying it is gone (the replica stopped, or died, or the connection was
-// cut): its handler runs on, for the next stream to resume it, until its
-// lock may have lapsed (timer).
+// cut): its handler runs on, its lock extended by the worker itself (see
+// run.keepOrphan), for the next stream to resume it.
 type orphan struct {
-	task  *streamTask
-	timer *time.Timer
+	task *streamTask
+	// stop ends its keeping, once resumed or its handling ended.
+	stop context.CancelFunc
 }
 
 // subscribe opens a stream and reads its first heartbeat.
@@ -557,8 +566,8 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	s.dropWaiting()
 }
 
-// orphan keeps t's handler running after its stream ended, until a new
-// stream resumes it or its lock may have lapsed.
+// orphan keeps t's handler running after its stream ended, and its lock
+// alive, until a new stream resumes it or its handling ends.
 func (r *run) orphan(t *streamTask) {
 	r.orphanMu.Lock()
 	defer r.orphanMu.Unlock()
@@ -568,17 +577,55 @@ func (r *run) orphan(t *streamTask) {
 	if r.orphans == nil {
 		r.orphans = map[string]*orphan{}
 	}
-	o := &orphan{task: t}
-	o.timer = time.AfterFunc(time.Until(t.lock.expiry(time.Now())), func() {
-		if r.unorphan(o) {
-			r.w.log.Warn("no stream resumed the task before its lock could lapse; cancelling the handler", taskAttrs(t.task)...)
-			t.cancel(fmt.Errorf("%w: %w, and no stream resumed the task before its lock could lapse", ErrLockLost, errStreamEnded))
-		}
-	})
+	ctx, stop := context.WithCancel(context.Background())
+	o := &orphan{task: t, stop: stop}
 	r.orphans[t.task.ID] = o
+	go r.keepOrphan(ctx, o)
 }
 
-// unorphan takes o out of the orphans; false if it was not there.
+// keepOrphan extends an orphan's lock as a fetched task's is (over REST,
+// which needs no stream), at once and then each time half of it is left,
+// until ctx ends (resumed, or its handling ended): a worker that does not
+// get a new stream soon (Relais restarting for longer than the lock, the
+// worker shutting down meanwhile) keeps its tasks, and finishes or
+// releases them as it would. The first extension also learns at once
+// whether Relais took the task back as the stream ended (a connection cut
+// a live replica saw): the handler is then cancelled without waiting for
+// a new stream. A refusal, or an outage until the lock may have lapsed,
+// cancels the handler; what it still returns successfully is reported
+// all the same, as for any task whose stream ended (see afterStreamEnded).
+func (r *run) keepOrphan(ctx context.Context, o *orphan) {
+	t := o.task
+	log := r.w.log.With(taskAttrs(t.task)...)
+	expiry := t.lock.expiry(time.Now())
+	for {
+		next, err := r.extend(ctx, t.task.ID, t.task.Attempt, expiry, log)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if !r.unorphan(o) {
+				return
+			}
+			if errors.Is(err, ErrCancelled) {
+				log.Info("task cancelled by Relais after its stream ended; cancelling the handler", "cause", err)
+				t.cancel(err)
+				return
+			}
+			log.Warn("the stream ended and the task's lock could not be kept; cancelling the handler", "cause", err)
+			t.cancel(fmt.Errorf("%w: %w", errStreamEnded, err))
+			return
+		}
+		expiry = next
+		t.lock.extended.Store(next.UnixNano())
+		if !sleepCtx(ctx, time.Until(next.Add(-r.w.cfg.LockDuration/2))) {
+			return
+		}
+	}
+}
+
+// unorphan takes o out of the orphans and stops keeping its lock; false if
+// it was not there.
 func (r *run) unorphan(o *orphan) bool {
 	r.orphanMu.Lock()
 	defer r.orphanMu.Unlock()
@@ -586,7 +633,7 @@ func (r *run) unorphan(o *orphan) bool {
 		return false
 	}
 	delete(r.orphans, o.task.task.ID)
-	o.timer.Stop()
+	o.stop()
 	return true
 }
 
@@ -608,7 +655,7 @@ func (r *run) orphaned() []*orphan {
 func (r *run) adopt(s *streamSession, asked []*orphan, resumed []string) {
 	for _, o := range asked {
 		if !r.unorphan(o) {
-			// Its handling ended meanwhile (its lock's estimate passed, or
+			// Its handling ended meanwhile (its lock could not be kept, or
 			// its handler returned): the new stream would hold for
 			// nothing one it resumed, which a settlement has not freed.
 			if slices.Contains(resumed, o.task.task.ID) {
@@ -765,7 +812,7 @@ func (s *streamSession) startLocked(t *Task) {
 		entry.done = true
 		if o := r.orphans[t.ID]; o != nil && o.task == entry {
 			delete(r.orphans, t.ID)
-			o.timer.Stop()
+			o.stop()
 		}
 		r.orphanMu.Unlock()
 		cur := lock.s.Load()

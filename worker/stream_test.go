@@ -581,6 +581,111 @@ func TestStreamTaskRidesOutARollingRestart(t *testing.T) {
 	}
 }
 
+// stoppedReplica runs a stream worker of one slot and handler h through a
+// proxy to a replica, starts an instance, and once started says h began,
+// stops that replica (the task left locked to the worker); from then on
+// subscriptions are refused (503) while every other call goes to a second
+// replica: no stream resumes the task. It returns the instance, the second
+// replica, the worker's logs and its run.
+func stoppedReplica(t *testing.T, cfg Config, h Handler, started <-chan struct{}) (string, *relaistest.Env, *testlog.Buffer, *running) {
+	t.Helper()
+	r := newRelais(t, nil, func(c *config.Config) { c.ShutdownTimeout = 40 * time.Second })
+	other := r.env.Replica()
+	var stopped atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !stopped.Load() {
+			r.env.Handler.ServeHTTP(w, req)
+			return
+		}
+		if strings.HasSuffix(req.URL.Path, "/Subscribe") {
+			http.Error(w, "no stream for now", http.StatusServiceUnavailable)
+			return
+		}
+		other.Handler.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	logs := &testlog.Buffer{}
+	cfg.URL, cfg.Token, cfg.WorkerID, cfg.Concurrency = srv.URL, r.consumer, "orphaned", 1
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle(def, nil, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { run.done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-run.done:
+		case <-time.After(20 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+	inst := r.start(t, "Acme")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task never started")
+	}
+	stopped.Store(true)
+	r.env.Drain()
+	return inst, other, logs, run
+}
+
+// A task whose stream ended keeps its lock while no stream resumes it: the
+// worker extends it itself, so a handler longer than the lock, with Relais
+// out of streams for longer than that (a replica restarting slowly), still
+// settles its task in its first attempt. The worker used to give it up
+// half a lock duration after the stream's last event, its attempt spent.
+func TestStreamTaskKeepsItsLockWithoutAStream(t *testing.T) {
+	started := make(chan struct{}, 4)
+	finish := make(chan struct{})
+	var cancelled atomic.Bool
+	inst, other, logs, _ := stoppedReplica(t, Config{LockDuration: 2 * time.Second}, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		<-finish
+		cancelled.Store(ctx.Err() != nil)
+		return created(ctx, task)
+	}, started)
+	time.Sleep(5 * time.Second) // two and a half lock durations, no stream
+	close(finish)
+	if got := other.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed in its first attempt\n%s", got, logs.String())
+	}
+	if cancelled.Load() {
+		t.Errorf("the handler was cancelled\n%s", logs.String())
+	}
+	path := other.Must(200, "GET", "/api/v1/instances/"+inst, other.Operator, nil).JSON(t)["path"].([]any)
+	occ := other.Must(200, "GET", "/api/v1/occurrences/"+path[0].(map[string]any)["occurrence_id"].(string), other.Operator, nil).JSON(t)
+	if a := occ["attempts"].([]any); len(a) != 1 || a[0].(map[string]any)["outcome"] != "completed" {
+		t.Errorf("attempts %v, want one, completed", a)
+	}
+}
+
+// A worker stopped while no stream resumed its task (a rolling restart
+// under way) releases it past its ShutdownTimeout, as it would with a
+// stream: no attempt spent. Its lock used to lapse, the attempt expired
+// (QA).
+func TestStreamShutdownWithoutAStreamReleases(t *testing.T) {
+	started := make(chan struct{}, 4)
+	inst, other, logs, run := stoppedReplica(t, Config{LockDuration: 2 * time.Second, ShutdownTimeout: 3 * time.Second}, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}, started)
+	time.Sleep(200 * time.Millisecond)
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v\n%s", err, logs.String())
+	}
+	path := other.Must(200, "GET", "/api/v1/instances/"+inst, other.Operator, nil).JSON(t)["path"].([]any)
+	occ := other.Must(200, "GET", "/api/v1/occurrences/"+path[0].(map[string]any)["occurrence_id"].(string), other.Operator, nil).JSON(t)
+	if a := occ["attempts"].([]any); len(a) != 1 || a[0].(map[string]any)["outcome"] != "released" || occ["status"] != "available" {
+		t.Errorf("status %v, attempts %v; want available, the attempt released\n%s", occ["status"], a, logs.String())
+	}
+}
+
 // The credit holds while completions refill their slots and the stream
 // claims on its own: at no point does the worker hold more reservations
 // than its Concurrency (sampled from the database while 60 tasks run).

@@ -116,12 +116,11 @@ type Config struct {
 	Concurrency int
 	// LockDuration is the lock asked for at fetch and at each extension;
 	// the worker extends it when half of it is left. On a stream Relais
-	// keeps it alive instead, and it only bounds how long the tasks of a
-	// worker whose replica died stay locked, and how long a handler runs
-	// on once its stream ended without a new one resuming its task (half
-	// of it past the stream's last event: a replica restarted within 30 s,
-	// by default, takes the running tasks back). At least 1s (New refuses
-	// less, as Relais would); default 1m.
+	// keeps it alive instead, and it bounds how long the tasks of a
+	// worker whose replica died stay locked; a task whose stream ended has
+	// its lock extended by the worker, as a fetched task's, until a new
+	// stream resumes it. At least 1s (New refuses less, as Relais would);
+	// default 1m.
 	LockDuration time.Duration
 	// Wait is how long one fetch long-polls for work. Default 20s.
 	Wait time.Duration
