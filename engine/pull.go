@@ -1133,10 +1133,18 @@ func (e *Engine) lockFor(ctx context.Context, ref WorkerRef, d time.Duration, ma
 		if !mayShorten && o.LockExpiresAt != nil && o.LockExpiresAt.After(until) {
 			until = *o.LockExpiresAt
 		}
-		if _, err := q.OccurrenceExtend(ctx, queries.OccurrenceExtendParams{ID: o.ID, LockExpiresAt: until}); err != nil {
+		// The attempt first: an extension must never revive a lock whose
+		// attempt ended (see AttemptExtend), which would leave the
+		// occurrence reserved to an attempt nobody can settle.
+		n, err := q.AttemptExtend(ctx, queries.AttemptExtendParams{OccurrenceID: o.ID, Number: o.Attempts, LockExpiresAt: until})
+		if err != nil {
 			return err
 		}
-		return q.AttemptExtend(ctx, queries.AttemptExtendParams{OccurrenceID: o.ID, Number: o.Attempts, LockExpiresAt: until})
+		if n == 0 {
+			return explainLapse(ctx, q, o, fault.New(fault.Conflict, "lock_expired", "the lock on occurrence %s is gone: its attempt %d ended", o.ID, o.Attempts))
+		}
+		_, err = q.OccurrenceExtend(ctx, queries.OccurrenceExtendParams{ID: o.ID, LockExpiresAt: until})
+		return err
 	})
 	return until, wrap("extend", err)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/relais/relais/internal/fault"
 )
 
 func TestCancelPayloadRoundTrip(t *testing.T) {
@@ -184,7 +186,54 @@ func TestKeepAliveDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 	}
 	got := claimOne(t, e, c, "w")
 	held := []Held{{Occurrence: got.ID, Attempt: got.Attempt}}
+	var states []HeldState
+	handBackWhileWaiting(t, e, got, "OccurrenceKeepAlive", func() (err error) {
+		states, err = e.KeepAlive(ctx, c, "w", held, time.Minute)
+		return err
+	})
+	if len(states) != 1 || states[0].Kept || states[0].Gone != CancelLockLost {
+		t.Fatalf("KeepAlive = %+v; want not kept, lock_lost", states)
+	}
+	// Offered again, by anyone.
+	if again := claimOne(t, e, c, "w2"); again.ID != got.ID || again.Attempt != 2 {
+		t.Errorf("re-claim = %s attempt %d; want %s attempt 2", again.ID, again.Attempt, got.ID)
+	}
+}
 
+// An Extend (the Go SDK keeping the lock of a task whose stream ended)
+// that waited for the occurrence's lock while the stream's hand-back
+// committed is refused: it used to revive the lock, the attempt ended
+// disconnected, and the worker's completion then settled the occurrence
+// with its attempt still reading disconnected (QA).
+func TestExtendDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	c := consumer(t, e)
+	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got := claimOne(t, e, c, "w")
+	err := handBackWhileWaiting(t, e, got, "OccurrenceLock", func() error {
+		_, err := e.Extend(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got.ID, Attempt: int32(got.Attempt)}, time.Minute)
+		return err
+	})
+	if !fault.HasCode(err, "lock_expired") {
+		t.Fatalf("Extend = %v; want lock_expired", err)
+	}
+	if again := claimOne(t, e, c, "w2"); again.ID != got.ID || again.Attempt != 2 {
+		t.Errorf("re-claim = %s attempt %d; want %s attempt 2", again.ID, again.Attempt, got.ID)
+	}
+}
+
+// handBackWhileWaiting runs call while a transaction holds the row of
+// got's occurrence; once call's statement named waiting waits for it, the
+// transaction hands the occurrence back as a stream's disconnect does, at
+// a clock later than call's own, and commits. It returns call's error.
+func handBackWhileWaiting(t *testing.T, e *Engine, got Reservation, waiting string, call func() error) error {
+	t.Helper()
+	ctx := context.Background()
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -193,31 +242,23 @@ func TestKeepAliveDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 	if _, err := tx.Exec(ctx, `select 1 from occurrences where id = $1 for update`, got.ID); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		states []HeldState
-		err    error
-	}
-	done := make(chan result, 1)
-	go func() {
-		states, err := e.KeepAlive(ctx, c, "w", held, time.Minute)
-		done <- result{states, err}
-	}()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var waiting int
+		var n int
 		if err := e.pool.QueryRow(ctx, `select count(*) from pg_stat_activity
-			where datname = current_database() and wait_event_type = 'Lock' and query like '%OccurrenceKeepAlive%'`).Scan(&waiting); err != nil {
+			where datname = current_database() and wait_event_type = 'Lock' and query like '%' || $1 || '%'`, waiting).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
+		if n > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the keep-alive never waited for the hand-back's lock")
+			t.Fatalf("%s never waited for the hand-back's lock", waiting)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// The disconnect, at a clock later than the keep-alive's start.
 	if _, err := tx.Exec(ctx, `update occurrences set lock_expires_at = clock_timestamp(), claimable_at = clock_timestamp() where id = $1`, got.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -227,14 +268,7 @@ func TestKeepAliveDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
-	if r.err != nil || len(r.states) != 1 || r.states[0].Kept || r.states[0].Gone != CancelLockLost {
-		t.Fatalf("KeepAlive = %+v, %v; want not kept, lock_lost", r.states, r.err)
-	}
-	// Offered again, by anyone.
-	if again := claimOne(t, e, c, "w2"); again.ID != got.ID || again.Attempt != 2 {
-		t.Errorf("re-claim = %s attempt %d; want %s attempt 2", again.ID, again.Attempt, got.ID)
-	}
+	return <-done
 }
 
 // A settlement that commits while KeepAlive waits for the occurrence's lock

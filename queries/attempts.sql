@@ -21,9 +21,13 @@ limit 1;
 select outcome, ended_at from attempts
 where occurrence_id = @occurrence_id and number = @number;
 
--- name: AttemptExtend :exec
+-- name: AttemptExtend :execrows
+-- Extends an open attempt's lock: none when the attempt ended, which an
+-- extension waiting for the occurrence's lock may learn only here (a
+-- stream's hand-back that committed meanwhile ends the lock at its own
+-- clock, which can be later than the extension's).
 update attempts set lock_expires_at = @lock_expires_at::timestamptz
-where occurrence_id = @occurrence_id and number = @number;
+where occurrence_id = @occurrence_id and number = @number and ended_at is null;
 
 -- name: AttemptCancelOpen :exec
 update attempts a

@@ -87,9 +87,9 @@ func (q *Queries) AttemptEnding(ctx context.Context, arg AttemptEndingParams) (A
 	return i, err
 }
 
-const attemptExtend = `-- name: AttemptExtend :exec
+const attemptExtend = `-- name: AttemptExtend :execrows
 update attempts set lock_expires_at = $1::timestamptz
-where occurrence_id = $2 and number = $3
+where occurrence_id = $2 and number = $3 and ended_at is null
 `
 
 type AttemptExtendParams struct {
@@ -98,9 +98,16 @@ type AttemptExtendParams struct {
 	Number        int32
 }
 
-func (q *Queries) AttemptExtend(ctx context.Context, arg AttemptExtendParams) error {
-	_, err := q.db.Exec(ctx, attemptExtend, arg.LockExpiresAt, arg.OccurrenceID, arg.Number)
-	return err
+// Extends an open attempt's lock: none when the attempt ended, which an
+// extension waiting for the occurrence's lock may learn only here (a
+// stream's hand-back that committed meanwhile ends the lock at its own
+// clock, which can be later than the extension's).
+func (q *Queries) AttemptExtend(ctx context.Context, arg AttemptExtendParams) (int64, error) {
+	result, err := q.db.Exec(ctx, attemptExtend, arg.LockExpiresAt, arg.OccurrenceID, arg.Number)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const attemptListByOccurrence = `-- name: AttemptListByOccurrence :many
