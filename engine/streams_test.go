@@ -233,13 +233,27 @@ func TestExtendDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 // a clock later than call's own, and commits. It returns call's error.
 func handBackWhileWaiting(t *testing.T, e *Engine, got Reservation, waiting string, call func() error) error {
 	t.Helper()
+	if got.Attempt != 1 {
+		t.Fatalf("attempt %d; the hand-back below ends attempt 1", got.Attempt)
+	}
+	return commitWhileWaiting(t, e, got.ID, waiting, call,
+		`update occurrences set lock_expires_at = clock_timestamp(), claimable_at = clock_timestamp() where id = $1`,
+		`update attempts set outcome = 'disconnected', ended_at = clock_timestamp() where occurrence_id = $1 and number = 1`)
+}
+
+// commitWhileWaiting runs call while a transaction holds the row of
+// occurrence id; once call's statement named waiting waits for it, the
+// transaction runs writes (each given id) and commits. It returns call's
+// error.
+func commitWhileWaiting(t *testing.T, e *Engine, id uuid.UUID, waiting string, call func() error, writes ...string) error {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `select 1 from occurrences where id = $1 for update`, got.ID); err != nil {
+	if _, err := tx.Exec(ctx, `select 1 from occurrences where id = $1 for update`, id); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -255,15 +269,14 @@ func handBackWhileWaiting(t *testing.T, e *Engine, got Reservation, waiting stri
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never waited for the hand-back's lock", waiting)
+			t.Fatalf("%s never waited for the row's lock", waiting)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := tx.Exec(ctx, `update occurrences set lock_expires_at = clock_timestamp(), claimable_at = clock_timestamp() where id = $1`, got.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `update attempts set outcome = 'disconnected', ended_at = clock_timestamp() where occurrence_id = $1 and number = $2`, got.ID, got.Attempt); err != nil {
-		t.Fatal(err)
+	for _, w := range writes {
+		if _, err := tx.Exec(ctx, w, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -287,52 +300,18 @@ func TestKeepAliveDoesNotTakeASettlementItWaitedForAsALostLock(t *testing.T) {
 	got := claimOne(t, e, c, "w")
 	held := []Held{{Occurrence: got.ID, Attempt: got.Attempt}}
 
-	// The settlement, holding the occurrence's row lock until it commits.
-	tx, err := e.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// The settlement commits once the keep-alive waits for the row.
+	var states []HeldState
+	err := commitWhileWaiting(t, e, got.ID, "OccurrenceKeepAlive", func() (err error) {
+		states, err = e.KeepAlive(ctx, c, "w", held, time.Minute)
+		return err
+	},
+		`update occurrences set status = 'completed', settled_at = now(), claimable_at = null where id = $1`,
+		`update attempts set outcome = 'completed', ended_at = now() where occurrence_id = $1 and number = 1`)
+	if err != nil || len(states) != 1 {
+		t.Fatalf("KeepAlive = %+v, %v", states, err)
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `update occurrences set status = 'completed', settled_at = now(), claimable_at = null where id = $1`, got.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `update attempts set outcome = 'completed', ended_at = now() where occurrence_id = $1 and number = $2`, got.ID, got.Attempt); err != nil {
-		t.Fatal(err)
-	}
-
-	type result struct {
-		states []HeldState
-		err    error
-	}
-	done := make(chan result, 1)
-	go func() {
-		states, err := e.KeepAlive(ctx, c, "w", held, time.Minute)
-		done <- result{states, err}
-	}()
-	// Commit once the keep-alive waits for the row.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting int
-		if err := e.pool.QueryRow(ctx, `select count(*) from pg_stat_activity
-			where datname = current_database() and wait_event_type = 'Lock' and query like '%OccurrenceKeepAlive%'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the keep-alive never waited for the settlement's lock")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil || len(r.states) != 1 {
-		t.Fatalf("KeepAlive = %+v, %v", r.states, r.err)
-	}
-	if s := r.states[0]; s.Kept || s.Gone != "" {
+	if s := states[0]; s.Kept || s.Gone != "" {
 		t.Errorf("KeepAlive after a settlement it waited for = %+v; want not kept and gone for no reason to cancel (settled)", s)
 	}
 }

@@ -76,17 +76,7 @@ func (r *relais) run(t *testing.T, cfg Config, h Handler, configure ...func(*Wor
 	for _, c := range configure {
 		c(w)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { run.done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-run.done:
-		case <-time.After(20 * time.Second):
-			t.Error("Run did not return")
-		}
-	})
+	run := runUntilCleanup(t, w)
 	// Connected once the catalog lists the stream (a poller, once it
 	// fetched).
 	protocol := "stream"
@@ -101,6 +91,23 @@ func (r *relais) run(t *testing.T, cfg Config, h Handler, configure ...func(*Wor
 			}
 		}
 		return false, fmt.Sprint(items)
+	})
+	return run
+}
+
+// runUntilCleanup runs w until stopped or the test ends.
+func runUntilCleanup(t *testing.T, w *Worker) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { run.done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-run.done:
+		case <-time.After(20 * time.Second):
+			t.Error("Run did not return")
+		}
 	})
 	return run
 }
@@ -541,17 +548,7 @@ func TestStreamTaskRidesOutARollingRestart(t *testing.T) {
 		cancelled.Store(ctx.Err() != nil)
 		return created(ctx, task)
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("Run did not return")
-		}
-	})
+	runUntilCleanup(t, w)
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):
@@ -612,17 +609,7 @@ func stoppedReplica(t *testing.T, cfg Config, h Handler, started <-chan struct{}
 		t.Fatal(err)
 	}
 	w.Handle(def, nil, h)
-	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { run.done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-run.done:
-		case <-time.After(20 * time.Second):
-			t.Error("Run did not return")
-		}
-	})
+	run := runUntilCleanup(t, w)
 	inst := r.start(t, "Acme")
 	select {
 	case <-started:

@@ -634,28 +634,29 @@ func envelope(d *Document, m map[string]any) []Problem {
 		}
 		return v, nil
 	}
+	// asserted takes the number a document asserts it is (a Definition's
+	// revision, a Process's version) out of the body the API receives.
+	asserted := func(key string) []Problem {
+		r, ok := body[key]
+		if !ok {
+			return nil
+		}
+		delete(body, key)
+		n, isNum := revisionNumber(r)
+		d.ExpectRevision = n
+		if !isNum {
+			return []Problem{{Doc: *d, Pointer: "/" + key, Message: fmt.Sprintf("must be a %s number (1 or more), not %s", key, describe(r))}}
+		}
+		return nil
+	}
 	var ps []Problem
 	switch d.Kind {
 	case KindDefinition:
 		d.ID, ps = str("key")
-		if r, ok := body["revision"]; ok {
-			n, isNum := revisionNumber(r)
-			if !isNum {
-				ps = append(ps, Problem{Doc: *d, Pointer: "/revision", Message: fmt.Sprintf("must be a revision number (1 or more), not %s", describe(r))})
-			}
-			d.ExpectRevision = n
-			delete(body, "revision")
-		}
+		ps = append(ps, asserted("revision")...)
 	case KindProcess:
 		d.ID, ps = str("key")
-		if r, ok := body["version"]; ok {
-			n, isNum := revisionNumber(r)
-			if !isNum {
-				ps = append(ps, Problem{Doc: *d, Pointer: "/version", Message: fmt.Sprintf("must be a version number (1 or more), not %s", describe(r))})
-			}
-			d.ExpectRevision = n
-			delete(body, "version")
-		}
+		ps = append(ps, asserted("version")...)
 	case KindDestination:
 		d.ID, ps = str("name")
 	case KindRelease:
