@@ -177,14 +177,8 @@ func TestDisconnectOfTheLastAttemptFailsTheOccurrence(t *testing.T) {
 // settled by no one, offered to no one, while the stream lived (QA).
 func TestKeepAliveDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	prepare(t, e, "")
+	e, c, got := oneClaimed(t)
 	ctx := context.Background()
-	c := consumer(t, e)
-	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
-		t.Fatal(err)
-	}
-	got := claimOne(t, e, c, "w")
 	held := []Held{{Occurrence: got.ID, Attempt: got.Attempt}}
 	var states []HeldState
 	handBackWhileWaiting(t, e, got, "OccurrenceKeepAlive", func() (err error) {
@@ -207,14 +201,8 @@ func TestKeepAliveDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 // with its attempt still reading disconnected (QA).
 func TestExtendDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	prepare(t, e, "")
+	e, c, got := oneClaimed(t)
 	ctx := context.Background()
-	c := consumer(t, e)
-	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
-		t.Fatal(err)
-	}
-	got := claimOne(t, e, c, "w")
 	err := handBackWhileWaiting(t, e, got, "OccurrenceLock", func() error {
 		_, err := e.Extend(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got.ID, Attempt: int32(got.Attempt)}, time.Minute)
 		return err
@@ -225,6 +213,19 @@ func TestExtendDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 	if again := claimOne(t, e, c, "w2"); again.ID != got.ID || again.Attempt != 2 {
 		t.Errorf("re-claim = %s attempt %d; want %s attempt 2", again.ID, again.Attempt, got.ID)
 	}
+}
+
+// oneClaimed starts an instance of two_step and claims its occurrence as
+// worker w of the consumer it returns.
+func oneClaimed(t *testing.T) (*Engine, int64, Reservation) {
+	t.Helper()
+	e := setup(t)
+	prepare(t, e, "")
+	c := consumer(t, e)
+	if _, _, err := e.StartInstance(context.Background(), StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	return e, c, claimOne(t, e, c, "w")
 }
 
 // handBackWhileWaiting runs call while a transaction holds the row of
@@ -290,14 +291,8 @@ func commitWhileWaiting(t *testing.T, e *Engine, id uuid.UUID, waiting string, c
 // reserved and its attempt open.
 func TestKeepAliveDoesNotTakeASettlementItWaitedForAsALostLock(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	prepare(t, e, "")
+	e, c, got := oneClaimed(t)
 	ctx := context.Background()
-	c := consumer(t, e)
-	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
-		t.Fatal(err)
-	}
-	got := claimOne(t, e, c, "w")
 	held := []Held{{Occurrence: got.ID, Attempt: got.Attempt}}
 
 	// The settlement commits once the keep-alive waits for the row.
