@@ -58,25 +58,9 @@ flags:
 	if len(paths) == 0 {
 		return errors.New("usage: relais apply -f PATH [-f PATH...] [--dry-run]")
 	}
-	if err := checkEnvironment(config.ApplyVariables(), nil, func(w string) { fmt.Fprintln(stderr, "warning: "+w) }); err != nil {
+	c, err := apiClient(getenv, stderr, "a designer or admin token")
+	if err != nil {
 		return err
-	}
-	base := getenv("RELAIS_URL")
-	if base == "" {
-		base = "http://127.0.0.1:8080"
-	}
-	if err := checkBaseURL(base); err != nil {
-		return err
-	}
-	// A token never holds white space: a secret file's or a variable's
-	// trailing newline is taken off, where it made every request fail
-	// blamed on RELAIS_URL (net/http refuses the header).
-	token := strings.TrimSpace(getenv("RELAIS_TOKEN"))
-	if token == "" {
-		return errors.New("RELAIS_TOKEN is required (a designer or admin token)")
-	}
-	if strings.ContainsFunc(token, func(r rune) bool { return r < ' ' || r == 0x7f || r == ' ' }) {
-		return errors.New("RELAIS_TOKEN holds white space or a control character inside it: it is not a Relais token (rls_…)")
 	}
 	docs, problems, err := apply.Load(paths...)
 	if err != nil {
@@ -88,7 +72,6 @@ flags:
 		}
 		return fmt.Errorf("%d problem(s) found before sending anything; nothing was applied", len(problems))
 	}
-	c := &apply.Client{URL: base, Token: token}
 	if err := c.Check(ctx); err != nil {
 		if apply.Unreachable(err) {
 			return retryLater{fmt.Errorf("%w; nothing was applied", err)}
@@ -174,6 +157,33 @@ const exitRetry = 75
 
 // retryLater is an apply that failed for Relais's absence, not its
 // documents: the command exits exitRetry.
+// apiClient is a client of the API at RELAIS_URL (default
+// http://127.0.0.1:8080) with RELAIS_TOKEN, which must be role's: the
+// commands that speak the API (apply, consumer) read them alike.
+func apiClient(getenv func(string) string, stderr io.Writer, role string) (*apply.Client, error) {
+	if err := checkEnvironment(config.ApplyVariables(), nil, func(w string) { fmt.Fprintln(stderr, "warning: "+w) }); err != nil {
+		return nil, err
+	}
+	base := getenv("RELAIS_URL")
+	if base == "" {
+		base = "http://127.0.0.1:8080"
+	}
+	if err := checkBaseURL(base); err != nil {
+		return nil, err
+	}
+	// A token never holds white space: a secret file's or a variable's
+	// trailing newline is taken off, where it made every request fail
+	// blamed on RELAIS_URL (net/http refuses the header).
+	token := strings.TrimSpace(getenv("RELAIS_TOKEN"))
+	if token == "" {
+		return nil, fmt.Errorf("RELAIS_TOKEN is required (%s)", role)
+	}
+	if strings.ContainsFunc(token, func(r rune) bool { return r < ' ' || r == 0x7f || r == ' ' }) {
+		return nil, errors.New("RELAIS_TOKEN holds white space or a control character inside it: it is not a Relais token (rls_…)")
+	}
+	return &apply.Client{URL: base, Token: token}, nil
+}
+
 type retryLater struct{ error }
 
 func (e retryLater) Unwrap() error { return e.error }

@@ -95,9 +95,20 @@ func TestFirstTaskAsWritten(t *testing.T) {
 	}
 
 	// Step 5.
-	consumer := must(t, 201, callH(t, "POST", r.base+"/api/v1/consumers", bootstrap,
-		map[string]any{"name": "invoicer", "grants": []any{map[string]any{"definition": "send_invoice", "revisions": "all"}}}))["token"].(string)
-	says(`{"name":"invoicer","grants":[{"definition":"send_invoice","revisions":"all"}]}`)
+	says("go run ./cmd/relais consumer create --name invoicer --grant send_invoice")
+	out, stderr, err = consumerRun(r.base, bootstrap, "create", "--name", "invoicer", "--grant", "send_invoice")
+	if err != nil {
+		t.Fatalf("consumer create: %v\n%s", err, stderr)
+	}
+	says(`# consumer 1 "invoicer" created, granted send_invoice (all revisions)`)
+	if !strings.HasPrefix(out, `consumer 1 "invoicer" created, granted send_invoice (all revisions)`) {
+		t.Errorf("consumer create said %q", out)
+	}
+	m := printedToken.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no token printed: %q", out)
+	}
+	consumer := m[1]
 
 	// Step 6: the page's worker, built as a module of its own.
 	worker := buildFirstWorker(t, gos[0], says)

@@ -79,6 +79,7 @@ commands:
   token list     list the staff tokens (id, name, role, created, last used, expires)
   token revoke   revoke a staff token at once: relais token revoke ID
   apply          apply definitions, releases, processes and destinations: relais apply -f PATH [-f PATH...] [--dry-run]
+  consumer       create, list, rotate and revoke consumers (workers' identities): relais consumer create --name NAME --grant KEY
   keys rotate    re-encrypt sensitive and secret values with the first data key (resumable)
   backup         write the database to a file (pg_dump), while serve runs or not: relais backup FILE
   restore        restore such a file into an empty database, in one transaction, and check the data keys open it: relais restore FILE
@@ -87,12 +88,12 @@ commands:
 serve reads the configuration "relais serve --help" lists (a flag, else its
 environment variable); migrate, token, keys rotate, backup and restore read the settings that
 reach the database (their --help lists them) and ignore the others; apply
-reads RELAIS_URL (default http://127.0.0.1:8080) and RELAIS_TOKEN. Each
+and consumer read RELAIS_URL (default http://127.0.0.1:8080) and RELAIS_TOKEN. Each
 command takes --help.
 `
 
 // commands are the first words dispatch knows, for a misspelt one's hint.
-var commands = []string{"serve", "migrate", "token", "apply", "keys", "backup", "restore", "version", "help"}
+var commands = []string{"serve", "migrate", "token", "apply", "consumer", "keys", "backup", "restore", "version", "help"}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	err := dispatch(ctx, args, getenv, stdout, stderr)
@@ -129,6 +130,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return keysRotate(ctx, args[2:], getenv, stdout, stderr)
 	case "apply":
 		return applyCommand(ctx, args[1:], getenv, stdout, stderr)
+	case "consumer", "consumers":
+		return consumerCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "backup":
 		return backupCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "restore":

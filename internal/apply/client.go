@@ -118,6 +118,29 @@ type unanswered struct {
 func (u *unanswered) Error() string { return u.err.Error() }
 func (u *unanswered) Unwrap() error { return u.err }
 
+// Do sends one request of the API (path from the root, as
+// /api/v1/consumers), body as JSON, and decodes the answer into out: for
+// commands beside apply that speak the API with the same token and
+// errors. A refusal is an error naming its status, code and detail, its
+// pointers listed by FieldErrors.
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	_, err := c.call(ctx, method, path, body, out)
+	return err
+}
+
+// FieldErrors lists a refusal's problems, "pointer: message" each.
+func FieldErrors(err error) []string {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		return nil
+	}
+	out := make([]string, len(ae.Errors))
+	for i, e := range ae.Errors {
+		out[i] = e.Path + ": " + e.Message
+	}
+	return out
+}
+
 func (c *Client) call(ctx context.Context, method, path string, body any, out any) (int, error) {
 	return c.callWith(ctx, method, path, nil, body, out)
 }

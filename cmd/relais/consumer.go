@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relais/relais/internal/apply"
+	"github.com/relais/relais/internal/suggest"
+)
+
+const consumerUsage = `usage: relais consumer <create|list|rotate|revoke> [flags]
+
+  create --name NAME --grant KEY[=REVISIONS] [--grant …] [--json]
+                 create a consumer (a worker's identity) and print its token once;
+                 REVISIONS is "all" (the default: every revision, present and
+                 future) or a list (1,2); KEY may be a pattern (crm.*)
+  list [--json]  list the consumers: id, name, grants, created, revoked
+  rotate ID [--overlap PT10M] [--json]
+                 give consumer ID a new token, printed once; the old ones stop
+                 at once, or after the overlap
+  revoke ID      revoke consumer ID and its tokens at once
+
+Speaks the API at RELAIS_URL (default http://127.0.0.1:8080) with
+RELAIS_TOKEN, an admin token.
+`
+
+// consumerCommand is `relais consumer …`: the consumers API
+// (/api/v1/consumers) from the command line, for the first worker's token
+// without writing its grants' JSON by hand.
+func consumerCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || wantsHelp(args[:1]) {
+		fmt.Fprint(stderr, consumerUsage)
+		if len(args) == 0 {
+			return errors.New("missing subcommand (create, list, rotate or revoke)")
+		}
+		return flag.ErrHelp
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("consumer "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	asJSON := fs.Bool("json", false, "print the API's answer as JSON")
+	var run func(c *apply.Client) error
+	var flags []string
+	// positional are the arguments that are no flags, wherever they
+	// stand (relais consumer rotate 3 --overlap PT10M).
+	var positional []string
+	switch sub {
+	case "create":
+		name := fs.String("name", "", "the consumer's name, unique for ever")
+		var grants grantList
+		fs.Var(&grants, "grant", "a definition (or pattern) it may work on, KEY or KEY=1,2; repeat for more")
+		flags = []string{"name", "grant", "json"}
+		run = func(c *apply.Client) error {
+			if *name == "" || len(grants) == 0 {
+				return errors.New("usage: relais consumer create --name NAME --grant KEY[=REVISIONS] [--grant …]")
+			}
+			var out consumerAnswer
+			if err := c.Do(ctx, "POST", "/api/v1/consumers", map[string]any{"name": *name, "grants": grants}, &out); err != nil {
+				return err
+			}
+			if *asJSON {
+				return printJSON(stdout, out)
+			}
+			fmt.Fprintf(stdout, "consumer %d %q created, granted %s\n", out.ID, out.Name, grantsText(out.Grants))
+			printToken(stdout, out.Token)
+			return nil
+		}
+	case "list":
+		flags = []string{"json"}
+		run = func(c *apply.Client) error {
+			var all []consumerAnswer
+			for cursor := ""; ; {
+				var page struct {
+					Items      []consumerAnswer `json:"items"`
+					NextCursor string           `json:"next_cursor"`
+				}
+				path := "/api/v1/consumers?limit=500"
+				if cursor != "" {
+					path += "&cursor=" + url.QueryEscape(cursor)
+				}
+				if err := c.Do(ctx, "GET", path, nil, &page); err != nil {
+					return err
+				}
+				all = append(all, page.Items...)
+				if cursor = page.NextCursor; cursor == "" {
+					break
+				}
+			}
+			if *asJSON {
+				return printJSON(stdout, all)
+			}
+			for _, it := range all {
+				state := "created " + it.CreatedAt.UTC().Format(time.RFC3339)
+				if it.RevokedAt != nil {
+					state += ", revoked " + it.RevokedAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\n", it.ID, it.Name, grantsText(it.Grants), state)
+			}
+			return nil
+		}
+	case "rotate":
+		overlap := fs.String("overlap", "", "how long the old tokens keep working (ISO-8601, PT10M; at most P7D); none: they stop at once")
+		flags = []string{"overlap", "json"}
+		run = func(c *apply.Client) error {
+			id, err := consumerIDArg(positional, "rotate ID [--overlap PT10M]")
+			if err != nil {
+				return err
+			}
+			body := map[string]any{}
+			if *overlap != "" {
+				body["overlap"] = *overlap
+			}
+			var out struct {
+				ID                     int64      `json:"id"`
+				Token                  string     `json:"token"`
+				PreviousTokensExpireAt *time.Time `json:"previous_tokens_expire_at,omitempty"`
+			}
+			if err := c.Do(ctx, "POST", "/api/v1/consumers/"+strconv.FormatInt(id, 10)+"/rotate", body, &out); err != nil {
+				return err
+			}
+			if *asJSON {
+				return printJSON(stdout, out)
+			}
+			if out.PreviousTokensExpireAt != nil {
+				fmt.Fprintf(stdout, "consumer %d: new token; the previous ones work until %s\n", out.ID, out.PreviousTokensExpireAt.UTC().Format(time.RFC3339))
+			} else {
+				fmt.Fprintf(stdout, "consumer %d: new token; the previous ones no longer work\n", out.ID)
+			}
+			printToken(stdout, out.Token)
+			return nil
+		}
+	case "revoke":
+		run = func(c *apply.Client) error {
+			id, err := consumerIDArg(positional, "revoke ID")
+			if err != nil {
+				return err
+			}
+			if err := c.Do(ctx, "DELETE", "/api/v1/consumers/"+strconv.FormatInt(id, 10), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "consumer %d revoked: its tokens no longer work\n", id)
+			return nil
+		}
+	default:
+		hint := ""
+		if meant, ok := suggest.Closest(sub, []string{"create", "list", "rotate", "revoke"}); ok {
+			hint = fmt.Sprintf(" (did you mean %q?)", meant)
+		}
+		return fmt.Errorf("unknown subcommand consumer %q%s: create, list, rotate or revoke", sub, hint)
+	}
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stderr, consumerUsage)
+				return err
+			}
+			if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+				if meant, ok := suggest.Closest(strings.TrimLeft(name, "-"), flags); ok {
+					return fmt.Errorf("%w (did you mean --%s?)", err, meant)
+				}
+			}
+			return fmt.Errorf("%w (relais consumer --help lists the flags)", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if sub != "rotate" && sub != "revoke" && len(positional) > 0 {
+		return fmt.Errorf("unexpected argument %q (relais consumer --help lists the flags)", positional[0])
+	}
+	c, err := apiClient(getenv, stderr, "an admin token")
+	if err != nil {
+		return err
+	}
+	if err := run(c); err != nil {
+		for _, fe := range apply.FieldErrors(err) {
+			fmt.Fprintln(stderr, fe)
+		}
+		if apply.Unreachable(err) {
+			return retryLater{err}
+		}
+		return err
+	}
+	return nil
+}
+
+// consumerAnswer is a consumer as the API answers it.
+type consumerAnswer struct {
+	ID        int64      `json:"id"`
+	Name      string     `json:"name"`
+	Grants    []grantArg `json:"grants"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	Token     string     `json:"token,omitempty"`
+}
+
+// grantArg is one grant, as the API takes and answers it: revisions is
+// "all" or a list of numbers.
+type grantArg struct {
+	Definition string          `json:"definition"`
+	Revisions  json.RawMessage `json:"revisions"`
+}
+
+// grantList is the --grant flags: KEY (every revision) or KEY=1,2.
+type grantList []grantArg
+
+func (g *grantList) String() string { return "" }
+
+func (g *grantList) Set(v string) error {
+	key, revs, hasRevs := strings.Cut(v, "=")
+	if key == "" {
+		return fmt.Errorf("%q: a grant is KEY or KEY=REVISIONS (send_invoice, send_invoice=1,2, crm.*)", v)
+	}
+	ga := grantArg{Definition: key, Revisions: json.RawMessage(`"all"`)}
+	if hasRevs && revs != "all" {
+		var list []int
+		for part := range strings.SplitSeq(revs, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q: revisions are \"all\" or revision numbers separated by commas (%s=1,2)", v, key)
+			}
+			list = append(list, n)
+		}
+		ga.Revisions, _ = json.Marshal(list)
+	}
+	*g = append(*g, ga)
+	return nil
+}
+
+// grantsText says a consumer's grants in one line.
+func grantsText(gs []grantArg) string {
+	if len(gs) == 0 {
+		return "nothing"
+	}
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		revs := strings.Trim(string(g.Revisions), `"[]`)
+		if revs == "all" {
+			parts[i] = g.Definition + " (all revisions)"
+		} else {
+			parts[i] = g.Definition + " (revisions " + revs + ")"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printToken shows a token the API shows once.
+func printToken(w io.Writer, token string) {
+	fmt.Fprintf(w, "token (shown once, store it now):\n\n    %s\n", token)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// consumerIDArg reads the one consumer id a subcommand takes.
+func consumerIDArg(positional []string, usage string) (int64, error) {
+	if len(positional) != 1 {
+		return 0, errors.New("usage: relais consumer " + usage)
+	}
+	id, err := strconv.ParseInt(positional[0], 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("%q is not a consumer id (a number: relais consumer list shows them)", positional[0])
+	}
+	return id, nil
+}

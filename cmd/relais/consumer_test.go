@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/relais/relais/internal/dbtest"
+)
+
+// consumerRun runs `relais consumer args...` against base with token.
+func consumerRun(base, token string, args ...string) (string, string, error) {
+	var out, errOut bytes.Buffer
+	env := map[string]string{"RELAIS_URL": base, "RELAIS_TOKEN": token}
+	err := run(context.Background(), append([]string{"consumer"}, args...), func(k string) string { return env[k] }, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+var printedToken = regexp.MustCompile(`(?m)^    (rls_\S+)$`)
+
+// TestConsumerCommand creates, lists, rotates and revokes a consumer from
+// the command line, each token it prints working as the API says, and
+// each slip told what to type instead.
+func TestConsumerCommand(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap, "RELAIS_DATA_KEYS": testDataKeys})
+	if _, stderr, err := applyRun(t, r.base, "-f", "../../examples/definitions"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	works := func(token string) int {
+		return callH(t, "GET", r.base+"/api/v1/whoami", token, nil).status
+	}
+
+	out, stderr, err := consumerRun(r.base, bootstrap, "create", "--name", "crm-sync", "--grant", "add_company_to_crm")
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, stderr)
+	}
+	if !strings.HasPrefix(out, `consumer 1 "crm-sync" created, granted add_company_to_crm (all revisions)`) {
+		t.Errorf("create said %q", out)
+	}
+	m := printedToken.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no token printed: %q", out)
+	}
+	first := m[1]
+	if s := works(first); s != 200 {
+		t.Errorf("the printed token: whoami %d, want 200", s)
+	}
+
+	// The same name again, and a revision that does not exist.
+	if _, _, err := consumerRun(r.base, bootstrap, "create", "--name", "crm-sync", "--grant", "add_company_to_crm"); err == nil || !strings.Contains(err.Error(), "consumer_exists") {
+		t.Errorf("a second crm-sync: %v, want consumer_exists", err)
+	}
+	_, stderr, err = consumerRun(r.base, bootstrap, "create", "--name", "other", "--grant", "add_company_to_crm=1,7")
+	if err == nil || !strings.Contains(err.Error(), "invalid_grants") || !strings.Contains(stderr, "/grants/0/revisions/1: ") {
+		t.Errorf("a grant of revision 7: %v\n%s\nwant invalid_grants with its pointer", err, stderr)
+	}
+
+	out, _, err = consumerRun(r.base, bootstrap, "list")
+	if err != nil || !strings.Contains(out, "1\tcrm-sync\tadd_company_to_crm (all revisions)\tcreated ") {
+		t.Errorf("list: %q, %v", out, err)
+	}
+	out, _, err = consumerRun(r.base, bootstrap, "list", "--json")
+	var listed []map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0]["name"] != "crm-sync" {
+		t.Errorf("list --json: %q, %v", out, err)
+	}
+
+	// A flag after the id is read all the same.
+	out, stderr, err = consumerRun(r.base, bootstrap, "rotate", "1", "--overlap", "PT10M")
+	if err != nil || !strings.Contains(out, "consumer 1: new token; the previous ones work until ") {
+		t.Fatalf("rotate with an overlap: %q, %v\n%s", out, err, stderr)
+	}
+	m = printedToken.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no token printed: %q", out)
+	}
+	second := m[1]
+	if works(first) != 200 || works(second) != 200 {
+		t.Errorf("during the overlap: old %d, new %d; want both 200", works(first), works(second))
+	}
+	out, _, err = consumerRun(r.base, bootstrap, "revoke", "1")
+	if err != nil || out != "consumer 1 revoked: its tokens no longer work\n" {
+		t.Errorf("revoke: %q, %v", out, err)
+	}
+	if works(second) != 401 {
+		t.Errorf("after the revocation: whoami %d, want 401", works(second))
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"creat"}, `did you mean "create"?`},
+		{[]string{"create", "--nme", "x"}, "did you mean --name?"},
+		{[]string{"create", "--name", "x"}, "usage: relais consumer create"},
+		{[]string{"create", "--name", "x", "--grant", "k=one"}, `revisions are "all" or revision numbers`},
+		{[]string{"rotate", "abc"}, `"abc" is not a consumer id`},
+		{[]string{"revoke"}, "usage: relais consumer revoke ID"},
+		{[]string{"list", "extra"}, `unexpected argument "extra"`},
+	} {
+		if _, _, err := consumerRun(r.base, bootstrap, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("consumer %s: %v, want %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+	if _, _, err := consumerRun(r.base, "", "list"); err == nil || !strings.Contains(err.Error(), "RELAIS_TOKEN is required (an admin token)") {
+		t.Errorf("no token: %v", err)
+	}
+}
