@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +163,10 @@ func TestDisconnectOfTheLastAttemptFailsTheOccurrence(t *testing.T) {
 	o, _ := e.GetOccurrence(ctx, r.ID)
 	if o.Status != StatusFailed || deref(o.ErrorCode) != "attempts_exhausted" || deref(o.AttemptList[0].Outcome) != OutcomeDisconnected {
 		t.Errorf("occurrence = %s %s, attempt %s; want failed attempts_exhausted, disconnected", o.Status, deref(o.ErrorCode), deref(o.AttemptList[0].Outcome))
+	}
+	// Said as it happened: the stream ended, no lock expired (QA).
+	if msg := deref(o.ErrorMessage); !strings.Contains(msg, "the worker stream holding it ended") || strings.Contains(msg, "expired") {
+		t.Errorf("error message %q, want the stream's end named", msg)
 	}
 	got, _ := e.GetInstance(ctx, inst.ID)
 	if got.Status != InstanceFailed {

@@ -126,8 +126,13 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 				"the replica that reserved the call recorded no answer within its budget and grace (it stopped, or could not reach the database): the call may have been made, and is not repeated")
 		case lockGone && attemptsLeft(o) == 0:
 			code = CodeAttemptsExhausted
+			how := "its lock expired"
+			if a, err := q.AttemptEnding(ctx, queries.AttemptEndingParams{OccurrenceID: o.ID, Number: o.Attempts}); err == nil && a.Outcome != nil && *a.Outcome == OutcomeDisconnected {
+				// Ended by its stream, not by the clock (QA).
+				how = "the worker stream holding it ended (its worker left, or was dropped after three heartbeats went unacknowledged)"
+			}
 			return r.fail(o, OutcomeExpired, code,
-				fmt.Sprintf("the lock of the last attempt (%d of the %d allowed, attempts handed back and operators' retries counted) expired", o.Attempts, o.MaxAttempts+o.AttemptCredit))
+				fmt.Sprintf("the last attempt (%d of the %d allowed, attempts handed back and operators' retries counted) ended: %s", o.Attempts, o.MaxAttempts+o.AttemptCredit, how))
 		}
 		return nil
 	})

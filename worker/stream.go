@@ -325,15 +325,14 @@ type streamSession struct {
 }
 
 // streamLock is a started streamed task's lock, as far as the worker can
-// tell. The server extends it while the stream lives, every third of a
-// lock duration, so after the stream's last event it should last about two
-// thirds of a lock duration more: a replica that dies leaves it held, and
-// an outcome reported meanwhile (to the replica restarted, or another)
-// still settles the task instead of seeing it run again. Once the stream
-// ended (or the worker drains), retries stop half a lock duration past the
-// last event, leaving a sixth for the network and a late extension, or at
-// the end of the worker's own latest extension (see run.keepOrphan) if
-// later. The estimate can only be long, never wrong in effect:
+// tell. The server extends it while the stream lives, every heartbeat or
+// third of a lock duration, so after the stream's last event it lasts at
+// least leftAfter more: a replica that dies leaves it held, and an outcome
+// reported meanwhile (to the replica restarted, or another) still settles
+// the task instead of seeing it run again. Once the stream ended (or the
+// worker drains), retries stop then, or at the end of the worker's own
+// latest extension (see run.keepOrphan) if later. The estimate can only
+// be long, never wrong in effect:
 // Relais checks the lock, and refuses an outcome whose lock lapsed (an
 // extension that failed while heartbeats went on, in a database outage),
 // which ends the retries as any refusal does; a stream that ends cleanly
@@ -358,18 +357,19 @@ type streamLock struct {
 // Giving up then would leave the task held by the stream, neither settled
 // nor offered again, until the stream ends. Otherwise (the stream ended,
 // its replica perhaps dead with the lock held; the worker shutting down)
-// it is half a lock duration past the stream's last event, and one lock
-// duration past since at most: a stream whose heartbeats go on while its
-// replica cannot reach the database keeps the last event fresh but not
-// the lock, and a worker shutting down would wait for the outage's end
-// (its stream, closed at the end of Run, hands back what it holds).
+// it is what the replica's keep-alives leave at least (see leftAfter) past
+// the stream's last event, and one lock duration past since at most: a
+// stream whose heartbeats go on while its replica cannot reach the
+// database keeps the last event fresh but not the lock, and a worker
+// shutting down would wait for the outage's end (its stream, closed at
+// the end of Run, hands back what it holds).
 func (l *streamLock) expiry(since time.Time) time.Time {
 	s := l.s.Load()
 	d := s.r.w.cfg.LockDuration
 	if s.live() && !s.r.draining.Load() {
 		return time.Now().Add(d)
 	}
-	until := time.Unix(0, s.lastEvent.Load()).Add(d / 2)
+	until := time.Unix(0, s.lastEvent.Load()).Add(leftAfter(d, s.interval))
 	if limit := since.Add(d); limit.Before(until) {
 		until = limit
 	}
@@ -377,6 +377,18 @@ func (l *streamLock) expiry(since time.Time) time.Time {
 		return ext
 	}
 	return until
+}
+
+// leftAfter is how long a stream's lock lasts at least past the stream's
+// last event: the replica extends it to a lock duration d from then every
+// heartbeat interval, or a third of d if shorter, without a word to the
+// client, so an event seen means an extension at most that long before
+// it; a little is kept for the network and the extension's own time. Half
+// a lock duration, as it once was, gave nothing for a 20 s lock with 10 s
+// heartbeats: a replica restarted within two seconds cost the attempts of
+// the tasks in flight (QA).
+func leftAfter(d, interval time.Duration) time.Duration {
+	return d - min(interval, d/3) - min(d/10, 2*time.Second)
 }
 
 // lost reports whether Relais said the task is no longer this worker's. A
@@ -533,6 +545,11 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	}
 	s.err = stream.Err()
 	_ = stream.Close()
+	if apiCode(wireError(s.err)) != "" {
+		// Ended by the replica itself (replica_stopping): it was there,
+		// keeping the locks, until then.
+		s.lastEvent.Store(time.Now().UnixNano())
+	}
 	s.mu.Lock()
 	draining := s.draining
 	held := s.tasks

@@ -741,7 +741,7 @@ func TestStreamLockBound(t *testing.T) {
 	}
 	r.draining.Store(false)
 
-	s := &streamSession{r: r, ended: make(chan struct{})}
+	s := &streamSession{r: r, ended: make(chan struct{}), interval: 10 * time.Second}
 	close(s.ended)
 	last := time.Now().Add(-10 * time.Second)
 	s.lastEvent.Store(last.UnixNano())
@@ -764,8 +764,10 @@ func TestStreamLockBound(t *testing.T) {
 		if got := l.lost(); got != c.lost {
 			t.Errorf("cause %v: lost %v, want %v", c.cause, got, c.lost)
 		}
-		if got, want := l.expiry(last), last.Add(30*time.Second); !got.Equal(want) {
-			t.Errorf("expiry %v, want %v (the last event and half a lock duration)", got, want)
+		// A minute's lock, extended every 10 s heartbeat: 60 - 10 - 2 s
+		// for the network.
+		if got, want := l.expiry(last), last.Add(48*time.Second); !got.Equal(want) {
+			t.Errorf("expiry %v, want %v (the last event and what the keep-alives leave at least)", got, want)
 		}
 		// Reported since long before: one lock duration from then.
 		if got, want := l.expiry(last.Add(-50*time.Second)), last.Add(10*time.Second); !got.Equal(want) {

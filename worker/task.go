@@ -537,7 +537,13 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Tas
 func (r *run) extend(ctx context.Context, id string, attempt int, expiry time.Time, log *slog.Logger) (time.Time, error) {
 	w := r.w
 	body := extendRequest{WorkerID: w.cfg.WorkerID, LockDuration: isoduration.Format(w.cfg.LockDuration), Attempt: int32(attempt)}
-	retryEvery := max(w.cfg.LockDuration/8, 10*time.Millisecond)
+	// A second at most between tries: a replica restarting takes a few,
+	// and an eighth of a minute's lock would leave the lock unextended
+	// for seconds after it is back.
+	retryEvery := min(max(w.cfg.LockDuration/8, 10*time.Millisecond), time.Second)
+	// The last try before the expiry keeps time for an answer.
+	lastTry := min(300*time.Millisecond, w.cfg.LockDuration/8)
+	warned := false
 	for {
 		sent := time.Now()
 		// A request still pending when the lock expires is moot; and one
@@ -558,8 +564,21 @@ func (r *run) extend(ctx context.Context, id string, attempt int, expiry time.Ti
 		case !time.Now().Before(expiry):
 			return time.Time{}, fmt.Errorf("%w: it expired without a successful extension: %w", ErrLockLost, err)
 		}
-		log.Warn("extending the lock failed; retrying", "err", err)
-		wait := min(max(retryEvery, retryAfter(err)), time.Until(expiry))
+		// Warned once per extension, its tries at debug level: an outage
+		// of seconds would write a line per second and task.
+		if !warned {
+			log.Warn("extending the lock failed; retrying until it expires", "err", err, "lock_left", time.Until(expiry).Round(time.Millisecond))
+			warned = true
+		} else {
+			log.Debug("extending the lock failed; retrying", "err", err)
+		}
+		// The last try before the expiry keeps time for an answer: woken
+		// at the expiry itself, it had none, and a Relais back by then
+		// was never asked (QA).
+		wait := min(max(retryEvery, retryAfter(err)), time.Until(expiry)-lastTry)
+		if wait <= 0 {
+			return time.Time{}, fmt.Errorf("%w: it expired without a successful extension: %w", ErrLockLost, err)
+		}
 		if !sleepCtx(ctx, wait) {
 			return time.Time{}, ctx.Err()
 		}
