@@ -182,7 +182,8 @@ type SubscribeRequest struct {
 	// assignments left locked rather than handed back, and so does a stream
 	// a newer subscription of the same worker ends. Their locks last
 	// lock_duration from their last extension, for the worker to resume them
-	// on another replica (or this one restarted) while its handlers run on.
+	// on another replica (or this one restarted) while its handlers run on;
+	// meanwhile it may keep them with Extend, as the Go SDK does.
 	// A stream that ends otherwise (the client left, stopped acknowledging
 	// heartbeats) hands them back as any stream does.
 	Resumable bool `protobuf:"varint,5,opt,name=resumable,proto3" json:"resumable,omitempty"`
