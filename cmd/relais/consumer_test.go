@@ -21,6 +21,16 @@ func consumerRun(base, token string, args ...string) (string, string, error) {
 
 var printedToken = regexp.MustCompile(`(?m)^    (rls_\S+)$`)
 
+// tokenPrinted is the token a consumer command printed in out.
+func tokenPrinted(t *testing.T, out string) string {
+	t.Helper()
+	m := printedToken.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no token printed: %q", out)
+	}
+	return m[1]
+}
+
 // TestConsumerCommand creates, lists, rotates and revokes a consumer from
 // the command line, each token it prints working as the API says, and
 // each slip told what to type instead.
@@ -41,11 +51,7 @@ func TestConsumerCommand(t *testing.T) {
 	if !strings.HasPrefix(out, `consumer 1 "crm-sync" created, granted add_company_to_crm (all revisions)`) {
 		t.Errorf("create said %q", out)
 	}
-	m := printedToken.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no token printed: %q", out)
-	}
-	first := m[1]
+	first := tokenPrinted(t, out)
 	if s := works(first); s != 200 {
 		t.Errorf("the printed token: whoami %d, want 200", s)
 	}
@@ -74,11 +80,7 @@ func TestConsumerCommand(t *testing.T) {
 	if err != nil || !strings.Contains(out, "consumer 1: new token; the previous ones work until ") {
 		t.Fatalf("rotate with an overlap: %q, %v\n%s", out, err, stderr)
 	}
-	m = printedToken.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no token printed: %q", out)
-	}
-	second := m[1]
+	second := tokenPrinted(t, out)
 	if works(first) != 200 || works(second) != 200 {
 		t.Errorf("during the overlap: old %d, new %d; want both 200", works(first), works(second))
 	}

@@ -104,11 +104,7 @@ func TestFirstTaskAsWritten(t *testing.T) {
 	if !strings.HasPrefix(out, `consumer 1 "invoicer" created, granted send_invoice (all revisions)`) {
 		t.Errorf("consumer create said %q", out)
 	}
-	m := printedToken.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no token printed: %q", out)
-	}
-	consumer := m[1]
+	consumer := tokenPrinted(t, out)
 
 	// Step 6: the page's worker, built as a module of its own.
 	worker := buildFirstWorker(t, gos[0], says)
