@@ -297,6 +297,7 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 		// Revisions are deduplicated against the latest only (DESIGN §1):
 		// a document reverted to an earlier contract makes a new revision,
 		// identical to that one, which processes pinning it never see.
+		// Said with what it breaks, after it.
 		for _, r := range slices.Backward(cur.Revisions) {
 			if r.Digest == digest {
 				breaking += fmt.Sprintf("; identical to revision %d, which a process may pin instead", r.Revision)
@@ -482,9 +483,8 @@ func article(role string) string {
 // expect checks a Definition's declared revision against the one it is (or
 // would become).
 func (c *Client) expect(d Document, r Result, got int) (Result, error) {
-	if d.ExpectRevision != 0 && d.ExpectRevision != got {
-		return Result{}, &apiError{Status: 0, Code: "unexpected_revision", Detail: fmt.Sprintf("the document declares revision %d but is revision %d on the server", d.ExpectRevision, got),
-			Errors: []apiFieldError{{Path: "/revision", Message: fmt.Sprintf("declares %d, the server has or would create %d", d.ExpectRevision, got)}}}
+	if err := asserted(d, "revision", "create", got); err != nil {
+		return Result{}, err
 	}
 	r.revision = got
 	return r, nil
@@ -492,12 +492,16 @@ func (c *Client) expect(d Document, r Result, got int) (Result, error) {
 
 // expectVersion checks a Process's declared version against the one it is
 // (or would become), as expect does a Definition's revision.
-func expectVersion(d Document, got int) error {
-	if d.ExpectRevision != 0 && d.ExpectRevision != got {
-		return &apiError{Status: 0, Code: "unexpected_version", Detail: fmt.Sprintf("the document declares version %d but is version %d on the server", d.ExpectRevision, got),
-			Errors: []apiFieldError{{Path: "/version", Message: fmt.Sprintf("declares %d, the server has or would publish %d", d.ExpectRevision, got)}}}
+func expectVersion(d Document, got int) error { return asserted(d, "version", "publish", got) }
+
+// asserted refuses a document whose declared number (what: revision,
+// version) is not got, the one the server has or would verb.
+func asserted(d Document, what, verb string, got int) error {
+	if d.ExpectRevision == 0 || d.ExpectRevision == got {
+		return nil
 	}
-	return nil
+	return &apiError{Status: 0, Code: "unexpected_" + what, Detail: fmt.Sprintf("the document declares %s %d but is %s %d on the server", what, d.ExpectRevision, what, got),
+		Errors: []apiFieldError{{Path: "/" + what, Message: fmt.Sprintf("declares %d, the server has or would %s %d", d.ExpectRevision, verb, got)}}}
 }
 
 // release creates a release unless it exists. planned holds the revision
