@@ -87,6 +87,12 @@ type run struct {
 	now  time.Time
 	inst queries.Instance
 	pv   *ProcessVersion
+	// lockedAt is when a settlement's occurrence was locked, by the
+	// database's clock then (never before now), which its lock is judged
+	// against: a stream's hand-back that committed while the settlement
+	// waited for the row, or after its transaction began, set the expiry
+	// to its own clock, later than now.
+	lockedAt time.Time
 
 	input json.RawMessage // unsealed process inputs, loaded on first need
 	// outputs and errors are the outputs of completed nodes (unsealed)

@@ -435,20 +435,27 @@ func explainLapse(ctx context.Context, q *queries.Queries, o queries.Occurrence,
 func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*run, queries.Occurrence, error) {
 	var r *run
 	var o queries.Occurrence
+	var lockedAt time.Time
 	var err error
 	if locked, ok := txStateOf(ctx).take(ref.Occurrence); ok {
 		// Locked up front with the transaction's other settlements.
 		if r, err = e.lockedRun(ctx, q, locked.Instance, locked.Now); err != nil {
 			return nil, queries.Occurrence{}, err
 		}
-		o = locked.Occurrence
+		o, lockedAt = locked.Occurrence, locked.LockedAt
 	} else {
 		if r, err = e.runForOccurrence(ctx, q, ref.Occurrence); err != nil {
 			return nil, queries.Occurrence{}, err
 		}
-		if o, err = q.OccurrenceLock(ctx, ref.Occurrence); err != nil {
+		row, err := q.OccurrenceLock(ctx, queries.OccurrenceLockParams{ID: ref.Occurrence, Now: e.at()})
+		if err != nil {
 			return nil, queries.Occurrence{}, err
 		}
+		o, lockedAt = row.Occurrence, row.LockedAt
+	}
+	r.lockedAt = r.now
+	if lockedAt.After(r.now) {
+		r.lockedAt = lockedAt.UTC()
 	}
 	// Refused word for word as an unknown id (see runForOccurrence).
 	if o.Mode != ModePull {
@@ -731,7 +738,7 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o), Attempt: int(o.Attempts), Replayed: true}
 			return nil
 		}
-		if err := lockRefusal(o, ref, r.now); err != nil {
+		if err := lockRefusal(o, ref, r.lockedAt); err != nil {
 			return err
 		}
 		rev, err := e.revision(ctx, q, o.DefinitionKey, int(o.Revision))
@@ -911,7 +918,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		// deferred attempt is settled by any worker of the consumer, but
 		// only its own worker's report is taken for a new one: another's is
 		// a replay, or it would fail work a colleague set aside.
-		held := lockRefusal(o, ref, r.now)
+		held := lockRefusal(o, ref, r.lockedAt)
 		// A report naming its attempt (or a settle token's) replays only
 		// that attempt's; one naming none, the latest identical one.
 		var attempt *int32
@@ -1126,7 +1133,7 @@ func (e *Engine) lockFor(ctx context.Context, ref WorkerRef, d time.Duration, ma
 		if o.Status == StatusDeferred {
 			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is deferred: it has no lock to extend; complete or fail it", o.ID)
 		}
-		if err := lockRefusal(o, ref, r.now); err != nil {
+		if err := lockRefusal(o, ref, r.lockedAt); err != nil {
 			return err
 		}
 		until = r.now.Add(d)

@@ -104,10 +104,11 @@ func (e *Engine) HandBackPush(ctx context.Context, res PushReservation) error {
 		if err != nil {
 			return err
 		}
-		o, err := q.OccurrenceLock(ctx, id)
+		row, err := q.OccurrenceLock(ctx, queries.OccurrenceLockParams{ID: id, Now: e.at()})
 		if err != nil {
 			return err
 		}
+		o := row.Occurrence
 		if o.Status != StatusReserved || int(o.Attempts) != attempt {
 			return nil // settled or stopped meanwhile
 		}
@@ -204,10 +205,11 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		if err != nil {
 			return err
 		}
-		o, err := q.OccurrenceLock(ctx, id)
+		row, err := q.OccurrenceLock(ctx, queries.OccurrenceLockParams{ID: id, Now: e.at()})
 		if err != nil {
 			return err
 		}
+		o := row.Occurrence
 		switch {
 		case o.Status == StatusCancelled:
 			return fault.New(fault.Conflict, "occurrence_cancelled", "occurrence %s was cancelled", id)

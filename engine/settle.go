@@ -50,7 +50,7 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 			out = Deferral{Status: StatusDeferred, DeferredAt: *o.DeferredAt, DeadlineAt: o.DeadlineAt, Reason: o.DeferReason, Attempt: int(o.Attempts)}
 			return nil
 		}
-		if err := lockRefusal(o, ref, r.now); err != nil {
+		if err := lockRefusal(o, ref, r.lockedAt); err != nil {
 			return err
 		}
 		protected, err := e.protectedOf(ctx, q, o)
@@ -82,7 +82,7 @@ func (e *Engine) Release(ctx context.Context, ref WorkerRef) (Settlement, error)
 		if o.Status == StatusDeferred {
 			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is deferred: there is no reservation to release", o.ID)
 		}
-		if err := lockRefusal(o, ref, r.now); err != nil {
+		if err := lockRefusal(o, ref, r.lockedAt); err != nil {
 			return err
 		}
 		return r.release(o, OutcomeReleased, &out)
@@ -141,7 +141,7 @@ func (e *Engine) IssueSettleToken(ctx context.Context, ref WorkerRef) (SettleTok
 	token := settleTokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 	var out SettleToken
 	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
-		if err := lockRefusal(o, ref, r.now); err != nil {
+		if err := lockRefusal(o, ref, r.lockedAt); err != nil {
 			return err
 		}
 		if o.Status != StatusDeferred {

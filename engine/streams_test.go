@@ -220,6 +220,49 @@ func TestExtendDoesNotReviveALockHandedBackWhileItWaited(t *testing.T) {
 	}
 }
 
+// A settlement that waited for the occurrence's lock while a stream's
+// hand-back committed is refused, the worker told its stream ended: it
+// used to compare the lock's new expiry (the hand-back's clock) with its
+// own transaction's older clock, find it live, and complete the
+// occurrence while its attempt read disconnected.
+func TestSettlementDoesNotSettleALockHandedBackWhileItWaited(t *testing.T) {
+	t.Parallel()
+	for _, settle := range []struct {
+		name string
+		call func(e *Engine, ref WorkerRef) error
+	}{
+		{"complete", func(e *Engine, ref WorkerRef) error {
+			_, err := e.Complete(context.Background(), ref, json.RawMessage(`{"result":"created","crm_id":"C1"}`))
+			return err
+		}},
+		{"fail", func(e *Engine, ref WorkerRef) error {
+			_, err := e.Fail(context.Background(), ref, Failure{ErrorCode: "crm_down", Message: "no", Retryable: true})
+			return err
+		}},
+	} {
+		t.Run(settle.name, func(t *testing.T) {
+			t.Parallel()
+			e, c, got := oneClaimed(t)
+			ref := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got.ID, Attempt: int32(got.Attempt)}
+			err := handBackWhileWaiting(t, e, got, "SettlementLock", func() error { return settle.call(e, ref) })
+			if !fault.HasCode(err, "lock_expired") || !strings.Contains(err.Error(), "worker stream holding it ended") {
+				t.Fatalf("%s = %v; want lock_expired saying the stream ended", settle.name, err)
+			}
+			var status, outcome string
+			if err := e.pool.QueryRow(context.Background(), `select o.status, a.outcome from occurrences o
+				join attempts a on a.occurrence_id = o.id and a.number = 1 where o.id = $1`, got.ID).Scan(&status, &outcome); err != nil {
+				t.Fatal(err)
+			}
+			if status != StatusReserved || outcome != OutcomeDisconnected {
+				t.Errorf("occurrence %s, attempt 1 %s; want reserved (its lock lapsed), disconnected", status, outcome)
+			}
+			if again := claimOne(t, e, c, "w2"); again.ID != got.ID || again.Attempt != 2 {
+				t.Errorf("re-claim = %s attempt %d; want %s attempt 2", again.ID, again.Attempt, got.ID)
+			}
+		})
+	}
+}
+
 // oneClaimed starts an instance of two_step and claims its occurrence as
 // worker w of the consumer it returns.
 func oneClaimed(t *testing.T) (*Engine, int64, Reservation) {
@@ -235,8 +278,9 @@ func oneClaimed(t *testing.T) (*Engine, int64, Reservation) {
 
 // handBackWhileWaiting runs call while a transaction holds the row of
 // got's occurrence; once call's statement named waiting waits for it, the
-// transaction hands the occurrence back as a stream's disconnect does, at
-// a clock later than call's own, and commits. It returns call's error.
+// transaction hands the occurrence back as a stream's disconnect does (the
+// lock's expiry and the attempt's end one instant), at a clock later than
+// call's own, and commits. It returns call's error.
 func handBackWhileWaiting(t *testing.T, e *Engine, got Reservation, waiting string, call func() error) error {
 	t.Helper()
 	if got.Attempt != 1 {
@@ -244,7 +288,8 @@ func handBackWhileWaiting(t *testing.T, e *Engine, got Reservation, waiting stri
 	}
 	return commitWhileWaiting(t, e, got.ID, waiting, call,
 		`update occurrences set lock_expires_at = clock_timestamp(), claimable_at = clock_timestamp() where id = $1`,
-		`update attempts set outcome = 'disconnected', ended_at = clock_timestamp() where occurrence_id = $1 and number = 1`)
+		`update attempts set outcome = 'disconnected', ended_at = (select lock_expires_at from occurrences where id = $1)
+		 where occurrence_id = $1 and number = 1`)
 }
 
 // commitWhileWaiting runs call while a transaction holds the row of

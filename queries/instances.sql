@@ -226,7 +226,8 @@ for update of i;
 -- two such statements cannot deadlock. The instances are locked first, all
 -- of them, by the CTE (its sort reads every row before locking any); the
 -- occurrences then, above the outer sort; locking an instance again there
--- costs nothing and returns its latest version.
+-- costs nothing and returns its latest version. locked_at is the
+-- database's clock once an occurrence is locked (see OccurrenceLock).
 with locked as materialized (
     select i.id
     from occurrences o join instances i on i.id = o.instance_id
@@ -234,7 +235,8 @@ with locked as materialized (
     order by i.id
     for update of i
 )
-select sqlc.embed(o), sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now
+select sqlc.embed(o), sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now,
+       coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())::timestamptz as locked_at
 from occurrences o join instances i on i.id = o.instance_id
 where o.id = any(@occurrence_ids::uuid[]) and i.id in (select id from locked)
 order by o.id

@@ -1085,7 +1085,8 @@ with locked as materialized (
     order by i.id
     for update of i
 )
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, coalesce($1::timestamptz, now())::timestamptz as now
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, coalesce($1::timestamptz, now())::timestamptz as now,
+       coalesce($1::timestamptz, clock_timestamp())::timestamptz as locked_at
 from occurrences o join instances i on i.id = o.instance_id
 where o.id = any($2::uuid[]) and i.id in (select id from locked)
 order by o.id
@@ -1101,6 +1102,7 @@ type SettlementLockRow struct {
 	Occurrence Occurrence
 	Instance   Instance
 	Now        time.Time
+	LockedAt   time.Time
 }
 
 // What settling occurrences locks, in one round trip: their instances,
@@ -1108,7 +1110,8 @@ type SettlementLockRow struct {
 // two such statements cannot deadlock. The instances are locked first, all
 // of them, by the CTE (its sort reads every row before locking any); the
 // occurrences then, above the outer sort; locking an instance again there
-// costs nothing and returns its latest version.
+// costs nothing and returns its latest version. locked_at is the
+// database's clock once an occurrence is locked (see OccurrenceLock).
 func (q *Queries) SettlementLock(ctx context.Context, arg SettlementLockParams) ([]SettlementLockRow, error) {
 	rows, err := q.db.Query(ctx, settlementLock, arg.Now, arg.OccurrenceIds)
 	if err != nil {
@@ -1173,6 +1176,7 @@ func (q *Queries) SettlementLock(ctx context.Context, arg SettlementLockParams) 
 			&i.Instance.CreatedAt,
 			&i.Instance.EndedAt,
 			&i.Now,
+			&i.LockedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -32,7 +32,11 @@ values (
 select * from occurrences where id = @id;
 
 -- name: OccurrenceLock :one
-select * from occurrences where id = @id for update;
+-- The occurrence, locked, with the database's clock once it is: a lock
+-- expiry is judged against it, since a hand-back that committed while this
+-- waited set the expiry to its own clock, later than this transaction's.
+select sqlc.embed(o), coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())::timestamptz as locked_at
+from occurrences o where o.id = @id for update of o;
 
 -- name: OccurrenceLockSkipLocked :one
 select * from occurrences where id = @id for update skip locked;

@@ -2082,53 +2082,68 @@ func (q *Queries) OccurrenceListSettled(ctx context.Context, instanceID uuid.UUI
 }
 
 const occurrenceLock = `-- name: OccurrenceLock :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version, retry_backoff, max_retry_delay, attempts_waived from occurrences where id = $1 for update
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, o.retry_backoff, o.max_retry_delay, o.attempts_waived, coalesce($1::timestamptz, clock_timestamp())::timestamptz as locked_at
+from occurrences o where o.id = $2 for update of o
 `
 
-func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence, error) {
-	row := q.db.QueryRow(ctx, occurrenceLock, id)
-	var i Occurrence
+type OccurrenceLockParams struct {
+	Now *time.Time
+	ID  uuid.UUID
+}
+
+type OccurrenceLockRow struct {
+	Occurrence Occurrence
+	LockedAt   time.Time
+}
+
+// The occurrence, locked, with the database's clock once it is: a lock
+// expiry is judged against it, since a hand-back that committed while this
+// waited set the expiry to its own clock, later than this transaction's.
+func (q *Queries) OccurrenceLock(ctx context.Context, arg OccurrenceLockParams) (OccurrenceLockRow, error) {
+	row := q.db.QueryRow(ctx, occurrenceLock, arg.Now, arg.ID)
+	var i OccurrenceLockRow
 	err := row.Scan(
-		&i.ID,
-		&i.InstanceID,
-		&i.Node,
-		&i.DefinitionKey,
-		&i.Revision,
-		&i.Mode,
-		&i.Status,
-		&i.Priority,
-		&i.MaxAttempts,
-		&i.RetryDelay,
-		&i.Deadline,
-		&i.DeadlineAt,
-		&i.Destination,
-		&i.Timeout,
-		&i.Attempts,
-		&i.AvailableAt,
-		&i.ClaimableAt,
-		&i.ConsumerID,
-		&i.WorkerID,
-		&i.ReservedAt,
-		&i.LockExpiresAt,
-		&i.Inputs,
-		&i.SealedInputs,
-		&i.Outputs,
-		&i.SealedOutputs,
-		&i.OutputsDigest,
-		&i.Route,
-		&i.ErrorCode,
-		&i.ErrorMessage,
-		&i.CreatedAt,
-		&i.SettledAt,
-		&i.DeferredAt,
-		&i.DeferReason,
-		&i.AttemptCredit,
-		&i.ProcessKey,
-		&i.BusinessKey,
-		&i.ProcessVersion,
-		&i.RetryBackoff,
-		&i.MaxRetryDelay,
-		&i.AttemptsWaived,
+		&i.Occurrence.ID,
+		&i.Occurrence.InstanceID,
+		&i.Occurrence.Node,
+		&i.Occurrence.DefinitionKey,
+		&i.Occurrence.Revision,
+		&i.Occurrence.Mode,
+		&i.Occurrence.Status,
+		&i.Occurrence.Priority,
+		&i.Occurrence.MaxAttempts,
+		&i.Occurrence.RetryDelay,
+		&i.Occurrence.Deadline,
+		&i.Occurrence.DeadlineAt,
+		&i.Occurrence.Destination,
+		&i.Occurrence.Timeout,
+		&i.Occurrence.Attempts,
+		&i.Occurrence.AvailableAt,
+		&i.Occurrence.ClaimableAt,
+		&i.Occurrence.ConsumerID,
+		&i.Occurrence.WorkerID,
+		&i.Occurrence.ReservedAt,
+		&i.Occurrence.LockExpiresAt,
+		&i.Occurrence.Inputs,
+		&i.Occurrence.SealedInputs,
+		&i.Occurrence.Outputs,
+		&i.Occurrence.SealedOutputs,
+		&i.Occurrence.OutputsDigest,
+		&i.Occurrence.Route,
+		&i.Occurrence.ErrorCode,
+		&i.Occurrence.ErrorMessage,
+		&i.Occurrence.CreatedAt,
+		&i.Occurrence.SettledAt,
+		&i.Occurrence.DeferredAt,
+		&i.Occurrence.DeferReason,
+		&i.Occurrence.AttemptCredit,
+		&i.Occurrence.ProcessKey,
+		&i.Occurrence.BusinessKey,
+		&i.Occurrence.ProcessVersion,
+		&i.Occurrence.RetryBackoff,
+		&i.Occurrence.MaxRetryDelay,
+		&i.Occurrence.AttemptsWaived,
+		&i.LockedAt,
 	)
 	return i, err
 }
