@@ -45,12 +45,15 @@ import uuid
 from datetime import datetime, timezone
 from urllib.parse import urlparse
 
+# What this worker serves. To port it to your definition, change DEFINITION
+# and handle (below add_company, which it names): the rest is the protocol.
 DEFINITION = "add_company_to_crm"
+WAIT_SECONDS = 20  # the fetch's long poll; its HTTP read timeout is longer
 
 url = os.environ.get("RELAIS_URL")
 token = os.environ.get("RELAIS_TOKEN")
 if not url or not token:
-    print("RELAIS_URL and RELAIS_TOKEN (a consumer token granted add_company_to_crm) are required", file=sys.stderr)
+    print(f"RELAIS_URL and RELAIS_TOKEN (a consumer token granted {DEFINITION}) are required", file=sys.stderr)
     sys.exit(2)
 base = urlparse(url)
 # Unique to the process: two processes with one worker id would settle each
@@ -149,6 +152,13 @@ def add_company(inputs):
         return {"result": "created", "crm_id": crm[key]}
 
 
+# The handler: the task's inputs (JSON decoded: a JSON number with a
+# fraction arrives as a float; parse_float=decimal.Decimal in post's
+# json.loads keeps amounts of money exact) → its outputs, or a
+# BusinessError.
+handle = add_company
+
+
 slots = threading.BoundedSemaphore(concurrency)  # a slot per task in hand
 stopping = threading.Event()
 
@@ -174,7 +184,7 @@ def run(task):
     try:
         outputs, failure = None, None
         try:
-            outputs = add_company(task["inputs"])
+            outputs = handle(task["inputs"])
         except BusinessError as err:
             failure = {"error_code": err.code, "message": str(err), "retryable": False}
         except Exception as err:  # a bug or an outage: retried while attempts are left
@@ -187,8 +197,9 @@ def run(task):
         if failure is None:
             res = settle(task, "complete", {"outputs": outputs})
             if res is not None:
-                log("completed", occurrence=occurrence, attempt=task["attempt"], result=outputs["result"],
-                    crm_id=outputs["crm_id"], route=res.get("route"))
+                # Outputs are not logged: they may hold what the contract
+                # classifies as sensitive.
+                log("completed", occurrence=occurrence, attempt=task["attempt"], route=res.get("route"))
                 return
             if settle_refusal.get(occurrence) != "invalid_outputs":
                 return
@@ -263,8 +274,8 @@ def main():
         request_id = request_id or str(uuid.uuid4())
         try:
             got = post("/fetch-and-lock", {"worker_id": worker_id, "subscriptions": [{"definition": DEFINITION}],
-                                           "max_tasks": free, "lock_duration": f"PT{lock_seconds}S", "wait": "PT20S",
-                                           "request_id": request_id}, timeout=60, hold=True)["occurrences"]
+                                           "max_tasks": free, "lock_duration": f"PT{lock_seconds}S", "wait": f"PT{WAIT_SECONDS}S",
+                                           "request_id": request_id}, timeout=WAIT_SECONDS + 30, hold=True)["occurrences"]
         except Refused as err:
             for _ in range(free):
                 slots.release()
