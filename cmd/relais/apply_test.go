@@ -401,14 +401,15 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 	}
 	// Breaking: amount removed (both), a required input added (processes).
 	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n")
-	want := "; 2 breaking change(s) against revision 2 (2 may break processes, 1 workers): GET /api/v1/definitions/assess_claim/revisions/2/diff/3 lists them"
+	changes := ": /inputs/amount (removed required integer field; may break processes and workers), /inputs/policy (added required text field; may break processes))"
+	want := "; 2 breaking change(s) against revision 2, listed by GET /api/v1/definitions/assess_claim/revisions/2/diff/3"
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		// The revision a dry run would make does not exist yet.
-		{[]string{"-f", doc, "--dry-run"}, want + " once applied)"},
-		{[]string{"-f", doc}, want + ")"},
+		{[]string{"-f", doc, "--dry-run"}, want + " once applied" + changes},
+		{[]string{"-f", doc}, want + changes},
 	} {
 		if out, _, err := applyRun(t, r.base, c.args...); err != nil || !strings.Contains(out, "revision 3"+c.want) {
 			t.Errorf("apply %v of a breaking update: %q, %v; want %q", c.args, out, err, c.want)
@@ -420,11 +421,21 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 		t.Errorf("a raised classification: %q, %v; want revision 4 and nothing lowered", out, err)
 	}
 	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n")
-	lowered := "(revision 5; 1 breaking change(s) against revision 4 (1 may break processes, 0 workers): GET /api/v1/definitions/assess_claim/revisions/4/diff/5 lists them" +
+	lowered := "(revision 5; 1 breaking change(s) against revision 4, listed by GET /api/v1/definitions/assess_claim/revisions/4/diff/5: /inputs/note (classification sensitive → normal; may break processes)" +
 		"; LOWERS PROTECTION of /inputs/note (classification sensitive → normal): values of these fields are shown and stored in clear from this revision on" +
 		"; identical to revision 3, which a process may pin instead)"
 	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, lowered) {
 		t.Errorf("a lowered classification: %q, %v; want %q", out, err, lowered)
+	}
+	// Past five, the rest are counted.
+	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n" +
+		"    - {name: a, type: text, required: true}\n    - {name: b, type: text, required: true}\n    - {name: c, type: text, required: true}\n" +
+		"    - {name: d, type: text, required: true}\n    - {name: e, type: text, required: true}\n    - {name: f, type: text, required: true}\n")
+	many := "6 breaking change(s) against revision 5, listed by GET /api/v1/definitions/assess_claim/revisions/5/diff/6 once applied: /inputs/a (added required text field; may break processes), " +
+		"/inputs/b (added required text field; may break processes), /inputs/c (added required text field; may break processes), " +
+		"/inputs/d (added required text field; may break processes), /inputs/e (added required text field; may break processes), and 1 more)"
+	if out, _, err := applyRun(t, r.base, "-f", doc, "--dry-run"); err != nil || !strings.Contains(out, many) {
+		t.Errorf("six breaking changes: %q, %v; want %q", out, err, many)
 	}
 }
 

@@ -358,19 +358,32 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 	if len(violations) > 0 {
 		return "", nil // a revision this client cannot read: the server's diff tells
 	}
-	var all, processes, workers int
 	changes := contracts.Diff(old, next)
 	lowered := contracts.LoweredProtection(changes)
+	// Each breaking change named with whom it may break, so that a dry
+	// run, whose revision does not exist yet to be diffed, says what a
+	// designer must decide on; past a few, the diff has the rest.
+	const named = 5
+	var breaking []string
+	all := 0
 	for _, ch := range changes {
-		if ch.BreaksProcesses || ch.BreaksWorkers {
-			all++
+		var who string
+		switch {
+		case ch.BreaksProcesses && ch.BreaksWorkers:
+			who = "processes and workers"
+		case ch.BreaksProcesses:
+			who = "processes"
+		case ch.BreaksWorkers:
+			who = "workers"
+		default:
+			continue
 		}
-		if ch.BreaksProcesses {
-			processes++
+		if all++; all <= named {
+			breaking = append(breaking, ch.Path+" ("+ch.Detail+"; may break "+who+")")
 		}
-		if ch.BreaksWorkers {
-			workers++
-		}
+	}
+	if all > named {
+		breaking = append(breaking, fmt.Sprintf("and %d more", all-named))
 	}
 	// A lowered classification may break nobody, yet values masked and
 	// sealed until now would be shown and stored in clear: it is named,
@@ -382,12 +395,12 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 	if all == 0 {
 		return protection, nil
 	}
-	where := fmt.Sprintf("GET %s/revisions/%d/diff/%d lists them", base, latest, latest+1)
+	where := fmt.Sprintf("GET %s/revisions/%d/diff/%d", base, latest, latest+1)
 	if dryRun {
 		where += " once applied" // the revision it would become does not exist yet
 	}
-	return fmt.Sprintf("; %d breaking change(s) against revision %d (%d may break processes, %d workers): %s",
-		all, latest, processes, workers, where) + protection, nil
+	return fmt.Sprintf("; %d breaking change(s) against revision %d, listed by %s: %s",
+		all, latest, where, strings.Join(breaking, ", ")) + protection, nil
 }
 
 // serverChecksWorking reports whether the server takes PUT
