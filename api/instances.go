@@ -172,7 +172,7 @@ func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.
 func idParam(r *http.Request, what string) (uuid.UUID, error) {
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if err != nil {
-		return uuid.UUID{}, fault.New(fault.NotFound, "not_found", "%s %q not found", what, chi.URLParam(r, "id"))
+		return uuid.UUID{}, fault.NotAnID(what, chi.URLParam(r, "id"))
 	}
 	return id, nil
 }

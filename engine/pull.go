@@ -580,7 +580,7 @@ func deadlineRefusal(o queries.Occurrence) error {
 	if o.DeadlineAt != nil {
 		at += " at " + o.DeadlineAt.UTC().Format(time.RFC3339Nano)
 	}
-	return fault.New(fault.Conflict, CodeDeadlineExceeded, "occurrence %s passed %s: it fails as deadline_exceeded and its on_error decides; this result is not taken", o.ID, at)
+	return fault.New(fault.Conflict, CodeDeadlineExceeded, "occurrence %s passed %s: it fails as deadline_exceeded and its on_error decides: stop working on it, no result of it is taken", o.ID, at)
 }
 
 // settledBy records who settles o when it is deferred: its attempt's

@@ -419,7 +419,7 @@ func checkAttempt(attempt *int32, path string) *fault.FieldError {
 func (p *Protocol) ref(r *http.Request, workerID string, attempt *int32) (engine.WorkerRef, error) {
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if err != nil {
-		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", chi.URLParam(r, "id"))
+		return engine.WorkerRef{}, fault.NotAnID("occurrence", chi.URLParam(r, "id"))
 	}
 	scope, token := viaSettleToken(r.Context())
 	if workerID == "" && token {
@@ -621,7 +621,7 @@ func (p *Protocol) settleToken(w http.ResponseWriter, r *http.Request) error {
 func (p *Protocol) revokeSettleTokens(w http.ResponseWriter, r *http.Request) error {
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if err != nil {
-		return fault.New(fault.NotFound, "not_found", "occurrence %q not found", chi.URLParam(r, "id"))
+		return fault.NotAnID("occurrence", chi.URLParam(r, "id"))
 	}
 	principal, _ := auth.FromContext(r.Context())
 	n, err := p.eng.RevokeSettleTokens(r.Context(), principal.ConsumerID, id)

@@ -1542,3 +1542,25 @@ func TestNewcomersSlipsAreExplained(t *testing.T) {
 		t.Errorf("detail %q, want the key it may mean", d)
 	}
 }
+
+// An id in a path that is no UUID (a number, a key pasted in its place) is
+// not found, as an unknown one, and told what an id looks like.
+func TestAnIDThatIsNoUUIDIsSaidSo(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	token := env.Consumer("crm", "add_company_to_crm")
+	for _, c := range []struct {
+		method, path, token string
+		body                any
+	}{
+		{"POST", "/api/v1/pull/occurrences/123/complete", token, map[string]any{"worker_id": "w", "outputs": map[string]any{}}},
+		{"POST", "/api/v1/pull/occurrences/123/extend", token, map[string]any{"worker_id": "w", "lock_duration": "PT1M"}},
+		{"GET", "/api/v1/instances/123", env.Operator, nil},
+	} {
+		res := env.Do(c.method, c.path, c.token, c.body)
+		if res.Status != 404 || !strings.Contains(string(res.Body), `\"123\" not found`) || !strings.Contains(string(res.Body), "ids are UUIDs") {
+			t.Errorf("%s %s = %d %s; want 404 saying ids are UUIDs", c.method, c.path, res.Status, res.Body)
+		}
+	}
+}

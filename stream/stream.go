@@ -255,7 +255,7 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 		return engine.WorkerRef{}, required("/occurrence_id")
 	}
 	if err != nil {
-		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", occurrence)
+		return engine.WorkerRef{}, fault.NotAnID("occurrence", occurrence)
 	}
 	if fe := checkWorkerID(workerID); fe != nil {
 		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})

@@ -84,3 +84,11 @@ func HasCode(err error, code string) bool {
 	fe, ok := As(err)
 	return ok && fe.Code == code
 }
+
+// NotAnID refuses raw, given in a path as the id of a what, which is no
+// UUID: 404 as an unknown id is (what cannot exist is not found), saying
+// what an id looks like, since "123" or a key pasted in its place is the
+// usual slip.
+func NotAnID(what, raw string) *Error {
+	return New(NotFound, "not_found", "%s %q not found: %s ids are UUIDs, as 0192f0c4-5d1e-7c3a-9b8e-2f4a6c8e0a1b", what, raw, what)
+}
