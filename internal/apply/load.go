@@ -513,8 +513,25 @@ func syntaxProblem(d Document, text string, err error) Problem {
 			}
 		}
 	}
+	block := 0
+	if (strings.Contains(msg, "did not find expected key") || strings.Contains(msg, "did not find expected '-' indicator")) && p.Line > 0 {
+		// The parser names the line where the enclosing block began, not
+		// the one that broke it (a line indented one space off, the usual
+		// slip): the first prefix of the text that fails to parse ends
+		// at that line.
+		lines := strings.Split(text, "\n")
+		for k := p.Line + 1; k <= len(lines); k++ {
+			var n yaml.Node
+			if yaml.Unmarshal([]byte(strings.Join(lines[:k], "\n")), &n) != nil {
+				block, p.Line = p.Line, k
+				break
+			}
+		}
+	}
 	msg = strings.TrimPrefix(msg, "unmarshal errors: ")
 	switch {
+	case block > 0:
+		msg += fmt.Sprintf(" (this line is indented unlike its neighbours in the block that starts at line %d: align it with its siblings, or under the key it belongs to)", block)
 	case strings.Contains(msg, "did not find expected alphabetic or numeric character"):
 		msg += ` (a key or value starting with * or & is an alias or an anchor in YAML: quote it, as "*")`
 	case strings.Contains(msg, "found unknown escape character"):

@@ -382,6 +382,12 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		// The tab's own line, where the parser names the line before it.
 		"tab.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n\t  type: text\n",
 			`6: /: not valid YAML: found a tab character that violates indentation (YAML indents with spaces, never tabs)`},
+		// The line indented one space off, where the parser names the
+		// line its block began.
+		"indent.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n      type: text\n     - name: b\n      type: text\n",
+			`7: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 4: align it with its siblings, or under the key it belongs to)`},
+		"indent-key.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n      type: text\n    - name: b\n     type: text\n",
+			`8: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 4: align it with its siblings, or under the key it belongs to)`},
 		"escape.yaml": {"kind: Definition\nkey: d\npattern: \"^CLM-\\d{8}$\"\n",
 			`3: /: not valid YAML: found unknown escape character (in double quotes a backslash starts an escape: write a pattern in single quotes, as '^CLM-\d{8}$')`},
 		"backspace.yaml": {"kind: Definition\nkey: d\npattern: \"\\bACME\\b\"\n",
