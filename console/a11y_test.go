@@ -329,8 +329,10 @@ func TestColourContrastInBothSchemes(t *testing.T) {
 // TestCodesAreNeverBrokenInside: codes, keys and ids may only wrap between
 // words where they have room; the stylesheet lets a line break inside one
 // only where it would otherwise be cut or scroll, and only in these rules:
-// code.wrap (a list's error code, key or worker id, shown whole rather
-// than cut with an ellipsis whose title no keyboard reaches), an input or
+// a long piece of a code.wrap (a list's error code, key or worker id,
+// shown whole rather than cut with an ellipsis whose title no keyboard
+// reaches: breakable marks its pieces longer than unbrokenRunes, the
+// shorter ones wrap after their separators only), an input or
 // output value (cut at the table's edge otherwise), a sentence naming a
 // key (.anywhere: a consumer's grant, cut on a phone's card otherwise)
 // and, on a phone, a heading's key (which scrolls sideways elsewhere).
@@ -348,7 +350,7 @@ func TestCodesAreNeverBrokenInside(t *testing.T) {
 		for _, block := range []struct {
 			css     string
 			allowed []string
-		}{{rest, []string{"code.wrap", "table.values td, table.values td code", ".anywhere"}}, {phone, []string{"h1, h2, h1 code, h2 code"}}} {
+		}{{rest, []string{"code.wrap .long", "table.values td, table.values td code", ".anywhere"}}, {phone, []string{"h1, h2, h1 code, h2 code"}}} {
 			for _, rule := range regexp.MustCompile(`[^{}]*\{[^}]*`+regexp.QuoteMeta(bad)+`[^}]*\}`).FindAllString(block.css, -1) {
 				sel := strings.TrimSpace(rule[:strings.Index(rule, "{")])
 				if !slices.Contains(block.allowed, sel) {
@@ -360,8 +362,9 @@ func TestCodesAreNeverBrokenInside(t *testing.T) {
 	if !regexp.MustCompile(`code, \.id, \.key \{[^}]*overflow-wrap: normal; word-break: keep-all; hyphens: none;`).MatchString(css) {
 		t.Error("code, .id and .key do not forbid breaks inside")
 	}
-	if !regexp.MustCompile(`code\.wrap \{[^}]*white-space: normal; overflow-wrap: anywhere;`).MatchString(css) {
-		t.Error("code.wrap does not wrap: a list's codes would be cut or widen it")
+	if !regexp.MustCompile(`code\.wrap \{[^}]*white-space: normal; overflow-wrap: break-word;`).MatchString(css) ||
+		!regexp.MustCompile(`code\.wrap \.long \{[^}]*overflow-wrap: anywhere;`).MatchString(css) {
+		t.Error("code.wrap does not wrap (after its separators, and within its long pieces): a list's codes would be cut or widen it")
 	}
 }
 

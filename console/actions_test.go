@@ -1289,5 +1289,12 @@ values ('`+id+`', 'retry', 'crm back', 'ops-bob', '{}', 900, 300, 2, `+row+`)`);
 				t.Errorf("%s: a bulk action that progressed just now is said stalled: %q", lang, got)
 			}
 		}
+		// An id no bulk action has (a mangled link) is not shown as one
+		// that changed nothing.
+		unknown := b.mustGet("/console/audit?bulk=11111111-2222-7333-8444-555555555555", http.StatusNotFound)
+		if got := unknown.body; !strings.Contains(got, map[string]string{"en": "No bulk action has the id", "fr": "Aucune action groupée n’a l’identifiant"}[lang]) ||
+			strings.Contains(got, `data-testid="bulk-scope"`) {
+			t.Errorf("%s: an unknown bulk action's page: %s", lang, got)
+		}
 	}
 }

@@ -153,13 +153,18 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	v.Errors = append(v.Errors, errs...)
 	f.Before = n
 	caption := T(ctx, "Operator actions, newest first")
+	status := http.StatusOK
 	if len(v.Errors) == 0 && f.Bulk != nil {
 		// A bulk action's page may be opened while it runs (its
 		// confirmation links here): the count says how far it got.
-		label, err := c.bulkLabel(ctx, *f.Bulk)
+		label, known, err := c.bulkLabel(ctx, *f.Bulk)
 		if err != nil {
 			c.serverError(w, r, err)
 			return
+		}
+		if !known {
+			status = http.StatusNotFound
+			v.Errors = append(v.Errors, T(ctx, "No bulk action has the id %s: check the link, or open the action from the audit log.", bulk))
 		}
 		v.BulkLabel = label
 	}
@@ -198,7 +203,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 			v.Pager.FirstHref = link(0)
 		}
 	}
-	c.render(w, r, http.StatusOK, auditListPage(v))
+	c.render(w, r, status, auditListPage(v))
 }
 
 // bulkStalled is how long a running bulk action may go without a batch
@@ -208,28 +213,28 @@ const bulkStalled = 2 * time.Minute
 
 // bulkLabel says what a bulk action asked and how far it got, from its
 // record; from its audit records alone for an action older than the
-// record.
-func (c *Console) bulkLabel(ctx context.Context, id uuid.UUID) (string, error) {
+// record. known is false when neither knows the id.
+func (c *Console) bulkLabel(ctx context.Context, id uuid.UUID) (label string, known bool, err error) {
 	b, err := c.eng.BulkAction(ctx, id)
 	if isNotFound(err) {
 		n, err := c.eng.CountBulkRecords(ctx, id)
-		if err != nil {
-			return "", err
+		if err != nil || n == 0 {
+			return "", false, err
 		}
 		short := shortIDText(id.String())
-		return T(ctx, "Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.", n, short), nil
+		return T(ctx, "Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.", n, short), true, nil
 	}
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	name, who, started := actionName(ctx, b.Action), tokenHolder(ctx, b.ActorName, b.ActorTokenID, auth.Role(b.ActorRole)), formatTime(ctx, b.StartedAt).Text
 	switch b.Status() {
 	case "completed":
 		return T(ctx, "Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.",
-			name, who, started, b.Applied, b.Matched, b.Skipped, formatTime(ctx, *b.EndedAt).Text), nil
+			name, who, started, b.Applied, b.Matched, b.Skipped, formatTime(ctx, *b.EndedAt).Text), true, nil
 	case "stopped":
 		return T(ctx, "Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.",
-			name, who, started, b.Applied, b.Matched, b.Skipped), nil
+			name, who, started, b.Applied, b.Matched, b.Skipped), true, nil
 	}
 	done := b.Applied + b.Skipped
 	msg := T(ctx, "Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.",
@@ -237,5 +242,5 @@ func (c *Console) bulkLabel(ctx context.Context, id uuid.UUID) (string, error) {
 	if prefsOf(ctx).now.Sub(b.Progressed) > bulkStalled {
 		msg += " " + T(ctx, "No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.", formatTime(ctx, b.Progressed).Text)
 	}
-	return msg, nil
+	return msg, true, nil
 }

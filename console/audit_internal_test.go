@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func TestOpenAttemptAgreesWithItsReservationTime(t *testing.T) {
 	reserved := now.Add(-59600 * time.Millisecond)
 	ctx := context.WithValue(context.Background(), prefsKey{}, prefs{utc: true, now: now})
 	row := attemptRowOf(ctx, engine.Attempt{Number: 1, ReservedAt: reserved}, false, nil)
-	if ago := relative(ctx, reserved); row.Duration != "1 min so far" || ago != "1 min ago" {
+	if ago := relative(ctx, reserved); row.Duration != "1\u00a0min so far" || ago != "1\u00a0min ago" {
 		t.Errorf("open attempt: %q beside %q, want 1 min so far beside 1 min ago", row.Duration, ago)
 	}
 }
@@ -75,6 +76,20 @@ func TestDeferredAttemptNamesWhoSettledIt(t *testing.T) {
 	} {
 		if got := attemptRowOf(c.ctx, c.a, false, nil).Worker; got != c.want {
 			t.Errorf("worker cell %q, want %q", got, c.want)
+		}
+	}
+}
+
+// A duration never wraps inside: its numbers and units are joined by
+// no-break spaces ("5 s" above "3 ms" in a squeezed column read as two
+// values).
+func TestDurationsDoNotWrap(t *testing.T) {
+	ctx := context.WithValue(context.Background(), prefsKey{}, prefs{utc: true, now: time.Now()})
+	for _, d := range []time.Duration{5*time.Second + 3*time.Millisecond, 90 * time.Second, 2 * time.Hour, 26 * time.Hour} {
+		for _, s := range []string{formatDuration(ctx, d), approxDuration(ctx, d)} {
+			if strings.Contains(s, " ") || !strings.Contains(s, "\u00a0") {
+				t.Errorf("%v reads %q: want its parts joined by no-break spaces", d, s)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/relais/relais/internal/auth"
 )
@@ -245,21 +246,35 @@ func shortIDText(id string) string {
 // breakable is s as HTML, escaped, with a line-break opportunity (<wbr>)
 // after each separator of its words (_ . - @ : /): a code that must wrap
 // (code.wrap) wraps there first, destination_|http_503 rather than
-// destination_ht|tp_503, and anywhere only where a word is wider than its
-// column. A <wbr> adds no character to what is read or copied.
+// destination_ht|tp_503, and within a piece only when it is longer than
+// unbrokenRunes. A <wbr> adds no character to what is read or copied.
 func breakable(s string) string {
 	var b strings.Builder
+	segment := func(part string) {
+		if utf8.RuneCountInString(part) > unbrokenRunes {
+			b.WriteString(`<span class="long">` + html.EscapeString(part) + `</span>`)
+			return
+		}
+		b.WriteString(html.EscapeString(part))
+	}
 	start := 0
 	for i, r := range s {
 		if strings.ContainsRune("_.-@:/", r) && i+1 < len(s) {
-			b.WriteString(html.EscapeString(s[start : i+1]))
+			segment(s[start : i+1])
 			b.WriteString("<wbr>")
 			start = i + 1
 		}
 	}
-	b.WriteString(html.EscapeString(s[start:]))
+	segment(s[start:])
 	return b.String()
 }
+
+// unbrokenRunes is the longest piece of a code, between its separators,
+// that never breaks (a node's name, "charge", cut as "charg" and "e" by a
+// squeezed column reads as two words): a longer one (a 150-character id)
+// may break anywhere, in a span of class long, rather than widen a phone's
+// page.
+const unbrokenRunes = 16
 
 // clipRunes is the longest value a list shows whole (three lines of a
 // laptop's column): longer business keys and worker ids (up to 200

@@ -14,6 +14,8 @@ func TestBreakable(t *testing.T) {
 		"crm.sync_":            "crm.<wbr>sync_",
 		"a<b>&c_d":             "a&lt;b&gt;&amp;c_<wbr>d",
 		"é_à":                  "é_<wbr>à",
+		// A long piece may break anywhere; a short one never.
+		"charge_card_ABCDEFGHIJKLMNOPQRSTUVWXYZ": `charge_<wbr>card_<wbr><span class="long">ABCDEFGHIJKLMNOPQRSTUVWXYZ</span>`,
 	} {
 		if got := breakable(in); got != want {
 			t.Errorf("breakable(%q) = %q, want %q", in, got, want)

@@ -45,7 +45,7 @@ func TestDestinationListPage(t *testing.T) {
 		cell.Find(`.visually-hidden`).Remove()
 		url := strings.TrimSpace(cell.Text())
 		headers := strings.TrimSpace(row.Find(`[data-testid=destination-headers]`).Text())
-		timeout := strings.TrimSpace(row.Find(`[data-testid=destination-timeout]`).Text())
+		timeout := collapse(row.Find(`[data-testid=destination-timeout]`).Text())
 		wantNone := "no header"
 		if lang == "fr" {
 			wantNone = "aucun en-tête"

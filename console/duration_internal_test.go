@@ -20,7 +20,7 @@ func TestApproxDurationRounds(t *testing.T) {
 		23*time.Hour + 59*time.Minute + 40*time.Second: "1 d",
 		3*24*time.Hour + 4*time.Hour + 31*time.Minute:  "3 d 5 h",
 	} {
-		if got := approxDuration(context.Background(), d); got != want {
+		if got := spaced(approxDuration(context.Background(), d)); got != want {
 			t.Errorf("approxDuration(%v) = %q, want %q", d, got, want)
 		}
 	}

@@ -137,7 +137,7 @@ func TestPushPolicyShowsTheTimeoutItRunsWith(t *testing.T) {
 		"done": {Kind: process.KindEnd},
 	}}
 	lim := process.Limits{DefaultPushTimeout: 3 * time.Second}
-	for node, want := range map[string]string{"call": "timeout 3 seconds (the default)", "set": "timeout 2 seconds"} {
+	for node, want := range map[string]string{"call": "timeout 3\u00a0seconds (the default)", "set": "timeout 2\u00a0seconds"} {
 		if got := nodeRowOf(context.Background(), p, node, nil, "k", lim).Policy; got != want {
 			t.Errorf("%s: policy %q, want %q", node, got, want)
 		}

@@ -49,6 +49,10 @@ func TestHeldInstancePage(t *testing.T) {
 			if got := text(stopped, "step-next"); got != "bloquée, puis arrêtée par un opérateur" {
 				t.Errorf("after stop, the failed crm step leads to %q, want it to say the instance was stopped since", got)
 			}
+			// Its code is why it was held, as an abandoned instance's.
+			if summary := text(stopped, "instance-summary"); !strings.Contains(summary, "Bloquée pour") || strings.Contains(summary, "Code d’erreur") {
+				t.Errorf("after stop, the summary %q; want the code labelled as why it was held", summary)
+			}
 		}
 	}
 

@@ -320,6 +320,14 @@ func relative(ctx context.Context, t time.Time) string {
 // min", "3 d 4 h"). Rounded, not cut: a retry due in 2 min 59 s reads
 // "in 3 min", not earlier than it is.
 func approxDuration(ctx context.Context, d time.Duration) string {
+	return unbroken(approxDurationText(ctx, d))
+}
+
+// unbroken joins a duration's numbers and units with no-break spaces: a
+// column never shows "5 s 3" above "ms".
+func unbroken(s string) string { return strings.ReplaceAll(s, " ", "\u00a0") }
+
+func approxDurationText(ctx context.Context, d time.Duration) string {
 	// The variables are named as in formatDuration: gotext names a
 	// message's placeholders after them, so both share one message.
 	if r := d.Round(time.Second); r < time.Minute {
@@ -392,6 +400,10 @@ func durationParts(d time.Duration) (days, hours, minutes, seconds, millis int64
 // spelled out with its plural ("2 hours", "2 heures", "1 day"); several
 // units use the short forms ("1 min 30 s", "1 j 2 h").
 func formatDuration(ctx context.Context, d time.Duration) string {
+	return unbroken(formatDurationText(ctx, d))
+}
+
+func formatDurationText(ctx context.Context, d time.Duration) string {
 	if d <= 0 {
 		return T(ctx, "0 seconds")
 	}

@@ -203,8 +203,14 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 				failed = &occs[i]
 			}
 		}
-		fs = append(fs, fact{Label: T(ctx, "Error code"), Value: *inst.ErrorCode, Code: true, TestID: "instance-error-code",
-			Note: occurrenceErrorMeaning(ctx, *inst.ErrorCode, failed)})
+		label := T(ctx, "Error code")
+		if inst.Status == engine.InstanceCancelled {
+			// Stopped while held: the code is why it was held, as an
+			// abandoned instance's is said below.
+			label = T(ctx, "Held for")
+		}
+		fs = append(fs, fact{Label: label, Value: *inst.ErrorCode, Code: true, TestID: "instance-error-code",
+			Note: occurrenceErrorMeaning(ctx, *inst.ErrorCode, failed, inst.Status == engine.InstanceHeld)})
 		if failed != nil {
 			// What the service said, read here rather than one page away.
 			if f, ok := errorMessageFact(ctx, *inst.ErrorCode, failed.ErrorMessage); ok {
@@ -218,7 +224,7 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 			for i := range occs {
 				if o := occs[i]; o.Node == *inst.EndNode && o.Status == engine.StatusFailed && o.ErrorCode != nil {
 					fs = append(fs, fact{Label: T(ctx, "Held for"), Value: *o.ErrorCode, Code: true, TestID: "held-for-code",
-						Note: occurrenceErrorMeaning(ctx, *o.ErrorCode, &o)})
+						Note: occurrenceErrorMeaning(ctx, *o.ErrorCode, &o, false)})
 					if f, ok := errorMessageFact(ctx, *o.ErrorCode, o.ErrorMessage); ok {
 						f.TestID = "held-for-message"
 						fs = append(fs, f)

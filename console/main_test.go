@@ -360,8 +360,14 @@ func text(r response, testid string) string {
 	return collapse(r.doc.Find(`[data-testid="` + testid + `"]`).Text())
 }
 
+// collapse reads s as a person does: runs of spaces and line breaks as
+// one space, a no-break space (a duration's, which never wraps) as a
+// space. A narrow no-break space (French typography's) is kept, for the
+// tests that check it.
 func collapse(s string) string {
-	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' }), " ")
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool {
+		return r == ' ' || r == '\u00a0' || r == '\t' || r == '\n' || r == '\r' || r == '\f'
+	}), " ")
 }
 
 func count(r response, testid string) int {

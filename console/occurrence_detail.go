@@ -446,7 +446,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 	case n == 0:
 		label = T(ctx, "Error (before any attempt)")
 	}
-	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o)}}
+	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o, true)}}
 	if f, ok := errorMessageFact(ctx, code, o.ErrorMessage); ok {
 		fs = append(fs, f)
 	}
@@ -472,8 +472,10 @@ func relaisCode(code string) bool {
 // occurrenceErrorMeaning explains code as o's error: a push call's
 // deadline_exceeded is its call timeout passing (the runner's "within the
 // budget of" message), not a policy deadline, which it may not even have.
-// o may be nil when the occurrence is unknown.
-func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurrence) string {
+// o may be nil when the occurrence is unknown. retryable is false when
+// no operator may retry it any more (its instance was stopped or
+// abandoned): the advice to check before retrying is then left out.
+func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurrence, retryable bool) string {
 	if code == "deadline_exceeded" && o != nil && o.Mode == "push" {
 		msg := ""
 		if o.ErrorMessage != nil {
@@ -482,6 +484,9 @@ func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurren
 		if o.Policy.Deadline == nil || strings.Contains(msg, "within the budget of") {
 			// A call cut short may still have been carried out (a card
 			// charged): an operator checks before retrying it.
+			if !retryable {
+				return T(ctx, "The destination did not answer within the call’s timeout: it may have acted all the same.")
+			}
 			if o.Timeout != nil {
 				return T(ctx, "The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.", formatDuration(ctx, *o.Timeout))
 			}

@@ -87,7 +87,7 @@ func TestOccurrencePageSaysWhatHappens(t *testing.T) {
 	if got := text(r, "attempts"); !strings.Contains(got, "expired") {
 		t.Errorf("attempts %q: the lapsed attempt should read expired", got)
 	}
-	if got := r.doc.Find(`[data-testid=attempt-duration]`).Eq(1).Text(); got != "1 minute" {
+	if got := collapse(r.doc.Find(`[data-testid=attempt-duration]`).Eq(1).Text()); got != "1 minute" {
 		t.Errorf("the lapsed attempt lasted %q, want its lock (1 minute)", got)
 	}
 

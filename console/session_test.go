@@ -542,5 +542,12 @@ func TestMissingInstancePagesMentionRetention(t *testing.T) {
 		if got := text(b.mustGet("/console/nowhere", 404), "error-message"); strings.Contains(got, "RELAIS_RETENTION") {
 			t.Errorf("%s: an unknown page mentions retention: %q", lang, got)
 		}
+		// The short id a list shows, or a mangled link: never an id, so
+		// nothing was deleted; told what an id is instead.
+		for _, path := range []string{"/console/occurrences/f65131ab", "/console/instances/f65131ab"} {
+			if got := text(b.mustGet(path, 404), "error-message"); strings.Contains(got, "RELAIS_RETENTION") || !strings.Contains(got, []string{"is not a whole id", "n’est pas un identifiant complet"}[i]) {
+				t.Errorf("%s %s: %q, want it told it is no whole id", lang, path, got)
+			}
+		}
 	}
 }

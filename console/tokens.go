@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -106,6 +107,35 @@ type revokeTokenView struct {
 	Confirm     string
 	Cancel      string
 	BackHref    string
+	// Blocked hides the confirmation: the last usable admin token is
+	// refused, said before anyone tries.
+	Blocked bool
+}
+
+// lastUsableAdmin reports whether t is the only admin token not revoked
+// and not expired, which revoking would leave nobody able to manage tokens
+// (the engine refuses it; this says so before the operator confirms).
+func (c *Console) lastUsableAdmin(ctx context.Context, t engine.StaffToken) (bool, error) {
+	if t.Role != auth.RoleAdmin {
+		return false, nil
+	}
+	now := prefsOf(ctx).now
+	var after int64
+	for {
+		page, err := c.eng.ListStaffTokens(ctx, after, 500)
+		if err != nil {
+			return false, err
+		}
+		for _, o := range page {
+			if o.ID != t.ID && o.Role == auth.RoleAdmin && (o.ExpiresAt == nil || o.ExpiresAt.After(now)) {
+				return false, nil
+			}
+		}
+		if len(page) < 500 {
+			return true, nil
+		}
+		after = page[len(page)-1].ID
+	}
 }
 
 func (c *Console) revokeTokenView(r *http.Request, t engine.StaffToken) revokeTokenView {
@@ -147,7 +177,20 @@ func (c *Console) tokenRevokeConfirm(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c.render(w, r, http.StatusOK, revokeTokenPage(c.revokeTokenView(r, t)))
+	v := c.revokeTokenView(r, t)
+	last, err := c.lastUsableAdmin(r.Context(), t)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if last {
+		v.Error, v.Blocked = lastAdminText(r.Context()), true
+	}
+	c.render(w, r, http.StatusOK, revokeTokenPage(v))
+}
+
+func lastAdminText(ctx context.Context) string {
+	return T(ctx, "This is the last usable administrator token: create another one before revoking it.")
 }
 
 // tokenRevoke revokes the token (the CSRF token was checked by
@@ -161,7 +204,7 @@ func (c *Console) tokenRevoke(w http.ResponseWriter, r *http.Request) {
 	if err := c.eng.RevokeStaffToken(ctx, t.ID); err != nil {
 		if fault.HasCode(err, "last_admin_token") {
 			v := c.revokeTokenView(r, t)
-			v.Error = T(ctx, "This is the last usable administrator token: create another one before revoking it.")
+			v.Error, v.Blocked = lastAdminText(ctx), true
 			c.render(w, r, http.StatusConflict, revokeTokenPage(v))
 			return
 		}

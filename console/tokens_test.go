@@ -112,9 +112,13 @@ func TestTokensPage(t *testing.T) {
 
 	own := revokeHref("admin")
 	confirm = b.mustGet(own, 200)
+	// Said before anyone confirms, and not offered.
+	if text(confirm, "revoke-error") == "" || count(confirm, "confirm-revoke") != 0 {
+		t.Errorf("the last admin token's confirmation: %q, %d buttons; want it said and no button", text(confirm, "revoke-error"), count(confirm, "confirm-revoke"))
+	}
 	r = b.do("POST", own, url.Values{"csrf": {csrfOf(t, confirm)}})
-	if r.status != http.StatusConflict || text(r, "revoke-error") == "" {
-		t.Errorf("revoking the last admin token: %d %q, want 409 with an explanation", r.status, text(r, "revoke-error"))
+	if r.status != http.StatusConflict || text(r, "revoke-error") == "" || count(r, "confirm-revoke") != 0 {
+		t.Errorf("revoking the last admin token: %d %q, want 409 with an explanation and no button", r.status, text(r, "revoke-error"))
 	}
 	env.Must(200, "GET", "/api/v1/whoami", env.Admin, nil)
 }

@@ -39,479 +39,480 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              321,
-	"%[1]s %[2]s, %[3]s %[4]s":                 322,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          320,
-	"%[1]s; %[2]s":                             319,
-	"%d (0 lowest, 9 highest)":                 486,
-	"%d attempts":                              492,
-	"%d attempts, retry after %s, priority %d": 652,
-	"%d breaking":                              240,
-	"%d changes":                               239,
-	"%d completed":                             317,
-	"%d d":                                     329,
-	"%d days":                                  343,
-	"%d failed":                                318,
-	"%d h":                                     328,
+	"%[1]s %[2]s":                              323,
+	"%[1]s %[2]s, %[3]s %[4]s":                 324,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          322,
+	"%[1]s; %[2]s":                             321,
+	"%d (0 lowest, 9 highest)":                 488,
+	"%d attempts":                              494,
+	"%d attempts, retry after %s, priority %d": 655,
+	"%d breaking":                              242,
+	"%d changes":                               241,
+	"%d completed":                             319,
+	"%d d":                                     331,
+	"%d days":                                  345,
+	"%d failed":                                320,
+	"%d h":                                     330,
 	"%d held instances match now.":             62,
-	"%d hours":                                 344,
-	"%d items":                                 724,
-	"%d left":                                  494,
-	"%d min":                                   327,
-	"%d minutes":                               345,
+	"%d hours":                                 346,
+	"%d items":                                 727,
+	"%d left":                                  496,
+	"%d min":                                   329,
+	"%d minutes":                               347,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              722,
-	"%d ms": 347,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         642,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 641,
-	"%d occurrences":                          580,
-	"%d releases":                             259,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              725,
+	"%d ms": 349,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         645,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 644,
+	"%d occurrences":                          583,
+	"%d releases":                             261,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
-	"%d s":       326,
-	"%d seconds": 346,
+	"%d s":       328,
+	"%d seconds": 348,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (deferred; settled by %s)":                        552,
-	"%s (deferred; settled with its settle token)":        550,
-	"%s (deferred; settled with its settle token, as %s)": 551,
+	"%s (deferred; settled by %s)":                        555,
+	"%s (deferred; settled with its settle token)":        553,
+	"%s (deferred; settled with its settle token, as %s)": 554,
 	"%s (token #%d, %s)":                                  101,
-	"%s ago":                                              324,
-	"%s so far":                                           548,
-	"%s → %s":                                             647,
-	"%s, %s: %s":                                          290,
-	"%s, multiplied by %s after each failure, up to %s":                    489,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 488,
-	"%s, revision %s":                         452,
-	"%s, version %s":                          453,
-	"%s: %s":                                  316,
-	"%s: %s → %s":                             247,
-	"%s: a date is written 2026-12-01.":       596,
-	"%s: every revision, present and future":  186,
-	"%s: revision %s":                         187,
-	"%s: revisions %s":                        188,
-	"%s: the first day comes after the last.": 597,
-	"%s–%s":                                   315,
-	"(%d characters in all)":                  726,
-	"(%d handed back, not counted)":           493,
-	"(each item)":                             712,
-	"(in %s)":                                 725,
-	"(worker %s)":                             536,
-	"0 seconds":                               342,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           690,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 525,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 607,
-	"A revision is a definition’s: choose the definition too.": 563,
-	"A version is a process’s: choose the process too.":        388,
+	"%s ago":                                              326,
+	"%s so far":                                           551,
+	"%s → %s":                                             650,
+	"%s, %s: %s":                                          292,
+	"%s, multiplied by %s after each failure, up to %s":                    491,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 490,
+	"%s, revision %s":                         454,
+	"%s, version %s":                          455,
+	"%s: %s":                                  318,
+	"%s: %s → %s":                             249,
+	"%s: a date is written 2026-12-01.":       599,
+	"%s: every revision, present and future":  188,
+	"%s: revision %s":                         189,
+	"%s: revisions %s":                        190,
+	"%s: the first day comes after the last.": 600,
+	"%s–%s":                                   317,
+	"(%d characters in all)":                  729,
+	"(%d handed back, not counted)":           495,
+	"(each item)":                             715,
+	"(in %s)":                                 728,
+	"(worker %s)":                             539,
+	"0 seconds":                               344,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           693,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 528,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 610,
+	"A revision is a definition’s: choose the definition too.": 566,
+	"A version is a process’s: choose the process too.":        390,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              382,
-	"Abandoned by %s at %s — “%s”":                                   374,
+	"Abandoned at node":                                              384,
+	"Abandoned by %s at %s — “%s”":                                   376,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 393,
+	"Act on every instance this filter matches": 395,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       577,
-	"All definitions":                     308,
-	"All its tasks":                       185,
-	"All processes":                       399,
-	"All statuses":                        401,
-	"All workers":                         739,
-	"An operator abandoned the instance.": 524,
-	"Any definition":                      400,
+	"All consumers":                       580,
+	"All definitions":                     310,
+	"All its tasks":                       187,
+	"All processes":                       401,
+	"All statuses":                        403,
+	"All workers":                         742,
+	"An operator abandoned the instance.": 527,
+	"Any definition":                      402,
 	"Apply filters":                       116,
-	"Apr":                                 333,
-	"As of %s (%s); refreshed every few seconds.": 302,
-	"Attempts":                         457,
+	"Apr":                                 335,
+	"As of %s (%s); refreshed every few seconds.": 304,
+	"Attempts":                         459,
 	"Audit log":                        110,
-	"Aug":                              337,
-	"Available from":                   504,
-	"Back to definitions":              160,
-	"Back to external tasks":           159,
-	"Back to the form":                 166,
+	"Aug":                              339,
+	"Available from":                   506,
+	"Back to definitions":              161,
+	"Back to external tasks":           160,
+	"Back to the form":                 168,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           663,
-	"Back without saving":              609,
-	"Breaks processes":                 217,
-	"Breaks workers":                   218,
+	"Back to the occurrence":           666,
+	"Back without saving":              612,
+	"Breaks processes":                 219,
+	"Breaks workers":                   220,
 	"Bulk %s applied to %d instances.": 99,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  126,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 125,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      124,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  127,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 126,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      125,
 	"Bulk action":                     108,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    487,
-	"Calls":                           270,
-	"Calls signed (Relais-Signature)": 272,
-	"Camunda 7 facade":                743,
-	"Cancelled: the instance was stopped (%s).":               547,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 546,
+	"Call timeout":                    489,
+	"Calls":                           272,
+	"Calls signed (Relais-Signature)": 274,
+	"Camunda 7 facade":                746,
+	"Cancelled: the instance was stopped (%s).":               550,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 549,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           664,
-	"Change":                                                  215,
-	"Changes between the two revisions":                       227,
-	"Changes of the Working copy since revision %d":           236,
-	"Choose two existing revisions to compare.":               237,
-	"Classification":                                          194,
+	"Cannot reveal":                                           667,
+	"Change":                                                  217,
+	"Changes between the two revisions":                       229,
+	"Changes of the Working copy since revision %d":           238,
+	"Choose two existing revisions to compare.":               239,
+	"Classification":                                          196,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            636,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 627,
-	"Compare":              214,
-	"Compare revisions":    210,
-	"Completed":            311,
-	"Completed (%s).":      542,
-	"Completed, last hour": 299,
-	"Completions and failures per 5 minutes, last hour: %s":    309,
-	"Completions and failures per 5-minute slot, oldest first": 313,
-	"Completions and failures, last hour":                      292,
-	"Connected":                                                735,
-	"Constraints":                                              195,
-	"Consumer":                                                 459,
-	"Consumer and worker":                                      574,
-	"Consumers":                                                140,
-	"Consumers, oldest first":                                  174,
-	"Counting the occurrences; the counts appear when you reload the page.": 189,
-	"Counts are unavailable right now.":                                     190,
-	"Counts as of %s (%s); refreshed every few seconds.":                    659,
-	"Counts by status": 569,
-	"Created":          358,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            639,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 630,
+	"Compare":              216,
+	"Compare revisions":    212,
+	"Completed":            313,
+	"Completed (%s).":      545,
+	"Completed, last hour": 301,
+	"Completions and failures per 5 minutes, last hour: %s":    311,
+	"Completions and failures per 5-minute slot, oldest first": 315,
+	"Completions and failures, last hour":                      294,
+	"Connected":                                                738,
+	"Constraints":                                              197,
+	"Consumer":                                                 461,
+	"Consumer and worker":                                      577,
+	"Consumers":                                                141,
+	"Consumers, oldest first":                                  176,
+	"Counting the occurrences; the counts appear when you reload the page.": 191,
+	"Counts are unavailable right now.":                                     192,
+	"Counts as of %s (%s); refreshed every few seconds.":                    662,
+	"Counts by status": 572,
+	"Created":          360,
 	"Created from":     83,
-	"Created on":       178,
+	"Created on":       180,
 	"Created to":       84,
-	"Creation date":    389,
-	"Dates":            455,
-	"Deadline":         484,
-	"Dec":              341,
-	"Deferred":         508,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 541,
-	"Definition":                                 294,
-	"Definition %s":                              197,
+	"Creation date":    391,
+	"Dates":            457,
+	"Deadline":         486,
+	"Dec":              343,
+	"Deferred":         510,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 544,
+	"Definition":                                 296,
+	"Definition %s":                              199,
 	"Definition %s has no revision %d.":          95,
-	"Definitions":                                138,
-	"Definitions by key":                         254,
-	"Definitions served":                         733,
-	"Definitions, those needing attention first": 293,
-	"Description":                                196,
-	"Destination":                                471,
-	"Destinations":                               141,
-	"Destinations by name":                       263,
-	"Destination’s answer":                       464,
-	"Detail":                                     216,
-	"Digest":                                     230,
-	"Display settings":                           146,
-	"Display settings saved.":                    615,
-	"Display settings: ":                         147,
-	"Duration":                                   463,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 291,
+	"Definitions":                                139,
+	"Definitions by key":                         256,
+	"Definitions served":                         736,
+	"Definitions, those needing attention first": 295,
+	"Description":                                198,
+	"Destination":                                473,
+	"Destinations":                               142,
+	"Destinations by name":                       265,
+	"Destination’s answer":                       466,
+	"Detail":                                     218,
+	"Digest":                                     232,
+	"Display settings":                           147,
+	"Display settings saved.":                    618,
+	"Display settings: ":                         148,
+	"Duration":                                   465,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 293,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          583,
-	"End node":                  381,
-	"End node or error":         397,
-	"Ended":                     377,
-	"Erase process instance %s": 275,
-	"Erase the instance":        278,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 276,
-	"Erase this instance…": 368,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 280,
-	"Error":                      573,
-	"Error (before any attempt)": 511,
-	"Error (the deadline passed after attempt %d)": 510,
+	"Earlier attempt:":          586,
+	"End node":                  383,
+	"End node or error":         399,
+	"Ended":                     379,
+	"Erase process instance %s": 277,
+	"Erase the instance":        280,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 278,
+	"Erase this instance…": 370,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 282,
+	"Error":                      576,
+	"Error (before any attempt)": 513,
+	"Error (the deadline passed after attempt %d)": 512,
 	"Error code":       81,
-	"Error message":    466,
-	"Every %d seconds": 614,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 503,
-	"Every attempt, oldest first": 458,
+	"Error message":    468,
+	"Every %d seconds": 617,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 505,
+	"Every attempt, oldest first": 460,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  667,
-	"Expired token":                        700,
-	"Expires":                              697,
-	"External tasks":                       133,
-	"Failed":                               297,
-	"Failed (%s).":                         545,
-	"Failed at node":                       383,
-	"Failed occurrence":                    379,
-	"Failed, last hour":                    300,
-	"Feb":                                  331,
-	"Field":                                191,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  670,
+	"Expired token":                        703,
+	"Expires":                              700,
+	"External tasks":                       134,
+	"Failed":                               299,
+	"Failed (%s).":                         548,
+	"Failed at node":                       385,
+	"Failed occurrence":                    381,
+	"Failed, last hour":                    302,
+	"Feb":                                  333,
+	"Field":                                193,
 	"Filter":                               55,
 	"Filters":                              112,
-	"Find":                                 137,
-	"Find an instance or occurrence":       135,
-	"Finished":                             462,
-	"First page":                           593,
+	"Find":                                 138,
+	"Find an instance or occurrence":       136,
+	"Finished":                             464,
+	"First page":                           596,
 	"Follow it in the audit log (new tab)": 59,
-	"Form refused":                         164,
-	"From revision":                        212,
-	"From revision %d to revision %d:":     238,
+	"Form refused":                         166,
+	"From revision":                        214,
+	"From revision %d to revision %d:":     240,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
-	"Grants":                  177,
-	"Graph":                   626,
-	"Graph of %s":             640,
-	"HTTP 2xx, unusable body": 554,
-	"Headers sent":            266,
-	"Health":                  132,
+	"Grants":                  179,
+	"Graph":                   629,
+	"Graph of %s":             643,
+	"HTTP 2xx, unusable body": 557,
+	"Headers sent":            268,
+	"Health":                  133,
 	"Held at a node of":       82,
-	"Held at node":            378,
-	"Held for":                380,
-	"Held instances":          296,
-	"ID":                      175,
-	"In flight":               734,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 310,
-	"Inputs":                     220,
-	"Inputs of revision %d":      231,
-	"Inputs of the working copy": 222,
-	"Inputs the instance was started with, labelled by process version %d's contract": 366,
-	"Inputs, labelled by revision %d's contract":                                      495,
-	"Instance":                  396,
+	"Held at node":            380,
+	"Held for":                382,
+	"Held instances":          298,
+	"ID":                      177,
+	"In flight":               737,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 312,
+	"Inputs":                     222,
+	"Inputs of revision %d":      233,
+	"Inputs of the working copy": 224,
+	"Inputs the instance was started with, labelled by process version %d's contract": 368,
+	"Inputs, labelled by revision %d's contract":                                      497,
+	"Instance":                  398,
 	"Instances":                 86,
-	"Instances of this version": 635,
-	"Invalid request":           157,
-	"It takes every revision its consumer is granted.": 755,
-	"It takes revision %d only.":                       758,
-	"It takes revisions %s only.":                      760,
-	"Its calls":                                        271,
+	"Instances of this version": 638,
+	"Invalid request":           158,
+	"It takes every revision its consumer is granted.": 758,
+	"It takes revision %d only.":                       761,
+	"It takes revisions %s only.":                      763,
+	"Its calls":                                        273,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 277,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  543,
-	"Its instance went on along the node’s error path.":                                                                                                                    544,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      705,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 279,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  546,
+	"Its instance went on along the node’s error path.":                                                                                                                    547,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      708,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
-	"Jan":                     330,
-	"Jul":                     336,
-	"Jun":                     335,
-	"Keep it":                 707,
+	"Jan":                     332,
+	"Jul":                     338,
+	"Jun":                     337,
+	"Keep it":                 710,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       273,
-	"Key":                     255,
-	"Kind":                    630,
-	"Language":                129,
-	"Last changed":            268,
-	"Last error (attempt %d)": 509,
-	"Last reserved":           506,
-	"Last saved":              201,
-	"Last seen":               736,
-	"Last used":               696,
-	"Latest revision":         256,
-	"Lists every change from one revision to another, and whom it may break.": 211,
-	"Local time at %s": 612,
-	"Local time in %s": 611,
-	"Lock expired %s — waiting to be offered again.": 533,
-	"Lock expires":                     507,
-	"Longest timeout":                  267,
-	"Main navigation":                  131,
-	"Mar":                              332,
-	"Maximum attempts":                 480,
-	"May":                              334,
-	"Message":                          571,
-	"Message from Relais (in English)": 560,
-	"Message from the service (its own words, protected values masked)": 561,
-	"Method not allowed": 671,
-	"Mode":               478,
-	"More filters: instance, revision, consumer, destination, dates": 565,
-	"Name":                    176,
-	"Never":                   613,
-	"Next attempt":            505,
-	"Next attempt or settled": 575,
-	"Next node":               357,
-	"Next page":               592,
-	"No consumer yet.":        171,
-	"No definition %s has occurrences: check the key, or show all definitions.": 307,
-	"No definition has occurrences yet.":                                        301,
+	"Keep the instance":       275,
+	"Key":                     257,
+	"Kind":                    633,
+	"Language":                130,
+	"Last changed":            270,
+	"Last error (attempt %d)": 511,
+	"Last reserved":           508,
+	"Last saved":              203,
+	"Last seen":               739,
+	"Last used":               699,
+	"Latest revision":         258,
+	"Lists every change from one revision to another, and whom it may break.": 213,
+	"Local time at %s": 615,
+	"Local time in %s": 614,
+	"Lock expired %s — waiting to be offered again.": 536,
+	"Lock expires":                     509,
+	"Longest timeout":                  269,
+	"Main navigation":                  132,
+	"Mar":                              334,
+	"Maximum attempts":                 482,
+	"May":                              336,
+	"Message":                          574,
+	"Message from Relais (in English)": 563,
+	"Message from the service (its own words, protected values masked)": 564,
+	"Method not allowed": 674,
+	"Mode":               480,
+	"More filters: instance, revision, consumer, destination, dates": 568,
+	"Name":                    178,
+	"Never":                   616,
+	"Next attempt":            507,
+	"Next attempt or settled": 578,
+	"Next node":               359,
+	"Next page":               595,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
+	"No consumer yet.": 173,
+	"No definition %s has occurrences: check the key, or show all definitions.": 309,
+	"No definition has occurrences yet.":                                        303,
 	"No definition has the key “%s”.":                                           94,
-	"No definition yet.":                                                        258,
-	"No destination yet.":                                                       260,
-	"No inputs.":                                                                221,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 680,
-	"No instance matches these filters.": 398,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 678,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 679,
-	"No live worker takes %s now (Workers page).":                                               527,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 528,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           529,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          530,
-	"No more consumers.":                                   172,
-	"No more destinations.":                                261,
-	"No occurrence matches these filters.":                 576,
+	"No definition yet.":                                                        260,
+	"No destination yet.":                                                       262,
+	"No inputs.":                                                                223,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 683,
+	"No instance matches these filters.": 400,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 681,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 682,
+	"No live worker takes %s now (Workers page).":                                               530,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 531,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           532,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          533,
+	"No more consumers.":                                   174,
+	"No more destinations.":                                263,
+	"No occurrence matches these filters.":                 579,
 	"No operator action matches.":                          118,
-	"No operator has acted on this instance.":              362,
-	"No outputs yet: the occurrence has not completed.":    498,
-	"No outputs.":                                          224,
-	"No outputs: the occurrence ended without completing.": 500,
+	"No operator has acted on this instance.":              364,
+	"No outputs yet: the occurrence has not completed.":    500,
+	"No outputs.":                                          226,
+	"No outputs: the occurrence ended without completing.": 502,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         622,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             752,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             751,
+	"No process is published yet.":                         625,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             755,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             754,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
-	"No release yet.": 205,
-	"No revision yet: the Working copy has never been snapshotted.":          203,
-	"No service ever reserved this occurrence: it ended before any attempt.": 470,
-	"No service has reserved this occurrence yet.":                           467,
-	"No token.":              694,
-	"No value was revealed.": 669,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 753,
-	"No worker is connected.":           737,
-	"No worker serves this definition.": 740,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 750,
-	"Node":                  354,
-	"Nodes":                 628,
-	"Nodes of this version": 637,
-	"Nodes of this version, with their occurrences now": 629,
-	"Nodes reached, in order":                           353,
-	"Not allowed":                                       155,
-	"Not found":                                         163,
-	"Notes":                                             208,
-	"Nothing exists at this address, or it is not visible to you.": 161,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
+	"No release yet.": 207,
+	"No revision yet: the Working copy has never been snapshotted.":          205,
+	"No service ever reserved this occurrence: it ended before any attempt.": 472,
+	"No service has reserved this occurrence yet.":                           469,
+	"No token.":              697,
+	"No value was revealed.": 672,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 756,
+	"No worker is connected.":           740,
+	"No worker serves this definition.": 743,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 753,
+	"Node":                  356,
+	"Nodes":                 631,
+	"Nodes of this version": 640,
+	"Nodes of this version, with their occurrences now": 632,
+	"Nodes reached, in order":                           355,
+	"Not allowed":                                       156,
+	"Not found":                                         165,
+	"Notes":                                             210,
+	"Nothing exists at this address, or it is not visible to you.": 162,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 163,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             676,
+	"Nothing to find: the search box is empty.":                             679,
 	"Nothing was done.":        29,
-	"Nov":                      340,
-	"Now":                      476,
-	"Occurrence":               355,
-	"Occurrence %s":            454,
+	"Nov":                      342,
+	"Now":                      478,
+	"Occurrence":               357,
+	"Occurrence %s":            456,
 	"Occurrence offered again": 107,
-	"Occurrences now":          634,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        748,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 749,
-	"Occurrences, newest first": 570,
-	"Oct":                       339,
-	"Offered from %s — %s.":     532,
-	"Oldest claimable waits":    298,
-	"On error":                  633,
-	"On success":                632,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         665,
-	"Only administrators may reveal a sensitive value.":                                                           660,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 691,
-	"Open":             295,
-	"Operator actions": 350,
-	"Operator actions on this instance, newest first": 363,
+	"Occurrences now":          637,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        751,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 752,
+	"Occurrences, newest first": 573,
+	"Oct":                       341,
+	"Offered from %s — %s.":     535,
+	"Oldest claimable waits":    300,
+	"On error":                  636,
+	"On success":                635,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         668,
+	"Only administrators may reveal a sensitive value.":                                                           663,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 694,
+	"Open":             297,
+	"Operator actions": 352,
+	"Operator actions on this instance, newest first": 365,
 	"Operator actions, newest first":                  122,
-	"Outcome":                                         465,
-	"Outputs":                                         223,
-	"Outputs of revision %d":                          232,
-	"Outputs of the working copy":                     225,
-	"Outputs, labelled by revision %d's contract":     497,
-	"Pages":                           590,
-	"Path":                            351,
-	"Pause reloading":                 154,
-	"Pinned revision":                 631,
-	"Policy":                          456,
-	"Previous page":                   591,
-	"Priority":                        485,
+	"Outcome":                                         467,
+	"Outputs":                                         225,
+	"Outputs of revision %d":                          234,
+	"Outputs of the working copy":                     227,
+	"Outputs, labelled by revision %d's contract":     499,
+	"Pages":                           593,
+	"Path":                            353,
+	"Pause reloading":                 155,
+	"Pinned revision":                 634,
+	"Policy":                          458,
+	"Previous page":                   594,
+	"Priority":                        487,
 	"Process":                         77,
-	"Process %s":                      624,
+	"Process %s":                      627,
 	"Process %s has no version %d.":   92,
-	"Process and node":                572,
-	"Process inputs":                  365,
+	"Process and node":                575,
+	"Process inputs":                  367,
 	"Process instance":                106,
-	"Process instance %s":             348,
-	"Process instances":               391,
-	"Process instances, newest first": 395,
-	"Processes":                       134,
-	"Processes by key":                620,
-	"Protocol":                        732,
-	"Published":                       209,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 618,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       619,
-	"Push destination": 566,
+	"Process instance %s":             350,
+	"Process instances":               393,
+	"Process instances, newest first": 397,
+	"Processes":                       135,
+	"Processes by key":                623,
+	"Protocol":                        735,
+	"Published":                       211,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 621,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       622,
+	"Push destination": 569,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            479,
-	"Recorded operator actions":                             361,
-	"Relais console":                                        128,
-	"Relais has not called the destination yet.":            473,
-	"Relais is calling the destination (since %s).":         538,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 475,
-	"Relais never called the destination: the occurrence ended before any call.": 474,
+	"Reason given by the worker":                            481,
+	"Recorded operator actions":                             363,
+	"Relais console":                                        129,
+	"Relais has not called the destination yet.":            475,
+	"Relais is calling the destination (since %s).":         541,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 477,
+	"Relais never called the destination: the occurrence ended before any call.": 476,
 	"Relais refused the action. Nothing was done.":                               49,
-	"Release":                       206,
-	"Releases":                      204,
-	"Releases, oldest first":        226,
-	"Reload lists and detail pages": 606,
-	"Reloading paused":              151,
-	"Reloading paused: this page stays as it is until you resume.": 617,
-	"Reloading resumed.":                  616,
-	"Replica":                             472,
-	"Required":                            193,
-	"Reserved":                            461,
-	"Reserved by %s.":                     540,
-	"Reserved by %s; lock until %s — %s.": 539,
-	"Reserved now":                        184,
-	"Resume":                              152,
-	"Retried by %s at %s — “%s”":          375,
+	"Release":                       208,
+	"Releases":                      206,
+	"Releases, oldest first":        228,
+	"Reload lists and detail pages": 609,
+	"Reloading paused":              152,
+	"Reloading paused: this page stays as it is until you resume.": 620,
+	"Reloading resumed.":                  619,
+	"Replica":                             474,
+	"Required":                            195,
+	"Reserved":                            463,
+	"Reserved by %s.":                     543,
+	"Reserved by %s; lock until %s — %s.": 542,
+	"Reserved now":                        186,
+	"Resume":                              153,
+	"Retried by %s at %s — “%s”":          377,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            482,
+	"Retries":            484,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  531,
-	"Retry delay":        481,
+	"Retry at %s — %s.":  534,
+	"Retry delay":        483,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         477,
+	"Retry or abandon it from its instance":         479,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 512,
+	"Retryable": 514,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 501,
-	"Revealed by %s at %s; recorded in the audit log.": 662,
-	"Reveals":               143,
-	"Reveals, newest first": 668,
-	"Revision":              207,
-	"Revision %d":           228,
-	"Revisions":             202,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 756,
-	"Revoke the %s token “%s”?": 704,
-	"Revoke the token":          706,
-	"Revoke token %d":           703,
-	"Revoke…":                   701,
-	"Role":                      695,
-	"Route":                     356,
-	"Routing output":            200,
-	"Row %s":                    594,
-	"Rows %s–%s":                595,
-	"Save settings":             608,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      661,
+	"Reveal — this is recorded": 503,
+	"Revealed by %s at %s; recorded in the audit log.": 665,
+	"Reveals":               144,
+	"Reveals, newest first": 671,
+	"Revision":              209,
+	"Revision %d":           230,
+	"Revisions":             204,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 759,
+	"Revoke the %s token “%s”?": 707,
+	"Revoke the token":          709,
+	"Revoke token %d":           706,
+	"Revoke…":                   704,
+	"Role":                      698,
+	"Route":                     358,
+	"Routing output":            202,
+	"Row %s":                    597,
+	"Rows %s–%s":                598,
+	"Save settings":             611,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      664,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 274,
-	"Search":                               674,
-	"Secret values can never be revealed.": 666,
-	"Sep":                                  338,
-	"Served by %d workers":                 754,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 276,
+	"Search":                               677,
+	"Secret values can never be revealed.": 669,
+	"Sep":                                  340,
+	"Served by %d workers":                 757,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              359,
-	"Settlement date":      564,
-	"Show all definitions": 306,
-	"Show times in":        604,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
-	"Sign in": 684,
-	"Sign in with an operator, designer or administrator token.": 685,
-	"Sign out":             145,
-	"Signed in as %s (%s)": 144,
-	"Since revision %d:":   234,
-	"Skip to content":      130,
-	"Slot":                 314,
-	"Snapshotted":          229,
+	"Settled":              361,
+	"Settlement date":      567,
+	"Show all definitions": 308,
+	"Show times in":        607,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
+	"Sign in": 687,
+	"Sign in with an operator, designer or administrator token.": 688,
+	"Sign out":             146,
+	"Signed in as %s (%s)": 145,
+	"Since revision %d:":   236,
+	"Skip to content":      131,
+	"Slot":                 316,
+	"Snapshotted":          231,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
-	"Something went wrong": 169,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 692,
-	"Staff tokens, oldest first": 693,
-	"Start node":                 625,
-	"Started":                    376,
-	"State":                      179,
+	"Something went wrong": 171,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 695,
+	"Staff tokens, oldest first": 696,
+	"Start node":                 628,
+	"Started":                    378,
+	"State":                      181,
 	"Status":                     79,
 	"Stop %d instances":          73,
 	"Stop every held instance this filter matches":            67,
@@ -524,286 +525,288 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              373,
+	"Stopped by %s at %s — “%s”":                              375,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
 	"Stopping applies to running or held instances, not %s ones.":                              53,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   372,
-	"Summary": 349,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 253,
-	"Tasks":                   180,
-	"Temporarily unavailable": 167,
-	"That is too long to be an id or a business key.": 677,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   374,
+	"Summary": 351,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 255,
+	"Tasks":                   182,
+	"Temporarily unavailable": 169,
+	"That is too long to be an id or a business key.": 680,
 	"The %d largest groups; the filter matches more.": 87,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              262,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             233,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 518,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              264,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             235,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 521,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          519,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 537,
-	"The chart’s numbers": 312,
+	"The call could not be prepared.":          522,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 540,
+	"The chart’s numbers": 314,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           170,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          605,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           172,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          608,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 168,
-	"The deadline passed before a result arrived.":                                                                                                                          516,
-	"The destination answered HTTP %s.":     526,
-	"The destination could not be reached.": 520,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 514,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      515,
-	"The destination’s answer was too large.": 521,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 173,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     158,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           523,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                522,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             394,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 352,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         199,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               602,
-	"The page size must be between 1 and %d.":                                                                                                                                                              390,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  601,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 170,
+	"The deadline passed before a result arrived.":                                                                                                                          519,
+	"The destination answered HTTP %s.":     529,
+	"The destination could not be reached.": 523,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 517,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      518,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                516,
+	"The destination’s answer was too large.": 524,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 175,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           526,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                525,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             396,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 354,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         201,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               605,
+	"The page size must be between 1 and %d.":                                                                                                                                                              392,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  604,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            517,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      562,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          710,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          687,
-	"The version must be a whole number from 1.":                                                                                                                                                           387,
-	"These revisions have the same contracts.":                                                                                                                                                             219,
-	"These settings are kept in this browser only.":                                                                                                                                                        603,
-	"They take every revision their consumer is granted.":                                                                                                                                                  757,
-	"They take revision %d only.":                                                                                                                                                                          759,
-	"They take revisions %s only.":                                                                                                                                                                         761,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     598,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            520,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      565,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          713,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          690,
+	"The version must be a whole number from 1.":                                                                                                                                                           389,
+	"These revisions have the same contracts.":                                                                                                                                                             221,
+	"These settings are kept in this browser only.":                                                                                                                                                        606,
+	"They take every revision their consumer is granted.":                                                                                                                                                  760,
+	"They take revision %d only.":                                                                                                                                                                          762,
+	"They take revisions %s only.":                                                                                                                                                                         764,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     601,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         496,
-	"This contract has no outputs.":                                                                                                                                                                        499,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         165,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  673,
+	"This contract has no inputs.":                                                                                                                                                                         498,
+	"This contract has no outputs.":                                                                                                                                                                        501,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         167,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  676,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 281,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 283,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 369,
-	"This instance has not reached a task yet.":                   360,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 371,
+	"This instance has not reached a task yet.":                   362,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 279,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 281,
 	"This instance is %s: there is nothing to stop.":                            38,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 370,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 371,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 372,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 373,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            709,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           708,
-	"This page does not accept that request.": 672,
-	"This page reloads every %d seconds.":     153,
-	"This process takes no inputs.":           367,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            712,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           711,
+	"This page does not accept that request.": 675,
+	"This page reloads every %d seconds.":     154,
+	"This process takes no inputs.":           369,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 689,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 638,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            639,
-	"Times in %s · no auto-reload":    150,
-	"Times in %s · reload every %d s": 149,
-	"Times in %s · reloading paused":  148,
-	"To revision":                     213,
-	"Token":                           686,
-	"Tokens":                          142,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 688,
-	"Totals of all definitions, not narrowed by the other filters":         579,
-	"Totals of definition %s, not narrowed by the other filters":           578,
-	"Type": 192,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 675,
-	"URL":                              265,
-	"UTC (coordinated universal time)": 610,
+	"This token is unknown, revoked or expired.": 692,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 641,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            642,
+	"Times in %s · no auto-reload":    151,
+	"Times in %s · reload every %d s": 150,
+	"Times in %s · reloading paused":  149,
+	"To revision":                     215,
+	"Token":                           689,
+	"Tokens":                          143,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 691,
+	"Totals of all definitions, not narrowed by the other filters":         582,
+	"Totals of definition %s, not narrowed by the other filters":           581,
+	"Type": 194,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 678,
+	"URL":                              267,
+	"UTC (coordinated universal time)": 613,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 599,
-	"Unknown parameter “%s”.":                      600,
-	"Unknown status “%s”.":                         386,
-	"Value":                                        364,
+	"Unknown parameter “%s” (did you mean “%s”?).": 602,
+	"Unknown parameter “%s”.":                      603,
+	"Unknown status “%s”.":                         388,
+	"Value":                                        366,
 	"Version":                                      78,
-	"Versions, newest first":                       621,
-	"Waiting for Relais to call the destination since %s (%s).": 534,
-	"Waiting for a worker since %s (%s).":                       535,
+	"Versions, newest first":                       624,
+	"Waiting for Relais to call the destination since %s (%s).": 537,
+	"Waiting for a worker since %s (%s).":                       538,
 	"When":                                                      102,
 	"Who":                                                       103,
-	"Whole message":                                             469,
-	"Why (recorded with the reveal)":                            502,
-	"Worker":                                                    731,
-	"Worker id":                                                 460,
-	"Workers":                                                   139,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        729,
+	"Whole message":                                             471,
+	"Why (recorded with the reveal)":                            504,
+	"Worker":                                                    734,
+	"Worker id":                                                 462,
+	"Workers":                                                   140,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        732,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 730,
-	"Workers serving %s":                   738,
-	"Working copy":                         198,
-	"You are signed out.":                  681,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 682,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          683,
-	"[redacted]":                          559,
+	"Workers seen within three heartbeats": 733,
+	"Workers serving %s":                   741,
+	"Working copy":                         200,
+	"You are signed out.":                  684,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 685,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          686,
+	"[redacted]":                          562,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
-	"active":                              181,
-	"administrator":                       430,
-	"an incident: retry, abandon or stop": 285,
-	"answer too large":                    557,
+	"active":                              183,
+	"administrator":                       432,
+	"an incident: retry, abandon or stop": 287,
+	"answer too large":                    560,
 	"any":                                 76,
-	"any other code → %s":                 650,
-	"any other error":                     283,
-	"as of %s (%s); counts are refreshed every few seconds.": 581,
-	"at least %d characters":                                 713,
-	"at least %d items":                                      720,
-	"at most %d":                                             490,
-	"at most %d characters":                                  714,
-	"at most %d items":                                       721,
-	"at most %d since the last operator retry":               491,
-	"available":                                              402,
-	"boolean":                                                417,
-	"call in progress since":                                 587,
-	"cancelled":                                              407,
-	"choice":                                                 420,
-	"claimable since":                                        586,
-	"claimable since %s":                                     303,
-	"classification changed":                                 441,
-	"completed":                                              405,
-	"constraint changed":                                     442,
-	"consumer":                                               433,
-	"consumer #%s":                                           549,
-	"date":                                                   418,
-	"date and time":                                          419,
-	"deadline %s":                                            654,
-	"deferred":                                               404,
-	"deferred since":                                         589,
+	"any other code → %s":                 653,
+	"any other error":                     285,
+	"as of %s (%s); counts are refreshed every few seconds.": 584,
+	"at least %d characters":                                 716,
+	"at least %d items":                                      723,
+	"at most %d":                                             492,
+	"at most %d characters":                                  717,
+	"at most %d items":                                       724,
+	"at most %d since the last operator retry":               493,
+	"available":                                              404,
+	"boolean":                                                419,
+	"call in progress since":                                 590,
+	"cancelled":                                              409,
+	"choice":                                                 422,
+	"claimable since":                                        589,
+	"claimable since %s":                                     305,
+	"classification changed":                                 443,
+	"completed":                                              407,
+	"constraint changed":                                     444,
+	"consumer":                                               435,
+	"consumer #%s":                                           552,
+	"date":                                                   420,
+	"date and time":                                          421,
+	"deadline %s":                                            657,
+	"deferred":                                               406,
+	"deferred since":                                         592,
 	"deleted":                                                109,
-	"designer":                                               432,
-	"disconnected":                                           413,
-	"end (completes)":                                        645,
-	"end (fails)":                                            646,
-	"end: completes the instance":                            286,
-	"end: fails the instance":                                287,
+	"designer":                                               434,
+	"disconnected":                                           415,
+	"end (completes)":                                        648,
+	"end (fails)":                                            649,
+	"end: completes the instance":                            288,
+	"end: fails the instance":                                289,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 744,
-	"exact, case-sensitive":                                  392,
-	"expired":                                                410,
-	"failed":                                                 406,
-	"fails the instance":                                     651,
-	"field added":                                            436,
-	"field removed":                                          437,
-	"format":                                                 447,
-	"format %s":                                              716,
+	"every revision its consumer is granted":                 747,
+	"exact, case-sensitive":                                  394,
+	"expired":                                                412,
+	"failed":                                                 408,
+	"fails the instance":                                     654,
+	"field added":                                            438,
+	"field removed":                                          439,
+	"format":                                                 449,
+	"format %s":                                              719,
 	"from":                                                   114,
-	"held":                                                   409,
-	"held for an operator":                                   284,
-	"held, then abandoned by an operator":                    385,
-	"held, then stopped by an operator":                      384,
-	"hidden (secret)":                                        427,
-	"hidden (sensitive)":                                     426,
-	"hold (an incident for an operator)":                     649,
-	"id or business key":                                     136,
-	"in %s":                                                  323,
-	"in progress":                                            468,
-	"instance id":                                            568,
-	"instances held":                                         657,
-	"instances held: %s":                                     658,
-	"integer":                                                415,
-	"its name, exactly":                                      567,
-	"just now":                                               325,
-	"list":                                                   422,
-	"lock until":                                             588,
-	"long polling":                                           742,
-	"long wait":                                              304,
-	"masked value":                                           264,
-	"maximum":                                                449,
-	"maximum %s":                                             718,
-	"maximum items":                                          451,
-	"maximum length":                                         445,
-	"minimum":                                                448,
-	"minimum %s":                                             717,
-	"minimum items":                                          450,
-	"minimum length":                                         444,
-	"never":                                                  698,
-	"next attempt":                                           585,
-	"no":                                                     435,
-	"no answer within the timeout":                           555,
-	"no connection":                                          556,
-	"no grant: it takes nothing":                             183,
-	"no header":                                              269,
-	"no worker":                                              305,
-	"no worker takes revision %d":                            746,
-	"no worker takes revisions %s":                           747,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 513,
-	"none": 252,
-	"none (revealed before reasons were asked for)": 670,
-	"none yet": 257,
-	"none: a failed call takes the node’s error path": 483,
-	"normal":                             423,
-	"not provided":                       723,
-	"not yet":                            699,
-	"null":                               727,
-	"number":                             416,
-	"object":                             421,
-	"on error":                           282,
-	"one attempt, no retry, priority %d": 653,
-	"one of: %s":                         719,
-	"operator":                           431,
-	"optional %s field of type %s":       249,
-	"optional field of type %s":          251,
-	"optional → required":                242,
-	"pattern":                            446,
-	"pattern %s":                         715,
-	"pull":                               643,
-	"pull %s":                            289,
-	"pull (the service fetches it)":      428,
-	"push %s":                            288,
-	"push (Relais calls the service)":    429,
-	"push to %s":                         644,
-	"rejected":                           411,
-	"released":                           412,
-	"required %s field of type %s":       248,
-	"required changed":                   439,
-	"required field of type %s":          250,
-	"required → optional":                243,
-	"reserved":                           403,
+	"held":                                                   411,
+	"held for an operator":                                   286,
+	"held, then abandoned by an operator":                    387,
+	"held, then stopped by an operator":                      386,
+	"hidden (secret)":                                        429,
+	"hidden (sensitive)":                                     428,
+	"hold (an incident for an operator)":                     652,
+	"id or business key":                                     137,
+	"in %s":                                                  325,
+	"in progress":                                            470,
+	"instance id":                                            571,
+	"instances held":                                         660,
+	"instances held: %s":                                     661,
+	"integer":                                                417,
+	"its name, exactly":                                      570,
+	"just now":                                               327,
+	"list":                                                   424,
+	"lock until":                                             591,
+	"long polling":                                           745,
+	"long wait":                                              306,
+	"masked value":                                           266,
+	"maximum":                                                451,
+	"maximum %s":                                             721,
+	"maximum items":                                          453,
+	"maximum length":                                         447,
+	"minimum":                                                450,
+	"minimum %s":                                             720,
+	"minimum items":                                          452,
+	"minimum length":                                         446,
+	"never":                                                  701,
+	"next attempt":                                           588,
+	"no":                                                     437,
+	"no answer within the timeout":                           558,
+	"no connection":                                          559,
+	"no grant: it takes nothing":                             185,
+	"no header":                                              271,
+	"no worker":                                              307,
+	"no worker takes revision %d":                            749,
+	"no worker takes revisions %s":                           750,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 515,
+	"none": 254,
+	"none (revealed before reasons were asked for)": 673,
+	"none yet": 259,
+	"none: a failed call takes the node’s error path": 485,
+	"normal":                             425,
+	"not provided":                       726,
+	"not yet":                            702,
+	"null":                               730,
+	"number":                             418,
+	"object":                             423,
+	"on error":                           284,
+	"one attempt, no retry, priority %d": 656,
+	"one of: %s":                         722,
+	"operator":                           433,
+	"optional %s field of type %s":       251,
+	"optional field of type %s":          253,
+	"optional → required":                244,
+	"pattern":                            448,
+	"pattern %s":                         718,
+	"pull":                               646,
+	"pull %s":                            291,
+	"pull (the service fetches it)":      430,
+	"push %s":                            290,
+	"push (Relais calls the service)":    431,
+	"push to %s":                         647,
+	"rejected":                           413,
+	"released":                           414,
+	"required %s field of type %s":       250,
+	"required changed":                   441,
+	"required field of type %s":          252,
+	"required → optional":                245,
+	"reserved":                           405,
 	"retry":                              3,
-	"revision %d":                        582,
-	"revisions %s":                       745,
-	"revoked":                            182,
-	"routing changed":                    443,
-	"routing output":                     711,
-	"routing output %s → %s":             241,
-	"running":                            408,
-	"secret":                             425,
-	"sensitive":                          424,
-	"settled":                            584,
+	"revision %d":                        585,
+	"revisions %s":                       748,
+	"revoked":                            184,
+	"routing changed":                    445,
+	"routing output":                     714,
+	"routing output %s → %s":             243,
+	"running":                            410,
+	"secret":                             427,
+	"sensitive":                          426,
+	"settled":                            587,
 	"stop":                               5,
-	"stream":                             741,
-	"text":                               414,
-	"the contracts are the same (the name or a description changed).": 235,
-	"this session":             702,
-	"timeout %s":               655,
-	"timeout %s (the default)": 656,
+	"stream":                             744,
+	"text":                               416,
+	"the contracts are the same (the name or a description changed).": 237,
+	"this session":             705,
+	"timeout %s":               658,
+	"timeout %s (the default)": 659,
 	"to":                       115,
-	"type changed":             438,
-	"unexpected value":         728,
-	"unknown":                  558,
-	"values added: %s":         244,
-	"values changed":           440,
-	"values removed: %s":       245,
-	"values reordered":         246,
-	"version %d":               623,
-	"waiting":                  553,
-	"yes":                      434,
-	"→ %s":                     648,
+	"type changed":             440,
+	"unexpected value":         731,
+	"unknown":                  561,
+	"values added: %s":         246,
+	"values changed":           442,
+	"values removed: %s":       247,
+	"values reordered":         248,
+	"version %d":               626,
+	"waiting":                  556,
+	"yes":                      436,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 164,
+	"→ %s": 651,
 }
 
-var enIndex = []uint32{ // 763 elements
+var enIndex = []uint32{ // 766 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -839,189 +842,190 @@ var enIndex = []uint32{ // 763 elements
 	0x000019fa, 0x00001a02, 0x00001a1a, 0x00001a1f,
 	0x00001a22, 0x00001a30, 0x00001a3e, 0x00001a5a,
 	0x00001a66, 0x00001afb, 0x00001b24, 0x00001b43,
-	0x00001bab, 0x00001c3e, 0x00001cf3, 0x00001d87,
+	0x00001b9b, 0x00001c73, 0x00001d06, 0x00001dbb,
 	// Entry 80 - 9F
-	0x00001e06, 0x00001e15, 0x00001e1e, 0x00001e2e,
-	0x00001e3e, 0x00001e45, 0x00001e54, 0x00001e5e,
-	0x00001e7d, 0x00001e90, 0x00001e95, 0x00001ea1,
-	0x00001ea9, 0x00001eb3, 0x00001ec0, 0x00001ec7,
-	0x00001ecf, 0x00001eea, 0x00001ef3, 0x00001f04,
-	0x00001f1b, 0x00001f3e, 0x00001f65, 0x00001f86,
-	0x00001f97, 0x00001f9e, 0x00001fc5, 0x00001fd5,
-	0x00001fe1, 0x0000205f, 0x0000206f, 0x000020d7,
+	0x00001e4f, 0x00001ece, 0x00001edd, 0x00001ee6,
+	0x00001ef6, 0x00001f06, 0x00001f0d, 0x00001f1c,
+	0x00001f26, 0x00001f45, 0x00001f58, 0x00001f5d,
+	0x00001f69, 0x00001f71, 0x00001f7b, 0x00001f88,
+	0x00001f8f, 0x00001f97, 0x00001fb2, 0x00001fbb,
+	0x00001fcc, 0x00001fe3, 0x00002006, 0x0000202d,
+	0x0000204e, 0x0000205f, 0x00002066, 0x0000208d,
+	0x0000209d, 0x000020a9, 0x00002127, 0x00002137,
 	// Entry A0 - BF
-	0x000020ee, 0x00002102, 0x0000213f, 0x00002258,
-	0x00002262, 0x0000226f, 0x000022ec, 0x000022fd,
-	0x00002315, 0x0000235b, 0x00002370, 0x000023df,
-	0x000023f0, 0x00002403, 0x000024c8, 0x000024e0,
-	0x000024e3, 0x000024e8, 0x000024ef, 0x000024fa,
-	0x00002500, 0x00002506, 0x0000250d, 0x00002515,
-	0x00002530, 0x0000253d, 0x0000254b, 0x00002575,
-	0x0000258b, 0x000025a2, 0x000025e8, 0x0000260a,
+	0x0000219f, 0x000021b6, 0x000021ca, 0x00002207,
+	0x00002320, 0x0000239d, 0x000023a7, 0x000023b4,
+	0x00002431, 0x00002442, 0x0000245a, 0x000024a0,
+	0x000024b5, 0x00002524, 0x00002535, 0x00002548,
+	0x0000260d, 0x00002625, 0x00002628, 0x0000262d,
+	0x00002634, 0x0000263f, 0x00002645, 0x0000264b,
+	0x00002652, 0x0000265a, 0x00002675, 0x00002682,
+	0x00002690, 0x000026ba, 0x000026d0, 0x000026e7,
 	// Entry C0 - DF
-	0x00002610, 0x00002615, 0x0000261e, 0x0000262d,
-	0x00002639, 0x00002645, 0x00002656, 0x00002663,
-	0x000026c0, 0x000026cf, 0x000026da, 0x000026e4,
-	0x00002722, 0x0000272b, 0x0000273b, 0x00002743,
-	0x0000274c, 0x00002752, 0x0000275c, 0x0000276e,
-	0x000027b6, 0x000027c4, 0x000027d0, 0x000027d8,
-	0x000027df, 0x000027e6, 0x000027f7, 0x00002806,
-	0x0000282f, 0x00002836, 0x00002841, 0x0000285c,
+	0x0000272d, 0x0000274f, 0x00002755, 0x0000275a,
+	0x00002763, 0x00002772, 0x0000277e, 0x0000278a,
+	0x0000279b, 0x000027a8, 0x00002805, 0x00002814,
+	0x0000281f, 0x00002829, 0x00002867, 0x00002870,
+	0x00002880, 0x00002888, 0x00002891, 0x00002897,
+	0x000028a1, 0x000028b3, 0x000028fb, 0x00002909,
+	0x00002915, 0x0000291d, 0x00002924, 0x0000292b,
+	0x0000293c, 0x0000294b, 0x00002974, 0x0000297b,
 	// Entry E0 - FF
-	0x00002864, 0x00002870, 0x0000288c, 0x000028a3,
-	0x000028c5, 0x000028d4, 0x000028e0, 0x000028e7,
-	0x00002900, 0x0000291a, 0x000029c3, 0x000029d9,
-	0x00002a19, 0x00002a4a, 0x00002a74, 0x00002a9b,
-	0x00002abf, 0x00002ae6, 0x00002b05, 0x00002b1b,
-	0x00002b31, 0x00002b45, 0x00002b5b, 0x00002b6c,
-	0x00002b83, 0x00002ba6, 0x00002bc9, 0x00002be6,
-	0x00002c03, 0x00002c08, 0x00002c54, 0x00002c67,
+	0x00002986, 0x000029a1, 0x000029a9, 0x000029b5,
+	0x000029d1, 0x000029e8, 0x00002a0a, 0x00002a19,
+	0x00002a25, 0x00002a2c, 0x00002a45, 0x00002a5f,
+	0x00002b08, 0x00002b1e, 0x00002b5e, 0x00002b8f,
+	0x00002bb9, 0x00002be0, 0x00002c04, 0x00002c2b,
+	0x00002c4a, 0x00002c60, 0x00002c76, 0x00002c8a,
+	0x00002ca0, 0x00002cb1, 0x00002cc8, 0x00002ceb,
+	0x00002d0e, 0x00002d2b, 0x00002d48, 0x00002d4d,
 	// Entry 100 - 11F
-	0x00002c6b, 0x00002c7b, 0x00002c84, 0x00002c97,
-	0x00002cbd, 0x00002cd1, 0x00002ce7, 0x00002db9,
-	0x00002dce, 0x00002ddb, 0x00002ddf, 0x00002dec,
-	0x00002dfc, 0x00002e09, 0x00002e13, 0x00002e19,
-	0x00002e23, 0x00002e43, 0x00002e55, 0x00002f09,
-	0x00002f26, 0x00002f94, 0x00003054, 0x00003067,
-	0x000030b4, 0x00003118, 0x0000317c, 0x00003185,
-	0x00003195, 0x000031aa, 0x000031ce, 0x000031ea,
+	0x00002d99, 0x00002dac, 0x00002db0, 0x00002dc0,
+	0x00002dc9, 0x00002ddc, 0x00002e02, 0x00002e16,
+	0x00002e2c, 0x00002efe, 0x00002f13, 0x00002f20,
+	0x00002f24, 0x00002f31, 0x00002f41, 0x00002f4e,
+	0x00002f58, 0x00002f5e, 0x00002f68, 0x00002f88,
+	0x00002f9a, 0x0000304e, 0x0000306b, 0x000030d9,
+	0x00003199, 0x000031ac, 0x000031f9, 0x0000325d,
+	0x000032c1, 0x000032ca, 0x000032da, 0x000032ef,
 	// Entry 120 - 13F
-	0x00003202, 0x0000320d, 0x00003218, 0x0000322c,
-	0x00003342, 0x00003366, 0x00003391, 0x0000339c,
-	0x000033a1, 0x000033b0, 0x000033b7, 0x000033ce,
-	0x000033e3, 0x000033f5, 0x00003418, 0x0000344a,
-	0x00003460, 0x0000346a, 0x00003474, 0x00003489,
-	0x000034d6, 0x000034e6, 0x0000351f, 0x00003573,
-	0x0000357d, 0x00003593, 0x000035cc, 0x000035d1,
-	0x000035df, 0x000035ec, 0x00003615, 0x00003638,
+	0x00003313, 0x0000332f, 0x00003347, 0x00003352,
+	0x0000335d, 0x00003371, 0x00003487, 0x000034ab,
+	0x000034d6, 0x000034e1, 0x000034e6, 0x000034f5,
+	0x000034fc, 0x00003513, 0x00003528, 0x0000353a,
+	0x0000355d, 0x0000358f, 0x000035a5, 0x000035af,
+	0x000035b9, 0x000035ce, 0x0000361b, 0x0000362b,
+	0x00003664, 0x000036b8, 0x000036c2, 0x000036d8,
+	0x00003711, 0x00003716, 0x00003724, 0x00003731,
 	// Entry 140 - 15F
-	0x00003645, 0x00003665, 0x00003671, 0x0000368a,
-	0x00003693, 0x0000369d, 0x000036a6, 0x000036ae,
-	0x000036b8, 0x000036c0, 0x000036c8, 0x000036cc,
-	0x000036d0, 0x000036d4, 0x000036d8, 0x000036dc,
-	0x000036e0, 0x000036e4, 0x000036e8, 0x000036ec,
-	0x000036f0, 0x000036f4, 0x000036f8, 0x00003702,
-	0x00003720, 0x00003740, 0x00003764, 0x00003788,
-	0x00003791, 0x000037a8, 0x000037b0, 0x000037c1,
+	0x0000375a, 0x0000377d, 0x0000378a, 0x000037aa,
+	0x000037b6, 0x000037cf, 0x000037d8, 0x000037e2,
+	0x000037eb, 0x000037f3, 0x000037fd, 0x00003805,
+	0x0000380d, 0x00003811, 0x00003815, 0x00003819,
+	0x0000381d, 0x00003821, 0x00003825, 0x00003829,
+	0x0000382d, 0x00003831, 0x00003835, 0x00003839,
+	0x0000383d, 0x00003847, 0x00003865, 0x00003885,
+	0x000038a9, 0x000038cd, 0x000038d6, 0x000038ed,
 	// Entry 160 - 17F
-	0x000037c6, 0x0000380b, 0x00003823, 0x00003828,
-	0x00003833, 0x00003839, 0x00003843, 0x0000384b,
-	0x00003853, 0x0000387d, 0x00003897, 0x000038bf,
-	0x000038ef, 0x000038f5, 0x00003904, 0x00003957,
-	0x00003975, 0x0000398c, 0x00003a3c, 0x00003b5e,
-	0x00003c1d, 0x00003c74, 0x00003c9e, 0x00003cca,
-	0x00003cf4, 0x00003cfc, 0x00003d02, 0x00003d0f,
-	0x00003d21, 0x00003d2a, 0x00003d33, 0x00003d45,
+	0x000038f5, 0x00003906, 0x0000390b, 0x00003950,
+	0x00003968, 0x0000396d, 0x00003978, 0x0000397e,
+	0x00003988, 0x00003990, 0x00003998, 0x000039c2,
+	0x000039dc, 0x00003a04, 0x00003a34, 0x00003a3a,
+	0x00003a49, 0x00003a9c, 0x00003aba, 0x00003ad1,
+	0x00003b81, 0x00003ca3, 0x00003d62, 0x00003db9,
+	0x00003de3, 0x00003e0f, 0x00003e39, 0x00003e41,
+	0x00003e47, 0x00003e54, 0x00003e66, 0x00003e6f,
 	// Entry 180 - 19F
-	0x00003d54, 0x00003d76, 0x00003d9a, 0x00003db6,
-	0x00003de1, 0x00003e15, 0x00003e23, 0x00003e4e,
-	0x00003e60, 0x00003e76, 0x00003ea0, 0x00003ee9,
-	0x00003f09, 0x00003f12, 0x00003f24, 0x00003f47,
-	0x00003f55, 0x00003f64, 0x00003f71, 0x00003f7b,
-	0x00003f84, 0x00003f8d, 0x00003f97, 0x00003f9e,
-	0x00003fa8, 0x00003fb0, 0x00003fb5, 0x00003fbd,
-	0x00003fc6, 0x00003fcf, 0x00003fdc, 0x00003fe1,
+	0x00003e78, 0x00003e8a, 0x00003e99, 0x00003ebb,
+	0x00003edf, 0x00003efb, 0x00003f26, 0x00003f5a,
+	0x00003f68, 0x00003f93, 0x00003fa5, 0x00003fbb,
+	0x00003fe5, 0x0000402e, 0x0000404e, 0x00004057,
+	0x00004069, 0x0000408c, 0x0000409a, 0x000040a9,
+	0x000040b6, 0x000040c0, 0x000040c9, 0x000040d2,
+	0x000040dc, 0x000040e3, 0x000040ed, 0x000040f5,
+	0x000040fa, 0x00004102, 0x0000410b, 0x00004114,
 	// Entry 1A0 - 1BF
-	0x00003fe9, 0x00003ff0, 0x00003ff8, 0x00003ffd,
-	0x0000400b, 0x00004012, 0x00004019, 0x0000401e,
-	0x00004025, 0x0000402f, 0x00004036, 0x00004049,
-	0x00004059, 0x00004077, 0x00004097, 0x000040a5,
-	0x000040ae, 0x000040b7, 0x000040c0, 0x000040c4,
-	0x000040c7, 0x000040d3, 0x000040e1, 0x000040ee,
-	0x000040ff, 0x0000410e, 0x00004125, 0x00004138,
-	0x00004148, 0x00004157, 0x00004166, 0x0000416e,
+	0x00004121, 0x00004126, 0x0000412e, 0x00004135,
+	0x0000413d, 0x00004142, 0x00004150, 0x00004157,
+	0x0000415e, 0x00004163, 0x0000416a, 0x00004174,
+	0x0000417b, 0x0000418e, 0x0000419e, 0x000041bc,
+	0x000041dc, 0x000041ea, 0x000041f3, 0x000041fc,
+	0x00004205, 0x00004209, 0x0000420c, 0x00004218,
+	0x00004226, 0x00004233, 0x00004244, 0x00004253,
+	0x0000426a, 0x0000427d, 0x0000428d, 0x0000429c,
 	// Entry 1C0 - 1DF
-	0x00004175, 0x0000417d, 0x00004185, 0x00004193,
-	0x000041a1, 0x000041b7, 0x000041cc, 0x000041dd,
-	0x000041e3, 0x000041ea, 0x000041f3, 0x0000420f,
-	0x00004218, 0x00004222, 0x0000422b, 0x00004234,
-	0x0000423d, 0x00004254, 0x0000425c, 0x0000426a,
-	0x00004297, 0x000042a3, 0x000042b1, 0x000042f8,
-	0x00004304, 0x0000430c, 0x00004337, 0x00004382,
-	0x00004444, 0x00004448, 0x0000446e, 0x00004473,
+	0x000042ab, 0x000042b3, 0x000042ba, 0x000042c2,
+	0x000042ca, 0x000042d8, 0x000042e6, 0x000042fc,
+	0x00004311, 0x00004322, 0x00004328, 0x0000432f,
+	0x00004338, 0x00004354, 0x0000435d, 0x00004367,
+	0x00004370, 0x00004379, 0x00004382, 0x00004399,
+	0x000043a1, 0x000043af, 0x000043dc, 0x000043e8,
+	0x000043f6, 0x0000443d, 0x00004449, 0x00004451,
+	0x0000447c, 0x000044c7, 0x00004589, 0x0000458d,
 	// Entry 1E0 - 1FF
-	0x0000448e, 0x0000449f, 0x000044ab, 0x000044b3,
-	0x000044e5, 0x000044ee, 0x000044f7, 0x00004513,
-	0x00004520, 0x00004570, 0x000045ab, 0x000045b9,
-	0x000045e5, 0x0000460b, 0x0000462c, 0x00004637,
-	0x00004665, 0x00004682, 0x000046b1, 0x000046e3,
-	0x00004701, 0x00004736, 0x00004752, 0x00004771,
-	0x000047cc, 0x000047db, 0x000047e8, 0x000047f6,
-	0x00004803, 0x0000480c, 0x00004827, 0x00004857,
+	0x000045b3, 0x000045b8, 0x000045d3, 0x000045e4,
+	0x000045f0, 0x000045f8, 0x0000462a, 0x00004633,
+	0x0000463c, 0x00004658, 0x00004665, 0x000046b5,
+	0x000046f0, 0x000046fe, 0x0000472a, 0x00004750,
+	0x00004771, 0x0000477c, 0x000047aa, 0x000047c7,
+	0x000047f6, 0x00004828, 0x00004846, 0x0000487b,
+	0x00004897, 0x000048b6, 0x00004911, 0x00004920,
+	0x0000492d, 0x0000493b, 0x00004948, 0x00004951,
 	// Entry 200 - 21F
-	0x00004872, 0x0000487c, 0x000048cf, 0x0000494d,
-	0x000049c3, 0x000049f0, 0x00004a2a, 0x00004b09,
-	0x00004b29, 0x00004b4f, 0x00004b79, 0x00004bb1,
-	0x00004bee, 0x00004c12, 0x00004c8b, 0x00004cb0,
-	0x00004cdf, 0x00004d3f, 0x00004d98, 0x00004df2,
-	0x00004e0c, 0x00004e2a, 0x00004e5e, 0x00004e9e,
-	0x00004ec8, 0x00004ed7, 0x00004fa2, 0x00004fd3,
-	0x00005002, 0x00005015, 0x0000508a, 0x0000509d,
+	0x0000496c, 0x0000499c, 0x000049b7, 0x000049c1,
+	0x00004a14, 0x00004a70, 0x00004aee, 0x00004b64,
+	0x00004b91, 0x00004bcb, 0x00004caa, 0x00004cca,
+	0x00004cf0, 0x00004d1a, 0x00004d52, 0x00004d8f,
+	0x00004db3, 0x00004e2c, 0x00004e51, 0x00004e80,
+	0x00004ee0, 0x00004f39, 0x00004f93, 0x00004fad,
+	0x00004fcb, 0x00004fff, 0x0000503f, 0x00005069,
+	0x00005078, 0x00005143, 0x00005174, 0x000051a3,
 	// Entry 220 - 23F
-	0x000050d1, 0x00005105, 0x00005115, 0x0000515c,
-	0x00005189, 0x00005196, 0x000051a6, 0x000051d6,
-	0x00005210, 0x00005233, 0x0000523b, 0x00005253,
-	0x00005270, 0x0000527e, 0x0000528f, 0x00005297,
-	0x000052a2, 0x000052c3, 0x00005305, 0x00005335,
-	0x00005370, 0x00005380, 0x000053bf, 0x000053d0,
-	0x000053e2, 0x000053ee, 0x000053ff, 0x00005419,
-	0x00005421, 0x00005432, 0x00005438, 0x0000544c,
+	0x000051b6, 0x0000522b, 0x0000523e, 0x00005272,
+	0x000052a6, 0x000052b6, 0x000052fd, 0x0000532a,
+	0x00005337, 0x00005347, 0x00005377, 0x000053b1,
+	0x000053d4, 0x000053dc, 0x000053f4, 0x00005411,
+	0x0000541f, 0x00005430, 0x00005438, 0x00005443,
+	0x00005464, 0x000054a6, 0x000054d6, 0x00005511,
+	0x00005521, 0x00005560, 0x00005571, 0x00005583,
+	0x0000558f, 0x000055a0, 0x000055ba, 0x000055c2,
 	// Entry 240 - 25F
-	0x00005464, 0x00005489, 0x00005497, 0x000054d5,
-	0x00005512, 0x0000553e, 0x0000557b, 0x0000558a,
-	0x0000559b, 0x000055a3, 0x000055b0, 0x000055c0,
-	0x000055d7, 0x000055e2, 0x000055f1, 0x000055f7,
-	0x00005605, 0x0000560f, 0x0000561a, 0x00005624,
-	0x00005637, 0x0000565c, 0x00005687, 0x00005718,
-	0x00005753, 0x00005772, 0x000057b0, 0x000057e7,
-	0x00005815, 0x00005823, 0x000058c2, 0x000058e0,
+	0x000055d3, 0x000055d9, 0x000055ed, 0x00005605,
+	0x0000562a, 0x00005638, 0x00005676, 0x000056b3,
+	0x000056df, 0x0000571c, 0x0000572b, 0x0000573c,
+	0x00005744, 0x00005751, 0x00005761, 0x00005778,
+	0x00005783, 0x00005792, 0x00005798, 0x000057a6,
+	0x000057b0, 0x000057bb, 0x000057c5, 0x000057d8,
+	0x000057fd, 0x00005828, 0x000058b9, 0x000058f4,
+	0x00005913, 0x00005951, 0x00005988, 0x000059b6,
 	// Entry 260 - 27F
-	0x00005a37, 0x00005a45, 0x00005a59, 0x00005a7a,
-	0x00005a8e, 0x00005aa2, 0x00005aa8, 0x00005abc,
-	0x00005ad4, 0x00005ae7, 0x00005b24, 0x00005b97,
-	0x00005be4, 0x00005bf5, 0x00005c0c, 0x00005c29,
-	0x00005c37, 0x00005c45, 0x00005c50, 0x00005c56,
-	0x00005d48, 0x00005d4e, 0x00005d80, 0x00005d85,
-	0x00005d95, 0x00005da0, 0x00005da9, 0x00005db9,
-	0x00005dd3, 0x00005e78, 0x00005e8e, 0x00005f13,
+	0x000059c4, 0x00005a63, 0x00005a81, 0x00005bd8,
+	0x00005be6, 0x00005bfa, 0x00005c1b, 0x00005c2f,
+	0x00005c43, 0x00005c49, 0x00005c5d, 0x00005c75,
+	0x00005c88, 0x00005cc5, 0x00005d38, 0x00005d85,
+	0x00005d96, 0x00005dad, 0x00005dca, 0x00005dd8,
+	0x00005de6, 0x00005df1, 0x00005df7, 0x00005ee9,
+	0x00005eef, 0x00005f21, 0x00005f26, 0x00005f36,
+	0x00005f41, 0x00005f4a, 0x00005f5a, 0x00005f74,
 	// Entry 280 - 29F
-	0x00005f8d, 0x00005f9c, 0x00006056, 0x000060a7,
-	0x000060ac, 0x000060ba, 0x000060ca, 0x000060d6,
-	0x000060e6, 0x000060f0, 0x00006113, 0x0000612c,
-	0x0000613f, 0x000061ab, 0x000061d1, 0x000061e0,
-	0x000061ee, 0x0000620a, 0x00006219, 0x0000622f,
-	0x00006268, 0x0000629a, 0x000062f2, 0x00006329,
-	0x00006340, 0x0000634e, 0x00006392, 0x000063b7,
-	0x0000642e, 0x00006444, 0x0000645b, 0x00006489,
+	0x00006019, 0x0000602f, 0x000060b4, 0x0000612e,
+	0x0000613d, 0x000061f7, 0x00006248, 0x0000624d,
+	0x0000625b, 0x0000626b, 0x00006277, 0x00006287,
+	0x00006291, 0x000062b4, 0x000062cd, 0x000062e0,
+	0x0000634c, 0x00006372, 0x00006381, 0x0000638f,
+	0x000063ab, 0x000063ba, 0x000063d0, 0x00006409,
+	0x0000643b, 0x00006493, 0x000064ca, 0x000064e1,
+	0x000064ef, 0x00006533, 0x00006558, 0x000065cf,
 	// Entry 2A0 - 2BF
-	0x0000649c, 0x000064c4, 0x00006548, 0x0000654f,
-	0x000065b7, 0x000065e1, 0x00006611, 0x0000666f,
-	0x000067a9, 0x00006849, 0x0000685d, 0x00006908,
-	0x0000698a, 0x00006992, 0x000069cd, 0x000069d3,
-	0x00006a4f, 0x00006ae7, 0x00006b12, 0x00006b74,
-	0x00006be0, 0x00006c87, 0x00006ca2, 0x00006cac,
-	0x00006cb1, 0x00006cbb, 0x00006cc3, 0x00006cc9,
-	0x00006cd1, 0x00006cdf, 0x00006ce9, 0x00006cf6,
+	0x000065e5, 0x000065fc, 0x0000662a, 0x0000663d,
+	0x00006665, 0x000066e9, 0x000066f0, 0x00006758,
+	0x00006782, 0x000067b2, 0x00006810, 0x0000694a,
+	0x000069ea, 0x000069fe, 0x00006aa9, 0x00006b2b,
+	0x00006b33, 0x00006b6e, 0x00006b74, 0x00006bf0,
+	0x00006c88, 0x00006cb3, 0x00006d15, 0x00006d81,
+	0x00006e28, 0x00006e43, 0x00006e4d, 0x00006e52,
+	0x00006e5c, 0x00006e64, 0x00006e6a, 0x00006e72,
 	// Entry 2C0 - 2DF
-	0x00006d09, 0x00006d2d, 0x00006dad, 0x00006dbe,
-	0x00006dc6, 0x00006e3b, 0x00006e8f, 0x00006ed1,
-	0x00006ee0, 0x00006eec, 0x00006f28, 0x00006f62,
-	0x00006f70, 0x00006f7d, 0x00006f8b, 0x00006f99,
-	0x00006fa7, 0x00006fd9, 0x00007009, 0x00007065,
-	0x00007072, 0x00007092, 0x0000709d, 0x000070b7,
-	0x000070bc, 0x000070cd, 0x00007153, 0x00007178,
-	0x0000717f, 0x00007188, 0x0000719b, 0x000071a5,
+	0x00006e80, 0x00006e8a, 0x00006e97, 0x00006eaa,
+	0x00006ece, 0x00006f4e, 0x00006f5f, 0x00006f67,
+	0x00006fdc, 0x00007030, 0x00007072, 0x00007081,
+	0x0000708d, 0x000070c9, 0x00007103, 0x00007111,
+	0x0000711e, 0x0000712c, 0x0000713a, 0x00007148,
+	0x0000717a, 0x000071aa, 0x00007206, 0x00007213,
+	0x00007233, 0x0000723e, 0x00007258, 0x0000725d,
+	0x0000726e, 0x000072f4, 0x00007319, 0x00007320,
 	// Entry 2E0 - 2FF
-	0x000071af, 0x000071b9, 0x000071d1, 0x000071e7,
-	0x000071f3, 0x00007215, 0x0000721c, 0x00007229,
-	0x0000723a, 0x00007261, 0x00007271, 0x00007290,
-	0x000072b0, 0x00007326, 0x000073a3, 0x000073f7,
-	0x00007447, 0x000074a7, 0x000074fa, 0x00007532,
-	0x00007563, 0x000075b3, 0x000075e7, 0x00007605,
-	0x00007624, 0x00007643, 0x00007663,
-} // Size: 3076 bytes
+	0x00007329, 0x0000733c, 0x00007346, 0x00007350,
+	0x0000735a, 0x00007372, 0x00007388, 0x00007394,
+	0x000073b6, 0x000073bd, 0x000073ca, 0x000073db,
+	0x00007402, 0x00007412, 0x00007431, 0x00007451,
+	0x000074c7, 0x00007544, 0x00007598, 0x000075e8,
+	0x00007648, 0x0000769b, 0x000076d3, 0x00007704,
+	0x00007754, 0x00007788, 0x000077a6, 0x000077c5,
+	0x000077e4, 0x00007804,
+} // Size: 3088 bytes
 
-const enData string = "" + // Size: 30307 bytes
+const enData string = "" + // Size: 30724 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1127,268 +1131,274 @@ const enData string = "" + // Size: 30307 bytes
 	"s instance must be a whole instance id (a UUID): the lists show the end " +
 	"of each id; open the instance, or copy its link, for the whole id.\x02Th" +
 	"e bulk action must be its id (a UUID).\x02Operator actions, newest first" +
-	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
-	", each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]" +
-	"s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they " +
-	"changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, starte" +
-	"d %[3]s, was stopped by an error after %[4]d of the %[5]d instances coun" +
-	"ted (%[6]d skipped). What it applied stays; act on the filter again for " +
-	"the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of th" +
-	"e %[5]d instances counted done so far (%[6]d skipped). Each reload shows" +
-	" how far it got.\x02No progress since %[1]s: the replica running it may " +
-	"have stopped. What it applied stays; act on the filter again for the res" +
-	"t.\x02Relais console\x02Language\x02Skip to content\x02Main navigation" +
-	"\x02Health\x02External tasks\x02Processes\x02Find an instance or occurre" +
-	"nce\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consumers" +
-	"\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02S" +
-	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
-	"es in %[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s" +
-	"\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02Thi" +
-	"s page reloads every %[1]d seconds.\x02Pause reloading\x02Not allowed" +
-	"\x02Your role can read definitions and processes only: external tasks an" +
-	"d process instances are for operators and administrators.\x02Invalid req" +
-	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
-	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
-	" definitions\x02Nothing exists at this address, or it is not visible to " +
-	"you.\x02Nothing exists at this address, or it is not visible to you. An " +
-	"ended instance is deleted, with its occurrences and attempts, once the r" +
-	"etention period (RELAIS_RETENTION) has passed, or at once when an admini" +
-	"strator erases it; the audit log keeps the operator actions taken on it." +
-	"\x02Not found\x02Form refused\x02This form was not sent from this consol" +
-	"e session, or it has expired: nothing was done. Open the form again and " +
-	"send it anew.\x02Back to the form\x02Temporarily unavailable\x02The data" +
-	"base cannot be reached right now. Try again in a few seconds.\x02Somethi" +
-	"ng went wrong\x02The console could not show this page. Try again; if it " +
-	"persists, give your administrator the request id %[1]s.\x02No consumer y" +
-	"et.\x02No more consumers.\x02The external services that take tasks, and " +
-	"the definitions each may take. Create consumers, change their grants and" +
-	" rotate their tokens through the API (/api/v1/consumers); tokens are nev" +
-	"er shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created " +
-	"on\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
-	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
-	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
-	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
-	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
-	"e only mutable part of a definition. Processes never use it directly: th" +
-	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
-	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
-	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
-	"revisions\x02Lists every change from one revision to another, and whom i" +
-	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
-	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
-	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
-	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
-	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
-	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
-	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
-	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
-	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
-	"re the same (the name or a description changed).\x02Changes of the Worki" +
-	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
-	".\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %" +
-	"[2]s\x02optional → required\x02required → optional\x02values added: %[1]" +
-	"s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s" +
-	"\x02required %[1]s field of type %[2]s\x02optional %[1]s field of type %" +
-	"[2]s\x02required field of type %[1]s\x02optional field of type %[1]s\x02" +
-	"none\x02Task contracts: their Working copy, immutable revisions and name" +
-	"d releases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet" +
-	"\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00" +
-	"\x0f\x02%[1]d releases\x02No destination yet.\x02No more destinations." +
-	"\x02The HTTP endpoints push nodes call. Values of the URL's query and of" +
-	" the headers, and signing secrets, are sealed and never shown. Create, c" +
-	"hange and delete destinations through the API (/api/v1/destinations)." +
-	"\x02Destinations by name\x02masked value\x02URL\x02Headers sent\x02Longe" +
-	"st timeout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls s" +
-	"igned (Relais-Signature)\x02Keep the instance\x02Say why, for whoever re" +
-	"ads the log later: at most %[1]d characters. It is kept after the erasur" +
-	"e, whatever the retention: write the request’s reference, not the person" +
-	"’s name.\x02Erase process instance %[1]s\x02Erase this instance now? I" +
-	"t is deleted with its occurrences and their attempts, as retention would" +
-	" delete it.\x02Its inputs, outputs, business key and the workers’ messag" +
-	"es go with it; this cannot be undone. The audit records naming it stay (" +
-	"who did what, and why), and so do backups until they expire.\x02Erase th" +
-	"e instance\x02This instance is %[1]s: only an ended instance can be eras" +
-	"ed. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences: %[" +
-	"2]d, attempts: %[3]d). Recorded in the audit log.\x02This instance had a" +
-	"lready been erased, by %[1]s at %[2]s; nothing changed and nothing was r" +
-	"ecorded.\x02on error\x02any other error\x02held for an operator\x02an in" +
-	"cident: retry, abandon or stop\x02end: completes the instance\x02end: fa" +
-	"ils the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02E" +
-	"ach definition’s queue and incidents now, and what its workers finished " +
-	"in the last hour: occurrences that ended completed or failed. An occurre" +
-	"nce retried since counts where it ends next; a failed attempt with attem" +
-	"pts left is not counted, its occurrence’s page lists it.\x02Completions " +
-	"and failures, last hour\x02Definitions, those needing attention first" +
-	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
-	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
-	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
-	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
-	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
-	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
-	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
-	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
-	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
-	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
-	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
-	"\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02" +
-	"just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02" +
-	"Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 " +
-	"seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1" +
-	"]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path" +
-	"\x02The nodes this instance reached, in order, each with its occurrence." +
-	"\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Next node" +
-	"\x02Created\x02Settled\x02This instance has not reached a task yet.\x02R" +
-	"ecorded operator actions\x02No operator has acted on this instance.\x02O" +
-	"perator actions on this instance, newest first\x02Value\x02Process input" +
-	"s\x02Inputs the instance was started with, labelled by process version %" +
-	"[1]d's contract\x02This process takes no inputs.\x02Erase this instance…" +
-	"\x02This instance has ended. As an administrator you may erase it now ra" +
-	"ther than wait for retention (a data subject’s request): it is deleted w" +
-	"ith its occurrences and attempts.\x02This instance is held at a failed n" +
-	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
-	"led before any attempt (its inputs could not be built), so it would fail" +
-	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
-	"led node: an incident. Retry offers the failed occurrence again; abandon" +
-	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
-	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
-	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
-	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
-	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
-	"Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held, the" +
-	"n stopped by an operator\x02held, then abandoned by an operator\x02Unkno" +
-	"wn status “%[1]s”.\x02The version must be a whole number from 1.\x02A ve" +
-	"rsion is a process’s: choose the process too.\x02Creation date\x02The pa" +
-	"ge size must be between 1 and %[1]d.\x02Process instances\x02exact, case" +
-	"-sensitive\x02Act on every instance this filter matches\x02The next page" +
-	" counts them and asks for a reason before anything changes.\x02Process i" +
-	"nstances, newest first\x02Instance\x02End node or error\x02No instance m" +
-	"atches these filters.\x02All processes\x02Any definition\x02All statuses" +
-	"\x02available\x02reserved\x02deferred\x02completed\x02failed\x02cancelle" +
-	"d\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
-	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
-	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensit" +
-	"ive)\x02hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
-	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
-	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais never called the destinatio" +
-	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
-	"’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
-	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
-	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
-	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02%[1]s," +
-	" multiplied by %[2]s after each failure, up to %[3]s (Relais’s ceiling)" +
-	"\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at mos" +
-	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
-	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
-	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
-	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
-	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
-	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
-	"e reveal)\x02Every admin reads it, and it is kept whatever the retention" +
-	": write no customer data in it.\x02Available from\x02Next attempt\x02Las" +
-	"t reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02" +
-	"Error (the deadline passed after attempt %[1]d)\x02Error (before any att" +
-	"empt)\x02Retryable\x02no: the service marked this failure as not retryab" +
-	"le (attempts left unused: %[1]d)\x02The destination did not answer withi" +
-	"n the call’s timeout (%[1]s): it may have acted all the same, so check b" +
-	"efore retrying.\x02The destination did not answer within the call’s time" +
-	"out: it may have acted all the same, so check before retrying.\x02The de" +
-	"adline passed before a result arrived.\x02The result did not match the r" +
-	"evision's outputs contract.\x02The answer to the call was lost (the conn" +
-	"ection broke after the request was sent, or Relais stopped or could not " +
-	"reach its database before recording it): whether the destination acted i" +
-	"s unknown, so it is not called again.\x02The call could not be prepared." +
-	"\x02The destination could not be reached.\x02The destination’s answer wa" +
-	"s too large.\x02The last attempt’s lock expired with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, or a budget already spent): it is not r" +
-	"un again.\x02The destination answered HTTP %[1]s.\x02No live worker take" +
-	"s %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s declare inputs it does not have.\x02No live worker" +
-	" takes revision %[1]d: the live workers of %[2]s take revision %[3]d onl" +
-	"y.\x02No live worker takes revision %[1]d: the live workers of %[2]s tak" +
-	"e revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s" +
-	" — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waitin" +
-	"g for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for" +
-	" a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%" +
-	"[1]s) ended %[2]s without its result recorded: the replica making it may" +
-	" have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the" +
-	" destination whether it took effect.\x02Relais is calling the destinatio" +
-	"n (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Rese" +
-	"rved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same con" +
-	"sumer, or a front end with a settle token, completes it later.\x02Comple" +
-	"ted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02I" +
-	"ts instance went on along the node’s error path.\x02Failed (%[1]s).\x02C" +
-	"ancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cance" +
-	"lled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1" +
-	"]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred" +
-	"; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled b" +
-	"y %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the t" +
-	"imeout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02" +
-	"Message from Relais (in English)\x02Message from the service (its own wo" +
-	"rds, protected values masked)\x02The revision must be a whole number, 1 " +
-	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
-	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
-	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
-	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
-	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
-	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
-	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
-	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
-	"efreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02set" +
-	"tled\x02next attempt\x02claimable since\x02call in progress since\x02loc" +
-	"k until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Firs" +
-	"t page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026" +
-	"-12-01.\x02%[1]s: the first day comes after the last.\x02This address ho" +
-	"lds a parameter that cannot be read (a percent sign not followed by two " +
-	"hexadecimal digits, or a semicolon): correct the address.\x02Unknown par" +
-	"ameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
-	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
-	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
-	"pt in this browser only.\x02Show times in\x02The console runs no script," +
-	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
-	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
-	"s and detail pages\x02A reload empties what you typed but did not apply " +
-	"(filters, the search box) and moves the focus back to the top of the pag" +
-	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
-	"ume. Pages where you type a reason (confirmations, and occurrences with " +
-	"a value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1" +
-	"]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloading" +
-	" paused: this page stays as it is until you resume.\x02Published process" +
-	" versions: their nodes, routes and pinned revisions, drawn, with where t" +
-	"heir occurrences are now.\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn.\x02Processes by key\x02Versions, newes" +
-	"t first\x02No process is published yet.\x02version %[1]d\x02Process %[1]" +
-	"s\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
-	"rt node. Solid arrows are successes (labelled with their route), dashed " +
-	"ones failures (labelled with their error codes). Each box says how many " +
-	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
-	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
-	"On success\x02On error\x02Occurrences now\x02Instances of this version" +
+	"\x02No bulk action has the id %[1]s: check the link, or open the action " +
+	"from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instan" +
+	"ce bulk action %[2]s changed. While it runs, each reload shows how far i" +
+	"t got.\x00h\x02Showing the %[1]d instances bulk action %[2]s changed. Wh" +
+	"ile it runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, s" +
+	"tarted %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d ski" +
+	"pped (they changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[" +
+	"2]s, started %[3]s, was stopped by an error after %[4]d of the %[5]d ins" +
+	"tances counted (%[6]d skipped). What it applied stays; act on the filter" +
+	" again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: " +
+	"%[4]d of the %[5]d instances counted done so far (%[6]d skipped). Each r" +
+	"eload shows how far it got.\x02No progress since %[1]s: the replica runn" +
+	"ing it may have stopped. What it applied stays; act on the filter again " +
+	"for the rest.\x02Relais console\x02Language\x02Skip to content\x02Main n" +
+	"avigation\x02Health\x02External tasks\x02Processes\x02Find an instance o" +
+	"r occurrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02" +
+	"Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[" +
+	"2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display setting" +
+	"s:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every" +
+	" %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resum" +
+	"e\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not al" +
+	"lowed\x02Your role can read definitions and processes only: external tas" +
+	"ks and process instances are for operators and administrators.\x02Invali" +
+	"d request\x02The field “%[1]s” holds a NUL character or bytes that are n" +
+	"ot UTF-8 text: correct it and try again.\x02Back to external tasks\x02Ba" +
+	"ck to definitions\x02Nothing exists at this address, or it is not visibl" +
+	"e to you.\x02Nothing exists at this address, or it is not visible to you" +
+	". An ended instance is deleted, with its occurrences and attempts, once " +
+	"the retention period (RELAIS_RETENTION) has passed, or at once when an a" +
+	"dministrator erases it; the audit log keeps the operator actions taken o" +
+	"n it.\x02“%[1]s” is not a whole id (a UUID): the lists show the end of e" +
+	"ach id; open the row, or copy its link, for the whole id.\x02Not found" +
+	"\x02Form refused\x02This form was not sent from this console session, or" +
+	" it has expired: nothing was done. Open the form again and send it anew." +
+	"\x02Back to the form\x02Temporarily unavailable\x02The database cannot b" +
+	"e reached right now. Try again in a few seconds.\x02Something went wrong" +
+	"\x02The console could not show this page. Try again; if it persists, giv" +
+	"e your administrator the request id %[1]s.\x02No consumer yet.\x02No mor" +
+	"e consumers.\x02The external services that take tasks, and the definitio" +
+	"ns each may take. Create consumers, change their grants and rotate their" +
+	" tokens through the API (/api/v1/consumers); tokens are never shown.\x02" +
+	"Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State" +
+	"\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved" +
+	" now\x02All its tasks\x02%[1]s: every revision, present and future\x02%[" +
+	"1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrence" +
+	"s; the counts appear when you reload the page.\x02Counts are unavailable" +
+	" right now.\x02Field\x02Type\x02Required\x02Classification\x02Constraint" +
+	"s\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable" +
+	" part of a definition. Processes never use it directly: they pin a revis" +
+	"ion.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: th" +
+	"e Working copy has never been snapshotted.\x02Releases\x02No release yet" +
+	".\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02L" +
+	"ists every change from one revision to another, and whom it may break." +
+	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
+	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
+	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
+	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
+	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
+	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
+	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
+	"s and processes use revision %[1]d at most) until a snapshot makes them " +
+	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
+	"the name or a description changed).\x02Changes of the Working copy since" +
+	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
+	"ision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d chan" +
+	"ge\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breakin" +
+	"g\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional " +
+	"→ required\x02required → optional\x02values added: %[1]s\x02values rem" +
+	"oved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]" +
+	"s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02required " +
+	"field of type %[1]s\x02optional field of type %[1]s\x02none\x02Task cont" +
+	"racts: their Working copy, immutable revisions and named releases.\x02De" +
+	"finitions by key\x02Key\x02Latest revision\x02none yet\x02No definition " +
+	"yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d relea" +
+	"ses\x02No destination yet.\x02No more destinations.\x02The HTTP endpoint" +
+	"s push nodes call. Values of the URL's query and of the headers, and sig" +
+	"ning secrets, are sealed and never shown. Create, change and delete dest" +
+	"inations through the API (/api/v1/destinations).\x02Destinations by name" +
+	"\x02masked value\x02URL\x02Headers sent\x02Longest timeout\x02Last chang" +
+	"ed\x02no header\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)" +
+	"\x02Keep the instance\x02Say why, for whoever reads the log later: at mo" +
+	"st %[1]d characters. It is kept after the erasure, whatever the retentio" +
+	"n: write the request’s reference, not the person’s name.\x02Erase proces" +
+	"s instance %[1]s\x02Erase this instance now? It is deleted with its occu" +
+	"rrences and their attempts, as retention would delete it.\x02Its inputs," +
+	" outputs, business key and the workers’ messages go with it; this cannot" +
+	" be undone. The audit records naming it stay (who did what, and why), an" +
+	"d so do backups until they expire.\x02Erase the instance\x02This instanc" +
+	"e is %[1]s: only an ended instance can be erased. Stop it first.\x02Eras" +
+	"ed: instance %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Rec" +
+	"orded in the audit log.\x02This instance had already been erased, by %[1" +
+	"]s at %[2]s; nothing changed and nothing was recorded.\x02on error\x02an" +
+	"y other error\x02held for an operator\x02an incident: retry, abandon or " +
+	"stop\x02end: completes the instance\x02end: fails the instance\x02push %" +
+	"[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and" +
+	" incidents now, and what its workers finished in the last hour: occurren" +
+	"ces that ended completed or failed. An occurrence retried since counts w" +
+	"here it ends next; a failed attempt with attempts left is not counted, i" +
+	"ts occurrence’s page lists it.\x02Completions and failures, last hour" +
+	"\x02Definitions, those needing attention first\x02Definition\x02Open\x02" +
+	"Held instances\x02Failed\x02Oldest claimable waits\x02Completed, last ho" +
+	"ur\x02Failed, last hour\x02No definition has occurrences yet.\x02As of %" +
+	"[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02l" +
+	"ong wait\x02no worker\x02Show all definitions\x02No definition %[1]s has" +
+	" occurrences: check the key, or show all definitions.\x02All definitions" +
+	"\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In the l" +
+	"ast hour: %[1]s, %[2]s. The table after the chart gives each 5-minute sl" +
+	"ot.\x02Completed\x02The chart’s numbers\x02Completions and failures per " +
+	"5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02Erase this instance…\x02This instance has en" +
+	"ded. As an administrator you may erase it now rather than wait for reten" +
+	"tion (a data subject’s request): it is deleted with its occurrences and " +
+	"attempts.\x02This instance is held at a failed node: an incident. It can" +
+	"not be retried: its occurrence at node %[1]s failed before any attempt (" +
+	"its inputs could not be built), so it would fail the same way. Abandon f" +
+	"ails the instance; stop cancels it. Each asks for a reason, recorded in " +
+	"the audit log.\x02This instance is held at a failed node: an incident. R" +
+	"etry offers the failed occurrence again; abandon fails the instance; sto" +
+	"p cancels it. Each asks for a reason, recorded in the audit log.\x02Stop" +
+	"ping cancels the instance and its open occurrences. It does not complete" +
+	" anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s " +
+	"at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02" +
+	"Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End node\x02Ab" +
+	"andoned at node\x02Failed at node\x02held, then stopped by an operator" +
+	"\x02held, then abandoned by an operator\x02Unknown status “%[1]s”.\x02Th" +
+	"e version must be a whole number from 1.\x02A version is a process’s: ch" +
+	"oose the process too.\x02Creation date\x02The page size must be between " +
+	"1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on eve" +
+	"ry instance this filter matches\x02The next page counts them and asks fo" +
+	"r a reason before anything changes.\x02Process instances, newest first" +
+	"\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02All processes\x02Any definition\x02All statuses\x02available\x02rese" +
+	"rved\x02deferred\x02completed\x02failed\x02cancelled\x02running\x02held" +
+	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
+	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
+	"st\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (sec" +
+	"ret)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
+	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
+	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
+	" changed\x02classification changed\x02constraint changed\x02routing chan" +
+	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
+	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
+	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
+	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
+	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
+	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
+	"hole message\x02No service ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
+	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
+	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
+	" (0 lowest, 9 highest)\x02Call timeout\x02%[1]s, multiplied by %[2]s aft" +
+	"er each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by " +
+	"%[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d " +
+	"since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attem" +
+	"pt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]" +
+	"d left\x02Inputs, labelled by revision %[1]d's contract\x02This contract" +
+	" has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No " +
+	"outputs yet: the occurrence has not completed.\x02This contract has no o" +
+	"utputs.\x02No outputs: the occurrence ended without completing.\x02Revea" +
+	"l — this is recorded\x02Why (recorded with the reveal)\x02Every admin re" +
+	"ads it, and it is kept whatever the retention: write no customer data in" +
+	" it.\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
+	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed" +
+	" after attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
+	"the service marked this failure as not retryable (attempts left unused: " +
+	"%[1]d)\x02The destination did not answer within the call’s timeout: it m" +
+	"ay have acted all the same.\x02The destination did not answer within the" +
+	" call’s timeout (%[1]s): it may have acted all the same, so check before" +
+	" retrying.\x02The destination did not answer within the call’s timeout: " +
+	"it may have acted all the same, so check before retrying.\x02The deadlin" +
+	"e passed before a result arrived.\x02The result did not match the revisi" +
+	"on's outputs contract.\x02The answer to the call was lost (the connectio" +
+	"n broke after the request was sent, or Relais stopped or could not reach" +
+	" its database before recording it): whether the destination acted is unk" +
+	"nown, so it is not called again.\x02The call could not be prepared.\x02T" +
+	"he destination could not be reached.\x02The destination’s answer was too" +
+	" large.\x02The last attempt’s lock expired with no attempt left.\x02The " +
+	"inputs could not be built from the process’s bindings.\x02An operator ab" +
+	"andoned the instance.\x02A Camunda 7 worker reported a failure with no r" +
+	"etries left (retries: 0, or a budget already spent): it is not run again" +
+	".\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s " +
+	"now (Workers page).\x02No live worker takes revision %[1]d: the live wor" +
+	"kers of %[2]s declare inputs it does not have.\x02No live worker takes r" +
+	"evision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No" +
+	" live worker takes revision %[1]d: the live workers of %[2]s take revisi" +
+	"ons %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s" +
+	".\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Re" +
+	"lais to call the destination since %[1]s (%[2]s).\x02Waiting for a worke" +
+	"r since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) en" +
+	"ded %[2]s without its result recorded: the replica making it may have st" +
+	"opped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destina" +
+	"tion whether it took effect.\x02Relais is calling the destination (since" +
+	" %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by " +
+	"%[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, o" +
+	"r a front end with a settle token, completes it later.\x02Completed (%[1" +
+	"]s).\x02Its instance is held here, waiting for an operator.\x02Its insta" +
+	"nce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled" +
+	": the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: th" +
+	"e instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[" +
+	"1]s (deferred; settled with its settle token)\x02%[1]s (deferred; settle" +
+	"d with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from Relais (in English)\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02A revision is a definition’s: choose the definition too.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, destination, da" +
+	"tes\x02Push destination\x02its name, exactly\x02instance id\x02Counts by" +
+	" status\x02Occurrences, newest first\x02Message\x02Process and node\x02E" +
+	"rror\x02Consumer and worker\x02Next attempt or settled\x02No occurrence " +
+	"matches these filters.\x02All consumers\x02Totals of definition %[1]s, n" +
+	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
+	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
+	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
+	"a parameter that cannot be read (a percent sign not followed by two hexa" +
+	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
+	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
+	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
+	"r is invalid: go back to the first page.\x02These settings are kept in t" +
+	"his browser only.\x02Show times in\x02The console runs no script, so it " +
+	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
+	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
+	"etail pages\x02A reload empties what you typed but did not apply (filter" +
+	"s, the search box) and moves the focus back to the top of the page: “Pau" +
+	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
+	"ges where you type a reason (confirmations, and occurrences with a value" +
+	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
+	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
+	"econds\x02Display settings saved.\x02Reloading resumed.\x02Reloading pau" +
+	"sed: this page stays as it is until you resume.\x02Published process ver" +
+	"sions: their nodes, routes and pinned revisions, drawn, with where their" +
+	" occurrences are now.\x02Published process versions: their nodes, routes" +
+	" and pinned revisions, drawn.\x02Processes by key\x02Versions, newest fi" +
+	"rst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
+	"\x02Start node\x02Graph\x02Columns follow the longest path from the star" +
+	"t node. Solid arrows are successes (labelled with their route), dashed o" +
+	"nes failures (labelled with their error codes). Each box says how many o" +
+	"f this version’s occurrences are at that node now.\x02Nodes\x02Nodes of " +
+	"this version, with their occurrences now\x02Kind\x02Pinned revision\x02O" +
+	"n success\x02On error\x02Occurrences now\x02Instances of this version" +
 	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
 	"e successes (labelled with their route), dashed ones failures (labelled " +
 	"with their error codes).\x02Nodes of this version\x02This version has %[" +
@@ -1486,7 +1496,7 @@ const enData string = "" + // Size: 30307 bytes
 	"nted.\x02It takes revision %[1]d only.\x02They take revision %[1]d only." +
 	"\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 763 elements
+var frIndex = []uint32{ // 766 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1522,189 +1532,190 @@ var frIndex = []uint32{ // 763 elements
 	0x000021a4, 0x000021ac, 0x000021c7, 0x000021ca,
 	0x000021cd, 0x000021e3, 0x000021f7, 0x00002223,
 	0x00002236, 0x00002309, 0x00002352, 0x00002388,
-	0x00002417, 0x000024db, 0x000025d6, 0x0000269c,
+	0x00002404, 0x00002525, 0x000025e9, 0x000026e4,
 	// Entry 80 - 9F
-	0x00002753, 0x00002762, 0x00002769, 0x0000277a,
-	0x00002790, 0x00002796, 0x000027a7, 0x000027b1,
-	0x000027d8, 0x000027f4, 0x000027fc, 0x00002809,
-	0x00002815, 0x00002823, 0x00002830, 0x00002837,
-	0x00002845, 0x00002869, 0x00002879, 0x00002891,
-	0x000028b2, 0x000028db, 0x0000290e, 0x0000293f,
-	0x00002955, 0x0000295f, 0x00002991, 0x000029ab,
-	0x000029b9, 0x00002a6d, 0x00002a7f, 0x00002aff,
+	0x000027aa, 0x00002861, 0x00002870, 0x00002877,
+	0x00002888, 0x0000289e, 0x000028a4, 0x000028b5,
+	0x000028bf, 0x000028e6, 0x00002902, 0x0000290a,
+	0x00002917, 0x00002923, 0x00002931, 0x0000293e,
+	0x00002945, 0x00002953, 0x00002977, 0x00002987,
+	0x0000299f, 0x000029c0, 0x000029e9, 0x00002a1c,
+	0x00002a4d, 0x00002a63, 0x00002a6d, 0x00002a9f,
+	0x00002ab9, 0x00002ac7, 0x00002b7b, 0x00002b8d,
 	// Entry A0 - BF
-	0x00002b1b, 0x00002b33, 0x00002b76, 0x00002cc4,
-	0x00002cd0, 0x00002ce3, 0x00002d88, 0x00002d9d,
-	0x00002db9, 0x00002e10, 0x00002e28, 0x00002ec0,
-	0x00002ee5, 0x00002eff, 0x00002ff0, 0x0000301e,
-	0x00003021, 0x00003025, 0x0000302c, 0x00003036,
-	0x0000303c, 0x00003044, 0x0000304a, 0x00003054,
-	0x00003075, 0x0000308e, 0x000030a1, 0x000030d9,
-	0x000030f3, 0x0000310e, 0x00003174, 0x000031a6,
+	0x00002c0d, 0x00002c29, 0x00002c41, 0x00002c84,
+	0x00002dd2, 0x00002e8b, 0x00002e97, 0x00002eaa,
+	0x00002f4f, 0x00002f64, 0x00002f80, 0x00002fd7,
+	0x00002fef, 0x00003087, 0x000030ac, 0x000030c6,
+	0x000031b7, 0x000031e5, 0x000031e8, 0x000031ec,
+	0x000031f3, 0x000031fd, 0x00003203, 0x0000320b,
+	0x00003211, 0x0000321b, 0x0000323c, 0x00003255,
+	0x00003268, 0x000032a0, 0x000032ba, 0x000032d5,
 	// Entry C0 - DF
-	0x000031ac, 0x000031b1, 0x000031bd, 0x000031cc,
-	0x000031d8, 0x000031e4, 0x000031f6, 0x00003207,
-	0x0000328b, 0x0000329d, 0x000032b4, 0x000032bf,
-	0x00003314, 0x00003321, 0x00003346, 0x00003352,
-	0x0000335c, 0x00003362, 0x0000336e, 0x00003386,
-	0x000033d8, 0x000033e8, 0x000033f8, 0x00003401,
-	0x0000340c, 0x00003414, 0x00003434, 0x00003456,
-	0x0000347e, 0x00003487, 0x00003497, 0x000034b7,
+	0x0000333b, 0x0000336d, 0x00003373, 0x00003378,
+	0x00003384, 0x00003393, 0x0000339f, 0x000033ab,
+	0x000033bd, 0x000033ce, 0x00003452, 0x00003464,
+	0x0000347b, 0x00003486, 0x000034db, 0x000034e8,
+	0x0000350d, 0x00003519, 0x00003523, 0x00003529,
+	0x00003535, 0x0000354d, 0x0000359f, 0x000035af,
+	0x000035bf, 0x000035c8, 0x000035d3, 0x000035db,
+	0x000035fb, 0x0000361d, 0x00003645, 0x0000364e,
 	// Entry E0 - FF
-	0x000034bf, 0x000034ce, 0x000034ed, 0x00003518,
-	0x0000353e, 0x0000354e, 0x00003558, 0x00003562,
-	0x00003581, 0x0000359f, 0x00003677, 0x00003695,
-	0x000036d9, 0x00003716, 0x00003749, 0x00003779,
-	0x000037a5, 0x000037d5, 0x000037f7, 0x00003812,
-	0x0000382d, 0x00003849, 0x00003865, 0x0000387b,
-	0x00003895, 0x000038cc, 0x00003902, 0x00003922,
-	0x00003941, 0x00003948, 0x000039b2, 0x000039c8,
+	0x0000365e, 0x0000367e, 0x00003686, 0x00003695,
+	0x000036b4, 0x000036df, 0x00003705, 0x00003715,
+	0x0000371f, 0x00003729, 0x00003748, 0x00003766,
+	0x0000383e, 0x0000385c, 0x000038a0, 0x000038dd,
+	0x00003910, 0x00003940, 0x0000396c, 0x0000399c,
+	0x000039be, 0x000039d9, 0x000039f4, 0x00003a10,
+	0x00003a2c, 0x00003a42, 0x00003a5c, 0x00003a93,
+	0x00003ac9, 0x00003ae9, 0x00003b08, 0x00003b0f,
 	// Entry 100 - 11F
-	0x000039cd, 0x000039e1, 0x000039f9, 0x00003a1e,
-	0x00003a4c, 0x00003a71, 0x00003a8b, 0x00003b91,
-	0x00003ba6, 0x00003bb6, 0x00003bba, 0x00003bcd,
-	0x00003bdc, 0x00003bf3, 0x00003c02, 0x00003c09,
-	0x00003c14, 0x00003c36, 0x00003c4a, 0x00003d28,
-	0x00003d50, 0x00003dd9, 0x00003edf, 0x00003ef4,
-	0x00003f5a, 0x00003fdf, 0x00004054, 0x00004066,
-	0x00004079, 0x00004095, 0x000040c2, 0x000040df,
+	0x00003b79, 0x00003b8f, 0x00003b94, 0x00003ba8,
+	0x00003bc0, 0x00003be5, 0x00003c13, 0x00003c38,
+	0x00003c52, 0x00003d58, 0x00003d6d, 0x00003d7d,
+	0x00003d81, 0x00003d94, 0x00003da3, 0x00003dba,
+	0x00003dc9, 0x00003dd0, 0x00003ddb, 0x00003dfd,
+	0x00003e11, 0x00003eef, 0x00003f17, 0x00003fa0,
+	0x000040a6, 0x000040bb, 0x00004121, 0x000041a6,
+	0x0000421b, 0x0000422d, 0x00004240, 0x0000425c,
 	// Entry 120 - 13F
-	0x00004102, 0x0000410d, 0x00004118, 0x0000412f,
-	0x00004296, 0x000042bd, 0x000042fb, 0x00004307,
-	0x00004310, 0x00004324, 0x0000432e, 0x00004355,
-	0x00004371, 0x0000438c, 0x000043bc, 0x000043fb,
-	0x00004416, 0x00004425, 0x00004436, 0x00004457,
-	0x000044c2, 0x000044da, 0x00004520, 0x0000458b,
-	0x00004596, 0x000045b0, 0x000045f9, 0x00004601,
-	0x0000460f, 0x0000461f, 0x00004649, 0x00004672,
+	0x00004289, 0x000042a6, 0x000042c9, 0x000042d4,
+	0x000042df, 0x000042f6, 0x0000445d, 0x00004484,
+	0x000044c2, 0x000044ce, 0x000044d7, 0x000044eb,
+	0x000044f5, 0x0000451c, 0x00004538, 0x00004553,
+	0x00004583, 0x000045c2, 0x000045dd, 0x000045ec,
+	0x000045fd, 0x0000461e, 0x00004689, 0x000046a1,
+	0x000046e7, 0x00004752, 0x0000475d, 0x00004777,
+	0x000047c0, 0x000047c8, 0x000047d6, 0x000047e6,
 	// Entry 140 - 15F
-	0x00004682, 0x000046a1, 0x000046ad, 0x000046c6,
-	0x000046d1, 0x000046de, 0x000046ed, 0x000046f5,
-	0x000046ff, 0x00004707, 0x0000470f, 0x00004715,
-	0x0000471c, 0x00004721, 0x00004726, 0x0000472a,
-	0x0000472f, 0x00004735, 0x0000473b, 0x00004741,
-	0x00004746, 0x0000474b, 0x00004751, 0x0000475b,
-	0x0000477b, 0x0000479d, 0x000047c1, 0x000047e7,
-	0x000047f0, 0x0000480c, 0x00004815, 0x0000482d,
+	0x00004810, 0x00004839, 0x00004849, 0x00004868,
+	0x00004874, 0x0000488d, 0x00004898, 0x000048a5,
+	0x000048b4, 0x000048bc, 0x000048c6, 0x000048ce,
+	0x000048d6, 0x000048dc, 0x000048e3, 0x000048e8,
+	0x000048ed, 0x000048f1, 0x000048f6, 0x000048fc,
+	0x00004902, 0x00004908, 0x0000490d, 0x00004912,
+	0x00004918, 0x00004922, 0x00004942, 0x00004964,
+	0x00004988, 0x000049ae, 0x000049b7, 0x000049d3,
 	// Entry 160 - 17F
-	0x00004836, 0x0000488a, 0x000048aa, 0x000048b0,
-	0x000048bb, 0x000048c1, 0x000048cf, 0x000048da,
-	0x000048e8, 0x0000491b, 0x0000493f, 0x0000496e,
-	0x000049b7, 0x000049be, 0x000049d4, 0x00004a47,
-	0x00004a6d, 0x00004a87, 0x00004b6f, 0x00004cfe,
-	0x00004e05, 0x00004e55, 0x00004e86, 0x00004eb9,
-	0x00004ee8, 0x00004ef6, 0x00004efd, 0x00004f0f,
-	0x00004f24, 0x00004f32, 0x00004f3f, 0x00004f54,
+	0x000049dc, 0x000049f4, 0x000049fd, 0x00004a51,
+	0x00004a71, 0x00004a77, 0x00004a82, 0x00004a88,
+	0x00004a96, 0x00004aa1, 0x00004aaf, 0x00004ae2,
+	0x00004b06, 0x00004b35, 0x00004b7e, 0x00004b85,
+	0x00004b9b, 0x00004c0e, 0x00004c34, 0x00004c4e,
+	0x00004d36, 0x00004ec5, 0x00004fcc, 0x0000501c,
+	0x0000504d, 0x00005080, 0x000050af, 0x000050bd,
+	0x000050c4, 0x000050d6, 0x000050eb, 0x000050f9,
 	// Entry 180 - 19F
-	0x00004f67, 0x00004f92, 0x00004fbf, 0x00004fe3,
-	0x0000501a, 0x00005064, 0x00005076, 0x000050ae,
-	0x000050c5, 0x000050dc, 0x00005110, 0x0000515a,
-	0x0000518f, 0x00005198, 0x000051af, 0x000051dd,
-	0x000051f0, 0x00005202, 0x00005213, 0x0000521e,
-	0x00005229, 0x00005234, 0x0000523e, 0x00005248,
-	0x00005251, 0x0000525a, 0x00005263, 0x0000526c,
-	0x00005275, 0x0000527c, 0x0000528a, 0x00005290,
+	0x00005106, 0x0000511b, 0x0000512e, 0x00005159,
+	0x00005186, 0x000051aa, 0x000051e1, 0x0000522b,
+	0x0000523d, 0x00005275, 0x0000528c, 0x000052a3,
+	0x000052d7, 0x00005321, 0x00005356, 0x0000535f,
+	0x00005376, 0x000053a4, 0x000053b7, 0x000053c9,
+	0x000053da, 0x000053e5, 0x000053f0, 0x000053fb,
+	0x00005405, 0x0000540f, 0x00005418, 0x00005421,
+	0x0000542a, 0x00005433, 0x0000543c, 0x00005443,
 	// Entry 1A0 - 1BF
-	0x00005297, 0x0000529e, 0x000052a7, 0x000052ac,
-	0x000052ba, 0x000052c0, 0x000052c6, 0x000052cc,
-	0x000052d4, 0x000052dd, 0x000052e6, 0x000052f9,
-	0x0000530a, 0x0000532d, 0x0000534e, 0x0000535d,
-	0x00005368, 0x00005373, 0x00005380, 0x00005384,
-	0x00005388, 0x00005396, 0x000053a4, 0x000053b2,
-	0x000053d2, 0x000053e5, 0x000053fe, 0x00005413,
-	0x00005424, 0x00005436, 0x00005448, 0x0000544e,
+	0x00005451, 0x00005457, 0x0000545e, 0x00005465,
+	0x0000546e, 0x00005473, 0x00005481, 0x00005487,
+	0x0000548d, 0x00005493, 0x0000549b, 0x000054a4,
+	0x000054ad, 0x000054c0, 0x000054d1, 0x000054f4,
+	0x00005515, 0x00005524, 0x0000552f, 0x0000553a,
+	0x00005547, 0x0000554b, 0x0000554f, 0x0000555d,
+	0x0000556b, 0x00005579, 0x00005599, 0x000055ac,
+	0x000055c5, 0x000055da, 0x000055eb, 0x000055fd,
 	// Entry 1C0 - 1DF
-	0x00005455, 0x0000545d, 0x00005465, 0x00005483,
-	0x000054a1, 0x000054b8, 0x000054cd, 0x000054de,
-	0x000054e4, 0x000054fd, 0x00005508, 0x0000553c,
-	0x00005549, 0x00005567, 0x00005575, 0x0000557e,
-	0x00005585, 0x000055a0, 0x000055aa, 0x000055bd,
-	0x000055f7, 0x00005600, 0x0000560f, 0x00005673,
-	0x0000567f, 0x00005689, 0x000056b9, 0x00005714,
-	0x000057fb, 0x00005806, 0x00005839, 0x0000583e,
+	0x0000560f, 0x00005615, 0x0000561c, 0x00005624,
+	0x0000562c, 0x0000564a, 0x00005668, 0x0000567f,
+	0x00005694, 0x000056a5, 0x000056ab, 0x000056c4,
+	0x000056cf, 0x00005703, 0x00005710, 0x0000572e,
+	0x0000573c, 0x00005745, 0x0000574c, 0x00005767,
+	0x00005771, 0x00005784, 0x000057be, 0x000057c7,
+	0x000057d6, 0x0000583a, 0x00005846, 0x00005850,
+	0x00005880, 0x000058db, 0x000059c2, 0x000059cd,
 	// Entry 1E0 - 1FF
-	0x0000585e, 0x0000587b, 0x0000589b, 0x000058b0,
-	0x000058f1, 0x000058fc, 0x00005906, 0x0000592f,
-	0x00005940, 0x000059a1, 0x000059eb, 0x000059f9,
-	0x00005a35, 0x00005a5f, 0x00005aa4, 0x00005acc,
-	0x00005b0b, 0x00005b2c, 0x00005b6a, 0x00005baa,
-	0x00005bca, 0x00005c0b, 0x00005c35, 0x00005c5c,
-	0x00005cdf, 0x00005cf7, 0x00005d0b, 0x00005d22,
-	0x00005d30, 0x00005d3b, 0x00005d5e, 0x00005d9c,
+	0x00005a00, 0x00005a05, 0x00005a25, 0x00005a42,
+	0x00005a62, 0x00005a77, 0x00005ab8, 0x00005ac3,
+	0x00005acd, 0x00005af6, 0x00005b07, 0x00005b68,
+	0x00005bb2, 0x00005bc0, 0x00005bfc, 0x00005c26,
+	0x00005c6b, 0x00005c93, 0x00005cd2, 0x00005cf3,
+	0x00005d31, 0x00005d71, 0x00005d91, 0x00005dd2,
+	0x00005dfc, 0x00005e23, 0x00005ea6, 0x00005ebe,
+	0x00005ed2, 0x00005ee9, 0x00005ef7, 0x00005f02,
 	// Entry 200 - 21F
-	0x00005dbb, 0x00005dd7, 0x00005e45, 0x00005eca,
-	0x00005f47, 0x00005f87, 0x00005fcd, 0x000060e6,
-	0x0000610e, 0x00006131, 0x00006168, 0x000061af,
-	0x00006202, 0x0000622b, 0x000062dd, 0x00006303,
-	0x0000634a, 0x000063ce, 0x00006449, 0x000064c6,
-	0x000064ed, 0x00006515, 0x0000655c, 0x000065a6,
-	0x000065d9, 0x000065ec, 0x000066f4, 0x00006722,
-	0x0000675e, 0x00006774, 0x00006808, 0x0000681b,
+	0x00005f25, 0x00005f63, 0x00005f82, 0x00005f9e,
+	0x0000600c, 0x0000606b, 0x000060f0, 0x0000616d,
+	0x000061ad, 0x000061f3, 0x0000630c, 0x00006334,
+	0x00006357, 0x0000638e, 0x000063d5, 0x00006428,
+	0x00006451, 0x00006503, 0x00006529, 0x00006570,
+	0x000065f4, 0x0000666f, 0x000066ec, 0x00006713,
+	0x0000673b, 0x00006782, 0x000067cc, 0x000067ff,
+	0x00006812, 0x0000691a, 0x00006948, 0x00006984,
 	// Entry 220 - 23F
-	0x00006858, 0x00006894, 0x000068a7, 0x000068fb,
-	0x00006930, 0x00006942, 0x00006959, 0x00006998,
-	0x000069ea, 0x00006a16, 0x00006a21, 0x00006a3e,
-	0x00006a5d, 0x00006a6e, 0x00006a88, 0x00006a91,
-	0x00006a9b, 0x00006aba, 0x00006b08, 0x00006b3d,
-	0x00006b8e, 0x00006b9f, 0x00006be9, 0x00006bff,
-	0x00006c13, 0x00006c2c, 0x00006c42, 0x00006c6c,
-	0x00006c74, 0x00006c87, 0x00006c8e, 0x00006ca9,
+	0x0000699a, 0x00006a2e, 0x00006a41, 0x00006a7e,
+	0x00006aba, 0x00006acd, 0x00006b21, 0x00006b56,
+	0x00006b68, 0x00006b7f, 0x00006bbe, 0x00006c10,
+	0x00006c3c, 0x00006c47, 0x00006c64, 0x00006c83,
+	0x00006c94, 0x00006cae, 0x00006cb7, 0x00006cc1,
+	0x00006ce0, 0x00006d2e, 0x00006d63, 0x00006db4,
+	0x00006dc5, 0x00006e0f, 0x00006e25, 0x00006e39,
+	0x00006e52, 0x00006e68, 0x00006e92, 0x00006e9a,
 	// Entry 240 - 25F
-	0x00006cc9, 0x00006cf9, 0x00006d10, 0x00006d48,
-	0x00006d83, 0x00006daf, 0x00006e03, 0x00006e13,
-	0x00006e2d, 0x00006e38, 0x00006e4c, 0x00006e5e,
-	0x00006e74, 0x00006e86, 0x00006e98, 0x00006e9e,
-	0x00006eb0, 0x00006ebe, 0x00006ecd, 0x00006ed9,
-	0x00006eef, 0x00006f19, 0x00006f4c, 0x00006ff4,
-	0x00007044, 0x0000706c, 0x000070be, 0x00007100,
-	0x0000713c, 0x00007153, 0x0000721d, 0x0000724a,
+	0x00006ead, 0x00006eb4, 0x00006ecf, 0x00006eef,
+	0x00006f1f, 0x00006f36, 0x00006f6e, 0x00006fa9,
+	0x00006fd5, 0x00007029, 0x00007039, 0x00007053,
+	0x0000705e, 0x00007072, 0x00007084, 0x0000709a,
+	0x000070ac, 0x000070be, 0x000070c4, 0x000070d6,
+	0x000070e4, 0x000070f3, 0x000070ff, 0x00007115,
+	0x0000713f, 0x00007172, 0x0000721a, 0x0000726a,
+	0x00007292, 0x000072e4, 0x00007326, 0x00007362,
 	// Entry 260 - 27F
-	0x00007404, 0x0000741e, 0x00007437, 0x00007458,
-	0x0000746e, 0x00007484, 0x0000748b, 0x000074a5,
-	0x000074cb, 0x000074e0, 0x0000753a, 0x000075cf,
-	0x00007632, 0x00007645, 0x0000766c, 0x00007694,
-	0x000076a2, 0x000076b2, 0x000076c3, 0x000076ca,
-	0x00007800, 0x00007807, 0x00007841, 0x00007846,
-	0x0000785b, 0x0000786f, 0x00007881, 0x00007897,
-	0x000078b2, 0x00007987, 0x0000799f, 0x00007a40,
+	0x00007379, 0x00007443, 0x00007470, 0x0000762a,
+	0x00007644, 0x0000765d, 0x0000767e, 0x00007694,
+	0x000076aa, 0x000076b1, 0x000076cb, 0x000076f1,
+	0x00007706, 0x00007760, 0x000077f5, 0x00007858,
+	0x0000786b, 0x00007892, 0x000078ba, 0x000078c8,
+	0x000078d8, 0x000078e9, 0x000078f0, 0x00007a26,
+	0x00007a2d, 0x00007a67, 0x00007a6c, 0x00007a81,
+	0x00007a95, 0x00007aa7, 0x00007abd, 0x00007ad8,
 	// Entry 280 - 29F
-	0x00007acf, 0x00007adf, 0x00007bb9, 0x00007c7b,
-	0x00007c80, 0x00007c90, 0x00007c9e, 0x00007cae,
-	0x00007cbe, 0x00007cc8, 0x00007cf1, 0x00007d0b,
-	0x00007d26, 0x00007db4, 0x00007df2, 0x00007e03,
-	0x00007e10, 0x00007e2b, 0x00007e3f, 0x00007e5d,
-	0x00007ea8, 0x00007ee9, 0x00007f5f, 0x00007fa5,
-	0x00007fbe, 0x00007fd6, 0x00008029, 0x00008064,
-	0x000080fc, 0x00008128, 0x0000814e, 0x00008182,
+	0x00007bad, 0x00007bc5, 0x00007c66, 0x00007cf5,
+	0x00007d05, 0x00007ddf, 0x00007ea1, 0x00007ea6,
+	0x00007eb6, 0x00007ec4, 0x00007ed4, 0x00007ee4,
+	0x00007eee, 0x00007f17, 0x00007f31, 0x00007f4c,
+	0x00007fda, 0x00008018, 0x00008029, 0x00008036,
+	0x00008051, 0x00008065, 0x00008083, 0x000080ce,
+	0x0000810f, 0x00008185, 0x000081cb, 0x000081e4,
+	0x000081fc, 0x0000824f, 0x0000828a, 0x00008322,
 	// Entry 2A0 - 2BF
-	0x0000819a, 0x000081c5, 0x0000826e, 0x00008278,
-	0x00008300, 0x00008335, 0x00008376, 0x000083ea,
-	0x00008565, 0x0000863e, 0x00008657, 0x00008720,
-	0x000087a9, 0x000087b6, 0x00008808, 0x0000880e,
-	0x000088aa, 0x0000895a, 0x00008986, 0x00008a12,
-	0x00008ab9, 0x00008b7b, 0x00008bab, 0x00008bb8,
-	0x00008bbe, 0x00008bd4, 0x00008bdf, 0x00008be6,
-	0x00008bf1, 0x00008bff, 0x00008c0c, 0x00008c1a,
+	0x0000834e, 0x00008374, 0x000083a8, 0x000083c0,
+	0x000083eb, 0x00008494, 0x0000849e, 0x00008526,
+	0x0000855b, 0x0000859c, 0x00008610, 0x0000878b,
+	0x00008864, 0x0000887d, 0x00008946, 0x000089cf,
+	0x000089dc, 0x00008a2e, 0x00008a34, 0x00008ad0,
+	0x00008b80, 0x00008bac, 0x00008c38, 0x00008cdf,
+	0x00008da1, 0x00008dd1, 0x00008dde, 0x00008de4,
+	0x00008dfa, 0x00008e05, 0x00008e0c, 0x00008e17,
 	// Entry 2C0 - 2DF
-	0x00008c33, 0x00008c60, 0x00008d09, 0x00008d1c,
-	0x00008d26, 0x00008db5, 0x00008e16, 0x00008e68,
-	0x00008e7a, 0x00008e8d, 0x00008ecb, 0x00008f07,
-	0x00008f13, 0x00008f20, 0x00008f2e, 0x00008f3c,
-	0x00008f4c, 0x00008f88, 0x00008fc2, 0x0000903f,
-	0x0000904a, 0x00009074, 0x00009081, 0x0000909d,
-	0x000090a1, 0x000090b3, 0x00009175, 0x000091a8,
-	0x000091b3, 0x000091bd, 0x000091d2, 0x000091db,
+	0x00008e25, 0x00008e32, 0x00008e40, 0x00008e59,
+	0x00008e86, 0x00008f2f, 0x00008f42, 0x00008f4c,
+	0x00008fdb, 0x0000903c, 0x0000908e, 0x000090a0,
+	0x000090b3, 0x000090f1, 0x0000912d, 0x00009139,
+	0x00009146, 0x00009154, 0x00009162, 0x00009172,
+	0x000091ae, 0x000091e8, 0x00009265, 0x00009270,
+	0x0000929a, 0x000092a7, 0x000092c3, 0x000092c7,
+	0x000092d9, 0x0000939b, 0x000093ce, 0x000093d9,
 	// Entry 2E0 - 2FF
-	0x000091e5, 0x000091fa, 0x0000921e, 0x00009238,
-	0x0000924d, 0x00009279, 0x0000927e, 0x00009293,
-	0x000092a5, 0x000092da, 0x000092eb, 0x00009318,
-	0x00009347, 0x000093e9, 0x0000948b, 0x00009501,
-	0x0000958c, 0x0000961b, 0x00009682, 0x000096c4,
-	0x0000970c, 0x0000977f, 0x000097c7, 0x000097f5,
-	0x00009823, 0x00009856, 0x00009889,
-} // Size: 3076 bytes
+	0x000093e3, 0x000093f8, 0x00009401, 0x0000940b,
+	0x00009420, 0x00009444, 0x0000945e, 0x00009473,
+	0x0000949f, 0x000094a4, 0x000094b9, 0x000094cb,
+	0x00009500, 0x00009511, 0x0000953e, 0x0000956d,
+	0x0000960f, 0x000096b1, 0x00009727, 0x000097b2,
+	0x00009841, 0x000098a8, 0x000098ea, 0x00009932,
+	0x000099a5, 0x000099ed, 0x00009a1b, 0x00009a49,
+	0x00009a7c, 0x00009aaf,
+} // Size: 3088 bytes
 
-const frData string = "" + // Size: 39049 bytes
+const frData string = "" + // Size: 39599 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1835,274 +1846,282 @@ const frData string = "" + // Size: 39049 bytes
 	"in de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, p" +
 	"our l’identifiant complet.\x02L’action groupée doit être désignée par so" +
 	"n identifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’ab" +
-	"ord\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées." +
-	" Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02A" +
-	"ction groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées" +
-	"\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le com" +
-	"pte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s" +
-	") par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances comp" +
-	"tées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’e" +
-	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
-	"ur le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en" +
-	" cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]" +
-	"d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02" +
-	"Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-êt" +
-	"re arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouvea" +
-	"u sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller au c" +
-	"ontenu\x02Navigation principale\x02État\x02Tâches externes\x02Processus" +
-	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
-	"\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destination" +
-	"s\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se d" +
-	"éconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affic" +
-	"hage\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[1]" +
-	"s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargeme" +
-	"nt automatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se re" +
-	"charge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Non au" +
-	"torisé\x02Votre rôle ne permet de lire que les définitions et les proces" +
-	"sus\u202f: les tâches externes et les instances de processus sont réserv" +
-	"ées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le ch" +
-	"amp «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne s" +
-	"ont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâ" +
-	"ches externes\x02Retour aux définitions\x02Cette adresse ne mène à rien," +
-	" ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à" +
-	" rien que vous puissiez voir. Une instance terminée est supprimée, avec " +
-	"ses occurrences et ses tentatives, une fois la durée de conservation (RE" +
-	"LAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f" +
-	"; le journal d’audit garde les actions d’opérateur menées sur elle.\x02I" +
-	"ntrouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depu" +
-	"is cette session de la console, ou il a expiré\u202f: rien n’a été fait." +
-	" Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au formulaire" +
-	"\x02Temporairement indisponible\x02La base de données est injoignable po" +
-	"ur le moment. Réessayez dans quelques secondes.\x02Une erreur est surven" +
-	"ue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si le " +
-	"problème persiste, donnez à votre administrateur l’identifiant de requêt" +
-	"e %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consommate" +
-	"ur.\x02Les services externes qui prennent des tâches, et les définitions" +
-	" que chacun peut prendre. Créez les consommateurs, modifiez leurs droits" +
-	" et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jet" +
-	"ons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plus ré" +
-	"cent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02rév" +
-	"oqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment" +
-	"\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et" +
-	" à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s" +
-	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
-	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
-	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
-	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
-	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
-	" directement\u202f: ils épinglent une révision.\x02Sortie de routage\x02" +
-	"Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instant" +
-	"\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Auc" +
-	"une publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02P" +
-	"ubliée le\x02Comparer des révisions\x02Liste chaque changement d’une rév" +
-	"ision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révis" +
-	"ion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les process" +
-	"us\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes co" +
-	"ntrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
-	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
-	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
-	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
-	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
-	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
-	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
-	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
-	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
-	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
-	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
-	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
-	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
-	"push. Les valeurs de la requête de l’URL et des en-têtes, et les secrets" +
-	" de signature, sont scellés et jamais affichés. Créez, modifiez et suppr" +
-	"imez les destinations par l’API (/api/v1/destinations).\x02Destinations " +
-	"par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal" +
-	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Ap" +
-	"pels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, p" +
-	"our qui lira le journal plus tard\u202f: %[1]d caractères au plus. Il es" +
-	"t conservé après l’effacement, quelle que soit la rétention\u202f: écriv" +
-	"ez la référence de la demande, pas le nom de la personne.\x02Effacer l’i" +
-	"nstance de processus %[1]s\x02Effacer cette instance maintenant\u202f? E" +
-	"lle est supprimée avec ses occurrences et leurs tentatives, comme la rét" +
-	"ention la supprimerait.\x02Ses entrées, ses sorties, sa clé métier et le" +
-	"s messages des exécutants partent avec elle\u202f; c’est irréversible. L" +
-	"es enregistrements d’audit qui la nomment restent (qui a fait quoi, et p" +
-	"ourquoi), de même que les sauvegardes jusqu’à leur expiration.\x02Efface" +
-	"r l’instance\x02Cette instance est %[1]s\u202f: seule une instance termi" +
-	"née peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instan" +
-	"ce %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]" +
-	"d). Consigné dans le journal d’audit.\x02Cette instance avait déjà été e" +
-	"ffacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consig" +
-	"né.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateu" +
-	"r\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termin" +
-	"e l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull" +
-	" %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incident" +
-	"s de chaque définition maintenant, et ce que ses exécutants ont terminé " +
-	"dans la dernière heure\u202f: les occurrences achevées, avec succès ou e" +
-	"n échec. Une occurrence reprise depuis compte là où elle se termine ensu" +
-	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
-	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
-	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
-	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
-	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
-	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
-	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
-	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
-	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
-	"ue donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du g" +
-	"raphique\x02Réussites et échecs par tranche de 5 min, les plus anciennes" +
-	" d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s" +
-	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
-	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
-	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
-	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
-	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
-	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
-	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
-	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
-	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
-	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
-	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
-	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
-	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
-	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
-	"if, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et se" +
-	"s occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée " +
-	"le\x02Fin le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour" +
-	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
-	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
-	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être u" +
-	"n nombre entier à partir de 1.\x02Une version est celle d’un processus" +
-	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
-	"e retient\x02La page suivante les compte et demande un motif avant que r" +
-	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
-	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
-	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
-	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
-	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
-	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
-	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
-	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
-	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
-	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
-	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
-	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
-	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
-	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
-	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
-	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
-	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
-	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
-	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentative" +
-	"s\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
-	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appe" +
-	"l\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s " +
-	"(le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après chaque " +
-	"échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la derniè" +
-	"re reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentati" +
-	"ve\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d ren" +
-	"due, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81" +
-	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
-	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
-	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
-	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
-	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
-	"rminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif (c" +
-	"onsigné avec la révélation)\x02Tous les administrateurs le lisent, et il" +
-	" est conservé quelle que soit la rétention\u202f: n’y écrivez aucune don" +
-	"née de client.\x02Disponible à partir du\x02Prochaine tentative\x02Derni" +
-	"ère réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentat" +
-	"ive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
-	" le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez" +
-	" avant de reprendre.\x02La destination n’a pas répondu dans le délai de " +
-	"l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre." +
-	"\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat " +
-	"ne respectait pas le contrat de sorties de la révision.\x02La réponse à " +
-	"l’appel a été perdue (la connexion s’est rompue après l’envoi de la requ" +
-	"ête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données av" +
-	"ant de l’enregistrer)\u202f: on ignore si la destination a agi, donc ell" +
-	"e n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé.\x02L" +
-	"a destination était injoignable.\x02La réponse de la destination était t" +
-	"rop volumineuse.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante.\x02Les entrées n’ont pas pu être construites à partir d" +
-	"es liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un " +
-	"exécutant Camunda 7 a signalé un échec sans nouvelle tentative restante " +
-	"(retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est p" +
-	"as exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun" +
-	" exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun" +
-	" exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs" +
-	" de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant acti" +
-	"f ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne pr" +
-	"ennent que la révision %[3]d.\x02Aucun exécutant actif ne prend la révis" +
-	"ion %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révi" +
-	"sions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir" +
-	" de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée" +
-	" de nouveau.\x02En attente de l’appel de Relais à la destination depuis " +
-	"%[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(ex" +
-	"écutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que" +
-	" son résultat soit enregistré\u202f: la réplique qui l’a passé s’est peu" +
-	"t-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s" +
-	")\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle " +
-	"la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu" +
-	"’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2" +
-	"]s)\u202f: un exécutant du même consommateur, ou une interface munie d’u" +
-	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
-	"n instance est bloquée ici, en attente d’un opérateur.\x02Son instance a" +
-	" continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f" +
-	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
-	"ci\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son " +
-	"jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de" +
-	" règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[" +
-	"2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dan" +
-	"s le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue" +
+	"ord\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le " +
+	"lien, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00" +
+	"\x02\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. " +
+	"Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x00" +
+	"\x8f\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modif" +
+	"iées. Tant qu’elle s’exécute, chaque rechargement montre où elle en est." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances com" +
+	"ptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après l" +
+	"e compte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (" +
+	"%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances" +
+	" comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce" +
+	" qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filt" +
+	"re pour le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]" +
+	"s, en cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f:" +
+	" %[4]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est" +
+	".\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est pe" +
+	"ut-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de n" +
+	"ouveau sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller" +
+	" au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proce" +
+	"ssus\x02Trouver une instance ou une occurrence\x02identifiant ou clé mét" +
+	"ier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinat" +
+	"ions\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02S" +
+	"e déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’aff" +
+	"ichage\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[" +
+	"1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans recharge" +
+	"ment automatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se " +
+	"recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Non " +
+	"autorisé\x02Votre rôle ne permet de lire que les définitions et les proc" +
+	"essus\u202f: les tâches externes et les instances de processus sont rése" +
+	"rvées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le c" +
+	"hamp «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne " +
+	"sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux t" +
+	"âches externes\x02Retour aux définitions\x02Cette adresse ne mène à rie" +
+	"n, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou" +
+	" à rien que vous puissiez voir. Une instance terminée est supprimée, ave" +
+	"c ses occurrences et ses tentatives, une fois la durée de conservation (" +
+	"RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un UUID)" +
+	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
+	"a ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuvable" +
+	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
+	"ession de la console, ou il a expiré\u202f: rien n’a été fait. Rouvrez l" +
+	"e formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02Tempor" +
+	"airement indisponible\x02La base de données est injoignable pour le mome" +
+	"nt. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La c" +
+	"onsole n’a pas pu afficher cette page. Réessayez\u202f; si le problème p" +
+	"ersiste, donnez à votre administrateur l’identifiant de requête %[1]s." +
+	"\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02L" +
+	"es services externes qui prennent des tâches, et les définitions que cha" +
+	"cun peut prendre. Créez les consommateurs, modifiez leurs droits et reno" +
+	"uvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne s" +
+	"ont jamais affichés.\x02Consommateurs, du plus ancien au plus récent\x02" +
+	"ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02" +
+	"aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes " +
+	"ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à venir" +
+	"\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décom" +
+	"pte des occurrences en cours\u202f; les décomptes s’afficheront quand vo" +
+	"us rechargerez la page.\x02Les décomptes sont indisponibles pour le mome" +
+	"nt.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02" +
+	"Description\x02Définition %[1]s\x02Copie de travail\x02La seule partie m" +
+	"odifiable d’une définition. Les processus ne l’utilisent jamais directem" +
+	"ent\u202f: ils épinglent une révision.\x02Sortie de routage\x02Dernier e" +
+	"nregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: la c" +
+	"opie de travail n’a jamais été figée.\x02Publications\x02Aucune publicat" +
+	"ion pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le" +
+	"\x02Comparer des révisions\x02Liste chaque changement d’une révision à l" +
+	"’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02" +
+	"Comparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02I" +
+	"ncompatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
+	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
+	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
+	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
+	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
+	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
+	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
+	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
+	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
+	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
+	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
+	"[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%" +
+	"[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
+	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
+	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
+	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
+	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification" +
+	" %[1]s)\x02champ facultatif de type %[2]s (classification %[1]s)\x02cham" +
+	"p obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune" +
+	"\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions imm" +
+	"uables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02D" +
+	"ernière révision\x02aucune pour l’instant\x02Aucune définition pour l’in" +
+	"stant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d" +
+	" publications\x02Aucune destination pour l’instant.\x02Aucune autre dest" +
+	"ination.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les val" +
+	"eurs de la requête de l’URL et des en-têtes, et les secrets de signature" +
+	", sont scellés et jamais affichés. Créez, modifiez et supprimez les dest" +
+	"inations par l’API (/api/v1/destinations).\x02Destinations par nom\x02va" +
+	"leur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière mod" +
+	"ification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Rel" +
+	"ais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le " +
+	"journal plus tard\u202f: %[1]d caractères au plus. Il est conservé après" +
+	" l’effacement, quelle que soit la rétention\u202f: écrivez la référence " +
+	"de la demande, pas le nom de la personne.\x02Effacer l’instance de proce" +
+	"ssus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est supprimé" +
+	"e avec ses occurrences et leurs tentatives, comme la rétention la suppri" +
+	"merait.\x02Ses entrées, ses sorties, sa clé métier et les messages des e" +
+	"xécutants partent avec elle\u202f; c’est irréversible. Les enregistremen" +
+	"ts d’audit qui la nomment restent (qui a fait quoi, et pourquoi), de mêm" +
+	"e que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02" +
+	"Cette instance est %[1]s\u202f: seule une instance terminée peut être ef" +
+	"facée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est sup" +
+	"primée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dan" +
+	"s le journal d’audit.\x02Cette instance avait déjà été effacée, par %[1]" +
+	"s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’" +
+	"erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incident" +
+	"\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
+	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[" +
+	"1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque " +
+	"définition maintenant, et ce que ses exécutants ont terminé dans la dern" +
+	"ière heure\u202f: les occurrences achevées, avec succès ou en échec. Une" +
+	" occurrence reprise depuis compte là où elle se termine ensuite\u202f; u" +
+	"n échec qui laisse des tentatives n’est pas compté, la page de son occur" +
+	"rence le montre.\x02Réussites et échecs, dernière heure\x02Définitions, " +
+	"celles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes" +
+	"\x02Instances bloquées\x02En échec\x02Attente de la plus ancienne dispon" +
+	"ible\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune " +
+	"définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé" +
+	" toutes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente" +
+	" longue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune " +
+	"définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez t" +
+	"outes les définitions.\x02Toutes les définitions\x02Réussites et échecs " +
+	"par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière he" +
+	"ure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque t" +
+	"ranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réuss" +
+	"ites et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranc" +
+	"he\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
+	"[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s " +
+	"%[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02d" +
+	"ans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]" +
+	"d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
+	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
+	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
+	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
+	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Fin le\x02B" +
+	"loquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02" +
+	"Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un o" +
+	"pérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
+	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
+	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
+	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
+	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
+	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
+	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
+	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
+	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
+	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
+	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
+	"normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
+	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
+	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
+	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
+	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
+	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
+	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, délai multipli" +
+	"é par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relais)" +
+	"\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s" +
+	"\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opé" +
+	"rateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d t" +
+	"entatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00" +
+	"\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1" +
+	"]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le co" +
+	"ntrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, " +
+	"nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
+	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
+	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
+	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
+	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
+	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
+	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
+	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
+	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
+	"%[1]d)\x02La destination n’a pas répondu dans le délai de l’appel\u202f:" +
+	" elle a pu agir malgré tout.\x02La destination n’a pas répondu dans le d" +
+	"élai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez ava" +
+	"nt de reprendre.\x02La destination n’a pas répondu dans le délai de l’ap" +
+	"pel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L" +
+	"’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat ne " +
+	"respectait pas le contrat de sorties de la révision.\x02La réponse à l’a" +
+	"ppel a été perdue (la connexion s’est rompue après l’envoi de la requête" +
+	", ou Relais s’est arrêté ou n’a pas pu joindre sa base de données avant " +
+	"de l’enregistrer)\u202f: on ignore si la destination a agi, donc elle n’" +
+	"est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La de" +
+	"stination était injoignable.\x02La réponse de la destination était trop " +
+	"volumineuse.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante.\x02Les entrées n’ont pas pu être construites à partir des l" +
+	"iaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exéc" +
+	"utant Camunda 7 a signalé un échec sans nouvelle tentative restante (ret" +
+	"ries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas e" +
+	"xécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
+	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
+	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
+	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
+	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
+	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
+	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
+	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
+	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
+	"]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans" +
+	" le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue" +
 	"\x02[masqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant" +
 	" (ses propres termes, valeurs protégées masquées)\x02La révision doit êt" +
 	"re un nombre entier, 1 ou plus.\x02Une révision est celle d’une définiti" +
@@ -2276,4 +2295,4 @@ const frData string = "" + // Size: 39049 bytes
 	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
 	"évisions %[1]s sont prises en charge."
 
-	// Total table size 75508 bytes (73KiB); checksum: 95D71BB
+	// Total table size 76499 bytes (74KiB); checksum: 67A12592
