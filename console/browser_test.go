@@ -611,7 +611,8 @@ func TestBrowserPhoneHeader(t *testing.T) {
 
 // TestBrowserHealthChartOnAPhone: on a phone the Health chart keeps its
 // drawn size, its labels readable (shrunk to the screen they were 6 px
-// high), in a frame that scrolls sideways rather than widen the page.
+// high), in a frame that scrolls sideways rather than widen the page and
+// opens on its newest end.
 func TestBrowserHealthChartOnAPhone(t *testing.T) {
 	t.Parallel()
 	browserPath := needChromium(t)
@@ -627,6 +628,9 @@ func TestBrowserHealthChartOnAPhone(t *testing.T) {
 		const wrap = document.querySelector('.chart-wrap');
 		if (wrap.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5) out.push('the frame is wider than the screen');
 		if (document.documentElement.scrollWidth > document.documentElement.clientWidth) out.push('the page scrolls sideways');
+		const chart = wrap.querySelector('.chart');
+		if (chart.getBoundingClientRect().width <= wrap.clientWidth) out.push('the chart does not overflow its frame: the test shows nothing');
+		if (chart.getBoundingClientRect().right > wrap.getBoundingClientRect().right + 1) out.push('the frame opens on the oldest end, the newest off-screen');
 		return out.join('; ');
 	})()`)
 	if got != "" {

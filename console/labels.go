@@ -121,7 +121,7 @@ func maskedMarker(ctx context.Context, c contracts.Classification) string {
 func modeLabel(ctx context.Context, m string) string {
 	switch m {
 	case "pull":
-		return T(ctx, "pull (the service fetches it)")
+		return T(ctx, "pull (a worker fetches it)")
 	case "push":
 		return T(ctx, "push (Relais calls the service)")
 	}

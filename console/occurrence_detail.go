@@ -181,14 +181,14 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		HeadReserved: T(ctx, "Reserved"), HeadEnded: T(ctx, "Finished"), HeadDuration: T(ctx, "Duration"),
 		HeadHTTP:    T(ctx, "Destination’s answer"),
 		HeadOutcome: T(ctx, "Outcome"), HeadErrorCode: T(ctx, "Error code"), HeadErrorMessage: T(ctx, "Error message"),
-		NoAttempts:   T(ctx, "No service has reserved this occurrence yet."),
+		NoAttempts:   T(ctx, "No worker has reserved this occurrence yet."),
 		Running:      T(ctx, "in progress"),
 		WholeMessage: T(ctx, "Whole message"),
 		HeadField:    T(ctx, "Field"), HeadValue: T(ctx, "Value"),
 		Push: push,
 	}
 	if settled(o.Status) {
-		v.NoAttempts = T(ctx, "No service ever reserved this occurrence: it ended before any attempt.")
+		v.NoAttempts = T(ctx, "No worker ever reserved this occurrence: it ended before any attempt.")
 	}
 	if push {
 		v.HeadConsumer, v.HeadWorker = T(ctx, "Destination"), T(ctx, "Replica")
@@ -453,7 +453,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 	if o.Status == engine.StatusFailed && o.Mode == "pull" && !relaisCode(code) && o.AttemptsLeft > 0 {
 		// It failed with attempts left: its worker said not to retry.
 		fs = append(fs, fact{Label: T(ctx, "Retryable"), TestID: "not-retryable",
-			Value: T(ctx, "no: the service marked this failure as not retryable (attempts left unused: %d)", o.AttemptsLeft)})
+			Value: T(ctx, "no: the worker marked this failure as not retryable (attempts left unused: %d)", o.AttemptsLeft)})
 	}
 	return fs
 }

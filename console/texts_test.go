@@ -110,7 +110,7 @@ func TestCancelledOccurrenceNeverReserved(t *testing.T) {
 			b = signedIn(t, env.URL, lang, env.Operator)
 		}
 		r := b.mustGet("/console/occurrences/"+occ, 200)
-		want := []string{"No service ever reserved this occurrence: it ended before any attempt.",
+		want := []string{"No worker ever reserved this occurrence: it ended before any attempt.",
 			"Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute tentative."}[i]
 		if got := text(r, "attempts"); !strings.Contains(got, want) || strings.Contains(got, []string{"yet", "encore"}[i]) {
 			t.Errorf("%s: attempts %q, want %q", lang, got, want)
@@ -156,7 +156,7 @@ func TestLongFailureShowsOnce(t *testing.T) {
 		if n := r.doc.Find(`[data-testid=attempt-error-whole]`).ParentsFiltered("details").Length(); n != 1 {
 			t.Errorf("%s: the whole message in the table is not behind a disclosure", lang)
 		}
-		want := []string{"no: the service marked this failure as not retryable (attempts left unused: 2)",
+		want := []string{"no: the worker marked this failure as not retryable (attempts left unused: 2)",
 			"non\u202f: l’exécutant a signalé cet échec comme définitif (tentatives restantes non utilisées\u202f: 2)"}[i]
 		if got := text(r, "not-retryable"); got != want {
 			t.Errorf("%s: retryable %q, want %q", lang, got, want)

@@ -355,11 +355,11 @@ var messageKeyToIndex = map[string]int{
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 207,
-	"No revision yet: the Working copy has never been snapshotted.":          205,
-	"No service ever reserved this occurrence: it ended before any attempt.": 472,
-	"No service has reserved this occurrence yet.":                           469,
+	"No revision yet: the Working copy has never been snapshotted.": 205,
 	"No token.":              697,
 	"No value was revealed.": 672,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              472,
+	"No worker has reserved this occurrence yet.":                                        469,
 	"No worker is connected for this definition; none of its occurrences waits for one.": 756,
 	"No worker is connected.":           740,
 	"No worker serves this definition.": 743,
@@ -740,7 +740,7 @@ var messageKeyToIndex = map[string]int{
 	"no worker":                                              307,
 	"no worker takes revision %d":                            749,
 	"no worker takes revisions %s":                           750,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 515,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 515,
 	"none": 254,
 	"none (revealed before reasons were asked for)": 673,
 	"none yet": 259,
@@ -762,7 +762,7 @@ var messageKeyToIndex = map[string]int{
 	"pattern %s":                         718,
 	"pull":                               646,
 	"pull %s":                            291,
-	"pull (the service fetches it)":      430,
+	"pull (a worker fetches it)":         430,
 	"push %s":                            290,
 	"push (Relais calls the service)":    431,
 	"push to %s":                         647,
@@ -928,104 +928,104 @@ var enIndex = []uint32{ // 766 elements
 	0x00004121, 0x00004126, 0x0000412e, 0x00004135,
 	0x0000413d, 0x00004142, 0x00004150, 0x00004157,
 	0x0000415e, 0x00004163, 0x0000416a, 0x00004174,
-	0x0000417b, 0x0000418e, 0x0000419e, 0x000041bc,
-	0x000041dc, 0x000041ea, 0x000041f3, 0x000041fc,
-	0x00004205, 0x00004209, 0x0000420c, 0x00004218,
-	0x00004226, 0x00004233, 0x00004244, 0x00004253,
-	0x0000426a, 0x0000427d, 0x0000428d, 0x0000429c,
+	0x0000417b, 0x0000418e, 0x0000419e, 0x000041b9,
+	0x000041d9, 0x000041e7, 0x000041f0, 0x000041f9,
+	0x00004202, 0x00004206, 0x00004209, 0x00004215,
+	0x00004223, 0x00004230, 0x00004241, 0x00004250,
+	0x00004267, 0x0000427a, 0x0000428a, 0x00004299,
 	// Entry 1C0 - 1DF
-	0x000042ab, 0x000042b3, 0x000042ba, 0x000042c2,
-	0x000042ca, 0x000042d8, 0x000042e6, 0x000042fc,
-	0x00004311, 0x00004322, 0x00004328, 0x0000432f,
-	0x00004338, 0x00004354, 0x0000435d, 0x00004367,
-	0x00004370, 0x00004379, 0x00004382, 0x00004399,
-	0x000043a1, 0x000043af, 0x000043dc, 0x000043e8,
-	0x000043f6, 0x0000443d, 0x00004449, 0x00004451,
-	0x0000447c, 0x000044c7, 0x00004589, 0x0000458d,
+	0x000042a8, 0x000042b0, 0x000042b7, 0x000042bf,
+	0x000042c7, 0x000042d5, 0x000042e3, 0x000042f9,
+	0x0000430e, 0x0000431f, 0x00004325, 0x0000432c,
+	0x00004335, 0x00004351, 0x0000435a, 0x00004364,
+	0x0000436d, 0x00004376, 0x0000437f, 0x00004396,
+	0x0000439e, 0x000043ac, 0x000043d8, 0x000043e4,
+	0x000043f2, 0x00004438, 0x00004444, 0x0000444c,
+	0x00004477, 0x000044c2, 0x00004584, 0x00004588,
 	// Entry 1E0 - 1FF
-	0x000045b3, 0x000045b8, 0x000045d3, 0x000045e4,
-	0x000045f0, 0x000045f8, 0x0000462a, 0x00004633,
-	0x0000463c, 0x00004658, 0x00004665, 0x000046b5,
-	0x000046f0, 0x000046fe, 0x0000472a, 0x00004750,
-	0x00004771, 0x0000477c, 0x000047aa, 0x000047c7,
-	0x000047f6, 0x00004828, 0x00004846, 0x0000487b,
-	0x00004897, 0x000048b6, 0x00004911, 0x00004920,
-	0x0000492d, 0x0000493b, 0x00004948, 0x00004951,
+	0x000045ae, 0x000045b3, 0x000045ce, 0x000045df,
+	0x000045eb, 0x000045f3, 0x00004625, 0x0000462e,
+	0x00004637, 0x00004653, 0x00004660, 0x000046b0,
+	0x000046eb, 0x000046f9, 0x00004725, 0x0000474b,
+	0x0000476c, 0x00004777, 0x000047a5, 0x000047c2,
+	0x000047f1, 0x00004823, 0x00004841, 0x00004876,
+	0x00004892, 0x000048b1, 0x0000490c, 0x0000491b,
+	0x00004928, 0x00004936, 0x00004943, 0x0000494c,
 	// Entry 200 - 21F
-	0x0000496c, 0x0000499c, 0x000049b7, 0x000049c1,
-	0x00004a14, 0x00004a70, 0x00004aee, 0x00004b64,
-	0x00004b91, 0x00004bcb, 0x00004caa, 0x00004cca,
-	0x00004cf0, 0x00004d1a, 0x00004d52, 0x00004d8f,
-	0x00004db3, 0x00004e2c, 0x00004e51, 0x00004e80,
-	0x00004ee0, 0x00004f39, 0x00004f93, 0x00004fad,
-	0x00004fcb, 0x00004fff, 0x0000503f, 0x00005069,
-	0x00005078, 0x00005143, 0x00005174, 0x000051a3,
+	0x00004967, 0x00004997, 0x000049b2, 0x000049bc,
+	0x00004a0e, 0x00004a6a, 0x00004ae8, 0x00004b5e,
+	0x00004b8b, 0x00004bc5, 0x00004ca4, 0x00004cc4,
+	0x00004cea, 0x00004d14, 0x00004d4c, 0x00004d89,
+	0x00004dad, 0x00004e26, 0x00004e4b, 0x00004e7a,
+	0x00004eda, 0x00004f33, 0x00004f8d, 0x00004fa7,
+	0x00004fc5, 0x00004ff9, 0x00005039, 0x00005063,
+	0x00005072, 0x0000513d, 0x0000516e, 0x0000519d,
 	// Entry 220 - 23F
-	0x000051b6, 0x0000522b, 0x0000523e, 0x00005272,
-	0x000052a6, 0x000052b6, 0x000052fd, 0x0000532a,
-	0x00005337, 0x00005347, 0x00005377, 0x000053b1,
-	0x000053d4, 0x000053dc, 0x000053f4, 0x00005411,
-	0x0000541f, 0x00005430, 0x00005438, 0x00005443,
-	0x00005464, 0x000054a6, 0x000054d6, 0x00005511,
-	0x00005521, 0x00005560, 0x00005571, 0x00005583,
-	0x0000558f, 0x000055a0, 0x000055ba, 0x000055c2,
+	0x000051b0, 0x00005225, 0x00005238, 0x0000526c,
+	0x000052a0, 0x000052b0, 0x000052f7, 0x00005324,
+	0x00005331, 0x00005341, 0x00005371, 0x000053ab,
+	0x000053ce, 0x000053d6, 0x000053ee, 0x0000540b,
+	0x00005419, 0x0000542a, 0x00005432, 0x0000543d,
+	0x0000545e, 0x000054a0, 0x000054d0, 0x0000550b,
+	0x0000551b, 0x0000555a, 0x0000556b, 0x0000557d,
+	0x00005589, 0x0000559a, 0x000055b4, 0x000055bc,
 	// Entry 240 - 25F
-	0x000055d3, 0x000055d9, 0x000055ed, 0x00005605,
-	0x0000562a, 0x00005638, 0x00005676, 0x000056b3,
-	0x000056df, 0x0000571c, 0x0000572b, 0x0000573c,
-	0x00005744, 0x00005751, 0x00005761, 0x00005778,
-	0x00005783, 0x00005792, 0x00005798, 0x000057a6,
-	0x000057b0, 0x000057bb, 0x000057c5, 0x000057d8,
-	0x000057fd, 0x00005828, 0x000058b9, 0x000058f4,
-	0x00005913, 0x00005951, 0x00005988, 0x000059b6,
+	0x000055cd, 0x000055d3, 0x000055e7, 0x000055ff,
+	0x00005624, 0x00005632, 0x00005670, 0x000056ad,
+	0x000056d9, 0x00005716, 0x00005725, 0x00005736,
+	0x0000573e, 0x0000574b, 0x0000575b, 0x00005772,
+	0x0000577d, 0x0000578c, 0x00005792, 0x000057a0,
+	0x000057aa, 0x000057b5, 0x000057bf, 0x000057d2,
+	0x000057f7, 0x00005822, 0x000058b3, 0x000058ee,
+	0x0000590d, 0x0000594b, 0x00005982, 0x000059b0,
 	// Entry 260 - 27F
-	0x000059c4, 0x00005a63, 0x00005a81, 0x00005bd8,
-	0x00005be6, 0x00005bfa, 0x00005c1b, 0x00005c2f,
-	0x00005c43, 0x00005c49, 0x00005c5d, 0x00005c75,
-	0x00005c88, 0x00005cc5, 0x00005d38, 0x00005d85,
-	0x00005d96, 0x00005dad, 0x00005dca, 0x00005dd8,
-	0x00005de6, 0x00005df1, 0x00005df7, 0x00005ee9,
-	0x00005eef, 0x00005f21, 0x00005f26, 0x00005f36,
-	0x00005f41, 0x00005f4a, 0x00005f5a, 0x00005f74,
+	0x000059be, 0x00005a5d, 0x00005a7b, 0x00005bd2,
+	0x00005be0, 0x00005bf4, 0x00005c15, 0x00005c29,
+	0x00005c3d, 0x00005c43, 0x00005c57, 0x00005c6f,
+	0x00005c82, 0x00005cbf, 0x00005d32, 0x00005d7f,
+	0x00005d90, 0x00005da7, 0x00005dc4, 0x00005dd2,
+	0x00005de0, 0x00005deb, 0x00005df1, 0x00005ee3,
+	0x00005ee9, 0x00005f1b, 0x00005f20, 0x00005f30,
+	0x00005f3b, 0x00005f44, 0x00005f54, 0x00005f6e,
 	// Entry 280 - 29F
-	0x00006019, 0x0000602f, 0x000060b4, 0x0000612e,
-	0x0000613d, 0x000061f7, 0x00006248, 0x0000624d,
-	0x0000625b, 0x0000626b, 0x00006277, 0x00006287,
-	0x00006291, 0x000062b4, 0x000062cd, 0x000062e0,
-	0x0000634c, 0x00006372, 0x00006381, 0x0000638f,
-	0x000063ab, 0x000063ba, 0x000063d0, 0x00006409,
-	0x0000643b, 0x00006493, 0x000064ca, 0x000064e1,
-	0x000064ef, 0x00006533, 0x00006558, 0x000065cf,
+	0x00006013, 0x00006029, 0x000060ae, 0x00006128,
+	0x00006137, 0x000061f1, 0x00006242, 0x00006247,
+	0x00006255, 0x00006265, 0x00006271, 0x00006281,
+	0x0000628b, 0x000062ae, 0x000062c7, 0x000062da,
+	0x00006346, 0x0000636c, 0x0000637b, 0x00006389,
+	0x000063a5, 0x000063b4, 0x000063ca, 0x00006403,
+	0x00006435, 0x0000648d, 0x000064c4, 0x000064db,
+	0x000064e9, 0x0000652d, 0x00006552, 0x000065c9,
 	// Entry 2A0 - 2BF
-	0x000065e5, 0x000065fc, 0x0000662a, 0x0000663d,
-	0x00006665, 0x000066e9, 0x000066f0, 0x00006758,
-	0x00006782, 0x000067b2, 0x00006810, 0x0000694a,
-	0x000069ea, 0x000069fe, 0x00006aa9, 0x00006b2b,
-	0x00006b33, 0x00006b6e, 0x00006b74, 0x00006bf0,
-	0x00006c88, 0x00006cb3, 0x00006d15, 0x00006d81,
-	0x00006e28, 0x00006e43, 0x00006e4d, 0x00006e52,
-	0x00006e5c, 0x00006e64, 0x00006e6a, 0x00006e72,
+	0x000065df, 0x000065f6, 0x00006624, 0x00006637,
+	0x0000665f, 0x000066e3, 0x000066ea, 0x00006752,
+	0x0000677c, 0x000067ac, 0x0000680a, 0x00006944,
+	0x000069e4, 0x000069f8, 0x00006aa3, 0x00006b25,
+	0x00006b2d, 0x00006b68, 0x00006b6e, 0x00006bea,
+	0x00006c82, 0x00006cad, 0x00006d0f, 0x00006d7b,
+	0x00006e22, 0x00006e3d, 0x00006e47, 0x00006e4c,
+	0x00006e56, 0x00006e5e, 0x00006e64, 0x00006e6c,
 	// Entry 2C0 - 2DF
-	0x00006e80, 0x00006e8a, 0x00006e97, 0x00006eaa,
-	0x00006ece, 0x00006f4e, 0x00006f5f, 0x00006f67,
-	0x00006fdc, 0x00007030, 0x00007072, 0x00007081,
-	0x0000708d, 0x000070c9, 0x00007103, 0x00007111,
-	0x0000711e, 0x0000712c, 0x0000713a, 0x00007148,
-	0x0000717a, 0x000071aa, 0x00007206, 0x00007213,
-	0x00007233, 0x0000723e, 0x00007258, 0x0000725d,
-	0x0000726e, 0x000072f4, 0x00007319, 0x00007320,
+	0x00006e7a, 0x00006e84, 0x00006e91, 0x00006ea4,
+	0x00006ec8, 0x00006f48, 0x00006f59, 0x00006f61,
+	0x00006fd6, 0x0000702a, 0x0000706c, 0x0000707b,
+	0x00007087, 0x000070c3, 0x000070fd, 0x0000710b,
+	0x00007118, 0x00007126, 0x00007134, 0x00007142,
+	0x00007174, 0x000071a4, 0x00007200, 0x0000720d,
+	0x0000722d, 0x00007238, 0x00007252, 0x00007257,
+	0x00007268, 0x000072ee, 0x00007313, 0x0000731a,
 	// Entry 2E0 - 2FF
-	0x00007329, 0x0000733c, 0x00007346, 0x00007350,
-	0x0000735a, 0x00007372, 0x00007388, 0x00007394,
-	0x000073b6, 0x000073bd, 0x000073ca, 0x000073db,
-	0x00007402, 0x00007412, 0x00007431, 0x00007451,
-	0x000074c7, 0x00007544, 0x00007598, 0x000075e8,
-	0x00007648, 0x0000769b, 0x000076d3, 0x00007704,
-	0x00007754, 0x00007788, 0x000077a6, 0x000077c5,
-	0x000077e4, 0x00007804,
+	0x00007323, 0x00007336, 0x00007340, 0x0000734a,
+	0x00007354, 0x0000736c, 0x00007382, 0x0000738e,
+	0x000073b0, 0x000073b7, 0x000073c4, 0x000073d5,
+	0x000073fc, 0x0000740c, 0x0000742b, 0x0000744b,
+	0x000074c1, 0x0000753e, 0x00007592, 0x000075e2,
+	0x00007642, 0x00007695, 0x000076cd, 0x000076fe,
+	0x0000774e, 0x00007782, 0x000077a0, 0x000077bf,
+	0x000077de, 0x000077fe,
 } // Size: 3088 bytes
 
-const enData string = "" + // Size: 30724 bytes
+const enData string = "" + // Size: 30718 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1284,7 +1284,7 @@ const enData string = "" + // Size: 30724 bytes
 	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
 	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
 	"st\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (sec" +
-	"ret)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
+	"ret)\x02pull (a worker fetches it)\x02push (Relais calls the service)" +
 	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
 	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
 	" changed\x02classification changed\x02constraint changed\x02routing chan" +
@@ -1293,13 +1293,13 @@ const enData string = "" + // Size: 30724 bytes
 	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
 	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
 	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
-	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
-	"hole message\x02No service ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"sage\x02No worker has reserved this occurrence yet.\x02in progress\x02Wh" +
+	"ole message\x02No worker ever reserved this occurrence: it ended before " +
+	"any attempt.\x02Destination\x02Replica\x02Relais has not called the dest" +
+	"ination yet.\x02Relais never called the destination: the occurrence ende" +
+	"d before any call.\x02Relais keeps the destination’s status code only wh" +
+	"en it refused the call (destination_http_NNN); a completed call answered" +
+	" 2xx. The duration runs from the claim of the call to its settlement." +
 	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
 	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
 	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
@@ -1317,43 +1317,43 @@ const enData string = "" + // Size: 30724 bytes
 	" it.\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
 	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed" +
 	" after attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
-	"the service marked this failure as not retryable (attempts left unused: " +
-	"%[1]d)\x02The destination did not answer within the call’s timeout: it m" +
-	"ay have acted all the same.\x02The destination did not answer within the" +
-	" call’s timeout (%[1]s): it may have acted all the same, so check before" +
-	" retrying.\x02The destination did not answer within the call’s timeout: " +
-	"it may have acted all the same, so check before retrying.\x02The deadlin" +
-	"e passed before a result arrived.\x02The result did not match the revisi" +
-	"on's outputs contract.\x02The answer to the call was lost (the connectio" +
-	"n broke after the request was sent, or Relais stopped or could not reach" +
-	" its database before recording it): whether the destination acted is unk" +
-	"nown, so it is not called again.\x02The call could not be prepared.\x02T" +
-	"he destination could not be reached.\x02The destination’s answer was too" +
-	" large.\x02The last attempt’s lock expired with no attempt left.\x02The " +
-	"inputs could not be built from the process’s bindings.\x02An operator ab" +
-	"andoned the instance.\x02A Camunda 7 worker reported a failure with no r" +
-	"etries left (retries: 0, or a budget already spent): it is not run again" +
-	".\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s " +
-	"now (Workers page).\x02No live worker takes revision %[1]d: the live wor" +
-	"kers of %[2]s declare inputs it does not have.\x02No live worker takes r" +
-	"evision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No" +
-	" live worker takes revision %[1]d: the live workers of %[2]s take revisi" +
-	"ons %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s" +
-	".\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Re" +
-	"lais to call the destination since %[1]s (%[2]s).\x02Waiting for a worke" +
-	"r since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) en" +
-	"ded %[2]s without its result recorded: the replica making it may have st" +
-	"opped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destina" +
-	"tion whether it took effect.\x02Relais is calling the destination (since" +
-	" %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by " +
-	"%[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, o" +
-	"r a front end with a settle token, completes it later.\x02Completed (%[1" +
-	"]s).\x02Its instance is held here, waiting for an operator.\x02Its insta" +
-	"nce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled" +
-	": the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: th" +
-	"e instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[" +
-	"1]s (deferred; settled with its settle token)\x02%[1]s (deferred; settle" +
-	"d with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"the worker marked this failure as not retryable (attempts left unused: %" +
+	"[1]d)\x02The destination did not answer within the call’s timeout: it ma" +
+	"y have acted all the same.\x02The destination did not answer within the " +
+	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
+	"retrying.\x02The destination did not answer within the call’s timeout: i" +
+	"t may have acted all the same, so check before retrying.\x02The deadline" +
+	" passed before a result arrived.\x02The result did not match the revisio" +
+	"n's outputs contract.\x02The answer to the call was lost (the connection" +
+	" broke after the request was sent, or Relais stopped or could not reach " +
+	"its database before recording it): whether the destination acted is unkn" +
+	"own, so it is not called again.\x02The call could not be prepared.\x02Th" +
+	"e destination could not be reached.\x02The destination’s answer was too " +
+	"large.\x02The last attempt’s lock expired with no attempt left.\x02The i" +
+	"nputs could not be built from the process’s bindings.\x02An operator aba" +
+	"ndoned the instance.\x02A Camunda 7 worker reported a failure with no re" +
+	"tries left (retries: 0, or a budget already spent): it is not run again." +
+	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
+	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
+	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
+	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
+	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
+	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
+	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
+	"ed %[2]s without its result recorded: the replica making it may have sto" +
+	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
+	"ion whether it took effect.\x02Relais is calling the destination (since " +
+	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
+	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
+	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
+	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
+	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
+	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
+	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
+	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
+	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
 	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
 	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
 	"e from Relais (in English)\x02Message from the service (its own words, p" +
@@ -2295,4 +2295,4 @@ const frData string = "" + // Size: 39599 bytes
 	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
 	"évisions %[1]s sont prises en charge."
 
-	// Total table size 76499 bytes (74KiB); checksum: 67A12592
+	// Total table size 76493 bytes (74KiB); checksum: EE375411
