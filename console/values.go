@@ -251,11 +251,17 @@ func withinText(ctx context.Context, parent string) string {
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // revealedText shows a revealed value: a scalar as scalar shows it, an
-// object or list as its JSON, in which nested secret values are still
-// masked markers (the engine re-masked them).
+// object or list as its JSON, indented, in which nested secret values are
+// still masked markers (the engine re-masked them).
 func revealedText(ctx context.Context, v json.RawMessage) string {
 	v = bytes.TrimSpace(v)
 	if len(v) > 0 && (v[0] == '{' || v[0] == '[') {
+		// Indented, a member a line, as the page shows nested fields
+		// (the revealed block keeps its line breaks).
+		var out bytes.Buffer
+		if json.Indent(&out, v, "", "  ") == nil {
+			return out.String()
+		}
 		return string(v)
 	}
 	return scalar(ctx, v)
