@@ -1541,181 +1541,181 @@ var frIndex = []uint32{ // 766 elements
 	0x00002945, 0x00002953, 0x00002977, 0x00002987,
 	0x0000299f, 0x000029c0, 0x000029e9, 0x00002a1c,
 	0x00002a4d, 0x00002a63, 0x00002a6d, 0x00002a9f,
-	0x00002ab9, 0x00002ac7, 0x00002b7b, 0x00002b8d,
+	0x00002ab9, 0x00002ac8, 0x00002b7c, 0x00002b8e,
 	// Entry A0 - BF
-	0x00002c0d, 0x00002c29, 0x00002c41, 0x00002c84,
-	0x00002dd2, 0x00002e8b, 0x00002e97, 0x00002eaa,
-	0x00002f4f, 0x00002f64, 0x00002f80, 0x00002fd7,
-	0x00002fef, 0x00003087, 0x000030ac, 0x000030c6,
-	0x000031b7, 0x000031e5, 0x000031e8, 0x000031ec,
-	0x000031f3, 0x000031fd, 0x00003203, 0x0000320b,
-	0x00003211, 0x0000321b, 0x0000323c, 0x00003255,
-	0x00003268, 0x000032a0, 0x000032ba, 0x000032d5,
+	0x00002c0e, 0x00002c2a, 0x00002c42, 0x00002c85,
+	0x00002dd3, 0x00002e8c, 0x00002e98, 0x00002eab,
+	0x00002f50, 0x00002f65, 0x00002f81, 0x00002fd8,
+	0x00002ff0, 0x00003088, 0x000030ad, 0x000030c7,
+	0x000031b8, 0x000031e6, 0x000031e9, 0x000031ed,
+	0x000031f4, 0x000031fe, 0x00003204, 0x0000320c,
+	0x00003212, 0x0000321c, 0x0000323d, 0x00003256,
+	0x00003269, 0x000032a1, 0x000032bb, 0x000032d6,
 	// Entry C0 - DF
-	0x0000333b, 0x0000336d, 0x00003373, 0x00003378,
-	0x00003384, 0x00003393, 0x0000339f, 0x000033ab,
-	0x000033bd, 0x000033ce, 0x00003452, 0x00003464,
-	0x0000347b, 0x00003486, 0x000034db, 0x000034e8,
-	0x0000350d, 0x00003519, 0x00003523, 0x00003529,
-	0x00003535, 0x0000354d, 0x0000359f, 0x000035af,
-	0x000035bf, 0x000035c8, 0x000035d3, 0x000035db,
-	0x000035fb, 0x0000361d, 0x00003645, 0x0000364e,
+	0x0000333c, 0x0000336e, 0x00003374, 0x00003379,
+	0x00003385, 0x00003394, 0x000033a0, 0x000033ac,
+	0x000033be, 0x000033cf, 0x00003453, 0x00003465,
+	0x0000347c, 0x00003487, 0x000034dc, 0x000034e9,
+	0x0000350e, 0x0000351a, 0x00003524, 0x0000352a,
+	0x00003536, 0x0000354e, 0x000035a0, 0x000035b0,
+	0x000035c0, 0x000035c9, 0x000035d4, 0x000035dc,
+	0x000035fc, 0x0000361e, 0x00003646, 0x0000364f,
 	// Entry E0 - FF
-	0x0000365e, 0x0000367e, 0x00003686, 0x00003695,
-	0x000036b4, 0x000036df, 0x00003705, 0x00003715,
-	0x0000371f, 0x00003729, 0x00003748, 0x00003766,
-	0x0000383e, 0x0000385c, 0x000038a0, 0x000038dd,
-	0x00003910, 0x00003940, 0x0000396c, 0x0000399c,
-	0x000039be, 0x000039d9, 0x000039f4, 0x00003a10,
-	0x00003a2c, 0x00003a42, 0x00003a5c, 0x00003a93,
-	0x00003ac9, 0x00003ae9, 0x00003b08, 0x00003b0f,
+	0x0000365f, 0x0000367f, 0x00003687, 0x00003696,
+	0x000036b5, 0x000036e0, 0x00003706, 0x00003716,
+	0x00003720, 0x0000372a, 0x00003749, 0x00003767,
+	0x0000383f, 0x0000385d, 0x000038a1, 0x000038de,
+	0x00003911, 0x00003941, 0x0000396d, 0x0000399d,
+	0x000039bf, 0x000039da, 0x000039f5, 0x00003a11,
+	0x00003a2d, 0x00003a43, 0x00003a5d, 0x00003a94,
+	0x00003aca, 0x00003aea, 0x00003b09, 0x00003b10,
 	// Entry 100 - 11F
-	0x00003b79, 0x00003b8f, 0x00003b94, 0x00003ba8,
-	0x00003bc0, 0x00003be5, 0x00003c13, 0x00003c38,
-	0x00003c52, 0x00003d58, 0x00003d6d, 0x00003d7d,
-	0x00003d81, 0x00003d94, 0x00003da3, 0x00003dba,
-	0x00003dc9, 0x00003dd0, 0x00003ddb, 0x00003dfd,
-	0x00003e11, 0x00003eef, 0x00003f17, 0x00003fa0,
-	0x000040a6, 0x000040bb, 0x00004121, 0x000041a6,
-	0x0000421b, 0x0000422d, 0x00004240, 0x0000425c,
+	0x00003b7a, 0x00003b90, 0x00003b95, 0x00003ba9,
+	0x00003bc1, 0x00003be6, 0x00003c14, 0x00003c39,
+	0x00003c53, 0x00003d59, 0x00003d6e, 0x00003d7e,
+	0x00003d82, 0x00003d95, 0x00003da4, 0x00003dbb,
+	0x00003dca, 0x00003dd1, 0x00003ddc, 0x00003dfe,
+	0x00003e12, 0x00003ef0, 0x00003f18, 0x00003fa1,
+	0x000040a7, 0x000040bc, 0x00004122, 0x000041a7,
+	0x0000421c, 0x0000422e, 0x00004241, 0x0000425d,
 	// Entry 120 - 13F
-	0x00004289, 0x000042a6, 0x000042c9, 0x000042d4,
-	0x000042df, 0x000042f6, 0x0000445d, 0x00004484,
-	0x000044c2, 0x000044ce, 0x000044d7, 0x000044eb,
-	0x000044f5, 0x0000451c, 0x00004538, 0x00004553,
-	0x00004583, 0x000045c2, 0x000045dd, 0x000045ec,
-	0x000045fd, 0x0000461e, 0x00004689, 0x000046a1,
-	0x000046e7, 0x00004752, 0x0000475d, 0x00004777,
-	0x000047c0, 0x000047c8, 0x000047d6, 0x000047e6,
+	0x0000428a, 0x000042a7, 0x000042ca, 0x000042d5,
+	0x000042e0, 0x000042f7, 0x0000445e, 0x00004485,
+	0x000044c3, 0x000044cf, 0x000044d8, 0x000044ec,
+	0x000044f6, 0x0000451d, 0x00004539, 0x00004554,
+	0x00004584, 0x000045c3, 0x000045de, 0x000045ed,
+	0x000045fe, 0x0000461f, 0x0000468a, 0x000046a2,
+	0x000046e8, 0x00004753, 0x0000475e, 0x00004778,
+	0x000047c1, 0x000047c9, 0x000047d7, 0x000047e7,
 	// Entry 140 - 15F
-	0x00004810, 0x00004839, 0x00004849, 0x00004868,
-	0x00004874, 0x0000488d, 0x00004898, 0x000048a5,
-	0x000048b4, 0x000048bc, 0x000048c6, 0x000048ce,
-	0x000048d6, 0x000048dc, 0x000048e3, 0x000048e8,
-	0x000048ed, 0x000048f1, 0x000048f6, 0x000048fc,
-	0x00004902, 0x00004908, 0x0000490d, 0x00004912,
-	0x00004918, 0x00004922, 0x00004942, 0x00004964,
-	0x00004988, 0x000049ae, 0x000049b7, 0x000049d3,
+	0x00004811, 0x0000483a, 0x0000484a, 0x00004869,
+	0x00004875, 0x0000488e, 0x00004899, 0x000048a6,
+	0x000048b5, 0x000048bd, 0x000048c7, 0x000048cf,
+	0x000048d7, 0x000048dd, 0x000048e4, 0x000048e9,
+	0x000048ee, 0x000048f2, 0x000048f7, 0x000048fd,
+	0x00004903, 0x00004909, 0x0000490e, 0x00004913,
+	0x00004919, 0x00004923, 0x00004943, 0x00004965,
+	0x00004989, 0x000049af, 0x000049b8, 0x000049d4,
 	// Entry 160 - 17F
-	0x000049dc, 0x000049f4, 0x000049fd, 0x00004a51,
-	0x00004a71, 0x00004a77, 0x00004a82, 0x00004a88,
-	0x00004a96, 0x00004aa1, 0x00004aaf, 0x00004ae2,
-	0x00004b06, 0x00004b35, 0x00004b7e, 0x00004b85,
-	0x00004b9b, 0x00004c0e, 0x00004c34, 0x00004c4e,
-	0x00004d36, 0x00004ec5, 0x00004fcc, 0x0000501c,
-	0x0000504d, 0x00005080, 0x000050af, 0x000050bd,
-	0x000050c4, 0x000050d6, 0x000050eb, 0x000050f9,
+	0x000049dd, 0x000049f5, 0x000049fe, 0x00004a52,
+	0x00004a72, 0x00004a78, 0x00004a83, 0x00004a89,
+	0x00004a97, 0x00004aa2, 0x00004ab0, 0x00004ae3,
+	0x00004b07, 0x00004b36, 0x00004b7f, 0x00004b86,
+	0x00004b9c, 0x00004c0f, 0x00004c35, 0x00004c4f,
+	0x00004d37, 0x00004ec6, 0x00004fcd, 0x0000501d,
+	0x0000504e, 0x00005081, 0x000050b0, 0x000050bb,
+	0x000050bf, 0x000050d1, 0x000050e6, 0x000050f4,
 	// Entry 180 - 19F
-	0x00005106, 0x0000511b, 0x0000512e, 0x00005159,
-	0x00005186, 0x000051aa, 0x000051e1, 0x0000522b,
-	0x0000523d, 0x00005275, 0x0000528c, 0x000052a3,
-	0x000052d7, 0x00005321, 0x00005356, 0x0000535f,
-	0x00005376, 0x000053a4, 0x000053b7, 0x000053c9,
-	0x000053da, 0x000053e5, 0x000053f0, 0x000053fb,
-	0x00005405, 0x0000540f, 0x00005418, 0x00005421,
-	0x0000542a, 0x00005433, 0x0000543c, 0x00005443,
+	0x00005101, 0x00005116, 0x00005129, 0x00005154,
+	0x00005181, 0x000051a5, 0x000051dc, 0x00005226,
+	0x00005238, 0x00005270, 0x00005287, 0x0000529e,
+	0x000052d2, 0x0000531c, 0x00005351, 0x0000535a,
+	0x00005371, 0x0000539f, 0x000053b2, 0x000053c4,
+	0x000053d5, 0x000053e0, 0x000053eb, 0x000053f6,
+	0x00005400, 0x0000540a, 0x00005413, 0x0000541c,
+	0x00005425, 0x0000542e, 0x00005437, 0x0000543e,
 	// Entry 1A0 - 1BF
-	0x00005451, 0x00005457, 0x0000545e, 0x00005465,
-	0x0000546e, 0x00005473, 0x00005481, 0x00005487,
-	0x0000548d, 0x00005493, 0x0000549b, 0x000054a4,
-	0x000054ad, 0x000054c0, 0x000054d1, 0x000054f4,
-	0x00005515, 0x00005524, 0x0000552f, 0x0000553a,
-	0x00005547, 0x0000554b, 0x0000554f, 0x0000555d,
-	0x0000556b, 0x00005579, 0x00005599, 0x000055ac,
-	0x000055c5, 0x000055da, 0x000055eb, 0x000055fd,
+	0x0000544c, 0x00005452, 0x00005459, 0x00005460,
+	0x00005469, 0x0000546e, 0x0000547c, 0x00005482,
+	0x00005488, 0x0000548e, 0x00005496, 0x0000549f,
+	0x000054a8, 0x000054bb, 0x000054cc, 0x000054ef,
+	0x00005510, 0x0000551f, 0x0000552a, 0x00005535,
+	0x00005542, 0x00005546, 0x0000554a, 0x00005558,
+	0x00005566, 0x00005574, 0x00005594, 0x000055a7,
+	0x000055c0, 0x000055d5, 0x000055e6, 0x000055f8,
 	// Entry 1C0 - 1DF
-	0x0000560f, 0x00005615, 0x0000561c, 0x00005624,
-	0x0000562c, 0x0000564a, 0x00005668, 0x0000567f,
-	0x00005694, 0x000056a5, 0x000056ab, 0x000056c4,
-	0x000056cf, 0x00005703, 0x00005710, 0x0000572e,
-	0x0000573c, 0x00005745, 0x0000574c, 0x00005767,
-	0x00005771, 0x00005784, 0x000057be, 0x000057c7,
-	0x000057d6, 0x0000583a, 0x00005846, 0x00005850,
-	0x00005880, 0x000058db, 0x000059c2, 0x000059cd,
+	0x0000560a, 0x00005610, 0x00005617, 0x0000561f,
+	0x00005627, 0x00005645, 0x00005663, 0x0000567a,
+	0x0000568f, 0x000056a0, 0x000056a6, 0x000056bf,
+	0x000056ca, 0x000056fe, 0x0000570b, 0x00005729,
+	0x00005737, 0x00005740, 0x00005747, 0x00005762,
+	0x0000576c, 0x0000577f, 0x000057b9, 0x000057c2,
+	0x000057d1, 0x00005835, 0x00005841, 0x0000584b,
+	0x0000587b, 0x000058d6, 0x000059bd, 0x000059c8,
 	// Entry 1E0 - 1FF
-	0x00005a00, 0x00005a05, 0x00005a25, 0x00005a42,
-	0x00005a62, 0x00005a77, 0x00005ab8, 0x00005ac3,
-	0x00005acd, 0x00005af6, 0x00005b07, 0x00005b68,
-	0x00005bb2, 0x00005bc0, 0x00005bfc, 0x00005c26,
-	0x00005c6b, 0x00005c93, 0x00005cd2, 0x00005cf3,
-	0x00005d31, 0x00005d71, 0x00005d91, 0x00005dd2,
-	0x00005dfc, 0x00005e23, 0x00005ea6, 0x00005ebe,
-	0x00005ed2, 0x00005ee9, 0x00005ef7, 0x00005f02,
+	0x000059fb, 0x00005a00, 0x00005a20, 0x00005a3d,
+	0x00005a5d, 0x00005a72, 0x00005ab3, 0x00005abe,
+	0x00005ac8, 0x00005af1, 0x00005b02, 0x00005b63,
+	0x00005bad, 0x00005bbb, 0x00005bf7, 0x00005c21,
+	0x00005c66, 0x00005c8e, 0x00005ccd, 0x00005cee,
+	0x00005d2c, 0x00005d6c, 0x00005d8c, 0x00005dcd,
+	0x00005df7, 0x00005e1e, 0x00005ea1, 0x00005eb9,
+	0x00005ecd, 0x00005ee4, 0x00005ef2, 0x00005efd,
 	// Entry 200 - 21F
-	0x00005f25, 0x00005f63, 0x00005f82, 0x00005f9e,
-	0x0000600c, 0x0000606b, 0x000060f0, 0x0000616d,
-	0x000061ad, 0x000061f3, 0x0000630c, 0x00006334,
-	0x00006357, 0x0000638e, 0x000063d5, 0x00006428,
-	0x00006451, 0x00006503, 0x00006529, 0x00006570,
-	0x000065f4, 0x0000666f, 0x000066ec, 0x00006713,
-	0x0000673b, 0x00006782, 0x000067cc, 0x000067ff,
-	0x00006812, 0x0000691a, 0x00006948, 0x00006984,
+	0x00005f20, 0x00005f5e, 0x00005f7d, 0x00005f99,
+	0x00006007, 0x00006066, 0x000060eb, 0x00006168,
+	0x000061a8, 0x000061ee, 0x00006307, 0x0000632f,
+	0x00006352, 0x00006389, 0x000063d0, 0x00006423,
+	0x0000644c, 0x000064fe, 0x00006524, 0x0000656b,
+	0x000065ef, 0x0000666a, 0x000066e7, 0x0000670e,
+	0x00006736, 0x0000677d, 0x000067c7, 0x000067fa,
+	0x0000680d, 0x00006915, 0x00006943, 0x0000697f,
 	// Entry 220 - 23F
-	0x0000699a, 0x00006a2e, 0x00006a41, 0x00006a7e,
-	0x00006aba, 0x00006acd, 0x00006b21, 0x00006b56,
-	0x00006b68, 0x00006b7f, 0x00006bbe, 0x00006c10,
-	0x00006c3c, 0x00006c47, 0x00006c64, 0x00006c83,
-	0x00006c94, 0x00006cae, 0x00006cb7, 0x00006cc1,
-	0x00006ce0, 0x00006d2e, 0x00006d63, 0x00006db4,
-	0x00006dc5, 0x00006e0f, 0x00006e25, 0x00006e39,
-	0x00006e52, 0x00006e68, 0x00006e92, 0x00006e9a,
+	0x00006995, 0x00006a29, 0x00006a3c, 0x00006a79,
+	0x00006ab5, 0x00006ac8, 0x00006b1c, 0x00006b51,
+	0x00006b63, 0x00006b7a, 0x00006bb9, 0x00006c0b,
+	0x00006c37, 0x00006c42, 0x00006c5f, 0x00006c7e,
+	0x00006c8f, 0x00006ca9, 0x00006cb2, 0x00006cbc,
+	0x00006cdb, 0x00006d29, 0x00006d5e, 0x00006daf,
+	0x00006dc0, 0x00006e0a, 0x00006e20, 0x00006e34,
+	0x00006e4d, 0x00006e63, 0x00006e8d, 0x00006e95,
 	// Entry 240 - 25F
-	0x00006ead, 0x00006eb4, 0x00006ecf, 0x00006eef,
-	0x00006f1f, 0x00006f36, 0x00006f6e, 0x00006fa9,
-	0x00006fd5, 0x00007029, 0x00007039, 0x00007053,
-	0x0000705e, 0x00007072, 0x00007084, 0x0000709a,
-	0x000070ac, 0x000070be, 0x000070c4, 0x000070d6,
-	0x000070e4, 0x000070f3, 0x000070ff, 0x00007115,
-	0x0000713f, 0x00007172, 0x0000721a, 0x0000726a,
-	0x00007292, 0x000072e4, 0x00007326, 0x00007362,
+	0x00006ea8, 0x00006eaf, 0x00006eca, 0x00006eea,
+	0x00006f1a, 0x00006f31, 0x00006f69, 0x00006fa4,
+	0x00006fd0, 0x00007024, 0x00007034, 0x0000704e,
+	0x00007059, 0x0000706d, 0x0000707f, 0x00007095,
+	0x000070a7, 0x000070b9, 0x000070bf, 0x000070d1,
+	0x000070df, 0x000070ee, 0x000070fa, 0x00007110,
+	0x0000713a, 0x0000716d, 0x00007215, 0x00007265,
+	0x0000728d, 0x000072df, 0x00007321, 0x0000735d,
 	// Entry 260 - 27F
-	0x00007379, 0x00007443, 0x00007470, 0x0000762a,
-	0x00007644, 0x0000765d, 0x0000767e, 0x00007694,
-	0x000076aa, 0x000076b1, 0x000076cb, 0x000076f1,
-	0x00007706, 0x00007760, 0x000077f5, 0x00007858,
-	0x0000786b, 0x00007892, 0x000078ba, 0x000078c8,
-	0x000078d8, 0x000078e9, 0x000078f0, 0x00007a26,
-	0x00007a2d, 0x00007a67, 0x00007a6c, 0x00007a81,
-	0x00007a95, 0x00007aa7, 0x00007abd, 0x00007ad8,
+	0x00007374, 0x0000743e, 0x0000746b, 0x00007625,
+	0x0000763f, 0x00007658, 0x00007679, 0x0000768f,
+	0x000076a5, 0x000076ac, 0x000076c6, 0x000076ec,
+	0x00007701, 0x0000775b, 0x000077f0, 0x00007853,
+	0x00007866, 0x0000788d, 0x000078b5, 0x000078c3,
+	0x000078d3, 0x000078e4, 0x000078eb, 0x00007a21,
+	0x00007a28, 0x00007a62, 0x00007a67, 0x00007a7c,
+	0x00007a90, 0x00007aa2, 0x00007ab8, 0x00007ad3,
 	// Entry 280 - 29F
-	0x00007bad, 0x00007bc5, 0x00007c66, 0x00007cf5,
-	0x00007d05, 0x00007ddf, 0x00007ea1, 0x00007ea6,
-	0x00007eb6, 0x00007ec4, 0x00007ed4, 0x00007ee4,
-	0x00007eee, 0x00007f17, 0x00007f31, 0x00007f4c,
-	0x00007fda, 0x00008018, 0x00008029, 0x00008036,
-	0x00008051, 0x00008065, 0x00008083, 0x000080ce,
-	0x0000810f, 0x00008185, 0x000081cb, 0x000081e4,
-	0x000081fc, 0x0000824f, 0x0000828a, 0x00008322,
+	0x00007ba8, 0x00007bc0, 0x00007c61, 0x00007cf0,
+	0x00007d00, 0x00007dda, 0x00007e9c, 0x00007ea1,
+	0x00007eb1, 0x00007ebf, 0x00007ecf, 0x00007edf,
+	0x00007ee9, 0x00007f12, 0x00007f2c, 0x00007f47,
+	0x00007fd5, 0x00008013, 0x00008024, 0x00008031,
+	0x0000804c, 0x00008060, 0x0000807e, 0x000080c9,
+	0x0000810a, 0x00008180, 0x000081c6, 0x000081df,
+	0x000081f7, 0x0000824a, 0x00008285, 0x0000831d,
 	// Entry 2A0 - 2BF
-	0x0000834e, 0x00008374, 0x000083a8, 0x000083c0,
-	0x000083eb, 0x00008494, 0x0000849e, 0x00008526,
-	0x0000855b, 0x0000859c, 0x00008610, 0x0000878b,
-	0x00008864, 0x0000887d, 0x00008946, 0x000089cf,
-	0x000089dc, 0x00008a2e, 0x00008a34, 0x00008ad0,
-	0x00008b80, 0x00008bac, 0x00008c38, 0x00008cdf,
-	0x00008da1, 0x00008dd1, 0x00008dde, 0x00008de4,
-	0x00008dfa, 0x00008e05, 0x00008e0c, 0x00008e17,
+	0x00008349, 0x0000836f, 0x000083a3, 0x000083bb,
+	0x000083e6, 0x0000848f, 0x00008499, 0x00008521,
+	0x00008556, 0x00008597, 0x0000860b, 0x00008786,
+	0x0000885f, 0x00008878, 0x00008941, 0x000089ca,
+	0x000089d7, 0x00008a29, 0x00008a2f, 0x00008acb,
+	0x00008b7b, 0x00008ba7, 0x00008c33, 0x00008cda,
+	0x00008d9c, 0x00008dcc, 0x00008dd9, 0x00008ddf,
+	0x00008df5, 0x00008e00, 0x00008e07, 0x00008e12,
 	// Entry 2C0 - 2DF
-	0x00008e25, 0x00008e32, 0x00008e40, 0x00008e59,
-	0x00008e86, 0x00008f2f, 0x00008f42, 0x00008f4c,
-	0x00008fdb, 0x0000903c, 0x0000908e, 0x000090a0,
-	0x000090b3, 0x000090f1, 0x0000912d, 0x00009139,
-	0x00009146, 0x00009154, 0x00009162, 0x00009172,
-	0x000091ae, 0x000091e8, 0x00009265, 0x00009270,
-	0x0000929a, 0x000092a7, 0x000092c3, 0x000092c7,
-	0x000092d9, 0x0000939b, 0x000093ce, 0x000093d9,
+	0x00008e20, 0x00008e2d, 0x00008e3b, 0x00008e54,
+	0x00008e81, 0x00008f2a, 0x00008f3d, 0x00008f47,
+	0x00008fd6, 0x00009037, 0x00009089, 0x0000909b,
+	0x000090ae, 0x000090ec, 0x00009128, 0x00009145,
+	0x00009152, 0x00009160, 0x0000916e, 0x0000917e,
+	0x000091ba, 0x000091f4, 0x00009271, 0x0000927c,
+	0x000092a6, 0x000092b3, 0x000092cf, 0x000092d3,
+	0x000092e5, 0x000093a7, 0x000093da, 0x000093e5,
 	// Entry 2E0 - 2FF
-	0x000093e3, 0x000093f8, 0x00009401, 0x0000940b,
-	0x00009420, 0x00009444, 0x0000945e, 0x00009473,
-	0x0000949f, 0x000094a4, 0x000094b9, 0x000094cb,
-	0x00009500, 0x00009511, 0x0000953e, 0x0000956d,
-	0x0000960f, 0x000096b1, 0x00009727, 0x000097b2,
-	0x00009841, 0x000098a8, 0x000098ea, 0x00009932,
-	0x000099a5, 0x000099ed, 0x00009a1b, 0x00009a49,
-	0x00009a7c, 0x00009aaf,
+	0x000093ef, 0x00009404, 0x0000940d, 0x00009417,
+	0x0000942c, 0x00009450, 0x0000946a, 0x0000947f,
+	0x000094ab, 0x000094b0, 0x000094c5, 0x000094d7,
+	0x0000950c, 0x0000951d, 0x0000954a, 0x00009579,
+	0x0000961b, 0x000096bd, 0x00009733, 0x000097be,
+	0x0000984d, 0x000098b4, 0x000098f6, 0x0000993e,
+	0x000099b1, 0x000099f9, 0x00009a27, 0x00009a55,
+	0x00009a88, 0x00009abb,
 } // Size: 3088 bytes
 
-const frData string = "" + // Size: 39599 bytes
+const frData string = "" + // Size: 39611 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1872,8 +1872,8 @@ const frData string = "" + // Size: 39599 bytes
 	"ichage\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[" +
 	"1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans recharge" +
 	"ment automatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se " +
-	"recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Non " +
-	"autorisé\x02Votre rôle ne permet de lire que les définitions et les proc" +
+	"recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Accè" +
+	"s refusé\x02Votre rôle ne permet de lire que les définitions et les proc" +
 	"essus\u202f: les tâches externes et les instances de processus sont rése" +
 	"rvées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le c" +
 	"hamp «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne " +
@@ -2017,23 +2017,23 @@ const frData string = "" + // Size: 39599 bytes
 	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
 	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
 	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Fin le\x02B" +
-	"loquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02" +
-	"Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un o" +
-	"pérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
-	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
-	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
-	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
-	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
-	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
-	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
-	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
-	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
-	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
-	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
-	"normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
+	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Abando" +
+	"nnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérate" +
+	"ur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu\u202f:" +
+	" «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à partir " +
+	"de 1.\x02Une version est celle d’un processus\u202f: choisissez aussi le" +
+	" processus.\x02Date de création\x02La taille de page doit être comprise " +
+	"entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise" +
+	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
+	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
+	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
+	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
+	"ssus\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée" +
+	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
 	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
 	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
 	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
@@ -2257,42 +2257,42 @@ const frData string = "" + // Size: 39599 bytes
 	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
 	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
 	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
-	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
-	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
-	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
-	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
-	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
-	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une " +
-	"version de processus l’épingle).\x02Des occurrences des révisions %[1]s " +
-	"attendent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des" +
-	" exécutants (une version de processus les épingle).\x02Aucun exécutant n" +
-	"e sert cette définition\u202f: ses occurrences attendent qu’un exécutant" +
-	" se connecte ou interroge.\x02Aucun processus n’utilise encore cette déf" +
-	"inition\u202f: elle aura besoin d’un exécutant quand un processus l’util" +
-	"isera en mode pull.\x02Aucun processus n’utilise cette définition en mod" +
-	"e pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’" +
-	"aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
-	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
-	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
-	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
-	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
-	"évisions %[1]s sont prises en charge."
+	"\x02expression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
+	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
+	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
+	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
+	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1" +
+	"]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exé" +
+	"cutants connectés par un flux, et ceux qui interrogent par leur dernière" +
+	" demande. Un exécutant est listé tant qu’il s’est manifesté dans les tro" +
+	"is derniers battements de cœur.\x02Exécutants vus dans les trois dernier" +
+	"s battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cour" +
+	"s\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté" +
+	".\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant " +
+	"ne sert cette définition.\x02flux\x02interrogation longue\x02façade Camu" +
+	"nda 7\x02toutes les révisions accordées à son consommateur\x02révisions " +
+	"%[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant n" +
+	"e prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atte" +
+	"ndent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exéc" +
+	"utants (une version de processus l’épingle).\x02Des occurrences des révi" +
+	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
+	"bonnez-y des exécutants (une version de processus les épingle).\x02Aucun" +
+	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
+	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
+	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
+	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
+	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
+	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
+	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
+	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
+	"]d exécutants\x02Toutes les révisions accordées au consommateur sont pri" +
+	"ses en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certain" +
+	"s prennent toutes les révisions accordées à leur consommateur.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Seule" +
+	" la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est p" +
+	"rise en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02" +
+	"Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 76493 bytes (74KiB); checksum: EE375411
+	// Total table size 76505 bytes (74KiB); checksum: CAC73CD
