@@ -11,7 +11,10 @@
 //
 //   - at most Config.Concurrency handlers run at once, and it never
 //     reserves more tasks than it has room to run (a stream's
-//     max_in_flight is Config.Concurrency);
+//     max_in_flight is Config.Concurrency), but for a handler that
+//     ignores its context past its timeout: its task is failed, which
+//     frees its credit, while the handler keeps its slot until it
+//     returns (see Config.HandlerTimeout);
 //   - a handler's context ends as soon as its task may belong to someone
 //     else (lock lost, occurrence cancelled); context.Cause says why;
 //   - outcomes are reported once, retried on network trouble, and never
