@@ -598,6 +598,11 @@ func TestBrowserPhoneHeader(t *testing.T) {
 		if rows := b.eval(`String(new Set([...document.querySelectorAll('.main-nav a')].map(a => Math.round(a.getBoundingClientRect().top))).size)`); rows != "1" {
 			t.Errorf("%s: the navigation takes %s rows, want 1", lang, rows)
 		}
+		// The row overflows: a shade at its right edge says it scrolls.
+		if got := b.eval(`(() => { const n = document.querySelector('.main-nav'); return n.scrollWidth > n.clientWidth && (getComputedStyle(n).backgroundImage.match(/linear-gradient/g) || []).length === 2 ? '' : 'scrolls ' + (n.scrollWidth > n.clientWidth) + ', background ' + getComputedStyle(n).backgroundImage; })()`); got != "" {
+			t.Errorf("%s: the navigation row gives no cue that it scrolls: %s", lang, got)
+		}
+		b.shotViewport("header-start")
 		b.do("focus the last link", chromedp.Focus(chromedp.CSS(`.main-nav a:last-child`)))
 		ring := b.eval(`(() => { const a = document.activeElement, nav = a.closest('nav').getBoundingClientRect(), r = a.getBoundingClientRect();
 			const out = 5; // the 3 px ring, 2 px off the link
