@@ -297,8 +297,10 @@ func TestSameWorkerIDReplacesTheOlderStream(t *testing.T) {
 // acknowledgements sent to the other act on it at once.
 func TestTwoReplicas(t *testing.T) {
 	t.Parallel()
-	f := setup(t, nil, heartbeat(100*time.Millisecond))
-	other := f.env.Replica(heartbeat(100 * time.Millisecond))
+	// Heartbeats every 250 ms: a stream misses three before it is
+	// dropped, which a loaded CI run (a push 700 ms late) did at 100 ms.
+	f := setup(t, nil, heartbeat(250*time.Millisecond))
+	other := f.env.Replica(heartbeat(250 * time.Millisecond))
 	here := newClient(t, "grpc", f.env.URL)
 	there := newClient(t, "connect", other.URL)
 	s := open(t, here, f.consumer, subscribeRequest("w", 1))
@@ -328,7 +330,7 @@ func TestTwoReplicas(t *testing.T) {
 		t.Fatalf("after a stop on the other replica: %v", e)
 	}
 	t.Logf("stop on the other replica pushed after %v", time.Since(stopped))
-	s.quiet(500 * time.Millisecond) // 5 heartbeats, acknowledged elsewhere
+	s.quiet(1250 * time.Millisecond) // 5 heartbeats, acknowledged elsewhere
 }
 
 // Streams per replica are bounded: past the bound a subscription is
