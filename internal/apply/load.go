@@ -517,15 +517,16 @@ func syntaxProblem(d Document, text string, err error) Problem {
 	if (strings.Contains(msg, "did not find expected key") || strings.Contains(msg, "did not find expected '-' indicator")) && p.Line > 0 {
 		// The parser names the line where the enclosing block began, not
 		// the one that broke it (a line indented one space off, the usual
-		// slip): the first prefix of the text that fails to parse ends
-		// at that line.
+		// slip): the shortest prefix of the text that fails to parse ends
+		// at that line. A prefix past a broken line fails too, so a
+		// binary search finds it in a few parses, however long the file.
 		lines := strings.Split(text, "\n")
-		for k := p.Line + 1; k <= len(lines); k++ {
+		fails := func(k int) bool {
 			var n yaml.Node
-			if yaml.Unmarshal([]byte(strings.Join(lines[:k], "\n")), &n) != nil {
-				block, p.Line = p.Line, k
-				break
-			}
+			return yaml.Unmarshal([]byte(strings.Join(lines[:k], "\n")), &n) != nil
+		}
+		if k := p.Line + sort.Search(len(lines)-p.Line, func(i int) bool { return fails(p.Line + 1 + i) }) + 1; k <= len(lines) && k > p.Line {
+			block, p.Line = p.Line, k
 		}
 	}
 	msg = strings.TrimPrefix(msg, "unmarshal errors: ")

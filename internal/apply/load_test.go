@@ -2,6 +2,7 @@ package apply
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -418,6 +419,18 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		if got := problemLines(t, p); len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s: %q\nwant %q", name, got, c.want)
 		}
+	}
+	// A long file, its slip near the end, in a second document: found at
+	// its own line (by a search of a few parses, not one per line).
+	var long strings.Builder
+	long.WriteString("kind: Release\ndefinition: d\nname: a\nrevision: 1\n---\nkind: Definition\nkey: d\ninputs:\n  fields:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&long, "    - name: f%d\n      type: text\n", i)
+	}
+	long.WriteString("     - name: slip\n      type: text\n")
+	want := `6010: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 9: align it with its siblings, or under the key it belongs to)`
+	if got := problemLines(t, write(t, dir, "long.yaml", long.String())); len(got) != 1 || !strings.HasSuffix(got[0], want) {
+		t.Errorf("a long file: %q\nwant one ending %q", got, want)
 	}
 }
 
