@@ -25,3 +25,17 @@ func TestApproxDurationRounds(t *testing.T) {
 		}
 	}
 }
+
+// A time zone reads as its place, the zone's name beside it.
+func TestPlaceName(t *testing.T) {
+	t.Parallel()
+	for zone, want := range map[string]string{
+		"America/Sao_Paulo":              "Sao Paulo (America/Sao_Paulo)",
+		"Europe/Paris":                   "Paris (Europe/Paris)",
+		"America/Argentina/Buenos_Aires": "Buenos Aires (America/Argentina/Buenos_Aires)",
+	} {
+		if got := placeName(zone); got != want {
+			t.Errorf("placeName(%q) = %q, want %q", zone, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	// The named zones' rules, on a machine without /usr/share/zoneinfo
 	// (a distroless image) too.
@@ -237,12 +238,12 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v.ZoneOptions = append(v.ZoneOptions, option{Value: "UTC", Label: T(ctx, "UTC (coordinated universal time)"), Selected: p.utc})
 	for _, loc := range namedZones {
-		place := loc.String()
-		v.ZoneOptions = append(v.ZoneOptions, option{Value: place, Label: T(ctx, "Local time in %s", place), Selected: p.named == loc})
+		place := placeName(loc.String())
+		v.ZoneOptions = append(v.ZoneOptions, option{Value: loc.String(), Label: T(ctx, "Local time in %s", place), Selected: p.named == loc})
 	}
 	for _, off := range zoneChoices {
 		label := zoneLabel(false, off)
-		v.ZoneOptions = append(v.ZoneOptions, option{Value: zoneCode(false, off), Label: T(ctx, "Local time at %s", label),
+		v.ZoneOptions = append(v.ZoneOptions, option{Value: zoneCode(false, off), Label: T(ctx, "%s (a fixed offset, no daylight saving time)", label),
 			Selected: !p.utc && p.named == nil && p.offset == off})
 	}
 	for _, s := range refreshChoices {
@@ -300,4 +301,12 @@ func (c *Console) setReloadPaused(w http.ResponseWriter, r *http.Request) {
 		msg = T(ctx, "Reloading paused: this page stays as it is until you resume.")
 	}
 	c.redirectWithFlash(w, r, safeNext(r.PostFormValue("next")), flash{Text: msg})
+}
+
+// placeName reads a time zone's name as a place: its city, spaced, then
+// the name itself ("Sao Paulo (America/Sao_Paulo)"), which an operator
+// may know from elsewhere.
+func placeName(zone string) string {
+	city := zone[strings.LastIndex(zone, "/")+1:]
+	return strings.ReplaceAll(city, "_", " ") + " (" + zone + ")"
 }

@@ -71,15 +71,16 @@ var messageKeyToIndex = map[string]int{
 	"%d s":       328,
 	"%d seconds": 348,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (deferred; settled by %s)":                        555,
-	"%s (deferred; settled with its settle token)":        553,
-	"%s (deferred; settled with its settle token, as %s)": 554,
-	"%s (token #%d, %s)":                                  101,
-	"%s ago":                                              326,
-	"%s so far":                                           551,
-	"%s → %s":                                             650,
-	"%s, %s: %s":                                          292,
-	"%s, multiplied by %s after each failure, up to %s":                    491,
+	"%s (a fixed offset, no daylight saving time)":                                     615,
+	"%s (deferred; settled by %s)":                                                     555,
+	"%s (deferred; settled with its settle token)":                                     553,
+	"%s (deferred; settled with its settle token, as %s)":                              554,
+	"%s (token #%d, %s)":                                                               101,
+	"%s ago":                                                                           326,
+	"%s so far":                                                                        551,
+	"%s → %s":                                                                          650,
+	"%s, %s: %s":                                                                       292,
+	"%s, multiplied by %s after each failure, up to %s":                                491,
 	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 490,
 	"%s, revision %s":                         454,
 	"%s, version %s":                          455,
@@ -303,7 +304,6 @@ var messageKeyToIndex = map[string]int{
 	"Last used":               699,
 	"Latest revision":         258,
 	"Lists every change from one revision to another, and whom it may break.": 213,
-	"Local time at %s": 615,
 	"Local time in %s": 614,
 	"Lock expired %s — waiting to be offered again.": 536,
 	"Lock expires":                     509,
@@ -981,51 +981,51 @@ var enIndex = []uint32{ // 766 elements
 	// Entry 260 - 27F
 	0x000059be, 0x00005a5d, 0x00005a7b, 0x00005bd2,
 	0x00005be0, 0x00005bf4, 0x00005c15, 0x00005c29,
-	0x00005c3d, 0x00005c43, 0x00005c57, 0x00005c6f,
-	0x00005c82, 0x00005cbf, 0x00005d32, 0x00005d7f,
-	0x00005d90, 0x00005da7, 0x00005dc4, 0x00005dd2,
-	0x00005de0, 0x00005deb, 0x00005df1, 0x00005ee3,
-	0x00005ee9, 0x00005f1b, 0x00005f20, 0x00005f30,
-	0x00005f3b, 0x00005f44, 0x00005f54, 0x00005f6e,
+	0x00005c59, 0x00005c5f, 0x00005c73, 0x00005c8b,
+	0x00005c9e, 0x00005cdb, 0x00005d4e, 0x00005d9b,
+	0x00005dac, 0x00005dc3, 0x00005de0, 0x00005dee,
+	0x00005dfc, 0x00005e07, 0x00005e0d, 0x00005eff,
+	0x00005f05, 0x00005f37, 0x00005f3c, 0x00005f4c,
+	0x00005f57, 0x00005f60, 0x00005f70, 0x00005f8a,
 	// Entry 280 - 29F
-	0x00006013, 0x00006029, 0x000060ae, 0x00006128,
-	0x00006137, 0x000061f1, 0x00006242, 0x00006247,
-	0x00006255, 0x00006265, 0x00006271, 0x00006281,
-	0x0000628b, 0x000062ae, 0x000062c7, 0x000062da,
-	0x00006346, 0x0000636c, 0x0000637b, 0x00006389,
-	0x000063a5, 0x000063b4, 0x000063ca, 0x00006403,
-	0x00006435, 0x0000648d, 0x000064c4, 0x000064db,
-	0x000064e9, 0x0000652d, 0x00006552, 0x000065c9,
+	0x0000602f, 0x00006045, 0x000060ca, 0x00006144,
+	0x00006153, 0x0000620d, 0x0000625e, 0x00006263,
+	0x00006271, 0x00006281, 0x0000628d, 0x0000629d,
+	0x000062a7, 0x000062ca, 0x000062e3, 0x000062f6,
+	0x00006362, 0x00006388, 0x00006397, 0x000063a5,
+	0x000063c1, 0x000063d0, 0x000063e6, 0x0000641f,
+	0x00006451, 0x000064a9, 0x000064e0, 0x000064f7,
+	0x00006505, 0x00006549, 0x0000656e, 0x000065e5,
 	// Entry 2A0 - 2BF
-	0x000065df, 0x000065f6, 0x00006624, 0x00006637,
-	0x0000665f, 0x000066e3, 0x000066ea, 0x00006752,
-	0x0000677c, 0x000067ac, 0x0000680a, 0x00006944,
-	0x000069e4, 0x000069f8, 0x00006aa3, 0x00006b25,
-	0x00006b2d, 0x00006b68, 0x00006b6e, 0x00006bea,
-	0x00006c82, 0x00006cad, 0x00006d0f, 0x00006d7b,
-	0x00006e22, 0x00006e3d, 0x00006e47, 0x00006e4c,
-	0x00006e56, 0x00006e5e, 0x00006e64, 0x00006e6c,
+	0x000065fb, 0x00006612, 0x00006640, 0x00006653,
+	0x0000667b, 0x000066ff, 0x00006706, 0x0000676e,
+	0x00006798, 0x000067c8, 0x00006826, 0x00006960,
+	0x00006a00, 0x00006a14, 0x00006abf, 0x00006b41,
+	0x00006b49, 0x00006b84, 0x00006b8a, 0x00006c06,
+	0x00006c9e, 0x00006cc9, 0x00006d2b, 0x00006d97,
+	0x00006e3e, 0x00006e59, 0x00006e63, 0x00006e68,
+	0x00006e72, 0x00006e7a, 0x00006e80, 0x00006e88,
 	// Entry 2C0 - 2DF
-	0x00006e7a, 0x00006e84, 0x00006e91, 0x00006ea4,
-	0x00006ec8, 0x00006f48, 0x00006f59, 0x00006f61,
-	0x00006fd6, 0x0000702a, 0x0000706c, 0x0000707b,
-	0x00007087, 0x000070c3, 0x000070fd, 0x0000710b,
-	0x00007118, 0x00007126, 0x00007134, 0x00007142,
-	0x00007174, 0x000071a4, 0x00007200, 0x0000720d,
-	0x0000722d, 0x00007238, 0x00007252, 0x00007257,
-	0x00007268, 0x000072ee, 0x00007313, 0x0000731a,
+	0x00006e96, 0x00006ea0, 0x00006ead, 0x00006ec0,
+	0x00006ee4, 0x00006f64, 0x00006f75, 0x00006f7d,
+	0x00006ff2, 0x00007046, 0x00007088, 0x00007097,
+	0x000070a3, 0x000070df, 0x00007119, 0x00007127,
+	0x00007134, 0x00007142, 0x00007150, 0x0000715e,
+	0x00007190, 0x000071c0, 0x0000721c, 0x00007229,
+	0x00007249, 0x00007254, 0x0000726e, 0x00007273,
+	0x00007284, 0x0000730a, 0x0000732f, 0x00007336,
 	// Entry 2E0 - 2FF
-	0x00007323, 0x00007336, 0x00007340, 0x0000734a,
-	0x00007354, 0x0000736c, 0x00007382, 0x0000738e,
-	0x000073b0, 0x000073b7, 0x000073c4, 0x000073d5,
-	0x000073fc, 0x0000740c, 0x0000742b, 0x0000744b,
-	0x000074c1, 0x0000753e, 0x00007592, 0x000075e2,
-	0x00007642, 0x00007695, 0x000076cd, 0x000076fe,
-	0x0000774e, 0x00007782, 0x000077a0, 0x000077bf,
-	0x000077de, 0x000077fe,
+	0x0000733f, 0x00007352, 0x0000735c, 0x00007366,
+	0x00007370, 0x00007388, 0x0000739e, 0x000073aa,
+	0x000073cc, 0x000073d3, 0x000073e0, 0x000073f1,
+	0x00007418, 0x00007428, 0x00007447, 0x00007467,
+	0x000074dd, 0x0000755a, 0x000075ae, 0x000075fe,
+	0x0000765e, 0x000076b1, 0x000076e9, 0x0000771a,
+	0x0000776a, 0x0000779e, 0x000077bc, 0x000077db,
+	0x000077fa, 0x0000781a,
 } // Size: 3088 bytes
 
-const enData string = "" + // Size: 30718 bytes
+const enData string = "" + // Size: 30746 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1386,115 +1386,116 @@ const enData string = "" + // Size: 30718 bytes
 	"ges where you type a reason (confirmations, and occurrences with a value" +
 	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
 	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
-	"econds\x02Display settings saved.\x02Reloading resumed.\x02Reloading pau" +
-	"sed: this page stays as it is until you resume.\x02Published process ver" +
-	"sions: their nodes, routes and pinned revisions, drawn, with where their" +
-	" occurrences are now.\x02Published process versions: their nodes, routes" +
-	" and pinned revisions, drawn.\x02Processes by key\x02Versions, newest fi" +
-	"rst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
-	"\x02Start node\x02Graph\x02Columns follow the longest path from the star" +
-	"t node. Solid arrows are successes (labelled with their route), dashed o" +
-	"nes failures (labelled with their error codes). Each box says how many o" +
-	"f this version’s occurrences are at that node now.\x02Nodes\x02Nodes of " +
-	"this version, with their occurrences now\x02Kind\x02Pinned revision\x02O" +
-	"n success\x02On error\x02Occurrences now\x02Instances of this version" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes).\x02Nodes of this version\x02This version has %[" +
-	"1]d nodes: too many to draw legibly (at most %[2]d). The table below lis" +
-	"ts every node with its routes and counts.\x02This version has %[1]d node" +
-	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
-	" node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1" +
-	"]d node, starting at %[2]s. The table below lists the same nodes, routes" +
-	" and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lis" +
-	"ts the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s." +
-	" The table below lists the same nodes and routes.\x02pull\x02push to %[1" +
-	"]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold" +
-	" (an incident for an operator)\x02any other code → %[1]s\x02fails the in" +
-	"stance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, pri" +
-	"ority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
-	"\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %" +
-	"[1]s\x02timeout %[1]s (the default)\x02instances held\x02instances held:" +
-	" %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02On" +
-	"ly administrators may reveal a sensitive value.\x02Say why you reveal th" +
-	"is value: the reason is recorded with the reveal in the audit log.\x02Re" +
-	"vealed by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occu" +
-	"rrence\x02Cannot reveal\x02Only a value this page shows as hidden (sensi" +
-	"tive) can be revealed.\x02Secret values can never be revealed.\x02Every " +
-	"sensitive value an administrator revealed: who, when, which field and wh" +
-	"y. The values themselves are never kept.\x02Reveals, newest first\x02No " +
-	"value was revealed.\x02none (revealed before reasons were asked for)\x02" +
-	"Method not allowed\x02This page does not accept that request.\x02This fo" +
-	"rm was sent from another site: the console takes its forms from its own " +
-	"pages only. Open the console and send it from there.\x02Search\x02Type a" +
-	"n instance or occurrence id (a whole UUID, as the title of its page show" +
-	"s it), or a business key.\x02Nothing to find: the search box is empty." +
-	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
-	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
+	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
+	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
+	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
+	"ons, drawn, with where their occurrences are now.\x02Published process v" +
+	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
+	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
+	"on %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	" Each box says how many of this version’s occurrences are at that node n" +
+	"ow.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kin" +
+	"d\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Ins" +
+	"tances of this version\x02Columns follow the longest path from the start" +
+	" node. Solid arrows are successes (labelled with their route), dashed on" +
+	"es failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
+	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
+	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
+	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
+	"%[2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadli" +
+	"ne %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances he" +
+	"ld\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed eve" +
+	"ry few seconds.\x02Only administrators may reveal a sensitive value.\x02" +
+	"Say why you reveal this value: the reason is recorded with the reveal in" +
+	" the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log" +
+	".\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02Every sensitive value an administrator revealed: who, whe" +
+	"n, which field and why. The values themselves are never kept.\x02Reveals" +
+	", newest first\x02No value was revealed.\x02none (revealed before reason" +
+	"s were asked for)\x02Method not allowed\x02This page does not accept tha" +
+	"t request.\x02This form was sent from another site: the console takes it" +
+	"s forms from its own pages only. Open the console and send it from there" +
+	".\x02Search\x02Type an instance or occurrence id (a whole UUID, as the t" +
+	"itle of its page shows it), or a business key.\x02Nothing to find: the s" +
+	"earch box is empty.\x02That is too long to be an id or a business key." +
 	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key. An ended instance is deleted, with its occurrences" +
-	" and attempts, once the retention period (RELAIS_RETENTION) has passed, " +
-	"or at once when an administrator erases it; the audit log keeps the oper" +
-	"ator actions taken on it.\x02No instance has “%[1]s” as its business key" +
-	", and it is not a whole id: the lists show the end of each id. Open the " +
-	"row, or copy its link, for the whole id.\x02You are signed out.\x02Your " +
-	"session had ended (inactivity, a sign-out elsewhere, a revoked token or " +
-	"a restart of the server), so your last action was not applied. Sign in a" +
-	"gain, then repeat it.\x02Your session has ended (inactivity, a sign-out " +
-	"elsewhere, a token revoked or expired, or a restart of the server). Sign" +
-	" in again.\x02Sign in\x02Sign in with an operator, designer or administr" +
-	"ator token.\x02Token\x02The token is checked once and never stored in yo" +
-	"ur browser; a session cookie stands for it for up to 8 hours of inactivi" +
-	"ty.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from you" +
-	"r address. Try again in %[1]d seconds.\x02This token is unknown, revoked" +
-	" or expired.\x02A %[1]s token cannot open the console: sign in with an o" +
-	"perator, designer or administrator token.\x02Only administrators see thi" +
-	"s page: tokens, consumers, destinations, the reveal log and erasures are" +
-	" theirs.\x02Staff tokens (administrators, designers, operators) that are" +
-	" not revoked. Consumer tokens are managed with their consumers. Revoking" +
-	" a token refuses its next request.\x02Staff tokens, oldest first\x02No t" +
-	"oken.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired tok" +
-	"en\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s " +
-	"token “%[2]s”?\x02Its next request is refused, and console sessions open" +
-	"ed with it end. This cannot be undone: whoever uses it needs a new token" +
-	".\x02Revoke the token\x02Keep it\x02This is the token you signed in with" +
-	": revoking it signs you out. Its next request is refused. This cannot be" +
-	" undone.\x02This is the last usable administrator token: create another " +
-	"one before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next" +
-	" request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
-	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
-	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
-	" to it (a process version pins it).\x02Occurrences of revisions %[1]s wa" +
-	"it, and no live worker takes them: subscribe workers to them (a process " +
-	"version pins them).\x02No worker serves this definition: its occurrences" +
-	" wait until one connects or polls.\x02No process uses this definition ye" +
-	"t: it needs a worker once a process pulls it.\x02No process pulls this d" +
-	"efinition: Relais calls its destinations (push), and it needs no worker." +
-	"\x02No worker is connected for this definition; none of its occurrences " +
-	"waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
-	"\x18\x02Served by %[1]d workers\x02It takes every revision its consumer " +
-	"is granted.\x02Revisions they take: %[1]s; some take every revision thei" +
-	"r consumer is granted.\x02They take every revision their consumer is gra" +
-	"nted.\x02It takes revision %[1]d only.\x02They take revision %[1]d only." +
-	"\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only."
+	" as its business key.\x02No instance or occurrence has the id “%[1]s”, a" +
+	"nd no instance has it as its business key. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it; the aud" +
+	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
+	"” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
+	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
+	", designer or administrator token.\x02Token\x02The token is checked once" +
+	" and never stored in your browser; a session cookie stands for it for up" +
+	" to 8 hours of inactivity.\x14\x01\x81\x01\x00\x02G\x02Too many failed s" +
+	"ign-ins from your address. Try again in %[1]d second.\x00H\x02Too many f" +
+	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02This to" +
+	"ken is unknown, revoked or expired.\x02A %[1]s token cannot open the con" +
+	"sole: sign in with an operator, designer or administrator token.\x02Only" +
+	" administrators see this page: tokens, consumers, destinations, the reve" +
+	"al log and erasures are theirs.\x02Staff tokens (administrators, designe" +
+	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
+	"eir consumers. Revoking a token refuses its next request.\x02Staff token" +
+	"s, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02The token %[1]s (%[" +
+	"2]s) was revoked: its next request is refused.\x02routing output\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
+	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
+	"m, and polling workers by their last fetch. A worker is listed while it " +
+	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
+	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it (a process version pins it).\x02Occurrences o" +
+	"f revisions %[1]s wait, and no live worker takes them: subscribe workers" +
+	" to them (a process version pins them).\x02No worker serves this definit" +
+	"ion: its occurrences wait until one connects or polls.\x02No process use" +
+	"s this definition yet: it needs a worker once a process pulls it.\x02No " +
+	"process pulls this definition: Relais calls its destinations (push), and" +
+	" it needs no worker.\x02No worker is connected for this definition; none" +
+	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
+	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every re" +
+	"vision its consumer is granted.\x02Revisions they take: %[1]s; some take" +
+	" every revision their consumer is granted.\x02They take every revision t" +
+	"heir consumer is granted.\x02It takes revision %[1]d only.\x02They take " +
+	"revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revi" +
+	"sions %[1]s only."
 
 var frIndex = []uint32{ // 766 elements
 	// Entry 0 - 1F
@@ -1671,51 +1672,51 @@ var frIndex = []uint32{ // 766 elements
 	// Entry 260 - 27F
 	0x00007374, 0x0000743e, 0x0000746b, 0x00007625,
 	0x0000763f, 0x00007658, 0x00007679, 0x0000768f,
-	0x000076a5, 0x000076ac, 0x000076c6, 0x000076ec,
-	0x00007701, 0x0000775b, 0x000077f0, 0x00007853,
-	0x00007866, 0x0000788d, 0x000078b5, 0x000078c3,
-	0x000078d3, 0x000078e4, 0x000078eb, 0x00007a21,
-	0x00007a28, 0x00007a62, 0x00007a67, 0x00007a7c,
-	0x00007a90, 0x00007aa2, 0x00007ab8, 0x00007ad3,
+	0x000076bc, 0x000076c3, 0x000076dd, 0x00007703,
+	0x00007718, 0x00007772, 0x00007807, 0x0000786a,
+	0x0000787d, 0x000078a4, 0x000078cc, 0x000078da,
+	0x000078ea, 0x000078fb, 0x00007902, 0x00007a38,
+	0x00007a3f, 0x00007a79, 0x00007a7e, 0x00007a93,
+	0x00007aa7, 0x00007ab9, 0x00007acf, 0x00007aea,
 	// Entry 280 - 29F
-	0x00007ba8, 0x00007bc0, 0x00007c61, 0x00007cf0,
-	0x00007d00, 0x00007dda, 0x00007e9c, 0x00007ea1,
-	0x00007eb1, 0x00007ebf, 0x00007ecf, 0x00007edf,
-	0x00007ee9, 0x00007f12, 0x00007f2c, 0x00007f47,
-	0x00007fd5, 0x00008013, 0x00008024, 0x00008031,
-	0x0000804c, 0x00008060, 0x0000807e, 0x000080c9,
-	0x0000810a, 0x00008180, 0x000081c6, 0x000081df,
-	0x000081f7, 0x0000824a, 0x00008285, 0x0000831d,
+	0x00007bbf, 0x00007bd7, 0x00007c78, 0x00007d07,
+	0x00007d17, 0x00007df1, 0x00007eb3, 0x00007eb8,
+	0x00007ec8, 0x00007ed6, 0x00007ee6, 0x00007ef6,
+	0x00007f00, 0x00007f29, 0x00007f43, 0x00007f5e,
+	0x00007fec, 0x0000802a, 0x0000803b, 0x00008048,
+	0x00008063, 0x00008077, 0x00008095, 0x000080e0,
+	0x00008121, 0x00008197, 0x000081dd, 0x000081f6,
+	0x0000820e, 0x00008261, 0x0000829c, 0x00008334,
 	// Entry 2A0 - 2BF
-	0x00008349, 0x0000836f, 0x000083a3, 0x000083bb,
-	0x000083e6, 0x0000848f, 0x00008499, 0x00008521,
-	0x00008556, 0x00008597, 0x0000860b, 0x00008786,
-	0x0000885f, 0x00008878, 0x00008941, 0x000089ca,
-	0x000089d7, 0x00008a29, 0x00008a2f, 0x00008acb,
-	0x00008b7b, 0x00008ba7, 0x00008c33, 0x00008cda,
-	0x00008d9c, 0x00008dcc, 0x00008dd9, 0x00008ddf,
-	0x00008df5, 0x00008e00, 0x00008e07, 0x00008e12,
+	0x00008360, 0x00008386, 0x000083ba, 0x000083d2,
+	0x000083fd, 0x000084a6, 0x000084b0, 0x00008538,
+	0x0000856d, 0x000085ae, 0x00008622, 0x0000879d,
+	0x00008876, 0x0000888f, 0x00008958, 0x000089e1,
+	0x000089ee, 0x00008a40, 0x00008a46, 0x00008ae2,
+	0x00008b92, 0x00008bbe, 0x00008c4a, 0x00008cf1,
+	0x00008db3, 0x00008de3, 0x00008df0, 0x00008df6,
+	0x00008e0c, 0x00008e17, 0x00008e1e, 0x00008e29,
 	// Entry 2C0 - 2DF
-	0x00008e20, 0x00008e2d, 0x00008e3b, 0x00008e54,
-	0x00008e81, 0x00008f2a, 0x00008f3d, 0x00008f47,
-	0x00008fd6, 0x00009037, 0x00009089, 0x0000909b,
-	0x000090ae, 0x000090ec, 0x00009128, 0x00009145,
-	0x00009152, 0x00009160, 0x0000916e, 0x0000917e,
-	0x000091ba, 0x000091f4, 0x00009271, 0x0000927c,
-	0x000092a6, 0x000092b3, 0x000092cf, 0x000092d3,
-	0x000092e5, 0x000093a7, 0x000093da, 0x000093e5,
+	0x00008e37, 0x00008e44, 0x00008e52, 0x00008e6b,
+	0x00008e98, 0x00008f41, 0x00008f54, 0x00008f5e,
+	0x00008fed, 0x0000904e, 0x000090a0, 0x000090b2,
+	0x000090c5, 0x00009103, 0x0000913f, 0x0000915c,
+	0x00009169, 0x00009177, 0x00009185, 0x00009195,
+	0x000091d1, 0x0000920b, 0x00009288, 0x00009293,
+	0x000092bd, 0x000092ca, 0x000092e6, 0x000092ea,
+	0x000092fc, 0x000093be, 0x000093f1, 0x000093fc,
 	// Entry 2E0 - 2FF
-	0x000093ef, 0x00009404, 0x0000940d, 0x00009417,
-	0x0000942c, 0x00009450, 0x0000946a, 0x0000947f,
-	0x000094ab, 0x000094b0, 0x000094c5, 0x000094d7,
-	0x0000950c, 0x0000951d, 0x0000954a, 0x00009579,
-	0x0000961b, 0x000096bd, 0x00009733, 0x000097be,
-	0x0000984d, 0x000098b4, 0x000098f6, 0x0000993e,
-	0x000099b1, 0x000099f9, 0x00009a27, 0x00009a55,
-	0x00009a88, 0x00009abb,
+	0x00009406, 0x0000941b, 0x00009424, 0x0000942e,
+	0x00009443, 0x00009467, 0x00009481, 0x00009496,
+	0x000094c2, 0x000094c7, 0x000094dc, 0x000094ee,
+	0x00009523, 0x00009534, 0x00009561, 0x00009590,
+	0x00009632, 0x000096d4, 0x0000974a, 0x000097d5,
+	0x00009864, 0x000098cb, 0x0000990d, 0x00009955,
+	0x000099c8, 0x00009a10, 0x00009a3e, 0x00009a6c,
+	0x00009a9f, 0x00009ad2,
 } // Size: 3088 bytes
 
-const frData string = "" + // Size: 39611 bytes
+const frData string = "" + // Size: 39634 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2159,140 +2160,141 @@ const frData string = "" + // Size: 39611 bytes
 	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
 	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
 	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
-	"ure locale à %[1]s\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d" +
-	" secondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris." +
-	"\x02Rechargement suspendu\u202f: cette page reste telle quelle jusqu’à c" +
-	"e que vous repreniez.\x02Les versions de processus publiées\u202f: leurs" +
-	" nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actu" +
-	"el de leurs occurrences.\x02Les versions de processus publiées\u202f: le" +
-	"urs nœuds, routes et révisions épinglées, dessinés.\x02Processus par clé" +
-	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
-	"publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe" +
-	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
-	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
-	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
-	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
-	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
-	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
-	"reur\x02Occurrences actuelles\x02Instances de cette version\x02Les colon" +
-	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
-	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
-	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
-	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
-	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
-	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
-	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
-	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
-	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
-	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
-	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
-	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02d" +
-	"élai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés" +
-	" toutes les 5 secondes environ.\x02Seuls les administrateurs peuvent rév" +
-	"éler une valeur sensible.\x02Dites pourquoi vous révélez cette valeur" +
-	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Retour à l’occurrence\x02Révélation impossible\x02Seule une valeur q" +
-	"ue cette page affiche masquée (sensible) peut être révélée.\x02Les valeu" +
-	"rs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensible q" +
-	"u’un administrateur a révélée\u202f: qui, quand, quel champ et pourquoi." +
-	" Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations, les " +
-	"plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélé" +
-	"e avant que le motif soit demandé)\x02Méthode non autorisée\x02Cette pag" +
-	"e n’accepte pas cette requête.\x02Ce formulaire a été envoyé depuis un a" +
-	"utre site\u202f: la console n’accepte que les formulaires de ses propres" +
-	" pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Recherche" +
-	"\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID complet" +
-	", tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien à ch" +
-	"ercher\u202f: le champ de recherche est vide.\x02C’est trop long pour êt" +
-	"re un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’" +
-	"a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé " +
-	"métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
-	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
-	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
-	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
-	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
-	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
-	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
-	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
-	"t entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inac" +
-	"tivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
-	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
-	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
-	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
-	"ion le remplace jusqu’à 8 heures d’inactivité.\x14\x01\x81\x01\x00\x02S" +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d seconde.\x00T\x02Trop de connexions échouées depuis votre adresse. Ré" +
-	"essayez dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
-	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
-	"Seuls les administrateurs voient cette page\u202f: les jetons, les conso" +
-	"mmateurs, les destinations, le journal des révélations et les effacement" +
-	"s sont de leur ressort.\x02Jetons du personnel (administrateurs, concept" +
-	"eurs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent a" +
-	"vec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
-	"\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôl" +
-	"e\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton" +
-	" expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révo" +
-	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
-	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
-	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
-	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02expression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
-	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
-	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
-	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1" +
-	"]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exé" +
-	"cutants connectés par un flux, et ceux qui interrogent par leur dernière" +
-	" demande. Un exécutant est listé tant qu’il s’est manifesté dans les tro" +
-	"is derniers battements de cœur.\x02Exécutants vus dans les trois dernier" +
-	"s battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cour" +
-	"s\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté" +
-	".\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant " +
-	"ne sert cette définition.\x02flux\x02interrogation longue\x02façade Camu" +
-	"nda 7\x02toutes les révisions accordées à son consommateur\x02révisions " +
-	"%[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant n" +
-	"e prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atte" +
-	"ndent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exéc" +
-	"utants (une version de processus l’épingle).\x02Des occurrences des révi" +
-	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
-	"bonnez-y des exécutants (une version de processus les épingle).\x02Aucun" +
-	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
-	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
-	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
-	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
-	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
-	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
-	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Toutes les révisions accordées au consommateur sont pri" +
-	"ses en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certain" +
-	"s prennent toutes les révisions accordées à leur consommateur.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Seule" +
-	" la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est p" +
-	"rise en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02" +
-	"Seules les révisions %[1]s sont prises en charge."
+	"ure locale à %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02Re" +
+	"chargement repris.\x02Rechargement suspendu\u202f: cette page reste tell" +
+	"e quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pub" +
+	"liées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec " +
+	"l’emplacement actuel de leurs occurrences.\x02Les versions de processus " +
+	"publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
+	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
+	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
+	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
+	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
+	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
+	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
+	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
+	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
+	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
+	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
+	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
+	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
+	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
+	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
+	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
+	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
+	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
+	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
+	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
+	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
+	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
+	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
+	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune insta" +
+	"nce ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’ident" +
+	"ifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une instanc" +
+	"e terminée est supprimée, avec ses occurrences et ses tentatives, une fo" +
+	"is la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’u" +
+	"n administrateur l’efface\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» po" +
+	"ur clé métier, et ce n’est pas un identifiant entier\u202f: les listes m" +
+	"ontrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lie" +
+	"n, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session " +
+	"avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redém" +
+	"arrage du serveur)\u202f: votre dernière action n’a pas été appliquée. R" +
+	"econnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivi" +
+	"té, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du ser" +
+	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
+	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
+	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
+	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x14\x01" +
+	"\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. R" +
+	"éessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis" +
+	" votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, " +
+	"révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
+	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
+	"dministrateur.\x02Seuls les administrateurs voient cette page\u202f: les" +
+	" jetons, les consommateurs, les destinations, le journal des révélations" +
+	" et les effacements sont de leur ressort.\x02Jetons du personnel (admini" +
+	"strateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomm" +
+	"ateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa r" +
+	"equête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Auc" +
+	"un jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas" +
+	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jet" +
+	"on %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa req" +
+	"uête suivante est refusée et les sessions de console ouvertes avec lui p" +
+	"rennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un no" +
+	"uveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec le" +
+	"quel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête s" +
+	"uivante est refusée. C’est irréversible.\x02C’est le dernier jeton admin" +
+	"istrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02L" +
+	"e jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera ref" +
+	"usée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
+	" %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la " +
+	"page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
+	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
+	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants (une version de processus l’épingle)." +
+	"\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant co" +
+	"nnecté ne les prend\u202f: abonnez-y des exécutants (une version de proc" +
+	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
+	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 76505 bytes (74KiB); checksum: CAC73CD
+	// Total table size 76556 bytes (74KiB); checksum: F1CB0E49
