@@ -520,10 +520,14 @@ func syntaxProblem(d Document, text string, err error) Problem {
 		// slip): the shortest prefix of the text that fails to parse ends
 		// at that line. A prefix past a broken line fails too, so a
 		// binary search finds it in a few parses, however long the file.
+		// A prefix that ends inside a flow list, a flow mapping or a
+		// quoted string fails too, for a reason of its own: only the
+		// document's own error, word for word, marks the slip.
 		lines := strings.Split(text, "\n")
 		fails := func(k int) bool {
 			var n yaml.Node
-			return yaml.Unmarshal([]byte(strings.Join(lines[:k], "\n")), &n) != nil
+			e := yaml.Unmarshal([]byte(strings.Join(lines[:k], "\n")), &n)
+			return e != nil && e.Error() == err.Error()
 		}
 		if k := p.Line + sort.Search(len(lines)-p.Line, func(i int) bool { return fails(p.Line + 1 + i) }) + 1; k <= len(lines) && k > p.Line {
 			block, p.Line = p.Line, k

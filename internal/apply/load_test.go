@@ -389,6 +389,10 @@ func TestLoadSyntaxProblems(t *testing.T) {
 			`7: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 4: align it with its siblings, or under the key it belongs to)`},
 		"indent-key.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n      type: text\n    - name: b\n     type: text\n",
 			`8: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 4: align it with its siblings, or under the key it belongs to)`},
+		// A flow list and a quoted string over two lines before the
+		// slip: a prefix ending inside them is no slip.
+		"indent-flow.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n      type: choice\n      values: [FR, DE,\n               IT]\n    - {name: b,\n       type: text}\n    - name: c\n      type: text\n      pattern: '^a\n        b$'\n     - name: d\n",
+			`15: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 4: align it with its siblings, or under the key it belongs to)`},
 		"escape.yaml": {"kind: Definition\nkey: d\npattern: \"^CLM-\\d{8}$\"\n",
 			`3: /: not valid YAML: found unknown escape character (in double quotes a backslash starts an escape: write a pattern in single quotes, as '^CLM-\d{8}$')`},
 		"backspace.yaml": {"kind: Definition\nkey: d\npattern: \"\\bACME\\b\"\n",
@@ -431,6 +435,18 @@ func TestLoadSyntaxProblems(t *testing.T) {
 	want := `6010: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 9: align it with its siblings, or under the key it belongs to)`
 	if got := problemLines(t, write(t, dir, "long.yaml", long.String())); len(got) != 1 || !strings.HasSuffix(got[0], want) {
 		t.Errorf("a long file: %q\nwant one ending %q", got, want)
+	}
+	// A long flow list before the slip: the search's prefixes that end
+	// inside it fail for a reason of their own, which is no slip.
+	long.Reset()
+	long.WriteString("kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n      type: choice\n      values: [\n")
+	for i := range 200 {
+		fmt.Fprintf(&long, "        V%d,\n", i)
+	}
+	long.WriteString("        W]\n    - name: b\n      type: text\n     - name: slip\n")
+	want = `211: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 4: align it with its siblings, or under the key it belongs to)`
+	if got := problemLines(t, write(t, dir, "flow.yaml", long.String())); len(got) != 1 || !strings.HasSuffix(got[0], want) {
+		t.Errorf("a long flow list before the slip: %q\nwant one ending %q", got, want)
 	}
 }
 
