@@ -90,7 +90,8 @@ func openTab(t *testing.T, browserPath string, vp viewport, prefix string) *tab 
 		t.Fatal(err)
 	}
 	// Chromium now and then exits at start on a loaded machine (chromedp's
-	// "chrome failed to start"): a fresh one is tried, twice at most.
+	// "chrome failed to start"): a fresh one is tried, twice at most, each
+	// after a pause.
 	var tb *tab
 	for attempt := 1; ; attempt++ {
 		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
@@ -132,6 +133,9 @@ func openTab(t *testing.T, browserPath string, vp viewport, prefix string) *tab 
 			t.Fatal(err)
 		}
 		t.Logf("Chromium did not start (attempt %d): %v", attempt, err)
+		// The machine is busy starting the other tests' browsers: a
+		// moment later, one more is likelier to start.
+		time.Sleep(time.Duration(attempt) * time.Second)
 	}
 	tb.do("viewport", chromedp.EmulateViewport(vp.width, vp.height))
 	return tb

@@ -400,8 +400,8 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 	// bookmarks): say where an ended one went.
 	if strings.HasPrefix(r.URL.Path, basePath+"/instances/") || strings.HasPrefix(r.URL.Path, basePath+"/occurrences/") {
 		detail = T(ctx, "Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.")
-		rest, _ := strings.CutPrefix(strings.TrimPrefix(r.URL.Path, basePath+"/instances/"), basePath+"/occurrences/")
-		if id, _, _ := strings.Cut(rest, "/"); uuid.Validate(id) != nil {
+		id, _ := strings.CutPrefix(strings.TrimPrefix(r.URL.Path, basePath+"/instances/"), basePath+"/occurrences/")
+		if id != "" && !strings.Contains(id, "/") && uuid.Validate(id) != nil {
 			// A mangled link or the short id a list shows: no instance
 			// or occurrence was ever there.
 			detail = T(ctx, "“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.", id)

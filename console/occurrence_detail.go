@@ -237,7 +237,7 @@ func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, in
 	if o.Route != nil {
 		fs = append(fs, fact{Label: T(ctx, "Route"), Value: *o.Route, Code: true, TestID: "route"})
 	}
-	fs = append(fs, c.lastError(ctx, o)...)
+	fs = append(fs, c.lastError(ctx, o, inst)...)
 	// Kept once settled: who waited for what, and how long, is the
 	// history an operator reads after a person's decision.
 	if o.DeferReason != nil {
@@ -417,8 +417,9 @@ func occurrenceDates(ctx context.Context, o engine.Occurrence) []fact {
 // lastError is the summary's error: the last one, said to be so and of
 // which attempt, while it matters (the occurrence failed, or waits to be
 // tried again after it); a completed occurrence's earlier failures stay in
-// its attempts.
-func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
+// its attempts. Advice to check before retrying is given only while it
+// may be retried: its instance held, or a retry of its own due.
+func (c *Console) lastError(ctx context.Context, o engine.Occurrence, inst engine.Instance) []fact {
 	if o.ErrorCode == nil || o.Status == engine.StatusCompleted {
 		return nil
 	}
@@ -446,7 +447,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 	case n == 0:
 		label = T(ctx, "Error (before any attempt)")
 	}
-	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o, true)}}
+	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o, inst.Status == engine.InstanceHeld || o.Status == engine.StatusAvailable)}}
 	if f, ok := errorMessageFact(ctx, code, o.ErrorMessage); ok {
 		fs = append(fs, f)
 	}

@@ -66,6 +66,19 @@ func TestPushTimeoutSaysTheCallTimedOut(t *testing.T) {
 			}
 		}
 	}
+	// Stopped, it can be retried no more: neither page advises it.
+	env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", env.Operator, map[string]any{"reason": "refunded by hand"})
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		want := []string{"The destination did not answer within the call’s timeout: it may have acted all the same.",
+			"La destination n’a pas répondu dans le délai de l’appel : elle a pu agir malgré tout."}[i]
+		for _, page := range []string{"/console/occurrences/" + occ, "/console/instances/" + inst} {
+			r := b.mustGet(page, 200)
+			if s := text(r, "summary") + text(r, "instance-summary"); !strings.Contains(s, want) || strings.Contains(s, []string{"retrying", "reprendre"}[i]) {
+				t.Errorf("%s: %s once stopped: %q, want %q and no retry advice", lang, page, s, want)
+			}
+		}
+	}
 }
 
 // TestAbandonedInstanceSaysWhereItWasAbandoned: an abandoned instance

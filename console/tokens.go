@@ -184,7 +184,8 @@ func (c *Console) tokenRevokeConfirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if last {
-		v.Error, v.Blocked = lastAdminText(r.Context()), true
+		// Refused before it is asked: no consequence to weigh.
+		v.Error, v.Blocked, v.Consequence = lastAdminText(r.Context()), true, ""
 	}
 	c.render(w, r, http.StatusOK, revokeTokenPage(v))
 }
@@ -204,7 +205,7 @@ func (c *Console) tokenRevoke(w http.ResponseWriter, r *http.Request) {
 	if err := c.eng.RevokeStaffToken(ctx, t.ID); err != nil {
 		if fault.HasCode(err, "last_admin_token") {
 			v := c.revokeTokenView(r, t)
-			v.Error, v.Blocked = lastAdminText(ctx), true
+			v.Error, v.Blocked, v.Consequence = lastAdminText(ctx), true, ""
 			c.render(w, r, http.StatusConflict, revokeTokenPage(v))
 			return
 		}

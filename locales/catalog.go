@@ -1586,137 +1586,137 @@ var frIndex = []uint32{ // 766 elements
 	0x000044f6, 0x0000451d, 0x00004539, 0x00004554,
 	0x00004584, 0x000045c3, 0x000045de, 0x000045ed,
 	0x000045fe, 0x0000461f, 0x0000468a, 0x000046a2,
-	0x000046e8, 0x00004753, 0x0000475e, 0x00004778,
-	0x000047c1, 0x000047c9, 0x000047d7, 0x000047e7,
+	0x000046e9, 0x00004754, 0x0000475f, 0x00004779,
+	0x000047c3, 0x000047cb, 0x000047d9, 0x000047e9,
 	// Entry 140 - 15F
-	0x00004811, 0x0000483a, 0x0000484a, 0x00004869,
-	0x00004875, 0x0000488e, 0x00004899, 0x000048a6,
-	0x000048b5, 0x000048bd, 0x000048c7, 0x000048cf,
-	0x000048d7, 0x000048dd, 0x000048e4, 0x000048e9,
-	0x000048ee, 0x000048f2, 0x000048f7, 0x000048fd,
-	0x00004903, 0x00004909, 0x0000490e, 0x00004913,
-	0x00004919, 0x00004923, 0x00004943, 0x00004965,
-	0x00004989, 0x000049af, 0x000049b8, 0x000049d4,
+	0x00004813, 0x0000483c, 0x0000484c, 0x0000486b,
+	0x00004877, 0x00004890, 0x0000489b, 0x000048a8,
+	0x000048b7, 0x000048bf, 0x000048c9, 0x000048d1,
+	0x000048d9, 0x000048df, 0x000048e6, 0x000048eb,
+	0x000048f0, 0x000048f4, 0x000048f9, 0x000048ff,
+	0x00004905, 0x0000490b, 0x00004910, 0x00004915,
+	0x0000491b, 0x00004925, 0x00004945, 0x00004967,
+	0x0000498b, 0x000049b1, 0x000049ba, 0x000049d6,
 	// Entry 160 - 17F
-	0x000049dd, 0x000049f5, 0x000049fe, 0x00004a52,
-	0x00004a72, 0x00004a78, 0x00004a83, 0x00004a89,
-	0x00004a97, 0x00004aa2, 0x00004ab0, 0x00004ae3,
-	0x00004b07, 0x00004b36, 0x00004b7f, 0x00004b86,
-	0x00004b9c, 0x00004c0f, 0x00004c35, 0x00004c4f,
-	0x00004d37, 0x00004ec6, 0x00004fcd, 0x0000501d,
-	0x0000504e, 0x00005081, 0x000050b0, 0x000050bb,
-	0x000050bf, 0x000050d1, 0x000050e6, 0x000050f4,
+	0x000049df, 0x000049f7, 0x00004a00, 0x00004a54,
+	0x00004a74, 0x00004a7a, 0x00004a85, 0x00004a8b,
+	0x00004a99, 0x00004aa4, 0x00004ab2, 0x00004ae5,
+	0x00004b09, 0x00004b38, 0x00004b81, 0x00004b88,
+	0x00004b9e, 0x00004c11, 0x00004c37, 0x00004c51,
+	0x00004d39, 0x00004ec8, 0x00004fcf, 0x0000501f,
+	0x00005050, 0x00005083, 0x000050b2, 0x000050bd,
+	0x000050c1, 0x000050d3, 0x000050e8, 0x000050f6,
 	// Entry 180 - 19F
-	0x00005101, 0x00005116, 0x00005129, 0x00005154,
-	0x00005181, 0x000051a5, 0x000051dc, 0x00005226,
-	0x00005238, 0x00005270, 0x00005287, 0x0000529e,
-	0x000052d2, 0x0000531c, 0x00005351, 0x0000535a,
-	0x00005371, 0x0000539f, 0x000053b2, 0x000053c4,
-	0x000053d5, 0x000053e0, 0x000053eb, 0x000053f6,
-	0x00005400, 0x0000540a, 0x00005413, 0x0000541c,
-	0x00005425, 0x0000542e, 0x00005437, 0x0000543e,
+	0x00005103, 0x00005118, 0x0000512b, 0x00005156,
+	0x00005183, 0x000051a7, 0x000051de, 0x00005228,
+	0x0000523a, 0x00005272, 0x00005289, 0x000052a0,
+	0x000052d4, 0x0000531e, 0x00005353, 0x0000535c,
+	0x00005373, 0x000053a1, 0x000053b4, 0x000053c6,
+	0x000053d7, 0x000053e2, 0x000053ed, 0x000053f8,
+	0x00005402, 0x0000540c, 0x00005415, 0x0000541e,
+	0x00005427, 0x00005430, 0x00005439, 0x00005440,
 	// Entry 1A0 - 1BF
-	0x0000544c, 0x00005452, 0x00005459, 0x00005460,
-	0x00005469, 0x0000546e, 0x0000547c, 0x00005482,
-	0x00005488, 0x0000548e, 0x00005496, 0x0000549f,
-	0x000054a8, 0x000054bb, 0x000054cc, 0x000054ef,
-	0x00005510, 0x0000551f, 0x0000552a, 0x00005535,
-	0x00005542, 0x00005546, 0x0000554a, 0x00005558,
-	0x00005566, 0x00005574, 0x00005594, 0x000055a7,
-	0x000055c0, 0x000055d5, 0x000055e6, 0x000055f8,
+	0x0000544e, 0x00005454, 0x0000545b, 0x00005462,
+	0x0000546b, 0x00005470, 0x0000547e, 0x00005484,
+	0x0000548a, 0x00005490, 0x00005498, 0x000054a1,
+	0x000054aa, 0x000054bd, 0x000054ce, 0x000054f1,
+	0x00005512, 0x00005521, 0x0000552c, 0x00005537,
+	0x00005544, 0x00005548, 0x0000554c, 0x0000555a,
+	0x00005568, 0x00005576, 0x00005596, 0x000055a9,
+	0x000055c2, 0x000055d7, 0x000055e8, 0x000055fa,
 	// Entry 1C0 - 1DF
-	0x0000560a, 0x00005610, 0x00005617, 0x0000561f,
-	0x00005627, 0x00005645, 0x00005663, 0x0000567a,
-	0x0000568f, 0x000056a0, 0x000056a6, 0x000056bf,
-	0x000056ca, 0x000056fe, 0x0000570b, 0x00005729,
-	0x00005737, 0x00005740, 0x00005747, 0x00005762,
-	0x0000576c, 0x0000577f, 0x000057b9, 0x000057c2,
-	0x000057d1, 0x00005835, 0x00005841, 0x0000584b,
-	0x0000587b, 0x000058d6, 0x000059bd, 0x000059c8,
+	0x0000560c, 0x00005612, 0x00005619, 0x00005621,
+	0x00005629, 0x00005647, 0x00005665, 0x0000567c,
+	0x00005691, 0x000056a2, 0x000056a8, 0x000056c1,
+	0x000056cc, 0x00005700, 0x0000570d, 0x0000572b,
+	0x00005739, 0x00005742, 0x00005749, 0x00005764,
+	0x0000576e, 0x00005781, 0x000057bb, 0x000057c4,
+	0x000057d3, 0x00005837, 0x00005843, 0x0000584d,
+	0x0000587d, 0x000058d8, 0x000059bf, 0x000059ca,
 	// Entry 1E0 - 1FF
-	0x000059fb, 0x00005a00, 0x00005a20, 0x00005a3d,
-	0x00005a5d, 0x00005a72, 0x00005ab3, 0x00005abe,
-	0x00005ac8, 0x00005af1, 0x00005b02, 0x00005b63,
-	0x00005bad, 0x00005bbb, 0x00005bf7, 0x00005c21,
-	0x00005c66, 0x00005c8e, 0x00005ccd, 0x00005cee,
-	0x00005d2c, 0x00005d6c, 0x00005d8c, 0x00005dcd,
-	0x00005df7, 0x00005e1e, 0x00005ea1, 0x00005eb9,
-	0x00005ecd, 0x00005ee4, 0x00005ef2, 0x00005efd,
+	0x000059fd, 0x00005a02, 0x00005a22, 0x00005a3f,
+	0x00005a5f, 0x00005a74, 0x00005ab5, 0x00005ac0,
+	0x00005aca, 0x00005af3, 0x00005b04, 0x00005b65,
+	0x00005baf, 0x00005bbd, 0x00005bf9, 0x00005c23,
+	0x00005c68, 0x00005c90, 0x00005ccf, 0x00005cf0,
+	0x00005d2e, 0x00005d6e, 0x00005d8e, 0x00005dcf,
+	0x00005df9, 0x00005e20, 0x00005ea3, 0x00005ebb,
+	0x00005ecf, 0x00005ee6, 0x00005ef4, 0x00005eff,
 	// Entry 200 - 21F
-	0x00005f20, 0x00005f5e, 0x00005f7d, 0x00005f99,
-	0x00006007, 0x00006066, 0x000060eb, 0x00006168,
-	0x000061a8, 0x000061ee, 0x00006307, 0x0000632f,
-	0x00006352, 0x00006389, 0x000063d0, 0x00006423,
-	0x0000644c, 0x000064fe, 0x00006524, 0x0000656b,
-	0x000065ef, 0x0000666a, 0x000066e7, 0x0000670e,
-	0x00006736, 0x0000677d, 0x000067c7, 0x000067fa,
-	0x0000680d, 0x00006915, 0x00006943, 0x0000697f,
+	0x00005f22, 0x00005f60, 0x00005f7f, 0x00005f9b,
+	0x00006009, 0x00006068, 0x000060ed, 0x0000616a,
+	0x000061aa, 0x000061f0, 0x00006309, 0x00006331,
+	0x00006354, 0x0000638b, 0x000063d2, 0x00006425,
+	0x0000644e, 0x00006500, 0x00006526, 0x0000656d,
+	0x000065f1, 0x0000666c, 0x000066e9, 0x00006710,
+	0x00006738, 0x0000677f, 0x000067c9, 0x000067fc,
+	0x0000680f, 0x00006917, 0x00006945, 0x00006981,
 	// Entry 220 - 23F
-	0x00006995, 0x00006a29, 0x00006a3c, 0x00006a79,
-	0x00006ab5, 0x00006ac8, 0x00006b1c, 0x00006b51,
-	0x00006b63, 0x00006b7a, 0x00006bb9, 0x00006c0b,
-	0x00006c37, 0x00006c42, 0x00006c5f, 0x00006c7e,
-	0x00006c8f, 0x00006ca9, 0x00006cb2, 0x00006cbc,
-	0x00006cdb, 0x00006d29, 0x00006d5e, 0x00006daf,
-	0x00006dc0, 0x00006e0a, 0x00006e20, 0x00006e34,
-	0x00006e4d, 0x00006e63, 0x00006e8d, 0x00006e95,
+	0x00006997, 0x00006a2b, 0x00006a3e, 0x00006a7b,
+	0x00006ab7, 0x00006aca, 0x00006b1e, 0x00006b53,
+	0x00006b65, 0x00006b7c, 0x00006bbb, 0x00006c0d,
+	0x00006c39, 0x00006c44, 0x00006c61, 0x00006c80,
+	0x00006c91, 0x00006cab, 0x00006cb4, 0x00006cbe,
+	0x00006cdd, 0x00006d2b, 0x00006d60, 0x00006db1,
+	0x00006dc2, 0x00006e0c, 0x00006e22, 0x00006e36,
+	0x00006e4f, 0x00006e65, 0x00006e8f, 0x00006e97,
 	// Entry 240 - 25F
-	0x00006ea8, 0x00006eaf, 0x00006eca, 0x00006eea,
-	0x00006f1a, 0x00006f31, 0x00006f69, 0x00006fa4,
-	0x00006fd0, 0x00007024, 0x00007034, 0x0000704e,
-	0x00007059, 0x0000706d, 0x0000707f, 0x00007095,
-	0x000070a7, 0x000070b9, 0x000070bf, 0x000070d1,
-	0x000070df, 0x000070ee, 0x000070fa, 0x00007110,
-	0x0000713a, 0x0000716d, 0x00007215, 0x00007265,
-	0x0000728d, 0x000072df, 0x00007321, 0x0000735d,
+	0x00006eaa, 0x00006eb1, 0x00006ecc, 0x00006eec,
+	0x00006f1c, 0x00006f33, 0x00006f6b, 0x00006fa6,
+	0x00006fd2, 0x00007026, 0x00007036, 0x00007050,
+	0x0000705b, 0x0000706f, 0x00007081, 0x00007097,
+	0x000070a9, 0x000070bb, 0x000070c1, 0x000070d3,
+	0x000070e1, 0x000070f0, 0x000070fc, 0x00007112,
+	0x0000713c, 0x0000716f, 0x00007217, 0x00007267,
+	0x0000728f, 0x000072e1, 0x00007323, 0x0000735f,
 	// Entry 260 - 27F
-	0x00007374, 0x0000743e, 0x0000746b, 0x00007625,
-	0x0000763f, 0x00007658, 0x00007679, 0x0000768f,
-	0x000076bc, 0x000076c3, 0x000076dd, 0x00007703,
-	0x00007718, 0x00007772, 0x00007807, 0x0000786a,
-	0x0000787d, 0x000078a4, 0x000078cc, 0x000078da,
-	0x000078ea, 0x000078fb, 0x00007902, 0x00007a38,
-	0x00007a3f, 0x00007a79, 0x00007a7e, 0x00007a93,
-	0x00007aa7, 0x00007ab9, 0x00007acf, 0x00007aea,
+	0x00007376, 0x00007440, 0x0000746d, 0x00007627,
+	0x00007641, 0x0000765a, 0x0000767b, 0x00007691,
+	0x000076be, 0x000076c5, 0x000076df, 0x00007705,
+	0x0000771a, 0x00007774, 0x00007809, 0x0000786c,
+	0x0000787f, 0x000078a6, 0x000078ce, 0x000078dc,
+	0x000078ec, 0x000078fd, 0x00007904, 0x00007a3a,
+	0x00007a41, 0x00007a7b, 0x00007a80, 0x00007a95,
+	0x00007aa9, 0x00007abb, 0x00007ad1, 0x00007aec,
 	// Entry 280 - 29F
-	0x00007bbf, 0x00007bd7, 0x00007c78, 0x00007d07,
-	0x00007d17, 0x00007df1, 0x00007eb3, 0x00007eb8,
-	0x00007ec8, 0x00007ed6, 0x00007ee6, 0x00007ef6,
-	0x00007f00, 0x00007f29, 0x00007f43, 0x00007f5e,
-	0x00007fec, 0x0000802a, 0x0000803b, 0x00008048,
-	0x00008063, 0x00008077, 0x00008095, 0x000080e0,
-	0x00008121, 0x00008197, 0x000081dd, 0x000081f6,
-	0x0000820e, 0x00008261, 0x0000829c, 0x00008334,
+	0x00007bc1, 0x00007bd9, 0x00007c7a, 0x00007d09,
+	0x00007d19, 0x00007df3, 0x00007eb5, 0x00007eba,
+	0x00007eca, 0x00007ed8, 0x00007ee8, 0x00007ef8,
+	0x00007f02, 0x00007f2b, 0x00007f45, 0x00007f60,
+	0x00007fee, 0x0000802c, 0x0000803d, 0x0000804a,
+	0x00008065, 0x00008079, 0x00008097, 0x000080e2,
+	0x00008123, 0x00008199, 0x000081df, 0x000081f8,
+	0x00008210, 0x00008263, 0x0000829e, 0x00008336,
 	// Entry 2A0 - 2BF
-	0x00008360, 0x00008386, 0x000083ba, 0x000083d2,
-	0x000083fd, 0x000084a6, 0x000084b0, 0x00008538,
-	0x0000856d, 0x000085ae, 0x00008622, 0x0000879d,
-	0x00008876, 0x0000888f, 0x00008958, 0x000089e1,
-	0x000089ee, 0x00008a40, 0x00008a46, 0x00008ae2,
-	0x00008b92, 0x00008bbe, 0x00008c4a, 0x00008cf1,
-	0x00008db3, 0x00008de3, 0x00008df0, 0x00008df6,
-	0x00008e0c, 0x00008e17, 0x00008e1e, 0x00008e29,
+	0x00008362, 0x00008388, 0x000083bc, 0x000083d4,
+	0x000083ff, 0x000084a8, 0x000084b2, 0x0000853a,
+	0x0000856f, 0x000085b0, 0x00008624, 0x0000879f,
+	0x00008878, 0x00008891, 0x0000895a, 0x000089e3,
+	0x000089f0, 0x00008a42, 0x00008a48, 0x00008ae4,
+	0x00008b94, 0x00008bc0, 0x00008c4c, 0x00008cf3,
+	0x00008db5, 0x00008de5, 0x00008df2, 0x00008df8,
+	0x00008e0e, 0x00008e19, 0x00008e20, 0x00008e2b,
 	// Entry 2C0 - 2DF
-	0x00008e37, 0x00008e44, 0x00008e52, 0x00008e6b,
-	0x00008e98, 0x00008f41, 0x00008f54, 0x00008f5e,
-	0x00008fed, 0x0000904e, 0x000090a0, 0x000090b2,
-	0x000090c5, 0x00009103, 0x0000913f, 0x0000915c,
-	0x00009169, 0x00009177, 0x00009185, 0x00009195,
-	0x000091d1, 0x0000920b, 0x00009288, 0x00009293,
-	0x000092bd, 0x000092ca, 0x000092e6, 0x000092ea,
-	0x000092fc, 0x000093be, 0x000093f1, 0x000093fc,
+	0x00008e39, 0x00008e46, 0x00008e54, 0x00008e6d,
+	0x00008e9a, 0x00008f43, 0x00008f56, 0x00008f60,
+	0x00008fef, 0x00009050, 0x000090a2, 0x000090b4,
+	0x000090c7, 0x00009105, 0x00009141, 0x0000915e,
+	0x0000916b, 0x00009179, 0x00009187, 0x00009197,
+	0x000091d3, 0x0000920d, 0x0000928a, 0x00009295,
+	0x000092bf, 0x000092cc, 0x000092e8, 0x000092ec,
+	0x000092fe, 0x000093c0, 0x000093f3, 0x000093fe,
 	// Entry 2E0 - 2FF
-	0x00009406, 0x0000941b, 0x00009424, 0x0000942e,
-	0x00009443, 0x00009467, 0x00009481, 0x00009496,
-	0x000094c2, 0x000094c7, 0x000094dc, 0x000094ee,
-	0x00009523, 0x00009534, 0x00009561, 0x00009590,
-	0x00009632, 0x000096d4, 0x0000974a, 0x000097d5,
-	0x00009864, 0x000098cb, 0x0000990d, 0x00009955,
-	0x000099c8, 0x00009a10, 0x00009a3e, 0x00009a6c,
-	0x00009a9f, 0x00009ad2,
+	0x00009408, 0x0000941d, 0x00009426, 0x00009430,
+	0x00009445, 0x00009469, 0x00009483, 0x00009498,
+	0x000094c4, 0x000094c9, 0x000094de, 0x000094f0,
+	0x00009525, 0x00009536, 0x00009563, 0x00009592,
+	0x00009634, 0x000096d6, 0x0000974c, 0x000097d7,
+	0x00009866, 0x000098cd, 0x0000990f, 0x00009957,
+	0x000099ca, 0x00009a12, 0x00009a40, 0x00009a6e,
+	0x00009aa1, 0x00009ad4,
 } // Size: 3088 bytes
 
-const frData string = "" + // Size: 39634 bytes
+const frData string = "" + // Size: 39636 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1979,322 +1979,322 @@ const frData string = "" + // Size: 39634 bytes
 	" longue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune " +
 	"définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez t" +
 	"outes les définitions.\x02Toutes les définitions\x02Réussites et échecs " +
-	"par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière he" +
-	"ure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque t" +
-	"ranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réuss" +
-	"ites et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranc" +
-	"he\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
-	"[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s " +
-	"%[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02d" +
-	"ans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]" +
-	"d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
-	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
-	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
-	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
-	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
-	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Abando" +
-	"nnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérate" +
-	"ur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu\u202f:" +
-	" «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à partir " +
-	"de 1.\x02Une version est celle d’un processus\u202f: choisissez aussi le" +
-	" processus.\x02Date de création\x02La taille de page doit être comprise " +
-	"entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise" +
-	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
-	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
-	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
-	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
-	"ssus\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée" +
-	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
-	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
-	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
-	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
-	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
-	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
-	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, délai multipli" +
-	"é par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relais)" +
-	"\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s" +
-	"\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opé" +
-	"rateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d t" +
-	"entatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00" +
-	"\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1" +
-	"]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le co" +
-	"ntrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, " +
-	"nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
-	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
-	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
-	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
-	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
-	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
-	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
-	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
-	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
-	"%[1]d)\x02La destination n’a pas répondu dans le délai de l’appel\u202f:" +
-	" elle a pu agir malgré tout.\x02La destination n’a pas répondu dans le d" +
-	"élai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02La destination n’a pas répondu dans le délai de l’ap" +
-	"pel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L" +
-	"’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat ne " +
-	"respectait pas le contrat de sorties de la révision.\x02La réponse à l’a" +
-	"ppel a été perdue (la connexion s’est rompue après l’envoi de la requête" +
-	", ou Relais s’est arrêté ou n’a pas pu joindre sa base de données avant " +
-	"de l’enregistrer)\u202f: on ignore si la destination a agi, donc elle n’" +
-	"est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La de" +
-	"stination était injoignable.\x02La réponse de la destination était trop " +
-	"volumineuse.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante.\x02Les entrées n’ont pas pu être construites à partir des l" +
-	"iaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exéc" +
-	"utant Camunda 7 a signalé un échec sans nouvelle tentative restante (ret" +
-	"ries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas e" +
-	"xécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
-	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
-	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
-	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
-	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
-	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
-	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
-	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
-	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans" +
-	" le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue" +
-	"\x02[masqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant" +
-	" (ses propres termes, valeurs protégées masquées)\x02La révision doit êt" +
-	"re un nombre entier, 1 ou plus.\x02Une révision est celle d’une définiti" +
-	"on\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de " +
-	"filtres\u202f: instance, révision, consommateur, destination, dates\x02D" +
-	"estination d’appel\x02son nom, exactement\x02identifiant d’instance\x02D" +
-	"écomptes par statut\x02Occurrences, les plus récentes d’abord\x02Messag" +
-	"e\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
-	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
-	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
-	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
-	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
-	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
-	"les 5 secondes environ.\x02révision %[1]d\x02Tentative antérieure\u202f:" +
-	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
-	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
-	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
-	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
-	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
-	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
-	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
-	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
-	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
-	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
-	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
-	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
-	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
-	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
-	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
-	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
-	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
-	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
-	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
-	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
-	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
-	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
-	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
-	"ure locale à %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02Re" +
-	"chargement repris.\x02Rechargement suspendu\u202f: cette page reste tell" +
-	"e quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pub" +
-	"liées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec " +
-	"l’emplacement actuel de leurs occurrences.\x02Les versions de processus " +
-	"publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
-	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
-	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
-	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
-	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
-	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
-	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
-	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
-	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
-	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
-	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
-	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
-	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
-	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
-	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
-	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
-	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
-	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
-	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
-	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
-	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
-	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
-	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune insta" +
-	"nce ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’ident" +
-	"ifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une instanc" +
-	"e terminée est supprimée, avec ses occurrences et ses tentatives, une fo" +
-	"is la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’u" +
-	"n administrateur l’efface\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» po" +
-	"ur clé métier, et ce n’est pas un identifiant entier\u202f: les listes m" +
-	"ontrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lie" +
-	"n, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session " +
-	"avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redém" +
-	"arrage du serveur)\u202f: votre dernière action n’a pas été appliquée. R" +
-	"econnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivi" +
-	"té, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du ser" +
-	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
-	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
-	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
-	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x14\x01" +
-	"\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. R" +
-	"éessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis" +
-	" votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, " +
-	"révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
-	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
-	"dministrateur.\x02Seuls les administrateurs voient cette page\u202f: les" +
-	" jetons, les consommateurs, les destinations, le journal des révélations" +
-	" et les effacements sont de leur ressort.\x02Jetons du personnel (admini" +
-	"strateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomm" +
-	"ateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa r" +
-	"equête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Auc" +
-	"un jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas" +
-	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jet" +
-	"on %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa req" +
-	"uête suivante est refusée et les sessions de console ouvertes avec lui p" +
-	"rennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un no" +
-	"uveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec le" +
-	"quel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête s" +
-	"uivante est refusée. C’est irréversible.\x02C’est le dernier jeton admin" +
-	"istrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02L" +
-	"e jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera ref" +
-	"usée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
-	" %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la " +
-	"page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
-	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
-	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants (une version de processus l’épingle)." +
-	"\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant co" +
-	"nnecté ne les prend\u202f: abonnez-y des exécutants (une version de proc" +
-	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
-	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	"par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la derniè" +
+	"re heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne cha" +
+	"que tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02" +
+	"Réussites et échecs par tranche de 5\u00a0min, les plus anciennes d’abor" +
+	"d\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f;" +
+	" %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, " +
+	"%[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%" +
+	"[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
+	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
+	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
+	" ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02" +
+	"Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun " +
+	"avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurren" +
+	"ce\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance" +
+	" n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02" +
+	"Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur " +
+	"cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du proces" +
+	"sus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le " +
+	"contrat de la version %[1]d du processus\x02Ce processus ne prend aucune" +
+	" entrée.\x02Effacer cette instance…\x02Cette instance est terminée. En t" +
+	"ant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’attend" +
+	"re la rétention (demande d’une personne concernée)\u202f: elle est suppr" +
+	"imée avec ses occurrences et ses tentatives.\x02Cette instance est bloqu" +
+	"ée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être r" +
+	"eprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentativ" +
+	"e (ses entrées n’ont pas pu être construites), une reprise échouerait do" +
+	"nc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’" +
+	"annule. Chacun demande un motif, consigné dans le journal d’audit.\x02Ce" +
+	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. La" +
+	" reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met l" +
+	"’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
+	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
+	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
+	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœu" +
+	"d de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrê" +
+	"tée par un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Sta" +
+	"tut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombr" +
+	"e entier à partir de 1.\x02Une version est celle d’un processus\u202f: c" +
+	"hoisissez aussi le processus.\x02Date de création\x02La taille de page d" +
+	"oit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exacte," +
+	" casse comprise\x02Agir sur toutes les instances que ce filtre retient" +
+	"\x02La page suivante les compte et demande un motif avant que rien ne ch" +
+	"ange.\x02Instances de processus, les plus récentes d’abord\x02Instance" +
+	"\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtres" +
+	".\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02dispo" +
+	"nible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en c" +
+	"ours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
+	"et\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02ma" +
+	"squé (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle" +
+	" le service)\x02administrateur\x02opérateur\x02concepteur\x02consommateu" +
+	"r\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02carac" +
+	"tère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
+	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
+	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
+	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
+	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, déla" +
+	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de R" +
+	"elais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
+	"[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un" +
+	" opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1" +
+	"]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
+	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
+	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
+	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
+	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
+	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l’appe" +
+	"l\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu d" +
+	"ans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérif" +
+	"iez avant de reprendre.\x02La destination n’a pas répondu dans le délai " +
+	"de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendr" +
+	"e.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résulta" +
+	"t ne respectait pas le contrat de sorties de la révision.\x02La réponse " +
+	"à l’appel a été perdue (la connexion s’est rompue après l’envoi de la r" +
+	"equête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données " +
+	"avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc e" +
+	"lle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
+	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
+	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
+	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
+	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
+	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
+	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
+	"n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s." +
+	"\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutants)." +
+	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
+	"ts actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécu" +
+	"tant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[" +
+	"2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend" +
+	" la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que" +
+	" les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée" +
+	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
+	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
+	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
+	").\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s " +
+	"sans que son résultat soit enregistré\u202f: la réplique qui l’a passé s" +
+	"’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[" +
+	"3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relai" +
+	"s appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ve" +
+	"rrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[" +
+	"1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface m" +
+	"unie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s" +
+	").\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son in" +
+	"stance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
+	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
+	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son" +
+	" jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôtur" +
+	"ée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de r" +
+	"éponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Message de" +
+	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02La révi" +
+	"sion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’" +
+	"une définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
+	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
+	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
+	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
+	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02Tentative ant" +
+	"érieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis" +
+	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
+	"\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02" +
+	"Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1" +
+	"]s\u202f: le premier jour vient après le dernier.\x02Cette adresse conti" +
+	"ent un paramètre illisible (un signe pour cent qui n’est pas suivi de de" +
+	"ux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse" +
+	".\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
+	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
+	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
+	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
+	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
+	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale à %[1]s\x02%[1]s (décalage fixe, sa" +
+	"ns heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’aff" +
+	"ichage enregistrés.\x02Rechargement repris.\x02Rechargement suspendu" +
+	"\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez.\x02" +
+	"Les versions de processus publiées\u202f: leurs nœuds, routes et révisio" +
+	"ns épinglées, dessinés, avec l’emplacement actuel de leurs occurrences." +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés.\x02Processus par clé\x02Versions, les plus r" +
+	"écentes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]" +
+	"d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent" +
+	" le plus long chemin depuis le nœud de départ. Les flèches pleines sont " +
+	"les réussites (étiquetées par leur route), les pointillées les échecs (é" +
+	"tiquetées par leurs codes d’erreur). Chaque case indique combien d’occur" +
+	"rences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœ" +
+	"uds de cette version, avec leurs occurrences actuelles\x02Type\x02Révisi" +
+	"on épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actu" +
+	"elles\x02Instances de cette version\x02Les colonnes suivent le plus long" +
+	" chemin depuis le nœud de départ. Les flèches pleines sont les réussites" +
+	" (étiquetées par leur route), les pointillées les échecs (étiquetées par" +
+	" leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1" +
+	"]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le t" +
+	"ableau ci-dessous donne chaque nœud avec ses routes et ses décomptes." +
+	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
+	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
+	"es.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir " +
+	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décom" +
+	"ptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repr" +
+	"end les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%" +
+	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
+	"uds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-des" +
+	"sous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fi" +
+	"n (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un" +
+	" incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’instanc" +
+	"e en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentati" +
+	"ve après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentat" +
+	"ive après %[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle te" +
+	"ntative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
+	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
+	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
+	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
+	".\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consig" +
+	"né avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le %[" +
+	"2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%" +
+	"[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune instan" +
+	"ce ni occurrence n’a l’identifiant « %[1]s », et aucune instance ne l’a " +
+	"pour clé métier. Une instance terminée est supprimée, avec ses occurrenc" +
+	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
+	"N) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le journal " +
+	"d’audit garde les actions d’opérateur menées sur elle.\x02Aucune instanc" +
+	"e n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifian" +
+	"t entier\u202f: les listes montrent la fin de chaque identifiant. Ouvrez" +
+	" la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes d" +
+	"éconnecté.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
+	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
+	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
+	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
+	"expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
+	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
+	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
+	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
+	"à 8 heures d’inactivité.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions" +
+	" échouées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Tr" +
+	"op de connexions échouées depuis votre adresse. Réessayez dans %[1]d sec" +
+	"ondes.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %" +
+	"[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jeton d" +
+	"’opérateur, de concepteur ou d’administrateur.\x02Seuls les administra" +
+	"teurs voient cette page\u202f: les jetons, les consommateurs, les destin" +
+	"ations, le journal des révélations et les effacements sont de leur resso" +
+	"rt.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) no" +
+	"n révoqués. Les jetons des consommateurs se gèrent avec leurs consommate" +
+	"urs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personne" +
+	"l, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisat" +
+	"ion\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
+	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
+	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression r" +
+	"égulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
+	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
+	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
+	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une " +
+	"version de processus l’épingle).\x02Des occurrences des révisions %[1]s " +
+	"attendent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des" +
+	" exécutants (une version de processus les épingle).\x02Aucun exécutant n" +
+	"e sert cette définition\u202f: ses occurrences attendent qu’un exécutant" +
+	" se connecte ou interroge.\x02Aucun processus n’utilise encore cette déf" +
+	"inition\u202f: elle aura besoin d’un exécutant quand un processus l’util" +
+	"isera en mode pull.\x02Aucun processus n’utilise cette définition en mod" +
+	"e pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’" +
+	"aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
+	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
+	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
+	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
+	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
+	"évisions %[1]s sont prises en charge."
 
-	// Total table size 76556 bytes (74KiB); checksum: F1CB0E49
+	// Total table size 76558 bytes (74KiB); checksum: 6BC61E96

@@ -154,8 +154,10 @@ def add_company(inputs):
 
 # The handler: the task's inputs (JSON decoded: a JSON number with a
 # fraction arrives as a float; parse_float=decimal.Decimal in post's
-# json.loads keeps amounts of money exact) → its outputs, or a
-# BusinessError.
+# json.loads keeps amounts of money exact, and the handler then returns
+# them as JSON can carry them, str() for a text output or int() of cents)
+# → its outputs, or a BusinessError. Outputs JSON cannot carry fail the
+# task as a handler error.
 handle = add_company
 
 
@@ -185,6 +187,7 @@ def run(task):
         outputs, failure = None, None
         try:
             outputs = handle(task["inputs"])
+            json.dumps(outputs)  # a Decimal, a set: a bug, reported as one rather than lost
         except BusinessError as err:
             failure = {"error_code": err.code, "message": str(err), "retryable": False}
         except Exception as err:  # a bug or an outage: retried while attempts are left
