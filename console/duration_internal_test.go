@@ -39,3 +39,22 @@ func TestPlaceName(t *testing.T) {
 		}
 	}
 }
+
+// A definition's open count links to its one status's list, or to the
+// whole list when its open occurrences are in several.
+func TestOpenHref(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		by   map[string]int64
+		want string
+	}{
+		{map[string]int64{"available": 2, "completed": 9}, "/console/occurrences?definition=d&status=available"},
+		{map[string]int64{"reserved": 1}, "/console/occurrences?definition=d&status=reserved"},
+		{map[string]int64{"available": 1, "deferred": 1}, "/console/occurrences?definition=d"},
+		{map[string]int64{"completed": 3}, "/console/occurrences?definition=d"},
+	} {
+		if got := openHref("d", c.by); got != c.want {
+			t.Errorf("openHref(%v) = %q, want %q", c.by, got, c.want)
+		}
+	}
+}

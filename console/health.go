@@ -150,8 +150,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		dh := h.Definitions[key]
 		open := byStatus[engine.StatusAvailable] + byStatus[engine.StatusReserved] + byStatus[engine.StatusDeferred]
 		row := definitionHealth{Key: key, Href: occurrenceFilter{Definition: key}.href(),
-			// Open is three statuses; the definition's list counts each.
-			Open: number(ctx, open), OpenHref: occurrenceFilter{Definition: key}.href(),
+			Open: number(ctx, open), OpenHref: openHref(key, byStatus),
 			Failed: number(ctx, byStatus[engine.StatusFailed]), FailedHref: occurrenceFilter{Definition: key, Status: engine.StatusFailed}.href(),
 			Held: number(ctx, 0), HeldHref: instanceFilter{Status: engine.InstanceHeld, HeldAt: key}.href(),
 			Lag:       "—",
@@ -310,4 +309,21 @@ func failedCount(ctx context.Context, n int64) string {
 // workersHref lists the live workers of a definition.
 func workersHref(key string) string {
 	return workersPath + "?" + url.Values{"definition": {key}}.Encode()
+}
+
+// openHref links a definition's open count to what it counts: the list of
+// its occurrences in that status when all are in one (available, say),
+// else its whole list, whose counts by status show each (the list filters
+// one status at a time).
+func openHref(key string, byStatus map[string]int64) string {
+	only := ""
+	for _, st := range []string{engine.StatusAvailable, engine.StatusReserved, engine.StatusDeferred} {
+		if byStatus[st] > 0 {
+			if only != "" {
+				return occurrenceFilter{Definition: key}.href()
+			}
+			only = st
+		}
+	}
+	return occurrenceFilter{Definition: key, Status: only}.href()
 }
