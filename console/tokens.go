@@ -112,32 +112,6 @@ type revokeTokenView struct {
 	Blocked bool
 }
 
-// lastUsableAdmin reports whether t is the only admin token not revoked
-// and not expired, which revoking would leave nobody able to manage tokens
-// (the engine refuses it; this says so before the operator confirms).
-func (c *Console) lastUsableAdmin(ctx context.Context, t engine.StaffToken) (bool, error) {
-	if t.Role != auth.RoleAdmin {
-		return false, nil
-	}
-	now := prefsOf(ctx).now
-	var after int64
-	for {
-		page, err := c.eng.ListStaffTokens(ctx, after, 500)
-		if err != nil {
-			return false, err
-		}
-		for _, o := range page {
-			if o.ID != t.ID && o.Role == auth.RoleAdmin && (o.ExpiresAt == nil || o.ExpiresAt.After(now)) {
-				return false, nil
-			}
-		}
-		if len(page) < 500 {
-			return true, nil
-		}
-		after = page[len(page)-1].ID
-	}
-}
-
 func (c *Console) revokeTokenView(r *http.Request, t engine.StaffToken) revokeTokenView {
 	ctx := r.Context()
 	v := revokeTokenView{
@@ -178,7 +152,7 @@ func (c *Console) tokenRevokeConfirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := c.revokeTokenView(r, t)
-	last, err := c.lastUsableAdmin(r.Context(), t)
+	last, err := c.eng.IsLastUsableAdmin(r.Context(), t.ID)
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -190,11 +190,7 @@ func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
 			already = true
 			return nil
 		}
-		usable := false
-		for _, a := range admins {
-			usable = usable || a == row.ID
-		}
-		if usable && len(admins) == 1 {
+		if lastAdmin(admins, row.ID) {
 			return fault.New(fault.Conflict, "last_admin_token", "token %d is the last usable admin token; create another admin token before revoking it", id)
 		}
 		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
@@ -210,6 +206,25 @@ func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
 		e.logAccess(ctx, EventTokenRevoked, "token_id", id)
 	}
 	return nil
+}
+
+// lastAdmin reports whether id is the only one of the usable admin tokens
+// admins (TokenLockUsableAdmins): revoking it would leave nobody able to
+// manage tokens.
+func lastAdmin(admins []int64, id int64) bool {
+	return len(admins) == 1 && admins[0] == id
+}
+
+// IsLastUsableAdmin reports whether RevokeStaffToken would refuse token id
+// as the last usable admin token, for a confirmation that says so before
+// anyone confirms. The statement's row locks last only as long as it does
+// (no transaction is opened): RevokeStaffToken takes them again to decide.
+func (e *Engine) IsLastUsableAdmin(ctx context.Context, id int64) (bool, error) {
+	admins, err := e.q.TokenLockUsableAdmins(ctx, e.at())
+	if err != nil {
+		return false, wrap("read admin tokens", err)
+	}
+	return lastAdmin(admins, id), nil
 }
 
 // Bootstrap makes sure an admin can reach a new installation. With a given
