@@ -169,8 +169,12 @@ func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
 		"score":  map[string]any{"type": "String", "value": "seven"},
 		"extra":  map[string]any{"type": "String", "value": "x"},
 	}}
+	// Each pointer names the variable where the worker gave it, as a
+	// conversion's refusal does; a missing one, where it belongs.
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", bad), 400, "InvalidRequestException",
-		"invalid_outputs", "/result", "/score", "/crm_id is required", "/extra is not a field of the contract")
+		"invalid_outputs", "/variables/result/value", "/variables/score/value", "/variables/crm_id is required", "/variables/extra/value is not a field of the contract")
+	local := map[string]any{"workerId": "w", "localVariables": map[string]any{"result": map[string]any{"value": "maybe"}, "crm_id": map[string]any{"value": "C-1"}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", local), 400, "InvalidRequestException", "/localVariables/result/value")
 	notJSON := map[string]any{"workerId": "w", "variables": map[string]any{"meta": map[string]any{"type": "Json", "value": "{nope"}}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", notJSON), 400, "InvalidRequestException", "/variables/meta/value")
 	// A document held in a string is as strict as the body: its duplicate
@@ -1083,4 +1087,65 @@ func TestAnotherConsumersTasksStayItsOwn(t *testing.T) {
 	if body := string(f.call("GET", "/external-task/count?workerId=team-a-worker", nil).Body); !strings.Contains(body, `"count":2`) {
 		t.Errorf("the holder's count by its worker: %s, want 2", body)
 	}
+}
+
+// Camunda's REST layer reads an Integer, Long, Short, Double or Boolean
+// variable, and a request's integer members, from a string holding one
+// (Jackson's coercion): a client that writes every value as a string
+// completes, fails and fetches as it does against Camunda. A string that
+// holds no such value is refused at its pointer.
+func TestScalarsGivenAsStrings(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 5})
+	_, occ := f.start("Acme")
+	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": "1", "asyncResponseTimeout": " 0 ",
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": "60000"}}})
+	mustJSON(t, res, 200)
+	if !strings.Contains(string(res.Body), occ) {
+		t.Fatalf("fetch with string numbers got %s, want task %s", res.Body, occ)
+	}
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": "30000"}))
+	for _, c := range []struct {
+		name string
+		v    map[string]any
+		want string
+	}{
+		{"score", map[string]any{"type": "Integer", "value": "abc"}, "/variables/score/value an Integer given as a string must hold a whole number, not \"abc\""},
+		{"score", map[string]any{"type": "Integer", "value": "1.5"}, "/variables/score/value an Integer given as a string must hold a whole number"},
+		{"score", map[string]any{"type": "Short", "value": "40000"}, "/variables/score/value a Short must be a whole number between -32768 and 32767"},
+		{"rate", map[string]any{"type": "Double", "value": "NaN"}, "/variables/rate/value a Double given as a string must hold a number"},
+		{"ok", map[string]any{"type": "Boolean", "value": "yes"}, "/variables/ok/value a Boolean given as a string must hold true or false"},
+	} {
+		body := map[string]any{"workerId": "w", "variables": map[string]any{"result": map[string]any{"value": "created"}, "crm_id": map[string]any{"value": "C-1"}, c.name: c.v}}
+		mustException(t, f.call("POST", "/external-task/"+occ+"/complete", body), 400, "InvalidRequestException", c.want)
+	}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": "two"}), 400, "InvalidRequestException", "/retries")
+	// A retryable failure with its numbers as strings, then the next run
+	// completes with every scalar as a string.
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "errorMessage": "down", "retries": "2", "retryTimeout": "0"}))
+	if tasks := f.fetch("w", 1); len(tasks) != 1 || tasks[0]["id"] != occ || tasks[0]["retries"] != float64(2) {
+		t.Fatalf("after a failure with retries \"2\" the fetch got %v, want task %s with retries 2", tasks, occ)
+	}
+	good := map[string]any{"workerId": "w", "variables": map[string]any{
+		"result": map[string]any{"type": "String", "value": "created"}, "crm_id": map[string]any{"value": "C-7"},
+		"score": map[string]any{"type": "Long", "value": " 5000000000 "}, "rate": map[string]any{"type": "Double", "value": "1.5e2"},
+		"ok": map[string]any{"type": "boolean", "value": "TRUE"}, "items": map[string]any{"type": "Json", "value": "[1,2]"},
+		"at": map[string]any{"type": "Integer", "value": ""}}}
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", good))
+	out := f.occurrence(occ)["outputs"].(map[string]any)
+	if out["score"] != float64(5000000000) || out["rate"] != float64(150) || out["ok"] != true {
+		t.Fatalf("outputs %v, want score 5000000000, rate 150, ok true (the strings' values)", out)
+	}
+	if _, set := out["at"]; set {
+		t.Fatalf("outputs %v: an empty string is Camunda's null and leaves at unset", out)
+	}
+}
+
+// A fetch that asks for an output by name is told it is one.
+func TestFetchVariablesNamingAnOutput(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 60000, "variables": []any{"name", "crm_id"}}}})
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", `"/crm_id" is an output, not an input`)
 }

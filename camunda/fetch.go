@@ -29,7 +29,7 @@ type sortingJSON struct {
 
 type topicJSON struct {
 	TopicName                   string         `json:"topicName"`
-	LockDuration                *int64         `json:"lockDuration"`
+	LockDuration                *jsonInt       `json:"lockDuration"`
 	Variables                   []string       `json:"variables"`
 	LocalVariables              *bool          `json:"localVariables"`
 	BusinessKey                 *string        `json:"businessKey"`
@@ -47,9 +47,9 @@ type topicJSON struct {
 
 type fetchRequest struct {
 	WorkerID             string        `json:"workerId"`
-	MaxTasks             *int          `json:"maxTasks"`
+	MaxTasks             *jsonInt      `json:"maxTasks"`
 	UsePriority          *bool         `json:"usePriority"`
-	AsyncResponseTimeout *int64        `json:"asyncResponseTimeout"`
+	AsyncResponseTimeout *jsonInt      `json:"asyncResponseTimeout"`
 	Topics               []topicJSON   `json:"topics"`
 	Sorting              []sortingJSON `json:"sorting"`
 }
@@ -139,13 +139,13 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("/maxTasks", "is required")
 	case *req.MaxTasks < 0:
 		return badRequest("/maxTasks", "must be 0 or more")
-	case *req.MaxTasks > f.bounds.MaxTasks:
+	case *req.MaxTasks > jsonInt(f.bounds.MaxTasks):
 		return boundExceeded("/maxTasks", int64(f.bounds.MaxTasks), "")
 	}
 	if t := req.AsyncResponseTimeout; t != nil && *t > maxAsyncResponseTimeout {
 		return badRequest("/asyncResponseTimeout", "the asynchronous response timeout cannot be set to a value greater than %d milliseconds", maxAsyncResponseTimeout)
 	}
-	wait, err := millis("/asyncResponseTimeout", req.AsyncResponseTimeout, 0, true, f.bounds.MaxWait)
+	wait, err := millis("/asyncResponseTimeout", (*int64)(req.AsyncResponseTimeout), 0, true, f.bounds.MaxWait)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		if err := checkTopic(at, t); err != nil {
 			return err
 		}
-		if locks[i], err = lockMillis(at+"/lockDuration", t.LockDuration, f.bounds.DefaultLockDuration, f.bounds.MaxLockDuration); err != nil {
+		if locks[i], err = lockMillis(at+"/lockDuration", (*int64)(t.LockDuration), f.bounds.DefaultLockDuration, f.bounds.MaxLockDuration); err != nil {
 			return err
 		}
 		lock = max(lock, locks[i])
@@ -210,7 +210,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	// Listed in the worker catalog as the pull protocol's pollers are.
 	f.eng.SeePoller(r.Context(), engine.PollerSighting{Protocol: engine.ProtocolCamunda, ConsumerID: caller.ConsumerID, WorkerID: req.WorkerID,
 		Subscriptions: subs, Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*f.heartbeat})
-	claim := engine.ClaimRequest{ConsumerID: caller.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: *req.MaxTasks, LockDuration: lock}
+	claim := engine.ClaimRequest{ConsumerID: caller.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: int(*req.MaxTasks), LockDuration: lock}
 	still := func(ctx context.Context) error {
 		_, err := principal(r.WithContext(ctx), f.lookup)
 		return err

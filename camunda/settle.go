@@ -85,15 +85,17 @@ func (f *Facade) complete(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if _, err := f.eng.Complete(r.Context(), ref, outputs); err != nil {
-		return taskError(ref.Occurrence, outputPaths(err))
+		return taskError(ref.Occurrence, outputPaths(err, req.Variables, req.LocalVariables))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-// outputPaths shows the engine's /outputs/x pointers as the contract's /x:
-// the variable named x.
-func outputPaths(err error) error {
+// outputPaths shows the engine's /outputs/x pointers where the worker
+// gave x: /variables/x/value (or /localVariables/x/value, when only that
+// list has it), as a conversion's refusal names it; a field the worker
+// left out, /variables/x.
+func outputPaths(err error, variables, local map[string]variableIn) error {
 	fe, ok := fault.As(err)
 	if !ok || fe.Code != "invalid_outputs" {
 		return err
@@ -101,19 +103,38 @@ func outputPaths(err error) error {
 	out := *fe
 	out.Errors = make([]fault.FieldError, len(fe.Errors))
 	for i, e := range fe.Errors {
-		e.Path = strings.TrimPrefix(e.Path, "/outputs")
+		e.Path = variablePath(strings.TrimPrefix(e.Path, "/outputs"), variables, local)
 		out.Errors[i] = e
 	}
 	out.Detail = strings.Replace(fe.Detail, "the outputs violate", "the variables violate", 1)
 	return &out
 }
 
+// variablePath is the pointer into a completion's body of the output at
+// pointer (/x/rest), x being the variable.
+func variablePath(pointer string, variables, local map[string]variableIn) string {
+	tokens, err := jsontree.SplitPointer(pointer)
+	if err != nil || len(tokens) == 0 {
+		return pointer
+	}
+	name, rest := tokens[0], tokens[1:]
+	list := "variables"
+	if _, inVariables := variables[name]; !inVariables {
+		if _, inLocal := local[name]; inLocal {
+			list = "localVariables"
+		} else {
+			return jsontree.Pointer("", list, name)
+		}
+	}
+	return jsontree.Pointer("", append([]string{list, name, "value"}, rest...)...)
+}
+
 type failureRequest struct {
 	WorkerID       string                `json:"workerId"`
 	ErrorMessage   *string               `json:"errorMessage"`
 	ErrorDetails   *string               `json:"errorDetails"`
-	Retries        *int                  `json:"retries"`
-	RetryTimeout   *int64                `json:"retryTimeout"`
+	Retries        *jsonInt              `json:"retries"`
+	RetryTimeout   *jsonInt              `json:"retryTimeout"`
 	Variables      map[string]variableIn `json:"variables"`
 	LocalVariables map[string]variableIn `json:"localVariables"`
 }
@@ -141,14 +162,14 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 	}
 	retries := 0
 	if req.Retries != nil {
-		retries = *req.Retries
+		retries = int(*req.Retries)
 	}
 	if retries < 0 {
 		return badRequest("/retries", "must be 0 or more")
 	}
 	fl := engine.Failure{ErrorCode: FailureCode, Message: deref(req.ErrorMessage), AttemptsLeft: &retries, ClampAttemptsLeft: true, FinalDelayIgnored: true, Retryable: retries > 0}
 	if req.RetryTimeout != nil {
-		timeout := *req.RetryTimeout
+		timeout := int64(*req.RetryTimeout)
 		if ceiling := f.bounds.MaxRetryDelay.Milliseconds(); timeout > ceiling {
 			// An exponential backoff's cap above Relais's ceiling: taken
 			// as the ceiling, as retries above the budget are taken as
@@ -279,7 +300,7 @@ func renameFailurePaths(err error) error {
 
 type extendLockRequest struct {
 	WorkerID    string `json:"workerId"`
-	NewDuration *int64 `json:"newDuration"`
+	NewDuration *jsonInt `json:"newDuration"`
 }
 
 // extendLock sets the worker's lock to newDuration (ms) from now.
@@ -295,7 +316,7 @@ func (f *Facade) extendLock(w http.ResponseWriter, r *http.Request) error {
 	if req.NewDuration == nil {
 		return badRequest("/newDuration", "is required (milliseconds)")
 	}
-	d, err := lockMillis("/newDuration", req.NewDuration, 0, f.bounds.MaxLockDuration)
+	d, err := lockMillis("/newDuration", (*int64)(req.NewDuration), 0, f.bounds.MaxLockDuration)
 	if err != nil {
 		return err
 	}

@@ -262,6 +262,14 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 	default:
 		return nil, false, fmt.Errorf("type %s is not supported by Relais (String, Integer, Long, Short, Double, Boolean, Date, Json, Object as JSON, Null)", v.Type)
 	}
+	if value, set, ok, err := scalarFromString(kind, raw); ok {
+		// Camunda reads an Integer, Double or Boolean from a string
+		// holding one: the value is what the string holds.
+		if err != nil || !set {
+			return nil, false, err
+		}
+		raw = value
+	}
 	if names, ok := typeNamesFor[f.Type]; ok && kind != "" && !slices.Contains(names, kind) && fitsJSON(f.Type, raw) {
 		// The value alone would pass (5 in an integer field), but a
 		// worker that says Date for it holds something else than it

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -488,6 +489,11 @@ func (e *Engine) checkFields(ctx context.Context, at string, fields []string, re
 		fits := true
 		for j, f := range fields {
 			if err := rev.Working.Inputs.FieldPointer(f); err != nil {
+				if rev.Working.Outputs.FieldPointer(f) == nil {
+					// A worker asking for what it will write: say so,
+					// not only that the inputs lack it.
+					err = errors.New("is an output, not an input: a worker is given the inputs and writes the outputs")
+				}
 				fits = false
 				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/fields/%d", at, j),
 					Message: fmt.Sprintf("%s revision %d: %q %v", k.key, k.rev, f, err)})
