@@ -299,7 +299,7 @@ func renameFailurePaths(err error) error {
 }
 
 type extendLockRequest struct {
-	WorkerID    string `json:"workerId"`
+	WorkerID    string   `json:"workerId"`
 	NewDuration *jsonInt `json:"newDuration"`
 }
 
