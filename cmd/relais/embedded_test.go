@@ -386,6 +386,25 @@ func TestServeRefusesAMisspeltSetting(t *testing.T) {
 	}
 }
 
+// TestServeRefusesAnEmptyDataDir: RELAIS_DATA_DIR set but empty (a
+// variable a manifest failed to expand) stops serve before anything is
+// created: it would otherwise serve a new, empty embedded database in
+// ./relais-data with a new admin token.
+func TestServeRefusesAnEmptyDataDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Dir = dir
+	cmd.Env = append(withoutDatabaseURL(os.Environ()), "RELAIS_TEST_AS_RELAIS=1", "RELAIS_TEST_ARGS=serve", "RELAIS_LISTEN=127.0.0.1:0", "RELAIS_DATA_DIR=")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "RELAIS_DATA_DIR is set but empty") {
+		t.Fatalf("serve with RELAIS_DATA_DIR empty: %v\n%s\nwant it refused", err, out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused serve created %d entries in its working folder", len(entries))
+	}
+}
+
 // withoutDatabaseURL is environ without RELAIS_DATABASE_URL: a child
 // given no URL of its own runs the embedded cluster, whatever the test's
 // environment says (set but empty, the variable is refused).

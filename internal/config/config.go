@@ -237,11 +237,28 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.LogFormat = v.(string) }},
 }
 
-// emptyRefused are the variables refused set but empty, with the
-// refusal.
+// emptyRefused are the refusals of variables set but empty that say more
+// than emptyRefusal's general one: what the default would do there.
 var emptyRefused = map[string]string{
-	"RELAIS_DATABASE_URL": "RELAIS_DATABASE_URL is set but empty: give the database's URL, or unset the variable to run the embedded cluster",
-	"RELAIS_RETENTION":    "RELAIS_RETENTION is set but empty: give how long ended instances are kept (P30D) or forever, or unset the variable for the default P30D",
+	"RELAIS_DATABASE_URL":  "RELAIS_DATABASE_URL is set but empty: give the database's URL, or unset the variable to run the embedded cluster",
+	"RELAIS_RETENTION":     "RELAIS_RETENTION is set but empty: give how long ended instances are kept (P30D) or forever, or unset the variable for the default P30D",
+	"RELAIS_DATA_DIR":      "RELAIS_DATA_DIR is set but empty: give the data folder, or unset the variable for the default ./relais-data (run with it, an empty value would create a new, empty embedded database there)",
+	"RELAIS_TLS_CERT_FILE": "RELAIS_TLS_CERT_FILE is set but empty: give the certificate's file, or unset the variable (and RELAIS_TLS_KEY_FILE) to serve cleartext HTTP",
+	"RELAIS_TLS_KEY_FILE":  "RELAIS_TLS_KEY_FILE is set but empty: give the private key's file, or unset the variable (and RELAIS_TLS_CERT_FILE) to serve cleartext HTTP",
+	"RELAIS_URL":           "RELAIS_URL is set but empty: give the server's URL, or unset the variable for the default http://127.0.0.1:8080",
+}
+
+// emptyRefusal is the refusal of name set but empty.
+func emptyRefusal(name string) string {
+	if r, ok := emptyRefused[name]; ok {
+		return r
+	}
+	for _, s := range Settings {
+		if s.Env == name && s.Default != "" {
+			return fmt.Sprintf("%s is set but empty: give it a value, or unset the variable for the default %s", name, s.Default)
+		}
+	}
+	return fmt.Sprintf("%s is set but empty: give it a value, or unset the variable to leave it out", name)
 }
 
 // Load reads every setting from flags (when given), else the environment,
@@ -553,6 +570,20 @@ var (
 	otherPrefixes = []string{"RELAIS_TEST_", "RELAIS_BENCH_", "RELAIS_BROWSER_", "RELAIS_OPENAPI_", "RELAIS_SKIP_"}
 )
 
+// alternativeOf is the setting that gives what name gives another way,
+// or "".
+func alternativeOf(name string) string {
+	for a, b := range alternatives {
+		switch name {
+		case a:
+			return b
+		case b:
+			return a
+		}
+	}
+	return ""
+}
+
 // ServeVariables lists what relais serve reads: every setting.
 func ServeVariables() []string {
 	names := make([]string, len(Settings))
@@ -618,15 +649,27 @@ func UnknownVariables(environ, flagged, reads []string) (warnings, refusals []st
 			refusals = append(refusals, fmt.Sprintf("%s is not a Relais setting (did you mean %q?): correct or unset it; the command would otherwise run as if %s were not set", name, meant, meant))
 		}
 	}
+	values := map[string]string{}
+	for _, kv := range environ {
+		name, v, _ := strings.Cut(kv, "=")
+		values[name] = v
+	}
 	for _, kv := range environ {
 		// Set and empty, it would run as unset does: an unset secret or
-		// variable in a unit file or a manifest, most likely. For these
-		// two, that default is not one to fall into: a new embedded
-		// database, or history deleted after 30 days.
+		// variable in a unit file or a manifest, most likely, whose
+		// default is not one to fall into unawares (a new embedded
+		// database, cleartext HTTP, history deleted after 30 days, the
+		// listener another service may hold). One of two alternatives
+		// left empty beside the other set is not refused: the other
+		// gives the setting.
 		name, v, _ := strings.Cut(kv, "=")
-		if refusal, ok := emptyRefused[name]; ok && strings.TrimSpace(v) == "" && slices.Contains(reads, name) && !slices.Contains(flagged, name) {
-			refusals = append(refusals, refusal)
+		if strings.TrimSpace(v) != "" || !slices.Contains(reads, name) || slices.Contains(flagged, name) {
+			continue
 		}
+		if other := alternativeOf(name); other != "" && (strings.TrimSpace(values[other]) != "" || slices.Contains(flagged, other)) {
+			continue
+		}
+		refusals = append(refusals, emptyRefusal(name))
 	}
 	slices.Sort(warnings)
 	slices.Sort(refusals)

@@ -320,3 +320,41 @@ func TestEmptyDatabaseURLIsRefused(t *testing.T) {
 		t.Errorf("given as a flag too: refusals %q", refusals)
 	}
 }
+
+// Every variable a command reads is refused set but empty, each refusal
+// saying what its default would have done: an unset secret or variable
+// in a manifest must not serve cleartext, a new embedded database or
+// another port unawares. An empty alternative beside a set one is not.
+func TestEmptyVariablesAreRefused(t *testing.T) {
+	for _, c := range []struct {
+		environ []string
+		reads   []string
+		want    []string
+	}{
+		{[]string{"RELAIS_DATA_DIR="}, ServeVariables(), []string{"RELAIS_DATA_DIR is set but empty: give the data folder, or unset the variable for the default ./relais-data (run with it, an empty value would create a new, empty embedded database there)"}},
+		{[]string{"RELAIS_TLS_CERT_FILE=", "RELAIS_TLS_KEY_FILE= "}, ServeVariables(), []string{
+			"RELAIS_TLS_CERT_FILE is set but empty: give the certificate's file, or unset the variable (and RELAIS_TLS_KEY_FILE) to serve cleartext HTTP",
+			"RELAIS_TLS_KEY_FILE is set but empty: give the private key's file, or unset the variable (and RELAIS_TLS_CERT_FILE) to serve cleartext HTTP"}},
+		{[]string{"RELAIS_LISTEN="}, ServeVariables(), []string{"RELAIS_LISTEN is set but empty: give it a value, or unset the variable for the default 127.0.0.1:8080"}},
+		{[]string{"RELAIS_PULL_MAX_TASKS=", "RELAIS_LOG_LEVEL=info"}, ServeVariables(), []string{"RELAIS_PULL_MAX_TASKS is set but empty: give it a value, or unset the variable for the default 100"}},
+		{[]string{"RELAIS_TRUSTED_PROXIES="}, ServeVariables(), []string{"RELAIS_TRUSTED_PROXIES is set but empty: give it a value, or unset the variable to leave it out"}},
+		{[]string{"RELAIS_LOG_FORMAT="}, AdminVariables(), []string{"RELAIS_LOG_FORMAT is set but empty: give it a value, or unset the variable for the default text"}},
+		{[]string{"RELAIS_URL=", "RELAIS_LISTEN="}, ApplyVariables(), []string{"RELAIS_URL is set but empty: give the server's URL, or unset the variable for the default http://127.0.0.1:8080"}},
+		// The key file gives the keys: RELAIS_DATA_KEYS left empty beside
+		// it changes nothing.
+		{[]string{"RELAIS_DATA_KEYS=", "RELAIS_DATA_KEY_FILE=/run/keys"}, ServeVariables(), nil},
+		{[]string{"RELAIS_DATA_KEYS=", "RELAIS_DATA_KEY_FILE="}, AdminVariables(), []string{
+			"RELAIS_DATA_KEYS is set but empty: give it a value, or unset the variable to leave it out",
+			"RELAIS_DATA_KEY_FILE is set but empty: give it a value, or unset the variable to leave it out"}},
+		// A command that does not read it.
+		{[]string{"RELAIS_LISTEN="}, AdminVariables(), nil},
+	} {
+		_, refusals := UnknownVariables(c.environ, nil, c.reads)
+		if !slices.Equal(refusals, c.want) {
+			t.Errorf("%q: refusals\n%q\nwant\n%q", c.environ, refusals, c.want)
+		}
+	}
+	if _, refusals := UnknownVariables([]string{"RELAIS_LISTEN="}, []string{"RELAIS_LISTEN"}, ServeVariables()); len(refusals) != 0 {
+		t.Errorf("given as a flag too: refusals %q", refusals)
+	}
+}
