@@ -48,6 +48,15 @@ func (e *Engine) sealable() error {
 	return nil
 }
 
+// DataKeys is how many data keys this replica has: with none, it refuses
+// every sensitive and secret value (encryption_unavailable).
+func (e *Engine) DataKeys() int {
+	if e.keys == nil {
+		return 0
+	}
+	return len(e.keys.IDs())
+}
+
 // PrimaryKeyRetired says whether a key rotation retired this replica's
 // first data key: it then refuses to seal sensitive and secret values
 // until it restarts with the newer key first.

@@ -24,6 +24,7 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/internal/longpoll"
 	"github.com/relais/relais/stream"
 )
@@ -177,6 +178,27 @@ func TestReadyzSaysWhenTheDatabaseIsReadOnly(t *testing.T) {
 		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
 		if rec.Code != want || want != http.StatusOK && doc["status"] != "database read-only" {
 			t.Errorf("default_transaction_read_only %s: %d %v, want %d", readOnly, rec.Code, doc, want)
+		}
+	}
+}
+
+// A ready replica says how many data keys it has: one on its own
+// PostgreSQL given none is ready, yet refuses every sensitive and secret
+// value (SRE QA: the fleet looked healthy).
+func TestReadyzCountsDataKeys(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	keys, err := keyring.Parse(keyring.NewKeySpec("k2") + "," + keyring.NewKeySpec("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want, eng := range map[float64]*engine.Engine{0: engine.New(pool, engine.Options{}), 2: engine.New(pool, engine.Options{Keys: keys})} {
+		rec := httptest.NewRecorder()
+		readyz(eng, func() bool { return false }, func() bool { return false }).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		var doc map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+		if rec.Code != http.StatusOK || doc["data_keys"] != want {
+			t.Errorf("%d %v, want 200 with data_keys %v", rec.Code, doc, want)
 		}
 	}
 }

@@ -153,6 +153,7 @@ func TestMetricsAfterActivity(t *testing.T) {
 		{"relais_timer_failures_total", []string{"code", "outcome_unknown"}, eq(0), "no push call orphaned (the series exists from the start)"},
 		{"relais_database_up", nil, eq(1), "the database answers"},
 		{"relais_data_key_retired", nil, eq(0), "its first data key is live"},
+		{"relais_data_keys", nil, eq(1), "the test replicas' one data key"},
 		{"relais_database_unavailable_total", nil, eq(0), "no request met a lost database"},
 		{"relais_retention_passes_total", []string{"result", "failed"}, eq(0), "no failed retention pass (the series exists from the start)"},
 		{"relais_retention_deleted_instances_total", nil, eq(0), "nothing old enough to delete"},

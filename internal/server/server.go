@@ -107,8 +107,11 @@ func Start(ctx context.Context, d Deps) *Replica {
 			}
 			return 0
 		})
+	dataKeys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relais_data_keys",
+		Help: "How many data keys this replica has; 0: it refuses every sensitive and secret value (503 encryption_unavailable) until restarted with RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE."},
+		func() float64 { return float64(d.Engine.DataKeys()) })
 	gate := newDatabaseGate()
-	d.Registry.MustRegister(databaseUp, keyRetired, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine))
+	d.Registry.MustRegister(databaseUp, keyRetired, dataKeys, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine))
 	rep.done.Go(func() {
 		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
 			streams.SetDatabaseUp(err == nil)
@@ -284,7 +287,10 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool) http.Handler {
 				// failover): every write would be refused.
 				httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database read-only", "schema_version": got, "expected_schema_version": want})
 			default:
-				httpjson.Encode(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want})
+				// Ready without a data key (a replica on its own
+				// PostgreSQL given none) takes all but sensitive and
+				// secret values: said, for whoever reads it.
+				httpjson.Encode(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want, "data_keys": eng.DataKeys()})
 			}
 		}
 	})
