@@ -148,6 +148,36 @@ func TestMalformedDatabaseURLSaysWhatAURLLooksLike(t *testing.T) {
 	}
 }
 
+// TestUnencodedPasswordCharactersAreNamed: a password with an @, /, ? or
+// # left unencoded cuts the URL inside it (pgx said "invalid port", with
+// a redaction that showed part of the password); each is named, the
+// password never shown. An @ in the query, or characters encoded, pass.
+func TestUnencodedPasswordCharactersAreNamed(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"postgres://relais:Can4ry/x@127.0.0.1:5432/relais":      "(/)",
+		"postgres://relais:p@Can4ry:w/rd@127.0.0.1:5432/relais": "(@ and /)",
+		"postgres://relais:Can4ry?x@127.0.0.1:5432/relais":      "(?)",
+		"postgres://relais:Can#4ry@127.0.0.1:5432/relais":       "(#)",
+		"postgres://relais:Can4ry@x@127.0.0.1:5432/relais":      "(@)",
+	} {
+		if got := unencodedUserinfo(url); "("+got+")" != want {
+			t.Errorf("%s: %q, want %s", url, got, want)
+		}
+		env := map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_LISTEN": "127.0.0.1:0"}
+		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &testlog.Buffer{}, &testlog.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "must be percent-encoded there "+want) || strings.Contains(err.Error(), "Can") || strings.Contains(err.Error(), "4ry") {
+			t.Errorf("%s: err = %v; want the characters %s named, no part of the password", url, err, want)
+		}
+	}
+	for _, url := range []string{"postgres://relais:p%40ss%2Fw%3Frd%23@127.0.0.1:5432/relais", "postgres://relais:pw@127.0.0.1:5432/relais?application_name=a@b",
+		"postgres://127.0.0.1/relais", "postgresql://relais@127.0.0.1/relais?sslrootcert=/etc/ca.pem"} {
+		if got := unencodedUserinfo(url); got != "" {
+			t.Errorf("%s: %q, want nothing to say", url, got)
+		}
+	}
+}
+
 // TestPoolSizeDefaultsTo20UnlessTheURLSetsIt: pgx's own default (the
 // cores) is too small for a replica, but a pool_max_conns in the URL is
 // the operator's and is kept.

@@ -84,9 +84,9 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 			db.url = c.URL("postgres")
 		}
 	}
-	if strayAt(db.url) {
+	if chars := unencodedUserinfo(db.url); chars != "" {
 		db.close()
-		return nil, errors.New("RELAIS_DATABASE_URL: its user name or password holds an @ that is not percent-encoded, so the host would be read from the password: write @ as %40 there (and : as %3A, / as %2F)")
+		return nil, fmt.Errorf("RELAIS_DATABASE_URL: its user name or password holds characters that must be percent-encoded there (%s), or the URL is cut inside it and the host read from the password: write @ as %%40, / as %%2F, ? as %%3F, # as %%23 (and : in the user name as %%3A) there", chars)
 	}
 	pcfg, err := pgxpool.ParseConfig(db.url)
 	if err != nil {
@@ -571,19 +571,47 @@ func urlHint(url string) string {
 	return " (a URL starts with postgres:// or postgresql://, as in postgres://user:password@host:5432/database)"
 }
 
-// strayAt reports whether a postgres:// URL's authority holds more than one
-// @: a password with an @ left unencoded. pgx would take what follows the
-// first one for the host, and every message naming the host would show
-// the rest of the password.
-func strayAt(url string) bool {
+// unencodedUserinfo names the characters a postgres:// URL's user name
+// or password holds unencoded that cut it short (an @, /, ? or #), or
+// returns "". Such a URL parses into another host, port or database
+// taken from inside the password (pgx then says "invalid port", or
+// "password authentication failed"), and every message naming the host
+// or quoting the URL shows part of the password, however it is
+// redacted. The user name and password run to the URL's last @, unless
+// that @ is in the query (postgres://u:p@h/db?options=a@b).
+func unencodedUserinfo(url string) string {
 	_, rest, ok := strings.Cut(url, "://")
 	if !ok || !strings.HasPrefix(url, "postgres") {
-		return false
+		return ""
 	}
+	authority := rest
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		rest = rest[:i]
+		authority = rest[:i]
 	}
-	return strings.Count(rest, "@") > 1
+	userinfo := ""
+	last := strings.LastIndex(rest, "@")
+	switch {
+	case strings.Count(authority, "@") > 1:
+		userinfo = authority[:strings.LastIndex(authority, "@")]
+	case last > len(authority) && !strings.Contains(authority, "@"):
+		userinfo = rest[:last]
+	case last > len(authority):
+		if q := strings.IndexByte(rest, '?'); q < 0 || q > last {
+			// An @ in the path: a database is not named so, a
+			// password with an @, then a /, is.
+			userinfo = rest[:last]
+		}
+	}
+	var found []string
+	for _, c := range []string{"@", "/", "?", "#"} {
+		if strings.Contains(userinfo, c) {
+			found = append(found, c)
+		}
+	}
+	if len(found) < 2 {
+		return strings.Join(found, "")
+	}
+	return strings.Join(found[:len(found)-1], ", ") + " and " + found[len(found)-1]
 }
 
 // applicationName names this process to PostgreSQL: "relais" and the
