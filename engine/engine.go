@@ -43,6 +43,10 @@ type Engine struct {
 	now    func() time.Time // nil: the database's clock
 	// replica names this process in the worker catalog.
 	replica string
+	// retentionWarned is when each other replica's retention setting
+	// (its name and setting) was last warned of.
+	retentionWarnMu sync.Mutex
+	retentionWarned map[string]time.Time
 	// origin tells this engine's ChannelIncident notifications from
 	// other replicas'.
 	origin  string

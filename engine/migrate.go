@@ -126,7 +126,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 	}
 	if !exists {
 		if _, err := conn.Exec(ctx, createMigrationsTable); err != nil {
-			return nil, fmt.Errorf("migrate: create relais_schema_migrations: %w%s", err, privilegeHint(ctx, conn.Conn(), err))
+			return nil, fmt.Errorf("migrate: create relais_schema_migrations: %w%s", err, privilegeHint(ctx, conn.Conn(), err, true))
 		}
 	}
 	if err := renumberMigrations(ctx, conn.Conn(), logger); err != nil {
@@ -159,7 +159,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 		}
 		start := time.Now()
 		if err := applyMigration(ctx, conn.Conn(), logger, m); err != nil {
-			return done, fmt.Errorf("migrate: %s: %w%s", m.Name, err, privilegeHint(ctx, conn.Conn(), err))
+			return done, fmt.Errorf("migrate: %s: %w%s", m.Name, err, privilegeHint(ctx, conn.Conn(), err, true))
 		}
 		logger.Info("migration applied", "version", m.Version, "name", m.Name, "duration", time.Since(start).Round(time.Millisecond))
 		done = append(done, m.Version)
@@ -263,10 +263,12 @@ func sqlWithoutComments(stmt string) string {
 }
 
 // privilegeHint says what to do about a migration the database role may
-// not run, or nothing for another error. The role and schema are named as
-// conn's session sees them (placeholders when it cannot say, inside a
-// failed transaction).
-func privilegeHint(ctx context.Context, conn *pgx.Conn, err error) string {
+// not run, or nothing for another error; creating says the statement
+// creates something (a migration), where "permission denied for schema"
+// is a missing CREATE right, not a missing USAGE. The role and schema are
+// named as conn's session sees them (placeholders when it cannot say,
+// inside a failed transaction).
+func privilegeHint(ctx context.Context, conn *pgx.Conn, err error, creating bool) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "42501" && pgErr.Code != "3F000" {
 		return ""
@@ -274,7 +276,7 @@ func privilegeHint(ctx context.Context, conn *pgx.Conn, err error) string {
 	role, schema := sessionNames(ctx, conn)
 	grants := strings.Join(GrantStatements(role, schema), "; ")
 	switch {
-	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, "permission denied for"):
+	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, "permission denied for") && !(creating && strings.Contains(pgErr.Message, "permission denied for schema")):
 		// A migrated schema the role may not read: a serving role
 		// granted nothing yet.
 		return " (the database role lacks privileges on Relais's tables: as the schema's owner, " + grants + ")"
@@ -348,7 +350,7 @@ func renumberMigrations(ctx context.Context, conn *pgx.Conn, logger *slog.Logger
 		// nothing.
 		var due bool
 		if err := conn.QueryRow(ctx, "select exists (select 1 from relais_schema_migrations where version = $1 and name = $2)", r.from, r.oldName).Scan(&due); err != nil {
-			return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err))
+			return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err, false))
 		}
 		if !due {
 			continue
@@ -372,7 +374,7 @@ func renumberMigrations(ctx context.Context, conn *pgx.Conn, logger *slog.Logger
 func checkMigrationNames(ctx context.Context, conn *pgx.Conn, ms []Migration) error {
 	rows, err := conn.Query(ctx, "select version, name from relais_schema_migrations order by version")
 	if err != nil {
-		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err))
+		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err, false))
 	}
 	type applied struct {
 		Version int32
@@ -380,7 +382,7 @@ func checkMigrationNames(ctx context.Context, conn *pgx.Conn, ms []Migration) er
 	}
 	recorded, err := pgx.CollectRows(rows, pgx.RowToStructByPos[applied])
 	if err != nil {
-		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err))
+		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err, false))
 	}
 	for _, a := range recorded {
 		if v := int(a.Version); v >= 1 && v <= len(ms) && ms[v-1].Name != a.Name {

@@ -75,14 +75,14 @@ func firstPassDelay(interval time.Duration) time.Duration {
 
 // RunRetentionLoop runs DeleteEnded every interval until ctx ends, telling
 // progress (when set) of each batch's deletions as it commits and observe
-// (when set) of each pass; a zero retention (forever) runs nothing.
+// (when set) of each pass. Each pass first notes this replica's retention
+// (zero: forever) beside the other replicas', and deletes only past the
+// longest of those still running (see noteRetention); a replica that keeps
+// everything deletes nothing, and only notes its setting.
 // The first pass comes sooner, within firstRetentionPass: a replica
 // restarted more often than every interval would otherwise never delete,
 // and replicas started together spread their first passes.
 func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.Duration, observe func(RetentionPass), progress func(deleted int64)) {
-	if retention <= 0 {
-		return
-	}
 	t := time.NewTimer(firstPassDelay(interval))
 	defer t.Stop()
 	for {
@@ -92,13 +92,25 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 		case <-t.C:
 		}
 		began := time.Now()
-		n, err := e.deleteEnded(ctx, retention, progress)
+		effective, err := e.noteRetention(ctx, retention, interval)
+		var n int64
+		if err == nil && retention > 0 && effective > 0 {
+			n, err = e.deleteEnded(ctx, effective, progress)
+		}
+		if retention <= 0 {
+			// Forever: no pass to count, the setting noted for the others.
+			if err != nil && ctx.Err() == nil {
+				e.logger.Warn("noting this replica's retention failed", "err", err)
+			}
+			t.Reset(interval)
+			continue
+		}
 		failed := err != nil && ctx.Err() == nil
 		switch {
 		case failed:
 			e.logger.Warn("retention pass failed", "err", err, "deleted", n)
 		case n > 0:
-			e.logger.Info("retention: ended instances deleted", "count", n, "retention", formatDuration(retention))
+			e.logger.Info("retention: ended instances deleted", "count", n, "retention", formatDuration(effective))
 		}
 		if ctx.Err() != nil {
 			return // a pass cut short by the shutdown is neither ok nor failed
@@ -108,4 +120,69 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 		}
 		t.Reset(interval)
 	}
+}
+
+// retentionLive is how many passes a replica's noted retention counts
+// for after its last one: a replica that stopped is forgotten then.
+const retentionLive = 3
+
+// noteRetention notes this replica's retention (zero: forever) and
+// returns the one its pass applies: the longest of its own and those the
+// replicas still running noted (zero if any keeps everything). Replicas
+// configured apart (one PT1H beside P30D ones: a typo, a manifest left
+// behind) thus delete only what every one of them would, and each says
+// so in its log, at most hourly for each other replica's setting.
+func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Duration) (time.Duration, error) {
+	var mine *int64
+	if retention > 0 {
+		s := max(int64(retention/time.Second), 1)
+		mine = &s
+	}
+	others, err := e.q.RetentionNote(ctx, queries.RetentionNoteParams{Replica: e.replica, RetentionSeconds: mine,
+		LiveSeconds: max(int64(retentionLive*interval/time.Second), 1), ForgetSeconds: int64(24 * time.Hour / time.Second)})
+	if err != nil {
+		return 0, wrap("retention: note the replica's setting", err)
+	}
+	effective := retention
+	for _, o := range others {
+		var theirs time.Duration // forever
+		if o.RetentionSeconds != nil {
+			theirs = time.Duration(*o.RetentionSeconds) * time.Second
+		}
+		if retention > 0 && theirs > 0 && theirs/time.Second == retention/time.Second || retention <= 0 && theirs <= 0 {
+			continue
+		}
+		if effective > 0 && (theirs <= 0 || theirs > effective) {
+			effective = theirs
+		}
+		e.warnRetention(o.Replica, retention, theirs)
+	}
+	return effective, nil
+}
+
+// warnRetention says that replica runs with another retention than this
+// one, once an hour for each of its settings.
+func (e *Engine) warnRetention(replica string, mine, theirs time.Duration) {
+	key := replica + " " + retentionText(theirs)
+	e.retentionWarnMu.Lock()
+	last, seen := e.retentionWarned[key]
+	if seen && time.Since(last) < time.Hour {
+		e.retentionWarnMu.Unlock()
+		return
+	}
+	if e.retentionWarned == nil {
+		e.retentionWarned = map[string]time.Time{}
+	}
+	e.retentionWarned[key] = time.Now()
+	e.retentionWarnMu.Unlock()
+	e.logger.Warn("replicas disagree on RELAIS_RETENTION: ended history is deleted only past the longest of the running replicas' settings; give every replica the same",
+		"retention", retentionText(mine), "other_replica", replica, "other_retention", retentionText(theirs))
+}
+
+// retentionText is a retention as RELAIS_RETENTION writes it.
+func retentionText(d time.Duration) string {
+	if d <= 0 {
+		return "forever"
+	}
+	return formatDuration(d)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/testlog"
 )
 
 // Retention deletes ended instances older than the retention with their
@@ -187,5 +190,88 @@ func TestRetentionTellsEachBatch(t *testing.T) {
 	n, err := e.deleteEnded(context.Background(), time.Hour, func(d int64) { batches = append(batches, d) })
 	if err != nil || n != 5 || fmt.Sprint(batches) != "[2 2 1]" {
 		t.Errorf("deleted %d (%v) in batches %v, want 5 told as 2, 2 and 1", n, err, batches)
+	}
+}
+
+// Replicas configured with different retentions delete only past the
+// longest of those running, and say so in their logs: a PT1H replica
+// beside a P30D one deleted, within seconds of its start, what the other
+// keeps (SRE QA). Once the longer one stops, it is forgotten; one that
+// keeps everything stops every deletion while it runs.
+func TestRetentionTakesTheLongestOfTheRunningReplicas(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	pool := dbtest.Pool(t)
+	var logs testlog.Buffer
+	replica := func(name string) *Engine {
+		o := clock.options(t)
+		o.Replica = name
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		return New(pool, o)
+	}
+	short, long, forever := replica("short"), replica("long"), replica("forever")
+	prepare(t, short, "")
+	stopInstances(t, short, 3)
+	clock.advance(2 * time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	if got, err := forever.noteRetention(ctx, 0, time.Minute); err != nil || got != 0 {
+		t.Fatalf("forever alone: %v, %v; want forever", got, err)
+	}
+	if got, err := short.noteRetention(ctx, time.Hour, time.Minute); err != nil || got != 0 {
+		t.Fatalf("PT1H beside a replica keeping everything: %v, %v; want forever", got, err)
+	}
+	if _, err := pool.Exec(ctx, "delete from retention_settings where replica = 'forever'"); err != nil {
+		t.Fatal(err)
+	}
+
+	longCtx, stopLong := context.WithCancel(ctx)
+	longDone := make(chan struct{})
+	go func() {
+		defer close(longDone)
+		long.RunRetentionLoop(longCtx, 30*24*time.Hour, 10*time.Millisecond, nil, nil)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(ctx, "select count(*) from retention_settings where replica = 'long'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the P30D replica noted nothing")
+		}
+	}
+	passes := make(chan RetentionPass, 1000)
+	go short.RunRetentionLoop(ctx, time.Hour, 10*time.Millisecond, func(p RetentionPass) { passes <- p }, nil)
+	for range 5 {
+		if p := <-passes; p.Deleted != 0 || p.Failed {
+			t.Fatalf("beside a running P30D replica, a PT1H pass %+v; want nothing deleted", p)
+		}
+	}
+	for _, want := range []string{"replicas disagree on RELAIS_RETENTION", "retention=PT1H other_replica=long other_retention=P30D", "retention=P30D other_replica=short other_retention=PT1H",
+		"retention=PT1H other_replica=forever other_retention=forever"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %q:\n%s", want, logs.String())
+		}
+	}
+	if n := strings.Count(logs.String(), "other_replica=long"); n != 1 {
+		t.Errorf("the disagreement with long was logged %d times, want once (hourly at most)", n)
+	}
+	stopLong()
+	<-longDone
+	// Three intervals after its last note, the stopped replica is
+	// forgotten: the PT1H one deletes what it alone keeps no more.
+	for timeout := time.After(10 * time.Second); ; {
+		select {
+		case p := <-passes:
+			if p.Deleted == 3 {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the PT1H replica deleted nothing once the P30D one stopped")
+		}
 	}
 }

@@ -221,6 +221,12 @@ type Release struct {
 	CreatedAt     time.Time
 }
 
+type RetentionSetting struct {
+	Replica          string
+	RetentionSeconds *int64
+	NotedAt          time.Time
+}
+
 type RetentionSince struct {
 	One   bool
 	Since time.Time
