@@ -152,6 +152,9 @@ const (
 	MinBodyBytes     = 64 << 10
 	MaxBodyBytes     = 64 << 20
 	MaxPullWait      = time.Hour
+	// MaxShutdownTimeout bounds a stop's drain: a day is a typo of PT1M,
+	// and an orchestrator kills a replica long before.
+	MaxShutdownTimeout = time.Hour
 	// MaxTasksCeiling bounds RELAIS_PULL_MAX_TASKS and
 	// RELAIS_STREAM_MAX_IN_FLIGHT: as many occurrences at once as a batch
 	// settles (engine.MaxBatch; a test keeps them equal).
@@ -221,7 +224,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Push.MaxTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_PUSH_CONCURRENCY", Flag: "push-concurrency", Default: "16", Description: "push calls one replica makes at once", kind: kindInt,
 		set: func(c *Config, v any) { c.Push.Concurrency = v.(int) }},
-	{Env: "RELAIS_PUSH_MAX_RESPONSE_BYTES", Flag: "push-max-response-bytes", Default: "1048576", Description: "largest destination response read", kind: kindInt,
+	{Env: "RELAIS_PUSH_MAX_RESPONSE_BYTES", Flag: "push-max-response-bytes", Default: "1048576", Description: "largest destination response read, at most 67108864", kind: kindInt,
 		set: func(c *Config, v any) { c.Push.MaxResponseBytes = int64(v.(int)) }},
 	{Env: "RELAIS_MAX_BODY_BYTES", Flag: "max-body-bytes", Default: "1048576", Description: "largest API request body (413 above), from 65536 to 67108864", kind: kindInt,
 		set: func(c *Config, v any) { c.MaxBodyBytes = int64(v.(int)) }},
@@ -229,7 +232,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.TimerInterval = v.(time.Duration) }},
 	{Env: "RELAIS_RETENTION", Flag: "retention", Default: "P30D", Description: "how long ended instances (completed, failed, cancelled) are kept with their occurrences and attempts, at least PT1H; forever keeps everything (audit logs are kept regardless)", kind: kindRetention,
 		set: func(c *Config, v any) { c.Retention = v.(time.Duration) }},
-	{Env: "RELAIS_SHUTDOWN_TIMEOUT", Flag: "shutdown-timeout", Default: "PT30S", Description: "how long a stopping server drains in-flight requests; worker streams get this less 10s to settle what they hold", kind: kindDuration,
+	{Env: "RELAIS_SHUTDOWN_TIMEOUT", Flag: "shutdown-timeout", Default: "PT30S", Description: "how long a stopping server drains in-flight requests (at most PT1H); worker streams get this less 10s to settle what they hold", kind: kindDuration,
 		set: func(c *Config, v any) { c.ShutdownTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_LOG_LEVEL", Flag: "log-level", Default: "info", Description: "debug, info, warn or error", kind: kindLevel,
 		set: func(c *Config, v any) { c.LogLevel = v.(slog.Level) }},
@@ -518,6 +521,13 @@ func (c Config) check(sources map[string]string) []string {
 	within("RELAIS_STREAM_HEARTBEAT", c.Stream.Heartbeat, MinHeartbeat, MaxHeartbeat)
 	if c.MaxBodyBytes < MinBodyBytes || c.MaxBodyBytes > MaxBodyBytes {
 		p = append(p, fmt.Sprintf("%s: %d is out of range: from %d to %d", named("RELAIS_MAX_BODY_BYTES"), c.MaxBodyBytes, MinBodyBytes, MaxBodyBytes))
+	}
+	if c.Push.MaxResponseBytes > MaxBodyBytes {
+		// Read whole into memory by each of the push calls at once.
+		p = append(p, fmt.Sprintf("%s: %d is above %d", named("RELAIS_PUSH_MAX_RESPONSE_BYTES"), c.Push.MaxResponseBytes, int64(MaxBodyBytes)))
+	}
+	if c.ShutdownTimeout > MaxShutdownTimeout {
+		p = append(p, fmt.Sprintf("%s: %s is above %s", named("RELAIS_SHUTDOWN_TIMEOUT"), isoduration.Format(c.ShutdownTimeout), isoduration.Format(MaxShutdownTimeout)))
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
 		p = append(p, named("RELAIS_BOOTSTRAP_TOKEN")+": must be at least 20 characters")

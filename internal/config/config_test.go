@@ -68,6 +68,8 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"heartbeat missing the dead", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT1H"}, nil, "RELAIS_STREAM_HEARTBEAT"},
 		{"body too small for anything", map[string]string{"RELAIS_MAX_BODY_BYTES": "1"}, nil, "RELAIS_MAX_BODY_BYTES (environment): 1 is out of range"},
 		{"body too large to hold", map[string]string{"RELAIS_MAX_BODY_BYTES": "1073741824"}, nil, "RELAIS_MAX_BODY_BYTES"},
+		{"a response read of 93 GB", map[string]string{"RELAIS_PUSH_MAX_RESPONSE_BYTES": "99999999999"}, nil, "RELAIS_PUSH_MAX_RESPONSE_BYTES (environment): 99999999999 is above 67108864"},
+		{"a stop drained for a day", map[string]string{"RELAIS_SHUTDOWN_TIMEOUT": "P1D"}, nil, "RELAIS_SHUTDOWN_TIMEOUT (environment): P1D is above PT1H"},
 		// A value given as a flag is named with its flag in the checks
 		// between settings too, not only where it is parsed.
 		{"flag above hard ceiling", nil, []string{"--push-max-timeout", "PT20S"}, "RELAIS_PUSH_MAX_TIMEOUT (flag --push-max-timeout): PT20S is above the hard ceiling PT10S"},
