@@ -113,7 +113,15 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 	// Said only once checked, as serve checks them: an operator files
 	// away the keys this line names.
 	if err := engine.CheckKeys(ctx, db.pool, backupKeys(cfg, configured, db)); err != nil {
-		fmt.Fprintf(stdout, "warning: %s do not open its sealed values (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", keysSource(cfg, db), err)
+		if cfg.DataKeys != "" || cfg.DataKeyFile != "" || db.embedded() {
+			fmt.Fprintf(stdout, "warning: %s do not open its sealed values (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", keysSource(cfg, db), err)
+		} else {
+			fmt.Fprintf(stdout, "warning: no data key is configured to open its sealed values (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", err)
+		}
+		return nil
+	}
+	if cfg.DataKeys == "" && cfg.DataKeyFile == "" && !db.embedded() {
+		fmt.Fprintln(stdout, "it holds no sealed value, and no data key is configured: give every replica the same keys before anything sensitive is stored")
 		return nil
 	}
 	fmt.Fprintf(stdout, "its sealed values open with %s: keep a copy of them apart from the backup (relais restore needs both)\n", keysSource(cfg, db))
@@ -212,6 +220,10 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	fmt.Fprintf(stdout, "%s restored: schema version %d", file, restored)
 	if known := engine.LatestSchemaVersion(); restored < known {
 		fmt.Fprintf(stdout, " (serve, or relais migrate, applies the %d migrations up to this binary's %d)", known-restored, known)
+	}
+	if cfg.DataKeys == "" && cfg.DataKeyFile == "" && !db.embedded() {
+		fmt.Fprintln(stdout, "; it holds no sealed value (no data key is configured)")
+		return nil
 	}
 	fmt.Fprintf(stdout, "; %s open its sealed values\n", keysSource(cfg, db))
 	return nil
