@@ -23,6 +23,11 @@ const (
 	csrfField = "csrf"
 	// idleTimeout ends a session nobody used for that long.
 	idleTimeout = 8 * time.Hour
+	// maxSessionAge ends a session that long after its sign-in, however
+	// used: a live page reloads itself every few seconds, and each reload
+	// is a use, so a console left open on an unattended screen would
+	// otherwise stay signed in for ever.
+	maxSessionAge = 12 * time.Hour
 	// sweepEvery bounds how often expired sessions are purged.
 	sweepEvery = time.Minute
 )
@@ -36,6 +41,8 @@ type session struct {
 	tokenHash []byte
 	csrf      string
 	expires   time.Time
+	// ends is maxSessionAge after the sign-in: expires never passes it.
+	ends time.Time
 	// flash is a notice for the next page this session opens: what a
 	// form did, shown once after its redirect (Post/Redirect/Get).
 	flash flash
@@ -95,7 +102,7 @@ func sessionKey(id string) [32]byte { return sha256.Sum256([]byte(id)) }
 // create starts a session for p and returns its id.
 func (s *sessionStore) create(p auth.Principal, tokenHash []byte, now time.Time) (string, session) {
 	id := randomToken()
-	sess := &session{principal: p, tokenHash: tokenHash, csrf: randomToken(), expires: now.Add(idleTimeout)}
+	sess := &session{principal: p, tokenHash: tokenHash, csrf: randomToken(), expires: now.Add(idleTimeout), ends: now.Add(maxSessionAge)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
@@ -104,7 +111,7 @@ func (s *sessionStore) create(p auth.Principal, tokenHash []byte, now time.Time)
 }
 
 // get returns the live session of id and pushes its expiry back: the
-// timeout counts idleness, not age.
+// timeout counts idleness, up to maxSessionAge after the sign-in.
 func (s *sessionStore) get(id string, now time.Time) (session, bool) {
 	if id == "" {
 		return session{}, false
@@ -121,6 +128,9 @@ func (s *sessionStore) get(id string, now time.Time) (session, bool) {
 		return session{}, false
 	}
 	sess.expires = now.Add(idleTimeout)
+	if sess.expires.After(sess.ends) {
+		sess.expires = sess.ends
+	}
 	return *sess, true
 }
 
