@@ -83,6 +83,11 @@ func firstPassDelay(interval time.Duration) time.Duration {
 // restarted more often than every interval would otherwise never delete,
 // and replicas started together spread their first passes.
 func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.Duration, observe func(RetentionPass), progress func(deleted int64)) {
+	// Noted at once, before the first pass's delay: replicas started
+	// together then see each other's settings at their first passes.
+	if _, err := e.noteRetention(ctx, retention, interval); err != nil && ctx.Err() == nil {
+		e.logger.Debug("noting this replica's retention at its start failed; its first pass notes it", "err", err)
+	}
 	t := time.NewTimer(firstPassDelay(interval))
 	defer t.Stop()
 	for {
@@ -122,16 +127,25 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 	}
 }
 
-// retentionLive is how many passes a replica's noted retention counts
-// for after its last one: a replica that stopped is forgotten then.
+// retentionLive is how many passes a replica's noted retention says it
+// runs for after its last one: the replicas that disagree are warned of
+// while they run.
 const retentionLive = 3
+
+// retentionRemembered is how long a replica's noted retention weighs
+// after its last note: a replica stopped for an outage, a deployment or a
+// crash loop still keeps what it keeps, rather than a shorter replica
+// deleting it meanwhile. An intended shortening on every replica takes
+// effect that much later.
+const retentionRemembered = 24 * time.Hour
 
 // noteRetention notes this replica's retention (zero: forever) and
 // returns the one its pass applies: the longest of its own and those the
-// replicas still running noted (zero if any keeps everything). Replicas
-// configured apart (one PT1H beside P30D ones: a typo, a manifest left
-// behind) thus delete only what every one of them would, and each says
-// so in its log, at most hourly for each other replica's setting.
+// other replicas noted within retentionRemembered (zero if any keeps
+// everything). Replicas configured apart (one PT1H beside P30D ones: a
+// typo, a manifest left behind) thus delete only what every one of them
+// would, and while they run, each says so in its log, at most hourly for
+// each other replica's setting.
 func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Duration) (time.Duration, error) {
 	var mine *int64
 	if retention > 0 {
@@ -139,7 +153,7 @@ func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Dur
 		mine = &s
 	}
 	others, err := e.q.RetentionNote(ctx, queries.RetentionNoteParams{Replica: e.replica, RetentionSeconds: mine,
-		LiveSeconds: max(int64(retentionLive*interval/time.Second), 1), ForgetSeconds: int64(24 * time.Hour / time.Second)})
+		LiveSeconds: max(int64(retentionLive*interval/time.Second), 1), RememberSeconds: int64(retentionRemembered / time.Second)})
 	if err != nil {
 		return 0, wrap("retention: note the replica's setting", err)
 	}
@@ -155,7 +169,9 @@ func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Dur
 		if effective > 0 && (theirs <= 0 || theirs > effective) {
 			effective = theirs
 		}
-		e.warnRetention(o.Replica, retention, theirs)
+		if o.Live {
+			e.warnRetention(o.Replica, retention, theirs)
+		}
 	}
 	return effective, nil
 }
@@ -175,7 +191,7 @@ func (e *Engine) warnRetention(replica string, mine, theirs time.Duration) {
 	}
 	e.retentionWarned[key] = time.Now()
 	e.retentionWarnMu.Unlock()
-	e.logger.Warn("replicas disagree on RELAIS_RETENTION: ended history is deleted only past the longest of the running replicas' settings; give every replica the same",
+	e.logger.Warn("replicas disagree on RELAIS_RETENTION: ended history is deleted only past the longest of the replicas' settings (those noted within a day); give every replica the same",
 		"retention", retentionText(mine), "other_replica", replica, "other_retention", retentionText(theirs))
 }
 

@@ -194,11 +194,12 @@ func TestRetentionTellsEachBatch(t *testing.T) {
 }
 
 // Replicas configured with different retentions delete only past the
-// longest of those running, and say so in their logs: a PT1H replica
-// beside a P30D one deleted, within seconds of its start, what the other
-// keeps (SRE QA). Once the longer one stops, it is forgotten; one that
-// keeps everything stops every deletion while it runs.
-func TestRetentionTakesTheLongestOfTheRunningReplicas(t *testing.T) {
+// longest of those noted within a day, and say so in their logs while
+// they run: a PT1H replica beside a P30D one deleted, within seconds of
+// its start, what the other keeps (SRE QA). A replica stopped (an outage,
+// a deployment) still weighs for a day; one that keeps everything stops
+// every deletion.
+func TestRetentionTakesTheLongestOfTheReplicas(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{}
 	pool := dbtest.Pool(t)
@@ -215,6 +216,12 @@ func TestRetentionTakesTheLongestOfTheRunningReplicas(t *testing.T) {
 	clock.advance(2 * time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	if got, err := forever.noteRetention(ctx, 0, time.Minute); err != nil || got != 0 {
 		t.Fatalf("forever alone: %v, %v; want forever", got, err)
@@ -222,9 +229,7 @@ func TestRetentionTakesTheLongestOfTheRunningReplicas(t *testing.T) {
 	if got, err := short.noteRetention(ctx, time.Hour, time.Minute); err != nil || got != 0 {
 		t.Fatalf("PT1H beside a replica keeping everything: %v, %v; want forever", got, err)
 	}
-	if _, err := pool.Exec(ctx, "delete from retention_settings where replica = 'forever'"); err != nil {
-		t.Fatal(err)
-	}
+	exec("delete from retention_settings where replica = 'forever'")
 
 	longCtx, stopLong := context.WithCancel(ctx)
 	longDone := make(chan struct{})
@@ -260,10 +265,18 @@ func TestRetentionTakesTheLongestOfTheRunningReplicas(t *testing.T) {
 	if n := strings.Count(logs.String(), "other_replica=long"); n != 1 {
 		t.Errorf("the disagreement with long was logged %d times, want once (hourly at most)", n)
 	}
+	// Stopped, the P30D replica still weighs: an outage or a deployment
+	// must not let the shorter one delete what it keeps.
 	stopLong()
 	<-longDone
-	// Three intervals after its last note, the stopped replica is
-	// forgotten: the PT1H one deletes what it alone keeps no more.
+	exec("update retention_settings set noted_at = now() - interval '10 minutes' where replica = 'long'")
+	for range 5 {
+		if p := <-passes; p.Deleted != 0 || p.Failed {
+			t.Fatalf("10 minutes after the P30D replica stopped, a PT1H pass %+v; want nothing deleted", p)
+		}
+	}
+	// A day after its last note, it is forgotten.
+	exec("update retention_settings set noted_at = now() - interval '25 hours' where replica = 'long'")
 	for timeout := time.After(10 * time.Second); ; {
 		select {
 		case p := <-passes:
@@ -271,7 +284,33 @@ func TestRetentionTakesTheLongestOfTheRunningReplicas(t *testing.T) {
 				return
 			}
 		case <-timeout:
-			t.Fatal("the PT1H replica deleted nothing once the P30D one stopped")
+			t.Fatal("the PT1H replica deleted nothing a day after the P30D one stopped")
+		}
+	}
+}
+
+// A replica notes its retention as its loop starts, not at its first
+// pass 5 to 10 s later: replicas started together see each other's
+// settings at their first passes (verifier QA: a PT1H replica started
+// with a P30D one deleted at its first pass, before the other noted).
+func TestRetentionIsNotedAtStart(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	o := (&testClock{}).options(t)
+	o.Replica = "starting"
+	e := New(pool, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.RunRetentionLoop(ctx, 30*24*time.Hour, time.Minute, nil, nil) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var seconds int64
+		err := pool.QueryRow(ctx, "select retention_seconds from retention_settings where replica = 'starting'").Scan(&seconds)
+		if err == nil && seconds == 30*24*3600 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("3 s after the loop started (its first pass 5 to 10 s later): %v, %d; want P30D noted", err, seconds)
 		}
 	}
 }

@@ -361,9 +361,9 @@ select (select count(*) from gone_occurrences)::bigint as occurrences,
 
 -- name: RetentionNote :many
 -- Notes this replica's retention (null: forever) and returns the other
--- replicas' noted within the last @live_seconds, those still running;
--- forgets those noted more than @forget_seconds ago. The database's clock
--- judges both, as it stamps them.
+-- replicas' noted within the last @remember_seconds (live: within the
+-- last @live_seconds, those still running), forgetting older ones. The
+-- database's clock judges them, as it stamps them.
 with noted as (
     insert into retention_settings (replica, retention_seconds, noted_at)
     values (@replica::text, sqlc.narg(retention_seconds)::bigint, now())
@@ -371,8 +371,9 @@ with noted as (
 ),
 forgotten as (
     delete from retention_settings d
-    where d.noted_at < now() - make_interval(secs => @forget_seconds::bigint) and d.replica <> @replica::text
+    where d.noted_at < now() - make_interval(secs => @remember_seconds::bigint) and d.replica <> @replica::text
 )
-select s.replica, s.retention_seconds from retention_settings s
-where s.noted_at >= now() - make_interval(secs => @live_seconds::bigint) and s.replica <> @replica::text
+select s.replica, s.retention_seconds, s.noted_at >= now() - make_interval(secs => @live_seconds::bigint) as live
+from retention_settings s
+where s.noted_at >= now() - make_interval(secs => @remember_seconds::bigint) and s.replica <> @replica::text
 order by s.replica;

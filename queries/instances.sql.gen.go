@@ -1068,40 +1068,42 @@ func (q *Queries) InstanceResume(ctx context.Context, id uuid.UUID) (int64, erro
 const retentionNote = `-- name: RetentionNote :many
 with noted as (
     insert into retention_settings (replica, retention_seconds, noted_at)
-    values ($2::text, $3::bigint, now())
+    values ($3::text, $4::bigint, now())
     on conflict (replica) do update set retention_seconds = excluded.retention_seconds, noted_at = excluded.noted_at
 ),
 forgotten as (
     delete from retention_settings d
-    where d.noted_at < now() - make_interval(secs => $4::bigint) and d.replica <> $2::text
+    where d.noted_at < now() - make_interval(secs => $2::bigint) and d.replica <> $3::text
 )
-select s.replica, s.retention_seconds from retention_settings s
-where s.noted_at >= now() - make_interval(secs => $1::bigint) and s.replica <> $2::text
+select s.replica, s.retention_seconds, s.noted_at >= now() - make_interval(secs => $1::bigint) as live
+from retention_settings s
+where s.noted_at >= now() - make_interval(secs => $2::bigint) and s.replica <> $3::text
 order by s.replica
 `
 
 type RetentionNoteParams struct {
 	LiveSeconds      int64
+	RememberSeconds  int64
 	Replica          string
 	RetentionSeconds *int64
-	ForgetSeconds    int64
 }
 
 type RetentionNoteRow struct {
 	Replica          string
 	RetentionSeconds *int64
+	Live             bool
 }
 
 // Notes this replica's retention (null: forever) and returns the other
-// replicas' noted within the last @live_seconds, those still running;
-// forgets those noted more than @forget_seconds ago. The database's clock
-// judges both, as it stamps them.
+// replicas' noted within the last @remember_seconds (live: within the
+// last @live_seconds, those still running), forgetting older ones. The
+// database's clock judges them, as it stamps them.
 func (q *Queries) RetentionNote(ctx context.Context, arg RetentionNoteParams) ([]RetentionNoteRow, error) {
 	rows, err := q.db.Query(ctx, retentionNote,
 		arg.LiveSeconds,
+		arg.RememberSeconds,
 		arg.Replica,
 		arg.RetentionSeconds,
-		arg.ForgetSeconds,
 	)
 	if err != nil {
 		return nil, err
@@ -1110,7 +1112,7 @@ func (q *Queries) RetentionNote(ctx context.Context, arg RetentionNoteParams) ([
 	items := []RetentionNoteRow{}
 	for rows.Next() {
 		var i RetentionNoteRow
-		if err := rows.Scan(&i.Replica, &i.RetentionSeconds); err != nil {
+		if err := rows.Scan(&i.Replica, &i.RetentionSeconds, &i.Live); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
