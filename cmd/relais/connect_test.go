@@ -160,6 +160,9 @@ func TestUnencodedPasswordCharactersAreNamed(t *testing.T) {
 		"postgres://relais:Can4ry?x@127.0.0.1:5432/relais":      "(?)",
 		"postgres://relais:Can#4ry@127.0.0.1:5432/relais":       "(#)",
 		"postgres://relais:Can4ry@x@127.0.0.1:5432/relais":      "(@)",
+		// An @ then a ?: the ? is not the query's (verifier QA).
+		"postgres://r1:Zq@Can4ry/Part?More#Tail9@127.0.0.1:5432/db1": "(@, /, ? and #)",
+		"postgres://r1:Zq@Can4?ry@127.0.0.1:5432/db1":                "(@ and ?)",
 	} {
 		if got := unencodedUserinfo(url); "("+got+")" != want {
 			t.Errorf("%s: %q, want %s", url, got, want)
@@ -171,9 +174,24 @@ func TestUnencodedPasswordCharactersAreNamed(t *testing.T) {
 		}
 	}
 	for _, url := range []string{"postgres://relais:p%40ss%2Fw%3Frd%23@127.0.0.1:5432/relais", "postgres://relais:pw@127.0.0.1:5432/relais?application_name=a@b",
+		"postgres://127.0.0.1:5432/db8?user=r3&password=pw@x", "postgres://r3@127.0.0.1:5432/db3?password=pw@x",
 		"postgres://127.0.0.1/relais", "postgresql://relais@127.0.0.1/relais?sslrootcert=/etc/ca.pem"} {
 		if got := unencodedUserinfo(url); got != "" {
 			t.Errorf("%s: %q, want nothing to say", url, got)
+		}
+	}
+}
+
+// TestUnparsableURLWithAPasswordIsNotQuoted: pgx quotes a URL it cannot
+// parse, redacting the password only up to the first @; a password whose
+// shape the check above does not catch must not show either.
+func TestUnparsableURLWithAPasswordIsNotQuoted(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"postgres://r1:Zq@Can4ry:w@127.0.0.1", "postgres://r1@h/db?password=Can4ry&x"} {
+		env := map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_LISTEN": "127.0.0.1:0"}
+		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &testlog.Buffer{}, &testlog.Buffer{})
+		if err == nil || strings.Contains(err.Error(), "Can4ry") || strings.Contains(err.Error(), "4ry") {
+			t.Errorf("%s: err = %v; want a refusal without the password", url, err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	pcfg, err := pgxpool.ParseConfig(db.url)
 	if err != nil {
 		db.close()
-		return nil, fmt.Errorf("RELAIS_DATABASE_URL: %w%s", err, urlHint(db.url))
+		return nil, withheldParseError(db.url, err)
 	}
 	// pgx's default (4, or the cores) starves the long polls, streams,
 	// timers and group commit of one replica; an operator who sized the
@@ -576,9 +577,13 @@ func urlHint(url string) string {
 // returns "". Such a URL parses into another host, port or database
 // taken from inside the password (pgx then says "invalid port", or
 // "password authentication failed"), and every message naming the host
-// or quoting the URL shows part of the password, however it is
-// redacted. The user name and password run to the URL's last @, unless
-// that @ is in the query (postgres://u:p@h/db?options=a@b).
+// or quoting the URL shows part of the password, however it is redacted.
+// The user name and password then run to the URL's last @: when the
+// authority (up to the first /, ? or #) holds two @, or one followed by
+// an @ before a host and port or database (u:p@ss/x?y@host:5432/db), or
+// when it holds none but ends in a port that is no number (u:pa/ss@host:
+// the authority u:pa). An @ in the query (?options=a@b,
+// ?password=p@ss) is none of these.
 func unencodedUserinfo(url string) string {
 	_, rest, ok := strings.Cut(url, "://")
 	if !ok || !strings.HasPrefix(url, "postgres") {
@@ -588,19 +593,16 @@ func unencodedUserinfo(url string) string {
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		authority = rest[:i]
 	}
-	userinfo := ""
 	last := strings.LastIndex(rest, "@")
-	switch {
-	case strings.Count(authority, "@") > 1:
+	userinfo := ""
+	switch ats := strings.Count(authority, "@"); {
+	case ats > 1:
 		userinfo = authority[:strings.LastIndex(authority, "@")]
-	case last > len(authority) && !strings.Contains(authority, "@"):
+	case last <= len(authority):
+	case ats == 1 && hostAhead.MatchString(rest[last+1:]):
 		userinfo = rest[:last]
-	case last > len(authority):
-		if q := strings.IndexByte(rest, '?'); q < 0 || q > last {
-			// An @ in the path: a database is not named so, a
-			// password with an @, then a /, is.
-			userinfo = rest[:last]
-		}
+	case ats == 0 && strings.Contains(authority, ":") && !allDigits(authority[strings.LastIndex(authority, ":")+1:]):
+		userinfo = rest[:last]
 	}
 	var found []string
 	for _, c := range []string{"@", "/", "?", "#"} {
@@ -612,6 +614,24 @@ func unencodedUserinfo(url string) string {
 		return strings.Join(found, "")
 	}
 	return strings.Join(found[:len(found)-1], ", ") + " and " + found[len(found)-1]
+}
+
+// hostAhead matches what follows a URL's authority @: a host with a port,
+// or a host and a database.
+var hostAhead = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]+(/|$)|/)`)
+
+func allDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+
+// withheldParseError is pgx's refusal of a URL that holds credentials,
+// without its text: pgx quotes the URL, redacting the password only up to
+// the first @ it finds, and a password holding an unencoded @ or ? would
+// show in the rest.
+func withheldParseError(url string, err error) error {
+	lower := strings.ToLower(url)
+	if !strings.Contains(url, "@") && !strings.Contains(lower, "password") {
+		return fmt.Errorf("RELAIS_DATABASE_URL: %w%s", err, urlHint(url))
+	}
+	return fmt.Errorf("RELAIS_DATABASE_URL cannot be parsed as a URL (pgx's message is not repeated: it would quote the password); if the password holds @, /, ? or #, percent-encode them (%%40, %%2F, %%3F, %%23)%s", urlHint(url))
 }
 
 // applicationName names this process to PostgreSQL: "relais" and the
