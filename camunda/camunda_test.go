@@ -1119,7 +1119,10 @@ func TestScalarsGivenAsStrings(t *testing.T) {
 		body := map[string]any{"workerId": "w", "variables": map[string]any{"result": map[string]any{"value": "created"}, "crm_id": map[string]any{"value": "C-1"}, c.name: c.v}}
 		mustException(t, f.call("POST", "/external-task/"+occ+"/complete", body), 400, "InvalidRequestException", c.want)
 	}
-	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": "two"}), 400, "InvalidRequestException", "/retries")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": "two"}), 400, "InvalidRequestException",
+		`/retries must be a whole number (or a string holding one, as "two" does not)`)
+	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": 1.5}), 400, "InvalidRequestException",
+		"/newDuration must be a whole number, not 1.5")
 	// A retryable failure with its numbers as strings, then the next run
 	// completes with every scalar as a string.
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "errorMessage": "down", "retries": "2", "retryTimeout": "0"}))
@@ -1130,9 +1133,15 @@ func TestScalarsGivenAsStrings(t *testing.T) {
 		"result": map[string]any{"type": "String", "value": "created"}, "crm_id": map[string]any{"value": "C-7"},
 		"score": map[string]any{"type": "Long", "value": " 5000000000 "}, "rate": map[string]any{"type": "Double", "value": "1.5e2"},
 		"ok": map[string]any{"type": "boolean", "value": "TRUE"}, "items": map[string]any{"type": "Json", "value": "[1,2]"},
-		"at": map[string]any{"type": "Integer", "value": ""}}}
+		"at": map[string]any{"type": "Integer", "value": ""}, "due": map[string]any{"type": "String", "value": "2026-12-24"}}}
+	// A text field takes a string whatever its type name: an Integer
+	// "C-7" or "42" is the text as sent (verifier QA: it was refused).
+	good["variables"].(map[string]any)["crm_id"] = map[string]any{"type": "Integer", "value": "42"}
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", good))
 	out := f.occurrence(occ)["outputs"].(map[string]any)
+	if out["crm_id"] != "42" {
+		t.Errorf("crm_id %v, want the text \"42\" an Integer-typed string gave a text field", out["crm_id"])
+	}
 	if out["score"] != float64(5000000000) || out["rate"] != float64(150) || out["ok"] != true {
 		t.Fatalf("outputs %v, want score 5000000000, rate 150, ok true (the strings' values)", out)
 	}

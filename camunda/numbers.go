@@ -3,7 +3,6 @@ package camunda
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 )
@@ -27,11 +26,10 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 	}
 	v, err := strconv.ParseInt(text, 10, 64)
 	if err != nil || !isJSONInteger(text) {
-		what := "number " + text
 		if quoted {
-			what = "string " + strconv.Quote(text) + " (a string is read as the whole number it holds)"
+			return fmt.Errorf("must be a whole number (or a string holding one, as %q does not)", text)
 		}
-		return &json.UnmarshalTypeError{Value: what, Type: reflect.TypeFor[int64]()}
+		return fmt.Errorf("must be a whole number, not %s", text)
 	}
 	*n = jsonInt(v)
 	return nil

@@ -264,11 +264,17 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 	}
 	if value, set, ok, err := scalarFromString(kind, raw); ok {
 		// Camunda reads an Integer, Double or Boolean from a string
-		// holding one: the value is what the string holds.
-		if err != nil || !set {
-			return nil, false, err
+		// holding one, and an empty one as null. A text field takes any
+		// other string as it is, whatever its type name.
+		switch {
+		case err == nil && !set:
+			return nil, false, nil
+		case f.Type == contracts.TypeInteger || f.Type == contracts.TypeNumber || f.Type == contracts.TypeBoolean:
+			if err != nil {
+				return nil, false, err
+			}
+			raw = value
 		}
-		raw = value
 	}
 	if names, ok := typeNamesFor[f.Type]; ok && kind != "" && !slices.Contains(names, kind) && fitsJSON(f.Type, raw) {
 		// The value alone would pass (5 in an integer field), but a
