@@ -249,6 +249,9 @@ var emptyRefused = map[string]string{
 	"RELAIS_TLS_CERT_FILE": "RELAIS_TLS_CERT_FILE is set but empty: give the certificate's file, or unset the variable (and RELAIS_TLS_KEY_FILE) to serve cleartext HTTP",
 	"RELAIS_TLS_KEY_FILE":  "RELAIS_TLS_KEY_FILE is set but empty: give the private key's file, or unset the variable (and RELAIS_TLS_CERT_FILE) to serve cleartext HTTP",
 	"RELAIS_URL":           "RELAIS_URL is set but empty: give the server's URL, or unset the variable for the default http://127.0.0.1:8080",
+	"RELAIS_TOKEN":         "RELAIS_TOKEN is set but empty: give the token the command needs (a designer's or an admin's)",
+	"RELAIS_DATA_KEYS":     "RELAIS_DATA_KEYS is set but empty: give the data keys, or unset the variable (and give RELAIS_DATA_KEY_FILE, or neither on the embedded cluster, which keeps its own key file)",
+	"RELAIS_DATA_KEY_FILE": "RELAIS_DATA_KEY_FILE is set but empty: give the key file's path, or unset the variable (and give RELAIS_DATA_KEYS, or neither on the embedded cluster, which keeps its own key file)",
 }
 
 // emptyRefusal is the refusal of name set but empty.
@@ -258,7 +261,11 @@ func emptyRefusal(name string) string {
 	}
 	for _, s := range Settings {
 		if s.Env == name && s.Default != "" {
-			return fmt.Sprintf("%s is set but empty: give it a value, or unset the variable for the default %s", name, s.Default)
+			def := s.Default
+			if d, err := isoduration.Parse(def); err == nil && s.kind == kindDuration {
+				def = isoduration.Format(d) // as Relais writes durations back: PT1M, not PT60S
+			}
+			return fmt.Sprintf("%s is set but empty: give it a value, or unset the variable for the default %s", name, def)
 		}
 	}
 	return fmt.Sprintf("%s is set but empty: give it a value, or unset the variable to leave it out", name)

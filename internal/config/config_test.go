@@ -346,8 +346,11 @@ func TestEmptyVariablesAreRefused(t *testing.T) {
 		// it changes nothing.
 		{[]string{"RELAIS_DATA_KEYS=", "RELAIS_DATA_KEY_FILE=/run/keys"}, ServeVariables(), nil},
 		{[]string{"RELAIS_DATA_KEYS=", "RELAIS_DATA_KEY_FILE="}, AdminVariables(), []string{
-			"RELAIS_DATA_KEYS is set but empty: give it a value, or unset the variable to leave it out",
-			"RELAIS_DATA_KEY_FILE is set but empty: give it a value, or unset the variable to leave it out"}},
+			"RELAIS_DATA_KEYS is set but empty: give the data keys, or unset the variable (and give RELAIS_DATA_KEY_FILE, or neither on the embedded cluster, which keeps its own key file)",
+			"RELAIS_DATA_KEY_FILE is set but empty: give the key file's path, or unset the variable (and give RELAIS_DATA_KEYS, or neither on the embedded cluster, which keeps its own key file)"}},
+		// A duration's default as Relais writes durations back.
+		{[]string{"RELAIS_PULL_MAX_WAIT="}, ServeVariables(), []string{"RELAIS_PULL_MAX_WAIT is set but empty: give it a value, or unset the variable for the default PT1M"}},
+		{[]string{"RELAIS_TOKEN="}, ApplyVariables(), []string{"RELAIS_TOKEN is set but empty: give the token the command needs (a designer's or an admin's)"}},
 		// A command that does not read it.
 		{[]string{"RELAIS_LISTEN="}, AdminVariables(), nil},
 	} {
