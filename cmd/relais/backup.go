@@ -116,7 +116,7 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 		if cfg.DataKeys != "" || cfg.DataKeyFile != "" || db.embedded() {
 			fmt.Fprintf(stdout, "warning: %s do not open its sealed values (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", keysSource(cfg, db), err)
 		} else {
-			fmt.Fprintf(stdout, "warning: no data key is configured to open its sealed values (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", err)
+			fmt.Fprintf(stdout, "warning: its sealed values cannot be opened here (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", err)
 		}
 		return nil
 	}
