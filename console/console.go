@@ -21,6 +21,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -185,7 +186,9 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+			if !c.readForm(w, r) {
+				return
+			}
 			if !sameToken(r.PostFormValue(csrfField), sess.csrf) {
 				c.forbiddenForm(w, r)
 				return
@@ -424,6 +427,40 @@ func (c *Console) forbiddenForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.errorPage(w, r, http.StatusForbidden, title, msg)
+}
+
+// readForm reads a POST's form, at most maxFormBytes within the body's
+// deadline, and answers for it when it cannot: 413 for a form too large,
+// 408 for one that did not arrive in time, 400 for one that cannot be
+// read. Unread, its CSRF token read as missing and the operator was told
+// the form came from another session (or, once the connection's deadline
+// had cancelled the request, got a bare 499). The connection ends with
+// such an answer: the rest of the body is not read.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	err := r.ParseForm()
+	if err == nil {
+		return true
+	}
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	// The page is written whatever became of the request's context: the
+	// browser is still there, waiting for an answer.
+	r = r.WithContext(context.WithoutCancel(r.Context()))
+	ctx := r.Context()
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		c.errorPage(w, r, http.StatusRequestEntityTooLarge, T(ctx, "Form too large"),
+			T(ctx, "This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.", maxFormBytes>>10))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.errorPage(w, r, http.StatusRequestTimeout, T(ctx, "Form not received"),
+			T(ctx, "This form did not arrive in time: nothing was done. Send it again."))
+	default:
+		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Invalid request"), T(ctx, "This form could not be read: nothing was done. Send it again."))
+	}
+	return false
 }
 
 // serverError logs err and renders a generic error: details stay in logs.

@@ -374,6 +374,30 @@ func TestFormsRequireTheirCSRFToken(t *testing.T) {
 // A sign-in a browser posts from another origin is refused even with a
 // matching cookie and token: a host of the same site can plant the
 // cookie, and sign its victim into the attacker's session.
+// TestOversizedFormsAreTooLarge: a form above the console's limit is 413
+// saying so, nothing done; unread, its CSRF token read as missing and the
+// operator was told the form came from another session (security QA).
+func TestOversizedFormsAreTooLarge(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	env := f.env
+	b := signedIn(t, env.URL, "fr", env.Operator)
+	stop := "/console/instances/" + f.runInst + "/stop"
+	csrf := csrfOf(t, b.mustGet(stop, 200))
+	r := b.do("POST", stop, url.Values{"csrf": {csrf}, "reason": {strings.Repeat("x", 70<<10)}})
+	if r.status != http.StatusRequestEntityTooLarge || text(r, "page-title") != "Formulaire trop volumineux" || !strings.Contains(text(r, "error-message"), "dépasse 64 Kio") {
+		t.Errorf("a 70 KiB stop form: %d %q %q, want 413 saying the form is larger than 64 KiB", r.status, text(r, "page-title"), text(r, "error-message"))
+	}
+	if got := env.Must(200, "GET", "/api/v1/instances/"+f.runInst, env.Operator, nil).JSON(t)["status"]; got != "running" {
+		t.Fatalf("an oversized form stopped the instance: %v", got)
+	}
+	fresh := newBrowser(t, env.URL, "en")
+	form := fresh.mustGet("/console/sign-in", 200)
+	if r := fresh.do("POST", "/console/sign-in", url.Values{"csrf": {csrfOf(t, form)}, "token": {strings.Repeat("x", 70<<10)}}); r.status != http.StatusRequestEntityTooLarge || text(r, "page-title") != "Form too large" {
+		t.Errorf("a 70 KiB sign-in: %d %q, want 413", r.status, text(r, "page-title"))
+	}
+}
+
 func TestCrossOriginSignInIsRefused(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)

@@ -63,7 +63,7 @@ func (c *Console) signInView(w http.ResponseWriter, r *http.Request) signInView 
 		Chrome:     c.chrome(r, T(ctx, "Sign in"), ""),
 		Intro:      T(ctx, "Sign in with an operator, designer or administrator token."),
 		TokenLabel: T(ctx, "Token"),
-		TokenHint:  T(ctx, "The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity."),
+		TokenHint:  T(ctx, "The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most."),
 		Submit:     T(ctx, "Sign in"),
 		Action:     basePath + "/sign-in",
 		CSRF:       token,
@@ -74,7 +74,9 @@ func (c *Console) signInView(w http.ResponseWriter, r *http.Request) signInView 
 // signIn checks the token and opens a session (Post/Redirect/Get).
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if !c.readForm(w, r) {
+		return
+	}
 	want := ""
 	if ck, err := r.Cookie(signInCookie); err == nil {
 		want = ck.Value
