@@ -19,6 +19,13 @@ func (f *Facade) authenticate(lookup auth.Lookup) func(http.Handler) http.Handle
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p, err := principal(r, lookup)
 			if err != nil {
+				if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized && r.ProtoMajor == 1 && r.ContentLength != 0 {
+					// Refused without its body being read: closing the
+					// connection after the answer spares net/http reading
+					// what is left of it first (a client that never sends
+					// it would hold the answer until the body's deadline).
+					w.Header().Set("Connection", "close")
+				}
 				f.writeError(w, r, err)
 				return
 			}

@@ -104,4 +104,42 @@ func TestRequestBodiesAreBounded(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusOK {
 		t.Errorf("a handler answering after the bound, its body read: %v %v; want 200", res, err)
 	}
+
+	// The Camunda facade refuses an unknown token at once too (it waited
+	// for the body's deadline: net/http reads a small unread body before
+	// answering on a connection it keeps).
+	began := time.Now()
+	res, err = rawPost(t, srv.URL, "/engine-rest/external-task/fetchAndLock", "rls_not-a-token-at-all-0123456789", 100, `{"workerId":`, 5*time.Second)
+	if err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("facade, unknown token, body still owed: %v %v; want 401", res, err)
+	} else if took := time.Since(began); took >= bodyReadTimeout {
+		t.Errorf("facade, unknown token, body still owed: answered after %v; want at once", took)
+	}
+	// The worker protocol reads its body before its token: one that does
+	// not arrive is deadline_exceeded, saying so without the connection's
+	// addresses (it quoted "read tcp 127.0.0.1:…->127.0.0.1:…: i/o timeout").
+	body := rawPostBody(t, srv.URL, "/relais.worker.v1.WorkerService/Complete", token, 100, `{"occurrenceId":`, 5*time.Second)
+	if !strings.Contains(body, "deadline_exceeded") || !strings.Contains(body, "did not arrive within") || strings.Contains(body, "127.0.0.1") {
+		t.Errorf("worker protocol, body still owed: %s; want deadline_exceeded saying the body did not arrive, no address", body)
+	}
+}
+
+// rawPostBody is rawPost answering the response's body.
+func rawPostBody(t *testing.T, url, path, token string, length int, sent string, wait time.Duration) string {
+	t.Helper()
+	host := strings.TrimPrefix(url, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, host, token, length, sent)
+	_ = conn.SetReadDeadline(time.Now().Add(wait))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return err.Error()
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return fmt.Sprintf("%d %s", res.StatusCode, b)
 }

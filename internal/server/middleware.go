@@ -293,8 +293,18 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.lifted = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The connection's error names both ends' addresses, which a
+		// route that shows its reading error (the worker protocol's
+		// deadline_exceeded) would pass on to the client.
+		err = errBodyTimeout
+	}
 	return n, err
 }
+
+// errBodyTimeout is a body's read past bodyReadTimeout, as a client may
+// read it; it is os.ErrDeadlineExceeded to errors.Is.
+var errBodyTimeout = fmt.Errorf("the request body did not arrive within %s of the request: %w", bodyReadTimeout, os.ErrDeadlineExceeded)
 
 // strictBodies reads the body of every write request and refuses, before
 // any route sees it, one above maxBytes (413 body_too_large) or one that
