@@ -143,3 +143,20 @@ func rawPostBody(t *testing.T, url, path, token string, length int, sent string,
 	b, _ := io.ReadAll(res.Body)
 	return fmt.Sprintf("%d %s", res.StatusCode, b)
 }
+
+// The worker protocol's answers carry the REST answers' hardening: a
+// Subscribe delivers secrets in clear, and gRPC-Web's clients are
+// browsers (security QA).
+func TestWorkerProtocolAnswersAreNotStoredOrSniffed(t *testing.T) {
+	t.Parallel()
+	srv, _ := bodyServer(t)
+	res, err := http.Post(srv.URL+"/relais.worker.v1.WorkerService/Complete", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.Header.Get("Cache-Control") != "no-store" || res.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("worker protocol answer %d: Cache-Control %q, X-Content-Type-Options %q; want no-store, nosniff", res.StatusCode,
+			res.Header.Get("Cache-Control"), res.Header.Get("X-Content-Type-Options"))
+	}
+}

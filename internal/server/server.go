@@ -188,6 +188,9 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
 	// at the paths their clients call; each call authenticates itself.
 	for path, h := range streams.Handlers() {
+		// As the REST answers: a Subscribe delivers secrets in clear, and
+		// gRPC-Web's clients are browsers.
+		h = noSniff(noStore(h))
 		if stream.Settles(path) {
 			// Settled as the REST routes are, cut short alike; a stream
 			// has its own heartbeats.
