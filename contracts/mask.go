@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -413,6 +414,9 @@ func protectedValue(v any, f Field, parent Classification, seen map[string]bool)
 	class := MaxClass(parent, f.Classification)
 	if class.Rank() > 0 {
 		leaves(v, seen)
+		if s, ok := v.(string); ok && f.Type == TypeDatetime {
+			datetimeParts(s, seen)
+		}
 		return
 	}
 	switch f.Type {
@@ -426,6 +430,23 @@ func protectedValue(v any, f Field, parent Classification, seen map[string]bool)
 				protectedValue(item, *f.Items, class, seen)
 			}
 		}
+	}
+}
+
+// datetimeParts adds a protected date-time's date and time of day
+// (2026-03-04 and 05:06:07 of 2026-03-04T05:06:07Z) as values of their
+// own: a message writes them apart as often as whole ("when 2026-03-04
+// 05:06:07"), and either alone was kept.
+func datetimeParts(s string, seen map[string]bool) {
+	if len(s) < len("2006-01-02T15:04:05") || s[10] != 'T' && s[10] != 't' && s[10] != ' ' {
+		return
+	}
+	if _, err := time.Parse(time.DateOnly, s[:10]); err != nil {
+		return
+	}
+	seen[s[:10]] = true
+	if _, err := time.Parse(time.TimeOnly, s[11:19]); err == nil {
+		seen[s[11:19]] = true
 	}
 }
 

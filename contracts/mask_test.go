@@ -239,6 +239,23 @@ func TestProtectedStringsAndScrub(t *testing.T) {
 	}
 }
 
+// A protected date-time's date and time of day are protected apart too:
+// a message writes them so as often as whole (security QA: "when
+// 2026-03-04 05:06:07" kept the time).
+func TestProtectedDatetimeParts(t *testing.T) {
+	t.Parallel()
+	c := mustParseContract(t, `{"fields":[{"name":"at","type":"datetime","classification":"sensitive"},{"name":"seen","type":"datetime"}]}`)
+	ps := c.ProtectedStrings([]byte(`{"at":"2026-03-04T05:06:07Z","seen":"2026-01-02T10:11:12Z"}`))
+	for _, msg := range []string{"when 2026-03-04 05:06:07", "at 05:06:07 on 2026-03-04", "2026-03-04T05:06:07Z"} {
+		if got := Scrub(msg, ps); strings.Contains(got, "05:06") || strings.Contains(got, "03-04") {
+			t.Errorf("Scrub(%q) = %q: a part of the protected date-time is left", msg, got)
+		}
+	}
+	if got := Scrub("seen 2026-01-02 10:11:12", ps); got != "seen 2026-01-02 10:11:12" {
+		t.Errorf("a normal date-time was scrubbed: %q", got)
+	}
+}
+
 // A service that quotes a protected value in its own JSON or URL escapes
 // it: Python's json.dumps writes é as \u00e9 and Ω as \u03a9, Go's writes
 // < as \u003c, PHP's writes / as \/, a URL percent-encodes. Every such
