@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -122,8 +123,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		opts.Limits = DefaultLimits()
 	}
 	if opts.Replica == "" {
-		host, _ := os.Hostname()
-		opts.Replica = cmp.Or(host, "relais") + "-" + strconv.Itoa(os.Getpid())
+		opts.Replica = DefaultReplica
 	}
 	schemas := contracts.NewCache()
 	e := &Engine{pool: pool, q: queries.New(pool), hot: hotQueries(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
@@ -140,6 +140,23 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 
 // Replica is the name this process has in the worker catalog.
 func (e *Engine) Replica() string { return e.replica }
+
+// DefaultReplica names this process as a replica when Options gives no
+// name: its host and process id (host-4242). A process that is its
+// container's first (pid 1) adds four random hex digits (host-1-9f3a):
+// containers that share their host's name (host networking) would
+// otherwise share one name, in the worker catalog and in the retention
+// settings each replica notes.
+var DefaultReplica = replicaName(os.Hostname, os.Getpid())
+
+func replicaName(hostname func() (string, error), pid int) string {
+	host, _ := hostname()
+	name := cmp.Or(host, "relais") + "-" + strconv.Itoa(pid)
+	if pid == 1 {
+		name += fmt.Sprintf("-%04x", rand.N(1<<16))
+	}
+	return name
+}
 
 // at is the time to pass as a statement's now parameter: the injected clock's,
 // or nil for the database's own (statements read coalesce(now, now())), so

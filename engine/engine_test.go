@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -596,5 +597,27 @@ func TestTaggedClaimIsAskedAgain(t *testing.T) {
 	}
 	if again := claim(true, 4); len(again) != 4 {
 		t.Errorf("after the withdrawn replay, %d claimable, want the 4 handed back", len(again))
+	}
+}
+
+// A replica is named by its host and process id; the first process of a
+// container (pid 1) adds random digits, since containers on one host's
+// network share its name (verifier QA).
+func TestReplicaNames(t *testing.T) {
+	t.Parallel()
+	host := func() (string, error) { return "box", nil }
+	if got := replicaName(host, 4242); got != "box-4242" {
+		t.Errorf("replicaName(box, 4242) = %q, want box-4242", got)
+	}
+	seen := map[string]bool{}
+	for range 20 {
+		name := replicaName(host, 1)
+		if !regexp.MustCompile(`^box-1-[0-9a-f]{4}$`).MatchString(name) {
+			t.Fatalf("replicaName(box, 1) = %q, want box-1-xxxx", name)
+		}
+		seen[name] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("20 pid-1 names were all %v: want them apart", seen)
 	}
 }

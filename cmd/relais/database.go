@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -638,8 +637,7 @@ func withheldParseError(url string, err error) error {
 // engine's default replica name (host and process id), within the 63
 // bytes PostgreSQL keeps.
 func applicationName() string {
-	host, _ := os.Hostname()
-	name := "relais " + cmp.Or(host, "relais") + "-" + strconv.Itoa(os.Getpid())
+	name := "relais " + engine.DefaultReplica
 	if len(name) > 63 {
 		name = name[:63]
 	}
