@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/queries"
 )
@@ -202,3 +205,21 @@ func retentionText(d time.Duration) string {
 	}
 	return formatDuration(d)
 }
+
+// ForgetRetentionNotes forgets every replica's noted retention setting on
+// a database at schemaVersion: a restored backup's are those of the
+// replicas it was taken from, which do not run on it (their longer
+// settings would hold its deletions back for a day). A schema older than
+// the notes (before migration 36) has none.
+func ForgetRetentionNotes(ctx context.Context, pool *pgxpool.Pool, schemaVersion int) error {
+	if schemaVersion < retentionNotesSchema {
+		return nil
+	}
+	if err := queries.New(pool).RetentionForget(ctx); err != nil {
+		return fmt.Errorf("forget the retention notes: %w", err)
+	}
+	return nil
+}
+
+// retentionNotesSchema is the migration that made retention_settings.
+const retentionNotesSchema = 36

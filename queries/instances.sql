@@ -377,3 +377,8 @@ select s.replica, s.retention_seconds, s.noted_at >= now() - make_interval(secs 
 from retention_settings s
 where s.noted_at >= now() - make_interval(secs => @remember_seconds::bigint) and s.replica <> @replica::text
 order by s.replica;
+
+-- name: RetentionForget :exec
+-- Forgets every replica's noted retention (a restored backup's are its
+-- source's replicas').
+delete from retention_settings;

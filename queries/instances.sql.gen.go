@@ -1065,6 +1065,17 @@ func (q *Queries) InstanceResume(ctx context.Context, id uuid.UUID) (int64, erro
 	return result.RowsAffected(), nil
 }
 
+const retentionForget = `-- name: RetentionForget :exec
+delete from retention_settings
+`
+
+// Forgets every replica's noted retention (a restored backup's are its
+// source's replicas').
+func (q *Queries) RetentionForget(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, retentionForget)
+	return err
+}
+
 const retentionNote = `-- name: RetentionNote :many
 with noted as (
     insert into retention_settings (replica, retention_seconds, noted_at)

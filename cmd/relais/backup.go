@@ -214,6 +214,9 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return err
 	}
+	if err := engine.ForgetRetentionNotes(ctx, db.pool, restored); err != nil {
+		return fmt.Errorf("%s restored (schema version %d), but: %w", file, restored, err)
+	}
 	if _, err := loadKeys(ctx, cfg, configured, db, logger); err != nil {
 		return fmt.Errorf("%s restored (schema version %d), but serve will refuse to start on it: %w", file, restored, err)
 	}

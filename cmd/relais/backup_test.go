@@ -72,6 +72,19 @@ func TestBackupAndRestore(t *testing.T) {
 	if err != nil || !strings.Contains(out, "schema version") || !strings.Contains(out, "open its sealed values") {
 		t.Fatalf("restore: %q %v", out, err)
 	}
+	// The source's replicas noted their retention (the serve above); they
+	// do not run on the restored database, whose deletions they would
+	// hold back for a day.
+	var notes int
+	if pool, err := pgxpool.New(context.Background(), target["RELAIS_DATABASE_URL"]); err != nil {
+		t.Fatal(err)
+	} else {
+		err = pool.QueryRow(context.Background(), "select count(*) from retention_settings").Scan(&notes)
+		pool.Close()
+		if err != nil || notes != 0 {
+			t.Errorf("the restored database keeps %d retention notes (%v), want none", notes, err)
+		}
+	}
 	list, err := relais(target, "token", "list")
 	if err != nil || !strings.Contains(list, "ops") || !strings.Contains(list, "bootstrap") {
 		t.Errorf("token list of the restored database: %q %v; want bootstrap and ops", list, err)
