@@ -50,6 +50,14 @@ func TestFreeTextBounds(t *testing.T) {
 		{"consumer name", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": huge, "grants": []any{}}, 400, "/name"},
 		{"consumer name at its maximum", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": strings.Repeat("c", 200), "grants": []any{}}, 201, ""},
 		{"token name", "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": huge, "role": "operator"}, 400, "/name"},
+		// Read as an actor in the audit log and filtered by exactly, or
+		// listed in the worker catalog: a name nobody could read or type
+		// again names nobody.
+		{"blank consumer name", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "  ", "grants": []any{}}, 400, "/name"},
+		{"consumer name with a line break and a direction mark", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "evil\nname\u202e", "grants": []any{}}, 400, "/name"},
+		{"consumer name with a trailing space", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm ", "grants": []any{}}, 400, "/name"},
+		{"token name with a bell and a tab", "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ops\u0007\t", "role": "operator"}, 400, "/name"},
+		{"token name with accents and spaces", "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "équipe de nuit", "role": "operator"}, 201, ""},
 		{"release notes", "POST", "/api/v1/definitions/" + key + "/releases", env.Designer, map[string]any{"name": "r1", "revision": 1, "notes": strings.Repeat("n", 10_001)}, 400, "/notes"},
 		{"release name", "POST", "/api/v1/definitions/" + key + "/releases", env.Designer, map[string]any{"name": huge, "revision": 1}, 400, "/name"},
 		{"destination url", "PUT", "/api/v1/destinations/d1", env.Admin, map[string]any{"url": "https://x.example/" + strings.Repeat("p", 2048), "max_timeout": "PT1S"}, 400, "/url"},

@@ -133,11 +133,8 @@ func toInts(in []int32) []int {
 // shown this once.
 func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant) (Consumer, string, error) {
 	var named []fault.FieldError
-	switch {
-	case name == "":
-		named = append(named, fault.FieldError{Path: "/name", Message: "is required"})
-	case len(name) > MaxConsumerName:
-		named = append(named, tooLong("/name", MaxConsumerName))
+	if msg := NameProblem(name, MaxConsumerName); msg != "" {
+		named = append(named, fault.FieldError{Path: "/name", Message: msg})
 	}
 	granted, err := e.grantProblems(ctx, grants)
 	switch {

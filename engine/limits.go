@@ -65,6 +65,31 @@ func WorkerIDProblem(id string) string {
 	return ""
 }
 
+// NameProblem says what is wrong with a consumer's or a staff token's
+// name, or "": 1 to maxBytes bytes, not blank, without white space around
+// it or control and format characters. The audit log shows a staff
+// token's name as its actor, and filters by it exactly; the worker
+// catalog and the console show a consumer's: a name nobody could read or
+// type again names nobody (API client QA: "evil\nname\u202e" and a blank
+// name were taken).
+func NameProblem(name string, maxBytes int) string {
+	switch {
+	case name == "":
+		return "is required"
+	case len(name) > maxBytes:
+		return fmt.Sprintf("is longer than %d bytes", maxBytes)
+	case !utf8.ValidString(name):
+		return "must be UTF-8"
+	case strings.TrimSpace(name) == "":
+		return "must not be blank"
+	case strings.TrimSpace(name) != name:
+		return "must not begin or end with white space"
+	case strings.ContainsFunc(name, Invisible):
+		return "must not hold control or format characters (a line break, a tab, a zero-width space, a direction mark)"
+	}
+	return ""
+}
+
 // tooLong is the problem of a free-text field over its documented maximum.
 // Lengths are counted in bytes of UTF-8, the unit PostgreSQL's index rows
 // are bounded in.

@@ -86,12 +86,8 @@ func (e *Engine) touchToken(ctx context.Context, id int64) {
 // /name, or nil: a surface that checks the rest of a request reports it
 // with the other problems.
 func TokenNameProblem(name string) *fault.FieldError {
-	switch {
-	case name == "":
-		return &fault.FieldError{Path: "/name", Message: "is required"}
-	case len(name) > MaxTokenName:
-		fe := tooLong("/name", MaxTokenName)
-		return &fe
+	if msg := NameProblem(name, MaxTokenName); msg != "" {
+		return &fault.FieldError{Path: "/name", Message: msg}
 	}
 	return nil
 }
