@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -207,6 +208,12 @@ func ifMatch(r *http.Request) ([]string, error) {
 	}
 	if len(digests) == 0 {
 		return nil, fault.New(fault.BadRequest, "invalid_request", "If-Match is empty: give the Working's digest (working_digest), quoted, or leave the header out")
+	}
+	if !slices.ContainsFunc(digests, func(d string) bool { return d != "" }) {
+		// Told apart from a Working changed meanwhile, which the engine's
+		// refusal would say: the digest may well be the current one.
+		return nil, fault.New(fault.PreconditionFailed, "working_changed",
+			"If-Match names weak tags only (W/…), which never match: If-Match compares strongly (RFC 9110); send the Working's digest without W/")
 	}
 	return digests, nil
 }
