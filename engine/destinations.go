@@ -50,7 +50,10 @@ func IsDestinationName(name string) bool { return destinationNamePattern.MatchSt
 var reservedHeaders = map[string]bool{"Content-Type": true, "Content-Length": true, "Idempotency-Key": true, "Host": true,
 	"Relais-Attempt": true, "Relais-Signature": true,
 	"Accept": true, "User-Agent": true,
-	"Connection": true, "Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true}
+	// Set, it turns the transport's decompression off: a gzip answer
+	// would be read as compressed bytes (push QA).
+	"Accept-Encoding": true,
+	"Connection":      true, "Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true}
 
 func destinationFromRow(row queries.Destination) Destination {
 	names := append([]string{}, row.HeaderNames...)

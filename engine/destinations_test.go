@@ -167,7 +167,10 @@ func TestConcurrentPutsOfOneDestinationReportWhatEachDid(t *testing.T) {
 func TestDestinationRefusesWhatACallWouldNotSend(t *testing.T) {
 	t.Parallel()
 	spec := DestinationSpec{Name: "hook", URL: "https://hooks.example/in", MaxTimeout: time.Second,
-		Headers: map[string]string{"x-a": "lower", "X-A": "upper", "Accept": "text/csv", "User-Agent": "mine", "Content-Type": "text/plain", "X-Fine": "ok"}}
+		Headers: map[string]string{"x-a": "lower", "X-A": "upper", "Accept": "text/csv", "User-Agent": "mine", "Content-Type": "text/plain", "X-Fine": "ok",
+			// Set, it turns the transport's decompression off: gzip
+			// answers read as bytes (push QA).
+			"Accept-Encoding": "gzip"}}
 	_, err := spec.validate()
 	fe, ok := fault.As(err)
 	if !ok || fe.Code != "invalid_destination" {
@@ -177,13 +180,13 @@ func TestDestinationRefusesWhatACallWouldNotSend(t *testing.T) {
 	for _, e := range fe.Errors {
 		got[e.Path] = e.Message
 	}
-	for _, path := range []string{"/headers/Accept", "/headers/User-Agent", "/headers/Content-Type", "/headers/x-a"} {
+	for _, path := range []string{"/headers/Accept", "/headers/User-Agent", "/headers/Content-Type", "/headers/x-a", "/headers/Accept-Encoding"} {
 		if got[path] == "" {
 			t.Errorf("no refusal at %s in %v", path, fe.Errors)
 		}
 	}
-	if len(fe.Errors) != 4 {
-		t.Errorf("refusals %v, want exactly those four", fe.Errors)
+	if len(fe.Errors) != 5 {
+		t.Errorf("refusals %v, want exactly those five", fe.Errors)
 	}
 	// A value net/http would refuse to send (every call failing
 	// connection_failed) names the character, never the value.

@@ -85,32 +85,45 @@ func TestPushOutcomes(t *testing.T) {
 		handler  http.HandlerFunc
 		url      string // overrides the local server
 		wantCode string // "" means completed
+		wantMsg  string // in the occurrence's error message, when set
 	}{
-		{"200 valid", ok, "", ""},
-		{"503", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, "", "destination_http_503"},
-		{"invalid JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"outputs": {`) }, "", "invalid_outputs"},
+		{"200 valid", ok, "", "", ""},
+		{"503", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, "", "destination_http_503", ""},
+		{"invalid JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"outputs": {`) }, "", "invalid_outputs", ""},
 		{"outputs violate the contract", func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, `{"outputs": {"score": 420, "band": "low"}}`)
-		}, "", "invalid_outputs"},
+		}, "", "invalid_outputs", ""},
 		{"sleeps past the budget", func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-time.After(3 * time.Second):
 			case <-r.Context().Done():
 			}
 			ok(w, r)
-		}, "", "deadline_exceeded"},
+		}, "", "deadline_exceeded", ""},
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://example.invalid/", http.StatusFound)
-		}, "", "destination_http_302"},
-		{"connection refused", nil, refusedURL, "connection_failed"},
+		}, "", "destination_http_302", ""},
+		{"connection refused", nil, refusedURL, "connection_failed", ""},
 		// The destination had the whole request: it may have acted on it.
 		{"answer cut short", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "100")
 			fmt.Fprint(w, `{"outputs": {"sco`)
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler)
-		}, "", "outcome_unknown"},
-		{"connection closed unanswered", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) }, "", "outcome_unknown"},
+		}, "", "outcome_unknown", ""},
+		{"connection closed unanswered", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) }, "", "outcome_unknown", ""},
+		// Arrived whole, but not the gzip it says: the destination's
+		// fault, not an answer lost (push QA).
+		{"gzip that is not", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			fmt.Fprint(w, `{"outputs": {"score": 42, "band": "low"}}`)
+		}, "", "invalid_outputs", "Content-Encoding: gzip but is not valid gzip"},
+		// Relais retries nothing: the message keeps when the destination
+		// asked to be called again.
+		{"429 with Retry-After", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}, "", "destination_http_429", `asking to be called again after "30" (Retry-After)`},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,6 +155,9 @@ func TestPushOutcomes(t *testing.T) {
 			} else {
 				if got["status"] != "failed" || occ["error_code"] != tt.wantCode {
 					t.Fatalf("instance %v, occurrence code %v (%v); want failed with %s", got["status"], occ["error_code"], occ["error_message"], tt.wantCode)
+				}
+				if msg, _ := occ["error_message"].(string); !strings.Contains(msg, tt.wantMsg) {
+					t.Errorf("error message %q; want it to say %q", msg, tt.wantMsg)
 				}
 				// An operator reading the log sees the failure (its code,
 				// never what the destination answered).

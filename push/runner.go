@@ -6,6 +6,7 @@ package push
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -85,13 +86,9 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 		Transport: &http.Transport{
 			// Calls go where the destination says, never through an
 			// environment proxy.
-			Proxy:               nil,
-			DialContext:         countingDial((&net.Dialer{KeepAlive: 30 * time.Second}).DialContext),
-			MaxIdleConnsPerHost: cfg.Concurrency,
-			// Below the keep-alive of common servers (Node's and Apache's
-			// 5 s): a connection the destination closes while it sits idle
-			// races the next call, whose outcome is then unknown when its
-			// request was written before the close was seen.
+			Proxy:                 nil,
+			DialContext:           countingDial((&net.Dialer{KeepAlive: 30 * time.Second}).DialContext),
+			MaxIdleConnsPerHost:   cfg.Concurrency,
 			IdleConnTimeout:       idleConnTimeout,
 			TLSHandshakeTimeout:   process.HardMaxPushTimeout,
 			ResponseHeaderTimeout: process.HardMaxPushTimeout,
@@ -374,6 +371,11 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, r.cfg.MaxResponseBytes+1))
+	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) {
+		// An answer that arrived but says gzip and is none (or fails its
+		// checksum): the destination's fault, not an answer lost.
+		return engine.PushResult{ErrorCode: engine.CodeInvalidOutputs, Message: "the response says Content-Encoding: gzip but is not valid gzip (" + err.Error() + `); a destination answers {"outputs": {...}}`}
+	}
 	if err != nil {
 		// The destination answered: it had the whole request.
 		return transportFailure(ctx, err, budget, true)
@@ -382,6 +384,12 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 		msg := fmt.Sprintf("the destination answered %d: %s", res.StatusCode, snippet(data))
 		if to := redirectHost(res); to != "" {
 			msg = fmt.Sprintf("the destination answered %d, a redirect to %s (Relais follows none: register the URL it redirects to): %s", res.StatusCode, to, snippet(data))
+		}
+		if wait := res.Header.Get("Retry-After"); wait != "" && (res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable) {
+			// Relais retries nothing by itself: whoever retries the
+			// occurrence reads when the destination asked to be called
+			// again.
+			msg = fmt.Sprintf("the destination answered %d, asking to be called again after %.40q (Retry-After): %s", res.StatusCode, wait, snippet(data))
 		}
 		return engine.PushResult{ErrorCode: engine.CodeDestinationHTTP + strconv.Itoa(res.StatusCode), Message: msg}
 	}
@@ -458,8 +466,13 @@ func (r *Runner) exchange(ctx context.Context, c engine.PushCall, body []byte) (
 	}
 }
 
-// idleConnTimeout is how long a push connection is kept for the next call.
-const idleConnTimeout = 3 * time.Second
+// idleConnTimeout is how long a push connection is kept for the next call:
+// under the keep-alive of common servers (gunicorn's 2 s, Node's and
+// Apache's 5 s). A connection the destination closes while it sits idle
+// races the next call, whose outcome is then unknown when its request
+// was written before the close was seen (3 s here made a gunicorn
+// destination's calls outcome_unknown now and then: push QA).
+const idleConnTimeout = time.Second
 
 // countingConn is a destination connection that counts the bytes it wrote
 // to the network and the writes that failed: how exchange tells a request
