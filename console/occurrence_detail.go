@@ -14,6 +14,7 @@ import (
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // fact is one labelled value of a detail page.
@@ -488,13 +489,35 @@ func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurren
 			if !retryable {
 				return T(ctx, "The destination did not answer within the call’s timeout: it may have acted all the same.")
 			}
-			if o.Timeout != nil {
-				return T(ctx, "The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.", formatDuration(ctx, *o.Timeout))
+			if budget, ok := callBudget(msg, o.Timeout); ok {
+				return T(ctx, "The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.", formatDuration(ctx, budget))
 			}
 			return T(ctx, "The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.")
 		}
 	}
 	return errorCodeMeaning(ctx, code)
+}
+
+// callBudget is the budget a push call that timed out had: the one its
+// message names (the runner's "within the budget of PT2S"), which a
+// destination's max_timeout lowered below the node's timeout may have
+// made shorter than it (push QA: the page said 5 seconds of a call cut at
+// 2), else the node's timeout.
+func callBudget(msg string, timeout *time.Duration) (time.Duration, bool) {
+	const lead = "within the budget of "
+	if i := strings.Index(msg, lead); i >= 0 {
+		rest := msg[i+len(lead):]
+		if end := strings.IndexAny(rest, " :;,)"); end >= 0 {
+			rest = rest[:end]
+		}
+		if d, err := isoduration.Parse(rest); err == nil {
+			return d, true
+		}
+	}
+	if timeout != nil {
+		return *timeout, true
+	}
+	return 0, false
 }
 
 // errorCodeMeaning explains the error codes Relais makes; a worker's own
