@@ -53,6 +53,23 @@ func bodyServer(t *testing.T) (*httptest.Server, string) {
 // bytes and sends only sent of it, then reads the answer within wait.
 func rawPost(t *testing.T, url, path, token string, length int, sent string, wait time.Duration) (*http.Response, error) {
 	t.Helper()
+	res, _, err := rawExchange(t, url, path, token, length, sent, wait)
+	return res, err
+}
+
+// rawPostBody is rawPost answering the response's status and body, or
+// the error reading it.
+func rawPostBody(t *testing.T, url, path, token string, length int, sent string, wait time.Duration) string {
+	t.Helper()
+	res, body, err := rawExchange(t, url, path, token, length, sent, wait)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d %s", res.StatusCode, body)
+}
+
+func rawExchange(t *testing.T, url, path, token string, length int, sent string, wait time.Duration) (*http.Response, []byte, error) {
+	t.Helper()
 	host := strings.TrimPrefix(url, "http://")
 	conn, err := net.Dial("tcp", host)
 	if err != nil {
@@ -62,11 +79,12 @@ func rawPost(t *testing.T, url, path, token string, length int, sent string, wai
 	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, host, token, length, sent)
 	_ = conn.SetReadDeadline(time.Now().Add(wait))
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err == nil {
-		_, _ = io.ReadAll(res.Body)
-		res.Body.Close()
+	if err != nil {
+		return nil, nil, err
 	}
-	return res, err
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res, body, nil
 }
 
 // The bounds on request bodies, with bodyReadTimeout shortened: an unknown
@@ -122,26 +140,6 @@ func TestRequestBodiesAreBounded(t *testing.T) {
 	if !strings.Contains(body, "deadline_exceeded") || !strings.Contains(body, "did not arrive within") || strings.Contains(body, "127.0.0.1") {
 		t.Errorf("worker protocol, body still owed: %s; want deadline_exceeded saying the body did not arrive, no address", body)
 	}
-}
-
-// rawPostBody is rawPost answering the response's body.
-func rawPostBody(t *testing.T, url, path, token string, length int, sent string, wait time.Duration) string {
-	t.Helper()
-	host := strings.TrimPrefix(url, "http://")
-	conn, err := net.Dial("tcp", host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, host, token, length, sent)
-	_ = conn.SetReadDeadline(time.Now().Add(wait))
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return err.Error()
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return fmt.Sprintf("%d %s", res.StatusCode, b)
 }
 
 // The worker protocol's answers carry the REST answers' hardening: a
