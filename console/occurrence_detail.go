@@ -490,7 +490,8 @@ func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurren
 				return T(ctx, "The destination did not answer within the call’s timeout: it may have acted all the same.")
 			}
 			if budget, ok := callBudget(msg, o.Timeout); ok {
-				return T(ctx, "The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.", formatDuration(ctx, budget))
+				timeout := formatDuration(ctx, budget)
+				return T(ctx, "The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.", timeout)
 			}
 			return T(ctx, "The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.")
 		}
