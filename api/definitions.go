@@ -212,7 +212,9 @@ func ifMatch(r *http.Request) ([]string, error) {
 	if !slices.ContainsFunc(digests, func(d string) bool { return d != "" }) {
 		// Told apart from a Working changed meanwhile, which the engine's
 		// refusal would say: the digest may well be the current one.
-		return nil, fault.New(fault.PreconditionFailed, "working_changed",
+		// Not working_changed: a client acting on the code would read the
+		// Working again and send the same weak tag for ever.
+		return nil, fault.New(fault.BadRequest, "invalid_request",
 			"If-Match names weak tags only (W/…), which never match: If-Match compares strongly (RFC 9110); send the Working's digest without W/")
 	}
 	return digests, nil

@@ -57,6 +57,8 @@ func TestFreeTextBounds(t *testing.T) {
 		{"consumer name with a line break and a direction mark", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "evil\nname\u202e", "grants": []any{}}, 400, "/name"},
 		{"consumer name with a trailing space", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm ", "grants": []any{}}, 400, "/name"},
 		{"token name with a bell and a tab", "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ops\u0007\t", "role": "operator"}, 400, "/name"},
+		{"token name with a line separator", "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ab\u2028c", "role": "operator"}, 400, "/name"},
+		{"consumer name with a paragraph separator", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "ab\u2029c", "grants": []any{}}, 400, "/name"},
 		{"token name with accents and spaces", "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "équipe de nuit", "role": "operator"}, 201, ""},
 		{"release notes", "POST", "/api/v1/definitions/" + key + "/releases", env.Designer, map[string]any{"name": "r1", "revision": 1, "notes": strings.Repeat("n", 10_001)}, 400, "/notes"},
 		{"release name", "POST", "/api/v1/definitions/" + key + "/releases", env.Designer, map[string]any{"name": huge, "revision": 1}, 400, "/name"},

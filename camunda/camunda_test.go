@@ -1123,6 +1123,8 @@ func TestScalarsGivenAsStrings(t *testing.T) {
 		`/retries must be a whole number (or a string holding one, as "two" does not)`)
 	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": 1.5}), 400, "InvalidRequestException",
 		"/newDuration must be a whole number, not 1.5")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": json.Number("99999999999999999999")}), 400, "InvalidRequestException",
+		"/newDuration is out of range")
 	// A retryable failure with its numbers as strings, then the next run
 	// completes with every scalar as a string.
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "errorMessage": "down", "retries": "2", "retryTimeout": "0"}))

@@ -3,6 +3,7 @@ package camunda
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -25,6 +26,9 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 		text, quoted = strings.TrimSpace(s), true
 	}
 	v, err := strconv.ParseInt(text, 10, 64)
+	if err != nil && isJSONInteger(text) {
+		return fmt.Errorf("is out of range: at most %d", int64(math.MaxInt64))
+	}
 	if err != nil || !isJSONInteger(text) {
 		if quoted {
 			return fmt.Errorf("must be a whole number (or a string holding one, as %q does not)", text)

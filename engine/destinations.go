@@ -53,7 +53,10 @@ var reservedHeaders = map[string]bool{"Content-Type": true, "Content-Length": tr
 	// Set, it turns the transport's decompression off: a gzip answer
 	// would be read as compressed bytes (push QA).
 	"Accept-Encoding": true,
-	"Connection":      true, "Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true}
+	// The body Relais sends is never encoded: a destination that honoured
+	// it would refuse or garble every call (verifier QA).
+	"Content-Encoding": true,
+	"Connection":       true, "Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true}
 
 func destinationFromRow(row queries.Destination) Destination {
 	names := append([]string{}, row.HeaderNames...)

@@ -170,7 +170,7 @@ func TestDestinationRefusesWhatACallWouldNotSend(t *testing.T) {
 		Headers: map[string]string{"x-a": "lower", "X-A": "upper", "Accept": "text/csv", "User-Agent": "mine", "Content-Type": "text/plain", "X-Fine": "ok",
 			// Set, it turns the transport's decompression off: gzip
 			// answers read as bytes (push QA).
-			"Accept-Encoding": "gzip"}}
+			"Accept-Encoding": "gzip", "Content-Encoding": "gzip"}}
 	_, err := spec.validate()
 	fe, ok := fault.As(err)
 	if !ok || fe.Code != "invalid_destination" {
@@ -180,13 +180,13 @@ func TestDestinationRefusesWhatACallWouldNotSend(t *testing.T) {
 	for _, e := range fe.Errors {
 		got[e.Path] = e.Message
 	}
-	for _, path := range []string{"/headers/Accept", "/headers/User-Agent", "/headers/Content-Type", "/headers/x-a", "/headers/Accept-Encoding"} {
+	for _, path := range []string{"/headers/Accept", "/headers/User-Agent", "/headers/Content-Type", "/headers/x-a", "/headers/Accept-Encoding", "/headers/Content-Encoding"} {
 		if got[path] == "" {
 			t.Errorf("no refusal at %s in %v", path, fe.Errors)
 		}
 	}
-	if len(fe.Errors) != 5 {
-		t.Errorf("refusals %v, want exactly those five", fe.Errors)
+	if len(fe.Errors) != 6 {
+		t.Errorf("refusals %v, want exactly those six", fe.Errors)
 	}
 	// A value net/http would refuse to send (every call failing
 	// connection_failed) names the character, never the value.

@@ -628,7 +628,11 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 
 // Invisible reports a control or format character (a byte order mark, a
 // zero-width space): one no filter typed by hand would hold.
-func Invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
+func Invisible(r rune) bool {
+	// U+2028 and U+2029 (Zl, Zp) break lines as a control character does
+	// in browsers, JavaScript and log viewers.
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+}
 
 // PinMatched narrows f to the instances that matched it at at, the moment
 // a bulk action's count was read: created before it, and held before it

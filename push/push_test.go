@@ -123,7 +123,7 @@ func TestPushOutcomes(t *testing.T) {
 		{"429 with Retry-After", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "30")
 			w.WriteHeader(http.StatusTooManyRequests)
-		}, "", "destination_http_429", `asking to be called again after "30" (Retry-After)`},
+		}, "", "destination_http_429", `asking to be called again after 30 seconds (Retry-After)`},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

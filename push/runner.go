@@ -389,7 +389,11 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 			// Relais retries nothing by itself: whoever retries the
 			// occurrence reads when the destination asked to be called
 			// again.
-			msg = fmt.Sprintf("the destination answered %d, asking to be called again after %.40q (Retry-After): %s", res.StatusCode, wait, snippet(data))
+			after := fmt.Sprintf("%.40q (Retry-After)", wait)
+			if secs, err := strconv.Atoi(strings.TrimSpace(wait)); err == nil && secs >= 0 {
+				after = fmt.Sprintf("%d seconds (Retry-After)", secs)
+			}
+			msg = fmt.Sprintf("the destination answered %d, asking to be called again after %s: %s", res.StatusCode, after, snippet(data))
 		}
 		return engine.PushResult{ErrorCode: engine.CodeDestinationHTTP + strconv.Itoa(res.StatusCode), Message: msg}
 	}

@@ -88,6 +88,13 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		db.close()
 		return nil, fmt.Errorf("RELAIS_DATABASE_URL: its user name or password holds characters that must be percent-encoded there (%s), or the URL is cut inside it and the host read from the password: write @ as %%40, / as %%2F, ? as %%3F, # as %%23 (and : in the user name as %%3A) there", chars)
 	}
+	if strings.Contains(db.url, "#") {
+		// A fragment names nothing PostgreSQL reads: a # in a URL is a
+		// password's (or a query value's) left unencoded, its rest cut off
+		// without a word (verifier QA).
+		db.close()
+		return nil, errors.New("RELAIS_DATABASE_URL holds a # that is not percent-encoded: a URL's # begins a fragment, which PostgreSQL reads nothing from, so what follows it is dropped; in a password or a query value, write it as %23")
+	}
 	pcfg, err := pgxpool.ParseConfig(db.url)
 	if err != nil {
 		db.close()
