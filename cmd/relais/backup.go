@@ -113,14 +113,14 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 	// Said only once checked, as serve checks them: an operator files
 	// away the keys this line names.
 	if err := engine.CheckKeys(ctx, db.pool, backupKeys(cfg, configured, db)); err != nil {
-		if cfg.DataKeys != "" || cfg.DataKeyFile != "" || db.embedded() {
+		if keysConfigured(cfg, db) {
 			fmt.Fprintf(stdout, "warning: %s do not open its sealed values (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", keysSource(cfg, db), err)
 		} else {
 			fmt.Fprintf(stdout, "warning: its sealed values cannot be opened here (%v): keep the keys its replicas run with apart from the backup (relais restore needs both)\n", err)
 		}
 		return nil
 	}
-	if cfg.DataKeys == "" && cfg.DataKeyFile == "" && !db.embedded() {
+	if !keysConfigured(cfg, db) {
 		fmt.Fprintln(stdout, "it holds no sealed value, and no data key is configured: give every replica the same keys before anything sensitive is stored")
 		return nil
 	}
@@ -224,7 +224,7 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if known := engine.LatestSchemaVersion(); restored < known {
 		fmt.Fprintf(stdout, " (serve, or relais migrate, applies the %d migrations up to this binary's %d)", known-restored, known)
 	}
-	if cfg.DataKeys == "" && cfg.DataKeyFile == "" && !db.embedded() {
+	if !keysConfigured(cfg, db) {
 		fmt.Fprintln(stdout, "; it holds no sealed value (no data key is configured)")
 		return nil
 	}
@@ -256,6 +256,12 @@ func dumpSchemaVersion(ctx context.Context, restore, file string) (int, error) {
 		}
 	}
 	return version, nil
+}
+
+// keysConfigured reports whether keysSource has keys to name: given, or
+// the embedded data directory's file.
+func keysConfigured(cfg config.Config, db *database) bool {
+	return cfg.DataKeys != "" || cfg.DataKeyFile != "" || db.embedded()
 }
 
 // keysSource names where the data keys come from, as a backup's reader
