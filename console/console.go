@@ -19,6 +19,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -185,6 +186,11 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 			redirectToSignIn(w, r, id != "")
 			return
 		}
+		// The session is the request's before its form is read: a form
+		// refused is answered on a page of the operator's session.
+		ctx := auth.WithPrincipal(r.Context(), sess.principal)
+		ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: id, csrf: sess.csrf, reloadPaused: sess.reloadPaused})
+		r = r.WithContext(ctx)
 		if r.Method == http.MethodPost {
 			if !c.readForm(w, r) {
 				return
@@ -194,9 +200,6 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 				return
 			}
 		}
-		ctx := auth.WithPrincipal(r.Context(), sess.principal)
-		ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: id, csrf: sess.csrf, reloadPaused: sess.reloadPaused})
-		r = r.WithContext(ctx)
 		if field, bad := unstorableField(r); bad {
 			c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Invalid request"),
 				T(ctx, "The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.", field))
@@ -344,7 +347,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
 	ctx := r.Context()
 	v := errorView{Chrome: c.chrome(r, title, ""), Message: message, Back: T(ctx, "Back to external tasks"), BackHref: homePath}
-	if p, ok := auth.FromContext(ctx); ok && p.Role == auth.RoleDesigner {
+	switch p, ok := auth.FromContext(ctx); {
+	case !ok:
+		// Not signed in (the sign-in form itself refused, an unknown
+		// address): the lists would only send the browser to sign in.
+		v.Back, v.BackHref = T(ctx, "Back to sign-in"), basePath+"/sign-in"
+	case p.Role == auth.RoleDesigner:
 		v.Back, v.BackHref = T(ctx, "Back to definitions"), definitionsPath
 	}
 	c.render(w, r, status, errorPage(v))
@@ -438,7 +446,17 @@ func (c *Console) forbiddenForm(w http.ResponseWriter, r *http.Request) {
 // such an answer: the rest of the body is not read.
 func (c *Console) readForm(w http.ResponseWriter, r *http.Request) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	err := r.ParseForm()
+	var err error
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		// The console's forms are never multipart, but a browser's
+		// extension or a script may send one: read alike, it is told as
+		// much as any other form (r.PostFormValue would otherwise read it
+		// unbounded by this function, and a form too large read as one
+		// from another session).
+		err = r.ParseMultipartForm(maxFormBytes)
+	} else {
+		err = r.ParseForm()
+	}
 	if err == nil {
 		return true
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/isoduration"
 )
@@ -168,6 +169,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		return occurrenceView{}, err
 	}
 	push := o.Mode == "push"
+	limits, destCap := c.eng.ProcessLimits(), c.destinationCap(ctx, o)
 	v := occurrenceView{
 		Chrome:          c.liveChrome(r, T(ctx, "Occurrence %s", id), "occurrences"),
 		SummaryLabel:    T(ctx, "Summary"),
@@ -175,7 +177,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		DatesLabel:      T(ctx, "Dates"),
 		Dates:           occurrenceDates(ctx, o),
 		PolicyLabel:     T(ctx, "Policy"),
-		Policy:          occurrencePolicy(ctx, o, c.eng.ProcessLimits().MaxRetryDelay),
+		Policy:          occurrencePolicy(ctx, o, limits, destCap),
 		AttemptsLabel:   T(ctx, "Attempts"),
 		AttemptsCaption: T(ctx, "Every attempt, oldest first"),
 		HeadNumber:      "#", HeadConsumer: T(ctx, "Consumer"), HeadWorker: T(ctx, "Worker id"),
@@ -201,7 +203,12 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	}
 	stop := c.stopRecord(ctx, o, inst)
 	v.StateLabel = T(ctx, "Now")
-	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, o, inst, stop)
+	called := o // its calls' budget, not the node's timeout, tells when one has ended
+	if o.Timeout != nil {
+		budget := callBudgetOf(*o.Timeout, limits.MaxPushTimeout, destCap)
+		called.Timeout = &budget
+	}
+	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, called, inst, stop)
 	if v.StateNote == "" {
 		v.StateNote = c.nobodyTakes(ctx, o, rev)
 	}
@@ -247,11 +254,26 @@ func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, in
 	return fs
 }
 
+// destinationCap is the max_timeout of o's destination as it stands, or
+// nil when o is no push call or its destination is gone (the page is
+// shown without it).
+func (c *Console) destinationCap(ctx context.Context, o engine.Occurrence) *time.Duration {
+	if o.Destination == nil || o.Timeout == nil {
+		return nil
+	}
+	d, err := c.eng.GetDestination(ctx, *o.Destination)
+	if err != nil {
+		return nil
+	}
+	return &d.MaxTimeout
+}
+
 // occurrencePolicy is the occurrence's retry policy; for a push call, its
-// destination and timeout.
-func occurrencePolicy(ctx context.Context, o engine.Occurrence, ceiling time.Duration) []fact {
+// destination and timeout, and the shorter budget its calls get when the
+// destination's max_timeout (destCap) or Relais's ceiling cuts it.
+func occurrencePolicy(ctx context.Context, o engine.Occurrence, limits process.Limits, destCap *time.Duration) []fact {
 	retries := fact{Label: T(ctx, "Maximum attempts"), Value: number(ctx, o.Policy.MaxAttempts)}
-	delay := &fact{Label: T(ctx, "Retry delay"), Value: retryDelayText(ctx, o.Policy.RetryDelay, o.Policy.RetryBackoff, o.Policy.MaxRetryDelay, ceiling)}
+	delay := &fact{Label: T(ctx, "Retry delay"), Value: retryDelayText(ctx, o.Policy.RetryDelay, o.Policy.RetryBackoff, o.Policy.MaxRetryDelay, limits.MaxRetryDelay)}
 	if o.Mode == "push" {
 		// A push call is never retried: its failure takes the node's
 		// error path at once, whatever max_attempts says.
@@ -268,9 +290,39 @@ func occurrencePolicy(ctx context.Context, o engine.Occurrence, ceiling time.Dur
 		fs = append(fs, fact{Label: T(ctx, "Destination"), Value: *o.Destination, Code: true})
 	}
 	if o.Timeout != nil {
-		fs = append(fs, fact{Label: T(ctx, "Call timeout"), Value: formatDuration(ctx, *o.Timeout)})
+		fs = append(fs, fact{Label: T(ctx, "Call timeout"), Value: callTimeoutText(ctx, *o.Timeout, limits.MaxPushTimeout, destCap), TestID: "call-timeout"})
 	}
 	return fs
+}
+
+// callTimeoutText is a push node's call timeout, and what its calls get
+// when that is shorter (the runner gives the least of the three): the page
+// said 5 seconds of a call a destination's max_timeout cut at 2 (push QA).
+func callTimeoutText(ctx context.Context, timeout, ceiling time.Duration, destCap *time.Duration) string {
+	node := formatDuration(ctx, timeout)
+	got := callBudgetOf(timeout, ceiling, destCap)
+	switch {
+	case got == timeout:
+		return node
+	case destCap != nil && got == *destCap:
+		budget := formatDuration(ctx, got)
+		return T(ctx, "%s, cut to %s by the destination’s max_timeout", node, budget)
+	}
+	budget := formatDuration(ctx, got)
+	return T(ctx, "%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT", node, budget)
+}
+
+// callBudgetOf is the budget the push runner gives a call: the least of
+// the node's timeout, its destination's max_timeout (nil: unknown) and
+// Relais's ceiling (zero: none).
+func callBudgetOf(timeout, ceiling time.Duration, destCap *time.Duration) time.Duration {
+	if destCap != nil {
+		timeout = min(timeout, *destCap)
+	}
+	if ceiling > 0 {
+		timeout = min(timeout, ceiling)
+	}
+	return timeout
 }
 
 // retryDelayText says how long a retryable failure waits: a fixed delay,

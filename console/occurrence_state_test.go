@@ -309,3 +309,41 @@ func TestProcessPolicySaysAttemptsRight(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyShowsTheCallsBudget: a push node's call timeout beyond its
+// destination's max_timeout is shown with the budget its calls get (push
+// QA: the policy said 5 seconds of calls cut at 2).
+func TestPolicyShowsTheCallsBudget(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	release := make(chan struct{})
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(dest.Close)
+	t.Cleanup(func() { close(release) })
+	env.Must(201, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT5S"})
+	env.Definition("charge_card.yaml")
+	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
+	checkout["nodes"].(map[string]any)["charge"].(map[string]any)["timeout"] = "PT5S"
+	env.Process("checkout", checkout)
+	// Lowered after publication: the node keeps its 5 seconds, its calls
+	// get 2.
+	env.Must(200, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT2S"})
+	inst := env.Must(201, "POST", "/api/v1/processes/checkout/instances", env.Operator, map[string]any{"business_key": "order-1",
+		"inputs": map[string]any{"order_id": "order-1", "amount_cents": 4200, "currency": "EUR", "card_token": canarySecret,
+			"cardholder": map[string]any{"name": canarySensitive, "email": "jo@example.com"}}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	for lang, want := range map[string]string{
+		"en": "5 seconds, cut to 2 seconds by the destination’s max_timeout",
+		"fr": "5 secondes, ramené à 2 secondes par le max_timeout de la destination",
+	} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		if got := text(b.mustGet("/console/occurrences/"+occ, 200), "call-timeout"); got != want {
+			t.Errorf("%s: call timeout %q, want %q", lang, got, want)
+		}
+	}
+}

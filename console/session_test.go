@@ -1,8 +1,10 @@
 package console_test
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -391,10 +393,53 @@ func TestOversizedFormsAreTooLarge(t *testing.T) {
 	if got := env.Must(200, "GET", "/api/v1/instances/"+f.runInst, env.Operator, nil).JSON(t)["status"]; got != "running" {
 		t.Fatalf("an oversized form stopped the instance: %v", got)
 	}
+	// Multipart, which the console's forms never send, is bounded and
+	// told alike (it read as a form from another session).
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	_ = mw.WriteField("csrf", csrf)
+	_ = mw.WriteField("reason", strings.Repeat("x", 70<<10))
+	_ = mw.Close()
+	req, err := http.NewRequest("POST", env.URL+stop, &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	res, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 70 KiB multipart stop form: %d, want 413", res.StatusCode)
+	}
+	// A small multipart form is read as any other.
+	body.Reset()
+	mw = multipart.NewWriter(&body)
+	_ = mw.WriteField("csrf", csrf)
+	_ = mw.WriteField("reason", "multipart")
+	_ = mw.Close()
+	if req, err = http.NewRequest("POST", env.URL+stop, &body); err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	if res, err = b.client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := env.Must(200, "GET", "/api/v1/instances/"+f.runInst, env.Operator, nil).JSON(t)["status"]; got == "running" {
+		t.Errorf("a multipart stop form with its token: %d, instance still running", res.StatusCode)
+	}
 	fresh := newBrowser(t, env.URL, "en")
 	form := fresh.mustGet("/console/sign-in", 200)
-	if r := fresh.do("POST", "/console/sign-in", url.Values{"csrf": {csrfOf(t, form)}, "token": {strings.Repeat("x", 70<<10)}}); r.status != http.StatusRequestEntityTooLarge || text(r, "page-title") != "Form too large" {
+	r = fresh.do("POST", "/console/sign-in", url.Values{"csrf": {csrfOf(t, form)}, "token": {strings.Repeat("x", 70<<10)}})
+	if r.status != http.StatusRequestEntityTooLarge || text(r, "page-title") != "Form too large" {
 		t.Errorf("a 70 KiB sign-in: %d %q, want 413", r.status, text(r, "page-title"))
+	}
+	// Not signed in, the page leads back to the sign-in form, not to the
+	// lists (which would only redirect there).
+	if back, _ := r.doc.Find("main a").Last().Attr("href"); back != "/console/sign-in" {
+		t.Errorf("the 413 sign-in page links back to %q, want /console/sign-in", back)
 	}
 }
 

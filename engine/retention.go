@@ -102,7 +102,7 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 		began := time.Now()
 		effective, err := e.noteRetention(ctx, retention, interval)
 		var n int64
-		if err == nil && retention > 0 && effective > 0 {
+		if err == nil && effective > 0 { // zero when this replica or another keeps everything
 			n, err = e.deleteEnded(ctx, effective, progress)
 		}
 		if retention <= 0 {

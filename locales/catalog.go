@@ -39,107 +39,110 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              328,
-	"%[1]s %[2]s, %[3]s %[4]s":                 329,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          327,
-	"%[1]s; %[2]s":                             326,
-	"%d (0 lowest, 9 highest)":                 493,
-	"%d attempts":                              499,
-	"%d attempts, retry after %s, priority %d": 660,
-	"%d breaking":                              247,
-	"%d changes":                               246,
-	"%d completed":                             324,
-	"%d d":                                     336,
-	"%d days":                                  350,
-	"%d failed":                                325,
-	"%d h":                                     335,
+	"%[1]s %[2]s":                              329,
+	"%[1]s %[2]s, %[3]s %[4]s":                 330,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          328,
+	"%[1]s; %[2]s":                             327,
+	"%d (0 lowest, 9 highest)":                 494,
+	"%d attempts":                              502,
+	"%d attempts, retry after %s, priority %d": 663,
+	"%d breaking":                              248,
+	"%d changes":                               247,
+	"%d completed":                             325,
+	"%d d":                                     337,
+	"%d days":                                  351,
+	"%d failed":                                326,
+	"%d h":                                     336,
 	"%d held instances match now.":             62,
-	"%d hours":                                 351,
-	"%d items":                                 732,
-	"%d left":                                  501,
-	"%d min":                                   334,
-	"%d minutes":                               352,
+	"%d hours":                                 352,
+	"%d items":                                 735,
+	"%d left":                                  504,
+	"%d min":                                   335,
+	"%d minutes":                               353,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              730,
-	"%d ms": 354,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         650,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 649,
-	"%d occurrences":                          588,
-	"%d releases":                             266,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              733,
+	"%d ms": 355,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         653,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 652,
+	"%d occurrences":                          591,
+	"%d releases":                             267,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
-	"%d s":       333,
-	"%d seconds": 353,
+	"%d s":       334,
+	"%d seconds": 354,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     620,
-	"%s (deferred; settled by %s)":                                                     560,
-	"%s (deferred; settled with its settle token)":                                     558,
-	"%s (deferred; settled with its settle token, as %s)":                              559,
+	"%s (a fixed offset, no daylight saving time)":                                     623,
+	"%s (deferred; settled by %s)":                                                     563,
+	"%s (deferred; settled with its settle token)":                                     561,
+	"%s (deferred; settled with its settle token, as %s)":                              562,
 	"%s (token #%d, %s)":                                                               101,
-	"%s ago":                                                                           331,
-	"%s so far":                                                                        556,
-	"%s → %s":                                                                          655,
-	"%s, %s: %s":                                                                       297,
-	"%s, multiplied by %s after each failure, up to %s":                                496,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 495,
-	"%s, revision %s":                         459,
-	"%s, version %s":                          460,
-	"%s: %s":                                  323,
-	"%s: %s → %s":                             254,
-	"%s: a date is written 2026-12-01.":       604,
-	"%s: every revision, present and future":  193,
-	"%s: revision %s":                         194,
-	"%s: revisions %s":                        195,
-	"%s: the first day comes after the last.": 605,
-	"%s–%s":                                   322,
-	"(%d characters in all)":                  734,
-	"(%d handed back, not counted)":           500,
-	"(each item)":                             720,
-	"(in %s)":                                 733,
-	"(worker %s)":                             544,
-	"0 seconds":                               349,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           698,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 533,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 615,
-	"A revision is a definition’s: choose the definition too.": 571,
-	"A version is a process’s: choose the process too.":        395,
+	"%s ago":                                                                           332,
+	"%s so far":                                                                        559,
+	"%s → %s":                                                                          658,
+	"%s, %s: %s":                                                                       298,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         497,
+	"%s, cut to %s by the destination’s max_timeout":                                   496,
+	"%s, multiplied by %s after each failure, up to %s":                                499,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 498,
+	"%s, revision %s":                         460,
+	"%s, version %s":                          461,
+	"%s: %s":                                  324,
+	"%s: %s → %s":                             255,
+	"%s: a date is written 2026-12-01.":       607,
+	"%s: every revision, present and future":  194,
+	"%s: revision %s":                         195,
+	"%s: revisions %s":                        196,
+	"%s: the first day comes after the last.": 608,
+	"%s–%s":                                   323,
+	"(%d characters in all)":                  737,
+	"(%d handed back, not counted)":           503,
+	"(each item)":                             723,
+	"(in %s)":                                 736,
+	"(worker %s)":                             547,
+	"0 seconds":                               350,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           701,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 536,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 618,
+	"A revision is a definition’s: choose the definition too.": 574,
+	"A version is a process’s: choose the process too.":        396,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              389,
-	"Abandoned by %s at %s — “%s”":                                   381,
+	"Abandoned at node":                                              390,
+	"Abandoned by %s at %s — “%s”":                                   382,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 400,
+	"Act on every instance this filter matches": 401,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       585,
-	"All definitions":                     315,
-	"All its tasks":                       192,
-	"All processes":                       406,
-	"All statuses":                        408,
-	"All workers":                         747,
-	"An operator abandoned the instance.": 532,
-	"Any definition":                      407,
+	"All consumers":                       588,
+	"All definitions":                     316,
+	"All its tasks":                       193,
+	"All processes":                       407,
+	"All statuses":                        409,
+	"All workers":                         750,
+	"An operator abandoned the instance.": 535,
+	"Any definition":                      408,
 	"Apply filters":                       116,
-	"Apr":                                 340,
-	"As of %s (%s); refreshed every few seconds.": 309,
-	"Attempts":                         464,
+	"Apr":                                 341,
+	"As of %s (%s); refreshed every few seconds.": 310,
+	"Attempts":                         465,
 	"Audit log":                        110,
-	"Aug":                              344,
-	"Available from":                   511,
-	"Back to definitions":              161,
+	"Aug":                              345,
+	"Available from":                   514,
+	"Back to definitions":              162,
 	"Back to external tasks":           160,
-	"Back to the form":                 168,
+	"Back to sign-in":                  161,
+	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           671,
-	"Back without saving":              617,
-	"Breaks processes":                 224,
-	"Breaks workers":                   225,
+	"Back to the occurrence":           674,
+	"Back without saving":              620,
+	"Breaks processes":                 225,
+	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  127,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 126,
@@ -147,374 +150,374 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     108,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    494,
-	"Calls":                           277,
-	"Calls signed (Relais-Signature)": 279,
-	"Camunda 7 facade":                751,
-	"Cancelled: the instance was stopped (%s).":               555,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 554,
+	"Call timeout":                    495,
+	"Calls":                           278,
+	"Calls signed (Relais-Signature)": 280,
+	"Camunda 7 facade":                754,
+	"Cancelled: the instance was stopped (%s).":               558,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 557,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           672,
-	"Change":                                                  222,
-	"Changes between the two revisions":                       234,
-	"Changes of the Working copy since revision %d":           243,
-	"Choose two existing revisions to compare.":               244,
-	"Classification":                                          201,
+	"Cannot reveal":                                           675,
+	"Change":                                                  223,
+	"Changes between the two revisions":                       235,
+	"Changes of the Working copy since revision %d":           244,
+	"Choose two existing revisions to compare.":               245,
+	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            644,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 635,
-	"Compare":              221,
-	"Compare revisions":    217,
-	"Completed":            318,
-	"Completed (%s).":      550,
-	"Completed, last hour": 306,
-	"Completions and failures per 5 minutes, last hour: %s":    316,
-	"Completions and failures per 5-minute slot, oldest first": 320,
-	"Completions and failures, last hour":                      299,
-	"Connected":                                                743,
-	"Constraints":                                              202,
-	"Consumer":                                                 466,
-	"Consumer and worker":                                      582,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            647,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 638,
+	"Compare":              222,
+	"Compare revisions":    218,
+	"Completed":            319,
+	"Completed (%s).":      553,
+	"Completed, last hour": 307,
+	"Completions and failures per 5 minutes, last hour: %s":    317,
+	"Completions and failures per 5-minute slot, oldest first": 321,
+	"Completions and failures, last hour":                      300,
+	"Connected":                                                746,
+	"Constraints":                                              203,
+	"Consumer":                                                 467,
+	"Consumer and worker":                                      585,
 	"Consumers":                                                141,
-	"Consumers, oldest first":                                  181,
-	"Counting the occurrences; the counts appear when you reload the page.": 196,
-	"Counts are unavailable right now.":                                     197,
-	"Counts as of %s (%s); refreshed every few seconds.":                    667,
-	"Counts by status": 577,
-	"Created":          365,
+	"Consumers, oldest first":                                  182,
+	"Counting the occurrences; the counts appear when you reload the page.": 197,
+	"Counts are unavailable right now.":                                     198,
+	"Counts as of %s (%s); refreshed every few seconds.":                    670,
+	"Counts by status": 580,
+	"Created":          366,
 	"Created from":     83,
-	"Created on":       185,
+	"Created on":       186,
 	"Created to":       84,
-	"Creation date":    396,
-	"Dates":            462,
-	"Deadline":         491,
-	"Dec":              348,
-	"Deferred":         515,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 549,
-	"Definition":                                 301,
-	"Definition %s":                              204,
+	"Creation date":    397,
+	"Dates":            463,
+	"Deadline":         492,
+	"Dec":              349,
+	"Deferred":         518,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 552,
+	"Definition":                                 302,
+	"Definition %s":                              205,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
-	"Definitions by key":                         261,
-	"Definitions served":                         741,
-	"Definitions, those needing attention first": 300,
-	"Description":                                203,
-	"Destination":                                478,
+	"Definitions by key":                         262,
+	"Definitions served":                         744,
+	"Definitions, those needing attention first": 301,
+	"Description":                                204,
+	"Destination":                                479,
 	"Destinations":                               142,
-	"Destinations by name":                       270,
-	"Destination’s answer":                       471,
-	"Detail":                                     223,
-	"Digest":                                     237,
+	"Destinations by name":                       271,
+	"Destination’s answer":                       472,
+	"Detail":                                     224,
+	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    623,
+	"Display settings saved.":                    626,
 	"Display settings: ":                         148,
-	"Duration":                                   470,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 298,
+	"Duration":                                   471,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 299,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          591,
-	"End node":                  388,
-	"End node or error":         404,
-	"Ended":                     384,
-	"Erase process instance %s": 282,
-	"Erase the instance":        285,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 283,
-	"Erase this instance…": 375,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 287,
-	"Error":                      581,
-	"Error (before any attempt)": 518,
-	"Error (the deadline passed after attempt %d)": 517,
+	"Earlier attempt:":          594,
+	"End node":                  389,
+	"End node or error":         405,
+	"Ended":                     385,
+	"Erase process instance %s": 283,
+	"Erase the instance":        286,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 284,
+	"Erase this instance…": 376,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 288,
+	"Error":                      584,
+	"Error (before any attempt)": 521,
+	"Error (the deadline passed after attempt %d)": 520,
 	"Error code":       81,
-	"Error message":    473,
-	"Every %d seconds": 622,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 510,
-	"Every attempt, oldest first": 465,
+	"Error message":    474,
+	"Every %d seconds": 625,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 513,
+	"Every attempt, oldest first": 466,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  675,
-	"Expired token":                        708,
-	"Expires":                              705,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  678,
+	"Expired token":                        711,
+	"Expires":                              708,
 	"External tasks":                       134,
-	"Failed":                               304,
-	"Failed (%s).":                         553,
-	"Failed at node":                       390,
-	"Failed occurrence":                    386,
-	"Failed, last hour":                    307,
-	"Feb":                                  338,
-	"Field":                                198,
+	"Failed":                               305,
+	"Failed (%s).":                         556,
+	"Failed at node":                       391,
+	"Failed occurrence":                    387,
+	"Failed, last hour":                    308,
+	"Feb":                                  339,
+	"Field":                                199,
 	"Filter":                               55,
 	"Filters":                              112,
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
-	"Finished":                             469,
-	"First page":                           601,
+	"Finished":                             470,
+	"First page":                           604,
 	"Follow it in the audit log (new tab)": 59,
-	"Form not received":                    171,
-	"Form refused":                         166,
-	"Form too large":                       169,
-	"From revision":                        219,
-	"From revision %d to revision %d:":     245,
+	"Form not received":                    172,
+	"Form refused":                         167,
+	"Form too large":                       170,
+	"From revision":                        220,
+	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
-	"Grants":                  184,
-	"Graph":                   634,
-	"Graph of %s":             648,
-	"HTTP 2xx, unusable body": 562,
-	"Headers sent":            273,
+	"Grants":                  185,
+	"Graph":                   637,
+	"Graph of %s":             651,
+	"HTTP 2xx, unusable body": 565,
+	"Headers sent":            274,
 	"Health":                  133,
 	"Held at a node of":       82,
-	"Held at node":            385,
-	"Held for":                387,
-	"Held instances":          303,
-	"ID":                      182,
-	"In flight":               742,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 317,
-	"Inputs":                     227,
-	"Inputs of revision %d":      238,
-	"Inputs of the working copy": 229,
-	"Inputs the instance was started with, labelled by process version %d's contract": 373,
-	"Inputs, labelled by revision %d's contract":                                      502,
-	"Instance":                  403,
+	"Held at node":            386,
+	"Held for":                388,
+	"Held instances":          304,
+	"ID":                      183,
+	"In flight":               745,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 318,
+	"Inputs":                     228,
+	"Inputs of revision %d":      239,
+	"Inputs of the working copy": 230,
+	"Inputs the instance was started with, labelled by process version %d's contract": 374,
+	"Inputs, labelled by revision %d's contract":                                      505,
+	"Instance":                  404,
 	"Instances":                 86,
-	"Instances of this version": 643,
+	"Instances of this version": 646,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 763,
-	"It takes revision %d only.":                       766,
-	"It takes revisions %s only.":                      768,
-	"Its calls":                                        278,
+	"It takes every revision its consumer is granted.": 766,
+	"It takes revision %d only.":                       769,
+	"It takes revisions %s only.":                      771,
+	"Its calls":                                        279,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 284,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  551,
-	"Its instance went on along the node’s error path.":                                                                                                                    552,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      713,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 285,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  554,
+	"Its instance went on along the node’s error path.":                                                                                                                    555,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      716,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
-	"Jan":                     337,
-	"Jul":                     343,
-	"Jun":                     342,
-	"Keep it":                 715,
+	"Jan":                     338,
+	"Jul":                     344,
+	"Jun":                     343,
+	"Keep it":                 718,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       280,
-	"Key":                     262,
-	"Kind":                    638,
+	"Keep the instance":       281,
+	"Key":                     263,
+	"Kind":                    641,
 	"Language":                130,
-	"Last changed":            275,
-	"Last error (attempt %d)": 516,
-	"Last reserved":           513,
-	"Last saved":              208,
-	"Last seen":               744,
-	"Last used":               704,
-	"Latest revision":         263,
-	"Lists every change from one revision to another, and whom it may break.": 218,
-	"Local time in %s": 619,
-	"Lock expired %s — waiting to be offered again.": 541,
-	"Lock expires":                     514,
-	"Longest timeout":                  274,
+	"Last changed":            276,
+	"Last error (attempt %d)": 519,
+	"Last reserved":           516,
+	"Last saved":              209,
+	"Last seen":               747,
+	"Last used":               707,
+	"Latest revision":         264,
+	"Lists every change from one revision to another, and whom it may break.": 219,
+	"Local time in %s": 622,
+	"Lock expired %s — waiting to be offered again.": 544,
+	"Lock expires":                     517,
+	"Longest timeout":                  275,
 	"Main navigation":                  132,
-	"Mar":                              339,
-	"Maximum attempts":                 487,
-	"May":                              341,
-	"Message":                          579,
-	"Message from Relais (in English)": 568,
-	"Message from the service (its own words, protected values masked)": 569,
-	"Method not allowed": 679,
-	"Mode":               485,
-	"More filters: instance, revision, consumer, destination, dates": 573,
-	"Name":                    183,
-	"Never":                   621,
-	"Next attempt":            512,
-	"Next attempt or settled": 583,
-	"Next node":               364,
-	"Next page":               600,
+	"Mar":                              340,
+	"Maximum attempts":                 488,
+	"May":                              342,
+	"Message":                          582,
+	"Message from Relais (in English)": 571,
+	"Message from the service (its own words, protected values masked)": 572,
+	"Method not allowed": 682,
+	"Mode":               486,
+	"More filters: instance, revision, consumer, destination, dates": 576,
+	"Name":                    184,
+	"Never":                   624,
+	"Next attempt":            515,
+	"Next attempt or settled": 586,
+	"Next node":               365,
+	"Next page":               603,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
-	"No consumer yet.": 178,
-	"No definition %s has occurrences: check the key, or show all definitions.": 314,
-	"No definition has occurrences yet.":                                        308,
+	"No consumer yet.": 179,
+	"No definition %s has occurrences: check the key, or show all definitions.": 315,
+	"No definition has occurrences yet.":                                        309,
 	"No definition has the key “%s”.":                                           94,
-	"No definition yet.":                                                        265,
-	"No destination yet.":                                                       267,
-	"No inputs.":                                                                228,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 688,
-	"No instance matches these filters.": 405,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 686,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 687,
-	"No live worker takes %s now (Workers page).":                                               535,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 536,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           537,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          538,
-	"No more consumers.":                                   179,
-	"No more destinations.":                                268,
-	"No occurrence matches these filters.":                 584,
+	"No definition yet.":                                                        266,
+	"No destination yet.":                                                       268,
+	"No inputs.":                                                                229,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 691,
+	"No instance matches these filters.": 406,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 689,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 690,
+	"No live worker takes %s now (Workers page).":                                               538,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 539,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           540,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          541,
+	"No more consumers.":                                   180,
+	"No more destinations.":                                269,
+	"No occurrence matches these filters.":                 587,
 	"No operator action matches.":                          118,
-	"No operator has acted on this instance.":              369,
-	"No outputs yet: the occurrence has not completed.":    505,
-	"No outputs.":                                          231,
-	"No outputs: the occurrence ended without completing.": 507,
+	"No operator has acted on this instance.":              370,
+	"No outputs yet: the occurrence has not completed.":    508,
+	"No outputs.":                                          232,
+	"No outputs: the occurrence ended without completing.": 510,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         630,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             760,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             759,
+	"No process is published yet.":                         633,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             763,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             762,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
-	"No release yet.": 212,
-	"No revision yet: the Working copy has never been snapshotted.": 210,
-	"No token.":              702,
-	"No value was revealed.": 677,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              477,
-	"No worker has reserved this occurrence yet.":                                        474,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 761,
-	"No worker is connected.":           745,
-	"No worker serves this definition.": 748,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 758,
-	"Node":                  361,
-	"Nodes":                 636,
-	"Nodes of this version": 645,
-	"Nodes of this version, with their occurrences now": 637,
-	"Nodes reached, in order":                           360,
+	"No release yet.": 213,
+	"No revision yet: the Working copy has never been snapshotted.": 211,
+	"No token.":              705,
+	"No value was revealed.": 680,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              478,
+	"No worker has reserved this occurrence yet.":                                        475,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 764,
+	"No worker is connected.":           748,
+	"No worker serves this definition.": 751,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 761,
+	"Node":                  362,
+	"Nodes":                 639,
+	"Nodes of this version": 648,
+	"Nodes of this version, with their occurrences now": 640,
+	"Nodes reached, in order":                           361,
 	"Not allowed":                                       156,
-	"Not found":                                         165,
-	"Notes":                                             215,
-	"Nothing exists at this address, or it is not visible to you.": 162,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 163,
+	"Not found":                                         166,
+	"Notes":                                             216,
+	"Nothing exists at this address, or it is not visible to you.": 163,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             684,
+	"Nothing to find: the search box is empty.":                             687,
 	"Nothing was done.":        29,
-	"Nov":                      347,
-	"Now":                      483,
-	"Occurrence":               362,
-	"Occurrence %s":            461,
+	"Nov":                      348,
+	"Now":                      484,
+	"Occurrence":               363,
+	"Occurrence %s":            462,
 	"Occurrence offered again": 107,
-	"Occurrences now":          642,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        756,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 757,
-	"Occurrences, newest first": 578,
-	"Oct":                       346,
-	"Offered from %s — %s.":     540,
-	"Oldest claimable waits":    305,
-	"On error":                  641,
-	"On success":                640,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         673,
-	"Only administrators may reveal a sensitive value.":                                                           668,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 699,
-	"Open":             302,
-	"Operator actions": 357,
-	"Operator actions on this instance, newest first": 370,
+	"Occurrences now":          645,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        759,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 760,
+	"Occurrences, newest first": 581,
+	"Oct":                       347,
+	"Offered from %s — %s.":     543,
+	"Oldest claimable waits":    306,
+	"On error":                  644,
+	"On success":                643,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         676,
+	"Only administrators may reveal a sensitive value.":                                                           671,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 702,
+	"Open":             303,
+	"Operator actions": 358,
+	"Operator actions on this instance, newest first": 371,
 	"Operator actions, newest first":                  122,
-	"Outcome":                                         472,
-	"Outputs":                                         230,
-	"Outputs of revision %d":                          239,
-	"Outputs of the working copy":                     232,
-	"Outputs, labelled by revision %d's contract":     504,
-	"Pages":                           598,
-	"Path":                            358,
+	"Outcome":                                         473,
+	"Outputs":                                         231,
+	"Outputs of revision %d":                          240,
+	"Outputs of the working copy":                     233,
+	"Outputs, labelled by revision %d's contract":     507,
+	"Pages":                           601,
+	"Path":                            359,
 	"Pause reloading":                 155,
-	"Pinned revision":                 639,
-	"Policy":                          463,
-	"Previous page":                   599,
-	"Priority":                        492,
+	"Pinned revision":                 642,
+	"Policy":                          464,
+	"Previous page":                   602,
+	"Priority":                        493,
 	"Process":                         77,
-	"Process %s":                      632,
+	"Process %s":                      635,
 	"Process %s has no version %d.":   92,
-	"Process and node":                580,
-	"Process inputs":                  372,
+	"Process and node":                583,
+	"Process inputs":                  373,
 	"Process instance":                106,
-	"Process instance %s":             355,
-	"Process instances":               398,
-	"Process instances, newest first": 402,
+	"Process instance %s":             356,
+	"Process instances":               399,
+	"Process instances, newest first": 403,
 	"Processes":                       135,
-	"Processes by key":                628,
-	"Protocol":                        740,
-	"Published":                       216,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 626,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       627,
-	"Push destination": 574,
+	"Processes by key":                631,
+	"Protocol":                        743,
+	"Published":                       217,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 629,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       630,
+	"Push destination": 577,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            486,
-	"Recorded operator actions":                             368,
+	"Reason given by the worker":                            487,
+	"Recorded operator actions":                             369,
 	"Relais console":                                        129,
-	"Relais has not called the destination yet.":            480,
-	"Relais is calling the destination (since %s).":         546,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 482,
-	"Relais never called the destination: the occurrence ended before any call.": 481,
+	"Relais has not called the destination yet.":            481,
+	"Relais is calling the destination (since %s).":         549,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 483,
+	"Relais never called the destination: the occurrence ended before any call.": 482,
 	"Relais refused the action. Nothing was done.":                               49,
-	"Release":                       213,
-	"Releases":                      211,
-	"Releases, oldest first":        233,
-	"Reload lists and detail pages": 614,
+	"Release":                       214,
+	"Releases":                      212,
+	"Releases, oldest first":        234,
+	"Reload lists and detail pages": 617,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 625,
-	"Reloading resumed.":                  624,
-	"Replica":                             479,
-	"Required":                            200,
-	"Reserved":                            468,
-	"Reserved by %s.":                     548,
-	"Reserved by %s; lock until %s — %s.": 547,
-	"Reserved now":                        191,
+	"Reloading paused: this page stays as it is until you resume.": 628,
+	"Reloading resumed.":                  627,
+	"Replica":                             480,
+	"Required":                            201,
+	"Reserved":                            469,
+	"Reserved by %s.":                     551,
+	"Reserved by %s; lock until %s — %s.": 550,
+	"Reserved now":                        192,
 	"Resume":                              153,
-	"Retried by %s at %s — “%s”":          382,
+	"Retried by %s at %s — “%s”":          383,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            489,
+	"Retries":            490,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  539,
-	"Retry delay":        488,
+	"Retry at %s — %s.":  542,
+	"Retry delay":        489,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         484,
+	"Retry or abandon it from its instance":         485,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 519,
+	"Retryable": 522,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 508,
-	"Revealed by %s at %s; recorded in the audit log.": 670,
+	"Reveal — this is recorded": 511,
+	"Revealed by %s at %s; recorded in the audit log.": 673,
 	"Reveals":               144,
-	"Reveals, newest first": 676,
-	"Revision":              214,
-	"Revision %d":           235,
-	"Revisions":             209,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 764,
-	"Revoke the %s token “%s”?": 712,
-	"Revoke the token":          714,
-	"Revoke token %d":           711,
-	"Revoke…":                   709,
-	"Role":                      703,
-	"Route":                     363,
-	"Routing output":            207,
-	"Row %s":                    602,
-	"Rows %s–%s":                603,
-	"Save settings":             616,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      669,
+	"Reveals, newest first": 679,
+	"Revision":              215,
+	"Revision %d":           236,
+	"Revisions":             210,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 767,
+	"Revoke the %s token “%s”?": 715,
+	"Revoke the token":          717,
+	"Revoke token %d":           714,
+	"Revoke…":                   712,
+	"Role":                      706,
+	"Route":                     364,
+	"Routing output":            208,
+	"Row %s":                    605,
+	"Rows %s–%s":                606,
+	"Save settings":             619,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      672,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 281,
-	"Search":                               682,
-	"Secret values can never be revealed.": 674,
-	"Sep":                                  345,
-	"Served by %d workers":                 762,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 282,
+	"Search":                               685,
+	"Secret values can never be revealed.": 677,
+	"Sep":                                  346,
+	"Served by %d workers":                 765,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              366,
-	"Settlement date":      572,
-	"Show all definitions": 313,
-	"Show times in":        612,
+	"Settled":              367,
+	"Settlement date":      575,
+	"Show all definitions": 314,
+	"Show times in":        615,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 692,
-	"Sign in with an operator, designer or administrator token.": 693,
+	"Sign in": 695,
+	"Sign in with an operator, designer or administrator token.": 696,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
-	"Since revision %d:":   241,
+	"Since revision %d:":   242,
 	"Skip to content":      131,
-	"Slot":                 321,
-	"Snapshotted":          236,
+	"Slot":                 322,
+	"Snapshotted":          237,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
-	"Something went wrong": 176,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 700,
-	"Staff tokens, oldest first": 701,
-	"Start node":                 633,
-	"Started":                    383,
-	"State":                      186,
+	"Something went wrong": 177,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 703,
+	"Staff tokens, oldest first": 704,
+	"Start node":                 636,
+	"Started":                    384,
+	"State":                      187,
 	"Status":                     79,
 	"Stop %d instances":          73,
 	"Stop every held instance this filter matches":            67,
@@ -527,291 +530,291 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              380,
+	"Stopped by %s at %s — “%s”":                              381,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
 	"Stopping applies to running or held instances, not %s ones.":                              53,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   379,
-	"Summary": 356,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 260,
-	"Tasks":                   187,
-	"Temporarily unavailable": 174,
-	"That is too long to be an id or a business key.": 685,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   380,
+	"Summary": 357,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 261,
+	"Tasks":                   188,
+	"Temporarily unavailable": 175,
+	"That is too long to be an id or a business key.": 688,
 	"The %d largest groups; the filter matches more.": 87,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              269,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             240,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 526,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              270,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 529,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          527,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 545,
-	"The chart’s numbers": 319,
+	"The call could not be prepared.":          530,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 548,
+	"The chart’s numbers": 320,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           177,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          613,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          616,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 175,
-	"The deadline passed before a result arrived.":                                                                                                                          524,
-	"The destination answered HTTP %s.":     534,
-	"The destination could not be reached.": 528,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 522,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      523,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                521,
-	"The destination’s answer was too large.": 529,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 180,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
+	"The deadline passed before a result arrived.":                                                                                                                          527,
+	"The destination answered HTTP %s.":     537,
+	"The destination could not be reached.": 531,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 525,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      526,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                524,
+	"The destination’s answer was too large.": 532,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           531,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                530,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             401,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 359,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         206,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               610,
-	"The page size must be between 1 and %d.":                                                                                                                                                              397,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  609,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           534,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                533,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             402,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 360,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         207,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               613,
+	"The page size must be between 1 and %d.":                                                                                                                                                              398,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  612,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            525,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      570,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          718,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    695,
-	"The version must be a whole number from 1.":                                                                                                                                                           394,
-	"These revisions have the same contracts.":                                                                                                                                                             226,
-	"These settings are kept in this browser only.":                                                                                                                                                        611,
-	"They take every revision their consumer is granted.":                                                                                                                                                  765,
-	"They take revision %d only.":                                                                                                                                                                          767,
-	"They take revisions %s only.":                                                                                                                                                                         769,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     606,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            528,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      573,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          721,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    698,
+	"The version must be a whole number from 1.":                                                                                                                                                           395,
+	"These revisions have the same contracts.":                                                                                                                                                             227,
+	"These settings are kept in this browser only.":                                                                                                                                                        614,
+	"They take every revision their consumer is granted.":                                                                                                                                                  768,
+	"They take revision %d only.":                                                                                                                                                                          770,
+	"They take revisions %s only.":                                                                                                                                                                         772,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     609,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         503,
-	"This contract has no outputs.":                                                                                                                                                                        506,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                                        173,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                                                   172,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         170,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         167,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  681,
+	"This contract has no inputs.":                                                                                                                                                                         506,
+	"This contract has no outputs.":                                                                                                                                                                        509,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                                        174,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                                                   173,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         171,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         168,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  684,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 288,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 289,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 376,
-	"This instance has not reached a task yet.":                   367,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 377,
+	"This instance has not reached a task yet.":                   368,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 286,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 287,
 	"This instance is %s: there is nothing to stop.":                            38,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 377,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 378,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 378,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 379,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            717,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           716,
-	"This page does not accept that request.": 680,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            720,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           719,
+	"This page does not accept that request.": 683,
 	"This page reloads every %d seconds.":     154,
-	"This process takes no inputs.":           374,
+	"This process takes no inputs.":           375,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 697,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 646,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            647,
+	"This token is unknown, revoked or expired.": 700,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 649,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            650,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
-	"To revision":                     220,
-	"Token":                           694,
+	"To revision":                     221,
+	"Token":                           697,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 696,
-	"Totals of all definitions, not narrowed by the other filters":         587,
-	"Totals of definition %s, not narrowed by the other filters":           586,
-	"Type": 199,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 683,
-	"URL":                              272,
-	"UTC (coordinated universal time)": 618,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 699,
+	"Totals of all definitions, not narrowed by the other filters":         590,
+	"Totals of definition %s, not narrowed by the other filters":           589,
+	"Type": 200,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 686,
+	"URL":                              273,
+	"UTC (coordinated universal time)": 621,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 607,
-	"Unknown parameter “%s”.":                      608,
-	"Unknown status “%s”.":                         393,
-	"Value":                                        371,
+	"Unknown parameter “%s” (did you mean “%s”?).": 610,
+	"Unknown parameter “%s”.":                      611,
+	"Unknown status “%s”.":                         394,
+	"Value":                                        372,
 	"Version":                                      78,
-	"Versions, newest first":                       629,
-	"Waiting for Relais to call the destination since %s (%s).": 542,
-	"Waiting for a worker since %s (%s).":                       543,
+	"Versions, newest first":                       632,
+	"Waiting for Relais to call the destination since %s (%s).": 545,
+	"Waiting for a worker since %s (%s).":                       546,
 	"When":                                                      102,
 	"Who":                                                       103,
-	"Whole message":                                             476,
-	"Why (recorded with the reveal)":                            509,
-	"Worker":                                                    739,
-	"Worker id":                                                 467,
+	"Whole message":                                             477,
+	"Why (recorded with the reveal)":                            512,
+	"Worker":                                                    742,
+	"Worker id":                                                 468,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        737,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        740,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 738,
-	"Workers serving %s":                   746,
-	"Working copy":                         205,
-	"You are signed out.":                  689,
+	"Workers seen within three heartbeats": 741,
+	"Workers serving %s":                   749,
+	"Working copy":                         206,
+	"You are signed out.":                  692,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 690,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          691,
-	"[redacted]":                          567,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 693,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          694,
+	"[redacted]":                          570,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
-	"active":                              188,
-	"administrator":                       437,
-	"an incident: retry, abandon or stop": 292,
-	"answer too large":                    565,
+	"active":                              189,
+	"administrator":                       438,
+	"an incident: retry, abandon or stop": 293,
+	"answer too large":                    568,
 	"any":                                 76,
-	"any other code → %s":                 658,
-	"any other error":                     290,
-	"as of %s (%s); counts are refreshed every few seconds.": 589,
-	"at least %d characters":                                 721,
-	"at least %d items":                                      728,
-	"at most %d":                                             497,
-	"at most %d characters":                                  722,
-	"at most %d items":                                       729,
-	"at most %d since the last operator retry":               498,
-	"available":                                              409,
-	"boolean":                                                424,
-	"call in progress since":                                 595,
-	"cancelled":                                              414,
-	"choice":                                                 427,
-	"claimable since":                                        594,
-	"claimable since %s":                                     310,
-	"classification changed":                                 448,
-	"completed":                                              412,
-	"constraint changed":                                     449,
-	"consumer":                                               440,
-	"consumer #%s":                                           557,
-	"date":                                                   425,
-	"date and time":                                          426,
-	"deadline %s":                                            662,
-	"deferred":                                               411,
-	"deferred since":                                         597,
+	"any other code → %s":                 661,
+	"any other error":                     291,
+	"as of %s (%s); counts are refreshed every few seconds.": 592,
+	"at least %d characters":                                 724,
+	"at least %d items":                                      731,
+	"at most %d":                                             500,
+	"at most %d characters":                                  725,
+	"at most %d items":                                       732,
+	"at most %d since the last operator retry":               501,
+	"available":                                              410,
+	"boolean":                                                425,
+	"call in progress since":                                 598,
+	"cancelled":                                              415,
+	"choice":                                                 428,
+	"claimable since":                                        597,
+	"claimable since %s":                                     311,
+	"classification changed":                                 449,
+	"completed":                                              413,
+	"constraint changed":                                     450,
+	"consumer":                                               441,
+	"consumer #%s":                                           560,
+	"date":                                                   426,
+	"date and time":                                          427,
+	"deadline %s":                                            665,
+	"deferred":                                               412,
+	"deferred since":                                         600,
 	"deleted":                                                109,
-	"designer":                                               439,
-	"disconnected":                                           420,
-	"end (completes)":                                        653,
-	"end (fails)":                                            654,
-	"end: completes the instance":                            293,
-	"end: fails the instance":                                294,
+	"designer":                                               440,
+	"disconnected":                                           421,
+	"end (completes)":                                        656,
+	"end (fails)":                                            657,
+	"end: completes the instance":                            294,
+	"end: fails the instance":                                295,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 752,
-	"exact, case-sensitive":                                  399,
-	"expired":                                                417,
-	"failed":                                                 413,
-	"fails the instance":                                     659,
-	"field added":                                            443,
-	"field removed":                                          444,
-	"format":                                                 454,
-	"format %s":                                              724,
+	"every revision its consumer is granted":                 755,
+	"exact, case-sensitive":                                  400,
+	"expired":                                                418,
+	"failed":                                                 414,
+	"fails the instance":                                     662,
+	"field added":                                            444,
+	"field removed":                                          445,
+	"format":                                                 455,
+	"format %s":                                              727,
 	"from":                                                   114,
-	"held":                                                   416,
-	"held for an operator":                                   291,
-	"held, then abandoned by an operator":                    392,
-	"held, then stopped by an operator":                      391,
-	"hidden (secret)":                                        434,
-	"hidden (sensitive)":                                     433,
-	"hold (an incident for an operator)":                     657,
+	"held":                                                   417,
+	"held for an operator":                                   292,
+	"held, then abandoned by an operator":                    393,
+	"held, then stopped by an operator":                      392,
+	"hidden (secret)":                                        435,
+	"hidden (sensitive)":                                     434,
+	"hold (an incident for an operator)":                     660,
 	"id or business key":                                     137,
-	"in %s":                                                  330,
-	"in progress":                                            475,
-	"instance id":                                            576,
-	"instances held":                                         665,
-	"instances held: %s":                                     666,
-	"integer":                                                422,
-	"its name, exactly":                                      575,
-	"just now":                                               332,
-	"list":                                                   429,
-	"lock until":                                             596,
-	"long polling":                                           750,
-	"long wait":                                              311,
-	"masked value":                                           271,
-	"maximum":                                                456,
-	"maximum %s":                                             726,
-	"maximum items":                                          458,
-	"maximum length":                                         452,
-	"minimum":                                                455,
-	"minimum %s":                                             725,
-	"minimum items":                                          457,
-	"minimum length":                                         451,
-	"never":                                                  706,
-	"next attempt":                                           593,
-	"no":                                                     442,
-	"no answer within the timeout":                           563,
-	"no connection":                                          564,
-	"no grant: it takes nothing":                             190,
-	"no header":                                              276,
-	"no worker":                                              312,
-	"no worker takes revision %d":                            754,
-	"no worker takes revisions %s":                           755,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 520,
-	"none": 259,
-	"none (revealed before reasons were asked for)": 678,
-	"none yet": 264,
-	"none: a failed call takes the node’s error path": 490,
-	"normal":                             430,
-	"not provided":                       731,
-	"not yet":                            707,
-	"null":                               735,
-	"number":                             423,
-	"object":                             428,
-	"on error":                           289,
-	"one attempt, no retry, priority %d": 661,
-	"one of: %s":                         727,
-	"operator":                           438,
-	"optional %s field of type %s":       256,
-	"optional field of type %s":          258,
-	"optional → required":                249,
-	"pattern":                            453,
-	"pattern %s":                         723,
-	"pull":                               651,
-	"pull %s":                            296,
-	"pull (a worker fetches it)":         435,
-	"push %s":                            295,
-	"push (Relais calls the service)":    436,
-	"push to %s":                         652,
-	"rejected":                           418,
-	"released":                           419,
-	"required %s field of type %s":       255,
-	"required changed":                   446,
-	"required field of type %s":          257,
-	"required → optional":                250,
-	"reserved":                           410,
+	"in %s":                                                  331,
+	"in progress":                                            476,
+	"instance id":                                            579,
+	"instances held":                                         668,
+	"instances held: %s":                                     669,
+	"integer":                                                423,
+	"its name, exactly":                                      578,
+	"just now":                                               333,
+	"list":                                                   430,
+	"lock until":                                             599,
+	"long polling":                                           753,
+	"long wait":                                              312,
+	"masked value":                                           272,
+	"maximum":                                                457,
+	"maximum %s":                                             729,
+	"maximum items":                                          459,
+	"maximum length":                                         453,
+	"minimum":                                                456,
+	"minimum %s":                                             728,
+	"minimum items":                                          458,
+	"minimum length":                                         452,
+	"never":                                                  709,
+	"next attempt":                                           596,
+	"no":                                                     443,
+	"no answer within the timeout":                           566,
+	"no connection":                                          567,
+	"no grant: it takes nothing":                             191,
+	"no header":                                              277,
+	"no worker":                                              313,
+	"no worker takes revision %d":                            757,
+	"no worker takes revisions %s":                           758,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 523,
+	"none": 260,
+	"none (revealed before reasons were asked for)": 681,
+	"none yet": 265,
+	"none: a failed call takes the node’s error path": 491,
+	"normal":                             431,
+	"not provided":                       734,
+	"not yet":                            710,
+	"null":                               738,
+	"number":                             424,
+	"object":                             429,
+	"on error":                           290,
+	"one attempt, no retry, priority %d": 664,
+	"one of: %s":                         730,
+	"operator":                           439,
+	"optional %s field of type %s":       257,
+	"optional field of type %s":          259,
+	"optional → required":                250,
+	"pattern":                            454,
+	"pattern %s":                         726,
+	"pull":                               654,
+	"pull %s":                            297,
+	"pull (a worker fetches it)":         436,
+	"push %s":                            296,
+	"push (Relais calls the service)":    437,
+	"push to %s":                         655,
+	"rejected":                           419,
+	"released":                           420,
+	"required %s field of type %s":       256,
+	"required changed":                   447,
+	"required field of type %s":          258,
+	"required → optional":                251,
+	"reserved":                           411,
 	"retry":                              3,
-	"revision %d":                        590,
-	"revisions %s":                       753,
-	"revoked":                            189,
-	"routing changed":                    450,
-	"routing output":                     719,
-	"routing output %s → %s":             248,
-	"running":                            415,
-	"secret":                             432,
-	"sensitive":                          431,
-	"settled":                            592,
+	"revision %d":                        593,
+	"revisions %s":                       756,
+	"revoked":                            190,
+	"routing changed":                    451,
+	"routing output":                     722,
+	"routing output %s → %s":             249,
+	"running":                            416,
+	"secret":                             433,
+	"sensitive":                          432,
+	"settled":                            595,
 	"stop":                               5,
-	"stream":                             749,
-	"text":                               421,
-	"the contracts are the same (the name or a description changed).": 242,
-	"this session":             710,
-	"timeout %s":               663,
-	"timeout %s (the default)": 664,
+	"stream":                             752,
+	"text":                               422,
+	"the contracts are the same (the name or a description changed).": 243,
+	"this session":             713,
+	"timeout %s":               666,
+	"timeout %s (the default)": 667,
 	"to":                       115,
-	"type changed":             445,
-	"unexpected value":         736,
-	"unknown":                  566,
-	"values added: %s":         251,
-	"values changed":           447,
-	"values removed: %s":       252,
-	"values reordered":         253,
-	"version %d":               631,
-	"waiting":                  561,
-	"yes":                      441,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 164,
-	"→ %s": 656,
+	"type changed":             446,
+	"unexpected value":         739,
+	"unknown":                  569,
+	"values added: %s":         252,
+	"values changed":           448,
+	"values removed: %s":       253,
+	"values reordered":         254,
+	"version %d":               634,
+	"waiting":                  564,
+	"yes":                      442,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
+	"→ %s": 659,
 }
 
-var enIndex = []uint32{ // 771 elements
+var enIndex = []uint32{ // 774 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -858,181 +861,182 @@ var enIndex = []uint32{ // 771 elements
 	0x0000204e, 0x0000205f, 0x00002066, 0x0000208d,
 	0x0000209d, 0x000020a9, 0x00002127, 0x00002137,
 	// Entry A0 - BF
-	0x0000219f, 0x000021b6, 0x000021ca, 0x00002207,
-	0x00002320, 0x0000239d, 0x000023a7, 0x000023b4,
-	0x00002431, 0x00002442, 0x00002451, 0x000024b1,
-	0x000024c3, 0x00002506, 0x00002544, 0x0000255c,
-	0x000025a2, 0x000025b7, 0x00002626, 0x00002637,
-	0x0000264a, 0x0000270f, 0x00002727, 0x0000272a,
-	0x0000272f, 0x00002736, 0x00002741, 0x00002747,
-	0x0000274d, 0x00002754, 0x0000275c, 0x00002777,
+	0x0000219f, 0x000021b6, 0x000021c6, 0x000021da,
+	0x00002217, 0x00002330, 0x000023ad, 0x000023b7,
+	0x000023c4, 0x00002441, 0x00002452, 0x00002461,
+	0x000024c1, 0x000024d3, 0x00002516, 0x00002554,
+	0x0000256c, 0x000025b2, 0x000025c7, 0x00002636,
+	0x00002647, 0x0000265a, 0x0000271f, 0x00002737,
+	0x0000273a, 0x0000273f, 0x00002746, 0x00002751,
+	0x00002757, 0x0000275d, 0x00002764, 0x0000276c,
 	// Entry C0 - DF
-	0x00002784, 0x00002792, 0x000027bc, 0x000027d2,
-	0x000027e9, 0x0000282f, 0x00002851, 0x00002857,
-	0x0000285c, 0x00002865, 0x00002874, 0x00002880,
-	0x0000288c, 0x0000289d, 0x000028aa, 0x00002907,
-	0x00002916, 0x00002921, 0x0000292b, 0x00002969,
-	0x00002972, 0x00002982, 0x0000298a, 0x00002993,
-	0x00002999, 0x000029a3, 0x000029b5, 0x000029fd,
-	0x00002a0b, 0x00002a17, 0x00002a1f, 0x00002a26,
+	0x00002787, 0x00002794, 0x000027a2, 0x000027cc,
+	0x000027e2, 0x000027f9, 0x0000283f, 0x00002861,
+	0x00002867, 0x0000286c, 0x00002875, 0x00002884,
+	0x00002890, 0x0000289c, 0x000028ad, 0x000028ba,
+	0x00002917, 0x00002926, 0x00002931, 0x0000293b,
+	0x00002979, 0x00002982, 0x00002992, 0x0000299a,
+	0x000029a3, 0x000029a9, 0x000029b3, 0x000029c5,
+	0x00002a0d, 0x00002a1b, 0x00002a27, 0x00002a2f,
 	// Entry E0 - FF
-	0x00002a2d, 0x00002a3e, 0x00002a4d, 0x00002a76,
-	0x00002a7d, 0x00002a88, 0x00002aa3, 0x00002aab,
-	0x00002ab7, 0x00002ad3, 0x00002aea, 0x00002b0c,
-	0x00002b1b, 0x00002b27, 0x00002b2e, 0x00002b47,
-	0x00002b61, 0x00002c0a, 0x00002c20, 0x00002c60,
-	0x00002c91, 0x00002cbb, 0x00002ce2, 0x00002d06,
-	0x00002d2d, 0x00002d4c, 0x00002d62, 0x00002d78,
-	0x00002d8c, 0x00002da2, 0x00002db3, 0x00002dca,
+	0x00002a36, 0x00002a3d, 0x00002a4e, 0x00002a5d,
+	0x00002a86, 0x00002a8d, 0x00002a98, 0x00002ab3,
+	0x00002abb, 0x00002ac7, 0x00002ae3, 0x00002afa,
+	0x00002b1c, 0x00002b2b, 0x00002b37, 0x00002b3e,
+	0x00002b57, 0x00002b71, 0x00002c1a, 0x00002c30,
+	0x00002c70, 0x00002ca1, 0x00002ccb, 0x00002cf2,
+	0x00002d16, 0x00002d3d, 0x00002d5c, 0x00002d72,
+	0x00002d88, 0x00002d9c, 0x00002db2, 0x00002dc3,
 	// Entry 100 - 11F
-	0x00002ded, 0x00002e10, 0x00002e2d, 0x00002e4a,
-	0x00002e4f, 0x00002e9b, 0x00002eae, 0x00002eb2,
-	0x00002ec2, 0x00002ecb, 0x00002ede, 0x00002f04,
-	0x00002f18, 0x00002f2e, 0x00003000, 0x00003015,
-	0x00003022, 0x00003026, 0x00003033, 0x00003043,
-	0x00003050, 0x0000305a, 0x00003060, 0x0000306a,
-	0x0000308a, 0x0000309c, 0x00003150, 0x0000316d,
-	0x000031db, 0x0000329b, 0x000032ae, 0x000032fb,
+	0x00002dda, 0x00002dfd, 0x00002e20, 0x00002e3d,
+	0x00002e5a, 0x00002e5f, 0x00002eab, 0x00002ebe,
+	0x00002ec2, 0x00002ed2, 0x00002edb, 0x00002eee,
+	0x00002f14, 0x00002f28, 0x00002f3e, 0x00003010,
+	0x00003025, 0x00003032, 0x00003036, 0x00003043,
+	0x00003053, 0x00003060, 0x0000306a, 0x00003070,
+	0x0000307a, 0x0000309a, 0x000030ac, 0x00003160,
+	0x0000317d, 0x000031eb, 0x000032ab, 0x000032be,
 	// Entry 120 - 13F
-	0x0000335f, 0x000033c3, 0x000033cc, 0x000033dc,
-	0x000033f1, 0x00003415, 0x00003431, 0x00003449,
-	0x00003454, 0x0000345f, 0x00003473, 0x00003589,
-	0x000035ad, 0x000035d8, 0x000035e3, 0x000035e8,
-	0x000035f7, 0x000035fe, 0x00003615, 0x0000362a,
-	0x0000363c, 0x0000365f, 0x00003691, 0x000036a7,
-	0x000036b1, 0x000036bb, 0x000036d0, 0x0000371d,
-	0x0000372d, 0x00003766, 0x000037ba, 0x000037c4,
+	0x0000330b, 0x0000336f, 0x000033d3, 0x000033dc,
+	0x000033ec, 0x00003401, 0x00003425, 0x00003441,
+	0x00003459, 0x00003464, 0x0000346f, 0x00003483,
+	0x00003599, 0x000035bd, 0x000035e8, 0x000035f3,
+	0x000035f8, 0x00003607, 0x0000360e, 0x00003625,
+	0x0000363a, 0x0000364c, 0x0000366f, 0x000036a1,
+	0x000036b7, 0x000036c1, 0x000036cb, 0x000036e0,
+	0x0000372d, 0x0000373d, 0x00003776, 0x000037ca,
 	// Entry 140 - 15F
-	0x000037da, 0x00003813, 0x00003818, 0x00003826,
-	0x00003833, 0x0000385c, 0x0000387f, 0x0000388c,
-	0x000038ac, 0x000038b8, 0x000038d1, 0x000038da,
-	0x000038e4, 0x000038ed, 0x000038f5, 0x000038ff,
-	0x00003907, 0x0000390f, 0x00003913, 0x00003917,
-	0x0000391b, 0x0000391f, 0x00003923, 0x00003927,
-	0x0000392b, 0x0000392f, 0x00003933, 0x00003937,
-	0x0000393b, 0x0000393f, 0x00003949, 0x00003967,
+	0x000037d4, 0x000037ea, 0x00003823, 0x00003828,
+	0x00003836, 0x00003843, 0x0000386c, 0x0000388f,
+	0x0000389c, 0x000038bc, 0x000038c8, 0x000038e1,
+	0x000038ea, 0x000038f4, 0x000038fd, 0x00003905,
+	0x0000390f, 0x00003917, 0x0000391f, 0x00003923,
+	0x00003927, 0x0000392b, 0x0000392f, 0x00003933,
+	0x00003937, 0x0000393b, 0x0000393f, 0x00003943,
+	0x00003947, 0x0000394b, 0x0000394f, 0x00003959,
 	// Entry 160 - 17F
-	0x00003987, 0x000039ab, 0x000039cf, 0x000039d8,
-	0x000039ef, 0x000039f7, 0x00003a08, 0x00003a0d,
-	0x00003a52, 0x00003a6a, 0x00003a6f, 0x00003a7a,
-	0x00003a80, 0x00003a8a, 0x00003a92, 0x00003a9a,
-	0x00003ac4, 0x00003ade, 0x00003b06, 0x00003b36,
-	0x00003b3c, 0x00003b4b, 0x00003b9e, 0x00003bbc,
-	0x00003bd3, 0x00003c83, 0x00003da5, 0x00003e64,
-	0x00003ebb, 0x00003ee5, 0x00003f11, 0x00003f3b,
+	0x00003977, 0x00003997, 0x000039bb, 0x000039df,
+	0x000039e8, 0x000039ff, 0x00003a07, 0x00003a18,
+	0x00003a1d, 0x00003a62, 0x00003a7a, 0x00003a7f,
+	0x00003a8a, 0x00003a90, 0x00003a9a, 0x00003aa2,
+	0x00003aaa, 0x00003ad4, 0x00003aee, 0x00003b16,
+	0x00003b46, 0x00003b4c, 0x00003b5b, 0x00003bae,
+	0x00003bcc, 0x00003be3, 0x00003c93, 0x00003db5,
+	0x00003e74, 0x00003ecb, 0x00003ef5, 0x00003f21,
 	// Entry 180 - 19F
-	0x00003f43, 0x00003f49, 0x00003f56, 0x00003f68,
-	0x00003f71, 0x00003f7a, 0x00003f8c, 0x00003f9b,
-	0x00003fbd, 0x00003fe1, 0x00003ffd, 0x00004028,
-	0x0000405c, 0x0000406a, 0x00004095, 0x000040a7,
-	0x000040bd, 0x000040e7, 0x00004130, 0x00004150,
-	0x00004159, 0x0000416b, 0x0000418e, 0x0000419c,
-	0x000041ab, 0x000041b8, 0x000041c2, 0x000041cb,
-	0x000041d4, 0x000041de, 0x000041e5, 0x000041ef,
+	0x00003f4b, 0x00003f53, 0x00003f59, 0x00003f66,
+	0x00003f78, 0x00003f81, 0x00003f8a, 0x00003f9c,
+	0x00003fab, 0x00003fcd, 0x00003ff1, 0x0000400d,
+	0x00004038, 0x0000406c, 0x0000407a, 0x000040a5,
+	0x000040b7, 0x000040cd, 0x000040f7, 0x00004140,
+	0x00004160, 0x00004169, 0x0000417b, 0x0000419e,
+	0x000041ac, 0x000041bb, 0x000041c8, 0x000041d2,
+	0x000041db, 0x000041e4, 0x000041ee, 0x000041f5,
 	// Entry 1A0 - 1BF
-	0x000041f7, 0x000041fc, 0x00004204, 0x0000420d,
-	0x00004216, 0x00004223, 0x00004228, 0x00004230,
-	0x00004237, 0x0000423f, 0x00004244, 0x00004252,
-	0x00004259, 0x00004260, 0x00004265, 0x0000426c,
-	0x00004276, 0x0000427d, 0x00004290, 0x000042a0,
-	0x000042bb, 0x000042db, 0x000042e9, 0x000042f2,
-	0x000042fb, 0x00004304, 0x00004308, 0x0000430b,
-	0x00004317, 0x00004325, 0x00004332, 0x00004343,
+	0x000041ff, 0x00004207, 0x0000420c, 0x00004214,
+	0x0000421d, 0x00004226, 0x00004233, 0x00004238,
+	0x00004240, 0x00004247, 0x0000424f, 0x00004254,
+	0x00004262, 0x00004269, 0x00004270, 0x00004275,
+	0x0000427c, 0x00004286, 0x0000428d, 0x000042a0,
+	0x000042b0, 0x000042cb, 0x000042eb, 0x000042f9,
+	0x00004302, 0x0000430b, 0x00004314, 0x00004318,
+	0x0000431b, 0x00004327, 0x00004335, 0x00004342,
 	// Entry 1C0 - 1DF
-	0x00004352, 0x00004369, 0x0000437c, 0x0000438c,
-	0x0000439b, 0x000043aa, 0x000043b2, 0x000043b9,
-	0x000043c1, 0x000043c9, 0x000043d7, 0x000043e5,
-	0x000043fb, 0x00004410, 0x00004421, 0x00004427,
-	0x0000442e, 0x00004437, 0x00004453, 0x0000445c,
-	0x00004466, 0x0000446f, 0x00004478, 0x00004481,
-	0x00004498, 0x000044a0, 0x000044ae, 0x000044da,
-	0x000044e6, 0x000044f4, 0x0000453a, 0x00004546,
+	0x00004353, 0x00004362, 0x00004379, 0x0000438c,
+	0x0000439c, 0x000043ab, 0x000043ba, 0x000043c2,
+	0x000043c9, 0x000043d1, 0x000043d9, 0x000043e7,
+	0x000043f5, 0x0000440b, 0x00004420, 0x00004431,
+	0x00004437, 0x0000443e, 0x00004447, 0x00004463,
+	0x0000446c, 0x00004476, 0x0000447f, 0x00004488,
+	0x00004491, 0x000044a8, 0x000044b0, 0x000044be,
+	0x000044ea, 0x000044f6, 0x00004504, 0x0000454a,
 	// Entry 1E0 - 1FF
-	0x0000454e, 0x00004579, 0x000045c4, 0x00004686,
-	0x0000468a, 0x000046b0, 0x000046b5, 0x000046d0,
-	0x000046e1, 0x000046ed, 0x000046f5, 0x00004727,
-	0x00004730, 0x00004739, 0x00004755, 0x00004762,
-	0x000047b2, 0x000047ed, 0x000047fb, 0x00004827,
-	0x0000484d, 0x0000486e, 0x00004879, 0x000048a7,
-	0x000048c4, 0x000048f3, 0x00004925, 0x00004943,
-	0x00004978, 0x00004994, 0x000049b3, 0x00004a0e,
+	0x00004556, 0x0000455e, 0x00004589, 0x000045d4,
+	0x00004696, 0x0000469a, 0x000046c0, 0x000046c5,
+	0x000046e0, 0x000046f1, 0x000046fd, 0x00004705,
+	0x00004737, 0x00004740, 0x00004749, 0x00004765,
+	0x00004772, 0x000047a9, 0x000047d8, 0x00004828,
+	0x00004863, 0x00004871, 0x0000489d, 0x000048c3,
+	0x000048e4, 0x000048ef, 0x0000491d, 0x0000493a,
+	0x00004969, 0x0000499b, 0x000049b9, 0x000049ee,
 	// Entry 200 - 21F
-	0x00004a1d, 0x00004a2a, 0x00004a38, 0x00004a45,
-	0x00004a4e, 0x00004a69, 0x00004a99, 0x00004ab4,
-	0x00004abe, 0x00004b10, 0x00004b6c, 0x00004bea,
-	0x00004c60, 0x00004c8d, 0x00004cc7, 0x00004da6,
-	0x00004dc6, 0x00004dec, 0x00004e16, 0x00004e4e,
-	0x00004e8b, 0x00004eaf, 0x00004f28, 0x00004f4d,
-	0x00004f7c, 0x00004fdc, 0x00005035, 0x0000508f,
-	0x000050a9, 0x000050c7, 0x000050fb, 0x0000513b,
+	0x00004a0a, 0x00004a29, 0x00004a84, 0x00004a93,
+	0x00004aa0, 0x00004aae, 0x00004abb, 0x00004ac4,
+	0x00004adf, 0x00004b0f, 0x00004b2a, 0x00004b34,
+	0x00004b86, 0x00004be2, 0x00004c60, 0x00004cd6,
+	0x00004d03, 0x00004d3d, 0x00004e1c, 0x00004e3c,
+	0x00004e62, 0x00004e8c, 0x00004ec4, 0x00004f01,
+	0x00004f25, 0x00004f9e, 0x00004fc3, 0x00004ff2,
+	0x00005052, 0x000050ab, 0x00005105, 0x0000511f,
 	// Entry 220 - 23F
-	0x00005165, 0x00005174, 0x0000523f, 0x00005270,
-	0x0000529f, 0x000052b2, 0x00005327, 0x0000533a,
-	0x0000536e, 0x000053a2, 0x000053b2, 0x000053f9,
-	0x00005426, 0x00005433, 0x00005443, 0x00005473,
-	0x000054ad, 0x000054d0, 0x000054d8, 0x000054f0,
-	0x0000550d, 0x0000551b, 0x0000552c, 0x00005534,
-	0x0000553f, 0x00005560, 0x000055a2, 0x000055d2,
-	0x0000560d, 0x0000561d, 0x0000565c, 0x0000566d,
+	0x0000513d, 0x00005171, 0x000051b1, 0x000051db,
+	0x000051ea, 0x000052b5, 0x000052e6, 0x00005315,
+	0x00005328, 0x0000539d, 0x000053b0, 0x000053e4,
+	0x00005418, 0x00005428, 0x0000546f, 0x0000549c,
+	0x000054a9, 0x000054b9, 0x000054e9, 0x00005523,
+	0x00005546, 0x0000554e, 0x00005566, 0x00005583,
+	0x00005591, 0x000055a2, 0x000055aa, 0x000055b5,
+	0x000055d6, 0x00005618, 0x00005648, 0x00005683,
 	// Entry 240 - 25F
-	0x0000567f, 0x0000568b, 0x0000569c, 0x000056b6,
-	0x000056be, 0x000056cf, 0x000056d5, 0x000056e9,
-	0x00005701, 0x00005726, 0x00005734, 0x00005772,
-	0x000057af, 0x000057db, 0x00005818, 0x00005827,
-	0x00005838, 0x00005840, 0x0000584d, 0x0000585d,
-	0x00005874, 0x0000587f, 0x0000588e, 0x00005894,
-	0x000058a2, 0x000058ac, 0x000058b7, 0x000058c1,
-	0x000058d4, 0x000058f9, 0x00005924, 0x000059b5,
+	0x00005693, 0x000056d2, 0x000056e3, 0x000056f5,
+	0x00005701, 0x00005712, 0x0000572c, 0x00005734,
+	0x00005745, 0x0000574b, 0x0000575f, 0x00005777,
+	0x0000579c, 0x000057aa, 0x000057e8, 0x00005825,
+	0x00005851, 0x0000588e, 0x0000589d, 0x000058ae,
+	0x000058b6, 0x000058c3, 0x000058d3, 0x000058ea,
+	0x000058f5, 0x00005904, 0x0000590a, 0x00005918,
+	0x00005922, 0x0000592d, 0x00005937, 0x0000594a,
 	// Entry 260 - 27F
-	0x000059f0, 0x00005a0f, 0x00005a4d, 0x00005a84,
-	0x00005ab2, 0x00005ac0, 0x00005b5f, 0x00005b7d,
-	0x00005cd4, 0x00005ce2, 0x00005cf6, 0x00005d17,
-	0x00005d2b, 0x00005d5b, 0x00005d61, 0x00005d75,
-	0x00005d8d, 0x00005da0, 0x00005ddd, 0x00005e50,
-	0x00005e9d, 0x00005eae, 0x00005ec5, 0x00005ee2,
-	0x00005ef0, 0x00005efe, 0x00005f09, 0x00005f0f,
-	0x00006001, 0x00006007, 0x00006039, 0x0000603e,
+	0x0000596f, 0x0000599a, 0x00005a2b, 0x00005a66,
+	0x00005a85, 0x00005ac3, 0x00005afa, 0x00005b28,
+	0x00005b36, 0x00005bd5, 0x00005bf3, 0x00005d4a,
+	0x00005d58, 0x00005d6c, 0x00005d8d, 0x00005da1,
+	0x00005dd1, 0x00005dd7, 0x00005deb, 0x00005e03,
+	0x00005e16, 0x00005e53, 0x00005ec6, 0x00005f13,
+	0x00005f24, 0x00005f3b, 0x00005f58, 0x00005f66,
+	0x00005f74, 0x00005f7f, 0x00005f85, 0x00006077,
 	// Entry 280 - 29F
-	0x0000604e, 0x00006059, 0x00006062, 0x00006072,
-	0x0000608c, 0x00006131, 0x00006147, 0x000061cc,
-	0x00006246, 0x00006255, 0x0000630f, 0x00006360,
-	0x00006365, 0x00006373, 0x00006383, 0x0000638f,
-	0x0000639f, 0x000063a9, 0x000063cc, 0x000063e5,
-	0x000063f8, 0x00006464, 0x0000648a, 0x00006499,
-	0x000064a7, 0x000064c3, 0x000064d2, 0x000064e8,
-	0x00006521, 0x00006553, 0x000065ab, 0x000065e2,
+	0x0000607d, 0x000060af, 0x000060b4, 0x000060c4,
+	0x000060cf, 0x000060d8, 0x000060e8, 0x00006102,
+	0x000061a7, 0x000061bd, 0x00006242, 0x000062bc,
+	0x000062cb, 0x00006385, 0x000063d6, 0x000063db,
+	0x000063e9, 0x000063f9, 0x00006405, 0x00006415,
+	0x0000641f, 0x00006442, 0x0000645b, 0x0000646e,
+	0x000064da, 0x00006500, 0x0000650f, 0x0000651d,
+	0x00006539, 0x00006548, 0x0000655e, 0x00006597,
 	// Entry 2A0 - 2BF
-	0x000065f9, 0x00006607, 0x0000664b, 0x00006670,
-	0x000066e7, 0x000066fd, 0x00006714, 0x00006742,
-	0x00006755, 0x0000677d, 0x00006801, 0x00006808,
-	0x00006870, 0x0000689a, 0x000068ca, 0x00006928,
-	0x00006a62, 0x00006b02, 0x00006b16, 0x00006bc1,
-	0x00006c43, 0x00006c4b, 0x00006c86, 0x00006c8c,
-	0x00006d1e, 0x00006db6, 0x00006de1, 0x00006e43,
-	0x00006eaf, 0x00006f56, 0x00006f71, 0x00006f7b,
+	0x000065c9, 0x00006621, 0x00006658, 0x0000666f,
+	0x0000667d, 0x000066c1, 0x000066e6, 0x0000675d,
+	0x00006773, 0x0000678a, 0x000067b8, 0x000067cb,
+	0x000067f3, 0x00006877, 0x0000687e, 0x000068e6,
+	0x00006910, 0x00006940, 0x0000699e, 0x00006ad8,
+	0x00006b78, 0x00006b8c, 0x00006c37, 0x00006cb9,
+	0x00006cc1, 0x00006cfc, 0x00006d02, 0x00006d94,
+	0x00006e2c, 0x00006e57, 0x00006eb9, 0x00006f25,
 	// Entry 2C0 - 2DF
-	0x00006f80, 0x00006f8a, 0x00006f92, 0x00006f98,
-	0x00006fa0, 0x00006fae, 0x00006fb8, 0x00006fc5,
-	0x00006fd8, 0x00006ffc, 0x0000707c, 0x0000708d,
-	0x00007095, 0x0000710a, 0x0000715e, 0x000071a0,
-	0x000071af, 0x000071bb, 0x000071f7, 0x00007231,
-	0x0000723f, 0x0000724c, 0x0000725a, 0x00007268,
-	0x00007276, 0x000072a8, 0x000072d8, 0x00007334,
-	0x00007341, 0x00007361, 0x0000736c, 0x00007386,
+	0x00006fcc, 0x00006fe7, 0x00006ff1, 0x00006ff6,
+	0x00007000, 0x00007008, 0x0000700e, 0x00007016,
+	0x00007024, 0x0000702e, 0x0000703b, 0x0000704e,
+	0x00007072, 0x000070f2, 0x00007103, 0x0000710b,
+	0x00007180, 0x000071d4, 0x00007216, 0x00007225,
+	0x00007231, 0x0000726d, 0x000072a7, 0x000072b5,
+	0x000072c2, 0x000072d0, 0x000072de, 0x000072ec,
+	0x0000731e, 0x0000734e, 0x000073aa, 0x000073b7,
 	// Entry 2E0 - 2FF
-	0x0000738b, 0x0000739c, 0x00007422, 0x00007447,
-	0x0000744e, 0x00007457, 0x0000746a, 0x00007474,
-	0x0000747e, 0x00007488, 0x000074a0, 0x000074b6,
-	0x000074c2, 0x000074e4, 0x000074eb, 0x000074f8,
-	0x00007509, 0x00007530, 0x00007540, 0x0000755f,
-	0x0000757f, 0x000075f5, 0x00007672, 0x000076c6,
-	0x00007716, 0x00007776, 0x000077c9, 0x00007801,
-	0x00007832, 0x00007882, 0x000078b6, 0x000078d4,
+	0x000073d7, 0x000073e2, 0x000073fc, 0x00007401,
+	0x00007412, 0x00007498, 0x000074bd, 0x000074c4,
+	0x000074cd, 0x000074e0, 0x000074ea, 0x000074f4,
+	0x000074fe, 0x00007516, 0x0000752c, 0x00007538,
+	0x0000755a, 0x00007561, 0x0000756e, 0x0000757f,
+	0x000075a6, 0x000075b6, 0x000075d5, 0x000075f5,
+	0x0000766b, 0x000076e8, 0x0000773c, 0x0000778c,
+	0x000077ec, 0x0000783f, 0x00007877, 0x000078a8,
 	// Entry 300 - 31F
-	0x000078f3, 0x00007912, 0x00007932,
-} // Size: 3108 bytes
+	0x000078f8, 0x0000792c, 0x0000794a, 0x00007969,
+	0x00007988, 0x000079a8,
+} // Size: 3120 bytes
 
-const enData string = "" + // Size: 31026 bytes
+const enData string = "" + // Size: 31144 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1163,352 +1167,354 @@ const enData string = "" + // Size: 31026 bytes
 	"ks and process instances are for operators and administrators.\x02Invali" +
 	"d request\x02The field “%[1]s” holds a NUL character or bytes that are n" +
 	"ot UTF-8 text: correct it and try again.\x02Back to external tasks\x02Ba" +
-	"ck to definitions\x02Nothing exists at this address, or it is not visibl" +
-	"e to you.\x02Nothing exists at this address, or it is not visible to you" +
-	". An ended instance is deleted, with its occurrences and attempts, once " +
-	"the retention period (RELAIS_RETENTION) has passed, or at once when an a" +
-	"dministrator erases it; the audit log keeps the operator actions taken o" +
-	"n it.\x02“%[1]s” is not a whole id (a UUID): the lists show the end of e" +
-	"ach id; open the row, or copy its link, for the whole id.\x02Not found" +
-	"\x02Form refused\x02This form was not sent from this console session, or" +
-	" it has expired: nothing was done. Open the form again and send it anew." +
-	"\x02Back to the form\x02Form too large\x02This form is larger than %[1]d" +
-	" KiB: nothing was done. Shorten what you typed and send it again.\x02For" +
-	"m not received\x02This form did not arrive in time: nothing was done. Se" +
-	"nd it again.\x02This form could not be read: nothing was done. Send it a" +
-	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
-	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
-	" could not show this page. Try again; if it persists, give your administ" +
-	"rator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
-	"\x02The external services that take tasks, and the definitions each may " +
-	"take. Create consumers, change their grants and rotate their tokens thro" +
-	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
-	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
-	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
-	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
-	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
-	"appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
-	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
-	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
-	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
-	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
-	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Definitio" +
-	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
-	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
-	"ush nodes call. Values of the URL's query and of the headers, and signin" +
-	"g secrets, are sealed and never shown. Create, change and delete destina" +
-	"tions through the API (/api/v1/destinations).\x02Destinations by name" +
-	"\x02masked value\x02URL\x02Headers sent\x02Longest timeout\x02Last chang" +
-	"ed\x02no header\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)" +
-	"\x02Keep the instance\x02Say why, for whoever reads the log later: at mo" +
-	"st %[1]d characters. It is kept after the erasure, whatever the retentio" +
-	"n: write the request’s reference, not the person’s name.\x02Erase proces" +
-	"s instance %[1]s\x02Erase this instance now? It is deleted with its occu" +
-	"rrences and their attempts, as retention would delete it.\x02Its inputs," +
-	" outputs, business key and the workers’ messages go with it; this cannot" +
-	" be undone. The audit records naming it stay (who did what, and why), an" +
-	"d so do backups until they expire.\x02Erase the instance\x02This instanc" +
-	"e is %[1]s: only an ended instance can be erased. Stop it first.\x02Eras" +
-	"ed: instance %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Rec" +
-	"orded in the audit log.\x02This instance had already been erased, by %[1" +
-	"]s at %[2]s; nothing changed and nothing was recorded.\x02on error\x02an" +
-	"y other error\x02held for an operator\x02an incident: retry, abandon or " +
-	"stop\x02end: completes the instance\x02end: fails the instance\x02push %" +
-	"[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and" +
-	" incidents now, and what its workers finished in the last hour: occurren" +
-	"ces that ended completed or failed. An occurrence retried since counts w" +
-	"here it ends next; a failed attempt with attempts left is not counted, i" +
-	"ts occurrence’s page lists it.\x02Completions and failures, last hour" +
-	"\x02Definitions, those needing attention first\x02Definition\x02Open\x02" +
-	"Held instances\x02Failed\x02Oldest claimable waits\x02Completed, last ho" +
-	"ur\x02Failed, last hour\x02No definition has occurrences yet.\x02As of %" +
-	"[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02l" +
-	"ong wait\x02no worker\x02Show all definitions\x02No definition %[1]s has" +
-	" occurrences: check the key, or show all definitions.\x02All definitions" +
-	"\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In the l" +
-	"ast hour: %[1]s, %[2]s. The table after the chart gives each 5-minute sl" +
-	"ot.\x02Completed\x02The chart’s numbers\x02Completions and failures per " +
-	"5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
-	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02Erase this instance…\x02This instance has en" +
-	"ded. As an administrator you may erase it now rather than wait for reten" +
-	"tion (a data subject’s request): it is deleted with its occurrences and " +
-	"attempts.\x02This instance is held at a failed node: an incident. It can" +
-	"not be retried: its occurrence at node %[1]s failed before any attempt (" +
-	"its inputs could not be built), so it would fail the same way. Abandon f" +
-	"ails the instance; stop cancels it. Each asks for a reason, recorded in " +
-	"the audit log.\x02This instance is held at a failed node: an incident. R" +
-	"etry offers the failed occurrence again; abandon fails the instance; sto" +
-	"p cancels it. Each asks for a reason, recorded in the audit log.\x02Stop" +
-	"ping cancels the instance and its open occurrences. It does not complete" +
-	" anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s " +
-	"at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02" +
-	"Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End node\x02Ab" +
-	"andoned at node\x02Failed at node\x02held, then stopped by an operator" +
-	"\x02held, then abandoned by an operator\x02Unknown status “%[1]s”.\x02Th" +
-	"e version must be a whole number from 1.\x02A version is a process’s: ch" +
-	"oose the process too.\x02Creation date\x02The page size must be between " +
-	"1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on eve" +
-	"ry instance this filter matches\x02The next page counts them and asks fo" +
-	"r a reason before anything changes.\x02Process instances, newest first" +
-	"\x02Instance\x02End node or error\x02No instance matches these filters." +
-	"\x02All processes\x02Any definition\x02All statuses\x02available\x02rese" +
-	"rved\x02deferred\x02completed\x02failed\x02cancelled\x02running\x02held" +
-	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
-	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
-	"st\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (sec" +
-	"ret)\x02pull (a worker fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
-	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
-	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
-	"sage\x02No worker has reserved this occurrence yet.\x02in progress\x02Wh" +
-	"ole message\x02No worker ever reserved this occurrence: it ended before " +
-	"any attempt.\x02Destination\x02Replica\x02Relais has not called the dest" +
-	"ination yet.\x02Relais never called the destination: the occurrence ende" +
-	"d before any call.\x02Relais keeps the destination’s status code only wh" +
-	"en it refused the call (destination_http_NNN); a completed call answered" +
-	" 2xx. The duration runs from the claim of the call to its settlement." +
+	"ck to sign-in\x02Back to definitions\x02Nothing exists at this address, " +
+	"or it is not visible to you.\x02Nothing exists at this address, or it is" +
+	" not visible to you. An ended instance is deleted, with its occurrences " +
+	"and attempts, once the retention period (RELAIS_RETENTION) has passed, o" +
+	"r at once when an administrator erases it; the audit log keeps the opera" +
+	"tor actions taken on it.\x02“%[1]s” is not a whole id (a UUID): the list" +
+	"s show the end of each id; open the row, or copy its link, for the whole" +
+	" id.\x02Not found\x02Form refused\x02This form was not sent from this co" +
+	"nsole session, or it has expired: nothing was done. Open the form again " +
+	"and send it anew.\x02Back to the form\x02Form too large\x02This form is " +
+	"larger than %[1]d KiB: nothing was done. Shorten what you typed and send" +
+	" it again.\x02Form not received\x02This form did not arrive in time: not" +
+	"hing was done. Send it again.\x02This form could not be read: nothing wa" +
+	"s done. Send it again.\x02Temporarily unavailable\x02The database cannot" +
+	" be reached right now. Try again in a few seconds.\x02Something went wro" +
+	"ng\x02The console could not show this page. Try again; if it persists, g" +
+	"ive your administrator the request id %[1]s.\x02No consumer yet.\x02No m" +
+	"ore consumers.\x02The external services that take tasks, and the definit" +
+	"ions each may take. Create consumers, change their grants and rotate the" +
+	"ir tokens through the API (/api/v1/consumers); tokens are never shown." +
+	"\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02Sta" +
+	"te\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserv" +
+	"ed now\x02All its tasks\x02%[1]s: every revision, present and future\x02" +
+	"%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurren" +
+	"ces; the counts appear when you reload the page.\x02Counts are unavailab" +
+	"le right now.\x02Field\x02Type\x02Required\x02Classification\x02Constrai" +
+	"nts\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutab" +
+	"le part of a definition. Processes never use it directly: they pin a rev" +
+	"ision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: " +
+	"the Working copy has never been snapshotted.\x02Releases\x02No release y" +
+	"et.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
+	"\x02Lists every change from one revision to another, and whom it may bre" +
+	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
+	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
+	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
+	"he Working copy has changes not yet snapshotted: they are in no revision" +
+	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
+	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
+	"e same (the name or a description changed).\x02Changes of the Working co" +
+	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
+	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
+	"k contracts: their Working copy, immutable revisions and named releases." +
+	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
+	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
+	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
+	"dpoints push nodes call. Values of the URL's query and of the headers, a" +
+	"nd signing secrets, are sealed and never shown. Create, change and delet" +
+	"e destinations through the API (/api/v1/destinations).\x02Destinations b" +
+	"y name\x02masked value\x02URL\x02Headers sent\x02Longest timeout\x02Last" +
+	" changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Relais-Sign" +
+	"ature)\x02Keep the instance\x02Say why, for whoever reads the log later:" +
+	" at most %[1]d characters. It is kept after the erasure, whatever the re" +
+	"tention: write the request’s reference, not the person’s name.\x02Erase " +
+	"process instance %[1]s\x02Erase this instance now? It is deleted with it" +
+	"s occurrences and their attempts, as retention would delete it.\x02Its i" +
+	"nputs, outputs, business key and the workers’ messages go with it; this " +
+	"cannot be undone. The audit records naming it stay (who did what, and wh" +
+	"y), and so do backups until they expire.\x02Erase the instance\x02This i" +
+	"nstance is %[1]s: only an ended instance can be erased. Stop it first." +
+	"\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attempts: %[3" +
+	"]d). Recorded in the audit log.\x02This instance had already been erased" +
+	", by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02on err" +
+	"or\x02any other error\x02held for an operator\x02an incident: retry, aba" +
+	"ndon or stop\x02end: completes the instance\x02end: fails the instance" +
+	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s" +
+	" queue and incidents now, and what its workers finished in the last hour" +
+	": occurrences that ended completed or failed. An occurrence retried sinc" +
+	"e counts where it ends next; a failed attempt with attempts left is not " +
+	"counted, its occurrence’s page lists it.\x02Completions and failures, la" +
+	"st hour\x02Definitions, those needing attention first\x02Definition\x02O" +
+	"pen\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, " +
+	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
+	"As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1" +
+	"]s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[" +
+	"1]s has occurrences: check the key, or show all definitions.\x02All defi" +
+	"nitions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02I" +
+	"n the last hour: %[1]s, %[2]s. The table after the chart gives each 5-mi" +
+	"nute slot.\x02Completed\x02The chart’s numbers\x02Completions and failur" +
+	"es per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
+	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
+	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
+	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
+	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
+	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02Erase this instance…\x02This instance h" +
+	"as ended. As an administrator you may erase it now rather than wait for " +
+	"retention (a data subject’s request): it is deleted with its occurrences" +
+	" and attempts.\x02This instance is held at a failed node: an incident. I" +
+	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
+	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
+	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
+	"d in the audit log.\x02This instance is held at a failed node: an incide" +
+	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
+	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
+	"\x02Stopping cancels the instance and its open occurrences. It does not " +
+	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
+	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
+	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
+	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
+	"\x02The version must be a whole number from 1.\x02A version is a process" +
+	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
+	"t on every instance this filter matches\x02The next page counts them and" +
+	" asks for a reason before anything changes.\x02Process instances, newest" +
+	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
+	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
+	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
+	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
+	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
+	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
+	"values changed\x02classification changed\x02constraint changed\x02routin" +
+	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
+	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
+	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
+	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
+	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
+	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
 	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
 	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
 	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
-	" (0 lowest, 9 highest)\x02Call timeout\x02%[1]s, multiplied by %[2]s aft" +
-	"er each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by " +
-	"%[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d " +
-	"since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attem" +
-	"pt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]" +
-	"d left\x02Inputs, labelled by revision %[1]d's contract\x02This contract" +
-	" has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No " +
-	"outputs yet: the occurrence has not completed.\x02This contract has no o" +
-	"utputs.\x02No outputs: the occurrence ended without completing.\x02Revea" +
-	"l — this is recorded\x02Why (recorded with the reveal)\x02Every admin re" +
-	"ads it, and it is kept whatever the retention: write no customer data in" +
-	" it.\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
-	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed" +
-	" after attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
-	"the worker marked this failure as not retryable (attempts left unused: %" +
-	"[1]d)\x02The destination did not answer within the call’s timeout: it ma" +
-	"y have acted all the same.\x02The destination did not answer within the " +
-	"call’s timeout (%[1]s): it may have acted all the same, so check before " +
-	"retrying.\x02The destination did not answer within the call’s timeout: i" +
-	"t may have acted all the same, so check before retrying.\x02The deadline" +
-	" passed before a result arrived.\x02The result did not match the revisio" +
-	"n's outputs contract.\x02The answer to the call was lost (the connection" +
-	" broke after the request was sent, or Relais stopped or could not reach " +
-	"its database before recording it): whether the destination acted is unkn" +
-	"own, so it is not called again.\x02The call could not be prepared.\x02Th" +
-	"e destination could not be reached.\x02The destination’s answer was too " +
-	"large.\x02The last attempt’s lock expired with no attempt left.\x02The i" +
-	"nputs could not be built from the process’s bindings.\x02An operator aba" +
-	"ndoned the instance.\x02A Camunda 7 worker reported a failure with no re" +
-	"tries left (retries: 0, or a budget already spent): it is not run again." +
-	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
-	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
-	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
-	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
-	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
-	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
-	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
-	"ed %[2]s without its result recorded: the replica making it may have sto" +
-	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
-	"ion whether it took effect.\x02Relais is calling the destination (since " +
-	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
-	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
-	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
-	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
-	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
-	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
-	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
-	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
-	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from Relais (in English)\x02Message from the service (its own words, p" +
-	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02A revision is a definition’s: choose the definition too.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, destination, da" +
-	"tes\x02Push destination\x02its name, exactly\x02instance id\x02Counts by" +
-	" status\x02Occurrences, newest first\x02Message\x02Process and node\x02E" +
-	"rror\x02Consumer and worker\x02Next attempt or settled\x02No occurrence " +
-	"matches these filters.\x02All consumers\x02Totals of definition %[1]s, n" +
-	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
-	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
-	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
-	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
-	"a parameter that cannot be read (a percent sign not followed by two hexa" +
-	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
-	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
-	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
-	"r is invalid: go back to the first page.\x02These settings are kept in t" +
-	"his browser only.\x02Show times in\x02The console runs no script, so it " +
-	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
-	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
-	"etail pages\x02A reload empties what you typed but did not apply (filter" +
-	"s, the search box) and moves the focus back to the top of the page: “Pau" +
-	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
-	"ges where you type a reason (confirmations, and occurrences with a value" +
-	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
-	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
-	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
-	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
-	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
-	"ons, drawn, with where their occurrences are now.\x02Published process v" +
-	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
-	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
-	"on %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	" Each box says how many of this version’s occurrences are at that node n" +
-	"ow.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kin" +
-	"d\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Ins" +
-	"tances of this version\x02Columns follow the longest path from the start" +
-	" node. Solid arrows are successes (labelled with their route), dashed on" +
-	"es failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
-	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
-	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
-	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
-	"%[2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadli" +
-	"ne %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances he" +
-	"ld\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed eve" +
-	"ry few seconds.\x02Only administrators may reveal a sensitive value.\x02" +
-	"Say why you reveal this value: the reason is recorded with the reveal in" +
-	" the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log" +
-	".\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02Every sensitive value an administrator revealed: who, whe" +
-	"n, which field and why. The values themselves are never kept.\x02Reveals" +
-	", newest first\x02No value was revealed.\x02none (revealed before reason" +
-	"s were asked for)\x02Method not allowed\x02This page does not accept tha" +
-	"t request.\x02This form was sent from another site: the console takes it" +
-	"s forms from its own pages only. Open the console and send it from there" +
-	".\x02Search\x02Type an instance or occurrence id (a whole UUID, as the t" +
-	"itle of its page shows it), or a business key.\x02Nothing to find: the s" +
-	"earch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02No instance or occurrence has the id “%[1]s”, a" +
-	"nd no instance has it as its business key. An ended instance is deleted," +
-	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it; the aud" +
-	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
-	"” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
-	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
-	", designer or administrator token.\x02Token\x02The token is checked once" +
-	" and never stored in your browser; a session cookie stands for it for up" +
-	" to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02" +
-	"G\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
-	"nd.\x00H\x02Too many failed sign-ins from your address. Try again in %[1" +
-	"]d seconds.\x02This token is unknown, revoked or expired.\x02A %[1]s tok" +
-	"en cannot open the console: sign in with an operator, designer or admini" +
-	"strator token.\x02Only administrators see this page: tokens, consumers, " +
-	"destinations, the reveal log and erasures are theirs.\x02Staff tokens (a" +
-	"dministrators, designers, operators) that are not revoked. Consumer toke" +
-	"ns are managed with their consumers. Revoking a token refuses its next r" +
-	"equest.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used" +
-	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
-	"ion\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next" +
-	" request is refused, and console sessions opened with it end. This canno" +
-	"t be undone: whoever uses it needs a new token.\x02Revoke the token\x02K" +
-	"eep it\x02This is the token you signed in with: revoking it signs you ou" +
-	"t. Its next request is refused. This cannot be undone.\x02This is the la" +
-	"st usable administrator token: create another one before revoking it." +
-	"\x02The token %[1]s (%[2]s) was revoked: its next request is refused." +
-	"\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at leas" +
-	"t %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
-	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
-	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
-	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
-	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
-	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
-	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
-	"\x02(in %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value" +
-	"\x02Workers connected by a stream, and polling workers by their last fet" +
-	"ch. A worker is listed while it was seen within three heartbeats.\x02Wor" +
-	"kers seen within three heartbeats\x02Worker\x02Protocol\x02Definitions s" +
-	"erved\x02In flight\x02Connected\x02Last seen\x02No worker is connected." +
-	"\x02Workers serving %[1]s\x02All workers\x02No worker serves this defini" +
-	"tion.\x02stream\x02long polling\x02Camunda 7 facade\x02every revision it" +
-	"s consumer is granted\x02revisions %[1]s\x02no worker takes revision %[1" +
-	"]d\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d w" +
-	"ait, and no live worker takes it: subscribe workers to it (a process ver" +
-	"sion pins it).\x02Occurrences of revisions %[1]s wait, and no live worke" +
-	"r takes them: subscribe workers to them (a process version pins them)." +
-	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
-	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
-	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
-	"nnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
-	"isions they take: %[1]s; some take every revision their consumer is gran" +
-	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
-	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
-	"ions %[1]s only.\x02They take revisions %[1]s only."
+	" (0 lowest, 9 highest)\x02Call timeout\x02%[1]s, cut to %[2]s by the des" +
+	"tination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT" +
+	"\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Relais’s" +
+	" ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s" +
+	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
+	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
+	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
+	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
+	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
+	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
+	" with the reveal)\x02Every admin reads it, and it is kept whatever the r" +
+	"etention: write no customer data in it.\x02Available from\x02Next attemp" +
+	"t\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[" +
+	"1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (before" +
+	" any attempt)\x02Retryable\x02no: the worker marked this failure as not " +
+	"retryable (attempts left unused: %[1]d)\x02The destination did not answe" +
+	"r within the call’s timeout: it may have acted all the same.\x02The dest" +
+	"ination did not answer within the call’s timeout (%[1]s): it may have ac" +
+	"ted all the same, so check before retrying.\x02The destination did not a" +
+	"nswer within the call’s timeout: it may have acted all the same, so chec" +
+	"k before retrying.\x02The deadline passed before a result arrived.\x02Th" +
+	"e result did not match the revision's outputs contract.\x02The answer to" +
+	" the call was lost (the connection broke after the request was sent, or " +
+	"Relais stopped or could not reach its database before recording it): whe" +
+	"ther the destination acted is unknown, so it is not called again.\x02The" +
+	" call could not be prepared.\x02The destination could not be reached." +
+	"\x02The destination’s answer was too large.\x02The last attempt’s lock e" +
+	"xpired with no attempt left.\x02The inputs could not be built from the p" +
+	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
+	" worker reported a failure with no retries left (retries: 0, or a budget" +
+	" already spent): it is not run again.\x02The destination answered HTTP %" +
+	"[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live worke" +
+	"r takes revision %[1]d: the live workers of %[2]s declare inputs it does" +
+	" not have.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d: t" +
+	"he live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — " +
+	"%[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to" +
+	" be offered again.\x02Waiting for Relais to call the destination since %" +
+	"[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[" +
+	"1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result recorde" +
+	"d: the replica making it may have stopped. If so, it fails outcome_unkno" +
+	"wn at %[3]s (%[4]s): ask the destination whether it took effect.\x02Rela" +
+	"is is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock " +
+	"until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]" +
+	"s): a worker of the same consumer, or a front end with a settle token, c" +
+	"ompletes it later.\x02Completed (%[1]s).\x02Its instance is held here, w" +
+	"aiting for an operator.\x02Its instance went on along the node’s error p" +
+	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
+	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
+	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
+	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
+	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
+	"e\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Messag" +
+	"e from the service (its own words, protected values masked)\x02The revis" +
+	"ion must be a whole number, 1 or more.\x02A revision is a definition’s: " +
+	"choose the definition too.\x02Settlement date\x02More filters: instance," +
+	" revision, consumer, destination, dates\x02Push destination\x02its name," +
+	" exactly\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Next " +
+	"attempt or settled\x02No occurrence matches these filters.\x02All consum" +
+	"ers\x02Totals of definition %[1]s, not narrowed by the other filters\x02" +
+	"Totals of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
+	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
+	"revious page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s" +
+	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
+	"fter the last.\x02This address holds a parameter that cannot be read (a " +
+	"percent sign not followed by two hexadecimal digits, or a semicolon): co" +
+	"rrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)." +
+	"\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d t" +
+	"imes: give it once.\x02The page cursor is invalid: go back to the first " +
+	"page.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose a place, whose daylight saving time is followed, or a fixed " +
+	"offset from UTC.\x02Reload lists and detail pages\x02A reload empties wh" +
+	"at you typed but did not apply (filters, the search box) and moves the f" +
+	"ocus back to the top of the page: “Pause reloading”, on every page that " +
+	"reloads, stops it until you resume. Pages where you type a reason (confi" +
+	"rmations, and occurrences with a value to reveal) never reload on their " +
+	"own, nor does a revealed value.\x02Save settings\x02Back without saving" +
+	"\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a " +
+	"fixed offset, no daylight saving time)\x02Never\x02Every %[1]d seconds" +
+	"\x02Display settings saved.\x02Reloading resumed.\x02Reloading paused: t" +
+	"his page stays as it is until you resume.\x02Published process versions:" +
+	" their nodes, routes and pinned revisions, drawn, with where their occur" +
+	"rences are now.\x02Published process versions: their nodes, routes and p" +
+	"inned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
+	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
+	"art node\x02Graph\x02Columns follow the longest path from the start node" +
+	". Solid arrows are successes (labelled with their route), dashed ones fa" +
+	"ilures (labelled with their error codes). Each box says how many of this" +
+	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
+	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
+	"ess\x02On error\x02Occurrences now\x02Instances of this version\x02Colum" +
+	"ns follow the longest path from the start node. Solid arrows are success" +
+	"es (labelled with their route), dashed ones failures (labelled with thei" +
+	"r error codes).\x02Nodes of this version\x02This version has %[1]d nodes" +
+	": too many to draw legibly (at most %[2]d). The table below lists every " +
+	"node with its routes and counts.\x02This version has %[1]d nodes: too ma" +
+	"ny to draw legibly (at most %[2]d). The table below lists every node wit" +
+	"h its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tabl" +
+	"e below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end" +
+	" (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an inci" +
+	"dent for an operator)\x02any other code → %[1]s\x02fails the instance" +
+	"\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority " +
+	"%[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one a" +
+	"ttempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02t" +
+	"imeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Say why you reveal this val" +
+	"ue: the reason is recorded with the reveal in the audit log.\x02Revealed" +
+	" by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence" +
+	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
+	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
+	" not allowed\x02This page does not accept that request.\x02This form was" +
+	" sent from another site: the console takes its forms from its own pages " +
+	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
+	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
+	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
+	" is too long to be an id or a business key.\x02No instance or occurrence" +
+	" has the id “%[1]s”, and no instance has it as its business key.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02You are signed out.\x02Your session " +
+	"had ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
+	"t of the server), so your last action was not applied. Sign in again, th" +
+	"en repeat it.\x02Your session has ended (inactivity, a sign-out elsewher" +
+	"e, a token revoked or expired, or a restart of the server). Sign in agai" +
+	"n.\x02Sign in\x02Sign in with an operator, designer or administrator tok" +
+	"en.\x02Token\x02The token is checked once and never stored in your brows" +
+	"er; a session cookie stands for it for up to 8 hours of inactivity, and " +
+	"12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins f" +
+	"rom your address. Try again in %[1]d second.\x00H\x02Too many failed sig" +
+	"n-ins from your address. Try again in %[1]d seconds.\x02This token is un" +
+	"known, revoked or expired.\x02A %[1]s token cannot open the console: sig" +
+	"n in with an operator, designer or administrator token.\x02Only administ" +
+	"rators see this page: tokens, consumers, destinations, the reveal log an" +
+	"d erasures are theirs.\x02Staff tokens (administrators, designers, opera" +
+	"tors) that are not revoked. Consumer tokens are managed with their consu" +
+	"mers. Revoking a token refuses its next request.\x02Staff tokens, oldest" +
+	" first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet" +
+	"\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Re" +
+	"voke the %[1]s token “%[2]s”?\x02Its next request is refused, and consol" +
+	"e sessions opened with it end. This cannot be undone: whoever uses it ne" +
+	"eds a new token.\x02Revoke the token\x02Keep it\x02This is the token you" +
+	" signed in with: revoking it signs you out. Its next request is refused." +
+	" This cannot be undone.\x02This is the last usable administrator token: " +
+	"create another one before revoking it.\x02The token %[1]s (%[2]s) was re" +
+	"voked: its next request is refused.\x02routing output\x02(each item)\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
+	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
+	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02%[1]d more values not shown: the page shows the first %[2]d, the AP" +
+	"I's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02" +
+	"%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in " +
+	"all)\x02null\x02unexpected value\x02Workers connected by a stream, and p" +
+	"olling workers by their last fetch. A worker is listed while it was seen" +
+	" within three heartbeats.\x02Workers seen within three heartbeats\x02Wor" +
+	"ker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last " +
+	"seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
+	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
+	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
+	"\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]s" +
+	"\x02Occurrences of revision %[1]d wait, and no live worker takes it: sub" +
+	"scribe workers to it (a process version pins it).\x02Occurrences of revi" +
+	"sions %[1]s wait, and no live worker takes them: subscribe workers to th" +
+	"em (a process version pins them).\x02No worker serves this definition: i" +
+	"ts occurrences wait until one connects or polls.\x02No process uses this" +
+	" definition yet: it needs a worker once a process pulls it.\x02No proces" +
+	"s pulls this definition: Relais calls its destinations (push), and it ne" +
+	"eds no worker.\x02No worker is connected for this definition; none of it" +
+	"s occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[" +
+	"1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revision" +
+	" its consumer is granted.\x02Revisions they take: %[1]s; some take every" +
+	" revision their consumer is granted.\x02They take every revision their c" +
+	"onsumer is granted.\x02It takes revision %[1]d only.\x02They take revisi" +
+	"on %[1]d only.\x02It takes revisions %[1]s only.\x02They take revisions " +
+	"%[1]s only."
 
-var frIndex = []uint32{ // 771 elements
+var frIndex = []uint32{ // 774 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1555,181 +1561,182 @@ var frIndex = []uint32{ // 771 elements
 	0x00002a4d, 0x00002a63, 0x00002a6d, 0x00002a9f,
 	0x00002ab9, 0x00002ac8, 0x00002b7c, 0x00002b8e,
 	// Entry A0 - BF
-	0x00002c0e, 0x00002c2a, 0x00002c42, 0x00002c85,
-	0x00002dd3, 0x00002e8c, 0x00002e98, 0x00002eab,
-	0x00002f50, 0x00002f65, 0x00002f80, 0x00002ffc,
-	0x00003011, 0x0000306e, 0x000030c4, 0x000030e0,
-	0x00003137, 0x0000314f, 0x000031e7, 0x0000320c,
-	0x00003226, 0x00003317, 0x00003345, 0x00003348,
-	0x0000334c, 0x00003353, 0x0000335d, 0x00003363,
-	0x0000336b, 0x00003371, 0x0000337b, 0x0000339c,
+	0x00002c0e, 0x00002c2a, 0x00002c41, 0x00002c59,
+	0x00002c9c, 0x00002dea, 0x00002ea3, 0x00002eaf,
+	0x00002ec2, 0x00002f67, 0x00002f7c, 0x00002f97,
+	0x00003013, 0x00003028, 0x00003085, 0x000030db,
+	0x000030f7, 0x0000314e, 0x00003166, 0x000031fe,
+	0x00003223, 0x0000323d, 0x0000332e, 0x0000335c,
+	0x0000335f, 0x00003363, 0x0000336a, 0x00003374,
+	0x0000337a, 0x00003382, 0x00003388, 0x00003392,
 	// Entry C0 - DF
-	0x000033b5, 0x000033c8, 0x00003400, 0x0000341a,
-	0x00003435, 0x0000349b, 0x000034cd, 0x000034d3,
-	0x000034d8, 0x000034e4, 0x000034f3, 0x000034ff,
-	0x0000350b, 0x0000351d, 0x0000352e, 0x000035b2,
-	0x000035c4, 0x000035db, 0x000035e6, 0x0000363b,
-	0x00003648, 0x0000366d, 0x00003679, 0x00003683,
-	0x00003689, 0x00003695, 0x000036ad, 0x000036ff,
-	0x0000370f, 0x0000371f, 0x00003728, 0x00003733,
+	0x000033b3, 0x000033cc, 0x000033df, 0x00003417,
+	0x00003431, 0x0000344c, 0x000034b2, 0x000034e4,
+	0x000034ea, 0x000034ef, 0x000034fb, 0x0000350a,
+	0x00003516, 0x00003522, 0x00003534, 0x00003545,
+	0x000035c9, 0x000035db, 0x000035f2, 0x000035fd,
+	0x00003652, 0x0000365f, 0x00003684, 0x00003690,
+	0x0000369a, 0x000036a0, 0x000036ac, 0x000036c4,
+	0x00003716, 0x00003726, 0x00003736, 0x0000373f,
 	// Entry E0 - FF
-	0x0000373b, 0x0000375b, 0x0000377d, 0x000037a5,
-	0x000037ae, 0x000037be, 0x000037de, 0x000037e6,
-	0x000037f5, 0x00003814, 0x0000383f, 0x00003865,
-	0x00003875, 0x0000387f, 0x00003889, 0x000038a8,
-	0x000038c6, 0x0000399e, 0x000039bc, 0x00003a00,
-	0x00003a3d, 0x00003a70, 0x00003aa0, 0x00003acc,
-	0x00003afc, 0x00003b1e, 0x00003b39, 0x00003b54,
-	0x00003b70, 0x00003b8c, 0x00003ba2, 0x00003bbc,
+	0x0000374a, 0x00003752, 0x00003772, 0x00003794,
+	0x000037bc, 0x000037c5, 0x000037d5, 0x000037f5,
+	0x000037fd, 0x0000380c, 0x0000382b, 0x00003856,
+	0x0000387c, 0x0000388c, 0x00003896, 0x000038a0,
+	0x000038bf, 0x000038dd, 0x000039b5, 0x000039d3,
+	0x00003a17, 0x00003a54, 0x00003a87, 0x00003ab7,
+	0x00003ae3, 0x00003b13, 0x00003b35, 0x00003b50,
+	0x00003b6b, 0x00003b87, 0x00003ba3, 0x00003bb9,
 	// Entry 100 - 11F
-	0x00003bf3, 0x00003c29, 0x00003c49, 0x00003c68,
-	0x00003c6f, 0x00003cd9, 0x00003cef, 0x00003cf4,
-	0x00003d08, 0x00003d20, 0x00003d45, 0x00003d73,
-	0x00003d98, 0x00003db2, 0x00003eb8, 0x00003ecd,
-	0x00003edd, 0x00003ee1, 0x00003ef4, 0x00003f03,
-	0x00003f1a, 0x00003f29, 0x00003f30, 0x00003f3b,
-	0x00003f5d, 0x00003f71, 0x0000404f, 0x00004077,
-	0x00004100, 0x00004206, 0x0000421b, 0x00004281,
+	0x00003bd3, 0x00003c0a, 0x00003c40, 0x00003c60,
+	0x00003c7f, 0x00003c86, 0x00003cf0, 0x00003d06,
+	0x00003d0b, 0x00003d1f, 0x00003d37, 0x00003d5c,
+	0x00003d8a, 0x00003daf, 0x00003dc9, 0x00003ecf,
+	0x00003ee4, 0x00003ef4, 0x00003ef8, 0x00003f0b,
+	0x00003f1a, 0x00003f31, 0x00003f40, 0x00003f47,
+	0x00003f52, 0x00003f74, 0x00003f88, 0x00004066,
+	0x0000408e, 0x00004117, 0x0000421d, 0x00004232,
 	// Entry 120 - 13F
-	0x00004306, 0x0000437b, 0x0000438d, 0x000043a0,
-	0x000043bc, 0x000043e9, 0x00004406, 0x00004429,
-	0x00004434, 0x0000443f, 0x00004456, 0x000045bd,
-	0x000045e4, 0x00004622, 0x0000462e, 0x00004637,
-	0x0000464b, 0x00004655, 0x0000467c, 0x00004698,
-	0x000046b3, 0x000046e3, 0x00004722, 0x0000473d,
-	0x0000474c, 0x0000475d, 0x0000477e, 0x000047e9,
-	0x00004801, 0x00004848, 0x000048b3, 0x000048be,
+	0x00004298, 0x0000431d, 0x00004392, 0x000043a4,
+	0x000043b7, 0x000043d3, 0x00004400, 0x0000441d,
+	0x00004440, 0x0000444b, 0x00004456, 0x0000446d,
+	0x000045d4, 0x000045fb, 0x00004639, 0x00004645,
+	0x0000464e, 0x00004662, 0x0000466c, 0x00004693,
+	0x000046af, 0x000046ca, 0x000046fa, 0x00004739,
+	0x00004754, 0x00004763, 0x00004774, 0x00004795,
+	0x00004800, 0x00004818, 0x0000485f, 0x000048ca,
 	// Entry 140 - 15F
-	0x000048d8, 0x00004922, 0x0000492a, 0x00004938,
-	0x00004948, 0x00004972, 0x0000499b, 0x000049ab,
-	0x000049ca, 0x000049d6, 0x000049ef, 0x000049fa,
-	0x00004a07, 0x00004a16, 0x00004a1e, 0x00004a28,
-	0x00004a30, 0x00004a38, 0x00004a3e, 0x00004a45,
-	0x00004a4a, 0x00004a4f, 0x00004a53, 0x00004a58,
-	0x00004a5e, 0x00004a64, 0x00004a6a, 0x00004a6f,
-	0x00004a74, 0x00004a7a, 0x00004a84, 0x00004aa4,
+	0x000048d5, 0x000048ef, 0x00004939, 0x00004941,
+	0x0000494f, 0x0000495f, 0x00004989, 0x000049b2,
+	0x000049c2, 0x000049e1, 0x000049ed, 0x00004a06,
+	0x00004a11, 0x00004a1e, 0x00004a2d, 0x00004a35,
+	0x00004a3f, 0x00004a47, 0x00004a4f, 0x00004a55,
+	0x00004a5c, 0x00004a61, 0x00004a66, 0x00004a6a,
+	0x00004a6f, 0x00004a75, 0x00004a7b, 0x00004a81,
+	0x00004a86, 0x00004a8b, 0x00004a91, 0x00004a9b,
 	// Entry 160 - 17F
-	0x00004ac6, 0x00004aea, 0x00004b10, 0x00004b19,
-	0x00004b35, 0x00004b3e, 0x00004b56, 0x00004b5f,
-	0x00004bb3, 0x00004bd3, 0x00004bd9, 0x00004be4,
-	0x00004bea, 0x00004bf8, 0x00004c03, 0x00004c11,
-	0x00004c44, 0x00004c68, 0x00004c97, 0x00004ce0,
-	0x00004ce7, 0x00004cfd, 0x00004d70, 0x00004d96,
-	0x00004db0, 0x00004e98, 0x00005027, 0x0000512e,
-	0x0000517e, 0x000051af, 0x000051e2, 0x00005211,
+	0x00004abb, 0x00004add, 0x00004b01, 0x00004b27,
+	0x00004b30, 0x00004b4c, 0x00004b55, 0x00004b6d,
+	0x00004b76, 0x00004bca, 0x00004bea, 0x00004bf0,
+	0x00004bfb, 0x00004c01, 0x00004c0f, 0x00004c1a,
+	0x00004c28, 0x00004c5b, 0x00004c7f, 0x00004cae,
+	0x00004cf7, 0x00004cfe, 0x00004d14, 0x00004d87,
+	0x00004dad, 0x00004dc7, 0x00004eaf, 0x0000503e,
+	0x00005145, 0x00005195, 0x000051c6, 0x000051f9,
 	// Entry 180 - 19F
-	0x0000521c, 0x00005220, 0x00005232, 0x00005247,
-	0x00005255, 0x00005262, 0x00005277, 0x0000528a,
-	0x000052b5, 0x000052e2, 0x00005306, 0x0000533d,
-	0x00005387, 0x00005399, 0x000053d1, 0x000053e8,
-	0x000053ff, 0x00005433, 0x0000547d, 0x000054b2,
-	0x000054bb, 0x000054d2, 0x00005500, 0x00005513,
-	0x00005525, 0x00005536, 0x00005541, 0x0000554c,
-	0x00005557, 0x00005561, 0x0000556b, 0x00005574,
+	0x00005228, 0x00005233, 0x00005237, 0x00005249,
+	0x0000525e, 0x0000526c, 0x00005279, 0x0000528e,
+	0x000052a1, 0x000052cc, 0x000052f9, 0x0000531d,
+	0x00005354, 0x0000539e, 0x000053b0, 0x000053e8,
+	0x000053ff, 0x00005416, 0x0000544a, 0x00005494,
+	0x000054c9, 0x000054d2, 0x000054e9, 0x00005517,
+	0x0000552a, 0x0000553c, 0x0000554d, 0x00005558,
+	0x00005563, 0x0000556e, 0x00005578, 0x00005582,
 	// Entry 1A0 - 1BF
-	0x0000557d, 0x00005586, 0x0000558f, 0x00005598,
-	0x0000559f, 0x000055ad, 0x000055b3, 0x000055ba,
-	0x000055c1, 0x000055ca, 0x000055cf, 0x000055dd,
-	0x000055e3, 0x000055e9, 0x000055ef, 0x000055f7,
-	0x00005600, 0x00005609, 0x0000561c, 0x0000562d,
-	0x00005650, 0x00005671, 0x00005680, 0x0000568b,
-	0x00005696, 0x000056a3, 0x000056a7, 0x000056ab,
-	0x000056b9, 0x000056c7, 0x000056d5, 0x000056f5,
+	0x0000558b, 0x00005594, 0x0000559d, 0x000055a6,
+	0x000055af, 0x000055b6, 0x000055c4, 0x000055ca,
+	0x000055d1, 0x000055d8, 0x000055e1, 0x000055e6,
+	0x000055f4, 0x000055fa, 0x00005600, 0x00005606,
+	0x0000560e, 0x00005617, 0x00005620, 0x00005633,
+	0x00005644, 0x00005667, 0x00005688, 0x00005697,
+	0x000056a2, 0x000056ad, 0x000056ba, 0x000056be,
+	0x000056c2, 0x000056d0, 0x000056de, 0x000056ec,
 	// Entry 1C0 - 1DF
-	0x00005708, 0x00005721, 0x00005736, 0x00005747,
-	0x00005759, 0x0000576b, 0x00005771, 0x00005778,
-	0x00005780, 0x00005788, 0x000057a6, 0x000057c4,
-	0x000057db, 0x000057f0, 0x00005801, 0x00005807,
-	0x00005820, 0x0000582b, 0x0000585f, 0x0000586c,
-	0x0000588a, 0x00005898, 0x000058a1, 0x000058a8,
-	0x000058c3, 0x000058cd, 0x000058e0, 0x0000591a,
-	0x00005923, 0x00005932, 0x00005996, 0x000059a2,
+	0x0000570c, 0x0000571f, 0x00005738, 0x0000574d,
+	0x0000575e, 0x00005770, 0x00005782, 0x00005788,
+	0x0000578f, 0x00005797, 0x0000579f, 0x000057bd,
+	0x000057db, 0x000057f2, 0x00005807, 0x00005818,
+	0x0000581e, 0x00005837, 0x00005842, 0x00005876,
+	0x00005883, 0x000058a1, 0x000058af, 0x000058b8,
+	0x000058bf, 0x000058da, 0x000058e4, 0x000058f7,
+	0x00005931, 0x0000593a, 0x00005949, 0x000059ad,
 	// Entry 1E0 - 1FF
-	0x000059ac, 0x000059dc, 0x00005a37, 0x00005b1e,
-	0x00005b29, 0x00005b5c, 0x00005b61, 0x00005b81,
-	0x00005b9e, 0x00005bbe, 0x00005bd3, 0x00005c14,
-	0x00005c1f, 0x00005c29, 0x00005c52, 0x00005c63,
-	0x00005cc4, 0x00005d0e, 0x00005d1c, 0x00005d58,
-	0x00005d82, 0x00005dc7, 0x00005def, 0x00005e2e,
-	0x00005e4f, 0x00005e8d, 0x00005ecd, 0x00005eed,
-	0x00005f2e, 0x00005f58, 0x00005f7f, 0x00006002,
+	0x000059b9, 0x000059c3, 0x000059f3, 0x00005a4e,
+	0x00005b35, 0x00005b40, 0x00005b73, 0x00005b78,
+	0x00005b98, 0x00005bb5, 0x00005bd5, 0x00005bea,
+	0x00005c2b, 0x00005c36, 0x00005c40, 0x00005c69,
+	0x00005c7a, 0x00005cb7, 0x00005ceb, 0x00005d4c,
+	0x00005d96, 0x00005da4, 0x00005de0, 0x00005e0a,
+	0x00005e4f, 0x00005e77, 0x00005eb6, 0x00005ed7,
+	0x00005f15, 0x00005f55, 0x00005f75, 0x00005fb6,
 	// Entry 200 - 21F
-	0x0000601a, 0x0000602e, 0x00006045, 0x00006053,
-	0x0000605e, 0x00006081, 0x000060bf, 0x000060de,
-	0x000060fa, 0x00006168, 0x000061c7, 0x0000624c,
-	0x000062c9, 0x00006309, 0x0000634f, 0x00006468,
-	0x00006490, 0x000064b3, 0x000064ea, 0x00006531,
-	0x00006584, 0x000065ad, 0x0000665f, 0x00006685,
-	0x000066cc, 0x00006750, 0x000067cb, 0x00006848,
-	0x0000686f, 0x00006897, 0x000068de, 0x00006928,
+	0x00005fe0, 0x00006007, 0x0000608a, 0x000060a2,
+	0x000060b6, 0x000060cd, 0x000060db, 0x000060e6,
+	0x00006109, 0x00006147, 0x00006166, 0x00006182,
+	0x000061f0, 0x0000624f, 0x000062d4, 0x00006351,
+	0x00006391, 0x000063d7, 0x000064f0, 0x00006518,
+	0x0000653b, 0x00006572, 0x000065b9, 0x0000660c,
+	0x00006635, 0x000066e7, 0x0000670d, 0x00006754,
+	0x000067d8, 0x00006853, 0x000068d0, 0x000068f7,
 	// Entry 220 - 23F
-	0x0000695b, 0x0000696e, 0x00006a76, 0x00006aa4,
-	0x00006ae0, 0x00006af6, 0x00006b8a, 0x00006b9d,
-	0x00006bda, 0x00006c16, 0x00006c29, 0x00006c7d,
-	0x00006cb2, 0x00006cc4, 0x00006cdb, 0x00006d1a,
-	0x00006d6c, 0x00006d98, 0x00006da3, 0x00006dc0,
-	0x00006ddf, 0x00006df0, 0x00006e0a, 0x00006e13,
-	0x00006e1d, 0x00006e3c, 0x00006e8a, 0x00006ebf,
-	0x00006f10, 0x00006f21, 0x00006f6b, 0x00006f81,
+	0x0000691f, 0x00006966, 0x000069b0, 0x000069e3,
+	0x000069f6, 0x00006afe, 0x00006b2c, 0x00006b68,
+	0x00006b7e, 0x00006c12, 0x00006c25, 0x00006c62,
+	0x00006c9e, 0x00006cb1, 0x00006d05, 0x00006d3a,
+	0x00006d4c, 0x00006d63, 0x00006da2, 0x00006df4,
+	0x00006e20, 0x00006e2b, 0x00006e48, 0x00006e67,
+	0x00006e78, 0x00006e92, 0x00006e9b, 0x00006ea5,
+	0x00006ec4, 0x00006f12, 0x00006f47, 0x00006f98,
 	// Entry 240 - 25F
-	0x00006f95, 0x00006fae, 0x00006fc4, 0x00006fee,
-	0x00006ff6, 0x00007009, 0x00007010, 0x0000702b,
-	0x0000704b, 0x0000707b, 0x00007092, 0x000070ca,
-	0x00007105, 0x00007131, 0x00007185, 0x00007195,
-	0x000071af, 0x000071ba, 0x000071ce, 0x000071e0,
-	0x000071f6, 0x00007208, 0x0000721a, 0x00007220,
-	0x00007232, 0x00007240, 0x0000724f, 0x0000725b,
-	0x00007271, 0x0000729b, 0x000072ce, 0x00007376,
+	0x00006fa9, 0x00006ff3, 0x00007009, 0x0000701d,
+	0x00007036, 0x0000704c, 0x00007076, 0x0000707e,
+	0x00007091, 0x00007098, 0x000070b3, 0x000070d3,
+	0x00007103, 0x0000711a, 0x00007152, 0x0000718d,
+	0x000071b9, 0x0000720d, 0x0000721d, 0x00007237,
+	0x00007242, 0x00007256, 0x00007268, 0x0000727e,
+	0x00007290, 0x000072a2, 0x000072a8, 0x000072ba,
+	0x000072c8, 0x000072d7, 0x000072e3, 0x000072f9,
 	// Entry 260 - 27F
-	0x000073c6, 0x000073ee, 0x00007440, 0x00007482,
-	0x000074be, 0x000074d5, 0x0000759f, 0x000075cc,
-	0x00007786, 0x000077a0, 0x000077b9, 0x000077da,
-	0x000077f0, 0x0000781d, 0x00007824, 0x0000783e,
-	0x00007864, 0x00007879, 0x000078d3, 0x00007968,
-	0x000079cb, 0x000079de, 0x00007a05, 0x00007a2d,
-	0x00007a3b, 0x00007a4b, 0x00007a5c, 0x00007a63,
-	0x00007b99, 0x00007ba0, 0x00007bda, 0x00007bdf,
+	0x00007323, 0x00007356, 0x000073fe, 0x0000744e,
+	0x00007476, 0x000074c8, 0x0000750a, 0x00007546,
+	0x0000755d, 0x00007627, 0x00007654, 0x0000780e,
+	0x00007828, 0x00007841, 0x00007862, 0x00007878,
+	0x000078a5, 0x000078ac, 0x000078c6, 0x000078ec,
+	0x00007901, 0x0000795b, 0x000079f0, 0x00007a53,
+	0x00007a66, 0x00007a8d, 0x00007ab5, 0x00007ac3,
+	0x00007ad3, 0x00007ae4, 0x00007aeb, 0x00007c21,
 	// Entry 280 - 29F
-	0x00007bf4, 0x00007c08, 0x00007c1a, 0x00007c30,
-	0x00007c4b, 0x00007d20, 0x00007d38, 0x00007dd9,
-	0x00007e68, 0x00007e78, 0x00007f52, 0x00008014,
-	0x00008019, 0x00008029, 0x00008037, 0x00008047,
-	0x00008057, 0x00008061, 0x0000808a, 0x000080a4,
-	0x000080bf, 0x0000814d, 0x0000818b, 0x0000819c,
-	0x000081a9, 0x000081c4, 0x000081d8, 0x000081f6,
-	0x00008241, 0x00008282, 0x000082f8, 0x0000833e,
+	0x00007c28, 0x00007c62, 0x00007c67, 0x00007c7c,
+	0x00007c90, 0x00007ca2, 0x00007cb8, 0x00007cd3,
+	0x00007da8, 0x00007dc0, 0x00007e61, 0x00007ef0,
+	0x00007f00, 0x00007fda, 0x0000809c, 0x000080a1,
+	0x000080b1, 0x000080bf, 0x000080cf, 0x000080df,
+	0x000080e9, 0x00008112, 0x0000812c, 0x00008147,
+	0x000081d5, 0x00008213, 0x00008224, 0x00008231,
+	0x0000824c, 0x00008260, 0x0000827e, 0x000082c9,
 	// Entry 2A0 - 2BF
-	0x00008357, 0x0000836f, 0x000083c2, 0x000083fd,
-	0x00008495, 0x000084c1, 0x000084e7, 0x0000851b,
-	0x00008533, 0x0000855e, 0x00008607, 0x00008611,
-	0x00008699, 0x000086ce, 0x0000870f, 0x00008783,
-	0x000088fe, 0x000089d7, 0x000089f0, 0x00008ab9,
-	0x00008b42, 0x00008b4f, 0x00008ba1, 0x00008ba7,
-	0x00008c59, 0x00008d09, 0x00008d35, 0x00008dc1,
-	0x00008e68, 0x00008f2a, 0x00008f5a, 0x00008f67,
+	0x0000830a, 0x00008380, 0x000083c6, 0x000083df,
+	0x000083f7, 0x0000844a, 0x00008485, 0x0000851d,
+	0x00008549, 0x0000856f, 0x000085a3, 0x000085bb,
+	0x000085e6, 0x0000868f, 0x00008699, 0x00008721,
+	0x00008756, 0x00008797, 0x0000880b, 0x00008986,
+	0x00008a5f, 0x00008a78, 0x00008b41, 0x00008bca,
+	0x00008bd7, 0x00008c29, 0x00008c2f, 0x00008ce1,
+	0x00008d91, 0x00008dbd, 0x00008e49, 0x00008ef0,
 	// Entry 2C0 - 2DF
-	0x00008f6d, 0x00008f83, 0x00008f8e, 0x00008f95,
-	0x00008fa0, 0x00008fae, 0x00008fbb, 0x00008fc9,
-	0x00008fe2, 0x0000900f, 0x000090b8, 0x000090cb,
-	0x000090d5, 0x00009164, 0x000091c5, 0x00009217,
-	0x00009229, 0x0000923c, 0x0000927a, 0x000092b6,
-	0x000092d3, 0x000092e0, 0x000092ee, 0x000092fc,
-	0x0000930c, 0x00009348, 0x00009382, 0x000093ff,
-	0x0000940a, 0x00009434, 0x00009441, 0x0000945d,
+	0x00008fb2, 0x00008fe2, 0x00008fef, 0x00008ff5,
+	0x0000900b, 0x00009016, 0x0000901d, 0x00009028,
+	0x00009036, 0x00009043, 0x00009051, 0x0000906a,
+	0x00009097, 0x00009140, 0x00009153, 0x0000915d,
+	0x000091ec, 0x0000924d, 0x0000929f, 0x000092b1,
+	0x000092c4, 0x00009302, 0x0000933e, 0x0000935b,
+	0x00009368, 0x00009376, 0x00009384, 0x00009394,
+	0x000093d0, 0x0000940a, 0x00009487, 0x00009492,
 	// Entry 2E0 - 2FF
-	0x00009461, 0x00009473, 0x00009535, 0x00009568,
-	0x00009573, 0x0000957d, 0x00009592, 0x0000959b,
-	0x000095a5, 0x000095ba, 0x000095de, 0x000095f8,
-	0x0000960d, 0x00009639, 0x0000963e, 0x00009653,
-	0x00009665, 0x0000969a, 0x000096ab, 0x000096d8,
-	0x00009707, 0x000097a9, 0x0000984b, 0x000098c1,
-	0x0000994c, 0x000099db, 0x00009a42, 0x00009a84,
-	0x00009acc, 0x00009b3f, 0x00009b87, 0x00009bb5,
+	0x000094bc, 0x000094c9, 0x000094e5, 0x000094e9,
+	0x000094fb, 0x000095bd, 0x000095f0, 0x000095fb,
+	0x00009605, 0x0000961a, 0x00009623, 0x0000962d,
+	0x00009642, 0x00009666, 0x00009680, 0x00009695,
+	0x000096c1, 0x000096c6, 0x000096db, 0x000096ed,
+	0x00009722, 0x00009733, 0x00009760, 0x0000978f,
+	0x00009831, 0x000098d3, 0x00009949, 0x000099d4,
+	0x00009a63, 0x00009aca, 0x00009b0c, 0x00009b54,
 	// Entry 300 - 31F
-	0x00009be3, 0x00009c16, 0x00009c49,
-} // Size: 3108 bytes
+	0x00009bc7, 0x00009c0f, 0x00009c3d, 0x00009c6b,
+	0x00009c9e, 0x00009cd1,
+} // Size: 3120 bytes
 
-const frData string = "" + // Size: 40009 bytes
+const frData string = "" + // Size: 40145 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1892,427 +1899,429 @@ const frData string = "" + // Size: 40009 bytes
 	"rvées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le c" +
 	"hamp «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne " +
 	"sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux t" +
-	"âches externes\x02Retour aux définitions\x02Cette adresse ne mène à rie" +
-	"n, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou" +
-	" à rien que vous puissiez voir. Une instance terminée est supprimée, ave" +
-	"c ses occurrences et ses tentatives, une fois la durée de conservation (" +
-	"RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un UUID)" +
-	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
-	"a ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuvable" +
-	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
-	"ession de la console, ou il a expiré\u202f: rien n’a été fait. Rouvrez l" +
-	"e formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02Formul" +
-	"aire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f: rien" +
-	" n’a été fait. Raccourcissez ce que vous avez saisi et envoyez-le de nou" +
-	"veau.\x02Formulaire non reçu\x02Ce formulaire n’est pas arrivé à temps" +
-	"\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce formulaire n’a p" +
-	"as pu être lu\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Tempor" +
-	"airement indisponible\x02La base de données est injoignable pour le mome" +
-	"nt. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La c" +
-	"onsole n’a pas pu afficher cette page. Réessayez\u202f; si le problème p" +
-	"ersiste, donnez à votre administrateur l’identifiant de requête %[1]s." +
-	"\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02L" +
-	"es services externes qui prennent des tâches, et les définitions que cha" +
-	"cun peut prendre. Créez les consommateurs, modifiez leurs droits et reno" +
-	"uvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne s" +
-	"ont jamais affichés.\x02Consommateurs, du plus ancien au plus récent\x02" +
-	"ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02" +
-	"aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes " +
-	"ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à venir" +
-	"\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décom" +
-	"pte des occurrences en cours\u202f; les décomptes s’afficheront quand vo" +
-	"us rechargerez la page.\x02Les décomptes sont indisponibles pour le mome" +
-	"nt.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02" +
-	"Description\x02Définition %[1]s\x02Copie de travail\x02La seule partie m" +
-	"odifiable d’une définition. Les processus ne l’utilisent jamais directem" +
-	"ent\u202f: ils épinglent une révision.\x02Sortie de routage\x02Dernier e" +
-	"nregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: la c" +
-	"opie de travail n’a jamais été figée.\x02Publications\x02Aucune publicat" +
-	"ion pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le" +
-	"\x02Comparer des révisions\x02Liste chaque changement d’une révision à l" +
-	"’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02" +
-	"Comparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02I" +
-	"ncompatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
-	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
-	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
-	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
-	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
-	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
-	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
-	"[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%" +
-	"[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
-	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
-	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
-	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
-	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification" +
-	" %[1]s)\x02champ facultatif de type %[2]s (classification %[1]s)\x02cham" +
-	"p obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune" +
-	"\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions imm" +
-	"uables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02D" +
-	"ernière révision\x02aucune pour l’instant\x02Aucune définition pour l’in" +
-	"stant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d" +
-	" publications\x02Aucune destination pour l’instant.\x02Aucune autre dest" +
-	"ination.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les val" +
-	"eurs de la requête de l’URL et des en-têtes, et les secrets de signature" +
-	", sont scellés et jamais affichés. Créez, modifiez et supprimez les dest" +
-	"inations par l’API (/api/v1/destinations).\x02Destinations par nom\x02va" +
-	"leur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière mod" +
-	"ification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Rel" +
-	"ais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le " +
-	"journal plus tard\u202f: %[1]d caractères au plus. Il est conservé après" +
-	" l’effacement, quelle que soit la rétention\u202f: écrivez la référence " +
-	"de la demande, pas le nom de la personne.\x02Effacer l’instance de proce" +
-	"ssus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est supprimé" +
-	"e avec ses occurrences et leurs tentatives, comme la rétention la suppri" +
-	"merait.\x02Ses entrées, ses sorties, sa clé métier et les messages des e" +
-	"xécutants partent avec elle\u202f; c’est irréversible. Les enregistremen" +
-	"ts d’audit qui la nomment restent (qui a fait quoi, et pourquoi), de mêm" +
-	"e que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02" +
-	"Cette instance est %[1]s\u202f: seule une instance terminée peut être ef" +
-	"facée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est sup" +
-	"primée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dan" +
-	"s le journal d’audit.\x02Cette instance avait déjà été effacée, par %[1]" +
-	"s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’" +
-	"erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incident" +
-	"\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
-	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[" +
-	"1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque " +
-	"définition maintenant, et ce que ses exécutants ont terminé dans la dern" +
-	"ière heure\u202f: les occurrences achevées, avec succès ou en échec. Une" +
-	" occurrence reprise depuis compte là où elle se termine ensuite\u202f; u" +
-	"n échec qui laisse des tentatives n’est pas compté, la page de son occur" +
-	"rence le montre.\x02Réussites et échecs, dernière heure\x02Définitions, " +
-	"celles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes" +
-	"\x02Instances bloquées\x02En échec\x02Attente de la plus ancienne dispon" +
-	"ible\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune " +
-	"définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé" +
-	" toutes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente" +
-	" longue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune " +
-	"définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez t" +
-	"outes les définitions.\x02Toutes les définitions\x02Réussites et échecs " +
-	"par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la derniè" +
-	"re heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne cha" +
-	"que tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02" +
-	"Réussites et échecs par tranche de 5\u00a0min, les plus anciennes d’abor" +
-	"d\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f;" +
-	" %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, " +
-	"%[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%" +
-	"[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
-	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
-	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
-	" ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02" +
-	"Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun " +
-	"avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurren" +
-	"ce\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance" +
-	" n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02" +
-	"Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur " +
-	"cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du proces" +
-	"sus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le " +
-	"contrat de la version %[1]d du processus\x02Ce processus ne prend aucune" +
-	" entrée.\x02Effacer cette instance…\x02Cette instance est terminée. En t" +
-	"ant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’attend" +
-	"re la rétention (demande d’une personne concernée)\u202f: elle est suppr" +
-	"imée avec ses occurrences et ses tentatives.\x02Cette instance est bloqu" +
-	"ée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être r" +
-	"eprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentativ" +
-	"e (ses entrées n’ont pas pu être construites), une reprise échouerait do" +
-	"nc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’" +
-	"annule. Chacun demande un motif, consigné dans le journal d’audit.\x02Ce" +
-	"tte instance est bloquée à un nœud en échec\u202f: c’est un incident. La" +
-	" reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met l" +
-	"’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
-	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
-	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
-	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœu" +
-	"d de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrê" +
-	"tée par un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Sta" +
-	"tut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombr" +
-	"e entier à partir de 1.\x02Une version est celle d’un processus\u202f: c" +
-	"hoisissez aussi le processus.\x02Date de création\x02La taille de page d" +
-	"oit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exacte," +
-	" casse comprise\x02Agir sur toutes les instances que ce filtre retient" +
-	"\x02La page suivante les compte et demande un motif avant que rien ne ch" +
-	"ange.\x02Instances de processus, les plus récentes d’abord\x02Instance" +
-	"\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces filtres" +
-	".\x02Tous les processus\x02Toute définition\x02Tous les statuts\x02dispo" +
-	"nible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en c" +
-	"ours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
-	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
-	"et\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02ma" +
-	"squé (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle" +
-	" le service)\x02administrateur\x02opérateur\x02concepteur\x02consommateu" +
-	"r\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02carac" +
-	"tère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
-	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
-	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
-	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
-	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, déla" +
-	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de R" +
-	"elais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %" +
-	"[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un" +
-	" opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1" +
-	"]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
-	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
-	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
-	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
-	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
-	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
-	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
-	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
-	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l’appe" +
-	"l\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu d" +
-	"ans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérif" +
-	"iez avant de reprendre.\x02La destination n’a pas répondu dans le délai " +
-	"de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendr" +
-	"e.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résulta" +
-	"t ne respectait pas le contrat de sorties de la révision.\x02La réponse " +
-	"à l’appel a été perdue (la connexion s’est rompue après l’envoi de la r" +
-	"equête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données " +
-	"avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc e" +
-	"lle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
-	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
-	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
-	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
-	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
-	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
-	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
-	"n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s." +
-	"\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutants)." +
-	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
-	"ts actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécu" +
-	"tant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[" +
-	"2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend" +
-	" la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que" +
-	" les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée" +
-	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
-	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
-	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
-	").\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s " +
-	"sans que son résultat soit enregistré\u202f: la réplique qui l’a passé s" +
-	"’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[" +
-	"3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relai" +
-	"s appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ve" +
-	"rrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[" +
-	"1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface m" +
-	"unie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s" +
-	").\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son in" +
-	"stance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
-	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
-	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
-	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son" +
-	" jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôtur" +
-	"ée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de r" +
-	"éponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Message de" +
-	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02La révi" +
-	"sion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’" +
-	"une définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
-	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
-	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
-	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02Tentative ant" +
-	"érieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis" +
-	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
-	"\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02" +
-	"Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1" +
-	"]s\u202f: le premier jour vient après le dernier.\x02Cette adresse conti" +
-	"ent un paramètre illisible (un signe pour cent qui n’est pas suivi de de" +
-	"ux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse" +
-	".\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
-	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
-	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
-	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
-	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
-	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale à %[1]s\x02%[1]s (décalage fixe, sa" +
-	"ns heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’aff" +
-	"ichage enregistrés.\x02Rechargement repris.\x02Rechargement suspendu" +
-	"\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez.\x02" +
-	"Les versions de processus publiées\u202f: leurs nœuds, routes et révisio" +
-	"ns épinglées, dessinés, avec l’emplacement actuel de leurs occurrences." +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés.\x02Processus par clé\x02Versions, les plus r" +
-	"écentes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]" +
-	"d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent" +
-	" le plus long chemin depuis le nœud de départ. Les flèches pleines sont " +
-	"les réussites (étiquetées par leur route), les pointillées les échecs (é" +
-	"tiquetées par leurs codes d’erreur). Chaque case indique combien d’occur" +
-	"rences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœ" +
-	"uds de cette version, avec leurs occurrences actuelles\x02Type\x02Révisi" +
-	"on épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actu" +
-	"elles\x02Instances de cette version\x02Les colonnes suivent le plus long" +
-	" chemin depuis le nœud de départ. Les flèches pleines sont les réussites" +
-	" (étiquetées par leur route), les pointillées les échecs (étiquetées par" +
-	" leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1" +
-	"]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le t" +
-	"ableau ci-dessous donne chaque nœud avec ses routes et ses décomptes." +
-	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
-	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
-	"es.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir " +
-	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décom" +
-	"ptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repr" +
-	"end les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%" +
-	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
-	"uds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-des" +
-	"sous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fi" +
-	"n (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un" +
-	" incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’instanc" +
-	"e en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentati" +
-	"ve après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentat" +
-	"ive après %[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle te" +
-	"ntative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
-	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
-	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
-	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
-	".\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consig" +
-	"né avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le %[" +
-	"2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%" +
-	"[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune instan" +
-	"ce ni occurrence n’a l’identifiant « %[1]s », et aucune instance ne l’a " +
-	"pour clé métier. Une instance terminée est supprimée, avec ses occurrenc" +
-	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
-	"N) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le journal " +
-	"d’audit garde les actions d’opérateur menées sur elle.\x02Aucune instanc" +
-	"e n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifian" +
-	"t entier\u202f: les listes montrent la fin de chaque identifiant. Ouvrez" +
-	" la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes d" +
-	"éconnecté.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
-	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
-	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
-	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
-	"expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
-	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
-	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
-	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
-	"à 8 heures d’inactivité, et 12 heures au plus.\x14\x01\x81\x01\x00\x02S" +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d seconde.\x00T\x02Trop de connexions échouées depuis votre adresse. Ré" +
-	"essayez dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
-	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
-	"Seuls les administrateurs voient cette page\u202f: les jetons, les conso" +
-	"mmateurs, les destinations, le journal des révélations et les effacement" +
-	"s sont de leur ressort.\x02Jetons du personnel (administrateurs, concept" +
-	"eurs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent a" +
-	"vec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
-	"\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôl" +
-	"e\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton" +
-	" expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révo" +
-	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
-	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
-	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
-	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02expression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
-	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
-	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
-	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1" +
-	"]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exé" +
-	"cutants connectés par un flux, et ceux qui interrogent par leur dernière" +
-	" demande. Un exécutant est listé tant qu’il s’est manifesté dans les tro" +
-	"is derniers battements de cœur.\x02Exécutants vus dans les trois dernier" +
-	"s battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cour" +
-	"s\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté" +
-	".\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant " +
-	"ne sert cette définition.\x02flux\x02interrogation longue\x02façade Camu" +
-	"nda 7\x02toutes les révisions accordées à son consommateur\x02révisions " +
-	"%[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant n" +
-	"e prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atte" +
-	"ndent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exéc" +
-	"utants (une version de processus l’épingle).\x02Des occurrences des révi" +
-	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
-	"bonnez-y des exécutants (une version de processus les épingle).\x02Aucun" +
-	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
-	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
-	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
-	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
-	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
-	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
-	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Toutes les révisions accordées au consommateur sont pri" +
-	"ses en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certain" +
-	"s prennent toutes les révisions accordées à leur consommateur.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Seule" +
-	" la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est p" +
-	"rise en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02" +
-	"Seules les révisions %[1]s sont prises en charge."
+	"âches externes\x02Retour à la connexion\x02Retour aux définitions\x02Ce" +
+	"tte adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette a" +
+	"dresse ne mène à rien, ou à rien que vous puissiez voir. Une instance te" +
+	"rminée est supprimée, avec ses occurrences et ses tentatives, une fois l" +
+	"a durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un ad" +
+	"ministrateur l’efface\u202f; le journal d’audit garde les actions d’opér" +
+	"ateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant c" +
+	"omplet (un UUID)\u202f: les listes montrent la fin de chaque identifiant" +
+	"\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet." +
+	"\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé" +
+	" depuis cette session de la console, ou il a expiré\u202f: rien n’a été " +
+	"fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au formu" +
+	"laire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0" +
+	"Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez saisi et en" +
+	"voyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas a" +
+	"rrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce for" +
+	"mulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de nouve" +
+	"au.\x02Temporairement indisponible\x02La base de données est injoignable" +
+	" pour le moment. Réessayez dans quelques secondes.\x02Une erreur est sur" +
+	"venue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si " +
+	"le problème persiste, donnez à votre administrateur l’identifiant de req" +
+	"uête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consomm" +
+	"ateur.\x02Les services externes qui prennent des tâches, et les définiti" +
+	"ons que chacun peut prendre. Créez les consommateurs, modifiez leurs dro" +
+	"its et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les " +
+	"jetons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plus" +
+	" récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02" +
+	"révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment" +
+	"\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et" +
+	" à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s" +
+	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
+	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
+	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
+	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
+	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
+	" directement\u202f: ils épinglent une révision.\x02Sortie de routage\x02" +
+	"Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instant" +
+	"\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Auc" +
+	"une publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02P" +
+	"ubliée le\x02Comparer des révisions\x02Liste chaque changement d’une rév" +
+	"ision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révis" +
+	"ion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les process" +
+	"us\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes co" +
+	"ntrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
+	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
+	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
+	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
+	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
+	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
+	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
+	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
+	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
+	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
+	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
+	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
+	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
+	"push. Les valeurs de la requête de l’URL et des en-têtes, et les secrets" +
+	" de signature, sont scellés et jamais affichés. Créez, modifiez et suppr" +
+	"imez les destinations par l’API (/api/v1/destinations).\x02Destinations " +
+	"par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal" +
+	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Ap" +
+	"pels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, p" +
+	"our qui lira le journal plus tard\u202f: %[1]d caractères au plus. Il es" +
+	"t conservé après l’effacement, quelle que soit la rétention\u202f: écriv" +
+	"ez la référence de la demande, pas le nom de la personne.\x02Effacer l’i" +
+	"nstance de processus %[1]s\x02Effacer cette instance maintenant\u202f? E" +
+	"lle est supprimée avec ses occurrences et leurs tentatives, comme la rét" +
+	"ention la supprimerait.\x02Ses entrées, ses sorties, sa clé métier et le" +
+	"s messages des exécutants partent avec elle\u202f; c’est irréversible. L" +
+	"es enregistrements d’audit qui la nomment restent (qui a fait quoi, et p" +
+	"ourquoi), de même que les sauvegardes jusqu’à leur expiration.\x02Efface" +
+	"r l’instance\x02Cette instance est %[1]s\u202f: seule une instance termi" +
+	"née peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instan" +
+	"ce %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]" +
+	"d). Consigné dans le journal d’audit.\x02Cette instance avait déjà été e" +
+	"ffacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consig" +
+	"né.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateu" +
+	"r\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termin" +
+	"e l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull" +
+	" %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incident" +
+	"s de chaque définition maintenant, et ce que ses exécutants ont terminé " +
+	"dans la dernière heure\u202f: les occurrences achevées, avec succès ou e" +
+	"n échec. Une occurrence reprise depuis compte là où elle se termine ensu" +
+	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
+	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
+	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
+	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
+	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
+	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s" +
+	"\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le g" +
+	"raphique donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffre" +
+	"s du graphique\x02Réussites et échecs par tranche de 5\u00a0min, les plu" +
+	"s anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées" +
+	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec" +
+	"\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
+	"\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instan" +
+	"t\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mar" +
+	"s\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02dé" +
+	"c.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1" +
+	"]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heu" +
+	"res\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
+	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
+	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
+	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
+	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
+	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
+	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
+	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
+	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
+	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
+	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
+	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
+	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
+	"un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance" +
+	" et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s l" +
+	"e %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f" +
+	"%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Déma" +
+	"rrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour" +
+	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
+	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
+	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être u" +
+	"n nombre entier à partir de 1.\x02Une version est celle d’un processus" +
+	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
+	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
+	"e retient\x02La page suivante les compte et demande un motif avant que r" +
+	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
+	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
+	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
+	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
+	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
+	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
+	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
+	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
+	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
+	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
+	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
+	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
+	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
+	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
+	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
+	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
+	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
+	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentative" +
+	"s\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appe" +
+	"l\x02%[1]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s" +
+	", ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié p" +
+	"ar %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1" +
+	"]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au pl" +
+	"us %[1]d\x02au plus %[1]d depuis la dernière reprise par un opérateur" +
+	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentati" +
+	"ves\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f" +
+	"\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d r" +
+	"estante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contra" +
+	"t de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nomm" +
+	"ées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
+	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
+	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
+	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
+	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
+	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
+	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
+	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
+	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
+	"%[1]d)\x02La destination n’a pas répondu dans le délai de l’appel\u202f:" +
+	" elle a pu agir malgré tout.\x02La destination n’a pas répondu dans le d" +
+	"élai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez ava" +
+	"nt de reprendre.\x02La destination n’a pas répondu dans le délai de l’ap" +
+	"pel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L" +
+	"’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat ne " +
+	"respectait pas le contrat de sorties de la révision.\x02La réponse à l’a" +
+	"ppel a été perdue (la connexion s’est rompue après l’envoi de la requête" +
+	", ou Relais s’est arrêté ou n’a pas pu joindre sa base de données avant " +
+	"de l’enregistrer)\u202f: on ignore si la destination a agi, donc elle n’" +
+	"est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La de" +
+	"stination était injoignable.\x02La réponse de la destination était trop " +
+	"volumineuse.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante.\x02Les entrées n’ont pas pu être construites à partir des l" +
+	"iaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exéc" +
+	"utant Camunda 7 a signalé un échec sans nouvelle tentative restante (ret" +
+	"ries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas e" +
+	"xécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
+	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
+	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
+	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
+	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
+	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
+	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
+	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
+	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
+	"]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans" +
+	" le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue" +
+	"\x02[masqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant" +
+	" (ses propres termes, valeurs protégées masquées)\x02La révision doit êt" +
+	"re un nombre entier, 1 ou plus.\x02Une révision est celle d’une définiti" +
+	"on\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de " +
+	"filtres\u202f: instance, révision, consommateur, destination, dates\x02D" +
+	"estination d’appel\x02son nom, exactement\x02identifiant d’instance\x02D" +
+	"écomptes par statut\x02Occurrences, les plus récentes d’abord\x02Messag" +
+	"e\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
+	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
+	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
+	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
+	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
+	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
+	"les 5 secondes environ.\x02révision %[1]d\x02Tentative antérieure\u202f:" +
+	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
+	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
+	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
+	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
+	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
+	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
+	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
+	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
+	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
+	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
+	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
+	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
+	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
+	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
+	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
+	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
+	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
+	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
+	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
+	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
+	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
+	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
+	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
+	"ure locale à %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02Re" +
+	"chargement repris.\x02Rechargement suspendu\u202f: cette page reste tell" +
+	"e quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pub" +
+	"liées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec " +
+	"l’emplacement actuel de leurs occurrences.\x02Les versions de processus " +
+	"publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
+	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
+	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
+	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
+	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
+	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
+	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
+	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
+	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
+	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
+	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
+	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
+	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
+	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
+	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
+	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
+	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
+	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
+	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
+	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
+	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
+	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
+	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
+	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune insta" +
+	"nce ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’ident" +
+	"ifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une instanc" +
+	"e terminée est supprimée, avec ses occurrences et ses tentatives, une fo" +
+	"is la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’u" +
+	"n administrateur l’efface\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» po" +
+	"ur clé métier, et ce n’est pas un identifiant entier\u202f: les listes m" +
+	"ontrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lie" +
+	"n, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session " +
+	"avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redém" +
+	"arrage du serveur)\u202f: votre dernière action n’a pas été appliquée. R" +
+	"econnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivi" +
+	"té, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du ser" +
+	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
+	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
+	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
+	" un cookie de session le remplace jusqu’à 8 heures d’inactivité, et 12 h" +
+	"eures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées d" +
+	"epuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de conne" +
+	"xions échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02C" +
+	"e jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peu" +
+	"t pas ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur," +
+	" de concepteur ou d’administrateur.\x02Seuls les administrateurs voient " +
+	"cette page\u202f: les jetons, les consommateurs, les destinations, le jo" +
+	"urnal des révélations et les effacements sont de leur ressort.\x02Jetons" +
+	" du personnel (administrateurs, concepteurs, opérateurs) non révoqués. L" +
+	"es jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer" +
+	" un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus a" +
+	"nciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expira" +
+	"tion\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessi" +
+	"on\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
+	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en to" +
+	"ut)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux," +
+	" et ceux qui interrogent par leur dernière demande. Un exécutant est lis" +
+	"té tant qu’il s’est manifesté dans les trois derniers battements de cœur" +
+	".\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02P" +
+	"rotocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier sign" +
+	"e de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
+	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
+	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
+	"onnecté ne la prend\u202f: abonnez-y des exécutants (une version de proc" +
+	"essus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et a" +
+	"ucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants (un" +
+	"e version de processus les épingle).\x02Aucun exécutant ne sert cette dé" +
+	"finition\u202f: ses occurrences attendent qu’un exécutant se connecte ou" +
+	" interroge.\x02Aucun processus n’utilise encore cette définition\u202f: " +
+	"elle aura besoin d’un exécutant quand un processus l’utilisera en mode p" +
+	"ull.\x02Aucun processus n’utilise cette définition en mode pull\u202f: R" +
+	"elais appelle ses destinations (push), elle n’a besoin d’aucun exécutant" +
+	".\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune " +
+	"de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie pa" +
+	"r %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les r" +
+	"évisions accordées au consommateur sont prises en charge.\x02Révisions " +
+	"prises en charge\u202f: %[1]s\u202f; certains prennent toutes les révisi" +
+	"ons accordées à leur consommateur.\x02Toutes les révisions accordées au " +
+	"consommateur sont prises en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules le" +
+	"s révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s s" +
+	"ont prises en charge."
 
-	// Total table size 77251 bytes (75KiB); checksum: 1032EA38
+	// Total table size 77529 bytes (75KiB); checksum: 9B3ECF3B

@@ -542,8 +542,13 @@ func answerOf(data []byte) engine.PushResult {
 	}
 	var answer map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&answer); err != nil || dec.More() || answer == nil {
+	if err := dec.Decode(&answer); err != nil || answer == nil {
 		return invalid("the response is not a JSON object")
+	}
+	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 {
+		// A second document (two answers concatenated, a stray byte):
+		// which one the destination meant cannot be told.
+		return invalid("the response has data after its JSON object")
 	}
 	var others []string
 	for k := range answer {
