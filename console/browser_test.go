@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -315,6 +316,18 @@ func TestBrowserEveryPage(t *testing.T) {
 					// their box.
 					if got := b.eval(filterLayoutJS); got != "" {
 						t.Errorf("%s: filters: %s", p.name, got)
+					}
+					if vp == phone && strings.HasPrefix(p.name, "definition") {
+						// A definition's lists (its contracts, a diff's
+						// breaking columns, releases) are cards too: a
+						// sideways scroll hid the columns that matter
+						// (console QA).
+						if got := b.eval(`[...document.querySelectorAll('.table-wrap')].filter(w => w.scrollWidth > w.clientWidth + 1).map(w => w.querySelector('table').dataset.testid || w.querySelector('caption').textContent).join(', ')`); got != "" {
+							t.Errorf("%s: tables scroll sideways on a phone: %s", p.name, got)
+						}
+						if got := b.eval(cutInCardsJS); got != "" {
+							t.Errorf("%s: cut at the card's edge: %s", p.name, got)
+						}
 					}
 					if vp == phone {
 						b.shotViewport(p.name)
@@ -729,6 +742,44 @@ func TestBrowserCellLinksAreTargets(t *testing.T) {
 			if got != "" {
 				t.Errorf("%s %s: links smaller than 24 × 24 px: %s", lang, path, got)
 			}
+		}
+	}
+}
+
+// cutInCardsJS lists what a phone's cards cut: an element that runs past
+// the right edge of its card (the reveal log's whole occurrence id was
+// clipped at 390 px, console QA).
+const cutInCardsJS = `[...document.querySelectorAll('table.cards tbody tr')].flatMap(tr => {
+	const edge = tr.getBoundingClientRect().right + 1;
+	return [...tr.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > edge).map(e => e.tagName.toLowerCase() + ' ' + e.textContent.trim().slice(0, 40));
+}).join(', ')`
+
+// TestBrowserAdminPages opens the pages only an administrator sees (the
+// reveal log, tokens, consumers, destinations) on a 320 px phone, in
+// French (the longer words), with a row in each: no page scrolls sideways
+// and no card cuts what it shows.
+func TestBrowserAdminPages(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newFixture(t)
+	f.env.Must(201, "PUT", "/api/v1/destinations/payments.provider-with-a-long-name", f.env.Admin,
+		map[string]any{"url": "https://payments.example/v1/charges/with/a/rather/long/path", "max_timeout": "PT5S"})
+	admin := signedIn(t, f.env.URL, "fr", f.env.Admin)
+	page := "/console/occurrences/" + f.completed
+	admin.do("POST", page+"/reveal", url.Values{"csrf": {csrfOf(t, admin.mustGet(page, 200))}, "side": {"inputs"}, "field": {"/contact"}, "reason": {"ticket 42"}})
+	if n := len(reveals(t, f, f.completed)); n != 1 {
+		t.Fatalf("%d reveals recorded, want 1", n)
+	}
+	b := openTab(t, browserPath, phone, "admin-fr-phone")
+	b.signIn(f.env.URL, "fr", f.env.Admin)
+	for _, p := range []string{"/console/reveals", "/console/tokens", "/console/consumers", "/console/destinations"} {
+		b.open(f.env.URL, p, 200)
+		b.shot(strings.TrimPrefix(p, "/console/"))
+		if b.eval(`String(document.querySelectorAll('table.cards tbody tr').length)`) == "0" {
+			t.Errorf("%s: no row to look at", p)
+		}
+		if got := b.eval(cutInCardsJS); got != "" {
+			t.Errorf("%s: cut at the card's edge: %s", p, got)
 		}
 	}
 }

@@ -181,7 +181,7 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		ch.User = &userBox{SignedInAs: elided(ctx, T(ctx, "Signed in as %s (%s)", p.Name, roleLabel(ctx, p.Role)), p.Name),
 			SignOut: T(ctx, "Sign out"), Action: basePath + "/sign-out", CSRF: currentOf(ctx).csrf}
 		pr := prefsOf(ctx)
-		zone := pr.zoneName()
+		zone := pr.zoneName(ctx)
 		ch.PrefsHref = basePath + "/preferences?next=" + url.QueryEscape(here)
 		ch.PrefsLabel = T(ctx, "Display settings")
 		ch.PrefsLead = T(ctx, "Display settings: ")

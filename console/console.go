@@ -252,12 +252,14 @@ func redirectToSignIn(w http.ResponseWriter, r *http.Request, ended bool) {
 			q.Set("next", from)
 		}
 	}
-	if ended {
-		if r.Method == http.MethodPost {
-			q.Set("ended", "action")
-		} else {
-			q.Set("ended", "1")
-		}
+	switch {
+	case r.Method == http.MethodPost:
+		// A form posted without a session was made by one: signed out
+		// in another tab, the browser dropped its cookie with it (console
+		// QA: the action was lost without a word).
+		q.Set("ended", "action")
+	case ended:
+		q.Set("ended", "1")
 	}
 	target := basePath + "/sign-in"
 	if len(q) > 0 {

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"golang.org/x/text/language"
 	"testing"
 	"time"
 )
@@ -26,16 +27,32 @@ func TestApproxDurationRounds(t *testing.T) {
 	}
 }
 
-// A time zone reads as its place, the zone's name beside it.
+// A time zone reads as its place in the page's language, the zone's
+// name beside it (French pages read "Algiers", console QA).
 func TestPlaceName(t *testing.T) {
 	t.Parallel()
-	for zone, want := range map[string]string{
-		"America/Sao_Paulo":              "Sao Paulo (America/Sao_Paulo)",
-		"Europe/Paris":                   "Paris (Europe/Paris)",
-		"America/Argentina/Buenos_Aires": "Buenos Aires (America/Argentina/Buenos_Aires)",
+	en := context.WithValue(context.Background(), localeKey{}, newLocale(language.English))
+	fr := context.WithValue(context.Background(), localeKey{}, newLocale(language.French))
+	for _, c := range []struct {
+		ctx        context.Context
+		zone, want string
+	}{
+		{en, "America/Sao_Paulo", "São Paulo (America/Sao_Paulo)"},
+		{en, "Europe/Paris", "Paris (Europe/Paris)"},
+		{en, "Africa/Algiers", "Algiers (Africa/Algiers)"},
+		{en, "America/Argentina/Buenos_Aires", "Buenos Aires (America/Argentina/Buenos_Aires)"},
+		{fr, "Africa/Algiers", "Alger (Africa/Algiers)"},
+		{fr, "Indian/Reunion", "La Réunion (Indian/Reunion)"},
+		{fr, "America/Los_Angeles", "Los Angeles (America/Los_Angeles)"},
 	} {
-		if got := placeName(zone); got != want {
-			t.Errorf("placeName(%q) = %q, want %q", zone, got, want)
+		if got := placeName(c.ctx, c.zone); got != c.want {
+			t.Errorf("placeName(%s, %q) = %q, want %q", langCode(c.ctx), c.zone, got, c.want)
+		}
+	}
+	// Every French name is for a zone the page offers.
+	for zone := range cityNames {
+		if namedZone(zone) == nil {
+			t.Errorf("cityNames has %s, which is not offered", zone)
 		}
 	}
 }

@@ -881,10 +881,16 @@ func errorMessageFact(ctx context.Context, code string, message *string) (fact, 
 		return fact{}, false
 	}
 	f := fact{Value: errorMessage(ctx, *message), TestID: "error-message"}
-	if relaisCode(code) {
-		// Relais wrote it, in English: say so in the reader's language.
-		f.Label, f.Lang = T(ctx, "Message from Relais (in English)"), "en"
-	} else {
+	// Relais writes in English: French pages' labels say so, English
+	// ones need not (console QA: "(in English)" on an English page).
+	switch {
+	case strings.HasPrefix(code, "destination_http_"):
+		// Relais's words around the destination's own (its answer's
+		// start): not all of it is Relais's.
+		f.Label, f.Lang = T(ctx, "Message from Relais, quoting the destination’s answer"), "en"
+	case relaisCode(code):
+		f.Label, f.Lang = T(ctx, "Message from Relais"), "en"
+	default:
 		f.Label = T(ctx, "Message from the service (its own words, protected values masked)")
 	}
 	return f, true

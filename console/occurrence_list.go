@@ -252,7 +252,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		CountsLabel: T(ctx, "Counts by status"),
 		TableLabel:  T(ctx, "Occurrences, newest first"),
 		// TRANSLATORS: under an error code in the list, opens the error's message.
-		MessageLabel: T(ctx, "Message"), RelaisMessageLabel: T(ctx, "Message from Relais (in English)"),
+		MessageLabel: T(ctx, "Message"), RelaisMessageLabel: T(ctx, "Message from Relais"),
 		Head: occurrenceHeads{ID: T(ctx, "Occurrence"), Definition: T(ctx, "Definition"), Process: T(ctx, "Process and node"),
 			BusinessKey: T(ctx, "Business key"), Status: T(ctx, "Status"), Attempts: T(ctx, "Attempts"), Error: T(ctx, "Error"),
 			Consumer: T(ctx, "Consumer and worker"), When: T(ctx, "Next attempt or settled"), Instance: T(ctx, "Process instance")},

@@ -238,7 +238,7 @@ func (f *fixture) expectations() map[string]expect {
 			},
 			atLeast: map[string]int{"graph-node": 4, "node-row": 3, "process-instances": 1}},
 		"search-nothing": {status: 404,
-			texts: map[string][2]string{"search-message": {"No instance or occurrence has the id “no-such-key”", "Aucune instance ni occurrence n’a l’identifiant «\u202fno-such-key\u202f»"}}},
+			texts: map[string][2]string{"search-message": {"No instance has “no-such-key” as its business key. A business key is found only whole", "Aucune instance n’a «\u202fno-such-key\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière"}}},
 		"preferences": {status: 200,
 			texts: map[string][2]string{"save-prefs": {"Save settings", "Enregistrer les réglages"}}},
 	}

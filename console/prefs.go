@@ -197,10 +197,10 @@ func (p prefs) zoneAt(t time.Time) string {
 }
 
 // zoneName names the chosen zone for the settings' summary: the place
-// ("Europe/Paris"), or the offset.
-func (p prefs) zoneName() string {
+// ("Paris", "Londres" in French), or the offset.
+func (p prefs) zoneName(ctx context.Context) string {
 	if p.named != nil {
-		return p.named.String()
+		return cityName(ctx, p.named.String())
 	}
 	return zoneLabel(p.utc, p.offset)
 }
@@ -238,7 +238,7 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v.ZoneOptions = append(v.ZoneOptions, option{Value: "UTC", Label: T(ctx, "UTC (coordinated universal time)"), Selected: p.utc})
 	for _, loc := range namedZones {
-		place := placeName(loc.String())
+		place := placeName(ctx, loc.String())
 		v.ZoneOptions = append(v.ZoneOptions, option{Value: loc.String(), Label: T(ctx, "Local time in %s", place), Selected: p.named == loc})
 	}
 	for _, off := range zoneChoices {
@@ -303,10 +303,48 @@ func (c *Console) setReloadPaused(w http.ResponseWriter, r *http.Request) {
 	c.redirectWithFlash(w, r, safeNext(r.PostFormValue("next")), flash{Text: msg})
 }
 
-// placeName reads a time zone's name as a place: its city, spaced, then
-// the name itself ("Sao Paulo (America/Sao_Paulo)"), which an operator
-// may know from elsewhere.
-func placeName(zone string) string {
+// placeName reads a time zone's name as a place in the request's
+// language: its city ("Alger" in French, "São Paulo"), then the name
+// itself ("São Paulo (America/Sao_Paulo)"), which an operator may know
+// from elsewhere.
+func placeName(ctx context.Context, zone string) string {
+	return cityName(ctx, zone) + " (" + zone + ")"
+}
+
+// cityName is the city a time zone is named after, in the request's
+// language: the zone's own spelling is English without its accents
+// (French pages read "Heure locale : Algiers", console QA).
+func cityName(ctx context.Context, zone string) string {
+	if names, ok := cityNames[zone]; ok {
+		if langCode(ctx) == "fr" && names.fr != "" {
+			return names.fr
+		}
+		if names.en != "" {
+			return names.en
+		}
+	}
 	city := zone[strings.LastIndex(zone, "/")+1:]
-	return strings.ReplaceAll(city, "_", " ") + " (" + zone + ")"
+	return strings.ReplaceAll(city, "_", " ")
+}
+
+// cityNames are the offered zones' cities whose names differ from the
+// zone's spelling, in English (en) or French (fr).
+var cityNames = map[string]struct{ en, fr string }{
+	"Africa/Algiers":      {fr: "Alger"},
+	"Africa/Johannesburg": {fr: "Johannesbourg"},
+	"America/Guadeloupe":  {fr: "Guadeloupe"},
+	"America/Martinique":  {fr: "Martinique"},
+	"America/Mexico_City": {fr: "Mexico"},
+	"America/Sao_Paulo":   {en: "São Paulo", fr: "São Paulo"},
+	"Asia/Dubai":          {fr: "Dubaï"},
+	"Asia/Kolkata":        {fr: "Calcutta"},
+	"Asia/Singapore":      {fr: "Singapour"},
+	"Europe/Athens":       {fr: "Athènes"},
+	"Europe/Brussels":     {fr: "Bruxelles"},
+	"Europe/Lisbon":       {fr: "Lisbonne"},
+	"Europe/London":       {fr: "Londres"},
+	"Europe/Moscow":       {fr: "Moscou"},
+	"Europe/Warsaw":       {fr: "Varsovie"},
+	"Indian/Reunion":      {en: "Réunion", fr: "La Réunion"},
+	"Pacific/Noumea":      {en: "Nouméa", fr: "Nouméa"},
 }

@@ -74,7 +74,10 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Chrome = c.chrome(r, T(ctx, "Not found"), "")
 	v.Chrome.Search.Value = q
-	v.Message = T(ctx, "No instance or occurrence has the id “%s”, and no instance has it as its business key.", q)
+	// Not an id: what was typed is read as a business key, which matches
+	// only whole and exact (console QA: the start of a long key, as a list
+	// shows it, was told it is no id).
+	v.Message = T(ctx, "No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.", q)
 	if _, err := uuid.Parse(q); err == nil {
 		// A whole id that was once shown, most likely: say where it may
 		// have gone, as the page at its address does.

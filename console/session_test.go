@@ -274,6 +274,16 @@ func TestSessionsExpireAfterEightIdleHours(t *testing.T) {
 	if got := text(late.mustGet(r.header.Get("Location"), 200), "signed-out"); !strings.Contains(got, "n’a pas été appliquée") {
 		t.Errorf("sign-in (French) after an action on an ended session says %q", got)
 	}
+	// Signed out in another tab, the browser posts without the cookie:
+	// the action is lost just the same, and sign-in says so (console QA).
+	other := signedIn(t, base, "en", env.Operator)
+	other.referer = "/console/instances/" + zeroID
+	csrf := csrfOf(t, other.mustGet("/console/definitions", 200))
+	other.do("POST", "/console/sign-out", url.Values{"csrf": {csrf}})
+	r = other.do("POST", "/console/instances/"+zeroID+"/stop", url.Values{"csrf": {csrf}, "reason": {"typed before the other tab signed out"}})
+	if want := "/console/sign-in?ended=action&next=%2Fconsole%2Finstances%2F" + zeroID; r.status != http.StatusSeeOther || r.header.Get("Location") != want {
+		t.Errorf("an action after a sign-out in another tab: %d %q, want 303 %q", r.status, r.header.Get("Location"), want)
+	}
 	// Signing out of an ended session is not an action lost.
 	gone := signedIn(t, base, "en", env.Operator)
 	clk.Add(8*time.Hour + time.Second)

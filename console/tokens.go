@@ -188,5 +188,5 @@ func (c *Console) tokenRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	p, _ := auth.FromContext(ctx)
 	c.logger.Info("console: token revoked", "token_id", t.ID, "by", p.Name)
-	c.redirectWithFlash(w, r, tokensPath, flash{Text: T(ctx, "The token %s (%s) was revoked: its next request is refused.", t.Name, roleLabel(ctx, t.Role))})
+	c.redirectWithFlash(w, r, tokensPath, flash{Text: T(ctx, "The token “%s” (%s) was revoked: its next request is refused.", t.Name, roleLabel(ctx, t.Role))})
 }

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             327,
 	"%d (0 lowest, 9 highest)":                 494,
 	"%d attempts":                              502,
-	"%d attempts, retry after %s, priority %d": 663,
+	"%d attempts, retry after %s, priority %d": 664,
 	"%d breaking":                              248,
 	"%d changes":                               247,
 	"%d completed":                             325,
@@ -55,30 +55,30 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     336,
 	"%d held instances match now.":             62,
 	"%d hours":                                 352,
-	"%d items":                                 735,
+	"%d items":                                 736,
 	"%d left":                                  504,
 	"%d min":                                   335,
 	"%d minutes":                               353,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              733,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              734,
 	"%d ms": 355,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         653,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 652,
-	"%d occurrences":                          591,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         654,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 653,
+	"%d occurrences":                          592,
 	"%d releases":                             267,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       334,
 	"%d seconds": 354,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     623,
+	"%s (a fixed offset, no daylight saving time)":                                     624,
 	"%s (deferred; settled by %s)":                                                     563,
 	"%s (deferred; settled with its settle token)":                                     561,
 	"%s (deferred; settled with its settle token, as %s)":                              562,
 	"%s (token #%d, %s)":                                                               101,
 	"%s ago":                                                                           332,
 	"%s so far":                                                                        559,
-	"%s → %s":                                                                          658,
+	"%s → %s":                                                                          659,
 	"%s, %s: %s":                                                                       298,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         497,
 	"%s, cut to %s by the destination’s max_timeout":                                   496,
@@ -88,22 +88,22 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          461,
 	"%s: %s":                                  324,
 	"%s: %s → %s":                             255,
-	"%s: a date is written 2026-12-01.":       607,
+	"%s: a date is written 2026-12-01.":       608,
 	"%s: every revision, present and future":  194,
 	"%s: revision %s":                         195,
 	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 608,
+	"%s: the first day comes after the last.": 609,
 	"%s–%s":                                   323,
-	"(%d characters in all)":                  737,
+	"(%d characters in all)":                  738,
 	"(%d handed back, not counted)":           503,
-	"(each item)":                             723,
-	"(in %s)":                                 736,
+	"(each item)":                             724,
+	"(in %s)":                                 737,
 	"(worker %s)":                             547,
 	"0 seconds":                               350,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           701,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           702,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 536,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 618,
-	"A revision is a definition’s: choose the definition too.": 574,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 619,
+	"A revision is a definition’s: choose the definition too.": 575,
 	"A version is a process’s: choose the process too.":        396,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -118,12 +118,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 401,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       588,
+	"All consumers":                       589,
 	"All definitions":                     316,
 	"All its tasks":                       193,
 	"All processes":                       407,
 	"All statuses":                        409,
-	"All workers":                         750,
+	"All workers":                         751,
 	"An operator abandoned the instance.": 535,
 	"Any definition":                      408,
 	"Apply filters":                       116,
@@ -139,8 +139,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           674,
-	"Back without saving":              620,
+	"Back to the occurrence":           675,
+	"Back without saving":              621,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
@@ -153,20 +153,20 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    495,
 	"Calls":                           278,
 	"Calls signed (Relais-Signature)": 280,
-	"Camunda 7 facade":                754,
+	"Camunda 7 facade":                755,
 	"Cancelled: the instance was stopped (%s).":               558,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 557,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           675,
+	"Cannot reveal":                                           676,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            647,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 638,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            648,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 639,
 	"Compare":              222,
 	"Compare revisions":    218,
 	"Completed":            319,
@@ -175,16 +175,16 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    317,
 	"Completions and failures per 5-minute slot, oldest first": 321,
 	"Completions and failures, last hour":                      300,
-	"Connected":                                                746,
+	"Connected":                                                747,
 	"Constraints":                                              203,
 	"Consumer":                                                 467,
-	"Consumer and worker":                                      585,
+	"Consumer and worker":                                      586,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    670,
-	"Counts by status": 580,
+	"Counts as of %s (%s); refreshed every few seconds.":                    671,
+	"Counts by status": 581,
 	"Created":          366,
 	"Created from":     83,
 	"Created on":       186,
@@ -200,7 +200,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         262,
-	"Definitions served":                         744,
+	"Definitions served":                         745,
 	"Definitions, those needing attention first": 301,
 	"Description":                                204,
 	"Destination":                                479,
@@ -210,14 +210,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     224,
 	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    626,
+	"Display settings saved.":                    627,
 	"Display settings: ":                         148,
 	"Duration":                                   471,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 299,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          594,
+	"Earlier attempt:":          595,
 	"End node":                  389,
 	"End node or error":         405,
 	"Ended":                     385,
@@ -226,18 +226,18 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 284,
 	"Erase this instance…": 376,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 288,
-	"Error":                      584,
+	"Error":                      585,
 	"Error (before any attempt)": 521,
 	"Error (the deadline passed after attempt %d)": 520,
 	"Error code":       81,
 	"Error message":    474,
-	"Every %d seconds": 625,
+	"Every %d seconds": 626,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 513,
 	"Every attempt, oldest first": 466,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  678,
-	"Expired token":                        711,
-	"Expires":                              708,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  679,
+	"Expired token":                        712,
+	"Expires":                              709,
 	"External tasks":                       134,
 	"Failed":                               305,
 	"Failed (%s).":                         556,
@@ -251,7 +251,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             470,
-	"First page":                           604,
+	"First page":                           605,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    172,
 	"Form refused":                         167,
@@ -260,8 +260,8 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
-	"Graph":                   637,
-	"Graph of %s":             651,
+	"Graph":                   638,
+	"Graph of %s":             652,
 	"HTTP 2xx, unusable body": 565,
 	"Headers sent":            274,
 	"Health":                  133,
@@ -270,7 +270,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                388,
 	"Held instances":          304,
 	"ID":                      183,
-	"In flight":               745,
+	"In flight":               746,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 318,
 	"Inputs":                     228,
 	"Inputs of revision %d":      239,
@@ -279,56 +279,57 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      505,
 	"Instance":                  404,
 	"Instances":                 86,
-	"Instances of this version": 646,
+	"Instances of this version": 647,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 766,
-	"It takes revision %d only.":                       769,
-	"It takes revisions %s only.":                      771,
+	"It takes every revision its consumer is granted.": 767,
+	"It takes revision %d only.":                       770,
+	"It takes revisions %s only.":                      772,
 	"Its calls":                                        279,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 285,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  554,
 	"Its instance went on along the node’s error path.":                                                                                                                    555,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      716,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      717,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     338,
 	"Jul":                     344,
 	"Jun":                     343,
-	"Keep it":                 718,
+	"Keep it":                 719,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       281,
 	"Key":                     263,
-	"Kind":                    641,
+	"Kind":                    642,
 	"Language":                130,
 	"Last changed":            276,
 	"Last error (attempt %d)": 519,
 	"Last reserved":           516,
 	"Last saved":              209,
-	"Last seen":               747,
-	"Last used":               707,
+	"Last seen":               748,
+	"Last used":               708,
 	"Latest revision":         264,
 	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 622,
+	"Local time in %s": 623,
 	"Lock expired %s — waiting to be offered again.": 544,
-	"Lock expires":                     517,
-	"Longest timeout":                  275,
-	"Main navigation":                  132,
-	"Mar":                              340,
-	"Maximum attempts":                 488,
-	"May":                              342,
-	"Message":                          582,
-	"Message from Relais (in English)": 571,
-	"Message from the service (its own words, protected values masked)": 572,
-	"Method not allowed": 682,
+	"Lock expires":        517,
+	"Longest timeout":     275,
+	"Main navigation":     132,
+	"Mar":                 340,
+	"Maximum attempts":    488,
+	"May":                 342,
+	"Message":             583,
+	"Message from Relais": 572,
+	"Message from Relais, quoting the destination’s answer":             571,
+	"Message from the service (its own words, protected values masked)": 573,
+	"Method not allowed": 683,
 	"Mode":               486,
-	"More filters: instance, revision, consumer, destination, dates": 576,
+	"More filters: instance, revision, consumer, destination, dates": 577,
 	"Name":                    184,
-	"Never":                   624,
+	"Never":                   625,
 	"Next attempt":            515,
-	"Next attempt or settled": 586,
+	"Next attempt or settled": 587,
 	"Next node":               365,
-	"Next page":               603,
+	"Next page":               604,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 179,
 	"No definition %s has occurrences: check the key, or show all definitions.": 315,
@@ -337,42 +338,42 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        266,
 	"No destination yet.":                                                       268,
 	"No inputs.":                                                                229,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 691,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  692,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 690,
 	"No instance matches these filters.": 406,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 689,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 690,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 691,
 	"No live worker takes %s now (Workers page).":                                               538,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 539,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           540,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          541,
 	"No more consumers.":                                   180,
 	"No more destinations.":                                269,
-	"No occurrence matches these filters.":                 587,
+	"No occurrence matches these filters.":                 588,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              370,
 	"No outputs yet: the occurrence has not completed.":    508,
 	"No outputs.":                                          232,
 	"No outputs: the occurrence ended without completing.": 510,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         633,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             763,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             762,
+	"No process is published yet.":                         634,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             764,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             763,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              705,
-	"No value was revealed.": 680,
+	"No token.":              706,
+	"No value was revealed.": 681,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              478,
 	"No worker has reserved this occurrence yet.":                                        475,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 764,
-	"No worker is connected.":           748,
-	"No worker serves this definition.": 751,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 761,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 765,
+	"No worker is connected.":           749,
+	"No worker serves this definition.": 752,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 762,
 	"Node":                  362,
-	"Nodes":                 639,
-	"Nodes of this version": 648,
-	"Nodes of this version, with their occurrences now": 640,
+	"Nodes":                 640,
+	"Nodes of this version": 649,
+	"Nodes of this version, with their occurrences now": 641,
 	"Nodes reached, in order":                           361,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -380,25 +381,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             687,
+	"Nothing to find: the search box is empty.":                             688,
 	"Nothing was done.":        29,
 	"Nov":                      348,
 	"Now":                      484,
 	"Occurrence":               363,
 	"Occurrence %s":            462,
 	"Occurrence offered again": 107,
-	"Occurrences now":          645,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        759,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 760,
-	"Occurrences, newest first": 581,
+	"Occurrences now":          646,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        760,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 761,
+	"Occurrences, newest first": 582,
 	"Oct":                       347,
 	"Offered from %s — %s.":     543,
 	"Oldest claimable waits":    306,
-	"On error":                  644,
-	"On success":                643,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         676,
-	"Only administrators may reveal a sensitive value.":                                                           671,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 702,
+	"On error":                  645,
+	"On success":                644,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         677,
+	"Only administrators may reveal a sensitive value.":                                                           672,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 703,
 	"Open":             303,
 	"Operator actions": 358,
 	"Operator actions on this instance, newest first": 371,
@@ -408,29 +409,29 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
 	"Outputs, labelled by revision %d's contract":     507,
-	"Pages":                           601,
+	"Pages":                           602,
 	"Path":                            359,
 	"Pause reloading":                 155,
-	"Pinned revision":                 642,
+	"Pinned revision":                 643,
 	"Policy":                          464,
-	"Previous page":                   602,
+	"Previous page":                   603,
 	"Priority":                        493,
 	"Process":                         77,
-	"Process %s":                      635,
+	"Process %s":                      636,
 	"Process %s has no version %d.":   92,
-	"Process and node":                583,
+	"Process and node":                584,
 	"Process inputs":                  373,
 	"Process instance":                106,
 	"Process instance %s":             356,
 	"Process instances":               399,
 	"Process instances, newest first": 403,
 	"Processes":                       135,
-	"Processes by key":                631,
-	"Protocol":                        743,
+	"Processes by key":                632,
+	"Protocol":                        744,
 	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 629,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       630,
-	"Push destination": 577,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 630,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       631,
+	"Push destination": 578,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -445,10 +446,10 @@ var messageKeyToIndex = map[string]int{
 	"Release":                       214,
 	"Releases":                      212,
 	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 617,
+	"Reload lists and detail pages": 618,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 628,
-	"Reloading resumed.":                  627,
+	"Reloading paused: this page stays as it is until you resume.": 629,
+	"Reloading resumed.":                  628,
 	"Replica":                             480,
 	"Required":                            201,
 	"Reserved":                            469,
@@ -472,38 +473,38 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 511,
-	"Revealed by %s at %s; recorded in the audit log.": 673,
+	"Revealed by %s at %s; recorded in the audit log.": 674,
 	"Reveals":               144,
-	"Reveals, newest first": 679,
+	"Reveals, newest first": 680,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 767,
-	"Revoke the %s token “%s”?": 715,
-	"Revoke the token":          717,
-	"Revoke token %d":           714,
-	"Revoke…":                   712,
-	"Role":                      706,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 768,
+	"Revoke the %s token “%s”?": 716,
+	"Revoke the token":          718,
+	"Revoke token %d":           715,
+	"Revoke…":                   713,
+	"Role":                      707,
 	"Route":                     364,
 	"Routing output":            208,
-	"Row %s":                    605,
-	"Rows %s–%s":                606,
-	"Save settings":             619,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      672,
+	"Row %s":                    606,
+	"Rows %s–%s":                607,
+	"Save settings":             620,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      673,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 282,
-	"Search":                               685,
-	"Secret values can never be revealed.": 677,
+	"Search":                               686,
+	"Secret values can never be revealed.": 678,
 	"Sep":                                  346,
-	"Served by %d workers":                 765,
+	"Served by %d workers":                 766,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              367,
-	"Settlement date":      575,
+	"Settlement date":      576,
 	"Show all definitions": 314,
-	"Show times in":        615,
+	"Show times in":        616,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 695,
-	"Sign in with an operator, designer or administrator token.": 696,
+	"Sign in": 696,
+	"Sign in with an operator, designer or administrator token.": 697,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
@@ -513,9 +514,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 703,
-	"Staff tokens, oldest first": 704,
-	"Start node":                 636,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 704,
+	"Staff tokens, oldest first": 705,
+	"Start node":                 637,
 	"Started":                    384,
 	"State":                      187,
 	"Status":                     79,
@@ -538,7 +539,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 261,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.": 688,
+	"That is too long to be an id or a business key.": 689,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              270,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
@@ -549,7 +550,7 @@ var messageKeyToIndex = map[string]int{
 	"The chart’s numbers": 320,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          616,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          617,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
 	"The deadline passed before a result arrived.":                                                                                                                          527,
@@ -566,23 +567,23 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             402,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 360,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         207,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               613,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               614,
 	"The page size must be between 1 and %d.":                                                                                                                                                              398,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  612,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  613,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            528,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      573,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          721,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    698,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      574,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    699,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        722,
 	"The version must be a whole number from 1.":                                                                                                                                                           395,
 	"These revisions have the same contracts.":                                                                                                                                                             227,
-	"These settings are kept in this browser only.":                                                                                                                                                        614,
-	"They take every revision their consumer is granted.":                                                                                                                                                  768,
-	"They take revision %d only.":                                                                                                                                                                          770,
-	"They take revisions %s only.":                                                                                                                                                                         772,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     609,
+	"These settings are kept in this browser only.":                                                                                                                                                        615,
+	"They take every revision their consumer is granted.":                                                                                                                                                  769,
+	"They take revision %d only.":                                                                                                                                                                          771,
+	"They take revisions %s only.":                                                                                                                                                                         773,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     610,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         506,
 	"This contract has no outputs.":                                                                                                                                                                        509,
@@ -590,7 +591,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                                                   173,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  684,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  685,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 289,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -608,55 +609,55 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            720,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           719,
-	"This page does not accept that request.": 683,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            721,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           720,
+	"This page does not accept that request.": 684,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           375,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 700,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 649,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            650,
+	"This token is unknown, revoked or expired.": 701,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 650,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            651,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           697,
+	"Token":                           698,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 699,
-	"Totals of all definitions, not narrowed by the other filters":         590,
-	"Totals of definition %s, not narrowed by the other filters":           589,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 700,
+	"Totals of all definitions, not narrowed by the other filters":         591,
+	"Totals of definition %s, not narrowed by the other filters":           590,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 686,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 687,
 	"URL":                              273,
-	"UTC (coordinated universal time)": 621,
+	"UTC (coordinated universal time)": 622,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 610,
-	"Unknown parameter “%s”.":                      611,
+	"Unknown parameter “%s” (did you mean “%s”?).": 611,
+	"Unknown parameter “%s”.":                      612,
 	"Unknown status “%s”.":                         394,
 	"Value":                                        372,
 	"Version":                                      78,
-	"Versions, newest first":                       632,
+	"Versions, newest first":                       633,
 	"Waiting for Relais to call the destination since %s (%s).": 545,
 	"Waiting for a worker since %s (%s).":                       546,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             477,
 	"Why (recorded with the reveal)":                            512,
-	"Worker":                                                    742,
+	"Worker":                                                    743,
 	"Worker id":                                                 468,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        740,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        741,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 741,
-	"Workers serving %s":                   749,
+	"Workers seen within three heartbeats": 742,
+	"Workers serving %s":                   750,
 	"Working copy":                         206,
-	"You are signed out.":                  692,
+	"You are signed out.":                  693,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 693,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          694,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 694,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          695,
 	"[redacted]":                          570,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
@@ -665,21 +666,21 @@ var messageKeyToIndex = map[string]int{
 	"an incident: retry, abandon or stop": 293,
 	"answer too large":                    568,
 	"any":                                 76,
-	"any other code → %s":                 661,
+	"any other code → %s":                 662,
 	"any other error":                     291,
-	"as of %s (%s); counts are refreshed every few seconds.": 592,
-	"at least %d characters":                                 724,
-	"at least %d items":                                      731,
+	"as of %s (%s); counts are refreshed every few seconds.": 593,
+	"at least %d characters":                                 725,
+	"at least %d items":                                      732,
 	"at most %d":                                             500,
-	"at most %d characters":                                  725,
-	"at most %d items":                                       732,
+	"at most %d characters":                                  726,
+	"at most %d items":                                       733,
 	"at most %d since the last operator retry":               501,
 	"available":                                              410,
 	"boolean":                                                425,
-	"call in progress since":                                 598,
+	"call in progress since":                                 599,
 	"cancelled":                                              415,
 	"choice":                                                 428,
-	"claimable since":                                        597,
+	"claimable since":                                        598,
 	"claimable since %s":                                     311,
 	"classification changed":                                 449,
 	"completed":                                              413,
@@ -688,26 +689,26 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           560,
 	"date":                                                   426,
 	"date and time":                                          427,
-	"deadline %s":                                            665,
+	"deadline %s":                                            666,
 	"deferred":                                               412,
-	"deferred since":                                         600,
+	"deferred since":                                         601,
 	"deleted":                                                109,
 	"designer":                                               440,
 	"disconnected":                                           421,
-	"end (completes)":                                        656,
-	"end (fails)":                                            657,
+	"end (completes)":                                        657,
+	"end (fails)":                                            658,
 	"end: completes the instance":                            294,
 	"end: fails the instance":                                295,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 755,
+	"every revision its consumer is granted":                 756,
 	"exact, case-sensitive":                                  400,
 	"expired":                                                418,
 	"failed":                                                 414,
-	"fails the instance":                                     662,
+	"fails the instance":                                     663,
 	"field added":                                            444,
 	"field removed":                                          445,
 	"format":                                                 455,
-	"format %s":                                              727,
+	"format %s":                                              728,
 	"from":                                                   114,
 	"held":                                                   417,
 	"held for an operator":                                   292,
@@ -715,65 +716,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      392,
 	"hidden (secret)":                                        435,
 	"hidden (sensitive)":                                     434,
-	"hold (an incident for an operator)":                     660,
+	"hold (an incident for an operator)":                     661,
 	"id or business key":                                     137,
 	"in %s":                                                  331,
 	"in progress":                                            476,
-	"instance id":                                            579,
-	"instances held":                                         668,
-	"instances held: %s":                                     669,
+	"instance id":                                            580,
+	"instances held":                                         669,
+	"instances held: %s":                                     670,
 	"integer":                                                423,
-	"its name, exactly":                                      578,
+	"its name, exactly":                                      579,
 	"just now":                                               333,
 	"list":                                                   430,
-	"lock until":                                             599,
-	"long polling":                                           753,
+	"lock until":                                             600,
+	"long polling":                                           754,
 	"long wait":                                              312,
 	"masked value":                                           272,
 	"maximum":                                                457,
-	"maximum %s":                                             729,
+	"maximum %s":                                             730,
 	"maximum items":                                          459,
 	"maximum length":                                         453,
 	"minimum":                                                456,
-	"minimum %s":                                             728,
+	"minimum %s":                                             729,
 	"minimum items":                                          458,
 	"minimum length":                                         452,
-	"never":                                                  709,
-	"next attempt":                                           596,
+	"never":                                                  710,
+	"next attempt":                                           597,
 	"no":                                                     443,
 	"no answer within the timeout":                           566,
 	"no connection":                                          567,
 	"no grant: it takes nothing":                             191,
 	"no header":                                              277,
 	"no worker":                                              313,
-	"no worker takes revision %d":                            757,
-	"no worker takes revisions %s":                           758,
+	"no worker takes revision %d":                            758,
+	"no worker takes revisions %s":                           759,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 523,
 	"none": 260,
-	"none (revealed before reasons were asked for)": 681,
+	"none (revealed before reasons were asked for)": 682,
 	"none yet": 265,
 	"none: a failed call takes the node’s error path": 491,
 	"normal":                             431,
-	"not provided":                       734,
-	"not yet":                            710,
-	"null":                               738,
+	"not provided":                       735,
+	"not yet":                            711,
+	"null":                               739,
 	"number":                             424,
 	"object":                             429,
 	"on error":                           290,
-	"one attempt, no retry, priority %d": 664,
-	"one of: %s":                         730,
+	"one attempt, no retry, priority %d": 665,
+	"one of: %s":                         731,
 	"operator":                           439,
 	"optional %s field of type %s":       257,
 	"optional field of type %s":          259,
 	"optional → required":                250,
 	"pattern":                            454,
-	"pattern %s":                         726,
-	"pull":                               654,
+	"pattern %s":                         727,
+	"pull":                               655,
 	"pull %s":                            297,
 	"pull (a worker fetches it)":         436,
 	"push %s":                            296,
 	"push (Relais calls the service)":    437,
-	"push to %s":                         655,
+	"push to %s":                         656,
 	"rejected":                           419,
 	"released":                           420,
 	"required %s field of type %s":       256,
@@ -782,39 +783,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                251,
 	"reserved":                           411,
 	"retry":                              3,
-	"revision %d":                        593,
-	"revisions %s":                       756,
+	"revision %d":                        594,
+	"revisions %s":                       757,
 	"revoked":                            190,
 	"routing changed":                    451,
-	"routing output":                     722,
+	"routing output":                     723,
 	"routing output %s → %s":             249,
 	"running":                            416,
 	"secret":                             433,
 	"sensitive":                          432,
-	"settled":                            595,
+	"settled":                            596,
 	"stop":                               5,
-	"stream":                             752,
+	"stream":                             753,
 	"text":                               422,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             713,
-	"timeout %s":               666,
-	"timeout %s (the default)": 667,
+	"this session":             714,
+	"timeout %s":               667,
+	"timeout %s (the default)": 668,
 	"to":                       115,
 	"type changed":             446,
-	"unexpected value":         739,
+	"unexpected value":         740,
 	"unknown":                  569,
 	"values added: %s":         252,
 	"values changed":           448,
 	"values removed: %s":       253,
 	"values reordered":         254,
-	"version %d":               634,
+	"version %d":               635,
 	"waiting":                  564,
 	"yes":                      442,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 659,
+	"→ %s": 660,
 }
 
-var enIndex = []uint32{ // 774 elements
+var enIndex = []uint32{ // 775 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -976,67 +977,67 @@ var enIndex = []uint32{ // 774 elements
 	0x000054a9, 0x000054b9, 0x000054e9, 0x00005523,
 	0x00005546, 0x0000554e, 0x00005566, 0x00005583,
 	0x00005591, 0x000055a2, 0x000055aa, 0x000055b5,
-	0x000055d6, 0x00005618, 0x00005648, 0x00005683,
+	0x000055ed, 0x00005601, 0x00005643, 0x00005673,
 	// Entry 240 - 25F
-	0x00005693, 0x000056d2, 0x000056e3, 0x000056f5,
-	0x00005701, 0x00005712, 0x0000572c, 0x00005734,
-	0x00005745, 0x0000574b, 0x0000575f, 0x00005777,
-	0x0000579c, 0x000057aa, 0x000057e8, 0x00005825,
-	0x00005851, 0x0000588e, 0x0000589d, 0x000058ae,
-	0x000058b6, 0x000058c3, 0x000058d3, 0x000058ea,
-	0x000058f5, 0x00005904, 0x0000590a, 0x00005918,
-	0x00005922, 0x0000592d, 0x00005937, 0x0000594a,
+	0x000056ae, 0x000056be, 0x000056fd, 0x0000570e,
+	0x00005720, 0x0000572c, 0x0000573d, 0x00005757,
+	0x0000575f, 0x00005770, 0x00005776, 0x0000578a,
+	0x000057a2, 0x000057c7, 0x000057d5, 0x00005813,
+	0x00005850, 0x0000587c, 0x000058b9, 0x000058c8,
+	0x000058d9, 0x000058e1, 0x000058ee, 0x000058fe,
+	0x00005915, 0x00005920, 0x0000592f, 0x00005935,
+	0x00005943, 0x0000594d, 0x00005958, 0x00005962,
 	// Entry 260 - 27F
-	0x0000596f, 0x0000599a, 0x00005a2b, 0x00005a66,
-	0x00005a85, 0x00005ac3, 0x00005afa, 0x00005b28,
-	0x00005b36, 0x00005bd5, 0x00005bf3, 0x00005d4a,
-	0x00005d58, 0x00005d6c, 0x00005d8d, 0x00005da1,
-	0x00005dd1, 0x00005dd7, 0x00005deb, 0x00005e03,
-	0x00005e16, 0x00005e53, 0x00005ec6, 0x00005f13,
-	0x00005f24, 0x00005f3b, 0x00005f58, 0x00005f66,
-	0x00005f74, 0x00005f7f, 0x00005f85, 0x00006077,
+	0x00005975, 0x0000599a, 0x000059c5, 0x00005a56,
+	0x00005a91, 0x00005ab0, 0x00005aee, 0x00005b25,
+	0x00005b53, 0x00005b61, 0x00005c00, 0x00005c1e,
+	0x00005d75, 0x00005d83, 0x00005d97, 0x00005db8,
+	0x00005dcc, 0x00005dfc, 0x00005e02, 0x00005e16,
+	0x00005e2e, 0x00005e41, 0x00005e7e, 0x00005ef1,
+	0x00005f3e, 0x00005f4f, 0x00005f66, 0x00005f83,
+	0x00005f91, 0x00005f9f, 0x00005faa, 0x00005fb0,
 	// Entry 280 - 29F
-	0x0000607d, 0x000060af, 0x000060b4, 0x000060c4,
-	0x000060cf, 0x000060d8, 0x000060e8, 0x00006102,
-	0x000061a7, 0x000061bd, 0x00006242, 0x000062bc,
-	0x000062cb, 0x00006385, 0x000063d6, 0x000063db,
-	0x000063e9, 0x000063f9, 0x00006405, 0x00006415,
-	0x0000641f, 0x00006442, 0x0000645b, 0x0000646e,
-	0x000064da, 0x00006500, 0x0000650f, 0x0000651d,
-	0x00006539, 0x00006548, 0x0000655e, 0x00006597,
+	0x000060a2, 0x000060a8, 0x000060da, 0x000060df,
+	0x000060ef, 0x000060fa, 0x00006103, 0x00006113,
+	0x0000612d, 0x000061d2, 0x000061e8, 0x0000626d,
+	0x000062e7, 0x000062f6, 0x000063b0, 0x00006401,
+	0x00006406, 0x00006414, 0x00006424, 0x00006430,
+	0x00006440, 0x0000644a, 0x0000646d, 0x00006486,
+	0x00006499, 0x00006505, 0x0000652b, 0x0000653a,
+	0x00006548, 0x00006564, 0x00006573, 0x00006589,
 	// Entry 2A0 - 2BF
-	0x000065c9, 0x00006621, 0x00006658, 0x0000666f,
-	0x0000667d, 0x000066c1, 0x000066e6, 0x0000675d,
-	0x00006773, 0x0000678a, 0x000067b8, 0x000067cb,
-	0x000067f3, 0x00006877, 0x0000687e, 0x000068e6,
-	0x00006910, 0x00006940, 0x0000699e, 0x00006ad8,
-	0x00006b78, 0x00006b8c, 0x00006c37, 0x00006cb9,
-	0x00006cc1, 0x00006cfc, 0x00006d02, 0x00006d94,
-	0x00006e2c, 0x00006e57, 0x00006eb9, 0x00006f25,
+	0x000065c2, 0x000065f4, 0x0000664c, 0x00006683,
+	0x0000669a, 0x000066a8, 0x000066ec, 0x00006711,
+	0x00006788, 0x0000679e, 0x000067b5, 0x000067e3,
+	0x000067f6, 0x0000681e, 0x000068a2, 0x000068a9,
+	0x00006911, 0x0000693b, 0x0000696b, 0x00006a3e,
+	0x00006b78, 0x00006c18, 0x00006c2c, 0x00006cd7,
+	0x00006d59, 0x00006d61, 0x00006d9c, 0x00006da2,
+	0x00006e34, 0x00006ecc, 0x00006ef7, 0x00006f59,
 	// Entry 2C0 - 2DF
-	0x00006fcc, 0x00006fe7, 0x00006ff1, 0x00006ff6,
-	0x00007000, 0x00007008, 0x0000700e, 0x00007016,
-	0x00007024, 0x0000702e, 0x0000703b, 0x0000704e,
-	0x00007072, 0x000070f2, 0x00007103, 0x0000710b,
-	0x00007180, 0x000071d4, 0x00007216, 0x00007225,
-	0x00007231, 0x0000726d, 0x000072a7, 0x000072b5,
-	0x000072c2, 0x000072d0, 0x000072de, 0x000072ec,
-	0x0000731e, 0x0000734e, 0x000073aa, 0x000073b7,
+	0x00006fc5, 0x0000706c, 0x00007087, 0x00007091,
+	0x00007096, 0x000070a0, 0x000070a8, 0x000070ae,
+	0x000070b6, 0x000070c4, 0x000070ce, 0x000070db,
+	0x000070ee, 0x00007112, 0x00007192, 0x000071a3,
+	0x000071ab, 0x00007220, 0x00007274, 0x000072bc,
+	0x000072cb, 0x000072d7, 0x00007313, 0x0000734d,
+	0x0000735b, 0x00007368, 0x00007376, 0x00007384,
+	0x00007392, 0x000073c4, 0x000073f4, 0x00007450,
 	// Entry 2E0 - 2FF
-	0x000073d7, 0x000073e2, 0x000073fc, 0x00007401,
-	0x00007412, 0x00007498, 0x000074bd, 0x000074c4,
-	0x000074cd, 0x000074e0, 0x000074ea, 0x000074f4,
-	0x000074fe, 0x00007516, 0x0000752c, 0x00007538,
-	0x0000755a, 0x00007561, 0x0000756e, 0x0000757f,
-	0x000075a6, 0x000075b6, 0x000075d5, 0x000075f5,
-	0x0000766b, 0x000076e8, 0x0000773c, 0x0000778c,
-	0x000077ec, 0x0000783f, 0x00007877, 0x000078a8,
+	0x0000745d, 0x0000747d, 0x00007488, 0x000074a2,
+	0x000074a7, 0x000074b8, 0x0000753e, 0x00007563,
+	0x0000756a, 0x00007573, 0x00007586, 0x00007590,
+	0x0000759a, 0x000075a4, 0x000075bc, 0x000075d2,
+	0x000075de, 0x00007600, 0x00007607, 0x00007614,
+	0x00007625, 0x0000764c, 0x0000765c, 0x0000767b,
+	0x0000769b, 0x00007711, 0x0000778e, 0x000077e2,
+	0x00007832, 0x00007892, 0x000078e5, 0x0000791d,
 	// Entry 300 - 31F
-	0x000078f8, 0x0000792c, 0x0000794a, 0x00007969,
-	0x00007988, 0x000079a8,
-} // Size: 3120 bytes
+	0x0000794e, 0x0000799e, 0x000079d2, 0x000079f0,
+	0x00007a0f, 0x00007a2e, 0x00007a4e,
+} // Size: 3124 bytes
 
-const enData string = "" + // Size: 31144 bytes
+const enData string = "" + // Size: 31310 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1372,149 +1373,151 @@ const enData string = "" + // Size: 31144 bytes
 	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
 	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
 	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Messag" +
-	"e from the service (its own words, protected values masked)\x02The revis" +
-	"ion must be a whole number, 1 or more.\x02A revision is a definition’s: " +
-	"choose the definition too.\x02Settlement date\x02More filters: instance," +
-	" revision, consumer, destination, dates\x02Push destination\x02its name," +
-	" exactly\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Next " +
-	"attempt or settled\x02No occurrence matches these filters.\x02All consum" +
-	"ers\x02Totals of definition %[1]s, not narrowed by the other filters\x02" +
-	"Totals of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
-	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
-	"revious page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s" +
-	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
-	"fter the last.\x02This address holds a parameter that cannot be read (a " +
-	"percent sign not followed by two hexadecimal digits, or a semicolon): co" +
-	"rrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)." +
-	"\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d t" +
-	"imes: give it once.\x02The page cursor is invalid: go back to the first " +
-	"page.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose a place, whose daylight saving time is followed, or a fixed " +
-	"offset from UTC.\x02Reload lists and detail pages\x02A reload empties wh" +
-	"at you typed but did not apply (filters, the search box) and moves the f" +
-	"ocus back to the top of the page: “Pause reloading”, on every page that " +
-	"reloads, stops it until you resume. Pages where you type a reason (confi" +
-	"rmations, and occurrences with a value to reveal) never reload on their " +
-	"own, nor does a revealed value.\x02Save settings\x02Back without saving" +
-	"\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a " +
-	"fixed offset, no daylight saving time)\x02Never\x02Every %[1]d seconds" +
-	"\x02Display settings saved.\x02Reloading resumed.\x02Reloading paused: t" +
-	"his page stays as it is until you resume.\x02Published process versions:" +
-	" their nodes, routes and pinned revisions, drawn, with where their occur" +
-	"rences are now.\x02Published process versions: their nodes, routes and p" +
-	"inned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
-	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
-	"art node\x02Graph\x02Columns follow the longest path from the start node" +
-	". Solid arrows are successes (labelled with their route), dashed ones fa" +
-	"ilures (labelled with their error codes). Each box says how many of this" +
-	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
-	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
-	"ess\x02On error\x02Occurrences now\x02Instances of this version\x02Colum" +
-	"ns follow the longest path from the start node. Solid arrows are success" +
-	"es (labelled with their route), dashed ones failures (labelled with thei" +
-	"r error codes).\x02Nodes of this version\x02This version has %[1]d nodes" +
-	": too many to draw legibly (at most %[2]d). The table below lists every " +
-	"node with its routes and counts.\x02This version has %[1]d nodes: too ma" +
-	"ny to draw legibly (at most %[2]d). The table below lists every node wit" +
-	"h its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tabl" +
-	"e below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end" +
-	" (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an inci" +
-	"dent for an operator)\x02any other code → %[1]s\x02fails the instance" +
-	"\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority " +
-	"%[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one a" +
-	"ttempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02t" +
-	"imeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Say why you reveal this val" +
-	"ue: the reason is recorded with the reveal in the audit log.\x02Revealed" +
-	" by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence" +
-	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
-	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
-	" not allowed\x02This page does not accept that request.\x02This form was" +
-	" sent from another site: the console takes its forms from its own pages " +
-	"only. Open the console and send it from there.\x02Search\x02Type an inst" +
-	"ance or occurrence id (a whole UUID, as the title of its page shows it)," +
-	" or a business key.\x02Nothing to find: the search box is empty.\x02That" +
-	" is too long to be an id or a business key.\x02No instance or occurrence" +
-	" has the id “%[1]s”, and no instance has it as its business key.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02You are signed out.\x02Your session " +
-	"had ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
-	"t of the server), so your last action was not applied. Sign in again, th" +
-	"en repeat it.\x02Your session has ended (inactivity, a sign-out elsewher" +
-	"e, a token revoked or expired, or a restart of the server). Sign in agai" +
-	"n.\x02Sign in\x02Sign in with an operator, designer or administrator tok" +
-	"en.\x02Token\x02The token is checked once and never stored in your brows" +
-	"er; a session cookie stands for it for up to 8 hours of inactivity, and " +
-	"12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins f" +
-	"rom your address. Try again in %[1]d second.\x00H\x02Too many failed sig" +
-	"n-ins from your address. Try again in %[1]d seconds.\x02This token is un" +
-	"known, revoked or expired.\x02A %[1]s token cannot open the console: sig" +
-	"n in with an operator, designer or administrator token.\x02Only administ" +
-	"rators see this page: tokens, consumers, destinations, the reveal log an" +
-	"d erasures are theirs.\x02Staff tokens (administrators, designers, opera" +
-	"tors) that are not revoked. Consumer tokens are managed with their consu" +
-	"mers. Revoking a token refuses its next request.\x02Staff tokens, oldest" +
-	" first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet" +
-	"\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Re" +
-	"voke the %[1]s token “%[2]s”?\x02Its next request is refused, and consol" +
-	"e sessions opened with it end. This cannot be undone: whoever uses it ne" +
-	"eds a new token.\x02Revoke the token\x02Keep it\x02This is the token you" +
-	" signed in with: revoking it signs you out. Its next request is refused." +
-	" This cannot be undone.\x02This is the last usable administrator token: " +
-	"create another one before revoking it.\x02The token %[1]s (%[2]s) was re" +
-	"voked: its next request is refused.\x02routing output\x02(each item)\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
-	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
-	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02%[1]d more values not shown: the page shows the first %[2]d, the AP" +
-	"I's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02" +
-	"%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in " +
-	"all)\x02null\x02unexpected value\x02Workers connected by a stream, and p" +
-	"olling workers by their last fetch. A worker is listed while it was seen" +
-	" within three heartbeats.\x02Workers seen within three heartbeats\x02Wor" +
-	"ker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last " +
-	"seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
-	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
-	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
-	"\x02no worker takes revision %[1]d\x02no worker takes revisions %[1]s" +
-	"\x02Occurrences of revision %[1]d wait, and no live worker takes it: sub" +
-	"scribe workers to it (a process version pins it).\x02Occurrences of revi" +
-	"sions %[1]s wait, and no live worker takes them: subscribe workers to th" +
-	"em (a process version pins them).\x02No worker serves this definition: i" +
-	"ts occurrences wait until one connects or polls.\x02No process uses this" +
-	" definition yet: it needs a worker once a process pulls it.\x02No proces" +
-	"s pulls this definition: Relais calls its destinations (push), and it ne" +
-	"eds no worker.\x02No worker is connected for this definition; none of it" +
-	"s occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[" +
-	"1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revision" +
-	" its consumer is granted.\x02Revisions they take: %[1]s; some take every" +
-	" revision their consumer is granted.\x02They take every revision their c" +
-	"onsumer is granted.\x02It takes revision %[1]d only.\x02They take revisi" +
-	"on %[1]d only.\x02It takes revisions %[1]s only.\x02They take revisions " +
-	"%[1]s only."
+	"e\x02unknown\x02[redacted]\x02Message from Relais, quoting the destinati" +
+	"on’s answer\x02Message from Relais\x02Message from the service (its own " +
+	"words, protected values masked)\x02The revision must be a whole number, " +
+	"1 or more.\x02A revision is a definition’s: choose the definition too." +
+	"\x02Settlement date\x02More filters: instance, revision, consumer, desti" +
+	"nation, dates\x02Push destination\x02its name, exactly\x02instance id" +
+	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
+	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
+	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
+	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
+	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
+	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
+	"ollow the longest path from the start node. Solid arrows are successes (" +
+	"labelled with their route), dashed ones failures (labelled with their er" +
+	"ror codes). Each box says how many of this version’s occurrences are at " +
+	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
+	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
+	" now\x02Instances of this version\x02Columns follow the longest path fro" +
+	"m the start node. Solid arrows are successes (labelled with their route)" +
+	", dashed ones failures (labelled with their error codes).\x02Nodes of th" +
+	"is version\x02This version has %[1]d nodes: too many to draw legibly (at" +
+	" most %[2]d). The table below lists every node with its routes and count" +
+	"s.\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
+	"2]d). The table below lists every node with its routes.\x02Graph of %[1]" +
+	"s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table b" +
+	"elow lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, start" +
+	"ing at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
+	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
+	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
+	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
+	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
+	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
+	" can never be revealed.\x02Every sensitive value an administrator reveal" +
+	"ed: who, when, which field and why. The values themselves are never kept" +
+	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
+	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
+	"t accept that request.\x02This form was sent from another site: the cons" +
+	"ole takes its forms from its own pages only. Open the console and send i" +
+	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
+	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
+	" find: the search box is empty.\x02That is too long to be an id or a bus" +
+	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
+	"y is found only whole and exactly as given, capitals and accents include" +
+	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
+	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
+	"it as its business key. An ended instance is deleted, with its occurrenc" +
+	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
+	", or at once when an administrator erases it; the audit log keeps the op" +
+	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
+	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
+	"e row, or copy its link, for the whole id.\x02You are signed out.\x02You" +
+	"r session had ended (inactivity, a sign-out elsewhere, a revoked token o" +
+	"r a restart of the server), so your last action was not applied. Sign in" +
+	" again, then repeat it.\x02Your session has ended (inactivity, a sign-ou" +
+	"t elsewhere, a token revoked or expired, or a restart of the server). Si" +
+	"gn in again.\x02Sign in\x02Sign in with an operator, designer or adminis" +
+	"trator token.\x02Token\x02The token is checked once and never stored in " +
+	"your browser; a session cookie stands for it for up to 8 hours of inacti" +
+	"vity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed " +
+	"sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many " +
+	"failed sign-ins from your address. Try again in %[1]d seconds.\x02This t" +
+	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
+	"nsole: sign in with an operator, designer or administrator token.\x02Onl" +
+	"y administrators see this page: tokens, consumers, destinations, the rev" +
+	"eal log and erasures are theirs.\x02Staff tokens (administrators, design" +
+	"ers, operators) that are not revoked. Consumer tokens are managed with t" +
+	"heir consumers. Revoking a token refuses its next request.\x02Staff toke" +
+	"ns, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02The token “%[1]s” (" +
+	"%[2]s) was revoked: its next request is refused.\x02routing output\x02(e" +
+	"ach item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
+	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
+	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
+	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
+	" a stream, and polling workers by their last fetch. A worker is listed w" +
+	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
+	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
+	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
+	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
+	"revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes rev" +
+	"isions %[1]s\x02Occurrences of revision %[1]d wait, and no live worker t" +
+	"akes it: subscribe workers to it (a process version pins it).\x02Occurre" +
+	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
+	"orkers to them (a process version pins them).\x02No worker serves this d" +
+	"efinition: its occurrences wait until one connects or polls.\x02No proce" +
+	"ss uses this definition yet: it needs a worker once a process pulls it." +
+	"\x02No process pulls this definition: Relais calls its destinations (pus" +
+	"h), and it needs no worker.\x02No worker is connected for this definitio" +
+	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It take" +
+	"s every revision its consumer is granted.\x02Revisions they take: %[1]s;" +
+	" some take every revision their consumer is granted.\x02They take every " +
+	"revision their consumer is granted.\x02It takes revision %[1]d only.\x02" +
+	"They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02They" +
+	" take revisions %[1]s only."
 
-var frIndex = []uint32{ // 774 elements
+var frIndex = []uint32{ // 775 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1557,186 +1560,186 @@ var frIndex = []uint32{ // 774 elements
 	0x000028bf, 0x000028e6, 0x00002902, 0x0000290a,
 	0x00002917, 0x00002923, 0x00002931, 0x0000293e,
 	0x00002945, 0x00002953, 0x00002977, 0x00002987,
-	0x0000299f, 0x000029c0, 0x000029e9, 0x00002a1c,
-	0x00002a4d, 0x00002a63, 0x00002a6d, 0x00002a9f,
-	0x00002ab9, 0x00002ac8, 0x00002b7c, 0x00002b8e,
+	0x0000299f, 0x000029c0, 0x000029f2, 0x00002a2e,
+	0x00002a68, 0x00002a7e, 0x00002a88, 0x00002aba,
+	0x00002ad4, 0x00002ae3, 0x00002b97, 0x00002ba9,
 	// Entry A0 - BF
-	0x00002c0e, 0x00002c2a, 0x00002c41, 0x00002c59,
-	0x00002c9c, 0x00002dea, 0x00002ea3, 0x00002eaf,
-	0x00002ec2, 0x00002f67, 0x00002f7c, 0x00002f97,
-	0x00003013, 0x00003028, 0x00003085, 0x000030db,
-	0x000030f7, 0x0000314e, 0x00003166, 0x000031fe,
-	0x00003223, 0x0000323d, 0x0000332e, 0x0000335c,
-	0x0000335f, 0x00003363, 0x0000336a, 0x00003374,
-	0x0000337a, 0x00003382, 0x00003388, 0x00003392,
+	0x00002c29, 0x00002c45, 0x00002c5c, 0x00002c74,
+	0x00002cb7, 0x00002e05, 0x00002ebe, 0x00002eca,
+	0x00002edd, 0x00002f82, 0x00002f97, 0x00002fb2,
+	0x0000302e, 0x00003043, 0x000030a0, 0x000030f6,
+	0x00003112, 0x00003169, 0x00003181, 0x00003219,
+	0x0000323e, 0x00003258, 0x00003349, 0x00003377,
+	0x0000337a, 0x0000337e, 0x00003385, 0x0000338f,
+	0x00003395, 0x0000339d, 0x000033a3, 0x000033ad,
 	// Entry C0 - DF
-	0x000033b3, 0x000033cc, 0x000033df, 0x00003417,
-	0x00003431, 0x0000344c, 0x000034b2, 0x000034e4,
-	0x000034ea, 0x000034ef, 0x000034fb, 0x0000350a,
-	0x00003516, 0x00003522, 0x00003534, 0x00003545,
-	0x000035c9, 0x000035db, 0x000035f2, 0x000035fd,
-	0x00003652, 0x0000365f, 0x00003684, 0x00003690,
-	0x0000369a, 0x000036a0, 0x000036ac, 0x000036c4,
-	0x00003716, 0x00003726, 0x00003736, 0x0000373f,
+	0x000033ce, 0x000033e7, 0x000033fa, 0x00003432,
+	0x0000344c, 0x00003467, 0x000034cd, 0x000034ff,
+	0x00003505, 0x0000350a, 0x00003516, 0x00003525,
+	0x00003531, 0x0000353d, 0x0000354f, 0x00003560,
+	0x000035e4, 0x000035f6, 0x0000360d, 0x00003618,
+	0x0000366d, 0x0000367a, 0x0000369f, 0x000036ab,
+	0x000036b5, 0x000036bb, 0x000036c7, 0x000036df,
+	0x00003731, 0x00003741, 0x00003751, 0x0000375a,
 	// Entry E0 - FF
-	0x0000374a, 0x00003752, 0x00003772, 0x00003794,
-	0x000037bc, 0x000037c5, 0x000037d5, 0x000037f5,
-	0x000037fd, 0x0000380c, 0x0000382b, 0x00003856,
-	0x0000387c, 0x0000388c, 0x00003896, 0x000038a0,
-	0x000038bf, 0x000038dd, 0x000039b5, 0x000039d3,
-	0x00003a17, 0x00003a54, 0x00003a87, 0x00003ab7,
-	0x00003ae3, 0x00003b13, 0x00003b35, 0x00003b50,
-	0x00003b6b, 0x00003b87, 0x00003ba3, 0x00003bb9,
+	0x00003765, 0x0000376d, 0x0000378d, 0x000037af,
+	0x000037d7, 0x000037e0, 0x000037f0, 0x00003810,
+	0x00003818, 0x00003827, 0x00003846, 0x00003871,
+	0x00003897, 0x000038a7, 0x000038b1, 0x000038bb,
+	0x000038da, 0x000038f8, 0x000039d0, 0x000039ee,
+	0x00003a32, 0x00003a6f, 0x00003aa2, 0x00003ad2,
+	0x00003afe, 0x00003b2e, 0x00003b50, 0x00003b6b,
+	0x00003b86, 0x00003ba2, 0x00003bbe, 0x00003bd4,
 	// Entry 100 - 11F
-	0x00003bd3, 0x00003c0a, 0x00003c40, 0x00003c60,
-	0x00003c7f, 0x00003c86, 0x00003cf0, 0x00003d06,
-	0x00003d0b, 0x00003d1f, 0x00003d37, 0x00003d5c,
-	0x00003d8a, 0x00003daf, 0x00003dc9, 0x00003ecf,
-	0x00003ee4, 0x00003ef4, 0x00003ef8, 0x00003f0b,
-	0x00003f1a, 0x00003f31, 0x00003f40, 0x00003f47,
-	0x00003f52, 0x00003f74, 0x00003f88, 0x00004066,
-	0x0000408e, 0x00004117, 0x0000421d, 0x00004232,
+	0x00003bee, 0x00003c25, 0x00003c5b, 0x00003c7b,
+	0x00003c9a, 0x00003ca1, 0x00003d0b, 0x00003d21,
+	0x00003d26, 0x00003d3a, 0x00003d52, 0x00003d77,
+	0x00003da5, 0x00003dca, 0x00003de4, 0x00003eea,
+	0x00003eff, 0x00003f0f, 0x00003f13, 0x00003f26,
+	0x00003f35, 0x00003f4c, 0x00003f5b, 0x00003f62,
+	0x00003f6d, 0x00003f8f, 0x00003fa3, 0x00004081,
+	0x000040a9, 0x00004132, 0x00004238, 0x0000424d,
 	// Entry 120 - 13F
-	0x00004298, 0x0000431d, 0x00004392, 0x000043a4,
-	0x000043b7, 0x000043d3, 0x00004400, 0x0000441d,
-	0x00004440, 0x0000444b, 0x00004456, 0x0000446d,
-	0x000045d4, 0x000045fb, 0x00004639, 0x00004645,
-	0x0000464e, 0x00004662, 0x0000466c, 0x00004693,
-	0x000046af, 0x000046ca, 0x000046fa, 0x00004739,
-	0x00004754, 0x00004763, 0x00004774, 0x00004795,
-	0x00004800, 0x00004818, 0x0000485f, 0x000048ca,
+	0x000042b3, 0x00004338, 0x000043ad, 0x000043bf,
+	0x000043d2, 0x000043ee, 0x0000441b, 0x00004438,
+	0x0000445b, 0x00004466, 0x00004471, 0x00004488,
+	0x000045ef, 0x00004616, 0x00004654, 0x00004660,
+	0x00004669, 0x0000467d, 0x00004687, 0x000046ae,
+	0x000046ca, 0x000046e5, 0x00004715, 0x00004754,
+	0x0000476f, 0x0000477e, 0x0000478f, 0x000047b0,
+	0x0000481b, 0x00004833, 0x0000487a, 0x000048e5,
 	// Entry 140 - 15F
-	0x000048d5, 0x000048ef, 0x00004939, 0x00004941,
-	0x0000494f, 0x0000495f, 0x00004989, 0x000049b2,
-	0x000049c2, 0x000049e1, 0x000049ed, 0x00004a06,
-	0x00004a11, 0x00004a1e, 0x00004a2d, 0x00004a35,
-	0x00004a3f, 0x00004a47, 0x00004a4f, 0x00004a55,
-	0x00004a5c, 0x00004a61, 0x00004a66, 0x00004a6a,
-	0x00004a6f, 0x00004a75, 0x00004a7b, 0x00004a81,
-	0x00004a86, 0x00004a8b, 0x00004a91, 0x00004a9b,
+	0x000048f0, 0x0000490a, 0x00004954, 0x0000495c,
+	0x0000496a, 0x0000497a, 0x000049a4, 0x000049cd,
+	0x000049dd, 0x000049fc, 0x00004a08, 0x00004a21,
+	0x00004a2c, 0x00004a39, 0x00004a48, 0x00004a50,
+	0x00004a5a, 0x00004a62, 0x00004a6a, 0x00004a70,
+	0x00004a77, 0x00004a7c, 0x00004a81, 0x00004a85,
+	0x00004a8a, 0x00004a90, 0x00004a96, 0x00004a9c,
+	0x00004aa1, 0x00004aa6, 0x00004aac, 0x00004ab6,
 	// Entry 160 - 17F
-	0x00004abb, 0x00004add, 0x00004b01, 0x00004b27,
-	0x00004b30, 0x00004b4c, 0x00004b55, 0x00004b6d,
-	0x00004b76, 0x00004bca, 0x00004bea, 0x00004bf0,
-	0x00004bfb, 0x00004c01, 0x00004c0f, 0x00004c1a,
-	0x00004c28, 0x00004c5b, 0x00004c7f, 0x00004cae,
-	0x00004cf7, 0x00004cfe, 0x00004d14, 0x00004d87,
-	0x00004dad, 0x00004dc7, 0x00004eaf, 0x0000503e,
-	0x00005145, 0x00005195, 0x000051c6, 0x000051f9,
+	0x00004ad6, 0x00004af8, 0x00004b1c, 0x00004b42,
+	0x00004b4b, 0x00004b67, 0x00004b70, 0x00004b88,
+	0x00004b91, 0x00004be5, 0x00004c05, 0x00004c0b,
+	0x00004c16, 0x00004c1c, 0x00004c2a, 0x00004c35,
+	0x00004c43, 0x00004c76, 0x00004c9a, 0x00004cc9,
+	0x00004d12, 0x00004d19, 0x00004d2f, 0x00004da2,
+	0x00004dc8, 0x00004de2, 0x00004eca, 0x00005059,
+	0x00005160, 0x000051b0, 0x000051e1, 0x00005214,
 	// Entry 180 - 19F
-	0x00005228, 0x00005233, 0x00005237, 0x00005249,
-	0x0000525e, 0x0000526c, 0x00005279, 0x0000528e,
-	0x000052a1, 0x000052cc, 0x000052f9, 0x0000531d,
-	0x00005354, 0x0000539e, 0x000053b0, 0x000053e8,
-	0x000053ff, 0x00005416, 0x0000544a, 0x00005494,
-	0x000054c9, 0x000054d2, 0x000054e9, 0x00005517,
-	0x0000552a, 0x0000553c, 0x0000554d, 0x00005558,
-	0x00005563, 0x0000556e, 0x00005578, 0x00005582,
+	0x00005243, 0x0000524e, 0x00005252, 0x00005264,
+	0x00005279, 0x00005287, 0x00005294, 0x000052a9,
+	0x000052bc, 0x000052e7, 0x00005314, 0x00005338,
+	0x0000536f, 0x000053b9, 0x000053cb, 0x00005403,
+	0x0000541a, 0x00005431, 0x00005465, 0x000054af,
+	0x000054e4, 0x000054ed, 0x00005504, 0x00005532,
+	0x00005545, 0x00005557, 0x00005568, 0x00005573,
+	0x0000557e, 0x00005589, 0x00005593, 0x0000559d,
 	// Entry 1A0 - 1BF
-	0x0000558b, 0x00005594, 0x0000559d, 0x000055a6,
-	0x000055af, 0x000055b6, 0x000055c4, 0x000055ca,
-	0x000055d1, 0x000055d8, 0x000055e1, 0x000055e6,
-	0x000055f4, 0x000055fa, 0x00005600, 0x00005606,
-	0x0000560e, 0x00005617, 0x00005620, 0x00005633,
-	0x00005644, 0x00005667, 0x00005688, 0x00005697,
-	0x000056a2, 0x000056ad, 0x000056ba, 0x000056be,
-	0x000056c2, 0x000056d0, 0x000056de, 0x000056ec,
+	0x000055a6, 0x000055af, 0x000055b8, 0x000055c1,
+	0x000055ca, 0x000055d1, 0x000055df, 0x000055e5,
+	0x000055ec, 0x000055f3, 0x000055fc, 0x00005601,
+	0x0000560f, 0x00005615, 0x0000561b, 0x00005621,
+	0x00005629, 0x00005632, 0x0000563b, 0x0000564e,
+	0x0000565f, 0x00005682, 0x000056a3, 0x000056b2,
+	0x000056bd, 0x000056c8, 0x000056d5, 0x000056d9,
+	0x000056dd, 0x000056eb, 0x000056f9, 0x00005707,
 	// Entry 1C0 - 1DF
-	0x0000570c, 0x0000571f, 0x00005738, 0x0000574d,
-	0x0000575e, 0x00005770, 0x00005782, 0x00005788,
-	0x0000578f, 0x00005797, 0x0000579f, 0x000057bd,
-	0x000057db, 0x000057f2, 0x00005807, 0x00005818,
-	0x0000581e, 0x00005837, 0x00005842, 0x00005876,
-	0x00005883, 0x000058a1, 0x000058af, 0x000058b8,
-	0x000058bf, 0x000058da, 0x000058e4, 0x000058f7,
-	0x00005931, 0x0000593a, 0x00005949, 0x000059ad,
+	0x00005727, 0x0000573a, 0x00005753, 0x00005768,
+	0x00005779, 0x0000578b, 0x0000579d, 0x000057a3,
+	0x000057aa, 0x000057b2, 0x000057ba, 0x000057d8,
+	0x000057f6, 0x0000580d, 0x00005822, 0x00005833,
+	0x00005839, 0x00005852, 0x0000585d, 0x00005891,
+	0x0000589e, 0x000058bc, 0x000058ca, 0x000058d3,
+	0x000058da, 0x000058f5, 0x000058ff, 0x00005912,
+	0x0000594c, 0x00005955, 0x00005964, 0x000059c8,
 	// Entry 1E0 - 1FF
-	0x000059b9, 0x000059c3, 0x000059f3, 0x00005a4e,
-	0x00005b35, 0x00005b40, 0x00005b73, 0x00005b78,
-	0x00005b98, 0x00005bb5, 0x00005bd5, 0x00005bea,
-	0x00005c2b, 0x00005c36, 0x00005c40, 0x00005c69,
-	0x00005c7a, 0x00005cb7, 0x00005ceb, 0x00005d4c,
-	0x00005d96, 0x00005da4, 0x00005de0, 0x00005e0a,
-	0x00005e4f, 0x00005e77, 0x00005eb6, 0x00005ed7,
-	0x00005f15, 0x00005f55, 0x00005f75, 0x00005fb6,
+	0x000059d4, 0x000059de, 0x00005a0e, 0x00005a69,
+	0x00005b50, 0x00005b5b, 0x00005b8e, 0x00005b93,
+	0x00005bb3, 0x00005bd0, 0x00005bf0, 0x00005c05,
+	0x00005c46, 0x00005c51, 0x00005c5b, 0x00005c84,
+	0x00005c95, 0x00005cd2, 0x00005d06, 0x00005d67,
+	0x00005db1, 0x00005dbf, 0x00005dfb, 0x00005e25,
+	0x00005e6a, 0x00005e92, 0x00005ed1, 0x00005ef2,
+	0x00005f30, 0x00005f70, 0x00005f90, 0x00005fd1,
 	// Entry 200 - 21F
-	0x00005fe0, 0x00006007, 0x0000608a, 0x000060a2,
-	0x000060b6, 0x000060cd, 0x000060db, 0x000060e6,
-	0x00006109, 0x00006147, 0x00006166, 0x00006182,
-	0x000061f0, 0x0000624f, 0x000062d4, 0x00006351,
-	0x00006391, 0x000063d7, 0x000064f0, 0x00006518,
-	0x0000653b, 0x00006572, 0x000065b9, 0x0000660c,
-	0x00006635, 0x000066e7, 0x0000670d, 0x00006754,
-	0x000067d8, 0x00006853, 0x000068d0, 0x000068f7,
+	0x00005ffb, 0x00006022, 0x000060a5, 0x000060bd,
+	0x000060d1, 0x000060e8, 0x000060f6, 0x00006101,
+	0x00006124, 0x00006162, 0x00006181, 0x0000619d,
+	0x0000620b, 0x0000626a, 0x000062ef, 0x0000636c,
+	0x000063ac, 0x000063f2, 0x0000650b, 0x00006533,
+	0x00006556, 0x0000658d, 0x000065d4, 0x00006627,
+	0x00006650, 0x00006702, 0x00006728, 0x0000676f,
+	0x000067f3, 0x0000686e, 0x000068eb, 0x00006912,
 	// Entry 220 - 23F
-	0x0000691f, 0x00006966, 0x000069b0, 0x000069e3,
-	0x000069f6, 0x00006afe, 0x00006b2c, 0x00006b68,
-	0x00006b7e, 0x00006c12, 0x00006c25, 0x00006c62,
-	0x00006c9e, 0x00006cb1, 0x00006d05, 0x00006d3a,
-	0x00006d4c, 0x00006d63, 0x00006da2, 0x00006df4,
-	0x00006e20, 0x00006e2b, 0x00006e48, 0x00006e67,
-	0x00006e78, 0x00006e92, 0x00006e9b, 0x00006ea5,
-	0x00006ec4, 0x00006f12, 0x00006f47, 0x00006f98,
+	0x0000693a, 0x00006981, 0x000069cb, 0x000069fe,
+	0x00006a11, 0x00006b19, 0x00006b47, 0x00006b83,
+	0x00006b99, 0x00006c2d, 0x00006c40, 0x00006c7d,
+	0x00006cb9, 0x00006ccc, 0x00006d20, 0x00006d55,
+	0x00006d67, 0x00006d7e, 0x00006dbd, 0x00006e0f,
+	0x00006e3b, 0x00006e46, 0x00006e63, 0x00006e82,
+	0x00006e93, 0x00006ead, 0x00006eb6, 0x00006ec0,
+	0x00006f05, 0x00006f24, 0x00006f72, 0x00006fa7,
 	// Entry 240 - 25F
-	0x00006fa9, 0x00006ff3, 0x00007009, 0x0000701d,
-	0x00007036, 0x0000704c, 0x00007076, 0x0000707e,
-	0x00007091, 0x00007098, 0x000070b3, 0x000070d3,
-	0x00007103, 0x0000711a, 0x00007152, 0x0000718d,
-	0x000071b9, 0x0000720d, 0x0000721d, 0x00007237,
-	0x00007242, 0x00007256, 0x00007268, 0x0000727e,
-	0x00007290, 0x000072a2, 0x000072a8, 0x000072ba,
-	0x000072c8, 0x000072d7, 0x000072e3, 0x000072f9,
+	0x00006ff8, 0x00007009, 0x00007053, 0x00007069,
+	0x0000707d, 0x00007096, 0x000070ac, 0x000070d6,
+	0x000070de, 0x000070f1, 0x000070f8, 0x00007113,
+	0x00007133, 0x00007163, 0x0000717a, 0x000071b2,
+	0x000071ed, 0x00007219, 0x0000726d, 0x0000727d,
+	0x00007297, 0x000072a2, 0x000072b6, 0x000072c8,
+	0x000072de, 0x000072f0, 0x00007302, 0x00007308,
+	0x0000731a, 0x00007328, 0x00007337, 0x00007343,
 	// Entry 260 - 27F
-	0x00007323, 0x00007356, 0x000073fe, 0x0000744e,
-	0x00007476, 0x000074c8, 0x0000750a, 0x00007546,
-	0x0000755d, 0x00007627, 0x00007654, 0x0000780e,
-	0x00007828, 0x00007841, 0x00007862, 0x00007878,
-	0x000078a5, 0x000078ac, 0x000078c6, 0x000078ec,
-	0x00007901, 0x0000795b, 0x000079f0, 0x00007a53,
-	0x00007a66, 0x00007a8d, 0x00007ab5, 0x00007ac3,
-	0x00007ad3, 0x00007ae4, 0x00007aeb, 0x00007c21,
+	0x00007359, 0x00007383, 0x000073b6, 0x0000745e,
+	0x000074ae, 0x000074d6, 0x00007528, 0x0000756a,
+	0x000075a6, 0x000075bd, 0x00007687, 0x000076b4,
+	0x0000786e, 0x00007888, 0x000078a1, 0x000078c2,
+	0x000078d9, 0x00007906, 0x0000790d, 0x00007927,
+	0x0000794d, 0x00007962, 0x000079bc, 0x00007a51,
+	0x00007ab4, 0x00007ac7, 0x00007aee, 0x00007b16,
+	0x00007b24, 0x00007b34, 0x00007b45, 0x00007b4c,
 	// Entry 280 - 29F
-	0x00007c28, 0x00007c62, 0x00007c67, 0x00007c7c,
-	0x00007c90, 0x00007ca2, 0x00007cb8, 0x00007cd3,
-	0x00007da8, 0x00007dc0, 0x00007e61, 0x00007ef0,
-	0x00007f00, 0x00007fda, 0x0000809c, 0x000080a1,
-	0x000080b1, 0x000080bf, 0x000080cf, 0x000080df,
-	0x000080e9, 0x00008112, 0x0000812c, 0x00008147,
-	0x000081d5, 0x00008213, 0x00008224, 0x00008231,
-	0x0000824c, 0x00008260, 0x0000827e, 0x000082c9,
+	0x00007c82, 0x00007c89, 0x00007cc3, 0x00007cc8,
+	0x00007cdd, 0x00007cf1, 0x00007d03, 0x00007d19,
+	0x00007d34, 0x00007e09, 0x00007e21, 0x00007ec2,
+	0x00007f51, 0x00007f61, 0x0000803b, 0x000080fd,
+	0x00008102, 0x00008112, 0x00008120, 0x00008130,
+	0x00008140, 0x0000814a, 0x00008173, 0x0000818d,
+	0x000081a8, 0x00008236, 0x00008274, 0x00008285,
+	0x00008292, 0x000082ad, 0x000082c1, 0x000082df,
 	// Entry 2A0 - 2BF
-	0x0000830a, 0x00008380, 0x000083c6, 0x000083df,
-	0x000083f7, 0x0000844a, 0x00008485, 0x0000851d,
-	0x00008549, 0x0000856f, 0x000085a3, 0x000085bb,
-	0x000085e6, 0x0000868f, 0x00008699, 0x00008721,
-	0x00008756, 0x00008797, 0x0000880b, 0x00008986,
-	0x00008a5f, 0x00008a78, 0x00008b41, 0x00008bca,
-	0x00008bd7, 0x00008c29, 0x00008c2f, 0x00008ce1,
-	0x00008d91, 0x00008dbd, 0x00008e49, 0x00008ef0,
+	0x0000832a, 0x0000836b, 0x000083e1, 0x00008427,
+	0x00008440, 0x00008458, 0x000084ab, 0x000084e6,
+	0x0000857e, 0x000085aa, 0x000085d0, 0x00008604,
+	0x0000861c, 0x00008647, 0x000086f0, 0x000086fa,
+	0x00008782, 0x000087b7, 0x000087f8, 0x000088dd,
+	0x00008a58, 0x00008b31, 0x00008b4a, 0x00008c13,
+	0x00008c9c, 0x00008ca9, 0x00008cfb, 0x00008d01,
+	0x00008db3, 0x00008e63, 0x00008e8f, 0x00008f1b,
 	// Entry 2C0 - 2DF
-	0x00008fb2, 0x00008fe2, 0x00008fef, 0x00008ff5,
-	0x0000900b, 0x00009016, 0x0000901d, 0x00009028,
-	0x00009036, 0x00009043, 0x00009051, 0x0000906a,
-	0x00009097, 0x00009140, 0x00009153, 0x0000915d,
-	0x000091ec, 0x0000924d, 0x0000929f, 0x000092b1,
-	0x000092c4, 0x00009302, 0x0000933e, 0x0000935b,
-	0x00009368, 0x00009376, 0x00009384, 0x00009394,
-	0x000093d0, 0x0000940a, 0x00009487, 0x00009492,
+	0x00008fc2, 0x00009084, 0x000090b4, 0x000090c1,
+	0x000090c7, 0x000090dd, 0x000090e8, 0x000090ef,
+	0x000090fa, 0x00009108, 0x00009115, 0x00009123,
+	0x0000913c, 0x00009169, 0x00009212, 0x00009225,
+	0x0000922f, 0x000092be, 0x0000931f, 0x0000937b,
+	0x0000938d, 0x000093a0, 0x000093de, 0x0000941a,
+	0x00009437, 0x00009444, 0x00009452, 0x00009460,
+	0x00009470, 0x000094ac, 0x000094e6, 0x00009563,
 	// Entry 2E0 - 2FF
-	0x000094bc, 0x000094c9, 0x000094e5, 0x000094e9,
-	0x000094fb, 0x000095bd, 0x000095f0, 0x000095fb,
-	0x00009605, 0x0000961a, 0x00009623, 0x0000962d,
-	0x00009642, 0x00009666, 0x00009680, 0x00009695,
-	0x000096c1, 0x000096c6, 0x000096db, 0x000096ed,
-	0x00009722, 0x00009733, 0x00009760, 0x0000978f,
-	0x00009831, 0x000098d3, 0x00009949, 0x000099d4,
-	0x00009a63, 0x00009aca, 0x00009b0c, 0x00009b54,
+	0x0000956e, 0x00009598, 0x000095a5, 0x000095c1,
+	0x000095c5, 0x000095d7, 0x00009699, 0x000096cc,
+	0x000096d7, 0x000096e1, 0x000096f6, 0x000096ff,
+	0x00009709, 0x0000971e, 0x00009742, 0x0000975c,
+	0x00009771, 0x0000979d, 0x000097a2, 0x000097b7,
+	0x000097c9, 0x000097fe, 0x0000980f, 0x0000983c,
+	0x0000986b, 0x0000990d, 0x000099af, 0x00009a25,
+	0x00009ab0, 0x00009b3f, 0x00009ba6, 0x00009be8,
 	// Entry 300 - 31F
-	0x00009bc7, 0x00009c0f, 0x00009c3d, 0x00009c6b,
-	0x00009c9e, 0x00009cd1,
-} // Size: 3120 bytes
+	0x00009c30, 0x00009ca3, 0x00009ceb, 0x00009d19,
+	0x00009d47, 0x00009d7a, 0x00009dad,
+} // Size: 3124 bytes
 
-const frData string = "" + // Size: 40145 bytes
+const frData string = "" + // Size: 40365 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1890,438 +1893,441 @@ const frData string = "" + // Size: 40145 bytes
 	"ier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinat" +
 	"ions\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02S" +
 	"e déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’aff" +
-	"ichage\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[" +
-	"1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans recharge" +
-	"ment automatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se " +
-	"recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Accè" +
-	"s refusé\x02Votre rôle ne permet de lire que les définitions et les proc" +
-	"essus\u202f: les tâches externes et les instances de processus sont rése" +
-	"rvées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le c" +
-	"hamp «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne " +
-	"sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux t" +
-	"âches externes\x02Retour à la connexion\x02Retour aux définitions\x02Ce" +
-	"tte adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette a" +
-	"dresse ne mène à rien, ou à rien que vous puissiez voir. Une instance te" +
-	"rminée est supprimée, avec ses occurrences et ses tentatives, une fois l" +
-	"a durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un ad" +
-	"ministrateur l’efface\u202f; le journal d’audit garde les actions d’opér" +
-	"ateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant c" +
-	"omplet (un UUID)\u202f: les listes montrent la fin de chaque identifiant" +
-	"\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet." +
-	"\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé" +
-	" depuis cette session de la console, ou il a expiré\u202f: rien n’a été " +
-	"fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour au formu" +
-	"laire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0" +
-	"Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez saisi et en" +
-	"voyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas a" +
-	"rrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce for" +
-	"mulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de nouve" +
-	"au.\x02Temporairement indisponible\x02La base de données est injoignable" +
-	" pour le moment. Réessayez dans quelques secondes.\x02Une erreur est sur" +
-	"venue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si " +
-	"le problème persiste, donnez à votre administrateur l’identifiant de req" +
-	"uête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consomm" +
-	"ateur.\x02Les services externes qui prennent des tâches, et les définiti" +
-	"ons que chacun peut prendre. Créez les consommateurs, modifiez leurs dro" +
-	"its et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les " +
-	"jetons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plus" +
-	" récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02" +
-	"révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment" +
-	"\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et" +
-	" à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s" +
-	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
-	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
-	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
-	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
-	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
-	" directement\u202f: ils épinglent une révision.\x02Sortie de routage\x02" +
-	"Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instant" +
-	"\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Auc" +
-	"une publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02P" +
-	"ubliée le\x02Comparer des révisions\x02Liste chaque changement d’une rév" +
-	"ision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révis" +
-	"ion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les process" +
-	"us\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes co" +
-	"ntrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
-	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
-	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
-	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
-	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
-	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
-	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
-	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
-	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
-	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
-	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
-	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
-	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
-	"push. Les valeurs de la requête de l’URL et des en-têtes, et les secrets" +
-	" de signature, sont scellés et jamais affichés. Créez, modifiez et suppr" +
-	"imez les destinations par l’API (/api/v1/destinations).\x02Destinations " +
-	"par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal" +
-	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Ap" +
-	"pels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, p" +
-	"our qui lira le journal plus tard\u202f: %[1]d caractères au plus. Il es" +
-	"t conservé après l’effacement, quelle que soit la rétention\u202f: écriv" +
-	"ez la référence de la demande, pas le nom de la personne.\x02Effacer l’i" +
-	"nstance de processus %[1]s\x02Effacer cette instance maintenant\u202f? E" +
-	"lle est supprimée avec ses occurrences et leurs tentatives, comme la rét" +
-	"ention la supprimerait.\x02Ses entrées, ses sorties, sa clé métier et le" +
-	"s messages des exécutants partent avec elle\u202f; c’est irréversible. L" +
-	"es enregistrements d’audit qui la nomment restent (qui a fait quoi, et p" +
-	"ourquoi), de même que les sauvegardes jusqu’à leur expiration.\x02Efface" +
-	"r l’instance\x02Cette instance est %[1]s\u202f: seule une instance termi" +
-	"née peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instan" +
-	"ce %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]" +
-	"d). Consigné dans le journal d’audit.\x02Cette instance avait déjà été e" +
-	"ffacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consig" +
-	"né.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateu" +
-	"r\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termin" +
-	"e l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull" +
-	" %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incident" +
-	"s de chaque définition maintenant, et ce que ses exécutants ont terminé " +
-	"dans la dernière heure\u202f: les occurrences achevées, avec succès ou e" +
-	"n échec. Une occurrence reprise depuis compte là où elle se termine ensu" +
-	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
-	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
-	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
-	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
-	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
-	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
-	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
-	"ssites et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s" +
-	"\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le g" +
-	"raphique donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffre" +
-	"s du graphique\x02Réussites et échecs par tranche de 5\u00a0min, les plu" +
-	"s anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées" +
-	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec" +
-	"\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
-	"\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instan" +
-	"t\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mar" +
-	"s\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02dé" +
-	"c.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1" +
-	"]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heu" +
-	"res\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
-	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
-	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
-	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
-	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
-	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
-	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
-	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
-	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
-	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
-	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
-	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
-	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
-	"un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance" +
-	" et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s l" +
-	"e %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f" +
-	"%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Déma" +
-	"rrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour" +
-	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
-	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
-	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être u" +
-	"n nombre entier à partir de 1.\x02Une version est celle d’un processus" +
-	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
-	"e retient\x02La page suivante les compte et demande un motif avant que r" +
-	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
-	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
-	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
-	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
-	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
-	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
-	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
-	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
-	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
-	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
-	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
-	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
-	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
-	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
-	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
-	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
-	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
-	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
-	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentative" +
-	"s\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
-	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appe" +
-	"l\x02%[1]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s" +
-	", ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié p" +
-	"ar %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1" +
-	"]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au pl" +
-	"us %[1]d\x02au plus %[1]d depuis la dernière reprise par un opérateur" +
-	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentati" +
-	"ves\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f" +
-	"\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d r" +
-	"estante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contra" +
-	"t de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nomm" +
-	"ées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
-	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
-	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
-	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
-	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
-	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
-	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
-	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
-	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
-	"%[1]d)\x02La destination n’a pas répondu dans le délai de l’appel\u202f:" +
-	" elle a pu agir malgré tout.\x02La destination n’a pas répondu dans le d" +
-	"élai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02La destination n’a pas répondu dans le délai de l’ap" +
-	"pel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L" +
-	"’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat ne " +
-	"respectait pas le contrat de sorties de la révision.\x02La réponse à l’a" +
-	"ppel a été perdue (la connexion s’est rompue après l’envoi de la requête" +
-	", ou Relais s’est arrêté ou n’a pas pu joindre sa base de données avant " +
-	"de l’enregistrer)\u202f: on ignore si la destination a agi, donc elle n’" +
-	"est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La de" +
-	"stination était injoignable.\x02La réponse de la destination était trop " +
-	"volumineuse.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante.\x02Les entrées n’ont pas pu être construites à partir des l" +
-	"iaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exéc" +
-	"utant Camunda 7 a signalé un échec sans nouvelle tentative restante (ret" +
-	"ries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas e" +
-	"xécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
-	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
-	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
-	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
-	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
-	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
-	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
-	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
-	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans" +
-	" le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue" +
-	"\x02[masqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant" +
-	" (ses propres termes, valeurs protégées masquées)\x02La révision doit êt" +
-	"re un nombre entier, 1 ou plus.\x02Une révision est celle d’une définiti" +
-	"on\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de " +
-	"filtres\u202f: instance, révision, consommateur, destination, dates\x02D" +
-	"estination d’appel\x02son nom, exactement\x02identifiant d’instance\x02D" +
-	"écomptes par statut\x02Occurrences, les plus récentes d’abord\x02Messag" +
-	"e\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
-	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
-	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
-	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
-	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
-	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
-	"les 5 secondes environ.\x02révision %[1]d\x02Tentative antérieure\u202f:" +
-	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
-	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
-	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
-	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
-	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
-	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
-	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
-	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
-	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
-	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
-	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
-	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
-	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
-	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
-	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
-	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
-	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
-	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
-	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
-	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
-	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
-	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
-	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
-	"ure locale à %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02Re" +
-	"chargement repris.\x02Rechargement suspendu\u202f: cette page reste tell" +
-	"e quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pub" +
-	"liées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec " +
-	"l’emplacement actuel de leurs occurrences.\x02Les versions de processus " +
-	"publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
-	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
-	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
-	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
-	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
-	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
-	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
-	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
-	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
-	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
-	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
-	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
-	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
-	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
-	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
-	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
-	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
-	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
-	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
-	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
-	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
-	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
-	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune insta" +
-	"nce ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’ident" +
-	"ifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une instanc" +
-	"e terminée est supprimée, avec ses occurrences et ses tentatives, une fo" +
-	"is la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’u" +
-	"n administrateur l’efface\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» po" +
-	"ur clé métier, et ce n’est pas un identifiant entier\u202f: les listes m" +
-	"ontrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lie" +
-	"n, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session " +
-	"avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redém" +
-	"arrage du serveur)\u202f: votre dernière action n’a pas été appliquée. R" +
-	"econnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivi" +
-	"té, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du ser" +
-	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
-	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
-	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
-	" un cookie de session le remplace jusqu’à 8 heures d’inactivité, et 12 h" +
-	"eures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées d" +
-	"epuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de conne" +
-	"xions échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02C" +
-	"e jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peu" +
-	"t pas ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur," +
-	" de concepteur ou d’administrateur.\x02Seuls les administrateurs voient " +
-	"cette page\u202f: les jetons, les consommateurs, les destinations, le jo" +
-	"urnal des révélations et les effacements sont de leur ressort.\x02Jetons" +
-	" du personnel (administrateurs, concepteurs, opérateurs) non révoqués. L" +
-	"es jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer" +
-	" un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus a" +
-	"nciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expira" +
-	"tion\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessi" +
-	"on\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"ichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02" +
+	"Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau " +
+	"horaire\u202f: %[1]s · sans rechargement automatique\x02Rechargement sus" +
+	"pendu\x02Reprendre\x02Cette page se recharge toutes les %[1]d secondes." +
+	"\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet de" +
+	" lire que les définitions et les processus\u202f: les tâches externes et" +
+	" les instances de processus sont réservées aux opérateurs et aux adminis" +
+	"trateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient l" +
+	"e caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corr" +
+	"igez-le et réessayez.\x02Retour aux tâches externes\x02Retour à la conne" +
+	"xion\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rie" +
+	"n que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que" +
+	" vous puissiez voir. Une instance terminée est supprimée, avec ses occur" +
+	"rences et ses tentatives, une fois la durée de conservation (RELAIS_RETE" +
+	"NTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jour" +
+	"nal d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%[1" +
+	"]s\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes m" +
+	"ontrent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez s" +
+	"on lien, pour l’identifiant complet.\x02Introuvable\x02Formulaire refusé" +
+	"\x02Ce formulaire n’a pas été envoyé depuis cette session de la console," +
+	" ou il a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoy" +
+	"ez-le de nouveau.\x02Retour au formulaire\x02Formulaire trop volumineux" +
+	"\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Racco" +
+	"urcissez ce que vous avez saisi et envoyez-le de nouveau.\x02Formulaire " +
+	"non reçu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été f" +
+	"ait. Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: r" +
+	"ien n’a été fait. Envoyez-le de nouveau.\x02Temporairement indisponible" +
+	"\x02La base de données est injoignable pour le moment. Réessayez dans qu" +
+	"elques secondes.\x02Une erreur est survenue\x02La console n’a pas pu aff" +
+	"icher cette page. Réessayez\u202f; si le problème persiste, donnez à vot" +
+	"re administrateur l’identifiant de requête %[1]s.\x02Aucun consommateur " +
+	"pour l’instant.\x02Aucun autre consommateur.\x02Les services externes qu" +
+	"i prennent des tâches, et les définitions que chacun peut prendre. Créez" +
+	" les consommateurs, modifiez leurs droits et renouvelez leurs jetons par" +
+	" l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés." +
+	"\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits" +
+	"\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: " +
+	"il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s" +
+	"\u202f: toutes les révisions, présentes et à venir\x02%[1]s\u202f: révis" +
+	"ion %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en" +
+	" cours\u202f; les décomptes s’afficheront quand vous rechargerez la page" +
+	".\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
+	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
+	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
+	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
+	"lent une révision.\x02Sortie de routage\x02Dernier enregistrement\x02Rév" +
+	"isions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a " +
+	"jamais été figée.\x02Publications\x02Aucune publication pour l’instant." +
+	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
+	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
+	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
+	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
+	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
+	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
+	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
+	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
+	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
+	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
+	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
+	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
+	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
+	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
+	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
+	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
+	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
+	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
+	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
+	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
+	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
+	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
+	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
+	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
+	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
+	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs de la re" +
+	"quête de l’URL et des en-têtes, et les secrets de signature, sont scellé" +
+	"s et jamais affichés. Créez, modifiez et supprimez les destinations par " +
+	"l’API (/api/v1/destinations).\x02Destinations par nom\x02valeur masquée" +
+	"\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification" +
+	"\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signa" +
+	"ture)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal p" +
+	"lus tard\u202f: %[1]d caractères au plus. Il est conservé après l’efface" +
+	"ment, quelle que soit la rétention\u202f: écrivez la référence de la dem" +
+	"ande, pas le nom de la personne.\x02Effacer l’instance de processus %[1]" +
+	"s\x02Effacer cette instance maintenant\u202f? Elle est supprimée avec se" +
+	"s occurrences et leurs tentatives, comme la rétention la supprimerait." +
+	"\x02Ses entrées, ses sorties, sa clé métier et les messages des exécutan" +
+	"ts partent avec elle\u202f; c’est irréversible. Les enregistrements d’au" +
+	"dit qui la nomment restent (qui a fait quoi, et pourquoi), de même que l" +
+	"es sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette i" +
+	"nstance est %[1]s\u202f: seule une instance terminée peut être effacée. " +
+	"Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée " +
+	"(occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le jo" +
+	"urnal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[" +
+	"2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur" +
+	"\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: r" +
+	"eprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
+	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[" +
+	"2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque définit" +
+	"ion maintenant, et ce que ses exécutants ont terminé dans la dernière he" +
+	"ure\u202f: les occurrences achevées, avec succès ou en échec. Une occurr" +
+	"ence reprise depuis compte là où elle se termine ensuite\u202f; un échec" +
+	" qui laisse des tentatives n’est pas compté, la page de son occurrence l" +
+	"e montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
+	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
+	"ces bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Te" +
+	"rminées, dernière heure\x02En échec, dernière heure\x02Aucune définition" +
+	" n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
+	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
+	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
+	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
+	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
+	"nche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heur" +
+	"e\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tra" +
+	"nche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussit" +
+	"es et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tr" +
+	"anche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
+	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
+	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
+	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
+	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
+	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
+	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
+	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
+	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
+	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
+	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
+	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
+	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
+	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
+	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
+	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
+	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
+	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
+	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
+	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
+	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
+	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
+	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
+	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
+	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
+	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
+	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
+	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
+	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
+	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
+	"rateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
+	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
+	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
+	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
+	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
+	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
+	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
+	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
+	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
+	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
+	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
+	"normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
+	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
+	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
+	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
+	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
+	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
+	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas r" +
+	"épondu dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02L" +
+	"a destination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: el" +
+	"le a pu agir malgré tout, vérifiez avant de reprendre.\x02La destination" +
+	" n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré t" +
+	"out, vérifiez avant de reprendre.\x02L’échéance est passée avant l’arriv" +
+	"ée d’un résultat.\x02Le résultat ne respectait pas le contrat de sortie" +
+	"s de la révision.\x02La réponse à l’appel a été perdue (la connexion s’e" +
+	"st rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas" +
+	" pu joindre sa base de données avant de l’enregistrer)\u202f: on ignore " +
+	"si la destination a agi, donc elle n’est pas appelée de nouveau.\x02L’ap" +
+	"pel n’a pas pu être préparé.\x02La destination était injoignable.\x02La " +
+	"réponse de la destination était trop volumineuse.\x02Le verrou de la der" +
+	"nière tentative a expiré sans tentative restante.\x02Les entrées n’ont p" +
+	"as pu être construites à partir des liaisons du processus.\x02Un opérate" +
+	"ur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec " +
+	"sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà ép" +
+	"uisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destinati" +
+	"on a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce m" +
+	"oment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %" +
+	"[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle" +
+	" n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les" +
+	" exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun " +
+	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
+	"de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[" +
+	"1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %" +
+	"[1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel d" +
+	"e Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécu" +
+	"tant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (" +
+	"%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la " +
+	"réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue e" +
+	"n outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il " +
+	"a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réserv" +
+	"ée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s" +
+	".\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommat" +
+	"eur, ou une interface munie d’un jeton de règlement, la terminera plus t" +
+	"ard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’" +
+	"un opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
+	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
+	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
+	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx, corps " +
+	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
+	"nse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en an" +
+	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
+	"lais)\x02Message de l’exécutant (ses propres termes, valeurs protégées m" +
+	"asquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une ré" +
+	"vision est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de l" +
+	"a définition %[1]s, sans les autres filtres\x02Totaux de toutes les défi" +
+	"nitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d oc" +
+	"currence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les déc" +
+	"omptes sont actualisés toutes les 5 secondes environ.\x02révision %[1]d" +
+	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
+	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
+	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
+	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
+	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
+	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
+	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
+	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
+	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
+	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
+	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
+	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
+	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
+	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
+	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
+	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
+	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
+	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
+	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
+	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
+	"ion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes" +
+	" suivent le plus long chemin depuis le nœud de départ. Les flèches plein" +
+	"es sont les réussites (étiquetées par leur route), les pointillées les é" +
+	"checs (étiquetées par leurs codes d’erreur). Chaque case indique combien" +
+	" d’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Instances de cette version\x02Les colonnes suivent le" +
+	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
+	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
+	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
+	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
+	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
+	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
+	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
+	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
+	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
+	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
+	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02dé" +
+	"lai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f" +
+	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
+	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
+	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
+	" consigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]" +
+	"s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurr" +
+	"ence\x02Révélation impossible\x02Seule une valeur que cette page affiche" +
+	" masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuven" +
+	"t jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a" +
+	" révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mê" +
+	"mes ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance.\x02Aucune instance ni occurrence n’a l’identifian" +
+	"t « %[1]s », et aucune instance ne l’a pour clé métier. Une instance ter" +
+	"minée est supprimée, avec ses occurrences et ses tentatives, une fois la" +
+	" durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un adm" +
+	"inistrateur l’efface\u202f; le journal d’audit garde les actions d’opéra" +
+	"teur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour cl" +
+	"é métier, et ce n’est pas un identifiant entier\u202f: les listes montr" +
+	"ent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, p" +
+	"our l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avai" +
+	"t pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarra" +
+	"ge du serveur)\u202f: votre dernière action n’a pas été appliquée. Recon" +
+	"nectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, " +
+	"déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur" +
+	"). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’o" +
+	"pérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vé" +
+	"rifié une fois et n’est jamais conservé dans votre navigateur\u202f; un " +
+	"cookie de session le remplace jusqu’à 8 heures d’inactivité, et 12 heure" +
+	"s au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depui" +
+	"s votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexion" +
+	"s échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce je" +
+	"ton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pa" +
+	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Seuls les administrateurs voient cett" +
+	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
+	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
+	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
+	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
+	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
+	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
+	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
 	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
 	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
 	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
 	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
 	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
 	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
-	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en to" +
-	"ut)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux," +
-	" et ceux qui interrogent par leur dernière demande. Un exécutant est lis" +
-	"té tant qu’il s’est manifesté dans les trois derniers battements de cœur" +
-	".\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02P" +
-	"rotocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier sign" +
-	"e de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
-	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
-	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
-	"onnecté ne la prend\u202f: abonnez-y des exécutants (une version de proc" +
-	"essus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et a" +
-	"ucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants (un" +
-	"e version de processus les épingle).\x02Aucun exécutant ne sert cette dé" +
-	"finition\u202f: ses occurrences attendent qu’un exécutant se connecte ou" +
-	" interroge.\x02Aucun processus n’utilise encore cette définition\u202f: " +
-	"elle aura besoin d’un exécutant quand un processus l’utilisera en mode p" +
-	"ull.\x02Aucun processus n’utilise cette définition en mode pull\u202f: R" +
-	"elais appelle ses destinations (push), elle n’a besoin d’aucun exécutant" +
-	".\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune " +
-	"de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie pa" +
-	"r %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les r" +
-	"évisions accordées au consommateur sont prises en charge.\x02Révisions " +
-	"prises en charge\u202f: %[1]s\u202f; certains prennent toutes les révisi" +
-	"ons accordées à leur consommateur.\x02Toutes les révisions accordées au " +
-	"consommateur sont prises en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules le" +
-	"s révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s s" +
-	"ont prises en charge."
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(c" +
+	"haque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression r" +
+	"égulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
+	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
+	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
+	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une " +
+	"version de processus l’épingle).\x02Des occurrences des révisions %[1]s " +
+	"attendent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des" +
+	" exécutants (une version de processus les épingle).\x02Aucun exécutant n" +
+	"e sert cette définition\u202f: ses occurrences attendent qu’un exécutant" +
+	" se connecte ou interroge.\x02Aucun processus n’utilise encore cette déf" +
+	"inition\u202f: elle aura besoin d’un exécutant quand un processus l’util" +
+	"isera en mode pull.\x02Aucun processus n’utilise cette définition en mod" +
+	"e pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’" +
+	"aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
+	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
+	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
+	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
+	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
+	"évisions %[1]s sont prises en charge."
 
-	// Total table size 77529 bytes (75KiB); checksum: 9B3ECF3B
+	// Total table size 77923 bytes (76KiB); checksum: 5ABFFB60

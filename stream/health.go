@@ -31,8 +31,10 @@ const watchFarewell = time.Second
 type health struct {
 	closing <-chan struct{}
 	// down is set while the replica's probe gets no answer from
-	// PostgreSQL (see Service.SetDatabaseUp).
-	down atomic.Bool
+	// PostgreSQL (see Service.SetDatabaseUp); downSince is when it was
+	// set, in Unix nanoseconds.
+	down      atomic.Bool
+	downSince atomic.Int64
 
 	mu       sync.Mutex
 	watchers map[*func()]struct{}
@@ -47,9 +49,29 @@ func newHealth(closing <-chan struct{}) *health {
 // SetDatabaseUp tells the health service whether PostgreSQL answers the
 // replica's probe.
 func (s *Service) SetDatabaseUp(up bool) {
+	if !up {
+		// Before down is set: a stream that reads down reads its start.
+		s.health.downSince.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	if s.health.down.Swap(!up) != !up {
 		s.health.changed()
 	}
+	if up {
+		s.health.downSince.Store(0)
+	}
+}
+
+// databaseDownFor is how long the replica's probe has had no answer from
+// PostgreSQL; zero while it answers.
+func (h *health) databaseDownFor() time.Duration {
+	if !h.down.Load() {
+		return 0
+	}
+	since := h.downSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, since))
 }
 
 // changed tells every watch to check the status again.

@@ -858,3 +858,38 @@ func TestALostRefillIsDeliveredOrHandedBack(t *testing.T) {
 		t.Errorf("attempts_left %v after the hand-back, want 3 (none spent)", left)
 	}
 }
+
+// A stream on a replica that lost PostgreSQL (its probe gets no answer)
+// ends once a third of its lock has passed, database_unavailable, what it
+// held left locked to its worker: the worker subscribes again, through a
+// replica that reaches the database when one does, and resumes it there
+// before its lock lapses. It stayed pinned to the cut-off replica, which
+// could neither assign work nor keep its locks (chaos QA).
+func TestStreamLeavesAReplicaWithoutPostgreSQL(t *testing.T) {
+	t.Parallel()
+	_, cluster, pool := relaistest.OwnCluster(t)
+	env := relaistest.NewOnPool(t, pool)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	req := subscribeRequest("w", 1)
+	req.Resumable = true
+	req.LockDuration = durationpb.New(6 * time.Second)
+	s := open(t, newClient(t, "connect", env.URL), consumer, req)
+	start(t, env, "Acme")
+	s.assignment(5 * time.Second)
+
+	if err := cluster.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	p := wantRefusal(t, "the stream of a replica without PostgreSQL", s.end(15*time.Second), "unavailable", "database_unavailable")
+	// The probe's verdict (every 2 s) and the third of the lock (2 s):
+	// well before the lock's 6 s end.
+	if d := time.Since(began); d > 5500*time.Millisecond {
+		t.Errorf("the stream ended %v after PostgreSQL stopped, want before its lock's end", d)
+	}
+	if !strings.Contains(p.GetDetail(), "resuming what the stream held") {
+		t.Errorf("detail %q, want the worker told to resume what it holds", p.GetDetail())
+	}
+}

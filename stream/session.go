@@ -74,7 +74,29 @@ const (
 	endReplicaStopping = "replica_stopping"
 	endTokenRevoked    = "token_revoked"
 	endNotGranted      = "not_granted"
+	// endDatabaseUnavailable: this replica lost PostgreSQL (its probe
+	// gets no answer) for longer than databaseLostAfter.
+	endDatabaseUnavailable = "database_unavailable"
 )
+
+// databaseLostAfter bounds how long a stream stays on a replica that
+// cannot reach PostgreSQL, as a share of its lock duration: it can
+// neither assign work nor keep the locks it holds alive, which lapse at
+// their end; ended, its worker subscribes again, through another replica
+// when one reaches the database (a partition that cut this one off), and
+// resumes what it holds there before the locks lapse (chaos QA: a stream
+// stayed pinned to such a replica and its work was redone). maxDatabaseLost
+// bounds it for long locks.
+const (
+	databaseLostShare = 3
+	maxDatabaseLost   = 15 * time.Second
+)
+
+// databaseLostAfter is how long a stream whose locks last lock waits for
+// its replica's PostgreSQL before it ends.
+func databaseLostAfter(lock time.Duration) time.Duration {
+	return min(lock/databaseLostShare, maxDatabaseLost)
+}
 
 // session is one Subscribe stream. Its loop runs on the handler's
 // goroutine and owns everything but the inbox and the acknowledged
@@ -523,6 +545,10 @@ func (r *runner) run(ctx context.Context) error {
 				return err
 			}
 		case <-keepAlive.C:
+			if down := svc.health.databaseDownFor(); down > 0 && down >= databaseLostAfter(s.lock) {
+				reason = endDatabaseUnavailable
+				return r.databaseLost(down)
+			}
 			if err := r.keepAlive(ctx); err != nil {
 				if ctx.Err() == nil {
 					reason = endSendFailed
@@ -1036,7 +1062,7 @@ func (r *runner) end(ctx context.Context, reason string) {
 	release := reason == endReplicaStopping
 	var handed, left []engine.Held
 	switch {
-	case s.resumable && (reason == endReplicaStopping || reason == endReplaced):
+	case s.resumable && (reason == endReplicaStopping || reason == endReplaced || reason == endDatabaseUnavailable):
 		left = s.heldList()
 	default:
 		if release {
@@ -1067,6 +1093,17 @@ func (r *runner) end(ctx context.Context, reason string) {
 	}
 	svc.eng.LogWorker(engine.EventWorkerDisconnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
 		"stream", s.id, "reason", reason, "handed_back", len(handed)+unseenBack, "unseen", unseenBack, "left_to_resume", len(left))
+}
+
+// databaseLost is the error ending a stream whose replica has not reached
+// PostgreSQL for down.
+func (r *runner) databaseLost(down time.Duration) error {
+	detail := "this replica has not reached PostgreSQL for %s: it can neither assign work nor keep locks alive; subscribe again (through another replica if you have several). What the stream held lapses at its lock's end unless settled elsewhere"
+	if r.s.resumable {
+		detail = "this replica has not reached PostgreSQL for %s: it can neither assign work nor keep locks alive; subscribe again (through another replica if you have several), resuming what the stream held before its locks lapse"
+	}
+	r.svc.logger.Warn("stream ended: this replica cannot reach PostgreSQL", "stream", r.s.id, "worker_id", r.s.workerID, "down", down.Round(time.Millisecond))
+	return problemError(fault.New(fault.Unavailable, endDatabaseUnavailable, detail, down.Round(time.Second)))
 }
 
 // stopped is the error ending a stream as its replica stops.

@@ -687,7 +687,14 @@ func (r *run) adopt(s *streamSession, asked []*orphan, resumed []string) {
 			t.lock.s.Store(s)
 			s.tasks[t.task.ID] = t
 			s.mu.Unlock()
-			r.w.log.Info("task resumed on the new stream; its handler runs on", taskAttrs(t.task)...)
+			if ctl := t.task.ctl; ctl != nil && ctl.returned.Load() {
+				// Its handler returned; its outcome is still being
+				// reported (chaos QA: "its handler runs on" read as a
+				// second run).
+				r.w.log.Info("task resumed on the new stream; its outcome is being reported", taskAttrs(t.task)...)
+			} else {
+				r.w.log.Info("task resumed on the new stream; its handler runs on", taskAttrs(t.task)...)
+			}
 			continue
 		}
 		r.w.log.Info("the new stream did not resume the task (Relais took it back as the stream ended, or its lock lapsed); cancelling the handler", taskAttrs(t.task)...)
