@@ -70,11 +70,13 @@ func (f occurrenceFilter) href() string {
 	return homePath
 }
 
-// narrowed reports whether the filter selects by more than definition and
-// status: the counts by status, cached per definition, then cannot follow
-// it and say so.
+// narrowed reports whether the filter selects by more than the
+// definition: the counts by status, cached per definition, then cannot
+// follow it and say so.
 func (f occurrenceFilter) narrowed() bool {
-	return f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.Destination != "" || f.Process != "" || f.BusinessKey != "" ||
+	// A status too: its count is highlighted, but the total beside it
+	// read as the list's above "no occurrence matches" (console QA).
+	return f.Status != "" || f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.Destination != "" || f.Process != "" || f.BusinessKey != "" ||
 		f.ErrorCode != "" || f.CreatedFrom != "" || f.CreatedTo != "" || f.SettledFrom != "" || f.SettledTo != ""
 }
 

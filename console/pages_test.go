@@ -44,7 +44,7 @@ func (f *fixture) expectations() map[string]expect {
 				"L’instance de processus doit être un identifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant complet."}}},
 		"occurrences-filtered": {status: 200,
 			texts: map[string][2]string{
-				"counts-scope":      {"Definition console_vault", "Définition console_vault"},
+				"counts-scope":      {"Totals of definition console_vault, not narrowed by the other filters", "Totaux de la définition console_vault, sans les autres filtres"},
 				"count-completed":   {"completed 1", "terminée 1"},
 				"count-available":   {"available 1", "disponible 1"},
 				"counts-total":      {"3 occurrences", "3 occurrences"},
