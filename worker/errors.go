@@ -131,6 +131,10 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// String is the problem as a log line shows it: its pointer, then what
+// is wrong there (a log showed Go's {Path:… Message:…}).
+func (f FieldError) String() string { return f.Path + ": " + f.Message }
+
 // APIError is an error answer from Relais (a problem+json document, or
 // any other non-2xx response, whose Code is then empty). Use errors.As to
 // get it from the errors this package returns.

@@ -54,7 +54,11 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 		if r, ok := out.(result); ok && err == nil {
 			// The SDK logs a completion at debug level only: a worker says
 			// what it did in its own words (never the inputs' values).
-			logger.Info("company added to the CRM", "occurrence", t.ID, "result", r.Result, "crm_id", r.CRMID)
+			msg := "company added to the CRM"
+			if r.Result == "existing" {
+				msg = "company already in the CRM"
+			}
+			logger.Info(msg, "occurrence", t.ID, "result", r.Result, "crm_id", r.CRMID)
 		}
 		return out, err
 	})

@@ -119,8 +119,8 @@ func TestRun(t *testing.T) {
 	}
 	// Someone running the example sees what it did, line by line, and no
 	// input's value (the company's name).
-	if got := strings.Count(logs.String(), "company added to the CRM"); got != 2 || strings.Contains(logs.String(), "Acme") {
-		t.Errorf("logs:\n%s\nwant a line for each of the two companies handled, without their names", logs.String())
+	if added, found := strings.Count(logs.String(), "company added to the CRM"), strings.Count(logs.String(), "company already in the CRM"); added != 1 || found != 1 || strings.Contains(logs.String(), "Acme") {
+		t.Errorf("logs:\n%s\nwant a line for each of the two companies handled (one added, one already there), without their names", logs.String())
 	}
 }
 

@@ -746,6 +746,18 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		var taken []int
 		var lacks []string // fields workers declare that pr's inputs lack
 		served := len(live) == 0
+		// ungranted lists the live workers' consumers whose grant (when
+		// this token may read it) leaves pr's revision out: subscribing
+		// them to it is refused until the grant names it too (a newcomer
+		// started a worker on the new revision and got 403 not_granted).
+		var ungranted []string
+		for _, w := range live {
+			if revs, ok := c.grantedRevisions(ctx, grants, w.Consumer.ID, pr.key); ok && !slices.Contains(revs, pr.rev) {
+				if id := strconv.FormatInt(w.Consumer.ID, 10); !slices.Contains(ungranted, id) {
+					ungranted = append(ungranted, id)
+				}
+			}
+		}
 		for _, w := range live {
 			for _, s := range w.Subscriptions {
 				if !subscriptionCovers(s.Definition, pr.key) {
@@ -793,6 +805,9 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		}
 		if len(lacks) > 0 {
 			why = append(why, "its inputs lack "+strings.Join(lacks, ", ")+", which a live worker declares it reads")
+		}
+		if len(ungranted) > 0 {
+			why = append(why, fmt.Sprintf("consumer(s) %s are not granted revision %d: add it to their grant (PUT /api/v1/consumers/{id}/grants) before subscribing them to it", strings.Join(ungranted, ", "), pr.rev))
 		}
 		if len(why) > 0 {
 			notes = append(notes, fmt.Sprintf("no live worker takes %s@%d (%s)", pr.key, pr.rev, strings.Join(why, "; ")))

@@ -464,8 +464,9 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	env.Definition("add_company_to_crm.yaml")
 	// Granted revision 1 only: its worker subscribes without revisions
 	// (every revision granted), as the SDK's and the examples' do.
-	consumer := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm-sync",
-		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": []int{1}}}}).JSON(t)["token"].(string)
+	created := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm-sync",
+		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": []int{1}}}}).JSON(t)
+	consumer, consumerID := created["token"].(string), fmt.Sprint(created["id"])
 	crm := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
 	crm["description"] = "revision 2"
 	def2 := apply.Document{File: "defs/crm.yaml", Kind: apply.KindDefinition, ID: "add_company_to_crm", Body: crm}
@@ -490,7 +491,10 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w1",
 		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}})
 	got := run(env.Admin, def2, process(2))
-	want := "no live worker takes add_company_to_crm@2 (they take revision 1): occurrences of it wait until a worker that takes it connects"
+	// Its consumer's grant leaves revision 2 out: said too, or a worker
+	// started for it is refused not_granted (newcomer QA).
+	want := "no live worker takes add_company_to_crm@2 (they take revision 1; consumer(s) " + consumerID +
+		" are not granted revision 2: add it to their grant (PUT /api/v1/consumers/{id}/grants) before subscribing them to it): occurrences of it wait until a worker that takes it connects"
 	if len(got) != 2 || !strings.Contains(got[1], "published (version 2; "+want+")") {
 		t.Errorf("a version on revision 2 with workers on revision 1: %q, want %q", got, want)
 	}
