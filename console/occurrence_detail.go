@@ -290,7 +290,23 @@ func occurrencePolicy(ctx context.Context, o engine.Occurrence, limits process.L
 		fs = append(fs, fact{Label: T(ctx, "Destination"), Value: *o.Destination, Code: true})
 	}
 	if o.Timeout != nil {
-		fs = append(fs, fact{Label: T(ctx, "Call timeout"), Value: callTimeoutText(ctx, *o.Timeout, limits.MaxPushTimeout, destCap), TestID: "call-timeout"})
+		value := callTimeoutText(ctx, *o.Timeout, limits.MaxPushTimeout, destCap)
+		if settled(o.Status) {
+			// Its calls are over: the budget they had is the one its last
+			// error names, not what the destination allows now (verifier
+			// QA: a call made with 5 s read "cut to 2 seconds" once the
+			// destination was lowered after it).
+			value = formatDuration(ctx, *o.Timeout)
+			msg := ""
+			if o.ErrorMessage != nil {
+				msg = *o.ErrorMessage
+			}
+			if budget, ok := callBudget(msg, o.Timeout); ok && budget < *o.Timeout {
+				node, had := value, formatDuration(ctx, budget)
+				value = T(ctx, "%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)", node, had)
+			}
+		}
+		fs = append(fs, fact{Label: T(ctx, "Call timeout"), Value: value, TestID: "call-timeout"})
 	}
 	return fs
 }
@@ -530,6 +546,12 @@ func relaisCode(code string) bool {
 // no operator may retry it any more (its instance was stopped or
 // abandoned): the advice to check before retrying is then left out.
 func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurrence, retryable bool) string {
+	if code == "invalid_outputs" && o != nil && o.Mode == "push" {
+		// A destination's answer may be unusable before any contract is
+		// read (data after its JSON, no outputs member): the message
+		// says which.
+		return T(ctx, "The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.")
+	}
 	if code == "deadline_exceeded" && o != nil && o.Mode == "push" {
 		msg := ""
 		if o.ErrorMessage != nil {

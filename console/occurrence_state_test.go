@@ -346,4 +346,15 @@ func TestPolicyShowsTheCallsBudget(t *testing.T) {
 			t.Errorf("%s: call timeout %q, want %q", lang, got, want)
 		}
 	}
+	// Once its call is over, the budget it had is shown, whatever the
+	// destination allows since (verifier QA: it followed the destination).
+	relaistest.WaitFor(t, 10*time.Second, "the call cut at its budget", func() (bool, string) {
+		s := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)["status"].(string)
+		return s == "failed", s
+	})
+	env.Must(200, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT5S"})
+	b := signedIn(t, env.URL, "en", env.Operator)
+	if got, want := text(b.mustGet("/console/occurrences/"+occ, 200), "call-timeout"), "5 seconds; its last call had 2 seconds (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)"; got != want {
+		t.Errorf("after the call: call timeout %q, want %q", got, want)
+	}
 }

@@ -44,8 +44,8 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          328,
 	"%[1]s; %[2]s":                             327,
 	"%d (0 lowest, 9 highest)":                 494,
-	"%d attempts":                              502,
-	"%d attempts, retry after %s, priority %d": 664,
+	"%d attempts":                              503,
+	"%d attempts, retry after %s, priority %d": 666,
 	"%d breaking":                              248,
 	"%d changes":                               247,
 	"%d completed":                             325,
@@ -55,55 +55,56 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     336,
 	"%d held instances match now.":             62,
 	"%d hours":                                 352,
-	"%d items":                                 736,
-	"%d left":                                  504,
+	"%d items":                                 738,
+	"%d left":                                  505,
 	"%d min":                                   335,
 	"%d minutes":                               353,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              734,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              736,
 	"%d ms": 355,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         654,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 653,
-	"%d occurrences":                          592,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         656,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 655,
+	"%d occurrences":                          594,
 	"%d releases":                             267,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       334,
 	"%d seconds": 354,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     624,
-	"%s (deferred; settled by %s)":                                                     563,
-	"%s (deferred; settled with its settle token)":                                     561,
-	"%s (deferred; settled with its settle token, as %s)":                              562,
+	"%s (a fixed offset, no daylight saving time)":                                     626,
+	"%s (deferred; settled by %s)":                                                     565,
+	"%s (deferred; settled with its settle token)":                                     563,
+	"%s (deferred; settled with its settle token, as %s)":                              564,
 	"%s (token #%d, %s)":                                                               101,
 	"%s ago":                                                                           332,
-	"%s so far":                                                                        559,
-	"%s → %s":                                                                          659,
+	"%s so far":                                                                        561,
+	"%s → %s":                                                                          661,
 	"%s, %s: %s":                                                                       298,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         497,
-	"%s, cut to %s by the destination’s max_timeout":                                   496,
-	"%s, multiplied by %s after each failure, up to %s":                                499,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 498,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         498,
+	"%s, cut to %s by the destination’s max_timeout":                                   497,
+	"%s, multiplied by %s after each failure, up to %s":                                500,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 499,
 	"%s, revision %s":                         460,
 	"%s, version %s":                          461,
 	"%s: %s":                                  324,
 	"%s: %s → %s":                             255,
-	"%s: a date is written 2026-12-01.":       608,
+	"%s: a date is written 2026-12-01.":       610,
 	"%s: every revision, present and future":  194,
 	"%s: revision %s":                         195,
 	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 609,
-	"%s–%s":                                   323,
-	"(%d characters in all)":                  738,
-	"(%d handed back, not counted)":           503,
-	"(each item)":                             724,
-	"(in %s)":                                 737,
-	"(worker %s)":                             547,
-	"0 seconds":                               350,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           702,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 536,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 619,
-	"A revision is a definition’s: choose the definition too.": 575,
+	"%s: the first day comes after the last.": 611,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 495,
+	"%s–%s":                         323,
+	"(%d characters in all)":        740,
+	"(%d handed back, not counted)": 504,
+	"(each item)":                   726,
+	"(in %s)":                       739,
+	"(worker %s)":                   549,
+	"0 seconds":                     350,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           704,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 538,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 621,
+	"A revision is a definition’s: choose the definition too.": 577,
 	"A version is a process’s: choose the process too.":        396,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -118,13 +119,13 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 401,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       589,
+	"All consumers":                       591,
 	"All definitions":                     316,
 	"All its tasks":                       193,
 	"All processes":                       407,
 	"All statuses":                        409,
-	"All workers":                         751,
-	"An operator abandoned the instance.": 535,
+	"All workers":                         753,
+	"An operator abandoned the instance.": 537,
 	"Any definition":                      408,
 	"Apply filters":                       116,
 	"Apr":                                 341,
@@ -132,15 +133,15 @@ var messageKeyToIndex = map[string]int{
 	"Attempts":                         465,
 	"Audit log":                        110,
 	"Aug":                              345,
-	"Available from":                   514,
+	"Available from":                   515,
 	"Back to definitions":              162,
 	"Back to external tasks":           160,
 	"Back to sign-in":                  161,
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           675,
-	"Back without saving":              621,
+	"Back to the occurrence":           677,
+	"Back without saving":              623,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
@@ -150,41 +151,41 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     108,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    495,
+	"Call timeout":                    496,
 	"Calls":                           278,
 	"Calls signed (Relais-Signature)": 280,
-	"Camunda 7 facade":                755,
-	"Cancelled: the instance was stopped (%s).":               558,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 557,
+	"Camunda 7 facade":                757,
+	"Cancelled: the instance was stopped (%s).":               560,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 559,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           676,
+	"Cannot reveal":                                           678,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            648,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 639,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            650,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 641,
 	"Compare":              222,
 	"Compare revisions":    218,
 	"Completed":            319,
-	"Completed (%s).":      553,
+	"Completed (%s).":      555,
 	"Completed, last hour": 307,
 	"Completions and failures per 5 minutes, last hour: %s":    317,
 	"Completions and failures per 5-minute slot, oldest first": 321,
 	"Completions and failures, last hour":                      300,
-	"Connected":                                                747,
+	"Connected":                                                749,
 	"Constraints":                                              203,
 	"Consumer":                                                 467,
-	"Consumer and worker":                                      586,
+	"Consumer and worker":                                      588,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    671,
-	"Counts by status": 581,
+	"Counts as of %s (%s); refreshed every few seconds.":                    673,
+	"Counts by status": 583,
 	"Created":          366,
 	"Created from":     83,
 	"Created on":       186,
@@ -193,14 +194,14 @@ var messageKeyToIndex = map[string]int{
 	"Dates":            463,
 	"Deadline":         492,
 	"Dec":              349,
-	"Deferred":         518,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 552,
+	"Deferred":         519,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 554,
 	"Definition":                                 302,
 	"Definition %s":                              205,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         262,
-	"Definitions served":                         745,
+	"Definitions served":                         747,
 	"Definitions, those needing attention first": 301,
 	"Description":                                204,
 	"Destination":                                479,
@@ -210,14 +211,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     224,
 	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    627,
+	"Display settings saved.":                    629,
 	"Display settings: ":                         148,
 	"Duration":                                   471,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 299,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          595,
+	"Earlier attempt:":          597,
 	"End node":                  389,
 	"End node or error":         405,
 	"Ended":                     385,
@@ -226,21 +227,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 284,
 	"Erase this instance…": 376,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 288,
-	"Error":                      585,
-	"Error (before any attempt)": 521,
-	"Error (the deadline passed after attempt %d)": 520,
+	"Error":                      587,
+	"Error (before any attempt)": 522,
+	"Error (the deadline passed after attempt %d)": 521,
 	"Error code":       81,
 	"Error message":    474,
-	"Every %d seconds": 626,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 513,
+	"Every %d seconds": 628,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 514,
 	"Every attempt, oldest first": 466,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  679,
-	"Expired token":                        712,
-	"Expires":                              709,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  681,
+	"Expired token":                        714,
+	"Expires":                              711,
 	"External tasks":                       134,
 	"Failed":                               305,
-	"Failed (%s).":                         556,
+	"Failed (%s).":                         558,
 	"Failed at node":                       391,
 	"Failed occurrence":                    387,
 	"Failed, last hour":                    308,
@@ -251,7 +252,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             470,
-	"First page":                           605,
+	"First page":                           607,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    172,
 	"Form refused":                         167,
@@ -260,9 +261,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
-	"Graph":                   638,
-	"Graph of %s":             652,
-	"HTTP 2xx, unusable body": 565,
+	"Graph":                   640,
+	"Graph of %s":             654,
+	"HTTP 2xx, unusable body": 567,
 	"Headers sent":            274,
 	"Health":                  133,
 	"Held at a node of":       82,
@@ -270,66 +271,66 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                388,
 	"Held instances":          304,
 	"ID":                      183,
-	"In flight":               746,
+	"In flight":               748,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 318,
 	"Inputs":                     228,
 	"Inputs of revision %d":      239,
 	"Inputs of the working copy": 230,
 	"Inputs the instance was started with, labelled by process version %d's contract": 374,
-	"Inputs, labelled by revision %d's contract":                                      505,
+	"Inputs, labelled by revision %d's contract":                                      506,
 	"Instance":                  404,
 	"Instances":                 86,
-	"Instances of this version": 647,
+	"Instances of this version": 649,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 767,
-	"It takes revision %d only.":                       770,
-	"It takes revisions %s only.":                      772,
+	"It takes every revision its consumer is granted.": 769,
+	"It takes revision %d only.":                       772,
+	"It takes revisions %s only.":                      774,
 	"Its calls":                                        279,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 285,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  554,
-	"Its instance went on along the node’s error path.":                                                                                                                    555,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      717,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  556,
+	"Its instance went on along the node’s error path.":                                                                                                                    557,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      719,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     338,
 	"Jul":                     344,
 	"Jun":                     343,
-	"Keep it":                 719,
+	"Keep it":                 721,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       281,
 	"Key":                     263,
-	"Kind":                    642,
+	"Kind":                    644,
 	"Language":                130,
 	"Last changed":            276,
-	"Last error (attempt %d)": 519,
-	"Last reserved":           516,
+	"Last error (attempt %d)": 520,
+	"Last reserved":           517,
 	"Last saved":              209,
-	"Last seen":               748,
-	"Last used":               708,
+	"Last seen":               750,
+	"Last used":               710,
 	"Latest revision":         264,
 	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 623,
-	"Lock expired %s — waiting to be offered again.": 544,
-	"Lock expires":        517,
+	"Local time in %s": 625,
+	"Lock expired %s — waiting to be offered again.": 546,
+	"Lock expires":        518,
 	"Longest timeout":     275,
 	"Main navigation":     132,
 	"Mar":                 340,
 	"Maximum attempts":    488,
 	"May":                 342,
-	"Message":             583,
-	"Message from Relais": 572,
-	"Message from Relais, quoting the destination’s answer":             571,
-	"Message from the service (its own words, protected values masked)": 573,
-	"Method not allowed": 683,
+	"Message":             585,
+	"Message from Relais": 574,
+	"Message from Relais, quoting the destination’s answer":             573,
+	"Message from the service (its own words, protected values masked)": 575,
+	"Method not allowed": 685,
 	"Mode":               486,
-	"More filters: instance, revision, consumer, destination, dates": 577,
+	"More filters: instance, revision, consumer, destination, dates": 579,
 	"Name":                    184,
-	"Never":                   625,
-	"Next attempt":            515,
-	"Next attempt or settled": 587,
+	"Never":                   627,
+	"Next attempt":            516,
+	"Next attempt or settled": 589,
 	"Next node":               365,
-	"Next page":               604,
+	"Next page":               606,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 179,
 	"No definition %s has occurrences: check the key, or show all definitions.": 315,
@@ -338,42 +339,42 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        266,
 	"No destination yet.":                                                       268,
 	"No inputs.":                                                                229,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  692,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 690,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  694,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 692,
 	"No instance matches these filters.": 406,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 691,
-	"No live worker takes %s now (Workers page).":                                               538,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 539,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           540,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          541,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 693,
+	"No live worker takes %s now (Workers page).":                                               540,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 541,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           542,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          543,
 	"No more consumers.":                                   180,
 	"No more destinations.":                                269,
-	"No occurrence matches these filters.":                 588,
+	"No occurrence matches these filters.":                 590,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              370,
-	"No outputs yet: the occurrence has not completed.":    508,
+	"No outputs yet: the occurrence has not completed.":    509,
 	"No outputs.":                                          232,
-	"No outputs: the occurrence ended without completing.": 510,
+	"No outputs: the occurrence ended without completing.": 511,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         634,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             764,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             763,
+	"No process is published yet.":                         636,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             766,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             765,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              706,
-	"No value was revealed.": 681,
+	"No token.":              708,
+	"No value was revealed.": 683,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              478,
 	"No worker has reserved this occurrence yet.":                                        475,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 765,
-	"No worker is connected.":           749,
-	"No worker serves this definition.": 752,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 762,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 767,
+	"No worker is connected.":           751,
+	"No worker serves this definition.": 754,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 764,
 	"Node":                  362,
-	"Nodes":                 640,
-	"Nodes of this version": 649,
-	"Nodes of this version, with their occurrences now": 641,
+	"Nodes":                 642,
+	"Nodes of this version": 651,
+	"Nodes of this version, with their occurrences now": 643,
 	"Nodes reached, in order":                           361,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -381,25 +382,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             688,
+	"Nothing to find: the search box is empty.":                             690,
 	"Nothing was done.":        29,
 	"Nov":                      348,
 	"Now":                      484,
 	"Occurrence":               363,
 	"Occurrence %s":            462,
 	"Occurrence offered again": 107,
-	"Occurrences now":          646,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        760,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 761,
-	"Occurrences, newest first": 582,
+	"Occurrences now":          648,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        762,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 763,
+	"Occurrences, newest first": 584,
 	"Oct":                       347,
-	"Offered from %s — %s.":     543,
+	"Offered from %s — %s.":     545,
 	"Oldest claimable waits":    306,
-	"On error":                  645,
-	"On success":                644,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         677,
-	"Only administrators may reveal a sensitive value.":                                                           672,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 703,
+	"On error":                  647,
+	"On success":                646,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         679,
+	"Only administrators may reveal a sensitive value.":                                                           674,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 705,
 	"Open":             303,
 	"Operator actions": 358,
 	"Operator actions on this instance, newest first": 371,
@@ -408,30 +409,30 @@ var messageKeyToIndex = map[string]int{
 	"Outputs":                                         231,
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
-	"Outputs, labelled by revision %d's contract":     507,
-	"Pages":                           602,
+	"Outputs, labelled by revision %d's contract":     508,
+	"Pages":                           604,
 	"Path":                            359,
 	"Pause reloading":                 155,
-	"Pinned revision":                 643,
+	"Pinned revision":                 645,
 	"Policy":                          464,
-	"Previous page":                   603,
+	"Previous page":                   605,
 	"Priority":                        493,
 	"Process":                         77,
-	"Process %s":                      636,
+	"Process %s":                      638,
 	"Process %s has no version %d.":   92,
-	"Process and node":                584,
+	"Process and node":                586,
 	"Process inputs":                  373,
 	"Process instance":                106,
 	"Process instance %s":             356,
 	"Process instances":               399,
 	"Process instances, newest first": 403,
 	"Processes":                       135,
-	"Processes by key":                632,
-	"Protocol":                        744,
+	"Processes by key":                634,
+	"Protocol":                        746,
 	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 630,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       631,
-	"Push destination": 578,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 632,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       633,
+	"Push destination": 580,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -439,29 +440,29 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             369,
 	"Relais console":                                        129,
 	"Relais has not called the destination yet.":            481,
-	"Relais is calling the destination (since %s).":         549,
+	"Relais is calling the destination (since %s).":         551,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 483,
 	"Relais never called the destination: the occurrence ended before any call.": 482,
 	"Relais refused the action. Nothing was done.":                               49,
 	"Release":                       214,
 	"Releases":                      212,
 	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 618,
+	"Reload lists and detail pages": 620,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 629,
-	"Reloading resumed.":                  628,
+	"Reloading paused: this page stays as it is until you resume.": 631,
+	"Reloading resumed.":                  630,
 	"Replica":                             480,
 	"Required":                            201,
 	"Reserved":                            469,
-	"Reserved by %s.":                     551,
-	"Reserved by %s; lock until %s — %s.": 550,
+	"Reserved by %s.":                     553,
+	"Reserved by %s; lock until %s — %s.": 552,
 	"Reserved now":                        192,
 	"Resume":                              153,
 	"Retried by %s at %s — “%s”":          383,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
 	"Retries":            490,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  542,
+	"Retry at %s — %s.":  544,
 	"Retry delay":        489,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
@@ -469,42 +470,42 @@ var messageKeyToIndex = map[string]int{
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 522,
+	"Retryable": 523,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 511,
-	"Revealed by %s at %s; recorded in the audit log.": 674,
+	"Reveal — this is recorded": 512,
+	"Revealed by %s at %s; recorded in the audit log.": 676,
 	"Reveals":               144,
-	"Reveals, newest first": 680,
+	"Reveals, newest first": 682,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 768,
-	"Revoke the %s token “%s”?": 716,
-	"Revoke the token":          718,
-	"Revoke token %d":           715,
-	"Revoke…":                   713,
-	"Role":                      707,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 770,
+	"Revoke the %s token “%s”?": 718,
+	"Revoke the token":          720,
+	"Revoke token %d":           717,
+	"Revoke…":                   715,
+	"Role":                      709,
 	"Route":                     364,
 	"Routing output":            208,
-	"Row %s":                    606,
-	"Rows %s–%s":                607,
-	"Save settings":             620,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      673,
+	"Row %s":                    608,
+	"Rows %s–%s":                609,
+	"Save settings":             622,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      675,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 282,
-	"Search":                               686,
-	"Secret values can never be revealed.": 678,
+	"Search":                               688,
+	"Secret values can never be revealed.": 680,
 	"Sep":                                  346,
-	"Served by %d workers":                 766,
+	"Served by %d workers":                 768,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              367,
-	"Settlement date":      576,
+	"Settlement date":      578,
 	"Show all definitions": 314,
-	"Show times in":        616,
+	"Show times in":        618,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 696,
-	"Sign in with an operator, designer or administrator token.": 697,
+	"Sign in": 698,
+	"Sign in with an operator, designer or administrator token.": 699,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
@@ -514,9 +515,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 704,
-	"Staff tokens, oldest first": 705,
-	"Start node":                 637,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 706,
+	"Staff tokens, oldest first": 707,
+	"Start node":                 639,
 	"Started":                    384,
 	"State":                      187,
 	"Status":                     79,
@@ -539,59 +540,60 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 261,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.": 689,
+	"That is too long to be an id or a business key.": 691,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              270,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 529,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 531,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          530,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 548,
+	"The call could not be prepared.":          532,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 550,
 	"The chart’s numbers": 320,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          617,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          619,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
-	"The deadline passed before a result arrived.":                                                                                                                          527,
-	"The destination answered HTTP %s.":     537,
-	"The destination could not be reached.": 531,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 525,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      526,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                524,
-	"The destination’s answer was too large.": 532,
+	"The deadline passed before a result arrived.":                                                                                                                          529,
+	"The destination answered HTTP %s.":     539,
+	"The destination could not be reached.": 533,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    527,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         528,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   526,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 525,
+	"The destination’s answer was too large.": 534,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           534,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                533,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           536,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                535,
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             402,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 360,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         207,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               614,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               616,
 	"The page size must be between 1 and %d.":                                                                                                                                                              398,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  613,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  615,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            528,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      574,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    699,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        722,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            530,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      576,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    701,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        724,
 	"The version must be a whole number from 1.":                                                                                                                                                           395,
 	"These revisions have the same contracts.":                                                                                                                                                             227,
-	"These settings are kept in this browser only.":                                                                                                                                                        615,
-	"They take every revision their consumer is granted.":                                                                                                                                                  769,
-	"They take revision %d only.":                                                                                                                                                                          771,
-	"They take revisions %s only.":                                                                                                                                                                         773,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     610,
+	"These settings are kept in this browser only.":                                                                                                                                                        617,
+	"They take every revision their consumer is granted.":                                                                                                                                                  771,
+	"They take revision %d only.":                                                                                                                                                                          773,
+	"They take revisions %s only.":                                                                                                                                                                         775,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     612,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         506,
-	"This contract has no outputs.":                                                                                                                                                                        509,
+	"This contract has no inputs.":                                                                                                                                                                         507,
+	"This contract has no outputs.":                                                                                                                                                                        510,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                                        174,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                                                   173,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  685,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  687,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 289,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -609,106 +611,106 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            721,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           720,
-	"This page does not accept that request.": 684,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            723,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           722,
+	"This page does not accept that request.": 686,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           375,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 701,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 650,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            651,
+	"This token is unknown, revoked or expired.": 703,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 652,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            653,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           698,
+	"Token":                           700,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 700,
-	"Totals of all definitions, not narrowed by the other filters":         591,
-	"Totals of definition %s, not narrowed by the other filters":           590,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 702,
+	"Totals of all definitions, not narrowed by the other filters":         593,
+	"Totals of definition %s, not narrowed by the other filters":           592,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 687,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 689,
 	"URL":                              273,
-	"UTC (coordinated universal time)": 622,
+	"UTC (coordinated universal time)": 624,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 611,
-	"Unknown parameter “%s”.":                      612,
+	"Unknown parameter “%s” (did you mean “%s”?).": 613,
+	"Unknown parameter “%s”.":                      614,
 	"Unknown status “%s”.":                         394,
 	"Value":                                        372,
 	"Version":                                      78,
-	"Versions, newest first":                       633,
-	"Waiting for Relais to call the destination since %s (%s).": 545,
-	"Waiting for a worker since %s (%s).":                       546,
+	"Versions, newest first":                       635,
+	"Waiting for Relais to call the destination since %s (%s).": 547,
+	"Waiting for a worker since %s (%s).":                       548,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             477,
-	"Why (recorded with the reveal)":                            512,
-	"Worker":                                                    743,
+	"Why (recorded with the reveal)":                            513,
+	"Worker":                                                    745,
 	"Worker id":                                                 468,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        741,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        743,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 742,
-	"Workers serving %s":                   750,
+	"Workers seen within three heartbeats": 744,
+	"Workers serving %s":                   752,
 	"Working copy":                         206,
-	"You are signed out.":                  693,
+	"You are signed out.":                  695,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 694,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          695,
-	"[redacted]":                          570,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 696,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          697,
+	"[redacted]":                          572,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              189,
 	"administrator":                       438,
 	"an incident: retry, abandon or stop": 293,
-	"answer too large":                    568,
+	"answer too large":                    570,
 	"any":                                 76,
-	"any other code → %s":                 662,
+	"any other code → %s":                 664,
 	"any other error":                     291,
-	"as of %s (%s); counts are refreshed every few seconds.": 593,
-	"at least %d characters":                                 725,
-	"at least %d items":                                      732,
-	"at most %d":                                             500,
-	"at most %d characters":                                  726,
-	"at most %d items":                                       733,
-	"at most %d since the last operator retry":               501,
+	"as of %s (%s); counts are refreshed every few seconds.": 595,
+	"at least %d characters":                                 727,
+	"at least %d items":                                      734,
+	"at most %d":                                             501,
+	"at most %d characters":                                  728,
+	"at most %d items":                                       735,
+	"at most %d since the last operator retry":               502,
 	"available":                                              410,
 	"boolean":                                                425,
-	"call in progress since":                                 599,
+	"call in progress since":                                 601,
 	"cancelled":                                              415,
 	"choice":                                                 428,
-	"claimable since":                                        598,
+	"claimable since":                                        600,
 	"claimable since %s":                                     311,
 	"classification changed":                                 449,
 	"completed":                                              413,
 	"constraint changed":                                     450,
 	"consumer":                                               441,
-	"consumer #%s":                                           560,
+	"consumer #%s":                                           562,
 	"date":                                                   426,
 	"date and time":                                          427,
-	"deadline %s":                                            666,
+	"deadline %s":                                            668,
 	"deferred":                                               412,
-	"deferred since":                                         601,
+	"deferred since":                                         603,
 	"deleted":                                                109,
 	"designer":                                               440,
 	"disconnected":                                           421,
-	"end (completes)":                                        657,
-	"end (fails)":                                            658,
+	"end (completes)":                                        659,
+	"end (fails)":                                            660,
 	"end: completes the instance":                            294,
 	"end: fails the instance":                                295,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 756,
+	"every revision its consumer is granted":                 758,
 	"exact, case-sensitive":                                  400,
 	"expired":                                                418,
 	"failed":                                                 414,
-	"fails the instance":                                     663,
+	"fails the instance":                                     665,
 	"field added":                                            444,
 	"field removed":                                          445,
 	"format":                                                 455,
-	"format %s":                                              728,
+	"format %s":                                              730,
 	"from":                                                   114,
 	"held":                                                   417,
 	"held for an operator":                                   292,
@@ -716,65 +718,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      392,
 	"hidden (secret)":                                        435,
 	"hidden (sensitive)":                                     434,
-	"hold (an incident for an operator)":                     661,
+	"hold (an incident for an operator)":                     663,
 	"id or business key":                                     137,
 	"in %s":                                                  331,
 	"in progress":                                            476,
-	"instance id":                                            580,
-	"instances held":                                         669,
-	"instances held: %s":                                     670,
+	"instance id":                                            582,
+	"instances held":                                         671,
+	"instances held: %s":                                     672,
 	"integer":                                                423,
-	"its name, exactly":                                      579,
+	"its name, exactly":                                      581,
 	"just now":                                               333,
 	"list":                                                   430,
-	"lock until":                                             600,
-	"long polling":                                           754,
+	"lock until":                                             602,
+	"long polling":                                           756,
 	"long wait":                                              312,
 	"masked value":                                           272,
 	"maximum":                                                457,
-	"maximum %s":                                             730,
+	"maximum %s":                                             732,
 	"maximum items":                                          459,
 	"maximum length":                                         453,
 	"minimum":                                                456,
-	"minimum %s":                                             729,
+	"minimum %s":                                             731,
 	"minimum items":                                          458,
 	"minimum length":                                         452,
-	"never":                                                  710,
-	"next attempt":                                           597,
+	"never":                                                  712,
+	"next attempt":                                           599,
 	"no":                                                     443,
-	"no answer within the timeout":                           566,
-	"no connection":                                          567,
+	"no answer within the timeout":                           568,
+	"no connection":                                          569,
 	"no grant: it takes nothing":                             191,
 	"no header":                                              277,
 	"no worker":                                              313,
-	"no worker takes revision %d":                            758,
-	"no worker takes revisions %s":                           759,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 523,
+	"no worker takes revision %d":                            760,
+	"no worker takes revisions %s":                           761,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 524,
 	"none": 260,
-	"none (revealed before reasons were asked for)": 682,
+	"none (revealed before reasons were asked for)": 684,
 	"none yet": 265,
 	"none: a failed call takes the node’s error path": 491,
 	"normal":                             431,
-	"not provided":                       735,
-	"not yet":                            711,
-	"null":                               739,
+	"not provided":                       737,
+	"not yet":                            713,
+	"null":                               741,
 	"number":                             424,
 	"object":                             429,
 	"on error":                           290,
-	"one attempt, no retry, priority %d": 665,
-	"one of: %s":                         731,
+	"one attempt, no retry, priority %d": 667,
+	"one of: %s":                         733,
 	"operator":                           439,
 	"optional %s field of type %s":       257,
 	"optional field of type %s":          259,
 	"optional → required":                250,
 	"pattern":                            454,
-	"pattern %s":                         727,
-	"pull":                               655,
+	"pattern %s":                         729,
+	"pull":                               657,
 	"pull %s":                            297,
 	"pull (a worker fetches it)":         436,
 	"push %s":                            296,
 	"push (Relais calls the service)":    437,
-	"push to %s":                         656,
+	"push to %s":                         658,
 	"rejected":                           419,
 	"released":                           420,
 	"required %s field of type %s":       256,
@@ -783,39 +785,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                251,
 	"reserved":                           411,
 	"retry":                              3,
-	"revision %d":                        594,
-	"revisions %s":                       757,
+	"revision %d":                        596,
+	"revisions %s":                       759,
 	"revoked":                            190,
 	"routing changed":                    451,
-	"routing output":                     723,
+	"routing output":                     725,
 	"routing output %s → %s":             249,
 	"running":                            416,
 	"secret":                             433,
 	"sensitive":                          432,
-	"settled":                            596,
+	"settled":                            598,
 	"stop":                               5,
-	"stream":                             753,
+	"stream":                             755,
 	"text":                               422,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             714,
-	"timeout %s":               667,
-	"timeout %s (the default)": 668,
+	"this session":             716,
+	"timeout %s":               669,
+	"timeout %s (the default)": 670,
 	"to":                       115,
 	"type changed":             446,
-	"unexpected value":         740,
-	"unknown":                  569,
+	"unexpected value":         742,
+	"unknown":                  571,
 	"values added: %s":         252,
 	"values changed":           448,
 	"values removed: %s":       253,
 	"values reordered":         254,
-	"version %d":               635,
-	"waiting":                  564,
+	"version %d":               637,
+	"waiting":                  566,
 	"yes":                      442,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 660,
+	"→ %s": 662,
 }
 
-var enIndex = []uint32{ // 775 elements
+var enIndex = []uint32{ // 777 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -956,88 +958,89 @@ var enIndex = []uint32{ // 775 elements
 	0x00004696, 0x0000469a, 0x000046c0, 0x000046c5,
 	0x000046e0, 0x000046f1, 0x000046fd, 0x00004705,
 	0x00004737, 0x00004740, 0x00004749, 0x00004765,
-	0x00004772, 0x000047a9, 0x000047d8, 0x00004828,
-	0x00004863, 0x00004871, 0x0000489d, 0x000048c3,
-	0x000048e4, 0x000048ef, 0x0000491d, 0x0000493a,
-	0x00004969, 0x0000499b, 0x000049b9, 0x000049ee,
+	0x000047c6, 0x000047d3, 0x0000480a, 0x00004839,
+	0x00004889, 0x000048c4, 0x000048d2, 0x000048fe,
+	0x00004924, 0x00004945, 0x00004950, 0x0000497e,
+	0x0000499b, 0x000049ca, 0x000049fc, 0x00004a1a,
 	// Entry 200 - 21F
-	0x00004a0a, 0x00004a29, 0x00004a84, 0x00004a93,
-	0x00004aa0, 0x00004aae, 0x00004abb, 0x00004ac4,
-	0x00004adf, 0x00004b0f, 0x00004b2a, 0x00004b34,
-	0x00004b86, 0x00004be2, 0x00004c60, 0x00004cd6,
-	0x00004d03, 0x00004d3d, 0x00004e1c, 0x00004e3c,
-	0x00004e62, 0x00004e8c, 0x00004ec4, 0x00004f01,
-	0x00004f25, 0x00004f9e, 0x00004fc3, 0x00004ff2,
-	0x00005052, 0x000050ab, 0x00005105, 0x0000511f,
+	0x00004a4f, 0x00004a6b, 0x00004a8a, 0x00004ae5,
+	0x00004af4, 0x00004b01, 0x00004b0f, 0x00004b1c,
+	0x00004b25, 0x00004b40, 0x00004b70, 0x00004b8b,
+	0x00004b95, 0x00004be7, 0x00004ca7, 0x00004d03,
+	0x00004d81, 0x00004df7, 0x00004e24, 0x00004e5e,
+	0x00004f3d, 0x00004f5d, 0x00004f83, 0x00004fad,
+	0x00004fe5, 0x00005022, 0x00005046, 0x000050bf,
+	0x000050e4, 0x00005113, 0x00005173, 0x000051cc,
 	// Entry 220 - 23F
-	0x0000513d, 0x00005171, 0x000051b1, 0x000051db,
-	0x000051ea, 0x000052b5, 0x000052e6, 0x00005315,
-	0x00005328, 0x0000539d, 0x000053b0, 0x000053e4,
-	0x00005418, 0x00005428, 0x0000546f, 0x0000549c,
-	0x000054a9, 0x000054b9, 0x000054e9, 0x00005523,
-	0x00005546, 0x0000554e, 0x00005566, 0x00005583,
-	0x00005591, 0x000055a2, 0x000055aa, 0x000055b5,
-	0x000055ed, 0x00005601, 0x00005643, 0x00005673,
+	0x00005226, 0x00005240, 0x0000525e, 0x00005292,
+	0x000052d2, 0x000052fc, 0x0000530b, 0x000053d6,
+	0x00005407, 0x00005436, 0x00005449, 0x000054be,
+	0x000054d1, 0x00005505, 0x00005539, 0x00005549,
+	0x00005590, 0x000055bd, 0x000055ca, 0x000055da,
+	0x0000560a, 0x00005644, 0x00005667, 0x0000566f,
+	0x00005687, 0x000056a4, 0x000056b2, 0x000056c3,
+	0x000056cb, 0x000056d6, 0x0000570e, 0x00005722,
 	// Entry 240 - 25F
-	0x000056ae, 0x000056be, 0x000056fd, 0x0000570e,
-	0x00005720, 0x0000572c, 0x0000573d, 0x00005757,
-	0x0000575f, 0x00005770, 0x00005776, 0x0000578a,
-	0x000057a2, 0x000057c7, 0x000057d5, 0x00005813,
-	0x00005850, 0x0000587c, 0x000058b9, 0x000058c8,
-	0x000058d9, 0x000058e1, 0x000058ee, 0x000058fe,
-	0x00005915, 0x00005920, 0x0000592f, 0x00005935,
-	0x00005943, 0x0000594d, 0x00005958, 0x00005962,
+	0x00005764, 0x00005794, 0x000057cf, 0x000057df,
+	0x0000581e, 0x0000582f, 0x00005841, 0x0000584d,
+	0x0000585e, 0x00005878, 0x00005880, 0x00005891,
+	0x00005897, 0x000058ab, 0x000058c3, 0x000058e8,
+	0x000058f6, 0x00005934, 0x00005971, 0x0000599d,
+	0x000059da, 0x000059e9, 0x000059fa, 0x00005a02,
+	0x00005a0f, 0x00005a1f, 0x00005a36, 0x00005a41,
+	0x00005a50, 0x00005a56, 0x00005a64, 0x00005a6e,
 	// Entry 260 - 27F
-	0x00005975, 0x0000599a, 0x000059c5, 0x00005a56,
-	0x00005a91, 0x00005ab0, 0x00005aee, 0x00005b25,
-	0x00005b53, 0x00005b61, 0x00005c00, 0x00005c1e,
-	0x00005d75, 0x00005d83, 0x00005d97, 0x00005db8,
-	0x00005dcc, 0x00005dfc, 0x00005e02, 0x00005e16,
-	0x00005e2e, 0x00005e41, 0x00005e7e, 0x00005ef1,
-	0x00005f3e, 0x00005f4f, 0x00005f66, 0x00005f83,
-	0x00005f91, 0x00005f9f, 0x00005faa, 0x00005fb0,
+	0x00005a79, 0x00005a83, 0x00005a96, 0x00005abb,
+	0x00005ae6, 0x00005b77, 0x00005bb2, 0x00005bd1,
+	0x00005c0f, 0x00005c46, 0x00005c74, 0x00005c82,
+	0x00005d21, 0x00005d3f, 0x00005e96, 0x00005ea4,
+	0x00005eb8, 0x00005ed9, 0x00005eed, 0x00005f1d,
+	0x00005f23, 0x00005f37, 0x00005f4f, 0x00005f62,
+	0x00005f9f, 0x00006012, 0x0000605f, 0x00006070,
+	0x00006087, 0x000060a4, 0x000060b2, 0x000060c0,
 	// Entry 280 - 29F
-	0x000060a2, 0x000060a8, 0x000060da, 0x000060df,
-	0x000060ef, 0x000060fa, 0x00006103, 0x00006113,
-	0x0000612d, 0x000061d2, 0x000061e8, 0x0000626d,
-	0x000062e7, 0x000062f6, 0x000063b0, 0x00006401,
-	0x00006406, 0x00006414, 0x00006424, 0x00006430,
-	0x00006440, 0x0000644a, 0x0000646d, 0x00006486,
-	0x00006499, 0x00006505, 0x0000652b, 0x0000653a,
-	0x00006548, 0x00006564, 0x00006573, 0x00006589,
+	0x000060cb, 0x000060d1, 0x000061c3, 0x000061c9,
+	0x000061fb, 0x00006200, 0x00006210, 0x0000621b,
+	0x00006224, 0x00006234, 0x0000624e, 0x000062f3,
+	0x00006309, 0x0000638e, 0x00006408, 0x00006417,
+	0x000064d1, 0x00006522, 0x00006527, 0x00006535,
+	0x00006545, 0x00006551, 0x00006561, 0x0000656b,
+	0x0000658e, 0x000065a7, 0x000065ba, 0x00006626,
+	0x0000664c, 0x0000665b, 0x00006669, 0x00006685,
 	// Entry 2A0 - 2BF
-	0x000065c2, 0x000065f4, 0x0000664c, 0x00006683,
-	0x0000669a, 0x000066a8, 0x000066ec, 0x00006711,
-	0x00006788, 0x0000679e, 0x000067b5, 0x000067e3,
-	0x000067f6, 0x0000681e, 0x000068a2, 0x000068a9,
-	0x00006911, 0x0000693b, 0x0000696b, 0x00006a3e,
-	0x00006b78, 0x00006c18, 0x00006c2c, 0x00006cd7,
-	0x00006d59, 0x00006d61, 0x00006d9c, 0x00006da2,
-	0x00006e34, 0x00006ecc, 0x00006ef7, 0x00006f59,
+	0x00006694, 0x000066aa, 0x000066e3, 0x00006715,
+	0x0000676d, 0x000067a4, 0x000067bb, 0x000067c9,
+	0x0000680d, 0x00006832, 0x000068a9, 0x000068bf,
+	0x000068d6, 0x00006904, 0x00006917, 0x0000693f,
+	0x000069c3, 0x000069ca, 0x00006a32, 0x00006a5c,
+	0x00006a8c, 0x00006b5f, 0x00006c99, 0x00006d39,
+	0x00006d4d, 0x00006df8, 0x00006e7a, 0x00006e82,
+	0x00006ebd, 0x00006ec3, 0x00006f55, 0x00006fed,
 	// Entry 2C0 - 2DF
-	0x00006fc5, 0x0000706c, 0x00007087, 0x00007091,
-	0x00007096, 0x000070a0, 0x000070a8, 0x000070ae,
-	0x000070b6, 0x000070c4, 0x000070ce, 0x000070db,
-	0x000070ee, 0x00007112, 0x00007192, 0x000071a3,
-	0x000071ab, 0x00007220, 0x00007274, 0x000072bc,
-	0x000072cb, 0x000072d7, 0x00007313, 0x0000734d,
-	0x0000735b, 0x00007368, 0x00007376, 0x00007384,
-	0x00007392, 0x000073c4, 0x000073f4, 0x00007450,
+	0x00007018, 0x0000707a, 0x000070e6, 0x0000718d,
+	0x000071a8, 0x000071b2, 0x000071b7, 0x000071c1,
+	0x000071c9, 0x000071cf, 0x000071d7, 0x000071e5,
+	0x000071ef, 0x000071fc, 0x0000720f, 0x00007233,
+	0x000072b3, 0x000072c4, 0x000072cc, 0x00007341,
+	0x00007395, 0x000073dd, 0x000073ec, 0x000073f8,
+	0x00007434, 0x0000746e, 0x0000747c, 0x00007489,
+	0x00007497, 0x000074a5, 0x000074b3, 0x000074e5,
 	// Entry 2E0 - 2FF
-	0x0000745d, 0x0000747d, 0x00007488, 0x000074a2,
-	0x000074a7, 0x000074b8, 0x0000753e, 0x00007563,
-	0x0000756a, 0x00007573, 0x00007586, 0x00007590,
-	0x0000759a, 0x000075a4, 0x000075bc, 0x000075d2,
-	0x000075de, 0x00007600, 0x00007607, 0x00007614,
-	0x00007625, 0x0000764c, 0x0000765c, 0x0000767b,
-	0x0000769b, 0x00007711, 0x0000778e, 0x000077e2,
-	0x00007832, 0x00007892, 0x000078e5, 0x0000791d,
+	0x00007515, 0x00007571, 0x0000757e, 0x0000759e,
+	0x000075a9, 0x000075c3, 0x000075c8, 0x000075d9,
+	0x0000765f, 0x00007684, 0x0000768b, 0x00007694,
+	0x000076a7, 0x000076b1, 0x000076bb, 0x000076c5,
+	0x000076dd, 0x000076f3, 0x000076ff, 0x00007721,
+	0x00007728, 0x00007735, 0x00007746, 0x0000776d,
+	0x0000777d, 0x0000779c, 0x000077bc, 0x00007832,
+	0x000078af, 0x00007903, 0x00007953, 0x000079b3,
 	// Entry 300 - 31F
-	0x0000794e, 0x0000799e, 0x000079d2, 0x000079f0,
-	0x00007a0f, 0x00007a2e, 0x00007a4e,
-} // Size: 3124 bytes
+	0x00007a06, 0x00007a3e, 0x00007a6f, 0x00007abf,
+	0x00007af3, 0x00007b11, 0x00007b30, 0x00007b4f,
+	0x00007b6f,
+} // Size: 3132 bytes
 
-const enData string = "" + // Size: 31310 bytes
+const enData string = "" + // Size: 31599 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1319,75 +1322,79 @@ const enData string = "" + // Size: 31310 bytes
 	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
 	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
 	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
-	" (0 lowest, 9 highest)\x02Call timeout\x02%[1]s, cut to %[2]s by the des" +
-	"tination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT" +
-	"\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Relais’s" +
-	" ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s" +
-	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
-	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
-	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
-	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
-	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
-	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
-	" with the reveal)\x02Every admin reads it, and it is kept whatever the r" +
-	"etention: write no customer data in it.\x02Available from\x02Next attemp" +
-	"t\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[" +
-	"1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (before" +
-	" any attempt)\x02Retryable\x02no: the worker marked this failure as not " +
-	"retryable (attempts left unused: %[1]d)\x02The destination did not answe" +
-	"r within the call’s timeout: it may have acted all the same.\x02The dest" +
-	"ination did not answer within the call’s timeout (%[1]s): it may have ac" +
-	"ted all the same, so check before retrying.\x02The destination did not a" +
-	"nswer within the call’s timeout: it may have acted all the same, so chec" +
-	"k before retrying.\x02The deadline passed before a result arrived.\x02Th" +
-	"e result did not match the revision's outputs contract.\x02The answer to" +
-	" the call was lost (the connection broke after the request was sent, or " +
-	"Relais stopped or could not reach its database before recording it): whe" +
-	"ther the destination acted is unknown, so it is not called again.\x02The" +
-	" call could not be prepared.\x02The destination could not be reached." +
-	"\x02The destination’s answer was too large.\x02The last attempt’s lock e" +
-	"xpired with no attempt left.\x02The inputs could not be built from the p" +
-	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
-	" worker reported a failure with no retries left (retries: 0, or a budget" +
-	" already spent): it is not run again.\x02The destination answered HTTP %" +
-	"[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live worke" +
-	"r takes revision %[1]d: the live workers of %[2]s declare inputs it does" +
-	" not have.\x02No live worker takes revision %[1]d: the live workers of %" +
-	"[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d: t" +
-	"he live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — " +
-	"%[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to" +
-	" be offered again.\x02Waiting for Relais to call the destination since %" +
-	"[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[" +
-	"1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result recorde" +
-	"d: the replica making it may have stopped. If so, it fails outcome_unkno" +
-	"wn at %[3]s (%[4]s): ask the destination whether it took effect.\x02Rela" +
-	"is is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock " +
-	"until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]" +
-	"s): a worker of the same consumer, or a front end with a settle token, c" +
-	"ompletes it later.\x02Completed (%[1]s).\x02Its instance is held here, w" +
-	"aiting for an operator.\x02Its instance went on along the node’s error p" +
-	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
-	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
-	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
-	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
-	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02Message from Relais, quoting the destinati" +
-	"on’s answer\x02Message from Relais\x02Message from the service (its own " +
-	"words, protected values masked)\x02The revision must be a whole number, " +
-	"1 or more.\x02A revision is a definition’s: choose the definition too." +
-	"\x02Settlement date\x02More filters: instance, revision, consumer, desti" +
-	"nation, dates\x02Push destination\x02its name, exactly\x02instance id" +
-	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
-	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
-	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
-	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
-	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
-	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	" (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a destination’" +
+	"s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]" +
+	"s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s " +
+	"by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each fail" +
+	"ure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after " +
+	"each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the la" +
+	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
+	"\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02" +
+	"Inputs, labelled by revision %[1]d's contract\x02This contract has no in" +
+	"puts.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs ye" +
+	"t: the occurrence has not completed.\x02This contract has no outputs." +
+	"\x02No outputs: the occurrence ended without completing.\x02Reveal — thi" +
+	"s is recorded\x02Why (recorded with the reveal)\x02Every admin reads it," +
+	" and it is kept whatever the retention: write no customer data in it." +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed afte" +
+	"r attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the w" +
+	"orker marked this failure as not retryable (attempts left unused: %[1]d)" +
+	"\x02The destination’s answer could not be used: it must be one JSON obje" +
+	"ct whose outputs member matches the revision’s outputs contract, and not" +
+	"hing after it. Its message says what was wrong.\x02The destination did n" +
+	"ot answer within the call’s timeout: it may have acted all the same.\x02" +
+	"The destination did not answer within the call’s timeout (%[1]s): it may" +
+	" have acted all the same, so check before retrying.\x02The destination d" +
+	"id not answer within the call’s timeout: it may have acted all the same," +
+	" so check before retrying.\x02The deadline passed before a result arrive" +
+	"d.\x02The result did not match the revision's outputs contract.\x02The a" +
+	"nswer to the call was lost (the connection broke after the request was s" +
+	"ent, or Relais stopped or could not reach its database before recording " +
+	"it): whether the destination acted is unknown, so it is not called again" +
+	".\x02The call could not be prepared.\x02The destination could not be rea" +
+	"ched.\x02The destination’s answer was too large.\x02The last attempt’s l" +
+	"ock expired with no attempt left.\x02The inputs could not be built from " +
+	"the process’s bindings.\x02An operator abandoned the instance.\x02A Camu" +
+	"nda 7 worker reported a failure with no retries left (retries: 0, or a b" +
+	"udget already spent): it is not run again.\x02The destination answered H" +
+	"TTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live " +
+	"worker takes revision %[1]d: the live workers of %[2]s declare inputs it" +
+	" does not have.\x02No live worker takes revision %[1]d: the live workers" +
+	" of %[2]s take revision %[3]d only.\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1" +
+	"]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiti" +
+	"ng to be offered again.\x02Waiting for Relais to call the destination si" +
+	"nce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(work" +
+	"er %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result re" +
+	"corded: the replica making it may have stopped. If so, it fails outcome_" +
+	"unknown at %[3]s (%[4]s): ask the destination whether it took effect." +
+	"\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[1]" +
+	"s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1" +
+	"]s (%[2]s): a worker of the same consumer, or a front end with a settle " +
+	"token, completes it later.\x02Completed (%[1]s).\x02Its instance is held" +
+	" here, waiting for an operator.\x02Its instance went on along the node’s" +
+	" error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped b" +
+	"y %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]" +
+	"s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with " +
+	"its settle token)\x02%[1]s (deferred; settled with its settle token, as " +
+	"%[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unu" +
+	"sable body\x02no answer within the timeout\x02no connection\x02answer to" +
+	"o large\x02unknown\x02[redacted]\x02Message from Relais, quoting the des" +
+	"tination’s answer\x02Message from Relais\x02Message from the service (it" +
+	"s own words, protected values masked)\x02The revision must be a whole nu" +
+	"mber, 1 or more.\x02A revision is a definition’s: choose the definition " +
+	"too.\x02Settlement date\x02More filters: instance, revision, consumer, d" +
+	"estination, dates\x02Push destination\x02its name, exactly\x02instance i" +
+	"d\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process" +
+	" and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02" +
+	"No occurrence matches these filters.\x02All consumers\x02Totals of defin" +
+	"ition %[1]s, not narrowed by the other filters\x02Totals of all definiti" +
+	"ons, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[" +
+	"1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); coun" +
+	"ts are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt" +
+	":\x02settled\x02next attempt\x02claimable since\x02call in progress sinc" +
+	"e\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
 	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
 	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
 	"dress holds a parameter that cannot be read (a percent sign not followed" +
@@ -1517,7 +1524,7 @@ const enData string = "" + // Size: 31310 bytes
 	"They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02They" +
 	" take revisions %[1]s only."
 
-var frIndex = []uint32{ // 775 elements
+var frIndex = []uint32{ // 777 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1658,88 +1665,89 @@ var frIndex = []uint32{ // 775 elements
 	0x00005b50, 0x00005b5b, 0x00005b8e, 0x00005b93,
 	0x00005bb3, 0x00005bd0, 0x00005bf0, 0x00005c05,
 	0x00005c46, 0x00005c51, 0x00005c5b, 0x00005c84,
-	0x00005c95, 0x00005cd2, 0x00005d06, 0x00005d67,
-	0x00005db1, 0x00005dbf, 0x00005dfb, 0x00005e25,
-	0x00005e6a, 0x00005e92, 0x00005ed1, 0x00005ef2,
-	0x00005f30, 0x00005f70, 0x00005f90, 0x00005fd1,
+	0x00005cf9, 0x00005d0a, 0x00005d47, 0x00005d7b,
+	0x00005ddc, 0x00005e26, 0x00005e34, 0x00005e70,
+	0x00005e9a, 0x00005edf, 0x00005f07, 0x00005f46,
+	0x00005f67, 0x00005fa5, 0x00005fe5, 0x00006005,
 	// Entry 200 - 21F
-	0x00005ffb, 0x00006022, 0x000060a5, 0x000060bd,
-	0x000060d1, 0x000060e8, 0x000060f6, 0x00006101,
-	0x00006124, 0x00006162, 0x00006181, 0x0000619d,
-	0x0000620b, 0x0000626a, 0x000062ef, 0x0000636c,
-	0x000063ac, 0x000063f2, 0x0000650b, 0x00006533,
-	0x00006556, 0x0000658d, 0x000065d4, 0x00006627,
-	0x00006650, 0x00006702, 0x00006728, 0x0000676f,
-	0x000067f3, 0x0000686e, 0x000068eb, 0x00006912,
+	0x00006046, 0x00006070, 0x00006097, 0x0000611a,
+	0x00006132, 0x00006146, 0x0000615d, 0x0000616b,
+	0x00006176, 0x00006199, 0x000061d7, 0x000061f6,
+	0x00006212, 0x00006280, 0x00006352, 0x000063b1,
+	0x00006436, 0x000064b3, 0x000064f3, 0x00006539,
+	0x00006652, 0x0000667a, 0x0000669d, 0x000066d4,
+	0x0000671b, 0x0000676e, 0x00006797, 0x00006849,
+	0x0000686f, 0x000068b6, 0x0000693a, 0x000069b5,
 	// Entry 220 - 23F
-	0x0000693a, 0x00006981, 0x000069cb, 0x000069fe,
-	0x00006a11, 0x00006b19, 0x00006b47, 0x00006b83,
-	0x00006b99, 0x00006c2d, 0x00006c40, 0x00006c7d,
-	0x00006cb9, 0x00006ccc, 0x00006d20, 0x00006d55,
-	0x00006d67, 0x00006d7e, 0x00006dbd, 0x00006e0f,
-	0x00006e3b, 0x00006e46, 0x00006e63, 0x00006e82,
-	0x00006e93, 0x00006ead, 0x00006eb6, 0x00006ec0,
-	0x00006f05, 0x00006f24, 0x00006f72, 0x00006fa7,
+	0x00006a32, 0x00006a59, 0x00006a81, 0x00006ac8,
+	0x00006b12, 0x00006b45, 0x00006b58, 0x00006c60,
+	0x00006c8e, 0x00006cca, 0x00006ce0, 0x00006d74,
+	0x00006d87, 0x00006dc4, 0x00006e00, 0x00006e13,
+	0x00006e67, 0x00006e9c, 0x00006eae, 0x00006ec5,
+	0x00006f04, 0x00006f56, 0x00006f82, 0x00006f8d,
+	0x00006faa, 0x00006fc9, 0x00006fda, 0x00006ff4,
+	0x00006ffd, 0x00007007, 0x0000704c, 0x0000706b,
 	// Entry 240 - 25F
-	0x00006ff8, 0x00007009, 0x00007053, 0x00007069,
-	0x0000707d, 0x00007096, 0x000070ac, 0x000070d6,
-	0x000070de, 0x000070f1, 0x000070f8, 0x00007113,
-	0x00007133, 0x00007163, 0x0000717a, 0x000071b2,
-	0x000071ed, 0x00007219, 0x0000726d, 0x0000727d,
-	0x00007297, 0x000072a2, 0x000072b6, 0x000072c8,
-	0x000072de, 0x000072f0, 0x00007302, 0x00007308,
-	0x0000731a, 0x00007328, 0x00007337, 0x00007343,
+	0x000070b9, 0x000070ee, 0x0000713f, 0x00007150,
+	0x0000719a, 0x000071b0, 0x000071c4, 0x000071dd,
+	0x000071f3, 0x0000721d, 0x00007225, 0x00007238,
+	0x0000723f, 0x0000725a, 0x0000727a, 0x000072aa,
+	0x000072c1, 0x000072f9, 0x00007334, 0x00007360,
+	0x000073b4, 0x000073c4, 0x000073de, 0x000073e9,
+	0x000073fd, 0x0000740f, 0x00007425, 0x00007437,
+	0x00007449, 0x0000744f, 0x00007461, 0x0000746f,
 	// Entry 260 - 27F
-	0x00007359, 0x00007383, 0x000073b6, 0x0000745e,
-	0x000074ae, 0x000074d6, 0x00007528, 0x0000756a,
-	0x000075a6, 0x000075bd, 0x00007687, 0x000076b4,
-	0x0000786e, 0x00007888, 0x000078a1, 0x000078c2,
-	0x000078d9, 0x00007906, 0x0000790d, 0x00007927,
-	0x0000794d, 0x00007962, 0x000079bc, 0x00007a51,
-	0x00007ab4, 0x00007ac7, 0x00007aee, 0x00007b16,
-	0x00007b24, 0x00007b34, 0x00007b45, 0x00007b4c,
+	0x0000747e, 0x0000748a, 0x000074a0, 0x000074ca,
+	0x000074fd, 0x000075a5, 0x000075f5, 0x0000761d,
+	0x0000766f, 0x000076b1, 0x000076ed, 0x00007704,
+	0x000077ce, 0x000077fb, 0x000079b5, 0x000079cf,
+	0x000079e8, 0x00007a09, 0x00007a20, 0x00007a4d,
+	0x00007a54, 0x00007a6e, 0x00007a94, 0x00007aa9,
+	0x00007b03, 0x00007b98, 0x00007bfb, 0x00007c0e,
+	0x00007c35, 0x00007c5d, 0x00007c6b, 0x00007c7b,
 	// Entry 280 - 29F
-	0x00007c82, 0x00007c89, 0x00007cc3, 0x00007cc8,
-	0x00007cdd, 0x00007cf1, 0x00007d03, 0x00007d19,
-	0x00007d34, 0x00007e09, 0x00007e21, 0x00007ec2,
-	0x00007f51, 0x00007f61, 0x0000803b, 0x000080fd,
-	0x00008102, 0x00008112, 0x00008120, 0x00008130,
-	0x00008140, 0x0000814a, 0x00008173, 0x0000818d,
-	0x000081a8, 0x00008236, 0x00008274, 0x00008285,
-	0x00008292, 0x000082ad, 0x000082c1, 0x000082df,
+	0x00007c8c, 0x00007c93, 0x00007dc9, 0x00007dd0,
+	0x00007e0a, 0x00007e0f, 0x00007e24, 0x00007e38,
+	0x00007e4a, 0x00007e60, 0x00007e7b, 0x00007f50,
+	0x00007f68, 0x00008009, 0x00008098, 0x000080a8,
+	0x00008182, 0x00008244, 0x00008249, 0x00008259,
+	0x00008267, 0x00008277, 0x00008287, 0x00008291,
+	0x000082ba, 0x000082d4, 0x000082ef, 0x0000837d,
+	0x000083bb, 0x000083cc, 0x000083d9, 0x000083f4,
 	// Entry 2A0 - 2BF
-	0x0000832a, 0x0000836b, 0x000083e1, 0x00008427,
-	0x00008440, 0x00008458, 0x000084ab, 0x000084e6,
-	0x0000857e, 0x000085aa, 0x000085d0, 0x00008604,
-	0x0000861c, 0x00008647, 0x000086f0, 0x000086fa,
-	0x00008782, 0x000087b7, 0x000087f8, 0x000088dd,
-	0x00008a58, 0x00008b31, 0x00008b4a, 0x00008c13,
-	0x00008c9c, 0x00008ca9, 0x00008cfb, 0x00008d01,
-	0x00008db3, 0x00008e63, 0x00008e8f, 0x00008f1b,
+	0x00008408, 0x00008426, 0x00008471, 0x000084b2,
+	0x00008528, 0x0000856e, 0x00008587, 0x0000859f,
+	0x000085f2, 0x0000862d, 0x000086c5, 0x000086f1,
+	0x00008717, 0x0000874b, 0x00008763, 0x0000878e,
+	0x00008837, 0x00008841, 0x000088c9, 0x000088fe,
+	0x0000893f, 0x00008a24, 0x00008b9f, 0x00008c78,
+	0x00008c91, 0x00008d5a, 0x00008de3, 0x00008df0,
+	0x00008e42, 0x00008e48, 0x00008efa, 0x00008faa,
 	// Entry 2C0 - 2DF
-	0x00008fc2, 0x00009084, 0x000090b4, 0x000090c1,
-	0x000090c7, 0x000090dd, 0x000090e8, 0x000090ef,
-	0x000090fa, 0x00009108, 0x00009115, 0x00009123,
-	0x0000913c, 0x00009169, 0x00009212, 0x00009225,
-	0x0000922f, 0x000092be, 0x0000931f, 0x0000937b,
-	0x0000938d, 0x000093a0, 0x000093de, 0x0000941a,
-	0x00009437, 0x00009444, 0x00009452, 0x00009460,
-	0x00009470, 0x000094ac, 0x000094e6, 0x00009563,
+	0x00008fd6, 0x00009062, 0x00009109, 0x000091cb,
+	0x000091fb, 0x00009208, 0x0000920e, 0x00009224,
+	0x0000922f, 0x00009236, 0x00009241, 0x0000924f,
+	0x0000925c, 0x0000926a, 0x00009283, 0x000092b0,
+	0x00009359, 0x0000936c, 0x00009376, 0x00009405,
+	0x00009466, 0x000094c2, 0x000094d4, 0x000094e7,
+	0x00009525, 0x00009561, 0x0000957e, 0x0000958b,
+	0x00009599, 0x000095a7, 0x000095b7, 0x000095f3,
 	// Entry 2E0 - 2FF
-	0x0000956e, 0x00009598, 0x000095a5, 0x000095c1,
-	0x000095c5, 0x000095d7, 0x00009699, 0x000096cc,
-	0x000096d7, 0x000096e1, 0x000096f6, 0x000096ff,
-	0x00009709, 0x0000971e, 0x00009742, 0x0000975c,
-	0x00009771, 0x0000979d, 0x000097a2, 0x000097b7,
-	0x000097c9, 0x000097fe, 0x0000980f, 0x0000983c,
-	0x0000986b, 0x0000990d, 0x000099af, 0x00009a25,
-	0x00009ab0, 0x00009b3f, 0x00009ba6, 0x00009be8,
+	0x0000962d, 0x000096aa, 0x000096b5, 0x000096df,
+	0x000096ec, 0x00009708, 0x0000970c, 0x0000971e,
+	0x000097e0, 0x00009813, 0x0000981e, 0x00009828,
+	0x0000983d, 0x00009846, 0x00009850, 0x00009865,
+	0x00009889, 0x000098a3, 0x000098b8, 0x000098e4,
+	0x000098e9, 0x000098fe, 0x00009910, 0x00009945,
+	0x00009956, 0x00009983, 0x000099b2, 0x00009a54,
+	0x00009af6, 0x00009b6c, 0x00009bf7, 0x00009c86,
 	// Entry 300 - 31F
-	0x00009c30, 0x00009ca3, 0x00009ceb, 0x00009d19,
-	0x00009d47, 0x00009d7a, 0x00009dad,
-} // Size: 3124 bytes
+	0x00009ced, 0x00009d2f, 0x00009d77, 0x00009dea,
+	0x00009e32, 0x00009e60, 0x00009e8e, 0x00009ec1,
+	0x00009ef4,
+} // Size: 3132 bytes
 
-const frData string = "" + // Size: 40365 bytes
+const frData string = "" + // Size: 40692 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2087,158 +2095,163 @@ const frData string = "" + // Size: 40365 bytes
 	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
 	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
 	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas r" +
-	"épondu dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02L" +
-	"a destination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: el" +
-	"le a pu agir malgré tout, vérifiez avant de reprendre.\x02La destination" +
-	" n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré t" +
-	"out, vérifiez avant de reprendre.\x02L’échéance est passée avant l’arriv" +
-	"ée d’un résultat.\x02Le résultat ne respectait pas le contrat de sortie" +
-	"s de la révision.\x02La réponse à l’appel a été perdue (la connexion s’e" +
-	"st rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas" +
-	" pu joindre sa base de données avant de l’enregistrer)\u202f: on ignore " +
-	"si la destination a agi, donc elle n’est pas appelée de nouveau.\x02L’ap" +
-	"pel n’a pas pu être préparé.\x02La destination était injoignable.\x02La " +
-	"réponse de la destination était trop volumineuse.\x02Le verrou de la der" +
-	"nière tentative a expiré sans tentative restante.\x02Les entrées n’ont p" +
-	"as pu être construites à partir des liaisons du processus.\x02Un opérate" +
-	"ur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec " +
-	"sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà ép" +
-	"uisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destinati" +
-	"on a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce m" +
-	"oment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %" +
-	"[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle" +
-	" n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les" +
-	" exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun " +
-	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
-	"de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[" +
-	"1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %" +
-	"[1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel d" +
-	"e Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécu" +
-	"tant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (" +
-	"%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la " +
-	"réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue e" +
-	"n outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il " +
-	"a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réserv" +
-	"ée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s" +
-	".\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommat" +
-	"eur, ou une interface munie d’un jeton de règlement, la terminera plus t" +
-	"ard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’" +
-	"un opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
-	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
-	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
-	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
-	"s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx, corps " +
-	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
-	"nse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en an" +
-	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
-	"lais)\x02Message de l’exécutant (ses propres termes, valeurs protégées m" +
-	"asquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une ré" +
-	"vision est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de l" +
-	"a définition %[1]s, sans les autres filtres\x02Totaux de toutes les défi" +
-	"nitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d oc" +
-	"currence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les déc" +
-	"omptes sont actualisés toutes les 5 secondes environ.\x02révision %[1]d" +
-	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
-	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
-	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
-	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
-	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
-	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
-	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
-	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
-	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
-	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
-	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
-	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
-	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
-	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
-	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
-	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
-	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
-	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
-	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
-	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
-	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes" +
-	" suivent le plus long chemin depuis le nœud de départ. Les flèches plein" +
-	"es sont les réussites (étiquetées par leur route), les pointillées les é" +
-	"checs (étiquetées par leurs codes d’erreur). Chaque case indique combien" +
-	" d’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Instances de cette version\x02Les colonnes suivent le" +
-	" plus long chemin depuis le nœud de départ. Les flèches pleines sont les" +
-	" réussites (étiquetées par leur route), les pointillées les échecs (étiq" +
-	"uetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ver" +
-	"sion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[" +
-	"2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses déc" +
-	"omptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lis" +
-	"iblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec s" +
-	"es routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à " +
-	"partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes e" +
-	"t décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02" +
-	"\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1" +
-	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02dé" +
-	"lai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f" +
-	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
-	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
-	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
-	" consigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]" +
-	"s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurr" +
-	"ence\x02Révélation impossible\x02Seule une valeur que cette page affiche" +
-	" masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuven" +
-	"t jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a" +
-	" révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mê" +
-	"mes ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"a plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[" +
+	"2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réd" +
+	"uit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la " +
+	"destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]" +
+	"s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafo" +
+	"nd de Relais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, ju" +
+	"squ’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise" +
+	" par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
+	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
+	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est consignée\x02Motif (consigné avec" +
+	" la révélation)\x02Tous les administrateurs le lisent, et il est conserv" +
+	"é quelle que soit la rétention\u202f: n’y écrivez aucune donnée de clie" +
+	"nt.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réserva" +
+	"tion\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)" +
+	"\x02Erreur (l’échéance est passée après la tentative %[1]d)\x02Erreur (a" +
+	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
+	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
+	"lisées\u202f: %[1]d)\x02La réponse de la destination est inutilisable" +
+	"\u202f: elle doit être un seul objet JSON, rien après, dont le membre ou" +
+	"tputs respecte le contrat de sorties de la révision. Son message dit ce " +
+	"qui n’allait pas.\x02La destination n’a pas répondu dans le délai de l’a" +
+	"ppel\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vé" +
+	"rifiez avant de reprendre.\x02La destination n’a pas répondu dans le dél" +
+	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
+	"ndre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résu" +
+	"ltat ne respectait pas le contrat de sorties de la révision.\x02La répon" +
+	"se à l’appel a été perdue (la connexion s’est rompue après l’envoi de la" +
+	" requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de donnée" +
+	"s avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc" +
+	" elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
+	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
+	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
+	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
+	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
+	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
+	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
+	"n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s." +
+	"\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutants)." +
+	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
+	"ts actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécu" +
+	"tant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[" +
+	"2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend" +
+	" la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que" +
+	" les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée" +
+	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
+	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
+	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
+	").\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s " +
+	"sans que son résultat soit enregistré\u202f: la réplique qui l’a passé s" +
+	"’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[" +
+	"3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relai" +
+	"s appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ve" +
+	"rrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[" +
+	"1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface m" +
+	"unie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s" +
+	").\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son in" +
+	"stance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
+	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
+	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son" +
+	" jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôtur" +
+	"ée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de r" +
+	"éponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de Relais (en anglais), citant la ré" +
+	"ponse de la destination\x02Message de Relais (en anglais)\x02Message de " +
+	"l’exécutant (ses propres termes, valeurs protégées masquées)\x02La révis" +
+	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
+	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
+	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
+	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
+	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
+	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02Tentative ant" +
+	"érieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis" +
+	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
+	"\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02" +
+	"Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1" +
+	"]s\u202f: le premier jour vient après le dernier.\x02Cette adresse conti" +
+	"ent un paramètre illisible (un signe pour cent qui n’est pas suivi de de" +
+	"ux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse" +
+	".\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
+	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
+	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
+	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
+	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
+	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
+	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
+	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
+	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
+	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
+	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
+	"1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suive" +
+	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
+	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
+	"(étiquetées par leurs codes d’erreur). Chaque case indique combien d’occ" +
+	"urrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02" +
+	"Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02Révi" +
+	"sion épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences ac" +
+	"tuelles\x02Instances de cette version\x02Les colonnes suivent le plus lo" +
+	"ng chemin depuis le nœud de départ. Les flèches pleines sont les réussit" +
+	"es (étiquetées par leur route), les pointillées les échecs (étiquetées p" +
+	"ar leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version a %" +
+	"[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le" +
+	" tableau ci-dessous donne chaque nœud avec ses routes et ses décomptes." +
+	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
+	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
+	"es.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir " +
+	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décom" +
+	"ptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repr" +
+	"end les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%" +
+	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
+	"uds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-des" +
+	"sous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fi" +
+	"n (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un" +
+	" incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’instanc" +
+	"e en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentati" +
+	"ve après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentat" +
+	"ive après %[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle te" +
+	"ntative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
+	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
+	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
+	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
+	".\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consig" +
+	"né avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le %[" +
+	"2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
 	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
 	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
 	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
@@ -2330,4 +2343,4 @@ const frData string = "" + // Size: 40365 bytes
 	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
 	"évisions %[1]s sont prises en charge."
 
-	// Total table size 77923 bytes (76KiB); checksum: 5ABFFB60
+	// Total table size 78555 bytes (76KiB); checksum: 156DE5B2

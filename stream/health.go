@@ -38,12 +38,16 @@ type health struct {
 
 	mu       sync.Mutex
 	watchers map[*func()]struct{}
+	// wentDown is closed when the probe stops getting answers, and
+	// replaced by an open one when it gets them again (under mu): the
+	// streams wait on it to time their end (see Service.SetDatabaseUp).
+	wentDown chan struct{}
 }
 
 var _ grpchealth.Watcher = (*health)(nil)
 
 func newHealth(closing <-chan struct{}) *health {
-	return &health{closing: closing, watchers: map[*func()]struct{}{}}
+	return &health{closing: closing, watchers: map[*func()]struct{}{}, wentDown: make(chan struct{})}
 }
 
 // SetDatabaseUp tells the health service whether PostgreSQL answers the
@@ -54,11 +58,26 @@ func (s *Service) SetDatabaseUp(up bool) {
 		s.health.downSince.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	if s.health.down.Swap(!up) != !up {
+		s.health.mu.Lock()
+		if up {
+			s.health.wentDown = make(chan struct{})
+		} else {
+			close(s.health.wentDown)
+		}
+		s.health.mu.Unlock()
 		s.health.changed()
 	}
 	if up {
 		s.health.downSince.Store(0)
 	}
+}
+
+// downSignal is closed once the replica's probe gets no answer from
+// PostgreSQL (at once if it gets none now).
+func (h *health) downSignal() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.wentDown
 }
 
 // databaseDownFor is how long the replica's probe has had no answer from

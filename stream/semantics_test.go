@@ -6,8 +6,12 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -864,32 +868,93 @@ func TestALostRefillIsDeliveredOrHandedBack(t *testing.T) {
 // held left locked to its worker: the worker subscribes again, through a
 // replica that reaches the database when one does, and resumes it there
 // before its lock lapses. It stayed pinned to the cut-off replica, which
-// could neither assign work nor keep its locks (chaos QA).
+// could neither assign work nor keep its locks (chaos QA); and with a
+// PostgreSQL that hangs rather than refuses, its loop waited on a
+// statement and sent nothing at all (verifier QA).
 func TestStreamLeavesAReplicaWithoutPostgreSQL(t *testing.T) {
 	t.Parallel()
-	_, cluster, pool := relaistest.OwnCluster(t)
-	env := relaistest.NewOnPool(t, pool)
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(nil))
-	consumer := env.Consumer("crm-sync", "add_company_to_crm")
-	req := subscribeRequest("w", 1)
-	req.Resumable = true
-	req.LockDuration = durationpb.New(6 * time.Second)
-	s := open(t, newClient(t, "connect", env.URL), consumer, req)
-	start(t, env, "Acme")
-	s.assignment(5 * time.Second)
+	for _, how := range []string{"stopped", "frozen"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			opts, cluster, pool := relaistest.OwnCluster(t)
+			env := relaistest.NewOnPool(t, pool)
+			env.Definition("add_company_to_crm.yaml")
+			env.Process("crm_only", relaistest.CRMProcess(nil))
+			consumer := env.Consumer("crm-sync", "add_company_to_crm")
+			req := subscribeRequest("w", 2)
+			req.Resumable = true
+			req.LockDuration = durationpb.New(15 * time.Second)
+			s := open(t, newClient(t, "connect", env.URL), consumer, req)
+			start(t, env, "Acme")
+			s.assignment(5 * time.Second)
 
-	if err := cluster.Stop(context.Background()); err != nil {
+			began := time.Now()
+			switch how {
+			case "stopped":
+				if err := cluster.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			case "frozen":
+				thaw := freeze(t, filepath.Join(opts.Dir, "data", "postmaster.pid"))
+				defer func() {
+					thaw()
+					_ = cluster.Stop(context.Background())
+				}()
+			}
+			p := wantRefusal(t, "the stream of a replica without PostgreSQL", s.end(25*time.Second), "unavailable", "database_unavailable")
+			// The probe's verdict (every 2 s, each given 2 s) and a third
+			// of the lock (5 s): before the lock’s 15 s end.
+			d := time.Since(began)
+			t.Logf("ended %v after PostgreSQL went away", d)
+			if d > 15*time.Second {
+				t.Errorf("the stream ended %v after PostgreSQL went away, want before its lock's end", d)
+			}
+			if !strings.Contains(p.GetDetail(), "resuming what the stream held") {
+				t.Errorf("detail %q, want the worker told to resume what it holds", p.GetDetail())
+			}
+		})
+	}
+}
+
+// freeze stops (SIGSTOP) the PostgreSQL whose postmaster.pid is pidFile
+// and its processes: a server that hangs, as behind a network black hole.
+// thaw lets them go on.
+func freeze(t *testing.T, pidFile string) (thaw func()) {
+	t.Helper()
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	began := time.Now()
-	p := wantRefusal(t, "the stream of a replica without PostgreSQL", s.end(15*time.Second), "unavailable", "database_unavailable")
-	// The probe's verdict (every 2 s) and the third of the lock (2 s):
-	// well before the lock's 6 s end.
-	if d := time.Since(began); d > 5500*time.Millisecond {
-		t.Errorf("the stream ended %v after PostgreSQL stopped, want before its lock's end", d)
+	first, _, _ := strings.Cut(string(data), "\n")
+	postmaster, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatalf("%s: %v", pidFile, err)
 	}
-	if !strings.Contains(p.GetDetail(), "resuming what the stream held") {
-		t.Errorf("detail %q, want the worker told to resume what it holds", p.GetDetail())
+	pids := []int{postmaster}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, not ")".
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(postmaster) {
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("freezing %d: %v", pid, err)
+		}
+	}
+	return func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
 	}
 }

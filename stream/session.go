@@ -79,6 +79,11 @@ const (
 	endDatabaseUnavailable = "database_unavailable"
 )
 
+// loopStatementTimeout bounds a statement of a stream's loop (a keep-alive,
+// a heartbeat's checks): a PostgreSQL that hangs before the probe finds it
+// gone holds the loop, and its heartbeats, no longer.
+const loopStatementTimeout = 5 * time.Second
+
 // databaseLostAfter bounds how long a stream stays on a replica that
 // cannot reach PostgreSQL, as a share of its lock duration: it can
 // neither assign work nor keep the locks it holds alive, which lapse at
@@ -459,6 +464,9 @@ func (r *runner) run(ctx context.Context) error {
 	closing := svc.reg.closing
 	stopping := false
 	var grace <-chan time.Time
+	// lost is armed while the replica's probe gets no answer from
+	// PostgreSQL, to end the stream at databaseLostAfter.
+	var lost *time.Timer
 	for {
 		// A stop heard before this iteration's claim: select picks at
 		// random among ready cases, and the claim below runs before it.
@@ -482,7 +490,9 @@ func (r *runner) run(ctx context.Context) error {
 			default:
 			}
 		}
-		if r.dirty && !r.draining && len(s.held) < s.credit && !time.Now().Before(r.holdOff) {
+		// A claim waits for no database the probe finds gone: the loop
+		// must go on beating (and the claim is made once it answers).
+		if r.dirty && !r.draining && len(s.held) < s.credit && !time.Now().Before(r.holdOff) && !svc.health.down.Load() {
 			if err := r.claim(ctx); err != nil {
 				if ctx.Err() == nil {
 					reason = endSendFailed
@@ -494,9 +504,25 @@ func (r *runner) run(ctx context.Context) error {
 			r.wakeAt(r.holdOff) // the claim held off comes then
 		}
 		r.publishRefill()
+		var wentDown <-chan struct{}
+		var lostC <-chan time.Time
+		if lost == nil {
+			wentDown = svc.health.downSignal()
+		} else {
+			lostC = lost.C
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-wentDown:
+			lost = time.NewTimer(max(0, databaseLostAfter(s.lock)-svc.health.databaseDownFor()))
+		case <-lostC:
+			lost = nil
+			if down := svc.health.databaseDownFor(); down >= databaseLostAfter(s.lock) {
+				reason = endDatabaseUnavailable
+				return r.databaseLost(down)
+			}
+			// Back meanwhile, or lost again since: wentDown says which.
 		case <-closing:
 			// The replica stops: no more assignments, and the worker may
 			// settle those it holds (their locks kept alive) until the
@@ -545,10 +571,6 @@ func (r *runner) run(ctx context.Context) error {
 				return err
 			}
 		case <-keepAlive.C:
-			if down := svc.health.databaseDownFor(); down > 0 && down >= databaseLostAfter(s.lock) {
-				reason = endDatabaseUnavailable
-				return r.databaseLost(down)
-			}
 			if err := r.keepAlive(ctx); err != nil {
 				if ctx.Err() == nil {
 					reason = endSendFailed
@@ -844,9 +866,11 @@ type heldPair struct {
 // cancellation for what was taken away meanwhile.
 func (r *runner) keepAlive(ctx context.Context) error {
 	s := r.s
-	if len(s.held) == 0 {
-		return nil
+	if len(s.held) == 0 || r.svc.health.down.Load() {
+		return nil // nothing to keep, or no database to keep it in
 	}
+	ctx, cancel := context.WithTimeout(ctx, min(loopStatementTimeout, databaseLostAfter(s.lock)))
+	defer cancel()
 	states, err := r.svc.eng.KeepAlive(ctx, s.consumerID, s.workerID, s.heldList(), s.lock)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -880,6 +904,15 @@ func (r *runner) beat(ctx context.Context) (string, error) {
 	if err := r.heartbeat(); err != nil {
 		return endSendFailed, nil
 	}
+	if svc.health.down.Load() {
+		// The token, the grants and the catalog row are checked at the
+		// next heartbeat with a database: waiting here for one that
+		// does not answer would stop the heartbeats (verifier QA: a hung
+		// PostgreSQL left streams silent until their clients gave up).
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, loopStatementTimeout)
+	defer cancel()
 	if reason, err := r.reauth(ctx); reason != "" {
 		return reason, err
 	}
@@ -1039,6 +1072,14 @@ func (r *runner) end(ctx context.Context, reason string) {
 	svc, s := r.svc, r.s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
+	if svc.health.down.Load() {
+		// No database answers the probe: the statements below would
+		// hold the stream's end, and its worker, until their timeout
+		// (verifier QA). Cut at once, they fail and say so: what the
+		// stream held lapses at its lock's end (or is left to resume),
+		// its catalog row is pruned once no longer live.
+		cancel()
+	}
 	// Refills posted after the runner stopped reading were never seen by
 	// the worker: released, as a replica stopping releases.
 	var unseen []engine.Reservation
