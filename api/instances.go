@@ -21,7 +21,10 @@ import (
 )
 
 type startRequest struct {
-	Version     int             `json:"version"`
+	// Version is a pointer so that 0 is told apart from absent (null or
+	// left out: the latest version): a client's unset variable would
+	// otherwise run whatever version is latest (designer QA).
+	Version     *int            `json:"version"`
 	Inputs      json.RawMessage `json:"inputs"`
 	BusinessKey *string         `json:"business_key"`
 }
@@ -119,7 +122,12 @@ func (a *API) startInstance() http.Handler {
 			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key is given %d times: give one", len(vs)).
 				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "given more than once"}})
 		}
-		inst, created, err := a.eng.StartInstance(r.Context(), engine.StartRequest{ProcessKey: chi.URLParam(r, "key"), Version: req.Version,
+		version, bad := startVersion(req.Version)
+		if bad != "" {
+			return fault.New(fault.BadRequest, "invalid_request", "version %s", bad).
+				WithErrors([]fault.FieldError{{Path: "/version", Message: bad}})
+		}
+		inst, created, err := a.eng.StartInstance(r.Context(), engine.StartRequest{ProcessKey: chi.URLParam(r, "key"), Version: version,
 			Inputs: req.Inputs, BusinessKey: req.BusinessKey, IdempotencyKey: idem})
 		if err != nil {
 			return err
@@ -609,9 +617,21 @@ func (a *API) listInstances() http.Handler {
 	})
 }
 
+// startVersion is the version a start asks for (0: the latest, when it
+// names none), or why the one it names is no version number.
+func startVersion(v *int) (int, string) {
+	switch {
+	case v == nil:
+		return 0, ""
+	case *v < 1:
+		return 0, fmt.Sprintf("must be a version number (1 or more), not %d; leave it out (or null) to start the latest version", *v)
+	}
+	return *v, ""
+}
+
 type batchStartItem struct {
 	IdempotencyKey *string         `json:"idempotency_key"`
-	Version        int             `json:"version"`
+	Version        *int            `json:"version"`
 	Inputs         json.RawMessage `json:"inputs"`
 	BusinessKey    *string         `json:"business_key"`
 }
@@ -662,7 +682,11 @@ func (a *API) startInstances() http.Handler {
 					errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: why})
 				}
 			}
-			reqs[i] = engine.StartRequest{ProcessKey: key, Version: it.Version, Inputs: it.Inputs, BusinessKey: it.BusinessKey, IdempotencyKey: idem}
+			version, bad := startVersion(it.Version)
+			if bad != "" {
+				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/version", Message: bad})
+			}
+			reqs[i] = engine.StartRequest{ProcessKey: key, Version: version, Inputs: it.Inputs, BusinessKey: it.BusinessKey, IdempotencyKey: idem}
 		}
 		if len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "the batch is invalid").WithErrors(errs)

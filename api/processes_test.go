@@ -66,7 +66,7 @@ func TestAnUnknownReferenceSaysWhatExists(t *testing.T) {
 		value       any
 		want        string
 	}{
-		{"revision", "revision", 9, "unknown definition revision add_company_to_crm@9 (add_company_to_crm has revisions 1 to 1)"},
+		{"revision", "revision", 9, "unknown definition revision add_company_to_crm@9 (add_company_to_crm has only revision 1)"},
 		{"definition", "definition", "add_company_to_cmr", `unknown definition revision add_company_to_cmr@1 (did you mean "add_company_to_crm"?)`},
 		{"destination", "destination", "claims-notifer", `unknown destination "claims-notifer" (did you mean "claims-notifier"?)`},
 	} {

@@ -255,10 +255,10 @@ func untakenText(ctx context.Context, revs []int, short bool) string {
 		return T(ctx, "no worker takes revisions %s", revisions)
 	case len(revs) == 1:
 		revision := revs[0]
-		return T(ctx, "Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).", revision)
+		return T(ctx, "Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).", revision)
 	default:
 		revisions := joinInts(revs)
-		return T(ctx, "Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).", revisions)
+		return T(ctx, "Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).", revisions)
 	}
 }
 

@@ -137,8 +137,8 @@ func TestARevisionNoWorkerTakesIsSaid(t *testing.T) {
 			t.Errorf("%s: health note %q, want %q", lang, got, want)
 		}
 		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "untaken-revisions"), []string{
-			"Occurrences of revision 2 wait, and no live worker takes it: subscribe workers to it (a process version pins it).",
-			"Des occurrences de la révision 2 attendent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une version de processus l’épingle).",
+			"Occurrences of revision 2 wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).",
+			"Des occurrences de la révision 2 attendent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exécutant qui ne nomme aucune révision prend celles auxquelles son consommateur a droit\u202f; une version de processus l’épingle).",
 		}[i]; got != want {
 			t.Errorf("%s: definition page %q, want %q", lang, got, want)
 		}

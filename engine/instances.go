@@ -300,7 +300,7 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 	if req.Version < 0 {
 		// Else read as an unknown process (404), where it is a bad value.
 		return p, fault.New(fault.BadRequest, "invalid_request", "version %d is not a version number", req.Version).
-			WithErrors([]fault.FieldError{{Path: "/version", Message: "must be a version number, or 0 (or absent) for the latest"}})
+			WithErrors([]fault.FieldError{{Path: "/version", Message: "must be a version number (1 or more), or absent for the latest"}})
 	}
 	pv, err := e.GetProcessVersion(ctx, req.ProcessKey, req.Version)
 	if err != nil {

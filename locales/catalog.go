@@ -390,8 +390,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            462,
 	"Occurrence offered again": 107,
 	"Occurrences now":          648,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it (a process version pins it).":        762,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them (a process version pins them).": 763,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          762,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 763,
 	"Occurrences, newest first": 584,
 	"Oct":                       347,
 	"Offered from %s — %s.":     545,
@@ -1032,15 +1032,15 @@ var enIndex = []uint32{ // 777 elements
 	0x000076a7, 0x000076b1, 0x000076bb, 0x000076c5,
 	0x000076dd, 0x000076f3, 0x000076ff, 0x00007721,
 	0x00007728, 0x00007735, 0x00007746, 0x0000776d,
-	0x0000777d, 0x0000779c, 0x000077bc, 0x00007832,
-	0x000078af, 0x00007903, 0x00007953, 0x000079b3,
+	0x0000777d, 0x0000779c, 0x000077bc, 0x00007894,
+	0x00007975, 0x000079c9, 0x00007a19, 0x00007a79,
 	// Entry 300 - 31F
-	0x00007a06, 0x00007a3e, 0x00007a6f, 0x00007abf,
-	0x00007af3, 0x00007b11, 0x00007b30, 0x00007b4f,
-	0x00007b6f,
+	0x00007acc, 0x00007b04, 0x00007b35, 0x00007b85,
+	0x00007bb9, 0x00007bd7, 0x00007bf6, 0x00007c15,
+	0x00007c35,
 } // Size: 3132 bytes
 
-const enData string = "" + // Size: 31599 bytes
+const enData string = "" + // Size: 31797 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1509,20 +1509,23 @@ const enData string = "" + // Size: 31599 bytes
 	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
 	"revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes rev" +
 	"isions %[1]s\x02Occurrences of revision %[1]d wait, and no live worker t" +
-	"akes it: subscribe workers to it (a process version pins it).\x02Occurre" +
-	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
-	"orkers to them (a process version pins them).\x02No worker serves this d" +
-	"efinition: its occurrences wait until one connects or polls.\x02No proce" +
-	"ss uses this definition yet: it needs a worker once a process pulls it." +
-	"\x02No process pulls this definition: Relais calls its destinations (pus" +
-	"h), and it needs no worker.\x02No worker is connected for this definitio" +
-	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It take" +
-	"s every revision its consumer is granted.\x02Revisions they take: %[1]s;" +
-	" some take every revision their consumer is granted.\x02They take every " +
-	"revision their consumer is granted.\x02It takes revision %[1]d only.\x02" +
-	"They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02They" +
-	" take revisions %[1]s only."
+	"akes it: subscribe workers to it, with their consumers granted it (a wor" +
+	"ker naming no revision takes those its consumer is granted; a process ve" +
+	"rsion pins it).\x02Occurrences of revisions %[1]s wait, and no live work" +
+	"er takes them: subscribe workers to them, with their consumers granted t" +
+	"hem (a worker naming no revision takes those its consumer is granted; a " +
+	"process version pins them).\x02No worker serves this definition: its occ" +
+	"urrences wait until one connects or polls.\x02No process uses this defin" +
+	"ition yet: it needs a worker once a process pulls it.\x02No process pull" +
+	"s this definition: Relais calls its destinations (push), and it needs no" +
+	" worker.\x02No worker is connected for this definition; none of its occu" +
+	"rrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d wo" +
+	"rker\x00\x18\x02Served by %[1]d workers\x02It takes every revision its c" +
+	"onsumer is granted.\x02Revisions they take: %[1]s; some take every revis" +
+	"ion their consumer is granted.\x02They take every revision their consume" +
+	"r is granted.\x02It takes revision %[1]d only.\x02They take revision %[1" +
+	"]d only.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s " +
+	"only."
 
 var frIndex = []uint32{ // 777 elements
 	// Entry 0 - 1F
@@ -1739,15 +1742,15 @@ var frIndex = []uint32{ // 777 elements
 	0x0000983d, 0x00009846, 0x00009850, 0x00009865,
 	0x00009889, 0x000098a3, 0x000098b8, 0x000098e4,
 	0x000098e9, 0x000098fe, 0x00009910, 0x00009945,
-	0x00009956, 0x00009983, 0x000099b2, 0x00009a54,
-	0x00009af6, 0x00009b6c, 0x00009bf7, 0x00009c86,
+	0x00009956, 0x00009983, 0x000099b2, 0x00009ad4,
+	0x00009bf6, 0x00009c6c, 0x00009cf7, 0x00009d86,
 	// Entry 300 - 31F
-	0x00009ced, 0x00009d2f, 0x00009d77, 0x00009dea,
-	0x00009e32, 0x00009e60, 0x00009e8e, 0x00009ec1,
-	0x00009ef4,
+	0x00009ded, 0x00009e2f, 0x00009e77, 0x00009eea,
+	0x00009f32, 0x00009f60, 0x00009f8e, 0x00009fc1,
+	0x00009ff4,
 } // Size: 3132 bytes
 
-const frData string = "" + // Size: 40692 bytes
+const frData string = "" + // Size: 40948 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2323,24 +2326,28 @@ const frData string = "" + // Size: 40692 bytes
 	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
 	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
 	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
-	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants (une " +
-	"version de processus l’épingle).\x02Des occurrences des révisions %[1]s " +
-	"attendent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des" +
-	" exécutants (une version de processus les épingle).\x02Aucun exécutant n" +
-	"e sert cette définition\u202f: ses occurrences attendent qu’un exécutant" +
-	" se connecte ou interroge.\x02Aucun processus n’utilise encore cette déf" +
-	"inition\u202f: elle aura besoin d’un exécutant quand un processus l’util" +
-	"isera en mode pull.\x02Aucun processus n’utilise cette définition en mod" +
-	"e pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’" +
-	"aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
-	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
-	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
-	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
-	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
-	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
-	"évisions %[1]s sont prises en charge."
+	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont " +
+	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
+	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
+	"essus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et a" +
+	"ucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants don" +
+	"t le consommateur y a droit (un exécutant qui ne nomme aucune révision p" +
+	"rend celles auxquelles son consommateur a droit\u202f; une version de pr" +
+	"ocessus les épingle).\x02Aucun exécutant ne sert cette définition\u202f:" +
+	" ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02" +
+	"Aucun processus n’utilise encore cette définition\u202f: elle aura besoi" +
+	"n d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun p" +
+	"rocessus n’utilise cette définition en mode pull\u202f: Relais appelle s" +
+	"es destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exéc" +
+	"utant n’est connecté pour cette définition\u202f; aucune de ses occurren" +
+	"ces n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécuta" +
+	"nt\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accord" +
+	"ées au consommateur sont prises en charge.\x02Révisions prises en charg" +
+	"e\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à" +
+	" leur consommateur.\x02Toutes les révisions accordées au consommateur so" +
+	"nt prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02" +
+	"Seule la révision %[1]d est prise en charge.\x02Seules les révisions %[1" +
+	"]s sont prises en charge.\x02Seules les révisions %[1]s sont prises en c" +
+	"harge."
 
-	// Total table size 78555 bytes (76KiB); checksum: 156DE5B2
+	// Total table size 79009 bytes (77KiB); checksum: CF5E4F75

@@ -180,17 +180,25 @@ func TestBatchSettle(t *testing.T) {
 
 func ids3(occs []map[string]any) []string { return ids(occs) }
 
-// A start's version is a version number, or 0 (or absent) for the latest:
-// a negative one is a bad value at /version, not an unknown process; one
-// the process lacks is 422 unknown_version.
+// A start's version is a version number, or absent (or null) for the
+// latest: 0 or a negative one is a bad value at /version, not the latest
+// (a client's unset variable ran whatever was latest: designer QA) nor an
+// unknown process; one the process lacks is 422 unknown_version. A batch
+// item's likewise, at its pointer.
 func TestStartVersionIsChecked(t *testing.T) {
 	t.Parallel()
 	env, _ := newCRM(t, nil)
-	for version, want := range map[int]string{-1: "invalid_request", 99: "unknown_version"} {
+	for version, want := range map[int]string{-1: "invalid_request", 0: "invalid_request", 99: "unknown_version"} {
 		r := env.Do("POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "x"}, "version": version})
 		if r.Code() != want || !strings.Contains(string(r.Body), `"path":"/version"`) {
 			t.Errorf("version %d: %d %s, want %s at /version", version, r.Status, r.Body, want)
 		}
+	}
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "x"}, "version": nil})
+	r := env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": []any{
+		map[string]any{"inputs": map[string]any{"name": "y"}}, map[string]any{"inputs": map[string]any{"name": "z"}, "version": 0}}})
+	if r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"path":"/items/1/version"`) {
+		t.Errorf("a batch item of version 0: %d %s, want invalid_request at /items/1/version", r.Status, r.Body)
 	}
 }
 

@@ -940,7 +940,10 @@ func (r *runner) beat(ctx context.Context) (string, error) {
 func (r *runner) reauth(ctx context.Context) (string, error) {
 	if _, err := auth.Authenticate(ctx, r.svc.lookup, r.s.currentToken()); err != nil {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
-			return endTokenRevoked, problemError(fe)
+			// Said as a stream's end, not as a refused call: the same
+			// words read as a subscription refused (stream client QA).
+			return endTokenRevoked, problemError(fault.New(fault.Unauthorized, fe.Code,
+				"the stream's token no longer authenticates (revoked, rotated past its overlap, or expired): the stream ended and what it held was handed back; subscribe again with a valid token"))
 		}
 	}
 	return "", nil
@@ -957,7 +960,7 @@ func (r *runner) resolve(ctx context.Context) (string, error) {
 		// reach (Unavailable) says nothing of them, and the next
 		// resolution tries again.
 		if fe, ok := fault.As(err); ok && fe.Kind != fault.Internal && fe.Kind != fault.Unavailable {
-			return endNotGranted, problemError(fe)
+			return endNotGranted, problemError(fault.New(fe.Kind, fe.Code, "%s: the stream ended and what it held was handed back; subscribe again to what is granted", fe.Detail).WithErrors(fe.Errors))
 		}
 		if ctx.Err() == nil {
 			svc.logger.Warn("resolving the stream's subscriptions failed", "stream", s.id, "err", err)

@@ -237,6 +237,7 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 
 		start("version null", false, `{"inputs": {}, "version": null}`),
 		start("version -1", true, `{"inputs": {}, "version": -1}`),
+		start("version 0", true, `{"inputs": {}, "version": 0}`),
 		start("a business key", false, `{"inputs": {}, "business_key": "ACME-7"}`),
 		start("business key blank", true, `{"inputs": {}, "business_key": " "}`),
 		start("business key empty", true, `{"inputs": {}, "business_key": ""}`),

@@ -213,7 +213,7 @@ outputs: {fields: []}
 	}
 	_, stderr, err := applyRun(t, r.base, "-f", file)
 	if err == nil || err.Error() != "1 problem(s) in release qa_score/r1; nothing was applied (the whole set is checked before any of it is)" ||
-		!strings.Contains(stderr, file+":4: /revision: no such revision (qa_score has revisions 1 to 1)\n") {
+		!strings.Contains(stderr, file+":4: /revision: no such revision (qa_score has only revision 1)\n") {
 		t.Errorf("a refused release: err %v, stderr:\n%s", err, stderr)
 	}
 	if res := call(t, "GET", r.base+"/api/v1/definitions/qa_score", bootstrap, nil); res.status != 404 {

@@ -581,5 +581,8 @@ func Revisions(key string, latest int) string {
 	if latest == 0 {
 		return key + " has no revision yet: snapshot its Working"
 	}
+	if latest == 1 {
+		return key + " has only revision 1"
+	}
 	return fmt.Sprintf("%s has revisions 1 to %d", key, latest)
 }

@@ -50,6 +50,7 @@ type Result struct {
 // it against.
 type plan struct {
 	revisions    map[string]int               // definition key: the revision it is or would become
+	made         map[string]bool              // definition key: whether this run makes that revision
 	workings     map[string]contracts.Working // definition key: that revision's contract
 	destinations map[string]time.Duration     // destination name: its max_timeout
 }
@@ -202,7 +203,7 @@ func isNotFound(err error) bool {
 // documents reported before it were applied, it and those after it were
 // not.
 func (c *Client) Apply(ctx context.Context, docs []Document, dryRun bool, report func(Result)) []Problem {
-	pl := plan{revisions: map[string]int{}, workings: map[string]contracts.Working{}, destinations: map[string]time.Duration{}}
+	pl := plan{revisions: map[string]int{}, made: map[string]bool{}, workings: map[string]contracts.Working{}, destinations: map[string]time.Duration{}}
 	for _, d := range docs {
 		var res Result
 		var err error
@@ -218,6 +219,7 @@ func (c *Client) Apply(ctx context.Context, docs []Document, dryRun bool, report
 			res, err = c.definition(ctx, d, dryRun)
 			if err == nil {
 				pl.revisions[d.ID] = res.revision
+				pl.made[d.ID] = res.Action == "created" || res.Action == "updated"
 				if res.working != nil {
 					pl.workings[d.ID] = *res.working
 				}
@@ -251,7 +253,7 @@ func (c *Client) destination(ctx context.Context, d Document, dryRun bool) (Resu
 	return Result{Doc: d, Action: out.Change}, nil
 }
 
-func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Result, error) {
+func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (res Result, err error) {
 	js, err := json.Marshal(d.Body)
 	if err != nil {
 		return Result{}, fmt.Errorf("definition %s: %w", d.ID, err)
@@ -266,7 +268,9 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	}
 	base := "/api/v1/definitions/" + esc(d.ID)
 	var cur struct {
-		WorkingDigest string `json:"working_digest"`
+		WorkingDigest string             `json:"working_digest"`
+		Unsnapshotted bool               `json:"unsnapshotted"`
+		Changes       []contracts.Change `json:"unsnapshotted_changes"`
 		Revisions     []struct {
 			Revision int    `json:"revision"`
 			Digest   string `json:"digest"`
@@ -288,6 +292,20 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 		return c.expect(d, Result{Doc: d, Action: "unchanged", Detail: fmt.Sprintf("revision %d", latest)}, latest)
 	case latestDigest == digest:
 		action, next = "working restored", latest
+	}
+	if cur.Unsnapshotted && len(cur.Changes) > 0 && cur.WorkingDigest != digest {
+		// Someone's edits of the Working, never snapshotted, are
+		// replaced by the repository's document: named, so that a
+		// colleague's work does not vanish without a word (designer QA).
+		discarded := discardedEdits(cur.Changes, dryRun)
+		defer func() {
+			if err == nil {
+				if res.Detail != "" {
+					res.Detail += "; "
+				}
+				res.Detail += discarded
+			}
+		}()
 	}
 	breaking := ""
 	if action == "updated" && latest > 0 && working != nil {
@@ -388,10 +406,7 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 	// A lowered classification may break nobody, yet values masked and
 	// sealed until now would be shown and stored in clear: it is named,
 	// not only counted.
-	protection := ""
-	if len(lowered) > 0 {
-		protection = "; LOWERS PROTECTION of " + strings.Join(lowered, ", ") + ": values of these fields are shown and stored in clear from this revision on"
-	}
+	protection := protectionNote(lowered, "fields", "revision")
 	if all == 0 {
 		return protection, nil
 	}
@@ -713,7 +728,7 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		}
 	}
 	var notes []string
-	grants := map[int64][]grant{}
+	grants := map[int64]consumerGrants{}
 	workers := map[string][]liveWorker{} // by definition: two nodes' revisions of one read them once
 	inputs := map[pair]*contracts.Contract{}
 	// missing says which of fields the inputs of pr lack (none when they
@@ -753,8 +768,11 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		var ungranted []string
 		for _, w := range live {
 			if revs, ok := c.grantedRevisions(ctx, grants, w.Consumer.ID, pr.key); ok && !slices.Contains(revs, pr.rev) {
-				if id := strconv.FormatInt(w.Consumer.ID, 10); !slices.Contains(ungranted, id) {
-					ungranted = append(ungranted, id)
+				// By name, as a person knows it, and id, as the grant's
+				// route takes it.
+				name := fmt.Sprintf("%q (id %d)", grants[w.Consumer.ID].Name, w.Consumer.ID)
+				if !slices.Contains(ungranted, name) {
+					ungranted = append(ungranted, name)
 				}
 			}
 		}
@@ -807,7 +825,7 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 			why = append(why, "its inputs lack "+strings.Join(lacks, ", ")+", which a live worker declares it reads")
 		}
 		if len(ungranted) > 0 {
-			why = append(why, fmt.Sprintf("consumer(s) %s are not granted revision %d: add it to their grant (PUT /api/v1/consumers/{id}/grants) before subscribing them to it", strings.Join(ungranted, ", "), pr.rev))
+			why = append(why, fmt.Sprintf("consumer(s) %s are not granted revision %d: add it to their grant (PUT /api/v1/consumers/{id}/grants) before subscribing their workers to it", strings.Join(ungranted, ", "), pr.rev))
 		}
 		if len(why) > 0 {
 			notes = append(notes, fmt.Sprintf("no live worker takes %s@%d (%s)", pr.key, pr.rev, strings.Join(why, "; ")))
@@ -866,20 +884,15 @@ type grant struct {
 // reading its grants once into cache: ok is false when every revision is
 // (a pattern's grant, "all"), or the grants cannot be read (a token that
 // may not read consumers).
-func (c *Client) grantedRevisions(ctx context.Context, cache map[int64][]grant, id int64, key string) (revs []int, ok bool) {
-	gs, read := cache[id]
+func (c *Client) grantedRevisions(ctx context.Context, cache map[int64]consumerGrants, id int64, key string) (revs []int, ok bool) {
+	cg, read := cache[id]
 	if !read {
-		var consumer struct {
-			Grants []grant `json:"grants"`
+		if _, err := c.call(ctx, "GET", fmt.Sprintf("/api/v1/consumers/%d", id), nil, &cg); err != nil {
+			cg = consumerGrants{}
 		}
-		if _, err := c.call(ctx, "GET", fmt.Sprintf("/api/v1/consumers/%d", id), nil, &consumer); err != nil {
-			cache[id] = nil
-			return nil, false
-		}
-		gs = consumer.Grants
-		cache[id] = gs
+		cache[id] = cg
 	}
-	for _, g := range gs {
+	for _, g := range cg.Grants {
 		if g.Definition != key {
 			continue
 		}
@@ -889,6 +902,31 @@ func (c *Client) grantedRevisions(ctx context.Context, cache map[int64][]grant, 
 		return revs, true
 	}
 	return nil, false // through a pattern: every revision
+}
+
+// discardedEdits names the unsnapshotted edits of a Working (its
+// changes against the latest revision) that an apply replaces.
+func discardedEdits(changes []contracts.Change, dryRun bool) string {
+	const named = 5
+	var parts []string
+	for i, ch := range changes {
+		if i == named {
+			parts = append(parts, fmt.Sprintf("and %d more", len(changes)-named))
+			break
+		}
+		parts = append(parts, ch.Path+" ("+ch.Detail+")")
+	}
+	verb := "discards"
+	if dryRun {
+		verb = "would discard"
+	}
+	return fmt.Sprintf("%s the Working's unsnapshotted edits, made outside this repository: %s", verb, strings.Join(parts, ", "))
+}
+
+// consumerGrants is what grantedRevisions reads of a consumer.
+type consumerGrants struct {
+	Name   string  `json:"name"`
+	Grants []grant `json:"grants"`
 }
 
 // subscriptionCovers reports whether a worker's subscription (a key, or a
@@ -950,11 +988,33 @@ func (c *Client) breakingStarts(ctx context.Context, base string, latest int, ne
 	if len(paths) > 0 {
 		out = fmt.Sprintf("; starts without a version run it from now on, and its inputs may refuse what version %d took: %s", latest, strings.Join(paths, ", "))
 	}
-	if len(lowered) > 0 {
-		// As for a definition's revision (see breakingChanges).
-		out += "; LOWERS PROTECTION of " + strings.Join(lowered, ", ") + ": values of these inputs are shown and stored in clear from this version on"
-	}
+	// As for a definition's revision (see breakingChanges).
+	out += protectionNote(lowered, "inputs", "version")
 	return out, nil
+}
+
+// protectionNote says what lowering each of lowered (as
+// contracts.LoweredProtection names them) does from this revision or
+// version on: to normal, values are shown and stored in clear; from secret
+// to sensitive, they stay masked and sealed, but an administrator may
+// reveal them (designer QA: both read "shown and stored in clear").
+func protectionNote(lowered []string, fields, from string) string {
+	var clear, revealable []string
+	for _, l := range lowered {
+		if strings.HasSuffix(l, "→ normal)") {
+			clear = append(clear, l)
+		} else {
+			revealable = append(revealable, l)
+		}
+	}
+	out := ""
+	if len(clear) > 0 {
+		out += "; LOWERS PROTECTION of " + strings.Join(clear, ", ") + ": values of these " + fields + " are shown and stored in clear from this " + from + " on"
+	}
+	if len(revealable) > 0 {
+		out += "; LOWERS PROTECTION of " + strings.Join(revealable, ", ") + ": values of these " + fields + " stay masked and encrypted, but an administrator may reveal them from this " + from + " on"
+	}
+	return out
 }
 
 // satisfied splits a dry-run refusal of a process between the problems
@@ -973,9 +1033,9 @@ func (pl plan) satisfied(err error, p *process.Process) (rest []apiFieldError, p
 			continue
 		}
 		if n, member, ok := nodeAt(e.Path, p); ok && member == "revision" {
-			if rev, ok := pl.revisions[n.Definition]; ok {
+			if rev, ok := pl.revisions[n.Definition]; ok && pl.made[n.Definition] {
 				// The server names the revisions it has: say the one
-				// this apply makes too.
+				// this apply makes too (not one it only finds unchanged).
 				e.Message += fmt.Sprintf("; this apply makes revision %d", rev)
 			}
 		}

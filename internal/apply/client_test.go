@@ -77,7 +77,7 @@ func TestClientReportsServerRefusalsAsFilePointerMessage(t *testing.T) {
 	later := relaistest.CRMProcess(nil)
 	later["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = 2
 	doc := apply.Document{File: "procs/crm.yaml", Kind: apply.KindProcess, ID: "crm_only", Body: later}
-	if results, got := lines([]apply.Document{doc}, true); !reflect.DeepEqual(got, []string{"procs/crm.yaml: /nodes/crm/revision: unknown definition revision add_company_to_crm@2 (add_company_to_crm has revisions 1 to 1)"}) {
+	if results, got := lines([]apply.Document{doc}, true); !reflect.DeepEqual(got, []string{"procs/crm.yaml: /nodes/crm/revision: unknown definition revision add_company_to_crm@2 (add_company_to_crm has only revision 1)"}) {
 		t.Errorf("dry run of a process on a revision nobody makes: results %q, problems %q", results, got)
 	}
 
@@ -94,7 +94,7 @@ func TestClientReportsServerRefusalsAsFilePointerMessage(t *testing.T) {
 	// makes.
 	node := later["nodes"].(map[string]any)["crm"].(map[string]any)
 	node["revision"] = 3
-	if _, got := lines([]apply.Document{def2, doc}, true); !reflect.DeepEqual(got, []string{"procs/crm.yaml: /nodes/crm/revision: unknown definition revision add_company_to_crm@3 (add_company_to_crm has revisions 1 to 1); this apply makes revision 2"}) {
+	if _, got := lines([]apply.Document{def2, doc}, true); !reflect.DeepEqual(got, []string{"procs/crm.yaml: /nodes/crm/revision: unknown definition revision add_company_to_crm@3 (add_company_to_crm has only revision 1); this apply makes revision 2"}) {
 		t.Errorf("dry run of a process on a revision beyond the planned one: problems %q", got)
 	}
 	node["revision"] = 2
@@ -148,11 +148,11 @@ outputs: {fields: []}
 		want  string // the only problem, or "" for none
 	}{
 		{"existing revision", []string{release(key, 1)}, ""},
-		{"missing revision", []string{release(key, 7)}, "rel.yaml:4: /revision: no such revision (" + key + " has revisions 1 to 1)"},
+		{"missing revision", []string{release(key, 7)}, "rel.yaml:4: /revision: no such revision (" + key + " has only revision 1)"},
 		{"revision snapshotted by the same run", []string{release(key, 2), changed}, ""},
 		{"revision after the one snapshotted", []string{release(key, 3), changed}, "rel.yaml:4: /revision: no such revision (" + key + " has revisions 1 to 2)"},
 		{"definition created by the same run", []string{release("fresh", 1), fresh}, ""},
-		{"revision the created definition lacks", []string{release("fresh", 2), fresh}, "rel.yaml:4: /revision: no such revision (fresh has revisions 1 to 1)"},
+		{"revision the created definition lacks", []string{release("fresh", 2), fresh}, "rel.yaml:4: /revision: no such revision (fresh has only revision 1)"},
 		{"definition on neither side", []string{release("nowhere", 1)}, `rel.yaml:2: /definition: definition "nowhere" not found`},
 		{"misspelt definition", []string{release("add_company_to_cmr", 1)}, `rel.yaml:2: /definition: definition "add_company_to_cmr" not found (did you mean "add_company_to_crm"?)`},
 	} {
@@ -189,7 +189,7 @@ outputs: {fields: []}
 		got = append(got, p.String())
 	}
 	// A document built in code has no lines to show.
-	if want := []string{"rel.yaml: /revision: no such revision (" + key + " has revisions 1 to 1)"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"rel.yaml: /revision: no such revision (" + key + " has only revision 1)"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("apply problems %q; want %q", got, want)
 	}
 }
@@ -493,8 +493,8 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	got := run(env.Admin, def2, process(2))
 	// Its consumer's grant leaves revision 2 out: said too, or a worker
 	// started for it is refused not_granted (newcomer QA).
-	want := "no live worker takes add_company_to_crm@2 (they take revision 1; consumer(s) " + consumerID +
-		" are not granted revision 2: add it to their grant (PUT /api/v1/consumers/{id}/grants) before subscribing them to it): occurrences of it wait until a worker that takes it connects"
+	want := "no live worker takes add_company_to_crm@2 (they take revision 1; consumer(s) \"crm-sync\" (id " + consumerID +
+		") are not granted revision 2: add it to their grant (PUT /api/v1/consumers/{id}/grants) before subscribing their workers to it): occurrences of it wait until a worker that takes it connects"
 	if len(got) != 2 || !strings.Contains(got[1], "published (version 2; "+want+")") {
 		t.Errorf("a version on revision 2 with workers on revision 1: %q, want %q", got, want)
 	}
@@ -545,5 +545,42 @@ func TestPublishSaysWhenLiveWorkersDeclareFieldsTheRevisionLacks(t *testing.T) {
 	}
 	if got := run(process(2, "on revision 2")); strings.Contains(got, "no live worker") {
 		t.Errorf("a version on revision 2, which has /region: %q, want nothing said of workers", got)
+	}
+}
+
+// An apply that replaces a Working someone edited without snapshotting
+// names the edits it discards (designer QA: a colleague's four changes
+// went as "working restored", without a word of them).
+func TestApplyNamesTheWorkingEditsItDiscards(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
+	doc := apply.Document{File: "defs/crm.yaml", Kind: apply.KindDefinition, ID: "add_company_to_crm", Body: crm}
+	run := func(dryRun bool) string {
+		t.Helper()
+		var results []string
+		c := &apply.Client{URL: env.URL, Token: env.Admin}
+		if problems := c.Apply(context.Background(), []apply.Document{doc}, dryRun, func(r apply.Result) { results = append(results, r.String()) }); len(problems) != 0 {
+			t.Fatalf("apply: %v", problems)
+		}
+		return strings.Join(results, "\n")
+	}
+	run(false)
+	// A colleague's edit through the API: a field removed, not snapshotted.
+	working := env.Must(200, "GET", "/api/v1/definitions/add_company_to_crm", env.Designer, nil).JSON(t)["working"].(map[string]any)
+	inputs := working["inputs"].(map[string]any)
+	fields := inputs["fields"].([]any)
+	inputs["fields"] = fields[:len(fields)-1]
+	env.Must(200, "PUT", "/api/v1/definitions/add_company_to_crm/working", env.Designer, working)
+	removed := fields[len(fields)-1].(map[string]any)["name"].(string)
+	for _, dry := range []bool{true, false} {
+		verb := map[bool]string{true: "would discard", false: "discards"}[dry]
+		want := "definition add_company_to_crm: working restored (revision 1; " + verb + " the Working's unsnapshotted edits, made outside this repository: /inputs/" + removed + " ("
+		if got := run(dry); !strings.Contains(got, want) {
+			t.Errorf("apply (dry run %v) over an edited Working: %q, want %q", dry, got, want)
+		}
+	}
+	if got := run(false); strings.Contains(got, "discard") {
+		t.Errorf("a second apply: %q, want nothing discarded", got)
 	}
 }
