@@ -180,7 +180,11 @@ func (d *differ) field(fa, fb Field, path string, pa, pb Classification, named b
 		}
 	}
 
-	if ca != cb {
+	// A list's items take its classification: raised with the list, they
+	// are the same change, not a second one (designer QA: one raise
+	// counted twice, /outputs/reasons and /outputs/reasons/[]); an item's
+	// own classification changed is its own.
+	if ca != cb && (named || ca != pa || cb != pb) {
 		// An input's bindings are judged by its classification either
 		// way: lowered, a protected source may no longer feed it; raised,
 		// a literal may no longer (protection may only grow along a

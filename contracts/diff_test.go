@@ -202,3 +202,30 @@ func TestDiffOrderAndCombination(t *testing.T) {
 		t.Fatalf("Diff not deterministic")
 	}
 }
+
+// A list raised to sensitive is one change, its items following it: the
+// diff counted /outputs/reasons and /outputs/reasons/[] (designer QA). An
+// item's own classification changed is still its own change.
+func TestDiffListClassificationOnce(t *testing.T) {
+	t.Parallel()
+	list := func(listClass, itemClass string) string {
+		item := `{"type":"text"` + itemClass + `}`
+		return `{"name":"reasons","type":"list","items":` + item + listClass + `}`
+	}
+	a, b := diffPair(t, "outputs", list("", ""), list(`,"classification":"sensitive"`, ""))
+	var paths []string
+	for _, c := range Diff(a, b) {
+		paths = append(paths, c.Path+" "+c.Detail)
+	}
+	if want := []string{"/outputs/reasons classification normal → sensitive"}; !reflect.DeepEqual(paths, want) {
+		t.Errorf("list raised: %q, want %q", paths, want)
+	}
+	a, b = diffPair(t, "outputs", list("", ""), list("", `,"classification":"secret"`))
+	paths = nil
+	for _, c := range Diff(a, b) {
+		paths = append(paths, c.Path+" "+c.Detail)
+	}
+	if want := []string{"/outputs/reasons/[] classification normal → secret"}; !reflect.DeepEqual(paths, want) {
+		t.Errorf("items raised: %q, want %q", paths, want)
+	}
+}
