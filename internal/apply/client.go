@@ -678,7 +678,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 			if err := c.checkAgainstPlan(ctx, parsed, pl, rest); err != nil {
 				return Result{}, err
 			}
-			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking + c.unserved(ctx, parsed)}, nil
+			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed)}, nil
 		}
 		if parsed != nil && pl.putsDestinationOf(parsed) {
 			// The server judged the nodes' timeouts against its
@@ -689,7 +689,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 				return Result{}, err
 			}
 		}
-		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking + c.unserved(ctx, parsed)}, nil
+		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed)}, nil
 	}
 	var out struct {
 		Version int `json:"version"`
@@ -702,7 +702,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		// the same, under the version said.
 		return Result{}, err
 	}
-	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed)}, nil
+	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed)}, nil
 }
 
 // unserved says, for a published version's detail, which of its pull
@@ -712,6 +712,28 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 // definition no worker serves yet is not named (a first deployment, whose
 // workers come next), nor anything when the token may not read the worker
 // catalog (a designer's) or it cannot be read: a warning, never a refusal.
+// futileRetries names the pull nodes of p whose retries can never run:
+// a retry delay no shorter than the deadline, which ends the occurrence
+// first (designer QA: such a policy published without a word). Their
+// budget of attempts is one in effect.
+func futileRetries(p *process.Process) string {
+	if p == nil {
+		return ""
+	}
+	var notes []string
+	for _, name := range slices.Sorted(maps.Keys(p.Nodes)) {
+		pol := p.Nodes[name].Policy
+		if p.Nodes[name].Kind == process.KindPull && pol.MaxAttempts > 1 && pol.Deadline > 0 && pol.RetryDelay >= pol.Deadline {
+			notes = append(notes, fmt.Sprintf("node %s retries after %s, no sooner than its deadline (%s) ends the occurrence: no retry can run (shorten retry_delay or lengthen the deadline)",
+				name, isoduration.Format(pol.RetryDelay), isoduration.Format(pol.Deadline)))
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(notes, "; ")
+}
+
 func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 	if p == nil {
 		return ""
