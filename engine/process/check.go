@@ -125,7 +125,7 @@ func (k *checker) end(at string, n *Node) {
 		k.add(jsontree.Pointer(at, "on_error"), "end nodes have no on_error")
 	}
 	if n.Status != "" && n.Status != StatusCompleted && n.Status != StatusFailed {
-		k.add(jsontree.Pointer(at, "status"), "unknown status %q, want completed or failed", n.Status)
+		k.add(jsontree.Pointer(at, "status"), "unknown status %q, want completed or failed%s", n.Status, suggest.Hint(n.Status, []string{StatusCompleted, StatusFailed}))
 	}
 }
 

@@ -381,7 +381,7 @@ func (c *collector) node(v *jsontree.Node, at string) *Node {
 		n.Status = StatusCompleted
 		if s, ok := c.str(v, "status", at, true); ok {
 			if s != StatusCompleted && s != StatusFailed {
-				c.add(jsontree.Pointer(at, "status"), "unknown status %q, want completed or failed", s)
+				c.add(jsontree.Pointer(at, "status"), "unknown status %q, want completed or failed%s", s, suggest.Hint(s, []string{StatusCompleted, StatusFailed}))
 			} else {
 				n.Status = s
 			}

@@ -243,6 +243,8 @@ func TestParseViolations(t *testing.T) {
 			[]want{{"/nodes/score/next", "next must be a string, not boolean"}}},
 		{"unknown end status", ed(func(m map[string]any) { node(m, "failed")["status"] = "aborted" }),
 			[]want{{"/nodes/failed/status", `unknown status "aborted", want completed or failed`}}},
+		{"misspelt end status", ed(func(m map[string]any) { node(m, "failed")["status"] = "failled" }),
+			[]want{{"/nodes/failed/status", `unknown status "failled", want completed or failed (did you mean "failed"?)`}}},
 		{"every problem at once", ed(func(m map[string]any) {
 			m["extra"] = true
 			node(m, "crm")["kind"] = "timer"
