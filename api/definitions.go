@@ -99,8 +99,21 @@ func (a *API) putWorking() http.Handler {
 				located(w, "/api/v1/definitions/"+url.PathEscape(d.Key))
 			}
 		}
-		httpjson.Encode(w, status, definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
-			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt})
+		out := definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
+			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+		if d.LatestRevision > 0 {
+			// What a snapshot would change against the latest revision,
+			// as GET says it, and `relais apply` says it too: a client of
+			// the API learns it from the save itself (designer QA).
+			rev, err := a.eng.GetRevision(r.Context(), d.Key, d.LatestRevision)
+			if err != nil {
+				return err
+			}
+			if rev.Digest != d.WorkingDigest {
+				out.Changes = contracts.Diff(rev.Working, d.Working)
+			}
+		}
+		httpjson.Encode(w, status, out)
 		return nil
 	})
 }

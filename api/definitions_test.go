@@ -136,6 +136,18 @@ func TestDefinitionLifecycleAsANewUser(t *testing.T) {
 	if d := env.Must(200, "GET", base, env.Operator, nil).JSON(t); d["unsnapshotted"] != true || d["unsnapshotted_changes"] != nil {
 		t.Errorf("after a new description: unsnapshotted %v, changes %v; want true and none", d["unsnapshotted"], d["unsnapshotted_changes"])
 	}
+	// The save's own answer, a dry run's too, lists what a snapshot would
+	// change, as GET does (designer QA: only apply said it).
+	fields := working["inputs"].(map[string]any)["fields"].([]any)
+	working["inputs"].(map[string]any)["fields"] = fields[:len(fields)-1]
+	removed := "/inputs/" + fields[len(fields)-1].(map[string]any)["name"].(string)
+	for _, path := range []string{base + "/working?dry_run=true", base + "/working"} {
+		saved := env.Must(200, "PUT", path, env.Designer, working).JSON(t)
+		changes, _ := saved["unsnapshotted_changes"].([]any)
+		if len(changes) != 1 || changes[0].(map[string]any)["path"] != removed {
+			t.Errorf("PUT %s: unsnapshotted_changes %v, want the removal of %s", path, saved["unsnapshotted_changes"], removed)
+		}
+	}
 	list := env.Must(200, "GET", "/api/v1/definitions", env.Operator, nil).JSON(t)
 	if items := list["items"].([]any); len(items) != 1 || items[0].(map[string]any)["latest_revision"] != 2.0 {
 		t.Errorf("definition list = %v", list)
