@@ -29,6 +29,10 @@ type definitionJSON struct {
 	UpdatedAt      time.Time          `json:"updated_at"`
 	ReleaseCount   *int               `json:"release_count,omitempty"`
 	Changes        []contracts.Change `json:"unsnapshotted_changes,omitempty"`
+	// Unsnapshotted: a snapshot would make a revision, even when only
+	// names or descriptions changed (unsnapshotted_changes lists none).
+	// Left out of lists.
+	Unsnapshotted *bool `json:"unsnapshotted,omitempty"`
 }
 
 // definitionDetailJSON is a definition as GET /definitions/{key} shows
@@ -38,9 +42,6 @@ type definitionDetailJSON struct {
 	definitionJSON
 	Revisions []revisionSummary `json:"revisions"`
 	Releases  []releaseJSON     `json:"releases"`
-	// Unsnapshotted: a snapshot would make a revision, even when only
-	// names or descriptions changed (unsnapshotted_changes lists none).
-	Unsnapshotted bool `json:"unsnapshotted"`
 }
 
 type revisionSummary struct {
@@ -101,18 +102,20 @@ func (a *API) putWorking() http.Handler {
 		}
 		out := definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
 			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+		// What a snapshot would change against the latest revision, as GET
+		// says it, and `relais apply` too: a client of the API learns it
+		// from the save itself (designer QA).
+		unsnapshotted := true
 		if d.LatestRevision > 0 {
-			// What a snapshot would change against the latest revision,
-			// as GET says it, and `relais apply` says it too: a client of
-			// the API learns it from the save itself (designer QA).
 			rev, err := a.eng.GetRevision(r.Context(), d.Key, d.LatestRevision)
 			if err != nil {
 				return err
 			}
-			if rev.Digest != d.WorkingDigest {
+			if unsnapshotted = rev.Digest != d.WorkingDigest; unsnapshotted {
 				out.Changes = contracts.Diff(rev.Working, d.Working)
 			}
 		}
+		out.Unsnapshotted = &unsnapshotted
 		httpjson.Encode(w, status, out)
 		return nil
 	})
@@ -157,7 +160,8 @@ func (a *API) getDefinition() http.Handler {
 		for _, rv := range revs {
 			out.Revisions = append(out.Revisions, revisionSummary{Revision: rv.Revision, Digest: rv.Digest, CreatedAt: rv.CreatedAt})
 		}
-		out.Unsnapshotted = len(revs) == 0 || revs[len(revs)-1].Digest != d.WorkingDigest
+		unsnapshotted := len(revs) == 0 || revs[len(revs)-1].Digest != d.WorkingDigest
+		out.Unsnapshotted = &unsnapshotted
 		if n := len(revs); n > 0 && revs[n-1].Digest != d.WorkingDigest {
 			// Designers see at a glance what a snapshot would change.
 			out.Changes = contracts.Diff(revs[n-1].Working, d.Working)

@@ -180,10 +180,12 @@ func (d *differ) field(fa, fb Field, path string, pa, pb Classification, named b
 		}
 	}
 
-	// A list's items take its classification: raised with the list, they
-	// are the same change, not a second one (designer QA: one raise
-	// counted twice, /outputs/reasons and /outputs/reasons/[]); an item's
-	// own classification changed is its own.
+	// A list's items take its classification: changed with it, theirs is
+	// the same change, not a second one (designer QA: one raise counted
+	// twice, /outputs/reasons and /outputs/reasons/[]); a classification of
+	// their own, above the list's on either side, is their own change. An
+	// object's fields are each listed: a binding may name one, and is
+	// judged by its classification.
 	if ca != cb && (named || ca != pa || cb != pb) {
 		// An input's bindings are judged by its classification either
 		// way: lowered, a protected source may no longer feed it; raised,

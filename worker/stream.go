@@ -564,7 +564,10 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 			// protocol error, which reads like a bug of either side.
 			log.Warn("stream ended: the connection to the replica was lost (the replica crashed, or the network cut it)", "err", s.err)
 		default:
-			log.Warn("stream ended", "err", s.err)
+			// The Relais code names the cause (not_granted,
+			// database_unavailable…), where the error's own reads as the
+			// gRPC status (permission_denied, unavailable).
+			log.Warn("stream ended", "code", apiCode(wireError(s.err)), "err", s.err)
 		}
 	}
 	s.cancel()

@@ -293,7 +293,7 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (res R
 	case latestDigest == digest:
 		action, next = "working restored", latest
 	}
-	if cur.Unsnapshotted && len(cur.Changes) > 0 && cur.WorkingDigest != digest {
+	if latest > 0 && cur.WorkingDigest != latestDigest && cur.WorkingDigest != digest {
 		// Someone's edits of the Working, never snapshotted, are
 		// replaced by the repository's document: named, so that a
 		// colleague's work does not vanish without a word (designer QA).
@@ -788,6 +788,7 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		// them to it is refused until the grant names it too (a newcomer
 		// started a worker on the new revision and got 403 not_granted).
 		var ungranted []string
+		var ungrantedIDs []int64
 		for _, w := range live {
 			if revs, ok := c.grantedRevisions(ctx, grants, w.Consumer.ID, pr.key); ok && !slices.Contains(revs, pr.rev) {
 				// By name, as a person knows it, and id, as the grant's
@@ -795,6 +796,7 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 				name := fmt.Sprintf("%q (id %d)", grants[w.Consumer.ID].Name, w.Consumer.ID)
 				if !slices.Contains(ungranted, name) {
 					ungranted = append(ungranted, name)
+					ungrantedIDs = append(ungrantedIDs, w.Consumer.ID)
 				}
 			}
 		}
@@ -847,7 +849,11 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 			why = append(why, "its inputs lack "+strings.Join(lacks, ", ")+", which a live worker declares it reads")
 		}
 		if len(ungranted) > 0 {
-			why = append(why, fmt.Sprintf("consumer(s) %s are not granted revision %d: add it to their grant (PUT /api/v1/consumers/{id}/grants) before subscribing their workers to it", strings.Join(ungranted, ", "), pr.rev))
+			route := "PUT /api/v1/consumers/{id}/grants"
+			if len(ungrantedIDs) == 1 {
+				route = fmt.Sprintf("PUT /api/v1/consumers/%d/grants", ungrantedIDs[0])
+			}
+			why = append(why, fmt.Sprintf("consumer(s) %s are not granted revision %d: add it to their grant (%s) before subscribing their workers to it", strings.Join(ungranted, ", "), pr.rev, route))
 		}
 		if len(why) > 0 {
 			notes = append(notes, fmt.Sprintf("no live worker takes %s@%d (%s)", pr.key, pr.rev, strings.Join(why, "; ")))
@@ -930,7 +936,10 @@ func (c *Client) grantedRevisions(ctx context.Context, cache map[int64]consumerG
 // changes against the latest revision) that an apply replaces.
 func discardedEdits(changes []contracts.Change, dryRun bool) string {
 	const named = 5
-	var parts []string
+	parts := []string{"names or descriptions"} // what the diff does not list
+	if len(changes) > 0 {
+		parts = nil
+	}
 	for i, ch := range changes {
 		if i == named {
 			parts = append(parts, fmt.Sprintf("and %d more", len(changes)-named))

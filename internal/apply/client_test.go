@@ -494,7 +494,7 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	// Its consumer's grant leaves revision 2 out: said too, or a worker
 	// started for it is refused not_granted (newcomer QA).
 	want := "no live worker takes add_company_to_crm@2 (they take revision 1; consumer(s) \"crm-sync\" (id " + consumerID +
-		") are not granted revision 2: add it to their grant (PUT /api/v1/consumers/{id}/grants) before subscribing their workers to it): occurrences of it wait until a worker that takes it connects"
+		") are not granted revision 2: add it to their grant (PUT /api/v1/consumers/" + consumerID + "/grants) before subscribing their workers to it): occurrences of it wait until a worker that takes it connects"
 	if len(got) != 2 || !strings.Contains(got[1], "published (version 2; "+want+")") {
 		t.Errorf("a version on revision 2 with workers on revision 1: %q, want %q", got, want)
 	}
@@ -582,5 +582,13 @@ func TestApplyNamesTheWorkingEditsItDiscards(t *testing.T) {
 	}
 	if got := run(false); strings.Contains(got, "discard") {
 		t.Errorf("a second apply: %q, want nothing discarded", got)
+	}
+	// An edit of the description alone, which the diff does not list, is
+	// named too.
+	working = env.Must(200, "GET", "/api/v1/definitions/add_company_to_crm", env.Designer, nil).JSON(t)["working"].(map[string]any)
+	working["description"] = "Reworded by a colleague."
+	env.Must(200, "PUT", "/api/v1/definitions/add_company_to_crm/working", env.Designer, working)
+	if got, want := run(false), "working restored (revision 1; discards the Working's unsnapshotted edits, made outside this repository: names or descriptions)"; !strings.Contains(got, want) {
+		t.Errorf("apply over a reworded Working: %q, want %q", got, want)
 	}
 }
