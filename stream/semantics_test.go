@@ -588,7 +588,10 @@ func TestWithdrawnGrantEndsTheStream(t *testing.T) {
 	start(t, f.env, "Acme")
 	held := s.assignment(5 * time.Second)
 	f.env.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", f.env.ConsumerID("crm-sync")), f.env.Admin, map[string]any{"grants": []any{}})
-	wantRefusal(t, "the stream after its grant was withdrawn", s.end(5*time.Second), "permission_denied", "not_granted")
+	// Said as a stream's end, not as a subscription refused (stream client QA).
+	if p := wantRefusal(t, "the stream after its grant was withdrawn", s.end(5*time.Second), "permission_denied", "not_granted"); !strings.Contains(p.GetDetail(), "the stream ended and what it held was handed back") {
+		t.Errorf("detail %q, want it to say the stream ended", p.GetDetail())
+	}
 	if got := outcomes(t, f.env, held.GetOccurrenceId()); !slices.Equal(got, []string{"disconnected"}) {
 		t.Errorf("the held occurrence's attempts %q, want [disconnected] (handed back)", got)
 	}
@@ -623,7 +626,9 @@ func TestRotatedTokenEndsTheStream(t *testing.T) {
 	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
 	s.quiet(100 * time.Millisecond)
 	f.env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%d/rotate", f.env.ConsumerID("crm-sync")), f.env.Admin, nil)
-	wantRefusal(t, "the stream after its token was rotated", s.end(3*time.Second), "unauthenticated", "unauthorized")
+	if p := wantRefusal(t, "the stream after its token was rotated", s.end(3*time.Second), "unauthenticated", "unauthorized"); !strings.Contains(p.GetDetail(), "the stream ended and what it held was handed back") {
+		t.Errorf("detail %q, want it to say the stream ended", p.GetDetail())
+	}
 }
 
 // After a rotation with an overlap, a stream whose client acknowledges

@@ -942,8 +942,9 @@ func (r *runner) reauth(ctx context.Context) (string, error) {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
 			// Said as a stream's end, not as a refused call: the same
 			// words read as a subscription refused (stream client QA).
-			return endTokenRevoked, problemError(fault.New(fault.Unauthorized, fe.Code,
-				"the stream's token no longer authenticates (revoked, rotated past its overlap, or expired): the stream ended and what it held was handed back; subscribe again with a valid token"))
+			ended := *fe
+			ended.Detail = "the stream's token no longer authenticates (revoked, rotated past its overlap, or expired): the stream ended and what it held was handed back; subscribe again with a valid token"
+			return endTokenRevoked, problemError(&ended)
 		}
 	}
 	return "", nil
@@ -960,7 +961,9 @@ func (r *runner) resolve(ctx context.Context) (string, error) {
 		// reach (Unavailable) says nothing of them, and the next
 		// resolution tries again.
 		if fe, ok := fault.As(err); ok && fe.Kind != fault.Internal && fe.Kind != fault.Unavailable {
-			return endNotGranted, problemError(fault.New(fe.Kind, fe.Code, "%s: the stream ended and what it held was handed back; subscribe again to what is granted", fe.Detail).WithErrors(fe.Errors))
+			ended := *fe
+			ended.Detail += ": the stream ended and what it held was handed back; subscribe again to what is granted"
+			return endNotGranted, problemError(&ended)
 		}
 		if ctx.Err() == nil {
 			svc.logger.Warn("resolving the stream's subscriptions failed", "stream", s.id, "err", err)
