@@ -620,7 +620,18 @@ func jsonProblem(file string, raw []byte) (Problem, bool) {
 	p := Problem{Doc: Document{File: file, Index: 1}, Message: "not valid JSON: " + err.Error()}
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {
-		p.Line = 1 + bytes.Count(raw[:syntax.Offset], []byte("\n"))
+		at := syntax.Offset
+		if at > 0 && at <= int64(len(raw)) {
+			// A closing bracket after a comma: the comma is the mistake,
+			// on its own line (designer QA: the message named the line
+			// after it, and no comma).
+			before := bytes.TrimRight(raw[:at-1], " \t\r\n")
+			if c := raw[at-1]; (c == '}' || c == ']') && bytes.HasSuffix(before, []byte(",")) {
+				p.Message += " (a trailing comma before it: JSON allows none)"
+				at = int64(len(before))
+			}
+		}
+		p.Line = 1 + bytes.Count(raw[:at], []byte("\n"))
 	}
 	return p, true
 }

@@ -417,7 +417,7 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		"duplicate.json": {"{\"kind\": \"Definition\",\n \"key\": \"d\",\n \"key\": \"e\"}\n",
 			`3: /: not valid JSON: key "key" already defined at line 2`},
 		"comma.json": {"{\n  \"kind\": \"Definition\",\n  \"key\": \"d\",\n}\n",
-			`4: /: not valid JSON: invalid character '}' looking for beginning of object key string`},
+			`3: /: not valid JSON: invalid character '}' looking for beginning of object key string (a trailing comma before it: JSON allows none)`},
 	} {
 		p := write(t, dir, name, c.body)
 		if got := problemLines(t, p); len(got) != 1 || got[0] != c.want {
