@@ -62,7 +62,14 @@ func contractRows(ctx context.Context, c contracts.Contract, routing string) []c
 		rows = append(rows, row)
 		switch f.Type {
 		case contracts.TypeObject:
-			walk(f.Fields, depth+1, class, name)
+			parentName := name
+			if !named {
+				// A list's item: its fields are in "each item of lines",
+				// not in "(each item)" (designer QA).
+				list := within
+				parentName = T(ctx, "each item of %s", list)
+			}
+			walk(f.Fields, depth+1, class, parentName)
 		case contracts.TypeList:
 			if f.Items != nil {
 				field(*f.Items, T(ctx, "(each item)"), depth+1, class, false, name)

@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     336,
 	"%d held instances match now.":             62,
 	"%d hours":                                 352,
-	"%d items":                                 738,
+	"%d items":                                 739,
 	"%d left":                                  505,
 	"%d min":                                   335,
 	"%d minutes":                               353,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              736,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              737,
 	"%d ms": 355,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         656,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 655,
@@ -95,10 +95,10 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 611,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 495,
 	"%s–%s":                         323,
-	"(%d characters in all)":        740,
+	"(%d characters in all)":        741,
 	"(%d handed back, not counted)": 504,
-	"(each item)":                   726,
-	"(in %s)":                       739,
+	"(each item)":                   727,
+	"(in %s)":                       740,
 	"(worker %s)":                   549,
 	"0 seconds":                     350,
 	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           704,
@@ -124,7 +124,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       193,
 	"All processes":                       407,
 	"All statuses":                        409,
-	"All workers":                         753,
+	"All workers":                         754,
 	"An operator abandoned the instance.": 537,
 	"Any definition":                      408,
 	"Apply filters":                       116,
@@ -154,7 +154,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    496,
 	"Calls":                           278,
 	"Calls signed (Relais-Signature)": 280,
-	"Camunda 7 facade":                757,
+	"Camunda 7 facade":                758,
 	"Cancelled: the instance was stopped (%s).":               560,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 559,
 	"Cannot act on this filter":                               89,
@@ -176,7 +176,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    317,
 	"Completions and failures per 5-minute slot, oldest first": 321,
 	"Completions and failures, last hour":                      300,
-	"Connected":                                                749,
+	"Connected":                                                750,
 	"Constraints":                                              203,
 	"Consumer":                                                 467,
 	"Consumer and worker":                                      588,
@@ -201,7 +201,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         262,
-	"Definitions served":                         747,
+	"Definitions served":                         748,
 	"Definitions, those needing attention first": 301,
 	"Description":                                204,
 	"Destination":                                479,
@@ -271,7 +271,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                388,
 	"Held instances":          304,
 	"ID":                      183,
-	"In flight":               748,
+	"In flight":               749,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 318,
 	"Inputs":                     228,
 	"Inputs of revision %d":      239,
@@ -282,9 +282,9 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 649,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 769,
-	"It takes revision %d only.":                       772,
-	"It takes revisions %s only.":                      774,
+	"It takes every revision its consumer is granted.": 770,
+	"It takes revision %d only.":                       773,
+	"It takes revisions %s only.":                      775,
 	"Its calls":                                        279,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 285,
@@ -306,7 +306,7 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 520,
 	"Last reserved":           517,
 	"Last saved":              209,
-	"Last seen":               750,
+	"Last seen":               751,
 	"Last used":               710,
 	"Latest revision":         264,
 	"Lists every change from one revision to another, and whom it may break.": 219,
@@ -357,8 +357,8 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 511,
 	"No process has the key “%s”.":                         93,
 	"No process is published yet.":                         636,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             766,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             765,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             767,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             766,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
@@ -367,10 +367,10 @@ var messageKeyToIndex = map[string]int{
 	"No value was revealed.": 683,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              478,
 	"No worker has reserved this occurrence yet.":                                        475,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 767,
-	"No worker is connected.":           751,
-	"No worker serves this definition.": 754,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 764,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 768,
+	"No worker is connected.":           752,
+	"No worker serves this definition.": 755,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 765,
 	"Node":                  362,
 	"Nodes":                 642,
 	"Nodes of this version": 651,
@@ -390,8 +390,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            462,
 	"Occurrence offered again": 107,
 	"Occurrences now":          648,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          762,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 763,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          763,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 764,
 	"Occurrences, newest first": 584,
 	"Oct":                       347,
 	"Offered from %s — %s.":     545,
@@ -428,7 +428,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 403,
 	"Processes":                       135,
 	"Processes by key":                634,
-	"Protocol":                        746,
+	"Protocol":                        747,
 	"Published":                       217,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 632,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       633,
@@ -480,7 +480,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 770,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 771,
 	"Revoke the %s token “%s”?": 718,
 	"Revoke the token":          720,
 	"Revoke token %d":           717,
@@ -497,7 +497,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               688,
 	"Secret values can never be revealed.": 680,
 	"Sep":                                  346,
-	"Served by %d workers":                 768,
+	"Served by %d workers":                 769,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              367,
 	"Settlement date":      578,
@@ -582,9 +582,9 @@ var messageKeyToIndex = map[string]int{
 	"The version must be a whole number from 1.":                                                                                                                                                           395,
 	"These revisions have the same contracts.":                                                                                                                                                             227,
 	"These settings are kept in this browser only.":                                                                                                                                                        617,
-	"They take every revision their consumer is granted.":                                                                                                                                                  771,
-	"They take revision %d only.":                                                                                                                                                                          773,
-	"They take revisions %s only.":                                                                                                                                                                         775,
+	"They take every revision their consumer is granted.":                                                                                                                                                  772,
+	"They take revision %d only.":                                                                                                                                                                          774,
+	"They take revisions %s only.":                                                                                                                                                                         776,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     612,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         507,
@@ -648,13 +648,13 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       103,
 	"Whole message":                                             477,
 	"Why (recorded with the reveal)":                            513,
-	"Worker":                                                    745,
+	"Worker":                                                    746,
 	"Worker id":                                                 468,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        743,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        744,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 744,
-	"Workers serving %s":                   752,
+	"Workers seen within three heartbeats": 745,
+	"Workers serving %s":                   753,
 	"Working copy":                         206,
 	"You are signed out.":                  695,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
@@ -671,11 +671,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 664,
 	"any other error":                     291,
 	"as of %s (%s); counts are refreshed every few seconds.": 595,
-	"at least %d characters":                                 727,
-	"at least %d items":                                      734,
+	"at least %d characters":                                 728,
+	"at least %d items":                                      735,
 	"at most %d":                                             501,
-	"at most %d characters":                                  728,
-	"at most %d items":                                       735,
+	"at most %d characters":                                  729,
+	"at most %d items":                                       736,
 	"at most %d since the last operator retry":               502,
 	"available":                                              410,
 	"boolean":                                                425,
@@ -697,12 +697,13 @@ var messageKeyToIndex = map[string]int{
 	"deleted":                                                109,
 	"designer":                                               440,
 	"disconnected":                                           421,
+	"each item of %s":                                        726,
 	"end (completes)":                                        659,
 	"end (fails)":                                            660,
 	"end: completes the instance":                            294,
 	"end: fails the instance":                                295,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 758,
+	"every revision its consumer is granted":                 759,
 	"exact, case-sensitive":                                  400,
 	"expired":                                                418,
 	"failed":                                                 414,
@@ -710,7 +711,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            444,
 	"field removed":                                          445,
 	"format":                                                 455,
-	"format %s":                                              730,
+	"format %s":                                              731,
 	"from":                                                   114,
 	"held":                                                   417,
 	"held for an operator":                                   292,
@@ -730,15 +731,15 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               333,
 	"list":                                                   430,
 	"lock until":                                             602,
-	"long polling":                                           756,
+	"long polling":                                           757,
 	"long wait":                                              312,
 	"masked value":                                           272,
 	"maximum":                                                457,
-	"maximum %s":                                             732,
+	"maximum %s":                                             733,
 	"maximum items":                                          459,
 	"maximum length":                                         453,
 	"minimum":                                                456,
-	"minimum %s":                                             731,
+	"minimum %s":                                             732,
 	"minimum items":                                          458,
 	"minimum length":                                         452,
 	"never":                                                  712,
@@ -749,28 +750,28 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             191,
 	"no header":                                              277,
 	"no worker":                                              313,
-	"no worker takes revision %d":                            760,
-	"no worker takes revisions %s":                           761,
+	"no worker takes revision %d":                            761,
+	"no worker takes revisions %s":                           762,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 524,
 	"none": 260,
 	"none (revealed before reasons were asked for)": 684,
 	"none yet": 265,
 	"none: a failed call takes the node’s error path": 491,
 	"normal":                             431,
-	"not provided":                       737,
+	"not provided":                       738,
 	"not yet":                            713,
-	"null":                               741,
+	"null":                               742,
 	"number":                             424,
 	"object":                             429,
 	"on error":                           290,
 	"one attempt, no retry, priority %d": 667,
-	"one of: %s":                         733,
+	"one of: %s":                         734,
 	"operator":                           439,
 	"optional %s field of type %s":       257,
 	"optional field of type %s":          259,
 	"optional → required":                250,
 	"pattern":                            454,
-	"pattern %s":                         729,
+	"pattern %s":                         730,
 	"pull":                               657,
 	"pull %s":                            297,
 	"pull (a worker fetches it)":         436,
@@ -786,7 +787,7 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           411,
 	"retry":                              3,
 	"revision %d":                        596,
-	"revisions %s":                       759,
+	"revisions %s":                       760,
 	"revoked":                            190,
 	"routing changed":                    451,
 	"routing output":                     725,
@@ -796,7 +797,7 @@ var messageKeyToIndex = map[string]int{
 	"sensitive":                          432,
 	"settled":                            598,
 	"stop":                               5,
-	"stream":                             755,
+	"stream":                             756,
 	"text":                               422,
 	"the contracts are the same (the name or a description changed).": 243,
 	"this session":             716,
@@ -804,7 +805,7 @@ var messageKeyToIndex = map[string]int{
 	"timeout %s (the default)": 670,
 	"to":                       115,
 	"type changed":             446,
-	"unexpected value":         742,
+	"unexpected value":         743,
 	"unknown":                  571,
 	"values added: %s":         252,
 	"values changed":           448,
@@ -817,7 +818,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s": 662,
 }
 
-var enIndex = []uint32{ // 777 elements
+var enIndex = []uint32{ // 778 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1022,25 +1023,25 @@ var enIndex = []uint32{ // 777 elements
 	0x000071c9, 0x000071cf, 0x000071d7, 0x000071e5,
 	0x000071ef, 0x000071fc, 0x0000720f, 0x00007233,
 	0x000072b3, 0x000072c4, 0x000072cc, 0x00007341,
-	0x00007395, 0x000073dd, 0x000073ec, 0x000073f8,
-	0x00007434, 0x0000746e, 0x0000747c, 0x00007489,
-	0x00007497, 0x000074a5, 0x000074b3, 0x000074e5,
+	0x00007395, 0x000073dd, 0x000073ec, 0x000073ff,
+	0x0000740b, 0x00007447, 0x00007481, 0x0000748f,
+	0x0000749c, 0x000074aa, 0x000074b8, 0x000074c6,
 	// Entry 2E0 - 2FF
-	0x00007515, 0x00007571, 0x0000757e, 0x0000759e,
-	0x000075a9, 0x000075c3, 0x000075c8, 0x000075d9,
-	0x0000765f, 0x00007684, 0x0000768b, 0x00007694,
-	0x000076a7, 0x000076b1, 0x000076bb, 0x000076c5,
-	0x000076dd, 0x000076f3, 0x000076ff, 0x00007721,
-	0x00007728, 0x00007735, 0x00007746, 0x0000776d,
-	0x0000777d, 0x0000779c, 0x000077bc, 0x00007894,
-	0x00007975, 0x000079c9, 0x00007a19, 0x00007a79,
+	0x000074f8, 0x00007528, 0x00007584, 0x00007591,
+	0x000075b1, 0x000075bc, 0x000075d6, 0x000075db,
+	0x000075ec, 0x00007672, 0x00007697, 0x0000769e,
+	0x000076a7, 0x000076ba, 0x000076c4, 0x000076ce,
+	0x000076d8, 0x000076f0, 0x00007706, 0x00007712,
+	0x00007734, 0x0000773b, 0x00007748, 0x00007759,
+	0x00007780, 0x00007790, 0x000077af, 0x000077cf,
+	0x000078a7, 0x00007988, 0x000079dc, 0x00007a2c,
 	// Entry 300 - 31F
-	0x00007acc, 0x00007b04, 0x00007b35, 0x00007b85,
-	0x00007bb9, 0x00007bd7, 0x00007bf6, 0x00007c15,
-	0x00007c35,
-} // Size: 3132 bytes
+	0x00007a8c, 0x00007adf, 0x00007b17, 0x00007b48,
+	0x00007b98, 0x00007bcc, 0x00007bea, 0x00007c09,
+	0x00007c28, 0x00007c48,
+} // Size: 3136 bytes
 
-const enData string = "" + // Size: 31797 bytes
+const enData string = "" + // Size: 31816 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1490,44 +1491,44 @@ const enData string = "" + // Size: 31797 bytes
 	"e token you signed in with: revoking it signs you out. Its next request " +
 	"is refused. This cannot be undone.\x02This is the last usable administra" +
 	"tor token: create another one before revoking it.\x02The token “%[1]s” (" +
-	"%[2]s) was revoked: its next request is refused.\x02routing output\x02(e" +
-	"ach item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
-	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
-	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
-	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
-	" a stream, and polling workers by their last fetch. A worker is listed w" +
-	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
-	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
-	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
-	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
-	"revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes rev" +
-	"isions %[1]s\x02Occurrences of revision %[1]d wait, and no live worker t" +
-	"akes it: subscribe workers to it, with their consumers granted it (a wor" +
-	"ker naming no revision takes those its consumer is granted; a process ve" +
-	"rsion pins it).\x02Occurrences of revisions %[1]s wait, and no live work" +
-	"er takes them: subscribe workers to them, with their consumers granted t" +
-	"hem (a worker naming no revision takes those its consumer is granted; a " +
-	"process version pins them).\x02No worker serves this definition: its occ" +
-	"urrences wait until one connects or polls.\x02No process uses this defin" +
-	"ition yet: it needs a worker once a process pulls it.\x02No process pull" +
-	"s this definition: Relais calls its destinations (push), and it needs no" +
-	" worker.\x02No worker is connected for this definition; none of its occu" +
-	"rrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d wo" +
-	"rker\x00\x18\x02Served by %[1]d workers\x02It takes every revision its c" +
-	"onsumer is granted.\x02Revisions they take: %[1]s; some take every revis" +
-	"ion their consumer is granted.\x02They take every revision their consume" +
-	"r is granted.\x02It takes revision %[1]d only.\x02They take revision %[1" +
-	"]d only.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s " +
-	"only."
+	"%[2]s) was revoked: its next request is refused.\x02routing output\x02ea" +
+	"ch item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least " +
+	"%[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
+	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
+	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
+	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
+	"em\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: the pa" +
+	"ge shows the first %[2]d, the API's detail has them all.\x02not provided" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in" +
+	" %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Work" +
+	"ers connected by a stream, and polling workers by their last fetch. A wo" +
+	"rker is listed while it was seen within three heartbeats.\x02Workers see" +
+	"n within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
+	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
+	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
+	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
+	"sumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted.\x02Revisions they take: %[" +
+	"1]s; some take every revision their consumer is granted.\x02They take ev" +
+	"ery revision their consumer is granted.\x02It takes revision %[1]d only." +
+	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
+	"They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 777 elements
+var frIndex = []uint32{ // 778 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1732,25 +1733,25 @@ var frIndex = []uint32{ // 777 elements
 	0x0000922f, 0x00009236, 0x00009241, 0x0000924f,
 	0x0000925c, 0x0000926a, 0x00009283, 0x000092b0,
 	0x00009359, 0x0000936c, 0x00009376, 0x00009405,
-	0x00009466, 0x000094c2, 0x000094d4, 0x000094e7,
-	0x00009525, 0x00009561, 0x0000957e, 0x0000958b,
-	0x00009599, 0x000095a7, 0x000095b7, 0x000095f3,
+	0x00009466, 0x000094c2, 0x000094d4, 0x000094ee,
+	0x00009501, 0x0000953f, 0x0000957b, 0x00009598,
+	0x000095a5, 0x000095b3, 0x000095c1, 0x000095d1,
 	// Entry 2E0 - 2FF
-	0x0000962d, 0x000096aa, 0x000096b5, 0x000096df,
-	0x000096ec, 0x00009708, 0x0000970c, 0x0000971e,
-	0x000097e0, 0x00009813, 0x0000981e, 0x00009828,
-	0x0000983d, 0x00009846, 0x00009850, 0x00009865,
-	0x00009889, 0x000098a3, 0x000098b8, 0x000098e4,
-	0x000098e9, 0x000098fe, 0x00009910, 0x00009945,
-	0x00009956, 0x00009983, 0x000099b2, 0x00009ad4,
-	0x00009bf6, 0x00009c6c, 0x00009cf7, 0x00009d86,
+	0x0000960d, 0x00009647, 0x000096c4, 0x000096cf,
+	0x000096f9, 0x00009706, 0x00009722, 0x00009726,
+	0x00009738, 0x000097fa, 0x0000982d, 0x00009838,
+	0x00009842, 0x00009857, 0x00009860, 0x0000986a,
+	0x0000987f, 0x000098a3, 0x000098bd, 0x000098d2,
+	0x000098fe, 0x00009903, 0x00009918, 0x0000992a,
+	0x0000995f, 0x00009970, 0x0000999d, 0x000099cc,
+	0x00009aee, 0x00009c10, 0x00009c86, 0x00009d11,
 	// Entry 300 - 31F
-	0x00009ded, 0x00009e2f, 0x00009e77, 0x00009eea,
-	0x00009f32, 0x00009f60, 0x00009f8e, 0x00009fc1,
-	0x00009ff4,
-} // Size: 3132 bytes
+	0x00009da0, 0x00009e07, 0x00009e49, 0x00009e91,
+	0x00009f04, 0x00009f4c, 0x00009f7a, 0x00009fa8,
+	0x00009fdb, 0x0000a00e,
+} // Size: 3136 bytes
 
-const frData string = "" + // Size: 40948 bytes
+const frData string = "" + // Size: 40974 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2304,50 +2305,50 @@ const frData string = "" + // Size: 40948 bytes
 	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
 	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
 	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(c" +
-	"haque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression r" +
-	"égulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
-	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
-	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
-	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
-	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
-	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
-	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont " +
-	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
-	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
-	"essus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et a" +
-	"ucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants don" +
-	"t le consommateur y a droit (un exécutant qui ne nomme aucune révision p" +
-	"rend celles auxquelles son consommateur a droit\u202f; une version de pr" +
-	"ocessus les épingle).\x02Aucun exécutant ne sert cette définition\u202f:" +
-	" ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02" +
-	"Aucun processus n’utilise encore cette définition\u202f: elle aura besoi" +
-	"n d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun p" +
-	"rocessus n’utilise cette définition en mode pull\u202f: Relais appelle s" +
-	"es destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exéc" +
-	"utant n’est connecté pour cette définition\u202f; aucune de ses occurren" +
-	"ces n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécuta" +
-	"nt\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accord" +
-	"ées au consommateur sont prises en charge.\x02Révisions prises en charg" +
-	"e\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à" +
-	" leur consommateur.\x02Toutes les révisions accordées au consommateur so" +
-	"nt prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02" +
-	"Seule la révision %[1]d est prise en charge.\x02Seules les révisions %[1" +
-	"]s sont prises en charge.\x02Seules les révisions %[1]s sont prises en c" +
-	"harge."
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 79009 bytes (77KiB); checksum: CF5E4F75
+	// Total table size 79062 bytes (77KiB); checksum: C2103D9A
