@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"connectrpc.com/connect"
 )
 
 // maxResponse bounds what the worker reads from one answer: a fetch of
@@ -26,7 +28,18 @@ const maxResponse = 64 << 20
 // an HTTP error status, the server may or may not have acted on it.
 type networkError struct{ err error }
 
-func (e *networkError) Error() string { return "relais: " + e.err.Error() }
+func (e *networkError) Error() string {
+	// connect names a connection lost under a call by a gRPC code
+	// ("canceled: … connection reset by peer"), which reads as a call
+	// this worker cancelled: the cause says what happened (newcomer QA).
+	var ce *connect.Error
+	if errors.As(e.err, &ce) && !connect.IsWireError(ce) {
+		if cause := ce.Unwrap(); cause != nil {
+			return "relais: " + cause.Error()
+		}
+	}
+	return "relais: " + e.err.Error()
+}
 func (e *networkError) Unwrap() error { return e.err }
 
 // post sends body as JSON to path and decodes a 2xx answer into out.

@@ -2,9 +2,12 @@ package worker
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"connectrpc.com/connect"
 )
 
 // A contract's refusal reads in a log as pointers and messages, not as
@@ -15,5 +18,19 @@ func TestFieldErrorsInALog(t *testing.T) {
 		[]FieldError{{Path: "/outputs/result", Message: `must be one of "created", "existing"`}})
 	if got := buf.String(); !strings.Contains(got, `/outputs/result: must be one of`) || strings.Contains(got, "Path:") {
 		t.Errorf("log line %q, want the pointer and its message", got)
+	}
+}
+
+// A connection lost under a streamed call reads as lost, not as the gRPC
+// code connect gives it ("canceled": a newcomer read it as a call the
+// worker cancelled).
+func TestNetworkErrorSaysTheCause(t *testing.T) {
+	cause := errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer")
+	err := &networkError{connect.NewError(connect.CodeCanceled, cause)}
+	if got := err.Error(); got != "relais: "+cause.Error() {
+		t.Errorf("Error() = %q, want the cause", got)
+	}
+	if !errors.Is(err, cause) {
+		t.Error("the cause is no longer in the chain")
 	}
 }
