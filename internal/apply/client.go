@@ -269,7 +269,6 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (res R
 	base := "/api/v1/definitions/" + esc(d.ID)
 	var cur struct {
 		WorkingDigest string             `json:"working_digest"`
-		Unsnapshotted bool               `json:"unsnapshotted"`
 		Changes       []contracts.Change `json:"unsnapshotted_changes"`
 		Revisions     []struct {
 			Revision int    `json:"revision"`
@@ -705,13 +704,6 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed)}, nil
 }
 
-// unserved says, for a published version's detail, which of its pull
-// nodes' revisions the live workers of their definition do not take: their
-// occurrences would wait until one does (the usual slip: a process pointed
-// at a new revision before the workers that take it are deployed). A
-// definition no worker serves yet is not named (a first deployment, whose
-// workers come next), nor anything when the token may not read the worker
-// catalog (a designer's) or it cannot be read: a warning, never a refusal.
 // futileRetries names the pull nodes of p whose retries can never run:
 // a retry delay no shorter than the deadline, which ends the occurrence
 // first (designer QA: such a policy published without a word). Their
@@ -734,6 +726,13 @@ func futileRetries(p *process.Process) string {
 	return "; " + strings.Join(notes, "; ")
 }
 
+// unserved says, for a published version's detail, which of its pull
+// nodes' revisions the live workers of their definition do not take: their
+// occurrences would wait until one does (the usual slip: a process pointed
+// at a new revision before the workers that take it are deployed). A
+// definition no worker serves yet is not named (a first deployment, whose
+// workers come next), nor anything when the token may not read the worker
+// catalog (a designer's) or it cannot be read: a warning, never a refusal.
 func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 	if p == nil {
 		return ""
