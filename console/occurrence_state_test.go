@@ -144,21 +144,7 @@ func TestHandedBackAttemptsAreSaid(t *testing.T) {
 func TestPushCallPastItsBudget(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
-	release := make(chan struct{})
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select { // answers only once the test is done
-		case <-release:
-		case <-r.Context().Done():
-		}
-		http.Error(w, "late", http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(dest.Close)
-	t.Cleanup(func() { close(release) })
-	env.Must(201, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT10S"})
-	env.Definition("charge_card.yaml")
-	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
-	checkout["nodes"].(map[string]any)["charge"].(map[string]any)["timeout"] = "PT10S"
-	env.Process("checkout", checkout)
+	silentCheckout(t, env, "PT10S", "PT10S")
 	inst := env.Must(201, "POST", "/api/v1/processes/checkout/instances", env.Operator, map[string]any{"business_key": "order-1",
 		"inputs": map[string]any{"order_id": "order-1", "amount_cents": 4200, "currency": "EUR", "card_token": canarySecret,
 			"cardholder": map[string]any{"name": canarySensitive, "email": "jo@example.com"}}}).JSON(t)["id"].(string)
@@ -316,23 +302,10 @@ func TestProcessPolicySaysAttemptsRight(t *testing.T) {
 func TestPolicyShowsTheCallsBudget(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
-	release := make(chan struct{})
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(dest.Close)
-	t.Cleanup(func() { close(release) })
-	env.Must(201, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT5S"})
-	env.Definition("charge_card.yaml")
-	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
-	checkout["nodes"].(map[string]any)["charge"].(map[string]any)["timeout"] = "PT5S"
-	env.Process("checkout", checkout)
+	destURL := silentCheckout(t, env, "PT5S", "PT5S")
 	// Lowered after publication: the node keeps its 5 seconds, its calls
 	// get 2.
-	env.Must(200, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT2S"})
+	env.Must(200, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": destURL, "max_timeout": "PT2S"})
 	inst := env.Must(201, "POST", "/api/v1/processes/checkout/instances", env.Operator, map[string]any{"business_key": "order-1",
 		"inputs": map[string]any{"order_id": "order-1", "amount_cents": 4200, "currency": "EUR", "card_token": canarySecret,
 			"cardholder": map[string]any{"name": canarySensitive, "email": "jo@example.com"}}}).JSON(t)["id"].(string)
@@ -352,9 +325,34 @@ func TestPolicyShowsTheCallsBudget(t *testing.T) {
 		s := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)["status"].(string)
 		return s == "failed", s
 	})
-	env.Must(200, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT5S"})
+	env.Must(200, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": destURL, "max_timeout": "PT5S"})
 	b := signedIn(t, env.URL, "en", env.Operator)
 	if got, want := text(b.mustGet("/console/occurrences/"+occ, 200), "call-timeout"), "5 seconds; its last call had 2 seconds (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)"; got != want {
 		t.Errorf("after the call: call timeout %q, want %q", got, want)
 	}
+}
+
+// silentCheckout publishes the example checkout process on env, its charge
+// node's call timeout set to timeout, pushing to a payments destination
+// (max_timeout maxTimeout) that answers no call until the test ends; it
+// returns the destination's URL.
+func silentCheckout(t *testing.T, env *relaistest.Env, maxTimeout, timeout string) string {
+	t.Helper()
+	release := make(chan struct{})
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // answers only once the test is done
+		case <-release:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "late", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(dest.Close)
+	t.Cleanup(func() { close(release) }) // first: the calls still waiting end
+	url := dest.URL + "/charge"
+	env.Must(201, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": url, "max_timeout": maxTimeout})
+	env.Definition("charge_card.yaml")
+	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
+	checkout["nodes"].(map[string]any)["charge"].(map[string]any)["timeout"] = timeout
+	env.Process("checkout", checkout)
+	return url
 }

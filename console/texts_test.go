@@ -2,8 +2,6 @@ package console_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -22,20 +20,7 @@ import (
 func TestPushTimeoutSaysTheCallTimedOut(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
-	stop := make(chan struct{})
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-stop:
-		}
-	}))
-	t.Cleanup(dest.Close)
-	t.Cleanup(func() { close(stop) }) // first: the calls still waiting end
-	env.Must(201, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT5S"})
-	env.Definition("charge_card.yaml")
-	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
-	checkout["nodes"].(map[string]any)["charge"].(map[string]any)["timeout"] = "PT1S"
-	env.Process("checkout", checkout)
+	silentCheckout(t, env, "PT5S", "PT1S")
 	inst := env.Must(201, "POST", "/api/v1/processes/checkout/instances", env.Operator, map[string]any{"business_key": "order-1",
 		"inputs": map[string]any{"order_id": "order-1", "amount_cents": 4200, "currency": "EUR", "card_token": "tok_visa_4242",
 			"cardholder": map[string]any{"name": "Jo", "email": "jo@example.com"}}}).JSON(t)["id"].(string)
