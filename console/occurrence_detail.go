@@ -255,10 +255,11 @@ func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, in
 }
 
 // destinationCap is the max_timeout of o's destination as it stands, or
-// nil when o is no push call or its destination is gone (the page is
-// shown without it).
+// nil when o is no push call, is settled (its calls are over: the page
+// reads their budget from its message), or its destination is gone (the
+// page is shown without it).
 func (c *Console) destinationCap(ctx context.Context, o engine.Occurrence) *time.Duration {
-	if o.Destination == nil || o.Timeout == nil {
+	if o.Destination == nil || o.Timeout == nil || settled(o.Status) {
 		return nil
 	}
 	d, err := c.eng.GetDestination(ctx, *o.Destination)
