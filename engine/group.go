@@ -74,9 +74,17 @@ type groupCommit struct {
 	// that lapsed with writes waiting lowers it twice as much, and at 0
 	// the lane waits only every gatherProbe groups (untrusted counts them).
 	trust, untrusted int
+	// running are the groups in flight, for CutShortWrites.
+	running map[*runningGroup]struct{}
 
 	// What GroupCommits reports.
 	groups, writes, gathersFilled, gathersLapsed, gathersIdle atomic.Uint64
+}
+
+// runningGroup is a group in flight: cut ends its transaction.
+type runningGroup struct {
+	cut   context.CancelCauseFunc
+	began time.Time
 }
 
 // groupWrite is one write waiting for, or running in, a group.
@@ -125,7 +133,8 @@ func newGroupCommit(e *Engine, lanes int) *groupCommit {
 	if lanes < 1 {
 		lanes = defaultGroupLanes
 	}
-	return &groupCommit{e: e, lanes: lanes, max: maxGroup, spill: defaultSpill, gather: maxGather, trust: 1}
+	return &groupCommit{e: e, lanes: lanes, max: maxGroup, spill: defaultSpill, gather: maxGather, trust: 1,
+		running: map[*runningGroup]struct{}{}}
 }
 
 // write runs apply in a transaction, alone or with the writes that arrive
@@ -387,13 +396,56 @@ func (g *groupCommit) endGatherLocked(filled bool) []*groupWrite {
 	return group
 }
 
+// CutShortWrites ends the grouped writes' transactions in flight for
+// longer than patience: the replica's probe got no answer from
+// PostgreSQL. A group otherwise runs until its own timeout (a minute)
+// against a server that hangs (a frozen machine, a network black hole),
+// and its writers with it, though their requests were cut short: their
+// answers wait for the group's. Those cut are answered as writes whose
+// outcome is unknown (503 database_unavailable, to be repeated as they
+// were). A group younger than patience is spared, as the requests are:
+// the database may merely be slow.
+func (e *Engine) CutShortWrites(patience time.Duration) {
+	g := e.group
+	before := time.Now().Add(-patience)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for rg := range g.running {
+		if rg.began.Before(before) {
+			rg.cut(pgfault.ErrUnresponsive)
+		}
+	}
+}
+
 // run commits group and sets each of its writes' outcome (runThenNext
 // answers them).
 func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 	// The group outlives any one caller: the leader's context gives its
-	// values (a tracer's labels), not its cancellation.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+	// values (a tracer's labels), not its cancellation. Only a database
+	// that stopped answering cuts it short (CutShortWrites).
+	ctx, cut := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cut(nil)
+	ctx, cancel := context.WithTimeout(ctx, groupTimeout)
 	defer cancel()
+	rg := &runningGroup{cut: cut, began: time.Now()}
+	g.mu.Lock()
+	g.running[rg] = struct{}{}
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.running, rg)
+		g.mu.Unlock()
+		if errors.Is(context.Cause(ctx), pgfault.ErrUnresponsive) {
+			// Whatever the cut statements answered (a cancelled context),
+			// the group's outcome is unknown: its COMMIT may have been
+			// sent.
+			for _, w := range group {
+				if w.err != nil {
+					w.err = fmt.Errorf("%w: %w", errCommitUnknown, context.Cause(ctx))
+				}
+			}
+		}
+	}()
 	g.groups.Add(1)
 	g.writes.Add(uint64(len(group)))
 	if len(group) == 1 {

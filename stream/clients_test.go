@@ -280,6 +280,14 @@ func (s *subscription) next(within time.Duration) *workerv1.WorkerEvent {
 	case e := <-s.events:
 		return e
 	case err := <-s.ended:
+		// The reader queues an event before the end that follows it, but
+		// select picks at random among ready cases: the event comes first.
+		select {
+		case e := <-s.events:
+			s.ended <- err
+			return e
+		default:
+		}
 		s.t.Fatalf("%s: the stream ended: %v", s.c.name, err)
 	case <-time.After(within):
 		s.t.Fatalf("%s: no event within %v", s.c.name, within)

@@ -15,3 +15,16 @@ func LoseAnswer(t interface{ Cleanup(func()) }, worker string) {
 	loseAnswer.Store(&lose)
 	t.Cleanup(func() { loseAnswer.Store(nil) })
 }
+
+// OnEmptyClaim calls f, once, after a claim of worker's stream found
+// nothing, before the stream asks when more is due.
+func OnEmptyClaim(t interface{ Cleanup(func()) }, worker string, f func()) {
+	var done atomic.Bool
+	hook := func(w string) {
+		if w == worker && done.CompareAndSwap(false, true) {
+			f()
+		}
+	}
+	emptyClaimed.Store(&hook)
+	t.Cleanup(func() { emptyClaimed.Store(nil) })
+}

@@ -80,8 +80,9 @@ const (
 )
 
 // loopStatementTimeout bounds a statement of a stream's loop (a keep-alive,
-// a heartbeat's checks): a PostgreSQL that hangs before the probe finds it
-// gone holds the loop, and its heartbeats, no longer.
+// a heartbeat's checks, asking when more is due, a resolution): a
+// PostgreSQL that hangs before the probe finds it gone holds the loop, and
+// its heartbeats, no longer.
 const loopStatementTimeout = 5 * time.Second
 
 // databaseLostAfter bounds how long a stream stays on a replica that
@@ -687,7 +688,15 @@ func (r *runner) claim(ctx context.Context) error {
 	}
 	if len(got) == 0 || (r.recheckDue && len(got) < want) {
 		r.recheckDue = false
-		if due, ok, err := svc.eng.NextClaimable(ctx, s.pairs, mark); err == nil && ok {
+		// Bounded as the loop's other statements: a PostgreSQL that hangs
+		// right after the claim answered would hold the loop for good.
+		if hook := emptyClaimed.Load(); hook != nil && len(got) == 0 {
+			(*hook)(s.workerID)
+		}
+		nctx, cancel := context.WithTimeout(ctx, loopStatementTimeout)
+		due, ok, err := svc.eng.NextClaimable(nctx, s.pairs, mark)
+		cancel()
+		if err == nil && ok {
 			r.wakeAt(due.Add(dueSlack))
 		}
 	}
@@ -955,7 +964,9 @@ func (r *runner) reauth(ctx context.Context) (string, error) {
 // stream, as a fetch would be refused.
 func (r *runner) resolve(ctx context.Context) (string, error) {
 	svc, s := r.svc, r.s
-	pairs, err := svc.eng.ResolveSubscriptionsLoosely(ctx, s.consumerID, s.subs)
+	rctx, cancel := context.WithTimeout(ctx, loopStatementTimeout)
+	pairs, err := svc.eng.ResolveSubscriptionsLoosely(rctx, s.consumerID, s.subs)
+	cancel()
 	if err != nil {
 		// Only the grants' answer ends the stream: a database out of
 		// reach (Unavailable) says nothing of them, and the next
@@ -997,7 +1008,9 @@ func (r *runner) handBackUngranted(ctx context.Context) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	handed, err := r.svc.eng.HandBack(ctx, s.consumerID, s.workerID, gone, true)
+	hctx, cancel := context.WithTimeout(ctx, loopStatementTimeout)
+	defer cancel()
+	handed, err := r.svc.eng.HandBack(hctx, s.consumerID, s.workerID, gone, true)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.svc.logger.Warn("handing back what the stream's consumer is no longer granted failed; the next resolution tries again", "stream", s.id, "err", err)

@@ -66,6 +66,11 @@ type Service struct {
 // answer as if its COMMIT's answer had been lost.
 var loseAnswer atomic.Pointer[func(ref engine.WorkerRef) bool]
 
+// emptyClaimed, set by tests only, is called with a stream's worker id
+// after a claim of the stream found nothing, before it asks when more is
+// due: where a test makes PostgreSQL hang.
+var emptyClaimed atomic.Pointer[func(worker string)]
+
 var _ workerv1connect.WorkerServiceHandler = (*Service)(nil)
 
 // New returns the service on eng; lookup authenticates bearer tokens.

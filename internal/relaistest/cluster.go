@@ -6,6 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,4 +52,48 @@ func OwnCluster(t *testing.T) (embeddedpg.Options, *embeddedpg.Cluster, *pgxpool
 		t.Fatal(err)
 	}
 	return opts, c, pool
+}
+
+// Freeze stops (SIGSTOP) the PostgreSQL cluster of opts (OwnCluster's)
+// and its processes: a server that hangs, as behind a network black hole.
+// thaw lets them go on.
+func Freeze(t *testing.T, opts embeddedpg.Options) (thaw func()) {
+	t.Helper()
+	pidFile := filepath.Join(opts.Dir, "data", "postmaster.pid")
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	postmaster, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatalf("%s: %v", pidFile, err)
+	}
+	pids := []int{postmaster}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, not ")".
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(postmaster) {
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("freezing %d: %v", pid, err)
+		}
+	}
+	return func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
 }

@@ -217,3 +217,63 @@ func TestStreamsOutliveADatabaseOutage(t *testing.T) {
 		t.Errorf("the request log does not name the worker-protocol call's problem code:\n%s", logs)
 	}
 }
+
+// A write held by a PostgreSQL that hangs (a frozen machine, a network
+// black hole) is answered 503 database_unavailable once the replica's
+// probe finds it gone, not when its group's transaction times out a
+// minute later (the gate cut the request, which went on waiting for its
+// group); repeated as it was once the database is back, it is applied.
+func TestWriteHeldByAHungDatabaseIsAnswered(t *testing.T) {
+	t.Parallel()
+	opts, cluster, pool := relaistest.OwnCluster(t)
+	env := relaistest.NewOnPool(t, pool)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "lock_duration": "PT5M",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)
+	complete := func() relaistest.Response {
+		return env.Do("POST", "/api/v1/pull/occurrences/"+occ["id"].(string)+"/complete", consumer,
+			map[string]any{"worker_id": "w", "outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
+	}
+
+	thaw := relaistest.Freeze(t, opts)
+	thawed := false
+	defer func() {
+		if !thawed {
+			thaw()
+		}
+		_ = cluster.Stop(context.Background())
+	}()
+	began := time.Now()
+	answered := make(chan relaistest.Response, 1)
+	go func() { answered <- complete() }()
+	select {
+	case r := <-answered:
+		// The probe's verdict comes within 8 s (a ping, a new connection
+		// and the pool's, 2 s each, every 2 s), the cut at once.
+		d := time.Since(began)
+		t.Logf("answered %v after PostgreSQL hung", d)
+		if d > 20*time.Second {
+			t.Errorf("answered %v after PostgreSQL hung, want soon after the probe's verdict", d)
+		}
+		if r.Status != 503 || r.Code() != "database_unavailable" {
+			t.Fatalf("a completion held by a hung database: %d %s, want 503 database_unavailable", r.Status, r.Body)
+		}
+	case <-time.After(30 * time.Second):
+		thaw()
+		thawed = true
+		t.Fatalf("a completion held by a hung database not answered within 30s")
+	}
+	thaw()
+	thawed = true
+	relaistest.WaitFor(t, 20*time.Second, "the completion, repeated, is applied", func() (bool, string) {
+		r := complete()
+		return r.Status == 200, fmt.Sprintf("%d %s", r.Status, r.Body)
+	})
+	if got := env.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Errorf("instance %v, want completed", got)
+	}
+}

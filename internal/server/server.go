@@ -119,6 +119,11 @@ func Start(ctx context.Context, d Deps) *Replica {
 			// that refuses (stopped, or at max_connections while this
 			// replica's pool still works) fails each statement at once.
 			gate.set(!unanswered(err))
+			if unanswered(err) {
+				// The requests the gate cuts short wait on their writes'
+				// groups: those are cut too.
+				d.Engine.CutShortWrites(databaseProbeTimeout)
+			}
 		})
 	})
 	retention := newRetentionMetrics(d.Registry)
