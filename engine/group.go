@@ -46,8 +46,9 @@ import (
 //     failed each alone (a COMMIT whose answer is lost is unknown either way).
 //
 // Once a write is taken into a group it runs to its end even if its caller
-// gives up (a request whose COMMIT was sent cannot be called back either);
-// one still queued when its context ends is dropped.
+// gives up (a request whose COMMIT was sent cannot be called back either),
+// unless the database stops answering (CutShortWrites); one still queued
+// when its context ends is dropped.
 type groupCommit struct {
 	e *Engine
 	// lanes bounds the groups in flight (connections used); max bounds the
