@@ -688,11 +688,11 @@ func (r *runner) claim(ctx context.Context) error {
 	}
 	if len(got) == 0 || (r.recheckDue && len(got) < want) {
 		r.recheckDue = false
-		// Bounded as the loop's other statements: a PostgreSQL that hangs
-		// right after the claim answered would hold the loop for good.
 		if hook := emptyClaimed.Load(); hook != nil && len(got) == 0 {
 			(*hook)(s.workerID)
 		}
+		// Bounded as the loop's other statements: a PostgreSQL that hangs
+		// right after the claim answered would hold the loop for good.
 		nctx, cancel := context.WithTimeout(ctx, loopStatementTimeout)
 		due, ok, err := svc.eng.NextClaimable(nctx, s.pairs, mark)
 		cancel()
