@@ -704,7 +704,9 @@ func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimR
 	got, err := e.reservations(w.refilled, next.Pairs)
 	if err != nil {
 		e.logger.Error("delivering the claim made with a settlement failed; handing it back", "err", err)
-		e.handBackClaim(context.WithoutCancel(ctx), next.ConsumerID, next.WorkerID, w.refilled)
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+		e.handBackClaim(hctx, next.ConsumerID, next.WorkerID, w.refilled)
+		cancel()
 		return out, nil, nil
 	}
 	return out, got, nil

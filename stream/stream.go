@@ -386,9 +386,12 @@ func (s *Service) settle(ctx context.Context, ref engine.WorkerRef,
 		// Its COMMIT may have claimed the refill unanswered: the stream
 		// asks for it again under its tag, or hands it back as it ends.
 		if !h.post(event{kind: eventRefillLost, tag: unanswered.Tag}) {
-			if _, herr := s.eng.HandBackTagged(context.WithoutCancel(ctx), ref.ConsumerID, ref.WorkerID, unanswered.Tag); herr != nil {
+			// Bounded: the database that lost the COMMIT's answer may hang.
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+			if _, herr := s.eng.HandBackTagged(hctx, ref.ConsumerID, ref.WorkerID, unanswered.Tag); herr != nil {
 				s.logger.Warn("handing back what a lost refill reserved failed; its locks lapse instead", "err", herr)
 			}
+			cancel()
 		}
 		return st, err
 	case err != nil || st.Attempt == 0:
