@@ -205,7 +205,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	v.StateLabel = T(ctx, "Now")
 	called := o // its calls' budget, not the node's timeout, tells when one has ended
 	if o.Timeout != nil {
-		budget := callBudgetOf(*o.Timeout, limits.MaxPushTimeout, destCap)
+		budget := engine.CallBudget(*o.Timeout, destCap, limits.MaxPushTimeout)
 		called.Timeout = &budget
 	}
 	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, called, inst, stop)
@@ -317,7 +317,7 @@ func occurrencePolicy(ctx context.Context, o engine.Occurrence, limits process.L
 // said 5 seconds of a call a destination's max_timeout cut at 2 (push QA).
 func callTimeoutText(ctx context.Context, timeout, ceiling time.Duration, destCap *time.Duration) string {
 	node := formatDuration(ctx, timeout)
-	got := callBudgetOf(timeout, ceiling, destCap)
+	got := engine.CallBudget(timeout, destCap, ceiling)
 	switch {
 	case got == timeout:
 		return node
@@ -327,19 +327,6 @@ func callTimeoutText(ctx context.Context, timeout, ceiling time.Duration, destCa
 	}
 	budget := formatDuration(ctx, got)
 	return T(ctx, "%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT", node, budget)
-}
-
-// callBudgetOf is the budget the push runner gives a call: the least of
-// the node's timeout, its destination's max_timeout (nil: unknown) and
-// Relais's ceiling (zero: none).
-func callBudgetOf(timeout, ceiling time.Duration, destCap *time.Duration) time.Duration {
-	if destCap != nil {
-		timeout = min(timeout, *destCap)
-	}
-	if ceiling > 0 {
-		timeout = min(timeout, ceiling)
-	}
-	return timeout
 }
 
 // retryDelayText says how long a retryable failure waits: a fixed delay,

@@ -28,6 +28,21 @@ const PushSettleWindow = 30 * time.Second
 // record it.
 const PushGrace = PushSettleWindow + 5*time.Second
 
+// CallBudget is how long a push call may take: the least of its node's
+// timeout, its destination's max_timeout (nil: none known) and Relais's
+// ceiling, RELAIS_PUSH_MAX_TIMEOUT (zero: none). A timeout of zero or less
+// takes the others'. The push runner and the console, which shows the
+// budget, read it here.
+func CallBudget(timeout time.Duration, destCap *time.Duration, ceiling time.Duration) time.Duration {
+	if destCap != nil && (timeout <= 0 || *destCap < timeout) {
+		timeout = *destCap
+	}
+	if ceiling > 0 && (timeout <= 0 || ceiling < timeout) {
+		timeout = ceiling
+	}
+	return timeout
+}
+
 // PushCall is a claimed push occurrence, ready to be delivered.
 type PushCall struct {
 	ID         uuid.UUID
@@ -171,7 +186,7 @@ func (e *Engine) pushCall(ctx context.Context, o queries.Occurrence) (PushCall, 
 		return PushCall{}, err
 	}
 	return PushCall{ID: o.ID, InstanceID: o.InstanceID, Definition: o.DefinitionKey, Revision: int(o.Revision), Attempt: int(o.Attempts),
-		Inputs: inputs, DeadlineAt: o.DeadlineAt, Timeout: min(*o.Timeout, dest.MaxTimeout), Destination: *o.Destination, URL: dest.URL, Headers: dest.Headers,
+		Inputs: inputs, DeadlineAt: o.DeadlineAt, Timeout: CallBudget(*o.Timeout, &dest.MaxTimeout, 0), Destination: *o.Destination, URL: dest.URL, Headers: dest.Headers,
 		SigningSecret: dest.SigningSecret, Protected: rev.Working.Inputs.ProtectedStrings(inputs)}, nil
 }
 

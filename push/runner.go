@@ -195,10 +195,7 @@ func (r *Runner) Run(ctx context.Context) {
 }
 
 func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
-	budget := c.Timeout
-	if budget <= 0 || budget > r.cfg.MaxTimeout {
-		budget = r.cfg.MaxTimeout
-	}
+	budget := engine.CallBudget(c.Timeout, nil, r.cfg.MaxTimeout)
 	// The call outlives a replica shutdown request for at most its budget:
 	// abandoning it would leave its outcome unknown.
 	base, cancelWhy := context.WithCancelCause(context.WithoutCancel(ctx))
