@@ -58,6 +58,11 @@ func principal(r *http.Request, lookup auth.Lookup) (auth.Principal, error) {
 			return auth.Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the Basic credentials are not name:token")
 		}
 		name, token = string(raw[:i]), string(raw[i+1:])
+		if token == "" {
+			// "<token>:" is a common slip: the token given as the user.
+			return auth.Principal{}, fault.New(fault.Unauthorized, "unauthorized",
+				"the Basic credentials carry no token: the user is the consumer's name and the password its token (or send Authorization: Bearer <token>)")
+		}
 	default:
 		return auth.Principal{}, errNoCredentials
 	}

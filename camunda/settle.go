@@ -3,6 +3,7 @@ package camunda
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -35,8 +36,15 @@ func taskNotFound(id string) *fault.Error {
 // taskError answers an occurrence the consumer may not see, or that does
 // not exist, in Camunda's words; other errors pass.
 func taskError(id uuid.UUID, err error) error {
-	if fe, ok := fault.As(err); ok && fe.Code == "not_found" {
+	fe, ok := fault.As(err)
+	switch {
+	case ok && fe.Code == "not_found":
 		return taskNotFound(id.String())
+	case ok && fe.Code == "locked_by_other_worker":
+		// The engine speaks of the native API's member.
+		out := *fe
+		out.Detail = strings.ReplaceAll(fe.Detail, "the worker_id that fetched it", "the workerId that fetched it")
+		return &out
 	}
 	return err
 }
@@ -82,13 +90,50 @@ func (f *Facade) complete(w http.ResponseWriter, r *http.Request) error {
 	}
 	outputs, err := outputsOf(req.Variables, req.LocalVariables, rev.Working.Outputs)
 	if err != nil {
-		return err
+		return f.withContractProblems(err, outputs, rev, req.Variables, req.LocalVariables)
 	}
 	if _, err := f.eng.Complete(r.Context(), ref, outputs); err != nil {
 		return taskError(ref.Occurrence, outputPaths(err, req.Variables, req.LocalVariables))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// withContractProblems adds to a conversion's refusal what the contract
+// finds wrong with the values that did convert (a missing output, an
+// unknown variable, a wrong type), so that the worker fixes everything at
+// once: reported after the conversions were fixed, it took a round more
+// (Camunda QA). A variable that did not convert is judged only by its
+// conversion.
+func (f *Facade) withContractProblems(err error, converted json.RawMessage, rev *engine.Revision, variables, local map[string]variableIn) error {
+	fe, ok := fault.As(err)
+	if !ok || converted == nil {
+		return err
+	}
+	_, ov, verr := f.eng.Validators(rev)
+	if verr != nil {
+		return err
+	}
+	failed := map[string]bool{}
+	for _, e := range fe.Errors {
+		if tokens, perr := jsontree.SplitPointer(e.Path); perr == nil && len(tokens) > 1 {
+			failed[tokens[1]] = true
+		}
+	}
+	out := *fe
+	out.Errors = slices.Clone(fe.Errors)
+	added := 0
+	for _, v := range ov.Validate(converted) {
+		if tokens, perr := jsontree.SplitPointer(v.Path); perr == nil && len(tokens) > 0 && failed[tokens[0]] {
+			continue
+		}
+		out.Errors = append(out.Errors, fault.FieldError{Path: variablePath(v.Path, variables, local), Message: v.Message})
+		added++
+	}
+	if added > 0 {
+		out.Detail += fmt.Sprintf("; and the variables violate revision %d of %s", rev.Revision, rev.Key)
+	}
+	return &out
 }
 
 // outputPaths shows the engine's /outputs/x pointers where the worker

@@ -197,7 +197,8 @@ func integerOf(raw json.RawMessage) (int64, bool) {
 // date-time, a Json (or JSON-serialized Object) string the object or list
 // it holds; other values pass as they are, for the contract to judge. A
 // null value leaves the field unset. A name set by both lists with other
-// values is refused.
+// values is refused. With the refusal of values that do not convert come
+// the outputs of those that do.
 func outputsOf(variables, local map[string]variableIn, c contracts.Contract) (json.RawMessage, error) {
 	fields := topFields(c)
 	out := map[string]json.RawMessage{}
@@ -227,11 +228,14 @@ func outputsOf(variables, local map[string]variableIn, c contracts.Contract) (js
 	}
 	convert("variables", variables)
 	convert("localVariables", local)
-	if len(errs) > 0 {
-		return nil, fault.New(fault.BadRequest, "invalid_request", "the variables cannot be converted to the outputs").WithErrors(errs)
-	}
 	b, err := json.Marshal(out)
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return b, fault.New(fault.BadRequest, "invalid_request", "the variables cannot be converted to the outputs").WithErrors(errs)
+	}
+	return b, nil
 }
 
 func jsonEqual(a, b json.RawMessage) bool {

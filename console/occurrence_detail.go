@@ -606,7 +606,7 @@ func errorCodeMeaning(ctx context.Context, code string) string {
 	case engine.AbandonedCode:
 		return T(ctx, "An operator abandoned the instance.")
 	case "external_task_failure": // camunda.FailureCode; surfaces do not import each other
-		return T(ctx, "A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.")
+		return T(ctx, "A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.")
 	}
 	if status, ok := strings.CutPrefix(code, "destination_http_"); ok {
 		return T(ctx, "The destination answered HTTP %s.", status)

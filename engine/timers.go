@@ -131,8 +131,14 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 				// Ended by its stream, not by the clock (QA).
 				how = "the worker stream holding it ended (its worker left, or was dropped after three heartbeats went unacknowledged)"
 			}
-			return r.fail(o, OutcomeExpired, code,
-				fmt.Sprintf("the last attempt (%d of the %d allowed, attempts handed back and operators' retries counted) ended: %s", o.Attempts, o.MaxAttempts+o.AttemptCredit, how))
+			// Counted as the policy box reads (max_attempts), what was
+			// given back apart: "4 of the 4 allowed" under a policy of 3
+			// read as a miscount (Camunda QA).
+			which := fmt.Sprintf("attempt %d of max_attempts %d", o.Attempts, o.MaxAttempts)
+			if o.AttemptCredit > 0 {
+				which = fmt.Sprintf("attempt %d: max_attempts %d, plus %d given back (handed back unfinished, or an operator's retry)", o.Attempts, o.MaxAttempts, o.AttemptCredit)
+			}
+			return r.fail(o, OutcomeExpired, code, fmt.Sprintf("the last attempt (%s) ended: %s", which, how))
 		}
 		return nil
 	})

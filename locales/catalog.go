@@ -101,8 +101,8 @@ var messageKeyToIndex = map[string]int{
 	"(in %s)":                       740,
 	"(worker %s)":                   549,
 	"0 seconds":                     350,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           704,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 538,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                                                                      704,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 538,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 621,
 	"A revision is a definition’s: choose the definition too.": 577,
 	"A version is a process’s: choose the process too.":        396,
@@ -970,78 +970,78 @@ var enIndex = []uint32{ // 778 elements
 	0x00004b95, 0x00004be7, 0x00004ca7, 0x00004d03,
 	0x00004d81, 0x00004df7, 0x00004e24, 0x00004e5e,
 	0x00004f3d, 0x00004f5d, 0x00004f83, 0x00004fad,
-	0x00004fe5, 0x00005022, 0x00005046, 0x000050bf,
-	0x000050e4, 0x00005113, 0x00005173, 0x000051cc,
+	0x00004fe5, 0x00005022, 0x00005046, 0x000050ea,
+	0x0000510f, 0x0000513e, 0x0000519e, 0x000051f7,
 	// Entry 220 - 23F
-	0x00005226, 0x00005240, 0x0000525e, 0x00005292,
-	0x000052d2, 0x000052fc, 0x0000530b, 0x000053d6,
-	0x00005407, 0x00005436, 0x00005449, 0x000054be,
-	0x000054d1, 0x00005505, 0x00005539, 0x00005549,
-	0x00005590, 0x000055bd, 0x000055ca, 0x000055da,
-	0x0000560a, 0x00005644, 0x00005667, 0x0000566f,
-	0x00005687, 0x000056a4, 0x000056b2, 0x000056c3,
-	0x000056cb, 0x000056d6, 0x0000570e, 0x00005722,
+	0x00005251, 0x0000526b, 0x00005289, 0x000052bd,
+	0x000052fd, 0x00005327, 0x00005336, 0x00005401,
+	0x00005432, 0x00005461, 0x00005474, 0x000054e9,
+	0x000054fc, 0x00005530, 0x00005564, 0x00005574,
+	0x000055bb, 0x000055e8, 0x000055f5, 0x00005605,
+	0x00005635, 0x0000566f, 0x00005692, 0x0000569a,
+	0x000056b2, 0x000056cf, 0x000056dd, 0x000056ee,
+	0x000056f6, 0x00005701, 0x00005739, 0x0000574d,
 	// Entry 240 - 25F
-	0x00005764, 0x00005794, 0x000057cf, 0x000057df,
-	0x0000581e, 0x0000582f, 0x00005841, 0x0000584d,
-	0x0000585e, 0x00005878, 0x00005880, 0x00005891,
-	0x00005897, 0x000058ab, 0x000058c3, 0x000058e8,
-	0x000058f6, 0x00005934, 0x00005971, 0x0000599d,
-	0x000059da, 0x000059e9, 0x000059fa, 0x00005a02,
-	0x00005a0f, 0x00005a1f, 0x00005a36, 0x00005a41,
-	0x00005a50, 0x00005a56, 0x00005a64, 0x00005a6e,
+	0x0000578f, 0x000057bf, 0x000057fa, 0x0000580a,
+	0x00005849, 0x0000585a, 0x0000586c, 0x00005878,
+	0x00005889, 0x000058a3, 0x000058ab, 0x000058bc,
+	0x000058c2, 0x000058d6, 0x000058ee, 0x00005913,
+	0x00005921, 0x0000595f, 0x0000599c, 0x000059c8,
+	0x00005a05, 0x00005a14, 0x00005a25, 0x00005a2d,
+	0x00005a3a, 0x00005a4a, 0x00005a61, 0x00005a6c,
+	0x00005a7b, 0x00005a81, 0x00005a8f, 0x00005a99,
 	// Entry 260 - 27F
-	0x00005a79, 0x00005a83, 0x00005a96, 0x00005abb,
-	0x00005ae6, 0x00005b77, 0x00005bb2, 0x00005bd1,
-	0x00005c0f, 0x00005c46, 0x00005c74, 0x00005c82,
-	0x00005d21, 0x00005d3f, 0x00005e96, 0x00005ea4,
-	0x00005eb8, 0x00005ed9, 0x00005eed, 0x00005f1d,
-	0x00005f23, 0x00005f37, 0x00005f4f, 0x00005f62,
-	0x00005f9f, 0x00006012, 0x0000605f, 0x00006070,
-	0x00006087, 0x000060a4, 0x000060b2, 0x000060c0,
+	0x00005aa4, 0x00005aae, 0x00005ac1, 0x00005ae6,
+	0x00005b11, 0x00005ba2, 0x00005bdd, 0x00005bfc,
+	0x00005c3a, 0x00005c71, 0x00005c9f, 0x00005cad,
+	0x00005d4c, 0x00005d6a, 0x00005ec1, 0x00005ecf,
+	0x00005ee3, 0x00005f04, 0x00005f18, 0x00005f48,
+	0x00005f4e, 0x00005f62, 0x00005f7a, 0x00005f8d,
+	0x00005fca, 0x0000603d, 0x0000608a, 0x0000609b,
+	0x000060b2, 0x000060cf, 0x000060dd, 0x000060eb,
 	// Entry 280 - 29F
-	0x000060cb, 0x000060d1, 0x000061c3, 0x000061c9,
-	0x000061fb, 0x00006200, 0x00006210, 0x0000621b,
-	0x00006224, 0x00006234, 0x0000624e, 0x000062f3,
-	0x00006309, 0x0000638e, 0x00006408, 0x00006417,
-	0x000064d1, 0x00006522, 0x00006527, 0x00006535,
-	0x00006545, 0x00006551, 0x00006561, 0x0000656b,
-	0x0000658e, 0x000065a7, 0x000065ba, 0x00006626,
-	0x0000664c, 0x0000665b, 0x00006669, 0x00006685,
+	0x000060f6, 0x000060fc, 0x000061ee, 0x000061f4,
+	0x00006226, 0x0000622b, 0x0000623b, 0x00006246,
+	0x0000624f, 0x0000625f, 0x00006279, 0x0000631e,
+	0x00006334, 0x000063b9, 0x00006433, 0x00006442,
+	0x000064fc, 0x0000654d, 0x00006552, 0x00006560,
+	0x00006570, 0x0000657c, 0x0000658c, 0x00006596,
+	0x000065b9, 0x000065d2, 0x000065e5, 0x00006651,
+	0x00006677, 0x00006686, 0x00006694, 0x000066b0,
 	// Entry 2A0 - 2BF
-	0x00006694, 0x000066aa, 0x000066e3, 0x00006715,
-	0x0000676d, 0x000067a4, 0x000067bb, 0x000067c9,
-	0x0000680d, 0x00006832, 0x000068a9, 0x000068bf,
-	0x000068d6, 0x00006904, 0x00006917, 0x0000693f,
-	0x000069c3, 0x000069ca, 0x00006a32, 0x00006a5c,
-	0x00006a8c, 0x00006b5f, 0x00006c99, 0x00006d39,
-	0x00006d4d, 0x00006df8, 0x00006e7a, 0x00006e82,
-	0x00006ebd, 0x00006ec3, 0x00006f55, 0x00006fed,
+	0x000066bf, 0x000066d5, 0x0000670e, 0x00006740,
+	0x00006798, 0x000067cf, 0x000067e6, 0x000067f4,
+	0x00006838, 0x0000685d, 0x000068d4, 0x000068ea,
+	0x00006901, 0x0000692f, 0x00006942, 0x0000696a,
+	0x000069ee, 0x000069f5, 0x00006a5d, 0x00006a87,
+	0x00006ab7, 0x00006b8a, 0x00006cc4, 0x00006d64,
+	0x00006d78, 0x00006e23, 0x00006ea5, 0x00006ead,
+	0x00006ee8, 0x00006eee, 0x00006f80, 0x00007018,
 	// Entry 2C0 - 2DF
-	0x00007018, 0x0000707a, 0x000070e6, 0x0000718d,
-	0x000071a8, 0x000071b2, 0x000071b7, 0x000071c1,
-	0x000071c9, 0x000071cf, 0x000071d7, 0x000071e5,
-	0x000071ef, 0x000071fc, 0x0000720f, 0x00007233,
-	0x000072b3, 0x000072c4, 0x000072cc, 0x00007341,
-	0x00007395, 0x000073dd, 0x000073ec, 0x000073ff,
-	0x0000740b, 0x00007447, 0x00007481, 0x0000748f,
-	0x0000749c, 0x000074aa, 0x000074b8, 0x000074c6,
+	0x00007043, 0x000070a5, 0x00007111, 0x000071b8,
+	0x000071d3, 0x000071dd, 0x000071e2, 0x000071ec,
+	0x000071f4, 0x000071fa, 0x00007202, 0x00007210,
+	0x0000721a, 0x00007227, 0x0000723a, 0x0000725e,
+	0x000072de, 0x000072ef, 0x000072f7, 0x0000736c,
+	0x000073c0, 0x00007408, 0x00007417, 0x0000742a,
+	0x00007436, 0x00007472, 0x000074ac, 0x000074ba,
+	0x000074c7, 0x000074d5, 0x000074e3, 0x000074f1,
 	// Entry 2E0 - 2FF
-	0x000074f8, 0x00007528, 0x00007584, 0x00007591,
-	0x000075b1, 0x000075bc, 0x000075d6, 0x000075db,
-	0x000075ec, 0x00007672, 0x00007697, 0x0000769e,
-	0x000076a7, 0x000076ba, 0x000076c4, 0x000076ce,
-	0x000076d8, 0x000076f0, 0x00007706, 0x00007712,
-	0x00007734, 0x0000773b, 0x00007748, 0x00007759,
-	0x00007780, 0x00007790, 0x000077af, 0x000077cf,
-	0x000078a7, 0x00007988, 0x000079dc, 0x00007a2c,
+	0x00007523, 0x00007553, 0x000075af, 0x000075bc,
+	0x000075dc, 0x000075e7, 0x00007601, 0x00007606,
+	0x00007617, 0x0000769d, 0x000076c2, 0x000076c9,
+	0x000076d2, 0x000076e5, 0x000076ef, 0x000076f9,
+	0x00007703, 0x0000771b, 0x00007731, 0x0000773d,
+	0x0000775f, 0x00007766, 0x00007773, 0x00007784,
+	0x000077ab, 0x000077bb, 0x000077da, 0x000077fa,
+	0x000078d2, 0x000079b3, 0x00007a07, 0x00007a57,
 	// Entry 300 - 31F
-	0x00007a8c, 0x00007adf, 0x00007b17, 0x00007b48,
-	0x00007b98, 0x00007bcc, 0x00007bea, 0x00007c09,
-	0x00007c28, 0x00007c48,
+	0x00007ab7, 0x00007b0a, 0x00007b42, 0x00007b73,
+	0x00007bc3, 0x00007bf7, 0x00007c15, 0x00007c34,
+	0x00007c53, 0x00007c73,
 } // Size: 3136 bytes
 
-const enData string = "" + // Size: 31816 bytes
+const enData string = "" + // Size: 31859 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1357,176 +1357,177 @@ const enData string = "" + // Size: 31816 bytes
 	"ched.\x02The destination’s answer was too large.\x02The last attempt’s l" +
 	"ock expired with no attempt left.\x02The inputs could not be built from " +
 	"the process’s bindings.\x02An operator abandoned the instance.\x02A Camu" +
-	"nda 7 worker reported a failure with no retries left (retries: 0, or a b" +
-	"udget already spent): it is not run again.\x02The destination answered H" +
-	"TTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live " +
-	"worker takes revision %[1]d: the live workers of %[2]s declare inputs it" +
-	" does not have.\x02No live worker takes revision %[1]d: the live workers" +
-	" of %[2]s take revision %[3]d only.\x02No live worker takes revision %[1" +
-	"]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1" +
-	"]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiti" +
-	"ng to be offered again.\x02Waiting for Relais to call the destination si" +
-	"nce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(work" +
-	"er %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result re" +
-	"corded: the replica making it may have stopped. If so, it fails outcome_" +
-	"unknown at %[3]s (%[4]s): ask the destination whether it took effect." +
-	"\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[1]" +
-	"s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1" +
-	"]s (%[2]s): a worker of the same consumer, or a front end with a settle " +
-	"token, completes it later.\x02Completed (%[1]s).\x02Its instance is held" +
-	" here, waiting for an operator.\x02Its instance went on along the node’s" +
-	" error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped b" +
-	"y %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]" +
-	"s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with " +
-	"its settle token)\x02%[1]s (deferred; settled with its settle token, as " +
-	"%[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unu" +
-	"sable body\x02no answer within the timeout\x02no connection\x02answer to" +
-	"o large\x02unknown\x02[redacted]\x02Message from Relais, quoting the des" +
-	"tination’s answer\x02Message from Relais\x02Message from the service (it" +
-	"s own words, protected values masked)\x02The revision must be a whole nu" +
-	"mber, 1 or more.\x02A revision is a definition’s: choose the definition " +
-	"too.\x02Settlement date\x02More filters: instance, revision, consumer, d" +
-	"estination, dates\x02Push destination\x02its name, exactly\x02instance i" +
-	"d\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process" +
-	" and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02" +
-	"No occurrence matches these filters.\x02All consumers\x02Totals of defin" +
-	"ition %[1]s, not narrowed by the other filters\x02Totals of all definiti" +
-	"ons, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[" +
-	"1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); coun" +
-	"ts are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt" +
-	":\x02settled\x02next attempt\x02claimable since\x02call in progress sinc" +
-	"e\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
-	"ollow the longest path from the start node. Solid arrows are successes (" +
-	"labelled with their route), dashed ones failures (labelled with their er" +
-	"ror codes). Each box says how many of this version’s occurrences are at " +
-	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
-	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
-	" now\x02Instances of this version\x02Columns follow the longest path fro" +
-	"m the start node. Solid arrows are successes (labelled with their route)" +
-	", dashed ones failures (labelled with their error codes).\x02Nodes of th" +
-	"is version\x02This version has %[1]d nodes: too many to draw legibly (at" +
-	" most %[2]d). The table below lists every node with its routes and count" +
-	"s.\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
-	"2]d). The table below lists every node with its routes.\x02Graph of %[1]" +
-	"s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table b" +
-	"elow lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, start" +
-	"ing at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
-	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
-	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
-	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
-	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
-	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
-	" can never be revealed.\x02Every sensitive value an administrator reveal" +
-	"ed: who, when, which field and why. The values themselves are never kept" +
-	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
-	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
-	"t accept that request.\x02This form was sent from another site: the cons" +
-	"ole takes its forms from its own pages only. Open the console and send i" +
-	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
-	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
-	" find: the search box is empty.\x02That is too long to be an id or a bus" +
-	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
-	"y is found only whole and exactly as given, capitals and accents include" +
-	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
-	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
-	"it as its business key. An ended instance is deleted, with its occurrenc" +
-	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
-	", or at once when an administrator erases it; the audit log keeps the op" +
-	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
-	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
-	"e row, or copy its link, for the whole id.\x02You are signed out.\x02You" +
-	"r session had ended (inactivity, a sign-out elsewhere, a revoked token o" +
-	"r a restart of the server), so your last action was not applied. Sign in" +
-	" again, then repeat it.\x02Your session has ended (inactivity, a sign-ou" +
-	"t elsewhere, a token revoked or expired, or a restart of the server). Si" +
-	"gn in again.\x02Sign in\x02Sign in with an operator, designer or adminis" +
-	"trator token.\x02Token\x02The token is checked once and never stored in " +
-	"your browser; a session cookie stands for it for up to 8 hours of inacti" +
-	"vity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed " +
-	"sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many " +
-	"failed sign-ins from your address. Try again in %[1]d seconds.\x02This t" +
-	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
-	"nsole: sign in with an operator, designer or administrator token.\x02Onl" +
-	"y administrators see this page: tokens, consumers, destinations, the rev" +
-	"eal log and erasures are theirs.\x02Staff tokens (administrators, design" +
-	"ers, operators) that are not revoked. Consumer tokens are managed with t" +
-	"heir consumers. Revoking a token refuses its next request.\x02Staff toke" +
-	"ns, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
-	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
-	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
-	" and console sessions opened with it end. This cannot be undone: whoever" +
-	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
-	"e token you signed in with: revoking it signs you out. Its next request " +
-	"is refused. This cannot be undone.\x02This is the last usable administra" +
-	"tor token: create another one before revoking it.\x02The token “%[1]s” (" +
-	"%[2]s) was revoked: its next request is refused.\x02routing output\x02ea" +
-	"ch item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least " +
-	"%[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
-	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
-	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
-	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
-	"em\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: the pa" +
-	"ge shows the first %[2]d, the API's detail has them all.\x02not provided" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in" +
-	" %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Work" +
-	"ers connected by a stream, and polling workers by their last fetch. A wo" +
-	"rker is listed while it was seen within three heartbeats.\x02Workers see" +
-	"n within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
-	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
-	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
-	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
-	"sumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted.\x02Revisions they take: %[" +
-	"1]s; some take every revision their consumer is granted.\x02They take ev" +
-	"ery revision their consumer is granted.\x02It takes revision %[1]d only." +
-	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
-	"They take revisions %[1]s only."
+	"nda 7 worker reported a failure with no retries left (retries: 0, no ret" +
+	"ries sent, which Camunda reads as 0, or a budget already spent): it is n" +
+	"ot run again.\x02The destination answered HTTP %[1]s.\x02No live worker " +
+	"takes %[1]s now (Workers page).\x02No live worker takes revision %[1]d: " +
+	"the live workers of %[2]s declare inputs it does not have.\x02No live wo" +
+	"rker takes revision %[1]d: the live workers of %[2]s take revision %[3]d" +
+	" only.\x02No live worker takes revision %[1]d: the live workers of %[2]s" +
+	" take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %" +
+	"[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Wa" +
+	"iting for Relais to call the destination since %[1]s (%[2]s).\x02Waiting" +
+	" for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budge" +
+	"t (%[1]s) ended %[2]s without its result recorded: the replica making it" +
+	" may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask" +
+	" the destination whether it took effect.\x02Relais is calling the destin" +
+	"ation (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02" +
+	"Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same" +
+	" consumer, or a front end with a settle token, completes it later.\x02Co" +
+	"mpleted (%[1]s).\x02Its instance is held here, waiting for an operator." +
+	"\x02Its instance went on along the node’s error path.\x02Failed (%[1]s)." +
+	"\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02" +
+	"Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer" +
+	" #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (def" +
+	"erred; settled with its settle token, as %[2]s)\x02%[1]s (deferred; sett" +
+	"led by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within " +
+	"the timeout\x02no connection\x02answer too large\x02unknown\x02[redacted" +
+	"]\x02Message from Relais, quoting the destination’s answer\x02Message fr" +
+	"om Relais\x02Message from the service (its own words, protected values m" +
+	"asked)\x02The revision must be a whole number, 1 or more.\x02A revision " +
+	"is a definition’s: choose the definition too.\x02Settlement date\x02More" +
+	" filters: instance, revision, consumer, destination, dates\x02Push desti" +
+	"nation\x02its name, exactly\x02instance id\x02Counts by status\x02Occurr" +
+	"ences, newest first\x02Message\x02Process and node\x02Error\x02Consumer " +
+	"and worker\x02Next attempt or settled\x02No occurrence matches these fil" +
+	"ters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by th" +
+	"e other filters\x02Totals of all definitions, not narrowed by the other " +
+	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
+	" occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few seco" +
+	"nds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt" +
+	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
+	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s" +
+	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
+	"he first day comes after the last.\x02This address holds a parameter tha" +
+	"t cannot be read (a percent sign not followed by two hexadecimal digits," +
+	" or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (did" +
+	" you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1" +
+	"]s” is given %[2]d times: give it once.\x02The page cursor is invalid: g" +
+	"o back to the first page.\x02These settings are kept in this browser onl" +
+	"y.\x02Show times in\x02The console runs no script, so it cannot read you" +
+	"r computer’s time zone: choose a place, whose daylight saving time is fo" +
+	"llowed, or a fixed offset from UTC.\x02Reload lists and detail pages\x02" +
+	"A reload empties what you typed but did not apply (filters, the search b" +
+	"ox) and moves the focus back to the top of the page: “Pause reloading”, " +
+	"on every page that reloads, stops it until you resume. Pages where you t" +
+	"ype a reason (confirmations, and occurrences with a value to reveal) nev" +
+	"er reload on their own, nor does a revealed value.\x02Save settings\x02B" +
+	"ack without saving\x02UTC (coordinated universal time)\x02Local time in " +
+	"%[1]s\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Eve" +
+	"ry %[1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Rel" +
+	"oading paused: this page stays as it is until you resume.\x02Published p" +
+	"rocess versions: their nodes, routes and pinned revisions, drawn, with w" +
+	"here their occurrences are now.\x02Published process versions: their nod" +
+	"es, routes and pinned revisions, drawn.\x02Processes by key\x02Versions," +
+	" newest first\x02No process is published yet.\x02version %[1]d\x02Proces" +
+	"s %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from t" +
+	"he start node. Solid arrows are successes (labelled with their route), d" +
+	"ashed ones failures (labelled with their error codes). Each box says how" +
+	" many of this version’s occurrences are at that node now.\x02Nodes\x02No" +
+	"des of this version, with their occurrences now\x02Kind\x02Pinned revisi" +
+	"on\x02On success\x02On error\x02Occurrences now\x02Instances of this ver" +
+	"sion\x02Columns follow the longest path from the start node. Solid arrow" +
+	"s are successes (labelled with their route), dashed ones failures (label" +
+	"led with their error codes).\x02Nodes of this version\x02This version ha" +
+	"s %[1]d nodes: too many to draw legibly (at most %[2]d). The table below" +
+	" lists every node with its routes and counts.\x02This version has %[1]d " +
+	"nodes: too many to draw legibly (at most %[2]d). The table below lists e" +
+	"very node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
+	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
+	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
+	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
+	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
+	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
+	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
+	"%[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02time" +
+	"out %[1]s\x02timeout %[1]s (the default)\x02instances held\x02instances " +
+	"held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
+	"\x02Only administrators may reveal a sensitive value.\x02Say why you rev" +
+	"eal this value: the reason is recorded with the reveal in the audit log." +
+	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back to th" +
+	"e occurrence\x02Cannot reveal\x02Only a value this page shows as hidden " +
+	"(sensitive) can be revealed.\x02Secret values can never be revealed.\x02" +
+	"Every sensitive value an administrator revealed: who, when, which field " +
+	"and why. The values themselves are never kept.\x02Reveals, newest first" +
+	"\x02No value was revealed.\x02none (revealed before reasons were asked f" +
+	"or)\x02Method not allowed\x02This page does not accept that request.\x02" +
+	"This form was sent from another site: the console takes its forms from i" +
+	"ts own pages only. Open the console and send it from there.\x02Search" +
+	"\x02Type an instance or occurrence id (a whole UUID, as the title of its" +
+	" page shows it), or a business key.\x02Nothing to find: the search box i" +
+	"s empty.\x02That is too long to be an id or a business key.\x02No instan" +
+	"ce has “%[1]s” as its business key. A business key is found only whole a" +
+	"nd exactly as given, capitals and accents included: a list shows a long " +
+	"one shortened, so copy it from its instance’s page.\x02No instance or oc" +
+	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	" An ended instance is deleted, with its occurrences and attempts, once t" +
+	"he retention period (RELAIS_RETENTION) has passed, or at once when an ad" +
+	"ministrator erases it; the audit log keeps the operator actions taken on" +
+	" it.\x02No instance has “%[1]s” as its business key, and it is not a who" +
+	"le id: the lists show the end of each id. Open the row, or copy its link" +
+	", for the whole id.\x02You are signed out.\x02Your session had ended (in" +
+	"activity, a sign-out elsewhere, a revoked token or a restart of the serv" +
+	"er), so your last action was not applied. Sign in again, then repeat it." +
+	"\x02Your session has ended (inactivity, a sign-out elsewhere, a token re" +
+	"voked or expired, or a restart of the server). Sign in again.\x02Sign in" +
+	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
+	"\x02The token is checked once and never stored in your browser; a sessio" +
+	"n cookie stands for it for up to 8 hours of inactivity, and 12 hours at " +
+	"most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your add" +
+	"ress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from y" +
+	"our address. Try again in %[1]d seconds.\x02This token is unknown, revok" +
+	"ed or expired.\x02A %[1]s token cannot open the console: sign in with an" +
+	" operator, designer or administrator token.\x02Only administrators see t" +
+	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
+	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
+	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
+	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
+	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
+	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
+	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
+	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
+	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
+	"th: revoking it signs you out. Its next request is refused. This cannot " +
+	"be undone.\x02This is the last usable administrator token: create anothe" +
+	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
+	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
+	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
+	"m, and polling workers by their last fetch. A worker is listed while it " +
+	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
+	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
 var frIndex = []uint32{ // 778 elements
 	// Entry 0 - 1F
@@ -1680,78 +1681,78 @@ var frIndex = []uint32{ // 778 elements
 	0x00006212, 0x00006280, 0x00006352, 0x000063b1,
 	0x00006436, 0x000064b3, 0x000064f3, 0x00006539,
 	0x00006652, 0x0000667a, 0x0000669d, 0x000066d4,
-	0x0000671b, 0x0000676e, 0x00006797, 0x00006849,
-	0x0000686f, 0x000068b6, 0x0000693a, 0x000069b5,
+	0x0000671b, 0x0000676e, 0x00006797, 0x00006879,
+	0x0000689f, 0x000068e6, 0x0000696a, 0x000069e5,
 	// Entry 220 - 23F
-	0x00006a32, 0x00006a59, 0x00006a81, 0x00006ac8,
-	0x00006b12, 0x00006b45, 0x00006b58, 0x00006c60,
-	0x00006c8e, 0x00006cca, 0x00006ce0, 0x00006d74,
-	0x00006d87, 0x00006dc4, 0x00006e00, 0x00006e13,
-	0x00006e67, 0x00006e9c, 0x00006eae, 0x00006ec5,
-	0x00006f04, 0x00006f56, 0x00006f82, 0x00006f8d,
-	0x00006faa, 0x00006fc9, 0x00006fda, 0x00006ff4,
-	0x00006ffd, 0x00007007, 0x0000704c, 0x0000706b,
+	0x00006a62, 0x00006a89, 0x00006ab1, 0x00006af8,
+	0x00006b42, 0x00006b75, 0x00006b88, 0x00006c90,
+	0x00006cbe, 0x00006cfa, 0x00006d10, 0x00006da4,
+	0x00006db7, 0x00006df4, 0x00006e30, 0x00006e43,
+	0x00006e97, 0x00006ecc, 0x00006ede, 0x00006ef5,
+	0x00006f34, 0x00006f86, 0x00006fb2, 0x00006fbd,
+	0x00006fda, 0x00006ff9, 0x0000700a, 0x00007024,
+	0x0000702d, 0x00007037, 0x0000707c, 0x0000709b,
 	// Entry 240 - 25F
-	0x000070b9, 0x000070ee, 0x0000713f, 0x00007150,
-	0x0000719a, 0x000071b0, 0x000071c4, 0x000071dd,
-	0x000071f3, 0x0000721d, 0x00007225, 0x00007238,
-	0x0000723f, 0x0000725a, 0x0000727a, 0x000072aa,
-	0x000072c1, 0x000072f9, 0x00007334, 0x00007360,
-	0x000073b4, 0x000073c4, 0x000073de, 0x000073e9,
-	0x000073fd, 0x0000740f, 0x00007425, 0x00007437,
-	0x00007449, 0x0000744f, 0x00007461, 0x0000746f,
+	0x000070e9, 0x0000711e, 0x0000716f, 0x00007180,
+	0x000071ca, 0x000071e0, 0x000071f4, 0x0000720d,
+	0x00007223, 0x0000724d, 0x00007255, 0x00007268,
+	0x0000726f, 0x0000728a, 0x000072aa, 0x000072da,
+	0x000072f1, 0x00007329, 0x00007364, 0x00007390,
+	0x000073e4, 0x000073f4, 0x0000740e, 0x00007419,
+	0x0000742d, 0x0000743f, 0x00007455, 0x00007467,
+	0x00007479, 0x0000747f, 0x00007491, 0x0000749f,
 	// Entry 260 - 27F
-	0x0000747e, 0x0000748a, 0x000074a0, 0x000074ca,
-	0x000074fd, 0x000075a5, 0x000075f5, 0x0000761d,
-	0x0000766f, 0x000076b1, 0x000076ed, 0x00007704,
-	0x000077ce, 0x000077fb, 0x000079b5, 0x000079cf,
-	0x000079e8, 0x00007a09, 0x00007a20, 0x00007a4d,
-	0x00007a54, 0x00007a6e, 0x00007a94, 0x00007aa9,
-	0x00007b03, 0x00007b98, 0x00007bfb, 0x00007c0e,
-	0x00007c35, 0x00007c5d, 0x00007c6b, 0x00007c7b,
+	0x000074ae, 0x000074ba, 0x000074d0, 0x000074fa,
+	0x0000752d, 0x000075d5, 0x00007625, 0x0000764d,
+	0x0000769f, 0x000076e1, 0x0000771d, 0x00007734,
+	0x000077fe, 0x0000782b, 0x000079e5, 0x000079ff,
+	0x00007a18, 0x00007a39, 0x00007a50, 0x00007a7d,
+	0x00007a84, 0x00007a9e, 0x00007ac4, 0x00007ad9,
+	0x00007b33, 0x00007bc8, 0x00007c2b, 0x00007c3e,
+	0x00007c65, 0x00007c8d, 0x00007c9b, 0x00007cab,
 	// Entry 280 - 29F
-	0x00007c8c, 0x00007c93, 0x00007dc9, 0x00007dd0,
-	0x00007e0a, 0x00007e0f, 0x00007e24, 0x00007e38,
-	0x00007e4a, 0x00007e60, 0x00007e7b, 0x00007f50,
-	0x00007f68, 0x00008009, 0x00008098, 0x000080a8,
-	0x00008182, 0x00008244, 0x00008249, 0x00008259,
-	0x00008267, 0x00008277, 0x00008287, 0x00008291,
-	0x000082ba, 0x000082d4, 0x000082ef, 0x0000837d,
-	0x000083bb, 0x000083cc, 0x000083d9, 0x000083f4,
+	0x00007cbc, 0x00007cc3, 0x00007df9, 0x00007e00,
+	0x00007e3a, 0x00007e3f, 0x00007e54, 0x00007e68,
+	0x00007e7a, 0x00007e90, 0x00007eab, 0x00007f80,
+	0x00007f98, 0x00008039, 0x000080c8, 0x000080d8,
+	0x000081b2, 0x00008274, 0x00008279, 0x00008289,
+	0x00008297, 0x000082a7, 0x000082b7, 0x000082c1,
+	0x000082ea, 0x00008304, 0x0000831f, 0x000083ad,
+	0x000083eb, 0x000083fc, 0x00008409, 0x00008424,
 	// Entry 2A0 - 2BF
-	0x00008408, 0x00008426, 0x00008471, 0x000084b2,
-	0x00008528, 0x0000856e, 0x00008587, 0x0000859f,
-	0x000085f2, 0x0000862d, 0x000086c5, 0x000086f1,
-	0x00008717, 0x0000874b, 0x00008763, 0x0000878e,
-	0x00008837, 0x00008841, 0x000088c9, 0x000088fe,
-	0x0000893f, 0x00008a24, 0x00008b9f, 0x00008c78,
-	0x00008c91, 0x00008d5a, 0x00008de3, 0x00008df0,
-	0x00008e42, 0x00008e48, 0x00008efa, 0x00008faa,
+	0x00008438, 0x00008456, 0x000084a1, 0x000084e2,
+	0x00008558, 0x0000859e, 0x000085b7, 0x000085cf,
+	0x00008622, 0x0000865d, 0x000086f5, 0x00008721,
+	0x00008747, 0x0000877b, 0x00008793, 0x000087be,
+	0x00008867, 0x00008871, 0x000088f9, 0x0000892e,
+	0x0000896f, 0x00008a54, 0x00008bcf, 0x00008ca8,
+	0x00008cc1, 0x00008d8a, 0x00008e13, 0x00008e20,
+	0x00008e72, 0x00008e78, 0x00008f2a, 0x00008fda,
 	// Entry 2C0 - 2DF
-	0x00008fd6, 0x00009062, 0x00009109, 0x000091cb,
-	0x000091fb, 0x00009208, 0x0000920e, 0x00009224,
-	0x0000922f, 0x00009236, 0x00009241, 0x0000924f,
-	0x0000925c, 0x0000926a, 0x00009283, 0x000092b0,
-	0x00009359, 0x0000936c, 0x00009376, 0x00009405,
-	0x00009466, 0x000094c2, 0x000094d4, 0x000094ee,
-	0x00009501, 0x0000953f, 0x0000957b, 0x00009598,
-	0x000095a5, 0x000095b3, 0x000095c1, 0x000095d1,
+	0x00009006, 0x00009092, 0x00009139, 0x000091fb,
+	0x0000922b, 0x00009238, 0x0000923e, 0x00009254,
+	0x0000925f, 0x00009266, 0x00009271, 0x0000927f,
+	0x0000928c, 0x0000929a, 0x000092b3, 0x000092e0,
+	0x00009389, 0x0000939c, 0x000093a6, 0x00009435,
+	0x00009496, 0x000094f2, 0x00009504, 0x0000951e,
+	0x00009531, 0x0000956f, 0x000095ab, 0x000095c8,
+	0x000095d5, 0x000095e3, 0x000095f1, 0x00009601,
 	// Entry 2E0 - 2FF
-	0x0000960d, 0x00009647, 0x000096c4, 0x000096cf,
-	0x000096f9, 0x00009706, 0x00009722, 0x00009726,
-	0x00009738, 0x000097fa, 0x0000982d, 0x00009838,
-	0x00009842, 0x00009857, 0x00009860, 0x0000986a,
-	0x0000987f, 0x000098a3, 0x000098bd, 0x000098d2,
-	0x000098fe, 0x00009903, 0x00009918, 0x0000992a,
-	0x0000995f, 0x00009970, 0x0000999d, 0x000099cc,
-	0x00009aee, 0x00009c10, 0x00009c86, 0x00009d11,
+	0x0000963d, 0x00009677, 0x000096f4, 0x000096ff,
+	0x00009729, 0x00009736, 0x00009752, 0x00009756,
+	0x00009768, 0x0000982a, 0x0000985d, 0x00009868,
+	0x00009872, 0x00009887, 0x00009890, 0x0000989a,
+	0x000098af, 0x000098d3, 0x000098ed, 0x00009902,
+	0x0000992e, 0x00009933, 0x00009948, 0x0000995a,
+	0x0000998f, 0x000099a0, 0x000099cd, 0x000099fc,
+	0x00009b1e, 0x00009c40, 0x00009cb6, 0x00009d41,
 	// Entry 300 - 31F
-	0x00009da0, 0x00009e07, 0x00009e49, 0x00009e91,
-	0x00009f04, 0x00009f4c, 0x00009f7a, 0x00009fa8,
-	0x00009fdb, 0x0000a00e,
+	0x00009dd0, 0x00009e37, 0x00009e79, 0x00009ec1,
+	0x00009f34, 0x00009f7c, 0x00009faa, 0x00009fd8,
+	0x0000a00b, 0x0000a03e,
 } // Size: 3136 bytes
 
-const frData string = "" + // Size: 40974 bytes
+const frData string = "" + // Size: 41022 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2141,214 +2142,215 @@ const frData string = "" + // Size: 40974 bytes
 	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
 	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
 	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
-	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
-	"n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s." +
-	"\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutants)." +
-	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
-	"ts actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécu" +
-	"tant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[" +
-	"2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend" +
-	" la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que" +
-	" les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée" +
-	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
-	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
-	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
-	").\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s " +
-	"sans que son résultat soit enregistré\u202f: la réplique qui l’a passé s" +
-	"’est peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[" +
-	"3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relai" +
-	"s appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ve" +
-	"rrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[" +
-	"1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface m" +
-	"unie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s" +
-	").\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son in" +
-	"stance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
-	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
-	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
-	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son" +
-	" jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôtur" +
-	"ée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de r" +
-	"éponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de Relais (en anglais), citant la ré" +
-	"ponse de la destination\x02Message de Relais (en anglais)\x02Message de " +
-	"l’exécutant (ses propres termes, valeurs protégées masquées)\x02La révis" +
-	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
-	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
-	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
-	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
-	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02Tentative ant" +
-	"érieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis" +
-	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
-	"\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02" +
-	"Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1" +
-	"]s\u202f: le premier jour vient après le dernier.\x02Cette adresse conti" +
-	"ent un paramètre illisible (un signe pour cent qui n’est pas suivi de de" +
-	"ux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse" +
-	".\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
-	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
-	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
-	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
-	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
-	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
-	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
-	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
-	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
-	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
-	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
-	"1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suive" +
-	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
-	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
-	"(étiquetées par leurs codes d’erreur). Chaque case indique combien d’occ" +
-	"urrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02" +
-	"Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02Révi" +
-	"sion épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences ac" +
-	"tuelles\x02Instances de cette version\x02Les colonnes suivent le plus lo" +
-	"ng chemin depuis le nœud de départ. Les flèches pleines sont les réussit" +
-	"es (étiquetées par leur route), les pointillées les échecs (étiquetées p" +
-	"ar leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version a %" +
-	"[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le" +
-	" tableau ci-dessous donne chaque nœud avec ses routes et ses décomptes." +
-	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
-	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
-	"es.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir " +
-	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décom" +
-	"ptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repr" +
-	"end les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%" +
-	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
-	"uds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-des" +
-	"sous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fi" +
-	"n (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un" +
-	" incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’instanc" +
-	"e en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentati" +
-	"ve après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentat" +
-	"ive après %[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle te" +
-	"ntative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
-	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
-	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
-	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
-	".\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consig" +
-	"né avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le %[" +
-	"2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance.\x02Aucune instance ni occurrence n’a l’identifian" +
-	"t « %[1]s », et aucune instance ne l’a pour clé métier. Une instance ter" +
-	"minée est supprimée, avec ses occurrences et ses tentatives, une fois la" +
-	" durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un adm" +
-	"inistrateur l’efface\u202f; le journal d’audit garde les actions d’opéra" +
-	"teur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour cl" +
-	"é métier, et ce n’est pas un identifiant entier\u202f: les listes montr" +
-	"ent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, p" +
-	"our l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avai" +
-	"t pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarra" +
-	"ge du serveur)\u202f: votre dernière action n’a pas été appliquée. Recon" +
-	"nectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, " +
-	"déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur" +
-	"). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’o" +
-	"pérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vé" +
-	"rifié une fois et n’est jamais conservé dans votre navigateur\u202f; un " +
-	"cookie de session le remplace jusqu’à 8 heures d’inactivité, et 12 heure" +
-	"s au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depui" +
-	"s votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexion" +
-	"s échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce je" +
-	"ton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pa" +
-	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Seuls les administrateurs voient cett" +
-	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
-	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
-	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
-	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
-	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
-	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
-	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"stante (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0," +
+	" ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nou" +
+	"veau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif n" +
+	"e prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif n" +
+	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s déclaren" +
+	"t des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révi" +
+	"sion %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révi" +
+	"sion %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: l" +
+	"es exécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02No" +
+	"uvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s." +
+	"\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En" +
+	" attente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02" +
+	"En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02" +
+	"Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit " +
+	"enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dan" +
+	"s ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à" +
+	" la destination s’il a pris effet.\x02Relais appelle la destination (dep" +
+	"uis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s." +
+	"\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécu" +
+	"tant du même consommateur, ou une interface munie d’un jeton de règlemen" +
+	"t, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloq" +
+	"uée ici, en attente d’un opérateur.\x02Son instance a continué par le ch" +
+	"emin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance" +
+	" a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f" +
+	": l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n" +
+	"° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)" +
+	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant" +
+	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente" +
+	"\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas " +
+	"de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Mess" +
+	"age de Relais (en anglais), citant la réponse de la destination\x02Messa" +
+	"ge de Relais (en anglais)\x02Message de l’exécutant (ses propres termes," +
+	" valeurs protégées masquées)\x02La révision doit être un nombre entier, " +
+	"1 ou plus.\x02Une révision est celle d’une définition\u202f: choisissez " +
+	"aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f: instan" +
+	"ce, révision, consommateur, destination, dates\x02Destination d’appel" +
+	"\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par statu" +
+	"t\x02Occurrences, les plus récentes d’abord\x02Message\x02Processus et n" +
+	"œud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou cl" +
+	"ôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les con" +
+	"sommateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02" +
+	"Totaux de toutes les définitions, sans les autres filtres\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au " +
+	"%[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes" +
+	" environ.\x02révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée" +
+	"\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
+	"e suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[" +
+	"1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour " +
+	"vient après le dernier.\x02Cette adresse contient un paramètre illisible" +
+	" (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, " +
+	"ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
+	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
+	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
+	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
+	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
+	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
+	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
+	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
+	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
+	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
+	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
+	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
+	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
+	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
+	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
+	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
+	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
+	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
+	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
+	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
+	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
+	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
+	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
+	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
+	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
+	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
+	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
+	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
+	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
+	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
+	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
+	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
+	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
+	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
+	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
+	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
+	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
+	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
+	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
+	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
+	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
+	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
+	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
+	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
+	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
+	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
+	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
+	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
+	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
+	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
+	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
+	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
+	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
+	"Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8 heures d’inactivité, et 12 heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué o" +
+	"u expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f:" +
+	" connectez-vous avec un jeton d’opérateur, de concepteur ou d’administra" +
+	"teur.\x02Seuls les administrateurs voient cette page\u202f: les jetons, " +
+	"les consommateurs, les destinations, le journal des révélations et les e" +
+	"ffacements sont de leur ressort.\x02Jetons du personnel (administrateurs" +
+	", concepteurs, opérateurs) non révoqués. Les jetons des consommateurs se" +
+	" gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête su" +
+	"ivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton." +
+	"\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore" +
+	"\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]" +
+	"d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête su" +
+	"ivante est refusée et les sessions de console ouvertes avec lui prennent" +
+	" fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau j" +
+	"eton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vo" +
+	"us êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante" +
+	" est refusée. C’est irréversible.\x02C’est le dernier jeton administrate" +
+	"ur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton" +
+	" «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête s" +
+	"era refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque " +
+	"élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
+	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
+	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
+	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
+	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
+	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
+	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
+	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
+	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
+	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
+	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
+	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
+	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
+	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
+	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
+	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
+	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
+	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
+	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
+	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
+	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
+	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
+	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
+	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
+	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 79062 bytes (77KiB); checksum: C2103D9A
+	// Total table size 79153 bytes (77KiB); checksum: 6E47744

@@ -903,6 +903,10 @@ func TestCrashingTaskEndsFailedAfterMaxAttempts(t *testing.T) {
 	if occ["error_code"] != "attempts_exhausted" {
 		t.Errorf("failed occurrence error_code %v, want attempts_exhausted", occ["error_code"])
 	}
+	// Counted as its policy reads.
+	if msg, _ := occ["error_message"].(string); !strings.Contains(msg, "the last attempt (attempt 2 of max_attempts 2) ended: its lock expired") {
+		t.Errorf("error_message %q, want the last attempt counted against max_attempts", msg)
+	}
 	as := attemptsOf(t, occ)
 	if len(as) != 2 || as[0]["outcome"] != "expired" || as[1]["outcome"] != "expired" {
 		t.Errorf("attempts = %v, want two expired attempts", occ["attempts"])
