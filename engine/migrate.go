@@ -274,7 +274,7 @@ func privilegeHint(ctx context.Context, conn *pgx.Conn, err error, creating bool
 		return ""
 	}
 	role, schema := sessionNames(ctx, conn)
-	grants := strings.Join(GrantStatements(role, schema), "; ")
+	grants := strings.Join(GrantStatements(role, schema, ""), "; ")
 	switch {
 	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, "permission denied for") && !(creating && strings.Contains(pgErr.Message, "permission denied for schema")):
 		// A migrated schema the role may not read: a serving role
@@ -288,13 +288,21 @@ func privilegeHint(ctx context.Context, conn *pgx.Conn, err error, creating bool
 }
 
 // GrantStatements are what the owner of schema runs so that role may
-// serve Relais there, tables of later migrations included; role and
-// schema as SQL takes them (see SQLName).
-func GrantStatements(role, schema string) []string {
+// serve Relais there, tables of later migrations included; role, schema
+// and owner as SQL takes them (see SQLName). owner is the role that
+// migrates, whose later tables the default privileges are for: named
+// (FOR ROLE), they hold whoever runs them (SRE QA: run by a superuser,
+// they were the superuser's, and the next upgrade's tables ungranted).
+// Empty, they are the running role's own.
+func GrantStatements(role, schema, owner string) []string {
+	defaults := fmt.Sprintf("ALTER DEFAULT PRIVILEGES IN SCHEMA %s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s", schema, role)
+	if owner != "" {
+		defaults = fmt.Sprintf("ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA %s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s", owner, schema, role)
+	}
 	return []string{
 		fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", schema, role),
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s", schema, role),
-		fmt.Sprintf("ALTER DEFAULT PRIVILEGES IN SCHEMA %s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s", schema, role),
+		defaults,
 	}
 }
 
@@ -428,7 +436,10 @@ func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 // may do all Relais does.
 type Privileges struct {
 	Role, Schema string
-	Missing      []string // "bulk_actions (SELECT, INSERT, UPDATE, DELETE)"
+	// Owner owns Relais's migrations table: the role that migrates, and so
+	// creates the tables of later migrations.
+	Owner   string
+	Missing []string // "bulk_actions (SELECT, INSERT, UPDATE, DELETE)"
 }
 
 var (
@@ -470,7 +481,8 @@ func MissingPrivileges(ctx context.Context, pool *pgxpool.Pool) (Privileges, err
 	}
 	rows, err := pool.Query(ctx, `
 with s as (select relnamespace as ns from pg_class where oid = to_regclass('relais_schema_migrations'))
-select current_user::text, n.nspname::text, c.relname::text,
+select current_user::text, n.nspname::text,
+    (select pg_get_userbyid(relowner)::text from pg_class where oid = to_regclass('relais_schema_migrations')), c.relname::text,
     array_remove(array[case when not has_table_privilege(c.oid, 'SELECT') then 'SELECT' end,
         case when c.relkind <> 'v' and c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'INSERT') then 'INSERT' end,
         case when c.relkind <> 'v' and c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'UPDATE') then 'UPDATE' end,
@@ -485,7 +497,7 @@ order by c.relname`, names)
 	for rows.Next() {
 		var name string
 		var missing []string
-		if err := rows.Scan(&p.Role, &p.Schema, &name, &missing); err != nil {
+		if err := rows.Scan(&p.Role, &p.Schema, &p.Owner, &name, &missing); err != nil {
 			return p, fmt.Errorf("engine: privileges: %w", err)
 		}
 		if len(missing) > 0 {

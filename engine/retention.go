@@ -194,7 +194,10 @@ func (e *Engine) warnRetention(replica string, mine, theirs time.Duration) {
 	}
 	e.retentionWarned[key] = time.Now()
 	e.retentionWarnMu.Unlock()
-	e.logger.Warn("replicas disagree on RELAIS_RETENTION: ended history is deleted only past the longest of the replicas' settings (those noted within a day); give every replica the same",
+	// "Running" is as far as the notes tell: a replica noted within its
+	// last few passes, which one stopped (or killed) since still is, and
+	// every start is a replica of a new name (SRE QA).
+	e.logger.Warn("replicas disagree on RELAIS_RETENTION: ended history is deleted only past the longest of the replicas' settings (those noted within a day); give every replica the same (the other replica noted its setting in the last few minutes: it may have stopped since)",
 		"retention", retentionText(mine), "other_replica", replica, "other_retention", retentionText(theirs))
 }
 

@@ -210,6 +210,27 @@ func TestUnparsableURLWithAPasswordIsNotQuoted(t *testing.T) {
 	}
 }
 
+// TestURLParameterRefusalNamesTheParameter: a URL that parses, refused
+// for one of its parameters, is refused naming that parameter, the
+// password never shown (SRE QA: every case read as a password to
+// percent-encode).
+func TestURLParameterRefusalNamesTheParameter(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"postgres://r1:Can4ry@127.0.0.1:5432/db?sslmode=bogus":             "sslmode is invalid",
+		"postgres://r1:Can4ry@127.0.0.1:99999/db":                          "invalid port",
+		"postgres://r1:Can4ry@127.0.0.1/db?pool_max_conns=abc":             "pool_max_conns",
+		"postgres://r1@127.0.0.1/db?password=Can4ry&connect_timeout=abc":   "connect_timeout",
+		"postgres://r1:p%40Can4ry@127.0.0.1/db?pool_max_conn_lifetime=abc": "pool_max_conn_lifetime",
+	} {
+		env := map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_LISTEN": "127.0.0.1:0"}
+		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &testlog.Buffer{}, &testlog.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "4ry") {
+			t.Errorf("%s: err = %v; want %q named, without the password", url, err, want)
+		}
+	}
+}
+
 // TestPoolSizeDefaultsTo20UnlessTheURLSetsIt: pgx's own default (the
 // cores) is too small for a replica, but a pool_max_conns in the URL is
 // the operator's and is kept.
@@ -330,6 +351,15 @@ func TestServeRefusesARoleShortOfPrivileges(t *testing.T) {
 		!strings.Contains(err.Error(), "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "+role) || strings.Contains(err.Error(), "attempts (") ||
 		strings.Contains(err.Error(), "other_app_table") || strings.Contains(err.Error(), "_seq") {
 		t.Errorf("err = %v; want bulk_actions, occurrence_heads and retention_since named, nothing else, with the grants to run", err)
+	}
+	// The default privileges are for the role that migrates, whoever runs
+	// them (SRE QA: a superuser running them made them its own).
+	var tablesOwner string
+	if err := admin.QueryRow(ctx, "select pg_get_userbyid(relowner) from pg_class where oid = 'relais_schema_migrations'::regclass").Scan(&tablesOwner); err != nil {
+		t.Fatal(err)
+	}
+	if want := "ALTER DEFAULT PRIVILEGES FOR ROLE " + engine.SQLName(tablesOwner) + " IN SCHEMA public GRANT"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v; want %q", err, want)
 	}
 	if _, err := admin.Exec(ctx, "grant select, insert, update, delete on bulk_actions, retention_since, occurrence_heads to "+role); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -243,9 +244,13 @@ func checkDatabaseRole(ctx context.Context, pool *pgxpool.Pool, logger *slog.Log
 	}
 	if len(p.Missing) > 0 {
 		role := engine.SQLName(p.Role)
-		return false, fmt.Errorf("the database role %s lacks privileges Relais needs on its tables %s: as the schema's owner, grant them, as in\n    %s;\n"+
-			"(the last gives it the tables of later migrations too; in a schema shared with other applications, grant on Relais's tables by name instead of ALL TABLES)",
-			role, strings.Join(p.Missing, ", "), strings.Join(engine.GrantStatements(role, engine.SQLName(p.Schema)), ";\n    "))
+		owner := ""
+		if p.Owner != "" {
+			owner = engine.SQLName(p.Owner)
+		}
+		return false, fmt.Errorf("the database role %s lacks privileges Relais needs on its tables %s: as their owner %s (the role that runs relais migrate) or a superuser, grant them, as in\n    %s;\n"+
+			"(the last gives it the tables of later migrations, which %s creates, too; in a schema shared with other applications, grant on Relais's tables by name instead of ALL TABLES)",
+			role, strings.Join(p.Missing, ", "), owner, strings.Join(engine.GrantStatements(role, engine.SQLName(p.Schema), owner), ";\n    "), owner)
 	}
 	writable, err = engine.Writable(ctx, pool)
 	if err != nil {
@@ -637,7 +642,39 @@ func withheldParseError(url string, err error) error {
 	if !strings.Contains(url, "@") && !strings.Contains(lower, "password") {
 		return fmt.Errorf("RELAIS_DATABASE_URL: %w%s", err, urlHint(url))
 	}
+	if redacted, ok := withoutPassword(url); ok {
+		// A URL that parses, the password left out, is refused for one of
+		// its parameters (sslmode=bogus, pool_max_conns=abc, port 99999):
+		// pgx's message names it, and quotes no password (SRE QA: the
+		// advice on percent-encoding sent them to the password).
+		if _, perr := pgxpool.ParseConfig(redacted); perr != nil {
+			return fmt.Errorf("RELAIS_DATABASE_URL: %w", perr)
+		}
+	}
 	return fmt.Errorf("RELAIS_DATABASE_URL cannot be parsed as a URL (pgx's message is not repeated: it would quote the password); if the password holds @, /, ? or #, percent-encode them (%%40, %%2F, %%3F, %%23)%s", urlHint(url))
+}
+
+// redactedPassword stands for a password in a URL quoted back.
+const redactedPassword = "REDACTED"
+
+// withoutPassword is url with its password (in its user information or
+// its password parameter) replaced by redactedPassword, if url parses as
+// a PostgreSQL URL at all.
+func withoutPassword(url string) (string, bool) {
+	u, err := neturl.Parse(url)
+	if err != nil || u.Scheme != "postgres" && u.Scheme != "postgresql" || u.Host == "" {
+		return "", false
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = neturl.UserPassword(u.User.Username(), redactedPassword)
+		}
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", redactedPassword)
+		u.RawQuery = q.Encode()
+	}
+	return u.String(), true
 }
 
 // applicationName names this process to PostgreSQL: "relais" and the

@@ -107,7 +107,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// signal: streams settling what they hold must still hear of
 	// cancellations, and a push claim cut short by the signal would leave
 	// its call never made.
-	replica := server.Start(context.WithoutCancel(ctx), server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
+	replica := server.Start(context.WithoutCancel(ctx), server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg, SchemaVersion: schema})
 	stopReplica := sync.OnceFunc(replica.Stop)
 	defer stopReplica()
 

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"time"
 
 	"github.com/relais/relais/engine/process"
@@ -538,6 +539,15 @@ func (c Config) check(sources map[string]string) []string {
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
 		p = append(p, named("RELAIS_BOOTSTRAP_TOKEN")+": must be at least 20 characters")
+	}
+	if i := strings.IndexFunc(c.BootstrapToken, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		// No Authorization header can carry it: the admin it makes could
+		// never sign in (SRE QA: a secret file's trailing newline).
+		where := "holds"
+		if strings.TrimRightFunc(c.BootstrapToken, unicode.IsSpace) != c.BootstrapToken {
+			where = "ends with"
+		}
+		p = append(p, named("RELAIS_BOOTSTRAP_TOKEN")+": "+where+" white space or a control character (a newline left by echo or a secret file?), which no request can present: remove it")
 	}
 	switch {
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):

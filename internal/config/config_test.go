@@ -52,6 +52,9 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"negative int", map[string]string{"RELAIS_PULL_MAX_TASKS": "-1"}, nil, "RELAIS_PULL_MAX_TASKS"},
 		{"flag overrides env", map[string]string{"RELAIS_PULL_MAX_TASKS": "10"}, []string{"--pull-max-tasks", "0"}, "RELAIS_PULL_MAX_TASKS (flag --pull-max-tasks)"},
 		{"short bootstrap token", map[string]string{"RELAIS_BOOTSTRAP_TOKEN": "short"}, nil, "RELAIS_BOOTSTRAP_TOKEN"},
+		// No request could present it (SRE QA: a secret file's newline).
+		{"bootstrap token ending in a newline", map[string]string{"RELAIS_BOOTSTRAP_TOKEN": "rls_newline_token_abcdefghijkl\n"}, nil, "RELAIS_BOOTSTRAP_TOKEN (environment): ends with white space"},
+		{"bootstrap token holding a space", map[string]string{"RELAIS_BOOTSTRAP_TOKEN": "rls_two words_abcdefghijkl"}, nil, "RELAIS_BOOTSTRAP_TOKEN (environment): holds white space"},
 		{"keys and a key file", map[string]string{"RELAIS_DATA_KEYS": "k1:AAAA", "RELAIS_DATA_KEY_FILE": "/nonexistent"}, nil, "RELAIS_DATA_KEY_FILE"},
 		{"log level", map[string]string{"RELAIS_LOG_LEVEL": "loud"}, nil, "RELAIS_LOG_LEVEL"},
 		{"certificate without key", map[string]string{"RELAIS_TLS_CERT_FILE": "/etc/relais/cert.pem"}, nil, "RELAIS_TLS_CERT_FILE (environment) is set without RELAIS_TLS_KEY_FILE"},

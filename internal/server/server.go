@@ -46,6 +46,10 @@ type Deps struct {
 	Config   config.Config
 	Engine   *engine.Engine
 	Registry *prometheus.Registry
+	// SchemaVersion is the database schema's version when the replica
+	// started, its migrations run: a newer one than the binary's was
+	// logged then, and /readyz logs only a later one.
+	SchemaVersion int
 }
 
 // Replica is one running Relais: its HTTP handler and the background work
@@ -187,7 +191,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping, gate.down.Load))
+	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping, gate.down.Load, d.SchemaVersion))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 	r.Mount("/console", gate.guard(console.New(d.Logger, d.Engine).Handler()))
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
@@ -253,10 +257,14 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 //
 // A schema newer than this binary's is logged once per version the probe
 // finds: a replica running while a newer release migrates the database
-// (a rolling upgrade) said so only at its start, before it.
-func readyz(eng *engine.Engine, stopping, gateDown func() bool) http.Handler {
+// (a rolling upgrade) said so only at its start, before it. The version
+// it started on (booted) was logged then.
+func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http.Handler {
 	want := engine.LatestSchemaVersion()
 	var warned atomic.Int64
+	if booted > want {
+		warned.Store(int64(booted))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if stopping() {
 			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting down", "expected_schema_version": want})
