@@ -15,8 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/forwarded"
