@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 	dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate)
 }
 
-var listenRE = regexp.MustCompile(`Relais listening on (http://\S+)`)
+var listenRE = regexp.MustCompile(`Relais listening on (http://[^\s"]+)`)
 
 // relais is a serve running in this process.
 type relais struct {
@@ -223,6 +223,35 @@ func TestBootstrapTokenPrintedOnceOnEmptyDatabase(t *testing.T) {
 	again := startServe(t, map[string]string{"RELAIS_DATABASE_URL": url})
 	if strings.Contains(again.stdout.String(), "rls_") {
 		t.Errorf("second start printed a token:\n%s", again.stdout)
+	}
+}
+
+// With JSON logs, what serve prints on stdout (the bootstrap token, the
+// listening line) is JSON records too.
+func TestServePrintsJSONWithJSONLogs(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.EmptyURL(t), "RELAIS_LOG_FORMAT": "json"})
+	var token, url string
+	for line := range strings.Lines(r.stdout.String()) {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("stdout line %q is not JSON: %v", line, err)
+		}
+		if s, ok := rec["token"].(string); ok {
+			token = s
+		}
+		if s, ok := rec["url"].(string); ok {
+			url = s
+		}
+	}
+	if url != r.base || !strings.HasPrefix(token, "rls_") {
+		t.Fatalf("stdout %s: want records with the token and url %s", r.stdout, r.base)
+	}
+	if res := call(t, "GET", r.base+"/api/v1/whoami", token, nil); res.status != 200 {
+		t.Errorf("the printed token: %d %s", res.status, res.body)
 	}
 }
 

@@ -91,8 +91,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return err
 		}
 	}
+	// With JSON logs, what serve prints is JSON records too: a container's
+	// stdout and stderr reach one log pipeline (SRE QA).
+	printed := newLogger(cfg, stdout)
 	if token != "" {
-		fmt.Fprintf(stdout, "\nBootstrap admin token (shown once, store it now):\n\n    %s\n\n", token)
+		if cfg.LogFormat == "json" {
+			printed.Warn("bootstrap admin token (shown once, store it now)", "token", token)
+		} else {
+			fmt.Fprintf(stdout, "\nBootstrap admin token (shown once, store it now):\n\n    %s\n\n", token)
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -123,7 +130,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The ready line is logged before the listening line is printed: a
 	// supervisor (or a test) that waits for the latter then finds the former.
 	logReady(logger, cfg, ln.Addr(), scheme == "https", db.cluster != nil, schema, time.Since(start))
-	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
+	if listening := fmt.Sprintf("%s://%s", scheme, ln.Addr()); cfg.LogFormat == "json" {
+		printed.Info("Relais listening on "+listening, "url", listening)
+	} else {
+		fmt.Fprintf(stdout, "Relais listening on %s\n", listening)
+	}
 
 	// A dead embedded server is restarted while the HTTP surface stays up
 	// (API requests answer 503 database_unavailable meanwhile); only when
