@@ -78,6 +78,14 @@ func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longp
 				"ok, conflict (409: a stale lock, already settled, cancelled), refused (other 4xx), unavailable, error, abandoned.",
 			Buckets: durationBuckets}, []string{"action", "result"}),
 	}
+	// Present from the start, empty: a dashboard's panel shows no data
+	// rather than an unknown metric before the first fetch (SRE QA).
+	for _, result := range []string{"claimed", "empty"} {
+		p.fetchTime.WithLabelValues(result)
+	}
+	for _, action := range []string{"complete", "fail", "extend"} {
+		p.settleTime.WithLabelValues(action, "ok")
+	}
 	if reg != nil {
 		reg.MustRegister(p.fetchTime, p.settleTime)
 	}

@@ -375,6 +375,9 @@ func TestFailureCountersStartAtZero(t *testing.T) {
 		{"relais_push_calls_total", "result", "ok"}, {"relais_push_calls_total", "result", "connection_failed"},
 		{"relais_push_calls_total", "result", "deadline_exceeded"}, {"relais_push_calls_total", "result", "call_aborted"},
 		{"relais_pull_fetches_total", "result", "too_many_waiters"}, {"relais_pull_fetches_total", "result", "claimed"},
+		// The latencies a dashboard shows, present before the first fetch
+		// or settlement (SRE QA).
+		{"relais_pull_fetch_duration_seconds_count", "result", "claimed"}, {"relais_pull_settle_duration_seconds_count", "action", "complete", "result", "ok"},
 	} {
 		if n, ok := m.Get(c[0], c[1:]...); !ok || n != 0 {
 			t.Errorf("%s{%s=%q} after a start: %v (present %v), want 0", c[0], c[1], c[2], n, ok)
