@@ -50,8 +50,7 @@ func IsDestinationName(name string) bool { return destinationNamePattern.MatchSt
 var reservedHeaders = map[string]bool{"Content-Type": true, "Content-Length": true, "Idempotency-Key": true, "Host": true,
 	"Relais-Attempt": true, "Relais-Signature": true,
 	"Accept": true, "User-Agent": true,
-	// Set, it turns the transport's decompression off: a gzip answer
-	// would be read as compressed bytes (push QA).
+	// Relais asks for gzip, and decodes it (push QA).
 	"Accept-Encoding": true,
 	// The body Relais sends is never encoded: a destination that honoured
 	// it would refuse or garble every call (verifier QA).

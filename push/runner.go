@@ -92,6 +92,11 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 			IdleConnTimeout:       idleConnTimeout,
 			TLSHandshakeTimeout:   process.HardMaxPushTimeout,
 			ResponseHeaderTimeout: process.HardMaxPushTimeout,
+			// Bounded as the body is (push QA: 10 MiB of headers a call).
+			MaxResponseHeaderBytes: cfg.MaxResponseBytes,
+			// The body is decoded here, whole (see decode): net/http's
+			// own decoding makes a gzip that is none read as a lost answer.
+			DisableCompression: true,
 		},
 		// A redirect is an answer, not an instruction: following it would
 		// send the inputs somewhere the admin did not register.
@@ -363,21 +368,29 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 		return engine.PushResult{ErrorCode: engine.CodePushUnprepared, Message: "the destination URL is unusable"}
 	}
 	res, sent, err := r.exchange(ctx, c, body)
+	if err != nil && strings.Contains(err.Error(), "server response headers exceeded") && ctx.Err() == nil {
+		// net/http's refusal of headers past MaxResponseHeaderBytes has
+		// no type of its own.
+		return engine.PushResult{ErrorCode: engine.CodeResponseTooLarge, Message: fmt.Sprintf("the response's headers are larger than %d bytes", r.cfg.MaxResponseBytes)}
+	}
 	if err != nil {
 		return transportFailure(ctx, err, budget, sent)
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, r.cfg.MaxResponseBytes+1))
-	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) {
-		// An answer that arrived but says gzip and is none (or fails its
-		// checksum): the destination's fault, not an answer lost.
-		return engine.PushResult{ErrorCode: engine.CodeInvalidOutputs, Message: "the response says Content-Encoding: gzip but is not valid gzip (" + err.Error() + `); a destination answers {"outputs": {...}}`}
-	}
+	// The body as sent, decoded once whole: a gzip that does not decode
+	// is then told from an answer cut short (push QA: a whole body that
+	// said gzip and was none read as an answer lost, and a 503's hid its
+	// status).
+	raw, err := io.ReadAll(io.LimitReader(res.Body, r.cfg.MaxResponseBytes+1))
 	if err != nil {
 		// The destination answered: it had the whole request.
 		return transportFailure(ctx, err, budget, true)
 	}
+	data, tooLarge, decodeErr := decode(res.Header.Get("Content-Encoding"), raw, r.cfg.MaxResponseBytes)
 	if res.StatusCode < 200 || res.StatusCode > 299 {
+		if decodeErr != nil {
+			data = []byte("(a body that says Content-Encoding: gzip but is not valid gzip)")
+		}
 		msg := fmt.Sprintf("the destination answered %d: %s", res.StatusCode, snippet(data))
 		if to := redirectHost(res); to != "" {
 			msg = fmt.Sprintf("the destination answered %d, a redirect to %s (Relais follows none: register the URL it redirects to): %s", res.StatusCode, to, snippet(data))
@@ -394,10 +407,41 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 		}
 		return engine.PushResult{ErrorCode: engine.CodeDestinationHTTP + strconv.Itoa(res.StatusCode), Message: msg}
 	}
-	if int64(len(data)) > r.cfg.MaxResponseBytes {
+	if tooLarge {
 		return engine.PushResult{ErrorCode: engine.CodeResponseTooLarge, Message: fmt.Sprintf("the response is larger than %d bytes", r.cfg.MaxResponseBytes)}
 	}
+	if decodeErr != nil {
+		// An answer that arrived whole but says gzip and is none (or is
+		// cut, or fails its checksum): the destination's fault, not an
+		// answer lost.
+		return engine.PushResult{ErrorCode: engine.CodeInvalidOutputs, Message: "the response says Content-Encoding: gzip but is not valid gzip (" + decodeErr.Error() + `); a destination answers {"outputs": {...}}`}
+	}
 	return answerOf(data)
+}
+
+// decode is a response body as its Content-Encoding says, gzip or none
+// (the only one Relais accepts; another is left as it is, for the JSON
+// parse to refuse), at most limit bytes: tooLarge when the body, sent or
+// decoded, is more.
+func decode(encoding string, raw []byte, limit int64) (data []byte, tooLarge bool, err error) {
+	if int64(len(raw)) > limit {
+		return raw[:limit], true, nil
+	}
+	if !strings.EqualFold(strings.TrimSpace(encoding), "gzip") {
+		return raw, false, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, false, err
+	}
+	data, err = io.ReadAll(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(data)) > limit {
+		return data[:limit], true, nil
+	}
+	return data, false, nil
 }
 
 // exchange sends c's request and returns the answer, and whether the
@@ -447,6 +491,7 @@ func (r *Runner) exchange(ctx context.Context, c engine.PushCall, body []byte) (
 		// retry an operator ordered) by its number.
 		req.Header.Set("Relais-Attempt", strconv.Itoa(c.Attempt))
 		req.Header.Set("User-Agent", "relais-push")
+		req.Header.Set("Accept-Encoding", "gzip")
 		if c.SigningSecret != "" {
 			// Signed at each try: the time is the sending's.
 			req.Header.Set(SignatureHeader, Signature(c.SigningSecret, time.Now(), body))
