@@ -624,6 +624,39 @@ func TestRetryOfADeadlineIncident(t *testing.T) {
 	}
 }
 
+// A deadline an operator's retry started again is said to run from that
+// retry, not from the occurrence's creation (push QA).
+func TestDeadlineMessageCountsFromTheRetry(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 3, "deadline": "PT1M"})
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = "hold"
+	delete(doc["nodes"].(map[string]any), "failed")
+	env.Process("crm_deadline", doc)
+	id := env.Must(201, "POST", "/api/v1/processes/crm_deadline/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	message := func() string {
+		var msg string
+		relaistest.WaitFor(t, 5*time.Second, "instance held for its deadline", func() (bool, string) {
+			inst := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)
+			occ := inst["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+			msg, _ = env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)["error_message"].(string)
+			return inst["status"] == "held" && inst["error_code"] == "deadline_exceeded", fmt.Sprint(inst["status"], inst["error_code"])
+		})
+		return msg
+	}
+	env.Clock.Advance(61 * time.Second)
+	if msg := message(); !strings.Contains(msg, "the deadline (PT1M after creation) passed") {
+		t.Errorf("first deadline: %q, want it counted from creation", msg)
+	}
+	env.Must(200, "POST", "/api/v1/instances/"+id+"/retry", env.Operator, map[string]any{"reason": "the workers are back"})
+	env.Clock.Advance(61 * time.Second)
+	if msg := message(); !strings.Contains(msg, "the deadline (PT1M after the operator's retry at ") {
+		t.Errorf("deadline after a retry: %q, want it counted from the retry", msg)
+	}
+}
+
 // A bulk filter naming a process or a definition nothing has is refused
 // at its pointer, rather than counting 0 (which reads as the incident's
 // end).

@@ -117,8 +117,14 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 					return err
 				}
 			}
+			// An operator's retry starts the deadline again (push QA: the
+			// message still said "after creation").
+			from := "creation"
+			if o.DeadlineAt != nil && o.Deadline != nil && o.DeadlineAt.Sub(o.CreatedAt) > derefDuration(o.Deadline)+time.Second {
+				from = "the operator's retry at " + o.DeadlineAt.Add(-derefDuration(o.Deadline)).UTC().Format(time.RFC3339)
+			}
 			return r.fail(o, OutcomeExpired, code,
-				fmt.Sprintf("the deadline (%s after creation) passed", formatDuration(derefDuration(o.Deadline))))
+				fmt.Sprintf("the deadline (%s after %s) passed", formatDuration(derefDuration(o.Deadline)), from))
 		case lockGone && o.Mode == ModePush:
 			code = CodeOutcomeUnknown
 			orphaned = deref(o.Destination)
