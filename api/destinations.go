@@ -3,11 +3,14 @@ package api
 import (
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/isoduration"
 )
@@ -23,6 +26,12 @@ type destinationJSON struct {
 	// Change is set on PUT: created, updated or unchanged (what a
 	// ?dry_run=true put would do).
 	Change string `json:"change,omitempty"`
+	// RemovedHeaders and SigningSecretRemoved are set on a PUT that
+	// drops headers or the signing secret the destination had: a PUT
+	// replaces the whole destination, and one sent to change only its
+	// timeout cut its calls' credentials without a word (push QA).
+	RemovedHeaders       []string `json:"removed_headers,omitempty"`
+	SigningSecretRemoved bool     `json:"signing_secret_removed,omitempty"`
 }
 
 func destinationToJSON(x engine.Destination) destinationJSON {
@@ -53,6 +62,10 @@ func (a *API) putDestination() http.Handler {
 		if err != nil {
 			return err
 		}
+		before, err := a.eng.GetDestination(r.Context(), chi.URLParam(r, "name"))
+		if err != nil && !fault.HasCode(err, "not_found") {
+			return err
+		}
 		dest, change, err := a.eng.PutDestination(r.Context(), engine.DestinationSpec{Name: chi.URLParam(r, "name"), URL: req.URL, Headers: req.Headers,
 			MaxTimeout: req.MaxTimeout.Std(), SigningSecret: req.SigningSecret}, dryRun)
 		if err != nil {
@@ -65,6 +78,14 @@ func (a *API) putDestination() http.Handler {
 		}
 		out := destinationToJSON(dest)
 		out.Change = string(change)
+		if change != engine.Created {
+			for _, h := range before.HeaderNames {
+				if !slices.ContainsFunc(dest.HeaderNames, func(n string) bool { return strings.EqualFold(n, h) }) {
+					out.RemovedHeaders = append(out.RemovedHeaders, h)
+				}
+			}
+			out.SigningSecretRemoved = before.Signed && !dest.Signed
+		}
 		httpjson.Encode(w, status, out)
 		return nil
 	})

@@ -369,6 +369,26 @@ func TestDestinations(t *testing.T) {
 	}
 	env.Must(201, "PUT", "/api/v1/destinations/unused", env.Admin, map[string]any{"url": "https://example.com/x", "max_timeout": "PT1S"})
 	env.Must(204, "DELETE", "/api/v1/destinations/unused", env.Admin, nil)
+
+	// A PUT replaces the whole destination: one that drops its headers or
+	// signing secret says which, a dry run included (push QA: sent to
+	// change only the timeout, it cut the calls' credentials silently).
+	signed := map[string]any{"url": "https://example.com/y", "max_timeout": "PT2S", "signing_secret": strings.Repeat("s", 32),
+		"headers": map[string]string{"X-Api-Key": "k", "Authorization": "Bearer t"}}
+	if r := env.Must(201, "PUT", "/api/v1/destinations/signed", env.Admin, signed).JSON(t); r["removed_headers"] != nil || r["signing_secret_removed"] != nil {
+		t.Errorf("a creation: %v, want nothing removed", r)
+	}
+	for _, path := range []string{"/api/v1/destinations/signed?dry_run=true", "/api/v1/destinations/signed"} {
+		r := env.Must(200, "PUT", path, env.Admin, map[string]any{"url": "https://example.com/y", "max_timeout": "PT1S",
+			"headers": map[string]string{"authorization": "Bearer t"}}).JSON(t)
+		if fmt.Sprint(r["removed_headers"]) != "[X-Api-Key]" || r["signing_secret_removed"] != true {
+			t.Errorf("%s without the key and secret: removed_headers %v, signing_secret_removed %v; want [X-Api-Key] and true", path, r["removed_headers"], r["signing_secret_removed"])
+		}
+	}
+	if r := env.Must(200, "PUT", "/api/v1/destinations/signed", env.Admin, map[string]any{"url": "https://example.com/y", "max_timeout": "PT2S",
+		"headers": map[string]string{"Authorization": "Bearer t"}}).JSON(t); r["removed_headers"] != nil || r["signing_secret_removed"] != nil {
+		t.Errorf("a PUT keeping what is left: %v, want nothing removed", r)
+	}
 }
 
 func containsString(b []byte, s string) bool {
