@@ -99,6 +99,16 @@ func TestApplyExamplesIsIdempotent(t *testing.T) {
 			t.Errorf("apply %v of a raised timeout with its destination: %v\n%s%s", plus, err, out, stderr)
 		}
 	}
+
+	// A destination document is the whole destination: one that lost its
+	// headers says it removes them.
+	bare := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bare, "payments.yaml"), []byte("kind: Destination\nname: payments\nurl: http://127.0.0.1:9092/charge\nmax_timeout: PT10S\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, err := applyRun(t, r.base, "-f", bare, "--dry-run"); err != nil || !strings.Contains(out, "destination payments: updated (would remove headers Authorization, which the document no longer holds)") {
+		t.Errorf("a dry run dropping the destination's headers: %v\n%s%s", err, out, stderr)
+	}
 }
 
 func TestApplyReportsFilePointerMessage(t *testing.T) {

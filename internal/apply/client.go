@@ -245,12 +245,31 @@ func (c *Client) destination(ctx context.Context, d Document, dryRun bool) (Resu
 		path += "?dry_run=true"
 	}
 	var out struct {
-		Change string `json:"change"`
+		Change               string   `json:"change"`
+		RemovedHeaders       []string `json:"removed_headers"`
+		SigningSecretRemoved bool     `json:"signing_secret_removed"`
 	}
 	if _, err := c.call(ctx, "PUT", path, d.Body, &out); err != nil {
 		return Result{}, err
 	}
-	return Result{Doc: d, Action: out.Change}, nil
+	// The document is the whole destination: what it no longer holds is
+	// removed, which a file that lost a header by mistake should say.
+	var removed []string
+	if len(out.RemovedHeaders) > 0 {
+		removed = append(removed, "headers "+strings.Join(out.RemovedHeaders, ", "))
+	}
+	if out.SigningSecretRemoved {
+		removed = append(removed, "its signing secret")
+	}
+	detail := ""
+	if len(removed) > 0 {
+		verb := "removes"
+		if dryRun {
+			verb = "would remove"
+		}
+		detail = verb + " " + strings.Join(removed, " and ") + ", which the document no longer holds"
+	}
+	return Result{Doc: d, Action: out.Change, Detail: detail}, nil
 }
 
 func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (res Result, err error) {
