@@ -660,6 +660,9 @@ func matches(text string, ps []string, from []span) []span {
 			for k < len(p) && !utf8.RuneStart(p[k]) {
 				k-- // end on a whole character
 			}
+			for k > n && isBlank(text[j+k-1]) {
+				k-- // the space after it is the message's (push QA)
+			}
 			take(j, j+k)
 			i = j + 1
 		}
@@ -682,12 +685,21 @@ func matches(text string, ps []string, from []span) []span {
 			for start < j && !utf8.RuneStart(text[start]) {
 				start++ // begin on a whole character
 			}
+			for start < j && isBlank(text[start]) {
+				// The space before it is the message's: "invalid token
+				// [redacted]", not "invalid token[redacted]", of a value
+				// "Bearer …" (push QA).
+				start++
+			}
 			take(start, j+len(tail))
 			i = j + 1
 		}
 	}
 	return out
 }
+
+// isBlank reports whether b is a space or a tab.
+func isBlank(b byte) bool { return b == ' ' || b == '\t' }
 
 // minPartial is the shortest stretch of a value Scrub redacts as a piece of
 // it; shorter ones are ordinary words and numbers. minEncoded is the

@@ -362,6 +362,16 @@ func TestScrubCatchesPiecesAndEncodings(t *testing.T) {
 	if got := Scrub("code 1234 and 12345678", []string{"12345"}); got != "code 1234 and [redacted]678" {
 		t.Errorf("a short value: %q", got)
 	}
+	// A piece of a value that holds a space takes the message's space
+	// around it no more than its letters (push QA).
+	for msg, want := range map[string]string{
+		"invalid token HEADERSECRET-abc123": "invalid token [redacted]",
+		"Bearer HEADERSEC rest":             "[redacted] rest",
+	} {
+		if got := Scrub(msg, []string{"Bearer HEADERSECRET-abc123"}); got != want {
+			t.Errorf("Scrub(%q) = %q, want %q", msg, got, want)
+		}
+	}
 }
 
 // TestScrubIgnoresLetterCase: a service that lower-cases an email address
