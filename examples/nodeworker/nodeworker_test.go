@@ -100,6 +100,11 @@ func TestNodeWorkerFailsRefusedOutputs(t *testing.T) {
 	if occ["status"] != "failed" || occ["error_code"] != "invalid_outputs" {
 		t.Errorf("occurrence %v %v; want failed invalid_outputs\n%s", occ["status"], occ["error_code"], w.Output())
 	}
+	// The worker logs its failure once answered, which may come after the
+	// instance ended (a CI run read its output first).
+	relaistest.WaitFor(t, 5*time.Second, "the worker logs its failure", func() (bool, string) {
+		return len(w.Events("failed")) >= 1, w.Output()
+	})
 	if n := len(w.Events("failed")); n != 1 {
 		t.Errorf("%d failures logged; want 1\n%s", n, w.Output())
 	}

@@ -72,6 +72,11 @@ func TestPythonPollingWorkerReportsFailures(t *testing.T) {
 	if occ["error_code"] != "BLANK_NAME" || occ["attempt_count"] != 1.0 {
 		t.Errorf("occurrence failed with %v after %v attempts; want BLANK_NAME at once\n%s", occ["error_code"], occ["attempt_count"], w.Output())
 	}
+	// The worker logs its failure once answered, which may come after the
+	// instance ended.
+	relaistest.WaitFor(t, 5*time.Second, "the worker logs its failure", func() (bool, string) {
+		return len(w.Events("failed")) >= 1, w.Output()
+	})
 	if n := len(w.Events("failed")); n != 1 {
 		t.Errorf("%d failures logged; want 1\n%s", n, w.Output())
 	}
