@@ -135,3 +135,30 @@ func TestCutBodyIsTheClientsDeparture(t *testing.T) {
 		}
 	}
 }
+
+// A gRPC stream asked over HTTP/1.1 (505 from the worker protocol's
+// handler, the reflection service's included, which needs no token) is
+// the client's doing: logged at WARN, not ERROR (security QA: anyone could
+// raise ERROR lines at will).
+func TestHTTPVersionRefusalIsNoError(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	req, _ := http.NewRequest(http.MethodPost, env.URL+"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/grpc")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusHTTPVersionNotSupported {
+		t.Fatalf("the reflection stream over HTTP/1.1 answered %d, want 505", res.StatusCode)
+	}
+	relaistest.WaitFor(t, 5*time.Second, "the request is logged", func() (bool, string) {
+		return strings.Contains(env.Logs.String(), "status=505"), env.Logs.String()
+	})
+	for line := range strings.Lines(env.Logs.String()) {
+		if strings.Contains(line, "status=505") && !strings.Contains(line, "level=WARN") {
+			t.Errorf("logged %q; want level WARN", line)
+		}
+	}
+}
