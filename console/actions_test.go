@@ -643,6 +643,11 @@ func TestSearchBox(t *testing.T) {
 	if r := b.get("/console/search?q="); r.status != 200 || text(r, "search-message") == "" {
 		t.Errorf("empty search: %d %q", r.status, text(r, "search-message"))
 	}
+	// An overlong search is not written back into the page's links and
+	// search box (security QA: 100 KB came back four times over).
+	if r := b.get("/console/search?q=" + strings.Repeat("x", 100_000)); r.status != http.StatusBadRequest || len(r.body) > 40_000 {
+		t.Errorf("a 100 KB search: %d, a page of %d bytes; want 400 without it echoed", r.status, len(r.body))
+	}
 	// The end of an id, as the lists show it: the answer says to open the
 	// row for the whole id.
 	for _, q := range []string{"7d08993c", "…7d08993c", "8f12-7d08993c"} {

@@ -121,6 +121,10 @@ var languageNames = []struct{ code, name string }{{"en", "English"}, {"fr", "Fra
 
 // chrome builds the layout's view model; section marks the current
 // navigation entry ("occurrences", "definitions" or none).
+// maxEchoedURI bounds the address a page writes back into its links and
+// forms (the language switch, the reload control): past it, its path only.
+const maxEchoedURI = 4096
+
 func (c *Console) chrome(r *http.Request, title, section string) chrome {
 	ctx := r.Context()
 	ch := chrome{
@@ -144,6 +148,12 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 			here = bulkPath + "?" + q.Encode()
 		}
 	}
+	if len(here) > maxEchoedURI {
+		// Not echoed into each language link (security QA: a 100 KB
+		// search came back four times over); its path alone, as after a
+		// POST.
+		here = r.URL.Path
+	}
 	for _, l := range languageNames {
 		ch.Languages = append(ch.Languages, langLink{Href: basePath + "/lang/" + l.code + "?next=" + url.QueryEscape(here),
 			Label: l.name, Code: l.code, Current: l.code == ch.Lang})
@@ -164,8 +174,8 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 			ch.Nav = append(ch.Nav, navLink{Href: auditPath, Label: T(ctx, "Audit log"), TestID: "nav-audit", Current: section == "audit"})
 			ch.Search = &searchBox{Action: searchPath, Label: T(ctx, "Find an instance or occurrence"),
 				Placeholder: T(ctx, "id or business key"), Button: T(ctx, "Find")}
-			if r.URL.Path == searchPath {
-				ch.Search.Value = r.URL.Query().Get("q")
+			if q := r.URL.Query().Get("q"); r.URL.Path == searchPath && len(q) <= maxSearch {
+				ch.Search.Value = q
 			}
 		}
 		ch.Nav = append(ch.Nav, navLink{Href: definitionsPath, Label: T(ctx, "Definitions"), TestID: "nav-definitions", Current: section == "definitions"})
@@ -214,7 +224,11 @@ func (c *Console) liveChrome(r *http.Request, title, section string) chrome {
 		return ch
 	}
 	cur := currentOf(ctx)
-	rc := &reloadControl{Action: reloadPath, CSRF: cur.csrf, Next: r.URL.RequestURI()}
+	next := r.URL.RequestURI()
+	if len(next) > maxEchoedURI {
+		next = r.URL.Path
+	}
+	rc := &reloadControl{Action: reloadPath, CSRF: cur.csrf, Next: next}
 	if cur.reloadPaused {
 		rc.Paused, rc.Pause = true, "0"
 		rc.Text = T(ctx, "Reloading paused")

@@ -370,6 +370,11 @@ func TestOldestDeferredGauge(t *testing.T) {
 func TestFailureCountersStartAtZero(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
+	// Label values quote names clients chose: never read as a page
+	// (security QA).
+	if h := env.Do("GET", "/metrics", "", nil).Header.Get("X-Content-Type-Options"); h != "nosniff" {
+		t.Errorf("/metrics X-Content-Type-Options %q, want nosniff", h)
+	}
 	m := env.Metrics()
 	for _, c := range [][]string{
 		{"relais_push_calls_total", "result", "ok"}, {"relais_push_calls_total", "result", "connection_failed"},

@@ -192,7 +192,8 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping, gate.down.Load, d.SchemaVersion))
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+	// Its label values quote names clients chose (routes, definitions).
+	r.Method(http.MethodGet, "/metrics", noSniff(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
 	r.Mount("/console", gate.guard(console.New(d.Logger, d.Engine).Handler()))
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
 	// at the paths their clients call; each call authenticates itself.
