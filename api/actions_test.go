@@ -537,6 +537,18 @@ func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
 	}
 }
 
+// deadlineEnv is an Env with crm_deadline, the CRM process whose node
+// has a deadline of a minute and holds its instance on any error.
+func deadlineEnv(t *testing.T) *relaistest.Env {
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 3, "deadline": "PT1M"})
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = "hold"
+	delete(doc["nodes"].(map[string]any), "failed")
+	env.Process("crm_deadline", doc)
+	return env
+}
+
 // An incident whose deadline passed, before any worker took the
 // occurrence (the workers were down) or after, can be retried, one by one
 // or in bulk: the occurrence is offered again with a fresh deadline, which
@@ -545,12 +557,7 @@ func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
 // deadline, failed again by the timer before any worker saw it.)
 func TestRetryOfADeadlineIncident(t *testing.T) {
 	t.Parallel()
-	env := relaistest.New(t)
-	env.Definition("add_company_to_crm.yaml")
-	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 3, "deadline": "PT1M"})
-	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = "hold"
-	delete(doc["nodes"].(map[string]any), "failed")
-	env.Process("crm_deadline", doc)
+	env := deadlineEnv(t)
 	consumer := env.Consumer("crm-sync", "add_company_to_crm")
 	fetch := func() []any {
 		return env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": 5,
@@ -628,12 +635,7 @@ func TestRetryOfADeadlineIncident(t *testing.T) {
 // retry, not from the occurrence's creation (push QA).
 func TestDeadlineMessageCountsFromTheRetry(t *testing.T) {
 	t.Parallel()
-	env := relaistest.New(t)
-	env.Definition("add_company_to_crm.yaml")
-	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 3, "deadline": "PT1M"})
-	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = "hold"
-	delete(doc["nodes"].(map[string]any), "failed")
-	env.Process("crm_deadline", doc)
+	env := deadlineEnv(t)
 	id := env.Must(201, "POST", "/api/v1/processes/crm_deadline/instances", env.Operator, map[string]any{
 		"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
 	message := func() string {
