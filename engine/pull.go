@@ -95,49 +95,10 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 		return nil, err
 	}
 	req.Pairs = pairs
-	var rid *string
-	if req.RequestID != "" {
-		rid = &req.RequestID
-	}
-	if rid != nil && !req.TagOnly {
-		// Only reservations still held are replayed: a lapsed lock is no
-		// longer the worker's, and with none left the request claims anew.
-		prior, err := e.q.OccurrenceReplayRequest(ctx, queries.OccurrenceReplayRequestParams{ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, RequestID: rid, Now: e.at()})
-		if err != nil {
-			return nil, wrap("claim replay", err)
-		}
-		if len(prior) > 0 {
-			var occs, withdrawn []queries.Occurrence
-			for _, p := range prior {
-				if p.RequestDigest != nil && req.RequestDigest != nil && !bytes.Equal(p.RequestDigest, req.RequestDigest) {
-					return nil, fault.New(fault.Unprocessable, "request_id_reused",
-						"request_id %q was used by a fetch with another body (subscriptions, fields, max_tasks or lock_duration): repeat that fetch's body to replay it, or use a new request_id", req.RequestID)
-				}
-				if !req.Pairs.Matches(p.Occurrence.DefinitionKey, int(p.Occurrence.Revision)) {
-					// Its grant was withdrawn since the claim: never
-					// delivered, handed back.
-					withdrawn = append(withdrawn, p.Occurrence)
-					continue
-				}
-				occs = append(occs, p.Occurrence)
-			}
-			if len(withdrawn) > 0 {
-				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
-				e.handBackClaim(hctx, req.ConsumerID, req.WorkerID, withdrawn)
-				cancel()
-			}
-			if len(occs) > 0 {
-				got, err := e.deliver(ctx, req, occs, !req.Recover)
-				for i := range got {
-					got[i].Replayed = true
-				}
-				return got, err
-			}
-		}
+	if req.RequestID != "" && !req.TagOnly {
+		return e.claimRequest(ctx, req)
 	}
 	if req.MaxTasks <= 0 {
-		// Only the replay was asked for (a stream recovering a lost
-		// refill, whose slots are taken).
 		return nil, nil
 	}
 	// Under load, the claim shares the commit of the writes arriving with
@@ -145,19 +106,90 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 	var rows []queries.OccurrenceClaimPullRow
 	err = e.group.statement(ctx, func(ctx context.Context, q *queries.Queries) error {
 		var err error
-		rows, err = q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
-			DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Turn: e.turn(), Now: e.at(), MaxTasks: int32(req.MaxTasks),
-			ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockDuration: req.LockDuration, RequestID: rid, RequestDigest: digestOf(rid, req.RequestDigest)})
+		rows, err = q.OccurrenceClaimPull(ctx, e.claimParams(req))
 		return err
 	})
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
+	return e.deliver(ctx, req, claimedOccurrences(rows), false)
+}
+
+// claimRequest is Claim for a request_id a worker chose: the reservations
+// it made that the worker still holds (lock not expired) are answered
+// again, else it claims. The lookup and the claim are one transaction
+// that holds the request_id's lock (API QA: fetches sent together with one
+// request_id each found nothing to replay and claimed, and the replay
+// then answered all they claimed, past max_tasks).
+func (e *Engine) claimRequest(ctx context.Context, req ClaimRequest) ([]Reservation, error) {
+	var replay, withdrawn []queries.Occurrence
+	var rows []queries.OccurrenceClaimPullRow
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		if err := q.ClaimRequestLock(ctx, queries.ClaimRequestLockParams{ConsumerID: req.ConsumerID, WorkerID: req.WorkerID, RequestID: req.RequestID}); err != nil {
+			return err
+		}
+		// Only reservations still held are replayed: a lapsed lock is no
+		// longer the worker's, and with none left the request claims anew.
+		prior, err := q.OccurrenceReplayRequest(ctx, queries.OccurrenceReplayRequestParams{ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, RequestID: &req.RequestID, Now: e.at()})
+		if err != nil {
+			return err
+		}
+		for _, p := range prior {
+			if p.RequestDigest != nil && req.RequestDigest != nil && !bytes.Equal(p.RequestDigest, req.RequestDigest) {
+				return fault.New(fault.Unprocessable, "request_id_reused",
+					"request_id %q was used by a fetch with another body (subscriptions, fields, max_tasks or lock_duration): repeat that fetch's body to replay it, or use a new request_id", req.RequestID)
+			}
+			if !req.Pairs.Matches(p.Occurrence.DefinitionKey, int(p.Occurrence.Revision)) {
+				// Its grant was withdrawn since the claim: never
+				// delivered, handed back.
+				withdrawn = append(withdrawn, p.Occurrence)
+				continue
+			}
+			replay = append(replay, p.Occurrence)
+		}
+		if len(replay) > 0 || req.MaxTasks <= 0 {
+			// A replay; or only the replay was asked for (a stream
+			// recovering a lost refill, whose slots are taken).
+			return nil
+		}
+		rows, err = q.OccurrenceClaimPull(ctx, e.claimParams(req))
+		return err
+	})
+	if err != nil {
+		return nil, wrap("claim", err)
+	}
+	if len(withdrawn) > 0 {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+		e.handBackClaim(hctx, req.ConsumerID, req.WorkerID, withdrawn)
+		cancel()
+	}
+	if len(replay) > 0 {
+		got, err := e.deliver(ctx, req, replay, !req.Recover)
+		for i := range got {
+			got[i].Replayed = true
+		}
+		return got, err
+	}
+	return e.deliver(ctx, req, claimedOccurrences(rows), false)
+}
+
+// claimParams are the claim statement's parameters for req.
+func (e *Engine) claimParams(req ClaimRequest) queries.OccurrenceClaimPullParams {
+	var rid *string
+	if req.RequestID != "" {
+		rid = &req.RequestID
+	}
+	return queries.OccurrenceClaimPullParams{
+		DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Turn: e.turn(), Now: e.at(), MaxTasks: int32(req.MaxTasks),
+		ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockDuration: req.LockDuration, RequestID: rid, RequestDigest: digestOf(rid, req.RequestDigest)}
+}
+
+func claimedOccurrences(rows []queries.OccurrenceClaimPullRow) []queries.Occurrence {
 	occs := make([]queries.Occurrence, len(rows))
 	for i, row := range rows {
 		occs[i] = queries.Occurrence(row)
 	}
-	return e.deliver(ctx, req, occs, false)
+	return occs
 }
 
 // HandBackTagged hands back what a worker stream's claim tagged tag

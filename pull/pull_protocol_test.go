@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -689,6 +690,50 @@ func TestRequestIDReplaysTheReservation(t *testing.T) {
 		if !strings.Contains(string(r.Body), `"/request_id"`) {
 			t.Errorf("request_id %q: %s, want a problem at /request_id", rid, r.Body)
 		}
+	}
+}
+
+// Fetches sent together with one request_id (a retry sent while the first
+// still runs: a proxy's, a hedged request, on another replica) reserve
+// max_tasks between them, and each answers those same reservations (API
+// QA: each claimed its own, and the replay then answered all of them).
+func TestConcurrentFetchesOfOneRequestIDClaimOnce(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	other := env.Replica()
+	for i := range 12 {
+		start(t, env, "crm_only", fmt.Sprint("company ", i))
+	}
+	const n = 6
+	answers := make([][]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		via := env
+		if i%2 == 1 {
+			via = other
+		}
+		wg.Go(func() {
+			r := via.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("wz", "max_tasks", 2, "request_id", "dup-1", "lock_duration", "PT5M"))
+			if r.Status != 200 {
+				t.Errorf("fetch %d: %d %s", i, r.Status, r.Body)
+				return
+			}
+			answers[i] = ids(occurrencesOf(t, r))
+			slices.Sort(answers[i])
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if len(a) != 2 || !slices.Equal(a, answers[0]) {
+			t.Errorf("fetch %d answered %v, want the same 2 as the first, %v", i, a, answers[0])
+		}
+	}
+	if got := ids(fetch(t, env, consumer, fetchBody("wz", "max_tasks", 2, "request_id", "dup-1", "lock_duration", "PT5M"))); len(got) != 2 {
+		t.Errorf("the replay afterwards answered %d reservations, want 2", len(got))
+	}
+	reserved := env.Must(200, "GET", "/api/v1/occurrences?status=reserved&limit=100", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(reserved) != 2 {
+		t.Errorf("%d occurrences reserved, want 2", len(reserved))
 	}
 }
 

@@ -147,6 +147,14 @@ inserted as (
 select * from claimed
 order by priority desc, available_at, id;
 
+-- name: ClaimRequestLock :exec
+-- Serializes the claims of one request_id of a worker until the
+-- transaction ends: a fetch repeated while the first still runs (a proxy's
+-- retry, a hedged request, another replica) would otherwise find nothing
+-- to replay and claim more. The replay's lookup that follows, a statement
+-- of its own, sees what the first committed.
+select pg_advisory_xact_lock(hashtextextended('relais claim ' || @consumer_id::bigint || '/' || @worker_id::text || '/' || @request_id::text, 0));
+
 -- name: OccurrenceReplayRequest :many
 select sqlc.embed(o), a.request_digest from attempts a
 join occurrences o on o.id = a.occurrence_id

@@ -13,6 +13,26 @@ import (
 	"github.com/google/uuid"
 )
 
+const claimRequestLock = `-- name: ClaimRequestLock :exec
+select pg_advisory_xact_lock(hashtextextended('relais claim ' || $1::bigint || '/' || $2::text || '/' || $3::text, 0))
+`
+
+type ClaimRequestLockParams struct {
+	ConsumerID int64
+	WorkerID   string
+	RequestID  string
+}
+
+// Serializes the claims of one request_id of a worker until the
+// transaction ends: a fetch repeated while the first still runs (a proxy's
+// retry, a hedged request, another replica) would otherwise find nothing
+// to replay and claim more. The replay's lookup that follows, a statement
+// of its own, sees what the first committed.
+func (q *Queries) ClaimRequestLock(ctx context.Context, arg ClaimRequestLockParams) error {
+	_, err := q.db.Exec(ctx, claimRequestLock, arg.ConsumerID, arg.WorkerID, arg.RequestID)
+	return err
+}
+
 const occurrenceCancelOpen = `-- name: OccurrenceCancelOpen :many
 update occurrences
 set status = 'cancelled', settled_at = coalesce($1::timestamptz, now()), claimable_at = null
