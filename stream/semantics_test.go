@@ -913,6 +913,17 @@ func TestStreamLeavesAReplicaWithoutPostgreSQL(t *testing.T) {
 			if !strings.Contains(p.GetDetail(), "resuming what the stream held") {
 				t.Errorf("detail %q, want the worker told to resume what it holds", p.GetDetail())
 			}
+			// What the end could not do without a database is one line,
+			// not a warning each (verifier QA).
+			relaistest.WaitFor(t, 5*time.Second, "the end logged", func() (bool, string) {
+				return strings.Contains(env.Logs.String(), "stream ended without a database"), env.Logs.String()
+			})
+			for line := range strings.Lines(env.Logs.String()) {
+				if (strings.Contains(line, "catalog row failed") || strings.Contains(line, "reserved failed") || strings.Contains(line, "assignments back failed")) &&
+					(strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")) {
+					t.Errorf("the end without a database warned: %s", line)
+				}
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -1091,12 +1092,22 @@ func (r *runner) end(ctx context.Context, reason string) {
 	svc, s := r.svc, r.s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
-	if svc.health.down.Load() {
+	// failed logs what could not be done; without a database, that is
+	// all of it, and expected: one line says so (verifier QA: a warning
+	// each), at the end below.
+	cut := svc.health.down.Load()
+	failed := func(level slog.Level, msg string, args ...any) {
+		if cut {
+			level = slog.LevelDebug
+		}
+		svc.logger.Log(ctx, level, msg, args...)
+	}
+	if cut {
 		// No database answers the probe: the statements below would
 		// hold the stream's end, and its worker, until their timeout
-		// (verifier QA). Cut at once, they fail and say so: what the
-		// stream held lapses at its lock's end (or is left to resume),
-		// its catalog row is pruned once no longer live.
+		// (verifier QA). Cut at once, they fail: what the stream held
+		// lapses at its lock's end (or is left to resume), its catalog
+		// row is pruned once no longer live.
 		cancel()
 	}
 	// Refills posted after the runner stopped reading were never seen by
@@ -1115,7 +1126,7 @@ func (r *runner) end(ctx context.Context, reason string) {
 		// the end: what it reserved was never delivered.
 		n, err := svc.eng.HandBackTagged(ctx, s.consumerID, s.workerID, r.lostClaim)
 		if err != nil {
-			svc.logger.Warn("handing back what a lost claim reserved failed; its locks lapse instead", "stream", s.id, "err", err)
+			failed(slog.LevelWarn, "handing back what a lost claim reserved failed; its locks lapse instead", "stream", s.id, "err", err)
 		}
 		unseenBack += n
 	}
@@ -1136,7 +1147,7 @@ func (r *runner) end(ctx context.Context, reason string) {
 		var err error
 		handed, err = svc.eng.HandBack(ctx, s.consumerID, s.workerID, s.heldList(), release)
 		if err != nil {
-			svc.logger.Error("handing a stream's assignments back failed; their locks lapse instead", "stream", s.id, "err", err)
+			failed(slog.LevelError, "handing a stream's assignments back failed; their locks lapse instead", "stream", s.id, "err", err)
 		}
 	}
 	for _, tag := range r.lostRefills {
@@ -1144,12 +1155,16 @@ func (r *runner) end(ctx context.Context, reason string) {
 		// is what the worker never received (but what is left to it).
 		n, err := svc.eng.HandBackTagged(ctx, s.consumerID, s.workerID, tag, left...)
 		if err != nil {
-			svc.logger.Warn("handing back what a lost refill reserved failed; its locks lapse instead", "stream", s.id, "err", err)
+			failed(slog.LevelWarn, "handing back what a lost refill reserved failed; its locks lapse instead", "stream", s.id, "err", err)
 		}
 		unseenBack += n
 	}
 	if err := svc.eng.ForgetStream(ctx, s.id); err != nil {
-		svc.logger.Warn("removing the stream's catalog row failed; it is pruned once no longer live", "stream", s.id, "err", err)
+		failed(slog.LevelWarn, "removing the stream's catalog row failed; it is pruned once no longer live", "stream", s.id, "err", err)
+	}
+	if cut {
+		svc.logger.Info("stream ended without a database: what it held lapses at its locks' end, or is left to resume; its catalog row is pruned once not refreshed",
+			"stream", s.id, "held", len(s.held))
 	}
 	svc.eng.LogWorker(engine.EventWorkerDisconnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
 		"stream", s.id, "reason", reason, "handed_back", len(handed)+unseenBack, "unseen", unseenBack, "left_to_resume", len(left))
@@ -1158,9 +1173,9 @@ func (r *runner) end(ctx context.Context, reason string) {
 // databaseLost is the error ending a stream whose replica has not reached
 // PostgreSQL for down.
 func (r *runner) databaseLost(down time.Duration) error {
-	detail := "this replica has not reached PostgreSQL for %s: it can neither assign work nor keep locks alive; subscribe again (through another replica if you have several). What the stream held lapses at its lock's end unless settled elsewhere"
+	detail := "this replica's probe has had no answer from PostgreSQL for %s: it can neither assign work nor keep locks alive; subscribe again (through another replica if you have several). What the stream held lapses at its lock's end unless settled elsewhere"
 	if r.s.resumable {
-		detail = "this replica has not reached PostgreSQL for %s: it can neither assign work nor keep locks alive; subscribe again (through another replica if you have several), resuming what the stream held before its locks lapse"
+		detail = "this replica's probe has had no answer from PostgreSQL for %s: it can neither assign work nor keep locks alive; subscribe again (through another replica if you have several), resuming what the stream held before its locks lapse"
 	}
 	r.svc.logger.Warn("stream ended: this replica cannot reach PostgreSQL", "stream", r.s.id, "worker_id", r.s.workerID, "down", down.Round(time.Millisecond))
 	return problemError(fault.New(fault.Unavailable, endDatabaseUnavailable, detail, down.Round(time.Second)))

@@ -222,6 +222,9 @@ func TestURLParameterRefusalNamesTheParameter(t *testing.T) {
 		"postgres://r1:Can4ry@127.0.0.1/db?pool_max_conns=abc":             "pool_max_conns",
 		"postgres://r1@127.0.0.1/db?password=Can4ry&connect_timeout=abc":   "connect_timeout",
 		"postgres://r1:p%40Can4ry@127.0.0.1/db?pool_max_conn_lifetime=abc": "pool_max_conn_lifetime",
+		// The keyword/value form, which pgx takes too (verifier QA).
+		"host=127.0.0.1 user=r1 password=Can4ry sslmode=bogus":     "sslmode is invalid",
+		"host=127.0.0.1 user=r1 password='Can4ry x' sslmode=bogus": "sslmode is invalid",
 	} {
 		env := map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_LISTEN": "127.0.0.1:0"}
 		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &testlog.Buffer{}, &testlog.Buffer{})

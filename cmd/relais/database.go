@@ -654,6 +654,10 @@ func withheldParseError(url string, err error) error {
 	return fmt.Errorf("RELAIS_DATABASE_URL cannot be parsed as a URL (pgx's message is not repeated: it would quote the password); if the password holds @, /, ? or #, percent-encode them (%%40, %%2F, %%3F, %%23)%s", urlHint(url))
 }
 
+// keywordPassword is a password=… of the keyword/value form, quoted or
+// not.
+var keywordPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
 // redactedPassword stands for a password in a URL quoted back.
 const redactedPassword = "REDACTED"
 
@@ -661,6 +665,10 @@ const redactedPassword = "REDACTED"
 // its password parameter) replaced by redactedPassword, if url parses as
 // a PostgreSQL URL at all.
 func withoutPassword(url string) (string, bool) {
+	if !strings.Contains(url, "://") && strings.Contains(url, "=") {
+		// The keyword/value form (host=… password=…), which pgx takes too.
+		return keywordPassword.ReplaceAllString(url, "${1}"+redactedPassword), true
+	}
 	u, err := neturl.Parse(url)
 	if err != nil || u.Scheme != "postgres" && u.Scheme != "postgresql" || u.Host == "" {
 		return "", false
