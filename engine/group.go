@@ -75,8 +75,10 @@ type groupCommit struct {
 	// that lapsed with writes waiting lowers it twice as much, and at 0
 	// the lane waits only every gatherProbe groups (untrusted counts them).
 	trust, untrusted int
-	// running are the groups in flight, for CutShortWrites.
-	running map[*runningGroup]struct{}
+	// running are the groups in flight, for CutShortWrites (under
+	// runningMu: not the queue's lock, which every write takes).
+	runningMu sync.Mutex
+	running   map[*runningGroup]struct{}
 
 	// What GroupCommits reports.
 	groups, writes, gathersFilled, gathersLapsed, gathersIdle atomic.Uint64
@@ -409,8 +411,8 @@ func (g *groupCommit) endGatherLocked(filled bool) []*groupWrite {
 func (e *Engine) CutShortWrites(patience time.Duration) {
 	g := e.group
 	before := time.Now().Add(-patience)
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.runningMu.Lock()
+	defer g.runningMu.Unlock()
 	for rg := range g.running {
 		if rg.began.Before(before) {
 			rg.cut(pgfault.ErrUnresponsive)
@@ -429,13 +431,13 @@ func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 	ctx, cancel := context.WithTimeout(ctx, groupTimeout)
 	defer cancel()
 	rg := &runningGroup{cut: cut, began: time.Now()}
-	g.mu.Lock()
+	g.runningMu.Lock()
 	g.running[rg] = struct{}{}
-	g.mu.Unlock()
+	g.runningMu.Unlock()
 	defer func() {
-		g.mu.Lock()
+		g.runningMu.Lock()
 		delete(g.running, rg)
-		g.mu.Unlock()
+		g.runningMu.Unlock()
 		if errors.Is(context.Cause(ctx), pgfault.ErrUnresponsive) {
 			// Whatever the cut statements answered (a cancelled context),
 			// the group's outcome is unknown: its COMMIT may have been
