@@ -879,9 +879,7 @@ func TestStreamLeavesAReplicaWithoutPostgreSQL(t *testing.T) {
 			t.Parallel()
 			opts, cluster, pool := relaistest.OwnCluster(t)
 			env := relaistest.NewOnPool(t, pool)
-			env.Definition("add_company_to_crm.yaml")
-			env.Process("crm_only", relaistest.CRMProcess(nil))
-			consumer := env.Consumer("crm-sync", "add_company_to_crm")
+			consumer := env.CRMOnly()
 			req := subscribeRequest("w", 2)
 			req.Resumable = true
 			req.LockDuration = durationpb.New(15 * time.Second)
@@ -937,9 +935,7 @@ func TestStreamLeavesAReplicaFrozenAfterItsClaim(t *testing.T) {
 	t.Parallel()
 	opts, cluster, pool := relaistest.OwnCluster(t)
 	env := relaistest.NewOnPool(t, pool)
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(nil))
-	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	consumer := env.CRMOnly()
 	claimed, frozen := make(chan struct{}), make(chan struct{})
 	stream.OnEmptyClaim(t, "w-idle", func() {
 		close(claimed)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -56,7 +57,8 @@ func OwnCluster(t *testing.T) (embeddedpg.Options, *embeddedpg.Cluster, *pgxpool
 
 // Freeze stops (SIGSTOP) the PostgreSQL cluster of opts (OwnCluster's)
 // and its processes: a server that hangs, as behind a network black hole.
-// thaw lets them go on.
+// thaw lets them go on; calling it again does nothing (a test may thaw
+// early and defer it too).
 func Freeze(t *testing.T, opts embeddedpg.Options) (thaw func()) {
 	t.Helper()
 	pidFile := filepath.Join(opts.Dir, "data", "postmaster.pid")
@@ -91,9 +93,9 @@ func Freeze(t *testing.T, opts embeddedpg.Options) (thaw func()) {
 			t.Fatalf("freezing %d: %v", pid, err)
 		}
 	}
-	return func() {
+	return sync.OnceFunc(func() {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
-	}
+	})
 }

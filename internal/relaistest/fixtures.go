@@ -85,6 +85,16 @@ func (e *Env) Consumer(name string, keys ...string) string {
 	return res.JSON(e.T)["token"].(string)
 }
 
+// CRMOnly sets env up with the add_company_to_crm definition, crm_only
+// (CRMProcess without a policy) and a consumer crm-sync granted the
+// definition, whose token it returns.
+func (e *Env) CRMOnly() string {
+	e.T.Helper()
+	e.Definition("add_company_to_crm.yaml")
+	e.Process("crm_only", CRMProcess(nil))
+	return e.Consumer("crm-sync", "add_company_to_crm")
+}
+
 // HeldCRMInstance sets env up with crm_hold, CRMProcess whose node holds
 // on the error code CRM_LOCKED (and fails on any other), and a consumer
 // crm-sync; it starts an instance for name, fails its occurrence with

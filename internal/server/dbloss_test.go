@@ -227,9 +227,7 @@ func TestWriteHeldByAHungDatabaseIsAnswered(t *testing.T) {
 	t.Parallel()
 	opts, cluster, pool := relaistest.OwnCluster(t)
 	env := relaistest.NewOnPool(t, pool)
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(nil))
-	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	consumer := env.CRMOnly()
 	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{
 		"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
 	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "lock_duration": "PT5M",
@@ -240,11 +238,8 @@ func TestWriteHeldByAHungDatabaseIsAnswered(t *testing.T) {
 	}
 
 	thaw := relaistest.Freeze(t, opts)
-	thawed := false
 	defer func() {
-		if !thawed {
-			thaw()
-		}
+		thaw()
 		_ = cluster.Stop(context.Background())
 	}()
 	began := time.Now()
@@ -263,12 +258,9 @@ func TestWriteHeldByAHungDatabaseIsAnswered(t *testing.T) {
 			t.Fatalf("a completion held by a hung database: %d %s, want 503 database_unavailable", r.Status, r.Body)
 		}
 	case <-time.After(30 * time.Second):
-		thaw()
-		thawed = true
 		t.Fatalf("a completion held by a hung database not answered within 30s")
 	}
 	thaw()
-	thawed = true
 	relaistest.WaitFor(t, 20*time.Second, "the completion, repeated, is applied", func() (bool, string) {
 		r := complete()
 		return r.Status == 200, fmt.Sprintf("%d %s", r.Status, r.Body)
