@@ -28,3 +28,12 @@ func OnEmptyClaim(t interface{ Cleanup(func()) }, worker string, f func()) {
 	emptyClaimed.Store(&hook)
 	t.Cleanup(func() { emptyClaimed.Store(nil) })
 }
+
+// LoseClaimAnswer makes the next claim of worker's stream that reserves
+// something answer as if its COMMIT's answer had been lost.
+func LoseClaimAnswer(t interface{ Cleanup(func()) }, worker string) {
+	var done atomic.Bool
+	lose := func(w string) bool { return w == worker && done.CompareAndSwap(false, true) }
+	loseClaimAnswer.Store(&lose)
+	t.Cleanup(func() { loseClaimAnswer.Store(nil) })
+}

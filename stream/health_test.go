@@ -16,7 +16,7 @@ import (
 func TestHealthWatch(t *testing.T) {
 	t.Parallel()
 	closing := make(chan struct{})
-	s := &Service{health: newHealth(closing)}
+	s := &Service{health: newHealth(closing), reg: newRegistry(10, nil)}
 	_, h := grpchealth.NewHandler(s.health)
 	mux := httptest.NewServer(s.health.endWatches(h))
 	defer mux.Close()

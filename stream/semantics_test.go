@@ -961,3 +961,68 @@ func TestStreamLeavesAReplicaFrozenAfterItsClaim(t *testing.T) {
 		t.Errorf("the stream ended %v after PostgreSQL hung, want before its lock's end", d)
 	}
 }
+
+// A retry that fell due while the replica's probe had no answer from
+// PostgreSQL is pushed once the probe has one again, not at the stream's
+// next keep-alive tick: nothing else wakes the stream when a database
+// that hung (its LISTEN session kept) answers again (stream client QA saw
+// up to 10 s, the default keep-alive).
+func TestRetryDueDuringAnOutageIsPushedOnceTheDatabaseAnswers(t *testing.T) {
+	t.Parallel()
+	opts, cluster, pool := relaistest.OwnCluster(t)
+	env := relaistest.NewOnPool(t, pool, heartbeat(30*time.Second)) // keep-alive 30 s: far later
+	consumer := env.CRMOnly()
+	c := newClient(t, "grpc", env.URL)
+	req := subscribeRequest("w", 1)
+	req.LockDuration = durationpb.New(2 * time.Minute) // the stream outlives the outage
+	s := open(t, c, consumer, req)
+	start(t, env, "Acme")
+	a := s.assignment(5 * time.Second)
+	const delay = 6 * time.Second
+	if _, err := fail(c, consumer, &workerv1.FailRequest{OccurrenceId: a.GetOccurrenceId(), WorkerId: "w", ErrorCode: "CRM_DOWN",
+		Retryable: true, RetryDelay: durationpb.New(delay)}); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(delay)
+	thaw := relaistest.Freeze(t, opts)
+	defer func() {
+		thaw()
+		_ = cluster.Stop(context.Background())
+	}()
+	relaistest.WaitFor(t, 15*time.Second, "the probe's verdict", func() (bool, string) {
+		r := env.Do("GET", "/readyz", "", nil)
+		return r.Status == 503, fmt.Sprintf("%d %s", r.Status, r.Body)
+	})
+	time.Sleep(time.Until(due.Add(time.Second)))
+	thaw()
+	thawed := time.Now()
+	again := s.assignment(20 * time.Second)
+	if d := time.Since(thawed); again.GetOccurrenceId() != a.GetOccurrenceId() || d > 10*time.Second {
+		t.Errorf("the retry was pushed %v after PostgreSQL answered again (%v), want within the probe's next pings", d, again.GetOccurrenceId())
+	}
+	t.Logf("pushed %v after the thaw", time.Since(thawed))
+}
+
+// A claim whose answer the database did not give (its COMMIT may have
+// reserved work) is asked again after a second, what it reserved
+// delivered, not at the stream's next keep-alive tick: a database back
+// before the probe saw it go wakes nothing else.
+func TestClaimWithoutAnswerIsAskedAgainSoon(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(30*time.Second)) // keep-alive 30 s: far later
+	stream.LoseClaimAnswer(t, "w-claim-lost")
+	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w-claim-lost", 1))
+	s.quiet(100 * time.Millisecond)
+	start(t, f.env, "Acme")
+	started := time.Now()
+	a := s.assignment(15 * time.Second)
+	if d := time.Since(started); d > 5*time.Second {
+		t.Errorf("the lost claim's occurrence was pushed %v after its start, want about a second", d)
+	}
+	if got := outcomes(t, f.env, a.GetOccurrenceId()); len(got) != 1 {
+		t.Errorf("attempts %q, want one (the lost claim's, replayed)", got)
+	}
+	relaistest.WaitFor(t, 5*time.Second, "the recovery logged", func() (bool, string) {
+		return strings.Contains(f.env.Logs.String(), "stream claim recovered"), f.env.Logs.String()
+	})
+}

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -395,6 +396,10 @@ type runner struct {
 	// replica could not deliver was handed back, and the hand-back's
 	// notification would otherwise make it claim the same tasks in a loop.
 	holdOff time.Time
+	// retry is how long the stream waited before asking again after its
+	// last claim failed for the database's absence: doubled at each such
+	// failure up to the heartbeat, zero after a claim that worked.
+	retry time.Duration
 	// claims numbers the stream's claims, each tagged with its number
 	// (claimTag); lostClaim is the tag of one that failed for the
 	// database's absence: its COMMIT may have reserved tasks whose answer
@@ -614,7 +619,8 @@ func (r *runner) presence() engine.StreamPresence {
 
 // claim fills the stream's free credit with claimable occurrences and
 // pushes them. Only a failed send is returned: a database error is logged
-// and retried at the next keep-alive.
+// and retried at the next keep-alive, or after a backoff when the database
+// did not answer.
 func (r *runner) claim(ctx context.Context) error {
 	svc, s := r.svc, r.s
 	r.dirty = false
@@ -636,6 +642,9 @@ func (r *runner) claim(ctx context.Context) error {
 		req.RequestID = r.claimTag()
 	}
 	got, err := svc.eng.Claim(cctx, req)
+	if lose := loseClaimAnswer.Load(); lose != nil && err == nil && len(got) > 0 && (*lose)(s.workerID) {
+		got, err = nil, pgfault.Unavailable(errors.New("test: the claim's COMMIT answer was lost"))
+	}
 	switch {
 	case err == nil:
 		if r.lostClaim != "" && len(got) > 0 {
@@ -667,8 +676,18 @@ func (r *runner) claim(ctx context.Context) error {
 		if ctx.Err() == nil {
 			svc.logger.Warn("stream claim failed; retrying", "stream", s.id, "err", err)
 		}
+		if pgfault.Unreachable(err) {
+			// A database back before the probe saw it go (a restart
+			// between two pings) wakes nobody: the stream asks again
+			// after a backoff, not at its next keep-alive tick.
+			r.retry = min(max(2*r.retry, time.Second), svc.cfg.Stream.Heartbeat)
+			r.dirty = true
+			r.holdOff = time.Now().Add(r.retry)
+			r.wakeAt(r.holdOff)
+		}
 		return nil
 	}
+	r.retry = 0
 	for _, g := range got {
 		s.held[g.ID] = g.Attempt
 		s.heldOf[g.ID] = heldPair{g.Definition, g.Revision}

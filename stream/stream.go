@@ -71,6 +71,10 @@ var loseAnswer atomic.Pointer[func(ref engine.WorkerRef) bool]
 // due: where a test makes PostgreSQL hang.
 var emptyClaimed atomic.Pointer[func(worker string)]
 
+// loseClaimAnswer, set by tests only, makes a claim of a stream of worker
+// that reserved something answer as if its COMMIT's answer had been lost.
+var loseClaimAnswer atomic.Pointer[func(worker string) bool]
+
 var _ workerv1connect.WorkerServiceHandler = (*Service)(nil)
 
 // New returns the service on eng; lookup authenticates bearer tokens.

@@ -8,13 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relais/relais/internal/outage"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relais/relais/internal/outage"
 )
 
 // Handler receives one notification's payload. It must not block.
@@ -31,6 +32,8 @@ type Listener struct {
 	onListening []func(bool)
 	ready       chan struct{}
 	readyOnce   sync.Once
+	// retryNow cuts a reconnection's backoff short (see RetryNow).
+	retryNow chan struct{}
 }
 
 // New returns a listener on pool; call Handle for each channel, then Run.
@@ -38,7 +41,8 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Listener{pool: pool, logger: logger, handlers: map[string][]Handler{}, ready: make(chan struct{})}
+	return &Listener{pool: pool, logger: logger, handlers: map[string][]Handler{}, ready: make(chan struct{}),
+		retryNow: make(chan struct{}, 1)}
 }
 
 // Handle registers h for channel. Handlers registered after Run started
@@ -65,6 +69,16 @@ func (l *Listener) OnListening(f func(listening bool)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.onListening = append(l.onListening, f)
+}
+
+// RetryNow makes a listener waiting to reconnect try at once, for a
+// caller that learnt the database answers again: its backoff (up to 5 s)
+// is as long again of notifications missed, new work announced to nobody.
+func (l *Listener) RetryNow() {
+	select {
+	case l.retryNow <- struct{}{}:
+	default:
+	}
 }
 
 // Ready is closed once the first LISTEN is in place.
@@ -94,6 +108,7 @@ func (l *Listener) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
+		case <-l.retryNow:
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
@@ -103,5 +106,42 @@ func TestBackoffStartsOverOnceListening(t *testing.T) {
 		if w[1] != "100ms" {
 			t.Errorf("a reconnection after a session that was in place waited %s, want 100ms:\n%s", w[1], logs.String())
 		}
+	}
+}
+
+// A listener backing off from failed reconnections tries again at once
+// when told the database answers (RetryNow), rather than at the end of a
+// backoff that can reach 5 s, notifications sent meanwhile lost.
+func TestRetryNowCutsTheBackoffShort(t *testing.T) {
+	t.Parallel()
+	cfg := dbtest.Pool(t).Config()
+	// Refused at each connection: the backoff grows.
+	cfg.ConnConfig.Database = "relais_no_such_database"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var logs testlog.Buffer
+	l := New(pool, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	l.Handle("relais_test", func(string) {})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	logged := func(what string, within time.Duration) {
+		t.Helper()
+		for end := time.Now().Add(within); !strings.Contains(logs.String(), what); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("not logged within %v: %q\n%s", within, what, logs.String())
+			}
+		}
+	}
+	logged("reconnecting in 3.2s", 15*time.Second)
+	l.RetryNow()
+	asked := time.Now()
+	logged("reconnecting in 5s", 10*time.Second)
+	if d := time.Since(asked); d > 1500*time.Millisecond {
+		t.Errorf("the next attempt came %v after RetryNow, want at once (not after the 3.2s backoff)", d)
 	}
 }

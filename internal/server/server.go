@@ -117,7 +117,14 @@ func Start(ctx context.Context, d Deps) *Replica {
 	gate := newDatabaseGate()
 	d.Registry.MustRegister(databaseUp, keyRetired, dataKeys, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine))
 	rep.done.Go(func() {
+		wasDown := false
 		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
+			if err == nil && wasDown {
+				// Notifications sent before the listener's backoff ends
+				// would be lost: it reconnects now.
+				listener.RetryNow()
+			}
+			wasDown = err != nil
 			streams.SetDatabaseUp(err == nil)
 			// Only a database that does not answer closes the gate: one
 			// that refuses (stopped, or at max_connections while this
