@@ -93,10 +93,17 @@ type reasonForm struct {
 
 // newReasonForm is the reason form posting to action, labelled label,
 // whose cancel link goes back to back.
-func newReasonForm(ctx context.Context, action, label, back, cancel string) reasonForm {
-	return reasonForm{FormAction: action, CSRF: currentOf(ctx).csrf, ReasonLabel: label,
+func newReasonForm(r *http.Request, action, label, back, cancel string) reasonForm {
+	ctx := r.Context()
+	f := reasonForm{FormAction: action, CSRF: currentOf(ctx).csrf, ReasonLabel: label,
 		ReasonHint: T(ctx, "Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.", engine.MaxReason),
 		ReasonMax:  strconv.Itoa(engine.MaxReason), BackHref: back, Cancel: cancel}
+	if r.Method == http.MethodGet {
+		// A reason posted as the session ended, brought back through
+		// sign-in (see redirectToSignIn).
+		f.Reason = r.URL.Query().Get(draftReasonParam)
+	}
+	return f
 }
 
 // actionView is the confirmation of an action on one instance.
@@ -123,7 +130,7 @@ func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Insta
 	ctx := r.Context()
 	id := inst.ID
 	v := actionView{Action: string(a),
-		reasonForm: newReasonForm(ctx, instanceHref(id)+"/"+string(a), T(ctx, "Reason (recorded in the audit log)"), instanceHref(id), T(ctx, "Keep it running"))}
+		reasonForm: newReasonForm(r, instanceHref(id)+"/"+string(a), T(ctx, "Reason (recorded in the audit log)"), instanceHref(id), T(ctx, "Keep it running"))}
 	if inst.Status == engine.InstanceHeld {
 		v.Cancel = T(ctx, "Keep it held")
 	}
@@ -194,7 +201,7 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 	}
 	// seen guards against acting on what changed meanwhile: a misspelt
 	// one would drop the guard unsaid.
-	if errs := queryProblems(ctx, r.URL.RawQuery, "seen"); len(errs) > 0 {
+	if errs := queryProblems(ctx, r.URL.RawQuery, "seen", draftReasonParam); len(errs) > 0 {
 		c.cannotActOnInstance(w, r, id, errs)
 		return
 	}
@@ -556,7 +563,7 @@ const countedAtField = "counted_at"
 func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, count int64, countedAt time.Time) bulkView {
 	ctx := r.Context()
 	v := bulkView{Action: string(a), FilterLabel: T(ctx, "Filter"), CountValue: strconv.FormatInt(count, 10),
-		reasonForm: newReasonForm(ctx, bulkPath, T(ctx, "Reason (recorded in the audit log for every instance)"), f.href(), T(ctx, "Back to the list")),
+		reasonForm: newReasonForm(r, bulkPath, T(ctx, "Reason (recorded in the audit log for every instance)"), f.href(), T(ctx, "Back to the list")),
 		BulkID:     uuid.Must(uuid.NewV7()).String()}
 	if wait := time.Duration(count) * c.bulkCost; wait >= longBulk {
 		about := approxDuration(ctx, wait)
@@ -686,7 +693,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 	a, f, ef, errs := bulkAction(ctx, r.URL.Query().Get)
 	// A parameter the filter does not read would leave it wider than the
 	// operator meant: no count, no form.
-	errs = append(queryProblems(ctx, r.URL.RawQuery, bulkParams...), errs...)
+	errs = append(queryProblems(ctx, r.URL.RawQuery, append(slices.Clip(bulkParams), draftReasonParam)...), errs...)
 	if len(errs) == 0 {
 		unknown, err := c.unknownKeys(ctx, ef)
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
@@ -249,7 +250,7 @@ func redirectToSignIn(w http.ResponseWriter, r *http.Request, ended bool) {
 		q.Set("next", r.URL.RequestURI())
 	case r.Method == http.MethodPost:
 		if from := postedFrom(r); from != "" {
-			q.Set("next", from)
+			q.Set("next", withDraftReason(w, r, from))
 		}
 	}
 	switch {
@@ -266,6 +267,35 @@ func redirectToSignIn(w http.ResponseWriter, r *http.Request, ended bool) {
 		target += "?" + q.Encode()
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// draftReasonParam carries, in the address of an action's confirmation,
+// the reason typed in its form when it was posted without a session: the
+// page shows it again after sign-in, where the operator typed it in vain
+// before (console QA: a long incident note typed at the end of a shift).
+const draftReasonParam = "reason"
+
+// withDraftReason is from, the page whose form r posted, with the reason
+// that form carried, when it has one fit to be shown again.
+func withDraftReason(w http.ResponseWriter, r *http.Request, from string) string {
+	// Read as a signed-in form is, bounded: nobody's session vouches for
+	// this one.
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if r.ParseForm() != nil {
+		return from
+	}
+	reason := formReason(r)
+	if strings.TrimSpace(reason) == "" || utf8.RuneCountInString(reason) > engine.MaxReason || httpjson.UnstorableText(reason) != "" {
+		return from
+	}
+	u, err := url.Parse(from)
+	if err != nil {
+		return from
+	}
+	q := u.Query()
+	q.Set(draftReasonParam, reason)
+	u.RawQuery = q.Encode()
+	return u.RequestURI()
 }
 
 // postedFrom is the console page whose form r posted: its Referer, which

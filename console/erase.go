@@ -27,7 +27,7 @@ func instanceEnded(status string) bool {
 func (c *Console) eraseView(r *http.Request, inst engine.Instance) actionView {
 	ctx := r.Context()
 	v := actionView{Action: string(engine.ActionErase), LastSeen: "0",
-		reasonForm: newReasonForm(ctx, eraseHref(inst.ID), T(ctx, "Reason (recorded in the audit log)"), instanceHref(inst.ID), T(ctx, "Keep the instance"))}
+		reasonForm: newReasonForm(r, eraseHref(inst.ID), T(ctx, "Reason (recorded in the audit log)"), instanceHref(inst.ID), T(ctx, "Keep the instance"))}
 	v.Danger = true
 	v.ReasonHint = T(ctx, "Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.", engine.MaxReason)
 	v.Chrome = c.chrome(r, T(ctx, "Erase process instance %s", inst.ID), "instances")
@@ -51,7 +51,7 @@ func (c *Console) instanceEraseConfirm(w http.ResponseWriter, r *http.Request) {
 		c.notFound(w, r)
 		return
 	}
-	if errs := queryProblems(ctx, r.URL.RawQuery); len(errs) > 0 {
+	if errs := queryProblems(ctx, r.URL.RawQuery, draftReasonParam); len(errs) > 0 {
 		c.cannotActOnInstance(w, r, id, errs)
 		return
 	}

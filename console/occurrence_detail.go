@@ -51,7 +51,9 @@ type attemptRow struct {
 	// ErrorShort, when set, is the start of a long ErrorMessage: the
 	// table shows it, the whole message one click away.
 	ErrorShort string
-	ErrorLang  string
+	// ErrorBy, when set, says Relais wrote ErrorMessage, in ErrorLang.
+	ErrorBy   string
+	ErrorLang string
 }
 
 // shortMessage is how many characters of an error message the attempts
@@ -832,8 +834,10 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 	if a.ErrorMessage != nil {
 		row.ErrorMessage = errorMessage(ctx, *a.ErrorMessage)
 		row.ErrorShort = cutMessage(row.ErrorMessage)
-		if a.ErrorCode != nil && relaisCode(*a.ErrorCode) {
-			row.ErrorLang = "en"
+		if a.ErrorCode != nil {
+			// Labelled as on the summary, each row: French readers are
+			// told the words are Relais's English (console QA).
+			row.ErrorBy, row.ErrorLang = relaisMessage(ctx, *a.ErrorCode)
 		}
 	}
 	return row
@@ -891,17 +895,24 @@ func errorMessageFact(ctx context.Context, code string, message *string) (fact, 
 		return fact{}, false
 	}
 	f := fact{Value: errorMessage(ctx, *message), TestID: "error-message"}
-	// Relais writes in English: French pages' labels say so, English
-	// ones need not (console QA: "(in English)" on an English page).
+	if f.Label, f.Lang = relaisMessage(ctx, code); f.Label == "" {
+		f.Label = T(ctx, "Message from the service (its own words, protected values masked)")
+	}
+	return f, true
+}
+
+// relaisMessage says, for the message of an error of code, that Relais
+// wrote it, and in which language: label and lang are empty when the
+// service did. Relais writes in English: French pages' labels say so,
+// English ones need not (console QA: "(in English)" on an English page).
+func relaisMessage(ctx context.Context, code string) (label, lang string) {
 	switch {
 	case strings.HasPrefix(code, "destination_http_"):
 		// Relais's words around the destination's own (its answer's
 		// start): not all of it is Relais's.
-		f.Label, f.Lang = T(ctx, "Message from Relais, quoting the destination’s answer"), "en"
+		return T(ctx, "Message from Relais, quoting the destination’s answer"), "en"
 	case relaisCode(code):
-		f.Label, f.Lang = T(ctx, "Message from Relais"), "en"
-	default:
-		f.Label = T(ctx, "Message from the service (its own words, protected values masked)")
+		return T(ctx, "Message from Relais"), "en"
 	}
-	return f, true
+	return "", ""
 }

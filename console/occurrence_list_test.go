@@ -233,6 +233,16 @@ func TestListsShowCodesWhole(t *testing.T) {
 		if got != tc.lang {
 			t.Errorf("%s: the message is marked lang=%q, want %q", tc.path, got, tc.lang)
 		}
+		if tc.testid != "error-message" {
+			continue
+		}
+		// Each attempt's row says whose words it shows, as the summary
+		// does: French readers were told only there (console QA).
+		by := page.doc.Find(`[data-testid=attempt-error-message]`).Last().Find(`[data-testid=attempt-error-by]`)
+		want := map[string]string{"": "", "en": "Message de Relais (en anglais), citant la réponse de la destination"}[tc.lang]
+		if got := collapse(by.Text()); got != want {
+			t.Errorf("%s: the attempt's message is labelled %q, want %q", tc.path, got, want)
+		}
 	}
 }
 

@@ -268,7 +268,9 @@ func TestSessionsExpireAfterEightIdleHours(t *testing.T) {
 	late.referer = "/console/instances/" + zeroID
 	clk.Add(8*time.Hour + time.Second)
 	r = late.do("POST", "/console/instances/"+zeroID+"/stop", url.Values{"csrf": {"x"}, "reason": {"typed at 3am"}})
-	if want := "/console/sign-in?ended=action&next=%2Fconsole%2Finstances%2F" + zeroID; r.status != http.StatusSeeOther || r.header.Get("Location") != want {
+	// The reason typed comes back with the page (see
+	// TestAReasonTypedAsTheSessionEndedIsKept).
+	if want := "/console/sign-in?ended=action&next=%2Fconsole%2Finstances%2F" + zeroID + "%3Freason%3Dtyped%2Bat%2B3am"; r.status != http.StatusSeeOther || r.header.Get("Location") != want {
 		t.Fatalf("an action after the session ended: %d %q, want 303 %q", r.status, r.header.Get("Location"), want)
 	}
 	if got := text(late.mustGet(r.header.Get("Location"), 200), "signed-out"); !strings.Contains(got, "n’a pas été appliquée") {
@@ -280,7 +282,7 @@ func TestSessionsExpireAfterEightIdleHours(t *testing.T) {
 	other.referer = "/console/instances/" + zeroID
 	csrf := csrfOf(t, other.mustGet("/console/definitions", 200))
 	other.do("POST", "/console/sign-out", url.Values{"csrf": {csrf}})
-	r = other.do("POST", "/console/instances/"+zeroID+"/stop", url.Values{"csrf": {csrf}, "reason": {"typed before the other tab signed out"}})
+	r = other.do("POST", "/console/instances/"+zeroID+"/stop", url.Values{"csrf": {csrf}, "reason": {" "}})
 	if want := "/console/sign-in?ended=action&next=%2Fconsole%2Finstances%2F" + zeroID; r.status != http.StatusSeeOther || r.header.Get("Location") != want {
 		t.Errorf("an action after a sign-out in another tab: %d %q, want 303 %q", r.status, r.header.Get("Location"), want)
 	}
@@ -291,6 +293,38 @@ func TestSessionsExpireAfterEightIdleHours(t *testing.T) {
 		t.Errorf("sign-out after the session ended: Location %q, want the signed-out sign-in", r.header.Get("Location"))
 	}
 	signedIn(t, base, "en", env.Operator).mustGet("/console/definitions", 200)
+}
+
+// A reason typed in an action's confirmation posted once the session
+// ended is shown again in that confirmation after sign-in: typing a long
+// incident note again was the price of an expired session (console QA).
+func TestAReasonTypedAsTheSessionEndedIsKept(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.CRMOnly()
+	id := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	base, clk := ownConsole(t, env)
+	b := signedIn(t, base, "fr", env.Operator)
+	page := "/console/instances/" + id + "/stop"
+	csrf := csrfOf(t, b.mustGet(page, 200))
+	clk.Add(8*time.Hour + time.Second)
+	b.referer = page
+	reason := "Client « Acme » : arrêt demandé\nticket INC-42 & suivi"
+	r := b.do("POST", page, url.Values{"csrf": {csrf}, "reason": {strings.ReplaceAll(reason, "\n", "\r\n")}})
+	loc, err := url.Parse(r.header.Get("Location"))
+	if r.status != http.StatusSeeOther || err != nil || loc.Path != "/console/sign-in" {
+		t.Fatalf("the action after the session ended: %d %q", r.status, r.header.Get("Location"))
+	}
+	next := loc.Query().Get("next")
+	again := signedIn(t, base, "fr", env.Operator).mustGet(next, 200)
+	if got := again.doc.Find(`[data-testid=stop-reason]`).Text(); got != reason {
+		t.Errorf("the confirmation after sign-in (%s) holds %q, want the reason typed, %q", next, got, reason)
+	}
+	// A bulk confirmation takes it back the same way.
+	bulk := signedIn(t, base, "en", env.Operator).mustGet("/console/instances/bulk?action=stop&process=crm_only&"+url.Values{"reason": {reason}}.Encode(), 200)
+	if got := bulk.doc.Find(`[data-testid=bulk-reason]`).Text(); got != reason {
+		t.Errorf("the bulk confirmation holds %q, want %q", got, reason)
+	}
 }
 
 // TestSessionsEndTwelveHoursAfterSignIn: a live page reloads itself every

@@ -319,9 +319,9 @@ var messageKeyToIndex = map[string]int{
 	"Maximum attempts":    488,
 	"May":                 342,
 	"Message":             585,
-	"Message from Relais": 574,
-	"Message from Relais, quoting the destination’s answer":             573,
-	"Message from the service (its own words, protected values masked)": 575,
+	"Message from Relais": 575,
+	"Message from Relais, quoting the destination’s answer":             574,
+	"Message from the service (its own words, protected values masked)": 573,
 	"Method not allowed": 685,
 	"Mode":               486,
 	"More filters: instance, revision, consumer, destination, dates": 579,
@@ -980,7 +980,7 @@ var enIndex = []uint32{ // 778 elements
 	0x000055bb, 0x000055e8, 0x000055f5, 0x00005605,
 	0x00005635, 0x0000566f, 0x00005692, 0x0000569a,
 	0x000056b2, 0x000056cf, 0x000056dd, 0x000056ee,
-	0x000056f6, 0x00005701, 0x00005739, 0x0000574d,
+	0x000056f6, 0x00005701, 0x00005743, 0x0000577b,
 	// Entry 240 - 25F
 	0x0000578f, 0x000057bf, 0x000057fa, 0x0000580a,
 	0x00005849, 0x0000585a, 0x0000586c, 0x00005878,
@@ -1382,19 +1382,19 @@ const enData string = "" + // Size: 31859 bytes
 	"erred; settled with its settle token, as %[2]s)\x02%[1]s (deferred; sett" +
 	"led by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within " +
 	"the timeout\x02no connection\x02answer too large\x02unknown\x02[redacted" +
-	"]\x02Message from Relais, quoting the destination’s answer\x02Message fr" +
-	"om Relais\x02Message from the service (its own words, protected values m" +
-	"asked)\x02The revision must be a whole number, 1 or more.\x02A revision " +
-	"is a definition’s: choose the definition too.\x02Settlement date\x02More" +
-	" filters: instance, revision, consumer, destination, dates\x02Push desti" +
-	"nation\x02its name, exactly\x02instance id\x02Counts by status\x02Occurr" +
-	"ences, newest first\x02Message\x02Process and node\x02Error\x02Consumer " +
-	"and worker\x02Next attempt or settled\x02No occurrence matches these fil" +
-	"ters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by th" +
-	"e other filters\x02Totals of all definitions, not narrowed by the other " +
-	"filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
-	" occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few seco" +
-	"nds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt" +
+	"]\x02Message from the service (its own words, protected values masked)" +
+	"\x02Message from Relais, quoting the destination’s answer\x02Message fro" +
+	"m Relais\x02The revision must be a whole number, 1 or more.\x02A revisio" +
+	"n is a definition’s: choose the definition too.\x02Settlement date\x02Mo" +
+	"re filters: instance, revision, consumer, destination, dates\x02Push des" +
+	"tination\x02its name, exactly\x02instance id\x02Counts by status\x02Occu" +
+	"rrences, newest first\x02Message\x02Process and node\x02Error\x02Consume" +
+	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
+	"ilters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by " +
+	"the other filters\x02Totals of all definitions, not narrowed by the othe" +
+	"r filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1" +
+	"]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few se" +
+	"conds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt" +
 	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
 	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s" +
 	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
@@ -1691,7 +1691,7 @@ var frIndex = []uint32{ // 778 elements
 	0x00006e97, 0x00006ecc, 0x00006ede, 0x00006ef5,
 	0x00006f34, 0x00006f86, 0x00006fb2, 0x00006fbd,
 	0x00006fda, 0x00006ff9, 0x0000700a, 0x00007024,
-	0x0000702d, 0x00007037, 0x0000707c, 0x0000709b,
+	0x0000702d, 0x00007037, 0x00007085, 0x000070ca,
 	// Entry 240 - 25F
 	0x000070e9, 0x0000711e, 0x0000716f, 0x00007180,
 	0x000071ca, 0x000071e0, 0x000071f4, 0x0000720d,
@@ -2172,9 +2172,9 @@ const frData string = "" + // Size: 41022 bytes
 	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente" +
 	"\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas " +
 	"de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Mess" +
-	"age de Relais (en anglais), citant la réponse de la destination\x02Messa" +
-	"ge de Relais (en anglais)\x02Message de l’exécutant (ses propres termes," +
-	" valeurs protégées masquées)\x02La révision doit être un nombre entier, " +
+	"age de l’exécutant (ses propres termes, valeurs protégées masquées)\x02M" +
+	"essage de Relais (en anglais), citant la réponse de la destination\x02Me" +
+	"ssage de Relais (en anglais)\x02La révision doit être un nombre entier, " +
 	"1 ou plus.\x02Une révision est celle d’une définition\u202f: choisissez " +
 	"aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f: instan" +
 	"ce, révision, consommateur, destination, dates\x02Destination d’appel" +
@@ -2353,4 +2353,4 @@ const frData string = "" + // Size: 41022 bytes
 	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
 	"arge."
 
-	// Total table size 79153 bytes (77KiB); checksum: 6E47744
+	// Total table size 79153 bytes (77KiB); checksum: A2F07AE8
