@@ -146,12 +146,17 @@ func TestSignInRefusals(t *testing.T) {
 	// A consumer token cannot open the console, in either language.
 	consumer := env.Consumer("c1")
 	for lang, message := range map[string]string{
-		"en": "A consumer token cannot open the console: sign in with an operator, designer or administrator token.",
-		"fr": "Un jeton de rôle consommateur ne peut pas ouvrir la console",
+		"en": "A consumer token cannot open the console: it is a worker’s token, for the API.",
+		"fr": "Un jeton de rôle consommateur ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’API.",
 	} {
 		r := newBrowser(t, env.URL, lang).signIn(consumer)
 		if r.status != http.StatusForbidden || !strings.Contains(text(r, "sign-in-error"), message) {
 			t.Errorf("consumer sign-in (%s): %d %q, want 403 %q", lang, r.status, text(r, "sign-in-error"), message)
+		}
+		// What to sign in with is said once, by the page's introduction
+		// (console QA: twice in a row).
+		if n := strings.Count(r.doc.Text(), map[string]string{"en": "administrator token", "fr": "jeton d’opérateur"}[lang]); n != 1 {
+			t.Errorf("consumer sign-in (%s): the tokens to use are said %d times", lang, n)
 		}
 	}
 }

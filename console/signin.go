@@ -113,7 +113,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	if !canOpenConsole(p.Role) {
 		v := c.signInView(w, r)
-		v.Error = T(ctx, "A %s token cannot open the console: sign in with an operator, designer or administrator token.", roleLabel(ctx, p.Role))
+		v.Error = T(ctx, "A %s token cannot open the console: it is a worker’s token, for the API.", roleLabel(ctx, p.Role))
 		c.render(w, r, http.StatusForbidden, signInPage(v))
 		return
 	}

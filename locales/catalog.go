@@ -101,7 +101,7 @@ var messageKeyToIndex = map[string]int{
 	"(in %s)":                       740,
 	"(worker %s)":                   549,
 	"0 seconds":                     350,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                                                                      704,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            704,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 538,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 621,
 	"A revision is a definition’s: choose the definition too.": 577,
@@ -1018,30 +1018,30 @@ var enIndex = []uint32{ // 778 elements
 	0x00006d78, 0x00006e23, 0x00006ea5, 0x00006ead,
 	0x00006ee8, 0x00006eee, 0x00006f80, 0x00007018,
 	// Entry 2C0 - 2DF
-	0x00007043, 0x000070a5, 0x00007111, 0x000071b8,
-	0x000071d3, 0x000071dd, 0x000071e2, 0x000071ec,
-	0x000071f4, 0x000071fa, 0x00007202, 0x00007210,
-	0x0000721a, 0x00007227, 0x0000723a, 0x0000725e,
-	0x000072de, 0x000072ef, 0x000072f7, 0x0000736c,
-	0x000073c0, 0x00007408, 0x00007417, 0x0000742a,
-	0x00007436, 0x00007472, 0x000074ac, 0x000074ba,
-	0x000074c7, 0x000074d5, 0x000074e3, 0x000074f1,
+	0x00007043, 0x00007091, 0x000070fd, 0x000071a4,
+	0x000071bf, 0x000071c9, 0x000071ce, 0x000071d8,
+	0x000071e0, 0x000071e6, 0x000071ee, 0x000071fc,
+	0x00007206, 0x00007213, 0x00007226, 0x0000724a,
+	0x000072ca, 0x000072db, 0x000072e3, 0x00007358,
+	0x000073ac, 0x000073f4, 0x00007403, 0x00007416,
+	0x00007422, 0x0000745e, 0x00007498, 0x000074a6,
+	0x000074b3, 0x000074c1, 0x000074cf, 0x000074dd,
 	// Entry 2E0 - 2FF
-	0x00007523, 0x00007553, 0x000075af, 0x000075bc,
-	0x000075dc, 0x000075e7, 0x00007601, 0x00007606,
-	0x00007617, 0x0000769d, 0x000076c2, 0x000076c9,
-	0x000076d2, 0x000076e5, 0x000076ef, 0x000076f9,
-	0x00007703, 0x0000771b, 0x00007731, 0x0000773d,
-	0x0000775f, 0x00007766, 0x00007773, 0x00007784,
-	0x000077ab, 0x000077bb, 0x000077da, 0x000077fa,
-	0x000078d2, 0x000079b3, 0x00007a07, 0x00007a57,
+	0x0000750f, 0x0000753f, 0x0000759b, 0x000075a8,
+	0x000075c8, 0x000075d3, 0x000075ed, 0x000075f2,
+	0x00007603, 0x00007689, 0x000076ae, 0x000076b5,
+	0x000076be, 0x000076d1, 0x000076db, 0x000076e5,
+	0x000076ef, 0x00007707, 0x0000771d, 0x00007729,
+	0x0000774b, 0x00007752, 0x0000775f, 0x00007770,
+	0x00007797, 0x000077a7, 0x000077c6, 0x000077e6,
+	0x000078be, 0x0000799f, 0x000079f3, 0x00007a43,
 	// Entry 300 - 31F
-	0x00007ab7, 0x00007b0a, 0x00007b42, 0x00007b73,
-	0x00007bc3, 0x00007bf7, 0x00007c15, 0x00007c34,
-	0x00007c53, 0x00007c73,
+	0x00007aa3, 0x00007af6, 0x00007b2e, 0x00007b5f,
+	0x00007baf, 0x00007be3, 0x00007c01, 0x00007c20,
+	0x00007c3f, 0x00007c5f,
 } // Size: 3136 bytes
 
-const enData string = "" + // Size: 31859 bytes
+const enData string = "" + // Size: 31839 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1478,56 +1478,55 @@ const enData string = "" + // Size: 31859 bytes
 	"most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your add" +
 	"ress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from y" +
 	"our address. Try again in %[1]d seconds.\x02This token is unknown, revok" +
-	"ed or expired.\x02A %[1]s token cannot open the console: sign in with an" +
-	" operator, designer or administrator token.\x02Only administrators see t" +
-	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
-	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
-	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
-	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
-	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
-	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
-	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
-	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
-	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
-	"th: revoking it signs you out. Its next request is refused. This cannot " +
-	"be undone.\x02This is the last usable administrator token: create anothe" +
-	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
-	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
-	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
-	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
-	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
-	"m, and polling workers by their last fetch. A worker is listed while it " +
-	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
-	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	"ed or expired.\x02A %[1]s token cannot open the console: it is a worker’" +
+	"s token, for the API.\x02Only administrators see this page: tokens, cons" +
+	"umers, destinations, the reveal log and erasures are theirs.\x02Staff to" +
+	"kens (administrators, designers, operators) that are not revoked. Consum" +
+	"er tokens are managed with their consumers. Revoking a token refuses its" +
+	" next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Las" +
+	"t used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02thi" +
+	"s session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02It" +
+	"s next request is refused, and console sessions opened with it end. This" +
+	" cannot be undone: whoever uses it needs a new token.\x02Revoke the toke" +
+	"n\x02Keep it\x02This is the token you signed in with: revoking it signs " +
+	"you out. Its next request is refused. This cannot be undone.\x02This is " +
+	"the last usable administrator token: create another one before revoking " +
+	"it.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refuse" +
+	"d.\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81" +
+	"\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d c" +
+	"haracters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19" +
+	"\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02" +
+	"at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d m" +
+	"ore values not shown: the page shows the first %[2]d, the API's detail h" +
+	"as them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item" +
+	"\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02nu" +
+	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
+	"kers by their last fetch. A worker is listed while it was seen within th" +
+	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
+	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
+	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
+	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
+	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
+	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
+	" to it, with their consumers granted it (a worker naming no revision tak" +
+	"es those its consumer is granted; a process version pins it).\x02Occurre" +
+	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
+	"orkers to them, with their consumers granted them (a worker naming no re" +
+	"vision takes those its consumer is granted; a process version pins them)" +
+	".\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
+	"isions they take: %[1]s; some take every revision their consumer is gran" +
+	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
+	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
+	"ions %[1]s only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 778 elements
 	// Entry 0 - 1F
@@ -1729,30 +1728,30 @@ var frIndex = []uint32{ // 778 elements
 	0x00008cc1, 0x00008d8a, 0x00008e13, 0x00008e20,
 	0x00008e72, 0x00008e78, 0x00008f2a, 0x00008fda,
 	// Entry 2C0 - 2DF
-	0x00009006, 0x00009092, 0x00009139, 0x000091fb,
-	0x0000922b, 0x00009238, 0x0000923e, 0x00009254,
-	0x0000925f, 0x00009266, 0x00009271, 0x0000927f,
-	0x0000928c, 0x0000929a, 0x000092b3, 0x000092e0,
-	0x00009389, 0x0000939c, 0x000093a6, 0x00009435,
-	0x00009496, 0x000094f2, 0x00009504, 0x0000951e,
-	0x00009531, 0x0000956f, 0x000095ab, 0x000095c8,
-	0x000095d5, 0x000095e3, 0x000095f1, 0x00009601,
+	0x00009006, 0x0000906f, 0x00009116, 0x000091d8,
+	0x00009208, 0x00009215, 0x0000921b, 0x00009231,
+	0x0000923c, 0x00009243, 0x0000924e, 0x0000925c,
+	0x00009269, 0x00009277, 0x00009290, 0x000092bd,
+	0x00009366, 0x00009379, 0x00009383, 0x00009412,
+	0x00009473, 0x000094cf, 0x000094e1, 0x000094fb,
+	0x0000950e, 0x0000954c, 0x00009588, 0x000095a5,
+	0x000095b2, 0x000095c0, 0x000095ce, 0x000095de,
 	// Entry 2E0 - 2FF
-	0x0000963d, 0x00009677, 0x000096f4, 0x000096ff,
-	0x00009729, 0x00009736, 0x00009752, 0x00009756,
-	0x00009768, 0x0000982a, 0x0000985d, 0x00009868,
-	0x00009872, 0x00009887, 0x00009890, 0x0000989a,
-	0x000098af, 0x000098d3, 0x000098ed, 0x00009902,
-	0x0000992e, 0x00009933, 0x00009948, 0x0000995a,
-	0x0000998f, 0x000099a0, 0x000099cd, 0x000099fc,
-	0x00009b1e, 0x00009c40, 0x00009cb6, 0x00009d41,
+	0x0000961a, 0x00009654, 0x000096d1, 0x000096dc,
+	0x00009706, 0x00009713, 0x0000972f, 0x00009733,
+	0x00009745, 0x00009807, 0x0000983a, 0x00009845,
+	0x0000984f, 0x00009864, 0x0000986d, 0x00009877,
+	0x0000988c, 0x000098b0, 0x000098ca, 0x000098df,
+	0x0000990b, 0x00009910, 0x00009925, 0x00009937,
+	0x0000996c, 0x0000997d, 0x000099aa, 0x000099d9,
+	0x00009afb, 0x00009c1d, 0x00009c93, 0x00009d1e,
 	// Entry 300 - 31F
-	0x00009dd0, 0x00009e37, 0x00009e79, 0x00009ec1,
-	0x00009f34, 0x00009f7c, 0x00009faa, 0x00009fd8,
-	0x0000a00b, 0x0000a03e,
+	0x00009dad, 0x00009e14, 0x00009e56, 0x00009e9e,
+	0x00009f11, 0x00009f59, 0x00009f87, 0x00009fb5,
+	0x00009fe8, 0x0000a01b,
 } // Size: 3136 bytes
 
-const frData string = "" + // Size: 41022 bytes
+const frData string = "" + // Size: 40987 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2290,67 +2289,66 @@ const frData string = "" + // Size: 41022 bytes
 	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
 	"resse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué o" +
 	"u expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f:" +
-	" connectez-vous avec un jeton d’opérateur, de concepteur ou d’administra" +
-	"teur.\x02Seuls les administrateurs voient cette page\u202f: les jetons, " +
-	"les consommateurs, les destinations, le journal des révélations et les e" +
-	"ffacements sont de leur ressort.\x02Jetons du personnel (administrateurs" +
-	", concepteurs, opérateurs) non révoqués. Les jetons des consommateurs se" +
-	" gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête su" +
-	"ivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton." +
-	"\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore" +
-	"\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]" +
-	"d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête su" +
-	"ivante est refusée et les sessions de console ouvertes avec lui prennent" +
-	" fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau j" +
-	"eton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vo" +
-	"us êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante" +
-	" est refusée. C’est irréversible.\x02C’est le dernier jeton administrate" +
-	"ur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton" +
-	" «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête s" +
-	"era refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque " +
-	"élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
-	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
-	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
-	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
-	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
-	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
-	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
-	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
-	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
-	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
-	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
-	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
-	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
-	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
-	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
-	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
-	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	" c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs vo" +
+	"ient cette page\u202f: les jetons, les consommateurs, les destinations, " +
+	"le journal des révélations et les effacements sont de leur ressort.\x02J" +
+	"etons du personnel (administrateurs, concepteurs, opérateurs) non révoqu" +
+	"és. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
+	"voquer un jeton refuse sa requête suivante.\x02Jetons du personnel, les " +
+	"plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02" +
+	"Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette" +
+	" session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[" +
+	"2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de " +
+	"console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’" +
+	"utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garde" +
+	"r\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vo" +
+	"us déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C" +
+	"’est le dernier jeton administrateur utilisable\u202f: créez-en un aut" +
+	"re avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été r" +
+	"évoqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage" +
+	"\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
+	" %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la " +
+	"page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
+	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
+	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 79153 bytes (77KiB); checksum: A2F07AE8
+	// Total table size 79098 bytes (77KiB); checksum: 1A54F8B1
