@@ -49,7 +49,9 @@ type changeRow struct {
 	BreaksProcesses bool
 	BreaksWorkers   bool
 	Breaking        bool
-	Yes, No         string
+	// Lowers: the change lowers the field's classification.
+	Lowers  bool
+	Yes, No string
 }
 
 // contractHeads are the column headers of contract tables.
@@ -242,9 +244,26 @@ func changeRows(ctx context.Context, older, newer contracts.Working) []changeRow
 	for _, ch := range contracts.Diff(older, newer) {
 		rows = append(rows, changeRow{Path: ch.Path, Kind: changeKindLabel(ctx, ch.Kind), Detail: describeChange(ctx, ch, older, newer),
 			BreaksProcesses: ch.BreaksProcesses, BreaksWorkers: ch.BreaksWorkers,
-			Breaking: ch.BreaksProcesses || ch.BreaksWorkers, Yes: yesNo(ctx, true), No: yesNo(ctx, false)})
+			Breaking: ch.BreaksProcesses || ch.BreaksWorkers, Lowers: ch.LowersProtection, Yes: yesNo(ctx, true), No: yesNo(ctx, false)})
 	}
 	return rows
+}
+
+// loweredProtection names the changes of rows that lower a classification,
+// "" when none does: it may break nobody, yet it is the one change a
+// security review looks for, and a row among others hid it (designer QA;
+// relais apply and the API's diff name it too).
+func loweredProtection(ctx context.Context, rows []changeRow) string {
+	var fields []string
+	for _, r := range rows {
+		if r.Lowers {
+			fields = append(fields, r.Path+" ("+r.Detail+")")
+		}
+	}
+	if len(fields) == 0 {
+		return ""
+	}
+	return T(ctx, "Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.", strings.Join(fields, ", "))
 }
 
 // changeCounts says how many changes there are and how many break someone.

@@ -100,6 +100,44 @@ func TestUnsnapshottedChangesAreShown(t *testing.T) {
 		if rows.Length() != 2 {
 			t.Errorf("%s: %d breaking unsnapshotted changes listed, want 2", lang, rows.Length())
 		}
+		if n := count(page, "lowers-protection"); n != 0 {
+			t.Errorf("%s: changes that lower no protection said to (%d)", lang, n)
+		}
+	}
+}
+
+// A change that lowers a field's classification is said above the
+// changes, naming the field, in the comparison of revisions as in the
+// Working copy's changes: a row among others, breaking nobody, hid it
+// where relais apply and the API's diff name it (designer QA).
+func TestLoweredProtectionIsSaid(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Must(201, "PUT", "/api/v1/definitions/console_vault/working", env.Designer, vaultWorking(100, []string{"ok", "ko"}))
+	env.Must(201, "POST", "/api/v1/definitions/console_vault/revisions", env.Designer, nil)
+	lowered := vaultWorking(100, []string{"ok", "ko"})
+	lowered["inputs"].(map[string]any)["fields"].([]any)[1].(map[string]any)["classification"] = "sensitive"
+	env.Must(200, "PUT", "/api/v1/definitions/console_vault/working", env.Designer, lowered)
+	want := []string{
+		"Lowers protection: /inputs/api_key (secret → sensitive). Under the newer contract these fields’ values are less protected than under the older one.",
+		"Abaisse la protection\u202f: /inputs/api_key (secrète → sensible). Avec le contrat le plus récent, les valeurs de ces champs sont moins protégées qu’avec l’ancien.",
+	}
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		if got := text(b.mustGet("/console/definitions/console_vault", 200), "lowers-protection"); got != want[i] {
+			t.Errorf("%s: the Working copy's changes say %q, want %q", lang, got, want[i])
+		}
+	}
+	env.Must(201, "POST", "/api/v1/definitions/console_vault/revisions", env.Designer, nil)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		if got := text(b.mustGet("/console/definitions/console_vault?from=1&to=2", 200), "lowers-protection"); got != want[i] {
+			t.Errorf("%s: the comparison says %q, want %q", lang, got, want[i])
+		}
+		// Raised back, nothing is lowered.
+		if n := count(b.mustGet("/console/definitions/console_vault?from=2&to=1", 200), "lowers-protection"); n != 0 {
+			t.Errorf("%s: a comparison raising protection says it lowers it", lang)
+		}
 	}
 }
 

@@ -29,6 +29,10 @@ const (
 	// masked and sealed until then are shown and stored in clear. Logged at
 	// WARN, for a security team to alert on.
 	EventProtectionLowered = "definition.protection_lowered"
+	// A process version whose inputs are less protected than the last
+	// version's: logged as EventProtectionLowered is, under a name of its
+	// own so that an alert tells the two apart (designer QA).
+	EventProcessProtectionLowered = "process.protection_lowered"
 	// A protected value that broke the contract of the node it was bound
 	// to: which node an instance stops at tells whether it satisfied that
 	// node's constraints, so revisions constraining protected fields can
@@ -43,18 +47,18 @@ func (e *Engine) logAccess(ctx context.Context, event string, attrs ...any) {
 	e.logger.InfoContext(ctx, "access changed", append(actorAttrs(ctx, event), attrs...)...)
 }
 
-// logProtectionLowered logs, at WARN, a revision or process version that
+// logProtectionLowered logs event, at WARN, a revision or process version that
 // lowered the classification of fields (attrs name it): once committed, or
 // as possible when the database's answer was lost (err), since the change
 // may have landed and an apply run again would then find it unchanged and
 // say nothing.
-func (e *Engine) logProtectionLowered(ctx context.Context, err error, fields []string, attrs ...any) {
+func (e *Engine) logProtectionLowered(ctx context.Context, err error, event string, fields []string, attrs ...any) {
 	switch {
 	case len(fields) == 0:
 	case err == nil:
-		e.logger.WarnContext(ctx, "protection lowered", append(append(actorAttrs(ctx, EventProtectionLowered), attrs...), "fields", fields)...)
+		e.logger.WarnContext(ctx, "protection lowered", append(append(actorAttrs(ctx, event), attrs...), "fields", fields)...)
 	case pgfault.Lost(err):
-		e.logger.WarnContext(ctx, "protection may have been lowered: the database's answer was lost", append(append(actorAttrs(ctx, EventProtectionLowered), attrs...), "fields", fields, "outcome", "unknown")...)
+		e.logger.WarnContext(ctx, "protection may have been lowered: the database's answer was lost", append(append(actorAttrs(ctx, event), attrs...), "fields", fields, "outcome", "unknown")...)
 	}
 }
 

@@ -253,7 +253,7 @@ func (e *Engine) SnapshotIf(ctx context.Context, key string, digests []string) (
 		rev, err = revisionFromRow(row)
 		return err
 	})
-	e.logProtectionLowered(ctx, err, lowered, "definition", key, "revision", next)
+	e.logProtectionLowered(ctx, err, EventProtectionLowered, lowered, "definition", key, "revision", next)
 	return rev, created, wrap("snapshot "+key, err)
 }
 

@@ -136,7 +136,9 @@ func TestLoweredProtectionIsLoggedAtWarn(t *testing.T) {
 	if _, _, err := e.PublishProcess(ctx, "onboard", []byte(doc)); err != nil {
 		t.Fatal(err)
 	}
-	if got := logs.String()[before:]; !strings.Contains(got, `event=definition.protection_lowered`) ||
+	// Named as a process's, for an alert to tell it from a definition's
+	// (designer QA).
+	if got := logs.String()[before:]; !strings.Contains(got, `event=process.protection_lowered`) ||
 		!strings.Contains(got, `process=onboard version=2 fields="[/inputs/ssn (classification secret → sensitive)]"`) {
 		t.Errorf("version 2 lowering /inputs/ssn logged\n%s", got)
 	}
@@ -151,13 +153,13 @@ func TestLoweredProtectionWithALostAnswerIsLoggedAsPossible(t *testing.T) {
 	var logs testlog.Buffer
 	e := New(dbtest.Pool(t), Options{Keys: testRing(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	fields := []string{"/inputs/ssn (classification secret → normal)"}
-	e.logProtectionLowered(context.Background(), fmt.Errorf("commit: %w", io.ErrUnexpectedEOF), fields, "definition", "kyc", "revision", int32(2))
+	e.logProtectionLowered(context.Background(), fmt.Errorf("commit: %w", io.ErrUnexpectedEOF), EventProtectionLowered, fields, "definition", "kyc", "revision", int32(2))
 	if got := logs.String(); !strings.Contains(got, `level=WARN msg="protection may have been lowered: the database's answer was lost" event=definition.protection_lowered`) ||
 		!strings.Contains(got, `definition=kyc revision=2 fields="[/inputs/ssn (classification secret → normal)]" outcome=unknown`) {
 		t.Errorf("log %q", got)
 	}
 	before := len(logs.String())
-	e.logProtectionLowered(context.Background(), errors.New("refused"), fields, "definition", "kyc", "revision", int32(2))
+	e.logProtectionLowered(context.Background(), errors.New("refused"), EventProtectionLowered, fields, "definition", "kyc", "revision", int32(2))
 	if got := logs.String()[before:]; got != "" {
 		t.Errorf("a refused change logged %q", got)
 	}

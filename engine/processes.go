@@ -319,7 +319,7 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		out = ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
 		return nil
 	})
-	e.logProtectionLowered(ctx, err, lowered, "process", key, "version", next)
+	e.logProtectionLowered(ctx, err, EventProcessProtectionLowered, lowered, "process", key, "version", next)
 	if err != nil {
 		return ProcessVersion{}, false, wrap("publish process "+key, err)
 	}

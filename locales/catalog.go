@@ -39,109 +39,109 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              329,
-	"%[1]s %[2]s, %[3]s %[4]s":                 330,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          328,
-	"%[1]s; %[2]s":                             327,
-	"%d (0 lowest, 9 highest)":                 494,
-	"%d attempts":                              503,
-	"%d attempts, retry after %s, priority %d": 666,
-	"%d breaking":                              248,
-	"%d changes":                               247,
-	"%d completed":                             325,
-	"%d d":                                     337,
-	"%d days":                                  351,
-	"%d failed":                                326,
-	"%d h":                                     336,
+	"%[1]s %[2]s":                              330,
+	"%[1]s %[2]s, %[3]s %[4]s":                 331,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          329,
+	"%[1]s; %[2]s":                             328,
+	"%d (0 lowest, 9 highest)":                 495,
+	"%d attempts":                              504,
+	"%d attempts, retry after %s, priority %d": 667,
+	"%d breaking":                              249,
+	"%d changes":                               248,
+	"%d completed":                             326,
+	"%d d":                                     338,
+	"%d days":                                  352,
+	"%d failed":                                327,
+	"%d h":                                     337,
 	"%d held instances match now.":             62,
-	"%d hours":                                 352,
-	"%d items":                                 739,
-	"%d left":                                  505,
-	"%d min":                                   335,
-	"%d minutes":                               353,
+	"%d hours":                                 353,
+	"%d items":                                 740,
+	"%d left":                                  506,
+	"%d min":                                   336,
+	"%d minutes":                               354,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              737,
-	"%d ms": 355,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         656,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 655,
-	"%d occurrences":                          594,
-	"%d releases":                             267,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              738,
+	"%d ms": 356,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         657,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 656,
+	"%d occurrences":                          595,
+	"%d releases":                             268,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
-	"%d s":       334,
-	"%d seconds": 354,
+	"%d s":       335,
+	"%d seconds": 355,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     626,
-	"%s (deferred; settled by %s)":                                                     565,
-	"%s (deferred; settled with its settle token)":                                     563,
-	"%s (deferred; settled with its settle token, as %s)":                              564,
+	"%s (a fixed offset, no daylight saving time)":                                     627,
+	"%s (deferred; settled by %s)":                                                     566,
+	"%s (deferred; settled with its settle token)":                                     564,
+	"%s (deferred; settled with its settle token, as %s)":                              565,
 	"%s (token #%d, %s)":                                                               101,
-	"%s ago":                                                                           332,
-	"%s so far":                                                                        561,
-	"%s → %s":                                                                          661,
-	"%s, %s: %s":                                                                       298,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         498,
-	"%s, cut to %s by the destination’s max_timeout":                                   497,
-	"%s, multiplied by %s after each failure, up to %s":                                500,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 499,
-	"%s, revision %s":                         460,
-	"%s, version %s":                          461,
-	"%s: %s":                                  324,
-	"%s: %s → %s":                             255,
-	"%s: a date is written 2026-12-01.":       610,
+	"%s ago":                                                                           333,
+	"%s so far":                                                                        562,
+	"%s → %s":                                                                          662,
+	"%s, %s: %s":                                                                       299,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         499,
+	"%s, cut to %s by the destination’s max_timeout":                                   498,
+	"%s, multiplied by %s after each failure, up to %s":                                501,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 500,
+	"%s, revision %s":                         461,
+	"%s, version %s":                          462,
+	"%s: %s":                                  325,
+	"%s: %s → %s":                             256,
+	"%s: a date is written 2026-12-01.":       611,
 	"%s: every revision, present and future":  194,
 	"%s: revision %s":                         195,
 	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 611,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 495,
-	"%s–%s":                         323,
-	"(%d characters in all)":        741,
-	"(%d handed back, not counted)": 504,
-	"(each item)":                   727,
-	"(in %s)":                       740,
-	"(worker %s)":                   549,
-	"0 seconds":                     350,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            704,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 538,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 621,
-	"A revision is a definition’s: choose the definition too.": 577,
-	"A version is a process’s: choose the process too.":        396,
+	"%s: the first day comes after the last.": 612,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 496,
+	"%s–%s":                         324,
+	"(%d characters in all)":        742,
+	"(%d handed back, not counted)": 505,
+	"(each item)":                   728,
+	"(in %s)":                       741,
+	"(worker %s)":                   550,
+	"0 seconds":                     351,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            705,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 539,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 622,
+	"A revision is a definition’s: choose the definition too.": 578,
+	"A version is a process’s: choose the process too.":        397,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              390,
-	"Abandoned by %s at %s — “%s”":                                   382,
+	"Abandoned at node":                                              391,
+	"Abandoned by %s at %s — “%s”":                                   383,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 401,
+	"Act on every instance this filter matches": 402,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       591,
-	"All definitions":                     316,
+	"All consumers":                       592,
+	"All definitions":                     317,
 	"All its tasks":                       193,
-	"All processes":                       407,
-	"All statuses":                        409,
-	"All workers":                         754,
-	"An operator abandoned the instance.": 537,
-	"Any definition":                      408,
+	"All processes":                       408,
+	"All statuses":                        410,
+	"All workers":                         755,
+	"An operator abandoned the instance.": 538,
+	"Any definition":                      409,
 	"Apply filters":                       116,
-	"Apr":                                 341,
-	"As of %s (%s); refreshed every few seconds.": 310,
-	"Attempts":                         465,
+	"Apr":                                 342,
+	"As of %s (%s); refreshed every few seconds.": 311,
+	"Attempts":                         466,
 	"Audit log":                        110,
-	"Aug":                              345,
-	"Available from":                   515,
+	"Aug":                              346,
+	"Available from":                   516,
 	"Back to definitions":              162,
 	"Back to external tasks":           160,
 	"Back to sign-in":                  161,
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           677,
-	"Back without saving":              623,
+	"Back to the occurrence":           678,
+	"Back without saving":              624,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
@@ -151,108 +151,108 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     108,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    496,
-	"Calls":                           278,
-	"Calls signed (Relais-Signature)": 280,
-	"Camunda 7 facade":                758,
-	"Cancelled: the instance was stopped (%s).":               560,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 559,
+	"Call timeout":                    497,
+	"Calls":                           279,
+	"Calls signed (Relais-Signature)": 281,
+	"Camunda 7 facade":                759,
+	"Cancelled: the instance was stopped (%s).":               561,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 560,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           678,
+	"Cannot reveal":                                           679,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            650,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 641,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            651,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 642,
 	"Compare":              222,
 	"Compare revisions":    218,
-	"Completed":            319,
-	"Completed (%s).":      555,
-	"Completed, last hour": 307,
-	"Completions and failures per 5 minutes, last hour: %s":    317,
-	"Completions and failures per 5-minute slot, oldest first": 321,
-	"Completions and failures, last hour":                      300,
-	"Connected":                                                750,
+	"Completed":            320,
+	"Completed (%s).":      556,
+	"Completed, last hour": 308,
+	"Completions and failures per 5 minutes, last hour: %s":    318,
+	"Completions and failures per 5-minute slot, oldest first": 322,
+	"Completions and failures, last hour":                      301,
+	"Connected":                                                751,
 	"Constraints":                                              203,
-	"Consumer":                                                 467,
-	"Consumer and worker":                                      588,
+	"Consumer":                                                 468,
+	"Consumer and worker":                                      589,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    673,
-	"Counts by status": 583,
-	"Created":          366,
+	"Counts as of %s (%s); refreshed every few seconds.":                    674,
+	"Counts by status": 584,
+	"Created":          367,
 	"Created from":     83,
 	"Created on":       186,
 	"Created to":       84,
-	"Creation date":    397,
-	"Dates":            463,
-	"Deadline":         492,
-	"Dec":              349,
-	"Deferred":         519,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 554,
-	"Definition":                                 302,
+	"Creation date":    398,
+	"Dates":            464,
+	"Deadline":         493,
+	"Dec":              350,
+	"Deferred":         520,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 555,
+	"Definition":                                 303,
 	"Definition %s":                              205,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
-	"Definitions by key":                         262,
-	"Definitions served":                         748,
-	"Definitions, those needing attention first": 301,
+	"Definitions by key":                         263,
+	"Definitions served":                         749,
+	"Definitions, those needing attention first": 302,
 	"Description":                                204,
-	"Destination":                                479,
+	"Destination":                                480,
 	"Destinations":                               142,
-	"Destinations by name":                       271,
-	"Destination’s answer":                       472,
+	"Destinations by name":                       272,
+	"Destination’s answer":                       473,
 	"Detail":                                     224,
 	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    629,
+	"Display settings saved.":                    630,
 	"Display settings: ":                         148,
-	"Duration":                                   471,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 299,
+	"Duration":                                   472,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 300,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          597,
-	"End node":                  389,
-	"End node or error":         405,
-	"Ended":                     385,
-	"Erase process instance %s": 283,
-	"Erase the instance":        286,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 284,
-	"Erase this instance…": 376,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 288,
-	"Error":                      587,
-	"Error (before any attempt)": 522,
-	"Error (the deadline passed after attempt %d)": 521,
+	"Earlier attempt:":          598,
+	"End node":                  390,
+	"End node or error":         406,
+	"Ended":                     386,
+	"Erase process instance %s": 284,
+	"Erase the instance":        287,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 285,
+	"Erase this instance…": 377,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 289,
+	"Error":                      588,
+	"Error (before any attempt)": 523,
+	"Error (the deadline passed after attempt %d)": 522,
 	"Error code":       81,
-	"Error message":    474,
-	"Every %d seconds": 628,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 514,
-	"Every attempt, oldest first": 466,
+	"Error message":    475,
+	"Every %d seconds": 629,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 515,
+	"Every attempt, oldest first": 467,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  681,
-	"Expired token":                        714,
-	"Expires":                              711,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  682,
+	"Expired token":                        715,
+	"Expires":                              712,
 	"External tasks":                       134,
-	"Failed":                               305,
-	"Failed (%s).":                         558,
-	"Failed at node":                       391,
-	"Failed occurrence":                    387,
-	"Failed, last hour":                    308,
-	"Feb":                                  339,
+	"Failed":                               306,
+	"Failed (%s).":                         559,
+	"Failed at node":                       392,
+	"Failed occurrence":                    388,
+	"Failed, last hour":                    309,
+	"Feb":                                  340,
 	"Field":                                199,
 	"Filter":                               55,
 	"Filters":                              112,
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
-	"Finished":                             470,
-	"First page":                           607,
+	"Finished":                             471,
+	"First page":                           608,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    172,
 	"Form refused":                         167,
@@ -261,264 +261,265 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
-	"Graph":                   640,
-	"Graph of %s":             654,
-	"HTTP 2xx, unusable body": 567,
-	"Headers sent":            274,
+	"Graph":                   641,
+	"Graph of %s":             655,
+	"HTTP 2xx, unusable body": 568,
+	"Headers sent":            275,
 	"Health":                  133,
 	"Held at a node of":       82,
-	"Held at node":            386,
-	"Held for":                388,
-	"Held instances":          304,
+	"Held at node":            387,
+	"Held for":                389,
+	"Held instances":          305,
 	"ID":                      183,
-	"In flight":               749,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 318,
+	"In flight":               750,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
 	"Inputs":                     228,
 	"Inputs of revision %d":      239,
 	"Inputs of the working copy": 230,
-	"Inputs the instance was started with, labelled by process version %d's contract": 374,
-	"Inputs, labelled by revision %d's contract":                                      506,
-	"Instance":                  404,
+	"Inputs the instance was started with, labelled by process version %d's contract": 375,
+	"Inputs, labelled by revision %d's contract":                                      507,
+	"Instance":                  405,
 	"Instances":                 86,
-	"Instances of this version": 649,
+	"Instances of this version": 650,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 770,
-	"It takes revision %d only.":                       773,
-	"It takes revisions %s only.":                      775,
-	"Its calls":                                        279,
+	"It takes every revision its consumer is granted.": 771,
+	"It takes revision %d only.":                       774,
+	"It takes revisions %s only.":                      776,
+	"Its calls":                                        280,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 285,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  556,
-	"Its instance went on along the node’s error path.":                                                                                                                    557,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      719,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  557,
+	"Its instance went on along the node’s error path.":                                                                                                                    558,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      720,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
-	"Jan":                     338,
-	"Jul":                     344,
-	"Jun":                     343,
-	"Keep it":                 721,
+	"Jan":                     339,
+	"Jul":                     345,
+	"Jun":                     344,
+	"Keep it":                 722,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       281,
-	"Key":                     263,
-	"Kind":                    644,
+	"Keep the instance":       282,
+	"Key":                     264,
+	"Kind":                    645,
 	"Language":                130,
-	"Last changed":            276,
-	"Last error (attempt %d)": 520,
-	"Last reserved":           517,
+	"Last changed":            277,
+	"Last error (attempt %d)": 521,
+	"Last reserved":           518,
 	"Last saved":              209,
-	"Last seen":               751,
-	"Last used":               710,
-	"Latest revision":         264,
+	"Last seen":               752,
+	"Last used":               711,
+	"Latest revision":         265,
 	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 625,
-	"Lock expired %s — waiting to be offered again.": 546,
-	"Lock expires":        518,
-	"Longest timeout":     275,
+	"Local time in %s": 626,
+	"Lock expired %s — waiting to be offered again.": 547,
+	"Lock expires":    519,
+	"Longest timeout": 276,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 247,
 	"Main navigation":     132,
-	"Mar":                 340,
-	"Maximum attempts":    488,
-	"May":                 342,
-	"Message":             585,
-	"Message from Relais": 575,
-	"Message from Relais, quoting the destination’s answer":             574,
-	"Message from the service (its own words, protected values masked)": 573,
-	"Method not allowed": 685,
-	"Mode":               486,
-	"More filters: instance, revision, consumer, destination, dates": 579,
+	"Mar":                 341,
+	"Maximum attempts":    489,
+	"May":                 343,
+	"Message":             586,
+	"Message from Relais": 576,
+	"Message from Relais, quoting the destination’s answer":             575,
+	"Message from the service (its own words, protected values masked)": 574,
+	"Method not allowed": 686,
+	"Mode":               487,
+	"More filters: instance, revision, consumer, destination, dates": 580,
 	"Name":                    184,
-	"Never":                   627,
-	"Next attempt":            516,
-	"Next attempt or settled": 589,
-	"Next node":               365,
-	"Next page":               606,
+	"Never":                   628,
+	"Next attempt":            517,
+	"Next attempt or settled": 590,
+	"Next node":               366,
+	"Next page":               607,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 179,
-	"No definition %s has occurrences: check the key, or show all definitions.": 315,
-	"No definition has occurrences yet.":                                        309,
+	"No definition %s has occurrences: check the key, or show all definitions.": 316,
+	"No definition has occurrences yet.":                                        310,
 	"No definition has the key “%s”.":                                           94,
-	"No definition yet.":                                                        266,
-	"No destination yet.":                                                       268,
+	"No definition yet.":                                                        267,
+	"No destination yet.":                                                       269,
 	"No inputs.":                                                                229,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  694,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 692,
-	"No instance matches these filters.": 406,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 693,
-	"No live worker takes %s now (Workers page).":                                               540,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 541,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           542,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          543,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  695,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 693,
+	"No instance matches these filters.": 407,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 694,
+	"No live worker takes %s now (Workers page).":                                               541,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 542,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           543,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          544,
 	"No more consumers.":                                   180,
-	"No more destinations.":                                269,
-	"No occurrence matches these filters.":                 590,
+	"No more destinations.":                                270,
+	"No occurrence matches these filters.":                 591,
 	"No operator action matches.":                          118,
-	"No operator has acted on this instance.":              370,
-	"No outputs yet: the occurrence has not completed.":    509,
+	"No operator has acted on this instance.":              371,
+	"No outputs yet: the occurrence has not completed.":    510,
 	"No outputs.":                                          232,
-	"No outputs: the occurrence ended without completing.": 511,
+	"No outputs: the occurrence ended without completing.": 512,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         636,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             767,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             766,
+	"No process is published yet.":                         637,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             768,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             767,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              708,
-	"No value was revealed.": 683,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              478,
-	"No worker has reserved this occurrence yet.":                                        475,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 768,
-	"No worker is connected.":           752,
-	"No worker serves this definition.": 755,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 765,
-	"Node":                  362,
-	"Nodes":                 642,
-	"Nodes of this version": 651,
-	"Nodes of this version, with their occurrences now": 643,
-	"Nodes reached, in order":                           361,
+	"No token.":              709,
+	"No value was revealed.": 684,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
+	"No worker has reserved this occurrence yet.":                                        476,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 769,
+	"No worker is connected.":           753,
+	"No worker serves this definition.": 756,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 766,
+	"Node":                  363,
+	"Nodes":                 643,
+	"Nodes of this version": 652,
+	"Nodes of this version, with their occurrences now": 644,
+	"Nodes reached, in order":                           362,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
 	"Notes":                                             216,
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             690,
+	"Nothing to find: the search box is empty.":                             691,
 	"Nothing was done.":        29,
-	"Nov":                      348,
-	"Now":                      484,
-	"Occurrence":               363,
-	"Occurrence %s":            462,
+	"Nov":                      349,
+	"Now":                      485,
+	"Occurrence":               364,
+	"Occurrence %s":            463,
 	"Occurrence offered again": 107,
-	"Occurrences now":          648,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          763,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 764,
-	"Occurrences, newest first": 584,
-	"Oct":                       347,
-	"Offered from %s — %s.":     545,
-	"Oldest claimable waits":    306,
-	"On error":                  647,
-	"On success":                646,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         679,
-	"Only administrators may reveal a sensitive value.":                                                           674,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 705,
-	"Open":             303,
-	"Operator actions": 358,
-	"Operator actions on this instance, newest first": 371,
+	"Occurrences now":          649,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          764,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 765,
+	"Occurrences, newest first": 585,
+	"Oct":                       348,
+	"Offered from %s — %s.":     546,
+	"Oldest claimable waits":    307,
+	"On error":                  648,
+	"On success":                647,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         680,
+	"Only administrators may reveal a sensitive value.":                                                           675,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 706,
+	"Open":             304,
+	"Operator actions": 359,
+	"Operator actions on this instance, newest first": 372,
 	"Operator actions, newest first":                  122,
-	"Outcome":                                         473,
+	"Outcome":                                         474,
 	"Outputs":                                         231,
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
-	"Outputs, labelled by revision %d's contract":     508,
-	"Pages":                           604,
-	"Path":                            359,
+	"Outputs, labelled by revision %d's contract":     509,
+	"Pages":                           605,
+	"Path":                            360,
 	"Pause reloading":                 155,
-	"Pinned revision":                 645,
-	"Policy":                          464,
-	"Previous page":                   605,
-	"Priority":                        493,
+	"Pinned revision":                 646,
+	"Policy":                          465,
+	"Previous page":                   606,
+	"Priority":                        494,
 	"Process":                         77,
-	"Process %s":                      638,
+	"Process %s":                      639,
 	"Process %s has no version %d.":   92,
-	"Process and node":                586,
-	"Process inputs":                  373,
+	"Process and node":                587,
+	"Process inputs":                  374,
 	"Process instance":                106,
-	"Process instance %s":             356,
-	"Process instances":               399,
-	"Process instances, newest first": 403,
+	"Process instance %s":             357,
+	"Process instances":               400,
+	"Process instances, newest first": 404,
 	"Processes":                       135,
-	"Processes by key":                634,
-	"Protocol":                        747,
+	"Processes by key":                635,
+	"Protocol":                        748,
 	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 632,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       633,
-	"Push destination": 580,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 633,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       634,
+	"Push destination": 581,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            487,
-	"Recorded operator actions":                             369,
+	"Reason given by the worker":                            488,
+	"Recorded operator actions":                             370,
 	"Relais console":                                        129,
-	"Relais has not called the destination yet.":            481,
-	"Relais is calling the destination (since %s).":         551,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 483,
-	"Relais never called the destination: the occurrence ended before any call.": 482,
+	"Relais has not called the destination yet.":            482,
+	"Relais is calling the destination (since %s).":         552,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 484,
+	"Relais never called the destination: the occurrence ended before any call.": 483,
 	"Relais refused the action. Nothing was done.":                               49,
 	"Release":                       214,
 	"Releases":                      212,
 	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 620,
+	"Reload lists and detail pages": 621,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 631,
-	"Reloading resumed.":                  630,
-	"Replica":                             480,
+	"Reloading paused: this page stays as it is until you resume.": 632,
+	"Reloading resumed.":                  631,
+	"Replica":                             481,
 	"Required":                            201,
-	"Reserved":                            469,
-	"Reserved by %s.":                     553,
-	"Reserved by %s; lock until %s — %s.": 552,
+	"Reserved":                            470,
+	"Reserved by %s.":                     554,
+	"Reserved by %s; lock until %s — %s.": 553,
 	"Reserved now":                        192,
 	"Resume":                              153,
-	"Retried by %s at %s — “%s”":          383,
+	"Retried by %s at %s — “%s”":          384,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            490,
+	"Retries":            491,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  544,
-	"Retry delay":        489,
+	"Retry at %s — %s.":  545,
+	"Retry delay":        490,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         485,
+	"Retry or abandon it from its instance":         486,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 523,
+	"Retryable": 524,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 512,
-	"Revealed by %s at %s; recorded in the audit log.": 676,
+	"Reveal — this is recorded": 513,
+	"Revealed by %s at %s; recorded in the audit log.": 677,
 	"Reveals":               144,
-	"Reveals, newest first": 682,
+	"Reveals, newest first": 683,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 771,
-	"Revoke the %s token “%s”?": 718,
-	"Revoke the token":          720,
-	"Revoke token %d":           717,
-	"Revoke…":                   715,
-	"Role":                      709,
-	"Route":                     364,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 772,
+	"Revoke the %s token “%s”?": 719,
+	"Revoke the token":          721,
+	"Revoke token %d":           718,
+	"Revoke…":                   716,
+	"Role":                      710,
+	"Route":                     365,
 	"Routing output":            208,
-	"Row %s":                    608,
-	"Rows %s–%s":                609,
-	"Save settings":             622,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      675,
+	"Row %s":                    609,
+	"Rows %s–%s":                610,
+	"Save settings":             623,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      676,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 282,
-	"Search":                               688,
-	"Secret values can never be revealed.": 680,
-	"Sep":                                  346,
-	"Served by %d workers":                 769,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 283,
+	"Search":                               689,
+	"Secret values can never be revealed.": 681,
+	"Sep":                                  347,
+	"Served by %d workers":                 770,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              367,
-	"Settlement date":      578,
-	"Show all definitions": 314,
-	"Show times in":        618,
+	"Settled":              368,
+	"Settlement date":      579,
+	"Show all definitions": 315,
+	"Show times in":        619,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 698,
-	"Sign in with an operator, designer or administrator token.": 699,
+	"Sign in": 699,
+	"Sign in with an operator, designer or administrator token.": 700,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
 	"Skip to content":      131,
-	"Slot":                 322,
+	"Slot":                 323,
 	"Snapshotted":          237,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 706,
-	"Staff tokens, oldest first": 707,
-	"Start node":                 639,
-	"Started":                    384,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 707,
+	"Staff tokens, oldest first": 708,
+	"Start node":                 640,
+	"Started":                    385,
 	"State":                      187,
 	"Status":                     79,
 	"Stop %d instances":          73,
@@ -532,293 +533,293 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              381,
+	"Stopped by %s at %s — “%s”":                              382,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
 	"Stopping applies to running or held instances, not %s ones.":                              53,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   380,
-	"Summary": 357,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 261,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   381,
+	"Summary": 358,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 262,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.": 691,
+	"That is too long to be an id or a business key.": 692,
 	"The %d largest groups; the filter matches more.": 87,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              270,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              271,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 531,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 532,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          532,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 550,
-	"The chart’s numbers": 320,
+	"The call could not be prepared.":          533,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 551,
+	"The chart’s numbers": 321,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          619,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          620,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
-	"The deadline passed before a result arrived.":                                                                                                                          529,
-	"The destination answered HTTP %s.":     539,
-	"The destination could not be reached.": 533,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    527,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         528,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   526,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 525,
-	"The destination’s answer was too large.": 534,
+	"The deadline passed before a result arrived.":                                                                                                                          530,
+	"The destination answered HTTP %s.":     540,
+	"The destination could not be reached.": 534,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    528,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         529,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   527,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 526,
+	"The destination’s answer was too large.": 535,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           536,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                535,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             402,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 360,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           537,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                536,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             403,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 361,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         207,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               616,
-	"The page size must be between 1 and %d.":                                                                                                                                                              398,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  615,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               617,
+	"The page size must be between 1 and %d.":                                                                                                                                                              399,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  616,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            530,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      576,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    701,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        724,
-	"The version must be a whole number from 1.":                                                                                                                                                           395,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            531,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      577,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    702,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        725,
+	"The version must be a whole number from 1.":                                                                                                                                                           396,
 	"These revisions have the same contracts.":                                                                                                                                                             227,
-	"These settings are kept in this browser only.":                                                                                                                                                        617,
-	"They take every revision their consumer is granted.":                                                                                                                                                  772,
-	"They take revision %d only.":                                                                                                                                                                          774,
-	"They take revisions %s only.":                                                                                                                                                                         776,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     612,
+	"These settings are kept in this browser only.":                                                                                                                                                        618,
+	"They take every revision their consumer is granted.":                                                                                                                                                  773,
+	"They take revision %d only.":                                                                                                                                                                          775,
+	"They take revisions %s only.":                                                                                                                                                                         777,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     613,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         507,
-	"This contract has no outputs.":                                                                                                                                                                        510,
+	"This contract has no inputs.":                                                                                                                                                                         508,
+	"This contract has no outputs.":                                                                                                                                                                        511,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                                        174,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                                                   173,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  687,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  688,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 289,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 290,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 377,
-	"This instance has not reached a task yet.":                   368,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 378,
+	"This instance has not reached a task yet.":                   369,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 287,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 288,
 	"This instance is %s: there is nothing to stop.":                            38,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 378,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 379,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 379,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 380,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            723,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           722,
-	"This page does not accept that request.": 686,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            724,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           723,
+	"This page does not accept that request.": 687,
 	"This page reloads every %d seconds.":     154,
-	"This process takes no inputs.":           375,
+	"This process takes no inputs.":           376,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 703,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 652,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            653,
+	"This token is unknown, revoked or expired.": 704,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 653,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            654,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           700,
+	"Token":                           701,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 702,
-	"Totals of all definitions, not narrowed by the other filters":         593,
-	"Totals of definition %s, not narrowed by the other filters":           592,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 703,
+	"Totals of all definitions, not narrowed by the other filters":         594,
+	"Totals of definition %s, not narrowed by the other filters":           593,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 689,
-	"URL":                              273,
-	"UTC (coordinated universal time)": 624,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 690,
+	"URL":                              274,
+	"UTC (coordinated universal time)": 625,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 613,
-	"Unknown parameter “%s”.":                      614,
-	"Unknown status “%s”.":                         394,
-	"Value":                                        372,
+	"Unknown parameter “%s” (did you mean “%s”?).": 614,
+	"Unknown parameter “%s”.":                      615,
+	"Unknown status “%s”.":                         395,
+	"Value":                                        373,
 	"Version":                                      78,
-	"Versions, newest first":                       635,
-	"Waiting for Relais to call the destination since %s (%s).": 547,
-	"Waiting for a worker since %s (%s).":                       548,
+	"Versions, newest first":                       636,
+	"Waiting for Relais to call the destination since %s (%s).": 548,
+	"Waiting for a worker since %s (%s).":                       549,
 	"When":                                                      102,
 	"Who":                                                       103,
-	"Whole message":                                             477,
-	"Why (recorded with the reveal)":                            513,
-	"Worker":                                                    746,
-	"Worker id":                                                 468,
+	"Whole message":                                             478,
+	"Why (recorded with the reveal)":                            514,
+	"Worker":                                                    747,
+	"Worker id":                                                 469,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        744,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        745,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 745,
-	"Workers serving %s":                   753,
+	"Workers seen within three heartbeats": 746,
+	"Workers serving %s":                   754,
 	"Working copy":                         206,
-	"You are signed out.":                  695,
+	"You are signed out.":                  696,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 696,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          697,
-	"[redacted]":                          572,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 697,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          698,
+	"[redacted]":                          573,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              189,
-	"administrator":                       438,
-	"an incident: retry, abandon or stop": 293,
-	"answer too large":                    570,
+	"administrator":                       439,
+	"an incident: retry, abandon or stop": 294,
+	"answer too large":                    571,
 	"any":                                 76,
-	"any other code → %s":                 664,
-	"any other error":                     291,
-	"as of %s (%s); counts are refreshed every few seconds.": 595,
-	"at least %d characters":                                 728,
-	"at least %d items":                                      735,
-	"at most %d":                                             501,
-	"at most %d characters":                                  729,
-	"at most %d items":                                       736,
-	"at most %d since the last operator retry":               502,
-	"available":                                              410,
-	"boolean":                                                425,
-	"call in progress since":                                 601,
-	"cancelled":                                              415,
-	"choice":                                                 428,
-	"claimable since":                                        600,
-	"claimable since %s":                                     311,
-	"classification changed":                                 449,
-	"completed":                                              413,
-	"constraint changed":                                     450,
-	"consumer":                                               441,
-	"consumer #%s":                                           562,
-	"date":                                                   426,
-	"date and time":                                          427,
-	"deadline %s":                                            668,
-	"deferred":                                               412,
-	"deferred since":                                         603,
+	"any other code → %s":                 665,
+	"any other error":                     292,
+	"as of %s (%s); counts are refreshed every few seconds.": 596,
+	"at least %d characters":                                 729,
+	"at least %d items":                                      736,
+	"at most %d":                                             502,
+	"at most %d characters":                                  730,
+	"at most %d items":                                       737,
+	"at most %d since the last operator retry":               503,
+	"available":                                              411,
+	"boolean":                                                426,
+	"call in progress since":                                 602,
+	"cancelled":                                              416,
+	"choice":                                                 429,
+	"claimable since":                                        601,
+	"claimable since %s":                                     312,
+	"classification changed":                                 450,
+	"completed":                                              414,
+	"constraint changed":                                     451,
+	"consumer":                                               442,
+	"consumer #%s":                                           563,
+	"date":                                                   427,
+	"date and time":                                          428,
+	"deadline %s":                                            669,
+	"deferred":                                               413,
+	"deferred since":                                         604,
 	"deleted":                                                109,
-	"designer":                                               440,
-	"disconnected":                                           421,
-	"each item of %s":                                        726,
-	"end (completes)":                                        659,
-	"end (fails)":                                            660,
-	"end: completes the instance":                            294,
-	"end: fails the instance":                                295,
+	"designer":                                               441,
+	"disconnected":                                           422,
+	"each item of %s":                                        727,
+	"end (completes)":                                        660,
+	"end (fails)":                                            661,
+	"end: completes the instance":                            295,
+	"end: fails the instance":                                296,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 759,
-	"exact, case-sensitive":                                  400,
-	"expired":                                                418,
-	"failed":                                                 414,
-	"fails the instance":                                     665,
-	"field added":                                            444,
-	"field removed":                                          445,
-	"format":                                                 455,
-	"format %s":                                              731,
+	"every revision its consumer is granted":                 760,
+	"exact, case-sensitive":                                  401,
+	"expired":                                                419,
+	"failed":                                                 415,
+	"fails the instance":                                     666,
+	"field added":                                            445,
+	"field removed":                                          446,
+	"format":                                                 456,
+	"format %s":                                              732,
 	"from":                                                   114,
-	"held":                                                   417,
-	"held for an operator":                                   292,
-	"held, then abandoned by an operator":                    393,
-	"held, then stopped by an operator":                      392,
-	"hidden (secret)":                                        435,
-	"hidden (sensitive)":                                     434,
-	"hold (an incident for an operator)":                     663,
+	"held":                                                   418,
+	"held for an operator":                                   293,
+	"held, then abandoned by an operator":                    394,
+	"held, then stopped by an operator":                      393,
+	"hidden (secret)":                                        436,
+	"hidden (sensitive)":                                     435,
+	"hold (an incident for an operator)":                     664,
 	"id or business key":                                     137,
-	"in %s":                                                  331,
-	"in progress":                                            476,
-	"instance id":                                            582,
-	"instances held":                                         671,
-	"instances held: %s":                                     672,
-	"integer":                                                423,
-	"its name, exactly":                                      581,
-	"just now":                                               333,
-	"list":                                                   430,
-	"lock until":                                             602,
-	"long polling":                                           757,
-	"long wait":                                              312,
-	"masked value":                                           272,
-	"maximum":                                                457,
-	"maximum %s":                                             733,
-	"maximum items":                                          459,
-	"maximum length":                                         453,
-	"minimum":                                                456,
-	"minimum %s":                                             732,
-	"minimum items":                                          458,
-	"minimum length":                                         452,
-	"never":                                                  712,
-	"next attempt":                                           599,
-	"no":                                                     443,
-	"no answer within the timeout":                           568,
-	"no connection":                                          569,
+	"in %s":                                                  332,
+	"in progress":                                            477,
+	"instance id":                                            583,
+	"instances held":                                         672,
+	"instances held: %s":                                     673,
+	"integer":                                                424,
+	"its name, exactly":                                      582,
+	"just now":                                               334,
+	"list":                                                   431,
+	"lock until":                                             603,
+	"long polling":                                           758,
+	"long wait":                                              313,
+	"masked value":                                           273,
+	"maximum":                                                458,
+	"maximum %s":                                             734,
+	"maximum items":                                          460,
+	"maximum length":                                         454,
+	"minimum":                                                457,
+	"minimum %s":                                             733,
+	"minimum items":                                          459,
+	"minimum length":                                         453,
+	"never":                                                  713,
+	"next attempt":                                           600,
+	"no":                                                     444,
+	"no answer within the timeout":                           569,
+	"no connection":                                          570,
 	"no grant: it takes nothing":                             191,
-	"no header":                                              277,
-	"no worker":                                              313,
-	"no worker takes revision %d":                            761,
-	"no worker takes revisions %s":                           762,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 524,
-	"none": 260,
-	"none (revealed before reasons were asked for)": 684,
-	"none yet": 265,
-	"none: a failed call takes the node’s error path": 491,
-	"normal":                             431,
-	"not provided":                       738,
-	"not yet":                            713,
-	"null":                               742,
-	"number":                             424,
-	"object":                             429,
-	"on error":                           290,
-	"one attempt, no retry, priority %d": 667,
-	"one of: %s":                         734,
-	"operator":                           439,
-	"optional %s field of type %s":       257,
-	"optional field of type %s":          259,
-	"optional → required":                250,
-	"pattern":                            454,
-	"pattern %s":                         730,
-	"pull":                               657,
-	"pull %s":                            297,
-	"pull (a worker fetches it)":         436,
-	"push %s":                            296,
-	"push (Relais calls the service)":    437,
-	"push to %s":                         658,
-	"rejected":                           419,
-	"released":                           420,
-	"required %s field of type %s":       256,
-	"required changed":                   447,
-	"required field of type %s":          258,
-	"required → optional":                251,
-	"reserved":                           411,
+	"no header":                                              278,
+	"no worker":                                              314,
+	"no worker takes revision %d":                            762,
+	"no worker takes revisions %s":                           763,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 525,
+	"none": 261,
+	"none (revealed before reasons were asked for)": 685,
+	"none yet": 266,
+	"none: a failed call takes the node’s error path": 492,
+	"normal":                             432,
+	"not provided":                       739,
+	"not yet":                            714,
+	"null":                               743,
+	"number":                             425,
+	"object":                             430,
+	"on error":                           291,
+	"one attempt, no retry, priority %d": 668,
+	"one of: %s":                         735,
+	"operator":                           440,
+	"optional %s field of type %s":       258,
+	"optional field of type %s":          260,
+	"optional → required":                251,
+	"pattern":                            455,
+	"pattern %s":                         731,
+	"pull":                               658,
+	"pull %s":                            298,
+	"pull (a worker fetches it)":         437,
+	"push %s":                            297,
+	"push (Relais calls the service)":    438,
+	"push to %s":                         659,
+	"rejected":                           420,
+	"released":                           421,
+	"required %s field of type %s":       257,
+	"required changed":                   448,
+	"required field of type %s":          259,
+	"required → optional":                252,
+	"reserved":                           412,
 	"retry":                              3,
-	"revision %d":                        596,
-	"revisions %s":                       760,
+	"revision %d":                        597,
+	"revisions %s":                       761,
 	"revoked":                            190,
-	"routing changed":                    451,
-	"routing output":                     725,
-	"routing output %s → %s":             249,
-	"running":                            416,
-	"secret":                             433,
-	"sensitive":                          432,
-	"settled":                            598,
+	"routing changed":                    452,
+	"routing output":                     726,
+	"routing output %s → %s":             250,
+	"running":                            417,
+	"secret":                             434,
+	"sensitive":                          433,
+	"settled":                            599,
 	"stop":                               5,
-	"stream":                             756,
-	"text":                               422,
+	"stream":                             757,
+	"text":                               423,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             716,
-	"timeout %s":               669,
-	"timeout %s (the default)": 670,
+	"this session":             717,
+	"timeout %s":               670,
+	"timeout %s (the default)": 671,
 	"to":                       115,
-	"type changed":             446,
-	"unexpected value":         743,
-	"unknown":                  571,
-	"values added: %s":         252,
-	"values changed":           448,
-	"values removed: %s":       253,
-	"values reordered":         254,
-	"version %d":               637,
-	"waiting":                  566,
-	"yes":                      442,
+	"type changed":             447,
+	"unexpected value":         744,
+	"unknown":                  572,
+	"values added: %s":         253,
+	"values changed":           449,
+	"values removed: %s":       254,
+	"values reordered":         255,
+	"version %d":               638,
+	"waiting":                  567,
+	"yes":                      443,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 662,
+	"→ %s": 663,
 }
 
-var enIndex = []uint32{ // 778 elements
+var enIndex = []uint32{ // 779 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -889,159 +890,159 @@ var enIndex = []uint32{ // 778 elements
 	0x00002b1c, 0x00002b2b, 0x00002b37, 0x00002b3e,
 	0x00002b57, 0x00002b71, 0x00002c1a, 0x00002c30,
 	0x00002c70, 0x00002ca1, 0x00002ccb, 0x00002cf2,
-	0x00002d16, 0x00002d3d, 0x00002d5c, 0x00002d72,
-	0x00002d88, 0x00002d9c, 0x00002db2, 0x00002dc3,
+	0x00002d69, 0x00002d8d, 0x00002db4, 0x00002dd3,
+	0x00002de9, 0x00002dff, 0x00002e13, 0x00002e29,
 	// Entry 100 - 11F
-	0x00002dda, 0x00002dfd, 0x00002e20, 0x00002e3d,
-	0x00002e5a, 0x00002e5f, 0x00002eab, 0x00002ebe,
-	0x00002ec2, 0x00002ed2, 0x00002edb, 0x00002eee,
-	0x00002f14, 0x00002f28, 0x00002f3e, 0x00003010,
-	0x00003025, 0x00003032, 0x00003036, 0x00003043,
-	0x00003053, 0x00003060, 0x0000306a, 0x00003070,
-	0x0000307a, 0x0000309a, 0x000030ac, 0x00003160,
-	0x0000317d, 0x000031eb, 0x000032ab, 0x000032be,
+	0x00002e3a, 0x00002e51, 0x00002e74, 0x00002e97,
+	0x00002eb4, 0x00002ed1, 0x00002ed6, 0x00002f22,
+	0x00002f35, 0x00002f39, 0x00002f49, 0x00002f52,
+	0x00002f65, 0x00002f8b, 0x00002f9f, 0x00002fb5,
+	0x00003087, 0x0000309c, 0x000030a9, 0x000030ad,
+	0x000030ba, 0x000030ca, 0x000030d7, 0x000030e1,
+	0x000030e7, 0x000030f1, 0x00003111, 0x00003123,
+	0x000031d7, 0x000031f4, 0x00003262, 0x00003322,
 	// Entry 120 - 13F
-	0x0000330b, 0x0000336f, 0x000033d3, 0x000033dc,
-	0x000033ec, 0x00003401, 0x00003425, 0x00003441,
-	0x00003459, 0x00003464, 0x0000346f, 0x00003483,
-	0x00003599, 0x000035bd, 0x000035e8, 0x000035f3,
-	0x000035f8, 0x00003607, 0x0000360e, 0x00003625,
-	0x0000363a, 0x0000364c, 0x0000366f, 0x000036a1,
-	0x000036b7, 0x000036c1, 0x000036cb, 0x000036e0,
-	0x0000372d, 0x0000373d, 0x00003776, 0x000037ca,
+	0x00003335, 0x00003382, 0x000033e6, 0x0000344a,
+	0x00003453, 0x00003463, 0x00003478, 0x0000349c,
+	0x000034b8, 0x000034d0, 0x000034db, 0x000034e6,
+	0x000034fa, 0x00003610, 0x00003634, 0x0000365f,
+	0x0000366a, 0x0000366f, 0x0000367e, 0x00003685,
+	0x0000369c, 0x000036b1, 0x000036c3, 0x000036e6,
+	0x00003718, 0x0000372e, 0x00003738, 0x00003742,
+	0x00003757, 0x000037a4, 0x000037b4, 0x000037ed,
 	// Entry 140 - 15F
-	0x000037d4, 0x000037ea, 0x00003823, 0x00003828,
-	0x00003836, 0x00003843, 0x0000386c, 0x0000388f,
-	0x0000389c, 0x000038bc, 0x000038c8, 0x000038e1,
-	0x000038ea, 0x000038f4, 0x000038fd, 0x00003905,
-	0x0000390f, 0x00003917, 0x0000391f, 0x00003923,
-	0x00003927, 0x0000392b, 0x0000392f, 0x00003933,
-	0x00003937, 0x0000393b, 0x0000393f, 0x00003943,
-	0x00003947, 0x0000394b, 0x0000394f, 0x00003959,
+	0x00003841, 0x0000384b, 0x00003861, 0x0000389a,
+	0x0000389f, 0x000038ad, 0x000038ba, 0x000038e3,
+	0x00003906, 0x00003913, 0x00003933, 0x0000393f,
+	0x00003958, 0x00003961, 0x0000396b, 0x00003974,
+	0x0000397c, 0x00003986, 0x0000398e, 0x00003996,
+	0x0000399a, 0x0000399e, 0x000039a2, 0x000039a6,
+	0x000039aa, 0x000039ae, 0x000039b2, 0x000039b6,
+	0x000039ba, 0x000039be, 0x000039c2, 0x000039c6,
 	// Entry 160 - 17F
-	0x00003977, 0x00003997, 0x000039bb, 0x000039df,
-	0x000039e8, 0x000039ff, 0x00003a07, 0x00003a18,
-	0x00003a1d, 0x00003a62, 0x00003a7a, 0x00003a7f,
-	0x00003a8a, 0x00003a90, 0x00003a9a, 0x00003aa2,
-	0x00003aaa, 0x00003ad4, 0x00003aee, 0x00003b16,
-	0x00003b46, 0x00003b4c, 0x00003b5b, 0x00003bae,
-	0x00003bcc, 0x00003be3, 0x00003c93, 0x00003db5,
-	0x00003e74, 0x00003ecb, 0x00003ef5, 0x00003f21,
+	0x000039d0, 0x000039ee, 0x00003a0e, 0x00003a32,
+	0x00003a56, 0x00003a5f, 0x00003a76, 0x00003a7e,
+	0x00003a8f, 0x00003a94, 0x00003ad9, 0x00003af1,
+	0x00003af6, 0x00003b01, 0x00003b07, 0x00003b11,
+	0x00003b19, 0x00003b21, 0x00003b4b, 0x00003b65,
+	0x00003b8d, 0x00003bbd, 0x00003bc3, 0x00003bd2,
+	0x00003c25, 0x00003c43, 0x00003c5a, 0x00003d0a,
+	0x00003e2c, 0x00003eeb, 0x00003f42, 0x00003f6c,
 	// Entry 180 - 19F
-	0x00003f4b, 0x00003f53, 0x00003f59, 0x00003f66,
-	0x00003f78, 0x00003f81, 0x00003f8a, 0x00003f9c,
-	0x00003fab, 0x00003fcd, 0x00003ff1, 0x0000400d,
-	0x00004038, 0x0000406c, 0x0000407a, 0x000040a5,
-	0x000040b7, 0x000040cd, 0x000040f7, 0x00004140,
-	0x00004160, 0x00004169, 0x0000417b, 0x0000419e,
-	0x000041ac, 0x000041bb, 0x000041c8, 0x000041d2,
-	0x000041db, 0x000041e4, 0x000041ee, 0x000041f5,
+	0x00003f98, 0x00003fc2, 0x00003fca, 0x00003fd0,
+	0x00003fdd, 0x00003fef, 0x00003ff8, 0x00004001,
+	0x00004013, 0x00004022, 0x00004044, 0x00004068,
+	0x00004084, 0x000040af, 0x000040e3, 0x000040f1,
+	0x0000411c, 0x0000412e, 0x00004144, 0x0000416e,
+	0x000041b7, 0x000041d7, 0x000041e0, 0x000041f2,
+	0x00004215, 0x00004223, 0x00004232, 0x0000423f,
+	0x00004249, 0x00004252, 0x0000425b, 0x00004265,
 	// Entry 1A0 - 1BF
-	0x000041ff, 0x00004207, 0x0000420c, 0x00004214,
-	0x0000421d, 0x00004226, 0x00004233, 0x00004238,
-	0x00004240, 0x00004247, 0x0000424f, 0x00004254,
-	0x00004262, 0x00004269, 0x00004270, 0x00004275,
-	0x0000427c, 0x00004286, 0x0000428d, 0x000042a0,
-	0x000042b0, 0x000042cb, 0x000042eb, 0x000042f9,
-	0x00004302, 0x0000430b, 0x00004314, 0x00004318,
-	0x0000431b, 0x00004327, 0x00004335, 0x00004342,
+	0x0000426c, 0x00004276, 0x0000427e, 0x00004283,
+	0x0000428b, 0x00004294, 0x0000429d, 0x000042aa,
+	0x000042af, 0x000042b7, 0x000042be, 0x000042c6,
+	0x000042cb, 0x000042d9, 0x000042e0, 0x000042e7,
+	0x000042ec, 0x000042f3, 0x000042fd, 0x00004304,
+	0x00004317, 0x00004327, 0x00004342, 0x00004362,
+	0x00004370, 0x00004379, 0x00004382, 0x0000438b,
+	0x0000438f, 0x00004392, 0x0000439e, 0x000043ac,
 	// Entry 1C0 - 1DF
-	0x00004353, 0x00004362, 0x00004379, 0x0000438c,
-	0x0000439c, 0x000043ab, 0x000043ba, 0x000043c2,
-	0x000043c9, 0x000043d1, 0x000043d9, 0x000043e7,
-	0x000043f5, 0x0000440b, 0x00004420, 0x00004431,
-	0x00004437, 0x0000443e, 0x00004447, 0x00004463,
-	0x0000446c, 0x00004476, 0x0000447f, 0x00004488,
-	0x00004491, 0x000044a8, 0x000044b0, 0x000044be,
-	0x000044ea, 0x000044f6, 0x00004504, 0x0000454a,
+	0x000043b9, 0x000043ca, 0x000043d9, 0x000043f0,
+	0x00004403, 0x00004413, 0x00004422, 0x00004431,
+	0x00004439, 0x00004440, 0x00004448, 0x00004450,
+	0x0000445e, 0x0000446c, 0x00004482, 0x00004497,
+	0x000044a8, 0x000044ae, 0x000044b5, 0x000044be,
+	0x000044da, 0x000044e3, 0x000044ed, 0x000044f6,
+	0x000044ff, 0x00004508, 0x0000451f, 0x00004527,
+	0x00004535, 0x00004561, 0x0000456d, 0x0000457b,
 	// Entry 1E0 - 1FF
-	0x00004556, 0x0000455e, 0x00004589, 0x000045d4,
-	0x00004696, 0x0000469a, 0x000046c0, 0x000046c5,
-	0x000046e0, 0x000046f1, 0x000046fd, 0x00004705,
-	0x00004737, 0x00004740, 0x00004749, 0x00004765,
-	0x000047c6, 0x000047d3, 0x0000480a, 0x00004839,
-	0x00004889, 0x000048c4, 0x000048d2, 0x000048fe,
-	0x00004924, 0x00004945, 0x00004950, 0x0000497e,
-	0x0000499b, 0x000049ca, 0x000049fc, 0x00004a1a,
+	0x000045c1, 0x000045cd, 0x000045d5, 0x00004600,
+	0x0000464b, 0x0000470d, 0x00004711, 0x00004737,
+	0x0000473c, 0x00004757, 0x00004768, 0x00004774,
+	0x0000477c, 0x000047ae, 0x000047b7, 0x000047c0,
+	0x000047dc, 0x0000483d, 0x0000484a, 0x00004881,
+	0x000048b0, 0x00004900, 0x0000493b, 0x00004949,
+	0x00004975, 0x0000499b, 0x000049bc, 0x000049c7,
+	0x000049f5, 0x00004a12, 0x00004a41, 0x00004a73,
 	// Entry 200 - 21F
-	0x00004a4f, 0x00004a6b, 0x00004a8a, 0x00004ae5,
-	0x00004af4, 0x00004b01, 0x00004b0f, 0x00004b1c,
-	0x00004b25, 0x00004b40, 0x00004b70, 0x00004b8b,
-	0x00004b95, 0x00004be7, 0x00004ca7, 0x00004d03,
-	0x00004d81, 0x00004df7, 0x00004e24, 0x00004e5e,
-	0x00004f3d, 0x00004f5d, 0x00004f83, 0x00004fad,
-	0x00004fe5, 0x00005022, 0x00005046, 0x000050ea,
-	0x0000510f, 0x0000513e, 0x0000519e, 0x000051f7,
+	0x00004a91, 0x00004ac6, 0x00004ae2, 0x00004b01,
+	0x00004b5c, 0x00004b6b, 0x00004b78, 0x00004b86,
+	0x00004b93, 0x00004b9c, 0x00004bb7, 0x00004be7,
+	0x00004c02, 0x00004c0c, 0x00004c5e, 0x00004d1e,
+	0x00004d7a, 0x00004df8, 0x00004e6e, 0x00004e9b,
+	0x00004ed5, 0x00004fb4, 0x00004fd4, 0x00004ffa,
+	0x00005024, 0x0000505c, 0x00005099, 0x000050bd,
+	0x00005161, 0x00005186, 0x000051b5, 0x00005215,
 	// Entry 220 - 23F
-	0x00005251, 0x0000526b, 0x00005289, 0x000052bd,
-	0x000052fd, 0x00005327, 0x00005336, 0x00005401,
-	0x00005432, 0x00005461, 0x00005474, 0x000054e9,
-	0x000054fc, 0x00005530, 0x00005564, 0x00005574,
-	0x000055bb, 0x000055e8, 0x000055f5, 0x00005605,
-	0x00005635, 0x0000566f, 0x00005692, 0x0000569a,
-	0x000056b2, 0x000056cf, 0x000056dd, 0x000056ee,
-	0x000056f6, 0x00005701, 0x00005743, 0x0000577b,
+	0x0000526e, 0x000052c8, 0x000052e2, 0x00005300,
+	0x00005334, 0x00005374, 0x0000539e, 0x000053ad,
+	0x00005478, 0x000054a9, 0x000054d8, 0x000054eb,
+	0x00005560, 0x00005573, 0x000055a7, 0x000055db,
+	0x000055eb, 0x00005632, 0x0000565f, 0x0000566c,
+	0x0000567c, 0x000056ac, 0x000056e6, 0x00005709,
+	0x00005711, 0x00005729, 0x00005746, 0x00005754,
+	0x00005765, 0x0000576d, 0x00005778, 0x000057ba,
 	// Entry 240 - 25F
-	0x0000578f, 0x000057bf, 0x000057fa, 0x0000580a,
-	0x00005849, 0x0000585a, 0x0000586c, 0x00005878,
-	0x00005889, 0x000058a3, 0x000058ab, 0x000058bc,
-	0x000058c2, 0x000058d6, 0x000058ee, 0x00005913,
-	0x00005921, 0x0000595f, 0x0000599c, 0x000059c8,
-	0x00005a05, 0x00005a14, 0x00005a25, 0x00005a2d,
-	0x00005a3a, 0x00005a4a, 0x00005a61, 0x00005a6c,
-	0x00005a7b, 0x00005a81, 0x00005a8f, 0x00005a99,
+	0x000057f2, 0x00005806, 0x00005836, 0x00005871,
+	0x00005881, 0x000058c0, 0x000058d1, 0x000058e3,
+	0x000058ef, 0x00005900, 0x0000591a, 0x00005922,
+	0x00005933, 0x00005939, 0x0000594d, 0x00005965,
+	0x0000598a, 0x00005998, 0x000059d6, 0x00005a13,
+	0x00005a3f, 0x00005a7c, 0x00005a8b, 0x00005a9c,
+	0x00005aa4, 0x00005ab1, 0x00005ac1, 0x00005ad8,
+	0x00005ae3, 0x00005af2, 0x00005af8, 0x00005b06,
 	// Entry 260 - 27F
-	0x00005aa4, 0x00005aae, 0x00005ac1, 0x00005ae6,
-	0x00005b11, 0x00005ba2, 0x00005bdd, 0x00005bfc,
-	0x00005c3a, 0x00005c71, 0x00005c9f, 0x00005cad,
-	0x00005d4c, 0x00005d6a, 0x00005ec1, 0x00005ecf,
-	0x00005ee3, 0x00005f04, 0x00005f18, 0x00005f48,
-	0x00005f4e, 0x00005f62, 0x00005f7a, 0x00005f8d,
-	0x00005fca, 0x0000603d, 0x0000608a, 0x0000609b,
-	0x000060b2, 0x000060cf, 0x000060dd, 0x000060eb,
+	0x00005b10, 0x00005b1b, 0x00005b25, 0x00005b38,
+	0x00005b5d, 0x00005b88, 0x00005c19, 0x00005c54,
+	0x00005c73, 0x00005cb1, 0x00005ce8, 0x00005d16,
+	0x00005d24, 0x00005dc3, 0x00005de1, 0x00005f38,
+	0x00005f46, 0x00005f5a, 0x00005f7b, 0x00005f8f,
+	0x00005fbf, 0x00005fc5, 0x00005fd9, 0x00005ff1,
+	0x00006004, 0x00006041, 0x000060b4, 0x00006101,
+	0x00006112, 0x00006129, 0x00006146, 0x00006154,
 	// Entry 280 - 29F
-	0x000060f6, 0x000060fc, 0x000061ee, 0x000061f4,
-	0x00006226, 0x0000622b, 0x0000623b, 0x00006246,
-	0x0000624f, 0x0000625f, 0x00006279, 0x0000631e,
-	0x00006334, 0x000063b9, 0x00006433, 0x00006442,
-	0x000064fc, 0x0000654d, 0x00006552, 0x00006560,
-	0x00006570, 0x0000657c, 0x0000658c, 0x00006596,
-	0x000065b9, 0x000065d2, 0x000065e5, 0x00006651,
-	0x00006677, 0x00006686, 0x00006694, 0x000066b0,
+	0x00006162, 0x0000616d, 0x00006173, 0x00006265,
+	0x0000626b, 0x0000629d, 0x000062a2, 0x000062b2,
+	0x000062bd, 0x000062c6, 0x000062d6, 0x000062f0,
+	0x00006395, 0x000063ab, 0x00006430, 0x000064aa,
+	0x000064b9, 0x00006573, 0x000065c4, 0x000065c9,
+	0x000065d7, 0x000065e7, 0x000065f3, 0x00006603,
+	0x0000660d, 0x00006630, 0x00006649, 0x0000665c,
+	0x000066c8, 0x000066ee, 0x000066fd, 0x0000670b,
 	// Entry 2A0 - 2BF
-	0x000066bf, 0x000066d5, 0x0000670e, 0x00006740,
-	0x00006798, 0x000067cf, 0x000067e6, 0x000067f4,
-	0x00006838, 0x0000685d, 0x000068d4, 0x000068ea,
-	0x00006901, 0x0000692f, 0x00006942, 0x0000696a,
-	0x000069ee, 0x000069f5, 0x00006a5d, 0x00006a87,
-	0x00006ab7, 0x00006b8a, 0x00006cc4, 0x00006d64,
-	0x00006d78, 0x00006e23, 0x00006ea5, 0x00006ead,
-	0x00006ee8, 0x00006eee, 0x00006f80, 0x00007018,
+	0x00006727, 0x00006736, 0x0000674c, 0x00006785,
+	0x000067b7, 0x0000680f, 0x00006846, 0x0000685d,
+	0x0000686b, 0x000068af, 0x000068d4, 0x0000694b,
+	0x00006961, 0x00006978, 0x000069a6, 0x000069b9,
+	0x000069e1, 0x00006a65, 0x00006a6c, 0x00006ad4,
+	0x00006afe, 0x00006b2e, 0x00006c01, 0x00006d3b,
+	0x00006ddb, 0x00006def, 0x00006e9a, 0x00006f1c,
+	0x00006f24, 0x00006f5f, 0x00006f65, 0x00006ff7,
 	// Entry 2C0 - 2DF
-	0x00007043, 0x00007091, 0x000070fd, 0x000071a4,
-	0x000071bf, 0x000071c9, 0x000071ce, 0x000071d8,
-	0x000071e0, 0x000071e6, 0x000071ee, 0x000071fc,
-	0x00007206, 0x00007213, 0x00007226, 0x0000724a,
-	0x000072ca, 0x000072db, 0x000072e3, 0x00007358,
-	0x000073ac, 0x000073f4, 0x00007403, 0x00007416,
-	0x00007422, 0x0000745e, 0x00007498, 0x000074a6,
-	0x000074b3, 0x000074c1, 0x000074cf, 0x000074dd,
+	0x0000708f, 0x000070ba, 0x00007108, 0x00007174,
+	0x0000721b, 0x00007236, 0x00007240, 0x00007245,
+	0x0000724f, 0x00007257, 0x0000725d, 0x00007265,
+	0x00007273, 0x0000727d, 0x0000728a, 0x0000729d,
+	0x000072c1, 0x00007341, 0x00007352, 0x0000735a,
+	0x000073cf, 0x00007423, 0x0000746b, 0x0000747a,
+	0x0000748d, 0x00007499, 0x000074d5, 0x0000750f,
+	0x0000751d, 0x0000752a, 0x00007538, 0x00007546,
 	// Entry 2E0 - 2FF
-	0x0000750f, 0x0000753f, 0x0000759b, 0x000075a8,
-	0x000075c8, 0x000075d3, 0x000075ed, 0x000075f2,
-	0x00007603, 0x00007689, 0x000076ae, 0x000076b5,
-	0x000076be, 0x000076d1, 0x000076db, 0x000076e5,
-	0x000076ef, 0x00007707, 0x0000771d, 0x00007729,
-	0x0000774b, 0x00007752, 0x0000775f, 0x00007770,
-	0x00007797, 0x000077a7, 0x000077c6, 0x000077e6,
-	0x000078be, 0x0000799f, 0x000079f3, 0x00007a43,
+	0x00007554, 0x00007586, 0x000075b6, 0x00007612,
+	0x0000761f, 0x0000763f, 0x0000764a, 0x00007664,
+	0x00007669, 0x0000767a, 0x00007700, 0x00007725,
+	0x0000772c, 0x00007735, 0x00007748, 0x00007752,
+	0x0000775c, 0x00007766, 0x0000777e, 0x00007794,
+	0x000077a0, 0x000077c2, 0x000077c9, 0x000077d6,
+	0x000077e7, 0x0000780e, 0x0000781e, 0x0000783d,
+	0x0000785d, 0x00007935, 0x00007a16, 0x00007a6a,
 	// Entry 300 - 31F
-	0x00007aa3, 0x00007af6, 0x00007b2e, 0x00007b5f,
-	0x00007baf, 0x00007be3, 0x00007c01, 0x00007c20,
-	0x00007c3f, 0x00007c5f,
-} // Size: 3136 bytes
+	0x00007aba, 0x00007b1a, 0x00007b6d, 0x00007ba5,
+	0x00007bd6, 0x00007c26, 0x00007c5a, 0x00007c78,
+	0x00007c97, 0x00007cb6, 0x00007cd6,
+} // Size: 3140 bytes
 
-const enData string = "" + // Size: 31839 bytes
+const enData string = "" + // Size: 31958 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1215,320 +1216,322 @@ const enData string = "" + // Size: 31839 bytes
 	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
 	"e same (the name or a description changed).\x02Changes of the Working co" +
 	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
-	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
-	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
-	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
-	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
-	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
-	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
-	"k contracts: their Working copy, immutable revisions and named releases." +
-	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
-	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
-	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
-	"dpoints push nodes call. Values of the URL's query and of the headers, a" +
-	"nd signing secrets, are sealed and never shown. Create, change and delet" +
-	"e destinations through the API (/api/v1/destinations).\x02Destinations b" +
-	"y name\x02masked value\x02URL\x02Headers sent\x02Longest timeout\x02Last" +
-	" changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Relais-Sign" +
-	"ature)\x02Keep the instance\x02Say why, for whoever reads the log later:" +
-	" at most %[1]d characters. It is kept after the erasure, whatever the re" +
-	"tention: write the request’s reference, not the person’s name.\x02Erase " +
-	"process instance %[1]s\x02Erase this instance now? It is deleted with it" +
-	"s occurrences and their attempts, as retention would delete it.\x02Its i" +
-	"nputs, outputs, business key and the workers’ messages go with it; this " +
-	"cannot be undone. The audit records naming it stay (who did what, and wh" +
-	"y), and so do backups until they expire.\x02Erase the instance\x02This i" +
-	"nstance is %[1]s: only an ended instance can be erased. Stop it first." +
-	"\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attempts: %[3" +
-	"]d). Recorded in the audit log.\x02This instance had already been erased" +
-	", by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02on err" +
-	"or\x02any other error\x02held for an operator\x02an incident: retry, aba" +
-	"ndon or stop\x02end: completes the instance\x02end: fails the instance" +
-	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s" +
-	" queue and incidents now, and what its workers finished in the last hour" +
-	": occurrences that ended completed or failed. An occurrence retried sinc" +
-	"e counts where it ends next; a failed attempt with attempts left is not " +
-	"counted, its occurrence’s page lists it.\x02Completions and failures, la" +
-	"st hour\x02Definitions, those needing attention first\x02Definition\x02O" +
-	"pen\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, " +
-	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
-	"As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1" +
-	"]s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[" +
-	"1]s has occurrences: check the key, or show all definitions.\x02All defi" +
-	"nitions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02I" +
-	"n the last hour: %[1]s, %[2]s. The table after the chart gives each 5-mi" +
-	"nute slot.\x02Completed\x02The chart’s numbers\x02Completions and failur" +
-	"es per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
-	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
-	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
-	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
-	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02Erase this instance…\x02This instance h" +
-	"as ended. As an administrator you may erase it now rather than wait for " +
-	"retention (a data subject’s request): it is deleted with its occurrences" +
-	" and attempts.\x02This instance is held at a failed node: an incident. I" +
-	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
-	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
-	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
-	"d in the audit log.\x02This instance is held at a failed node: an incide" +
-	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
-	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
-	"\x02Stopping cancels the instance and its open occurrences. It does not " +
-	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
-	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
-	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
-	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
-	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
-	"\x02The version must be a whole number from 1.\x02A version is a process" +
-	"’s: choose the process too.\x02Creation date\x02The page size must be " +
-	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
-	"t on every instance this filter matches\x02The next page counts them and" +
-	" asks for a reason before anything changes.\x02Process instances, newest" +
-	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
-	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
-	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
-	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
-	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
-	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
-	"values changed\x02classification changed\x02constraint changed\x02routin" +
-	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
-	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
-	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
-	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
-	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
-	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
-	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
-	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
-	" (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a destination’" +
-	"s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]" +
-	"s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s " +
-	"by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each fail" +
-	"ure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after " +
-	"each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the la" +
-	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02" +
-	"Inputs, labelled by revision %[1]d's contract\x02This contract has no in" +
-	"puts.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs ye" +
-	"t: the occurrence has not completed.\x02This contract has no outputs." +
-	"\x02No outputs: the occurrence ended without completing.\x02Reveal — thi" +
-	"s is recorded\x02Why (recorded with the reveal)\x02Every admin reads it," +
-	" and it is kept whatever the retention: write no customer data in it." +
-	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
-	"eferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed afte" +
-	"r attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the w" +
-	"orker marked this failure as not retryable (attempts left unused: %[1]d)" +
-	"\x02The destination’s answer could not be used: it must be one JSON obje" +
-	"ct whose outputs member matches the revision’s outputs contract, and not" +
-	"hing after it. Its message says what was wrong.\x02The destination did n" +
-	"ot answer within the call’s timeout: it may have acted all the same.\x02" +
-	"The destination did not answer within the call’s timeout (%[1]s): it may" +
-	" have acted all the same, so check before retrying.\x02The destination d" +
-	"id not answer within the call’s timeout: it may have acted all the same," +
-	" so check before retrying.\x02The deadline passed before a result arrive" +
-	"d.\x02The result did not match the revision's outputs contract.\x02The a" +
-	"nswer to the call was lost (the connection broke after the request was s" +
-	"ent, or Relais stopped or could not reach its database before recording " +
-	"it): whether the destination acted is unknown, so it is not called again" +
-	".\x02The call could not be prepared.\x02The destination could not be rea" +
-	"ched.\x02The destination’s answer was too large.\x02The last attempt’s l" +
-	"ock expired with no attempt left.\x02The inputs could not be built from " +
-	"the process’s bindings.\x02An operator abandoned the instance.\x02A Camu" +
-	"nda 7 worker reported a failure with no retries left (retries: 0, no ret" +
-	"ries sent, which Camunda reads as 0, or a budget already spent): it is n" +
-	"ot run again.\x02The destination answered HTTP %[1]s.\x02No live worker " +
-	"takes %[1]s now (Workers page).\x02No live worker takes revision %[1]d: " +
-	"the live workers of %[2]s declare inputs it does not have.\x02No live wo" +
-	"rker takes revision %[1]d: the live workers of %[2]s take revision %[3]d" +
-	" only.\x02No live worker takes revision %[1]d: the live workers of %[2]s" +
-	" take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %" +
-	"[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Wa" +
-	"iting for Relais to call the destination since %[1]s (%[2]s).\x02Waiting" +
-	" for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budge" +
-	"t (%[1]s) ended %[2]s without its result recorded: the replica making it" +
-	" may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask" +
-	" the destination whether it took effect.\x02Relais is calling the destin" +
-	"ation (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02" +
-	"Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same" +
-	" consumer, or a front end with a settle token, completes it later.\x02Co" +
-	"mpleted (%[1]s).\x02Its instance is held here, waiting for an operator." +
-	"\x02Its instance went on along the node’s error path.\x02Failed (%[1]s)." +
-	"\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02" +
-	"Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer" +
-	" #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (def" +
-	"erred; settled with its settle token, as %[2]s)\x02%[1]s (deferred; sett" +
-	"led by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within " +
-	"the timeout\x02no connection\x02answer too large\x02unknown\x02[redacted" +
-	"]\x02Message from the service (its own words, protected values masked)" +
-	"\x02Message from Relais, quoting the destination’s answer\x02Message fro" +
-	"m Relais\x02The revision must be a whole number, 1 or more.\x02A revisio" +
-	"n is a definition’s: choose the definition too.\x02Settlement date\x02Mo" +
-	"re filters: instance, revision, consumer, destination, dates\x02Push des" +
-	"tination\x02its name, exactly\x02instance id\x02Counts by status\x02Occu" +
-	"rrences, newest first\x02Message\x02Process and node\x02Error\x02Consume" +
-	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
-	"ilters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by " +
-	"the other filters\x02Totals of all definitions, not narrowed by the othe" +
-	"r filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1" +
-	"]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few se" +
-	"conds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt" +
-	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
-	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s" +
-	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
-	"he first day comes after the last.\x02This address holds a parameter tha" +
-	"t cannot be read (a percent sign not followed by two hexadecimal digits," +
-	" or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (did" +
-	" you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1" +
-	"]s” is given %[2]d times: give it once.\x02The page cursor is invalid: g" +
-	"o back to the first page.\x02These settings are kept in this browser onl" +
-	"y.\x02Show times in\x02The console runs no script, so it cannot read you" +
-	"r computer’s time zone: choose a place, whose daylight saving time is fo" +
-	"llowed, or a fixed offset from UTC.\x02Reload lists and detail pages\x02" +
-	"A reload empties what you typed but did not apply (filters, the search b" +
-	"ox) and moves the focus back to the top of the page: “Pause reloading”, " +
-	"on every page that reloads, stops it until you resume. Pages where you t" +
-	"ype a reason (confirmations, and occurrences with a value to reveal) nev" +
-	"er reload on their own, nor does a revealed value.\x02Save settings\x02B" +
-	"ack without saving\x02UTC (coordinated universal time)\x02Local time in " +
-	"%[1]s\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Eve" +
-	"ry %[1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Rel" +
-	"oading paused: this page stays as it is until you resume.\x02Published p" +
-	"rocess versions: their nodes, routes and pinned revisions, drawn, with w" +
-	"here their occurrences are now.\x02Published process versions: their nod" +
-	"es, routes and pinned revisions, drawn.\x02Processes by key\x02Versions," +
-	" newest first\x02No process is published yet.\x02version %[1]d\x02Proces" +
-	"s %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from t" +
-	"he start node. Solid arrows are successes (labelled with their route), d" +
-	"ashed ones failures (labelled with their error codes). Each box says how" +
-	" many of this version’s occurrences are at that node now.\x02Nodes\x02No" +
-	"des of this version, with their occurrences now\x02Kind\x02Pinned revisi" +
-	"on\x02On success\x02On error\x02Occurrences now\x02Instances of this ver" +
-	"sion\x02Columns follow the longest path from the start node. Solid arrow" +
-	"s are successes (labelled with their route), dashed ones failures (label" +
-	"led with their error codes).\x02Nodes of this version\x02This version ha" +
-	"s %[1]d nodes: too many to draw legibly (at most %[2]d). The table below" +
-	" lists every node with its routes and counts.\x02This version has %[1]d " +
-	"nodes: too many to draw legibly (at most %[2]d). The table below lists e" +
-	"very node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
-	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
-	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
-	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
-	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
-	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
-	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
-	"%[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02time" +
-	"out %[1]s\x02timeout %[1]s (the default)\x02instances held\x02instances " +
-	"held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
-	"\x02Only administrators may reveal a sensitive value.\x02Say why you rev" +
-	"eal this value: the reason is recorded with the reveal in the audit log." +
-	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back to th" +
-	"e occurrence\x02Cannot reveal\x02Only a value this page shows as hidden " +
-	"(sensitive) can be revealed.\x02Secret values can never be revealed.\x02" +
-	"Every sensitive value an administrator revealed: who, when, which field " +
-	"and why. The values themselves are never kept.\x02Reveals, newest first" +
-	"\x02No value was revealed.\x02none (revealed before reasons were asked f" +
-	"or)\x02Method not allowed\x02This page does not accept that request.\x02" +
-	"This form was sent from another site: the console takes its forms from i" +
-	"ts own pages only. Open the console and send it from there.\x02Search" +
-	"\x02Type an instance or occurrence id (a whole UUID, as the title of its" +
-	" page shows it), or a business key.\x02Nothing to find: the search box i" +
-	"s empty.\x02That is too long to be an id or a business key.\x02No instan" +
-	"ce has “%[1]s” as its business key. A business key is found only whole a" +
-	"nd exactly as given, capitals and accents included: a list shows a long " +
-	"one shortened, so copy it from its instance’s page.\x02No instance or oc" +
-	"currence has the id “%[1]s”, and no instance has it as its business key." +
-	" An ended instance is deleted, with its occurrences and attempts, once t" +
-	"he retention period (RELAIS_RETENTION) has passed, or at once when an ad" +
-	"ministrator erases it; the audit log keeps the operator actions taken on" +
-	" it.\x02No instance has “%[1]s” as its business key, and it is not a who" +
-	"le id: the lists show the end of each id. Open the row, or copy its link" +
-	", for the whole id.\x02You are signed out.\x02Your session had ended (in" +
-	"activity, a sign-out elsewhere, a revoked token or a restart of the serv" +
-	"er), so your last action was not applied. Sign in again, then repeat it." +
-	"\x02Your session has ended (inactivity, a sign-out elsewhere, a token re" +
-	"voked or expired, or a restart of the server). Sign in again.\x02Sign in" +
-	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity, and 12 hours at " +
-	"most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your add" +
-	"ress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from y" +
-	"our address. Try again in %[1]d seconds.\x02This token is unknown, revok" +
-	"ed or expired.\x02A %[1]s token cannot open the console: it is a worker’" +
-	"s token, for the API.\x02Only administrators see this page: tokens, cons" +
-	"umers, destinations, the reveal log and erasures are theirs.\x02Staff to" +
-	"kens (administrators, designers, operators) that are not revoked. Consum" +
-	"er tokens are managed with their consumers. Revoking a token refuses its" +
-	" next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Las" +
-	"t used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02thi" +
-	"s session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02It" +
-	"s next request is refused, and console sessions opened with it end. This" +
-	" cannot be undone: whoever uses it needs a new token.\x02Revoke the toke" +
-	"n\x02Keep it\x02This is the token you signed in with: revoking it signs " +
-	"you out. Its next request is refused. This cannot be undone.\x02This is " +
-	"the last usable administrator token: create another one before revoking " +
-	"it.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refuse" +
-	"d.\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81" +
-	"\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d c" +
-	"haracters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19" +
-	"\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02" +
-	"at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d m" +
-	"ore values not shown: the page shows the first %[2]d, the API's detail h" +
-	"as them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item" +
-	"\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02nu" +
-	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
-	"kers by their last fetch. A worker is listed while it was seen within th" +
-	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
-	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
-	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
-	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
-	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
-	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
-	" to it, with their consumers granted it (a worker naming no revision tak" +
-	"es those its consumer is granted; a process version pins it).\x02Occurre" +
-	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
-	"orkers to them, with their consumers granted them (a worker naming no re" +
-	"vision takes those its consumer is granted; a process version pins them)" +
-	".\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
-	"isions they take: %[1]s; some take every revision their consumer is gran" +
-	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
-	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
-	"ions %[1]s only.\x02They take revisions %[1]s only."
+	"From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s. Unde" +
+	"r the newer contract these fields’ values are less protected than under " +
+	"the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[" +
+	"1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1" +
+	"]d breaking\x02routing output %[1]s → %[2]s\x02optional → required\x02re" +
+	"quired → optional\x02values added: %[1]s\x02values removed: %[1]s\x02val" +
+	"ues reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[" +
+	"2]s\x02optional %[1]s field of type %[2]s\x02required field of type %[1]" +
+	"s\x02optional field of type %[1]s\x02none\x02Task contracts: their Worki" +
+	"ng copy, immutable revisions and named releases.\x02Definitions by key" +
+	"\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81" +
+	"\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destin" +
+	"ation yet.\x02No more destinations.\x02The HTTP endpoints push nodes cal" +
+	"l. Values of the URL's query and of the headers, and signing secrets, ar" +
+	"e sealed and never shown. Create, change and delete destinations through" +
+	" the API (/api/v1/destinations).\x02Destinations by name\x02masked value" +
+	"\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
+	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
+	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
+	"ters. It is kept after the erasure, whatever the retention: write the re" +
+	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
+	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
+	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
+	"ess key and the workers’ messages go with it; this cannot be undone. The" +
+	" audit records naming it stay (who did what, and why), and so do backups" +
+	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
+	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
+	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
+	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
+	"thing changed and nothing was recorded.\x02on error\x02any other error" +
+	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
+	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
+	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left is not counted, its occurrence" +
+	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
+	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
+	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
+	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
+	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02no" +
+	" worker\x02Show all definitions\x02No definition %[1]s has occurrences: " +
+	"check the key, or show all definitions.\x02All definitions\x02Completion" +
+	"s and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]" +
+	"s, %[2]s. The table after the chart gives each 5-minute slot.\x02Complet" +
+	"ed\x02The chart’s numbers\x02Completions and failures per 5-minute slot," +
+	" oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02" +
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4" +
+	"]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d" +
+	" h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug" +
+	"\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
+	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
+	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
+	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
+	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
+	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
+	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
+	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
+	" acted on this instance.\x02Operator actions on this instance, newest fi" +
+	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
+	"labelled by process version %[1]d's contract\x02This process takes no in" +
+	"puts.\x02Erase this instance…\x02This instance has ended. As an administ" +
+	"rator you may erase it now rather than wait for retention (a data subjec" +
+	"t’s request): it is deleted with its occurrences and attempts.\x02This i" +
+	"nstance is held at a failed node: an incident. It cannot be retried: its" +
+	" occurrence at node %[1]s failed before any attempt (its inputs could no" +
+	"t be built), so it would fail the same way. Abandon fails the instance; " +
+	"stop cancels it. Each asks for a reason, recorded in the audit log.\x02T" +
+	"his instance is held at a failed node: an incident. Retry offers the fai" +
+	"led occurrence again; abandon fails the instance; stop cancels it. Each " +
+	"asks for a reason, recorded in the audit log.\x02Stopping cancels the in" +
+	"stance and its open occurrences. It does not complete anything.\x02Stopp" +
+	"ed by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
+	" a whole number from 1.\x02A version is a process’s: choose the process " +
+	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
+	"filter matches\x02The next page counts them and asks for a reason before" +
+	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
+	" node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
+	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
+	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
+	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a wor" +
+	"ker fetches it)\x02push (Relais calls the service)\x02administrator\x02o" +
+	"perator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field rem" +
+	"oved\x02type changed\x02required changed\x02values changed\x02classifica" +
+	"tion changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
+	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
+	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
+	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
+	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
+	"ever called the destination: the occurrence ended before any call.\x02Re" +
+	"lais keeps the destination’s status code only when it refused the call (" +
+	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
+	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
+	" it from its instance\x02Mode\x02Reason given by the worker\x02Maximum a" +
+	"ttempts\x02Retry delay\x02Retries\x02none: a failed call takes the node’" +
+	"s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%" +
+	"[1]s; its last call had %[2]s (a destination’s max_timeout or RELAIS_PUS" +
+	"H_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the dest" +
+	"ination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT" +
+	"\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Relais’s" +
+	" ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s" +
+	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
+	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
+	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
+	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
+	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
+	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
+	" with the reveal)\x02Every admin reads it, and it is kept whatever the r" +
+	"etention: write no customer data in it.\x02Available from\x02Next attemp" +
+	"t\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[" +
+	"1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (before" +
+	" any attempt)\x02Retryable\x02no: the worker marked this failure as not " +
+	"retryable (attempts left unused: %[1]d)\x02The destination’s answer coul" +
+	"d not be used: it must be one JSON object whose outputs member matches t" +
+	"he revision’s outputs contract, and nothing after it. Its message says w" +
+	"hat was wrong.\x02The destination did not answer within the call’s timeo" +
+	"ut: it may have acted all the same.\x02The destination did not answer wi" +
+	"thin the call’s timeout (%[1]s): it may have acted all the same, so chec" +
+	"k before retrying.\x02The destination did not answer within the call’s t" +
+	"imeout: it may have acted all the same, so check before retrying.\x02The" +
+	" deadline passed before a result arrived.\x02The result did not match th" +
+	"e revision's outputs contract.\x02The answer to the call was lost (the c" +
+	"onnection broke after the request was sent, or Relais stopped or could n" +
+	"ot reach its database before recording it): whether the destination acte" +
+	"d is unknown, so it is not called again.\x02The call could not be prepar" +
+	"ed.\x02The destination could not be reached.\x02The destination’s answer" +
+	" was too large.\x02The last attempt’s lock expired with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
+	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
+	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
+	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
+	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
+	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
+	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
+	"ts result recorded: the replica making it may have stopped. If so, it fa" +
+	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
+	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
+	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
+	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
+	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
+	"e is held here, waiting for an operator.\x02Its instance went on along t" +
+	"he node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was " +
+	"stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stop" +
+	"ped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; sett" +
+	"led with its settle token)\x02%[1]s (deferred; settled with its settle t" +
+	"oken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP" +
+	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
+	"answer too large\x02unknown\x02[redacted]\x02Message from the service (i" +
+	"ts own words, protected values masked)\x02Message from Relais, quoting t" +
+	"he destination’s answer\x02Message from Relais\x02The revision must be a" +
+	" whole number, 1 or more.\x02A revision is a definition’s: choose the de" +
+	"finition too.\x02Settlement date\x02More filters: instance, revision, co" +
+	"nsumer, destination, dates\x02Push destination\x02its name, exactly\x02i" +
+	"nstance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
+	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
+	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
+	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
+	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
+	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
+	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
+	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
+	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
+	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
+	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
+	"ole runs no script, so it cannot read your computer’s time zone: choose " +
+	"a place, whose daylight saving time is followed, or a fixed offset from " +
+	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
+	" but did not apply (filters, the search box) and moves the focus back to" +
+	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
+	"ps it until you resume. Pages where you type a reason (confirmations, an" +
+	"d occurrences with a value to reveal) never reload on their own, nor doe" +
+	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
+	"dinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset," +
+	" no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display set" +
+	"tings saved.\x02Reloading resumed.\x02Reloading paused: this page stays " +
+	"as it is until you resume.\x02Published process versions: their nodes, r" +
+	"outes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
+	"raw legibly (at most %[2]d). The table below lists every node with its r" +
+	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
+	"bly (at most %[2]d). The table below lists every node with its routes." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
+	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
+	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
+	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
+	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
+	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
+	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
+	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
+	" and no instance has it as its business key. An ended instance is delete" +
+	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
+	"RETENTION) has passed, or at once when an administrator erases it; the a" +
+	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
+	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
+	", designer or administrator token.\x02Token\x02The token is checked once" +
+	" and never stored in your browser; a session cookie stands for it for up" +
+	" to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02" +
+	"G\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
+	"nd.\x00H\x02Too many failed sign-ins from your address. Try again in %[1" +
+	"]d seconds.\x02This token is unknown, revoked or expired.\x02A %[1]s tok" +
+	"en cannot open the console: it is a worker’s token, for the API.\x02Only" +
+	" administrators see this page: tokens, consumers, destinations, the reve" +
+	"al log and erasures are theirs.\x02Staff tokens (administrators, designe" +
+	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
+	"eir consumers. Revoking a token refuses its next request.\x02Staff token" +
+	"s, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02The token “%[1]s” (" +
+	"%[2]s) was revoked: its next request is refused.\x02routing output\x02ea" +
+	"ch item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least " +
+	"%[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
+	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
+	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
+	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
+	"em\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: the pa" +
+	"ge shows the first %[2]d, the API's detail has them all.\x02not provided" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in" +
+	" %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Work" +
+	"ers connected by a stream, and polling workers by their last fetch. A wo" +
+	"rker is listed while it was seen within three heartbeats.\x02Workers see" +
+	"n within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
+	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
+	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
+	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
+	"sumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted.\x02Revisions they take: %[" +
+	"1]s; some take every revision their consumer is granted.\x02They take ev" +
+	"ery revision their consumer is granted.\x02It takes revision %[1]d only." +
+	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
+	"They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 778 elements
+var frIndex = []uint32{ // 779 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1599,159 +1602,159 @@ var frIndex = []uint32{ // 778 elements
 	0x00003897, 0x000038a7, 0x000038b1, 0x000038bb,
 	0x000038da, 0x000038f8, 0x000039d0, 0x000039ee,
 	0x00003a32, 0x00003a6f, 0x00003aa2, 0x00003ad2,
-	0x00003afe, 0x00003b2e, 0x00003b50, 0x00003b6b,
-	0x00003b86, 0x00003ba2, 0x00003bbe, 0x00003bd4,
+	0x00003b5b, 0x00003b87, 0x00003bb7, 0x00003bd9,
+	0x00003bf4, 0x00003c0f, 0x00003c2b, 0x00003c47,
 	// Entry 100 - 11F
-	0x00003bee, 0x00003c25, 0x00003c5b, 0x00003c7b,
-	0x00003c9a, 0x00003ca1, 0x00003d0b, 0x00003d21,
-	0x00003d26, 0x00003d3a, 0x00003d52, 0x00003d77,
-	0x00003da5, 0x00003dca, 0x00003de4, 0x00003eea,
-	0x00003eff, 0x00003f0f, 0x00003f13, 0x00003f26,
-	0x00003f35, 0x00003f4c, 0x00003f5b, 0x00003f62,
-	0x00003f6d, 0x00003f8f, 0x00003fa3, 0x00004081,
-	0x000040a9, 0x00004132, 0x00004238, 0x0000424d,
+	0x00003c5d, 0x00003c77, 0x00003cae, 0x00003ce4,
+	0x00003d04, 0x00003d23, 0x00003d2a, 0x00003d94,
+	0x00003daa, 0x00003daf, 0x00003dc3, 0x00003ddb,
+	0x00003e00, 0x00003e2e, 0x00003e53, 0x00003e6d,
+	0x00003f73, 0x00003f88, 0x00003f98, 0x00003f9c,
+	0x00003faf, 0x00003fbe, 0x00003fd5, 0x00003fe4,
+	0x00003feb, 0x00003ff6, 0x00004018, 0x0000402c,
+	0x0000410a, 0x00004132, 0x000041bb, 0x000042c1,
 	// Entry 120 - 13F
-	0x000042b3, 0x00004338, 0x000043ad, 0x000043bf,
-	0x000043d2, 0x000043ee, 0x0000441b, 0x00004438,
-	0x0000445b, 0x00004466, 0x00004471, 0x00004488,
-	0x000045ef, 0x00004616, 0x00004654, 0x00004660,
-	0x00004669, 0x0000467d, 0x00004687, 0x000046ae,
-	0x000046ca, 0x000046e5, 0x00004715, 0x00004754,
-	0x0000476f, 0x0000477e, 0x0000478f, 0x000047b0,
-	0x0000481b, 0x00004833, 0x0000487a, 0x000048e5,
+	0x000042d6, 0x0000433c, 0x000043c1, 0x00004436,
+	0x00004448, 0x0000445b, 0x00004477, 0x000044a4,
+	0x000044c1, 0x000044e4, 0x000044ef, 0x000044fa,
+	0x00004511, 0x00004678, 0x0000469f, 0x000046dd,
+	0x000046e9, 0x000046f2, 0x00004706, 0x00004710,
+	0x00004737, 0x00004753, 0x0000476e, 0x0000479e,
+	0x000047dd, 0x000047f8, 0x00004807, 0x00004818,
+	0x00004839, 0x000048a4, 0x000048bc, 0x00004903,
 	// Entry 140 - 15F
-	0x000048f0, 0x0000490a, 0x00004954, 0x0000495c,
-	0x0000496a, 0x0000497a, 0x000049a4, 0x000049cd,
-	0x000049dd, 0x000049fc, 0x00004a08, 0x00004a21,
-	0x00004a2c, 0x00004a39, 0x00004a48, 0x00004a50,
-	0x00004a5a, 0x00004a62, 0x00004a6a, 0x00004a70,
-	0x00004a77, 0x00004a7c, 0x00004a81, 0x00004a85,
-	0x00004a8a, 0x00004a90, 0x00004a96, 0x00004a9c,
-	0x00004aa1, 0x00004aa6, 0x00004aac, 0x00004ab6,
+	0x0000496e, 0x00004979, 0x00004993, 0x000049dd,
+	0x000049e5, 0x000049f3, 0x00004a03, 0x00004a2d,
+	0x00004a56, 0x00004a66, 0x00004a85, 0x00004a91,
+	0x00004aaa, 0x00004ab5, 0x00004ac2, 0x00004ad1,
+	0x00004ad9, 0x00004ae3, 0x00004aeb, 0x00004af3,
+	0x00004af9, 0x00004b00, 0x00004b05, 0x00004b0a,
+	0x00004b0e, 0x00004b13, 0x00004b19, 0x00004b1f,
+	0x00004b25, 0x00004b2a, 0x00004b2f, 0x00004b35,
 	// Entry 160 - 17F
-	0x00004ad6, 0x00004af8, 0x00004b1c, 0x00004b42,
-	0x00004b4b, 0x00004b67, 0x00004b70, 0x00004b88,
-	0x00004b91, 0x00004be5, 0x00004c05, 0x00004c0b,
-	0x00004c16, 0x00004c1c, 0x00004c2a, 0x00004c35,
-	0x00004c43, 0x00004c76, 0x00004c9a, 0x00004cc9,
-	0x00004d12, 0x00004d19, 0x00004d2f, 0x00004da2,
-	0x00004dc8, 0x00004de2, 0x00004eca, 0x00005059,
-	0x00005160, 0x000051b0, 0x000051e1, 0x00005214,
+	0x00004b3f, 0x00004b5f, 0x00004b81, 0x00004ba5,
+	0x00004bcb, 0x00004bd4, 0x00004bf0, 0x00004bf9,
+	0x00004c11, 0x00004c1a, 0x00004c6e, 0x00004c8e,
+	0x00004c94, 0x00004c9f, 0x00004ca5, 0x00004cb3,
+	0x00004cbe, 0x00004ccc, 0x00004cff, 0x00004d23,
+	0x00004d52, 0x00004d9b, 0x00004da2, 0x00004db8,
+	0x00004e2b, 0x00004e51, 0x00004e6b, 0x00004f53,
+	0x000050e2, 0x000051e9, 0x00005239, 0x0000526a,
 	// Entry 180 - 19F
-	0x00005243, 0x0000524e, 0x00005252, 0x00005264,
-	0x00005279, 0x00005287, 0x00005294, 0x000052a9,
-	0x000052bc, 0x000052e7, 0x00005314, 0x00005338,
-	0x0000536f, 0x000053b9, 0x000053cb, 0x00005403,
-	0x0000541a, 0x00005431, 0x00005465, 0x000054af,
-	0x000054e4, 0x000054ed, 0x00005504, 0x00005532,
-	0x00005545, 0x00005557, 0x00005568, 0x00005573,
-	0x0000557e, 0x00005589, 0x00005593, 0x0000559d,
+	0x0000529d, 0x000052cc, 0x000052d7, 0x000052db,
+	0x000052ed, 0x00005302, 0x00005310, 0x0000531d,
+	0x00005332, 0x00005345, 0x00005370, 0x0000539d,
+	0x000053c1, 0x000053f8, 0x00005442, 0x00005454,
+	0x0000548c, 0x000054a3, 0x000054ba, 0x000054ee,
+	0x00005538, 0x0000556d, 0x00005576, 0x0000558d,
+	0x000055bb, 0x000055ce, 0x000055e0, 0x000055f1,
+	0x000055fc, 0x00005607, 0x00005612, 0x0000561c,
 	// Entry 1A0 - 1BF
-	0x000055a6, 0x000055af, 0x000055b8, 0x000055c1,
-	0x000055ca, 0x000055d1, 0x000055df, 0x000055e5,
-	0x000055ec, 0x000055f3, 0x000055fc, 0x00005601,
-	0x0000560f, 0x00005615, 0x0000561b, 0x00005621,
-	0x00005629, 0x00005632, 0x0000563b, 0x0000564e,
-	0x0000565f, 0x00005682, 0x000056a3, 0x000056b2,
-	0x000056bd, 0x000056c8, 0x000056d5, 0x000056d9,
-	0x000056dd, 0x000056eb, 0x000056f9, 0x00005707,
+	0x00005626, 0x0000562f, 0x00005638, 0x00005641,
+	0x0000564a, 0x00005653, 0x0000565a, 0x00005668,
+	0x0000566e, 0x00005675, 0x0000567c, 0x00005685,
+	0x0000568a, 0x00005698, 0x0000569e, 0x000056a4,
+	0x000056aa, 0x000056b2, 0x000056bb, 0x000056c4,
+	0x000056d7, 0x000056e8, 0x0000570b, 0x0000572c,
+	0x0000573b, 0x00005746, 0x00005751, 0x0000575e,
+	0x00005762, 0x00005766, 0x00005774, 0x00005782,
 	// Entry 1C0 - 1DF
-	0x00005727, 0x0000573a, 0x00005753, 0x00005768,
-	0x00005779, 0x0000578b, 0x0000579d, 0x000057a3,
-	0x000057aa, 0x000057b2, 0x000057ba, 0x000057d8,
-	0x000057f6, 0x0000580d, 0x00005822, 0x00005833,
-	0x00005839, 0x00005852, 0x0000585d, 0x00005891,
-	0x0000589e, 0x000058bc, 0x000058ca, 0x000058d3,
-	0x000058da, 0x000058f5, 0x000058ff, 0x00005912,
-	0x0000594c, 0x00005955, 0x00005964, 0x000059c8,
+	0x00005790, 0x000057b0, 0x000057c3, 0x000057dc,
+	0x000057f1, 0x00005802, 0x00005814, 0x00005826,
+	0x0000582c, 0x00005833, 0x0000583b, 0x00005843,
+	0x00005861, 0x0000587f, 0x00005896, 0x000058ab,
+	0x000058bc, 0x000058c2, 0x000058db, 0x000058e6,
+	0x0000591a, 0x00005927, 0x00005945, 0x00005953,
+	0x0000595c, 0x00005963, 0x0000597e, 0x00005988,
+	0x0000599b, 0x000059d5, 0x000059de, 0x000059ed,
 	// Entry 1E0 - 1FF
-	0x000059d4, 0x000059de, 0x00005a0e, 0x00005a69,
-	0x00005b50, 0x00005b5b, 0x00005b8e, 0x00005b93,
-	0x00005bb3, 0x00005bd0, 0x00005bf0, 0x00005c05,
-	0x00005c46, 0x00005c51, 0x00005c5b, 0x00005c84,
-	0x00005cf9, 0x00005d0a, 0x00005d47, 0x00005d7b,
-	0x00005ddc, 0x00005e26, 0x00005e34, 0x00005e70,
-	0x00005e9a, 0x00005edf, 0x00005f07, 0x00005f46,
-	0x00005f67, 0x00005fa5, 0x00005fe5, 0x00006005,
+	0x00005a51, 0x00005a5d, 0x00005a67, 0x00005a97,
+	0x00005af2, 0x00005bd9, 0x00005be4, 0x00005c17,
+	0x00005c1c, 0x00005c3c, 0x00005c59, 0x00005c79,
+	0x00005c8e, 0x00005ccf, 0x00005cda, 0x00005ce4,
+	0x00005d0d, 0x00005d82, 0x00005d93, 0x00005dd0,
+	0x00005e04, 0x00005e65, 0x00005eaf, 0x00005ebd,
+	0x00005ef9, 0x00005f23, 0x00005f68, 0x00005f90,
+	0x00005fcf, 0x00005ff0, 0x0000602e, 0x0000606e,
 	// Entry 200 - 21F
-	0x00006046, 0x00006070, 0x00006097, 0x0000611a,
-	0x00006132, 0x00006146, 0x0000615d, 0x0000616b,
-	0x00006176, 0x00006199, 0x000061d7, 0x000061f6,
-	0x00006212, 0x00006280, 0x00006352, 0x000063b1,
-	0x00006436, 0x000064b3, 0x000064f3, 0x00006539,
-	0x00006652, 0x0000667a, 0x0000669d, 0x000066d4,
-	0x0000671b, 0x0000676e, 0x00006797, 0x00006879,
-	0x0000689f, 0x000068e6, 0x0000696a, 0x000069e5,
+	0x0000608e, 0x000060cf, 0x000060f9, 0x00006120,
+	0x000061a3, 0x000061bb, 0x000061cf, 0x000061e6,
+	0x000061f4, 0x000061ff, 0x00006222, 0x00006260,
+	0x0000627f, 0x0000629b, 0x00006309, 0x000063db,
+	0x0000643a, 0x000064bf, 0x0000653c, 0x0000657c,
+	0x000065c2, 0x000066db, 0x00006703, 0x00006726,
+	0x0000675d, 0x000067a4, 0x000067f7, 0x00006820,
+	0x00006902, 0x00006928, 0x0000696f, 0x000069f3,
 	// Entry 220 - 23F
-	0x00006a62, 0x00006a89, 0x00006ab1, 0x00006af8,
-	0x00006b42, 0x00006b75, 0x00006b88, 0x00006c90,
-	0x00006cbe, 0x00006cfa, 0x00006d10, 0x00006da4,
-	0x00006db7, 0x00006df4, 0x00006e30, 0x00006e43,
-	0x00006e97, 0x00006ecc, 0x00006ede, 0x00006ef5,
-	0x00006f34, 0x00006f86, 0x00006fb2, 0x00006fbd,
-	0x00006fda, 0x00006ff9, 0x0000700a, 0x00007024,
-	0x0000702d, 0x00007037, 0x00007085, 0x000070ca,
+	0x00006a6e, 0x00006aeb, 0x00006b12, 0x00006b3a,
+	0x00006b81, 0x00006bcb, 0x00006bfe, 0x00006c11,
+	0x00006d19, 0x00006d47, 0x00006d83, 0x00006d99,
+	0x00006e2d, 0x00006e40, 0x00006e7d, 0x00006eb9,
+	0x00006ecc, 0x00006f20, 0x00006f55, 0x00006f67,
+	0x00006f7e, 0x00006fbd, 0x0000700f, 0x0000703b,
+	0x00007046, 0x00007063, 0x00007082, 0x00007093,
+	0x000070ad, 0x000070b6, 0x000070c0, 0x0000710e,
 	// Entry 240 - 25F
-	0x000070e9, 0x0000711e, 0x0000716f, 0x00007180,
-	0x000071ca, 0x000071e0, 0x000071f4, 0x0000720d,
-	0x00007223, 0x0000724d, 0x00007255, 0x00007268,
-	0x0000726f, 0x0000728a, 0x000072aa, 0x000072da,
-	0x000072f1, 0x00007329, 0x00007364, 0x00007390,
-	0x000073e4, 0x000073f4, 0x0000740e, 0x00007419,
-	0x0000742d, 0x0000743f, 0x00007455, 0x00007467,
-	0x00007479, 0x0000747f, 0x00007491, 0x0000749f,
+	0x00007153, 0x00007172, 0x000071a7, 0x000071f8,
+	0x00007209, 0x00007253, 0x00007269, 0x0000727d,
+	0x00007296, 0x000072ac, 0x000072d6, 0x000072de,
+	0x000072f1, 0x000072f8, 0x00007313, 0x00007333,
+	0x00007363, 0x0000737a, 0x000073b2, 0x000073ed,
+	0x00007419, 0x0000746d, 0x0000747d, 0x00007497,
+	0x000074a2, 0x000074b6, 0x000074c8, 0x000074de,
+	0x000074f0, 0x00007502, 0x00007508, 0x0000751a,
 	// Entry 260 - 27F
-	0x000074ae, 0x000074ba, 0x000074d0, 0x000074fa,
-	0x0000752d, 0x000075d5, 0x00007625, 0x0000764d,
-	0x0000769f, 0x000076e1, 0x0000771d, 0x00007734,
-	0x000077fe, 0x0000782b, 0x000079e5, 0x000079ff,
-	0x00007a18, 0x00007a39, 0x00007a50, 0x00007a7d,
-	0x00007a84, 0x00007a9e, 0x00007ac4, 0x00007ad9,
-	0x00007b33, 0x00007bc8, 0x00007c2b, 0x00007c3e,
-	0x00007c65, 0x00007c8d, 0x00007c9b, 0x00007cab,
+	0x00007528, 0x00007537, 0x00007543, 0x00007559,
+	0x00007583, 0x000075b6, 0x0000765e, 0x000076ae,
+	0x000076d6, 0x00007728, 0x0000776a, 0x000077a6,
+	0x000077bd, 0x00007887, 0x000078b4, 0x00007a6e,
+	0x00007a88, 0x00007aa1, 0x00007ac2, 0x00007ad9,
+	0x00007b06, 0x00007b0d, 0x00007b27, 0x00007b4d,
+	0x00007b62, 0x00007bbc, 0x00007c51, 0x00007cb4,
+	0x00007cc7, 0x00007cee, 0x00007d16, 0x00007d24,
 	// Entry 280 - 29F
-	0x00007cbc, 0x00007cc3, 0x00007df9, 0x00007e00,
-	0x00007e3a, 0x00007e3f, 0x00007e54, 0x00007e68,
-	0x00007e7a, 0x00007e90, 0x00007eab, 0x00007f80,
-	0x00007f98, 0x00008039, 0x000080c8, 0x000080d8,
-	0x000081b2, 0x00008274, 0x00008279, 0x00008289,
-	0x00008297, 0x000082a7, 0x000082b7, 0x000082c1,
-	0x000082ea, 0x00008304, 0x0000831f, 0x000083ad,
-	0x000083eb, 0x000083fc, 0x00008409, 0x00008424,
+	0x00007d34, 0x00007d45, 0x00007d4c, 0x00007e82,
+	0x00007e89, 0x00007ec3, 0x00007ec8, 0x00007edd,
+	0x00007ef1, 0x00007f03, 0x00007f19, 0x00007f34,
+	0x00008009, 0x00008021, 0x000080c2, 0x00008151,
+	0x00008161, 0x0000823b, 0x000082fd, 0x00008302,
+	0x00008312, 0x00008320, 0x00008330, 0x00008340,
+	0x0000834a, 0x00008373, 0x0000838d, 0x000083a8,
+	0x00008436, 0x00008474, 0x00008485, 0x00008492,
 	// Entry 2A0 - 2BF
-	0x00008438, 0x00008456, 0x000084a1, 0x000084e2,
-	0x00008558, 0x0000859e, 0x000085b7, 0x000085cf,
-	0x00008622, 0x0000865d, 0x000086f5, 0x00008721,
-	0x00008747, 0x0000877b, 0x00008793, 0x000087be,
-	0x00008867, 0x00008871, 0x000088f9, 0x0000892e,
-	0x0000896f, 0x00008a54, 0x00008bcf, 0x00008ca8,
-	0x00008cc1, 0x00008d8a, 0x00008e13, 0x00008e20,
-	0x00008e72, 0x00008e78, 0x00008f2a, 0x00008fda,
+	0x000084ad, 0x000084c1, 0x000084df, 0x0000852a,
+	0x0000856b, 0x000085e1, 0x00008627, 0x00008640,
+	0x00008658, 0x000086ab, 0x000086e6, 0x0000877e,
+	0x000087aa, 0x000087d0, 0x00008804, 0x0000881c,
+	0x00008847, 0x000088f0, 0x000088fa, 0x00008982,
+	0x000089b7, 0x000089f8, 0x00008add, 0x00008c58,
+	0x00008d31, 0x00008d4a, 0x00008e13, 0x00008e9c,
+	0x00008ea9, 0x00008efb, 0x00008f01, 0x00008fb3,
 	// Entry 2C0 - 2DF
-	0x00009006, 0x0000906f, 0x00009116, 0x000091d8,
-	0x00009208, 0x00009215, 0x0000921b, 0x00009231,
-	0x0000923c, 0x00009243, 0x0000924e, 0x0000925c,
-	0x00009269, 0x00009277, 0x00009290, 0x000092bd,
-	0x00009366, 0x00009379, 0x00009383, 0x00009412,
-	0x00009473, 0x000094cf, 0x000094e1, 0x000094fb,
-	0x0000950e, 0x0000954c, 0x00009588, 0x000095a5,
-	0x000095b2, 0x000095c0, 0x000095ce, 0x000095de,
+	0x00009063, 0x0000908f, 0x000090f8, 0x0000919f,
+	0x00009261, 0x00009291, 0x0000929e, 0x000092a4,
+	0x000092ba, 0x000092c5, 0x000092cc, 0x000092d7,
+	0x000092e5, 0x000092f2, 0x00009300, 0x00009319,
+	0x00009346, 0x000093ef, 0x00009402, 0x0000940c,
+	0x0000949b, 0x000094fc, 0x00009558, 0x0000956a,
+	0x00009584, 0x00009597, 0x000095d5, 0x00009611,
+	0x0000962e, 0x0000963b, 0x00009649, 0x00009657,
 	// Entry 2E0 - 2FF
-	0x0000961a, 0x00009654, 0x000096d1, 0x000096dc,
-	0x00009706, 0x00009713, 0x0000972f, 0x00009733,
-	0x00009745, 0x00009807, 0x0000983a, 0x00009845,
-	0x0000984f, 0x00009864, 0x0000986d, 0x00009877,
-	0x0000988c, 0x000098b0, 0x000098ca, 0x000098df,
-	0x0000990b, 0x00009910, 0x00009925, 0x00009937,
-	0x0000996c, 0x0000997d, 0x000099aa, 0x000099d9,
-	0x00009afb, 0x00009c1d, 0x00009c93, 0x00009d1e,
+	0x00009667, 0x000096a3, 0x000096dd, 0x0000975a,
+	0x00009765, 0x0000978f, 0x0000979c, 0x000097b8,
+	0x000097bc, 0x000097ce, 0x00009890, 0x000098c3,
+	0x000098ce, 0x000098d8, 0x000098ed, 0x000098f6,
+	0x00009900, 0x00009915, 0x00009939, 0x00009953,
+	0x00009968, 0x00009994, 0x00009999, 0x000099ae,
+	0x000099c0, 0x000099f5, 0x00009a06, 0x00009a33,
+	0x00009a62, 0x00009b84, 0x00009ca6, 0x00009d1c,
 	// Entry 300 - 31F
-	0x00009dad, 0x00009e14, 0x00009e56, 0x00009e9e,
-	0x00009f11, 0x00009f59, 0x00009f87, 0x00009fb5,
-	0x00009fe8, 0x0000a01b,
-} // Size: 3136 bytes
+	0x00009da7, 0x00009e36, 0x00009e9d, 0x00009edf,
+	0x00009f27, 0x00009f9a, 0x00009fe2, 0x0000a010,
+	0x0000a03e, 0x0000a071, 0x0000a0a4,
+} // Size: 3140 bytes
 
-const frData string = "" + // Size: 40987 bytes
+const frData string = "" + // Size: 41124 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1968,114 +1971,116 @@ const frData string = "" + // Size: 40987 bytes
 	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
 	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
 	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
-	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
-	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
-	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
-	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
-	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
-	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
-	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
-	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
-	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
-	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
-	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
-	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
-	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
-	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs de la re" +
-	"quête de l’URL et des en-têtes, et les secrets de signature, sont scellé" +
-	"s et jamais affichés. Créez, modifiez et supprimez les destinations par " +
-	"l’API (/api/v1/destinations).\x02Destinations par nom\x02valeur masquée" +
-	"\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification" +
-	"\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signa" +
-	"ture)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal p" +
-	"lus tard\u202f: %[1]d caractères au plus. Il est conservé après l’efface" +
-	"ment, quelle que soit la rétention\u202f: écrivez la référence de la dem" +
-	"ande, pas le nom de la personne.\x02Effacer l’instance de processus %[1]" +
-	"s\x02Effacer cette instance maintenant\u202f? Elle est supprimée avec se" +
-	"s occurrences et leurs tentatives, comme la rétention la supprimerait." +
-	"\x02Ses entrées, ses sorties, sa clé métier et les messages des exécutan" +
-	"ts partent avec elle\u202f; c’est irréversible. Les enregistrements d’au" +
-	"dit qui la nomment restent (qui a fait quoi, et pourquoi), de même que l" +
-	"es sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette i" +
-	"nstance est %[1]s\u202f: seule une instance terminée peut être effacée. " +
-	"Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée " +
-	"(occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le jo" +
-	"urnal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[" +
-	"2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur" +
-	"\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: r" +
-	"eprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
-	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[" +
-	"2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque définit" +
-	"ion maintenant, et ce que ses exécutants ont terminé dans la dernière he" +
-	"ure\u202f: les occurrences achevées, avec succès ou en échec. Une occurr" +
-	"ence reprise depuis compte là où elle se termine ensuite\u202f; un échec" +
-	" qui laisse des tentatives n’est pas compté, la page de son occurrence l" +
-	"e montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
-	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
-	"ces bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Te" +
-	"rminées, dernière heure\x02En échec, dernière heure\x02Aucune définition" +
-	" n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
-	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
-	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
-	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
-	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
-	"nche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heur" +
-	"e\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tra" +
-	"nche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussit" +
-	"es et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tr" +
-	"anche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
-	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
-	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
-	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
-	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
-	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
-	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
-	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
-	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
-	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
-	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
-	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
-	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
-	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
-	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
-	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
-	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
-	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
-	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
-	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
-	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
-	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
-	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
-	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
-	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
-	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
-	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
-	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
-	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
-	"rateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
-	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
-	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
-	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
-	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
-	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
-	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
-	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
-	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
-	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
-	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
-	"normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Aba" +
+	"isse la protection\u202f: %[1]s. Avec le contrat le plus récent, les val" +
+	"eurs de ces champs sont moins protégées qu’avec l’ancien.\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompat" +
+	"ibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02" +
+	"obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs ret" +
+	"irées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s" +
+	"\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ facu" +
+	"ltatif de type %[2]s (classification %[1]s)\x02champ obligatoire de type" +
+	" %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâches" +
+	"\u202f: leur copie de travail, leurs révisions immuables et leurs public" +
+	"ations nommées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02au" +
+	"cune pour l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01" +
+	"\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucun" +
+	"e destination pour l’instant.\x02Aucune autre destination.\x02Les points" +
+	" d’accès HTTP qu’appellent les nœuds push. Les valeurs de la requête de " +
+	"l’URL et des en-têtes, et les secrets de signature, sont scellés et jama" +
+	"is affichés. Créez, modifiez et supprimez les destinations par l’API (/a" +
+	"pi/v1/destinations).\x02Destinations par nom\x02valeur masquée\x02URL" +
+	"\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucun " +
+	"en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)\x02G" +
+	"arder l’instance\x02Dites pourquoi, pour qui lira le journal plus tard" +
+	"\u202f: %[1]d caractères au plus. Il est conservé après l’effacement, qu" +
+	"elle que soit la rétention\u202f: écrivez la référence de la demande, pa" +
+	"s le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02Eff" +
+	"acer cette instance maintenant\u202f? Elle est supprimée avec ses occurr" +
+	"ences et leurs tentatives, comme la rétention la supprimerait.\x02Ses en" +
+	"trées, ses sorties, sa clé métier et les messages des exécutants partent" +
+	" avec elle\u202f; c’est irréversible. Les enregistrements d’audit qui la" +
+	" nomment restent (qui a fait quoi, et pourquoi), de même que les sauvega" +
+	"rdes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance es" +
+	"t %[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez-la" +
+	" d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurrenc" +
+	"es\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d’au" +
+	"dit.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s\u202f;" +
+	" rien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02toute a" +
+	"utre erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, a" +
+	"bandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’" +
+	"instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3" +
+	"]s\x02La file d’attente et les incidents de chaque définition maintenant" +
+	", et ce que ses exécutants ont terminé dans la dernière heure\u202f: les" +
+	" occurrences achevées, avec succès ou en échec. Une occurrence reprise d" +
+	"epuis compte là où elle se termine ensuite\u202f; un échec qui laisse de" +
+	"s tentatives n’est pas compté, la page de son occurrence le montre.\x02R" +
+	"éussites et échecs, dernière heure\x02Définitions, celles qui demandent" +
+	" de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées" +
+	"\x02En échec\x02Attente de la plus ancienne disponible\x02Terminées, der" +
+	"nière heure\x02En échec, dernière heure\x02Aucune définition n’a encore " +
+	"d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes" +
+	" environ.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécu" +
+	"tant\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d" +
+	"’occurrences\u202f: vérifiez la clé, ou affichez toutes les définition" +
+	"s.\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
+	"\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: " +
+	"%[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de 5" +
+	"\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussites et éch" +
+	"ecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02" +
+	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s " +
+	"%[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[" +
+	"1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
+	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
+	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
+	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
+	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
+	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Abando" +
+	"nnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérate" +
+	"ur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu\u202f:" +
+	" «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à partir " +
+	"de 1.\x02Une version est celle d’un processus\u202f: choisissez aussi le" +
+	" processus.\x02Date de création\x02La taille de page doit être comprise " +
+	"entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise" +
+	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
+	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
+	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
+	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
+	"ssus\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée" +
+	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
 	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
 	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
 	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
@@ -2351,4 +2356,4 @@ const frData string = "" + // Size: 40987 bytes
 	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
 	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 79098 bytes (77KiB); checksum: 1A54F8B1
+	// Total table size 79362 bytes (77KiB); checksum: E7955B68
