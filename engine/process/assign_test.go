@@ -123,3 +123,17 @@ func TestCheckCompletionDominance(t *testing.T) {
 		})
 	}
 }
+
+// A node's protected output feeding a less protected field is refused with
+// the fix, which is the target's: the designer read no way out (designer
+// QA).
+func TestProtectedNodeOutputSaysTheFix(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, []byte(`{"inputs": {"fields": []}, "start": "vault", "nodes": {
+	  "vault": {"kind": "pull", "definition": "vault_read", "revision": 1, "next": "notify"},
+	  "notify": {"kind": "pull", "definition": "notify", "revision": 1,
+	    "inputs": {"reference": {"value": "R-1"}, "label": {"from": "nodes.vault.output.key"}}, "next": "done"},
+	  "done": {"kind": "end"}}}`))
+	expectExactly(t, Check(p, resolver, testLimits), []want{{"/nodes/notify/inputs/label",
+		"secret source cannot feed normal field label: protection may only grow; classify label secret in a new revision of the node's definition"}})
+}

@@ -333,7 +333,9 @@ func assign(s, t contracts.Field, sRank, tRank int, where string, top bool, kept
 	case sRank > tRank:
 		// Protection may only grow: a lower class would show or store in
 		// clear what the source promised to protect.
-		out = append(out, fmt.Sprintf("%s source cannot feed %s field %s", className(sRank), className(tRank), where))
+		// The fix is the target's (designer QA: the message said none).
+		out = append(out, fmt.Sprintf("%s source cannot feed %s field %s: protection may only grow; classify %s %s in a new revision of the node's definition",
+			className(sRank), className(tRank), where, where, className(sRank)))
 	case kept == "business key" && sRank < tRank:
 		// Nor may it grow from what the instance keeps less protected:
 		// the value the definition protects would be stored and shown

@@ -88,6 +88,9 @@ var workingDocs = map[string]string{
 	    {"name": "emails", "type": "list", "items": {"type": "text", "classification": "sensitive"}}]},
 	  "outputs": {"fields": [{"name": "delivered", "type": "boolean", "required": true}]}}`,
 	"noop@1": `{"name": "No-op", "inputs": {"fields": []}, "outputs": {"fields": []}}`,
+	// A secret output, for bindings from a node's outputs.
+	"vault_read@1": `{"name": "Read the vault", "inputs": {"fields": []},
+	  "outputs": {"fields": [{"name": "key", "type": "text", "required": true, "classification": "secret"}]}}`,
 }
 
 var destinations = map[string]time.Duration{
