@@ -2,6 +2,7 @@ package apply
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,6 +88,10 @@ func problems(d Document, err error) []Problem {
 			for i, e := range ae.Errors {
 				out[i] = Problem{Doc: d, Pointer: e.Path, Message: e.Message}
 			}
+			// In file order, as the local checks' (load): the server
+			// sorts by pointer, which put a node "not reachable" before
+			// the misspelt next that cut it off (designer QA).
+			slices.SortStableFunc(out, func(a, b Problem) int { return cmp.Compare(a.line(), b.line()) })
 			return out
 		}
 		return []Problem{{Doc: d, Pointer: envelopePointer(d, ae.Code), Message: fmt.Sprintf("%s (%s)", ae.Detail, ae.Code)}}

@@ -592,3 +592,39 @@ func TestApplyNamesTheWorkingEditsItDiscards(t *testing.T) {
 		t.Errorf("apply over a reworded Working: %q, want %q", got, want)
 	}
 }
+
+// A process's problems found against the plan come in file order, as the
+// local checks' do: sorted by pointer, a node cut off by a misspelt next
+// ("/nodes/done: not reachable") came before the misspelling on an
+// earlier line (designer QA).
+func TestPlannedProblemsComeInFileOrder(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	c := &apply.Client{URL: env.URL, Token: env.Admin}
+	examples := filepath.Join(relaistest.Root(), "examples")
+	dir := t.TempDir()
+	for _, f := range []string{"definitions/add_company_to_crm.yaml", "definitions/score_company.yaml", "destinations/destinations.yaml", "processes/onboard_company.yaml"} {
+		data, err := os.ReadFile(filepath.Join(examples, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(f, "processes/") {
+			data = []byte(strings.Replace(strings.Replace(string(data), "routes: {created: score, existing: done}", "routes: {created: score, existing: score}", 1),
+				"    next: done\n", "    next: dnoe\n", 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docs, problems, err := apply.Load(dir)
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("load: %v %v", err, problems)
+	}
+	var got []string
+	for _, p := range c.Apply(context.Background(), docs, true, func(apply.Result) {}) {
+		got = append(got, strings.TrimPrefix(p.String(), dir+string(filepath.Separator)))
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `/nodes/score/next: `) || !strings.Contains(got[1], `/nodes/done: `) {
+		t.Errorf("problems %q, want the misspelt next first, then the node it cut off", got)
+	}
+}
