@@ -533,8 +533,14 @@ func syntaxProblem(d Document, text string, err error) Problem {
 			block, p.Line = p.Line, k
 		}
 	}
+	continued := 0
+	if strings.Contains(msg, "mapping values are not allowed in this context") {
+		continued = continuedLine(text, p.Line)
+	}
 	msg = strings.TrimPrefix(msg, "unmarshal errors: ")
 	switch {
+	case continued > 0:
+		msg += fmt.Sprintf(" (this line is indented deeper than line %d, so it reads as the rest of that line's value: align it with its siblings)", continued)
 	case block > 0:
 		msg += fmt.Sprintf(" (this line is indented unlike its neighbours in the block that starts at line %d: align it with its siblings, or under the key it belongs to)", block)
 	case strings.Contains(msg, "did not find expected alphabetic or numeric character"):
@@ -554,6 +560,40 @@ func syntaxProblem(d Document, text string, err error) Problem {
 	}
 	p.Message = "not valid " + language + ": " + msg
 	return p
+}
+
+// continuedLine is the line before line (1-based) of text whose value the
+// parser read line as continuing, or 0: a "key: value" line whose key
+// begins left of line's indentation. Indented one space deeper than its
+// sibling (the usual slip), a "key: value" line is refused as a mapping
+// where a plain value goes on, the hint for "did not find expected key"
+// does not apply, and the parser's words say nothing of indentation
+// (designer QA).
+func continuedLine(text string, line int) int {
+	lines := strings.Split(text, "\n")
+	if line < 2 || line > len(lines) {
+		return 0
+	}
+	indent := func(s string) int { return len(s) - len(strings.TrimLeft(s, " ")) }
+	at := indent(lines[line-1])
+	for i := line - 2; i >= 0; i-- {
+		rest := strings.TrimLeft(lines[i], " ")
+		if rest == "" || strings.HasPrefix(rest, "#") {
+			continue
+		}
+		key := indent(lines[i])
+		for strings.HasPrefix(rest, "- ") {
+			after := strings.TrimLeft(rest[2:], " ")
+			key += len(rest) - len(after)
+			rest = after
+		}
+		_, value, ok := strings.Cut(rest, ": ")
+		if value = strings.TrimSpace(value); !ok || value == "" || strings.HasPrefix(value, "#") || at <= key {
+			return 0
+		}
+		return i + 1
+	}
+	return 0
 }
 
 // controlProblems refuses the double-quoted strings under n (at pointer

@@ -389,6 +389,13 @@ func TestLoadSyntaxProblems(t *testing.T) {
 			`7: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 4: align it with its siblings, or under the key it belongs to)`},
 		"indent-key.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n      type: text\n    - name: b\n     type: text\n",
 			`8: /: not valid YAML: did not find expected '-' indicator (this line is indented unlike its neighbours in the block that starts at line 4: align it with its siblings, or under the key it belongs to)`},
+		// A key indented one space deeper than the one before it, whose
+		// value it would continue (designer QA: no hint), in a mapping
+		// and in a list's item.
+		"indent-deeper.yaml": {"kind: Process\nkey: p\nnodes:\n  crm:\n    kind: pull\n     definition: x\n",
+			`6: /: not valid YAML: mapping values are not allowed in this context (this line is indented deeper than line 5, so it reads as the rest of that line's value: align it with its siblings)`},
+		"indent-deeper-item.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n\n       type: text\n",
+			`7: /: not valid YAML: mapping values are not allowed in this context (this line is indented deeper than line 5, so it reads as the rest of that line's value: align it with its siblings)`},
 		// A flow list and a quoted string over two lines before the
 		// slip: a prefix ending inside them is no slip.
 		"indent-flow.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n      type: choice\n      values: [FR, DE,\n               IT]\n    - {name: b,\n       type: text}\n    - name: c\n      type: text\n      pattern: '^a\n        b$'\n     - name: d\n",
