@@ -519,7 +519,16 @@ func (o optionReader) pattern() string {
 	case o.p.longer(at, v.Str, MaxPatternBytes):
 	default:
 		if _, err := regexp.Compile(v.Str); err != nil {
-			o.p.add(at, "pattern is not a valid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			msg := strings.TrimPrefix(err.Error(), "error parsing regexp: ")
+			for _, look := range []string{"(?=", "(?!", "(?<=", "(?<!"} {
+				if strings.Contains(v.Str, look) {
+					// RE2's words (an "invalid named capture" for a
+					// lookbehind) do not name what is refused.
+					msg = "lookarounds ((?=…), (?!…), (?<=…), (?<!…)) are not supported: patterns are RE2, which matches in linear time (" + msg + ")"
+					break
+				}
+			}
+			o.p.add(at, "pattern is not a valid regular expression: %s", msg)
 			return ""
 		}
 		return v.Str
@@ -538,7 +547,7 @@ func (o optionReader) format() string {
 	case v.Kind != jsontree.String:
 		o.p.add(at, "format must be a string, not %s", v.Kind)
 	case !validFormat(v.Str):
-		o.p.add(at, "unknown format %q, want email, uri or uuid", v.Str)
+		o.p.add(at, "unknown format %q, want email, uri or uuid%s", v.Str, suggest.Hint(v.Str, []string{FormatEmail, FormatURI, FormatUUID}))
 	default:
 		return v.Str
 	}
@@ -559,6 +568,10 @@ func (p *parser) values(v *jsontree.Node, at string, f *Field) {
 	for i, item := range v.Items {
 		ip := jsontree.PointerIndex(at, i)
 		switch {
+		case item.Kind == jsontree.Number:
+			// YAML reads 1.10 as the number 1.1: quoted, it stays the
+			// value its author wrote (designer QA).
+			p.add(ip, "choice value must be a string, not number (quote it: %q)", item.Num.String())
 		case item.Kind != jsontree.String:
 			p.add(ip, "choice value must be a string, not %s", item.Kind)
 		case item.Str == "":

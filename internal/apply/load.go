@@ -393,8 +393,7 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 		// The body is checked even when the envelope is wrong: one run
 		// reports every problem of the document.
 		ps := envelope(&d, m)
-		problems = append(problems, ps...)
-		problems = append(problems, check(d)...)
+		problems = append(problems, missedKeys(append(slices.Clone(ps), check(d)...))...)
 		if len(ps) == 0 {
 			docs = append(docs, d)
 		}
@@ -738,7 +737,16 @@ func envelope(d *Document, m map[string]any) []Problem {
 		d.ID, p2 = str("name")
 		ps = append(ps, p2...)
 	case "":
-		return []Problem{{Doc: *d, Pointer: "/kind", Message: "is required (Definition, Release, Process or Destination)"}}
+		msg := "is required (Definition, Release, Process or Destination)"
+		// The body goes unchecked without a kind: a misspelt "kind" would
+		// be reported nowhere else (designer QA: `kin: Process`).
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if _, ok := suggest.Closest(k, []string{"kind"}); ok {
+				msg += fmt.Sprintf("; found %q%s", k, suggest.Meant("kind"))
+				break
+			}
+		}
+		return []Problem{{Doc: *d, Pointer: "/kind", Message: msg}}
 	default:
 		return []Problem{{Doc: *d, Pointer: "/kind", Message: fmt.Sprintf("unknown kind %q (Definition, Release, Process or Destination)%s", d.Kind,
 			suggest.Hint(d.Kind, []string{KindDefinition, KindRelease, KindProcess, KindDestination}))}}
@@ -746,6 +754,27 @@ func envelope(d *Document, m map[string]any) []Problem {
 	d.Body = body
 	if d.Kind == KindDestination {
 		ps = append(ps, expandSecrets(d)...)
+	}
+	return ps
+}
+
+// missedKeys adds to an unknown top-level key of ps the required key it
+// misspells, when one is missing: the envelope's keys (key, name,
+// definition) are taken out of the body before it is checked, so the
+// body's check had no such candidate (designer QA: `kee:` got no hint).
+func missedKeys(ps []Problem) []Problem {
+	var missing []string
+	for _, p := range ps {
+		if name, top := strings.CutPrefix(p.Pointer, "/"); top && !strings.Contains(name, "/") && strings.HasPrefix(p.Message, "is required") {
+			missing = append(missing, name)
+		}
+	}
+	for i, p := range ps {
+		name, top := strings.CutPrefix(p.Pointer, "/")
+		if !top || strings.Contains(name, "/") || p.Message != fmt.Sprintf("unknown key %q", name) {
+			continue
+		}
+		ps[i].Message += suggest.Hint(name, missing)
 	}
 	return ps
 }

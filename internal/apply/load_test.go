@@ -164,6 +164,29 @@ notes: [not, text]
 	}
 }
 
+// A misspelt envelope key (key, kind) is suggested where it is missing:
+// the envelope's keys are taken out of the body before its check, whose
+// candidates lacked them, and a document without a kind has no body
+// checked at all (designer QA).
+func TestLoadSuggestsMisspeltEnvelopeKeys(t *testing.T) {
+	t.Parallel()
+	p := write(t, t.TempDir(), "docs.yaml", `kind: Definition
+kee: loans.notify
+name: Notify
+inputs: {fields: []}
+outputs: {fields: []}
+---
+kin: Process
+key: p
+`)
+	got := problemLines(t, p)
+	want := []string{`1: /key: is required`, `2: /kee: unknown key "kee" (did you mean "key"?)`,
+		`7: /kind: is required (Definition, Release, Process or Destination); found "kin" (did you mean "kind"?)`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestLoadReadsEveryPath: several paths are one set, in apply order
 // across them; a file named twice (itself and through its folder) is read
 // once, and an empty path among them is refused by name.
