@@ -29,7 +29,7 @@ func TestCheckAssignability(t *testing.T) {
 		{"object lacking a required target field", "address", "input.addr_loose",
 			[]want{{"/nodes/notify/inputs/address", "field address.city is required but the source may lack it"}}},
 		{"object with a field the target lacks", "address", "input.addr_extra",
-			[]want{{"/nodes/notify/inputs/address", "source field address.country is not a field of the target"}}},
+			[]want{{"/nodes/notify/inputs/address", "source field address.country is not a field of the target: an object is bound whole, its fields the target's; bind it from an object of the target's fields, or add country to the target in a new revision of its definition"}}},
 		{"list items integer feed number", "scores", "input.ints", nil},
 		{"list items text cannot feed number", "scores", "input.tags",
 			[]want{{"/nodes/notify/inputs/scores", "field scores[]: type text cannot feed number"}}},

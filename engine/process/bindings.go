@@ -74,6 +74,15 @@ func (k *checker) bindings(name string, n *Node, w contracts.Working) {
 		bat := jsontree.Pointer(at, target)
 		tf, ok := findField(w.Inputs.Fields, target)
 		if !ok {
+			if parent, _, nested := strings.Cut(target, "."); nested {
+				if pf, ok := findField(w.Inputs.Fields, parent); ok && pf.Type == contracts.TypeObject {
+					// A designer binding an object's parts one by one
+					// read no way out (designer QA).
+					k.add(bat, "%q is not an input of %s@%d: an object input is bound whole; bind %q from an object with its fields, or from a value",
+						target, n.Definition, n.Revision, parent)
+					continue
+				}
+			}
 			k.add(bat, "%q is not an input of %s@%d%s", target, n.Definition, n.Revision, suggest.Hint(target, fieldNames(w.Inputs.Fields)))
 			continue
 		}
@@ -375,7 +384,8 @@ func assign(s, t contracts.Field, sRank, tRank int, where string, top bool, kept
 					// Unknown properties are rejected at run time, so a
 					// source field the target lacks would fail every time
 					// it is present.
-					out = append(out, fmt.Sprintf("source field %s.%s is not a field of the target", where, sf.Name))
+					out = append(out, fmt.Sprintf("source field %s.%s is not a field of the target: an object is bound whole, its fields the target's; bind it from an object of the target's fields, or add %s to the target in a new revision of its definition",
+						where, sf.Name, sf.Name))
 					continue
 				}
 				out = append(out, assign(sf, tf, sRank, tRank, where+"."+sf.Name, false, kept)...)

@@ -127,6 +127,11 @@ func TestCheckDocument(t *testing.T) {
 		{"binding to an unknown input", validDoc, func(m map[string]any) {
 			sub(node(m, "crm"), "inputs")["nickname"] = map[string]any{"value": "Acme"}
 		}, nil, []want{{"/nodes/crm/inputs/nickname", `"nickname" is not an input of add_company_to_crm@2`}}},
+		// A part of an object input: the message says how to bind it
+		// (designer QA).
+		{"binding to a part of an object input", validDoc, func(m map[string]any) {
+			sub(node(m, "crm"), "inputs")["contact.email"] = map[string]any{"from": "input.company.contact.email"}
+		}, nil, []want{{"/nodes/crm/inputs/contact.email", `"contact.email" is not an input of add_company_to_crm@2: an object input is bound whole; bind "contact" from an object with its fields, or from a value`}}},
 		{"literal not a choice value", validDoc, func(m map[string]any) {
 			sub(node(m, "crm"), "inputs")["source"] = map[string]any{"value": "fax"}
 		}, nil, []want{{"/nodes/crm/inputs/source/value", ""}}},
