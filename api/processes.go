@@ -21,6 +21,9 @@ type processVersionJSON struct {
 	CreatedAt time.Time       `json:"created_at"`
 	Document  json.RawMessage `json:"document,omitempty"`
 	Created   *bool           `json:"created,omitempty"`
+	// LowersProtection names the inputs a version just published
+	// protects less than the one before it.
+	LowersProtection []string `json:"lowers_protection,omitempty"`
 }
 
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -47,11 +50,15 @@ func (a *API) publishProcess() http.Handler {
 		if dryRun {
 			// Every publication check, nothing stored: `relais apply
 			// --dry-run` shows refusals before anything changes.
-			v, exists, err := a.eng.CheckProcess(r.Context(), chi.URLParam(r, "key"), body)
+			c, err := a.eng.CheckProcess(r.Context(), chi.URLParam(r, "key"), body)
 			if err != nil {
 				return err
 			}
-			httpjson.Encode(w, http.StatusOK, map[string]any{"process": chi.URLParam(r, "key"), "version": v, "exists": exists, "dry_run": true})
+			out := map[string]any{"process": chi.URLParam(r, "key"), "version": c.Version, "exists": c.Exists, "dry_run": true}
+			if len(c.LoweredProtection) > 0 {
+				out["lowers_protection"] = c.LoweredProtection
+			}
+			httpjson.Encode(w, http.StatusOK, out)
 			return nil
 		}
 		pv, created, err := a.eng.PublishProcess(r.Context(), chi.URLParam(r, "key"), body)
@@ -63,7 +70,8 @@ func (a *API) publishProcess() http.Handler {
 			status = http.StatusCreated
 			located(w, "/api/v1/processes/"+url.PathEscape(pv.Key)+"/versions/"+strconv.Itoa(pv.Version))
 		}
-		httpjson.Encode(w, status, processVersionJSON{Process: pv.Key, Version: pv.Version, Digest: pv.Digest, CreatedAt: pv.CreatedAt, Created: &created})
+		httpjson.Encode(w, status, processVersionJSON{Process: pv.Key, Version: pv.Version, Digest: pv.Digest, CreatedAt: pv.CreatedAt, Created: &created,
+			LowersProtection: pv.LoweredProtection})
 		return nil
 	})
 }

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -89,5 +90,39 @@ func TestAnUnknownReferenceSaysWhatExists(t *testing.T) {
 		if !said {
 			t.Errorf("%s: %d %s; want 422 saying %q", c.name, res.Status, res.Body, c.want)
 		}
+	}
+}
+
+// A process version that protects an input less than the version before
+// it says so in the answer that makes it and in its dry run, as a
+// definition's diff does: the API said nothing, only relais apply and the
+// replica's log did (designer QA).
+func TestAVersionLoweringProtectionSaysSo(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	withMemo := func(class string) map[string]any {
+		doc := relaistest.CRMProcess(nil)
+		fields := doc["inputs"].(map[string]any)["fields"].([]any)
+		doc["inputs"].(map[string]any)["fields"] = append(fields, map[string]any{"name": "memo", "type": "text", "classification": class})
+		return doc
+	}
+	first := env.Must(201, "POST", "/api/v1/processes/memo/versions", env.Designer, withMemo("sensitive")).JSON(t)
+	if _, ok := first["lowers_protection"]; ok {
+		t.Errorf("a first version lowers protection: %v", first)
+	}
+	const want = "[/inputs/memo (classification sensitive → normal)]"
+	dry := env.Must(200, "POST", "/api/v1/processes/memo/versions?dry_run=true", env.Designer, withMemo("normal")).JSON(t)
+	if got := fmt.Sprint(dry["lowers_protection"]); got != want {
+		t.Errorf("dry run: lowers_protection %s, want %s", got, want)
+	}
+	made := env.Must(201, "POST", "/api/v1/processes/memo/versions", env.Designer, withMemo("normal")).JSON(t)
+	if got := fmt.Sprint(made["lowers_protection"]); got != want || made["version"] != float64(2) {
+		t.Errorf("publication: %v, want version 2 lowering %s", made, want)
+	}
+	// Published again, nothing is made, and nothing lowered.
+	again := env.Must(200, "POST", "/api/v1/processes/memo/versions", env.Designer, withMemo("normal")).JSON(t)
+	if _, ok := again["lowers_protection"]; ok {
+		t.Errorf("the same document again: %v", again)
 	}
 }

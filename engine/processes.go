@@ -23,6 +23,10 @@ type ProcessVersion struct {
 	Document  []byte // canonical bytes, as digested
 	Process   *process.Process
 	CreatedAt time.Time
+	// LoweredProtection, for a version its publication made, lists the
+	// inputs it protects less than the version before it, each as its
+	// path and what changed (see contracts.LoweredProtection).
+	LoweredProtection []string
 }
 
 // ProcessSummary is a process key with its latest version.
@@ -302,9 +306,7 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		next = 1
 		if latest, err := q.ProcessVersionLatest(ctx, key); err == nil {
 			next = latest.Version + 1
-			if old, vs := process.Parse(latest.Document); len(vs) == 0 {
-				lowered = contracts.LoweredProtection(contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: p.Inputs}))
-			}
+			lowered = loweredSince(latest.Document, p)
 		} else if !isNoRows(err) {
 			return err
 		}
@@ -323,7 +325,20 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 	if err != nil {
 		return ProcessVersion{}, false, wrap("publish process "+key, err)
 	}
+	if created {
+		out.LoweredProtection = lowered
+	}
 	return out, created, nil
+}
+
+// loweredSince lists the inputs p protects less than the version whose
+// canonical document is previous.
+func loweredSince(previous []byte, p *process.Process) []string {
+	old, vs := process.Parse(previous)
+	if len(vs) > 0 {
+		return nil
+	}
+	return contracts.LoweredProtection(contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: p.Inputs}))
 }
 
 // publishedAs returns the published version of key whose digest is
@@ -430,25 +445,35 @@ func (e *Engine) ListProcesses(ctx context.Context, after string, limit int) ([]
 	return out, nil
 }
 
+// ProcessCheck is what publishing a process document would do.
+type ProcessCheck struct {
+	// Version is the version publishing gives: an existing one (Exists,
+	// the same digest) or the next.
+	Version int
+	Exists  bool
+	// LoweredProtection is what the next version would protect less than
+	// the latest one (as ProcessVersion's).
+	LoweredProtection []string
+}
+
 // CheckProcess runs every check PublishProcess runs without storing
-// anything, and says which version publishing would give: an existing one
-// (same digest) or the next.
-func (e *Engine) CheckProcess(ctx context.Context, key string, document []byte) (version int, exists bool, err error) {
+// anything, and says what publishing would do.
+func (e *Engine) CheckProcess(ctx context.Context, key string, document []byte) (ProcessCheck, error) {
 	p, _, err := e.checkProcess(ctx, key, document)
 	if err != nil {
-		return 0, false, err
+		return ProcessCheck{}, err
 	}
 	if row, err := e.q.ProcessVersionGetByDigest(ctx, queries.ProcessVersionGetByDigestParams{ProcessKey: key, Digest: p.Digest()}); err == nil {
-		return int(row.Version), true, nil
+		return ProcessCheck{Version: int(row.Version), Exists: true}, nil
 	} else if !isNoRows(err) {
-		return 0, false, wrap("check process", err)
+		return ProcessCheck{}, wrap("check process", err)
 	}
 	latest, err := e.q.ProcessVersionLatest(ctx, key)
 	if isNoRows(err) {
-		return 1, false, nil
+		return ProcessCheck{Version: 1}, nil
 	}
 	if err != nil {
-		return 0, false, wrap("check process", err)
+		return ProcessCheck{}, wrap("check process", err)
 	}
-	return int(latest.Version) + 1, false, nil
+	return ProcessCheck{Version: int(latest.Version) + 1, LoweredProtection: loweredSince(latest.Document, p)}, nil
 }
