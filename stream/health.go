@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
 )
 
@@ -98,6 +99,32 @@ func (h *health) databaseDownFor() time.Duration {
 		return 0
 	}
 	return time.Since(time.Unix(0, since))
+}
+
+// whileAnswered returns ctx, cancelled with pgfault.ErrUnresponsive once
+// the replica's probe gets no answer from PostgreSQL (at once if it gets
+// none now), and the function that stops watching, which cancels it
+// (once, however often called). A
+// stream's setup runs statements that a database which hangs never
+// answers: a Subscribe waited for it without end, where the REST routes
+// are refused 503 (stream client QA). The loop, once running, has rules
+// of its own (see databaseLostAfter).
+func (h *health) whileAnswered(ctx context.Context) (context.Context, func()) {
+	c, cancel := context.WithCancelCause(ctx)
+	down := h.downSignal()
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-down:
+			cancel(pgfault.ErrUnresponsive)
+		case <-done:
+		case <-c.Done():
+		}
+	}()
+	return c, sync.OnceFunc(func() {
+		close(done)
+		cancel(nil)
+	})
 }
 
 // changed tells every watch to check the status again.

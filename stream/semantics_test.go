@@ -1026,3 +1026,49 @@ func TestClaimWithoutAnswerIsAskedAgainSoon(t *testing.T) {
 		return strings.Contains(f.env.Logs.String(), "stream claim recovered"), f.env.Logs.String()
 	})
 }
+
+// Subscribing through a replica whose PostgreSQL hangs is refused 503
+// database_unavailable, as the REST routes are: by the probe's verdict when
+// the Subscribe came before it, at once after. It waited without end, not
+// even headers sent, and one left waiting was accepted when the database
+// answered again, then ended at once (stream client QA).
+func TestSubscribingWhilePostgreSQLHangsIsRefused(t *testing.T) {
+	t.Parallel()
+	opts, cluster, pool := relaistest.OwnCluster(t)
+	env := relaistest.NewOnPool(t, pool)
+	consumer := env.CRMOnly()
+	c := newClient(t, "connect", env.URL)
+	open(t, c, consumer, subscribeRequest("warm", 1)).close() // its token known to the replica
+	thaw := relaistest.Freeze(t, opts)
+	defer func() {
+		thaw()
+		_ = cluster.Stop(context.Background())
+	}()
+	subscribe := func(worker string) (time.Duration, error) {
+		began := time.Now()
+		got := make(chan error, 1)
+		go func() {
+			_, err := tryOpen(t, c, consumer, subscribeRequest(worker, 1))
+			got <- err
+		}()
+		select {
+		case err := <-got:
+			return time.Since(began), err
+		case <-time.After(20 * time.Second):
+			t.Fatalf("subscribing %s: no answer within 20s", worker)
+			return 0, nil
+		}
+	}
+	d, err := subscribe("early")
+	wantRefusal(t, "subscribing before the probe's verdict", err, "unavailable", "database_unavailable")
+	// The probe pings every 2 s, each given 2 s.
+	if d > 10*time.Second {
+		t.Errorf("subscribing before the verdict was refused after %v, want by the verdict", d)
+	}
+	d, err = subscribe("late")
+	wantRefusal(t, "subscribing after the probe's verdict", err, "unavailable", "database_unavailable")
+	if d > 2*time.Second {
+		t.Errorf("subscribing after the verdict was refused after %v, want at once", d)
+	}
+	t.Logf("refused after %v once the verdict was in", d)
+}

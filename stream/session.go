@@ -337,17 +337,24 @@ func resumeList(m *workerv1.SubscribeRequest, errs []fault.FieldError) ([]engine
 // Subscribe serves one worker stream (DESIGN §10).
 func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1.SubscribeRequest], out *connect.ServerStream[workerv1.WorkerEvent]) error {
 	const procedure = "Subscribe"
-	principal, token, err := svc.consumer(ctx, req.Header())
+	// Refused at once while the replica's probe gets no answer, and cut
+	// short if it stops getting one before the stream is accepted.
+	setup, endSetup := svc.health.whileAnswered(ctx)
+	defer endSetup()
+	if svc.health.down.Load() {
+		return toConnect(setup, svc.logger, procedure, pgfault.Unavailable(pgfault.ErrUnresponsive))
+	}
+	principal, token, err := svc.consumer(setup, req.Header())
 	if err != nil {
-		return toConnect(ctx, svc.logger, procedure, err)
+		return toConnect(setup, svc.logger, procedure, err)
 	}
 	p, err := svc.subscribeParams(req.Msg)
 	if err != nil {
-		return toConnect(ctx, svc.logger, procedure, err)
+		return toConnect(setup, svc.logger, procedure, err)
 	}
-	pairs, err := svc.eng.ResolveSubscriptions(ctx, principal.ConsumerID, p.subs)
+	pairs, err := svc.eng.ResolveSubscriptions(setup, principal.ConsumerID, p.subs)
 	if err != nil {
-		return toConnect(ctx, svc.logger, procedure, err)
+		return toConnect(setup, svc.logger, procedure, err)
 	}
 	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, workerID: p.workerID, transport: req.Peer().Protocol, subs: p.subs,
 		credit: p.credit, lock: p.lock, connectedAt: time.Now(), pairs: pairs, pairsSeen: pairs, held: map[uuid.UUID]int{},
@@ -366,12 +373,12 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 		replaced.post(event{kind: eventReplaced})
 	}
 	// A stream of this worker on another replica ends too.
-	if err := svc.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalTakeover, Stream: s.id,
+	if err := svc.eng.SignalWorkers(setup, engine.WorkerSignal{Kind: engine.SignalTakeover, Stream: s.id,
 		ConsumerID: s.consumerID, WorkerID: s.workerID}); err != nil {
-		return toConnect(ctx, svc.logger, procedure, err)
+		return toConnect(setup, svc.logger, procedure, err)
 	}
 	r := &runner{svc: svc, s: s, out: out, rc: responseController(ctx)}
-	return r.run(ctx)
+	return r.run(ctx, setup, endSetup)
 }
 
 // runner drives one session's loop.
@@ -431,20 +438,24 @@ func (r *runner) wakeAt(at time.Time) {
 	r.due.Reset(max(time.Until(at), time.Millisecond))
 }
 
-func (r *runner) run(ctx context.Context) error {
+// run serves the stream; setup is ctx for the statements that come before
+// its first heartbeat (see health.whileAnswered).
+func (r *runner) run(ctx, setup context.Context, endSetup func()) error {
 	svc, s := r.svc, r.s
-	if _, err := svc.eng.SeeStream(ctx, r.presence()); err != nil {
-		return toConnect(ctx, svc.logger, "Subscribe", err)
+	if _, err := svc.eng.SeeStream(setup, r.presence()); err != nil {
+		return toConnect(setup, svc.logger, "Subscribe", err)
 	}
 	svc.eng.LogWorker(engine.EventWorkerConnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
 		"stream", s.id, "transport", s.transport, "max_in_flight", s.credit, "definitions", len(s.keys))
 	reason := endClientLeft
 	defer func() { r.end(ctx, reason) }()
 
-	resumed, err := r.takeOver(ctx)
+	resumed, err := r.takeOver(setup)
 	if err != nil {
-		return toConnect(ctx, svc.logger, "Subscribe", err)
+		return toConnect(setup, svc.logger, "Subscribe", err)
 	}
+	// Accepted: from its first heartbeat on, the loop's rules hold.
+	endSetup()
 	if err := r.heartbeat(resumed...); err != nil {
 		reason = endSendFailed
 		return nil
