@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -37,7 +38,28 @@ func (c strictJSON) Unmarshal(data []byte, message any) error {
 	if len(data) == 0 {
 		return errors.New("an empty body is no JSON object")
 	}
-	return protojson.UnmarshalOptions{}.Unmarshal(data, m)
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, m); err != nil {
+		return fmt.Errorf("%w%s", err, jsonHint(err.Error()))
+	}
+	return nil
+}
+
+// jsonHint says how to write what protobuf's JSON refused, where its words
+// do not: connect-go answers a body that does not decode with its own
+// error, no Relais Problem (stream client QA: "PT60S", REST's way, read
+// as an invalid Duration, with no word of the form wanted).
+func jsonHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "google.protobuf.Duration value"):
+		return ` (a duration is a string of seconds ending in s, as "60s" or "1.5s", not ISO 8601's "PT60S")`
+	case strings.Contains(msg, "google.protobuf.Timestamp value"):
+		return ` (a time is an RFC 3339 string in UTC, as "2026-12-06T10:00:00Z")`
+	case strings.Contains(msg, "unknown field"):
+		return " (members are named as in proto/relais/worker/v1/worker.proto, in lowerCamelCase or snake_case)"
+	case strings.Contains(msg, "illegal base64"), strings.Contains(msg, "invalid value for bytes field"):
+		return " (a bytes member, outputs or inputs, is base64: the JSON document encoded)"
+	}
+	return ""
 }
 
 // strictJSONCodecs replaces both names connect-go registers its JSON codec

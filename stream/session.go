@@ -279,7 +279,12 @@ func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribePara
 		}
 		p.subs = append(p.subs, s)
 	}
-	if m.GetMaxInFlight() < 1 {
+	switch {
+	case m.GetMaxInFlight() == 0:
+		// Unset reads as 0 in protobuf: there is no default to fall back
+		// on (stream client QA read "at least 1" as a value refused).
+		errs = append(errs, fault.FieldError{Path: "/max_in_flight", Message: fmt.Sprintf("is required: how many unsettled assignments the stream may hold, 1 to %d", svc.cfg.Stream.MaxInFlight)})
+	case m.GetMaxInFlight() < 1:
 		errs = append(errs, fault.FieldError{Path: "/max_in_flight", Message: "must be at least 1: it is how many unsettled assignments the stream may hold"})
 	}
 	if d := m.GetLockDuration(); d != nil {

@@ -23,7 +23,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -145,7 +147,8 @@ func (s *Service) Handlers() map[string]http.Handler {
 	// Each procedure at its own path too, so that the request metrics and
 	// logs tell a minutes-long Subscribe from a Complete (the service path,
 	// ending in /, takes what no procedure is).
-	for _, p := range []string{workerv1connect.WorkerServiceSubscribeProcedure, workerv1connect.WorkerServiceHeartbeatProcedure,
+	out[workerv1connect.WorkerServiceSubscribeProcedure] = unaryJSONSubscribe(h)
+	for _, p := range []string{workerv1connect.WorkerServiceHeartbeatProcedure,
 		workerv1connect.WorkerServiceDrainProcedure, workerv1connect.WorkerServiceCompleteProcedure, workerv1connect.WorkerServiceFailProcedure,
 		workerv1connect.WorkerServiceExtendProcedure, workerv1connect.WorkerServiceDeferProcedure, workerv1connect.WorkerServiceReleaseProcedure} {
 		out[p] = h
@@ -158,6 +161,24 @@ func (s *Service) Handlers() map[string]http.Handler {
 	path, h = grpchealth.NewHandler(s.health)
 	out[path] = s.health.endWatches(h)
 	return out
+}
+
+// unaryJSONSubscribe answers a Subscribe sent as a unary Connect call
+// (Content-Type application/json, the first thing curl sends) with a body
+// that says what a stream takes: connect-go answers it 415 with none
+// (stream client QA).
+func unaryJSONSubscribe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if r.Method != http.MethodPost || mt != "application/json" && mt != "application/proto" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Accept-Post", "application/connect+json, application/connect+proto, application/grpc, application/grpc-web")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnsupportedMediaType)
+		_, _ = io.WriteString(w, `{"code":"unimplemented","message":"Subscribe is a server stream: send it as Connect's streaming protocol (Content-Type application/connect+json, the message in one enveloped frame), gRPC or gRPC-Web, not as a unary call (application/json); see README, Connected workers"}`+"\n")
+	})
 }
 
 // settling are the procedures that settle an occurrence, as the REST

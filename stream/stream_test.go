@@ -229,6 +229,9 @@ func TestSubscribeRefusals(t *testing.T) {
 		if tt.problem != "bound_exceeded" && (p.GetField() != "" || p.GetCeiling() != "") {
 			t.Errorf("%s: field %q, ceiling %q on a %s", tt.name, p.GetField(), p.GetCeiling(), tt.problem)
 		}
+		if tt.name == "zero credit" && !strings.Contains(fmt.Sprint(p.GetErrors()), "is required: how many unsettled assignments the stream may hold, 1 to 10") {
+			t.Errorf("%s: errors %v, want max_in_flight said required, with its range", tt.name, p.GetErrors())
+		}
 		if tt.pointer != "" {
 			found := false
 			for _, e := range p.GetErrors() {
@@ -283,6 +286,36 @@ func TestMalformedMessages(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 400 || !strings.Contains(string(data), "retries") {
 		t.Errorf("Connect JSON Fail with an unknown member: %d %s, want 400 naming it", res.StatusCode, data)
+	}
+	// connect-go's refusal carries no Problem: its message says how to
+	// write what it refused (stream client QA).
+	for _, tc := range []struct{ procedure, body, want string }{
+		{workerv1connect.WorkerServiceFailProcedure, `{"occurrenceId": "0198a4b4-5c3e-7000-8000-000000000000", "workerId": "w", "errorCode": "X", "retries": 2}`, "worker.proto"},
+		{workerv1connect.WorkerServiceExtendProcedure, `{"occurrenceId": "0198a4b4-5c3e-7000-8000-000000000000", "workerId": "w", "lockDuration": "PT60S"}`, `as \"60s\"`},
+		{workerv1connect.WorkerServiceCompleteProcedure, `{"outputs": "not base64!"}`, "is base64"},
+	} {
+		req, _ := newRawRequest(f.env.URL+tc.procedure, f.consumer, tc.body)
+		res, err := newClient(t, "connect", f.env.URL).http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 400 || !strings.Contains(string(data), tc.want) {
+			t.Errorf("%s %s: %d %s, want 400 saying %s", tc.procedure, tc.body, res.StatusCode, data, tc.want)
+		}
+	}
+	// A Subscribe sent as a unary call, curl's first try: 415 saying how
+	// a stream is sent (connect-go's had no body).
+	req, _ = newRawRequest(f.env.URL+workerv1connect.WorkerServiceSubscribeProcedure, f.consumer, `{"workerId": "w", "maxInFlight": 1}`)
+	res, err = newClient(t, "connect", f.env.URL).http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(data), "application/connect+json") {
+		t.Errorf("a unary JSON Subscribe: %d %s, want 415 naming application/connect+json", res.StatusCode, data)
 	}
 	c := newClient(t, "grpc", f.env.URL)
 	// A gRPC frame holding bytes that are no protobuf message.
