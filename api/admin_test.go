@@ -57,7 +57,7 @@ func TestConsumerGrantsAndRotation(t *testing.T) {
 	// Created again (automation run twice): which one exists, and how to
 	// get a token for it.
 	again := env.Do("POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "scorer", "grants": []any{}})
-	if again.Status != 409 || again.Code() != "consumer_exists" || again.JSON(t)["id"] != id || !strings.Contains(string(again.Body), "rotating it gives it a new token") {
+	if again.Status != 409 || again.Code() != "consumer_exists" || again.JSON(t)["id"] != id || !strings.Contains(string(again.Body), "rotating it gives it a new token (POST /api/v1/consumers/") || !strings.Contains(string(again.Body), "relais consumer rotate") {
 		t.Errorf("a second consumer named scorer: %d %s; want 409 consumer_exists with its id and the rotate route", again.Status, again.Body)
 	}
 	if c := env.Must(200, "GET", path, env.Admin, nil).JSON(t); c["name"] != "scorer" || len(c["grants"].([]any)) != 0 || c["token"] != nil {

@@ -170,7 +170,7 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 			fe = fault.New(fault.Conflict, "consumer_exists", "a consumer named %q existed (id %d, revoked): names are not reused, choose another", name, c.ID)
 			fe.Extra = map[string]any{"id": c.ID}
 		} else if err == nil {
-			fe = fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists (id %d): rotating it gives it a new token, and its grants can be changed", name, c.ID)
+			fe = fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists (id %d): rotating it gives it a new token (POST /api/v1/consumers/%d/rotate, or relais consumer rotate %d), and its grants can be changed (PUT /api/v1/consumers/%d/grants)", name, c.ID, c.ID, c.ID, c.ID)
 			fe.Extra = map[string]any{"id": c.ID}
 		}
 		return Consumer{}, "", fe

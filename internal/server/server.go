@@ -195,6 +195,17 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed)
 
+	// The address serve prints, the first a newcomer opens: a browser is
+	// sent to the console, anything else told where things are (it was
+	// a bare 404, newcomer QA).
+	r.Get("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, "/console/", http.StatusFound)
+			return
+		}
+		httpjson.Encode(w, http.StatusOK, map[string]string{"console": "/console/", "api": "/api/v1/", "openapi": "/api/v1/openapi.json",
+			"camunda": "/engine-rest/", "health": "/healthz", "readiness": "/readyz", "metrics": "/metrics"})
+	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
