@@ -596,6 +596,25 @@ func TestBrowserRevealFormOnAPhone(t *testing.T) {
 	b.shot("reveal-form")
 }
 
+// TestBrowserRevealFormUnderItsValue: on a laptop too, the reveal form
+// comes under the masked value it reveals: beside it, the value sat at the
+// foot of the form's label, field and hint (console QA).
+func TestBrowserRevealFormUnderItsValue(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newFixture(t)
+	b := openTab(t, browserPath, desktop, "reveal-desktop")
+	b.signIn(f.env.URL, "fr", f.env.Admin)
+	b.open(f.env.URL, "/console/occurrences/"+f.completed, 200)
+	got := b.eval(`[...document.querySelectorAll('[data-testid=reveal-form]')].map(f => {
+		const value = f.parentElement.querySelector('[data-testid=masked]').getBoundingClientRect(), form = f.getBoundingClientRect();
+		return value.bottom <= form.top + 0.5 ? '' : 'value ' + value.top + '–' + value.bottom + ', form from ' + form.top;
+	}).filter(s => s).join('; ')`)
+	if got != "" {
+		t.Errorf("reveal form on a laptop: %s", got)
+	}
+}
+
 // TestBrowserPhoneHeader: on a phone the header's links are targets at
 // least 24 px high (WCAG 2.5.8), and the main navigation is one row that
 // scrolls sideways, its focus ring inside its box, rather than three rows
