@@ -835,13 +835,15 @@ func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMess
 }
 
 // fail records a terminal failure, ends the attempt and follows on_error.
+// A failure reported without a message stores none (null), not "": the
+// API and the Camunda facade read back what was sent.
 func (r *run) fail(o queries.Occurrence, outcome, code, message string) error {
-	if err := r.q.OccurrenceFail(r.ctx, queries.OccurrenceFailParams{ID: o.ID, ErrorCode: &code, ErrorMessage: &message, Now: &r.now}); err != nil {
+	if err := r.q.OccurrenceFail(r.ctx, queries.OccurrenceFailParams{ID: o.ID, ErrorCode: &code, ErrorMessage: strPtr(message), Now: &r.now}); err != nil {
 		return err
 	}
 	if o.Status == StatusReserved || o.Status == StatusDeferred {
 		if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome,
-			ErrorCode: &code, ErrorMessage: &message, Now: &r.now, ReportDigest: r.reportDigest, ReportAnswer: r.reportAnswer}); err != nil {
+			ErrorCode: &code, ErrorMessage: strPtr(message), Now: &r.now, ReportDigest: r.reportDigest, ReportAnswer: r.reportAnswer}); err != nil {
 			return err
 		}
 	}
@@ -1015,11 +1017,11 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 			out = Settlement{Status: StatusAvailable, AttemptsLeft: left, AvailableAt: &at}
 			answer, _ := json.Marshal(out)
 			out.Attempt = int(o.Attempts)
-			if _, err := q.OccurrenceRetry(ctx, queries.OccurrenceRetryParams{ID: o.ID, AvailableAt: at, ErrorCode: &code, ErrorMessage: &message}); err != nil {
+			if _, err := q.OccurrenceRetry(ctx, queries.OccurrenceRetryParams{ID: o.ID, AvailableAt: at, ErrorCode: &code, ErrorMessage: strPtr(message)}); err != nil {
 				return err
 			}
 			if err := q.AttemptEnd(ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeFailed,
-				ErrorCode: &code, ErrorMessage: &message, Now: &r.now, ReportDigest: &digest, ReportAnswer: answer}); err != nil {
+				ErrorCode: &code, ErrorMessage: strPtr(message), Now: &r.now, ReportDigest: &digest, ReportAnswer: answer}); err != nil {
 				return err
 			}
 			if o.DeferredAt != nil {

@@ -1119,12 +1119,22 @@ func TestFailureWithSpentBudgetIsTerminal(t *testing.T) {
 
 	_, id2 := start(t, env, "crm_only", "Globex")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id2)
-	res = env.Must(200, "POST", "/api/v1/pull/occurrences/"+id2+"/fail", consumer, failBody("w1", "retryable", false, "error_code", "BAD_VAT")).JSON(t)
+	noMessage := failBody("w1", "retryable", false, "error_code", "BAD_VAT")
+	delete(noMessage, "message")
+	res = env.Must(200, "POST", "/api/v1/pull/occurrences/"+id2+"/fail", consumer, noMessage).JSON(t)
 	if res["status"] != "failed" || res["attempts_left"] != 2.0 {
 		t.Errorf("non-retryable failure answered %v, want failed with attempts_left 2", res)
 	}
-	if o := observe(t, env, id2); o["status"] != "failed" || o["error_code"] != "BAD_VAT" {
+	// Sent without a message, it has none: null, not "" (Camunda QA).
+	o := observe(t, env, id2)
+	if o["status"] != "failed" || o["error_code"] != "BAD_VAT" {
 		t.Errorf("occurrence = %v %v, want failed with BAD_VAT", o["status"], o["error_code"])
+	}
+	if m, ok := o["error_message"]; !ok || m != nil {
+		t.Errorf("error_message = %#v, want null for a failure sent without one", m)
+	}
+	if as := o["attempts"].([]any); as[len(as)-1].(map[string]any)["error_message"] != nil {
+		t.Errorf("the attempt's error_message = %#v, want null", as[len(as)-1].(map[string]any)["error_message"])
 	}
 }
 
