@@ -103,12 +103,11 @@ func (h *health) databaseDownFor() time.Duration {
 
 // whileAnswered returns ctx, cancelled with pgfault.ErrUnresponsive once
 // the replica's probe gets no answer from PostgreSQL (at once if it gets
-// none now), and the function that stops watching, which cancels it
-// (once, however often called). A
-// stream's setup runs statements that a database which hangs never
-// answers: a Subscribe waited for it without end, where the REST routes
-// are refused 503 (stream client QA). The loop, once running, has rules
-// of its own (see databaseLostAfter).
+// none now), and the function that stops watching, which cancels it (once,
+// however often called). A stream's setup runs statements that a database
+// which hangs never answers: a Subscribe waited for it without end, where
+// the REST routes are refused 503 (stream client QA). The loop, once
+// running, has rules of its own (see databaseLostAfter).
 func (h *health) whileAnswered(ctx context.Context) (context.Context, func()) {
 	c, cancel := context.WithCancelCause(ctx)
 	down := h.downSignal()
