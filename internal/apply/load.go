@@ -774,7 +774,7 @@ func missedKeys(ps []Problem) []Problem {
 		if !top || strings.Contains(name, "/") || p.Message != fmt.Sprintf("unknown key %q", name) {
 			continue
 		}
-		ps[i].Message += suggest.Hint(name, missing)
+		ps[i].Message += suggest.Missing(name, missing)
 	}
 	return ps
 }

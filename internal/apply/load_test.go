@@ -178,10 +178,17 @@ outputs: {fields: []}
 ---
 kin: Process
 key: p
+---
+kind: Destination
+name: d
+ur: https://example.com
+max_timeout: PT1S
 `)
 	got := problemLines(t, p)
+	// "ur" is one edit from the url it lacks: short as it is, a typo.
 	want := []string{`1: /key: is required`, `2: /kee: unknown key "kee" (did you mean "key"?)`,
-		`7: /kind: is required (Definition, Release, Process or Destination); found "kin" (did you mean "kind"?)`}
+		`7: /kind: is required (Definition, Release, Process or Destination); found "kin" (did you mean "kind"?)`,
+		`10: /url: is required`, `12: /ur: unknown key "ur" (did you mean "url"?)`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -36,6 +36,22 @@ func Closest(name string, candidates []string) (best string, ok bool) {
 	return best, ok
 }
 
+// Missing returns ` (did you mean "x"?)` for the candidate one edit away
+// from name, or "": for a required name that is missing, one edit is a
+// typo of it however short the name (`ur` for a missing `url`), where
+// Closest's rule would let it pass as another word.
+func Missing(name string, missing []string) string {
+	if hint := Hint(name, missing); hint != "" {
+		return hint
+	}
+	for _, m := range missing {
+		if distance(name, m) == 1 {
+			return Meant(m)
+		}
+	}
+	return ""
+}
+
 // distance is the optimal string alignment distance between a and b, in
 // runes: insertions, deletions, substitutions and swaps of neighbours.
 func distance(a, b string) int {

@@ -44,3 +44,22 @@ func TestSynonym(t *testing.T) {
 		}
 	}
 }
+
+// A name one edit from a missing required one is its typo, however short.
+func TestMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		missing []string
+		want    string
+	}{
+		{"ur", []string{"url"}, ` (did you mean "url"?)`},
+		{"kee", []string{"key"}, ` (did you mean "key"?)`},
+		{"nam", []string{"url", "name"}, ` (did you mean "name"?)`},
+		{"ab", []string{"url"}, ""},
+		{"ur", nil, ""},
+	} {
+		if got := Missing(tc.name, tc.missing); got != tc.want {
+			t.Errorf("Missing(%q, %q) = %q, want %q", tc.name, tc.missing, got, tc.want)
+		}
+	}
+}
