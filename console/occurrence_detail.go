@@ -602,7 +602,9 @@ func errorCodeMeaning(ctx context.Context, code string) string {
 	case "response_too_large":
 		return T(ctx, "The destination’s answer was too large.")
 	case "attempts_exhausted":
-		return T(ctx, "The last attempt’s lock expired with no attempt left.")
+		// Lapsed, or handed back as its stream ended: the attempts
+		// table says which (verifier QA: a stream's end read as a lock).
+		return T(ctx, "The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.")
 	case "invalid_inputs":
 		return T(ctx, "The inputs could not be built from the process’s bindings.")
 	case engine.AbandonedCode:

@@ -547,7 +547,15 @@ func (o optionReader) format() string {
 	case v.Kind != jsontree.String:
 		o.p.add(at, "format must be a string, not %s", v.Kind)
 	case !validFormat(v.Str):
-		o.p.add(at, "unknown format %q, want email, uri or uuid%s", v.Str, suggest.Hint(v.Str, []string{FormatEmail, FormatURI, FormatUUID}))
+		hint := suggest.Hint(v.Str, []string{FormatEmail, FormatURI, FormatUUID})
+		switch lower := strings.ToLower(v.Str); {
+		case validFormat(lower):
+			hint = suggest.Meant(lower)
+		case lower == "date" || lower == "date-time" || lower == "datetime":
+			// JSON Schema's formats are Relais's types (verifier QA).
+			hint = fmt.Sprintf(" (a %s is a type here: type: %s, without a format)", lower, map[string]Type{"date": TypeDate, "date-time": TypeDatetime, "datetime": TypeDatetime}[lower])
+		}
+		o.p.add(at, "unknown format %q, want email, uri or uuid%s", v.Str, hint)
 	default:
 		return v.Str
 	}

@@ -93,6 +93,8 @@ func TestParseWorkingErrors(t *testing.T) {
 		{"lookbehind pattern", withInput(`{"name":"a","type":"text","pattern":"(?<=a)b"}`), "/inputs/fields/0/pattern", "pattern is not a valid regular expression: lookarounds ((?=…), (?!…), (?<=…), (?<!…)) are not supported: patterns are RE2, which matches in linear time (invalid named capture: `(?<=a)b`)"},
 		{"unknown format", withInput(`{"name":"a","type":"text","format":"phone"}`), "/inputs/fields/0/format", `unknown format "phone", want email, uri or uuid`},
 		{"misspelt format", withInput(`{"name":"a","type":"text","format":"emial"}`), "/inputs/fields/0/format", `unknown format "emial", want email, uri or uuid (did you mean "email"?)`},
+		{"capitalised format", withInput(`{"name":"a","type":"text","format":"URI"}`), "/inputs/fields/0/format", `unknown format "URI", want email, uri or uuid (did you mean "uri"?)`},
+		{"a type as a format", withInput(`{"name":"a","type":"text","format":"date-time"}`), "/inputs/fields/0/format", `unknown format "date-time", want email, uri or uuid (a date-time is a type here: type: datetime, without a format)`},
 		{"values missing", withInput(`{"name":"a","type":"choice"}`), "/inputs/fields/0/values", "values is required on choice fields"},
 		{"values empty", withInput(`{"name":"a","type":"choice","values":[]}`), "/inputs/fields/0/values", "values must not be empty"},
 		{"values not array", withInput(`{"name":"a","type":"choice","values":"x"}`), "/inputs/fields/0/values", "values must be an array, not string"},

@@ -566,7 +566,7 @@ var messageKeyToIndex = map[string]int{
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
 	"The inputs could not be built from the process’s bindings.":                                                                                                                                           537,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                536,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       536,
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             403,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 361,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         207,
@@ -595,14 +595,14 @@ var messageKeyToIndex = map[string]int{
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         168,
 	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  688,
-	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 290,
-	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
-	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 378,
-	"This instance has not reached a task yet.":                   369,
-	"This instance is %s, not held: there is nothing to abandon.": 37,
-	"This instance is %s, not held: there is nothing to retry.":   36,
+	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":                             28,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                                        290,
+	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                     33,
+	"This instance has already ended; there is nothing to stop.":                                                                                                                                           41,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.":                        378,
+	"This instance has not reached a task yet.":                                                                                                                                                            369,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                                          37,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                                            36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 288,
 	"This instance is %s: there is nothing to stop.":                            38,
@@ -971,78 +971,78 @@ var enIndex = []uint32{ // 779 elements
 	0x00004c02, 0x00004c0c, 0x00004c5e, 0x00004d1e,
 	0x00004d7a, 0x00004df8, 0x00004e6e, 0x00004e9b,
 	0x00004ed5, 0x00004fb4, 0x00004fd4, 0x00004ffa,
-	0x00005024, 0x0000505c, 0x00005099, 0x000050bd,
-	0x00005161, 0x00005186, 0x000051b5, 0x00005215,
+	0x00005024, 0x00005095, 0x000050d2, 0x000050f6,
+	0x0000519a, 0x000051bf, 0x000051ee, 0x0000524e,
 	// Entry 220 - 23F
-	0x0000526e, 0x000052c8, 0x000052e2, 0x00005300,
-	0x00005334, 0x00005374, 0x0000539e, 0x000053ad,
-	0x00005478, 0x000054a9, 0x000054d8, 0x000054eb,
-	0x00005560, 0x00005573, 0x000055a7, 0x000055db,
-	0x000055eb, 0x00005632, 0x0000565f, 0x0000566c,
-	0x0000567c, 0x000056ac, 0x000056e6, 0x00005709,
-	0x00005711, 0x00005729, 0x00005746, 0x00005754,
-	0x00005765, 0x0000576d, 0x00005778, 0x000057ba,
+	0x000052a7, 0x00005301, 0x0000531b, 0x00005339,
+	0x0000536d, 0x000053ad, 0x000053d7, 0x000053e6,
+	0x000054b1, 0x000054e2, 0x00005511, 0x00005524,
+	0x00005599, 0x000055ac, 0x000055e0, 0x00005614,
+	0x00005624, 0x0000566b, 0x00005698, 0x000056a5,
+	0x000056b5, 0x000056e5, 0x0000571f, 0x00005742,
+	0x0000574a, 0x00005762, 0x0000577f, 0x0000578d,
+	0x0000579e, 0x000057a6, 0x000057b1, 0x000057f3,
 	// Entry 240 - 25F
-	0x000057f2, 0x00005806, 0x00005836, 0x00005871,
-	0x00005881, 0x000058c0, 0x000058d1, 0x000058e3,
-	0x000058ef, 0x00005900, 0x0000591a, 0x00005922,
-	0x00005933, 0x00005939, 0x0000594d, 0x00005965,
-	0x0000598a, 0x00005998, 0x000059d6, 0x00005a13,
-	0x00005a3f, 0x00005a7c, 0x00005a8b, 0x00005a9c,
-	0x00005aa4, 0x00005ab1, 0x00005ac1, 0x00005ad8,
-	0x00005ae3, 0x00005af2, 0x00005af8, 0x00005b06,
+	0x0000582b, 0x0000583f, 0x0000586f, 0x000058aa,
+	0x000058ba, 0x000058f9, 0x0000590a, 0x0000591c,
+	0x00005928, 0x00005939, 0x00005953, 0x0000595b,
+	0x0000596c, 0x00005972, 0x00005986, 0x0000599e,
+	0x000059c3, 0x000059d1, 0x00005a0f, 0x00005a4c,
+	0x00005a78, 0x00005ab5, 0x00005ac4, 0x00005ad5,
+	0x00005add, 0x00005aea, 0x00005afa, 0x00005b11,
+	0x00005b1c, 0x00005b2b, 0x00005b31, 0x00005b3f,
 	// Entry 260 - 27F
-	0x00005b10, 0x00005b1b, 0x00005b25, 0x00005b38,
-	0x00005b5d, 0x00005b88, 0x00005c19, 0x00005c54,
-	0x00005c73, 0x00005cb1, 0x00005ce8, 0x00005d16,
-	0x00005d24, 0x00005dc3, 0x00005de1, 0x00005f38,
-	0x00005f46, 0x00005f5a, 0x00005f7b, 0x00005f8f,
-	0x00005fbf, 0x00005fc5, 0x00005fd9, 0x00005ff1,
-	0x00006004, 0x00006041, 0x000060b4, 0x00006101,
-	0x00006112, 0x00006129, 0x00006146, 0x00006154,
+	0x00005b49, 0x00005b54, 0x00005b5e, 0x00005b71,
+	0x00005b96, 0x00005bc1, 0x00005c52, 0x00005c8d,
+	0x00005cac, 0x00005cea, 0x00005d21, 0x00005d4f,
+	0x00005d5d, 0x00005dfc, 0x00005e1a, 0x00005f71,
+	0x00005f7f, 0x00005f93, 0x00005fb4, 0x00005fc8,
+	0x00005ff8, 0x00005ffe, 0x00006012, 0x0000602a,
+	0x0000603d, 0x0000607a, 0x000060ed, 0x0000613a,
+	0x0000614b, 0x00006162, 0x0000617f, 0x0000618d,
 	// Entry 280 - 29F
-	0x00006162, 0x0000616d, 0x00006173, 0x00006265,
-	0x0000626b, 0x0000629d, 0x000062a2, 0x000062b2,
-	0x000062bd, 0x000062c6, 0x000062d6, 0x000062f0,
-	0x00006395, 0x000063ab, 0x00006430, 0x000064aa,
-	0x000064b9, 0x00006573, 0x000065c4, 0x000065c9,
-	0x000065d7, 0x000065e7, 0x000065f3, 0x00006603,
-	0x0000660d, 0x00006630, 0x00006649, 0x0000665c,
-	0x000066c8, 0x000066ee, 0x000066fd, 0x0000670b,
+	0x0000619b, 0x000061a6, 0x000061ac, 0x0000629e,
+	0x000062a4, 0x000062d6, 0x000062db, 0x000062eb,
+	0x000062f6, 0x000062ff, 0x0000630f, 0x00006329,
+	0x000063ce, 0x000063e4, 0x00006469, 0x000064e3,
+	0x000064f2, 0x000065ac, 0x000065fd, 0x00006602,
+	0x00006610, 0x00006620, 0x0000662c, 0x0000663c,
+	0x00006646, 0x00006669, 0x00006682, 0x00006695,
+	0x00006701, 0x00006727, 0x00006736, 0x00006744,
 	// Entry 2A0 - 2BF
-	0x00006727, 0x00006736, 0x0000674c, 0x00006785,
-	0x000067b7, 0x0000680f, 0x00006846, 0x0000685d,
-	0x0000686b, 0x000068af, 0x000068d4, 0x0000694b,
-	0x00006961, 0x00006978, 0x000069a6, 0x000069b9,
-	0x000069e1, 0x00006a65, 0x00006a6c, 0x00006ad4,
-	0x00006afe, 0x00006b2e, 0x00006c01, 0x00006d3b,
-	0x00006ddb, 0x00006def, 0x00006e9a, 0x00006f1c,
-	0x00006f24, 0x00006f5f, 0x00006f65, 0x00006ff7,
+	0x00006760, 0x0000676f, 0x00006785, 0x000067be,
+	0x000067f0, 0x00006848, 0x0000687f, 0x00006896,
+	0x000068a4, 0x000068e8, 0x0000690d, 0x00006984,
+	0x0000699a, 0x000069b1, 0x000069df, 0x000069f2,
+	0x00006a1a, 0x00006a9e, 0x00006aa5, 0x00006b0d,
+	0x00006b37, 0x00006b67, 0x00006c3a, 0x00006d74,
+	0x00006e14, 0x00006e28, 0x00006ed3, 0x00006f55,
+	0x00006f5d, 0x00006f98, 0x00006f9e, 0x00007030,
 	// Entry 2C0 - 2DF
-	0x0000708f, 0x000070ba, 0x00007108, 0x00007174,
-	0x0000721b, 0x00007236, 0x00007240, 0x00007245,
-	0x0000724f, 0x00007257, 0x0000725d, 0x00007265,
-	0x00007273, 0x0000727d, 0x0000728a, 0x0000729d,
-	0x000072c1, 0x00007341, 0x00007352, 0x0000735a,
-	0x000073cf, 0x00007423, 0x0000746b, 0x0000747a,
-	0x0000748d, 0x00007499, 0x000074d5, 0x0000750f,
-	0x0000751d, 0x0000752a, 0x00007538, 0x00007546,
+	0x000070c8, 0x000070f3, 0x00007141, 0x000071ad,
+	0x00007254, 0x0000726f, 0x00007279, 0x0000727e,
+	0x00007288, 0x00007290, 0x00007296, 0x0000729e,
+	0x000072ac, 0x000072b6, 0x000072c3, 0x000072d6,
+	0x000072fa, 0x0000737a, 0x0000738b, 0x00007393,
+	0x00007408, 0x0000745c, 0x000074a4, 0x000074b3,
+	0x000074c6, 0x000074d2, 0x0000750e, 0x00007548,
+	0x00007556, 0x00007563, 0x00007571, 0x0000757f,
 	// Entry 2E0 - 2FF
-	0x00007554, 0x00007586, 0x000075b6, 0x00007612,
-	0x0000761f, 0x0000763f, 0x0000764a, 0x00007664,
-	0x00007669, 0x0000767a, 0x00007700, 0x00007725,
-	0x0000772c, 0x00007735, 0x00007748, 0x00007752,
-	0x0000775c, 0x00007766, 0x0000777e, 0x00007794,
-	0x000077a0, 0x000077c2, 0x000077c9, 0x000077d6,
-	0x000077e7, 0x0000780e, 0x0000781e, 0x0000783d,
-	0x0000785d, 0x00007935, 0x00007a16, 0x00007a6a,
+	0x0000758d, 0x000075bf, 0x000075ef, 0x0000764b,
+	0x00007658, 0x00007678, 0x00007683, 0x0000769d,
+	0x000076a2, 0x000076b3, 0x00007739, 0x0000775e,
+	0x00007765, 0x0000776e, 0x00007781, 0x0000778b,
+	0x00007795, 0x0000779f, 0x000077b7, 0x000077cd,
+	0x000077d9, 0x000077fb, 0x00007802, 0x0000780f,
+	0x00007820, 0x00007847, 0x00007857, 0x00007876,
+	0x00007896, 0x0000796e, 0x00007a4f, 0x00007aa3,
 	// Entry 300 - 31F
-	0x00007aba, 0x00007b1a, 0x00007b6d, 0x00007ba5,
-	0x00007bd6, 0x00007c26, 0x00007c5a, 0x00007c78,
-	0x00007c97, 0x00007cb6, 0x00007cd6,
+	0x00007af3, 0x00007b53, 0x00007ba6, 0x00007bde,
+	0x00007c0f, 0x00007c5f, 0x00007c93, 0x00007cb1,
+	0x00007cd0, 0x00007cef, 0x00007d0f,
 } // Size: 3140 bytes
 
-const enData string = "" + // Size: 31958 bytes
+const enData string = "" + // Size: 32015 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1357,179 +1357,180 @@ const enData string = "" + // Size: 31958 bytes
 	"ot reach its database before recording it): whether the destination acte" +
 	"d is unknown, so it is not called again.\x02The call could not be prepar" +
 	"ed.\x02The destination could not be reached.\x02The destination’s answer" +
-	" was too large.\x02The last attempt’s lock expired with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was " +
-	"stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stop" +
-	"ped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; sett" +
-	"led with its settle token)\x02%[1]s (deferred; settled with its settle t" +
-	"oken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP" +
-	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
-	"answer too large\x02unknown\x02[redacted]\x02Message from the service (i" +
-	"ts own words, protected values masked)\x02Message from Relais, quoting t" +
-	"he destination’s answer\x02Message from Relais\x02The revision must be a" +
-	" whole number, 1 or more.\x02A revision is a definition’s: choose the de" +
-	"finition too.\x02Settlement date\x02More filters: instance, revision, co" +
-	"nsumer, destination, dates\x02Push destination\x02its name, exactly\x02i" +
-	"nstance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
-	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
-	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
-	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
-	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
-	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
-	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
-	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
-	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
-	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
-	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
-	"ole runs no script, so it cannot read your computer’s time zone: choose " +
-	"a place, whose daylight saving time is followed, or a fixed offset from " +
-	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
-	" but did not apply (filters, the search box) and moves the focus back to" +
-	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
-	"ps it until you resume. Pages where you type a reason (confirmations, an" +
-	"d occurrences with a value to reveal) never reload on their own, nor doe" +
-	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
-	"dinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset," +
-	" no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display set" +
-	"tings saved.\x02Reloading resumed.\x02Reloading paused: this page stays " +
-	"as it is until you resume.\x02Published process versions: their nodes, r" +
-	"outes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
-	"raw legibly (at most %[2]d). The table below lists every node with its r" +
-	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
-	"bly (at most %[2]d). The table below lists every node with its routes." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
-	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
-	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
-	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
-	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
-	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
-	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
-	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
-	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
-	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
-	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
-	"administrator revealed: who, when, which field and why. The values thems" +
-	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
-	" and no instance has it as its business key. An ended instance is delete" +
-	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
-	"RETENTION) has passed, or at once when an administrator erases it; the a" +
-	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
-	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
-	", designer or administrator token.\x02Token\x02The token is checked once" +
-	" and never stored in your browser; a session cookie stands for it for up" +
-	" to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02" +
-	"G\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
-	"nd.\x00H\x02Too many failed sign-ins from your address. Try again in %[1" +
-	"]d seconds.\x02This token is unknown, revoked or expired.\x02A %[1]s tok" +
-	"en cannot open the console: it is a worker’s token, for the API.\x02Only" +
-	" administrators see this page: tokens, consumers, destinations, the reve" +
-	"al log and erasures are theirs.\x02Staff tokens (administrators, designe" +
-	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
-	"eir consumers. Revoking a token refuses its next request.\x02Staff token" +
-	"s, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
-	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
-	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
-	" and console sessions opened with it end. This cannot be undone: whoever" +
-	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
-	"e token you signed in with: revoking it signs you out. Its next request " +
-	"is refused. This cannot be undone.\x02This is the last usable administra" +
-	"tor token: create another one before revoking it.\x02The token “%[1]s” (" +
-	"%[2]s) was revoked: its next request is refused.\x02routing output\x02ea" +
-	"ch item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least " +
-	"%[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
-	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
-	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
-	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
-	"em\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: the pa" +
-	"ge shows the first %[2]d, the API's detail has them all.\x02not provided" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in" +
-	" %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Work" +
-	"ers connected by a stream, and polling workers by their last fetch. A wo" +
-	"rker is listed while it was seen within three heartbeats.\x02Workers see" +
-	"n within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
-	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
-	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
-	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
-	"sumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted.\x02Revisions they take: %[" +
-	"1]s; some take every revision their consumer is granted.\x02They take ev" +
-	"ery revision their consumer is granted.\x02It takes revision %[1]d only." +
-	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
-	"They take revisions %[1]s only."
+	" was too large.\x02The last attempt ended without a result (its lock exp" +
+	"ired, or its worker’s stream ended) with no attempt left.\x02The inputs " +
+	"could not be built from the process’s bindings.\x02An operator abandoned" +
+	" the instance.\x02A Camunda 7 worker reported a failure with no retries " +
+	"left (retries: 0, no retries sent, which Camunda reads as 0, or a budget" +
+	" already spent): it is not run again.\x02The destination answered HTTP %" +
+	"[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live worke" +
+	"r takes revision %[1]d: the live workers of %[2]s declare inputs it does" +
+	" not have.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d: t" +
+	"he live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — " +
+	"%[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to" +
+	" be offered again.\x02Waiting for Relais to call the destination since %" +
+	"[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[" +
+	"1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result recorde" +
+	"d: the replica making it may have stopped. If so, it fails outcome_unkno" +
+	"wn at %[3]s (%[4]s): ask the destination whether it took effect.\x02Rela" +
+	"is is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock " +
+	"until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]" +
+	"s): a worker of the same consumer, or a front end with a settle token, c" +
+	"ompletes it later.\x02Completed (%[1]s).\x02Its instance is held here, w" +
+	"aiting for an operator.\x02Its instance went on along the node’s error p" +
+	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
+	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
+	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
+	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
+	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
+	"e\x02unknown\x02[redacted]\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02Message from Relais, quoting the destination’" +
+	"s answer\x02Message from Relais\x02The revision must be a whole number, " +
+	"1 or more.\x02A revision is a definition’s: choose the definition too." +
+	"\x02Settlement date\x02More filters: instance, revision, consumer, desti" +
+	"nation, dates\x02Push destination\x02its name, exactly\x02instance id" +
+	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
+	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
+	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
+	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
+	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
+	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
+	"ollow the longest path from the start node. Solid arrows are successes (" +
+	"labelled with their route), dashed ones failures (labelled with their er" +
+	"ror codes). Each box says how many of this version’s occurrences are at " +
+	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
+	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
+	" now\x02Instances of this version\x02Columns follow the longest path fro" +
+	"m the start node. Solid arrows are successes (labelled with their route)" +
+	", dashed ones failures (labelled with their error codes).\x02Nodes of th" +
+	"is version\x02This version has %[1]d nodes: too many to draw legibly (at" +
+	" most %[2]d). The table below lists every node with its routes and count" +
+	"s.\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
+	"2]d). The table below lists every node with its routes.\x02Graph of %[1]" +
+	"s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table b" +
+	"elow lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, start" +
+	"ing at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
+	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
+	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
+	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
+	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
+	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
+	" can never be revealed.\x02Every sensitive value an administrator reveal" +
+	"ed: who, when, which field and why. The values themselves are never kept" +
+	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
+	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
+	"t accept that request.\x02This form was sent from another site: the cons" +
+	"ole takes its forms from its own pages only. Open the console and send i" +
+	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
+	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
+	" find: the search box is empty.\x02That is too long to be an id or a bus" +
+	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
+	"y is found only whole and exactly as given, capitals and accents include" +
+	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
+	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
+	"it as its business key. An ended instance is deleted, with its occurrenc" +
+	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
+	", or at once when an administrator erases it; the audit log keeps the op" +
+	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
+	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
+	"e row, or copy its link, for the whole id.\x02You are signed out.\x02You" +
+	"r session had ended (inactivity, a sign-out elsewhere, a revoked token o" +
+	"r a restart of the server), so your last action was not applied. Sign in" +
+	" again, then repeat it.\x02Your session has ended (inactivity, a sign-ou" +
+	"t elsewhere, a token revoked or expired, or a restart of the server). Si" +
+	"gn in again.\x02Sign in\x02Sign in with an operator, designer or adminis" +
+	"trator token.\x02Token\x02The token is checked once and never stored in " +
+	"your browser; a session cookie stands for it for up to 8 hours of inacti" +
+	"vity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed " +
+	"sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many " +
+	"failed sign-ins from your address. Try again in %[1]d seconds.\x02This t" +
+	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
+	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
+	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
+	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
+	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
+	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
+	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
+	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
+	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
+	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
+	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
+	"th: revoking it signs you out. Its next request is refused. This cannot " +
+	"be undone.\x02This is the last usable administrator token: create anothe" +
+	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
+	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
+	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
+	"m, and polling workers by their last fetch. A worker is listed while it " +
+	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
+	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
 var frIndex = []uint32{ // 779 elements
 	// Entry 0 - 1F
@@ -1683,78 +1684,78 @@ var frIndex = []uint32{ // 779 elements
 	0x0000627f, 0x0000629b, 0x00006309, 0x000063db,
 	0x0000643a, 0x000064bf, 0x0000653c, 0x0000657c,
 	0x000065c2, 0x000066db, 0x00006703, 0x00006726,
-	0x0000675d, 0x000067a4, 0x000067f7, 0x00006820,
-	0x00006902, 0x00006928, 0x0000696f, 0x000069f3,
+	0x0000675d, 0x000067ee, 0x00006841, 0x0000686a,
+	0x0000694c, 0x00006972, 0x000069b9, 0x00006a3d,
 	// Entry 220 - 23F
-	0x00006a6e, 0x00006aeb, 0x00006b12, 0x00006b3a,
-	0x00006b81, 0x00006bcb, 0x00006bfe, 0x00006c11,
-	0x00006d19, 0x00006d47, 0x00006d83, 0x00006d99,
-	0x00006e2d, 0x00006e40, 0x00006e7d, 0x00006eb9,
-	0x00006ecc, 0x00006f20, 0x00006f55, 0x00006f67,
-	0x00006f7e, 0x00006fbd, 0x0000700f, 0x0000703b,
-	0x00007046, 0x00007063, 0x00007082, 0x00007093,
-	0x000070ad, 0x000070b6, 0x000070c0, 0x0000710e,
+	0x00006ab8, 0x00006b35, 0x00006b5c, 0x00006b84,
+	0x00006bcb, 0x00006c15, 0x00006c48, 0x00006c5b,
+	0x00006d63, 0x00006d91, 0x00006dcd, 0x00006de3,
+	0x00006e77, 0x00006e8a, 0x00006ec7, 0x00006f03,
+	0x00006f16, 0x00006f6a, 0x00006f9f, 0x00006fb1,
+	0x00006fc8, 0x00007007, 0x00007059, 0x00007085,
+	0x00007090, 0x000070ad, 0x000070cc, 0x000070dd,
+	0x000070f7, 0x00007100, 0x0000710a, 0x00007158,
 	// Entry 240 - 25F
-	0x00007153, 0x00007172, 0x000071a7, 0x000071f8,
-	0x00007209, 0x00007253, 0x00007269, 0x0000727d,
-	0x00007296, 0x000072ac, 0x000072d6, 0x000072de,
-	0x000072f1, 0x000072f8, 0x00007313, 0x00007333,
-	0x00007363, 0x0000737a, 0x000073b2, 0x000073ed,
-	0x00007419, 0x0000746d, 0x0000747d, 0x00007497,
-	0x000074a2, 0x000074b6, 0x000074c8, 0x000074de,
-	0x000074f0, 0x00007502, 0x00007508, 0x0000751a,
+	0x0000719d, 0x000071bc, 0x000071f1, 0x00007242,
+	0x00007253, 0x0000729d, 0x000072b3, 0x000072c7,
+	0x000072e0, 0x000072f6, 0x00007320, 0x00007328,
+	0x0000733b, 0x00007342, 0x0000735d, 0x0000737d,
+	0x000073ad, 0x000073c4, 0x000073fc, 0x00007437,
+	0x00007463, 0x000074b7, 0x000074c7, 0x000074e1,
+	0x000074ec, 0x00007500, 0x00007512, 0x00007528,
+	0x0000753a, 0x0000754c, 0x00007552, 0x00007564,
 	// Entry 260 - 27F
-	0x00007528, 0x00007537, 0x00007543, 0x00007559,
-	0x00007583, 0x000075b6, 0x0000765e, 0x000076ae,
-	0x000076d6, 0x00007728, 0x0000776a, 0x000077a6,
-	0x000077bd, 0x00007887, 0x000078b4, 0x00007a6e,
-	0x00007a88, 0x00007aa1, 0x00007ac2, 0x00007ad9,
-	0x00007b06, 0x00007b0d, 0x00007b27, 0x00007b4d,
-	0x00007b62, 0x00007bbc, 0x00007c51, 0x00007cb4,
-	0x00007cc7, 0x00007cee, 0x00007d16, 0x00007d24,
+	0x00007572, 0x00007581, 0x0000758d, 0x000075a3,
+	0x000075cd, 0x00007600, 0x000076a8, 0x000076f8,
+	0x00007720, 0x00007772, 0x000077b4, 0x000077f0,
+	0x00007807, 0x000078d1, 0x000078fe, 0x00007ab8,
+	0x00007ad2, 0x00007aeb, 0x00007b0c, 0x00007b23,
+	0x00007b50, 0x00007b57, 0x00007b71, 0x00007b97,
+	0x00007bac, 0x00007c06, 0x00007c9b, 0x00007cfe,
+	0x00007d11, 0x00007d38, 0x00007d60, 0x00007d6e,
 	// Entry 280 - 29F
-	0x00007d34, 0x00007d45, 0x00007d4c, 0x00007e82,
-	0x00007e89, 0x00007ec3, 0x00007ec8, 0x00007edd,
-	0x00007ef1, 0x00007f03, 0x00007f19, 0x00007f34,
-	0x00008009, 0x00008021, 0x000080c2, 0x00008151,
-	0x00008161, 0x0000823b, 0x000082fd, 0x00008302,
-	0x00008312, 0x00008320, 0x00008330, 0x00008340,
-	0x0000834a, 0x00008373, 0x0000838d, 0x000083a8,
-	0x00008436, 0x00008474, 0x00008485, 0x00008492,
+	0x00007d7e, 0x00007d8f, 0x00007d96, 0x00007ecc,
+	0x00007ed3, 0x00007f0d, 0x00007f12, 0x00007f27,
+	0x00007f3b, 0x00007f4d, 0x00007f63, 0x00007f7e,
+	0x00008053, 0x0000806b, 0x0000810c, 0x0000819b,
+	0x000081ab, 0x00008285, 0x00008347, 0x0000834c,
+	0x0000835c, 0x0000836a, 0x0000837a, 0x0000838a,
+	0x00008394, 0x000083bd, 0x000083d7, 0x000083f2,
+	0x00008480, 0x000084be, 0x000084cf, 0x000084dc,
 	// Entry 2A0 - 2BF
-	0x000084ad, 0x000084c1, 0x000084df, 0x0000852a,
-	0x0000856b, 0x000085e1, 0x00008627, 0x00008640,
-	0x00008658, 0x000086ab, 0x000086e6, 0x0000877e,
-	0x000087aa, 0x000087d0, 0x00008804, 0x0000881c,
-	0x00008847, 0x000088f0, 0x000088fa, 0x00008982,
-	0x000089b7, 0x000089f8, 0x00008add, 0x00008c58,
-	0x00008d31, 0x00008d4a, 0x00008e13, 0x00008e9c,
-	0x00008ea9, 0x00008efb, 0x00008f01, 0x00008fb3,
+	0x000084f7, 0x0000850b, 0x00008529, 0x00008574,
+	0x000085b5, 0x0000862b, 0x00008671, 0x0000868a,
+	0x000086a2, 0x000086f5, 0x00008730, 0x000087c8,
+	0x000087f4, 0x0000881a, 0x0000884e, 0x00008866,
+	0x00008891, 0x0000893a, 0x00008944, 0x000089cc,
+	0x00008a01, 0x00008a42, 0x00008b27, 0x00008ca2,
+	0x00008d7b, 0x00008d94, 0x00008e5d, 0x00008ee6,
+	0x00008ef3, 0x00008f45, 0x00008f4b, 0x00008ffd,
 	// Entry 2C0 - 2DF
-	0x00009063, 0x0000908f, 0x000090f8, 0x0000919f,
-	0x00009261, 0x00009291, 0x0000929e, 0x000092a4,
-	0x000092ba, 0x000092c5, 0x000092cc, 0x000092d7,
-	0x000092e5, 0x000092f2, 0x00009300, 0x00009319,
-	0x00009346, 0x000093ef, 0x00009402, 0x0000940c,
-	0x0000949b, 0x000094fc, 0x00009558, 0x0000956a,
-	0x00009584, 0x00009597, 0x000095d5, 0x00009611,
-	0x0000962e, 0x0000963b, 0x00009649, 0x00009657,
+	0x000090ad, 0x000090d9, 0x00009142, 0x000091e9,
+	0x000092ab, 0x000092db, 0x000092e8, 0x000092ee,
+	0x00009304, 0x0000930f, 0x00009316, 0x00009321,
+	0x0000932f, 0x0000933c, 0x0000934a, 0x00009363,
+	0x00009390, 0x00009439, 0x0000944c, 0x00009456,
+	0x000094e5, 0x00009546, 0x000095a2, 0x000095b4,
+	0x000095ce, 0x000095e1, 0x0000961f, 0x0000965b,
+	0x00009678, 0x00009685, 0x00009693, 0x000096a1,
 	// Entry 2E0 - 2FF
-	0x00009667, 0x000096a3, 0x000096dd, 0x0000975a,
-	0x00009765, 0x0000978f, 0x0000979c, 0x000097b8,
-	0x000097bc, 0x000097ce, 0x00009890, 0x000098c3,
-	0x000098ce, 0x000098d8, 0x000098ed, 0x000098f6,
-	0x00009900, 0x00009915, 0x00009939, 0x00009953,
-	0x00009968, 0x00009994, 0x00009999, 0x000099ae,
-	0x000099c0, 0x000099f5, 0x00009a06, 0x00009a33,
-	0x00009a62, 0x00009b84, 0x00009ca6, 0x00009d1c,
+	0x000096b1, 0x000096ed, 0x00009727, 0x000097a4,
+	0x000097af, 0x000097d9, 0x000097e6, 0x00009802,
+	0x00009806, 0x00009818, 0x000098da, 0x0000990d,
+	0x00009918, 0x00009922, 0x00009937, 0x00009940,
+	0x0000994a, 0x0000995f, 0x00009983, 0x0000999d,
+	0x000099b2, 0x000099de, 0x000099e3, 0x000099f8,
+	0x00009a0a, 0x00009a3f, 0x00009a50, 0x00009a7d,
+	0x00009aac, 0x00009bce, 0x00009cf0, 0x00009d66,
 	// Entry 300 - 31F
-	0x00009da7, 0x00009e36, 0x00009e9d, 0x00009edf,
-	0x00009f27, 0x00009f9a, 0x00009fe2, 0x0000a010,
-	0x0000a03e, 0x0000a071, 0x0000a0a4,
+	0x00009df1, 0x00009e80, 0x00009ee7, 0x00009f29,
+	0x00009f71, 0x00009fe4, 0x0000a02c, 0x0000a05a,
+	0x0000a088, 0x0000a0bb, 0x0000a0ee,
 } // Size: 3140 bytes
 
-const frData string = "" + // Size: 41124 bytes
+const frData string = "" + // Size: 41198 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2142,218 +2143,219 @@ const frData string = "" + // Size: 41124 bytes
 	"s avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc" +
 	" elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
 	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
-	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
-	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
-	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
-	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
-	"stante (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0," +
-	" ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nou" +
-	"veau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif n" +
-	"e prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif n" +
-	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s déclaren" +
-	"t des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révi" +
-	"sion %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révi" +
-	"sion %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: l" +
-	"es exécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02No" +
-	"uvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s." +
-	"\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En" +
-	" attente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02" +
-	"En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02" +
-	"Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit " +
-	"enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dan" +
-	"s ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à" +
-	" la destination s’il a pris effet.\x02Relais appelle la destination (dep" +
-	"uis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s." +
-	"\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécu" +
-	"tant du même consommateur, ou une interface munie d’un jeton de règlemen" +
-	"t, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloq" +
-	"uée ici, en attente d’un opérateur.\x02Son instance a continué par le ch" +
-	"emin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance" +
-	" a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f" +
-	": l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n" +
-	"° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)" +
-	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant" +
-	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente" +
-	"\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas " +
-	"de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Mess" +
-	"age de l’exécutant (ses propres termes, valeurs protégées masquées)\x02M" +
-	"essage de Relais (en anglais), citant la réponse de la destination\x02Me" +
-	"ssage de Relais (en anglais)\x02La révision doit être un nombre entier, " +
-	"1 ou plus.\x02Une révision est celle d’une définition\u202f: choisissez " +
-	"aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f: instan" +
-	"ce, révision, consommateur, destination, dates\x02Destination d’appel" +
-	"\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par statu" +
-	"t\x02Occurrences, les plus récentes d’abord\x02Message\x02Processus et n" +
-	"œud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou cl" +
-	"ôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les con" +
-	"sommateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02" +
-	"Totaux de toutes les définitions, sans les autres filtres\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au " +
-	"%[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes" +
-	" environ.\x02révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée" +
-	"\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
-	"e suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[" +
-	"1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour " +
-	"vient après le dernier.\x02Cette adresse contient un paramètre illisible" +
-	" (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, " +
-	"ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
-	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
-	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
-	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
-	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
-	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
-	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
-	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
-	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
-	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
-	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
-	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
-	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
-	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
-	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
-	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
-	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
-	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
-	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
-	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
-	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
-	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
-	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
-	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
-	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
-	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
-	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
-	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
-	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
-	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
-	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
-	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
-	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
-	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
-	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
-	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
-	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
-	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
-	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
-	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
-	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
-	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
-	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
-	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
-	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
-	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
-	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
-	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
-	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
-	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
-	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
-	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
-	"Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8 heures d’inactivité, et 12 heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué o" +
-	"u expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f:" +
-	" c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs vo" +
-	"ient cette page\u202f: les jetons, les consommateurs, les destinations, " +
-	"le journal des révélations et les effacements sont de leur ressort.\x02J" +
-	"etons du personnel (administrateurs, concepteurs, opérateurs) non révoqu" +
-	"és. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
-	"voquer un jeton refuse sa requête suivante.\x02Jetons du personnel, les " +
-	"plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02" +
-	"Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette" +
-	" session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[" +
-	"2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de " +
-	"console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’" +
-	"utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garde" +
-	"r\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vo" +
-	"us déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C" +
-	"’est le dernier jeton administrateur utilisable\u202f: créez-en un aut" +
-	"re avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été r" +
-	"évoqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage" +
-	"\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
-	" %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la " +
-	"page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
-	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
-	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"ait trop volumineuse.\x02La dernière tentative a pris fin sans résultat " +
+	"(son verrou a expiré, ou le flux de son exécutant s’est terminé), sans t" +
+	"entative restante.\x02Les entrées n’ont pas pu être construites à partir" +
+	" des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02U" +
+	"n exécutant Camunda 7 a signalé un échec sans nouvelle tentative restant" +
+	"e (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou u" +
+	"n budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau." +
+	"\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pre" +
+	"nd %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pre" +
+	"nd la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des" +
+	" entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision " +
+	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision " +
+	"%[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
+	"écutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
+	"le tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02" +
+	"Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En att" +
+	"ente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En a" +
+	"ttente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le d" +
+	"élai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enr" +
+	"egistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans c" +
+	"e cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la" +
+	" destination s’il a pris effet.\x02Relais appelle la destination (depuis" +
+	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
+	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
+	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
+	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
+	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
+	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
+	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
+	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
+	"1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%" +
+	"[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant que " +
+	"%[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HT" +
+	"TP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de con" +
+	"nexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de" +
+	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02Message" +
+	" de Relais (en anglais), citant la réponse de la destination\x02Message " +
+	"de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou p" +
+	"lus.\x02Une révision est celle d’une définition\u202f: choisissez aussi " +
+	"la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, ré" +
+	"vision, consommateur, destination, dates\x02Destination d’appel\x02son n" +
+	"om, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occu" +
+	"rrences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Er" +
+	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
+	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochai" +
+	"ne tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jus" +
+	"qu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02" +
+	"Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une" +
+	" date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le" +
+	" dernier.\x02Cette adresse contient un paramètre illisible (un signe pou" +
+	"r cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vi" +
+	"rgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1" +
+	"]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre i" +
+	"nconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» e" +
+	"st donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pa" +
+	"ge est invalide\u202f: revenez à la première page.\x02Ces réglages sont " +
+	"conservés dans ce navigateur seulement.\x02Afficher les heures en\x02La " +
+	"console n’exécute aucun script et ne peut donc pas lire le fuseau horair" +
+	"e de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est " +
+	"suivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes e" +
+	"t les pages de détail\x02Un rechargement vide ce que vous avez saisi san" +
+	"s l’appliquer (filtres, champ de recherche) et ramène le focus en haut d" +
+	"e la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque pag" +
+	"e qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages " +
+	"où vous saisissez un motif (confirmations, et occurrences dont une valeu" +
+	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
+	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
+	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
+	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
+	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
+	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
+	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
+	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
+	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
+	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
+	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
+	".\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les" +
+	" colonnes suivent le plus long chemin depuis le nœud de départ. Les flèc" +
+	"hes pleines sont les réussites (étiquetées par leur route), les pointill" +
+	"ées les échecs (étiquetées par leurs codes d’erreur). Chaque case indiq" +
+	"ue combien d’occurrences de cette version se trouvent à ce nœud maintena" +
+	"nt.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Instances de cette version\x02Les colonnes " +
+	"suivent le plus long chemin depuis le nœud de départ. Les flèches pleine" +
+	"s sont les réussites (étiquetées par leur route), les pointillées les éc" +
+	"hecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version" +
+	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
+	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
+	"es et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les" +
+	" dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaqu" +
+	"e nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%" +
+	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
+	"uds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
+	"leau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
+	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02d" +
+	"élai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés" +
+	" toutes les 5 secondes environ.\x02Seuls les administrateurs peuvent rév" +
+	"éler une valeur sensible.\x02Dites pourquoi vous révélez cette valeur" +
+	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
+	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Retour à l’occurrence\x02Révélation impossible\x02Seule une valeur q" +
+	"ue cette page affiche masquée (sensible) peut être révélée.\x02Les valeu" +
+	"rs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensible q" +
+	"u’un administrateur a révélée\u202f: qui, quand, quel champ et pourquoi." +
+	" Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations, les " +
+	"plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélé" +
+	"e avant que le motif soit demandé)\x02Méthode non autorisée\x02Cette pag" +
+	"e n’accepte pas cette requête.\x02Ce formulaire a été envoyé depuis un a" +
+	"utre site\u202f: la console n’accepte que les formulaires de ses propres" +
+	" pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Recherche" +
+	"\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID complet" +
+	", tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien à ch" +
+	"ercher\u202f: le champ de recherche est vide.\x02C’est trop long pour êt" +
+	"re un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et tell" +
+	"e quelle, majuscules et accents compris\u202f: une liste abrège les long" +
+	"ues, copiez-la depuis la page de son instance.\x02Aucune instance ni occ" +
+	"urrence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé " +
+	"métier. Une instance terminée est supprimée, avec ses occurrences et ses" +
+	" tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoulé" +
+	"e, ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit g" +
+	"arde les actions d’opérateur menées sur elle.\x02Aucune instance n’a «" +
+	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
+	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
+	"ne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes déconnec" +
+	"té.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, j" +
+	"eton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a" +
+	" pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session" +
+	" a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, " +
+	"ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
+	"es d’inactivité, et 12 heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop " +
+	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
+	"e.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez d" +
+	"ans %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un je" +
+	"ton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’" +
+	"exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
+	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
+	"[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne" +
+	" prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atten" +
+	"dent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécu" +
+	"tants dont le consommateur y a droit (un exécutant qui ne nomme aucune r" +
+	"évision prend celles auxquelles son consommateur a droit\u202f; une ver" +
+	"sion de processus l’épingle).\x02Des occurrences des révisions %[1]s att" +
+	"endent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des ex" +
+	"écutants dont le consommateur y a droit (un exécutant qui ne nomme aucu" +
+	"ne révision prend celles auxquelles son consommateur a droit\u202f; une " +
+	"version de processus les épingle).\x02Aucun exécutant ne sert cette défi" +
+	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
+	"nterroge.\x02Aucun processus n’utilise encore cette définition\u202f: el" +
+	"le aura besoin d’un exécutant quand un processus l’utilisera en mode pul" +
+	"l.\x02Aucun processus n’utilise cette définition en mode pull\u202f: Rel" +
+	"ais appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
+	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
+	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
+	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les ré" +
+	"visions accordées au consommateur sont prises en charge.\x02Révisions pr" +
+	"ises en charge\u202f: %[1]s\u202f; certains prennent toutes les révision" +
+	"s accordées à leur consommateur.\x02Toutes les révisions accordées au co" +
+	"nsommateur sont prises en charge.\x02Seule la révision %[1]d est prise e" +
+	"n charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les " +
+	"révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s son" +
+	"t prises en charge."
 
-	// Total table size 79362 bytes (77KiB); checksum: E7955B68
+	// Total table size 79493 bytes (77KiB); checksum: 74EF4278

@@ -1066,7 +1066,11 @@ func TestSubscribingWhilePostgreSQLHangsIsRefused(t *testing.T) {
 		t.Errorf("subscribing before the verdict was refused after %v, want by the verdict", d)
 	}
 	d, err = subscribe("late")
-	wantRefusal(t, "subscribing after the probe's verdict", err, "unavailable", "database_unavailable")
+	p := wantRefusal(t, "subscribing after the probe's verdict", err, "unavailable", "database_unavailable")
+	// In a stream's words: no write to repeat as sent (verifier QA).
+	if !strings.Contains(p.GetDetail(), "the stream was not opened") || strings.Contains(p.GetDetail(), "Idempotency-Key") {
+		t.Errorf("detail %q, want the stream's words", p.GetDetail())
+	}
 	if d > 2*time.Second {
 		t.Errorf("subscribing after the verdict was refused after %v, want at once", d)
 	}

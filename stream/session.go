@@ -347,19 +347,19 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 	setup, endSetup := svc.health.whileAnswered(ctx)
 	defer endSetup()
 	if svc.health.down.Load() {
-		return toConnect(setup, svc.logger, procedure, pgfault.Unavailable(pgfault.ErrUnresponsive))
+		return svc.refuseSetup(setup, pgfault.Unavailable(pgfault.ErrUnresponsive))
 	}
 	principal, token, err := svc.consumer(setup, req.Header())
 	if err != nil {
-		return toConnect(setup, svc.logger, procedure, err)
+		return svc.refuseSetup(setup, err)
 	}
 	p, err := svc.subscribeParams(req.Msg)
 	if err != nil {
-		return toConnect(setup, svc.logger, procedure, err)
+		return svc.refuseSetup(setup, err)
 	}
 	pairs, err := svc.eng.ResolveSubscriptions(setup, principal.ConsumerID, p.subs)
 	if err != nil {
-		return toConnect(setup, svc.logger, procedure, err)
+		return svc.refuseSetup(setup, err)
 	}
 	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, workerID: p.workerID, transport: req.Peer().Protocol, subs: p.subs,
 		credit: p.credit, lock: p.lock, connectedAt: time.Now(), pairs: pairs, pairsSeen: pairs, held: map[uuid.UUID]int{},
@@ -380,10 +380,26 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 	// A stream of this worker on another replica ends too.
 	if err := svc.eng.SignalWorkers(setup, engine.WorkerSignal{Kind: engine.SignalTakeover, Stream: s.id,
 		ConsumerID: s.consumerID, WorkerID: s.workerID}); err != nil {
-		return toConnect(setup, svc.logger, procedure, err)
+		return svc.refuseSetup(setup, err)
 	}
 	r := &runner{svc: svc, s: s, out: out, rc: responseController(ctx)}
 	return r.run(ctx, setup, endSetup)
+}
+
+// refuseSetup answers a Subscribe refused before its first heartbeat as
+// toConnect does, a database out of reach said in a stream's words: the
+// REST routes' advice on repeating a write as sent is no Subscribe's
+// (verifier QA).
+func (svc *Service) refuseSetup(setup context.Context, err error) error {
+	if cut := pgfault.CutShort(setup); cut != nil {
+		err = cut
+	}
+	if fe, ok := fault.As(err); ok && fe.Code == pgfault.UnavailableCode {
+		out := *fe
+		out.Detail = "this replica cannot reach PostgreSQL right now, and the stream was not opened (nothing was assigned to it): subscribe again shortly, through another replica if you have several"
+		err = &out
+	}
+	return toConnect(setup, svc.logger, "Subscribe", err)
 }
 
 // runner drives one session's loop.
@@ -448,7 +464,7 @@ func (r *runner) wakeAt(at time.Time) {
 func (r *runner) run(ctx, setup context.Context, endSetup func()) error {
 	svc, s := r.svc, r.s
 	if _, err := svc.eng.SeeStream(setup, r.presence()); err != nil {
-		return toConnect(setup, svc.logger, "Subscribe", err)
+		return svc.refuseSetup(setup, err)
 	}
 	svc.eng.LogWorker(engine.EventWorkerConnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
 		"stream", s.id, "transport", s.transport, "max_in_flight", s.credit, "definitions", len(s.keys))
@@ -457,7 +473,7 @@ func (r *runner) run(ctx, setup context.Context, endSetup func()) error {
 
 	resumed, err := r.takeOver(setup)
 	if err != nil {
-		return toConnect(setup, svc.logger, "Subscribe", err)
+		return svc.refuseSetup(setup, err)
 	}
 	// Accepted: from its first heartbeat on, the loop's rules hold.
 	endSetup()

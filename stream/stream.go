@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -177,7 +176,9 @@ func unaryJSONSubscribe(next http.Handler) http.Handler {
 		w.Header().Set("Accept-Post", "application/connect+json, application/connect+proto, application/grpc, application/grpc-web")
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnsupportedMediaType)
-		_, _ = io.WriteString(w, `{"code":"unimplemented","message":"Subscribe is a server stream: send it as Connect's streaming protocol (Content-Type application/connect+json, the message in one enveloped frame), gRPC or gRPC-Web, not as a unary call (application/json); see README, Connected workers"}`+"\n")
+		streaming := "application/connect+" + strings.TrimPrefix(mt, "application/")
+		msg := fmt.Sprintf("Subscribe is a server stream: send it as Connect's streaming protocol (Content-Type %s, the message in one enveloped frame), gRPC or gRPC-Web, not as a unary call (%s); see README, Connected workers", streaming, mt)
+		_ = json.NewEncoder(w).Encode(map[string]string{"code": "unimplemented", "message": msg})
 	})
 }
 

@@ -162,18 +162,25 @@ func member(m *yaml.Node, name string) (key, value *yaml.Node) {
 // item's own line; the deepest existing ancestor's when the pointer goes
 // further than the document; 0 without a document.
 func lineOf(n *yaml.Node, pointer string) int {
+	_, line := yamlAt(n, pointer)
+	return line
+}
+
+// yamlAt is the node pointer names in n, nil when it names none, and its
+// line as lineOf says.
+func yamlAt(n *yaml.Node, pointer string) (*yaml.Node, int) {
 	if n == nil {
-		return 0
+		return nil, 0
 	}
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
 	line := n.Line
 	if pointer == "" {
-		return line
+		return n, line
 	}
 	if pointer[0] != '/' {
-		return 0
+		return nil, 0
 	}
 	for _, token := range strings.Split(pointer[1:], "/") {
 		token = strings.ReplaceAll(strings.ReplaceAll(token, "~1", "/"), "~0", "~")
@@ -184,21 +191,21 @@ func lineOf(n *yaml.Node, pointer string) int {
 		case yaml.MappingNode:
 			key, value := member(n, token)
 			if value == nil {
-				return line
+				return nil, line
 			}
 			line, n = key.Line, value
 		case yaml.SequenceNode:
 			i, err := strconv.Atoi(token)
 			if err != nil || i < 0 || i >= len(n.Content) {
-				return line
+				return nil, line
 			}
 			n = n.Content[i]
 			line = n.Line
 		default:
-			return line
+			return nil, line
 		}
 	}
-	return line
+	return n, line
 }
 
 // otherTools are the YAML and JSON files of other tools that live beside
@@ -393,7 +400,7 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 		// The body is checked even when the envelope is wrong: one run
 		// reports every problem of the document.
 		ps := envelope(&d, m)
-		problems = append(problems, missedKeys(append(slices.Clone(ps), check(d)...))...)
+		problems = append(problems, asWritten(missedKeys(append(slices.Clone(ps), check(d)...)))...)
 		if len(ps) == 0 {
 			docs = append(docs, d)
 		}
@@ -775,6 +782,30 @@ func missedKeys(ps []Problem) []Problem {
 			continue
 		}
 		ps[i].Message += suggest.Missing(name, missing)
+	}
+	return ps
+}
+
+// asWritten makes the "(quote it: …)" of ps quote a YAML number as its
+// source writes it: the checks see the number YAML read, which for 010
+// (octal), 0x1F or 1_000 is another text than the one to quote (verifier
+// QA: a zero-padded code told to become "8").
+func asWritten(ps []Problem) []Problem {
+	const lead = "(quote it: "
+	for i, p := range ps {
+		at := strings.Index(p.Message, lead)
+		if at < 0 {
+			continue
+		}
+		quoted, err := strconv.QuotedPrefix(p.Message[at+len(lead):])
+		if err != nil {
+			continue
+		}
+		n, _ := yamlAt(p.Doc.node, p.Pointer)
+		if n == nil || n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" && n.ShortTag() != "!!float" {
+			continue
+		}
+		ps[i].Message = p.Message[:at+len(lead)] + strconv.Quote(n.Value) + p.Message[at+len(lead)+len(quoted):]
 	}
 	return ps
 }

@@ -194,6 +194,38 @@ max_timeout: PT1S
 	}
 }
 
+// A YAML number to quote is quoted as the file writes it, not as YAML
+// reads it: 010 is octal 8 and 0x1F is 31 to the parser, and a
+// zero-padded code quoted as read would become another value (verifier
+// QA).
+func TestQuoteHintsQuoteTheSource(t *testing.T) {
+	t.Parallel()
+	p := write(t, t.TempDir(), "codes.yaml", `kind: Definition
+key: d
+name: D
+inputs:
+  fields:
+    - name: c
+      type: choice
+      values: [010, 0x1F, 1.10]
+outputs: {fields: []}
+---
+kind: Release
+definition: d
+name: 07
+revision: 1
+`)
+	got := problemLines(t, p)
+	want := []string{
+		`8: /inputs/fields/0/values/0: choice value must be a string, not number (quote it: "010")`,
+		`8: /inputs/fields/0/values/1: choice value must be a string, not number (quote it: "0x1F")`,
+		`8: /inputs/fields/0/values/2: choice value must be a string, not number (quote it: "1.10")`,
+		`13: /name: must be a string, not a number (quote it: "07")`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestLoadReadsEveryPath: several paths are one set, in apply order
 // across them; a file named twice (itself and through its folder) is read
 // once, and an empty path among them is refused by name.
