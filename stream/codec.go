@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // strictJSON is the Connect protocol's JSON codec refusing members the
@@ -39,9 +41,36 @@ func (c strictJSON) Unmarshal(data []byte, message any) error {
 		return errors.New("an empty body is no JSON object")
 	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, m); err != nil {
-		return fmt.Errorf("%w%s", err, jsonHint(err.Error()))
+		hint := jsonHint(err.Error())
+		if hint == "" {
+			hint = durationHint(data, m.ProtoReflect().Descriptor())
+		}
+		return fmt.Errorf("%w%s", err, hint)
 	}
 	return nil
+}
+
+// durationHint names a duration member of md that data gives as no
+// string (60, {"seconds": 60}): protobuf's JSON then says only "unexpected
+// token", at a column (verifier QA).
+func durationHint(data []byte, md protoreflect.MessageDescriptor) string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(data, &members) != nil {
+		return ""
+	}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		if f.Message() == nil || f.Message().FullName() != "google.protobuf.Duration" {
+			continue
+		}
+		for _, name := range []string{f.JSONName(), string(f.Name())} {
+			if v, ok := members[name]; ok && len(v) > 0 && v[0] != '"' && string(v) != "null" {
+				return fmt.Sprintf(` (%s is a duration: a string of seconds ending in s, as "60s")`, name)
+			}
+		}
+	}
+	return ""
 }
 
 // jsonHint says how to write what protobuf's JSON refused, where its words

@@ -293,6 +293,9 @@ func TestMalformedMessages(t *testing.T) {
 		{workerv1connect.WorkerServiceFailProcedure, `{"occurrenceId": "0198a4b4-5c3e-7000-8000-000000000000", "workerId": "w", "errorCode": "X", "retries": 2}`, "worker.proto"},
 		{workerv1connect.WorkerServiceExtendProcedure, `{"occurrenceId": "0198a4b4-5c3e-7000-8000-000000000000", "workerId": "w", "lockDuration": "PT60S"}`, `as \"60s\"`},
 		{workerv1connect.WorkerServiceCompleteProcedure, `{"outputs": "not base64!"}`, "is base64"},
+		// A number where a duration's string goes: protobuf says only
+		// "unexpected token" (verifier QA).
+		{workerv1connect.WorkerServiceExtendProcedure, `{"occurrenceId": "0198a4b4-5c3e-7000-8000-000000000000", "workerId": "w", "lockDuration": 60}`, `lockDuration is a duration`},
 	} {
 		req, _ := newRawRequest(f.env.URL+tc.procedure, f.consumer, tc.body)
 		res, err := newClient(t, "connect", f.env.URL).http.Do(req)
