@@ -632,7 +632,10 @@ func (r *run) keepOrphan(ctx context.Context, o *orphan) {
 				t.cancel(err)
 				return
 			}
-			log.Warn("the stream ended and the task's lock could not be kept; cancelling the handler", "cause", err)
+			// Its handler may have returned long before, its outcome still
+			// being reported (chaos QA: "cancelling the handler" read
+			// as a handler still running).
+			log.Warn("the stream ended and the task's lock could not be kept: the task is no longer this worker's (its handler is cancelled if it still runs, its outcome not reported if it returned)", "cause", err)
 			t.cancel(fmt.Errorf("%w: %w", errStreamEnded, err))
 			return
 		}
