@@ -217,7 +217,11 @@ func ifMatch(r *http.Request) ([]string, error) {
 			default:
 				d := strings.Trim(tag, `"`)
 				if !digestPattern.MatchString(d) {
-					return nil, fault.New(fault.BadRequest, "invalid_request", "If-Match %q is not a Working's digest (sha256: and 64 hexadecimal digits, as working_digest is)", tag)
+					shown := tag // quoted as sent: %q of "x" read \"x\" (API client QA)
+					if !strings.HasPrefix(tag, `"`) || !strings.HasSuffix(tag, `"`) || len(tag) < 2 {
+						shown = strconv.Quote(tag)
+					}
+					return nil, fault.New(fault.BadRequest, "invalid_request", "If-Match %s is not a Working's digest (sha256: and 64 hexadecimal digits, as working_digest is)", shown)
 				}
 				digests = append(digests, d)
 			}

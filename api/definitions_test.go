@@ -281,6 +281,10 @@ func TestSnapshotIfMatch(t *testing.T) {
 			t.Errorf("If-Match %s, no digest: %d %s; want 400, not a change meanwhile", tag, r.Status, r.Body)
 		}
 	}
+	// The tag quoted once, as sent (API client QA: \"abc\").
+	if r := env.Do("POST", base+"/revisions", env.Designer, nil, "If-Match", `"abc"`); !strings.Contains(r.JSON(t)["detail"].(string), `If-Match "abc" is not`) {
+		t.Errorf("detail %q, want the tag as sent", r.JSON(t)["detail"])
+	}
 	for i, tag := range []string{strconv.Quote(mine) + ", " + strconv.Quote(theirs), "*"} {
 		want := 201
 		if i > 0 {
