@@ -141,7 +141,7 @@ func (s *Service) Handlers() map[string]http.Handler {
 	opts = append(opts, strictJSONCodecs()...)
 	out := map[string]http.Handler{}
 	path, h := workerv1connect.NewWorkerServiceHandler(s, opts...)
-	h = withResponseController(h)
+	h = s.authenticatedFirst(withResponseController(h))
 	out[path] = h
 	// Each procedure at its own path too, so that the request metrics and
 	// logs tell a minutes-long Subscribe from a Complete (the service path,
@@ -160,6 +160,37 @@ func (s *Service) Handlers() map[string]http.Handler {
 	path, h = grpchealth.NewHandler(s.health)
 	out[path] = s.health.endWatches(h)
 	return out
+}
+
+// authenticatedFirst refuses a worker-service call whose token does not
+// authenticate before its body is read, as every REST route does: a body
+// that does not decode was answered 400 with the parser's words to anyone
+// (security QA). A settle token, which Complete and Fail take for their
+// own occurrence, and a lookup that fails for another reason than the
+// token (the database) are left to the call.
+func (s *Service) authenticatedFirst(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := httpauth.Bearer(r.Header)
+		var refusal *fault.Error
+		switch {
+		case !ok:
+			refusal = fault.New(fault.Unauthorized, "unauthorized", "an authorization: Bearer <consumer token> header is required")
+		case engine.IsSettleToken(token):
+		default:
+			if _, err := auth.Authenticate(r.Context(), s.lookup, token); err != nil {
+				if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
+					refusal = fe
+				}
+			}
+		}
+		if refusal == nil || !ew.IsSupported(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		httpjson.NoteProblem(r.Context(), refusal.Code)
+		_ = ew.Write(w, r, problemError(refusal))
+	})
 }
 
 // unaryJSONSubscribe answers a Subscribe sent as a unary Connect call

@@ -308,6 +308,24 @@ func TestMalformedMessages(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 400 saying %s", tc.procedure, tc.body, res.StatusCode, data, tc.want)
 		}
 	}
+	// The token is checked before the body is read, as on the REST routes:
+	// a body that does not decode told its parser's words to anyone
+	// (security QA).
+	for _, token := range []string{"", "rls_nope"} {
+		req, _ := newRawRequest(f.env.URL+workerv1connect.WorkerServiceCompleteProcedure, token, `{"zz": 1}`)
+		if token == "" {
+			req.Header.Del("Authorization")
+		}
+		res, err := newClient(t, "connect", f.env.URL).http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(data), `"unauthenticated"`) || strings.Contains(string(data), "zz") {
+			t.Errorf("a malformed Complete with token %q: %d %s, want 401 unauthenticated, the body unread", token, res.StatusCode, data)
+		}
+	}
 	// A Subscribe sent as a unary call, curl's first try: 415 saying how
 	// a stream is sent (connect-go's had no body).
 	req, _ = newRawRequest(f.env.URL+workerv1connect.WorkerServiceSubscribeProcedure, f.consumer, `{"workerId": "w", "maxInFlight": 1}`)
