@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relais/relais/internal/relaistest"
 )
@@ -114,6 +115,10 @@ func TestDestinations(t *testing.T) {
 	dry := env.Must(200, "PUT", "/api/v1/destinations/scoring?dry_run=true", env.Admin, body)
 	if d := dry.JSON(t); d["change"] != "updated" || d["max_timeout"] != "PT3S" || dry.Header.Get("Relais-Applied") != "false" {
 		t.Errorf("dry run: %v (Relais-Applied %q), want updated to PT3S, not applied", d, dry.Header.Get("Relais-Applied"))
+	}
+	// Its times at a stored put's precision, microseconds (API client QA).
+	if at, err := time.Parse(time.RFC3339Nano, dry.JSON(t)["updated_at"].(string)); err != nil || at.Nanosecond()%1000 != 0 {
+		t.Errorf("dry run updated_at %v (%v), want microseconds at most", dry.JSON(t)["updated_at"], err)
 	}
 	got := env.Must(200, "GET", "/api/v1/destinations/scoring", env.Admin, nil)
 	if got.JSON(t)["max_timeout"] != "PT5S" {

@@ -326,7 +326,9 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 			// What the put would store, so that a dry run shows a header
 			// the new spec drops or a changed URL, not what is stored now.
 			shown := v.shown()
-			now := e.Now()
+			// At PostgreSQL's precision, as a stored put's times are (API
+			// client QA: nanoseconds in the dry run only).
+			now := e.Now().Truncate(time.Microsecond)
 			shown.CreatedAt, shown.UpdatedAt = now, now
 			if change == Updated {
 				shown.CreatedAt = out.CreatedAt
