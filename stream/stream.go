@@ -167,7 +167,12 @@ func (s *Service) Handlers() map[string]http.Handler {
 // that does not decode was answered 400 with the parser's words to anyone
 // (security QA). A settle token, which Complete and Fail take for their
 // own occurrence, and a lookup that fails for another reason than the
-// token (the database) are left to the call.
+// token (the database) are left to the call. A stream's Heartbeat and
+// Drain are only checked for a token here: while the database cannot be
+// reached they are accepted on the token their stream knows (streamOf),
+// and a lookup more on each of them, every heartbeat, delayed the
+// acknowledgements past their due (a CI run's streams ended
+// heartbeat_missed during an outage).
 func (s *Service) authenticatedFirst(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +181,7 @@ func (s *Service) authenticatedFirst(next http.Handler) http.Handler {
 		switch {
 		case !ok:
 			refusal = fault.New(fault.Unauthorized, "unauthorized", "an authorization: Bearer <consumer token> header is required")
-		case engine.IsSettleToken(token):
+		case engine.IsSettleToken(token), r.URL.Path == workerv1connect.WorkerServiceHeartbeatProcedure, r.URL.Path == workerv1connect.WorkerServiceDrainProcedure:
 		default:
 			if _, err := auth.Authenticate(r.Context(), s.lookup, token); err != nil {
 				if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
