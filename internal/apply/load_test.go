@@ -136,9 +136,7 @@ max_timeout: PT1S
 		`16: /headers/X-Count: must be a string`,
 		`17: /max_timeout: must be an ISO-8601 duration above zero, at most PT10S`,
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameProblems(t, got, want)
 }
 
 // TestLoadChecksReleaseKeys: a Release's misspelt key is refused, not
@@ -159,9 +157,7 @@ notes: [not, text]
 `)
 	got := problemLines(t, p)
 	want := []string{`5: /note: unknown key "note" (did you mean "notes"?)`, `11: /notes: must be a string`}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameProblems(t, got, want)
 }
 
 // A misspelt envelope key (key, kind) is suggested where it is missing:
@@ -189,9 +185,7 @@ max_timeout: PT1S
 	want := []string{`1: /key: is required`, `2: /kee: unknown key "kee" (did you mean "key"?)`,
 		`7: /kind: is required (Definition, Release, Process or Destination); found "kin" (did you mean "kind"?)`,
 		`10: /url: is required`, `12: /ur: unknown key "ur" (did you mean "url"?)`}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameProblems(t, got, want)
 }
 
 // A YAML number to quote is quoted as the file writes it, not as YAML
@@ -221,9 +215,7 @@ revision: 1
 		`8: /inputs/fields/0/values/1: choice value must be a string, not number (quote it: "0x1F")`,
 		`8: /inputs/fields/0/values/2: choice value must be a string, not number (quote it: "1.10")`,
 		`13: /name: must be a string, not a number (quote it: "07")`}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameProblems(t, got, want)
 }
 
 // TestLoadReadsEveryPath: several paths are one set, in apply order
@@ -284,6 +276,14 @@ func TestLoadRefusesAPathWithoutDocuments(t *testing.T) {
 
 // problemLines loads path and returns its problems as they are printed,
 // without the path and colon that start each (the line number stays).
+// sameProblems fails t unless got lists want's problems, in order.
+func sameProblems(t *testing.T, got, want []string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func problemLines(t *testing.T, path string) []string {
 	t.Helper()
 	_, problems, err := Load(path)
@@ -427,9 +427,7 @@ nodes: {s: {kind: end}}
 		`33: /name: is required`,
 		`39: /version: must be a version number (1 or more), not "2"`,
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameProblems(t, got, want)
 }
 
 // TestLoadSyntaxProblems: a document that does not parse is reported at
