@@ -311,8 +311,18 @@ func TestMalformedMessages(t *testing.T) {
 	// The token is checked before the body is read, as on the REST routes:
 	// a body that does not decode told its parser's words to anyone
 	// (security QA).
-	for _, token := range []string{"", "rls_nope"} {
-		req, _ := newRawRequest(f.env.URL+workerv1connect.WorkerServiceCompleteProcedure, token, `{"zz": 1}`)
+	for _, tc := range []struct{ procedure, token string }{
+		{workerv1connect.WorkerServiceCompleteProcedure, ""},
+		{workerv1connect.WorkerServiceCompleteProcedure, "rls_nope"},
+		// A settle token's prefix is no pass (verifier QA): Complete
+		// looks it up, a call that takes none refuses it.
+		{workerv1connect.WorkerServiceCompleteProcedure, "rlsst_bogus"},
+		{workerv1connect.WorkerServiceReleaseProcedure, "rlsst_bogus"},
+		// Before a unary Subscribe's 415 too.
+		{workerv1connect.WorkerServiceSubscribeProcedure, ""},
+	} {
+		token := tc.token
+		req, _ := newRawRequest(f.env.URL+tc.procedure, token, `{"zz": 1}`)
 		if token == "" {
 			req.Header.Del("Authorization")
 		}
@@ -323,7 +333,7 @@ func TestMalformedMessages(t *testing.T) {
 		data, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(data), `"unauthenticated"`) || strings.Contains(string(data), "zz") {
-			t.Errorf("a malformed Complete with token %q: %d %s, want 401 unauthenticated, the body unread", token, res.StatusCode, data)
+			t.Errorf("a malformed %s with token %q: %d %s, want 401 unauthenticated, the body unread", tc.procedure, token, res.StatusCode, data)
 		}
 	}
 	// A Subscribe sent as a unary call, curl's first try: 415 saying how

@@ -2,7 +2,10 @@
 // error messages that answer "did you mean …?".
 package suggest
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Hint returns ` (did you mean "x"?)` for the candidate Closest to name,
 // or "" when none is.
@@ -37,15 +40,16 @@ func Closest(name string, candidates []string) (best string, ok bool) {
 }
 
 // Missing returns ` (did you mean "x"?)` for the candidate one edit away
-// from name, or "": for a required name that is missing, one edit is a
-// typo of it however short the name (`ur` for a missing `url`), where
-// Closest's rule would let it pass as another word.
+// from name, or differing from it only in case, or "": for a required name
+// that is missing, that is a typo of it however short the name (`ur` or
+// `URL` for a missing `url`), where Closest's rule would let it pass as
+// another word.
 func Missing(name string, missing []string) string {
 	if hint := Hint(name, missing); hint != "" {
 		return hint
 	}
 	for _, m := range missing {
-		if distance(name, m) == 1 {
+		if distance(name, m) == 1 || strings.EqualFold(name, m) {
 			return Meant(m)
 		}
 	}

@@ -53,6 +53,7 @@ func TestMissing(t *testing.T) {
 		want    string
 	}{
 		{"ur", []string{"url"}, ` (did you mean "url"?)`},
+		{"URL", []string{"url"}, ` (did you mean "url"?)`},
 		{"kee", []string{"key"}, ` (did you mean "key"?)`},
 		{"nam", []string{"url", "name"}, ` (did you mean "name"?)`},
 		{"ab", []string{"url"}, ""},
