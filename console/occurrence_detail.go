@@ -560,6 +560,18 @@ func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurren
 			return T(ctx, "The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.")
 		}
 	}
+	if code == "attempts_exhausted" && o != nil && len(o.AttemptList) > 0 {
+		// The last attempt's outcome says which of the two ended it,
+		// where it is known (verifier QA: the page hedged).
+		if last := o.AttemptList[len(o.AttemptList)-1].Outcome; last != nil {
+			switch *last {
+			case engine.OutcomeExpired:
+				return T(ctx, "The last attempt’s lock expired with no attempt left.")
+			case engine.OutcomeDisconnected:
+				return T(ctx, "The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.")
+			}
+		}
+	}
 	return errorCodeMeaning(ctx, code)
 }
 

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             328,
 	"%d (0 lowest, 9 highest)":                 495,
 	"%d attempts":                              504,
-	"%d attempts, retry after %s, priority %d": 667,
+	"%d attempts, retry after %s, priority %d": 669,
 	"%d breaking":                              249,
 	"%d changes":                               248,
 	"%d completed":                             326,
@@ -55,30 +55,30 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     337,
 	"%d held instances match now.":             62,
 	"%d hours":                                 353,
-	"%d items":                                 740,
+	"%d items":                                 742,
 	"%d left":                                  506,
 	"%d min":                                   336,
 	"%d minutes":                               354,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              738,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              740,
 	"%d ms": 356,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         657,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 656,
-	"%d occurrences":                          595,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         659,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 658,
+	"%d occurrences":                          597,
 	"%d releases":                             268,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       335,
 	"%d seconds": 355,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     627,
-	"%s (deferred; settled by %s)":                                                     566,
-	"%s (deferred; settled with its settle token)":                                     564,
-	"%s (deferred; settled with its settle token, as %s)":                              565,
+	"%s (a fixed offset, no daylight saving time)":                                     629,
+	"%s (deferred; settled by %s)":                                                     568,
+	"%s (deferred; settled with its settle token)":                                     566,
+	"%s (deferred; settled with its settle token, as %s)":                              567,
 	"%s (token #%d, %s)":                                                               101,
 	"%s ago":                                                                           333,
-	"%s so far":                                                                        562,
-	"%s → %s":                                                                          662,
+	"%s so far":                                                                        564,
+	"%s → %s":                                                                          664,
 	"%s, %s: %s":                                                                       299,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         499,
 	"%s, cut to %s by the destination’s max_timeout":                                   498,
@@ -88,23 +88,23 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          462,
 	"%s: %s":                                  325,
 	"%s: %s → %s":                             256,
-	"%s: a date is written 2026-12-01.":       611,
+	"%s: a date is written 2026-12-01.":       613,
 	"%s: every revision, present and future":  194,
 	"%s: revision %s":                         195,
 	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 612,
+	"%s: the first day comes after the last.": 614,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 496,
 	"%s–%s":                         324,
-	"(%d characters in all)":        742,
+	"(%d characters in all)":        744,
 	"(%d handed back, not counted)": 505,
-	"(each item)":                   728,
-	"(in %s)":                       741,
-	"(worker %s)":                   550,
+	"(each item)":                   730,
+	"(in %s)":                       743,
+	"(worker %s)":                   552,
 	"0 seconds":                     351,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            705,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 539,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 622,
-	"A revision is a definition’s: choose the definition too.": 578,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            707,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 541,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 624,
+	"A revision is a definition’s: choose the definition too.": 580,
 	"A version is a process’s: choose the process too.":        397,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -119,13 +119,13 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 402,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       592,
+	"All consumers":                       594,
 	"All definitions":                     317,
 	"All its tasks":                       193,
 	"All processes":                       408,
 	"All statuses":                        410,
-	"All workers":                         755,
-	"An operator abandoned the instance.": 538,
+	"All workers":                         757,
+	"An operator abandoned the instance.": 540,
 	"Any definition":                      409,
 	"Apply filters":                       116,
 	"Apr":                                 342,
@@ -140,8 +140,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           678,
-	"Back without saving":              624,
+	"Back to the occurrence":           680,
+	"Back without saving":              626,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
@@ -154,38 +154,38 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    497,
 	"Calls":                           279,
 	"Calls signed (Relais-Signature)": 281,
-	"Camunda 7 facade":                759,
-	"Cancelled: the instance was stopped (%s).":               561,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 560,
+	"Camunda 7 facade":                761,
+	"Cancelled: the instance was stopped (%s).":               563,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 562,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           679,
+	"Cannot reveal":                                           681,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            651,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 642,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            653,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 644,
 	"Compare":              222,
 	"Compare revisions":    218,
 	"Completed":            320,
-	"Completed (%s).":      556,
+	"Completed (%s).":      558,
 	"Completed, last hour": 308,
 	"Completions and failures per 5 minutes, last hour: %s":    318,
 	"Completions and failures per 5-minute slot, oldest first": 322,
 	"Completions and failures, last hour":                      301,
-	"Connected":                                                751,
+	"Connected":                                                753,
 	"Constraints":                                              203,
 	"Consumer":                                                 468,
-	"Consumer and worker":                                      589,
+	"Consumer and worker":                                      591,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    674,
-	"Counts by status": 584,
+	"Counts as of %s (%s); refreshed every few seconds.":                    676,
+	"Counts by status": 586,
 	"Created":          367,
 	"Created from":     83,
 	"Created on":       186,
@@ -195,13 +195,13 @@ var messageKeyToIndex = map[string]int{
 	"Deadline":         493,
 	"Dec":              350,
 	"Deferred":         520,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 555,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 557,
 	"Definition":                                 303,
 	"Definition %s":                              205,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         263,
-	"Definitions served":                         749,
+	"Definitions served":                         751,
 	"Definitions, those needing attention first": 302,
 	"Description":                                204,
 	"Destination":                                480,
@@ -211,14 +211,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     224,
 	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    630,
+	"Display settings saved.":                    632,
 	"Display settings: ":                         148,
 	"Duration":                                   472,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 300,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          598,
+	"Earlier attempt:":          600,
 	"End node":                  390,
 	"End node or error":         406,
 	"Ended":                     386,
@@ -227,21 +227,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 285,
 	"Erase this instance…": 377,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 289,
-	"Error":                      588,
+	"Error":                      590,
 	"Error (before any attempt)": 523,
 	"Error (the deadline passed after attempt %d)": 522,
 	"Error code":       81,
 	"Error message":    475,
-	"Every %d seconds": 629,
+	"Every %d seconds": 631,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 515,
 	"Every attempt, oldest first": 467,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  682,
-	"Expired token":                        715,
-	"Expires":                              712,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  684,
+	"Expired token":                        717,
+	"Expires":                              714,
 	"External tasks":                       134,
 	"Failed":                               306,
-	"Failed (%s).":                         559,
+	"Failed (%s).":                         561,
 	"Failed at node":                       392,
 	"Failed occurrence":                    388,
 	"Failed, last hour":                    309,
@@ -252,7 +252,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             471,
-	"First page":                           608,
+	"First page":                           610,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    172,
 	"Form refused":                         167,
@@ -261,9 +261,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
-	"Graph":                   641,
-	"Graph of %s":             655,
-	"HTTP 2xx, unusable body": 568,
+	"Graph":                   643,
+	"Graph of %s":             657,
+	"HTTP 2xx, unusable body": 570,
 	"Headers sent":            275,
 	"Health":                  133,
 	"Held at a node of":       82,
@@ -271,7 +271,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                389,
 	"Held instances":          305,
 	"ID":                      183,
-	"In flight":               750,
+	"In flight":               752,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
 	"Inputs":                     228,
 	"Inputs of revision %d":      239,
@@ -280,38 +280,38 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      507,
 	"Instance":                  405,
 	"Instances":                 86,
-	"Instances of this version": 650,
+	"Instances of this version": 652,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 771,
-	"It takes revision %d only.":                       774,
-	"It takes revisions %s only.":                      776,
+	"It takes every revision its consumer is granted.": 773,
+	"It takes revision %d only.":                       776,
+	"It takes revisions %s only.":                      778,
 	"Its calls":                                        280,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  557,
-	"Its instance went on along the node’s error path.":                                                                                                                    558,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      720,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  559,
+	"Its instance went on along the node’s error path.":                                                                                                                    560,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      722,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     339,
 	"Jul":                     345,
 	"Jun":                     344,
-	"Keep it":                 722,
+	"Keep it":                 724,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       282,
 	"Key":                     264,
-	"Kind":                    645,
+	"Kind":                    647,
 	"Language":                130,
 	"Last changed":            277,
 	"Last error (attempt %d)": 521,
 	"Last reserved":           518,
 	"Last saved":              209,
-	"Last seen":               752,
-	"Last used":               711,
+	"Last seen":               754,
+	"Last used":               713,
 	"Latest revision":         265,
 	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 626,
-	"Lock expired %s — waiting to be offered again.": 547,
+	"Local time in %s": 628,
+	"Lock expired %s — waiting to be offered again.": 549,
 	"Lock expires":    519,
 	"Longest timeout": 276,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 247,
@@ -319,19 +319,19 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                 341,
 	"Maximum attempts":    489,
 	"May":                 343,
-	"Message":             586,
-	"Message from Relais": 576,
-	"Message from Relais, quoting the destination’s answer":             575,
-	"Message from the service (its own words, protected values masked)": 574,
-	"Method not allowed": 686,
+	"Message":             588,
+	"Message from Relais": 578,
+	"Message from Relais, quoting the destination’s answer":             577,
+	"Message from the service (its own words, protected values masked)": 576,
+	"Method not allowed": 688,
 	"Mode":               487,
-	"More filters: instance, revision, consumer, destination, dates": 580,
+	"More filters: instance, revision, consumer, destination, dates": 582,
 	"Name":                    184,
-	"Never":                   628,
+	"Never":                   630,
 	"Next attempt":            517,
-	"Next attempt or settled": 590,
+	"Next attempt or settled": 592,
 	"Next node":               366,
-	"Next page":               607,
+	"Next page":               609,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 179,
 	"No definition %s has occurrences: check the key, or show all definitions.": 316,
@@ -340,42 +340,42 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        267,
 	"No destination yet.":                                                       269,
 	"No inputs.":                                                                229,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  695,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 693,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  697,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 695,
 	"No instance matches these filters.": 407,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 694,
-	"No live worker takes %s now (Workers page).":                                               541,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 542,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           543,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          544,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 696,
+	"No live worker takes %s now (Workers page).":                                               543,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 544,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           545,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          546,
 	"No more consumers.":                                   180,
 	"No more destinations.":                                270,
-	"No occurrence matches these filters.":                 591,
+	"No occurrence matches these filters.":                 593,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              371,
 	"No outputs yet: the occurrence has not completed.":    510,
 	"No outputs.":                                          232,
 	"No outputs: the occurrence ended without completing.": 512,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         637,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             768,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             767,
+	"No process is published yet.":                         639,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             770,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             769,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              709,
-	"No value was revealed.": 684,
+	"No token.":              711,
+	"No value was revealed.": 686,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
 	"No worker has reserved this occurrence yet.":                                        476,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 769,
-	"No worker is connected.":           753,
-	"No worker serves this definition.": 756,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 766,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 771,
+	"No worker is connected.":           755,
+	"No worker serves this definition.": 758,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 768,
 	"Node":                  363,
-	"Nodes":                 643,
-	"Nodes of this version": 652,
-	"Nodes of this version, with their occurrences now": 644,
+	"Nodes":                 645,
+	"Nodes of this version": 654,
+	"Nodes of this version, with their occurrences now": 646,
 	"Nodes reached, in order":                           362,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -383,25 +383,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             691,
+	"Nothing to find: the search box is empty.":                             693,
 	"Nothing was done.":        29,
 	"Nov":                      349,
 	"Now":                      485,
 	"Occurrence":               364,
 	"Occurrence %s":            463,
 	"Occurrence offered again": 107,
-	"Occurrences now":          649,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          764,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 765,
-	"Occurrences, newest first": 585,
+	"Occurrences now":          651,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          766,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 767,
+	"Occurrences, newest first": 587,
 	"Oct":                       348,
-	"Offered from %s — %s.":     546,
+	"Offered from %s — %s.":     548,
 	"Oldest claimable waits":    307,
-	"On error":                  648,
-	"On success":                647,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         680,
-	"Only administrators may reveal a sensitive value.":                                                           675,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 706,
+	"On error":                  650,
+	"On success":                649,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         682,
+	"Only administrators may reveal a sensitive value.":                                                           677,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 708,
 	"Open":             304,
 	"Operator actions": 359,
 	"Operator actions on this instance, newest first": 372,
@@ -411,29 +411,29 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
 	"Outputs, labelled by revision %d's contract":     509,
-	"Pages":                           605,
+	"Pages":                           607,
 	"Path":                            360,
 	"Pause reloading":                 155,
-	"Pinned revision":                 646,
+	"Pinned revision":                 648,
 	"Policy":                          465,
-	"Previous page":                   606,
+	"Previous page":                   608,
 	"Priority":                        494,
 	"Process":                         77,
-	"Process %s":                      639,
+	"Process %s":                      641,
 	"Process %s has no version %d.":   92,
-	"Process and node":                587,
+	"Process and node":                589,
 	"Process inputs":                  374,
 	"Process instance":                106,
 	"Process instance %s":             357,
 	"Process instances":               400,
 	"Process instances, newest first": 404,
 	"Processes":                       135,
-	"Processes by key":                635,
-	"Protocol":                        748,
+	"Processes by key":                637,
+	"Protocol":                        750,
 	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 633,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       634,
-	"Push destination": 581,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 635,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       636,
+	"Push destination": 583,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -441,29 +441,29 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             370,
 	"Relais console":                                        129,
 	"Relais has not called the destination yet.":            482,
-	"Relais is calling the destination (since %s).":         552,
+	"Relais is calling the destination (since %s).":         554,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 484,
 	"Relais never called the destination: the occurrence ended before any call.": 483,
 	"Relais refused the action. Nothing was done.":                               49,
 	"Release":                       214,
 	"Releases":                      212,
 	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 621,
+	"Reload lists and detail pages": 623,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 632,
-	"Reloading resumed.":                  631,
+	"Reloading paused: this page stays as it is until you resume.": 634,
+	"Reloading resumed.":                  633,
 	"Replica":                             481,
 	"Required":                            201,
 	"Reserved":                            470,
-	"Reserved by %s.":                     554,
-	"Reserved by %s; lock until %s — %s.": 553,
+	"Reserved by %s.":                     556,
+	"Reserved by %s; lock until %s — %s.": 555,
 	"Reserved now":                        192,
 	"Resume":                              153,
 	"Retried by %s at %s — “%s”":          384,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
 	"Retries":            491,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  545,
+	"Retry at %s — %s.":  547,
 	"Retry delay":        490,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
@@ -475,38 +475,38 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 513,
-	"Revealed by %s at %s; recorded in the audit log.": 677,
+	"Revealed by %s at %s; recorded in the audit log.": 679,
 	"Reveals":               144,
-	"Reveals, newest first": 683,
+	"Reveals, newest first": 685,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 772,
-	"Revoke the %s token “%s”?": 719,
-	"Revoke the token":          721,
-	"Revoke token %d":           718,
-	"Revoke…":                   716,
-	"Role":                      710,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 774,
+	"Revoke the %s token “%s”?": 721,
+	"Revoke the token":          723,
+	"Revoke token %d":           720,
+	"Revoke…":                   718,
+	"Role":                      712,
 	"Route":                     365,
 	"Routing output":            208,
-	"Row %s":                    609,
-	"Rows %s–%s":                610,
-	"Save settings":             623,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      676,
+	"Row %s":                    611,
+	"Rows %s–%s":                612,
+	"Save settings":             625,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      678,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 283,
-	"Search":                               689,
-	"Secret values can never be revealed.": 681,
+	"Search":                               691,
+	"Secret values can never be revealed.": 683,
 	"Sep":                                  347,
-	"Served by %d workers":                 770,
+	"Served by %d workers":                 772,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              368,
-	"Settlement date":      579,
+	"Settlement date":      581,
 	"Show all definitions": 315,
-	"Show times in":        619,
+	"Show times in":        621,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 699,
-	"Sign in with an operator, designer or administrator token.": 700,
+	"Sign in": 701,
+	"Sign in with an operator, designer or administrator token.": 702,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
@@ -516,9 +516,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 707,
-	"Staff tokens, oldest first": 708,
-	"Start node":                 640,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 709,
+	"Staff tokens, oldest first": 710,
+	"Start node":                 642,
 	"Started":                    385,
 	"State":                      187,
 	"Status":                     79,
@@ -541,52 +541,54 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 262,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.": 692,
+	"That is too long to be an id or a business key.": 694,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              271,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 532,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 534,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          533,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 551,
+	"The call could not be prepared.":          535,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 553,
 	"The chart’s numbers": 321,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          620,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          622,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
-	"The deadline passed before a result arrived.":                                                                                                                          530,
-	"The destination answered HTTP %s.":     540,
-	"The destination could not be reached.": 534,
+	"The deadline passed before a result arrived.":                                                                                                                          532,
+	"The destination answered HTTP %s.":     542,
+	"The destination could not be reached.": 536,
 	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    528,
 	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         529,
 	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   527,
 	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 526,
-	"The destination’s answer was too large.": 535,
+	"The destination’s answer was too large.": 537,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           537,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       536,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           539,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       538,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                530,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                        531,
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             403,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 361,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         207,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               617,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               619,
 	"The page size must be between 1 and %d.":                                                                                                                                                              399,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  616,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  618,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            531,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      577,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    702,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        725,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            533,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      579,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    704,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        727,
 	"The version must be a whole number from 1.":                                                                                                                                                           396,
 	"These revisions have the same contracts.":                                                                                                                                                             227,
-	"These settings are kept in this browser only.":                                                                                                                                                        618,
-	"They take every revision their consumer is granted.":                                                                                                                                                  773,
-	"They take revision %d only.":                                                                                                                                                                          775,
-	"They take revisions %s only.":                                                                                                                                                                         777,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     613,
+	"These settings are kept in this browser only.":                                                                                                                                                        620,
+	"They take every revision their consumer is granted.":                                                                                                                                                  775,
+	"They take revision %d only.":                                                                                                                                                                          777,
+	"They take revisions %s only.":                                                                                                                                                                         779,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     615,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         508,
 	"This contract has no outputs.":                                                                                                                                                                        511,
@@ -594,7 +596,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                                                   173,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  688,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  690,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":                             28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                                        290,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                     33,
@@ -612,107 +614,107 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            724,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           723,
-	"This page does not accept that request.": 687,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            726,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           725,
+	"This page does not accept that request.": 689,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           376,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 704,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 653,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            654,
+	"This token is unknown, revoked or expired.": 706,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 655,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            656,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           701,
+	"Token":                           703,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 703,
-	"Totals of all definitions, not narrowed by the other filters":         594,
-	"Totals of definition %s, not narrowed by the other filters":           593,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 705,
+	"Totals of all definitions, not narrowed by the other filters":         596,
+	"Totals of definition %s, not narrowed by the other filters":           595,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 690,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 692,
 	"URL":                              274,
-	"UTC (coordinated universal time)": 625,
+	"UTC (coordinated universal time)": 627,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 614,
-	"Unknown parameter “%s”.":                      615,
+	"Unknown parameter “%s” (did you mean “%s”?).": 616,
+	"Unknown parameter “%s”.":                      617,
 	"Unknown status “%s”.":                         395,
 	"Value":                                        373,
 	"Version":                                      78,
-	"Versions, newest first":                       636,
-	"Waiting for Relais to call the destination since %s (%s).": 548,
-	"Waiting for a worker since %s (%s).":                       549,
+	"Versions, newest first":                       638,
+	"Waiting for Relais to call the destination since %s (%s).": 550,
+	"Waiting for a worker since %s (%s).":                       551,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             478,
 	"Why (recorded with the reveal)":                            514,
-	"Worker":                                                    747,
+	"Worker":                                                    749,
 	"Worker id":                                                 469,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        745,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        747,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 746,
-	"Workers serving %s":                   754,
+	"Workers seen within three heartbeats": 748,
+	"Workers serving %s":                   756,
 	"Working copy":                         206,
-	"You are signed out.":                  696,
+	"You are signed out.":                  698,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 697,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          698,
-	"[redacted]":                          573,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 699,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          700,
+	"[redacted]":                          575,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              189,
 	"administrator":                       439,
 	"an incident: retry, abandon or stop": 294,
-	"answer too large":                    571,
+	"answer too large":                    573,
 	"any":                                 76,
-	"any other code → %s":                 665,
+	"any other code → %s":                 667,
 	"any other error":                     292,
-	"as of %s (%s); counts are refreshed every few seconds.": 596,
-	"at least %d characters":                                 729,
-	"at least %d items":                                      736,
+	"as of %s (%s); counts are refreshed every few seconds.": 598,
+	"at least %d characters":                                 731,
+	"at least %d items":                                      738,
 	"at most %d":                                             502,
-	"at most %d characters":                                  730,
-	"at most %d items":                                       737,
+	"at most %d characters":                                  732,
+	"at most %d items":                                       739,
 	"at most %d since the last operator retry":               503,
 	"available":                                              411,
 	"boolean":                                                426,
-	"call in progress since":                                 602,
+	"call in progress since":                                 604,
 	"cancelled":                                              416,
 	"choice":                                                 429,
-	"claimable since":                                        601,
+	"claimable since":                                        603,
 	"claimable since %s":                                     312,
 	"classification changed":                                 450,
 	"completed":                                              414,
 	"constraint changed":                                     451,
 	"consumer":                                               442,
-	"consumer #%s":                                           563,
+	"consumer #%s":                                           565,
 	"date":                                                   427,
 	"date and time":                                          428,
-	"deadline %s":                                            669,
+	"deadline %s":                                            671,
 	"deferred":                                               413,
-	"deferred since":                                         604,
+	"deferred since":                                         606,
 	"deleted":                                                109,
 	"designer":                                               441,
 	"disconnected":                                           422,
-	"each item of %s":                                        727,
-	"end (completes)":                                        660,
-	"end (fails)":                                            661,
+	"each item of %s":                                        729,
+	"end (completes)":                                        662,
+	"end (fails)":                                            663,
 	"end: completes the instance":                            295,
 	"end: fails the instance":                                296,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 760,
+	"every revision its consumer is granted":                 762,
 	"exact, case-sensitive":                                  401,
 	"expired":                                                419,
 	"failed":                                                 415,
-	"fails the instance":                                     666,
+	"fails the instance":                                     668,
 	"field added":                                            445,
 	"field removed":                                          446,
 	"format":                                                 456,
-	"format %s":                                              732,
+	"format %s":                                              734,
 	"from":                                                   114,
 	"held":                                                   418,
 	"held for an operator":                                   293,
@@ -720,65 +722,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      393,
 	"hidden (secret)":                                        436,
 	"hidden (sensitive)":                                     435,
-	"hold (an incident for an operator)":                     664,
+	"hold (an incident for an operator)":                     666,
 	"id or business key":                                     137,
 	"in %s":                                                  332,
 	"in progress":                                            477,
-	"instance id":                                            583,
-	"instances held":                                         672,
-	"instances held: %s":                                     673,
+	"instance id":                                            585,
+	"instances held":                                         674,
+	"instances held: %s":                                     675,
 	"integer":                                                424,
-	"its name, exactly":                                      582,
+	"its name, exactly":                                      584,
 	"just now":                                               334,
 	"list":                                                   431,
-	"lock until":                                             603,
-	"long polling":                                           758,
+	"lock until":                                             605,
+	"long polling":                                           760,
 	"long wait":                                              313,
 	"masked value":                                           273,
 	"maximum":                                                458,
-	"maximum %s":                                             734,
+	"maximum %s":                                             736,
 	"maximum items":                                          460,
 	"maximum length":                                         454,
 	"minimum":                                                457,
-	"minimum %s":                                             733,
+	"minimum %s":                                             735,
 	"minimum items":                                          459,
 	"minimum length":                                         453,
-	"never":                                                  713,
-	"next attempt":                                           600,
+	"never":                                                  715,
+	"next attempt":                                           602,
 	"no":                                                     444,
-	"no answer within the timeout":                           569,
-	"no connection":                                          570,
+	"no answer within the timeout":                           571,
+	"no connection":                                          572,
 	"no grant: it takes nothing":                             191,
 	"no header":                                              278,
 	"no worker":                                              314,
-	"no worker takes revision %d":                            762,
-	"no worker takes revisions %s":                           763,
+	"no worker takes revision %d":                            764,
+	"no worker takes revisions %s":                           765,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 525,
 	"none": 261,
-	"none (revealed before reasons were asked for)": 685,
+	"none (revealed before reasons were asked for)": 687,
 	"none yet": 266,
 	"none: a failed call takes the node’s error path": 492,
 	"normal":                             432,
-	"not provided":                       739,
-	"not yet":                            714,
-	"null":                               743,
+	"not provided":                       741,
+	"not yet":                            716,
+	"null":                               745,
 	"number":                             425,
 	"object":                             430,
 	"on error":                           291,
-	"one attempt, no retry, priority %d": 668,
-	"one of: %s":                         735,
+	"one attempt, no retry, priority %d": 670,
+	"one of: %s":                         737,
 	"operator":                           440,
 	"optional %s field of type %s":       258,
 	"optional field of type %s":          260,
 	"optional → required":                251,
 	"pattern":                            455,
-	"pattern %s":                         731,
-	"pull":                               658,
+	"pattern %s":                         733,
+	"pull":                               660,
 	"pull %s":                            298,
 	"pull (a worker fetches it)":         437,
 	"push %s":                            297,
 	"push (Relais calls the service)":    438,
-	"push to %s":                         659,
+	"push to %s":                         661,
 	"rejected":                           420,
 	"released":                           421,
 	"required %s field of type %s":       257,
@@ -787,39 +789,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                252,
 	"reserved":                           412,
 	"retry":                              3,
-	"revision %d":                        597,
-	"revisions %s":                       761,
+	"revision %d":                        599,
+	"revisions %s":                       763,
 	"revoked":                            190,
 	"routing changed":                    452,
-	"routing output":                     726,
+	"routing output":                     728,
 	"routing output %s → %s":             250,
 	"running":                            417,
 	"secret":                             434,
 	"sensitive":                          433,
-	"settled":                            599,
+	"settled":                            601,
 	"stop":                               5,
-	"stream":                             757,
+	"stream":                             759,
 	"text":                               423,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             717,
-	"timeout %s":               670,
-	"timeout %s (the default)": 671,
+	"this session":             719,
+	"timeout %s":               672,
+	"timeout %s (the default)": 673,
 	"to":                       115,
 	"type changed":             447,
-	"unexpected value":         744,
-	"unknown":                  572,
+	"unexpected value":         746,
+	"unknown":                  574,
 	"values added: %s":         253,
 	"values changed":           449,
 	"values removed: %s":       254,
 	"values reordered":         255,
-	"version %d":               638,
-	"waiting":                  567,
+	"version %d":               640,
+	"waiting":                  569,
 	"yes":                      443,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 663,
+	"→ %s": 665,
 }
 
-var enIndex = []uint32{ // 779 elements
+var enIndex = []uint32{ // 781 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -969,80 +971,81 @@ var enIndex = []uint32{ // 779 elements
 	0x00004b5c, 0x00004b6b, 0x00004b78, 0x00004b86,
 	0x00004b93, 0x00004b9c, 0x00004bb7, 0x00004be7,
 	0x00004c02, 0x00004c0c, 0x00004c5e, 0x00004d1e,
-	0x00004d7a, 0x00004df8, 0x00004e6e, 0x00004e9b,
-	0x00004ed5, 0x00004fb4, 0x00004fd4, 0x00004ffa,
-	0x00005024, 0x00005095, 0x000050d2, 0x000050f6,
-	0x0000519a, 0x000051bf, 0x000051ee, 0x0000524e,
+	0x00004d7a, 0x00004df8, 0x00004e6e, 0x00004ea6,
+	0x00004f06, 0x00004f33, 0x00004f6d, 0x0000504c,
+	0x0000506c, 0x00005092, 0x000050bc, 0x0000512d,
+	0x0000516a, 0x0000518e, 0x00005232, 0x00005257,
 	// Entry 220 - 23F
-	0x000052a7, 0x00005301, 0x0000531b, 0x00005339,
-	0x0000536d, 0x000053ad, 0x000053d7, 0x000053e6,
-	0x000054b1, 0x000054e2, 0x00005511, 0x00005524,
-	0x00005599, 0x000055ac, 0x000055e0, 0x00005614,
-	0x00005624, 0x0000566b, 0x00005698, 0x000056a5,
-	0x000056b5, 0x000056e5, 0x0000571f, 0x00005742,
-	0x0000574a, 0x00005762, 0x0000577f, 0x0000578d,
-	0x0000579e, 0x000057a6, 0x000057b1, 0x000057f3,
+	0x00005286, 0x000052e6, 0x0000533f, 0x00005399,
+	0x000053b3, 0x000053d1, 0x00005405, 0x00005445,
+	0x0000546f, 0x0000547e, 0x00005549, 0x0000557a,
+	0x000055a9, 0x000055bc, 0x00005631, 0x00005644,
+	0x00005678, 0x000056ac, 0x000056bc, 0x00005703,
+	0x00005730, 0x0000573d, 0x0000574d, 0x0000577d,
+	0x000057b7, 0x000057da, 0x000057e2, 0x000057fa,
+	0x00005817, 0x00005825, 0x00005836, 0x0000583e,
 	// Entry 240 - 25F
-	0x0000582b, 0x0000583f, 0x0000586f, 0x000058aa,
-	0x000058ba, 0x000058f9, 0x0000590a, 0x0000591c,
-	0x00005928, 0x00005939, 0x00005953, 0x0000595b,
-	0x0000596c, 0x00005972, 0x00005986, 0x0000599e,
-	0x000059c3, 0x000059d1, 0x00005a0f, 0x00005a4c,
-	0x00005a78, 0x00005ab5, 0x00005ac4, 0x00005ad5,
-	0x00005add, 0x00005aea, 0x00005afa, 0x00005b11,
-	0x00005b1c, 0x00005b2b, 0x00005b31, 0x00005b3f,
+	0x00005849, 0x0000588b, 0x000058c3, 0x000058d7,
+	0x00005907, 0x00005942, 0x00005952, 0x00005991,
+	0x000059a2, 0x000059b4, 0x000059c0, 0x000059d1,
+	0x000059eb, 0x000059f3, 0x00005a04, 0x00005a0a,
+	0x00005a1e, 0x00005a36, 0x00005a5b, 0x00005a69,
+	0x00005aa7, 0x00005ae4, 0x00005b10, 0x00005b4d,
+	0x00005b5c, 0x00005b6d, 0x00005b75, 0x00005b82,
+	0x00005b92, 0x00005ba9, 0x00005bb4, 0x00005bc3,
 	// Entry 260 - 27F
-	0x00005b49, 0x00005b54, 0x00005b5e, 0x00005b71,
-	0x00005b96, 0x00005bc1, 0x00005c52, 0x00005c8d,
-	0x00005cac, 0x00005cea, 0x00005d21, 0x00005d4f,
-	0x00005d5d, 0x00005dfc, 0x00005e1a, 0x00005f71,
-	0x00005f7f, 0x00005f93, 0x00005fb4, 0x00005fc8,
-	0x00005ff8, 0x00005ffe, 0x00006012, 0x0000602a,
-	0x0000603d, 0x0000607a, 0x000060ed, 0x0000613a,
-	0x0000614b, 0x00006162, 0x0000617f, 0x0000618d,
+	0x00005bc9, 0x00005bd7, 0x00005be1, 0x00005bec,
+	0x00005bf6, 0x00005c09, 0x00005c2e, 0x00005c59,
+	0x00005cea, 0x00005d25, 0x00005d44, 0x00005d82,
+	0x00005db9, 0x00005de7, 0x00005df5, 0x00005e94,
+	0x00005eb2, 0x00006009, 0x00006017, 0x0000602b,
+	0x0000604c, 0x00006060, 0x00006090, 0x00006096,
+	0x000060aa, 0x000060c2, 0x000060d5, 0x00006112,
+	0x00006185, 0x000061d2, 0x000061e3, 0x000061fa,
 	// Entry 280 - 29F
-	0x0000619b, 0x000061a6, 0x000061ac, 0x0000629e,
-	0x000062a4, 0x000062d6, 0x000062db, 0x000062eb,
-	0x000062f6, 0x000062ff, 0x0000630f, 0x00006329,
-	0x000063ce, 0x000063e4, 0x00006469, 0x000064e3,
-	0x000064f2, 0x000065ac, 0x000065fd, 0x00006602,
-	0x00006610, 0x00006620, 0x0000662c, 0x0000663c,
-	0x00006646, 0x00006669, 0x00006682, 0x00006695,
-	0x00006701, 0x00006727, 0x00006736, 0x00006744,
+	0x00006217, 0x00006225, 0x00006233, 0x0000623e,
+	0x00006244, 0x00006336, 0x0000633c, 0x0000636e,
+	0x00006373, 0x00006383, 0x0000638e, 0x00006397,
+	0x000063a7, 0x000063c1, 0x00006466, 0x0000647c,
+	0x00006501, 0x0000657b, 0x0000658a, 0x00006644,
+	0x00006695, 0x0000669a, 0x000066a8, 0x000066b8,
+	0x000066c4, 0x000066d4, 0x000066de, 0x00006701,
+	0x0000671a, 0x0000672d, 0x00006799, 0x000067bf,
 	// Entry 2A0 - 2BF
-	0x00006760, 0x0000676f, 0x00006785, 0x000067be,
-	0x000067f0, 0x00006848, 0x0000687f, 0x00006896,
-	0x000068a4, 0x000068e8, 0x0000690d, 0x00006984,
-	0x0000699a, 0x000069b1, 0x000069df, 0x000069f2,
-	0x00006a1a, 0x00006a9e, 0x00006aa5, 0x00006b0d,
-	0x00006b37, 0x00006b67, 0x00006c3a, 0x00006d74,
-	0x00006e14, 0x00006e28, 0x00006ed3, 0x00006f55,
-	0x00006f5d, 0x00006f98, 0x00006f9e, 0x00007030,
+	0x000067ce, 0x000067dc, 0x000067f8, 0x00006807,
+	0x0000681d, 0x00006856, 0x00006888, 0x000068e0,
+	0x00006917, 0x0000692e, 0x0000693c, 0x00006980,
+	0x000069a5, 0x00006a1c, 0x00006a32, 0x00006a49,
+	0x00006a77, 0x00006a8a, 0x00006ab2, 0x00006b36,
+	0x00006b3d, 0x00006ba5, 0x00006bcf, 0x00006bff,
+	0x00006cd2, 0x00006e0c, 0x00006eac, 0x00006ec0,
+	0x00006f6b, 0x00006fed, 0x00006ff5, 0x00007030,
 	// Entry 2C0 - 2DF
-	0x000070c8, 0x000070f3, 0x00007141, 0x000071ad,
-	0x00007254, 0x0000726f, 0x00007279, 0x0000727e,
-	0x00007288, 0x00007290, 0x00007296, 0x0000729e,
-	0x000072ac, 0x000072b6, 0x000072c3, 0x000072d6,
-	0x000072fa, 0x0000737a, 0x0000738b, 0x00007393,
-	0x00007408, 0x0000745c, 0x000074a4, 0x000074b3,
-	0x000074c6, 0x000074d2, 0x0000750e, 0x00007548,
-	0x00007556, 0x00007563, 0x00007571, 0x0000757f,
+	0x00007036, 0x000070c8, 0x00007160, 0x0000718b,
+	0x000071d9, 0x00007245, 0x000072ec, 0x00007307,
+	0x00007311, 0x00007316, 0x00007320, 0x00007328,
+	0x0000732e, 0x00007336, 0x00007344, 0x0000734e,
+	0x0000735b, 0x0000736e, 0x00007392, 0x00007412,
+	0x00007423, 0x0000742b, 0x000074a0, 0x000074f4,
+	0x0000753c, 0x0000754b, 0x0000755e, 0x0000756a,
+	0x000075a6, 0x000075e0, 0x000075ee, 0x000075fb,
 	// Entry 2E0 - 2FF
-	0x0000758d, 0x000075bf, 0x000075ef, 0x0000764b,
-	0x00007658, 0x00007678, 0x00007683, 0x0000769d,
-	0x000076a2, 0x000076b3, 0x00007739, 0x0000775e,
-	0x00007765, 0x0000776e, 0x00007781, 0x0000778b,
-	0x00007795, 0x0000779f, 0x000077b7, 0x000077cd,
-	0x000077d9, 0x000077fb, 0x00007802, 0x0000780f,
-	0x00007820, 0x00007847, 0x00007857, 0x00007876,
-	0x00007896, 0x0000796e, 0x00007a4f, 0x00007aa3,
+	0x00007609, 0x00007617, 0x00007625, 0x00007657,
+	0x00007687, 0x000076e3, 0x000076f0, 0x00007710,
+	0x0000771b, 0x00007735, 0x0000773a, 0x0000774b,
+	0x000077d1, 0x000077f6, 0x000077fd, 0x00007806,
+	0x00007819, 0x00007823, 0x0000782d, 0x00007837,
+	0x0000784f, 0x00007865, 0x00007871, 0x00007893,
+	0x0000789a, 0x000078a7, 0x000078b8, 0x000078df,
+	0x000078ef, 0x0000790e, 0x0000792e, 0x00007a06,
 	// Entry 300 - 31F
-	0x00007af3, 0x00007b53, 0x00007ba6, 0x00007bde,
-	0x00007c0f, 0x00007c5f, 0x00007c93, 0x00007cb1,
-	0x00007cd0, 0x00007cef, 0x00007d0f,
-} // Size: 3140 bytes
+	0x00007ae7, 0x00007b3b, 0x00007b8b, 0x00007beb,
+	0x00007c3e, 0x00007c76, 0x00007ca7, 0x00007cf7,
+	0x00007d2b, 0x00007d49, 0x00007d68, 0x00007d87,
+	0x00007da7,
+} // Size: 3148 bytes
 
-const enData string = "" + // Size: 32015 bytes
+const enData string = "" + // Size: 32167 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1351,188 +1354,190 @@ const enData string = "" + // Size: 32015 bytes
 	"thin the call’s timeout (%[1]s): it may have acted all the same, so chec" +
 	"k before retrying.\x02The destination did not answer within the call’s t" +
 	"imeout: it may have acted all the same, so check before retrying.\x02The" +
-	" deadline passed before a result arrived.\x02The result did not match th" +
-	"e revision's outputs contract.\x02The answer to the call was lost (the c" +
-	"onnection broke after the request was sent, or Relais stopped or could n" +
-	"ot reach its database before recording it): whether the destination acte" +
-	"d is unknown, so it is not called again.\x02The call could not be prepar" +
-	"ed.\x02The destination could not be reached.\x02The destination’s answer" +
-	" was too large.\x02The last attempt ended without a result (its lock exp" +
-	"ired, or its worker’s stream ended) with no attempt left.\x02The inputs " +
-	"could not be built from the process’s bindings.\x02An operator abandoned" +
-	" the instance.\x02A Camunda 7 worker reported a failure with no retries " +
-	"left (retries: 0, no retries sent, which Camunda reads as 0, or a budget" +
-	" already spent): it is not run again.\x02The destination answered HTTP %" +
-	"[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live worke" +
-	"r takes revision %[1]d: the live workers of %[2]s declare inputs it does" +
-	" not have.\x02No live worker takes revision %[1]d: the live workers of %" +
-	"[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d: t" +
-	"he live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — " +
-	"%[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to" +
-	" be offered again.\x02Waiting for Relais to call the destination since %" +
-	"[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[" +
-	"1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result recorde" +
-	"d: the replica making it may have stopped. If so, it fails outcome_unkno" +
-	"wn at %[3]s (%[4]s): ask the destination whether it took effect.\x02Rela" +
-	"is is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock " +
-	"until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]" +
-	"s): a worker of the same consumer, or a front end with a settle token, c" +
-	"ompletes it later.\x02Completed (%[1]s).\x02Its instance is held here, w" +
-	"aiting for an operator.\x02Its instance went on along the node’s error p" +
-	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
-	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
-	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
-	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
-	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02Message from the service (its own words, p" +
-	"rotected values masked)\x02Message from Relais, quoting the destination’" +
-	"s answer\x02Message from Relais\x02The revision must be a whole number, " +
-	"1 or more.\x02A revision is a definition’s: choose the definition too." +
-	"\x02Settlement date\x02More filters: instance, revision, consumer, desti" +
-	"nation, dates\x02Push destination\x02its name, exactly\x02instance id" +
-	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
-	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
-	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
-	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
-	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
-	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
-	"ollow the longest path from the start node. Solid arrows are successes (" +
-	"labelled with their route), dashed ones failures (labelled with their er" +
-	"ror codes). Each box says how many of this version’s occurrences are at " +
-	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
-	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
-	" now\x02Instances of this version\x02Columns follow the longest path fro" +
-	"m the start node. Solid arrows are successes (labelled with their route)" +
-	", dashed ones failures (labelled with their error codes).\x02Nodes of th" +
-	"is version\x02This version has %[1]d nodes: too many to draw legibly (at" +
-	" most %[2]d). The table below lists every node with its routes and count" +
-	"s.\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
-	"2]d). The table below lists every node with its routes.\x02Graph of %[1]" +
-	"s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table b" +
-	"elow lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, start" +
-	"ing at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
-	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
-	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
-	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
-	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
-	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
-	" can never be revealed.\x02Every sensitive value an administrator reveal" +
-	"ed: who, when, which field and why. The values themselves are never kept" +
-	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
-	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
-	"t accept that request.\x02This form was sent from another site: the cons" +
-	"ole takes its forms from its own pages only. Open the console and send i" +
-	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
-	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
-	" find: the search box is empty.\x02That is too long to be an id or a bus" +
-	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
-	"y is found only whole and exactly as given, capitals and accents include" +
-	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
-	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
-	"it as its business key. An ended instance is deleted, with its occurrenc" +
-	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
-	", or at once when an administrator erases it; the audit log keeps the op" +
-	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
-	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
-	"e row, or copy its link, for the whole id.\x02You are signed out.\x02You" +
-	"r session had ended (inactivity, a sign-out elsewhere, a revoked token o" +
-	"r a restart of the server), so your last action was not applied. Sign in" +
-	" again, then repeat it.\x02Your session has ended (inactivity, a sign-ou" +
-	"t elsewhere, a token revoked or expired, or a restart of the server). Si" +
-	"gn in again.\x02Sign in\x02Sign in with an operator, designer or adminis" +
-	"trator token.\x02Token\x02The token is checked once and never stored in " +
-	"your browser; a session cookie stands for it for up to 8 hours of inacti" +
-	"vity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed " +
-	"sign-ins from your address. Try again in %[1]d second.\x00H\x02Too many " +
-	"failed sign-ins from your address. Try again in %[1]d seconds.\x02This t" +
-	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
-	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
-	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
-	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
-	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
-	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
-	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
-	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
-	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
-	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
-	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
-	"th: revoking it signs you out. Its next request is refused. This cannot " +
-	"be undone.\x02This is the last usable administrator token: create anothe" +
-	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
-	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
-	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
-	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
-	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
-	"m, and polling workers by their last fetch. A worker is listed while it " +
-	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
-	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	" last attempt’s lock expired with no attempt left.\x02The last attempt’s" +
+	" worker stream ended (its worker left or was dropped) with no attempt le" +
+	"ft.\x02The deadline passed before a result arrived.\x02The result did no" +
+	"t match the revision's outputs contract.\x02The answer to the call was l" +
+	"ost (the connection broke after the request was sent, or Relais stopped " +
+	"or could not reach its database before recording it): whether the destin" +
+	"ation acted is unknown, so it is not called again.\x02The call could not" +
+	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
+	"n’s answer was too large.\x02The last attempt ended without a result (it" +
+	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
+	"he inputs could not be built from the process’s bindings.\x02An operator" +
+	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
+	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
+	"r a budget already spent): it is not run again.\x02The destination answe" +
+	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
+	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
+	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
+	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
+	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
+	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
+	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
+	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
+	"lt recorded: the replica making it may have stopped. If so, it fails out" +
+	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
+	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
+	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
+	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
+	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
+	"ld here, waiting for an operator.\x02Its instance went on along the node" +
+	"’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopp" +
+	"ed by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (" +
+	"%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled w" +
+	"ith its settle token)\x02%[1]s (deferred; settled with its settle token," +
+	" as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx," +
+	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
+	"r too large\x02unknown\x02[redacted]\x02Message from the service (its ow" +
+	"n words, protected values masked)\x02Message from Relais, quoting the de" +
+	"stination’s answer\x02Message from Relais\x02The revision must be a whol" +
+	"e number, 1 or more.\x02A revision is a definition’s: choose the definit" +
+	"ion too.\x02Settlement date\x02More filters: instance, revision, consume" +
+	"r, destination, dates\x02Push destination\x02its name, exactly\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Pro" +
+	"cess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
+	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
+	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
+	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
+	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
+	"his address holds a parameter that cannot be read (a percent sign not fo" +
+	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose a place" +
+	", whose daylight saving time is followed, or a fixed offset from UTC." +
+	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
+	" did not apply (filters, the search box) and moves the focus back to the" +
+	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
+	"t until you resume. Pages where you type a reason (confirmations, and oc" +
+	"currences with a value to reveal) never reload on their own, nor does a " +
+	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
+	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
+	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
+	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
+	"t is until you resume.\x02Published process versions: their nodes, route" +
+	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
+	"Published process versions: their nodes, routes and pinned revisions, dr" +
+	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
+	"ished yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02C" +
+	"olumns follow the longest path from the start node. Solid arrows are suc" +
+	"cesses (labelled with their route), dashed ones failures (labelled with " +
+	"their error codes). Each box says how many of this version’s occurrences" +
+	" are at that node now.\x02Nodes\x02Nodes of this version, with their occ" +
+	"urrences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occ" +
+	"urrences now\x02Instances of this version\x02Columns follow the longest " +
+	"path from the start node. Solid arrows are successes (labelled with thei" +
+	"r route), dashed ones failures (labelled with their error codes).\x02Nod" +
+	"es of this version\x02This version has %[1]d nodes: too many to draw leg" +
+	"ibly (at most %[2]d). The table below lists every node with its routes a" +
+	"nd counts.\x02This version has %[1]d nodes: too many to draw legibly (at" +
+	" most %[2]d). The table below lists every node with its routes.\x02Graph" +
+	" of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x00Y\x02%[1]d node" +
+	"s, starting at %[2]s. The table below lists the same nodes, routes and c" +
+	"ounts.\x02%[1]d nodes, starting at %[2]s. The table below lists the same" +
+	" nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (f" +
+	"ails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
+	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
+	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
+	"mpts, retry after %[2]s, priority %[3]d\x02one attempt, no retry, priori" +
+	"ty %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the defaul" +
+	"t)\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2" +
+	"]s); refreshed every few seconds.\x02Only administrators may reveal a se" +
+	"nsitive value.\x02Say why you reveal this value: the reason is recorded " +
+	"with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorde" +
+	"d in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a" +
+	" value this page shows as hidden (sensitive) can be revealed.\x02Secret " +
+	"values can never be revealed.\x02Every sensitive value an administrator " +
+	"revealed: who, when, which field and why. The values themselves are neve" +
+	"r kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reve" +
+	"aled before reasons were asked for)\x02Method not allowed\x02This page d" +
+	"oes not accept that request.\x02This form was sent from another site: th" +
+	"e console takes its forms from its own pages only. Open the console and " +
+	"send it from there.\x02Search\x02Type an instance or occurrence id (a wh" +
+	"ole UUID, as the title of its page shows it), or a business key.\x02Noth" +
+	"ing to find: the search box is empty.\x02That is too long to be an id or" +
+	" a business key.\x02No instance has “%[1]s” as its business key. A busin" +
+	"ess key is found only whole and exactly as given, capitals and accents i" +
+	"ncluded: a list shows a long one shortened, so copy it from its instance" +
+	"’s page.\x02No instance or occurrence has the id “%[1]s”, and no insta" +
+	"nce has it as its business key. An ended instance is deleted, with its o" +
+	"ccurrences and attempts, once the retention period (RELAIS_RETENTION) ha" +
+	"s passed, or at once when an administrator erases it; the audit log keep" +
+	"s the operator actions taken on it.\x02No instance has “%[1]s” as its bu" +
+	"siness key, and it is not a whole id: the lists show the end of each id." +
+	" Open the row, or copy its link, for the whole id.\x02You are signed out" +
+	".\x02Your session had ended (inactivity, a sign-out elsewhere, a revoked" +
+	" token or a restart of the server), so your last action was not applied." +
+	" Sign in again, then repeat it.\x02Your session has ended (inactivity, a" +
+	" sign-out elsewhere, a token revoked or expired, or a restart of the ser" +
+	"ver). Sign in again.\x02Sign in\x02Sign in with an operator, designer or" +
+	" administrator token.\x02Token\x02The token is checked once and never st" +
+	"ored in your browser; a session cookie stands for it for up to 8 hours o" +
+	"f inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many" +
+	" failed sign-ins from your address. Try again in %[1]d second.\x00H\x02T" +
+	"oo many failed sign-ins from your address. Try again in %[1]d seconds." +
+	"\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot o" +
+	"pen the console: it is a worker’s token, for the API.\x02Only administra" +
+	"tors see this page: tokens, consumers, destinations, the reveal log and " +
+	"erasures are theirs.\x02Staff tokens (administrators, designers, operato" +
+	"rs) that are not revoked. Consumer tokens are managed with their consume" +
+	"rs. Revoking a token refuses its next request.\x02Staff tokens, oldest f" +
+	"irst\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet" +
+	"\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Re" +
+	"voke the %[1]s token “%[2]s”?\x02Its next request is refused, and consol" +
+	"e sessions opened with it end. This cannot be undone: whoever uses it ne" +
+	"eds a new token.\x02Revoke the token\x02Keep it\x02This is the token you" +
+	" signed in with: revoking it signs you out. Its next request is refused." +
+	" This cannot be undone.\x02This is the last usable administrator token: " +
+	"create another one before revoking it.\x02The token “%[1]s” (%[2]s) was " +
+	"revoked: its next request is refused.\x02routing output\x02each item of " +
+	"%[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d chara" +
+	"cter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
+	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
+	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
+	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
+	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)" +
+	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
+	"nected by a stream, and polling workers by their last fetch. A worker is" +
+	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
+	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
+	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
+	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no worker" +
+	" takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no liv" +
+	"e worker takes it: subscribe workers to it, with their consumers granted" +
+	" it (a worker naming no revision takes those its consumer is granted; a " +
+	"process version pins it).\x02Occurrences of revisions %[1]s wait, and no" +
+	" live worker takes them: subscribe workers to them, with their consumers" +
+	" granted them (a worker naming no revision takes those its consumer is g" +
+	"ranted; a process version pins them).\x02No worker serves this definitio" +
+	"n: its occurrences wait until one connects or polls.\x02No process uses " +
+	"this definition yet: it needs a worker once a process pulls it.\x02No pr" +
+	"ocess pulls this definition: Relais calls its destinations (push), and i" +
+	"t needs no worker.\x02No worker is connected for this definition; none o" +
+	"f its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served b" +
+	"y %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revi" +
+	"sion its consumer is granted.\x02Revisions they take: %[1]s; some take e" +
+	"very revision their consumer is granted.\x02They take every revision the" +
+	"ir consumer is granted.\x02It takes revision %[1]d only.\x02They take re" +
+	"vision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revisi" +
+	"ons %[1]s only."
 
-var frIndex = []uint32{ // 779 elements
+var frIndex = []uint32{ // 781 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1682,80 +1687,81 @@ var frIndex = []uint32{ // 779 elements
 	0x000061a3, 0x000061bb, 0x000061cf, 0x000061e6,
 	0x000061f4, 0x000061ff, 0x00006222, 0x00006260,
 	0x0000627f, 0x0000629b, 0x00006309, 0x000063db,
-	0x0000643a, 0x000064bf, 0x0000653c, 0x0000657c,
-	0x000065c2, 0x000066db, 0x00006703, 0x00006726,
-	0x0000675d, 0x000067ee, 0x00006841, 0x0000686a,
-	0x0000694c, 0x00006972, 0x000069b9, 0x00006a3d,
+	0x0000643a, 0x000064bf, 0x0000653c, 0x00006583,
+	0x00006610, 0x00006650, 0x00006696, 0x000067af,
+	0x000067d7, 0x000067fa, 0x00006831, 0x000068c2,
+	0x00006915, 0x0000693e, 0x00006a20, 0x00006a46,
 	// Entry 220 - 23F
-	0x00006ab8, 0x00006b35, 0x00006b5c, 0x00006b84,
-	0x00006bcb, 0x00006c15, 0x00006c48, 0x00006c5b,
-	0x00006d63, 0x00006d91, 0x00006dcd, 0x00006de3,
-	0x00006e77, 0x00006e8a, 0x00006ec7, 0x00006f03,
-	0x00006f16, 0x00006f6a, 0x00006f9f, 0x00006fb1,
-	0x00006fc8, 0x00007007, 0x00007059, 0x00007085,
-	0x00007090, 0x000070ad, 0x000070cc, 0x000070dd,
-	0x000070f7, 0x00007100, 0x0000710a, 0x00007158,
+	0x00006a8d, 0x00006b11, 0x00006b8c, 0x00006c09,
+	0x00006c30, 0x00006c58, 0x00006c9f, 0x00006ce9,
+	0x00006d1c, 0x00006d2f, 0x00006e37, 0x00006e65,
+	0x00006ea1, 0x00006eb7, 0x00006f4b, 0x00006f5e,
+	0x00006f9b, 0x00006fd7, 0x00006fea, 0x0000703e,
+	0x00007073, 0x00007085, 0x0000709c, 0x000070db,
+	0x0000712d, 0x00007159, 0x00007164, 0x00007181,
+	0x000071a0, 0x000071b1, 0x000071cb, 0x000071d4,
 	// Entry 240 - 25F
-	0x0000719d, 0x000071bc, 0x000071f1, 0x00007242,
-	0x00007253, 0x0000729d, 0x000072b3, 0x000072c7,
-	0x000072e0, 0x000072f6, 0x00007320, 0x00007328,
-	0x0000733b, 0x00007342, 0x0000735d, 0x0000737d,
-	0x000073ad, 0x000073c4, 0x000073fc, 0x00007437,
-	0x00007463, 0x000074b7, 0x000074c7, 0x000074e1,
-	0x000074ec, 0x00007500, 0x00007512, 0x00007528,
-	0x0000753a, 0x0000754c, 0x00007552, 0x00007564,
+	0x000071de, 0x0000722c, 0x00007271, 0x00007290,
+	0x000072c5, 0x00007316, 0x00007327, 0x00007371,
+	0x00007387, 0x0000739b, 0x000073b4, 0x000073ca,
+	0x000073f4, 0x000073fc, 0x0000740f, 0x00007416,
+	0x00007431, 0x00007451, 0x00007481, 0x00007498,
+	0x000074d0, 0x0000750b, 0x00007537, 0x0000758b,
+	0x0000759b, 0x000075b5, 0x000075c0, 0x000075d4,
+	0x000075e6, 0x000075fc, 0x0000760e, 0x00007620,
 	// Entry 260 - 27F
-	0x00007572, 0x00007581, 0x0000758d, 0x000075a3,
-	0x000075cd, 0x00007600, 0x000076a8, 0x000076f8,
-	0x00007720, 0x00007772, 0x000077b4, 0x000077f0,
-	0x00007807, 0x000078d1, 0x000078fe, 0x00007ab8,
-	0x00007ad2, 0x00007aeb, 0x00007b0c, 0x00007b23,
-	0x00007b50, 0x00007b57, 0x00007b71, 0x00007b97,
-	0x00007bac, 0x00007c06, 0x00007c9b, 0x00007cfe,
-	0x00007d11, 0x00007d38, 0x00007d60, 0x00007d6e,
+	0x00007626, 0x00007638, 0x00007646, 0x00007655,
+	0x00007661, 0x00007677, 0x000076a1, 0x000076d4,
+	0x0000777c, 0x000077cc, 0x000077f4, 0x00007846,
+	0x00007888, 0x000078c4, 0x000078db, 0x000079a5,
+	0x000079d2, 0x00007b8c, 0x00007ba6, 0x00007bbf,
+	0x00007be0, 0x00007bf7, 0x00007c24, 0x00007c2b,
+	0x00007c45, 0x00007c6b, 0x00007c80, 0x00007cda,
+	0x00007d6f, 0x00007dd2, 0x00007de5, 0x00007e0c,
 	// Entry 280 - 29F
-	0x00007d7e, 0x00007d8f, 0x00007d96, 0x00007ecc,
-	0x00007ed3, 0x00007f0d, 0x00007f12, 0x00007f27,
-	0x00007f3b, 0x00007f4d, 0x00007f63, 0x00007f7e,
-	0x00008053, 0x0000806b, 0x0000810c, 0x0000819b,
-	0x000081ab, 0x00008285, 0x00008347, 0x0000834c,
-	0x0000835c, 0x0000836a, 0x0000837a, 0x0000838a,
-	0x00008394, 0x000083bd, 0x000083d7, 0x000083f2,
-	0x00008480, 0x000084be, 0x000084cf, 0x000084dc,
+	0x00007e34, 0x00007e42, 0x00007e52, 0x00007e63,
+	0x00007e6a, 0x00007fa0, 0x00007fa7, 0x00007fe1,
+	0x00007fe6, 0x00007ffb, 0x0000800f, 0x00008021,
+	0x00008037, 0x00008052, 0x00008127, 0x0000813f,
+	0x000081e0, 0x0000826f, 0x0000827f, 0x00008359,
+	0x0000841b, 0x00008420, 0x00008430, 0x0000843e,
+	0x0000844e, 0x0000845e, 0x00008468, 0x00008491,
+	0x000084ab, 0x000084c6, 0x00008554, 0x00008592,
 	// Entry 2A0 - 2BF
-	0x000084f7, 0x0000850b, 0x00008529, 0x00008574,
-	0x000085b5, 0x0000862b, 0x00008671, 0x0000868a,
-	0x000086a2, 0x000086f5, 0x00008730, 0x000087c8,
-	0x000087f4, 0x0000881a, 0x0000884e, 0x00008866,
-	0x00008891, 0x0000893a, 0x00008944, 0x000089cc,
-	0x00008a01, 0x00008a42, 0x00008b27, 0x00008ca2,
-	0x00008d7b, 0x00008d94, 0x00008e5d, 0x00008ee6,
-	0x00008ef3, 0x00008f45, 0x00008f4b, 0x00008ffd,
+	0x000085a3, 0x000085b0, 0x000085cb, 0x000085df,
+	0x000085fd, 0x00008648, 0x00008689, 0x000086ff,
+	0x00008745, 0x0000875e, 0x00008776, 0x000087c9,
+	0x00008804, 0x0000889c, 0x000088c8, 0x000088ee,
+	0x00008922, 0x0000893a, 0x00008965, 0x00008a0e,
+	0x00008a18, 0x00008aa0, 0x00008ad5, 0x00008b16,
+	0x00008bfb, 0x00008d76, 0x00008e4f, 0x00008e68,
+	0x00008f31, 0x00008fba, 0x00008fc7, 0x00009019,
 	// Entry 2C0 - 2DF
-	0x000090ad, 0x000090d9, 0x00009142, 0x000091e9,
-	0x000092ab, 0x000092db, 0x000092e8, 0x000092ee,
-	0x00009304, 0x0000930f, 0x00009316, 0x00009321,
-	0x0000932f, 0x0000933c, 0x0000934a, 0x00009363,
-	0x00009390, 0x00009439, 0x0000944c, 0x00009456,
-	0x000094e5, 0x00009546, 0x000095a2, 0x000095b4,
-	0x000095ce, 0x000095e1, 0x0000961f, 0x0000965b,
-	0x00009678, 0x00009685, 0x00009693, 0x000096a1,
+	0x0000901f, 0x000090d1, 0x00009181, 0x000091ad,
+	0x00009216, 0x000092bd, 0x0000937f, 0x000093af,
+	0x000093bc, 0x000093c2, 0x000093d8, 0x000093e3,
+	0x000093ea, 0x000093f5, 0x00009403, 0x00009410,
+	0x0000941e, 0x00009437, 0x00009464, 0x0000950d,
+	0x00009520, 0x0000952a, 0x000095b9, 0x0000961a,
+	0x00009676, 0x00009688, 0x000096a2, 0x000096b5,
+	0x000096f3, 0x0000972f, 0x0000974c, 0x00009759,
 	// Entry 2E0 - 2FF
-	0x000096b1, 0x000096ed, 0x00009727, 0x000097a4,
-	0x000097af, 0x000097d9, 0x000097e6, 0x00009802,
-	0x00009806, 0x00009818, 0x000098da, 0x0000990d,
-	0x00009918, 0x00009922, 0x00009937, 0x00009940,
-	0x0000994a, 0x0000995f, 0x00009983, 0x0000999d,
-	0x000099b2, 0x000099de, 0x000099e3, 0x000099f8,
-	0x00009a0a, 0x00009a3f, 0x00009a50, 0x00009a7d,
-	0x00009aac, 0x00009bce, 0x00009cf0, 0x00009d66,
+	0x00009767, 0x00009775, 0x00009785, 0x000097c1,
+	0x000097fb, 0x00009878, 0x00009883, 0x000098ad,
+	0x000098ba, 0x000098d6, 0x000098da, 0x000098ec,
+	0x000099ae, 0x000099e1, 0x000099ec, 0x000099f6,
+	0x00009a0b, 0x00009a14, 0x00009a1e, 0x00009a33,
+	0x00009a57, 0x00009a71, 0x00009a86, 0x00009ab2,
+	0x00009ab7, 0x00009acc, 0x00009ade, 0x00009b13,
+	0x00009b24, 0x00009b51, 0x00009b80, 0x00009ca2,
 	// Entry 300 - 31F
-	0x00009df1, 0x00009e80, 0x00009ee7, 0x00009f29,
-	0x00009f71, 0x00009fe4, 0x0000a02c, 0x0000a05a,
-	0x0000a088, 0x0000a0bb, 0x0000a0ee,
-} // Size: 3140 bytes
+	0x00009dc4, 0x00009e3a, 0x00009ec5, 0x00009f54,
+	0x00009fbb, 0x00009ffd, 0x0000a045, 0x0000a0b8,
+	0x0000a100, 0x0000a12e, 0x0000a15c, 0x0000a18f,
+	0x0000a1c2,
+} // Size: 3148 bytes
 
-const frData string = "" + // Size: 41198 bytes
+const frData string = "" + // Size: 41410 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2136,100 +2142,103 @@ const frData string = "" + // Size: 41198 bytes
 	"u dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vé" +
 	"rifiez avant de reprendre.\x02La destination n’a pas répondu dans le dél" +
 	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
-	"ndre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résu" +
-	"ltat ne respectait pas le contrat de sorties de la révision.\x02La répon" +
-	"se à l’appel a été perdue (la connexion s’est rompue après l’envoi de la" +
-	" requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de donnée" +
-	"s avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc" +
-	" elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
-	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
-	"ait trop volumineuse.\x02La dernière tentative a pris fin sans résultat " +
-	"(son verrou a expiré, ou le flux de son exécutant s’est terminé), sans t" +
-	"entative restante.\x02Les entrées n’ont pas pu être construites à partir" +
-	" des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02U" +
-	"n exécutant Camunda 7 a signalé un échec sans nouvelle tentative restant" +
-	"e (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou u" +
-	"n budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau." +
-	"\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pre" +
-	"nd %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pre" +
-	"nd la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des" +
-	" entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision " +
-	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision " +
-	"%[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
-	"écutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
-	"le tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02" +
-	"Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En att" +
-	"ente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En a" +
-	"ttente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le d" +
-	"élai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enr" +
-	"egistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans c" +
-	"e cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la" +
-	" destination s’il a pris effet.\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
-	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
-	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
-	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
-	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
-	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
-	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
-	"1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%" +
-	"[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant que " +
-	"%[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HT" +
-	"TP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de con" +
-	"nexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de" +
-	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02Message" +
-	" de Relais (en anglais), citant la réponse de la destination\x02Message " +
-	"de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou p" +
-	"lus.\x02Une révision est celle d’une définition\u202f: choisissez aussi " +
-	"la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, ré" +
-	"vision, consommateur, destination, dates\x02Destination d’appel\x02son n" +
-	"om, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occu" +
-	"rrences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Er" +
-	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
-	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
-	"\x02révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochai" +
-	"ne tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jus" +
-	"qu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02" +
-	"Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une" +
-	" date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le" +
-	" dernier.\x02Cette adresse contient un paramètre illisible (un signe pou" +
-	"r cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vi" +
-	"rgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1" +
-	"]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre i" +
-	"nconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» e" +
-	"st donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pa" +
-	"ge est invalide\u202f: revenez à la première page.\x02Ces réglages sont " +
-	"conservés dans ce navigateur seulement.\x02Afficher les heures en\x02La " +
-	"console n’exécute aucun script et ne peut donc pas lire le fuseau horair" +
-	"e de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est " +
-	"suivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes e" +
-	"t les pages de détail\x02Un rechargement vide ce que vous avez saisi san" +
-	"s l’appliquer (filtres, champ de recherche) et ramène le focus en haut d" +
-	"e la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque pag" +
-	"e qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages " +
-	"où vous saisissez un motif (confirmations, et occurrences dont une valeu" +
-	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
-	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
-	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
-	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
-	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
-	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
-	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
-	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
-	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
-	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
-	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
-	".\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les" +
-	" colonnes suivent le plus long chemin depuis le nœud de départ. Les flèc" +
-	"hes pleines sont les réussites (étiquetées par leur route), les pointill" +
-	"ées les échecs (étiquetées par leurs codes d’erreur). Chaque case indiq" +
-	"ue combien d’occurrences de cette version se trouvent à ce nœud maintena" +
-	"nt.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"ndre.\x02Le verrou de la dernière tentative a expiré sans tentative rest" +
+	"ante.\x02Le flux de l’exécutant de la dernière tentative s’est terminé (" +
+	"l’exécutant est parti ou a été écarté) sans tentative restante.\x02L’éch" +
+	"éance est passée avant l’arrivée d’un résultat.\x02Le résultat ne respe" +
+	"ctait pas le contrat de sorties de la révision.\x02La réponse à l’appel " +
+	"a été perdue (la connexion s’est rompue après l’envoi de la requête, ou " +
+	"Relais s’est arrêté ou n’a pas pu joindre sa base de données avant de l’" +
+	"enregistrer)\u202f: on ignore si la destination a agi, donc elle n’est p" +
+	"as appelée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La destina" +
+	"tion était injoignable.\x02La réponse de la destination était trop volum" +
+	"ineuse.\x02La dernière tentative a pris fin sans résultat (son verrou a " +
+	"expiré, ou le flux de son exécutant s’est terminé), sans tentative resta" +
+	"nte.\x02Les entrées n’ont pas pu être construites à partir des liaisons " +
+	"du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Ca" +
+	"munda 7 a signalé un échec sans nouvelle tentative restante (retries" +
+	"\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget d" +
+	"éjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La de" +
+	"stination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s " +
+	"en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la rév" +
+	"ision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées " +
+	"qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou" +
+	" expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente d" +
+	"e l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente" +
+	" d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai d" +
+	"e l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
+	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
+	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
+	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
+	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
+	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
+	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
+	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
+	"attente d’un opérateur.\x02Son instance a continué par le chemin d’erreu" +
+	"r du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêt" +
+	"ée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instanc" +
+	"e a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02" +
+	"%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (d" +
+	"ifférée\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)" +
+	"\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx" +
+	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exé" +
+	"cutant (ses propres termes, valeurs protégées masquées)\x02Message de Re" +
+	"lais (en anglais), citant la réponse de la destination\x02Message de Rel" +
+	"ais (en anglais)\x02La révision doit être un nombre entier, 1 ou plus." +
+	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
+	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
+	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
+	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
+	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
+	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
+	"ne occurrence ne correspond à ces filtres.\x02Tous les consommateurs\x02" +
+	"Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de tout" +
+	"es les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)" +
+	"\u202f; les décomptes sont actualisés toutes les 5 secondes environ.\x02" +
+	"révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine t" +
+	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
+	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
+	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
+	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
+	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
+	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
+	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
+	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
+	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
+	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
+	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
+	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
+	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
+	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
+	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
 	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
 	"\x02Occurrences actuelles\x02Instances de cette version\x02Les colonnes " +
 	"suivent le plus long chemin depuis le nœud de départ. Les flèches pleine" +
@@ -2358,4 +2367,4 @@ const frData string = "" + // Size: 41198 bytes
 	"révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s son" +
 	"t prises en charge."
 
-	// Total table size 79493 bytes (77KiB); checksum: 74EF4278
+	// Total table size 79873 bytes (78KiB); checksum: 4FD8884E

@@ -1,0 +1,40 @@
+package console_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// An occurrence whose attempts ran out says how its last one ended, as
+// its attempts table shows: a lapsed lock, not a stream's end it never
+// had (verifier QA: the page named both).
+func TestExhaustedAttemptsSayHowTheLastEnded(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_once", relaistest.CRMProcess(map[string]any{"max_attempts": 1}))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	env.Must(201, "POST", "/api/v1/processes/crm_once/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "lock_duration": "PT1S"}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 {
+		t.Fatalf("fetched %v", got)
+	}
+	id := got[0].(map[string]any)["id"].(string)
+	relaistest.WaitFor(t, 10*time.Second, "the timer fails it", func() (bool, string) {
+		o := env.Must(200, "GET", "/api/v1/occurrences/"+id, env.Operator, nil).JSON(t)
+		return o["error_code"] == "attempts_exhausted", o["status"].(string)
+	})
+	for lang, want := range map[string]string{
+		"en": "The last attempt’s lock expired with no attempt left.",
+		"fr": "Le verrou de la dernière tentative a expiré sans tentative restante.",
+	} {
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/occurrences/"+id, 200)
+		if got := text(page, "error-code"); !strings.Contains(got, want) {
+			t.Errorf("%s: the error says %q, want %q", lang, got, want)
+		}
+	}
+}
