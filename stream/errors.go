@@ -52,13 +52,19 @@ func toConnect(ctx context.Context, logger *slog.Logger, procedure string, err e
 	if err == nil {
 		return nil
 	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return ce
-	}
 	if cut := pgfault.CutShort(ctx); cut != nil {
 		// The replica cut the call short: PostgreSQL stopped answering.
 		err = cut
+	}
+	return connectError(ctx, logger, procedure, err)
+}
+
+// connectError is toConnect for an error already told from a call cut
+// short (refuseSetup words that one its own way).
+func connectError(ctx context.Context, logger *slog.Logger, procedure string, err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
 	}
 	fe, ok := fault.As(err)
 	if !ok || fe.Kind == fault.Internal {

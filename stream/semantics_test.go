@@ -1060,13 +1060,18 @@ func TestSubscribingWhilePostgreSQLHangsIsRefused(t *testing.T) {
 		}
 	}
 	d, err := subscribe("early")
-	wantRefusal(t, "subscribing before the probe's verdict", err, "unavailable", "database_unavailable")
+	p := wantRefusal(t, "subscribing before the probe's verdict", err, "unavailable", "database_unavailable")
+	// In a stream's words too when the verdict cut the Subscribe short
+	// (it was said as a write's).
+	if !strings.Contains(p.GetDetail(), "the stream was not opened") {
+		t.Errorf("detail %q, want the stream's words", p.GetDetail())
+	}
 	// The probe pings every 2 s, each given 2 s.
 	if d > 10*time.Second {
 		t.Errorf("subscribing before the verdict was refused after %v, want by the verdict", d)
 	}
 	d, err = subscribe("late")
-	p := wantRefusal(t, "subscribing after the probe's verdict", err, "unavailable", "database_unavailable")
+	p = wantRefusal(t, "subscribing after the probe's verdict", err, "unavailable", "database_unavailable")
 	// In a stream's words: no write to repeat as sent (verifier QA).
 	if !strings.Contains(p.GetDetail(), "the stream was not opened") || strings.Contains(p.GetDetail(), "Idempotency-Key") {
 		t.Errorf("detail %q, want the stream's words", p.GetDetail())

@@ -399,7 +399,7 @@ func (svc *Service) refuseSetup(setup context.Context, err error) error {
 		out.Detail = "this replica cannot reach PostgreSQL right now, and the stream was not opened (nothing was assigned to it): subscribe again shortly, through another replica if you have several"
 		err = &out
 	}
-	return toConnect(setup, svc.logger, "Subscribe", err)
+	return connectError(setup, svc.logger, "Subscribe", err)
 }
 
 // runner drives one session's loop.

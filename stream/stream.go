@@ -174,12 +174,14 @@ func (s *Service) Handlers() map[string]http.Handler {
 // reached they are accepted on the token their stream knows (streamOf),
 // and a lookup more on each of them, every heartbeat, delayed the
 // acknowledgements past their due (a CI run's streams ended
-// heartbeat_missed during an outage).
+// heartbeat_missed during an outage). What it learnt of a token it
+// authenticated goes to the handler with the request (authenticatedAs).
 func (s *Service) authenticatedFirst(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := httpauth.Bearer(r.Header)
 		var refusal *fault.Error
+		var known *authentication
 		switch {
 		case !ok:
 			refusal = fault.New(fault.Unauthorized, "unauthorized", "an authorization: Bearer <consumer token> header is required")
@@ -193,26 +195,56 @@ func (s *Service) authenticatedFirst(next http.Handler) http.Handler {
 						refusal = fe
 					}
 				}
-			} else if _, err := s.eng.AuthenticateSettleToken(r.Context(), token); err != nil {
+			} else if scope, err := s.eng.AuthenticateSettleToken(r.Context(), token); err != nil {
 				if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
 					refusal = fe
 				}
+			} else {
+				known = &authentication{token: token, settle: true, scope: scope}
 			}
 		case r.URL.Path == workerv1connect.WorkerServiceHeartbeatProcedure, r.URL.Path == workerv1connect.WorkerServiceDrainProcedure:
 		default:
-			if _, err := auth.Authenticate(r.Context(), s.lookup, token); err != nil {
+			if p, err := auth.Authenticate(r.Context(), s.lookup, token); err != nil {
 				if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
 					refusal = fe
 				}
+			} else {
+				known = &authentication{token: token, principal: p}
 			}
 		}
 		if refusal == nil || !ew.IsSupported(r) {
+			if known != nil {
+				r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, known))
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
 		httpjson.NoteProblem(r.Context(), refusal.Code)
 		_ = ew.Write(w, r, problemError(refusal))
 	})
+}
+
+// authentication is what authenticatedFirst learnt of a call's token: the
+// handler reads it (authenticatedAs) rather than authenticating the token
+// a second time, a settle token's lookup being a query.
+type authentication struct {
+	token     string
+	principal auth.Principal     // a consumer token's
+	scope     engine.SettleScope // a settle token's
+	settle    bool
+}
+
+type authenticatedKey struct{}
+
+// authenticatedAs is what authenticatedFirst learnt of token, if it
+// authenticated it for this call: nil otherwise (Heartbeat and Drain, a
+// lookup that failed for another reason than the token).
+func authenticatedAs(ctx context.Context, token string) *authentication {
+	a, _ := ctx.Value(authenticatedKey{}).(*authentication)
+	if a == nil || a.token != token {
+		return nil
+	}
+	return a
 }
 
 // unaryJSONSubscribe answers a Subscribe sent as a unary Connect call
@@ -276,9 +308,14 @@ func (s *Service) consumer(ctx context.Context, h http.Header) (auth.Principal, 
 	if !ok {
 		return auth.Principal{}, "", fault.New(fault.Unauthorized, "unauthorized", "an authorization: Bearer <consumer token> header is required")
 	}
-	p, err := auth.Authenticate(ctx, s.lookup, token)
-	if err != nil {
-		return auth.Principal{}, "", err
+	var p auth.Principal
+	if a := authenticatedAs(ctx, token); a != nil && !a.settle {
+		p = a.principal
+	} else {
+		var err error
+		if p, err = auth.Authenticate(ctx, s.lookup, token); err != nil {
+			return auth.Principal{}, "", err
+		}
 	}
 	if p.ConsumerID == 0 {
 		return auth.Principal{}, "", fault.New(fault.Forbidden, "forbidden", "the worker protocol needs a consumer token (POST /api/v1/consumers)")
@@ -312,9 +349,14 @@ func pointer(parts ...any) string {
 func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID string, attempt *int32, settleToken bool) (engine.WorkerRef, error) {
 	id, err := uuid.Parse(occurrence)
 	if token, ok := httpauth.Bearer(h); ok && settleToken && engine.IsSettleToken(token) {
-		scope, serr := s.eng.AuthenticateSettleToken(ctx, token)
-		if serr != nil {
-			return engine.WorkerRef{}, serr
+		var scope engine.SettleScope
+		if a := authenticatedAs(ctx, token); a != nil && a.settle {
+			scope = a.scope
+		} else {
+			var serr error
+			if scope, serr = s.eng.AuthenticateSettleToken(ctx, token); serr != nil {
+				return engine.WorkerRef{}, serr
+			}
 		}
 		if occurrence == "" {
 			return engine.WorkerRef{}, required("/occurrence_id")
