@@ -353,6 +353,10 @@ type Settlement struct {
 	Route        string     `json:"route,omitempty"`
 	AttemptsLeft int        `json:"attempts_left"`
 	AvailableAt  *time.Time `json:"available_at,omitempty"`
+	// DeadlineAt is the occurrence's deadline, if it has one, on an answer
+	// that leaves it available: a retry due past it is never tried (the
+	// timers fail the occurrence then), which available_at alone hid.
+	DeadlineAt *time.Time `json:"deadline_at,omitempty"`
 	// Attempt is the attempt the settlement ended: a worker stream frees
 	// exactly that one.
 	Attempt int `json:"-"`
@@ -1014,7 +1018,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 				delay = *f.RetryDelay
 			}
 			at := r.now.Add(delay)
-			out = Settlement{Status: StatusAvailable, AttemptsLeft: left, AvailableAt: &at}
+			out = Settlement{Status: StatusAvailable, AttemptsLeft: left, AvailableAt: &at, DeadlineAt: o.DeadlineAt}
 			answer, _ := json.Marshal(out)
 			out.Attempt = int(o.Attempts)
 			if _, err := q.OccurrenceRetry(ctx, queries.OccurrenceRetryParams{ID: o.ID, AvailableAt: at, ErrorCode: &code, ErrorMessage: strPtr(message)}); err != nil {

@@ -100,7 +100,7 @@ func (r *run) release(o queries.Occurrence, outcome string, out *Settlement) err
 	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome, Now: &r.now}); err != nil {
 		return err
 	}
-	*out = Settlement{Status: StatusAvailable, AttemptsLeft: attemptsLeft(row), AvailableAt: &row.AvailableAt, Attempt: int(o.Attempts)}
+	*out = Settlement{Status: StatusAvailable, AttemptsLeft: attemptsLeft(row), AvailableAt: &row.AvailableAt, DeadlineAt: o.DeadlineAt, Attempt: int(o.Attempts)}
 	return r.q.Notify(r.ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), r.now)})
 }
 

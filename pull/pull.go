@@ -520,7 +520,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p.onSettled(ref, s.Attempt)
-	httpjson.Encode(w, http.StatusOK, map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt})
+	httpjson.Encode(w, http.StatusOK, availability(s))
 	return nil
 }
 
@@ -602,7 +602,7 @@ func (p *Protocol) release(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p.onSettled(ref, s.Attempt)
-	httpjson.Encode(w, http.StatusOK, map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt})
+	httpjson.Encode(w, http.StatusOK, availability(s))
 	return nil
 }
 
@@ -741,7 +741,7 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 			s := res.Settlement
 			item.Status = http.StatusOK
 			if items[i].Failure != nil {
-				item.Result = map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt}
+				item.Result = availability(s)
 			} else {
 				item.Result = map[string]any{"status": s.Status, "route": nil}
 				if s.Route != "" {
@@ -787,4 +787,15 @@ func (r *requestID) UnmarshalJSON(b []byte) error {
 	}
 	r.v = &s
 	return nil
+}
+
+// availability is the answer to a failure or a release: its status, the
+// attempts left and, when it leaves the occurrence available, when, and
+// the deadline if it has one (a retry due past it is never tried).
+func availability(s engine.Settlement) map[string]any {
+	out := map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt}
+	if s.DeadlineAt != nil {
+		out["deadline_at"] = s.DeadlineAt
+	}
+	return out
 }

@@ -807,3 +807,39 @@ func TestSettleTokenRetryableFailureResent(t *testing.T) {
 	}
 	again("after the next attempt failed the same way")
 }
+
+// A failure's answer names the deadline when it leaves the occurrence
+// available: a retry due past it is never tried, which available_at
+// alone did not say. Without a deadline there is none to name.
+func TestARetryAnswerNamesTheDeadline(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"deadline": "PT1H", "max_attempts": 3})
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "retry_delay", "PT2H")).JSON(t)
+	deadline := observe(t, env, id)["deadline_at"]
+	if res["status"] != "available" || res["deadline_at"] == nil || res["deadline_at"] != deadline {
+		t.Fatalf("a retry past the deadline answered %v; want available with deadline_at %v", res, deadline)
+	}
+	at, _ := time.Parse(time.RFC3339Nano, res["available_at"].(string))
+	end, _ := time.Parse(time.RFC3339Nano, res["deadline_at"].(string))
+	if !at.After(end) {
+		t.Errorf("available_at %v, deadline_at %v: want the retry past the deadline", at, end)
+	}
+	// Released, it names it too.
+	env.Clock.Advance(2 * time.Hour)
+	_, id2 := start(t, env, "crm_only", "Beta")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id2)
+	if rel := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id2+"/release", consumer, map[string]any{"worker_id": "w1"}).JSON(t); rel["deadline_at"] == nil {
+		t.Errorf("release answered %v; want its deadline_at", rel)
+	}
+
+	plain, plainConsumer := newCRM(t, nil)
+	_, id3 := start(t, plain, "crm_only", "Gamma")
+	one(t, fetch(t, plain, plainConsumer, fetchBody("w1")), id3)
+	if res := plain.Must(200, "POST", "/api/v1/pull/occurrences/"+id3+"/fail", plainConsumer, failBody("w1")).JSON(t); res["status"] != "available" {
+		t.Errorf("a retry without a deadline answered %v", res)
+	} else if _, ok := res["deadline_at"]; ok {
+		t.Errorf("a retry without a deadline answered deadline_at %v; want none", res["deadline_at"])
+	}
+}

@@ -1081,3 +1081,31 @@ func TestSubscribingWhilePostgreSQLHangsIsRefused(t *testing.T) {
 	}
 	t.Logf("refused after %v once the verdict was in", d)
 }
+
+// A failure or a release through the protocol names the occurrence's
+// deadline, as the REST answers do: a retry due past it is never tried.
+func TestAvailabilityAnswersNameTheDeadline(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"deadline": "PT1H"})
+	c := newClient(t, "connect", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 2))
+	start(t, f.env, "A")
+	start(t, f.env, "B")
+	a, b := s.assignment(5*time.Second), s.assignment(5*time.Second)
+	res, err := fail(c, f.consumer, &workerv1.FailRequest{OccurrenceId: a.GetOccurrenceId(), WorkerId: "w", ErrorCode: "CRM_DOWN",
+		Retryable: true, RetryDelay: durationpb.New(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetDeadlineAt() == nil || !res.GetAvailableAt().AsTime().After(res.GetDeadlineAt().AsTime()) {
+		t.Errorf("a retry past the deadline answered available_at %v, deadline_at %v; want the deadline, before it", res.GetAvailableAt(), res.GetDeadlineAt())
+	}
+	rel, err := call[workerv1.ReleaseRequest, workerv1.ReleaseResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceReleaseProcedure,
+		&workerv1.ReleaseRequest{OccurrenceId: b.GetOccurrenceId(), WorkerId: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.GetDeadlineAt() == nil || !rel.GetDeadlineAt().AsTime().Equal(b.GetDeadlineAt().AsTime()) {
+		t.Errorf("release answered deadline_at %v, want its occurrence's %v", rel.GetDeadlineAt(), b.GetDeadlineAt())
+	}
+}

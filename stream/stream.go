@@ -578,6 +578,9 @@ func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRe
 	if st.AvailableAt != nil {
 		res.AvailableAt = timestamppb.New(*st.AvailableAt)
 	}
+	if st.DeadlineAt != nil {
+		res.DeadlineAt = timestamppb.New(*st.DeadlineAt)
+	}
 	return connect.NewResponse(res), nil
 }
 
@@ -643,6 +646,9 @@ func (s *Service) Release(ctx context.Context, req *connect.Request[workerv1.Rel
 	res := &workerv1.ReleaseResponse{Status: st.Status, AttemptsLeft: int32(st.AttemptsLeft)}
 	if st.AvailableAt != nil {
 		res.AvailableAt = timestamppb.New(*st.AvailableAt)
+	}
+	if st.DeadlineAt != nil {
+		res.DeadlineAt = timestamppb.New(*st.DeadlineAt)
 	}
 	return connect.NewResponse(res), nil
 }

@@ -1123,9 +1123,12 @@ func (x *FailRequest) GetAttempt() int32 {
 type FailResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// `available` (retried at available_at) or `failed`.
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	AttemptsLeft  int32                  `protobuf:"varint,2,opt,name=attempts_left,json=attemptsLeft,proto3" json:"attempts_left,omitempty"`
-	AvailableAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=available_at,json=availableAt,proto3" json:"available_at,omitempty"`
+	Status       string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	AttemptsLeft int32                  `protobuf:"varint,2,opt,name=attempts_left,json=attemptsLeft,proto3" json:"attempts_left,omitempty"`
+	AvailableAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=available_at,json=availableAt,proto3" json:"available_at,omitempty"`
+	// The occurrence's deadline, if it has one, when it is `available`: a
+	// retry due past it is never tried (the deadline fails the occurrence).
+	DeadlineAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline_at,json=deadlineAt,proto3" json:"deadline_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1177,6 +1180,13 @@ func (x *FailResponse) GetAttemptsLeft() int32 {
 func (x *FailResponse) GetAvailableAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.AvailableAt
+	}
+	return nil
+}
+
+func (x *FailResponse) GetDeadlineAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadlineAt
 	}
 	return nil
 }
@@ -1504,8 +1514,10 @@ type ReleaseResponse struct {
 	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	// The attempts left, the released one given back: one more than the
 	// assignment's attempts_left.
-	AttemptsLeft  int32                  `protobuf:"varint,2,opt,name=attempts_left,json=attemptsLeft,proto3" json:"attempts_left,omitempty"`
-	AvailableAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=available_at,json=availableAt,proto3" json:"available_at,omitempty"`
+	AttemptsLeft int32                  `protobuf:"varint,2,opt,name=attempts_left,json=attemptsLeft,proto3" json:"attempts_left,omitempty"`
+	AvailableAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=available_at,json=availableAt,proto3" json:"available_at,omitempty"`
+	// The occurrence's deadline, if it has one.
+	DeadlineAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline_at,json=deadlineAt,proto3" json:"deadline_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1557,6 +1569,13 @@ func (x *ReleaseResponse) GetAttemptsLeft() int32 {
 func (x *ReleaseResponse) GetAvailableAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.AvailableAt
+	}
+	return nil
+}
+
+func (x *ReleaseResponse) GetDeadlineAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadlineAt
 	}
 	return nil
 }
@@ -1801,11 +1820,13 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"\aattempt\x18\b \x01(\x05H\x01R\aattempt\x88\x01\x01B\x10\n" +
 	"\x0e_attempts_leftB\n" +
 	"\n" +
-	"\b_attempt\"\x8a\x01\n" +
+	"\b_attempt\"\xc7\x01\n" +
 	"\fFailResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12#\n" +
 	"\rattempts_left\x18\x02 \x01(\x05R\fattemptsLeft\x12=\n" +
-	"\favailable_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vavailableAt\"\xbc\x01\n" +
+	"\favailable_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vavailableAt\x12;\n" +
+	"\vdeadline_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"deadlineAt\"\xbc\x01\n" +
 	"\rExtendRequest\x12#\n" +
 	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12>\n" +
@@ -1833,11 +1854,13 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x1d\n" +
 	"\aattempt\x18\x03 \x01(\x05H\x00R\aattempt\x88\x01\x01B\n" +
 	"\n" +
-	"\b_attempt\"\x8d\x01\n" +
+	"\b_attempt\"\xca\x01\n" +
 	"\x0fReleaseResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12#\n" +
 	"\rattempts_left\x18\x02 \x01(\x05R\fattemptsLeft\x12=\n" +
-	"\favailable_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vavailableAt\"\xd7\x01\n" +
+	"\favailable_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vavailableAt\x12;\n" +
+	"\vdeadline_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"deadlineAt\"\xd7\x01\n" +
 	"\aProblem\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x124\n" +
@@ -1921,34 +1944,36 @@ var file_relais_worker_v1_worker_proto_depIdxs = []int32{
 	24, // 10: relais.worker.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
 	24, // 11: relais.worker.v1.FailRequest.retry_delay:type_name -> google.protobuf.Duration
 	25, // 12: relais.worker.v1.FailResponse.available_at:type_name -> google.protobuf.Timestamp
-	24, // 13: relais.worker.v1.ExtendRequest.lock_duration:type_name -> google.protobuf.Duration
-	25, // 14: relais.worker.v1.ExtendResponse.lock_expires_at:type_name -> google.protobuf.Timestamp
-	25, // 15: relais.worker.v1.DeferResponse.deferred_at:type_name -> google.protobuf.Timestamp
-	25, // 16: relais.worker.v1.DeferResponse.deadline_at:type_name -> google.protobuf.Timestamp
-	25, // 17: relais.worker.v1.ReleaseResponse.available_at:type_name -> google.protobuf.Timestamp
-	23, // 18: relais.worker.v1.Problem.errors:type_name -> relais.worker.v1.FieldError
-	24, // 19: relais.worker.v1.Problem.retry_after:type_name -> google.protobuf.Duration
-	2,  // 20: relais.worker.v1.WorkerService.Subscribe:input_type -> relais.worker.v1.SubscribeRequest
-	8,  // 21: relais.worker.v1.WorkerService.Heartbeat:input_type -> relais.worker.v1.HeartbeatRequest
-	10, // 22: relais.worker.v1.WorkerService.Drain:input_type -> relais.worker.v1.DrainRequest
-	12, // 23: relais.worker.v1.WorkerService.Complete:input_type -> relais.worker.v1.CompleteRequest
-	14, // 24: relais.worker.v1.WorkerService.Fail:input_type -> relais.worker.v1.FailRequest
-	16, // 25: relais.worker.v1.WorkerService.Extend:input_type -> relais.worker.v1.ExtendRequest
-	18, // 26: relais.worker.v1.WorkerService.Defer:input_type -> relais.worker.v1.DeferRequest
-	20, // 27: relais.worker.v1.WorkerService.Release:input_type -> relais.worker.v1.ReleaseRequest
-	4,  // 28: relais.worker.v1.WorkerService.Subscribe:output_type -> relais.worker.v1.WorkerEvent
-	9,  // 29: relais.worker.v1.WorkerService.Heartbeat:output_type -> relais.worker.v1.HeartbeatResponse
-	11, // 30: relais.worker.v1.WorkerService.Drain:output_type -> relais.worker.v1.DrainResponse
-	13, // 31: relais.worker.v1.WorkerService.Complete:output_type -> relais.worker.v1.CompleteResponse
-	15, // 32: relais.worker.v1.WorkerService.Fail:output_type -> relais.worker.v1.FailResponse
-	17, // 33: relais.worker.v1.WorkerService.Extend:output_type -> relais.worker.v1.ExtendResponse
-	19, // 34: relais.worker.v1.WorkerService.Defer:output_type -> relais.worker.v1.DeferResponse
-	21, // 35: relais.worker.v1.WorkerService.Release:output_type -> relais.worker.v1.ReleaseResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	25, // 13: relais.worker.v1.FailResponse.deadline_at:type_name -> google.protobuf.Timestamp
+	24, // 14: relais.worker.v1.ExtendRequest.lock_duration:type_name -> google.protobuf.Duration
+	25, // 15: relais.worker.v1.ExtendResponse.lock_expires_at:type_name -> google.protobuf.Timestamp
+	25, // 16: relais.worker.v1.DeferResponse.deferred_at:type_name -> google.protobuf.Timestamp
+	25, // 17: relais.worker.v1.DeferResponse.deadline_at:type_name -> google.protobuf.Timestamp
+	25, // 18: relais.worker.v1.ReleaseResponse.available_at:type_name -> google.protobuf.Timestamp
+	25, // 19: relais.worker.v1.ReleaseResponse.deadline_at:type_name -> google.protobuf.Timestamp
+	23, // 20: relais.worker.v1.Problem.errors:type_name -> relais.worker.v1.FieldError
+	24, // 21: relais.worker.v1.Problem.retry_after:type_name -> google.protobuf.Duration
+	2,  // 22: relais.worker.v1.WorkerService.Subscribe:input_type -> relais.worker.v1.SubscribeRequest
+	8,  // 23: relais.worker.v1.WorkerService.Heartbeat:input_type -> relais.worker.v1.HeartbeatRequest
+	10, // 24: relais.worker.v1.WorkerService.Drain:input_type -> relais.worker.v1.DrainRequest
+	12, // 25: relais.worker.v1.WorkerService.Complete:input_type -> relais.worker.v1.CompleteRequest
+	14, // 26: relais.worker.v1.WorkerService.Fail:input_type -> relais.worker.v1.FailRequest
+	16, // 27: relais.worker.v1.WorkerService.Extend:input_type -> relais.worker.v1.ExtendRequest
+	18, // 28: relais.worker.v1.WorkerService.Defer:input_type -> relais.worker.v1.DeferRequest
+	20, // 29: relais.worker.v1.WorkerService.Release:input_type -> relais.worker.v1.ReleaseRequest
+	4,  // 30: relais.worker.v1.WorkerService.Subscribe:output_type -> relais.worker.v1.WorkerEvent
+	9,  // 31: relais.worker.v1.WorkerService.Heartbeat:output_type -> relais.worker.v1.HeartbeatResponse
+	11, // 32: relais.worker.v1.WorkerService.Drain:output_type -> relais.worker.v1.DrainResponse
+	13, // 33: relais.worker.v1.WorkerService.Complete:output_type -> relais.worker.v1.CompleteResponse
+	15, // 34: relais.worker.v1.WorkerService.Fail:output_type -> relais.worker.v1.FailResponse
+	17, // 35: relais.worker.v1.WorkerService.Extend:output_type -> relais.worker.v1.ExtendResponse
+	19, // 36: relais.worker.v1.WorkerService.Defer:output_type -> relais.worker.v1.DeferResponse
+	21, // 37: relais.worker.v1.WorkerService.Release:output_type -> relais.worker.v1.ReleaseResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_relais_worker_v1_worker_proto_init() }

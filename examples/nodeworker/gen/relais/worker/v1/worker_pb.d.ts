@@ -575,6 +575,14 @@ export declare type FailResponse = Message<"relais.worker.v1.FailResponse"> & {
    * @generated from field: google.protobuf.Timestamp available_at = 3;
    */
   availableAt?: Timestamp | undefined;
+
+  /**
+   * The occurrence's deadline, if it has one, when it is `available`: a
+   * retry due past it is never tried (the deadline fails the occurrence).
+   *
+   * @generated from field: google.protobuf.Timestamp deadline_at = 4;
+   */
+  deadlineAt?: Timestamp | undefined;
 };
 
 /**
@@ -758,6 +766,13 @@ export declare type ReleaseResponse = Message<"relais.worker.v1.ReleaseResponse"
    * @generated from field: google.protobuf.Timestamp available_at = 3;
    */
   availableAt?: Timestamp | undefined;
+
+  /**
+   * The occurrence's deadline, if it has one.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline_at = 4;
+   */
+  deadlineAt?: Timestamp | undefined;
 };
 
 /**
