@@ -369,7 +369,12 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 		var v any
 		err := yaml.Unmarshal([]byte(part), &node)
 		if err == nil {
-			v, err = nodeValue(&node)
+			v, err = nodeValue(&node, "")
+		}
+		if nf := (*nonFinite)(nil); errors.As(err, &nf) {
+			d.node = &node
+			problems = append(problems, Problem{Doc: d, Pointer: nf.pointer, Message: nf.Error()})
+			continue
 		}
 		if err != nil {
 			problems = append(problems, syntaxProblem(d, part, err))
@@ -384,9 +389,8 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 		}
 		js, err := json.Marshal(v)
 		if err != nil {
-			// nodeValue took only string keys: what is left is a value
-			// JSON has no literal for.
-			problems = append(problems, Problem{Doc: d, Message: "holds a value JSON cannot hold (.nan, .inf): " + err.Error()})
+			// nodeValue took only string keys and finite numbers.
+			problems = append(problems, Problem{Doc: d, Message: "holds a value JSON cannot hold: " + err.Error()})
 			continue
 		}
 		var m map[string]any
@@ -427,15 +431,15 @@ var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9
 // (0.1000000000000000000001 became 0.1, a stricter maximum) before the
 // API, which keeps every digit, saw them. A YAML number that is no JSON
 // literal (0x1F, 1_000, .inf) is decoded as YAML reads it.
-func nodeValue(n *yaml.Node) (any, error) {
+func nodeValue(n *yaml.Node, at string) (any, error) {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil, nil
 		}
-		return nodeValue(n.Content[0])
+		return nodeValue(n.Content[0], at)
 	case yaml.AliasNode:
-		return nodeValue(n.Alias)
+		return nodeValue(n.Alias, at)
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
 		lines := make(map[string]int, len(n.Content)/2)
@@ -444,7 +448,7 @@ func nodeValue(n *yaml.Node) (any, error) {
 			if k.ShortTag() == "!!merge" {
 				// A merge key (<<: *defaults): the mapping's members, those
 				// written beside it winning.
-				merged, err := nodeValue(n.Content[i+1])
+				merged, err := nodeValue(n.Content[i+1], at)
 				if err != nil {
 					return nil, err
 				}
@@ -468,7 +472,7 @@ func nodeValue(n *yaml.Node) (any, error) {
 				return nil, fmt.Errorf("line %d: mapping key %q already defined at line %d", k.Line, k.Value, at)
 			}
 			lines[k.Value] = k.Line
-			val, err := nodeValue(n.Content[i+1])
+			val, err := nodeValue(n.Content[i+1], jsontree.Pointer(at, k.Value))
 			if err != nil {
 				return nil, err
 			}
@@ -477,8 +481,8 @@ func nodeValue(n *yaml.Node) (any, error) {
 		return m, nil
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
-		for _, c := range n.Content {
-			val, err := nodeValue(c)
+		for i, c := range n.Content {
+			val, err := nodeValue(c, jsontree.Pointer(at, strconv.Itoa(i)))
 			if err != nil {
 				return nil, err
 			}
@@ -490,8 +494,21 @@ func nodeValue(n *yaml.Node) (any, error) {
 		return json.Number(n.Value), nil
 	}
 	var x any
-	err := n.Decode(&x)
-	return x, err
+	if err := n.Decode(&x); err != nil {
+		return nil, err
+	}
+	if f, ok := x.(float64); ok && (math.IsInf(f, 0) || math.IsNaN(f)) {
+		return nil, &nonFinite{pointer: at, literal: n.Value}
+	}
+	return x, nil
+}
+
+// nonFinite is a YAML number JSON cannot hold (.inf, .nan), at its
+// pointer: the whole document was blamed, at its first line (designer QA).
+type nonFinite struct{ pointer, literal string }
+
+func (e *nonFinite) Error() string {
+	return fmt.Sprintf("%s is a number JSON cannot hold: write a finite number, or quote it (%q) for a string", e.literal, e.literal)
 }
 
 // yamlLine finds the line yaml.v3 names in its errors ("yaml: line 20:

@@ -478,7 +478,9 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		"list.json":   {"[1, 2]\n", `1: /: a document must be a mapping with a kind`},
 		"list.yaml":   {"- a\n- b\n", `1: /: a document must be a mapping with a kind`},
 		"scalar.yaml": {"just words\n", `1: /: a document must be a mapping with a kind`},
-		"nan.yaml":    {"kind: Definition\nkey: d\nx: .nan\n", `1: /: holds a value JSON cannot hold (.nan, .inf): json: unsupported value: NaN`},
+		// At its own line and pointer, not the document's first line.
+		"nan.yaml": {"kind: Definition\nkey: d\nx: .nan\n", `3: /x: .nan is a number JSON cannot hold: write a finite number, or quote it (".nan") for a string`},
+		"inf.yaml": {"kind: Definition\nkey: d\nfields:\n  a:\n    enum: [1, -.Inf]\n", `5: /fields/a/enum/1: -.Inf is a number JSON cannot hold: write a finite number, or quote it ("-.Inf") for a string`},
 		"duplicate.yaml": {"kind: Definition\nkey: d\nname: one\nname: two\n",
 			`4: /: not valid YAML: mapping key "name" already defined at line 3`},
 		"duplicate.json": {"{\"kind\": \"Definition\",\n \"key\": \"d\",\n \"key\": \"e\"}\n",
