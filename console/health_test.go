@@ -455,3 +455,28 @@ func TestHealthHeldLinksToItsInstances(t *testing.T) {
 		t.Fatalf("%d definitions with held instances checked, want at least 2 (the fixture holds some at two)", checked)
 	}
 }
+
+// A process version's page shows what its instances start with and what
+// feeds each node: a designer read neither anywhere but the document.
+func TestProcessVersionShowsInputsAndBindings(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	for _, lang := range []string{"en", "fr"} {
+		b := newBrowser(t, f.env.URL, lang)
+		b.signIn(f.env.Designer)
+		r := b.mustGet("/console/processes/scoring/versions/1", 200)
+		inputs := r.doc.Find(`[data-testid=process-inputs] [data-testid=field-row]`)
+		if inputs.Length() != 1 || inputs.AttrOr("data-field", "") != "crm_id" {
+			t.Errorf("%s: process inputs %q, want the crm_id field", lang, collapse(inputs.Text()))
+		}
+		bindings := collapse(r.doc.Find(`[data-node=score] [data-testid=node-bindings]`).Text())
+		for _, want := range []string{"crm_id ← input.crm_id", `country = "FR"`} {
+			if !strings.Contains(bindings, want) {
+				t.Errorf("%s: score's bindings %q lack %q", lang, bindings, want)
+			}
+		}
+		if end := collapse(r.doc.Find(`[data-node=done] [data-testid=node-bindings]`).Text()); end != "—" {
+			t.Errorf("%s: an end node's bindings %q, want none", lang, end)
+		}
+	}
+}

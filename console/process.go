@@ -97,8 +97,10 @@ type nodeRow struct {
 	Routes                                         []string
 	OnError                                        []string
 	Policy                                         string
-	Counts                                         []statusCount
-	Start                                          bool
+	// Bindings say what feeds each input of the pinned revision.
+	Bindings []string
+	Counts   []statusCount
+	Start    bool
 }
 
 // maxGraphNodes bounds the process versions the console draws.
@@ -115,7 +117,11 @@ type processVersionView struct {
 	CountsNote, CountsMissing                                                           string
 	NodesLabel, NodesCaption                                                            string
 	HeadNode, HeadKind, HeadDefinition, HeadRoutes, HeadOnError, HeadPolicy, HeadCounts string
+	HeadBindings                                                                        string
 	Nodes                                                                               []nodeRow
+	// Inputs is the contract instances of the version start with.
+	Inputs      contractTable
+	InputsHeads contractHeads
 	NoCounts                                                                            string
 	InstancesHref, InstancesLabel                                                       string
 	// Counts is whether the page shows occurrences by node: operational
@@ -167,7 +173,12 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		NodesLabel: T(ctx, "Nodes"), NodesCaption: T(ctx, "Nodes of this version, with their occurrences now"),
 		HeadNode: T(ctx, "Node"), HeadKind: T(ctx, "Kind"), HeadDefinition: T(ctx, "Pinned revision"), HeadRoutes: T(ctx, "On success"),
 		HeadOnError: T(ctx, "On error"), HeadPolicy: T(ctx, "Policy"), HeadCounts: T(ctx, "Occurrences now"),
+		HeadBindings:   T(ctx, "Inputs from"),
 		NoCounts:       T(ctx, "none"),
+		Inputs: contractTable{Title: T(ctx, "Inputs"), TestID: "process-inputs", Empty: T(ctx, "No inputs: an instance starts with an empty object."),
+			Caption: T(ctx, "Inputs an instance of this version is started with"), Rows: contractRows(ctx, p.Inputs, "")},
+		InputsHeads: contractHeads{Field: T(ctx, "Field"), Type: T(ctx, "Type"), Required: T(ctx, "Required"),
+			Classification: T(ctx, "Classification"), Constraints: T(ctx, "Constraints"), Description: T(ctx, "Description")},
 		InstancesHref:  instanceFilter{Process: key, Version: strconv.Itoa(n)}.href(),
 		InstancesLabel: T(ctx, "Instances of this version"),
 	}
@@ -264,6 +275,18 @@ func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus ma
 	if n.Definition != "" {
 		row.Definition = definitionAtRevision(ctx, n.Definition, n.Revision)
 		row.DefinitionHref = revisionHref(n.Definition, n.Revision)
+	}
+	for _, field := range slices.Sorted(maps.Keys(n.Inputs)) {
+		b := n.Inputs[field]
+		if b.From != "" {
+			from := b.From
+			row.Bindings = append(row.Bindings, T(ctx, "%s ← %s", field, from))
+		} else {
+			// A literal is part of the version document: never a
+			// sensitive or secret target's (process.Check refuses it).
+			value := string(b.Value)
+			row.Bindings = append(row.Bindings, T(ctx, "%s = %s", field, value))
+		}
 	}
 	for _, route := range slices.Sorted(maps.Keys(n.Routes)) {
 		target := n.Routes[route]

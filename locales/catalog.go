@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             328,
 	"%d (0 lowest, 9 highest)":                 495,
 	"%d attempts":                              504,
-	"%d attempts, retry after %s, priority %d": 669,
+	"%d attempts, retry after %s, priority %d": 674,
 	"%d breaking":                              249,
 	"%d changes":                               248,
 	"%d completed":                             326,
@@ -55,15 +55,15 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     337,
 	"%d held instances match now.":             62,
 	"%d hours":                                 353,
-	"%d items":                                 742,
+	"%d items":                                 747,
 	"%d left":                                  506,
 	"%d min":                                   336,
 	"%d minutes":                               354,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              740,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              745,
 	"%d ms": 356,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         659,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 658,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         662,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 661,
 	"%d occurrences":                          597,
 	"%d releases":                             268,
 	"%d running instances match now.":         69,
@@ -76,9 +76,11 @@ var messageKeyToIndex = map[string]int{
 	"%s (deferred; settled with its settle token)":                                     566,
 	"%s (deferred; settled with its settle token, as %s)":                              567,
 	"%s (token #%d, %s)":                                                               101,
+	"%s = %s":                                                                          668,
 	"%s ago":                                                                           333,
 	"%s so far":                                                                        564,
-	"%s → %s":                                                                          664,
+	"%s ← %s":                                                                          667,
+	"%s → %s":                                                                          669,
 	"%s, %s: %s":                                                                       299,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         499,
 	"%s, cut to %s by the destination’s max_timeout":                                   498,
@@ -95,13 +97,13 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 614,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 496,
 	"%s–%s":                         324,
-	"(%d characters in all)":        744,
+	"(%d characters in all)":        749,
 	"(%d handed back, not counted)": 505,
-	"(each item)":                   730,
-	"(in %s)":                       743,
+	"(each item)":                   735,
+	"(in %s)":                       748,
 	"(worker %s)":                   552,
 	"0 seconds":                     351,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            707,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            712,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 541,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 624,
 	"A revision is a definition’s: choose the definition too.": 580,
@@ -124,7 +126,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       193,
 	"All processes":                       408,
 	"All statuses":                        410,
-	"All workers":                         757,
+	"All workers":                         762,
 	"An operator abandoned the instance.": 540,
 	"Any definition":                      409,
 	"Apply filters":                       116,
@@ -140,7 +142,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           680,
+	"Back to the occurrence":           685,
 	"Back without saving":              626,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
@@ -154,19 +156,19 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    497,
 	"Calls":                           279,
 	"Calls signed (Relais-Signature)": 281,
-	"Camunda 7 facade":                761,
+	"Camunda 7 facade":                766,
 	"Cancelled: the instance was stopped (%s).":               563,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 562,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           681,
+	"Cannot reveal":                                           686,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            653,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            656,
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 644,
 	"Compare":              222,
 	"Compare revisions":    218,
@@ -176,7 +178,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    318,
 	"Completions and failures per 5-minute slot, oldest first": 322,
 	"Completions and failures, last hour":                      301,
-	"Connected":                                                753,
+	"Connected":                                                758,
 	"Constraints":                                              203,
 	"Consumer":                                                 468,
 	"Consumer and worker":                                      591,
@@ -184,7 +186,7 @@ var messageKeyToIndex = map[string]int{
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    676,
+	"Counts as of %s (%s); refreshed every few seconds.":                    681,
 	"Counts by status": 586,
 	"Created":          367,
 	"Created from":     83,
@@ -201,7 +203,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         263,
-	"Definitions served":                         751,
+	"Definitions served":                         756,
 	"Definitions, those needing attention first": 302,
 	"Description":                                204,
 	"Destination":                                480,
@@ -236,9 +238,9 @@ var messageKeyToIndex = map[string]int{
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 515,
 	"Every attempt, oldest first": 467,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  684,
-	"Expired token":                        717,
-	"Expires":                              714,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  689,
+	"Expired token":                        722,
+	"Expires":                              719,
 	"External tasks":                       134,
 	"Failed":                               306,
 	"Failed (%s).":                         561,
@@ -262,7 +264,7 @@ var messageKeyToIndex = map[string]int{
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
 	"Graph":                   643,
-	"Graph of %s":             657,
+	"Graph of %s":             660,
 	"HTTP 2xx, unusable body": 570,
 	"Headers sent":            275,
 	"Health":                  133,
@@ -271,31 +273,33 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                389,
 	"Held instances":          305,
 	"ID":                      183,
-	"In flight":               752,
+	"In flight":               757,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
-	"Inputs":                     228,
+	"Inputs": 228,
+	"Inputs an instance of this version is started with": 654,
+	"Inputs from":                652,
 	"Inputs of revision %d":      239,
 	"Inputs of the working copy": 230,
 	"Inputs the instance was started with, labelled by process version %d's contract": 375,
 	"Inputs, labelled by revision %d's contract":                                      507,
 	"Instance":                  405,
 	"Instances":                 86,
-	"Instances of this version": 652,
+	"Instances of this version": 655,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 773,
-	"It takes revision %d only.":                       776,
-	"It takes revisions %s only.":                      778,
+	"It takes every revision its consumer is granted.": 778,
+	"It takes revision %d only.":                       781,
+	"It takes revisions %s only.":                      783,
 	"Its calls":                                        280,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  559,
 	"Its instance went on along the node’s error path.":                                                                                                                    560,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      722,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      727,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     339,
 	"Jul":                     345,
 	"Jun":                     344,
-	"Keep it":                 724,
+	"Keep it":                 729,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       282,
@@ -306,8 +310,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 521,
 	"Last reserved":           518,
 	"Last saved":              209,
-	"Last seen":               754,
-	"Last used":               713,
+	"Last seen":               759,
+	"Last used":               718,
 	"Latest revision":         265,
 	"Lists every change from one revision to another, and whom it may break.": 219,
 	"Local time in %s": 628,
@@ -323,7 +327,7 @@ var messageKeyToIndex = map[string]int{
 	"Message from Relais": 578,
 	"Message from Relais, quoting the destination’s answer":             577,
 	"Message from the service (its own words, protected values masked)": 576,
-	"Method not allowed": 688,
+	"Method not allowed": 693,
 	"Mode":               487,
 	"More filters: instance, revision, consumer, destination, dates": 582,
 	"Name":                    184,
@@ -340,10 +344,11 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        267,
 	"No destination yet.":                                                       269,
 	"No inputs.":                                                                229,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  697,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 695,
+	"No inputs: an instance starts with an empty object.":                       653,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  702,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 700,
 	"No instance matches these filters.": 407,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 696,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 701,
 	"No live worker takes %s now (Workers page).":                                               543,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 544,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           545,
@@ -358,23 +363,23 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 512,
 	"No process has the key “%s”.":                         93,
 	"No process is published yet.":                         639,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             770,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             769,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             775,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             774,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              711,
-	"No value was revealed.": 686,
+	"No token.":              716,
+	"No value was revealed.": 691,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
 	"No worker has reserved this occurrence yet.":                                        476,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 771,
-	"No worker is connected.":           755,
-	"No worker serves this definition.": 758,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 768,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 776,
+	"No worker is connected.":           760,
+	"No worker serves this definition.": 763,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 773,
 	"Node":                  363,
 	"Nodes":                 645,
-	"Nodes of this version": 654,
+	"Nodes of this version": 657,
 	"Nodes of this version, with their occurrences now": 646,
 	"Nodes reached, in order":                           362,
 	"Not allowed":                                       156,
@@ -383,7 +388,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             693,
+	"Nothing to find: the search box is empty.":                             698,
 	"Nothing was done.":        29,
 	"Nov":                      349,
 	"Now":                      485,
@@ -391,17 +396,17 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            463,
 	"Occurrence offered again": 107,
 	"Occurrences now":          651,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          766,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 767,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          771,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 772,
 	"Occurrences, newest first": 587,
 	"Oct":                       348,
 	"Offered from %s — %s.":     548,
 	"Oldest claimable waits":    307,
 	"On error":                  650,
 	"On success":                649,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         682,
-	"Only administrators may reveal a sensitive value.":                                                           677,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 708,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         687,
+	"Only administrators may reveal a sensitive value.":                                                           682,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 713,
 	"Open":             304,
 	"Operator actions": 359,
 	"Operator actions on this instance, newest first": 372,
@@ -429,7 +434,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 404,
 	"Processes":                       135,
 	"Processes by key":                637,
-	"Protocol":                        750,
+	"Protocol":                        755,
 	"Published":                       217,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 635,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       636,
@@ -475,38 +480,38 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 513,
-	"Revealed by %s at %s; recorded in the audit log.": 679,
+	"Revealed by %s at %s; recorded in the audit log.": 684,
 	"Reveals":               144,
-	"Reveals, newest first": 685,
+	"Reveals, newest first": 690,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 774,
-	"Revoke the %s token “%s”?": 721,
-	"Revoke the token":          723,
-	"Revoke token %d":           720,
-	"Revoke…":                   718,
-	"Role":                      712,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 779,
+	"Revoke the %s token “%s”?": 726,
+	"Revoke the token":          728,
+	"Revoke token %d":           725,
+	"Revoke…":                   723,
+	"Role":                      717,
 	"Route":                     365,
 	"Routing output":            208,
 	"Row %s":                    611,
 	"Rows %s–%s":                612,
 	"Save settings":             625,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      678,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      683,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 283,
-	"Search":                               691,
-	"Secret values can never be revealed.": 683,
+	"Search":                               696,
+	"Secret values can never be revealed.": 688,
 	"Sep":                                  347,
-	"Served by %d workers":                 772,
+	"Served by %d workers":                 777,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              368,
 	"Settlement date":      581,
 	"Show all definitions": 315,
 	"Show times in":        621,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 701,
-	"Sign in with an operator, designer or administrator token.": 702,
+	"Sign in": 706,
+	"Sign in with an operator, designer or administrator token.": 707,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
@@ -516,8 +521,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 709,
-	"Staff tokens, oldest first": 710,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 714,
+	"Staff tokens, oldest first": 715,
 	"Start node":                 642,
 	"Started":                    385,
 	"State":                      187,
@@ -541,7 +546,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 262,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.": 694,
+	"That is too long to be an id or a business key.": 699,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              271,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
@@ -580,14 +585,14 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            533,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      579,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    704,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        727,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    709,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        732,
 	"The version must be a whole number from 1.":                                                                                                                                                           396,
 	"These revisions have the same contracts.":                                                                                                                                                             227,
 	"These settings are kept in this browser only.":                                                                                                                                                        620,
-	"They take every revision their consumer is granted.":                                                                                                                                                  775,
-	"They take revision %d only.":                                                                                                                                                                          777,
-	"They take revisions %s only.":                                                                                                                                                                         779,
+	"They take every revision their consumer is granted.":                                                                                                                                                  780,
+	"They take revision %d only.":                                                                                                                                                                          782,
+	"They take revisions %s only.":                                                                                                                                                                         784,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     615,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         508,
@@ -596,7 +601,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                                                   173,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  690,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  695,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":                             28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                                        290,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                     33,
@@ -614,26 +619,26 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            726,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           725,
-	"This page does not accept that request.": 689,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            731,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           730,
+	"This page does not accept that request.": 694,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           376,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 706,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 655,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            656,
+	"This token is unknown, revoked or expired.": 711,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 658,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            659,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           703,
+	"Token":                           708,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 705,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 710,
 	"Totals of all definitions, not narrowed by the other filters":         596,
 	"Totals of definition %s, not narrowed by the other filters":           595,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 692,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 697,
 	"URL":                              274,
 	"UTC (coordinated universal time)": 627,
 	"Unknown action.":                  52,
@@ -651,18 +656,18 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       103,
 	"Whole message":                                             478,
 	"Why (recorded with the reveal)":                            514,
-	"Worker":                                                    749,
+	"Worker":                                                    754,
 	"Worker id":                                                 469,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        747,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        752,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 748,
-	"Workers serving %s":                   756,
+	"Workers seen within three heartbeats": 753,
+	"Workers serving %s":                   761,
 	"Working copy":                         206,
-	"You are signed out.":                  698,
+	"You are signed out.":                  703,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 699,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          700,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 704,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          705,
 	"[redacted]":                          575,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
@@ -671,14 +676,14 @@ var messageKeyToIndex = map[string]int{
 	"an incident: retry, abandon or stop": 294,
 	"answer too large":                    573,
 	"any":                                 76,
-	"any other code → %s":                 667,
+	"any other code → %s":                 672,
 	"any other error":                     292,
 	"as of %s (%s); counts are refreshed every few seconds.": 598,
-	"at least %d characters":                                 731,
-	"at least %d items":                                      738,
+	"at least %d characters":                                 736,
+	"at least %d items":                                      743,
 	"at most %d":                                             502,
-	"at most %d characters":                                  732,
-	"at most %d items":                                       739,
+	"at most %d characters":                                  737,
+	"at most %d items":                                       744,
 	"at most %d since the last operator retry":               503,
 	"available":                                              411,
 	"boolean":                                                426,
@@ -694,27 +699,27 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           565,
 	"date":                                                   427,
 	"date and time":                                          428,
-	"deadline %s":                                            671,
+	"deadline %s":                                            676,
 	"deferred":                                               413,
 	"deferred since":                                         606,
 	"deleted":                                                109,
 	"designer":                                               441,
 	"disconnected":                                           422,
-	"each item of %s":                                        729,
-	"end (completes)":                                        662,
-	"end (fails)":                                            663,
+	"each item of %s":                                        734,
+	"end (completes)":                                        665,
+	"end (fails)":                                            666,
 	"end: completes the instance":                            295,
 	"end: fails the instance":                                296,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 762,
+	"every revision its consumer is granted":                 767,
 	"exact, case-sensitive":                                  401,
 	"expired":                                                419,
 	"failed":                                                 415,
-	"fails the instance":                                     668,
+	"fails the instance":                                     673,
 	"field added":                                            445,
 	"field removed":                                          446,
 	"format":                                                 456,
-	"format %s":                                              734,
+	"format %s":                                              739,
 	"from":                                                   114,
 	"held":                                                   418,
 	"held for an operator":                                   293,
@@ -722,30 +727,30 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      393,
 	"hidden (secret)":                                        436,
 	"hidden (sensitive)":                                     435,
-	"hold (an incident for an operator)":                     666,
+	"hold (an incident for an operator)":                     671,
 	"id or business key":                                     137,
 	"in %s":                                                  332,
 	"in progress":                                            477,
 	"instance id":                                            585,
-	"instances held":                                         674,
-	"instances held: %s":                                     675,
+	"instances held":                                         679,
+	"instances held: %s":                                     680,
 	"integer":                                                424,
 	"its name, exactly":                                      584,
 	"just now":                                               334,
 	"list":                                                   431,
 	"lock until":                                             605,
-	"long polling":                                           760,
+	"long polling":                                           765,
 	"long wait":                                              313,
 	"masked value":                                           273,
 	"maximum":                                                458,
-	"maximum %s":                                             736,
+	"maximum %s":                                             741,
 	"maximum items":                                          460,
 	"maximum length":                                         454,
 	"minimum":                                                457,
-	"minimum %s":                                             735,
+	"minimum %s":                                             740,
 	"minimum items":                                          459,
 	"minimum length":                                         453,
-	"never":                                                  715,
+	"never":                                                  720,
 	"next attempt":                                           602,
 	"no":                                                     444,
 	"no answer within the timeout":                           571,
@@ -753,34 +758,34 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             191,
 	"no header":                                              278,
 	"no worker":                                              314,
-	"no worker takes revision %d":                            764,
-	"no worker takes revisions %s":                           765,
+	"no worker takes revision %d":                            769,
+	"no worker takes revisions %s":                           770,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 525,
 	"none": 261,
-	"none (revealed before reasons were asked for)": 687,
+	"none (revealed before reasons were asked for)": 692,
 	"none yet": 266,
 	"none: a failed call takes the node’s error path": 492,
 	"normal":                             432,
-	"not provided":                       741,
-	"not yet":                            716,
-	"null":                               745,
+	"not provided":                       746,
+	"not yet":                            721,
+	"null":                               750,
 	"number":                             425,
 	"object":                             430,
 	"on error":                           291,
-	"one attempt, no retry, priority %d": 670,
-	"one of: %s":                         737,
+	"one attempt, no retry, priority %d": 675,
+	"one of: %s":                         742,
 	"operator":                           440,
 	"optional %s field of type %s":       258,
 	"optional field of type %s":          260,
 	"optional → required":                251,
 	"pattern":                            455,
-	"pattern %s":                         733,
-	"pull":                               660,
+	"pattern %s":                         738,
+	"pull":                               663,
 	"pull %s":                            298,
 	"pull (a worker fetches it)":         437,
 	"push %s":                            297,
 	"push (Relais calls the service)":    438,
-	"push to %s":                         661,
+	"push to %s":                         664,
 	"rejected":                           420,
 	"released":                           421,
 	"required %s field of type %s":       257,
@@ -790,25 +795,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           412,
 	"retry":                              3,
 	"revision %d":                        599,
-	"revisions %s":                       763,
+	"revisions %s":                       768,
 	"revoked":                            190,
 	"routing changed":                    452,
-	"routing output":                     728,
+	"routing output":                     733,
 	"routing output %s → %s":             250,
 	"running":                            417,
 	"secret":                             434,
 	"sensitive":                          433,
 	"settled":                            601,
 	"stop":                               5,
-	"stream":                             759,
+	"stream":                             764,
 	"text":                               423,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             719,
-	"timeout %s":               672,
-	"timeout %s (the default)": 673,
+	"this session":             724,
+	"timeout %s":               677,
+	"timeout %s (the default)": 678,
 	"to":                       115,
 	"type changed":             447,
-	"unexpected value":         746,
+	"unexpected value":         751,
 	"unknown":                  574,
 	"values added: %s":         253,
 	"values changed":           449,
@@ -818,10 +823,10 @@ var messageKeyToIndex = map[string]int{
 	"waiting":                  569,
 	"yes":                      443,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 665,
+	"→ %s": 670,
 }
 
-var enIndex = []uint32{ // 781 elements
+var enIndex = []uint32{ // 786 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1006,46 +1011,47 @@ var enIndex = []uint32{ // 781 elements
 	0x00006217, 0x00006225, 0x00006233, 0x0000623e,
 	0x00006244, 0x00006336, 0x0000633c, 0x0000636e,
 	0x00006373, 0x00006383, 0x0000638e, 0x00006397,
-	0x000063a7, 0x000063c1, 0x00006466, 0x0000647c,
-	0x00006501, 0x0000657b, 0x0000658a, 0x00006644,
-	0x00006695, 0x0000669a, 0x000066a8, 0x000066b8,
-	0x000066c4, 0x000066d4, 0x000066de, 0x00006701,
-	0x0000671a, 0x0000672d, 0x00006799, 0x000067bf,
+	0x000063a7, 0x000063b3, 0x000063e7, 0x0000641a,
+	0x00006434, 0x000064d9, 0x000064ef, 0x00006574,
+	0x000065ee, 0x000065fd, 0x000066b7, 0x00006708,
+	0x0000670d, 0x0000671b, 0x0000672b, 0x00006737,
+	0x00006747, 0x00006755, 0x00006765, 0x0000676f,
 	// Entry 2A0 - 2BF
-	0x000067ce, 0x000067dc, 0x000067f8, 0x00006807,
-	0x0000681d, 0x00006856, 0x00006888, 0x000068e0,
-	0x00006917, 0x0000692e, 0x0000693c, 0x00006980,
-	0x000069a5, 0x00006a1c, 0x00006a32, 0x00006a49,
-	0x00006a77, 0x00006a8a, 0x00006ab2, 0x00006b36,
-	0x00006b3d, 0x00006ba5, 0x00006bcf, 0x00006bff,
-	0x00006cd2, 0x00006e0c, 0x00006eac, 0x00006ec0,
-	0x00006f6b, 0x00006fed, 0x00006ff5, 0x00007030,
+	0x00006792, 0x000067ab, 0x000067be, 0x0000682a,
+	0x00006850, 0x0000685f, 0x0000686d, 0x00006889,
+	0x00006898, 0x000068ae, 0x000068e7, 0x00006919,
+	0x00006971, 0x000069a8, 0x000069bf, 0x000069cd,
+	0x00006a11, 0x00006a36, 0x00006aad, 0x00006ac3,
+	0x00006ada, 0x00006b08, 0x00006b1b, 0x00006b43,
+	0x00006bc7, 0x00006bce, 0x00006c36, 0x00006c60,
+	0x00006c90, 0x00006d63, 0x00006e9d, 0x00006f3d,
 	// Entry 2C0 - 2DF
-	0x00007036, 0x000070c8, 0x00007160, 0x0000718b,
-	0x000071d9, 0x00007245, 0x000072ec, 0x00007307,
-	0x00007311, 0x00007316, 0x00007320, 0x00007328,
-	0x0000732e, 0x00007336, 0x00007344, 0x0000734e,
-	0x0000735b, 0x0000736e, 0x00007392, 0x00007412,
-	0x00007423, 0x0000742b, 0x000074a0, 0x000074f4,
-	0x0000753c, 0x0000754b, 0x0000755e, 0x0000756a,
-	0x000075a6, 0x000075e0, 0x000075ee, 0x000075fb,
+	0x00006f51, 0x00006ffc, 0x0000707e, 0x00007086,
+	0x000070c1, 0x000070c7, 0x00007159, 0x000071f1,
+	0x0000721c, 0x0000726a, 0x000072d6, 0x0000737d,
+	0x00007398, 0x000073a2, 0x000073a7, 0x000073b1,
+	0x000073b9, 0x000073bf, 0x000073c7, 0x000073d5,
+	0x000073df, 0x000073ec, 0x000073ff, 0x00007423,
+	0x000074a3, 0x000074b4, 0x000074bc, 0x00007531,
+	0x00007585, 0x000075cd, 0x000075dc, 0x000075ef,
 	// Entry 2E0 - 2FF
-	0x00007609, 0x00007617, 0x00007625, 0x00007657,
-	0x00007687, 0x000076e3, 0x000076f0, 0x00007710,
-	0x0000771b, 0x00007735, 0x0000773a, 0x0000774b,
-	0x000077d1, 0x000077f6, 0x000077fd, 0x00007806,
-	0x00007819, 0x00007823, 0x0000782d, 0x00007837,
-	0x0000784f, 0x00007865, 0x00007871, 0x00007893,
-	0x0000789a, 0x000078a7, 0x000078b8, 0x000078df,
-	0x000078ef, 0x0000790e, 0x0000792e, 0x00007a06,
+	0x000075fb, 0x00007637, 0x00007671, 0x0000767f,
+	0x0000768c, 0x0000769a, 0x000076a8, 0x000076b6,
+	0x000076e8, 0x00007718, 0x00007774, 0x00007781,
+	0x000077a1, 0x000077ac, 0x000077c6, 0x000077cb,
+	0x000077dc, 0x00007862, 0x00007887, 0x0000788e,
+	0x00007897, 0x000078aa, 0x000078b4, 0x000078be,
+	0x000078c8, 0x000078e0, 0x000078f6, 0x00007902,
+	0x00007924, 0x0000792b, 0x00007938, 0x00007949,
 	// Entry 300 - 31F
-	0x00007ae7, 0x00007b3b, 0x00007b8b, 0x00007beb,
-	0x00007c3e, 0x00007c76, 0x00007ca7, 0x00007cf7,
-	0x00007d2b, 0x00007d49, 0x00007d68, 0x00007d87,
-	0x00007da7,
-} // Size: 3148 bytes
+	0x00007970, 0x00007980, 0x0000799f, 0x000079bf,
+	0x00007a97, 0x00007b78, 0x00007bcc, 0x00007c1c,
+	0x00007c7c, 0x00007ccf, 0x00007d07, 0x00007d38,
+	0x00007d88, 0x00007dbc, 0x00007dda, 0x00007df9,
+	0x00007e18, 0x00007e38,
+} // Size: 3168 bytes
 
-const enData string = "" + // Size: 32167 bytes
+const enData string = "" + // Size: 32312 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1434,110 +1440,112 @@ const enData string = "" + // Size: 32167 bytes
 	"their error codes). Each box says how many of this version’s occurrences" +
 	" are at that node now.\x02Nodes\x02Nodes of this version, with their occ" +
 	"urrences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occ" +
-	"urrences now\x02Instances of this version\x02Columns follow the longest " +
-	"path from the start node. Solid arrows are successes (labelled with thei" +
-	"r route), dashed ones failures (labelled with their error codes).\x02Nod" +
-	"es of this version\x02This version has %[1]d nodes: too many to draw leg" +
-	"ibly (at most %[2]d). The table below lists every node with its routes a" +
-	"nd counts.\x02This version has %[1]d nodes: too many to draw legibly (at" +
-	" most %[2]d). The table below lists every node with its routes.\x02Graph" +
-	" of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x00Y\x02%[1]d node" +
-	"s, starting at %[2]s. The table below lists the same nodes, routes and c" +
-	"ounts.\x02%[1]d nodes, starting at %[2]s. The table below lists the same" +
-	" nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (f" +
-	"ails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
-	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
-	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
-	"mpts, retry after %[2]s, priority %[3]d\x02one attempt, no retry, priori" +
-	"ty %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the defaul" +
-	"t)\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2" +
-	"]s); refreshed every few seconds.\x02Only administrators may reveal a se" +
-	"nsitive value.\x02Say why you reveal this value: the reason is recorded " +
-	"with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorde" +
-	"d in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a" +
-	" value this page shows as hidden (sensitive) can be revealed.\x02Secret " +
-	"values can never be revealed.\x02Every sensitive value an administrator " +
-	"revealed: who, when, which field and why. The values themselves are neve" +
-	"r kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reve" +
-	"aled before reasons were asked for)\x02Method not allowed\x02This page d" +
-	"oes not accept that request.\x02This form was sent from another site: th" +
-	"e console takes its forms from its own pages only. Open the console and " +
-	"send it from there.\x02Search\x02Type an instance or occurrence id (a wh" +
-	"ole UUID, as the title of its page shows it), or a business key.\x02Noth" +
-	"ing to find: the search box is empty.\x02That is too long to be an id or" +
-	" a business key.\x02No instance has “%[1]s” as its business key. A busin" +
-	"ess key is found only whole and exactly as given, capitals and accents i" +
-	"ncluded: a list shows a long one shortened, so copy it from its instance" +
-	"’s page.\x02No instance or occurrence has the id “%[1]s”, and no insta" +
-	"nce has it as its business key. An ended instance is deleted, with its o" +
-	"ccurrences and attempts, once the retention period (RELAIS_RETENTION) ha" +
-	"s passed, or at once when an administrator erases it; the audit log keep" +
-	"s the operator actions taken on it.\x02No instance has “%[1]s” as its bu" +
-	"siness key, and it is not a whole id: the lists show the end of each id." +
-	" Open the row, or copy its link, for the whole id.\x02You are signed out" +
-	".\x02Your session had ended (inactivity, a sign-out elsewhere, a revoked" +
-	" token or a restart of the server), so your last action was not applied." +
-	" Sign in again, then repeat it.\x02Your session has ended (inactivity, a" +
-	" sign-out elsewhere, a token revoked or expired, or a restart of the ser" +
-	"ver). Sign in again.\x02Sign in\x02Sign in with an operator, designer or" +
-	" administrator token.\x02Token\x02The token is checked once and never st" +
-	"ored in your browser; a session cookie stands for it for up to 8 hours o" +
-	"f inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many" +
-	" failed sign-ins from your address. Try again in %[1]d second.\x00H\x02T" +
-	"oo many failed sign-ins from your address. Try again in %[1]d seconds." +
-	"\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot o" +
-	"pen the console: it is a worker’s token, for the API.\x02Only administra" +
-	"tors see this page: tokens, consumers, destinations, the reveal log and " +
-	"erasures are theirs.\x02Staff tokens (administrators, designers, operato" +
-	"rs) that are not revoked. Consumer tokens are managed with their consume" +
-	"rs. Revoking a token refuses its next request.\x02Staff tokens, oldest f" +
-	"irst\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet" +
-	"\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Re" +
-	"voke the %[1]s token “%[2]s”?\x02Its next request is refused, and consol" +
-	"e sessions opened with it end. This cannot be undone: whoever uses it ne" +
-	"eds a new token.\x02Revoke the token\x02Keep it\x02This is the token you" +
-	" signed in with: revoking it signs you out. Its next request is refused." +
-	" This cannot be undone.\x02This is the last usable administrator token: " +
-	"create another one before revoking it.\x02The token “%[1]s” (%[2]s) was " +
-	"revoked: its next request is refused.\x02routing output\x02each item of " +
-	"%[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d chara" +
-	"cter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
-	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
-	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
-	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
-	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)" +
-	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
-	"nected by a stream, and polling workers by their last fetch. A worker is" +
-	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
-	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
-	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
-	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no worker" +
-	" takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no liv" +
-	"e worker takes it: subscribe workers to it, with their consumers granted" +
-	" it (a worker naming no revision takes those its consumer is granted; a " +
-	"process version pins it).\x02Occurrences of revisions %[1]s wait, and no" +
-	" live worker takes them: subscribe workers to them, with their consumers" +
-	" granted them (a worker naming no revision takes those its consumer is g" +
-	"ranted; a process version pins them).\x02No worker serves this definitio" +
-	"n: its occurrences wait until one connects or polls.\x02No process uses " +
-	"this definition yet: it needs a worker once a process pulls it.\x02No pr" +
-	"ocess pulls this definition: Relais calls its destinations (push), and i" +
-	"t needs no worker.\x02No worker is connected for this definition; none o" +
-	"f its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served b" +
-	"y %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revi" +
-	"sion its consumer is granted.\x02Revisions they take: %[1]s; some take e" +
-	"very revision their consumer is granted.\x02They take every revision the" +
-	"ir consumer is granted.\x02It takes revision %[1]d only.\x02They take re" +
-	"vision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revisi" +
-	"ons %[1]s only."
+	"urrences now\x02Inputs from\x02No inputs: an instance starts with an emp" +
+	"ty object.\x02Inputs an instance of this version is started with\x02Inst" +
+	"ances of this version\x02Columns follow the longest path from the start " +
+	"node. Solid arrows are successes (labelled with their route), dashed one" +
+	"s failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
+	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
+	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
+	"t, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeou" +
+	"t %[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Coun" +
+	"ts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrat" +
+	"ors may reveal a sensitive value.\x02Say why you reveal this value: the " +
+	"reason is recorded with the reveal in the audit log.\x02Revealed by %[1]" +
+	"s at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cann" +
+	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
+	"evealed.\x02Secret values can never be revealed.\x02Every sensitive valu" +
+	"e an administrator revealed: who, when, which field and why. The values " +
+	"themselves are never kept.\x02Reveals, newest first\x02No value was reve" +
+	"aled.\x02none (revealed before reasons were asked for)\x02Method not all" +
+	"owed\x02This page does not accept that request.\x02This form was sent fr" +
+	"om another site: the console takes its forms from its own pages only. Op" +
+	"en the console and send it from there.\x02Search\x02Type an instance or " +
+	"occurrence id (a whole UUID, as the title of its page shows it), or a bu" +
+	"siness key.\x02Nothing to find: the search box is empty.\x02That is too " +
+	"long to be an id or a business key.\x02No instance has “%[1]s” as its bu" +
+	"siness key. A business key is found only whole and exactly as given, cap" +
+	"itals and accents included: a list shows a long one shortened, so copy i" +
+	"t from its instance’s page.\x02No instance or occurrence has the id “%[1" +
+	"]s”, and no instance has it as its business key. An ended instance is de" +
+	"leted, with its occurrences and attempts, once the retention period (REL" +
+	"AIS_RETENTION) has passed, or at once when an administrator erases it; t" +
+	"he audit log keeps the operator actions taken on it.\x02No instance has " +
+	"“%[1]s” as its business key, and it is not a whole id: the lists show " +
+	"the end of each id. Open the row, or copy its link, for the whole id." +
+	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
+	"t elsewhere, a revoked token or a restart of the server), so your last a" +
+	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
+	"s ended (inactivity, a sign-out elsewhere, a token revoked or expired, o" +
+	"r a restart of the server). Sign in again.\x02Sign in\x02Sign in with an" +
+	" operator, designer or administrator token.\x02Token\x02The token is che" +
+	"cked once and never stored in your browser; a session cookie stands for " +
+	"it for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81" +
+	"\x01\x00\x02G\x02Too many failed sign-ins from your address. Try again i" +
+	"n %[1]d second.\x00H\x02Too many failed sign-ins from your address. Try " +
+	"again in %[1]d seconds.\x02This token is unknown, revoked or expired." +
+	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
+	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
+	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
+	"rators, designers, operators) that are not revoked. Consumer tokens are " +
+	"managed with their consumers. Revoking a token refuses its next request." +
+	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
+	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
+	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
+	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
+	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
+	" to it, with their consumers granted it (a worker naming no revision tak" +
+	"es those its consumer is granted; a process version pins it).\x02Occurre" +
+	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
+	"orkers to them, with their consumers granted them (a worker naming no re" +
+	"vision takes those its consumer is granted; a process version pins them)" +
+	".\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
+	"isions they take: %[1]s; some take every revision their consumer is gran" +
+	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
+	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
+	"ions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 781 elements
+var frIndex = []uint32{ // 786 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1722,46 +1730,47 @@ var frIndex = []uint32{ // 781 elements
 	0x00007e34, 0x00007e42, 0x00007e52, 0x00007e63,
 	0x00007e6a, 0x00007fa0, 0x00007fa7, 0x00007fe1,
 	0x00007fe6, 0x00007ffb, 0x0000800f, 0x00008021,
-	0x00008037, 0x00008052, 0x00008127, 0x0000813f,
-	0x000081e0, 0x0000826f, 0x0000827f, 0x00008359,
-	0x0000841b, 0x00008420, 0x00008430, 0x0000843e,
-	0x0000844e, 0x0000845e, 0x00008468, 0x00008491,
-	0x000084ab, 0x000084c6, 0x00008554, 0x00008592,
+	0x00008037, 0x00008047, 0x00008084, 0x000080c4,
+	0x000080df, 0x000081b4, 0x000081cc, 0x0000826d,
+	0x000082fc, 0x0000830c, 0x000083e6, 0x000084a8,
+	0x000084ad, 0x000084bd, 0x000084cb, 0x000084db,
+	0x000084eb, 0x000084f9, 0x00008509, 0x00008513,
 	// Entry 2A0 - 2BF
-	0x000085a3, 0x000085b0, 0x000085cb, 0x000085df,
-	0x000085fd, 0x00008648, 0x00008689, 0x000086ff,
-	0x00008745, 0x0000875e, 0x00008776, 0x000087c9,
-	0x00008804, 0x0000889c, 0x000088c8, 0x000088ee,
-	0x00008922, 0x0000893a, 0x00008965, 0x00008a0e,
-	0x00008a18, 0x00008aa0, 0x00008ad5, 0x00008b16,
-	0x00008bfb, 0x00008d76, 0x00008e4f, 0x00008e68,
-	0x00008f31, 0x00008fba, 0x00008fc7, 0x00009019,
+	0x0000853c, 0x00008556, 0x00008571, 0x000085ff,
+	0x0000863d, 0x0000864e, 0x0000865b, 0x00008676,
+	0x0000868a, 0x000086a8, 0x000086f3, 0x00008734,
+	0x000087aa, 0x000087f0, 0x00008809, 0x00008821,
+	0x00008874, 0x000088af, 0x00008947, 0x00008973,
+	0x00008999, 0x000089cd, 0x000089e5, 0x00008a10,
+	0x00008ab9, 0x00008ac3, 0x00008b4b, 0x00008b80,
+	0x00008bc1, 0x00008ca6, 0x00008e21, 0x00008efa,
 	// Entry 2C0 - 2DF
-	0x0000901f, 0x000090d1, 0x00009181, 0x000091ad,
-	0x00009216, 0x000092bd, 0x0000937f, 0x000093af,
-	0x000093bc, 0x000093c2, 0x000093d8, 0x000093e3,
-	0x000093ea, 0x000093f5, 0x00009403, 0x00009410,
-	0x0000941e, 0x00009437, 0x00009464, 0x0000950d,
-	0x00009520, 0x0000952a, 0x000095b9, 0x0000961a,
-	0x00009676, 0x00009688, 0x000096a2, 0x000096b5,
-	0x000096f3, 0x0000972f, 0x0000974c, 0x00009759,
+	0x00008f13, 0x00008fdc, 0x00009065, 0x00009072,
+	0x000090c4, 0x000090ca, 0x0000917c, 0x0000922c,
+	0x00009258, 0x000092c1, 0x00009368, 0x0000942a,
+	0x0000945a, 0x00009467, 0x0000946d, 0x00009483,
+	0x0000948e, 0x00009495, 0x000094a0, 0x000094ae,
+	0x000094bb, 0x000094c9, 0x000094e2, 0x0000950f,
+	0x000095b8, 0x000095cb, 0x000095d5, 0x00009664,
+	0x000096c5, 0x00009721, 0x00009733, 0x0000974d,
 	// Entry 2E0 - 2FF
-	0x00009767, 0x00009775, 0x00009785, 0x000097c1,
-	0x000097fb, 0x00009878, 0x00009883, 0x000098ad,
-	0x000098ba, 0x000098d6, 0x000098da, 0x000098ec,
-	0x000099ae, 0x000099e1, 0x000099ec, 0x000099f6,
-	0x00009a0b, 0x00009a14, 0x00009a1e, 0x00009a33,
-	0x00009a57, 0x00009a71, 0x00009a86, 0x00009ab2,
-	0x00009ab7, 0x00009acc, 0x00009ade, 0x00009b13,
-	0x00009b24, 0x00009b51, 0x00009b80, 0x00009ca2,
+	0x00009760, 0x0000979e, 0x000097da, 0x000097f7,
+	0x00009804, 0x00009812, 0x00009820, 0x00009830,
+	0x0000986c, 0x000098a6, 0x00009923, 0x0000992e,
+	0x00009958, 0x00009965, 0x00009981, 0x00009985,
+	0x00009997, 0x00009a59, 0x00009a8c, 0x00009a97,
+	0x00009aa1, 0x00009ab6, 0x00009abf, 0x00009ac9,
+	0x00009ade, 0x00009b02, 0x00009b1c, 0x00009b31,
+	0x00009b5d, 0x00009b62, 0x00009b77, 0x00009b89,
 	// Entry 300 - 31F
-	0x00009dc4, 0x00009e3a, 0x00009ec5, 0x00009f54,
-	0x00009fbb, 0x00009ffd, 0x0000a045, 0x0000a0b8,
-	0x0000a100, 0x0000a12e, 0x0000a15c, 0x0000a18f,
-	0x0000a1c2,
-} // Size: 3148 bytes
+	0x00009bbe, 0x00009bcf, 0x00009bfc, 0x00009c2b,
+	0x00009d4d, 0x00009e6f, 0x00009ee5, 0x00009f70,
+	0x00009fff, 0x0000a066, 0x0000a0a8, 0x0000a0f0,
+	0x0000a163, 0x0000a1ab, 0x0000a1d9, 0x0000a207,
+	0x0000a23a, 0x0000a26d,
+} // Size: 3168 bytes
 
-const frData string = "" + // Size: 41410 bytes
+const frData string = "" + // Size: 41581 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2240,131 +2249,133 @@ const frData string = "" + // Size: 41410 bytes
 	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
 	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
 	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Instances de cette version\x02Les colonnes " +
-	"suivent le plus long chemin depuis le nœud de départ. Les flèches pleine" +
-	"s sont les réussites (étiquetées par leur route), les pointillées les éc" +
-	"hecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version" +
-	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
-	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
-	"es et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les" +
-	" dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaqu" +
-	"e nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%" +
-	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
-	"uds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
-	"leau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02Les colon" +
+	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
+	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
+	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
+	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
+	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
+	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
+	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
+	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
+	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
+	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
 	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
 	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
 	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
-	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02d" +
-	"élai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instanc" +
-	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés" +
-	" toutes les 5 secondes environ.\x02Seuls les administrateurs peuvent rév" +
-	"éler une valeur sensible.\x02Dites pourquoi vous révélez cette valeur" +
-	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Retour à l’occurrence\x02Révélation impossible\x02Seule une valeur q" +
-	"ue cette page affiche masquée (sensible) peut être révélée.\x02Les valeu" +
-	"rs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensible q" +
-	"u’un administrateur a révélée\u202f: qui, quand, quel champ et pourquoi." +
-	" Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations, les " +
-	"plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélé" +
-	"e avant que le motif soit demandé)\x02Méthode non autorisée\x02Cette pag" +
-	"e n’accepte pas cette requête.\x02Ce formulaire a été envoyé depuis un a" +
-	"utre site\u202f: la console n’accepte que les formulaires de ses propres" +
-	" pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Recherche" +
-	"\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID complet" +
-	", tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien à ch" +
-	"ercher\u202f: le champ de recherche est vide.\x02C’est trop long pour êt" +
-	"re un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et tell" +
-	"e quelle, majuscules et accents compris\u202f: une liste abrège les long" +
-	"ues, copiez-la depuis la page de son instance.\x02Aucune instance ni occ" +
-	"urrence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé " +
-	"métier. Une instance terminée est supprimée, avec ses occurrences et ses" +
-	" tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoulé" +
-	"e, ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit g" +
-	"arde les actions d’opérateur menées sur elle.\x02Aucune instance n’a «" +
-	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
-	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
-	"ne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes déconnec" +
-	"té.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, j" +
-	"eton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a" +
-	" pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session" +
-	" a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, " +
-	"ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
-	"es d’inactivité, et 12 heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop " +
-	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
-	"e.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez d" +
-	"ans %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un je" +
-	"ton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’" +
-	"exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
-	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
-	"[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne" +
-	" prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atten" +
-	"dent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécu" +
-	"tants dont le consommateur y a droit (un exécutant qui ne nomme aucune r" +
-	"évision prend celles auxquelles son consommateur a droit\u202f; une ver" +
-	"sion de processus l’épingle).\x02Des occurrences des révisions %[1]s att" +
-	"endent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des ex" +
-	"écutants dont le consommateur y a droit (un exécutant qui ne nomme aucu" +
-	"ne révision prend celles auxquelles son consommateur a droit\u202f; une " +
-	"version de processus les épingle).\x02Aucun exécutant ne sert cette défi" +
-	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
-	"nterroge.\x02Aucun processus n’utilise encore cette définition\u202f: el" +
-	"le aura besoin d’un exécutant quand un processus l’utilisera en mode pul" +
-	"l.\x02Aucun processus n’utilise cette définition en mode pull\u202f: Rel" +
-	"ais appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
-	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
-	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
-	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les ré" +
-	"visions accordées au consommateur sont prises en charge.\x02Révisions pr" +
-	"ises en charge\u202f: %[1]s\u202f; certains prennent toutes les révision" +
-	"s accordées à leur consommateur.\x02Toutes les révisions accordées au co" +
-	"nsommateur sont prises en charge.\x02Seule la révision %[1]d est prise e" +
-	"n charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les " +
-	"révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s son" +
-	"t prises en charge."
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
+	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
+	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
+	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
+	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
+	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
+	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
+	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
+	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
+	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
+	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
+	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
+	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
+	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
+	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
+	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
+	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
+	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
+	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
+	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
+	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
+	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
+	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
+	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
+	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
+	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
+	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
+	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
+	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
+	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
+	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
+	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
+	"t entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inac" +
+	"tivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
+	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
+	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
+	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
+	"ion le remplace jusqu’à 8 heures d’inactivité, et 12 heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconn" +
+	"u, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la co" +
+	"nsole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les admini" +
+	"strateurs voient cette page\u202f: les jetons, les consommateurs, les de" +
+	"stinations, le journal des révélations et les effacements sont de leur r" +
+	"essort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
+	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
+	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du pers" +
+	"onnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière util" +
+	"isation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoque" +
+	"r…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]" +
+	"s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les s" +
+	"essions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
+	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
+	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 79873 bytes (78KiB); checksum: 4FD8884E
+	// Total table size 80229 bytes (78KiB); checksum: DC2E6C8D
