@@ -40,6 +40,19 @@ type attemptJSON struct {
 	// a settle token may do: worker_id stays the worker that deferred it.
 	SettledBy        *string `json:"settled_by"`
 	SettledWithToken bool    `json:"settled_with_token"`
+	// RefusedReports, when the attempt's worker sent reports Relais
+	// refused: an attempt that then expired had a worker that answered.
+	RefusedReports *refusedReportsJSON `json:"refused_reports"`
+}
+
+// refusedReportsJSON is how many of an attempt's reports were refused,
+// and the last one's code and pointers (never its words: they may quote
+// the refused value).
+type refusedReportsJSON struct {
+	Count    int       `json:"count"`
+	LastAt   time.Time `json:"last_at"`
+	Code     string    `json:"code"`
+	Pointers []string  `json:"pointers"`
 }
 
 type consumerRef struct {
@@ -123,6 +136,12 @@ func toOccurrenceJSON(o engine.Occurrence) occurrenceJSON {
 			Outcome: a.Outcome, ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage, SettledBy: a.SettledBy, SettledWithToken: a.SettledWithToken}
 		if a.ConsumerID != nil {
 			aj.Consumer = &consumerRef{ID: *a.ConsumerID, Name: deref(a.ConsumerName)}
+		}
+		if a.Refused > 0 && a.RefusedAt != nil {
+			aj.RefusedReports = &refusedReportsJSON{Count: a.Refused, LastAt: *a.RefusedAt, Code: deref(a.RefusalCode), Pointers: a.RefusalPointers}
+			if aj.RefusedReports.Pointers == nil {
+				aj.RefusedReports.Pointers = []string{}
+			}
 		}
 		out.Attempts = append(out.Attempts, aj)
 	}

@@ -211,6 +211,18 @@ func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
 	if o := f.occurrence(occ); o["status"] != "reserved" {
 		t.Fatalf("after refused completions the occurrence is %v, want still reserved", o["status"])
 	}
+	// Each refusal is noted on the attempt, the facade's own (a value it
+	// cannot convert) as the engine's: a client only logs them, and the
+	// lock's expiry read as a worker that never answered (Camunda QA).
+	// The request log names the code too.
+	obs := f.Must(200, "GET", "/api/v1/occurrences/"+occ, f.Operator, nil).JSON(t)
+	refused, _ := obs["attempts"].([]any)[0].(map[string]any)["refused_reports"].(map[string]any)
+	if refused == nil || refused["count"] != 10.0 || refused["code"] != "invalid_request" || !strings.Contains(fmt.Sprint(refused["pointers"]), "/localVariables/crm_id/value") {
+		t.Errorf("refused_reports %v; want the 10 refusals, the last the clash at /localVariables/crm_id/value", refused)
+	}
+	if logs := f.Logs.String(); !strings.Contains(logs, "route=/engine-rest/external-task/{id}/complete") || !strings.Contains(logs, "code=invalid_outputs") {
+		t.Errorf("the request log does not name the refusal's code")
+	}
 	good := map[string]any{"workerId": "w", "variables": map[string]any{
 		"result": map[string]any{"value": "existing"}, "crm_id": map[string]any{"value": "C-7"}}}
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", good))
@@ -1115,8 +1127,10 @@ func TestScalarsGivenAsStrings(t *testing.T) {
 	t.Parallel()
 	f := setup(t, map[string]any{"max_attempts": 5})
 	_, occ := f.start("Acme")
+	// Integral decimals and booleans in strings too, as Jackson reads
+	// them (Camunda QA: 1.0 and "true" refused the whole fetch).
 	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": "1", "asyncResponseTimeout": " 0 ",
-		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": "60000"}}})
+		"usePriority": "true", "topics": []any{map[string]any{"topicName": typedKey, "lockDuration": json.Number("60000.0"), "localVariables": "FALSE"}}})
 	mustJSON(t, res, 200)
 	if !strings.Contains(string(res.Body), occ) {
 		t.Fatalf("fetch with string numbers got %s, want task %s", res.Body, occ)
@@ -1140,6 +1154,9 @@ func TestScalarsGivenAsStrings(t *testing.T) {
 		`/retries must be a whole number (or a string holding one, as "two" does not)`)
 	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": 1.5}), 400, "InvalidRequestException",
 		"/newDuration must be a whole number, not 1.5")
+	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "usePriority": "yes",
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 60000}}}), 400, "InvalidRequestException",
+		`/usePriority must be a boolean (or a string holding one, as "yes" does not)`)
 	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": json.Number("99999999999999999999")}), 400, "InvalidRequestException",
 		"/newDuration is out of range")
 	// A retryable failure with its numbers as strings, then the next run
@@ -1176,4 +1193,28 @@ func TestFetchVariablesNamingAnOutput(t *testing.T) {
 	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 60000, "variables": []any{"name", "crm_id"}}}})
 	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", `"/crm_id" is an output, not an input`)
+}
+
+// Camunda routes the facade does not serve say what to do instead: setting
+// retries, Camunda's way to resolve an incident, is an operator's retry
+// (Camunda QA: a generic 404, and PUT /external-task/retries a 405 whose
+// Allow offered a GET).
+func TestUnservedRoutesSayWhatToDoInstead(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	id := "0190a5f0-0000-7000-8000-000000000000"
+	for _, c := range []struct{ method, path, want string }{
+		{"PUT", "/external-task/" + id + "/retries", "/api/v1/instances/{instance id}/retry"},
+		{"PUT", "/external-task/retries", "/api/v1/instances/{instance id}/retry"},
+		{"POST", "/external-task/retries-async", "/api/v1/instances/{instance id}/retry"},
+		{"PUT", "/external-task/" + id + "/priority", "policy.priority"},
+		{"POST", "/external-task/" + id + "/lock", "fetchAndLock"},
+		{"GET", "/external-task/" + id + "/errorDetails", "error_message"},
+	} {
+		res := f.call(c.method, c.path, map[string]any{"retries": 3})
+		mustException(t, res, 404, "NotFoundException", "not served by the facade", c.want)
+		if res.Header.Get("Allow") != "" {
+			t.Errorf("%s %s: Allow %q, want none", c.method, c.path, res.Header.Get("Allow"))
+		}
+	}
 }

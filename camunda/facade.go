@@ -174,6 +174,10 @@ func (f *Facade) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		f.logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it has been logged")
 	}
+	// The request log names the code, as a REST route's does: a Camunda
+	// client only logs a refusal, and the replica's log was the operator's
+	// one trace of it (Camunda QA).
+	httpjson.NoteProblem(r.Context(), fe.Code)
 	status, typ := statusOf(fe)
 	if fe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(fe.RetryAfter.Seconds()+0.999)))

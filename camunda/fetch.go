@@ -31,24 +31,24 @@ type topicJSON struct {
 	TopicName                   string         `json:"topicName"`
 	LockDuration                *jsonInt       `json:"lockDuration"`
 	Variables                   []string       `json:"variables"`
-	LocalVariables              *bool          `json:"localVariables"`
+	LocalVariables              *jsonBool      `json:"localVariables"`
 	BusinessKey                 *string        `json:"businessKey"`
 	ProcessDefinitionID         *string        `json:"processDefinitionId"`
 	ProcessDefinitionIDIn       []string       `json:"processDefinitionIdIn"`
 	ProcessDefinitionKey        *string        `json:"processDefinitionKey"`
 	ProcessDefinitionKeyIn      []string       `json:"processDefinitionKeyIn"`
 	ProcessDefinitionVersionTag *string        `json:"processDefinitionVersionTag"`
-	WithoutTenantID             *bool          `json:"withoutTenantId"`
+	WithoutTenantID             *jsonBool      `json:"withoutTenantId"`
 	TenantIDIn                  []string       `json:"tenantIdIn"`
 	ProcessVariables            map[string]any `json:"processVariables"`
-	DeserializeValues           *bool          `json:"deserializeValues"`
-	IncludeExtensionProperties  *bool          `json:"includeExtensionProperties"`
+	DeserializeValues           *jsonBool      `json:"deserializeValues"`
+	IncludeExtensionProperties  *jsonBool      `json:"includeExtensionProperties"`
 }
 
 type fetchRequest struct {
 	WorkerID             string        `json:"workerId"`
 	MaxTasks             *jsonInt      `json:"maxTasks"`
-	UsePriority          *bool         `json:"usePriority"`
+	UsePriority          *jsonBool     `json:"usePriority"`
 	AsyncResponseTimeout *jsonInt      `json:"asyncResponseTimeout"`
 	Topics               []topicJSON   `json:"topics"`
 	Sorting              []sortingJSON `json:"sorting"`

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -26,6 +27,18 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 		text, quoted = strings.TrimSpace(s), true
 	}
 	v, err := strconv.ParseInt(text, 10, 64)
+	if err != nil && !quoted && !isJSONInteger(text) {
+		// 1.0 or 1e3, which Jackson takes for an int (Camunda QA): a
+		// whole value is read, whatever its spelling; 1.5 is refused
+		// where Jackson would cut it to 1.
+		if r, ok := new(big.Rat).SetString(text); ok && json.Valid([]byte(text)) && r.IsInt() {
+			if !r.Num().IsInt64() {
+				return fmt.Errorf("is out of range: at most %d", int64(math.MaxInt64))
+			}
+			v, err = r.Num().Int64(), nil
+			text = strconv.FormatInt(v, 10)
+		}
+	}
 	if err != nil && isJSONInteger(text) {
 		return fmt.Errorf("is out of range: at most %d", int64(math.MaxInt64))
 	}
@@ -36,6 +49,35 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("must be a whole number, not %s", text)
 	}
 	*n = jsonInt(v)
+	return nil
+}
+
+// jsonBool is a boolean member of a Camunda request body (usePriority,
+// includeExtensionProperties...): true or false, or a string holding one,
+// in any case ("true", "FALSE"), as Jackson coerces scalars (Camunda QA:
+// "true" refused the whole fetch).
+type jsonBool bool
+
+// UnmarshalJSON reads a JSON boolean, or a string holding one (blanks
+// around it allowed).
+func (b *jsonBool) UnmarshalJSON(data []byte) error {
+	var v bool
+	if json.Unmarshal(data, &v) == nil {
+		*b = jsonBool(v)
+		return nil
+	}
+	var s string
+	if json.Unmarshal(data, &s) != nil {
+		return fmt.Errorf("must be a boolean, not %s", data)
+	}
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true":
+		*b = true
+	case "false":
+		*b = false
+	default:
+		return fmt.Errorf("must be a boolean (or a string holding one, as %q does not)", s)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -19,10 +20,20 @@ import (
 func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
 	r.Use(f.authenticate(lookup), f.readableQuery, f.sameOrigin, f.jsonBodies)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		if advice := unserved(r.URL.Path); advice != "" {
+			f.notServed(w, r, advice)
+			return
+		}
 		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: no Camunda external-task route for " + r.URL.Path + " (see the README for what the facade serves)"})
 	})
 	allow := httpjson.NewAllow(r)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		if advice := unserved(r.URL.Path); advice != "" {
+			// PUT /external-task/retries is no task named "retries": its
+			// Allow would offer a GET of it (Camunda QA).
+			f.notServed(w, r, advice)
+			return
+		}
 		allow.Set(w, chi.RouteContext(r.Context()).RoutePath)
 		f.writeError(w, r, fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
@@ -98,4 +109,35 @@ func (f *Facade) jsonBodies(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// unserved says what to do instead of a Camunda external-task route the
+// facade does not serve, by its path: "" for any other path. Setting
+// retries is how Camunda resolves an incident; Relais's is an operator's
+// retry.
+func unserved(path string) string {
+	_, rest, ok := strings.Cut(path, "/external-task/")
+	if !ok {
+		return ""
+	}
+	parts := strings.Split(rest, "/")
+	switch {
+	case len(parts) == 1 && (parts[0] == "retries" || parts[0] == "retries-async"),
+		len(parts) == 2 && parts[1] == "retries":
+		return "retries are not set by a Camunda client in Relais: an incident is resolved by an operator's retry, POST /api/v1/instances/{instance id}/retry with an operator token (or Retry on the console's instance page), which gives the task a fresh budget"
+	case len(parts) == 2 && parts[1] == "priority":
+		return "a task's priority is its node's policy.priority, set by the process version"
+	case len(parts) == 2 && parts[1] == "lock":
+		return "a task is locked by fetching it: POST /external-task/fetchAndLock"
+	case len(parts) == 2 && parts[1] == "errorDetails":
+		return "a failure's message and code are on the occurrence: GET /api/v1/occurrences/{id} (error_message) with an operator token"
+	}
+	return ""
+}
+
+// notServed answers a Camunda route the facade does not serve with what
+// to do instead.
+func (f *Facade) notServed(w http.ResponseWriter, r *http.Request, advice string) {
+	httpjson.NoteProblem(r.Context(), "not_found")
+	encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: " + r.Method + " " + r.URL.Path + " is not served by the facade: " + advice})
 }

@@ -61,6 +61,15 @@ func (f *Facade) ref(r *http.Request, workerID string) (engine.WorkerRef, error)
 	return engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
 }
 
+// refused notes on the attempt ref holds that its report was refused
+// with err, which it returns: the facade refuses some reports before the
+// engine sees them (a variable it cannot convert), and a Camunda client
+// only logs the refusal, its lock then lapsing as if it never answered.
+func (f *Facade) refused(r *http.Request, ref engine.WorkerRef, err error) error {
+	f.eng.NoteRefusedReport(r.Context(), ref, err)
+	return err
+}
+
 type completeRequest struct {
 	WorkerID       string                `json:"workerId"`
 	Variables      map[string]variableIn `json:"variables"`
@@ -90,7 +99,7 @@ func (f *Facade) complete(w http.ResponseWriter, r *http.Request) error {
 	}
 	outputs, err := outputsOf(req.Variables, req.LocalVariables, rev.Working.Outputs)
 	if err != nil {
-		return f.withContractProblems(err, outputs, rev, req.Variables, req.LocalVariables)
+		return f.refused(r, ref, f.withContractProblems(err, outputs, rev, req.Variables, req.LocalVariables))
 	}
 	if _, err := f.eng.Complete(r.Context(), ref, outputs); err != nil {
 		return taskError(ref.Occurrence, outputPaths(err, req.Variables, req.LocalVariables))
@@ -203,14 +212,14 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Variables) > 0 || len(req.LocalVariables) > 0 {
-		return unsupported("/variables", "a failure carries no outputs (the outputs contract applies to completions)")
+		return f.refused(r, ref, unsupported("/variables", "a failure carries no outputs (the outputs contract applies to completions)"))
 	}
 	retries := 0
 	if req.Retries != nil {
 		retries = int(*req.Retries)
 	}
 	if retries < 0 {
-		return badRequest("/retries", "must be 0 or more")
+		return f.refused(r, ref, badRequest("/retries", "must be 0 or more"))
 	}
 	fl := engine.Failure{ErrorCode: FailureCode, Message: deref(req.ErrorMessage), AttemptsLeft: &retries, ClampAttemptsLeft: true, FinalDelayIgnored: true, Retryable: retries > 0}
 	if req.RetryTimeout != nil {
@@ -226,7 +235,7 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 		}
 		d, err := millis("/retryTimeout", &timeout, 0, true, f.bounds.MaxRetryDelay)
 		if err != nil {
-			return err
+			return f.refused(r, ref, err)
 		}
 		fl.RetryDelay = &d
 	}
@@ -312,10 +321,10 @@ func (f *Facade) bpmnError(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Variables) > 0 {
-		return unsupported("/variables", "a BPMN error carries no outputs; the error path may bind nodes.X.error.code and .message")
+		return f.refused(r, ref, unsupported("/variables", "a BPMN error carries no outputs; the error path may bind nodes.X.error.code and .message"))
 	}
 	if req.ErrorCode == "" {
-		return badRequest("/errorCode", "is required")
+		return f.refused(r, ref, badRequest("/errorCode", "is required"))
 	}
 	fl := engine.Failure{ErrorCode: req.ErrorCode, Message: deref(req.ErrorMessage)}
 	if _, err := f.eng.Fail(r.Context(), ref, fl); err != nil {

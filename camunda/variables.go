@@ -316,6 +316,11 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 			break
 		}
 		t, ok := parseDate(s)
+		if _, err := time.Parse(time.DateOnly, s); !ok && kind == "date" && (err != nil || f.Type != contracts.TypeDate) {
+			// Said a Date, it was told to be RFC 3339, which Relais does
+			// not write either (Camunda QA).
+			return nil, false, fmt.Errorf("a Date is written as Camunda writes it, yyyy-MM-dd'T'HH:mm:ss.SSSZ (2026-03-01T10:20:00.000+0100), or in RFC 3339, not %q", s)
+		}
 		if !ok {
 			break // a String the contract will judge (a full-date passes)
 		}

@@ -94,3 +94,18 @@ func TestOutputsOfRefusesATypeNameTheValueBelies(t *testing.T) {
 		t.Errorf("fitting names: %s, %v", got, err)
 	}
 }
+
+// A Date that does not parse is told how Camunda writes one, not that it
+// must be RFC 3339 (Camunda QA): Relais writes Camunda's format itself. A
+// yyyy-MM-dd Date for a date field is still the contract's to judge.
+func TestAnUnreadableDateSaysCamundasFormat(t *testing.T) {
+	t.Parallel()
+	c := contracts.Contract{Fields: []contracts.Field{{Name: "at", Type: contracts.TypeDatetime}, {Name: "day", Type: contracts.TypeDate}}}
+	_, err := outputsOf(map[string]variableIn{"at": {Type: "Date", Value: json.RawMessage(`"01.03.2026 10:20"`)}}, nil, c)
+	if err == nil || !strings.Contains(err.Error(), "yyyy-MM-dd'T'HH:mm:ss.SSSZ") || strings.Contains(err.Error(), "must be a valid RFC 3339") {
+		t.Errorf("an unreadable Date: %v; want Camunda's format named", err)
+	}
+	if got, err := outputsOf(map[string]variableIn{"day": {Type: "Date", Value: json.RawMessage(`"2026-03-01"`)}}, nil, c); err != nil || string(got) != `{"day":"2026-03-01"}` {
+		t.Errorf("a yyyy-MM-dd Date for a date field: %s, %v", got, err)
+	}
+}

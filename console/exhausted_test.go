@@ -38,3 +38,45 @@ func TestExhaustedAttemptsSayHowTheLastEnded(t *testing.T) {
 		}
 	}
 }
+
+// An attempt whose worker's reports were refused says so, on its row and
+// in the incident's explanation: its lock lapsed, but its worker answered,
+// and the answer is what must change (Camunda QA: the page sent the
+// operator to lengthen the lock).
+func TestRefusedReportsShowOnTheAttempt(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_once", relaistest.CRMProcess(map[string]any{"max_attempts": 1}))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	env.Must(201, "POST", "/api/v1/processes/crm_once/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "lock_duration": "PT1S"}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 {
+		t.Fatalf("fetched %v", got)
+	}
+	id := got[0].(map[string]any)["id"].(string)
+	for range 2 {
+		env.Must(422, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, map[string]any{"worker_id": "w",
+			"outputs": map[string]any{"result": "maybe", "crm_id": "C-1"}})
+	}
+	relaistest.WaitFor(t, 10*time.Second, "the timer fails it", func() (bool, string) {
+		o := env.Must(200, "GET", "/api/v1/occurrences/"+id, env.Operator, nil).JSON(t)
+		return o["error_code"] == "attempts_exhausted", o["status"].(string)
+	})
+	for lang, want := range map[string][2]string{
+		"en": {"after Relais refused its worker’s report (invalid_outputs;", "Relais refused 2 reports of this attempt, the last at"},
+		"fr": {"après que Relais a refusé le rapport de son exécutant (invalid_outputs\u202f;", "Relais a refusé 2 rapports de cette tentative, le dernier à"},
+	} {
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/occurrences/"+id, 200)
+		if got := text(page, "error-code"); !strings.Contains(got, want[0]) {
+			t.Errorf("%s: the error says %q, want %q", lang, got, want[0])
+		}
+		if got := text(page, "attempt-refused"); !strings.Contains(got, want[1]) || !strings.Contains(got, "invalid_outputs") || !strings.Contains(got, "/outputs/result") {
+			t.Errorf("%s: the attempt says %q, want %q with the code and pointer", lang, got, want[1])
+		}
+		if strings.Contains(page.body, "maybe") {
+			t.Errorf("%s: the refused value is shown", lang)
+		}
+	}
+}

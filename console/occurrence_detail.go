@@ -54,6 +54,9 @@ type attemptRow struct {
 	// ErrorBy, when set, says Relais wrote ErrorMessage, in ErrorLang.
 	ErrorBy   string
 	ErrorLang string
+	// Refused says which of the attempt's reports Relais refused: an
+	// attempt that then expired had a worker that answered.
+	Refused string
 }
 
 // shortMessage is how many characters of an error message the attempts
@@ -563,9 +566,16 @@ func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurren
 	if code == "attempts_exhausted" && o != nil && len(o.AttemptList) > 0 {
 		// The last attempt's outcome says which of the two ended it,
 		// where it is known (verifier QA: the page hedged).
-		if last := o.AttemptList[len(o.AttemptList)-1].Outcome; last != nil {
+		a := o.AttemptList[len(o.AttemptList)-1]
+		if last := a.Outcome; last != nil {
 			switch *last {
 			case engine.OutcomeExpired:
+				if a.Refused > 0 && a.RefusalCode != nil {
+					// Its worker answered: the lock is not what to
+					// lengthen (Camunda QA).
+					code := *a.RefusalCode
+					return T(ctx, "The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.", code)
+				}
 				return T(ctx, "The last attempt’s lock expired with no attempt left.")
 			case engine.OutcomeDisconnected:
 				return T(ctx, "The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.")
@@ -854,7 +864,26 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 			row.ErrorBy, row.ErrorLang = relaisMessage(ctx, *a.ErrorCode)
 		}
 	}
+	row.Refused = refusedReports(ctx, a)
 	return row
+}
+
+// refusedReports says how many of an attempt's reports Relais refused,
+// and the last one's code and pointers; "" when none was.
+func refusedReports(ctx context.Context, a engine.Attempt) string {
+	if a.Refused == 0 || a.RefusedAt == nil || a.RefusalCode == nil {
+		return ""
+	}
+	what, at := *a.RefusalCode, clockTime(ctx, *a.RefusedAt)
+	if len(a.RefusalPointers) > 0 {
+		pointers := strings.Join(a.RefusalPointers, ", ")
+		what = T(ctx, "%s at %s", what, pointers)
+	}
+	if a.Refused == 1 {
+		return T(ctx, "Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.", at, what)
+	}
+	n := number(ctx, int64(a.Refused))
+	return T(ctx, "Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.", n, at, what)
 }
 
 // pushAnswer is what is known of the destination's answer to one call:

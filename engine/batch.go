@@ -77,6 +77,11 @@ func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID str
 			out[i] = SettleResult{Err: r}
 		}
 	}
+	for i, r := range out {
+		if r.Err != nil {
+			e.NoteRefusedReport(ctx, WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: items[i].Occurrence, Attempt: items[i].Attempt}, r.Err)
+		}
+	}
 	return out, nil
 }
 

@@ -83,6 +83,12 @@ type Attempt struct {
 	// WorkerRef.SettleToken for SettledWithToken); nil otherwise.
 	SettledBy        *string
 	SettledWithToken bool
+	// Refused counts the reports of the attempt Relais refused (see
+	// NoteRefusedReport); the last one's code, pointers and time.
+	Refused         int
+	RefusedAt       *time.Time
+	RefusalCode     *string
+	RefusalPointers []string
 }
 
 // observed is an occurrence row as an observation statement read it: with
@@ -192,7 +198,8 @@ func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, e
 	for i, a := range attempts {
 		o.AttemptList[i] = Attempt{Number: int(a.Number), ConsumerID: a.ConsumerID, ConsumerName: a.ConsumerName, WorkerID: a.WorkerID,
 			ReservedAt: a.ReservedAt, LockExpiresAt: a.LockExpiresAt, EndedAt: a.EndedAt, Outcome: a.Outcome,
-			ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage, SettledBy: a.SettledBy, SettledWithToken: a.SettledWithToken}
+			ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage, SettledBy: a.SettledBy, SettledWithToken: a.SettledWithToken,
+			Refused: int(a.Refusals), RefusedAt: a.RefusedAt, RefusalCode: a.RefusalCode, RefusalPointers: a.RefusalPointers}
 		if lapsed && a.Number == row.Attempts && a.EndedAt == nil {
 			// What the next claim records: the attempt expired with its lock.
 			expired := OutcomeExpired

@@ -681,6 +681,7 @@ func (e *Engine) CompleteAndClaim(ctx context.Context, ref WorkerRef, outputs js
 	out, got, err := e.settleAndClaim(ctx, ref, next, func(ctx context.Context, q *queries.Queries) (Settlement, error) {
 		return e.completeIn(ctx, q, ref, outputs)
 	})
+	e.NoteRefusedReport(ctx, ref, err)
 	return out, got, wrap("complete", err)
 }
 
@@ -688,12 +689,55 @@ func (e *Engine) CompleteAndClaim(ctx context.Context, ref WorkerRef, outputs js
 // CompleteAndClaim.
 func (e *Engine) FailAndClaim(ctx context.Context, ref WorkerRef, f Failure, next *ClaimRequest) (Settlement, []Reservation, error) {
 	if err := e.checkFailure(f); err != nil {
+		e.NoteRefusedReport(ctx, ref, err)
 		return Settlement{}, nil, err
 	}
 	out, got, err := e.settleAndClaim(ctx, ref, next, func(ctx context.Context, q *queries.Queries) (Settlement, error) {
 		return e.failIn(ctx, q, ref, f)
 	})
+	e.NoteRefusedReport(ctx, ref, err)
 	return out, got, wrap("fail", err)
+}
+
+// Bounds of what NoteRefusedReport keeps of a refusal.
+const (
+	maxNotedPointers = 10
+	maxNotedPointer  = 200
+)
+
+// NoteRefusedReport notes on the attempt ref holds that a report of it was
+// refused with err, when err refuses the report itself (400 or 422: its
+// outputs, its failure, a value a facade could not convert) rather than
+// the reporter's standing (a lapsed lock, a settled occurrence: 409). A
+// refused report changes nothing else, and an attempt whose lock lapsed
+// after its worker's reports were refused read as a worker that never
+// answered (Camunda QA). The code and pointers are kept, not the words,
+// which may quote the refused value. Best effort: the refusal is the
+// caller's answer whatever becomes of the note.
+func (e *Engine) NoteRefusedReport(ctx context.Context, ref WorkerRef, err error) {
+	fe, ok := fault.As(err)
+	if !ok || fe.Kind != fault.BadRequest && fe.Kind != fault.Unprocessable || ref.Occurrence == uuid.Nil || ctx.Err() != nil {
+		return
+	}
+	pointers := []string{}
+	for _, f := range fe.Errors[:min(len(fe.Errors), maxNotedPointers)] {
+		p := f.Path
+		if len(p) > maxNotedPointer {
+			p = strings.ToValidUTF8(p[:maxNotedPointer], "") + "…"
+		}
+		pointers = append(pointers, p)
+	}
+	var number *int32
+	switch {
+	case ref.TokenAttempt != 0:
+		number = &ref.TokenAttempt
+	case ref.Attempt != 0:
+		number = &ref.Attempt
+	}
+	if _, err := e.q.AttemptNoteRefusal(ctx, queries.AttemptNoteRefusalParams{Now: e.at(), Code: fe.Code, Pointers: pointers,
+		OccurrenceID: ref.Occurrence, ConsumerID: &ref.ConsumerID, AnyWorker: ref.SettleToken, WorkerID: ref.WorkerID, Number: number}); err != nil && ctx.Err() == nil {
+		e.logger.Warn("noting a refused report on its attempt failed", "occurrence", ref.Occurrence, "code", fe.Code, "err", err)
+	}
 }
 
 // settleAndClaim runs settle as a group write that, if it settled an

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             328,
 	"%d (0 lowest, 9 highest)":                 495,
 	"%d attempts":                              504,
-	"%d attempts, retry after %s, priority %d": 674,
+	"%d attempts, retry after %s, priority %d": 678,
 	"%d breaking":                              249,
 	"%d changes":                               248,
 	"%d completed":                             326,
@@ -55,32 +55,33 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     337,
 	"%d held instances match now.":             62,
 	"%d hours":                                 353,
-	"%d items":                                 747,
+	"%d items":                                 751,
 	"%d left":                                  506,
 	"%d min":                                   336,
 	"%d minutes":                               354,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              745,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              749,
 	"%d ms": 356,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         662,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 661,
-	"%d occurrences":                          597,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         666,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 665,
+	"%d occurrences":                          601,
 	"%d releases":                             268,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       335,
 	"%d seconds": 355,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     629,
-	"%s (deferred; settled by %s)":                                                     568,
-	"%s (deferred; settled with its settle token)":                                     566,
-	"%s (deferred; settled with its settle token, as %s)":                              567,
+	"%s (a fixed offset, no daylight saving time)":                                     633,
+	"%s (deferred; settled by %s)":                                                     569,
+	"%s (deferred; settled with its settle token)":                                     567,
+	"%s (deferred; settled with its settle token, as %s)":                              568,
 	"%s (token #%d, %s)":                                                               101,
-	"%s = %s":                                                                          668,
+	"%s = %s":                                                                          672,
 	"%s ago":                                                                           333,
-	"%s so far":                                                                        564,
-	"%s ← %s":                                                                          667,
-	"%s → %s":                                                                          669,
+	"%s at %s":                                                                         570,
+	"%s so far":                                                                        565,
+	"%s ← %s":                                                                          671,
+	"%s → %s":                                                                          673,
 	"%s, %s: %s":                                                                       299,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         499,
 	"%s, cut to %s by the destination’s max_timeout":                                   498,
@@ -90,23 +91,23 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          462,
 	"%s: %s":                                  325,
 	"%s: %s → %s":                             256,
-	"%s: a date is written 2026-12-01.":       613,
+	"%s: a date is written 2026-12-01.":       617,
 	"%s: every revision, present and future":  194,
 	"%s: revision %s":                         195,
 	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 614,
+	"%s: the first day comes after the last.": 618,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 496,
 	"%s–%s":                         324,
-	"(%d characters in all)":        749,
+	"(%d characters in all)":        753,
 	"(%d handed back, not counted)": 505,
-	"(each item)":                   735,
-	"(in %s)":                       748,
-	"(worker %s)":                   552,
+	"(each item)":                   739,
+	"(in %s)":                       752,
+	"(worker %s)":                   553,
 	"0 seconds":                     351,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            712,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 541,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 624,
-	"A revision is a definition’s: choose the definition too.": 580,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            716,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 542,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 628,
+	"A revision is a definition’s: choose the definition too.": 584,
 	"A version is a process’s: choose the process too.":        397,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -121,13 +122,13 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 402,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       594,
+	"All consumers":                       598,
 	"All definitions":                     317,
 	"All its tasks":                       193,
 	"All processes":                       408,
 	"All statuses":                        410,
-	"All workers":                         762,
-	"An operator abandoned the instance.": 540,
+	"All workers":                         766,
+	"An operator abandoned the instance.": 541,
 	"Any definition":                      409,
 	"Apply filters":                       116,
 	"Apr":                                 342,
@@ -142,8 +143,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           685,
-	"Back without saving":              626,
+	"Back to the occurrence":           689,
+	"Back without saving":              630,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
@@ -156,38 +157,38 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    497,
 	"Calls":                           279,
 	"Calls signed (Relais-Signature)": 281,
-	"Camunda 7 facade":                766,
-	"Cancelled: the instance was stopped (%s).":               563,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 562,
+	"Camunda 7 facade":                770,
+	"Cancelled: the instance was stopped (%s).":               564,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 563,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           686,
+	"Cannot reveal":                                           690,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            656,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 644,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            660,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 648,
 	"Compare":              222,
 	"Compare revisions":    218,
 	"Completed":            320,
-	"Completed (%s).":      558,
+	"Completed (%s).":      559,
 	"Completed, last hour": 308,
 	"Completions and failures per 5 minutes, last hour: %s":    318,
 	"Completions and failures per 5-minute slot, oldest first": 322,
 	"Completions and failures, last hour":                      301,
-	"Connected":                                                758,
+	"Connected":                                                762,
 	"Constraints":                                              203,
 	"Consumer":                                                 468,
-	"Consumer and worker":                                      591,
+	"Consumer and worker":                                      595,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    681,
-	"Counts by status": 586,
+	"Counts as of %s (%s); refreshed every few seconds.":                    685,
+	"Counts by status": 590,
 	"Created":          367,
 	"Created from":     83,
 	"Created on":       186,
@@ -197,13 +198,13 @@ var messageKeyToIndex = map[string]int{
 	"Deadline":         493,
 	"Dec":              350,
 	"Deferred":         520,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 557,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 558,
 	"Definition":                                 303,
 	"Definition %s":                              205,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         263,
-	"Definitions served":                         756,
+	"Definitions served":                         760,
 	"Definitions, those needing attention first": 302,
 	"Description":                                204,
 	"Destination":                                480,
@@ -213,14 +214,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     224,
 	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    632,
+	"Display settings saved.":                    636,
 	"Display settings: ":                         148,
 	"Duration":                                   472,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 300,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          600,
+	"Earlier attempt:":          604,
 	"End node":                  390,
 	"End node or error":         406,
 	"Ended":                     386,
@@ -229,21 +230,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 285,
 	"Erase this instance…": 377,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 289,
-	"Error":                      590,
+	"Error":                      594,
 	"Error (before any attempt)": 523,
 	"Error (the deadline passed after attempt %d)": 522,
 	"Error code":       81,
 	"Error message":    475,
-	"Every %d seconds": 631,
+	"Every %d seconds": 635,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 515,
 	"Every attempt, oldest first": 467,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  689,
-	"Expired token":                        722,
-	"Expires":                              719,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  693,
+	"Expired token":                        726,
+	"Expires":                              723,
 	"External tasks":                       134,
 	"Failed":                               306,
-	"Failed (%s).":                         561,
+	"Failed (%s).":                         562,
 	"Failed at node":                       392,
 	"Failed occurrence":                    388,
 	"Failed, last hour":                    309,
@@ -254,7 +255,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             471,
-	"First page":                           610,
+	"First page":                           614,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    172,
 	"Form refused":                         167,
@@ -263,9 +264,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
-	"Graph":                   643,
-	"Graph of %s":             660,
-	"HTTP 2xx, unusable body": 570,
+	"Graph":                   647,
+	"Graph of %s":             664,
+	"HTTP 2xx, unusable body": 574,
 	"Headers sent":            275,
 	"Health":                  133,
 	"Held at a node of":       82,
@@ -273,49 +274,49 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                389,
 	"Held instances":          305,
 	"ID":                      183,
-	"In flight":               757,
+	"In flight":               761,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
 	"Inputs": 228,
-	"Inputs an instance of this version is started with": 654,
-	"Inputs from":                652,
+	"Inputs an instance of this version is started with": 658,
+	"Inputs from":                656,
 	"Inputs of revision %d":      239,
 	"Inputs of the working copy": 230,
 	"Inputs the instance was started with, labelled by process version %d's contract": 375,
 	"Inputs, labelled by revision %d's contract":                                      507,
 	"Instance":                  405,
 	"Instances":                 86,
-	"Instances of this version": 655,
+	"Instances of this version": 659,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 778,
-	"It takes revision %d only.":                       781,
-	"It takes revisions %s only.":                      783,
+	"It takes every revision its consumer is granted.": 782,
+	"It takes revision %d only.":                       785,
+	"It takes revisions %s only.":                      787,
 	"Its calls":                                        280,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  559,
-	"Its instance went on along the node’s error path.":                                                                                                                    560,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      727,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  560,
+	"Its instance went on along the node’s error path.":                                                                                                                    561,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      731,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     339,
 	"Jul":                     345,
 	"Jun":                     344,
-	"Keep it":                 729,
+	"Keep it":                 733,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       282,
 	"Key":                     264,
-	"Kind":                    647,
+	"Kind":                    651,
 	"Language":                130,
 	"Last changed":            277,
 	"Last error (attempt %d)": 521,
 	"Last reserved":           518,
 	"Last saved":              209,
-	"Last seen":               759,
-	"Last used":               718,
+	"Last seen":               763,
+	"Last used":               722,
 	"Latest revision":         265,
 	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 628,
-	"Lock expired %s — waiting to be offered again.": 549,
+	"Local time in %s": 632,
+	"Lock expired %s — waiting to be offered again.": 550,
 	"Lock expires":    519,
 	"Longest timeout": 276,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 247,
@@ -323,19 +324,19 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                 341,
 	"Maximum attempts":    489,
 	"May":                 343,
-	"Message":             588,
-	"Message from Relais": 578,
-	"Message from Relais, quoting the destination’s answer":             577,
-	"Message from the service (its own words, protected values masked)": 576,
-	"Method not allowed": 693,
+	"Message":             592,
+	"Message from Relais": 582,
+	"Message from Relais, quoting the destination’s answer":             581,
+	"Message from the service (its own words, protected values masked)": 580,
+	"Method not allowed": 697,
 	"Mode":               487,
-	"More filters: instance, revision, consumer, destination, dates": 582,
+	"More filters: instance, revision, consumer, destination, dates": 586,
 	"Name":                    184,
-	"Never":                   630,
+	"Never":                   634,
 	"Next attempt":            517,
-	"Next attempt or settled": 592,
+	"Next attempt or settled": 596,
 	"Next node":               366,
-	"Next page":               609,
+	"Next page":               613,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 179,
 	"No definition %s has occurrences: check the key, or show all definitions.": 316,
@@ -344,43 +345,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        267,
 	"No destination yet.":                                                       269,
 	"No inputs.":                                                                229,
-	"No inputs: an instance starts with an empty object.":                       653,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  702,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 700,
+	"No inputs: an instance starts with an empty object.":                       657,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  706,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 704,
 	"No instance matches these filters.": 407,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 701,
-	"No live worker takes %s now (Workers page).":                                               543,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 544,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           545,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          546,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 705,
+	"No live worker takes %s now (Workers page).":                                               544,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 545,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           546,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          547,
 	"No more consumers.":                                   180,
 	"No more destinations.":                                270,
-	"No occurrence matches these filters.":                 593,
+	"No occurrence matches these filters.":                 597,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              371,
 	"No outputs yet: the occurrence has not completed.":    510,
 	"No outputs.":                                          232,
 	"No outputs: the occurrence ended without completing.": 512,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         639,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             775,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             774,
+	"No process is published yet.":                         643,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             779,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             778,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              716,
-	"No value was revealed.": 691,
+	"No token.":              720,
+	"No value was revealed.": 695,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
 	"No worker has reserved this occurrence yet.":                                        476,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 776,
-	"No worker is connected.":           760,
-	"No worker serves this definition.": 763,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 773,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 780,
+	"No worker is connected.":           764,
+	"No worker serves this definition.": 767,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 777,
 	"Node":                  363,
-	"Nodes":                 645,
-	"Nodes of this version": 657,
-	"Nodes of this version, with their occurrences now": 646,
+	"Nodes":                 649,
+	"Nodes of this version": 661,
+	"Nodes of this version, with their occurrences now": 650,
 	"Nodes reached, in order":                           362,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -388,25 +389,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             698,
+	"Nothing to find: the search box is empty.":                             702,
 	"Nothing was done.":        29,
 	"Nov":                      349,
 	"Now":                      485,
 	"Occurrence":               364,
 	"Occurrence %s":            463,
 	"Occurrence offered again": 107,
-	"Occurrences now":          651,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          771,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 772,
-	"Occurrences, newest first": 587,
+	"Occurrences now":          655,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          775,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 776,
+	"Occurrences, newest first": 591,
 	"Oct":                       348,
-	"Offered from %s — %s.":     548,
+	"Offered from %s — %s.":     549,
 	"Oldest claimable waits":    307,
-	"On error":                  650,
-	"On success":                649,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         687,
-	"Only administrators may reveal a sensitive value.":                                                           682,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 713,
+	"On error":                  654,
+	"On success":                653,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         691,
+	"Only administrators may reveal a sensitive value.":                                                           686,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 717,
 	"Open":             304,
 	"Operator actions": 359,
 	"Operator actions on this instance, newest first": 372,
@@ -416,29 +417,29 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
 	"Outputs, labelled by revision %d's contract":     509,
-	"Pages":                           607,
+	"Pages":                           611,
 	"Path":                            360,
 	"Pause reloading":                 155,
-	"Pinned revision":                 648,
+	"Pinned revision":                 652,
 	"Policy":                          465,
-	"Previous page":                   608,
+	"Previous page":                   612,
 	"Priority":                        494,
 	"Process":                         77,
-	"Process %s":                      641,
+	"Process %s":                      645,
 	"Process %s has no version %d.":   92,
-	"Process and node":                589,
+	"Process and node":                593,
 	"Process inputs":                  374,
 	"Process instance":                106,
 	"Process instance %s":             357,
 	"Process instances":               400,
 	"Process instances, newest first": 404,
 	"Processes":                       135,
-	"Processes by key":                637,
-	"Protocol":                        755,
+	"Processes by key":                641,
+	"Protocol":                        759,
 	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 635,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       636,
-	"Push destination": 583,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 639,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       640,
+	"Push destination": 587,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -446,29 +447,31 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             370,
 	"Relais console":                                        129,
 	"Relais has not called the destination yet.":            482,
-	"Relais is calling the destination (since %s).":         554,
+	"Relais is calling the destination (since %s).":         555,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 484,
-	"Relais never called the destination: the occurrence ended before any call.": 483,
-	"Relais refused the action. Nothing was done.":                               49,
+	"Relais never called the destination: the occurrence ended before any call.":                                    483,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 572,
+	"Relais refused the action. Nothing was done.":                                                                  49,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           571,
 	"Release":                       214,
 	"Releases":                      212,
 	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 623,
+	"Reload lists and detail pages": 627,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 634,
-	"Reloading resumed.":                  633,
+	"Reloading paused: this page stays as it is until you resume.": 638,
+	"Reloading resumed.":                  637,
 	"Replica":                             481,
 	"Required":                            201,
 	"Reserved":                            470,
-	"Reserved by %s.":                     556,
-	"Reserved by %s; lock until %s — %s.": 555,
+	"Reserved by %s.":                     557,
+	"Reserved by %s; lock until %s — %s.": 556,
 	"Reserved now":                        192,
 	"Resume":                              153,
 	"Retried by %s at %s — “%s”":          384,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
 	"Retries":            491,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  547,
+	"Retry at %s — %s.":  548,
 	"Retry delay":        490,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
@@ -480,38 +483,38 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 513,
-	"Revealed by %s at %s; recorded in the audit log.": 684,
+	"Revealed by %s at %s; recorded in the audit log.": 688,
 	"Reveals":               144,
-	"Reveals, newest first": 690,
+	"Reveals, newest first": 694,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 779,
-	"Revoke the %s token “%s”?": 726,
-	"Revoke the token":          728,
-	"Revoke token %d":           725,
-	"Revoke…":                   723,
-	"Role":                      717,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 783,
+	"Revoke the %s token “%s”?": 730,
+	"Revoke the token":          732,
+	"Revoke token %d":           729,
+	"Revoke…":                   727,
+	"Role":                      721,
 	"Route":                     365,
 	"Routing output":            208,
-	"Row %s":                    611,
-	"Rows %s–%s":                612,
-	"Save settings":             625,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      683,
+	"Row %s":                    615,
+	"Rows %s–%s":                616,
+	"Save settings":             629,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      687,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 283,
-	"Search":                               696,
-	"Secret values can never be revealed.": 688,
+	"Search":                               700,
+	"Secret values can never be revealed.": 692,
 	"Sep":                                  347,
-	"Served by %d workers":                 777,
+	"Served by %d workers":                 781,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              368,
-	"Settlement date":      581,
+	"Settlement date":      585,
 	"Show all definitions": 315,
-	"Show times in":        621,
+	"Show times in":        625,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 706,
-	"Sign in with an operator, designer or administrator token.": 707,
+	"Sign in": 710,
+	"Sign in with an operator, designer or administrator token.": 711,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
@@ -521,9 +524,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 714,
-	"Staff tokens, oldest first": 715,
-	"Start node":                 642,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 718,
+	"Staff tokens, oldest first": 719,
+	"Start node":                 646,
 	"Started":                    385,
 	"State":                      187,
 	"Status":                     79,
@@ -546,70 +549,71 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 262,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.": 699,
+	"That is too long to be an id or a business key.": 703,
 	"The %d largest groups; the filter matches more.": 87,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              271,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 534,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 535,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          535,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 553,
+	"The call could not be prepared.":          536,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 554,
 	"The chart’s numbers": 321,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          622,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          626,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
-	"The deadline passed before a result arrived.":                                                                                                                          532,
-	"The destination answered HTTP %s.":     542,
-	"The destination could not be reached.": 536,
+	"The deadline passed before a result arrived.":                                                                                                                          533,
+	"The destination answered HTTP %s.":     543,
+	"The destination could not be reached.": 537,
 	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    528,
 	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         529,
 	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   527,
 	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 526,
-	"The destination’s answer was too large.": 537,
+	"The destination’s answer was too large.": 538,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           539,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       538,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                530,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                        531,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           540,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       539,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":          530,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                531,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                        532,
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             403,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 361,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         207,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               619,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               623,
 	"The page size must be between 1 and %d.":                                                                                                                                                              399,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  618,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  622,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
 	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            533,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      579,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    709,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        732,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            534,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      583,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    713,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        736,
 	"The version must be a whole number from 1.":                                                                                                                                                           396,
 	"These revisions have the same contracts.":                                                                                                                                                             227,
-	"These settings are kept in this browser only.":                                                                                                                                                        620,
-	"They take every revision their consumer is granted.":                                                                                                                                                  780,
-	"They take revision %d only.":                                                                                                                                                                          782,
-	"They take revisions %s only.":                                                                                                                                                                         784,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     615,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
-	"This contract has no inputs.":                                                                                                                                                                         508,
-	"This contract has no outputs.":                                                                                                                                                                        511,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                                        174,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                                                   173,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                                         171,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                                         168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                                                  695,
-	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":                             28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                                        290,
-	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                     33,
-	"This instance has already ended; there is nothing to stop.":                                                                                                                                           41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.":                        378,
-	"This instance has not reached a task yet.":                                                                                                                                                            369,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                                          37,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                                            36,
+	"These settings are kept in this browser only.":                                                                                                                                                        624,
+	"They take every revision their consumer is granted.":                                                                                                                                                  784,
+	"They take revision %d only.":  786,
+	"They take revisions %s only.": 788,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 619,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
+	"This contract has no inputs.":                                                                                                        508,
+	"This contract has no outputs.":                                                                                                       511,
+	"This form could not be read: nothing was done. Send it again.":                                                                       174,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                  173,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        171,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        168,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 699,
+	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 290,
+	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
+	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 378,
+	"This instance has not reached a task yet.":                   369,
+	"This instance is %s, not held: there is nothing to abandon.": 37,
+	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 288,
 	"This instance is %s: there is nothing to stop.":                            38,
@@ -619,107 +623,107 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            731,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           730,
-	"This page does not accept that request.": 694,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            735,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           734,
+	"This page does not accept that request.": 698,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           376,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 711,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 658,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            659,
+	"This token is unknown, revoked or expired.": 715,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 662,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            663,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           708,
+	"Token":                           712,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 710,
-	"Totals of all definitions, not narrowed by the other filters":         596,
-	"Totals of definition %s, not narrowed by the other filters":           595,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 714,
+	"Totals of all definitions, not narrowed by the other filters":         600,
+	"Totals of definition %s, not narrowed by the other filters":           599,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 697,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 701,
 	"URL":                              274,
-	"UTC (coordinated universal time)": 627,
+	"UTC (coordinated universal time)": 631,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 616,
-	"Unknown parameter “%s”.":                      617,
+	"Unknown parameter “%s” (did you mean “%s”?).": 620,
+	"Unknown parameter “%s”.":                      621,
 	"Unknown status “%s”.":                         395,
 	"Value":                                        373,
 	"Version":                                      78,
-	"Versions, newest first":                       638,
-	"Waiting for Relais to call the destination since %s (%s).": 550,
-	"Waiting for a worker since %s (%s).":                       551,
+	"Versions, newest first":                       642,
+	"Waiting for Relais to call the destination since %s (%s).": 551,
+	"Waiting for a worker since %s (%s).":                       552,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             478,
 	"Why (recorded with the reveal)":                            514,
-	"Worker":                                                    754,
+	"Worker":                                                    758,
 	"Worker id":                                                 469,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        752,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        756,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 753,
-	"Workers serving %s":                   761,
+	"Workers seen within three heartbeats": 757,
+	"Workers serving %s":                   765,
 	"Working copy":                         206,
-	"You are signed out.":                  703,
+	"You are signed out.":                  707,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 704,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          705,
-	"[redacted]":                          575,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 708,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          709,
+	"[redacted]":                          579,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              189,
 	"administrator":                       439,
 	"an incident: retry, abandon or stop": 294,
-	"answer too large":                    573,
+	"answer too large":                    577,
 	"any":                                 76,
-	"any other code → %s":                 672,
+	"any other code → %s":                 676,
 	"any other error":                     292,
-	"as of %s (%s); counts are refreshed every few seconds.": 598,
-	"at least %d characters":                                 736,
-	"at least %d items":                                      743,
+	"as of %s (%s); counts are refreshed every few seconds.": 602,
+	"at least %d characters":                                 740,
+	"at least %d items":                                      747,
 	"at most %d":                                             502,
-	"at most %d characters":                                  737,
-	"at most %d items":                                       744,
+	"at most %d characters":                                  741,
+	"at most %d items":                                       748,
 	"at most %d since the last operator retry":               503,
 	"available":                                              411,
 	"boolean":                                                426,
-	"call in progress since":                                 604,
+	"call in progress since":                                 608,
 	"cancelled":                                              416,
 	"choice":                                                 429,
-	"claimable since":                                        603,
+	"claimable since":                                        607,
 	"claimable since %s":                                     312,
 	"classification changed":                                 450,
 	"completed":                                              414,
 	"constraint changed":                                     451,
 	"consumer":                                               442,
-	"consumer #%s":                                           565,
+	"consumer #%s":                                           566,
 	"date":                                                   427,
 	"date and time":                                          428,
-	"deadline %s":                                            676,
+	"deadline %s":                                            680,
 	"deferred":                                               413,
-	"deferred since":                                         606,
+	"deferred since":                                         610,
 	"deleted":                                                109,
 	"designer":                                               441,
 	"disconnected":                                           422,
-	"each item of %s":                                        734,
-	"end (completes)":                                        665,
-	"end (fails)":                                            666,
+	"each item of %s":                                        738,
+	"end (completes)":                                        669,
+	"end (fails)":                                            670,
 	"end: completes the instance":                            295,
 	"end: fails the instance":                                296,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 767,
+	"every revision its consumer is granted":                 771,
 	"exact, case-sensitive":                                  401,
 	"expired":                                                419,
 	"failed":                                                 415,
-	"fails the instance":                                     673,
+	"fails the instance":                                     677,
 	"field added":                                            445,
 	"field removed":                                          446,
 	"format":                                                 456,
-	"format %s":                                              739,
+	"format %s":                                              743,
 	"from":                                                   114,
 	"held":                                                   418,
 	"held for an operator":                                   293,
@@ -727,65 +731,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      393,
 	"hidden (secret)":                                        436,
 	"hidden (sensitive)":                                     435,
-	"hold (an incident for an operator)":                     671,
+	"hold (an incident for an operator)":                     675,
 	"id or business key":                                     137,
 	"in %s":                                                  332,
 	"in progress":                                            477,
-	"instance id":                                            585,
-	"instances held":                                         679,
-	"instances held: %s":                                     680,
+	"instance id":                                            589,
+	"instances held":                                         683,
+	"instances held: %s":                                     684,
 	"integer":                                                424,
-	"its name, exactly":                                      584,
+	"its name, exactly":                                      588,
 	"just now":                                               334,
 	"list":                                                   431,
-	"lock until":                                             605,
-	"long polling":                                           765,
+	"lock until":                                             609,
+	"long polling":                                           769,
 	"long wait":                                              313,
 	"masked value":                                           273,
 	"maximum":                                                458,
-	"maximum %s":                                             741,
+	"maximum %s":                                             745,
 	"maximum items":                                          460,
 	"maximum length":                                         454,
 	"minimum":                                                457,
-	"minimum %s":                                             740,
+	"minimum %s":                                             744,
 	"minimum items":                                          459,
 	"minimum length":                                         453,
-	"never":                                                  720,
-	"next attempt":                                           602,
+	"never":                                                  724,
+	"next attempt":                                           606,
 	"no":                                                     444,
-	"no answer within the timeout":                           571,
-	"no connection":                                          572,
+	"no answer within the timeout":                           575,
+	"no connection":                                          576,
 	"no grant: it takes nothing":                             191,
 	"no header":                                              278,
 	"no worker":                                              314,
-	"no worker takes revision %d":                            769,
-	"no worker takes revisions %s":                           770,
+	"no worker takes revision %d":                            773,
+	"no worker takes revisions %s":                           774,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 525,
 	"none": 261,
-	"none (revealed before reasons were asked for)": 692,
+	"none (revealed before reasons were asked for)": 696,
 	"none yet": 266,
 	"none: a failed call takes the node’s error path": 492,
 	"normal":                             432,
-	"not provided":                       746,
-	"not yet":                            721,
-	"null":                               750,
+	"not provided":                       750,
+	"not yet":                            725,
+	"null":                               754,
 	"number":                             425,
 	"object":                             430,
 	"on error":                           291,
-	"one attempt, no retry, priority %d": 675,
-	"one of: %s":                         742,
+	"one attempt, no retry, priority %d": 679,
+	"one of: %s":                         746,
 	"operator":                           440,
 	"optional %s field of type %s":       258,
 	"optional field of type %s":          260,
 	"optional → required":                251,
 	"pattern":                            455,
-	"pattern %s":                         738,
-	"pull":                               663,
+	"pattern %s":                         742,
+	"pull":                               667,
 	"pull %s":                            298,
 	"pull (a worker fetches it)":         437,
 	"push %s":                            297,
 	"push (Relais calls the service)":    438,
-	"push to %s":                         664,
+	"push to %s":                         668,
 	"rejected":                           420,
 	"released":                           421,
 	"required %s field of type %s":       257,
@@ -794,39 +798,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                252,
 	"reserved":                           412,
 	"retry":                              3,
-	"revision %d":                        599,
-	"revisions %s":                       768,
+	"revision %d":                        603,
+	"revisions %s":                       772,
 	"revoked":                            190,
 	"routing changed":                    452,
-	"routing output":                     733,
+	"routing output":                     737,
 	"routing output %s → %s":             250,
 	"running":                            417,
 	"secret":                             434,
 	"sensitive":                          433,
-	"settled":                            601,
+	"settled":                            605,
 	"stop":                               5,
-	"stream":                             764,
+	"stream":                             768,
 	"text":                               423,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             724,
-	"timeout %s":               677,
-	"timeout %s (the default)": 678,
+	"this session":             728,
+	"timeout %s":               681,
+	"timeout %s (the default)": 682,
 	"to":                       115,
 	"type changed":             447,
-	"unexpected value":         751,
-	"unknown":                  574,
+	"unexpected value":         755,
+	"unknown":                  578,
 	"values added: %s":         253,
 	"values changed":           449,
 	"values removed: %s":       254,
 	"values reordered":         255,
-	"version %d":               640,
-	"waiting":                  569,
+	"version %d":               644,
+	"waiting":                  573,
 	"yes":                      443,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 670,
+	"→ %s": 674,
 }
 
-var enIndex = []uint32{ // 786 elements
+var enIndex = []uint32{ // 790 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -976,82 +980,83 @@ var enIndex = []uint32{ // 786 elements
 	0x00004b5c, 0x00004b6b, 0x00004b78, 0x00004b86,
 	0x00004b93, 0x00004b9c, 0x00004bb7, 0x00004be7,
 	0x00004c02, 0x00004c0c, 0x00004c5e, 0x00004d1e,
-	0x00004d7a, 0x00004df8, 0x00004e6e, 0x00004ea6,
-	0x00004f06, 0x00004f33, 0x00004f6d, 0x0000504c,
-	0x0000506c, 0x00005092, 0x000050bc, 0x0000512d,
-	0x0000516a, 0x0000518e, 0x00005232, 0x00005257,
+	0x00004d7a, 0x00004df8, 0x00004e6e, 0x00004f31,
+	0x00004f69, 0x00004fc9, 0x00004ff6, 0x00005030,
+	0x0000510f, 0x0000512f, 0x00005155, 0x0000517f,
+	0x000051f0, 0x0000522d, 0x00005251, 0x000052f5,
 	// Entry 220 - 23F
-	0x00005286, 0x000052e6, 0x0000533f, 0x00005399,
-	0x000053b3, 0x000053d1, 0x00005405, 0x00005445,
-	0x0000546f, 0x0000547e, 0x00005549, 0x0000557a,
-	0x000055a9, 0x000055bc, 0x00005631, 0x00005644,
-	0x00005678, 0x000056ac, 0x000056bc, 0x00005703,
-	0x00005730, 0x0000573d, 0x0000574d, 0x0000577d,
-	0x000057b7, 0x000057da, 0x000057e2, 0x000057fa,
-	0x00005817, 0x00005825, 0x00005836, 0x0000583e,
+	0x0000531a, 0x00005349, 0x000053a9, 0x00005402,
+	0x0000545c, 0x00005476, 0x00005494, 0x000054c8,
+	0x00005508, 0x00005532, 0x00005541, 0x0000560c,
+	0x0000563d, 0x0000566c, 0x0000567f, 0x000056f4,
+	0x00005707, 0x0000573b, 0x0000576f, 0x0000577f,
+	0x000057c6, 0x000057f3, 0x00005800, 0x00005810,
+	0x00005840, 0x0000587a, 0x0000589d, 0x000058ac,
+	0x00005918, 0x0000598f, 0x00005997, 0x000059af,
 	// Entry 240 - 25F
-	0x00005849, 0x0000588b, 0x000058c3, 0x000058d7,
-	0x00005907, 0x00005942, 0x00005952, 0x00005991,
-	0x000059a2, 0x000059b4, 0x000059c0, 0x000059d1,
-	0x000059eb, 0x000059f3, 0x00005a04, 0x00005a0a,
-	0x00005a1e, 0x00005a36, 0x00005a5b, 0x00005a69,
-	0x00005aa7, 0x00005ae4, 0x00005b10, 0x00005b4d,
-	0x00005b5c, 0x00005b6d, 0x00005b75, 0x00005b82,
-	0x00005b92, 0x00005ba9, 0x00005bb4, 0x00005bc3,
+	0x000059cc, 0x000059da, 0x000059eb, 0x000059f3,
+	0x000059fe, 0x00005a40, 0x00005a78, 0x00005a8c,
+	0x00005abc, 0x00005af7, 0x00005b07, 0x00005b46,
+	0x00005b57, 0x00005b69, 0x00005b75, 0x00005b86,
+	0x00005ba0, 0x00005ba8, 0x00005bb9, 0x00005bbf,
+	0x00005bd3, 0x00005beb, 0x00005c10, 0x00005c1e,
+	0x00005c5c, 0x00005c99, 0x00005cc5, 0x00005d02,
+	0x00005d11, 0x00005d22, 0x00005d2a, 0x00005d37,
 	// Entry 260 - 27F
-	0x00005bc9, 0x00005bd7, 0x00005be1, 0x00005bec,
-	0x00005bf6, 0x00005c09, 0x00005c2e, 0x00005c59,
-	0x00005cea, 0x00005d25, 0x00005d44, 0x00005d82,
-	0x00005db9, 0x00005de7, 0x00005df5, 0x00005e94,
-	0x00005eb2, 0x00006009, 0x00006017, 0x0000602b,
-	0x0000604c, 0x00006060, 0x00006090, 0x00006096,
-	0x000060aa, 0x000060c2, 0x000060d5, 0x00006112,
-	0x00006185, 0x000061d2, 0x000061e3, 0x000061fa,
+	0x00005d47, 0x00005d5e, 0x00005d69, 0x00005d78,
+	0x00005d7e, 0x00005d8c, 0x00005d96, 0x00005da1,
+	0x00005dab, 0x00005dbe, 0x00005de3, 0x00005e0e,
+	0x00005e9f, 0x00005eda, 0x00005ef9, 0x00005f37,
+	0x00005f6e, 0x00005f9c, 0x00005faa, 0x00006049,
+	0x00006067, 0x000061be, 0x000061cc, 0x000061e0,
+	0x00006201, 0x00006215, 0x00006245, 0x0000624b,
+	0x0000625f, 0x00006277, 0x0000628a, 0x000062c7,
 	// Entry 280 - 29F
-	0x00006217, 0x00006225, 0x00006233, 0x0000623e,
-	0x00006244, 0x00006336, 0x0000633c, 0x0000636e,
-	0x00006373, 0x00006383, 0x0000638e, 0x00006397,
-	0x000063a7, 0x000063b3, 0x000063e7, 0x0000641a,
-	0x00006434, 0x000064d9, 0x000064ef, 0x00006574,
-	0x000065ee, 0x000065fd, 0x000066b7, 0x00006708,
-	0x0000670d, 0x0000671b, 0x0000672b, 0x00006737,
-	0x00006747, 0x00006755, 0x00006765, 0x0000676f,
+	0x0000633a, 0x00006387, 0x00006398, 0x000063af,
+	0x000063cc, 0x000063da, 0x000063e8, 0x000063f3,
+	0x000063f9, 0x000064eb, 0x000064f1, 0x00006523,
+	0x00006528, 0x00006538, 0x00006543, 0x0000654c,
+	0x0000655c, 0x00006568, 0x0000659c, 0x000065cf,
+	0x000065e9, 0x0000668e, 0x000066a4, 0x00006729,
+	0x000067a3, 0x000067b2, 0x0000686c, 0x000068bd,
+	0x000068c2, 0x000068d0, 0x000068e0, 0x000068ec,
 	// Entry 2A0 - 2BF
-	0x00006792, 0x000067ab, 0x000067be, 0x0000682a,
-	0x00006850, 0x0000685f, 0x0000686d, 0x00006889,
-	0x00006898, 0x000068ae, 0x000068e7, 0x00006919,
-	0x00006971, 0x000069a8, 0x000069bf, 0x000069cd,
-	0x00006a11, 0x00006a36, 0x00006aad, 0x00006ac3,
-	0x00006ada, 0x00006b08, 0x00006b1b, 0x00006b43,
-	0x00006bc7, 0x00006bce, 0x00006c36, 0x00006c60,
-	0x00006c90, 0x00006d63, 0x00006e9d, 0x00006f3d,
+	0x000068fc, 0x0000690a, 0x0000691a, 0x00006924,
+	0x00006947, 0x00006960, 0x00006973, 0x000069df,
+	0x00006a05, 0x00006a14, 0x00006a22, 0x00006a3e,
+	0x00006a4d, 0x00006a63, 0x00006a9c, 0x00006ace,
+	0x00006b26, 0x00006b5d, 0x00006b74, 0x00006b82,
+	0x00006bc6, 0x00006beb, 0x00006c62, 0x00006c78,
+	0x00006c8f, 0x00006cbd, 0x00006cd0, 0x00006cf8,
+	0x00006d7c, 0x00006d83, 0x00006deb, 0x00006e15,
 	// Entry 2C0 - 2DF
-	0x00006f51, 0x00006ffc, 0x0000707e, 0x00007086,
-	0x000070c1, 0x000070c7, 0x00007159, 0x000071f1,
-	0x0000721c, 0x0000726a, 0x000072d6, 0x0000737d,
-	0x00007398, 0x000073a2, 0x000073a7, 0x000073b1,
-	0x000073b9, 0x000073bf, 0x000073c7, 0x000073d5,
-	0x000073df, 0x000073ec, 0x000073ff, 0x00007423,
-	0x000074a3, 0x000074b4, 0x000074bc, 0x00007531,
-	0x00007585, 0x000075cd, 0x000075dc, 0x000075ef,
+	0x00006e45, 0x00006f18, 0x00007052, 0x000070f2,
+	0x00007106, 0x000071b1, 0x00007233, 0x0000723b,
+	0x00007276, 0x0000727c, 0x0000730e, 0x000073a6,
+	0x000073d1, 0x0000741f, 0x0000748b, 0x00007532,
+	0x0000754d, 0x00007557, 0x0000755c, 0x00007566,
+	0x0000756e, 0x00007574, 0x0000757c, 0x0000758a,
+	0x00007594, 0x000075a1, 0x000075b4, 0x000075d8,
+	0x00007658, 0x00007669, 0x00007671, 0x000076e6,
 	// Entry 2E0 - 2FF
-	0x000075fb, 0x00007637, 0x00007671, 0x0000767f,
-	0x0000768c, 0x0000769a, 0x000076a8, 0x000076b6,
-	0x000076e8, 0x00007718, 0x00007774, 0x00007781,
-	0x000077a1, 0x000077ac, 0x000077c6, 0x000077cb,
-	0x000077dc, 0x00007862, 0x00007887, 0x0000788e,
-	0x00007897, 0x000078aa, 0x000078b4, 0x000078be,
-	0x000078c8, 0x000078e0, 0x000078f6, 0x00007902,
-	0x00007924, 0x0000792b, 0x00007938, 0x00007949,
+	0x0000773a, 0x00007782, 0x00007791, 0x000077a4,
+	0x000077b0, 0x000077ec, 0x00007826, 0x00007834,
+	0x00007841, 0x0000784f, 0x0000785d, 0x0000786b,
+	0x0000789d, 0x000078cd, 0x00007929, 0x00007936,
+	0x00007956, 0x00007961, 0x0000797b, 0x00007980,
+	0x00007991, 0x00007a17, 0x00007a3c, 0x00007a43,
+	0x00007a4c, 0x00007a5f, 0x00007a69, 0x00007a73,
+	0x00007a7d, 0x00007a95, 0x00007aab, 0x00007ab7,
 	// Entry 300 - 31F
-	0x00007970, 0x00007980, 0x0000799f, 0x000079bf,
-	0x00007a97, 0x00007b78, 0x00007bcc, 0x00007c1c,
-	0x00007c7c, 0x00007ccf, 0x00007d07, 0x00007d38,
-	0x00007d88, 0x00007dbc, 0x00007dda, 0x00007df9,
-	0x00007e18, 0x00007e38,
-} // Size: 3168 bytes
+	0x00007ad9, 0x00007ae0, 0x00007aed, 0x00007afe,
+	0x00007b25, 0x00007b35, 0x00007b54, 0x00007b74,
+	0x00007c4c, 0x00007d2d, 0x00007d81, 0x00007dd1,
+	0x00007e31, 0x00007e84, 0x00007ebc, 0x00007eed,
+	0x00007f3d, 0x00007f71, 0x00007f8f, 0x00007fae,
+	0x00007fcd, 0x00007fed,
+} // Size: 3184 bytes
 
-const enData string = "" + // Size: 32312 bytes
+const enData string = "" + // Size: 32749 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1360,171 +1365,177 @@ const enData string = "" + // Size: 32312 bytes
 	"thin the call’s timeout (%[1]s): it may have acted all the same, so chec" +
 	"k before retrying.\x02The destination did not answer within the call’s t" +
 	"imeout: it may have acted all the same, so check before retrying.\x02The" +
-	" last attempt’s lock expired with no attempt left.\x02The last attempt’s" +
-	" worker stream ended (its worker left or was dropped) with no attempt le" +
-	"ft.\x02The deadline passed before a result arrived.\x02The result did no" +
-	"t match the revision's outputs contract.\x02The answer to the call was l" +
-	"ost (the connection broke after the request was sent, or Relais stopped " +
-	"or could not reach its database before recording it): whether the destin" +
-	"ation acted is unknown, so it is not called again.\x02The call could not" +
-	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
-	"n’s answer was too large.\x02The last attempt ended without a result (it" +
-	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
-	"he inputs could not be built from the process’s bindings.\x02An operator" +
-	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
-	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
-	"r a budget already spent): it is not run again.\x02The destination answe" +
-	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
-	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
-	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
-	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
-	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
-	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
-	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
-	"lt recorded: the replica making it may have stopped. If so, it fails out" +
-	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
-	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
-	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
-	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
-	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
-	"ld here, waiting for an operator.\x02Its instance went on along the node" +
-	"’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopp" +
-	"ed by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (" +
-	"%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled w" +
-	"ith its settle token)\x02%[1]s (deferred; settled with its settle token," +
-	" as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx," +
-	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
-	"r too large\x02unknown\x02[redacted]\x02Message from the service (its ow" +
-	"n words, protected values masked)\x02Message from Relais, quoting the de" +
-	"stination’s answer\x02Message from Relais\x02The revision must be a whol" +
-	"e number, 1 or more.\x02A revision is a definition’s: choose the definit" +
-	"ion too.\x02Settlement date\x02More filters: instance, revision, consume" +
-	"r, destination, dates\x02Push destination\x02its name, exactly\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Pro" +
-	"cess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
-	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
-	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
-	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
-	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
-	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
-	"his address holds a parameter that cannot be read (a percent sign not fo" +
-	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose a place" +
-	", whose daylight saving time is followed, or a fixed offset from UTC." +
-	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
-	" did not apply (filters, the search box) and moves the focus back to the" +
-	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
-	"t until you resume. Pages where you type a reason (confirmations, and oc" +
-	"currences with a value to reveal) never reload on their own, nor does a " +
-	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
-	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
-	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
-	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
-	"t is until you resume.\x02Published process versions: their nodes, route" +
-	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
-	"Published process versions: their nodes, routes and pinned revisions, dr" +
-	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
-	"ished yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02C" +
-	"olumns follow the longest path from the start node. Solid arrows are suc" +
-	"cesses (labelled with their route), dashed ones failures (labelled with " +
-	"their error codes). Each box says how many of this version’s occurrences" +
-	" are at that node now.\x02Nodes\x02Nodes of this version, with their occ" +
-	"urrences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occ" +
-	"urrences now\x02Inputs from\x02No inputs: an instance starts with an emp" +
-	"ty object.\x02Inputs an instance of this version is started with\x02Inst" +
-	"ances of this version\x02Columns follow the longest path from the start " +
-	"node. Solid arrows are successes (labelled with their route), dashed one" +
-	"s failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
-	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
-	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
-	"t, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeou" +
-	"t %[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Coun" +
-	"ts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrat" +
-	"ors may reveal a sensitive value.\x02Say why you reveal this value: the " +
-	"reason is recorded with the reveal in the audit log.\x02Revealed by %[1]" +
-	"s at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cann" +
-	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
-	"evealed.\x02Secret values can never be revealed.\x02Every sensitive valu" +
-	"e an administrator revealed: who, when, which field and why. The values " +
-	"themselves are never kept.\x02Reveals, newest first\x02No value was reve" +
-	"aled.\x02none (revealed before reasons were asked for)\x02Method not all" +
-	"owed\x02This page does not accept that request.\x02This form was sent fr" +
-	"om another site: the console takes its forms from its own pages only. Op" +
-	"en the console and send it from there.\x02Search\x02Type an instance or " +
-	"occurrence id (a whole UUID, as the title of its page shows it), or a bu" +
-	"siness key.\x02Nothing to find: the search box is empty.\x02That is too " +
-	"long to be an id or a business key.\x02No instance has “%[1]s” as its bu" +
-	"siness key. A business key is found only whole and exactly as given, cap" +
-	"itals and accents included: a list shows a long one shortened, so copy i" +
-	"t from its instance’s page.\x02No instance or occurrence has the id “%[1" +
-	"]s”, and no instance has it as its business key. An ended instance is de" +
-	"leted, with its occurrences and attempts, once the retention period (REL" +
-	"AIS_RETENTION) has passed, or at once when an administrator erases it; t" +
-	"he audit log keeps the operator actions taken on it.\x02No instance has " +
-	"“%[1]s” as its business key, and it is not a whole id: the lists show " +
-	"the end of each id. Open the row, or copy its link, for the whole id." +
-	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
-	"t elsewhere, a revoked token or a restart of the server), so your last a" +
-	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
-	"s ended (inactivity, a sign-out elsewhere, a token revoked or expired, o" +
-	"r a restart of the server). Sign in again.\x02Sign in\x02Sign in with an" +
-	" operator, designer or administrator token.\x02Token\x02The token is che" +
-	"cked once and never stored in your browser; a session cookie stands for " +
-	"it for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81" +
-	"\x01\x00\x02G\x02Too many failed sign-ins from your address. Try again i" +
-	"n %[1]d second.\x00H\x02Too many failed sign-ins from your address. Try " +
-	"again in %[1]d seconds.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
-	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
-	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
-	"rators, designers, operators) that are not revoked. Consumer tokens are " +
-	"managed with their consumers. Revoking a token refuses its next request." +
-	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
-	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
-	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	" last attempt’s lock expired with no attempt left, after Relais refused " +
+	"its worker’s report (%[1]s; see the attempts below): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left.\x02The last attempt’s worker stream ended (" +
+	"its worker left or was dropped) with no attempt left.\x02The deadline pa" +
+	"ssed before a result arrived.\x02The result did not match the revision's" +
+	" outputs contract.\x02The answer to the call was lost (the connection br" +
+	"oke after the request was sent, or Relais stopped or could not reach its" +
+	" database before recording it): whether the destination acted is unknown" +
+	", so it is not called again.\x02The call could not be prepared.\x02The d" +
+	"estination could not be reached.\x02The destination’s answer was too lar" +
+	"ge.\x02The last attempt ended without a result (its lock expired, or its" +
+	" worker’s stream ended) with no attempt left.\x02The inputs could not be" +
+	" built from the process’s bindings.\x02An operator abandoned the instanc" +
+	"e.\x02A Camunda 7 worker reported a failure with no retries left (retrie" +
+	"s: 0, no retries sent, which Camunda reads as 0, or a budget already spe" +
+	"nt): it is not run again.\x02The destination answered HTTP %[1]s.\x02No " +
+	"live worker takes %[1]s now (Workers page).\x02No live worker takes revi" +
+	"sion %[1]d: the live workers of %[2]s declare inputs it does not have." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
+	"revision %[3]d only.\x02No live worker takes revision %[1]d: the live wo" +
+	"rkers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02" +
+	"Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offere" +
+	"d again.\x02Waiting for Relais to call the destination since %[1]s (%[2]" +
+	"s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Th" +
+	"e call’s budget (%[1]s) ended %[2]s without its result recorded: the rep" +
+	"lica making it may have stopped. If so, it fails outcome_unknown at %[3]" +
+	"s (%[4]s): ask the destination whether it took effect.\x02Relais is call" +
+	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
+	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
+	"er of the same consumer, or a front end with a settle token, completes i" +
+	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
+	" an operator.\x02Its instance went on along the node’s error path.\x02Fa" +
+	"iled (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s —" +
+	" “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so fa" +
+	"r\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
+	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
+	"deferred; settled by %[2]s)\x02%[1]s at %[2]s\x02Relais refused this att" +
+	"empt’s report at %[1]s (%[2]s): its worker answered, and the answer was " +
+	"not taken.\x02Relais refused %[1]s reports of this attempt, the last at " +
+	"%[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
+	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
+	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the se" +
+	"rvice (its own words, protected values masked)\x02Message from Relais, q" +
+	"uoting the destination’s answer\x02Message from Relais\x02The revision m" +
+	"ust be a whole number, 1 or more.\x02A revision is a definition’s: choos" +
+	"e the definition too.\x02Settlement date\x02More filters: instance, revi" +
+	"sion, consumer, destination, dates\x02Push destination\x02its name, exac" +
+	"tly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02M" +
+	"essage\x02Process and node\x02Error\x02Consumer and worker\x02Next attem" +
+	"pt or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
+	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
+	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
+	"revious page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s" +
+	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
+	"fter the last.\x02This address holds a parameter that cannot be read (a " +
+	"percent sign not followed by two hexadecimal digits, or a semicolon): co" +
+	"rrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)." +
+	"\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d t" +
+	"imes: give it once.\x02The page cursor is invalid: go back to the first " +
+	"page.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose a place, whose daylight saving time is followed, or a fixed " +
+	"offset from UTC.\x02Reload lists and detail pages\x02A reload empties wh" +
+	"at you typed but did not apply (filters, the search box) and moves the f" +
+	"ocus back to the top of the page: “Pause reloading”, on every page that " +
+	"reloads, stops it until you resume. Pages where you type a reason (confi" +
+	"rmations, and occurrences with a value to reveal) never reload on their " +
+	"own, nor does a revealed value.\x02Save settings\x02Back without saving" +
+	"\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a " +
+	"fixed offset, no daylight saving time)\x02Never\x02Every %[1]d seconds" +
+	"\x02Display settings saved.\x02Reloading resumed.\x02Reloading paused: t" +
+	"his page stays as it is until you resume.\x02Published process versions:" +
+	" their nodes, routes and pinned revisions, drawn, with where their occur" +
+	"rences are now.\x02Published process versions: their nodes, routes and p" +
+	"inned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
+	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
+	"art node\x02Graph\x02Columns follow the longest path from the start node" +
+	". Solid arrows are successes (labelled with their route), dashed ones fa" +
+	"ilures (labelled with their error codes). Each box says how many of this" +
+	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
+	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
+	"ess\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an insta" +
+	"nce starts with an empty object.\x02Inputs an instance of this version i" +
+	"s started with\x02Instances of this version\x02Columns follow the longes" +
+	"t path from the start node. Solid arrows are successes (labelled with th" +
+	"eir route), dashed ones failures (labelled with their error codes).\x02N" +
+	"odes of this version\x02This version has %[1]d nodes: too many to draw l" +
+	"egibly (at most %[2]d). The table below lists every node with its routes" +
+	" and counts.\x02This version has %[1]d nodes: too many to draw legibly (" +
+	"at most %[2]d). The table below lists every node with its routes.\x02Gra" +
+	"ph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. T" +
+	"he table below lists the same nodes, routes and counts.\x00Y\x02%[1]d no" +
+	"des, starting at %[2]s. The table below lists the same nodes, routes and" +
+	" counts.\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
+	"me nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end " +
+	"(fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
+	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
+	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
+	"%[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02time" +
+	"out %[1]s\x02timeout %[1]s (the default)\x02instances held\x02instances " +
+	"held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
+	"\x02Only administrators may reveal a sensitive value.\x02Say why you rev" +
+	"eal this value: the reason is recorded with the reveal in the audit log." +
+	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back to th" +
+	"e occurrence\x02Cannot reveal\x02Only a value this page shows as hidden " +
+	"(sensitive) can be revealed.\x02Secret values can never be revealed.\x02" +
+	"Every sensitive value an administrator revealed: who, when, which field " +
+	"and why. The values themselves are never kept.\x02Reveals, newest first" +
+	"\x02No value was revealed.\x02none (revealed before reasons were asked f" +
+	"or)\x02Method not allowed\x02This page does not accept that request.\x02" +
+	"This form was sent from another site: the console takes its forms from i" +
+	"ts own pages only. Open the console and send it from there.\x02Search" +
+	"\x02Type an instance or occurrence id (a whole UUID, as the title of its" +
+	" page shows it), or a business key.\x02Nothing to find: the search box i" +
+	"s empty.\x02That is too long to be an id or a business key.\x02No instan" +
+	"ce has “%[1]s” as its business key. A business key is found only whole a" +
+	"nd exactly as given, capitals and accents included: a list shows a long " +
+	"one shortened, so copy it from its instance’s page.\x02No instance or oc" +
+	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	" An ended instance is deleted, with its occurrences and attempts, once t" +
+	"he retention period (RELAIS_RETENTION) has passed, or at once when an ad" +
+	"ministrator erases it; the audit log keeps the operator actions taken on" +
+	" it.\x02No instance has “%[1]s” as its business key, and it is not a who" +
+	"le id: the lists show the end of each id. Open the row, or copy its link" +
+	", for the whole id.\x02You are signed out.\x02Your session had ended (in" +
+	"activity, a sign-out elsewhere, a revoked token or a restart of the serv" +
+	"er), so your last action was not applied. Sign in again, then repeat it." +
+	"\x02Your session has ended (inactivity, a sign-out elsewhere, a token re" +
+	"voked or expired, or a restart of the server). Sign in again.\x02Sign in" +
+	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
+	"\x02The token is checked once and never stored in your browser; a sessio" +
+	"n cookie stands for it for up to 8 hours of inactivity, and 12 hours at " +
+	"most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your add" +
+	"ress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from y" +
+	"our address. Try again in %[1]d seconds.\x02This token is unknown, revok" +
+	"ed or expired.\x02A %[1]s token cannot open the console: it is a worker’" +
+	"s token, for the API.\x02Only administrators see this page: tokens, cons" +
+	"umers, destinations, the reveal log and erasures are theirs.\x02Staff to" +
+	"kens (administrators, designers, operators) that are not revoked. Consum" +
+	"er tokens are managed with their consumers. Revoking a token refuses its" +
+	" next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Las" +
+	"t used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02thi" +
+	"s session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02It" +
+	"s next request is refused, and console sessions opened with it end. This" +
+	" cannot be undone: whoever uses it needs a new token.\x02Revoke the toke" +
+	"n\x02Keep it\x02This is the token you signed in with: revoking it signs " +
+	"you out. Its next request is refused. This cannot be undone.\x02This is " +
+	"the last usable administrator token: create another one before revoking " +
+	"it.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refuse" +
+	"d.\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81" +
+	"\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d c" +
+	"haracters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19" +
+	"\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02" +
+	"at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d m" +
+	"ore values not shown: the page shows the first %[2]d, the API's detail h" +
+	"as them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item" +
+	"\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02nu" +
+	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
+	"kers by their last fetch. A worker is listed while it was seen within th" +
+	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
+	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
+	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
+	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
 	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
 	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
 	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
@@ -1545,7 +1556,7 @@ const enData string = "" + // Size: 32312 bytes
 	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
 	"ions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 786 elements
+var frIndex = []uint32{ // 790 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1695,82 +1706,83 @@ var frIndex = []uint32{ // 786 elements
 	0x000061a3, 0x000061bb, 0x000061cf, 0x000061e6,
 	0x000061f4, 0x000061ff, 0x00006222, 0x00006260,
 	0x0000627f, 0x0000629b, 0x00006309, 0x000063db,
-	0x0000643a, 0x000064bf, 0x0000653c, 0x00006583,
-	0x00006610, 0x00006650, 0x00006696, 0x000067af,
-	0x000067d7, 0x000067fa, 0x00006831, 0x000068c2,
-	0x00006915, 0x0000693e, 0x00006a20, 0x00006a46,
+	0x0000643a, 0x000064bf, 0x0000653c, 0x0000663f,
+	0x00006686, 0x00006713, 0x00006753, 0x00006799,
+	0x000068b2, 0x000068da, 0x000068fd, 0x00006934,
+	0x000069c5, 0x00006a18, 0x00006a41, 0x00006b23,
 	// Entry 220 - 23F
-	0x00006a8d, 0x00006b11, 0x00006b8c, 0x00006c09,
-	0x00006c30, 0x00006c58, 0x00006c9f, 0x00006ce9,
-	0x00006d1c, 0x00006d2f, 0x00006e37, 0x00006e65,
-	0x00006ea1, 0x00006eb7, 0x00006f4b, 0x00006f5e,
-	0x00006f9b, 0x00006fd7, 0x00006fea, 0x0000703e,
-	0x00007073, 0x00007085, 0x0000709c, 0x000070db,
-	0x0000712d, 0x00007159, 0x00007164, 0x00007181,
-	0x000071a0, 0x000071b1, 0x000071cb, 0x000071d4,
+	0x00006b49, 0x00006b90, 0x00006c14, 0x00006c8f,
+	0x00006d0c, 0x00006d33, 0x00006d5b, 0x00006da2,
+	0x00006dec, 0x00006e1f, 0x00006e32, 0x00006f3a,
+	0x00006f68, 0x00006fa4, 0x00006fba, 0x0000704e,
+	0x00007061, 0x0000709e, 0x000070da, 0x000070ed,
+	0x00007141, 0x00007176, 0x00007188, 0x0000719f,
+	0x000071de, 0x00007230, 0x0000725c, 0x0000726c,
+	0x000072f1, 0x00007386, 0x00007391, 0x000073ae,
 	// Entry 240 - 25F
-	0x000071de, 0x0000722c, 0x00007271, 0x00007290,
-	0x000072c5, 0x00007316, 0x00007327, 0x00007371,
-	0x00007387, 0x0000739b, 0x000073b4, 0x000073ca,
-	0x000073f4, 0x000073fc, 0x0000740f, 0x00007416,
-	0x00007431, 0x00007451, 0x00007481, 0x00007498,
-	0x000074d0, 0x0000750b, 0x00007537, 0x0000758b,
-	0x0000759b, 0x000075b5, 0x000075c0, 0x000075d4,
-	0x000075e6, 0x000075fc, 0x0000760e, 0x00007620,
+	0x000073cd, 0x000073de, 0x000073f8, 0x00007401,
+	0x0000740b, 0x00007459, 0x0000749e, 0x000074bd,
+	0x000074f2, 0x00007543, 0x00007554, 0x0000759e,
+	0x000075b4, 0x000075c8, 0x000075e1, 0x000075f7,
+	0x00007621, 0x00007629, 0x0000763c, 0x00007643,
+	0x0000765e, 0x0000767e, 0x000076ae, 0x000076c5,
+	0x000076fd, 0x00007738, 0x00007764, 0x000077b8,
+	0x000077c8, 0x000077e2, 0x000077ed, 0x00007801,
 	// Entry 260 - 27F
-	0x00007626, 0x00007638, 0x00007646, 0x00007655,
-	0x00007661, 0x00007677, 0x000076a1, 0x000076d4,
-	0x0000777c, 0x000077cc, 0x000077f4, 0x00007846,
-	0x00007888, 0x000078c4, 0x000078db, 0x000079a5,
-	0x000079d2, 0x00007b8c, 0x00007ba6, 0x00007bbf,
-	0x00007be0, 0x00007bf7, 0x00007c24, 0x00007c2b,
-	0x00007c45, 0x00007c6b, 0x00007c80, 0x00007cda,
-	0x00007d6f, 0x00007dd2, 0x00007de5, 0x00007e0c,
+	0x00007813, 0x00007829, 0x0000783b, 0x0000784d,
+	0x00007853, 0x00007865, 0x00007873, 0x00007882,
+	0x0000788e, 0x000078a4, 0x000078ce, 0x00007901,
+	0x000079a9, 0x000079f9, 0x00007a21, 0x00007a73,
+	0x00007ab5, 0x00007af1, 0x00007b08, 0x00007bd2,
+	0x00007bff, 0x00007db9, 0x00007dd3, 0x00007dec,
+	0x00007e0d, 0x00007e24, 0x00007e51, 0x00007e58,
+	0x00007e72, 0x00007e98, 0x00007ead, 0x00007f07,
 	// Entry 280 - 29F
-	0x00007e34, 0x00007e42, 0x00007e52, 0x00007e63,
-	0x00007e6a, 0x00007fa0, 0x00007fa7, 0x00007fe1,
-	0x00007fe6, 0x00007ffb, 0x0000800f, 0x00008021,
-	0x00008037, 0x00008047, 0x00008084, 0x000080c4,
-	0x000080df, 0x000081b4, 0x000081cc, 0x0000826d,
-	0x000082fc, 0x0000830c, 0x000083e6, 0x000084a8,
-	0x000084ad, 0x000084bd, 0x000084cb, 0x000084db,
-	0x000084eb, 0x000084f9, 0x00008509, 0x00008513,
+	0x00007f9c, 0x00007fff, 0x00008012, 0x00008039,
+	0x00008061, 0x0000806f, 0x0000807f, 0x00008090,
+	0x00008097, 0x000081cd, 0x000081d4, 0x0000820e,
+	0x00008213, 0x00008228, 0x0000823c, 0x0000824e,
+	0x00008264, 0x00008274, 0x000082b1, 0x000082f1,
+	0x0000830c, 0x000083e1, 0x000083f9, 0x0000849a,
+	0x00008529, 0x00008539, 0x00008613, 0x000086d5,
+	0x000086da, 0x000086ea, 0x000086f8, 0x00008708,
 	// Entry 2A0 - 2BF
-	0x0000853c, 0x00008556, 0x00008571, 0x000085ff,
-	0x0000863d, 0x0000864e, 0x0000865b, 0x00008676,
-	0x0000868a, 0x000086a8, 0x000086f3, 0x00008734,
-	0x000087aa, 0x000087f0, 0x00008809, 0x00008821,
-	0x00008874, 0x000088af, 0x00008947, 0x00008973,
-	0x00008999, 0x000089cd, 0x000089e5, 0x00008a10,
-	0x00008ab9, 0x00008ac3, 0x00008b4b, 0x00008b80,
-	0x00008bc1, 0x00008ca6, 0x00008e21, 0x00008efa,
+	0x00008718, 0x00008726, 0x00008736, 0x00008740,
+	0x00008769, 0x00008783, 0x0000879e, 0x0000882c,
+	0x0000886a, 0x0000887b, 0x00008888, 0x000088a3,
+	0x000088b7, 0x000088d5, 0x00008920, 0x00008961,
+	0x000089d7, 0x00008a1d, 0x00008a36, 0x00008a4e,
+	0x00008aa1, 0x00008adc, 0x00008b74, 0x00008ba0,
+	0x00008bc6, 0x00008bfa, 0x00008c12, 0x00008c3d,
+	0x00008ce6, 0x00008cf0, 0x00008d78, 0x00008dad,
 	// Entry 2C0 - 2DF
-	0x00008f13, 0x00008fdc, 0x00009065, 0x00009072,
-	0x000090c4, 0x000090ca, 0x0000917c, 0x0000922c,
-	0x00009258, 0x000092c1, 0x00009368, 0x0000942a,
-	0x0000945a, 0x00009467, 0x0000946d, 0x00009483,
-	0x0000948e, 0x00009495, 0x000094a0, 0x000094ae,
-	0x000094bb, 0x000094c9, 0x000094e2, 0x0000950f,
-	0x000095b8, 0x000095cb, 0x000095d5, 0x00009664,
-	0x000096c5, 0x00009721, 0x00009733, 0x0000974d,
+	0x00008dee, 0x00008ed3, 0x0000904e, 0x00009127,
+	0x00009140, 0x00009209, 0x00009292, 0x0000929f,
+	0x000092f1, 0x000092f7, 0x000093a9, 0x00009459,
+	0x00009485, 0x000094ee, 0x00009595, 0x00009657,
+	0x00009687, 0x00009694, 0x0000969a, 0x000096b0,
+	0x000096bb, 0x000096c2, 0x000096cd, 0x000096db,
+	0x000096e8, 0x000096f6, 0x0000970f, 0x0000973c,
+	0x000097e5, 0x000097f8, 0x00009802, 0x00009891,
 	// Entry 2E0 - 2FF
-	0x00009760, 0x0000979e, 0x000097da, 0x000097f7,
-	0x00009804, 0x00009812, 0x00009820, 0x00009830,
-	0x0000986c, 0x000098a6, 0x00009923, 0x0000992e,
-	0x00009958, 0x00009965, 0x00009981, 0x00009985,
-	0x00009997, 0x00009a59, 0x00009a8c, 0x00009a97,
-	0x00009aa1, 0x00009ab6, 0x00009abf, 0x00009ac9,
-	0x00009ade, 0x00009b02, 0x00009b1c, 0x00009b31,
-	0x00009b5d, 0x00009b62, 0x00009b77, 0x00009b89,
+	0x000098f2, 0x0000994e, 0x00009960, 0x0000997a,
+	0x0000998d, 0x000099cb, 0x00009a07, 0x00009a24,
+	0x00009a31, 0x00009a3f, 0x00009a4d, 0x00009a5d,
+	0x00009a99, 0x00009ad3, 0x00009b50, 0x00009b5b,
+	0x00009b85, 0x00009b92, 0x00009bae, 0x00009bb2,
+	0x00009bc4, 0x00009c86, 0x00009cb9, 0x00009cc4,
+	0x00009cce, 0x00009ce3, 0x00009cec, 0x00009cf6,
+	0x00009d0b, 0x00009d2f, 0x00009d49, 0x00009d5e,
 	// Entry 300 - 31F
-	0x00009bbe, 0x00009bcf, 0x00009bfc, 0x00009c2b,
-	0x00009d4d, 0x00009e6f, 0x00009ee5, 0x00009f70,
-	0x00009fff, 0x0000a066, 0x0000a0a8, 0x0000a0f0,
-	0x0000a163, 0x0000a1ab, 0x0000a1d9, 0x0000a207,
-	0x0000a23a, 0x0000a26d,
-} // Size: 3168 bytes
+	0x00009d8a, 0x00009d8f, 0x00009da4, 0x00009db6,
+	0x00009deb, 0x00009dfc, 0x00009e29, 0x00009e58,
+	0x00009f7a, 0x0000a09c, 0x0000a112, 0x0000a19d,
+	0x0000a22c, 0x0000a293, 0x0000a2d5, 0x0000a31d,
+	0x0000a390, 0x0000a3d8, 0x0000a406, 0x0000a434,
+	0x0000a467, 0x0000a49a,
+} // Size: 3184 bytes
 
-const frData string = "" + // Size: 41581 bytes
+const frData string = "" + // Size: 42138 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2152,196 +2164,204 @@ const frData string = "" + // Size: 41581 bytes
 	"rifiez avant de reprendre.\x02La destination n’a pas répondu dans le dél" +
 	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
 	"ndre.\x02Le verrou de la dernière tentative a expiré sans tentative rest" +
-	"ante.\x02Le flux de l’exécutant de la dernière tentative s’est terminé (" +
-	"l’exécutant est parti ou a été écarté) sans tentative restante.\x02L’éch" +
-	"éance est passée avant l’arrivée d’un résultat.\x02Le résultat ne respe" +
-	"ctait pas le contrat de sorties de la révision.\x02La réponse à l’appel " +
-	"a été perdue (la connexion s’est rompue après l’envoi de la requête, ou " +
-	"Relais s’est arrêté ou n’a pas pu joindre sa base de données avant de l’" +
-	"enregistrer)\u202f: on ignore si la destination a agi, donc elle n’est p" +
-	"as appelée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La destina" +
-	"tion était injoignable.\x02La réponse de la destination était trop volum" +
-	"ineuse.\x02La dernière tentative a pris fin sans résultat (son verrou a " +
-	"expiré, ou le flux de son exécutant s’est terminé), sans tentative resta" +
-	"nte.\x02Les entrées n’ont pas pu être construites à partir des liaisons " +
-	"du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Ca" +
-	"munda 7 a signalé un échec sans nouvelle tentative restante (retries" +
-	"\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget d" +
-	"éjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La de" +
-	"stination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s " +
-	"en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la rév" +
-	"ision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées " +
-	"qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou" +
-	" expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente d" +
-	"e l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente" +
-	" d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai d" +
-	"e l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
-	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
-	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
-	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
-	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
-	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
-	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
-	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
-	"attente d’un opérateur.\x02Son instance a continué par le chemin d’erreu" +
-	"r du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêt" +
-	"ée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instanc" +
-	"e a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02" +
-	"%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (d" +
-	"ifférée\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)" +
-	"\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx" +
-	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exé" +
-	"cutant (ses propres termes, valeurs protégées masquées)\x02Message de Re" +
-	"lais (en anglais), citant la réponse de la destination\x02Message de Rel" +
-	"ais (en anglais)\x02La révision doit être un nombre entier, 1 ou plus." +
-	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
-	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
-	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
-	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
-	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
-	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
-	"ne occurrence ne correspond à ces filtres.\x02Tous les consommateurs\x02" +
-	"Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de tout" +
-	"es les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)" +
-	"\u202f; les décomptes sont actualisés toutes les 5 secondes environ.\x02" +
-	"révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine t" +
-	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
-	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
-	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
-	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
-	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
-	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
-	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
-	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
-	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
-	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
-	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
-	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
-	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
-	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
-	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
-	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
-	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
-	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
-	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
-	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
-	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
-	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
-	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
-	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
-	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
-	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
-	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02Les colon" +
-	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
-	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
-	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
-	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
-	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
-	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
-	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
-	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
-	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
-	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
-	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
-	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
-	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
-	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
-	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
-	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
-	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
-	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
-	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
-	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
-	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
-	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
-	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
-	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
-	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
-	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
-	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
-	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
-	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
-	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
-	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
-	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
-	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
-	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
-	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
-	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
-	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
-	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
-	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
-	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
-	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
-	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
-	"t entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inac" +
-	"tivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
-	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
-	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
-	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
-	"ion le remplace jusqu’à 8 heures d’inactivité, et 12 heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconn" +
-	"u, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la co" +
-	"nsole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les admini" +
-	"strateurs voient cette page\u202f: les jetons, les consommateurs, les de" +
-	"stinations, le journal des révélations et les effacements sont de leur r" +
-	"essort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
-	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
-	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du pers" +
-	"onnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière util" +
-	"isation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoque" +
-	"r…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]" +
-	"s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les s" +
-	"essions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"ante, après que Relais a refusé le rapport de son exécutant (%[1]s\u202f" +
+	"; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est" +
+	" sa réponse qui doit changer, pas son verrou.\x02Le verrou de la dernièr" +
+	"e tentative a expiré sans tentative restante.\x02Le flux de l’exécutant " +
+	"de la dernière tentative s’est terminé (l’exécutant est parti ou a été é" +
+	"carté) sans tentative restante.\x02L’échéance est passée avant l’arrivée" +
+	" d’un résultat.\x02Le résultat ne respectait pas le contrat de sorties d" +
+	"e la révision.\x02La réponse à l’appel a été perdue (la connexion s’est " +
+	"rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu" +
+	" joindre sa base de données avant de l’enregistrer)\u202f: on ignore si " +
+	"la destination a agi, donc elle n’est pas appelée de nouveau.\x02L’appel" +
+	" n’a pas pu être préparé.\x02La destination était injoignable.\x02La rép" +
+	"onse de la destination était trop volumineuse.\x02La dernière tentative " +
+	"a pris fin sans résultat (son verrou a expiré, ou le flux de son exécuta" +
+	"nt s’est terminé), sans tentative restante.\x02Les entrées n’ont pas pu " +
+	"être construites à partir des liaisons du processus.\x02Un opérateur a " +
+	"abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans " +
+	"nouvelle tentative restante (retries\u202f: 0, aucun retries envoyé, que" +
+	" Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’es" +
+	"t pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Au" +
+	"cun exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Au" +
+	"cun exécutant actif ne prend la révision %[1]d\u202f: les exécutants act" +
+	"ifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant a" +
+	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne" +
+	" prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les r" +
+	"évisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à pa" +
+	"rtir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être prop" +
+	"osée de nouveau.\x02En attente de l’appel de Relais à la destination dep" +
+	"uis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s)." +
+	"\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sa" +
+	"ns que son résultat soit enregistré\u202f: la réplique qui l’a passé s’e" +
+	"st peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s " +
+	"(%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relais ap" +
+	"pelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou" +
+	" jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s " +
+	"(%[2]s)\u202f: un exécutant du même consommateur, ou une interface munie" +
+	" d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)." +
+	"\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son inst" +
+	"ance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02" +
+	"Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s" +
+	"\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s ju" +
+	"squ’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec" +
+	" son jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jet" +
+	"on de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée p" +
+	"ar %[2]s)\x02%[1]s sur %[2]s\x02Relais a refusé le rapport de cette tent" +
+	"ative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a " +
+	"pas été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le " +
+	"dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune répons" +
+	"e n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
+	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
+	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
+	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
+	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
+	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
+	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
+	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
+	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
+	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02Tentative ant" +
+	"érieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis" +
+	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
+	"\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02" +
+	"Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1" +
+	"]s\u202f: le premier jour vient après le dernier.\x02Cette adresse conti" +
+	"ent un paramètre illisible (un signe pour cent qui n’est pas suivi de de" +
+	"ux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse" +
+	".\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
+	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
+	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
+	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
+	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
+	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
+	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
+	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
+	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
+	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
+	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
+	"1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suive" +
+	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
+	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
+	"(étiquetées par leurs codes d’erreur). Chaque case indique combien d’occ" +
+	"urrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02" +
+	"Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02Révi" +
+	"sion épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences ac" +
+	"tuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance démarre a" +
+	"vec un objet vide.\x02Entrées avec lesquelles démarre une instance de ce" +
+	"tte version\x02Instances de cette version\x02Les colonnes suivent le plu" +
+	"s long chemin depuis le nœud de départ. Les flèches pleines sont les réu" +
+	"ssites (étiquetées par leur route), les pointillées les échecs (étiqueté" +
+	"es par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version" +
+	" a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)" +
+	". Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompt" +
+	"es.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisible" +
+	"ment (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses r" +
+	"outes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à part" +
+	"ir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et dé" +
+	"comptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous r" +
+	"eprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
+	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
+	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
+	"\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
+	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
+	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
+	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
+	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
+	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
+	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
+	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
+	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
+	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
+	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
+	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
+	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
+	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
+	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
+	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
+	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
+	"Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8 heures d’inactivité, et 12 heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué o" +
+	"u expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f:" +
+	" c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs vo" +
+	"ient cette page\u202f: les jetons, les consommateurs, les destinations, " +
+	"le journal des révélations et les effacements sont de leur ressort.\x02J" +
+	"etons du personnel (administrateurs, concepteurs, opérateurs) non révoqu" +
+	"és. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
+	"voquer un jeton refuse sa requête suivante.\x02Jetons du personnel, les " +
+	"plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02" +
+	"Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette" +
+	" session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[" +
+	"2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de " +
+	"console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’" +
+	"utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garde" +
+	"r\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vo" +
+	"us déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C" +
+	"’est le dernier jeton administrateur utilisable\u202f: créez-en un aut" +
+	"re avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été r" +
+	"évoqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage" +
+	"\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
+	" %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la " +
+	"page montre les %[2]d premières, le détail de l’API les donne toutes." +
 	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
 	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
 	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
@@ -2378,4 +2398,4 @@ const frData string = "" + // Size: 41581 bytes
 	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
 	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 80229 bytes (78KiB); checksum: DC2E6C8D
+	// Total table size 81255 bytes (79KiB); checksum: 1B5BF274

@@ -82,3 +82,16 @@ delete from settle_tokens where occurrence_id = @occurrence_id and consumer_id =
 -- Records who settled a deferred attempt (migration 0017).
 update attempts set settled_by = @settled_by::text, settled_with_token = @settled_with_token::boolean
 where occurrence_id = @occurrence_id and number = @number;
+
+-- name: AttemptNoteRefusal :execrows
+-- A report refused to the worker holding the occurrence's open attempt
+-- (its consumer's, for a deferred attempt or a settle token's), noted on
+-- that attempt; nothing when the reporter holds no such attempt.
+update attempts a
+set refusals = a.refusals + 1, refused_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+    refusal_code = @code::text, refusal_pointers = @pointers::text[]
+from occurrences o
+where o.id = @occurrence_id and a.occurrence_id = o.id and a.number = o.attempts and a.ended_at is null
+  and o.status in ('reserved', 'deferred') and a.consumer_id = @consumer_id
+  and (@any_worker::boolean or o.status = 'deferred' or a.worker_id = @worker_id::text)
+  and (sqlc.narg('number')::int is null or a.number = sqlc.narg('number')::int);

@@ -111,7 +111,7 @@ func (q *Queries) AttemptExtend(ctx context.Context, arg AttemptExtendParams) (i
 }
 
 const attemptListByOccurrence = `-- name: AttemptListByOccurrence :many
-select a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.request_id, a.reserved_at, a.lock_expires_at, a.ended_at, a.outcome, a.error_code, a.error_message, a.report_digest, a.report_answer, a.settled_by, a.settled_with_token, a.request_digest, c.name as consumer_name
+select a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.request_id, a.reserved_at, a.lock_expires_at, a.ended_at, a.outcome, a.error_code, a.error_message, a.report_digest, a.report_answer, a.settled_by, a.settled_with_token, a.request_digest, a.refusals, a.refused_at, a.refusal_code, a.refusal_pointers, c.name as consumer_name
 from attempts a left join consumers c on c.id = a.consumer_id
 where a.occurrence_id = $1
 order by a.number
@@ -134,6 +134,10 @@ type AttemptListByOccurrenceRow struct {
 	SettledBy        *string
 	SettledWithToken bool
 	RequestDigest    []byte
+	Refusals         int32
+	RefusedAt        *time.Time
+	RefusalCode      *string
+	RefusalPointers  []string
 	ConsumerName     *string
 }
 
@@ -163,6 +167,10 @@ func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid
 			&i.SettledBy,
 			&i.SettledWithToken,
 			&i.RequestDigest,
+			&i.Refusals,
+			&i.RefusedAt,
+			&i.RefusalCode,
+			&i.RefusalPointers,
 			&i.ConsumerName,
 		); err != nil {
 			return nil, err
@@ -173,6 +181,48 @@ func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid
 		return nil, err
 	}
 	return items, nil
+}
+
+const attemptNoteRefusal = `-- name: AttemptNoteRefusal :execrows
+update attempts a
+set refusals = a.refusals + 1, refused_at = coalesce($1::timestamptz, now()),
+    refusal_code = $2::text, refusal_pointers = $3::text[]
+from occurrences o
+where o.id = $4 and a.occurrence_id = o.id and a.number = o.attempts and a.ended_at is null
+  and o.status in ('reserved', 'deferred') and a.consumer_id = $5
+  and ($6::boolean or o.status = 'deferred' or a.worker_id = $7::text)
+  and ($8::int is null or a.number = $8::int)
+`
+
+type AttemptNoteRefusalParams struct {
+	Now          *time.Time
+	Code         string
+	Pointers     []string
+	OccurrenceID uuid.UUID
+	ConsumerID   *int64
+	AnyWorker    bool
+	WorkerID     string
+	Number       *int32
+}
+
+// A report refused to the worker holding the occurrence's open attempt
+// (its consumer's, for a deferred attempt or a settle token's), noted on
+// that attempt; nothing when the reporter holds no such attempt.
+func (q *Queries) AttemptNoteRefusal(ctx context.Context, arg AttemptNoteRefusalParams) (int64, error) {
+	result, err := q.db.Exec(ctx, attemptNoteRefusal,
+		arg.Now,
+		arg.Code,
+		arg.Pointers,
+		arg.OccurrenceID,
+		arg.ConsumerID,
+		arg.AnyWorker,
+		arg.WorkerID,
+		arg.Number,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const attemptReportAnswer = `-- name: AttemptReportAnswer :one

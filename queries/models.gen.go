@@ -28,6 +28,10 @@ type Attempt struct {
 	SettledBy        *string
 	SettledWithToken bool
 	RequestDigest    []byte
+	Refusals         int32
+	RefusedAt        *time.Time
+	RefusalCode      *string
+	RefusalPointers  []string
 }
 
 type BulkAction struct {
