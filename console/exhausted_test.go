@@ -80,3 +80,33 @@ func TestRefusedReportsShowOnTheAttempt(t *testing.T) {
 		}
 	}
 }
+
+// An occurrence released again and again (a worker that hands back what
+// it cannot take now, in a loop) lists its latest attempts, the earlier
+// ones counted: its page grew without bound (Camunda QA: 1,000 rows).
+func TestManyAttemptsListTheLatest(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	var id string
+	for range 103 {
+		got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+		if len(got) != 1 {
+			t.Fatalf("fetched %v", got)
+		}
+		id = got[0].(map[string]any)["id"].(string)
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/release", consumer, map[string]any{"worker_id": "w"})
+	}
+	page := signedIn(t, env.URL, "en", env.Operator).mustGet("/console/occurrences/"+id, 200)
+	rows := page.doc.Find(`[data-testid=attempt-row]`)
+	if rows.Length() != 100 || collapse(rows.First().Find("td").First().Text()) != "4" {
+		t.Errorf("%d attempt rows, the first #%s; want the latest 100, from #4", rows.Length(), collapse(rows.First().Find("td").First().Text()))
+	}
+	if got := text(page, "attempts-hidden"); !strings.Contains(got, "The 3 earlier attempts (of 103) are not shown") {
+		t.Errorf("hidden note %q", got)
+	}
+}

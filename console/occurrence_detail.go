@@ -59,6 +59,10 @@ type attemptRow struct {
 	Refused string
 }
 
+// maxAttemptRows bounds the attempts an occurrence's page lists: the
+// latest, the earlier ones counted.
+const maxAttemptRows = 100
+
 // shortMessage is how many characters of an error message the attempts
 // table shows before cutting it.
 const shortMessage = 160
@@ -127,6 +131,9 @@ type occurrenceView struct {
 	ActionLabel       string
 
 	AttemptsLabel, AttemptsSummary, AttemptsCaption                   string
+	// AttemptsHidden, when set, says how many earlier attempts the table
+	// leaves out (see maxAttemptRows).
+	AttemptsHidden string
 	HeadNumber, HeadConsumer, HeadWorker, HeadReserved, HeadEnded     string
 	HeadDuration, HeadHTTP                                            string
 	HeadOutcome, HeadErrorCode, HeadErrorMessage, NoAttempts, Running string
@@ -221,7 +228,17 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		v.ActionHref, v.ActionLabel = instanceHref(inst.ID)+"#actions", T(ctx, "Retry or abandon it from its instance")
 	}
 	v.AttemptsSummary = c.attemptsSummary(ctx, o, inst)
-	for _, a := range o.AttemptList {
+	shown := o.AttemptList
+	if n := len(shown); n > maxAttemptRows {
+		// A worker that releases what it cannot take now, in a loop,
+		// writes an attempt each time (Camunda QA: 1,000 rows, 835 KB):
+		// the latest are the ones an operator reads.
+		shown = shown[n-maxAttemptRows:]
+		hidden, total, occurrence := number(ctx, int64(n-maxAttemptRows)), number(ctx, int64(n)), id.String()
+		v.AttemptsCaption = T(ctx, "The latest %d attempts, oldest first", maxAttemptRows)
+		v.AttemptsHidden = T(ctx, "The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.", hidden, total, occurrence)
+	}
+	for _, a := range shown {
 		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a, push, o.Destination))
 	}
 	v.Inputs, v.Outputs = occurrenceValues(ctx, id, o, rev)

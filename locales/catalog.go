@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 331,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          329,
 	"%[1]s; %[2]s":                             328,
-	"%d (0 lowest, 9 highest)":                 495,
-	"%d attempts":                              504,
-	"%d attempts, retry after %s, priority %d": 678,
+	"%d (0 lowest, 9 highest)":                 497,
+	"%d attempts":                              506,
+	"%d attempts, retry after %s, priority %d": 680,
 	"%d breaking":                              249,
 	"%d changes":                               248,
 	"%d completed":                             326,
@@ -55,59 +55,59 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     337,
 	"%d held instances match now.":             62,
 	"%d hours":                                 353,
-	"%d items":                                 751,
-	"%d left":                                  506,
+	"%d items":                                 753,
+	"%d left":                                  508,
 	"%d min":                                   336,
 	"%d minutes":                               354,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              749,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              751,
 	"%d ms": 356,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         666,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 665,
-	"%d occurrences":                          601,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         668,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 667,
+	"%d occurrences":                          603,
 	"%d releases":                             268,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       335,
 	"%d seconds": 355,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     633,
-	"%s (deferred; settled by %s)":                                                     569,
-	"%s (deferred; settled with its settle token)":                                     567,
-	"%s (deferred; settled with its settle token, as %s)":                              568,
+	"%s (a fixed offset, no daylight saving time)":                                     635,
+	"%s (deferred; settled by %s)":                                                     571,
+	"%s (deferred; settled with its settle token)":                                     569,
+	"%s (deferred; settled with its settle token, as %s)":                              570,
 	"%s (token #%d, %s)":                                                               101,
-	"%s = %s":                                                                          672,
+	"%s = %s":                                                                          674,
 	"%s ago":                                                                           333,
-	"%s at %s":                                                                         570,
-	"%s so far":                                                                        565,
-	"%s ← %s":                                                                          671,
-	"%s → %s":                                                                          673,
+	"%s at %s":                                                                         572,
+	"%s so far":                                                                        567,
+	"%s ← %s":                                                                          673,
+	"%s → %s":                                                                          675,
 	"%s, %s: %s":                                                                       299,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         499,
-	"%s, cut to %s by the destination’s max_timeout":                                   498,
-	"%s, multiplied by %s after each failure, up to %s":                                501,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 500,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         501,
+	"%s, cut to %s by the destination’s max_timeout":                                   500,
+	"%s, multiplied by %s after each failure, up to %s":                                503,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 502,
 	"%s, revision %s":                         461,
 	"%s, version %s":                          462,
 	"%s: %s":                                  325,
 	"%s: %s → %s":                             256,
-	"%s: a date is written 2026-12-01.":       617,
+	"%s: a date is written 2026-12-01.":       619,
 	"%s: every revision, present and future":  194,
 	"%s: revision %s":                         195,
 	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 618,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 496,
+	"%s: the first day comes after the last.": 620,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 498,
 	"%s–%s":                         324,
-	"(%d characters in all)":        753,
-	"(%d handed back, not counted)": 505,
-	"(each item)":                   739,
-	"(in %s)":                       752,
-	"(worker %s)":                   553,
+	"(%d characters in all)":        755,
+	"(%d handed back, not counted)": 507,
+	"(each item)":                   741,
+	"(in %s)":                       754,
+	"(worker %s)":                   555,
 	"0 seconds":                     351,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            716,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 542,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 628,
-	"A revision is a definition’s: choose the definition too.": 584,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            718,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 544,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 630,
+	"A revision is a definition’s: choose the definition too.": 586,
 	"A version is a process’s: choose the process too.":        397,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -122,13 +122,13 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 402,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       598,
+	"All consumers":                       600,
 	"All definitions":                     317,
 	"All its tasks":                       193,
 	"All processes":                       408,
 	"All statuses":                        410,
-	"All workers":                         766,
-	"An operator abandoned the instance.": 541,
+	"All workers":                         768,
+	"An operator abandoned the instance.": 543,
 	"Any definition":                      409,
 	"Apply filters":                       116,
 	"Apr":                                 342,
@@ -136,15 +136,15 @@ var messageKeyToIndex = map[string]int{
 	"Attempts":                         466,
 	"Audit log":                        110,
 	"Aug":                              346,
-	"Available from":                   516,
+	"Available from":                   518,
 	"Back to definitions":              162,
 	"Back to external tasks":           160,
 	"Back to sign-in":                  161,
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           689,
-	"Back without saving":              630,
+	"Back to the occurrence":           691,
+	"Back without saving":              632,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
@@ -154,57 +154,57 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     108,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    497,
+	"Call timeout":                    499,
 	"Calls":                           279,
 	"Calls signed (Relais-Signature)": 281,
-	"Camunda 7 facade":                770,
-	"Cancelled: the instance was stopped (%s).":               564,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 563,
+	"Camunda 7 facade":                772,
+	"Cancelled: the instance was stopped (%s).":               566,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 565,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           690,
+	"Cannot reveal":                                           692,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            660,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 648,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            662,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 650,
 	"Compare":              222,
 	"Compare revisions":    218,
 	"Completed":            320,
-	"Completed (%s).":      559,
+	"Completed (%s).":      561,
 	"Completed, last hour": 308,
 	"Completions and failures per 5 minutes, last hour: %s":    318,
 	"Completions and failures per 5-minute slot, oldest first": 322,
 	"Completions and failures, last hour":                      301,
-	"Connected":                                                762,
+	"Connected":                                                764,
 	"Constraints":                                              203,
 	"Consumer":                                                 468,
-	"Consumer and worker":                                      595,
+	"Consumer and worker":                                      597,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    685,
-	"Counts by status": 590,
+	"Counts as of %s (%s); refreshed every few seconds.":                    687,
+	"Counts by status": 592,
 	"Created":          367,
 	"Created from":     83,
 	"Created on":       186,
 	"Created to":       84,
 	"Creation date":    398,
 	"Dates":            464,
-	"Deadline":         493,
+	"Deadline":         495,
 	"Dec":              350,
-	"Deferred":         520,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 558,
+	"Deferred":         522,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 560,
 	"Definition":                                 303,
 	"Definition %s":                              205,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         263,
-	"Definitions served":                         760,
+	"Definitions served":                         762,
 	"Definitions, those needing attention first": 302,
 	"Description":                                204,
 	"Destination":                                480,
@@ -214,14 +214,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     224,
 	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    636,
+	"Display settings saved.":                    638,
 	"Display settings: ":                         148,
 	"Duration":                                   472,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 300,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          604,
+	"Earlier attempt:":          606,
 	"End node":                  390,
 	"End node or error":         406,
 	"Ended":                     386,
@@ -230,21 +230,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 285,
 	"Erase this instance…": 377,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 289,
-	"Error":                      594,
-	"Error (before any attempt)": 523,
-	"Error (the deadline passed after attempt %d)": 522,
+	"Error":                      596,
+	"Error (before any attempt)": 525,
+	"Error (the deadline passed after attempt %d)": 524,
 	"Error code":       81,
 	"Error message":    475,
-	"Every %d seconds": 635,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 515,
+	"Every %d seconds": 637,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 517,
 	"Every attempt, oldest first": 467,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  693,
-	"Expired token":                        726,
-	"Expires":                              723,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  695,
+	"Expired token":                        728,
+	"Expires":                              725,
 	"External tasks":                       134,
 	"Failed":                               306,
-	"Failed (%s).":                         562,
+	"Failed (%s).":                         564,
 	"Failed at node":                       392,
 	"Failed occurrence":                    388,
 	"Failed, last hour":                    309,
@@ -255,7 +255,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             471,
-	"First page":                           614,
+	"First page":                           616,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    172,
 	"Form refused":                         167,
@@ -264,9 +264,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
-	"Graph":                   647,
-	"Graph of %s":             664,
-	"HTTP 2xx, unusable body": 574,
+	"Graph":                   649,
+	"Graph of %s":             666,
+	"HTTP 2xx, unusable body": 576,
 	"Headers sent":            275,
 	"Health":                  133,
 	"Held at a node of":       82,
@@ -274,69 +274,69 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                389,
 	"Held instances":          305,
 	"ID":                      183,
-	"In flight":               761,
+	"In flight":               763,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
 	"Inputs": 228,
-	"Inputs an instance of this version is started with": 658,
-	"Inputs from":                656,
+	"Inputs an instance of this version is started with": 660,
+	"Inputs from":                658,
 	"Inputs of revision %d":      239,
 	"Inputs of the working copy": 230,
 	"Inputs the instance was started with, labelled by process version %d's contract": 375,
-	"Inputs, labelled by revision %d's contract":                                      507,
+	"Inputs, labelled by revision %d's contract":                                      509,
 	"Instance":                  405,
 	"Instances":                 86,
-	"Instances of this version": 659,
+	"Instances of this version": 661,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 782,
-	"It takes revision %d only.":                       785,
-	"It takes revisions %s only.":                      787,
+	"It takes every revision its consumer is granted.": 784,
+	"It takes revision %d only.":                       787,
+	"It takes revisions %s only.":                      789,
 	"Its calls":                                        280,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  560,
-	"Its instance went on along the node’s error path.":                                                                                                                    561,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      731,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  562,
+	"Its instance went on along the node’s error path.":                                                                                                                    563,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      733,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     339,
 	"Jul":                     345,
 	"Jun":                     344,
-	"Keep it":                 733,
+	"Keep it":                 735,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       282,
 	"Key":                     264,
-	"Kind":                    651,
+	"Kind":                    653,
 	"Language":                130,
 	"Last changed":            277,
-	"Last error (attempt %d)": 521,
-	"Last reserved":           518,
+	"Last error (attempt %d)": 523,
+	"Last reserved":           520,
 	"Last saved":              209,
-	"Last seen":               763,
-	"Last used":               722,
+	"Last seen":               765,
+	"Last used":               724,
 	"Latest revision":         265,
 	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 632,
-	"Lock expired %s — waiting to be offered again.": 550,
-	"Lock expires":    519,
+	"Local time in %s": 634,
+	"Lock expired %s — waiting to be offered again.": 552,
+	"Lock expires":    521,
 	"Longest timeout": 276,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 247,
 	"Main navigation":     132,
 	"Mar":                 341,
-	"Maximum attempts":    489,
+	"Maximum attempts":    491,
 	"May":                 343,
-	"Message":             592,
-	"Message from Relais": 582,
-	"Message from Relais, quoting the destination’s answer":             581,
-	"Message from the service (its own words, protected values masked)": 580,
-	"Method not allowed": 697,
-	"Mode":               487,
-	"More filters: instance, revision, consumer, destination, dates": 586,
+	"Message":             594,
+	"Message from Relais": 584,
+	"Message from Relais, quoting the destination’s answer":             583,
+	"Message from the service (its own words, protected values masked)": 582,
+	"Method not allowed": 699,
+	"Mode":               489,
+	"More filters: instance, revision, consumer, destination, dates": 588,
 	"Name":                    184,
-	"Never":                   634,
-	"Next attempt":            517,
-	"Next attempt or settled": 596,
+	"Never":                   636,
+	"Next attempt":            519,
+	"Next attempt or settled": 598,
 	"Next node":               366,
-	"Next page":               613,
+	"Next page":               615,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 179,
 	"No definition %s has occurrences: check the key, or show all definitions.": 316,
@@ -345,43 +345,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        267,
 	"No destination yet.":                                                       269,
 	"No inputs.":                                                                229,
-	"No inputs: an instance starts with an empty object.":                       657,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  706,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 704,
+	"No inputs: an instance starts with an empty object.":                       659,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  708,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 706,
 	"No instance matches these filters.": 407,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 705,
-	"No live worker takes %s now (Workers page).":                                               544,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 545,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           546,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          547,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 707,
+	"No live worker takes %s now (Workers page).":                                               546,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 547,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           548,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          549,
 	"No more consumers.":                                   180,
 	"No more destinations.":                                270,
-	"No occurrence matches these filters.":                 597,
+	"No occurrence matches these filters.":                 599,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              371,
-	"No outputs yet: the occurrence has not completed.":    510,
+	"No outputs yet: the occurrence has not completed.":    512,
 	"No outputs.":                                          232,
-	"No outputs: the occurrence ended without completing.": 512,
+	"No outputs: the occurrence ended without completing.": 514,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         643,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             779,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             778,
+	"No process is published yet.":                         645,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             781,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             780,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              720,
-	"No value was revealed.": 695,
+	"No token.":              722,
+	"No value was revealed.": 697,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
 	"No worker has reserved this occurrence yet.":                                        476,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 780,
-	"No worker is connected.":           764,
-	"No worker serves this definition.": 767,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 777,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 782,
+	"No worker is connected.":           766,
+	"No worker serves this definition.": 769,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 779,
 	"Node":                  363,
-	"Nodes":                 649,
-	"Nodes of this version": 661,
-	"Nodes of this version, with their occurrences now": 650,
+	"Nodes":                 651,
+	"Nodes of this version": 663,
+	"Nodes of this version, with their occurrences now": 652,
 	"Nodes reached, in order":                           362,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -389,25 +389,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             702,
+	"Nothing to find: the search box is empty.":                             704,
 	"Nothing was done.":        29,
 	"Nov":                      349,
 	"Now":                      485,
 	"Occurrence":               364,
 	"Occurrence %s":            463,
 	"Occurrence offered again": 107,
-	"Occurrences now":          655,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          775,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 776,
-	"Occurrences, newest first": 591,
+	"Occurrences now":          657,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          777,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 778,
+	"Occurrences, newest first": 593,
 	"Oct":                       348,
-	"Offered from %s — %s.":     549,
+	"Offered from %s — %s.":     551,
 	"Oldest claimable waits":    307,
-	"On error":                  654,
-	"On success":                653,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         691,
-	"Only administrators may reveal a sensitive value.":                                                           686,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 717,
+	"On error":                  656,
+	"On success":                655,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         693,
+	"Only administrators may reveal a sensitive value.":                                                           688,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 719,
 	"Open":             304,
 	"Operator actions": 359,
 	"Operator actions on this instance, newest first": 372,
@@ -416,105 +416,105 @@ var messageKeyToIndex = map[string]int{
 	"Outputs":                                         231,
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
-	"Outputs, labelled by revision %d's contract":     509,
-	"Pages":                           611,
+	"Outputs, labelled by revision %d's contract":     511,
+	"Pages":                           613,
 	"Path":                            360,
 	"Pause reloading":                 155,
-	"Pinned revision":                 652,
+	"Pinned revision":                 654,
 	"Policy":                          465,
-	"Previous page":                   612,
-	"Priority":                        494,
+	"Previous page":                   614,
+	"Priority":                        496,
 	"Process":                         77,
-	"Process %s":                      645,
+	"Process %s":                      647,
 	"Process %s has no version %d.":   92,
-	"Process and node":                593,
+	"Process and node":                595,
 	"Process inputs":                  374,
 	"Process instance":                106,
 	"Process instance %s":             357,
 	"Process instances":               400,
 	"Process instances, newest first": 404,
 	"Processes":                       135,
-	"Processes by key":                641,
-	"Protocol":                        759,
+	"Processes by key":                643,
+	"Protocol":                        761,
 	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 639,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       640,
-	"Push destination": 587,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 641,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       642,
+	"Push destination": 589,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            488,
+	"Reason given by the worker":                            490,
 	"Recorded operator actions":                             370,
 	"Relais console":                                        129,
 	"Relais has not called the destination yet.":            482,
-	"Relais is calling the destination (since %s).":         555,
+	"Relais is calling the destination (since %s).":         557,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 484,
 	"Relais never called the destination: the occurrence ended before any call.":                                    483,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 572,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 574,
 	"Relais refused the action. Nothing was done.":                                                                  49,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           571,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           573,
 	"Release":                       214,
 	"Releases":                      212,
 	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 627,
+	"Reload lists and detail pages": 629,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 638,
-	"Reloading resumed.":                  637,
+	"Reloading paused: this page stays as it is until you resume.": 640,
+	"Reloading resumed.":                  639,
 	"Replica":                             481,
 	"Required":                            201,
 	"Reserved":                            470,
-	"Reserved by %s.":                     557,
-	"Reserved by %s; lock until %s — %s.": 556,
+	"Reserved by %s.":                     559,
+	"Reserved by %s; lock until %s — %s.": 558,
 	"Reserved now":                        192,
 	"Resume":                              153,
 	"Retried by %s at %s — “%s”":          384,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            491,
+	"Retries":            493,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  548,
-	"Retry delay":        490,
+	"Retry at %s — %s.":  550,
+	"Retry delay":        492,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
 	"Retry or abandon it from its instance":         486,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 524,
+	"Retryable": 526,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 513,
-	"Revealed by %s at %s; recorded in the audit log.": 688,
+	"Reveal — this is recorded": 515,
+	"Revealed by %s at %s; recorded in the audit log.": 690,
 	"Reveals":               144,
-	"Reveals, newest first": 694,
+	"Reveals, newest first": 696,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 783,
-	"Revoke the %s token “%s”?": 730,
-	"Revoke the token":          732,
-	"Revoke token %d":           729,
-	"Revoke…":                   727,
-	"Role":                      721,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 785,
+	"Revoke the %s token “%s”?": 732,
+	"Revoke the token":          734,
+	"Revoke token %d":           731,
+	"Revoke…":                   729,
+	"Role":                      723,
 	"Route":                     365,
 	"Routing output":            208,
-	"Row %s":                    615,
-	"Rows %s–%s":                616,
-	"Save settings":             629,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      687,
+	"Row %s":                    617,
+	"Rows %s–%s":                618,
+	"Save settings":             631,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      689,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 283,
-	"Search":                               700,
-	"Secret values can never be revealed.": 692,
+	"Search":                               702,
+	"Secret values can never be revealed.": 694,
 	"Sep":                                  347,
-	"Served by %d workers":                 781,
+	"Served by %d workers":                 783,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              368,
-	"Settlement date":      585,
+	"Settlement date":      587,
 	"Show all definitions": 315,
-	"Show times in":        625,
+	"Show times in":        627,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 710,
-	"Sign in with an operator, designer or administrator token.": 711,
+	"Sign in": 712,
+	"Sign in with an operator, designer or administrator token.": 713,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
@@ -524,9 +524,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 718,
-	"Staff tokens, oldest first": 719,
-	"Start node":                 646,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 720,
+	"Staff tokens, oldest first": 721,
+	"Start node":                 648,
 	"Started":                    385,
 	"State":                      187,
 	"Status":                     79,
@@ -549,63 +549,65 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 262,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.": 703,
-	"The %d largest groups; the filter matches more.": 87,
+	"That is too long to be an id or a business key.":                                           705,
+	"The %d largest groups; the filter matches more.":                                           87,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 488,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              271,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 535,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 537,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          536,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 554,
+	"The call could not be prepared.":          538,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 556,
 	"The chart’s numbers": 321,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          626,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          628,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
-	"The deadline passed before a result arrived.":                                                                                                                          533,
-	"The destination answered HTTP %s.":     543,
-	"The destination could not be reached.": 537,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    528,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         529,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   527,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 526,
-	"The destination’s answer was too large.": 538,
+	"The deadline passed before a result arrived.":                                                                                                                          535,
+	"The destination answered HTTP %s.":     545,
+	"The destination could not be reached.": 539,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    530,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         531,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   529,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 528,
+	"The destination’s answer was too large.": 540,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           540,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       539,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":          530,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                531,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                        532,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             403,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 361,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         207,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               623,
-	"The page size must be between 1 and %d.":                                                                                                                                                              399,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  622,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
-	"The reason you gave, not recorded:":                                                                                                                                                                   44,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            534,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      583,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.":                                                    713,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                                                                        736,
-	"The version must be a whole number from 1.":                                                                                                                                                           396,
-	"These revisions have the same contracts.":                                                                                                                                                             227,
-	"These settings are kept in this browser only.":                                                                                                                                                        624,
-	"They take every revision their consumer is granted.":                                                                                                                                                  784,
-	"They take revision %d only.":  786,
-	"They take revisions %s only.": 788,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 619,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           542,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       541,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":          532,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                533,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                        534,
+	"The latest %d attempts, oldest first":                                                         487,
+	"The next page counts them and asks for a reason before anything changes.":                     403,
+	"The nodes this instance reached, in order, each with its occurrence.":                         361,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 207,
+	"The page cursor is invalid: go back to the first page.":                                       625,
+	"The page size must be between 1 and %d.":                                                      399,
+	"The parameter “%s” is given %d times: give it once.":                                          624,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 120,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 51,
+	"The reason you gave, not recorded:":                        44,
+	"The result did not match the revision's outputs contract.": 536,
+	"The revision must be a whole number, 1 or more.":           585,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 715,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     738,
+	"The version must be a whole number from 1.":                                                                                                        396,
+	"These revisions have the same contracts.":                                                                                                          227,
+	"These settings are kept in this browser only.":                                                                                                     626,
+	"They take every revision their consumer is granted.":                                                                                               786,
+	"They take revision %d only.":                                                                                                                       788,
+	"They take revisions %s only.":                                                                                                                      790,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 621,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
-	"This contract has no inputs.":                                                                                                        508,
-	"This contract has no outputs.":                                                                                                       511,
+	"This contract has no inputs.":                                                                                                        510,
+	"This contract has no outputs.":                                                                                                       513,
 	"This form could not be read: nothing was done. Send it again.":                                                                       174,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                  173,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 699,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 701,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 290,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -623,107 +625,107 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            735,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           734,
-	"This page does not accept that request.": 698,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            737,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           736,
+	"This page does not accept that request.": 700,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           376,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 715,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 662,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            663,
+	"This token is unknown, revoked or expired.": 717,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 664,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            665,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           712,
+	"Token":                           714,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 714,
-	"Totals of all definitions, not narrowed by the other filters":         600,
-	"Totals of definition %s, not narrowed by the other filters":           599,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 716,
+	"Totals of all definitions, not narrowed by the other filters":         602,
+	"Totals of definition %s, not narrowed by the other filters":           601,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 701,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 703,
 	"URL":                              274,
-	"UTC (coordinated universal time)": 631,
+	"UTC (coordinated universal time)": 633,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 620,
-	"Unknown parameter “%s”.":                      621,
+	"Unknown parameter “%s” (did you mean “%s”?).": 622,
+	"Unknown parameter “%s”.":                      623,
 	"Unknown status “%s”.":                         395,
 	"Value":                                        373,
 	"Version":                                      78,
-	"Versions, newest first":                       642,
-	"Waiting for Relais to call the destination since %s (%s).": 551,
-	"Waiting for a worker since %s (%s).":                       552,
+	"Versions, newest first":                       644,
+	"Waiting for Relais to call the destination since %s (%s).": 553,
+	"Waiting for a worker since %s (%s).":                       554,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             478,
-	"Why (recorded with the reveal)":                            514,
-	"Worker":                                                    758,
+	"Why (recorded with the reveal)":                            516,
+	"Worker":                                                    760,
 	"Worker id":                                                 469,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        756,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        758,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 757,
-	"Workers serving %s":                   765,
+	"Workers seen within three heartbeats": 759,
+	"Workers serving %s":                   767,
 	"Working copy":                         206,
-	"You are signed out.":                  707,
+	"You are signed out.":                  709,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 708,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          709,
-	"[redacted]":                          579,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 710,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          711,
+	"[redacted]":                          581,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              189,
 	"administrator":                       439,
 	"an incident: retry, abandon or stop": 294,
-	"answer too large":                    577,
+	"answer too large":                    579,
 	"any":                                 76,
-	"any other code → %s":                 676,
+	"any other code → %s":                 678,
 	"any other error":                     292,
-	"as of %s (%s); counts are refreshed every few seconds.": 602,
-	"at least %d characters":                                 740,
-	"at least %d items":                                      747,
-	"at most %d":                                             502,
-	"at most %d characters":                                  741,
-	"at most %d items":                                       748,
-	"at most %d since the last operator retry":               503,
+	"as of %s (%s); counts are refreshed every few seconds.": 604,
+	"at least %d characters":                                 742,
+	"at least %d items":                                      749,
+	"at most %d":                                             504,
+	"at most %d characters":                                  743,
+	"at most %d items":                                       750,
+	"at most %d since the last operator retry":               505,
 	"available":                                              411,
 	"boolean":                                                426,
-	"call in progress since":                                 608,
+	"call in progress since":                                 610,
 	"cancelled":                                              416,
 	"choice":                                                 429,
-	"claimable since":                                        607,
+	"claimable since":                                        609,
 	"claimable since %s":                                     312,
 	"classification changed":                                 450,
 	"completed":                                              414,
 	"constraint changed":                                     451,
 	"consumer":                                               442,
-	"consumer #%s":                                           566,
+	"consumer #%s":                                           568,
 	"date":                                                   427,
 	"date and time":                                          428,
-	"deadline %s":                                            680,
+	"deadline %s":                                            682,
 	"deferred":                                               413,
-	"deferred since":                                         610,
+	"deferred since":                                         612,
 	"deleted":                                                109,
 	"designer":                                               441,
 	"disconnected":                                           422,
-	"each item of %s":                                        738,
-	"end (completes)":                                        669,
-	"end (fails)":                                            670,
+	"each item of %s":                                        740,
+	"end (completes)":                                        671,
+	"end (fails)":                                            672,
 	"end: completes the instance":                            295,
 	"end: fails the instance":                                296,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 771,
+	"every revision its consumer is granted":                 773,
 	"exact, case-sensitive":                                  401,
 	"expired":                                                419,
 	"failed":                                                 415,
-	"fails the instance":                                     677,
+	"fails the instance":                                     679,
 	"field added":                                            445,
 	"field removed":                                          446,
 	"format":                                                 456,
-	"format %s":                                              743,
+	"format %s":                                              745,
 	"from":                                                   114,
 	"held":                                                   418,
 	"held for an operator":                                   293,
@@ -731,65 +733,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      393,
 	"hidden (secret)":                                        436,
 	"hidden (sensitive)":                                     435,
-	"hold (an incident for an operator)":                     675,
+	"hold (an incident for an operator)":                     677,
 	"id or business key":                                     137,
 	"in %s":                                                  332,
 	"in progress":                                            477,
-	"instance id":                                            589,
-	"instances held":                                         683,
-	"instances held: %s":                                     684,
+	"instance id":                                            591,
+	"instances held":                                         685,
+	"instances held: %s":                                     686,
 	"integer":                                                424,
-	"its name, exactly":                                      588,
+	"its name, exactly":                                      590,
 	"just now":                                               334,
 	"list":                                                   431,
-	"lock until":                                             609,
-	"long polling":                                           769,
+	"lock until":                                             611,
+	"long polling":                                           771,
 	"long wait":                                              313,
 	"masked value":                                           273,
 	"maximum":                                                458,
-	"maximum %s":                                             745,
+	"maximum %s":                                             747,
 	"maximum items":                                          460,
 	"maximum length":                                         454,
 	"minimum":                                                457,
-	"minimum %s":                                             744,
+	"minimum %s":                                             746,
 	"minimum items":                                          459,
 	"minimum length":                                         453,
-	"never":                                                  724,
-	"next attempt":                                           606,
+	"never":                                                  726,
+	"next attempt":                                           608,
 	"no":                                                     444,
-	"no answer within the timeout":                           575,
-	"no connection":                                          576,
+	"no answer within the timeout":                           577,
+	"no connection":                                          578,
 	"no grant: it takes nothing":                             191,
 	"no header":                                              278,
 	"no worker":                                              314,
-	"no worker takes revision %d":                            773,
-	"no worker takes revisions %s":                           774,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 525,
+	"no worker takes revision %d":                            775,
+	"no worker takes revisions %s":                           776,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 527,
 	"none": 261,
-	"none (revealed before reasons were asked for)": 696,
+	"none (revealed before reasons were asked for)": 698,
 	"none yet": 266,
-	"none: a failed call takes the node’s error path": 492,
+	"none: a failed call takes the node’s error path": 494,
 	"normal":                             432,
-	"not provided":                       750,
-	"not yet":                            725,
-	"null":                               754,
+	"not provided":                       752,
+	"not yet":                            727,
+	"null":                               756,
 	"number":                             425,
 	"object":                             430,
 	"on error":                           291,
-	"one attempt, no retry, priority %d": 679,
-	"one of: %s":                         746,
+	"one attempt, no retry, priority %d": 681,
+	"one of: %s":                         748,
 	"operator":                           440,
 	"optional %s field of type %s":       258,
 	"optional field of type %s":          260,
 	"optional → required":                251,
 	"pattern":                            455,
-	"pattern %s":                         742,
-	"pull":                               667,
+	"pattern %s":                         744,
+	"pull":                               669,
 	"pull %s":                            298,
 	"pull (a worker fetches it)":         437,
 	"push %s":                            297,
 	"push (Relais calls the service)":    438,
-	"push to %s":                         668,
+	"push to %s":                         670,
 	"rejected":                           420,
 	"released":                           421,
 	"required %s field of type %s":       257,
@@ -798,39 +800,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                252,
 	"reserved":                           412,
 	"retry":                              3,
-	"revision %d":                        603,
-	"revisions %s":                       772,
+	"revision %d":                        605,
+	"revisions %s":                       774,
 	"revoked":                            190,
 	"routing changed":                    452,
-	"routing output":                     737,
+	"routing output":                     739,
 	"routing output %s → %s":             250,
 	"running":                            417,
 	"secret":                             434,
 	"sensitive":                          433,
-	"settled":                            605,
+	"settled":                            607,
 	"stop":                               5,
-	"stream":                             768,
+	"stream":                             770,
 	"text":                               423,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             728,
-	"timeout %s":               681,
-	"timeout %s (the default)": 682,
+	"this session":             730,
+	"timeout %s":               683,
+	"timeout %s (the default)": 684,
 	"to":                       115,
 	"type changed":             447,
-	"unexpected value":         755,
-	"unknown":                  578,
+	"unexpected value":         757,
+	"unknown":                  580,
 	"values added: %s":         253,
 	"values changed":           449,
 	"values removed: %s":       254,
 	"values reordered":         255,
-	"version %d":               644,
-	"waiting":                  573,
+	"version %d":               646,
+	"waiting":                  575,
 	"yes":                      443,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 674,
+	"→ %s": 676,
 }
 
-var enIndex = []uint32{ // 790 elements
+var enIndex = []uint32{ // 792 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -969,94 +971,94 @@ var enIndex = []uint32{ // 790 elements
 	// Entry 1E0 - 1FF
 	0x000045c1, 0x000045cd, 0x000045d5, 0x00004600,
 	0x0000464b, 0x0000470d, 0x00004711, 0x00004737,
-	0x0000473c, 0x00004757, 0x00004768, 0x00004774,
-	0x0000477c, 0x000047ae, 0x000047b7, 0x000047c0,
-	0x000047dc, 0x0000483d, 0x0000484a, 0x00004881,
-	0x000048b0, 0x00004900, 0x0000493b, 0x00004949,
-	0x00004975, 0x0000499b, 0x000049bc, 0x000049c7,
-	0x000049f5, 0x00004a12, 0x00004a41, 0x00004a73,
+	0x0000475f, 0x000047c2, 0x000047c7, 0x000047e2,
+	0x000047f3, 0x000047ff, 0x00004807, 0x00004839,
+	0x00004842, 0x0000484b, 0x00004867, 0x000048c8,
+	0x000048d5, 0x0000490c, 0x0000493b, 0x0000498b,
+	0x000049c6, 0x000049d4, 0x00004a00, 0x00004a26,
+	0x00004a47, 0x00004a52, 0x00004a80, 0x00004a9d,
 	// Entry 200 - 21F
-	0x00004a91, 0x00004ac6, 0x00004ae2, 0x00004b01,
-	0x00004b5c, 0x00004b6b, 0x00004b78, 0x00004b86,
-	0x00004b93, 0x00004b9c, 0x00004bb7, 0x00004be7,
-	0x00004c02, 0x00004c0c, 0x00004c5e, 0x00004d1e,
-	0x00004d7a, 0x00004df8, 0x00004e6e, 0x00004f31,
-	0x00004f69, 0x00004fc9, 0x00004ff6, 0x00005030,
-	0x0000510f, 0x0000512f, 0x00005155, 0x0000517f,
-	0x000051f0, 0x0000522d, 0x00005251, 0x000052f5,
+	0x00004acc, 0x00004afe, 0x00004b1c, 0x00004b51,
+	0x00004b6d, 0x00004b8c, 0x00004be7, 0x00004bf6,
+	0x00004c03, 0x00004c11, 0x00004c1e, 0x00004c27,
+	0x00004c42, 0x00004c72, 0x00004c8d, 0x00004c97,
+	0x00004ce9, 0x00004da9, 0x00004e05, 0x00004e83,
+	0x00004ef9, 0x00004fbc, 0x00004ff4, 0x00005054,
+	0x00005081, 0x000050bb, 0x0000519a, 0x000051ba,
+	0x000051e0, 0x0000520a, 0x0000527b, 0x000052b8,
 	// Entry 220 - 23F
-	0x0000531a, 0x00005349, 0x000053a9, 0x00005402,
-	0x0000545c, 0x00005476, 0x00005494, 0x000054c8,
-	0x00005508, 0x00005532, 0x00005541, 0x0000560c,
-	0x0000563d, 0x0000566c, 0x0000567f, 0x000056f4,
-	0x00005707, 0x0000573b, 0x0000576f, 0x0000577f,
-	0x000057c6, 0x000057f3, 0x00005800, 0x00005810,
-	0x00005840, 0x0000587a, 0x0000589d, 0x000058ac,
-	0x00005918, 0x0000598f, 0x00005997, 0x000059af,
+	0x000052dc, 0x00005380, 0x000053a5, 0x000053d4,
+	0x00005434, 0x0000548d, 0x000054e7, 0x00005501,
+	0x0000551f, 0x00005553, 0x00005593, 0x000055bd,
+	0x000055cc, 0x00005697, 0x000056c8, 0x000056f7,
+	0x0000570a, 0x0000577f, 0x00005792, 0x000057c6,
+	0x000057fa, 0x0000580a, 0x00005851, 0x0000587e,
+	0x0000588b, 0x0000589b, 0x000058cb, 0x00005905,
+	0x00005928, 0x00005937, 0x000059a3, 0x00005a1a,
 	// Entry 240 - 25F
-	0x000059cc, 0x000059da, 0x000059eb, 0x000059f3,
-	0x000059fe, 0x00005a40, 0x00005a78, 0x00005a8c,
-	0x00005abc, 0x00005af7, 0x00005b07, 0x00005b46,
-	0x00005b57, 0x00005b69, 0x00005b75, 0x00005b86,
-	0x00005ba0, 0x00005ba8, 0x00005bb9, 0x00005bbf,
-	0x00005bd3, 0x00005beb, 0x00005c10, 0x00005c1e,
-	0x00005c5c, 0x00005c99, 0x00005cc5, 0x00005d02,
-	0x00005d11, 0x00005d22, 0x00005d2a, 0x00005d37,
+	0x00005a22, 0x00005a3a, 0x00005a57, 0x00005a65,
+	0x00005a76, 0x00005a7e, 0x00005a89, 0x00005acb,
+	0x00005b03, 0x00005b17, 0x00005b47, 0x00005b82,
+	0x00005b92, 0x00005bd1, 0x00005be2, 0x00005bf4,
+	0x00005c00, 0x00005c11, 0x00005c2b, 0x00005c33,
+	0x00005c44, 0x00005c4a, 0x00005c5e, 0x00005c76,
+	0x00005c9b, 0x00005ca9, 0x00005ce7, 0x00005d24,
+	0x00005d50, 0x00005d8d, 0x00005d9c, 0x00005dad,
 	// Entry 260 - 27F
-	0x00005d47, 0x00005d5e, 0x00005d69, 0x00005d78,
-	0x00005d7e, 0x00005d8c, 0x00005d96, 0x00005da1,
-	0x00005dab, 0x00005dbe, 0x00005de3, 0x00005e0e,
-	0x00005e9f, 0x00005eda, 0x00005ef9, 0x00005f37,
-	0x00005f6e, 0x00005f9c, 0x00005faa, 0x00006049,
-	0x00006067, 0x000061be, 0x000061cc, 0x000061e0,
-	0x00006201, 0x00006215, 0x00006245, 0x0000624b,
-	0x0000625f, 0x00006277, 0x0000628a, 0x000062c7,
+	0x00005db5, 0x00005dc2, 0x00005dd2, 0x00005de9,
+	0x00005df4, 0x00005e03, 0x00005e09, 0x00005e17,
+	0x00005e21, 0x00005e2c, 0x00005e36, 0x00005e49,
+	0x00005e6e, 0x00005e99, 0x00005f2a, 0x00005f65,
+	0x00005f84, 0x00005fc2, 0x00005ff9, 0x00006027,
+	0x00006035, 0x000060d4, 0x000060f2, 0x00006249,
+	0x00006257, 0x0000626b, 0x0000628c, 0x000062a0,
+	0x000062d0, 0x000062d6, 0x000062ea, 0x00006302,
 	// Entry 280 - 29F
-	0x0000633a, 0x00006387, 0x00006398, 0x000063af,
-	0x000063cc, 0x000063da, 0x000063e8, 0x000063f3,
-	0x000063f9, 0x000064eb, 0x000064f1, 0x00006523,
-	0x00006528, 0x00006538, 0x00006543, 0x0000654c,
-	0x0000655c, 0x00006568, 0x0000659c, 0x000065cf,
-	0x000065e9, 0x0000668e, 0x000066a4, 0x00006729,
-	0x000067a3, 0x000067b2, 0x0000686c, 0x000068bd,
-	0x000068c2, 0x000068d0, 0x000068e0, 0x000068ec,
+	0x00006315, 0x00006352, 0x000063c5, 0x00006412,
+	0x00006423, 0x0000643a, 0x00006457, 0x00006465,
+	0x00006473, 0x0000647e, 0x00006484, 0x00006576,
+	0x0000657c, 0x000065ae, 0x000065b3, 0x000065c3,
+	0x000065ce, 0x000065d7, 0x000065e7, 0x000065f3,
+	0x00006627, 0x0000665a, 0x00006674, 0x00006719,
+	0x0000672f, 0x000067b4, 0x0000682e, 0x0000683d,
+	0x000068f7, 0x00006948, 0x0000694d, 0x0000695b,
 	// Entry 2A0 - 2BF
-	0x000068fc, 0x0000690a, 0x0000691a, 0x00006924,
-	0x00006947, 0x00006960, 0x00006973, 0x000069df,
-	0x00006a05, 0x00006a14, 0x00006a22, 0x00006a3e,
-	0x00006a4d, 0x00006a63, 0x00006a9c, 0x00006ace,
-	0x00006b26, 0x00006b5d, 0x00006b74, 0x00006b82,
-	0x00006bc6, 0x00006beb, 0x00006c62, 0x00006c78,
-	0x00006c8f, 0x00006cbd, 0x00006cd0, 0x00006cf8,
-	0x00006d7c, 0x00006d83, 0x00006deb, 0x00006e15,
+	0x0000696b, 0x00006977, 0x00006987, 0x00006995,
+	0x000069a5, 0x000069af, 0x000069d2, 0x000069eb,
+	0x000069fe, 0x00006a6a, 0x00006a90, 0x00006a9f,
+	0x00006aad, 0x00006ac9, 0x00006ad8, 0x00006aee,
+	0x00006b27, 0x00006b59, 0x00006bb1, 0x00006be8,
+	0x00006bff, 0x00006c0d, 0x00006c51, 0x00006c76,
+	0x00006ced, 0x00006d03, 0x00006d1a, 0x00006d48,
+	0x00006d5b, 0x00006d83, 0x00006e07, 0x00006e0e,
 	// Entry 2C0 - 2DF
-	0x00006e45, 0x00006f18, 0x00007052, 0x000070f2,
-	0x00007106, 0x000071b1, 0x00007233, 0x0000723b,
-	0x00007276, 0x0000727c, 0x0000730e, 0x000073a6,
-	0x000073d1, 0x0000741f, 0x0000748b, 0x00007532,
-	0x0000754d, 0x00007557, 0x0000755c, 0x00007566,
-	0x0000756e, 0x00007574, 0x0000757c, 0x0000758a,
-	0x00007594, 0x000075a1, 0x000075b4, 0x000075d8,
-	0x00007658, 0x00007669, 0x00007671, 0x000076e6,
+	0x00006e76, 0x00006ea0, 0x00006ed0, 0x00006fa3,
+	0x000070dd, 0x0000717d, 0x00007191, 0x0000723c,
+	0x000072be, 0x000072c6, 0x00007301, 0x00007307,
+	0x00007399, 0x00007431, 0x0000745c, 0x000074aa,
+	0x00007516, 0x000075bd, 0x000075d8, 0x000075e2,
+	0x000075e7, 0x000075f1, 0x000075f9, 0x000075ff,
+	0x00007607, 0x00007615, 0x0000761f, 0x0000762c,
+	0x0000763f, 0x00007663, 0x000076e3, 0x000076f4,
 	// Entry 2E0 - 2FF
-	0x0000773a, 0x00007782, 0x00007791, 0x000077a4,
-	0x000077b0, 0x000077ec, 0x00007826, 0x00007834,
-	0x00007841, 0x0000784f, 0x0000785d, 0x0000786b,
-	0x0000789d, 0x000078cd, 0x00007929, 0x00007936,
-	0x00007956, 0x00007961, 0x0000797b, 0x00007980,
-	0x00007991, 0x00007a17, 0x00007a3c, 0x00007a43,
-	0x00007a4c, 0x00007a5f, 0x00007a69, 0x00007a73,
-	0x00007a7d, 0x00007a95, 0x00007aab, 0x00007ab7,
+	0x000076fc, 0x00007771, 0x000077c5, 0x0000780d,
+	0x0000781c, 0x0000782f, 0x0000783b, 0x00007877,
+	0x000078b1, 0x000078bf, 0x000078cc, 0x000078da,
+	0x000078e8, 0x000078f6, 0x00007928, 0x00007958,
+	0x000079b4, 0x000079c1, 0x000079e1, 0x000079ec,
+	0x00007a06, 0x00007a0b, 0x00007a1c, 0x00007aa2,
+	0x00007ac7, 0x00007ace, 0x00007ad7, 0x00007aea,
+	0x00007af4, 0x00007afe, 0x00007b08, 0x00007b20,
 	// Entry 300 - 31F
-	0x00007ad9, 0x00007ae0, 0x00007aed, 0x00007afe,
-	0x00007b25, 0x00007b35, 0x00007b54, 0x00007b74,
-	0x00007c4c, 0x00007d2d, 0x00007d81, 0x00007dd1,
-	0x00007e31, 0x00007e84, 0x00007ebc, 0x00007eed,
-	0x00007f3d, 0x00007f71, 0x00007f8f, 0x00007fae,
-	0x00007fcd, 0x00007fed,
-} // Size: 3184 bytes
+	0x00007b36, 0x00007b42, 0x00007b64, 0x00007b6b,
+	0x00007b78, 0x00007b89, 0x00007bb0, 0x00007bc0,
+	0x00007bdf, 0x00007bff, 0x00007cd7, 0x00007db8,
+	0x00007e0c, 0x00007e5c, 0x00007ebc, 0x00007f0f,
+	0x00007f47, 0x00007f78, 0x00007fc8, 0x00007ffc,
+	0x0000801a, 0x00008039, 0x00008058, 0x00008078,
+} // Size: 3192 bytes
 
-const enData string = "" + // Size: 32749 bytes
+const enData string = "" + // Size: 32888 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1337,87 +1339,89 @@ const enData string = "" + // Size: 32749 bytes
 	"lais keeps the destination’s status code only when it refused the call (" +
 	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
 	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
-	" it from its instance\x02Mode\x02Reason given by the worker\x02Maximum a" +
-	"ttempts\x02Retry delay\x02Retries\x02none: a failed call takes the node’" +
-	"s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%" +
-	"[1]s; its last call had %[2]s (a destination’s max_timeout or RELAIS_PUS" +
-	"H_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the dest" +
-	"ination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT" +
-	"\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Relais’s" +
-	" ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s" +
-	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
-	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
-	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
-	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
-	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
-	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
-	" with the reveal)\x02Every admin reads it, and it is kept whatever the r" +
-	"etention: write no customer data in it.\x02Available from\x02Next attemp" +
-	"t\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[" +
-	"1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (before" +
-	" any attempt)\x02Retryable\x02no: the worker marked this failure as not " +
-	"retryable (attempts left unused: %[1]d)\x02The destination’s answer coul" +
-	"d not be used: it must be one JSON object whose outputs member matches t" +
-	"he revision’s outputs contract, and nothing after it. Its message says w" +
-	"hat was wrong.\x02The destination did not answer within the call’s timeo" +
-	"ut: it may have acted all the same.\x02The destination did not answer wi" +
-	"thin the call’s timeout (%[1]s): it may have acted all the same, so chec" +
-	"k before retrying.\x02The destination did not answer within the call’s t" +
-	"imeout: it may have acted all the same, so check before retrying.\x02The" +
-	" last attempt’s lock expired with no attempt left, after Relais refused " +
-	"its worker’s report (%[1]s; see the attempts below): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left.\x02The last attempt’s worker stream ended (" +
-	"its worker left or was dropped) with no attempt left.\x02The deadline pa" +
-	"ssed before a result arrived.\x02The result did not match the revision's" +
-	" outputs contract.\x02The answer to the call was lost (the connection br" +
-	"oke after the request was sent, or Relais stopped or could not reach its" +
-	" database before recording it): whether the destination acted is unknown" +
-	", so it is not called again.\x02The call could not be prepared.\x02The d" +
-	"estination could not be reached.\x02The destination’s answer was too lar" +
-	"ge.\x02The last attempt ended without a result (its lock expired, or its" +
-	" worker’s stream ended) with no attempt left.\x02The inputs could not be" +
-	" built from the process’s bindings.\x02An operator abandoned the instanc" +
-	"e.\x02A Camunda 7 worker reported a failure with no retries left (retrie" +
-	"s: 0, no retries sent, which Camunda reads as 0, or a budget already spe" +
-	"nt): it is not run again.\x02The destination answered HTTP %[1]s.\x02No " +
-	"live worker takes %[1]s now (Workers page).\x02No live worker takes revi" +
-	"sion %[1]d: the live workers of %[2]s declare inputs it does not have." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
-	"revision %[3]d only.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02" +
-	"Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offere" +
-	"d again.\x02Waiting for Relais to call the destination since %[1]s (%[2]" +
-	"s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Th" +
-	"e call’s budget (%[1]s) ended %[2]s without its result recorded: the rep" +
-	"lica making it may have stopped. If so, it fails outcome_unknown at %[3]" +
-	"s (%[4]s): ask the destination whether it took effect.\x02Relais is call" +
-	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
-	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
-	"er of the same consumer, or a front end with a settle token, completes i" +
-	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
-	" an operator.\x02Its instance went on along the node’s error path.\x02Fa" +
-	"iled (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s —" +
-	" “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so fa" +
-	"r\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
-	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
-	"deferred; settled by %[2]s)\x02%[1]s at %[2]s\x02Relais refused this att" +
-	"empt’s report at %[1]s (%[2]s): its worker answered, and the answer was " +
-	"not taken.\x02Relais refused %[1]s reports of this attempt, the last at " +
-	"%[2]s (%[3]s): its worker answered, and no answer was taken.\x02waiting" +
-	"\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no connec" +
-	"tion\x02answer too large\x02unknown\x02[redacted]\x02Message from the se" +
-	"rvice (its own words, protected values masked)\x02Message from Relais, q" +
-	"uoting the destination’s answer\x02Message from Relais\x02The revision m" +
-	"ust be a whole number, 1 or more.\x02A revision is a definition’s: choos" +
-	"e the definition too.\x02Settlement date\x02More filters: instance, revi" +
-	"sion, consumer, destination, dates\x02Push destination\x02its name, exac" +
-	"tly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02M" +
-	"essage\x02Process and node\x02Error\x02Consumer and worker\x02Next attem" +
-	"pt or settled\x02No occurrence matches these filters.\x02All consumers" +
-	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
-	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
+	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
+	"/%[3]s lists them all.\x02Mode\x02Reason given by the worker\x02Maximum " +
+	"attempts\x02Retry delay\x02Retries\x02none: a failed call takes the node" +
+	"’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
+	"\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELAI" +
+	"S_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the" +
+	" destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIM" +
+	"EOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rela" +
+	"is’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
+	"he retention: write no customer data in it.\x02Available from\x02Next at" +
+	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
+	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
+	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
+	"could not be used: it must be one JSON object whose outputs member match" +
+	"es the revision’s outputs contract, and nothing after it. Its message sa" +
+	"ys what was wrong.\x02The destination did not answer within the call’s t" +
+	"imeout: it may have acted all the same.\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
+	"efused its worker’s report (%[1]s; see the attempts below): the worker a" +
+	"nswered, and its answer must change, not its lock.\x02The last attempt’s" +
+	" lock expired with no attempt left.\x02The last attempt’s worker stream " +
+	"ended (its worker left or was dropped) with no attempt left.\x02The dead" +
+	"line passed before a result arrived.\x02The result did not match the rev" +
+	"ision's outputs contract.\x02The answer to the call was lost (the connec" +
+	"tion broke after the request was sent, or Relais stopped or could not re" +
+	"ach its database before recording it): whether the destination acted is " +
+	"unknown, so it is not called again.\x02The call could not be prepared." +
+	"\x02The destination could not be reached.\x02The destination’s answer wa" +
+	"s too large.\x02The last attempt ended without a result (its lock expire" +
+	"d, or its worker’s stream ended) with no attempt left.\x02The inputs cou" +
+	"ld not be built from the process’s bindings.\x02An operator abandoned th" +
+	"e instance.\x02A Camunda 7 worker reported a failure with no retries lef" +
+	"t (retries: 0, no retries sent, which Camunda reads as 0, or a budget al" +
+	"ready spent): it is not run again.\x02The destination answered HTTP %[1]" +
+	"s.\x02No live worker takes %[1]s now (Workers page).\x02No live worker t" +
+	"akes revision %[1]d: the live workers of %[2]s declare inputs it does no" +
+	"t have.\x02No live worker takes revision %[1]d: the live workers of %[2]" +
+	"s take revision %[3]d only.\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2" +
+	"]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be" +
+	" offered again.\x02Waiting for Relais to call the destination since %[1]" +
+	"s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s" +
+	")\x02The call’s budget (%[1]s) ended %[2]s without its result recorded: " +
+	"the replica making it may have stopped. If so, it fails outcome_unknown " +
+	"at %[3]s (%[4]s): ask the destination whether it took effect.\x02Relais " +
+	"is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock unt" +
+	"il %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s):" +
+	" a worker of the same consumer, or a front end with a settle token, comp" +
+	"letes it later.\x02Completed (%[1]s).\x02Its instance is held here, wait" +
+	"ing for an operator.\x02Its instance went on along the node’s error path" +
+	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
+	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
+	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
+	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
+	"[1]s (deferred; settled by %[2]s)\x02%[1]s at %[2]s\x02Relais refused th" +
+	"is attempt’s report at %[1]s (%[2]s): its worker answered, and the answe" +
+	"r was not taken.\x02Relais refused %[1]s reports of this attempt, the la" +
+	"st at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02wa" +
+	"iting\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no c" +
+	"onnection\x02answer too large\x02unknown\x02[redacted]\x02Message from t" +
+	"he service (its own words, protected values masked)\x02Message from Rela" +
+	"is, quoting the destination’s answer\x02Message from Relais\x02The revis" +
+	"ion must be a whole number, 1 or more.\x02A revision is a definition’s: " +
+	"choose the definition too.\x02Settlement date\x02More filters: instance," +
+	" revision, consumer, destination, dates\x02Push destination\x02its name," +
+	" exactly\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Next " +
+	"attempt or settled\x02No occurrence matches these filters.\x02All consum" +
+	"ers\x02Totals of definition %[1]s, not narrowed by the other filters\x02" +
+	"Totals of all definitions, not narrowed by the other filters\x14\x01\x81" +
 	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
 	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
 	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
@@ -1556,7 +1560,7 @@ const enData string = "" + // Size: 32749 bytes
 	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
 	"ions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 790 elements
+var frIndex = []uint32{ // 792 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1695,94 +1699,94 @@ var frIndex = []uint32{ // 790 elements
 	// Entry 1E0 - 1FF
 	0x00005a51, 0x00005a5d, 0x00005a67, 0x00005a97,
 	0x00005af2, 0x00005bd9, 0x00005be4, 0x00005c17,
-	0x00005c1c, 0x00005c3c, 0x00005c59, 0x00005c79,
-	0x00005c8e, 0x00005ccf, 0x00005cda, 0x00005ce4,
-	0x00005d0d, 0x00005d82, 0x00005d93, 0x00005dd0,
-	0x00005e04, 0x00005e65, 0x00005eaf, 0x00005ebd,
-	0x00005ef9, 0x00005f23, 0x00005f68, 0x00005f90,
-	0x00005fcf, 0x00005ff0, 0x0000602e, 0x0000606e,
+	0x00005c55, 0x00005cce, 0x00005cd3, 0x00005cf3,
+	0x00005d10, 0x00005d30, 0x00005d45, 0x00005d86,
+	0x00005d91, 0x00005d9b, 0x00005dc4, 0x00005e39,
+	0x00005e4a, 0x00005e87, 0x00005ebb, 0x00005f1c,
+	0x00005f66, 0x00005f74, 0x00005fb0, 0x00005fda,
+	0x0000601f, 0x00006047, 0x00006086, 0x000060a7,
 	// Entry 200 - 21F
-	0x0000608e, 0x000060cf, 0x000060f9, 0x00006120,
-	0x000061a3, 0x000061bb, 0x000061cf, 0x000061e6,
-	0x000061f4, 0x000061ff, 0x00006222, 0x00006260,
-	0x0000627f, 0x0000629b, 0x00006309, 0x000063db,
-	0x0000643a, 0x000064bf, 0x0000653c, 0x0000663f,
-	0x00006686, 0x00006713, 0x00006753, 0x00006799,
-	0x000068b2, 0x000068da, 0x000068fd, 0x00006934,
-	0x000069c5, 0x00006a18, 0x00006a41, 0x00006b23,
+	0x000060e5, 0x00006125, 0x00006145, 0x00006186,
+	0x000061b0, 0x000061d7, 0x0000625a, 0x00006272,
+	0x00006286, 0x0000629d, 0x000062ab, 0x000062b6,
+	0x000062d9, 0x00006317, 0x00006336, 0x00006352,
+	0x000063c0, 0x00006492, 0x000064f1, 0x00006576,
+	0x000065f3, 0x000066f6, 0x0000673d, 0x000067ca,
+	0x0000680a, 0x00006850, 0x00006969, 0x00006991,
+	0x000069b4, 0x000069eb, 0x00006a7c, 0x00006acf,
 	// Entry 220 - 23F
-	0x00006b49, 0x00006b90, 0x00006c14, 0x00006c8f,
-	0x00006d0c, 0x00006d33, 0x00006d5b, 0x00006da2,
-	0x00006dec, 0x00006e1f, 0x00006e32, 0x00006f3a,
-	0x00006f68, 0x00006fa4, 0x00006fba, 0x0000704e,
-	0x00007061, 0x0000709e, 0x000070da, 0x000070ed,
-	0x00007141, 0x00007176, 0x00007188, 0x0000719f,
-	0x000071de, 0x00007230, 0x0000725c, 0x0000726c,
-	0x000072f1, 0x00007386, 0x00007391, 0x000073ae,
+	0x00006af8, 0x00006bda, 0x00006c00, 0x00006c47,
+	0x00006ccb, 0x00006d46, 0x00006dc3, 0x00006dea,
+	0x00006e12, 0x00006e59, 0x00006ea3, 0x00006ed6,
+	0x00006ee9, 0x00006ff1, 0x0000701f, 0x0000705b,
+	0x00007071, 0x00007105, 0x00007118, 0x00007155,
+	0x00007191, 0x000071a4, 0x000071f8, 0x0000722d,
+	0x0000723f, 0x00007256, 0x00007295, 0x000072e7,
+	0x00007313, 0x00007323, 0x000073a8, 0x0000743d,
 	// Entry 240 - 25F
-	0x000073cd, 0x000073de, 0x000073f8, 0x00007401,
-	0x0000740b, 0x00007459, 0x0000749e, 0x000074bd,
-	0x000074f2, 0x00007543, 0x00007554, 0x0000759e,
-	0x000075b4, 0x000075c8, 0x000075e1, 0x000075f7,
-	0x00007621, 0x00007629, 0x0000763c, 0x00007643,
-	0x0000765e, 0x0000767e, 0x000076ae, 0x000076c5,
-	0x000076fd, 0x00007738, 0x00007764, 0x000077b8,
-	0x000077c8, 0x000077e2, 0x000077ed, 0x00007801,
+	0x00007448, 0x00007465, 0x00007484, 0x00007495,
+	0x000074af, 0x000074b8, 0x000074c2, 0x00007510,
+	0x00007555, 0x00007574, 0x000075a9, 0x000075fa,
+	0x0000760b, 0x00007655, 0x0000766b, 0x0000767f,
+	0x00007698, 0x000076ae, 0x000076d8, 0x000076e0,
+	0x000076f3, 0x000076fa, 0x00007715, 0x00007735,
+	0x00007765, 0x0000777c, 0x000077b4, 0x000077ef,
+	0x0000781b, 0x0000786f, 0x0000787f, 0x00007899,
 	// Entry 260 - 27F
-	0x00007813, 0x00007829, 0x0000783b, 0x0000784d,
-	0x00007853, 0x00007865, 0x00007873, 0x00007882,
-	0x0000788e, 0x000078a4, 0x000078ce, 0x00007901,
-	0x000079a9, 0x000079f9, 0x00007a21, 0x00007a73,
-	0x00007ab5, 0x00007af1, 0x00007b08, 0x00007bd2,
-	0x00007bff, 0x00007db9, 0x00007dd3, 0x00007dec,
-	0x00007e0d, 0x00007e24, 0x00007e51, 0x00007e58,
-	0x00007e72, 0x00007e98, 0x00007ead, 0x00007f07,
+	0x000078a4, 0x000078b8, 0x000078ca, 0x000078e0,
+	0x000078f2, 0x00007904, 0x0000790a, 0x0000791c,
+	0x0000792a, 0x00007939, 0x00007945, 0x0000795b,
+	0x00007985, 0x000079b8, 0x00007a60, 0x00007ab0,
+	0x00007ad8, 0x00007b2a, 0x00007b6c, 0x00007ba8,
+	0x00007bbf, 0x00007c89, 0x00007cb6, 0x00007e70,
+	0x00007e8a, 0x00007ea3, 0x00007ec4, 0x00007edb,
+	0x00007f08, 0x00007f0f, 0x00007f29, 0x00007f4f,
 	// Entry 280 - 29F
-	0x00007f9c, 0x00007fff, 0x00008012, 0x00008039,
-	0x00008061, 0x0000806f, 0x0000807f, 0x00008090,
-	0x00008097, 0x000081cd, 0x000081d4, 0x0000820e,
-	0x00008213, 0x00008228, 0x0000823c, 0x0000824e,
-	0x00008264, 0x00008274, 0x000082b1, 0x000082f1,
-	0x0000830c, 0x000083e1, 0x000083f9, 0x0000849a,
-	0x00008529, 0x00008539, 0x00008613, 0x000086d5,
-	0x000086da, 0x000086ea, 0x000086f8, 0x00008708,
+	0x00007f64, 0x00007fbe, 0x00008053, 0x000080b6,
+	0x000080c9, 0x000080f0, 0x00008118, 0x00008126,
+	0x00008136, 0x00008147, 0x0000814e, 0x00008284,
+	0x0000828b, 0x000082c5, 0x000082ca, 0x000082df,
+	0x000082f3, 0x00008305, 0x0000831b, 0x0000832b,
+	0x00008368, 0x000083a8, 0x000083c3, 0x00008498,
+	0x000084b0, 0x00008551, 0x000085e0, 0x000085f0,
+	0x000086ca, 0x0000878c, 0x00008791, 0x000087a1,
 	// Entry 2A0 - 2BF
-	0x00008718, 0x00008726, 0x00008736, 0x00008740,
-	0x00008769, 0x00008783, 0x0000879e, 0x0000882c,
-	0x0000886a, 0x0000887b, 0x00008888, 0x000088a3,
-	0x000088b7, 0x000088d5, 0x00008920, 0x00008961,
-	0x000089d7, 0x00008a1d, 0x00008a36, 0x00008a4e,
-	0x00008aa1, 0x00008adc, 0x00008b74, 0x00008ba0,
-	0x00008bc6, 0x00008bfa, 0x00008c12, 0x00008c3d,
-	0x00008ce6, 0x00008cf0, 0x00008d78, 0x00008dad,
+	0x000087af, 0x000087bf, 0x000087cf, 0x000087dd,
+	0x000087ed, 0x000087f7, 0x00008820, 0x0000883a,
+	0x00008855, 0x000088e3, 0x00008921, 0x00008932,
+	0x0000893f, 0x0000895a, 0x0000896e, 0x0000898c,
+	0x000089d7, 0x00008a18, 0x00008a8e, 0x00008ad4,
+	0x00008aed, 0x00008b05, 0x00008b58, 0x00008b93,
+	0x00008c2b, 0x00008c57, 0x00008c7d, 0x00008cb1,
+	0x00008cc9, 0x00008cf4, 0x00008d9d, 0x00008da7,
 	// Entry 2C0 - 2DF
-	0x00008dee, 0x00008ed3, 0x0000904e, 0x00009127,
-	0x00009140, 0x00009209, 0x00009292, 0x0000929f,
-	0x000092f1, 0x000092f7, 0x000093a9, 0x00009459,
-	0x00009485, 0x000094ee, 0x00009595, 0x00009657,
-	0x00009687, 0x00009694, 0x0000969a, 0x000096b0,
-	0x000096bb, 0x000096c2, 0x000096cd, 0x000096db,
-	0x000096e8, 0x000096f6, 0x0000970f, 0x0000973c,
-	0x000097e5, 0x000097f8, 0x00009802, 0x00009891,
+	0x00008e2f, 0x00008e64, 0x00008ea5, 0x00008f8a,
+	0x00009105, 0x000091de, 0x000091f7, 0x000092c0,
+	0x00009349, 0x00009356, 0x000093a8, 0x000093ae,
+	0x00009460, 0x00009510, 0x0000953c, 0x000095a5,
+	0x0000964c, 0x0000970e, 0x0000973e, 0x0000974b,
+	0x00009751, 0x00009767, 0x00009772, 0x00009779,
+	0x00009784, 0x00009792, 0x0000979f, 0x000097ad,
+	0x000097c6, 0x000097f3, 0x0000989c, 0x000098af,
 	// Entry 2E0 - 2FF
-	0x000098f2, 0x0000994e, 0x00009960, 0x0000997a,
-	0x0000998d, 0x000099cb, 0x00009a07, 0x00009a24,
-	0x00009a31, 0x00009a3f, 0x00009a4d, 0x00009a5d,
-	0x00009a99, 0x00009ad3, 0x00009b50, 0x00009b5b,
-	0x00009b85, 0x00009b92, 0x00009bae, 0x00009bb2,
-	0x00009bc4, 0x00009c86, 0x00009cb9, 0x00009cc4,
-	0x00009cce, 0x00009ce3, 0x00009cec, 0x00009cf6,
-	0x00009d0b, 0x00009d2f, 0x00009d49, 0x00009d5e,
+	0x000098b9, 0x00009948, 0x000099a9, 0x00009a05,
+	0x00009a17, 0x00009a31, 0x00009a44, 0x00009a82,
+	0x00009abe, 0x00009adb, 0x00009ae8, 0x00009af6,
+	0x00009b04, 0x00009b14, 0x00009b50, 0x00009b8a,
+	0x00009c07, 0x00009c12, 0x00009c3c, 0x00009c49,
+	0x00009c65, 0x00009c69, 0x00009c7b, 0x00009d3d,
+	0x00009d70, 0x00009d7b, 0x00009d85, 0x00009d9a,
+	0x00009da3, 0x00009dad, 0x00009dc2, 0x00009de6,
 	// Entry 300 - 31F
-	0x00009d8a, 0x00009d8f, 0x00009da4, 0x00009db6,
-	0x00009deb, 0x00009dfc, 0x00009e29, 0x00009e58,
-	0x00009f7a, 0x0000a09c, 0x0000a112, 0x0000a19d,
-	0x0000a22c, 0x0000a293, 0x0000a2d5, 0x0000a31d,
-	0x0000a390, 0x0000a3d8, 0x0000a406, 0x0000a434,
-	0x0000a467, 0x0000a49a,
-} // Size: 3184 bytes
+	0x00009e00, 0x00009e15, 0x00009e41, 0x00009e46,
+	0x00009e5b, 0x00009e6d, 0x00009ea2, 0x00009eb3,
+	0x00009ee0, 0x00009f0f, 0x0000a031, 0x0000a153,
+	0x0000a1c9, 0x0000a254, 0x0000a2e3, 0x0000a34a,
+	0x0000a38c, 0x0000a3d4, 0x0000a447, 0x0000a48f,
+	0x0000a4bd, 0x0000a4eb, 0x0000a51e, 0x0000a551,
+} // Size: 3192 bytes
 
-const frData string = "" + // Size: 42138 bytes
+const frData string = "" + // Size: 42321 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2128,274 +2132,276 @@ const frData string = "" + // Size: 42138 bytes
 	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
 	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
 	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
-	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
-	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
-	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[" +
-	"2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réd" +
-	"uit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la " +
-	"destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]" +
-	"s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafo" +
-	"nd de Relais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, ju" +
-	"squ’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise" +
-	" par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
-	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est consignée\x02Motif (consigné avec" +
-	" la révélation)\x02Tous les administrateurs le lisent, et il est conserv" +
-	"é quelle que soit la rétention\u202f: n’y écrivez aucune donnée de clie" +
-	"nt.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réserva" +
-	"tion\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)" +
-	"\x02Erreur (l’échéance est passée après la tentative %[1]d)\x02Erreur (a" +
-	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
-	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
-	"lisées\u202f: %[1]d)\x02La réponse de la destination est inutilisable" +
-	"\u202f: elle doit être un seul objet JSON, rien après, dont le membre ou" +
-	"tputs respecte le contrat de sorties de la révision. Son message dit ce " +
-	"qui n’allait pas.\x02La destination n’a pas répondu dans le délai de l’a" +
-	"ppel\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vé" +
-	"rifiez avant de reprendre.\x02La destination n’a pas répondu dans le dél" +
-	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
-	"ndre.\x02Le verrou de la dernière tentative a expiré sans tentative rest" +
-	"ante, après que Relais a refusé le rapport de son exécutant (%[1]s\u202f" +
-	"; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est" +
-	" sa réponse qui doit changer, pas son verrou.\x02Le verrou de la dernièr" +
-	"e tentative a expiré sans tentative restante.\x02Le flux de l’exécutant " +
-	"de la dernière tentative s’est terminé (l’exécutant est parti ou a été é" +
-	"carté) sans tentative restante.\x02L’échéance est passée avant l’arrivée" +
-	" d’un résultat.\x02Le résultat ne respectait pas le contrat de sorties d" +
-	"e la révision.\x02La réponse à l’appel a été perdue (la connexion s’est " +
-	"rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu" +
-	" joindre sa base de données avant de l’enregistrer)\u202f: on ignore si " +
-	"la destination a agi, donc elle n’est pas appelée de nouveau.\x02L’appel" +
-	" n’a pas pu être préparé.\x02La destination était injoignable.\x02La rép" +
-	"onse de la destination était trop volumineuse.\x02La dernière tentative " +
-	"a pris fin sans résultat (son verrou a expiré, ou le flux de son exécuta" +
-	"nt s’est terminé), sans tentative restante.\x02Les entrées n’ont pas pu " +
-	"être construites à partir des liaisons du processus.\x02Un opérateur a " +
-	"abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans " +
-	"nouvelle tentative restante (retries\u202f: 0, aucun retries envoyé, que" +
-	" Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’es" +
-	"t pas exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Au" +
-	"cun exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Au" +
-	"cun exécutant actif ne prend la révision %[1]d\u202f: les exécutants act" +
-	"ifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne" +
-	" prennent que la révision %[3]d.\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les r" +
-	"évisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à pa" +
-	"rtir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être prop" +
-	"osée de nouveau.\x02En attente de l’appel de Relais à la destination dep" +
-	"uis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s)." +
-	"\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sa" +
-	"ns que son résultat soit enregistré\u202f: la réplique qui l’a passé s’e" +
-	"st peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s " +
-	"(%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relais ap" +
-	"pelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou" +
-	" jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s " +
-	"(%[2]s)\u202f: un exécutant du même consommateur, ou une interface munie" +
-	" d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)." +
-	"\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son inst" +
-	"ance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02" +
-	"Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s" +
-	"\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s ju" +
-	"squ’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec" +
-	" son jeton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jet" +
-	"on de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée p" +
-	"ar %[2]s)\x02%[1]s sur %[2]s\x02Relais a refusé le rapport de cette tent" +
-	"ative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a " +
-	"pas été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le " +
-	"dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune répons" +
-	"e n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
-	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
-	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
-	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
-	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
-	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
-	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
-	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
-	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02Tentative ant" +
-	"érieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis" +
-	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
-	"\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02" +
-	"Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1" +
-	"]s\u202f: le premier jour vient après le dernier.\x02Cette adresse conti" +
-	"ent un paramètre illisible (un signe pour cent qui n’est pas suivi de de" +
-	"ux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse" +
-	".\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
-	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
-	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
-	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
-	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
-	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
-	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
-	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
-	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
-	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
-	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
-	"1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suive" +
-	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
-	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
-	"(étiquetées par leurs codes d’erreur). Chaque case indique combien d’occ" +
-	"urrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02" +
-	"Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02Révi" +
-	"sion épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences ac" +
-	"tuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance démarre a" +
-	"vec un objet vide.\x02Entrées avec lesquelles démarre une instance de ce" +
-	"tte version\x02Instances de cette version\x02Les colonnes suivent le plu" +
-	"s long chemin depuis le nœud de départ. Les flèches pleines sont les réu" +
-	"ssites (étiquetées par leur route), les pointillées les échecs (étiqueté" +
-	"es par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version" +
-	" a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)" +
-	". Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompt" +
-	"es.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisible" +
-	"ment (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses r" +
-	"outes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à part" +
-	"ir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et dé" +
-	"comptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous r" +
-	"eprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
-	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
-	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
-	"\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
-	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
-	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
-	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
-	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
-	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
-	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
-	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
-	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
-	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
-	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
-	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
-	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
-	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
-	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
-	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
-	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
-	"Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8 heures d’inactivité, et 12 heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué o" +
-	"u expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f:" +
-	" c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs vo" +
-	"ient cette page\u202f: les jetons, les consommateurs, les destinations, " +
-	"le journal des révélations et les effacements sont de leur ressort.\x02J" +
-	"etons du personnel (administrateurs, concepteurs, opérateurs) non révoqu" +
-	"és. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
-	"voquer un jeton refuse sa requête suivante.\x02Jetons du personnel, les " +
-	"plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02" +
-	"Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette" +
-	" session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[" +
-	"2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de " +
-	"console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’" +
-	"utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garde" +
-	"r\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vo" +
-	"us déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C" +
-	"’est le dernier jeton administrateur utilisable\u202f: créez-en un aut" +
-	"re avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été r" +
-	"évoqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage" +
-	"\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
-	" %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la " +
-	"page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
-	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
-	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
+	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
+	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
+	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
+	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
+	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
+	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
+	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
+	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
+	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
+	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
+	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
+	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
+	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
+	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
+	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
+	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
+	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
+	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
+	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
+	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
+	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
+	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
+	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
+	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
+	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
+	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
+	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
+	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
+	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives ci-dess" +
+	"ous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer," +
+	" pas son verrou.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante.\x02Le flux de l’exécutant de la dernière tentative s’es" +
+	"t terminé (l’exécutant est parti ou a été écarté) sans tentative restant" +
+	"e.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résulta" +
+	"t ne respectait pas le contrat de sorties de la révision.\x02La réponse " +
+	"à l’appel a été perdue (la connexion s’est rompue après l’envoi de la r" +
+	"equête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données " +
+	"avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc e" +
+	"lle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
+	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
+	"ait trop volumineuse.\x02La dernière tentative a pris fin sans résultat " +
+	"(son verrou a expiré, ou le flux de son exécutant s’est terminé), sans t" +
+	"entative restante.\x02Les entrées n’ont pas pu être construites à partir" +
+	" des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02U" +
+	"n exécutant Camunda 7 a signalé un échec sans nouvelle tentative restant" +
+	"e (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou u" +
+	"n budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau." +
+	"\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pre" +
+	"nd %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pre" +
+	"nd la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des" +
+	" entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision " +
+	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision " +
+	"%[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
+	"écutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
+	"le tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02" +
+	"Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En att" +
+	"ente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En a" +
+	"ttente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le d" +
+	"élai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enr" +
+	"egistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans c" +
+	"e cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la" +
+	" destination s’il a pris effet.\x02Relais appelle la destination (depuis" +
+	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
+	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
+	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
+	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
+	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
+	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
+	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
+	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
+	"1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%" +
+	"[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant que " +
+	"%[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02%[1]s sur %[2]s" +
+	"\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f:" +
+	" son exécutant a répondu, et la réponse n’a pas été prise.\x02Relais a r" +
+	"efusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)" +
+	"\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02en " +
+	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
+	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
+	"\x02Message de l’exécutant (ses propres termes, valeurs protégées masqué" +
+	"es)\x02Message de Relais (en anglais), citant la réponse de la destinati" +
+	"on\x02Message de Relais (en anglais)\x02La révision doit être un nombre " +
+	"entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: cho" +
+	"isissez aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f" +
+	": instance, révision, consommateur, destination, dates\x02Destination d’" +
+	"appel\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par " +
+	"statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Processus" +
+	" et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative o" +
+	"u clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les " +
+	"consommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
+	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
+	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 s" +
+	"econdes environ.\x02révision %[1]d\x02Tentative antérieure\u202f:\x02clô" +
+	"turée\x02prochaine tentative\x02disponible depuis\x02appel en cours depu" +
+	"is\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02P" +
+	"age suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02" +
+	"%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jou" +
+	"r vient après le dernier.\x02Cette adresse contient un paramètre illisib" +
+	"le (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux" +
+	", ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
+	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
+	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
+	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
+	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
+	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
+	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
+	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
+	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
+	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
+	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
+	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
+	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
+	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
+	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
+	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
+	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
+	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
+	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
+	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
+	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
+	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
+	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
+	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
+	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
+	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
+	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02A" +
+	"ucune entrée\u202f: une instance démarre avec un objet vide.\x02Entrées " +
+	"avec lesquelles démarre une instance de cette version\x02Instances de ce" +
+	"tte version\x02Les colonnes suivent le plus long chemin depuis le nœud d" +
+	"e départ. Les flèches pleines sont les réussites (étiquetées par leur ro" +
+	"ute), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02dé" +
+	"lai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f" +
+	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
+	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
+	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
+	" consigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]" +
+	"s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurr" +
+	"ence\x02Révélation impossible\x02Seule une valeur que cette page affiche" +
+	" masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuven" +
+	"t jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a" +
+	" révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mê" +
+	"mes ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance.\x02Aucune instance ni occurrence n’a l’identifian" +
+	"t « %[1]s », et aucune instance ne l’a pour clé métier. Une instance ter" +
+	"minée est supprimée, avec ses occurrences et ses tentatives, une fois la" +
+	" durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un adm" +
+	"inistrateur l’efface\u202f; le journal d’audit garde les actions d’opéra" +
+	"teur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour cl" +
+	"é métier, et ce n’est pas un identifiant entier\u202f: les listes montr" +
+	"ent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, p" +
+	"our l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avai" +
+	"t pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarra" +
+	"ge du serveur)\u202f: votre dernière action n’a pas été appliquée. Recon" +
+	"nectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, " +
+	"déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur" +
+	"). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’o" +
+	"pérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vé" +
+	"rifié une fois et n’est jamais conservé dans votre navigateur\u202f; un " +
+	"cookie de session le remplace jusqu’à 8 heures d’inactivité, et 12 heure" +
+	"s au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depui" +
+	"s votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexion" +
+	"s échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce je" +
+	"ton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pa" +
+	"s ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Se" +
+	"uls les administrateurs voient cette page\u202f: les jetons, les consomm" +
+	"ateurs, les destinations, le journal des révélations et les effacements " +
+	"sont de leur ressort.\x02Jetons du personnel (administrateurs, concepteu" +
+	"rs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent ave" +
+	"c leurs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02" +
+	"Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle" +
+	"\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton " +
+	"expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoq" +
+	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
+	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
+	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
+	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%" +
+	"[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refus" +
+	"ée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en to" +
+	"ut)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux," +
+	" et ceux qui interrogent par leur dernière demande. Un exécutant est lis" +
+	"té tant qu’il s’est manifesté dans les trois derniers battements de cœur" +
+	".\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02P" +
+	"rotocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier sign" +
+	"e de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
+	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
+	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
+	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
+	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
+	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
+	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
+	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
+	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
+	"quelles son consommateur a droit\u202f; une version de processus les épi" +
+	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
+	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
+	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
+	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 81255 bytes (79KiB); checksum: 1B5BF274
+	// Total table size 81593 bytes (79KiB); checksum: 47B98D88
