@@ -63,6 +63,9 @@ type RetentionPass struct {
 	Deleted int64 // instances deleted, their occurrences and attempts with them
 	Took    time.Duration
 	Failed  bool // the pass stopped on an error (logged); the next one goes on
+	// Applied is the retention the pass applied (zero: forever, nothing
+	// deleted): this replica's, or a longer one another replica noted.
+	Applied time.Duration
 }
 
 // firstRetentionPass bounds the wait for a replica's first retention pass.
@@ -124,7 +127,7 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 			return // a pass cut short by the shutdown is neither ok nor failed
 		}
 		if observe != nil {
-			observe(RetentionPass{Deleted: n, Took: time.Since(began), Failed: failed})
+			observe(RetentionPass{Deleted: n, Took: time.Since(began), Failed: failed, Applied: effective})
 		}
 		t.Reset(interval)
 	}
@@ -161,6 +164,7 @@ func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Dur
 		return 0, wrap("retention: note the replica's setting", err)
 	}
 	effective := retention
+	var holder *queries.RetentionNoteRow // the note effective is, when not this replica's
 	for _, o := range others {
 		var theirs time.Duration // forever
 		if o.RetentionSeconds != nil {
@@ -170,30 +174,53 @@ func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Dur
 			continue
 		}
 		if effective > 0 && (theirs <= 0 || theirs > effective) {
-			effective = theirs
+			effective, holder = theirs, &o
 		}
 		if o.Live {
 			e.warnRetention(o.Replica, retention, theirs)
 		}
 	}
+	if holder != nil && !holder.Live {
+		// A replica that ran a few minutes (a smoke test, a laptop)
+		// holds this one's deletions back for a day, long after the
+		// warning above stopped: said at each pass's hour, with when it
+		// ends (SRE QA: the passes counted ok, deleting nothing).
+		e.warnHeldBack(holder.Replica, retention, effective, holder.WeighsUntil)
+	}
 	return effective, nil
 }
 
-// warnRetention says that replica runs with another retention than this
-// one, once an hour for each of its settings.
-func (e *Engine) warnRetention(replica string, mine, theirs time.Duration) {
-	key := replica + " " + retentionText(theirs)
-	e.retentionWarnMu.Lock()
-	last, seen := e.retentionWarned[key]
-	if seen && time.Since(last) < time.Hour {
-		e.retentionWarnMu.Unlock()
+// warnHeldBack says that a stopped replica's longer retention, noted
+// within a day, is the one this replica applies, once an hour.
+func (e *Engine) warnHeldBack(replica string, mine, theirs time.Duration, until time.Time) {
+	if !e.retentionWarnDue("held back " + replica + " " + retentionText(theirs)) {
 		return
+	}
+	e.logger.Warn("retention held back: another replica noted a longer RELAIS_RETENTION within the last day, and ended history is deleted only past the longest noted; that replica has not noted its setting for a few passes (it may have stopped), and its setting stops counting at weighs_until",
+		"retention", retentionText(mine), "applied", retentionText(theirs), "other_replica", replica, "weighs_until", until.UTC().Format(time.RFC3339))
+}
+
+// retentionWarnDue says whether the warning of key is due: not said
+// within the last hour.
+func (e *Engine) retentionWarnDue(key string) bool {
+	e.retentionWarnMu.Lock()
+	defer e.retentionWarnMu.Unlock()
+	if last, seen := e.retentionWarned[key]; seen && time.Since(last) < time.Hour {
+		return false
 	}
 	if e.retentionWarned == nil {
 		e.retentionWarned = map[string]time.Time{}
 	}
 	e.retentionWarned[key] = time.Now()
-	e.retentionWarnMu.Unlock()
+	return true
+}
+
+// warnRetention says that replica runs with another retention than this
+// one, once an hour for each of its settings.
+func (e *Engine) warnRetention(replica string, mine, theirs time.Duration) {
+	if !e.retentionWarnDue(replica + " " + retentionText(theirs)) {
+		return
+	}
 	// "Running" is as far as the notes tell: a replica noted within its
 	// last few passes, which one stopped (or killed) since still is, and
 	// every start is a replica of a new name (SRE QA).

@@ -271,9 +271,15 @@ func TestRetentionTakesTheLongestOfTheReplicas(t *testing.T) {
 	<-longDone
 	exec("update retention_settings set noted_at = now() - interval '10 minutes' where replica = 'long'")
 	for range 5 {
-		if p := <-passes; p.Deleted != 0 || p.Failed {
-			t.Fatalf("10 minutes after the P30D replica stopped, a PT1H pass %+v; want nothing deleted", p)
+		if p := <-passes; p.Deleted != 0 || p.Failed || p.Applied != 30*24*time.Hour {
+			t.Fatalf("10 minutes after the P30D replica stopped, a PT1H pass %+v; want nothing deleted, P30D applied", p)
 		}
+	}
+	// And says so, once, with when it ends: the warning above stopped
+	// with the other replica, and passes counted ok deleting nothing
+	// (SRE QA).
+	if n := strings.Count(logs.String(), "retention held back"); n != 1 || !strings.Contains(logs.String(), "applied=P30D other_replica=long weighs_until=") {
+		t.Errorf("held back said %d times; want once, naming the replica, what it applies and until when:\n%s", n, logs.String())
 	}
 	// A day after its last note, it is forgotten.
 	exec("update retention_settings set noted_at = now() - interval '25 hours' where replica = 'long'")

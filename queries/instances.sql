@@ -373,7 +373,8 @@ forgotten as (
     delete from retention_settings d
     where d.noted_at < now() - make_interval(secs => @remember_seconds::bigint) and d.replica <> @replica::text
 )
-select s.replica, s.retention_seconds, s.noted_at >= now() - make_interval(secs => @live_seconds::bigint) as live
+select s.replica, s.retention_seconds, s.noted_at >= now() - make_interval(secs => @live_seconds::bigint) as live,
+       (s.noted_at + make_interval(secs => @remember_seconds::bigint))::timestamptz as weighs_until
 from retention_settings s
 where s.noted_at >= now() - make_interval(secs => @remember_seconds::bigint) and s.replica <> @replica::text
 order by s.replica;

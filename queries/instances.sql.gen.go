@@ -1086,7 +1086,8 @@ forgotten as (
     delete from retention_settings d
     where d.noted_at < now() - make_interval(secs => $2::bigint) and d.replica <> $3::text
 )
-select s.replica, s.retention_seconds, s.noted_at >= now() - make_interval(secs => $1::bigint) as live
+select s.replica, s.retention_seconds, s.noted_at >= now() - make_interval(secs => $1::bigint) as live,
+       (s.noted_at + make_interval(secs => $2::bigint))::timestamptz as weighs_until
 from retention_settings s
 where s.noted_at >= now() - make_interval(secs => $2::bigint) and s.replica <> $3::text
 order by s.replica
@@ -1103,6 +1104,7 @@ type RetentionNoteRow struct {
 	Replica          string
 	RetentionSeconds *int64
 	Live             bool
+	WeighsUntil      time.Time
 }
 
 // Notes this replica's retention (null: forever) and returns the other
@@ -1123,7 +1125,12 @@ func (q *Queries) RetentionNote(ctx context.Context, arg RetentionNoteParams) ([
 	items := []RetentionNoteRow{}
 	for rows.Next() {
 		var i RetentionNoteRow
-		if err := rows.Scan(&i.Replica, &i.RetentionSeconds, &i.Live); err != nil {
+		if err := rows.Scan(
+			&i.Replica,
+			&i.RetentionSeconds,
+			&i.Live,
+			&i.WeighsUntil,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -275,10 +276,15 @@ type retentionMetrics struct {
 	deleted prometheus.Counter
 	passes  *prometheus.CounterVec
 	took    prometheus.Histogram
+	applied prometheus.Gauge
 }
 
-func newRetentionMetrics(reg prometheus.Registerer) *retentionMetrics {
+// newRetentionMetrics registers the retention metrics of a replica
+// configured with retention (zero: forever).
+func newRetentionMetrics(reg prometheus.Registerer, retention time.Duration) *retentionMetrics {
 	m := &retentionMetrics{
+		applied: prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_retention_applied_seconds",
+			Help: "The retention this replica's last pass applied, in seconds (+Inf: nothing is deleted): RELAIS_RETENTION, or a longer setting another replica noted within the last day, which holds this one's deletions back."}),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_retention_deleted_instances_total",
 			Help: "Ended instances this replica's retention passes deleted, with their occurrences and attempts."}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_retention_passes_total",
@@ -291,8 +297,17 @@ func newRetentionMetrics(reg prometheus.Registerer) *retentionMetrics {
 	// absent, until one happens.
 	m.passes.WithLabelValues("ok")
 	m.passes.WithLabelValues("failed")
-	reg.MustRegister(m.deleted, m.passes, m.took)
+	m.applied.Set(retentionSeconds(retention))
+	reg.MustRegister(m.deleted, m.passes, m.took, m.applied)
 	return m
+}
+
+// retentionSeconds is a retention as the gauge reads it: +Inf for forever.
+func retentionSeconds(d time.Duration) float64 {
+	if d <= 0 {
+		return math.Inf(1)
+	}
+	return d.Seconds()
 }
 
 // count records one batch's deletions as it commits.
@@ -306,6 +321,9 @@ func (m *retentionMetrics) observe(p engine.RetentionPass) {
 	}
 	m.passes.WithLabelValues(result).Inc()
 	m.took.Observe(p.Took.Seconds())
+	if !p.Failed {
+		m.applied.Set(retentionSeconds(p.Applied))
+	}
 }
 
 // databaseProbeInterval is how often a replica checks that PostgreSQL

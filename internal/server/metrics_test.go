@@ -157,6 +157,7 @@ func TestMetricsAfterActivity(t *testing.T) {
 		{"relais_database_unavailable_total", nil, eq(0), "no request met a lost database"},
 		{"relais_retention_passes_total", []string{"result", "failed"}, eq(0), "no failed retention pass (the series exists from the start)"},
 		{"relais_retention_deleted_instances_total", nil, eq(0), "nothing old enough to delete"},
+		{"relais_retention_applied_seconds", nil, eq(30 * 24 * 3600), "the default P30D applied (no other replica noted a longer one)"},
 		{"relais_group_commit_writes_total", []string{"lane", "starts"}, eq(3), "the 3 starts"},
 		{"relais_group_commit_groups_total", []string{"lane", "starts"}, between(1, 3), "3 starts in 1 to 3 transactions"},
 		{"relais_group_commit_writes_total", []string{"lane", "settlements"}, between(3, 1e9), "3 completions at least (and the claims)"},

@@ -137,7 +137,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 			}
 		})
 	})
-	retention := newRetentionMetrics(d.Registry)
+	retention := newRetentionMetrics(d.Registry, d.Config.Retention)
 	rep.done.Go(func() {
 		d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval, retention.observe, retention.count)
 	})
