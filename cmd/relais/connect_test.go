@@ -377,7 +377,7 @@ func TestServeRefusesARoleShortOfPrivileges(t *testing.T) {
 // rather than after RELAIS_DATABASE_CONNECT_TIMEOUT of "still unreachable".
 func TestWhatWaitingCannotCureIsReportedAtOnce(t *testing.T) {
 	t.Parallel()
-	for code, want := range map[string]bool{"28P01": false, "3D000": false, "42501": false, "42704": false, "08P01": false, "57P03": true} {
+	for code, want := range map[string]bool{"28P01": false, "3D000": false, "42501": false, "42704": false, "08P01": false, "22023": false, "57P03": true} {
 		if got := worthWaiting(fmt.Errorf("connect: %w", &pgconn.PgError{Code: code})); got != want {
 			t.Errorf("worthWaiting(%s) = %v, want %v", code, got, want)
 		}

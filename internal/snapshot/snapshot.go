@@ -161,8 +161,15 @@ func (s *Cache[T]) startRefreshLocked() chan struct{} {
 		defer s.mu.Unlock()
 		s.refreshing = nil
 		if err != nil {
+			// Once per run of failures: through a database outage every
+			// snapshot failed every few seconds, three WARN lines each
+			// time (SRE QA); the repeats are at debug level.
+			level := slog.LevelWarn
+			if s.lastErr != nil {
+				level = slog.LevelDebug
+			}
 			s.lastErr = err
-			s.logger.Warn("refreshing a cached snapshot failed; the previous one stays", "what", s.name, "err", err)
+			s.logger.Log(ctx, level, "refreshing a cached snapshot failed; the previous one stays (until one succeeds, repeats are logged at debug level)", "what", s.name, "err", err)
 			return
 		}
 		s.value, s.at, s.stamped, s.lastErr = v, began, stamped, nil
