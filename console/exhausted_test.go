@@ -8,26 +8,39 @@ import (
 	"github.com/relais/relais/internal/relaistest"
 )
 
-// An occurrence whose attempts ran out says how its last one ended, as
-// its attempts table shows: a lapsed lock, not a stream's end it never
-// had (verifier QA: the page named both).
-func TestExhaustedAttemptsSayHowTheLastEnded(t *testing.T) {
-	t.Parallel()
-	env := relaistest.New(t)
+// lockedOnce is an occurrence of a one-attempt process, fetched by worker
+// w of consumer with a one-second lock.
+func lockedOnce(t *testing.T) (env *relaistest.Env, consumer, id string) {
+	t.Helper()
+	env = relaistest.New(t)
 	env.Definition("add_company_to_crm.yaml")
 	env.Process("crm_once", relaistest.CRMProcess(map[string]any{"max_attempts": 1}))
-	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	consumer = env.Consumer("crm-sync", "add_company_to_crm")
 	env.Must(201, "POST", "/api/v1/processes/crm_once/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
 	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
 		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "lock_duration": "PT1S"}).JSON(t)["occurrences"].([]any)
 	if len(got) != 1 {
 		t.Fatalf("fetched %v", got)
 	}
-	id := got[0].(map[string]any)["id"].(string)
+	return env, consumer, got[0].(map[string]any)["id"].(string)
+}
+
+// awaitExhausted waits for the timer to fail occurrence id, its lock lapsed.
+func awaitExhausted(t *testing.T, env *relaistest.Env, id string) {
+	t.Helper()
 	relaistest.WaitFor(t, 10*time.Second, "the timer fails it", func() (bool, string) {
 		o := env.Must(200, "GET", "/api/v1/occurrences/"+id, env.Operator, nil).JSON(t)
 		return o["error_code"] == "attempts_exhausted", o["status"].(string)
 	})
+}
+
+// An occurrence whose attempts ran out says how its last one ended, as
+// its attempts table shows: a lapsed lock, not a stream's end it never
+// had (verifier QA: the page named both).
+func TestExhaustedAttemptsSayHowTheLastEnded(t *testing.T) {
+	t.Parallel()
+	env, _, id := lockedOnce(t)
+	awaitExhausted(t, env, id)
 	for lang, want := range map[string]string{
 		"en": "The last attempt’s lock expired with no attempt left.",
 		"fr": "Le verrou de la dernière tentative a expiré sans tentative restante.",
@@ -45,25 +58,12 @@ func TestExhaustedAttemptsSayHowTheLastEnded(t *testing.T) {
 // operator to lengthen the lock).
 func TestRefusedReportsShowOnTheAttempt(t *testing.T) {
 	t.Parallel()
-	env := relaistest.New(t)
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_once", relaistest.CRMProcess(map[string]any{"max_attempts": 1}))
-	consumer := env.Consumer("crm-sync", "add_company_to_crm")
-	env.Must(201, "POST", "/api/v1/processes/crm_once/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
-	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
-		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "lock_duration": "PT1S"}).JSON(t)["occurrences"].([]any)
-	if len(got) != 1 {
-		t.Fatalf("fetched %v", got)
-	}
-	id := got[0].(map[string]any)["id"].(string)
+	env, consumer, id := lockedOnce(t)
 	for range 2 {
 		env.Must(422, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, map[string]any{"worker_id": "w",
 			"outputs": map[string]any{"result": "maybe", "crm_id": "C-1"}})
 	}
-	relaistest.WaitFor(t, 10*time.Second, "the timer fails it", func() (bool, string) {
-		o := env.Must(200, "GET", "/api/v1/occurrences/"+id, env.Operator, nil).JSON(t)
-		return o["error_code"] == "attempts_exhausted", o["status"].(string)
-	})
+	awaitExhausted(t, env, id)
 	for lang, want := range map[string][2]string{
 		"en": {"after Relais refused its worker’s report (invalid_outputs;", "Relais refused 2 reports of this attempt, the last at"},
 		"fr": {"après que Relais a refusé le rapport de son exécutant (invalid_outputs\u202f;", "Relais a refusé 2 rapports de cette tentative, le dernier à"},
@@ -87,9 +87,7 @@ func TestRefusedReportsShowOnTheAttempt(t *testing.T) {
 func TestManyAttemptsListTheLatest(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(nil))
-	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	consumer := env.CRMOnly()
 	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
 	var id string
 	for range 103 {
