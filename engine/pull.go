@@ -421,6 +421,18 @@ type WorkerRef struct {
 	handingBack bool
 }
 
+// named is the attempt ref is for, nil when it names none: a settle
+// token's own, else the one the call names.
+func (ref WorkerRef) named() *int32 {
+	switch {
+	case ref.TokenAttempt != 0:
+		return &ref.TokenAttempt
+	case ref.Attempt != 0:
+		return &ref.Attempt
+	}
+	return nil
+}
+
 // withHeld runs fn in one transaction holding the instance and occurrence
 // locks of ref's occurrence, once held has checked that the consumer may
 // see it. Every settlement starts here; fn decides which refusals apply.
@@ -727,15 +739,8 @@ func (e *Engine) NoteRefusedReport(ctx context.Context, ref WorkerRef, err error
 		}
 		pointers = append(pointers, p)
 	}
-	var number *int32
-	switch {
-	case ref.TokenAttempt != 0:
-		number = &ref.TokenAttempt
-	case ref.Attempt != 0:
-		number = &ref.Attempt
-	}
 	if _, err := e.q.AttemptNoteRefusal(ctx, queries.AttemptNoteRefusalParams{Now: e.at(), Code: fe.Code, Pointers: pointers,
-		OccurrenceID: ref.Occurrence, ConsumerID: &ref.ConsumerID, AnyWorker: ref.SettleToken, WorkerID: ref.WorkerID, Number: number}); err != nil && ctx.Err() == nil {
+		OccurrenceID: ref.Occurrence, ConsumerID: &ref.ConsumerID, AnyWorker: ref.SettleToken, WorkerID: ref.WorkerID, Number: ref.named()}); err != nil && ctx.Err() == nil {
 		e.logger.Warn("noting a refused report on its attempt failed", "occurrence", ref.Occurrence, "code", fe.Code, "err", err)
 	}
 }
@@ -1005,14 +1010,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		held := lockRefusal(o, ref, r.lockedAt)
 		// A report naming its attempt (or a settle token's) replays only
 		// that attempt's; one naming none, the latest identical one.
-		var attempt *int32
-		switch {
-		case ref.TokenAttempt != 0:
-			attempt = &ref.TokenAttempt
-		case ref.Attempt != 0:
-			attempt = &ref.Attempt
-		}
-		if prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest, Number: attempt}); err == nil {
+		if prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest, Number: ref.named()}); err == nil {
 			holder := o.WorkerID != nil && *o.WorkerID == ref.WorkerID
 			// A holder's report on a later attempt past the deadline is
 			// that attempt's, refused: not the earlier one's answer.
