@@ -117,6 +117,11 @@ func TestEachClientSubscribesReceivesAndSettles(t *testing.T) {
 			if len(p.GetErrors()) != 2 || !paths["/outputs/result"] || !paths["/outputs/crm_id"] {
 				t.Errorf("invalid_outputs errors %v, want /outputs/result (bad choice) and /outputs/crm_id (missing)", p.GetErrors())
 			}
+			// Noted on the attempt, as a REST refusal is.
+			as, _ := occurrence(t, f.env, a.GetOccurrenceId())["attempts"].([]any)
+			if refused, _ := as[0].(map[string]any)["refused_reports"].(map[string]any); len(as) != 1 || refused["count"] != 1.0 {
+				t.Errorf("attempts %v, want the refusal noted on the one attempt", as)
+			}
 			res, err := complete(c, f.consumer, "w-"+kind, a.GetOccurrenceId(), outputs("created", "C-1"))
 			if err != nil || res.GetStatus() != "completed" || res.GetRoute() != "created" {
 				t.Fatalf("complete = %v, %v", res, err)
