@@ -173,6 +173,11 @@ func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
 	// conversion's refusal does; a missing one, where it belongs.
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", bad), 400, "InvalidRequestException",
 		"invalid_outputs", "/variables/result/value", "/variables/score/value", "/variables/crm_id is required", "/variables/extra/value is not a field of the contract")
+	// Noted at the pointers the client was told, not the engine's
+	// /outputs/… (verifier QA).
+	if p := fmt.Sprint(f.refusedReports(occ)["pointers"]); !strings.Contains(p, "/variables/result/value") || strings.Contains(p, "/outputs/") {
+		t.Errorf("the refusal noted at %s; want the request's pointers", p)
+	}
 	// A value that does not convert comes with the contract's problems
 	// with the others, in one answer; it is judged by its conversion only.
 	both := map[string]any{"workerId": "w", "variables": map[string]any{
@@ -215,9 +220,7 @@ func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
 	// cannot convert) as the engine's: a client only logs them, and the
 	// lock's expiry read as a worker that never answered (Camunda QA).
 	// The request log names the code too.
-	obs := f.Must(200, "GET", "/api/v1/occurrences/"+occ, f.Operator, nil).JSON(t)
-	refused, _ := obs["attempts"].([]any)[0].(map[string]any)["refused_reports"].(map[string]any)
-	if refused == nil || refused["count"] != 10.0 || refused["code"] != "invalid_request" || !strings.Contains(fmt.Sprint(refused["pointers"]), "/localVariables/crm_id/value") {
+	if refused := f.refusedReports(occ); refused == nil || refused["count"] != 10.0 || refused["code"] != "invalid_request" || !strings.Contains(fmt.Sprint(refused["pointers"]), "/localVariables/crm_id/value") {
 		t.Errorf("refused_reports %v; want the 10 refusals, the last the clash at /localVariables/crm_id/value", refused)
 	}
 	if logs := f.Logs.String(); !strings.Contains(logs, "route=/engine-rest/external-task/{id}/complete") || !strings.Contains(logs, "code=invalid_outputs") {
@@ -379,6 +382,14 @@ func TestBpmnErrorRoutesByCode(t *testing.T) {
 	f.fetch("w", 1)
 	mustException(t, f.call("POST", "/external-task/"+occ+"/bpmnError", map[string]any{"workerId": "w", "errorCode": "not a code!"}),
 		400, "InvalidRequestException", "/errorCode")
+	if p := fmt.Sprint(f.refusedReports(occ)["pointers"]); p != "[/errorCode]" {
+		t.Errorf("the refused code noted at %s; want /errorCode, the request's", p)
+	}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/bpmnError", map[string]any{"workerId": "w", "errorCode": "X",
+		"variables": map[string]any{"a": map[string]any{"value": 1}}}), 400, "InvalidRequestException", "not_supported")
+	if r := f.refusedReports(occ); r["code"] != "not_supported" || fmt.Sprint(r["pointers"]) != "[/variables]" {
+		t.Errorf("variables on a BPMN error noted %v; want not_supported at /variables (verifier QA: no pointer)", r)
+	}
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/bpmnError", map[string]any{"workerId": "w", "errorCode": "CRM_DOWN", "errorMessage": "CRM is down"}))
 	o := f.occurrence(occ)
 	if o["status"] != "failed" || o["error_code"] != "CRM_DOWN" || o["error_message"] != "CRM is down" {

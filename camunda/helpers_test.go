@@ -219,3 +219,12 @@ func (f *facade) waitForWaiters(n int) {
 		return strings.Contains(string(res.Body), want), "no " + strings.TrimSpace(want)
 	})
 }
+
+// refusedReports is what the first attempt of occurrence notes of the
+// reports Relais refused (nil when none).
+func (f *facade) refusedReports(occurrence string) map[string]any {
+	f.t.Helper()
+	obs := f.Must(200, "GET", "/api/v1/occurrences/"+occurrence, f.Operator, nil).JSON(f.t)
+	refused, _ := obs["attempts"].([]any)[0].(map[string]any)["refused_reports"].(map[string]any)
+	return refused
+}

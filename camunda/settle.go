@@ -58,7 +58,9 @@ func (f *Facade) ref(r *http.Request, workerID string) (engine.WorkerRef, error)
 		return engine.WorkerRef{}, err
 	}
 	p, _ := auth.FromContext(r.Context())
-	return engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
+	// The facade notes refused reports itself, at the pointers its
+	// client was told (/variables/x/value, not the engine's /outputs/x).
+	return engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id, NotesRefusals: true}, nil
 }
 
 // refused notes on the attempt ref holds that its report was refused
@@ -66,7 +68,14 @@ func (f *Facade) ref(r *http.Request, workerID string) (engine.WorkerRef, error)
 // engine sees them (a variable it cannot convert), and a Camunda client
 // only logs the refusal, its lock then lapsing as if it never answered.
 func (f *Facade) refused(r *http.Request, ref engine.WorkerRef, err error) error {
-	f.eng.NoteRefusedReport(r.Context(), ref, err)
+	noted := err
+	if fe, ok := fault.As(err); ok && len(fe.Errors) == 0 && fe.Code == "not_supported" {
+		// Its detail names the member: the note keeps it as a pointer.
+		withPath := *fe
+		withPath.Errors = []fault.FieldError{{Path: unsupportedPath(fe.Detail)}}
+		noted = &withPath
+	}
+	f.eng.NoteRefusedReport(r.Context(), ref, noted)
 	return err
 }
 
@@ -102,7 +111,7 @@ func (f *Facade) complete(w http.ResponseWriter, r *http.Request) error {
 		return f.refused(r, ref, f.withContractProblems(err, outputs, rev, req.Variables, req.LocalVariables))
 	}
 	if _, err := f.eng.Complete(r.Context(), ref, outputs); err != nil {
-		return taskError(ref.Occurrence, outputPaths(err, req.Variables, req.LocalVariables))
+		return f.refused(r, ref, taskError(ref.Occurrence, outputPaths(err, req.Variables, req.LocalVariables)))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -240,7 +249,7 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 		fl.RetryDelay = &d
 	}
 	if _, err := f.eng.Fail(r.Context(), ref, fl); err != nil {
-		return taskError(ref.Occurrence, err)
+		return f.refused(r, ref, taskError(ref.Occurrence, err))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -328,7 +337,7 @@ func (f *Facade) bpmnError(w http.ResponseWriter, r *http.Request) error {
 	}
 	fl := engine.Failure{ErrorCode: req.ErrorCode, Message: deref(req.ErrorMessage)}
 	if _, err := f.eng.Fail(r.Context(), ref, fl); err != nil {
-		return taskError(ref.Occurrence, renameFailurePaths(err))
+		return f.refused(r, ref, taskError(ref.Occurrence, renameFailurePaths(err)))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -108,3 +108,21 @@ func TestManyAttemptsListTheLatest(t *testing.T) {
 		t.Errorf("hidden note %q", got)
 	}
 }
+
+// An attempt that was settled after a refused report says a later one was
+// taken (verifier QA: it said no answer was).
+func TestRefusedThenTakenSaysSo(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	consumer := env.CRMOnly()
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+	id := got[0].(map[string]any)["id"].(string)
+	env.Must(422, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, map[string]any{"worker_id": "w", "outputs": map[string]any{"result": "maybe"}})
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, map[string]any{"worker_id": "w", "outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
+	page := signedIn(t, env.URL, "en", env.Operator).mustGet("/console/occurrences/"+id, 200)
+	if got := text(page, "attempt-refused"); !strings.Contains(got, "before taking another") || strings.Contains(got, "not taken") {
+		t.Errorf("the attempt says %q, want a later report taken", got)
+	}
+}

@@ -896,10 +896,17 @@ func refusedReports(ctx context.Context, a engine.Attempt) string {
 		pointers := strings.Join(a.RefusalPointers, ", ")
 		what = T(ctx, "%s at %s", what, pointers)
 	}
+	n := number(ctx, int64(a.Refused))
+	if a.Outcome != nil && (*a.Outcome == engine.OutcomeCompleted || *a.Outcome == engine.OutcomeFailed) {
+		// A later report was taken (verifier QA: the row said none was).
+		if a.Refused == 1 {
+			return T(ctx, "Relais refused a report of this attempt at %s (%s) before taking another.", at, what)
+		}
+		return T(ctx, "Relais refused %s reports of this attempt, the last at %s (%s), before taking another.", n, at, what)
+	}
 	if a.Refused == 1 {
 		return T(ctx, "Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.", at, what)
 	}
-	n := number(ctx, int64(a.Refused))
 	return T(ctx, "Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.", n, at, what)
 }
 

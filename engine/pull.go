@@ -419,6 +419,10 @@ type WorkerRef struct {
 	// handingBack is set by Release: its holder may hand back a
 	// reservation its consumer is no longer granted (see held).
 	handingBack bool
+	// NotesRefusals says the caller notes a refused report itself, in
+	// the words its client was answered in (see NoteRefusedReport): a
+	// facade renames the engine's pointers.
+	NotesRefusals bool
 }
 
 // named is the attempt ref is for, nil when it names none: a settle
@@ -693,7 +697,7 @@ func (e *Engine) CompleteAndClaim(ctx context.Context, ref WorkerRef, outputs js
 	out, got, err := e.settleAndClaim(ctx, ref, next, func(ctx context.Context, q *queries.Queries) (Settlement, error) {
 		return e.completeIn(ctx, q, ref, outputs)
 	})
-	e.NoteRefusedReport(ctx, ref, err)
+	e.noteRefused(ctx, ref, err)
 	return out, got, wrap("complete", err)
 }
 
@@ -701,14 +705,22 @@ func (e *Engine) CompleteAndClaim(ctx context.Context, ref WorkerRef, outputs js
 // CompleteAndClaim.
 func (e *Engine) FailAndClaim(ctx context.Context, ref WorkerRef, f Failure, next *ClaimRequest) (Settlement, []Reservation, error) {
 	if err := e.checkFailure(f); err != nil {
-		e.NoteRefusedReport(ctx, ref, err)
+		e.noteRefused(ctx, ref, err)
 		return Settlement{}, nil, err
 	}
 	out, got, err := e.settleAndClaim(ctx, ref, next, func(ctx context.Context, q *queries.Queries) (Settlement, error) {
 		return e.failIn(ctx, q, ref, f)
 	})
-	e.NoteRefusedReport(ctx, ref, err)
+	e.noteRefused(ctx, ref, err)
 	return out, got, wrap("fail", err)
+}
+
+// noteRefused is NoteRefusedReport unless ref's caller notes refusals
+// itself.
+func (e *Engine) noteRefused(ctx context.Context, ref WorkerRef, err error) {
+	if !ref.NotesRefusals {
+		e.NoteRefusedReport(ctx, ref, err)
+	}
 }
 
 // Bounds of what NoteRefusedReport keeps of a refusal.

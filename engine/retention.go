@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -165,7 +166,18 @@ func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Dur
 	}
 	effective := retention
 	var holder *queries.RetentionNoteRow // the note effective is, when not this replica's
+	host := replicaHost(e.replica)
 	for _, o := range others {
+		if !o.Live && host != "" && replicaHost(o.Replica) == host {
+			// An earlier run on this host, stopped: this replica
+			// restarted, its name new (host and pid). A one-server
+			// Relais tried once with forever kept everything for a
+			// day after it was set back (verifier QA).
+			if err := e.q.RetentionForgetReplica(ctx, o.Replica); err != nil {
+				return 0, wrap("retention: forget an earlier run's setting", err)
+			}
+			continue
+		}
 		var theirs time.Duration // forever
 		if o.RetentionSeconds != nil {
 			theirs = time.Duration(*o.RetentionSeconds) * time.Second
@@ -189,6 +201,20 @@ func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Dur
 	}
 	return effective, nil
 }
+
+// replicaHost is the host a replica's default name (see DefaultReplica)
+// names, "" for a name that is not one.
+func replicaHost(replica string) string {
+	m := replicaNamePattern.FindStringSubmatch(replica)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// replicaNamePattern is a default replica name: host-pid, or host-1-hhhh
+// for a container's first process.
+var replicaNamePattern = regexp.MustCompile(`^(.+)-(?:[0-9]+|1-[0-9a-f]{4})$`)
 
 // warnHeldBack says that a stopped replica's longer retention, noted
 // within a day, is the one this replica applies, once an hour.

@@ -320,3 +320,42 @@ func TestRetentionIsNotedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// An earlier run of a replica's own host, stopped, is forgotten: a replica
+// restarted takes a new name (host and pid), and a one-server Relais tried
+// once with forever kept everything for a day after it was set back
+// (verifier QA). Another host's stopped replica still weighs.
+func TestRetentionForgetsEarlierRunsOfItsHost(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	clock := &testClock{}
+	replica := func(name string) *Engine {
+		o := clock.options(t)
+		o.Replica = name
+		return New(pool, o)
+	}
+	ctx := context.Background()
+	if _, err := replica("box-101").noteRetention(ctx, 0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "update retention_settings set noted_at = now() - interval '10 minutes'"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := replica("box-102").noteRetention(ctx, 30*24*time.Hour, time.Minute); err != nil || got != 30*24*time.Hour {
+		t.Errorf("after its host's earlier forever run: %v, %v; want P30D", got, err)
+	}
+	if _, err := replica("other-7").noteRetention(ctx, 0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "update retention_settings set noted_at = now() - interval '10 minutes' where replica = 'other-7'"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := replica("box-103").noteRetention(ctx, 30*24*time.Hour, time.Minute); err != nil || got != 0 {
+		t.Errorf("beside another host's stopped forever replica: %v, %v; want forever", got, err)
+	}
+	for name, want := range map[string]string{"box-7": "box", "box-1-9f3a": "box", "my-box-42": "my-box", "short": "", "box": ""} {
+		if got := replicaHost(name); got != want {
+			t.Errorf("replicaHost(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

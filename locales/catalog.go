@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             328,
 	"%d (0 lowest, 9 highest)":                 497,
 	"%d attempts":                              506,
-	"%d attempts, retry after %s, priority %d": 680,
+	"%d attempts, retry after %s, priority %d": 682,
 	"%d breaking":                              249,
 	"%d changes":                               248,
 	"%d completed":                             326,
@@ -55,33 +55,33 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     337,
 	"%d held instances match now.":             62,
 	"%d hours":                                 353,
-	"%d items":                                 753,
+	"%d items":                                 755,
 	"%d left":                                  508,
 	"%d min":                                   336,
 	"%d minutes":                               354,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              751,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              753,
 	"%d ms": 356,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         668,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 667,
-	"%d occurrences":                          603,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         670,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 669,
+	"%d occurrences":                          605,
 	"%d releases":                             268,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       335,
 	"%d seconds": 355,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     635,
+	"%s (a fixed offset, no daylight saving time)":                                     637,
 	"%s (deferred; settled by %s)":                                                     571,
 	"%s (deferred; settled with its settle token)":                                     569,
 	"%s (deferred; settled with its settle token, as %s)":                              570,
 	"%s (token #%d, %s)":                                                               101,
-	"%s = %s":                                                                          674,
+	"%s = %s":                                                                          676,
 	"%s ago":                                                                           333,
 	"%s at %s":                                                                         572,
 	"%s so far":                                                                        567,
-	"%s ← %s":                                                                          673,
-	"%s → %s":                                                                          675,
+	"%s ← %s":                                                                          675,
+	"%s → %s":                                                                          677,
 	"%s, %s: %s":                                                                       299,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         501,
 	"%s, cut to %s by the destination’s max_timeout":                                   500,
@@ -91,23 +91,23 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          462,
 	"%s: %s":                                  325,
 	"%s: %s → %s":                             256,
-	"%s: a date is written 2026-12-01.":       619,
+	"%s: a date is written 2026-12-01.":       621,
 	"%s: every revision, present and future":  194,
 	"%s: revision %s":                         195,
 	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 620,
+	"%s: the first day comes after the last.": 622,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 498,
 	"%s–%s":                         324,
-	"(%d characters in all)":        755,
+	"(%d characters in all)":        757,
 	"(%d handed back, not counted)": 507,
-	"(each item)":                   741,
-	"(in %s)":                       754,
+	"(each item)":                   743,
+	"(in %s)":                       756,
 	"(worker %s)":                   555,
 	"0 seconds":                     351,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            718,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            720,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 544,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 630,
-	"A revision is a definition’s: choose the definition too.": 586,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 632,
+	"A revision is a definition’s: choose the definition too.": 588,
 	"A version is a process’s: choose the process too.":        397,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -122,12 +122,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 402,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       600,
+	"All consumers":                       602,
 	"All definitions":                     317,
 	"All its tasks":                       193,
 	"All processes":                       408,
 	"All statuses":                        410,
-	"All workers":                         768,
+	"All workers":                         770,
 	"An operator abandoned the instance.": 543,
 	"Any definition":                      409,
 	"Apply filters":                       116,
@@ -143,8 +143,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           691,
-	"Back without saving":              632,
+	"Back to the occurrence":           693,
+	"Back without saving":              634,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
@@ -157,20 +157,20 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    499,
 	"Calls":                           279,
 	"Calls signed (Relais-Signature)": 281,
-	"Camunda 7 facade":                772,
+	"Camunda 7 facade":                774,
 	"Cancelled: the instance was stopped (%s).":               566,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 565,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           692,
+	"Cannot reveal":                                           694,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            662,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 650,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            664,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 652,
 	"Compare":              222,
 	"Compare revisions":    218,
 	"Completed":            320,
@@ -179,16 +179,16 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    318,
 	"Completions and failures per 5-minute slot, oldest first": 322,
 	"Completions and failures, last hour":                      301,
-	"Connected":                                                764,
+	"Connected":                                                766,
 	"Constraints":                                              203,
 	"Consumer":                                                 468,
-	"Consumer and worker":                                      597,
+	"Consumer and worker":                                      599,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    687,
-	"Counts by status": 592,
+	"Counts as of %s (%s); refreshed every few seconds.":                    689,
+	"Counts by status": 594,
 	"Created":          367,
 	"Created from":     83,
 	"Created on":       186,
@@ -204,7 +204,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         263,
-	"Definitions served":                         762,
+	"Definitions served":                         764,
 	"Definitions, those needing attention first": 302,
 	"Description":                                204,
 	"Destination":                                480,
@@ -214,14 +214,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     224,
 	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    638,
+	"Display settings saved.":                    640,
 	"Display settings: ":                         148,
 	"Duration":                                   472,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 300,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          606,
+	"Earlier attempt:":          608,
 	"End node":                  390,
 	"End node or error":         406,
 	"Ended":                     386,
@@ -230,18 +230,18 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 285,
 	"Erase this instance…": 377,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 289,
-	"Error":                      596,
+	"Error":                      598,
 	"Error (before any attempt)": 525,
 	"Error (the deadline passed after attempt %d)": 524,
 	"Error code":       81,
 	"Error message":    475,
-	"Every %d seconds": 637,
+	"Every %d seconds": 639,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 517,
 	"Every attempt, oldest first": 467,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  695,
-	"Expired token":                        728,
-	"Expires":                              725,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  697,
+	"Expired token":                        730,
+	"Expires":                              727,
 	"External tasks":                       134,
 	"Failed":                               306,
 	"Failed (%s).":                         564,
@@ -255,7 +255,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             471,
-	"First page":                           616,
+	"First page":                           618,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    172,
 	"Form refused":                         167,
@@ -264,9 +264,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
-	"Graph":                   649,
-	"Graph of %s":             666,
-	"HTTP 2xx, unusable body": 576,
+	"Graph":                   651,
+	"Graph of %s":             668,
+	"HTTP 2xx, unusable body": 578,
 	"Headers sent":            275,
 	"Health":                  133,
 	"Held at a node of":       82,
@@ -274,48 +274,48 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                389,
 	"Held instances":          305,
 	"ID":                      183,
-	"In flight":               763,
+	"In flight":               765,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
 	"Inputs": 228,
-	"Inputs an instance of this version is started with": 660,
-	"Inputs from":                658,
+	"Inputs an instance of this version is started with": 662,
+	"Inputs from":                660,
 	"Inputs of revision %d":      239,
 	"Inputs of the working copy": 230,
 	"Inputs the instance was started with, labelled by process version %d's contract": 375,
 	"Inputs, labelled by revision %d's contract":                                      509,
 	"Instance":                  405,
 	"Instances":                 86,
-	"Instances of this version": 661,
+	"Instances of this version": 663,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 784,
-	"It takes revision %d only.":                       787,
-	"It takes revisions %s only.":                      789,
+	"It takes every revision its consumer is granted.": 786,
+	"It takes revision %d only.":                       789,
+	"It takes revisions %s only.":                      791,
 	"Its calls":                                        280,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  562,
 	"Its instance went on along the node’s error path.":                                                                                                                    563,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      733,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      735,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     339,
 	"Jul":                     345,
 	"Jun":                     344,
-	"Keep it":                 735,
+	"Keep it":                 737,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       282,
 	"Key":                     264,
-	"Kind":                    653,
+	"Kind":                    655,
 	"Language":                130,
 	"Last changed":            277,
 	"Last error (attempt %d)": 523,
 	"Last reserved":           520,
 	"Last saved":              209,
-	"Last seen":               765,
-	"Last used":               724,
+	"Last seen":               767,
+	"Last used":               726,
 	"Latest revision":         265,
 	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 634,
+	"Local time in %s": 636,
 	"Lock expired %s — waiting to be offered again.": 552,
 	"Lock expires":    521,
 	"Longest timeout": 276,
@@ -324,19 +324,19 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                 341,
 	"Maximum attempts":    491,
 	"May":                 343,
-	"Message":             594,
-	"Message from Relais": 584,
-	"Message from Relais, quoting the destination’s answer":             583,
-	"Message from the service (its own words, protected values masked)": 582,
-	"Method not allowed": 699,
+	"Message":             596,
+	"Message from Relais": 586,
+	"Message from Relais, quoting the destination’s answer":             585,
+	"Message from the service (its own words, protected values masked)": 584,
+	"Method not allowed": 701,
 	"Mode":               489,
-	"More filters: instance, revision, consumer, destination, dates": 588,
+	"More filters: instance, revision, consumer, destination, dates": 590,
 	"Name":                    184,
-	"Never":                   636,
+	"Never":                   638,
 	"Next attempt":            519,
-	"Next attempt or settled": 598,
+	"Next attempt or settled": 600,
 	"Next node":               366,
-	"Next page":               615,
+	"Next page":               617,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 179,
 	"No definition %s has occurrences: check the key, or show all definitions.": 316,
@@ -345,43 +345,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        267,
 	"No destination yet.":                                                       269,
 	"No inputs.":                                                                229,
-	"No inputs: an instance starts with an empty object.":                       659,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  708,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 706,
+	"No inputs: an instance starts with an empty object.":                       661,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  710,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 708,
 	"No instance matches these filters.": 407,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 707,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 709,
 	"No live worker takes %s now (Workers page).":                                               546,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 547,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           548,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          549,
 	"No more consumers.":                                   180,
 	"No more destinations.":                                270,
-	"No occurrence matches these filters.":                 599,
+	"No occurrence matches these filters.":                 601,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              371,
 	"No outputs yet: the occurrence has not completed.":    512,
 	"No outputs.":                                          232,
 	"No outputs: the occurrence ended without completing.": 514,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         645,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             781,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             780,
+	"No process is published yet.":                         647,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             783,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             782,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              722,
-	"No value was revealed.": 697,
+	"No token.":              724,
+	"No value was revealed.": 699,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
 	"No worker has reserved this occurrence yet.":                                        476,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 782,
-	"No worker is connected.":           766,
-	"No worker serves this definition.": 769,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 779,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 784,
+	"No worker is connected.":           768,
+	"No worker serves this definition.": 771,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 781,
 	"Node":                  363,
-	"Nodes":                 651,
-	"Nodes of this version": 663,
-	"Nodes of this version, with their occurrences now": 652,
+	"Nodes":                 653,
+	"Nodes of this version": 665,
+	"Nodes of this version, with their occurrences now": 654,
 	"Nodes reached, in order":                           362,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -389,25 +389,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             704,
+	"Nothing to find: the search box is empty.":                             706,
 	"Nothing was done.":        29,
 	"Nov":                      349,
 	"Now":                      485,
 	"Occurrence":               364,
 	"Occurrence %s":            463,
 	"Occurrence offered again": 107,
-	"Occurrences now":          657,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          777,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 778,
-	"Occurrences, newest first": 593,
+	"Occurrences now":          659,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          779,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 780,
+	"Occurrences, newest first": 595,
 	"Oct":                       348,
 	"Offered from %s — %s.":     551,
 	"Oldest claimable waits":    307,
-	"On error":                  656,
-	"On success":                655,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         693,
-	"Only administrators may reveal a sensitive value.":                                                           688,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 719,
+	"On error":                  658,
+	"On success":                657,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         695,
+	"Only administrators may reveal a sensitive value.":                                                           690,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 721,
 	"Open":             304,
 	"Operator actions": 359,
 	"Operator actions on this instance, newest first": 372,
@@ -417,29 +417,29 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
 	"Outputs, labelled by revision %d's contract":     511,
-	"Pages":                           613,
+	"Pages":                           615,
 	"Path":                            360,
 	"Pause reloading":                 155,
-	"Pinned revision":                 654,
+	"Pinned revision":                 656,
 	"Policy":                          465,
-	"Previous page":                   614,
+	"Previous page":                   616,
 	"Priority":                        496,
 	"Process":                         77,
-	"Process %s":                      647,
+	"Process %s":                      649,
 	"Process %s has no version %d.":   92,
-	"Process and node":                595,
+	"Process and node":                597,
 	"Process inputs":                  374,
 	"Process instance":                106,
 	"Process instance %s":             357,
 	"Process instances":               400,
 	"Process instances, newest first": 404,
 	"Processes":                       135,
-	"Processes by key":                643,
-	"Protocol":                        761,
+	"Processes by key":                645,
+	"Protocol":                        763,
 	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 641,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       642,
-	"Push destination": 589,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 643,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       644,
+	"Push destination": 591,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -450,16 +450,18 @@ var messageKeyToIndex = map[string]int{
 	"Relais is calling the destination (since %s).":         557,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 484,
 	"Relais never called the destination: the occurrence ended before any call.":                                    483,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 574,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        574,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 576,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     573,
 	"Relais refused the action. Nothing was done.":                                                                  49,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           573,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           575,
 	"Release":                       214,
 	"Releases":                      212,
 	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 629,
+	"Reload lists and detail pages": 631,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 640,
-	"Reloading resumed.":                  639,
+	"Reloading paused: this page stays as it is until you resume.": 642,
+	"Reloading resumed.":                  641,
 	"Replica":                             481,
 	"Required":                            201,
 	"Reserved":                            470,
@@ -483,38 +485,38 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 515,
-	"Revealed by %s at %s; recorded in the audit log.": 690,
+	"Revealed by %s at %s; recorded in the audit log.": 692,
 	"Reveals":               144,
-	"Reveals, newest first": 696,
+	"Reveals, newest first": 698,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 785,
-	"Revoke the %s token “%s”?": 732,
-	"Revoke the token":          734,
-	"Revoke token %d":           731,
-	"Revoke…":                   729,
-	"Role":                      723,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 787,
+	"Revoke the %s token “%s”?": 734,
+	"Revoke the token":          736,
+	"Revoke token %d":           733,
+	"Revoke…":                   731,
+	"Role":                      725,
 	"Route":                     365,
 	"Routing output":            208,
-	"Row %s":                    617,
-	"Rows %s–%s":                618,
-	"Save settings":             631,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      689,
+	"Row %s":                    619,
+	"Rows %s–%s":                620,
+	"Save settings":             633,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      691,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 283,
-	"Search":                               702,
-	"Secret values can never be revealed.": 694,
+	"Search":                               704,
+	"Secret values can never be revealed.": 696,
 	"Sep":                                  347,
-	"Served by %d workers":                 783,
+	"Served by %d workers":                 785,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              368,
-	"Settlement date":      587,
+	"Settlement date":      589,
 	"Show all definitions": 315,
-	"Show times in":        627,
+	"Show times in":        629,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 712,
-	"Sign in with an operator, designer or administrator token.": 713,
+	"Sign in": 714,
+	"Sign in with an operator, designer or administrator token.": 715,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
@@ -524,9 +526,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 720,
-	"Staff tokens, oldest first": 721,
-	"Start node":                 648,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 722,
+	"Staff tokens, oldest first": 723,
+	"Start node":                 650,
 	"Started":                    385,
 	"State":                      187,
 	"Status":                     79,
@@ -549,7 +551,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 262,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.":                                           705,
+	"That is too long to be an id or a business key.":                                           707,
 	"The %d largest groups; the filter matches more.":                                           87,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 488,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              271,
@@ -561,7 +563,7 @@ var messageKeyToIndex = map[string]int{
 	"The chart’s numbers": 321,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          628,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          630,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
 	"The deadline passed before a result arrived.":                                                                                                                          535,
@@ -583,23 +585,23 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                     403,
 	"The nodes this instance reached, in order, each with its occurrence.":                         361,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 207,
-	"The page cursor is invalid: go back to the first page.":                                       625,
+	"The page cursor is invalid: go back to the first page.":                                       627,
 	"The page size must be between 1 and %d.":                                                      399,
-	"The parameter “%s” is given %d times: give it once.":                                          624,
+	"The parameter “%s” is given %d times: give it once.":                                          626,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 51,
 	"The reason you gave, not recorded:":                        44,
 	"The result did not match the revision's outputs contract.": 536,
-	"The revision must be a whole number, 1 or more.":           585,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 715,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     738,
+	"The revision must be a whole number, 1 or more.":           587,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 717,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     740,
 	"The version must be a whole number from 1.":                                                                                                        396,
 	"These revisions have the same contracts.":                                                                                                          227,
-	"These settings are kept in this browser only.":                                                                                                     626,
-	"They take every revision their consumer is granted.":                                                                                               786,
-	"They take revision %d only.":                                                                                                                       788,
-	"They take revisions %s only.":                                                                                                                      790,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 621,
+	"These settings are kept in this browser only.":                                                                                                     628,
+	"They take every revision their consumer is granted.":                                                                                               788,
+	"They take revision %d only.":                                                                                                                       790,
+	"They take revisions %s only.":                                                                                                                      792,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 623,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
 	"This contract has no inputs.":                                                                                                        510,
 	"This contract has no outputs.":                                                                                                       513,
@@ -607,7 +609,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                  173,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 701,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 703,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 290,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -625,78 +627,78 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            737,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           736,
-	"This page does not accept that request.": 700,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            739,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           738,
+	"This page does not accept that request.": 702,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           376,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 717,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 664,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            665,
+	"This token is unknown, revoked or expired.": 719,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 666,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            667,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           714,
+	"Token":                           716,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 716,
-	"Totals of all definitions, not narrowed by the other filters":         602,
-	"Totals of definition %s, not narrowed by the other filters":           601,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 718,
+	"Totals of all definitions, not narrowed by the other filters":         604,
+	"Totals of definition %s, not narrowed by the other filters":           603,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 703,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 705,
 	"URL":                              274,
-	"UTC (coordinated universal time)": 633,
+	"UTC (coordinated universal time)": 635,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 622,
-	"Unknown parameter “%s”.":                      623,
+	"Unknown parameter “%s” (did you mean “%s”?).": 624,
+	"Unknown parameter “%s”.":                      625,
 	"Unknown status “%s”.":                         395,
 	"Value":                                        373,
 	"Version":                                      78,
-	"Versions, newest first":                       644,
+	"Versions, newest first":                       646,
 	"Waiting for Relais to call the destination since %s (%s).": 553,
 	"Waiting for a worker since %s (%s).":                       554,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             478,
 	"Why (recorded with the reveal)":                            516,
-	"Worker":                                                    760,
+	"Worker":                                                    762,
 	"Worker id":                                                 469,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        758,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        760,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 759,
-	"Workers serving %s":                   767,
+	"Workers seen within three heartbeats": 761,
+	"Workers serving %s":                   769,
 	"Working copy":                         206,
-	"You are signed out.":                  709,
+	"You are signed out.":                  711,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 710,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          711,
-	"[redacted]":                          581,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 712,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          713,
+	"[redacted]":                          583,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              189,
 	"administrator":                       439,
 	"an incident: retry, abandon or stop": 294,
-	"answer too large":                    579,
+	"answer too large":                    581,
 	"any":                                 76,
-	"any other code → %s":                 678,
+	"any other code → %s":                 680,
 	"any other error":                     292,
-	"as of %s (%s); counts are refreshed every few seconds.": 604,
-	"at least %d characters":                                 742,
-	"at least %d items":                                      749,
+	"as of %s (%s); counts are refreshed every few seconds.": 606,
+	"at least %d characters":                                 744,
+	"at least %d items":                                      751,
 	"at most %d":                                             504,
-	"at most %d characters":                                  743,
-	"at most %d items":                                       750,
+	"at most %d characters":                                  745,
+	"at most %d items":                                       752,
 	"at most %d since the last operator retry":               505,
 	"available":                                              411,
 	"boolean":                                                426,
-	"call in progress since":                                 610,
+	"call in progress since":                                 612,
 	"cancelled":                                              416,
 	"choice":                                                 429,
-	"claimable since":                                        609,
+	"claimable since":                                        611,
 	"claimable since %s":                                     312,
 	"classification changed":                                 450,
 	"completed":                                              414,
@@ -705,27 +707,27 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           568,
 	"date":                                                   427,
 	"date and time":                                          428,
-	"deadline %s":                                            682,
+	"deadline %s":                                            684,
 	"deferred":                                               413,
-	"deferred since":                                         612,
+	"deferred since":                                         614,
 	"deleted":                                                109,
 	"designer":                                               441,
 	"disconnected":                                           422,
-	"each item of %s":                                        740,
-	"end (completes)":                                        671,
-	"end (fails)":                                            672,
+	"each item of %s":                                        742,
+	"end (completes)":                                        673,
+	"end (fails)":                                            674,
 	"end: completes the instance":                            295,
 	"end: fails the instance":                                296,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 773,
+	"every revision its consumer is granted":                 775,
 	"exact, case-sensitive":                                  401,
 	"expired":                                                419,
 	"failed":                                                 415,
-	"fails the instance":                                     679,
+	"fails the instance":                                     681,
 	"field added":                                            445,
 	"field removed":                                          446,
 	"format":                                                 456,
-	"format %s":                                              745,
+	"format %s":                                              747,
 	"from":                                                   114,
 	"held":                                                   418,
 	"held for an operator":                                   293,
@@ -733,65 +735,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      393,
 	"hidden (secret)":                                        436,
 	"hidden (sensitive)":                                     435,
-	"hold (an incident for an operator)":                     677,
+	"hold (an incident for an operator)":                     679,
 	"id or business key":                                     137,
 	"in %s":                                                  332,
 	"in progress":                                            477,
-	"instance id":                                            591,
-	"instances held":                                         685,
-	"instances held: %s":                                     686,
+	"instance id":                                            593,
+	"instances held":                                         687,
+	"instances held: %s":                                     688,
 	"integer":                                                424,
-	"its name, exactly":                                      590,
+	"its name, exactly":                                      592,
 	"just now":                                               334,
 	"list":                                                   431,
-	"lock until":                                             611,
-	"long polling":                                           771,
+	"lock until":                                             613,
+	"long polling":                                           773,
 	"long wait":                                              313,
 	"masked value":                                           273,
 	"maximum":                                                458,
-	"maximum %s":                                             747,
+	"maximum %s":                                             749,
 	"maximum items":                                          460,
 	"maximum length":                                         454,
 	"minimum":                                                457,
-	"minimum %s":                                             746,
+	"minimum %s":                                             748,
 	"minimum items":                                          459,
 	"minimum length":                                         453,
-	"never":                                                  726,
-	"next attempt":                                           608,
+	"never":                                                  728,
+	"next attempt":                                           610,
 	"no":                                                     444,
-	"no answer within the timeout":                           577,
-	"no connection":                                          578,
+	"no answer within the timeout":                           579,
+	"no connection":                                          580,
 	"no grant: it takes nothing":                             191,
 	"no header":                                              278,
 	"no worker":                                              314,
-	"no worker takes revision %d":                            775,
-	"no worker takes revisions %s":                           776,
+	"no worker takes revision %d":                            777,
+	"no worker takes revisions %s":                           778,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 527,
 	"none": 261,
-	"none (revealed before reasons were asked for)": 698,
+	"none (revealed before reasons were asked for)": 700,
 	"none yet": 266,
 	"none: a failed call takes the node’s error path": 494,
 	"normal":                             432,
-	"not provided":                       752,
-	"not yet":                            727,
-	"null":                               756,
+	"not provided":                       754,
+	"not yet":                            729,
+	"null":                               758,
 	"number":                             425,
 	"object":                             430,
 	"on error":                           291,
-	"one attempt, no retry, priority %d": 681,
-	"one of: %s":                         748,
+	"one attempt, no retry, priority %d": 683,
+	"one of: %s":                         750,
 	"operator":                           440,
 	"optional %s field of type %s":       258,
 	"optional field of type %s":          260,
 	"optional → required":                251,
 	"pattern":                            455,
-	"pattern %s":                         744,
-	"pull":                               669,
+	"pattern %s":                         746,
+	"pull":                               671,
 	"pull %s":                            298,
 	"pull (a worker fetches it)":         437,
 	"push %s":                            297,
 	"push (Relais calls the service)":    438,
-	"push to %s":                         670,
+	"push to %s":                         672,
 	"rejected":                           420,
 	"released":                           421,
 	"required %s field of type %s":       257,
@@ -800,39 +802,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                252,
 	"reserved":                           412,
 	"retry":                              3,
-	"revision %d":                        605,
-	"revisions %s":                       774,
+	"revision %d":                        607,
+	"revisions %s":                       776,
 	"revoked":                            190,
 	"routing changed":                    452,
-	"routing output":                     739,
+	"routing output":                     741,
 	"routing output %s → %s":             250,
 	"running":                            417,
 	"secret":                             434,
 	"sensitive":                          433,
-	"settled":                            607,
+	"settled":                            609,
 	"stop":                               5,
-	"stream":                             770,
+	"stream":                             772,
 	"text":                               423,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             730,
-	"timeout %s":               683,
-	"timeout %s (the default)": 684,
+	"this session":             732,
+	"timeout %s":               685,
+	"timeout %s (the default)": 686,
 	"to":                       115,
 	"type changed":             447,
-	"unexpected value":         757,
-	"unknown":                  580,
+	"unexpected value":         759,
+	"unknown":                  582,
 	"values added: %s":         253,
 	"values changed":           449,
 	"values removed: %s":       254,
 	"values reordered":         255,
-	"version %d":               646,
-	"waiting":                  575,
+	"version %d":               648,
+	"waiting":                  577,
 	"yes":                      443,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 676,
+	"→ %s": 678,
 }
 
-var enIndex = []uint32{ // 792 elements
+var enIndex = []uint32{ // 794 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -994,71 +996,72 @@ var enIndex = []uint32{ // 792 elements
 	0x0000570a, 0x0000577f, 0x00005792, 0x000057c6,
 	0x000057fa, 0x0000580a, 0x00005851, 0x0000587e,
 	0x0000588b, 0x0000589b, 0x000058cb, 0x00005905,
-	0x00005928, 0x00005937, 0x000059a3, 0x00005a1a,
+	0x00005928, 0x00005937, 0x00005987, 0x000059e7,
 	// Entry 240 - 25F
-	0x00005a22, 0x00005a3a, 0x00005a57, 0x00005a65,
-	0x00005a76, 0x00005a7e, 0x00005a89, 0x00005acb,
-	0x00005b03, 0x00005b17, 0x00005b47, 0x00005b82,
-	0x00005b92, 0x00005bd1, 0x00005be2, 0x00005bf4,
-	0x00005c00, 0x00005c11, 0x00005c2b, 0x00005c33,
-	0x00005c44, 0x00005c4a, 0x00005c5e, 0x00005c76,
-	0x00005c9b, 0x00005ca9, 0x00005ce7, 0x00005d24,
-	0x00005d50, 0x00005d8d, 0x00005d9c, 0x00005dad,
+	0x00005a53, 0x00005aca, 0x00005ad2, 0x00005aea,
+	0x00005b07, 0x00005b15, 0x00005b26, 0x00005b2e,
+	0x00005b39, 0x00005b7b, 0x00005bb3, 0x00005bc7,
+	0x00005bf7, 0x00005c32, 0x00005c42, 0x00005c81,
+	0x00005c92, 0x00005ca4, 0x00005cb0, 0x00005cc1,
+	0x00005cdb, 0x00005ce3, 0x00005cf4, 0x00005cfa,
+	0x00005d0e, 0x00005d26, 0x00005d4b, 0x00005d59,
+	0x00005d97, 0x00005dd4, 0x00005e00, 0x00005e3d,
 	// Entry 260 - 27F
-	0x00005db5, 0x00005dc2, 0x00005dd2, 0x00005de9,
-	0x00005df4, 0x00005e03, 0x00005e09, 0x00005e17,
-	0x00005e21, 0x00005e2c, 0x00005e36, 0x00005e49,
-	0x00005e6e, 0x00005e99, 0x00005f2a, 0x00005f65,
-	0x00005f84, 0x00005fc2, 0x00005ff9, 0x00006027,
-	0x00006035, 0x000060d4, 0x000060f2, 0x00006249,
-	0x00006257, 0x0000626b, 0x0000628c, 0x000062a0,
-	0x000062d0, 0x000062d6, 0x000062ea, 0x00006302,
+	0x00005e4c, 0x00005e5d, 0x00005e65, 0x00005e72,
+	0x00005e82, 0x00005e99, 0x00005ea4, 0x00005eb3,
+	0x00005eb9, 0x00005ec7, 0x00005ed1, 0x00005edc,
+	0x00005ee6, 0x00005ef9, 0x00005f1e, 0x00005f49,
+	0x00005fda, 0x00006015, 0x00006034, 0x00006072,
+	0x000060a9, 0x000060d7, 0x000060e5, 0x00006184,
+	0x000061a2, 0x000062f9, 0x00006307, 0x0000631b,
+	0x0000633c, 0x00006350, 0x00006380, 0x00006386,
 	// Entry 280 - 29F
-	0x00006315, 0x00006352, 0x000063c5, 0x00006412,
-	0x00006423, 0x0000643a, 0x00006457, 0x00006465,
-	0x00006473, 0x0000647e, 0x00006484, 0x00006576,
-	0x0000657c, 0x000065ae, 0x000065b3, 0x000065c3,
-	0x000065ce, 0x000065d7, 0x000065e7, 0x000065f3,
-	0x00006627, 0x0000665a, 0x00006674, 0x00006719,
-	0x0000672f, 0x000067b4, 0x0000682e, 0x0000683d,
-	0x000068f7, 0x00006948, 0x0000694d, 0x0000695b,
+	0x0000639a, 0x000063b2, 0x000063c5, 0x00006402,
+	0x00006475, 0x000064c2, 0x000064d3, 0x000064ea,
+	0x00006507, 0x00006515, 0x00006523, 0x0000652e,
+	0x00006534, 0x00006626, 0x0000662c, 0x0000665e,
+	0x00006663, 0x00006673, 0x0000667e, 0x00006687,
+	0x00006697, 0x000066a3, 0x000066d7, 0x0000670a,
+	0x00006724, 0x000067c9, 0x000067df, 0x00006864,
+	0x000068de, 0x000068ed, 0x000069a7, 0x000069f8,
 	// Entry 2A0 - 2BF
-	0x0000696b, 0x00006977, 0x00006987, 0x00006995,
-	0x000069a5, 0x000069af, 0x000069d2, 0x000069eb,
-	0x000069fe, 0x00006a6a, 0x00006a90, 0x00006a9f,
-	0x00006aad, 0x00006ac9, 0x00006ad8, 0x00006aee,
-	0x00006b27, 0x00006b59, 0x00006bb1, 0x00006be8,
-	0x00006bff, 0x00006c0d, 0x00006c51, 0x00006c76,
-	0x00006ced, 0x00006d03, 0x00006d1a, 0x00006d48,
-	0x00006d5b, 0x00006d83, 0x00006e07, 0x00006e0e,
+	0x000069fd, 0x00006a0b, 0x00006a1b, 0x00006a27,
+	0x00006a37, 0x00006a45, 0x00006a55, 0x00006a5f,
+	0x00006a82, 0x00006a9b, 0x00006aae, 0x00006b1a,
+	0x00006b40, 0x00006b4f, 0x00006b5d, 0x00006b79,
+	0x00006b88, 0x00006b9e, 0x00006bd7, 0x00006c09,
+	0x00006c61, 0x00006c98, 0x00006caf, 0x00006cbd,
+	0x00006d01, 0x00006d26, 0x00006d9d, 0x00006db3,
+	0x00006dca, 0x00006df8, 0x00006e0b, 0x00006e33,
 	// Entry 2C0 - 2DF
-	0x00006e76, 0x00006ea0, 0x00006ed0, 0x00006fa3,
-	0x000070dd, 0x0000717d, 0x00007191, 0x0000723c,
-	0x000072be, 0x000072c6, 0x00007301, 0x00007307,
-	0x00007399, 0x00007431, 0x0000745c, 0x000074aa,
-	0x00007516, 0x000075bd, 0x000075d8, 0x000075e2,
-	0x000075e7, 0x000075f1, 0x000075f9, 0x000075ff,
-	0x00007607, 0x00007615, 0x0000761f, 0x0000762c,
-	0x0000763f, 0x00007663, 0x000076e3, 0x000076f4,
+	0x00006eb7, 0x00006ebe, 0x00006f26, 0x00006f50,
+	0x00006f80, 0x00007053, 0x0000718d, 0x0000722d,
+	0x00007241, 0x000072ec, 0x0000736e, 0x00007376,
+	0x000073b1, 0x000073b7, 0x00007449, 0x000074e1,
+	0x0000750c, 0x0000755a, 0x000075c6, 0x0000766d,
+	0x00007688, 0x00007692, 0x00007697, 0x000076a1,
+	0x000076a9, 0x000076af, 0x000076b7, 0x000076c5,
+	0x000076cf, 0x000076dc, 0x000076ef, 0x00007713,
 	// Entry 2E0 - 2FF
-	0x000076fc, 0x00007771, 0x000077c5, 0x0000780d,
-	0x0000781c, 0x0000782f, 0x0000783b, 0x00007877,
-	0x000078b1, 0x000078bf, 0x000078cc, 0x000078da,
-	0x000078e8, 0x000078f6, 0x00007928, 0x00007958,
-	0x000079b4, 0x000079c1, 0x000079e1, 0x000079ec,
-	0x00007a06, 0x00007a0b, 0x00007a1c, 0x00007aa2,
-	0x00007ac7, 0x00007ace, 0x00007ad7, 0x00007aea,
-	0x00007af4, 0x00007afe, 0x00007b08, 0x00007b20,
+	0x00007793, 0x000077a4, 0x000077ac, 0x00007821,
+	0x00007875, 0x000078bd, 0x000078cc, 0x000078df,
+	0x000078eb, 0x00007927, 0x00007961, 0x0000796f,
+	0x0000797c, 0x0000798a, 0x00007998, 0x000079a6,
+	0x000079d8, 0x00007a08, 0x00007a64, 0x00007a71,
+	0x00007a91, 0x00007a9c, 0x00007ab6, 0x00007abb,
+	0x00007acc, 0x00007b52, 0x00007b77, 0x00007b7e,
+	0x00007b87, 0x00007b9a, 0x00007ba4, 0x00007bae,
 	// Entry 300 - 31F
-	0x00007b36, 0x00007b42, 0x00007b64, 0x00007b6b,
-	0x00007b78, 0x00007b89, 0x00007bb0, 0x00007bc0,
-	0x00007bdf, 0x00007bff, 0x00007cd7, 0x00007db8,
-	0x00007e0c, 0x00007e5c, 0x00007ebc, 0x00007f0f,
-	0x00007f47, 0x00007f78, 0x00007fc8, 0x00007ffc,
-	0x0000801a, 0x00008039, 0x00008058, 0x00008078,
-} // Size: 3192 bytes
+	0x00007bb8, 0x00007bd0, 0x00007be6, 0x00007bf2,
+	0x00007c14, 0x00007c1b, 0x00007c28, 0x00007c39,
+	0x00007c60, 0x00007c70, 0x00007c8f, 0x00007caf,
+	0x00007d87, 0x00007e68, 0x00007ebc, 0x00007f0c,
+	0x00007f6c, 0x00007fbf, 0x00007ff7, 0x00008028,
+	0x00008078, 0x000080ac, 0x000080ca, 0x000080e9,
+	0x00008108, 0x00008128,
+} // Size: 3200 bytes
 
-const enData string = "" + // Size: 32888 bytes
+const enData string = "" + // Size: 33064 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1406,161 +1409,164 @@ const enData string = "" + // Size: 32888 bytes
 	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
 	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
 	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
-	"[1]s (deferred; settled by %[2]s)\x02%[1]s at %[2]s\x02Relais refused th" +
-	"is attempt’s report at %[1]s (%[2]s): its worker answered, and the answe" +
-	"r was not taken.\x02Relais refused %[1]s reports of this attempt, the la" +
-	"st at %[2]s (%[3]s): its worker answered, and no answer was taken.\x02wa" +
-	"iting\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no c" +
-	"onnection\x02answer too large\x02unknown\x02[redacted]\x02Message from t" +
-	"he service (its own words, protected values masked)\x02Message from Rela" +
-	"is, quoting the destination’s answer\x02Message from Relais\x02The revis" +
-	"ion must be a whole number, 1 or more.\x02A revision is a definition’s: " +
-	"choose the definition too.\x02Settlement date\x02More filters: instance," +
-	" revision, consumer, destination, dates\x02Push destination\x02its name," +
-	" exactly\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Next " +
-	"attempt or settled\x02No occurrence matches these filters.\x02All consum" +
-	"ers\x02Totals of definition %[1]s, not narrowed by the other filters\x02" +
-	"Totals of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02Earlier attempt:\x02settled\x02next attempt\x02claimable since" +
-	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
-	"revious page\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s" +
-	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
-	"fter the last.\x02This address holds a parameter that cannot be read (a " +
-	"percent sign not followed by two hexadecimal digits, or a semicolon): co" +
-	"rrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)." +
-	"\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d t" +
-	"imes: give it once.\x02The page cursor is invalid: go back to the first " +
-	"page.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose a place, whose daylight saving time is followed, or a fixed " +
-	"offset from UTC.\x02Reload lists and detail pages\x02A reload empties wh" +
-	"at you typed but did not apply (filters, the search box) and moves the f" +
-	"ocus back to the top of the page: “Pause reloading”, on every page that " +
-	"reloads, stops it until you resume. Pages where you type a reason (confi" +
-	"rmations, and occurrences with a value to reveal) never reload on their " +
-	"own, nor does a revealed value.\x02Save settings\x02Back without saving" +
-	"\x02UTC (coordinated universal time)\x02Local time in %[1]s\x02%[1]s (a " +
-	"fixed offset, no daylight saving time)\x02Never\x02Every %[1]d seconds" +
-	"\x02Display settings saved.\x02Reloading resumed.\x02Reloading paused: t" +
-	"his page stays as it is until you resume.\x02Published process versions:" +
-	" their nodes, routes and pinned revisions, drawn, with where their occur" +
-	"rences are now.\x02Published process versions: their nodes, routes and p" +
-	"inned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
-	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
-	"art node\x02Graph\x02Columns follow the longest path from the start node" +
-	". Solid arrows are successes (labelled with their route), dashed ones fa" +
-	"ilures (labelled with their error codes). Each box says how many of this" +
-	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
-	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
-	"ess\x02On error\x02Occurrences now\x02Inputs from\x02No inputs: an insta" +
-	"nce starts with an empty object.\x02Inputs an instance of this version i" +
-	"s started with\x02Instances of this version\x02Columns follow the longes" +
-	"t path from the start node. Solid arrows are successes (labelled with th" +
-	"eir route), dashed ones failures (labelled with their error codes).\x02N" +
-	"odes of this version\x02This version has %[1]d nodes: too many to draw l" +
-	"egibly (at most %[2]d). The table below lists every node with its routes" +
-	" and counts.\x02This version has %[1]d nodes: too many to draw legibly (" +
-	"at most %[2]d). The table below lists every node with its routes.\x02Gra" +
-	"ph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. T" +
-	"he table below lists the same nodes, routes and counts.\x00Y\x02%[1]d no" +
-	"des, starting at %[2]s. The table below lists the same nodes, routes and" +
-	" counts.\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
-	"me nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end " +
-	"(fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
-	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
-	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
-	"%[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[1]s\x02time" +
-	"out %[1]s\x02timeout %[1]s (the default)\x02instances held\x02instances " +
-	"held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
-	"\x02Only administrators may reveal a sensitive value.\x02Say why you rev" +
-	"eal this value: the reason is recorded with the reveal in the audit log." +
-	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back to th" +
-	"e occurrence\x02Cannot reveal\x02Only a value this page shows as hidden " +
-	"(sensitive) can be revealed.\x02Secret values can never be revealed.\x02" +
-	"Every sensitive value an administrator revealed: who, when, which field " +
-	"and why. The values themselves are never kept.\x02Reveals, newest first" +
-	"\x02No value was revealed.\x02none (revealed before reasons were asked f" +
-	"or)\x02Method not allowed\x02This page does not accept that request.\x02" +
-	"This form was sent from another site: the console takes its forms from i" +
-	"ts own pages only. Open the console and send it from there.\x02Search" +
-	"\x02Type an instance or occurrence id (a whole UUID, as the title of its" +
-	" page shows it), or a business key.\x02Nothing to find: the search box i" +
-	"s empty.\x02That is too long to be an id or a business key.\x02No instan" +
-	"ce has “%[1]s” as its business key. A business key is found only whole a" +
-	"nd exactly as given, capitals and accents included: a list shows a long " +
-	"one shortened, so copy it from its instance’s page.\x02No instance or oc" +
-	"currence has the id “%[1]s”, and no instance has it as its business key." +
-	" An ended instance is deleted, with its occurrences and attempts, once t" +
-	"he retention period (RELAIS_RETENTION) has passed, or at once when an ad" +
-	"ministrator erases it; the audit log keeps the operator actions taken on" +
-	" it.\x02No instance has “%[1]s” as its business key, and it is not a who" +
-	"le id: the lists show the end of each id. Open the row, or copy its link" +
-	", for the whole id.\x02You are signed out.\x02Your session had ended (in" +
-	"activity, a sign-out elsewhere, a revoked token or a restart of the serv" +
-	"er), so your last action was not applied. Sign in again, then repeat it." +
-	"\x02Your session has ended (inactivity, a sign-out elsewhere, a token re" +
-	"voked or expired, or a restart of the server). Sign in again.\x02Sign in" +
-	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity, and 12 hours at " +
-	"most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your add" +
-	"ress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from y" +
-	"our address. Try again in %[1]d seconds.\x02This token is unknown, revok" +
-	"ed or expired.\x02A %[1]s token cannot open the console: it is a worker’" +
-	"s token, for the API.\x02Only administrators see this page: tokens, cons" +
-	"umers, destinations, the reveal log and erasures are theirs.\x02Staff to" +
-	"kens (administrators, designers, operators) that are not revoked. Consum" +
-	"er tokens are managed with their consumers. Revoking a token refuses its" +
-	" next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Las" +
-	"t used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02thi" +
-	"s session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02It" +
-	"s next request is refused, and console sessions opened with it end. This" +
-	" cannot be undone: whoever uses it needs a new token.\x02Revoke the toke" +
-	"n\x02Keep it\x02This is the token you signed in with: revoking it signs " +
-	"you out. Its next request is refused. This cannot be undone.\x02This is " +
-	"the last usable administrator token: create another one before revoking " +
-	"it.\x02The token “%[1]s” (%[2]s) was revoked: its next request is refuse" +
-	"d.\x02routing output\x02each item of %[1]s\x02(each item)\x14\x01\x81" +
-	"\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d c" +
-	"haracters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19" +
-	"\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02" +
-	"at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d m" +
-	"ore values not shown: the page shows the first %[2]d, the API's detail h" +
-	"as them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item" +
-	"\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02nu" +
-	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
-	"kers by their last fetch. A worker is listed while it was seen within th" +
-	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
-	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
-	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
-	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
-	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
-	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
-	" to it, with their consumers granted it (a worker naming no revision tak" +
-	"es those its consumer is granted; a process version pins it).\x02Occurre" +
-	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
-	"orkers to them, with their consumers granted them (a worker naming no re" +
-	"vision takes those its consumer is granted; a process version pins them)" +
-	".\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
-	"isions they take: %[1]s; some take every revision their consumer is gran" +
-	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
-	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
-	"ions %[1]s only.\x02They take revisions %[1]s only."
+	"[1]s (deferred; settled by %[2]s)\x02%[1]s at %[2]s\x02Relais refused a " +
+	"report of this attempt at %[1]s (%[2]s) before taking another.\x02Relais" +
+	" refused %[1]s reports of this attempt, the last at %[2]s (%[3]s), befor" +
+	"e taking another.\x02Relais refused this attempt’s report at %[1]s (%[2]" +
+	"s): its worker answered, and the answer was not taken.\x02Relais refused" +
+	" %[1]s reports of this attempt, the last at %[2]s (%[3]s): its worker an" +
+	"swered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body" +
+	"\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02Message from the service (its own words, pr" +
+	"otected values masked)\x02Message from Relais, quoting the destination’s" +
+	" answer\x02Message from Relais\x02The revision must be a whole number, 1" +
+	" or more.\x02A revision is a definition’s: choose the definition too." +
+	"\x02Settlement date\x02More filters: instance, revision, consumer, desti" +
+	"nation, dates\x02Push destination\x02its name, exactly\x02instance id" +
+	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
+	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
+	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
+	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
+	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
+	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
+	"ollow the longest path from the start node. Solid arrows are successes (" +
+	"labelled with their route), dashed ones failures (labelled with their er" +
+	"ror codes). Each box says how many of this version’s occurrences are at " +
+	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
+	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
+	" now\x02Inputs from\x02No inputs: an instance starts with an empty objec" +
+	"t.\x02Inputs an instance of this version is started with\x02Instances of" +
+	" this version\x02Columns follow the longest path from the start node. So" +
+	"lid arrows are successes (labelled with their route), dashed ones failur" +
+	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
+	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
+	"ble below lists every node with its routes and counts.\x02This version h" +
+	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
+	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
+	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
+	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for a" +
+	"n operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
+	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
+	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
+	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
+	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
+	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
+	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
+	" and no instance has it as its business key. An ended instance is delete" +
+	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
+	"RETENTION) has passed, or at once when an administrator erases it; the a" +
+	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
+	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
+	", designer or administrator token.\x02Token\x02The token is checked once" +
+	" and never stored in your browser; a session cookie stands for it for up" +
+	" to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02" +
+	"G\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
+	"nd.\x00H\x02Too many failed sign-ins from your address. Try again in %[1" +
+	"]d seconds.\x02This token is unknown, revoked or expired.\x02A %[1]s tok" +
+	"en cannot open the console: it is a worker’s token, for the API.\x02Only" +
+	" administrators see this page: tokens, consumers, destinations, the reve" +
+	"al log and erasures are theirs.\x02Staff tokens (administrators, designe" +
+	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
+	"eir consumers. Revoking a token refuses its next request.\x02Staff token" +
+	"s, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02The token “%[1]s” (" +
+	"%[2]s) was revoked: its next request is refused.\x02routing output\x02ea" +
+	"ch item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least " +
+	"%[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
+	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
+	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
+	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
+	"em\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: the pa" +
+	"ge shows the first %[2]d, the API's detail has them all.\x02not provided" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in" +
+	" %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Work" +
+	"ers connected by a stream, and polling workers by their last fetch. A wo" +
+	"rker is listed while it was seen within three heartbeats.\x02Workers see" +
+	"n within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
+	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
+	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
+	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
+	"sumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
+	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
+	"t, and no live worker takes it: subscribe workers to it, with their cons" +
+	"umers granted it (a worker naming no revision takes those its consumer i" +
+	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
+	" wait, and no live worker takes them: subscribe workers to them, with th" +
+	"eir consumers granted them (a worker naming no revision takes those its " +
+	"consumer is granted; a process version pins them).\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted.\x02Revisions they take: %[" +
+	"1]s; some take every revision their consumer is granted.\x02They take ev" +
+	"ery revision their consumer is granted.\x02It takes revision %[1]d only." +
+	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
+	"They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 792 elements
+var frIndex = []uint32{ // 794 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1722,71 +1728,72 @@ var frIndex = []uint32{ // 792 elements
 	0x00007071, 0x00007105, 0x00007118, 0x00007155,
 	0x00007191, 0x000071a4, 0x000071f8, 0x0000722d,
 	0x0000723f, 0x00007256, 0x00007295, 0x000072e7,
-	0x00007313, 0x00007323, 0x000073a8, 0x0000743d,
+	0x00007313, 0x00007323, 0x00007383, 0x000073f4,
 	// Entry 240 - 25F
-	0x00007448, 0x00007465, 0x00007484, 0x00007495,
-	0x000074af, 0x000074b8, 0x000074c2, 0x00007510,
-	0x00007555, 0x00007574, 0x000075a9, 0x000075fa,
-	0x0000760b, 0x00007655, 0x0000766b, 0x0000767f,
-	0x00007698, 0x000076ae, 0x000076d8, 0x000076e0,
-	0x000076f3, 0x000076fa, 0x00007715, 0x00007735,
-	0x00007765, 0x0000777c, 0x000077b4, 0x000077ef,
-	0x0000781b, 0x0000786f, 0x0000787f, 0x00007899,
+	0x00007479, 0x0000750e, 0x00007519, 0x00007536,
+	0x00007555, 0x00007566, 0x00007580, 0x00007589,
+	0x00007593, 0x000075e1, 0x00007626, 0x00007645,
+	0x0000767a, 0x000076cb, 0x000076dc, 0x00007726,
+	0x0000773c, 0x00007750, 0x00007769, 0x0000777f,
+	0x000077a9, 0x000077b1, 0x000077c4, 0x000077cb,
+	0x000077e6, 0x00007806, 0x00007836, 0x0000784d,
+	0x00007885, 0x000078c0, 0x000078ec, 0x00007940,
 	// Entry 260 - 27F
-	0x000078a4, 0x000078b8, 0x000078ca, 0x000078e0,
-	0x000078f2, 0x00007904, 0x0000790a, 0x0000791c,
-	0x0000792a, 0x00007939, 0x00007945, 0x0000795b,
-	0x00007985, 0x000079b8, 0x00007a60, 0x00007ab0,
-	0x00007ad8, 0x00007b2a, 0x00007b6c, 0x00007ba8,
-	0x00007bbf, 0x00007c89, 0x00007cb6, 0x00007e70,
-	0x00007e8a, 0x00007ea3, 0x00007ec4, 0x00007edb,
-	0x00007f08, 0x00007f0f, 0x00007f29, 0x00007f4f,
+	0x00007950, 0x0000796a, 0x00007975, 0x00007989,
+	0x0000799b, 0x000079b1, 0x000079c3, 0x000079d5,
+	0x000079db, 0x000079ed, 0x000079fb, 0x00007a0a,
+	0x00007a16, 0x00007a2c, 0x00007a56, 0x00007a89,
+	0x00007b31, 0x00007b81, 0x00007ba9, 0x00007bfb,
+	0x00007c3d, 0x00007c79, 0x00007c90, 0x00007d5a,
+	0x00007d87, 0x00007f41, 0x00007f5b, 0x00007f74,
+	0x00007f95, 0x00007fac, 0x00007fd9, 0x00007fe0,
 	// Entry 280 - 29F
-	0x00007f64, 0x00007fbe, 0x00008053, 0x000080b6,
-	0x000080c9, 0x000080f0, 0x00008118, 0x00008126,
-	0x00008136, 0x00008147, 0x0000814e, 0x00008284,
-	0x0000828b, 0x000082c5, 0x000082ca, 0x000082df,
-	0x000082f3, 0x00008305, 0x0000831b, 0x0000832b,
-	0x00008368, 0x000083a8, 0x000083c3, 0x00008498,
-	0x000084b0, 0x00008551, 0x000085e0, 0x000085f0,
-	0x000086ca, 0x0000878c, 0x00008791, 0x000087a1,
+	0x00007ffa, 0x00008020, 0x00008035, 0x0000808f,
+	0x00008124, 0x00008187, 0x0000819a, 0x000081c1,
+	0x000081e9, 0x000081f7, 0x00008207, 0x00008218,
+	0x0000821f, 0x00008355, 0x0000835c, 0x00008396,
+	0x0000839b, 0x000083b0, 0x000083c4, 0x000083d6,
+	0x000083ec, 0x000083fc, 0x00008439, 0x00008479,
+	0x00008494, 0x00008569, 0x00008581, 0x00008622,
+	0x000086b1, 0x000086c1, 0x0000879b, 0x0000885d,
 	// Entry 2A0 - 2BF
-	0x000087af, 0x000087bf, 0x000087cf, 0x000087dd,
-	0x000087ed, 0x000087f7, 0x00008820, 0x0000883a,
-	0x00008855, 0x000088e3, 0x00008921, 0x00008932,
-	0x0000893f, 0x0000895a, 0x0000896e, 0x0000898c,
-	0x000089d7, 0x00008a18, 0x00008a8e, 0x00008ad4,
-	0x00008aed, 0x00008b05, 0x00008b58, 0x00008b93,
-	0x00008c2b, 0x00008c57, 0x00008c7d, 0x00008cb1,
-	0x00008cc9, 0x00008cf4, 0x00008d9d, 0x00008da7,
+	0x00008862, 0x00008872, 0x00008880, 0x00008890,
+	0x000088a0, 0x000088ae, 0x000088be, 0x000088c8,
+	0x000088f1, 0x0000890b, 0x00008926, 0x000089b4,
+	0x000089f2, 0x00008a03, 0x00008a10, 0x00008a2b,
+	0x00008a3f, 0x00008a5d, 0x00008aa8, 0x00008ae9,
+	0x00008b5f, 0x00008ba5, 0x00008bbe, 0x00008bd6,
+	0x00008c29, 0x00008c64, 0x00008cfc, 0x00008d28,
+	0x00008d4e, 0x00008d82, 0x00008d9a, 0x00008dc5,
 	// Entry 2C0 - 2DF
-	0x00008e2f, 0x00008e64, 0x00008ea5, 0x00008f8a,
-	0x00009105, 0x000091de, 0x000091f7, 0x000092c0,
-	0x00009349, 0x00009356, 0x000093a8, 0x000093ae,
-	0x00009460, 0x00009510, 0x0000953c, 0x000095a5,
-	0x0000964c, 0x0000970e, 0x0000973e, 0x0000974b,
-	0x00009751, 0x00009767, 0x00009772, 0x00009779,
-	0x00009784, 0x00009792, 0x0000979f, 0x000097ad,
-	0x000097c6, 0x000097f3, 0x0000989c, 0x000098af,
+	0x00008e6e, 0x00008e78, 0x00008f00, 0x00008f35,
+	0x00008f76, 0x0000905b, 0x000091d6, 0x000092af,
+	0x000092c8, 0x00009391, 0x0000941a, 0x00009427,
+	0x00009479, 0x0000947f, 0x00009531, 0x000095e1,
+	0x0000960d, 0x00009676, 0x0000971d, 0x000097df,
+	0x0000980f, 0x0000981c, 0x00009822, 0x00009838,
+	0x00009843, 0x0000984a, 0x00009855, 0x00009863,
+	0x00009870, 0x0000987e, 0x00009897, 0x000098c4,
 	// Entry 2E0 - 2FF
-	0x000098b9, 0x00009948, 0x000099a9, 0x00009a05,
-	0x00009a17, 0x00009a31, 0x00009a44, 0x00009a82,
-	0x00009abe, 0x00009adb, 0x00009ae8, 0x00009af6,
-	0x00009b04, 0x00009b14, 0x00009b50, 0x00009b8a,
-	0x00009c07, 0x00009c12, 0x00009c3c, 0x00009c49,
-	0x00009c65, 0x00009c69, 0x00009c7b, 0x00009d3d,
-	0x00009d70, 0x00009d7b, 0x00009d85, 0x00009d9a,
-	0x00009da3, 0x00009dad, 0x00009dc2, 0x00009de6,
+	0x0000996d, 0x00009980, 0x0000998a, 0x00009a19,
+	0x00009a7a, 0x00009ad6, 0x00009ae8, 0x00009b02,
+	0x00009b15, 0x00009b53, 0x00009b8f, 0x00009bac,
+	0x00009bb9, 0x00009bc7, 0x00009bd5, 0x00009be5,
+	0x00009c21, 0x00009c5b, 0x00009cd8, 0x00009ce3,
+	0x00009d0d, 0x00009d1a, 0x00009d36, 0x00009d3a,
+	0x00009d4c, 0x00009e0e, 0x00009e41, 0x00009e4c,
+	0x00009e56, 0x00009e6b, 0x00009e74, 0x00009e7e,
 	// Entry 300 - 31F
-	0x00009e00, 0x00009e15, 0x00009e41, 0x00009e46,
-	0x00009e5b, 0x00009e6d, 0x00009ea2, 0x00009eb3,
-	0x00009ee0, 0x00009f0f, 0x0000a031, 0x0000a153,
-	0x0000a1c9, 0x0000a254, 0x0000a2e3, 0x0000a34a,
-	0x0000a38c, 0x0000a3d4, 0x0000a447, 0x0000a48f,
-	0x0000a4bd, 0x0000a4eb, 0x0000a51e, 0x0000a551,
-} // Size: 3192 bytes
+	0x00009e93, 0x00009eb7, 0x00009ed1, 0x00009ee6,
+	0x00009f12, 0x00009f17, 0x00009f2c, 0x00009f3e,
+	0x00009f73, 0x00009f84, 0x00009fb1, 0x00009fe0,
+	0x0000a102, 0x0000a224, 0x0000a29a, 0x0000a325,
+	0x0000a3b4, 0x0000a41b, 0x0000a45d, 0x0000a4a5,
+	0x0000a518, 0x0000a560, 0x0000a58e, 0x0000a5bc,
+	0x0000a5ef, 0x0000a622,
+} // Size: 3200 bytes
 
-const frData string = "" + // Size: 42321 bytes
+const frData string = "" + // Size: 42530 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2216,192 +2223,195 @@ const frData string = "" + // Size: 42321 bytes
 	"1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%" +
 	"[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant que " +
 	"%[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02%[1]s sur %[2]s" +
-	"\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f:" +
-	" son exécutant a répondu, et la réponse n’a pas été prise.\x02Relais a r" +
-	"efusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)" +
-	"\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02en " +
-	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
-	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
-	"\x02Message de l’exécutant (ses propres termes, valeurs protégées masqué" +
-	"es)\x02Message de Relais (en anglais), citant la réponse de la destinati" +
-	"on\x02Message de Relais (en anglais)\x02La révision doit être un nombre " +
-	"entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: cho" +
-	"isissez aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f" +
-	": instance, révision, consommateur, destination, dates\x02Destination d’" +
-	"appel\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par " +
-	"statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Processus" +
-	" et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative o" +
-	"u clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les " +
-	"consommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
-	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 s" +
-	"econdes environ.\x02révision %[1]d\x02Tentative antérieure\u202f:\x02clô" +
-	"turée\x02prochaine tentative\x02disponible depuis\x02appel en cours depu" +
-	"is\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02P" +
-	"age suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02" +
-	"%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jou" +
-	"r vient après le dernier.\x02Cette adresse contient un paramètre illisib" +
-	"le (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux" +
-	", ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
-	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
-	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
-	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
-	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
-	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
-	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
-	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
-	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
-	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
-	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
-	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
-	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
-	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
-	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
-	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
-	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
-	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
-	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
-	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
-	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
-	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
-	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
-	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
-	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
-	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
-	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02A" +
-	"ucune entrée\u202f: une instance démarre avec un objet vide.\x02Entrées " +
-	"avec lesquelles démarre une instance de cette version\x02Instances de ce" +
-	"tte version\x02Les colonnes suivent le plus long chemin depuis le nœud d" +
-	"e départ. Les flèches pleines sont les réussites (étiquetées par leur ro" +
-	"ute), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02dé" +
-	"lai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f" +
-	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
-	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
-	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
-	" consigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]" +
-	"s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurr" +
-	"ence\x02Révélation impossible\x02Seule une valeur que cette page affiche" +
-	" masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuven" +
-	"t jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a" +
-	" révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mê" +
-	"mes ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance.\x02Aucune instance ni occurrence n’a l’identifian" +
-	"t « %[1]s », et aucune instance ne l’a pour clé métier. Une instance ter" +
-	"minée est supprimée, avec ses occurrences et ses tentatives, une fois la" +
-	" durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un adm" +
-	"inistrateur l’efface\u202f; le journal d’audit garde les actions d’opéra" +
-	"teur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour cl" +
-	"é métier, et ce n’est pas un identifiant entier\u202f: les listes montr" +
-	"ent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, p" +
-	"our l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avai" +
-	"t pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarra" +
-	"ge du serveur)\u202f: votre dernière action n’a pas été appliquée. Recon" +
-	"nectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, " +
-	"déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur" +
-	"). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’o" +
-	"pérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vé" +
-	"rifié une fois et n’est jamais conservé dans votre navigateur\u202f; un " +
-	"cookie de session le remplace jusqu’à 8 heures d’inactivité, et 12 heure" +
-	"s au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depui" +
-	"s votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexion" +
-	"s échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce je" +
-	"ton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pa" +
-	"s ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Se" +
-	"uls les administrateurs voient cette page\u202f: les jetons, les consomm" +
-	"ateurs, les destinations, le journal des révélations et les effacements " +
-	"sont de leur ressort.\x02Jetons du personnel (administrateurs, concepteu" +
-	"rs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent ave" +
-	"c leurs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02" +
-	"Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle" +
-	"\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton " +
-	"expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoq" +
-	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
-	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
-	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
-	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%" +
-	"[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refus" +
-	"ée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en to" +
-	"ut)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux," +
-	" et ceux qui interrogent par leur dernière demande. Un exécutant est lis" +
-	"té tant qu’il s’est manifesté dans les trois derniers battements de cœur" +
-	".\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02P" +
-	"rotocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier sign" +
-	"e de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
-	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
-	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
-	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
-	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
-	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
-	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
-	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
-	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
-	"quelles son consommateur a droit\u202f; une version de processus les épi" +
-	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
-	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
-	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
-	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
-	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
-	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
-	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
-	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
-	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
-	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avant " +
+	"d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette tenta" +
+	"tive, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relai" +
+	"s a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son exéc" +
+	"utant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé %[1" +
+	"]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son ex" +
+	"écutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02HT" +
+	"TP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de con" +
+	"nexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de" +
+	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02Message" +
+	" de Relais (en anglais), citant la réponse de la destination\x02Message " +
+	"de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou p" +
+	"lus.\x02Une révision est celle d’une définition\u202f: choisissez aussi " +
+	"la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, ré" +
+	"vision, consommateur, destination, dates\x02Destination d’appel\x02son n" +
+	"om, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occu" +
+	"rrences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Er" +
+	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
+	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochai" +
+	"ne tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jus" +
+	"qu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02" +
+	"Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une" +
+	" date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le" +
+	" dernier.\x02Cette adresse contient un paramètre illisible (un signe pou" +
+	"r cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vi" +
+	"rgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1" +
+	"]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre i" +
+	"nconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» e" +
+	"st donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pa" +
+	"ge est invalide\u202f: revenez à la première page.\x02Ces réglages sont " +
+	"conservés dans ce navigateur seulement.\x02Afficher les heures en\x02La " +
+	"console n’exécute aucun script et ne peut donc pas lire le fuseau horair" +
+	"e de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est " +
+	"suivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes e" +
+	"t les pages de détail\x02Un rechargement vide ce que vous avez saisi san" +
+	"s l’appliquer (filtres, champ de recherche) et ramène le focus en haut d" +
+	"e la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque pag" +
+	"e qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages " +
+	"où vous saisissez un motif (confirmations, et occurrences dont une valeu" +
+	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
+	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
+	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
+	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
+	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
+	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
+	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
+	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
+	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
+	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
+	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
+	".\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les" +
+	" colonnes suivent le plus long chemin depuis le nœud de départ. Les flèc" +
+	"hes pleines sont les réussites (étiquetées par leur route), les pointill" +
+	"ées les échecs (étiquetées par leurs codes d’erreur). Chaque case indiq" +
+	"ue combien d’occurrences de cette version se trouvent à ce nœud maintena" +
+	"nt.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02Les colon" +
+	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
+	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
+	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
+	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
+	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
+	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
+	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
+	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
+	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
+	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
+	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
+	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
+	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
+	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
+	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
+	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
+	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
+	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
+	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
+	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
+	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
+	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
+	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
+	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
+	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
+	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
+	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
+	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
+	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
+	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
+	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
+	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
+	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
+	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
+	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
+	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
+	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
+	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
+	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
+	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
+	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
+	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
+	"t entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inac" +
+	"tivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
+	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
+	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
+	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
+	"ion le remplace jusqu’à 8 heures d’inactivité, et 12 heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconn" +
+	"u, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la co" +
+	"nsole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les admini" +
+	"strateurs voient cette page\u202f: les jetons, les consommateurs, les de" +
+	"stinations, le journal des révélations et les effacements sont de leur r" +
+	"essort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
+	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
+	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du pers" +
+	"onnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière util" +
+	"isation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoque" +
+	"r…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]" +
+	"s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les s" +
+	"essions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
+	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
+	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 81593 bytes (79KiB); checksum: 47B98D88
+	// Total table size 81994 bytes (80KiB); checksum: C9398D67

@@ -470,9 +470,9 @@ func (p *Protocol) onSettled(ref engine.WorkerRef, attempt int) {
 var completeHints = map[int]string{1: `a completion takes "worker_id", "attempt" and "outputs"; the definition's outputs go under "outputs" ({"outputs": {…}})`}
 
 func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
-	req, err := httpjson.Decode[completeRequest](w, r, p.body)
+	req, err := decodeReport[completeRequest](p, w, r, func(err error) error { return httpjson.UnknownHint(err, completeHints) })
 	if err != nil {
-		return httpjson.UnknownHint(err, completeHints)
+		return err
 	}
 	ref, err := p.ref(r, req.WorkerID, req.Attempt.v)
 	if err != nil {
@@ -494,6 +494,36 @@ func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// decodeReport decodes a completion or a failure as strictly as any body
+// (hint, when set, rewords its refusal); one that decodes as JSON but is
+// refused (an unknown member, outputs written at the top level) is noted
+// on the attempt its worker_id holds, as a refusal of its content is: a
+// worker stuck on it read as one that never answered (verifier QA).
+func decodeReport[T any](p *Protocol, w http.ResponseWriter, r *http.Request, hint func(error) error) (T, error) {
+	body, err := httpjson.ReadBody(w, r, p.body)
+	if err != nil {
+		var v T
+		return v, err
+	}
+	v, err := httpjson.DecodeBytes[T](body)
+	if err == nil {
+		return v, nil
+	}
+	if hint != nil {
+		err = hint(err)
+	}
+	var named struct {
+		WorkerID string        `json:"worker_id"`
+		Attempt  attemptNumber `json:"attempt"`
+	}
+	if _, token := viaSettleToken(r.Context()); json.Unmarshal(body, &named) == nil && (named.WorkerID != "" || token) {
+		if ref, rerr := p.ref(r, named.WorkerID, named.Attempt.v); rerr == nil {
+			p.eng.NoteRefusedReport(r.Context(), ref, err)
+		}
+	}
+	return v, err
+}
+
 type failRequest struct {
 	WorkerID     string                `json:"worker_id"`
 	Attempt      attemptNumber         `json:"attempt"`
@@ -505,7 +535,7 @@ type failRequest struct {
 }
 
 func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
-	req, err := httpjson.Decode[failRequest](w, r, p.body)
+	req, err := decodeReport[failRequest](p, w, r, nil)
 	if err != nil {
 		return err
 	}

@@ -86,12 +86,15 @@ where occurrence_id = @occurrence_id and number = @number;
 -- name: AttemptNoteRefusal :execrows
 -- A report refused to the worker holding the occurrence's open attempt
 -- (its consumer's, for a deferred attempt or a settle token's), noted on
--- that attempt; nothing when the reporter holds no such attempt.
+-- that attempt; nothing when the reporter holds no such attempt, its lock
+-- lapsed included (a late worker's refusal must not say it answered in
+-- time: verifier QA).
 update attempts a
 set refusals = a.refusals + 1, refused_at = coalesce(sqlc.narg('now')::timestamptz, now()),
     refusal_code = @code::text, refusal_pointers = @pointers::text[]
 from occurrences o
 where o.id = @occurrence_id and a.occurrence_id = o.id and a.number = o.attempts and a.ended_at is null
-  and o.status in ('reserved', 'deferred') and a.consumer_id = @consumer_id
+  and (o.status = 'deferred' or o.status = 'reserved' and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+  and a.consumer_id = @consumer_id
   and (@any_worker::boolean or o.status = 'deferred' or a.worker_id = @worker_id::text)
   and (sqlc.narg('number')::int is null or a.number = sqlc.narg('number')::int);

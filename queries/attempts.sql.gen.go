@@ -189,7 +189,8 @@ set refusals = a.refusals + 1, refused_at = coalesce($1::timestamptz, now()),
     refusal_code = $2::text, refusal_pointers = $3::text[]
 from occurrences o
 where o.id = $4 and a.occurrence_id = o.id and a.number = o.attempts and a.ended_at is null
-  and o.status in ('reserved', 'deferred') and a.consumer_id = $5
+  and (o.status = 'deferred' or o.status = 'reserved' and o.lock_expires_at > coalesce($1::timestamptz, now()))
+  and a.consumer_id = $5
   and ($6::boolean or o.status = 'deferred' or a.worker_id = $7::text)
   and ($8::int is null or a.number = $8::int)
 `
@@ -207,7 +208,9 @@ type AttemptNoteRefusalParams struct {
 
 // A report refused to the worker holding the occurrence's open attempt
 // (its consumer's, for a deferred attempt or a settle token's), noted on
-// that attempt; nothing when the reporter holds no such attempt.
+// that attempt; nothing when the reporter holds no such attempt, its lock
+// lapsed included (a late worker's refusal must not say it answered in
+// time: verifier QA).
 func (q *Queries) AttemptNoteRefusal(ctx context.Context, arg AttemptNoteRefusalParams) (int64, error) {
 	result, err := q.db.Exec(ctx, attemptNoteRefusal,
 		arg.Now,

@@ -383,3 +383,8 @@ order by s.replica;
 -- Forgets every replica's noted retention (a restored backup's are its
 -- source's replicas').
 delete from retention_settings;
+
+-- name: RetentionForgetReplica :exec
+-- Forgets one replica's noted retention: an earlier run of this replica's
+-- host (see noteRetention).
+delete from retention_settings where replica = @replica::text;

@@ -1076,6 +1076,17 @@ func (q *Queries) RetentionForget(ctx context.Context) error {
 	return err
 }
 
+const retentionForgetReplica = `-- name: RetentionForgetReplica :exec
+delete from retention_settings where replica = $1::text
+`
+
+// Forgets one replica's noted retention: an earlier run of this replica's
+// host (see noteRetention).
+func (q *Queries) RetentionForgetReplica(ctx context.Context, replica string) error {
+	_, err := q.db.Exec(ctx, retentionForgetReplica, replica)
+	return err
+}
+
 const retentionNote = `-- name: RetentionNote :many
 with noted as (
     insert into retention_settings (replica, retention_seconds, noted_at)
