@@ -22,6 +22,10 @@ func TestAnswerOf(t *testing.T) {
 		`{"outputs":[1]}`:                             "no outputs object",
 		`{"outputs":{"a":"\ud800"}}`:                  "not strict JSON at /outputs/a",
 		`{"outputs":{"a":1,"a":2}}`:                   "not strict JSON at /outputs/a",
+		// What each is, rather than "not a JSON object" (push QA).
+		``:                                  "has no body",
+		" \n":                               "has no body",
+		"\ufeff{\"outputs\":{\"score\":1}}": "byte order mark",
 	} {
 		got := answerOf([]byte(body))
 		switch {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -88,5 +89,54 @@ func TestARequestThatNeverLeftIsNotOutcomeUnknown(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("the destination got %d requests, want 2", n)
+	}
+}
+
+// A call whose budget ends while it connects (a host that drops packets)
+// sent nothing the destination could act on: connection_failed, not
+// deadline_exceeded, which says it may have acted (push QA). One whose
+// request was sent and whose answer never came is deadline_exceeded.
+func TestABudgetSpentConnectingIsConnectionFailed(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	var holes sync.WaitGroup
+	t.Cleanup(silent.Close)
+	t.Cleanup(func() { close(release); holes.Wait() }) // first: Close waits for the handler
+	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
+	var blackHole atomic.Bool
+	dial := (&net.Dialer{}).DialContext
+	r.client.Transport.(*http.Transport).DialContext = countingDial(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if blackHole.Load() {
+			// net/http dials past a request's end (for its pool): the
+			// hole holds its dial until the test ends.
+			holes.Add(1)
+			defer holes.Done()
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+			return nil, syscall.ETIMEDOUT
+		}
+		return dial(ctx, network, addr)
+	})
+	call := func() engine.PushResult {
+		c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`), URL: silent.URL}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		return r.call(ctx, c, 300*time.Millisecond)
+	}
+	if res := call(); res.ErrorCode != engine.CodeDeadlineExceeded {
+		t.Errorf("a request sent, its answer never come: %s %s; want deadline_exceeded", res.ErrorCode, res.Message)
+	}
+	r.client.Transport.(*http.Transport).CloseIdleConnections()
+	blackHole.Store(true)
+	if res := call(); res.ErrorCode != engine.CodeConnectionFailed {
+		t.Errorf("a budget spent connecting: %s %s; want connection_failed", res.ErrorCode, res.Message)
 	}
 }

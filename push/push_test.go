@@ -92,7 +92,7 @@ func TestPushOutcomes(t *testing.T) {
 		wantMsg  string // in the occurrence's error message, when set
 	}{
 		{"200 valid", ok, "", "", ""},
-		{"503", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, "", "destination_http_503", ""},
+		{"503", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, "", "destination_http_503", "answered 503: (no body)"},
 		{"invalid JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"outputs": {`) }, "", "invalid_outputs", ""},
 		{"outputs violate the contract", func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, `{"outputs": {"score": 420, "band": "low"}}`)

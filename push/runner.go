@@ -391,9 +391,14 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 		if decodeErr != nil {
 			data = []byte("(a body that says Content-Encoding: gzip but is not valid gzip)")
 		}
-		msg := fmt.Sprintf("the destination answered %d: %s", res.StatusCode, snippet(data))
+		body := snippet(data)
+		if strings.TrimSpace(body) == "" {
+			// Not a dangling colon (push QA).
+			body = "(no body)"
+		}
+		msg := fmt.Sprintf("the destination answered %d: %s", res.StatusCode, body)
 		if to := redirectHost(res); to != "" {
-			msg = fmt.Sprintf("the destination answered %d, a redirect to %s (Relais follows none: register the URL it redirects to): %s", res.StatusCode, to, snippet(data))
+			msg = fmt.Sprintf("the destination answered %d, a redirect to %s (Relais follows none: register the URL it redirects to): %s", res.StatusCode, to, body)
 		}
 		if wait := res.Header.Get("Retry-After"); wait != "" && (res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable) {
 			// Relais retries nothing by itself: whoever retries the
@@ -582,6 +587,14 @@ func answerOf(data []byte) engine.PushResult {
 	invalid := func(format string, args ...any) engine.PushResult {
 		return engine.PushResult{ErrorCode: engine.CodeInvalidOutputs, Message: fmt.Sprintf(format, args...) + `; a destination answers {"outputs": {...}}`}
 	}
+	switch {
+	case len(bytes.TrimSpace(data)) == 0:
+		// A 204, or a 200 without a body (push QA: told it was not an
+		// object).
+		return invalid("the response has no body")
+	case bytes.HasPrefix(data, []byte("\xef\xbb\xbf")):
+		return invalid("the response starts with a byte order mark (U+FEFF), which JSON does not allow: send the object without it")
+	}
 	var answer map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&answer); err != nil || answer == nil {
@@ -622,6 +635,12 @@ func answerOf(data []byte) engine.PushResult {
 // timeout, deadline_exceeded).
 func transportFailure(ctx context.Context, err error, budget time.Duration, sent bool) engine.PushResult {
 	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && !sent:
+		// The budget ran out connecting (a host that drops packets, a
+		// wrong address), or before the request was written whole:
+		// nothing reached it that it could act on (push QA: it read as a
+		// call that may have charged a card).
+		return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the destination could not be reached within the budget of " + isoduration.Format(budget) + ": the request was not sent whole, so it cannot have acted on it"}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return engine.PushResult{ErrorCode: engine.CodeDeadlineExceeded, Message: "no complete answer within the budget of " + isoduration.Format(budget)}
 	case errors.Is(ctx.Err(), context.Canceled):
