@@ -493,22 +493,33 @@ func nodeValue(n *yaml.Node, at string) (any, error) {
 	if t := n.ShortTag(); (t == "!!int" || t == "!!float") && jsonNumber.MatchString(n.Value) {
 		return json.Number(n.Value), nil
 	}
+	if n.Kind == yaml.ScalarNode && n.Style == 0 && n.ShortTag() == "!!str" && yamlNumberish.MatchString(n.Value) {
+		// Unquoted, a number too large for YAML's own types (1e999, a
+		// 20-digit hex) is read as a string, and was told to be an
+		// integer, "not string" (verifier QA).
+		return nil, &nonFinite{pointer: at, literal: n.Value, why: "is a number too large to hold"}
+	}
 	var x any
 	if err := n.Decode(&x); err != nil {
 		return nil, err
 	}
 	if f, ok := x.(float64); ok && (math.IsInf(f, 0) || math.IsNaN(f)) {
-		return nil, &nonFinite{pointer: at, literal: n.Value}
+		return nil, &nonFinite{pointer: at, literal: n.Value, why: "is a number JSON cannot hold"}
 	}
 	return x, nil
 }
 
-// nonFinite is a YAML number JSON cannot hold (.inf, .nan), at its
-// pointer: the whole document was blamed, at its first line (designer QA).
-type nonFinite struct{ pointer, literal string }
+// yamlNumberish is a plain scalar written as a YAML number: decimal,
+// hexadecimal or octal, with an exponent or digit separators.
+var yamlNumberish = regexp.MustCompile(`^[-+]?(0x[0-9a-fA-F_]+|0o[0-7_]+|[0-9][0-9_]*(\.[0-9_]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?)$`)
+
+// nonFinite is a YAML number JSON cannot hold (.inf, .nan, 1e999), at
+// its pointer: the whole document was blamed, at its first line (designer
+// QA).
+type nonFinite struct{ pointer, literal, why string }
 
 func (e *nonFinite) Error() string {
-	return fmt.Sprintf("%s is a number JSON cannot hold: write a finite number, or quote it (%q) for a string", e.literal, e.literal)
+	return fmt.Sprintf("%s %s: write a finite number that fits, or quote it (%q) for a string", e.literal, e.why, e.literal)
 }
 
 // yamlLine finds the line yaml.v3 names in its errors ("yaml: line 20:

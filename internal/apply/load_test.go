@@ -479,8 +479,11 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		"list.yaml":   {"- a\n- b\n", `1: /: a document must be a mapping with a kind`},
 		"scalar.yaml": {"just words\n", `1: /: a document must be a mapping with a kind`},
 		// At its own line and pointer, not the document's first line.
-		"nan.yaml": {"kind: Definition\nkey: d\nx: .nan\n", `3: /x: .nan is a number JSON cannot hold: write a finite number, or quote it (".nan") for a string`},
-		"inf.yaml": {"kind: Definition\nkey: d\nfields:\n  a:\n    enum: [1, -.Inf]\n", `5: /fields/a/enum/1: -.Inf is a number JSON cannot hold: write a finite number, or quote it ("-.Inf") for a string`},
+		"nan.yaml": {"kind: Definition\nkey: d\nx: .nan\n", `3: /x: .nan is a number JSON cannot hold: write a finite number that fits, or quote it (".nan") for a string`},
+		"inf.yaml": {"kind: Definition\nkey: d\nfields:\n  a:\n    enum: [1, -.Inf]\n", `5: /fields/a/enum/1: -.Inf is a number JSON cannot hold: write a finite number that fits, or quote it ("-.Inf") for a string`},
+		// Too large for YAML's types, it was read as a string (verifier QA).
+		"huge.yaml": {"kind: Definition\nkey: d\nx:\n  max_length: 0x7FFFFFFFFFFFFFFFFFFF\n", `4: /x/max_length: 0x7FFFFFFFFFFFFFFFFFFF is a number too large to hold: write a finite number that fits, or quote it ("0x7FFFFFFFFFFFFFFFFFFF") for a string`},
+		"e999.yaml": {"kind: Definition\nkey: d\nx: 1e999\n", `3: /x: 1e999 is a number too large to hold: write a finite number that fits, or quote it ("1e999") for a string`},
 		"duplicate.yaml": {"kind: Definition\nkey: d\nname: one\nname: two\n",
 			`4: /: not valid YAML: mapping key "name" already defined at line 3`},
 		"duplicate.json": {"{\"kind\": \"Definition\",\n \"key\": \"d\",\n \"key\": \"e\"}\n",
