@@ -130,10 +130,10 @@ type occurrenceView struct {
 	ActionHref        string
 	ActionLabel       string
 
-	AttemptsLabel, AttemptsSummary, AttemptsCaption                   string
+	AttemptsLabel, AttemptsSummary, AttemptsCaption string
 	// AttemptsHidden, when set, says how many earlier attempts the table
 	// leaves out (see maxAttemptRows).
-	AttemptsHidden string
+	AttemptsHidden                                                    string
 	HeadNumber, HeadConsumer, HeadWorker, HeadReserved, HeadEnded     string
 	HeadDuration, HeadHTTP                                            string
 	HeadOutcome, HeadErrorCode, HeadErrorMessage, NoAttempts, Running string

@@ -120,10 +120,10 @@ type processVersionView struct {
 	HeadBindings                                                                        string
 	Nodes                                                                               []nodeRow
 	// Inputs is the contract instances of the version start with.
-	Inputs      contractTable
-	InputsHeads contractHeads
-	NoCounts                                                                            string
-	InstancesHref, InstancesLabel                                                       string
+	Inputs                        contractTable
+	InputsHeads                   contractHeads
+	NoCounts                      string
+	InstancesHref, InstancesLabel string
 	// Counts is whether the page shows occurrences by node: operational
 	// data, for operators (a designer reads the version itself).
 	Counts bool
@@ -173,8 +173,8 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		NodesLabel: T(ctx, "Nodes"), NodesCaption: T(ctx, "Nodes of this version, with their occurrences now"),
 		HeadNode: T(ctx, "Node"), HeadKind: T(ctx, "Kind"), HeadDefinition: T(ctx, "Pinned revision"), HeadRoutes: T(ctx, "On success"),
 		HeadOnError: T(ctx, "On error"), HeadPolicy: T(ctx, "Policy"), HeadCounts: T(ctx, "Occurrences now"),
-		HeadBindings:   T(ctx, "Inputs from"),
-		NoCounts:       T(ctx, "none"),
+		HeadBindings: T(ctx, "Inputs from"),
+		NoCounts:     T(ctx, "none"),
 		Inputs: contractTable{Title: T(ctx, "Inputs"), TestID: "process-inputs", Empty: T(ctx, "No inputs: an instance starts with an empty object."),
 			Caption: T(ctx, "Inputs an instance of this version is started with"), Rows: contractRows(ctx, p.Inputs, "")},
 		InputsHeads: contractHeads{Field: T(ctx, "Field"), Type: T(ctx, "Type"), Required: T(ctx, "Required"),
