@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -144,5 +145,40 @@ func TestABudgetSpentConnectingIsConnectionFailed(t *testing.T) {
 	blackHole.Store(true)
 	if res := call(); res.ErrorCode != engine.CodeConnectionFailed {
 		t.Errorf("a budget spent connecting: %s %s; want connection_failed", res.ErrorCode, res.Message)
+	}
+}
+
+// A destination whose URL says http:// but which speaks TLS answers a TLS
+// alert (Go's own TLS servers answer 400 instead): it cannot have acted on
+// the plain request, so the call is connection_failed saying to use
+// https, not outcome_unknown (push QA).
+func TestPlainHTTPToATLSDestinationIsConnectionFailed(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// A TLS record of an alert, handshake_failure, as a TLS
+			// server answers bytes that are no ClientHello.
+			buf := make([]byte, 4096)
+			_, _ = conn.Read(buf)
+			_, _ = conn.Write([]byte("\x15\x03\x01\x00\x02\x02\x28"))
+			conn.Close()
+		}
+	}()
+	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
+	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`),
+		URL: "http://" + ln.Addr().String() + "/score"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "https://") {
+		t.Errorf("plain HTTP to a TLS server: %s %q; want connection_failed naming https", res.ErrorCode, res.Message)
 	}
 }

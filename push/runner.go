@@ -662,6 +662,10 @@ func transportFailure(ctx context.Context, err error, budget time.Duration, sent
 	switch {
 	case errors.As(err, &op) && op.Op == "dial":
 		return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the destination could not be reached: " + op.Err.Error()}
+	case sent && strings.Contains(err.Error(), `malformed HTTP response "\x15\x03`):
+		// A TLS alert record: the destination speaks TLS, and cannot have
+		// read a plain HTTP request (push QA: "may have acted").
+		return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the destination answered in TLS: its URL should start with https://, and it cannot have acted on the plain HTTP request"}
 	case sent:
 		return engine.PushResult{ErrorCode: engine.CodeOutcomeUnknown,
 			Message: "the request was sent whole but its answer was lost (" + err.Error() + "): the destination may have acted on it"}
