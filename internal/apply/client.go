@@ -743,6 +743,12 @@ func futileRetries(p *process.Process) string {
 			notes = append(notes, fmt.Sprintf("node %s retries after %s, no sooner than its deadline (%s) ends the occurrence: no retry can run (shorten retry_delay or lengthen the deadline)",
 				name, isoduration.Format(pol.RetryDelay), isoduration.Format(pol.Deadline)))
 		}
+		if n := p.Nodes[name]; n.Kind == process.KindPush && pol.Deadline > 0 && n.Timeout > pol.Deadline {
+			// The deadline cuts the call short first (push QA: it
+			// published without a word).
+			notes = append(notes, fmt.Sprintf("node %s's call may take %s, past its deadline (%s), which cuts it short (deadline_exceeded): lengthen the deadline or shorten the timeout",
+				name, isoduration.Format(n.Timeout), isoduration.Format(pol.Deadline)))
+		}
 	}
 	if len(notes) == 0 {
 		return ""

@@ -30,3 +30,21 @@ func TestFutileRetries(t *testing.T) {
 		}
 	}
 }
+
+// A push node whose deadline is shorter than its timeout has its call cut
+// short by the deadline: apply says so (push QA).
+func TestAPushDeadlineUnderItsTimeout(t *testing.T) {
+	push := func(timeout, deadline time.Duration) *process.Node {
+		return &process.Node{Kind: process.KindPush, Timeout: timeout, Policy: process.Policy{MaxAttempts: 1, Deadline: deadline}}
+	}
+	got := futileRetries(&process.Process{Nodes: map[string]*process.Node{
+		"charge": push(3*time.Second, time.Second), "fine": push(time.Second, time.Minute), "nodead": push(3*time.Second, 0)}})
+	if want := "; node charge's call may take PT3S, past its deadline (PT1S), which cuts it short"; !strings.HasPrefix(got, want) {
+		t.Errorf("futileRetries = %q, want %q…", got, want)
+	}
+	for _, other := range []string{"fine", "nodead"} {
+		if strings.Contains(got, "node "+other) {
+			t.Errorf("futileRetries = %q names %s", got, other)
+		}
+	}
+}
