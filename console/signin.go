@@ -96,6 +96,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
+	if scheme, rest, ok := strings.Cut(token, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		// Pasted from a curl command or a header (newcomer QA: refused
+		// as unknown).
+		token = strings.TrimSpace(rest)
+	}
 	p, err := auth.Authenticate(ctx, c.eng.LookupToken, token)
 	if err != nil {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {

@@ -29,6 +29,9 @@ const maxResponse = 64 << 20
 type networkError struct{ err error }
 
 func (e *networkError) Error() string {
+	if strings.Contains(e.err.Error(), "server gave HTTP response to HTTPS client") {
+		return "relais: the URL says https:// but Relais answers plain HTTP there: use http:// (or serve Relais with TLS, RELAIS_TLS_CERT_FILE): " + e.err.Error()
+	}
 	// connect names a connection lost under a call by a gRPC code
 	// ("canceled: … connection reset by peer"), which reads as a call
 	// this worker cancelled: the cause says what happened (newcomer QA).

@@ -34,3 +34,18 @@ func TestNetworkErrorSaysTheCause(t *testing.T) {
 		t.Error("the cause is no longer in the chain")
 	}
 }
+
+// An https:// URL to a plain HTTP listener fails in this client, which
+// connect reports as Unavailable: not Relais's 503 (newcomer QA), and the
+// message says what to change.
+func TestAnHTTPSURLToPlainHTTPIsNoServerError(t *testing.T) {
+	cause := errors.New("http: server gave HTTP response to HTTPS client")
+	err := wireError(connect.NewError(connect.CodeUnavailable, cause))
+	var ae *APIError
+	if errors.As(err, &ae) {
+		t.Fatalf("wireError = %v, an API error with status %d; want a network error", err, ae.Status)
+	}
+	if got := err.Error(); !strings.Contains(got, "use http://") {
+		t.Errorf("Error() = %q, want the URL's fix", got)
+	}
+}

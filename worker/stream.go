@@ -268,6 +268,11 @@ func wireError(err error) error {
 			return &networkError{err}
 		}
 	case connect.CodeUnavailable:
+		if p == nil && !connect.IsWireError(ce) {
+			// Made here, not answered (an https:// URL to a plain HTTP
+			// listener): not Relais's 503 (newcomer QA).
+			return &networkError{err}
+		}
 		status = http.StatusServiceUnavailable
 	case connect.CodeInternal, connect.CodeDataLoss:
 		status = http.StatusInternalServerError

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/relais/relais/internal/apply"
@@ -98,14 +99,18 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 			if *asJSON {
 				return printJSON(stdout, all)
 			}
+			// Columns with a header line, as token list prints them
+			// (newcomer QA: bare rows).
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tGRANTS\tSTATE")
 			for _, it := range all {
 				state := "created " + it.CreatedAt.UTC().Format(time.RFC3339)
 				if it.RevokedAt != nil {
 					state += ", revoked " + it.RevokedAt.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\n", it.ID, it.Name, grantsText(it.Grants), state)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", it.ID, it.Name, grantsText(it.Grants), state)
 			}
-			return nil
+			return tw.Flush()
 		}
 	case "rotate":
 		overlap := fs.String("overlap", "", "how long the old tokens keep working (ISO-8601, PT10M; at most P7D); none: they stop at once")

@@ -66,7 +66,7 @@ func TestConsumerCommand(t *testing.T) {
 	}
 
 	out, _, err = consumerRun(r.base, bootstrap, "list")
-	if err != nil || !strings.Contains(out, "1\tcrm-sync\tadd_company_to_crm (all revisions)\tcreated ") {
+	if err != nil || !strings.HasPrefix(out, "ID  NAME") || !regexp.MustCompile(`\n1 +crm-sync +add_company_to_crm \(all revisions\) +created `).MatchString(out) {
 		t.Errorf("list: %q, %v", out, err)
 	}
 	out, _, err = consumerRun(r.base, bootstrap, "list", "--json")
