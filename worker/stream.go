@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -268,9 +269,10 @@ func wireError(err error) error {
 			return &networkError{err}
 		}
 	case connect.CodeUnavailable:
-		if p == nil && !connect.IsWireError(ce) {
+		if p == nil && !connect.IsWireError(ce) && !strings.HasPrefix(ce.Message(), "HTTP status ") {
 			// Made here, not answered (an https:// URL to a plain HTTP
-			// listener): not Relais's 503 (newcomer QA).
+			// listener): not Relais's 503 (newcomer QA). A proxy's own
+			// 503 ("HTTP status 503 …") is an answer.
 			return &networkError{err}
 		}
 		status = http.StatusServiceUnavailable
