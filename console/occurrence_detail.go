@@ -963,7 +963,7 @@ func errorMessageFact(ctx context.Context, code string, message *string) (fact, 
 	}
 	f := fact{Value: errorMessage(ctx, *message), TestID: "error-message"}
 	if f.Label, f.Lang = relaisMessage(ctx, code); f.Label == "" {
-		f.Label = T(ctx, "Message from the service (its own words, protected values masked)")
+		f.Label = T(ctx, "Message from the worker (its own words, protected values masked)")
 	}
 	return f, true
 }

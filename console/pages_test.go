@@ -192,7 +192,7 @@ func (f *fixture) expectations() map[string]expect {
 			texts: map[string][2]string{
 				"error-code":    {"SCORER_DOWN", "SCORER_DOWN"},
 				"error-message": {"the scoring model is being redeployed", "the scoring model is being redeployed"},
-				"summary":       {"Message from the service (its own words, protected values masked)", "Message de l’exécutant (ses propres termes, valeurs protégées masquées)"},
+				"summary":       {"Message from the worker (its own words, protected values masked)", "Message de l’exécutant (ses propres termes, valeurs protégées masquées)"},
 				"state-text":    {"Failed (", "En échec ("},
 			}},
 		"instances": {status: 200,

@@ -130,7 +130,8 @@ func TestSignInRefusals(t *testing.T) {
 		status                     int
 	}{
 		{"unknown", "rls_not-a-token", "en", "This token is unknown, revoked or expired.", http.StatusUnauthorized},
-		{"empty", "", "fr", "Ce jeton est inconnu, révoqué ou expiré.", http.StatusUnauthorized},
+		// Not counted as a guess, and said as it is (console QA).
+		{"empty", "  ", "fr", "Collez votre jeton dans le champ\u202f: il est vide.", http.StatusBadRequest},
 	} {
 		b := newBrowser(t, env.URL, tc.lang)
 		r := b.signIn(tc.token)

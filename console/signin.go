@@ -101,6 +101,13 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		// as unknown).
 		token = strings.TrimSpace(rest)
 	}
+	if token == "" {
+		// Nothing to guess with: no failure counted (console QA).
+		v := c.signInView(w, r)
+		v.Error = T(ctx, "Paste your token in the field: it is empty.")
+		c.render(w, r, http.StatusBadRequest, signInPage(v))
+		return
+	}
 	p, err := auth.Authenticate(ctx, c.eng.LookupToken, token)
 	if err != nil {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {

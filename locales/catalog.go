@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     337,
 	"%d held instances match now.":             62,
 	"%d hours":                                 353,
-	"%d items":                                 755,
+	"%d items":                                 756,
 	"%d left":                                  508,
 	"%d min":                                   336,
 	"%d minutes":                               354,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              753,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              754,
 	"%d ms": 356,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         670,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 669,
@@ -98,13 +98,13 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 622,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 498,
 	"%s–%s":                         324,
-	"(%d characters in all)":        757,
+	"(%d characters in all)":        758,
 	"(%d handed back, not counted)": 507,
-	"(each item)":                   743,
-	"(in %s)":                       756,
+	"(each item)":                   744,
+	"(in %s)":                       757,
 	"(worker %s)":                   555,
 	"0 seconds":                     351,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            720,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            721,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 544,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 632,
 	"A revision is a definition’s: choose the definition too.": 588,
@@ -127,7 +127,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       193,
 	"All processes":                       408,
 	"All statuses":                        410,
-	"All workers":                         770,
+	"All workers":                         771,
 	"An operator abandoned the instance.": 543,
 	"Any definition":                      409,
 	"Apply filters":                       116,
@@ -157,7 +157,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    499,
 	"Calls":                           279,
 	"Calls signed (Relais-Signature)": 281,
-	"Camunda 7 facade":                774,
+	"Camunda 7 facade":                775,
 	"Cancelled: the instance was stopped (%s).":               566,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 565,
 	"Cannot act on this filter":                               89,
@@ -179,7 +179,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    318,
 	"Completions and failures per 5-minute slot, oldest first": 322,
 	"Completions and failures, last hour":                      301,
-	"Connected":                                                766,
+	"Connected":                                                767,
 	"Constraints":                                              203,
 	"Consumer":                                                 468,
 	"Consumer and worker":                                      599,
@@ -204,7 +204,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         263,
-	"Definitions served":                         764,
+	"Definitions served":                         765,
 	"Definitions, those needing attention first": 302,
 	"Description":                                204,
 	"Destination":                                480,
@@ -240,8 +240,8 @@ var messageKeyToIndex = map[string]int{
 	"Every attempt, oldest first": 467,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  697,
-	"Expired token":                        730,
-	"Expires":                              727,
+	"Expired token":                        731,
+	"Expires":                              728,
 	"External tasks":                       134,
 	"Failed":                               306,
 	"Failed (%s).":                         564,
@@ -274,7 +274,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                389,
 	"Held instances":          305,
 	"ID":                      183,
-	"In flight":               765,
+	"In flight":               766,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
 	"Inputs": 228,
 	"Inputs an instance of this version is started with": 662,
@@ -287,20 +287,20 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 663,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 786,
-	"It takes revision %d only.":                       789,
-	"It takes revisions %s only.":                      791,
+	"It takes every revision its consumer is granted.": 787,
+	"It takes revision %d only.":                       790,
+	"It takes revisions %s only.":                      792,
 	"Its calls":                                        280,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  562,
 	"Its instance went on along the node’s error path.":                                                                                                                    563,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      735,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      736,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     339,
 	"Jul":                     345,
 	"Jun":                     344,
-	"Keep it":                 737,
+	"Keep it":                 738,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       282,
@@ -311,8 +311,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 523,
 	"Last reserved":           520,
 	"Last saved":              209,
-	"Last seen":               767,
-	"Last used":               726,
+	"Last seen":               768,
+	"Last used":               727,
 	"Latest revision":         265,
 	"Lists every change from one revision to another, and whom it may break.": 219,
 	"Local time in %s": 636,
@@ -326,8 +326,8 @@ var messageKeyToIndex = map[string]int{
 	"May":                 343,
 	"Message":             596,
 	"Message from Relais": 586,
-	"Message from Relais, quoting the destination’s answer":             585,
-	"Message from the service (its own words, protected values masked)": 584,
+	"Message from Relais, quoting the destination’s answer":            585,
+	"Message from the worker (its own words, protected values masked)": 584,
 	"Method not allowed": 701,
 	"Mode":               489,
 	"More filters: instance, revision, consumer, destination, dates": 590,
@@ -364,20 +364,20 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 514,
 	"No process has the key “%s”.":                         93,
 	"No process is published yet.":                         647,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             783,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             782,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             784,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             783,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              724,
+	"No token.":              725,
 	"No value was revealed.": 699,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
 	"No worker has reserved this occurrence yet.":                                        476,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 784,
-	"No worker is connected.":           768,
-	"No worker serves this definition.": 771,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 781,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 785,
+	"No worker is connected.":           769,
+	"No worker serves this definition.": 772,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 782,
 	"Node":                  363,
 	"Nodes":                 653,
 	"Nodes of this version": 665,
@@ -397,8 +397,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            463,
 	"Occurrence offered again": 107,
 	"Occurrences now":          659,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          779,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 780,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          780,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 781,
 	"Occurrences, newest first": 595,
 	"Oct":                       348,
 	"Offered from %s — %s.":     551,
@@ -407,7 +407,7 @@ var messageKeyToIndex = map[string]int{
 	"On success":                657,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         695,
 	"Only administrators may reveal a sensitive value.":                                                           690,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 721,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 722,
 	"Open":             304,
 	"Operator actions": 359,
 	"Operator actions on this instance, newest first": 372,
@@ -417,7 +417,8 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
 	"Outputs, labelled by revision %d's contract":     511,
-	"Pages":                           615,
+	"Pages": 615,
+	"Paste your token in the field: it is empty.": 719,
 	"Path":                            360,
 	"Pause reloading":                 155,
 	"Pinned revision":                 656,
@@ -435,7 +436,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 404,
 	"Processes":                       135,
 	"Processes by key":                645,
-	"Protocol":                        763,
+	"Protocol":                        764,
 	"Published":                       217,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 643,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       644,
@@ -491,12 +492,12 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 787,
-	"Revoke the %s token “%s”?": 734,
-	"Revoke the token":          736,
-	"Revoke token %d":           733,
-	"Revoke…":                   731,
-	"Role":                      725,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 788,
+	"Revoke the %s token “%s”?": 735,
+	"Revoke the token":          737,
+	"Revoke token %d":           734,
+	"Revoke…":                   732,
+	"Role":                      726,
 	"Route":                     365,
 	"Routing output":            208,
 	"Row %s":                    619,
@@ -508,12 +509,11 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               704,
 	"Secret values can never be revealed.": 696,
 	"Sep":                                  347,
-	"Served by %d workers":                 785,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              368,
-	"Settlement date":      589,
-	"Show all definitions": 315,
-	"Show times in":        629,
+	"Served by %d workers":                 786,
+	"Settled":                              368,
+	"Settlement date":                      589,
+	"Show all definitions":                 315,
+	"Show times in":                        629,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
 	"Sign in": 714,
 	"Sign in with an operator, designer or administrator token.": 715,
@@ -526,8 +526,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 722,
-	"Staff tokens, oldest first": 723,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 723,
+	"Staff tokens, oldest first": 724,
 	"Start node":                 650,
 	"Started":                    385,
 	"State":                      187,
@@ -594,13 +594,13 @@ var messageKeyToIndex = map[string]int{
 	"The result did not match the revision's outputs contract.": 536,
 	"The revision must be a whole number, 1 or more.":           587,
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 717,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     740,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     741,
 	"The version must be a whole number from 1.":                                                                                                        396,
 	"These revisions have the same contracts.":                                                                                                          227,
 	"These settings are kept in this browser only.":                                                                                                     628,
-	"They take every revision their consumer is granted.":                                                                                               788,
-	"They take revision %d only.":                                                                                                                       790,
-	"They take revisions %s only.":                                                                                                                      792,
+	"They take every revision their consumer is granted.":                                                                                               789,
+	"They take revision %d only.":                                                                                                                       791,
+	"They take revisions %s only.":                                                                                                                      793,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 623,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
 	"This contract has no inputs.":                                                                                                        510,
@@ -627,13 +627,13 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            739,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           738,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            740,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           739,
 	"This page does not accept that request.": 702,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           376,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 719,
+	"This token is unknown, revoked or expired.": 720,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 666,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            667,
 	"Times in %s · no auto-reload":    151,
@@ -664,15 +664,16 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       103,
 	"Whole message":                                             478,
 	"Why (recorded with the reveal)":                            516,
-	"Worker":                                                    762,
+	"Worker":                                                    763,
 	"Worker id":                                                 469,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        760,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        761,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 761,
-	"Workers serving %s":                   769,
-	"Working copy":                         206,
-	"You are signed out.":                  711,
+	"Workers seen within three heartbeats": 762,
+	"Workers serving %s":                   770,
+	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
+	"Working copy":        206,
+	"You are signed out.": 711,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
 	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 712,
 	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          713,
@@ -687,11 +688,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 680,
 	"any other error":                     292,
 	"as of %s (%s); counts are refreshed every few seconds.": 606,
-	"at least %d characters":                                 744,
-	"at least %d items":                                      751,
+	"at least %d characters":                                 745,
+	"at least %d items":                                      752,
 	"at most %d":                                             504,
-	"at most %d characters":                                  745,
-	"at most %d items":                                       752,
+	"at most %d characters":                                  746,
+	"at most %d items":                                       753,
 	"at most %d since the last operator retry":               505,
 	"available":                                              411,
 	"boolean":                                                426,
@@ -713,13 +714,13 @@ var messageKeyToIndex = map[string]int{
 	"deleted":                                                109,
 	"designer":                                               441,
 	"disconnected":                                           422,
-	"each item of %s":                                        742,
+	"each item of %s":                                        743,
 	"end (completes)":                                        673,
 	"end (fails)":                                            674,
 	"end: completes the instance":                            295,
 	"end: fails the instance":                                296,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 775,
+	"every revision its consumer is granted":                 776,
 	"exact, case-sensitive":                                  401,
 	"expired":                                                419,
 	"failed":                                                 415,
@@ -727,7 +728,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            445,
 	"field removed":                                          446,
 	"format":                                                 456,
-	"format %s":                                              747,
+	"format %s":                                              748,
 	"from":                                                   114,
 	"held":                                                   418,
 	"held for an operator":                                   293,
@@ -747,18 +748,18 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               334,
 	"list":                                                   431,
 	"lock until":                                             613,
-	"long polling":                                           773,
+	"long polling":                                           774,
 	"long wait":                                              313,
 	"masked value":                                           273,
 	"maximum":                                                458,
-	"maximum %s":                                             749,
+	"maximum %s":                                             750,
 	"maximum items":                                          460,
 	"maximum length":                                         454,
 	"minimum":                                                457,
-	"minimum %s":                                             748,
+	"minimum %s":                                             749,
 	"minimum items":                                          459,
 	"minimum length":                                         453,
-	"never":                                                  728,
+	"never":                                                  729,
 	"next attempt":                                           610,
 	"no":                                                     444,
 	"no answer within the timeout":                           579,
@@ -766,28 +767,28 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             191,
 	"no header":                                              278,
 	"no worker":                                              314,
-	"no worker takes revision %d":                            777,
-	"no worker takes revisions %s":                           778,
+	"no worker takes revision %d":                            778,
+	"no worker takes revisions %s":                           779,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 527,
 	"none": 261,
 	"none (revealed before reasons were asked for)": 700,
 	"none yet": 266,
 	"none: a failed call takes the node’s error path": 494,
 	"normal":                             432,
-	"not provided":                       754,
-	"not yet":                            729,
-	"null":                               758,
+	"not provided":                       755,
+	"not yet":                            730,
+	"null":                               759,
 	"number":                             425,
 	"object":                             430,
 	"on error":                           291,
 	"one attempt, no retry, priority %d": 683,
-	"one of: %s":                         750,
+	"one of: %s":                         751,
 	"operator":                           440,
 	"optional %s field of type %s":       258,
 	"optional field of type %s":          260,
 	"optional → required":                251,
 	"pattern":                            455,
-	"pattern %s":                         746,
+	"pattern %s":                         747,
 	"pull":                               671,
 	"pull %s":                            298,
 	"pull (a worker fetches it)":         437,
@@ -803,25 +804,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           412,
 	"retry":                              3,
 	"revision %d":                        607,
-	"revisions %s":                       776,
+	"revisions %s":                       777,
 	"revoked":                            190,
 	"routing changed":                    452,
-	"routing output":                     741,
+	"routing output":                     742,
 	"routing output %s → %s":             250,
 	"running":                            417,
 	"secret":                             434,
 	"sensitive":                          433,
 	"settled":                            609,
 	"stop":                               5,
-	"stream":                             772,
+	"stream":                             773,
 	"text":                               423,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             732,
+	"this session":             733,
 	"timeout %s":               685,
 	"timeout %s (the default)": 686,
 	"to":                       115,
 	"type changed":             447,
-	"unexpected value":         759,
+	"unexpected value":         760,
 	"unknown":                  582,
 	"values added: %s":         253,
 	"values changed":           449,
@@ -834,7 +835,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s": 678,
 }
 
-var enIndex = []uint32{ // 794 elements
+var enIndex = []uint32{ // 795 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -842,226 +843,226 @@ var enIndex = []uint32{ // 794 elements
 	0x000000e1, 0x00000183, 0x000001a6, 0x000001b6,
 	0x000001c3, 0x000001e0, 0x0000024b, 0x000002fa,
 	0x0000030d, 0x0000032c, 0x0000036b, 0x000003e1,
-	0x000003f6, 0x00000412, 0x0000044a, 0x000004f8,
-	0x0000050a, 0x000005b6, 0x000005c8, 0x000005e4,
+	0x000003f6, 0x00000412, 0x0000044a, 0x00000575,
+	0x00000587, 0x00000633, 0x00000645, 0x00000661,
 	// Entry 20 - 3F
-	0x000005f9, 0x00000680, 0x0000070d, 0x0000079a,
-	0x00000870, 0x000008ad, 0x000008ec, 0x0000091e,
-	0x0000098d, 0x000009f6, 0x00000a31, 0x00000ad6,
-	0x00000b23, 0x00000b46, 0x00000ba6, 0x00000bf9,
-	0x00000c52, 0x00000cab, 0x00000cd8, 0x00000d35,
-	0x00000d90, 0x00000da0, 0x00000ddf, 0x00000e20,
-	0x00000e27, 0x00000e5d, 0x00000e6e, 0x00000ee9,
-	0x00000f0e, 0x00000f3c, 0x00000fb8, 0x00001002,
+	0x00000676, 0x000006fd, 0x0000078a, 0x00000817,
+	0x000008ed, 0x0000092a, 0x00000969, 0x0000099b,
+	0x00000a0a, 0x00000a73, 0x00000aae, 0x00000b53,
+	0x00000ba0, 0x00000bc3, 0x00000c23, 0x00000c76,
+	0x00000ccf, 0x00000d28, 0x00000d55, 0x00000db2,
+	0x00000e0d, 0x00000e1d, 0x00000e5c, 0x00000e9d,
+	0x00000ea4, 0x00000eda, 0x00000eeb, 0x00000f66,
+	0x00000f8b, 0x00000fb9, 0x00001035, 0x0000107f,
 	// Entry 40 - 5F
-	0x00001036, 0x00001066, 0x000010aa, 0x000010e2,
-	0x0000110f, 0x0000113f, 0x0000118f, 0x000011c7,
-	0x00001227, 0x0000127e, 0x000012b0, 0x000012f6,
-	0x0000136f, 0x00001373, 0x0000137b, 0x00001383,
-	0x0000138a, 0x00001397, 0x000013a2, 0x000013b4,
-	0x000013c1, 0x000013cc, 0x000013e6, 0x000013f0,
-	0x00001423, 0x00001552, 0x0000156c, 0x0000157e,
-	0x0000159f, 0x000015c3, 0x000015e7, 0x0000160e,
+	0x000010b3, 0x000010e3, 0x00001127, 0x0000115f,
+	0x0000118c, 0x000011bc, 0x0000120c, 0x00001244,
+	0x000012a4, 0x000012fb, 0x0000132d, 0x00001373,
+	0x000013ec, 0x000013f0, 0x000013f8, 0x00001400,
+	0x00001407, 0x00001414, 0x0000141f, 0x00001431,
+	0x0000143e, 0x00001449, 0x00001463, 0x0000146d,
+	0x000014a0, 0x000015cf, 0x000015e9, 0x000015fb,
+	0x0000161c, 0x00001640, 0x00001664, 0x0000168b,
 	// Entry 60 - 7F
-	0x00001636, 0x00001671, 0x0000171a, 0x00001793,
-	0x000017e8, 0x00001897, 0x000018b3, 0x000018b8,
-	0x000018bc, 0x000018c3, 0x000018ca, 0x000018db,
-	0x000018f4, 0x00001900, 0x00001908, 0x00001912,
-	0x000019fa, 0x00001a02, 0x00001a1a, 0x00001a1f,
-	0x00001a22, 0x00001a30, 0x00001a3e, 0x00001a5a,
-	0x00001a66, 0x00001afb, 0x00001b24, 0x00001b43,
-	0x00001b9b, 0x00001c73, 0x00001d06, 0x00001dbb,
+	0x000016b3, 0x000016ee, 0x00001797, 0x00001810,
+	0x00001865, 0x00001914, 0x00001930, 0x00001935,
+	0x00001939, 0x00001940, 0x00001947, 0x00001958,
+	0x00001971, 0x0000197d, 0x00001985, 0x0000198f,
+	0x00001a77, 0x00001a7f, 0x00001a97, 0x00001a9c,
+	0x00001a9f, 0x00001aad, 0x00001abb, 0x00001ad7,
+	0x00001ae3, 0x00001b78, 0x00001ba1, 0x00001bc0,
+	0x00001c18, 0x00001cf0, 0x00001d83, 0x00001e38,
 	// Entry 80 - 9F
-	0x00001e4f, 0x00001ece, 0x00001edd, 0x00001ee6,
-	0x00001ef6, 0x00001f06, 0x00001f0d, 0x00001f1c,
-	0x00001f26, 0x00001f45, 0x00001f58, 0x00001f5d,
-	0x00001f69, 0x00001f71, 0x00001f7b, 0x00001f88,
-	0x00001f8f, 0x00001f97, 0x00001fb2, 0x00001fbb,
-	0x00001fcc, 0x00001fe3, 0x00002006, 0x0000202d,
-	0x0000204e, 0x0000205f, 0x00002066, 0x0000208d,
-	0x0000209d, 0x000020a9, 0x00002127, 0x00002137,
+	0x00001ecc, 0x00001f4b, 0x00001f5a, 0x00001f63,
+	0x00001f73, 0x00001f83, 0x00001f8a, 0x00001f99,
+	0x00001fa3, 0x00001fc2, 0x00001fd5, 0x00001fda,
+	0x00001fe6, 0x00001fee, 0x00001ff8, 0x00002005,
+	0x0000200c, 0x00002014, 0x0000202f, 0x00002038,
+	0x00002049, 0x00002060, 0x00002083, 0x000020aa,
+	0x000020cb, 0x000020dc, 0x000020e3, 0x0000210a,
+	0x0000211a, 0x00002126, 0x000021a4, 0x000021b4,
 	// Entry A0 - BF
-	0x0000219f, 0x000021b6, 0x000021c6, 0x000021da,
-	0x00002217, 0x00002330, 0x000023ad, 0x000023b7,
-	0x000023c4, 0x00002441, 0x00002452, 0x00002461,
-	0x000024c1, 0x000024d3, 0x00002516, 0x00002554,
-	0x0000256c, 0x000025b2, 0x000025c7, 0x00002636,
-	0x00002647, 0x0000265a, 0x0000271f, 0x00002737,
-	0x0000273a, 0x0000273f, 0x00002746, 0x00002751,
-	0x00002757, 0x0000275d, 0x00002764, 0x0000276c,
+	0x0000221c, 0x00002233, 0x00002243, 0x00002257,
+	0x00002294, 0x000023ad, 0x0000242a, 0x00002434,
+	0x00002441, 0x000024be, 0x000024cf, 0x000024de,
+	0x0000253e, 0x00002550, 0x00002593, 0x000025d1,
+	0x000025e9, 0x0000262f, 0x00002644, 0x000026b3,
+	0x000026c4, 0x000026d7, 0x0000279c, 0x000027b4,
+	0x000027b7, 0x000027bc, 0x000027c3, 0x000027ce,
+	0x000027d4, 0x000027da, 0x000027e1, 0x000027e9,
 	// Entry C0 - DF
-	0x00002787, 0x00002794, 0x000027a2, 0x000027cc,
-	0x000027e2, 0x000027f9, 0x0000283f, 0x00002861,
-	0x00002867, 0x0000286c, 0x00002875, 0x00002884,
-	0x00002890, 0x0000289c, 0x000028ad, 0x000028ba,
-	0x00002917, 0x00002926, 0x00002931, 0x0000293b,
-	0x00002979, 0x00002982, 0x00002992, 0x0000299a,
-	0x000029a3, 0x000029a9, 0x000029b3, 0x000029c5,
-	0x00002a0d, 0x00002a1b, 0x00002a27, 0x00002a2f,
+	0x00002804, 0x00002811, 0x0000281f, 0x00002849,
+	0x0000285f, 0x00002876, 0x000028bc, 0x000028de,
+	0x000028e4, 0x000028e9, 0x000028f2, 0x00002901,
+	0x0000290d, 0x00002919, 0x0000292a, 0x00002937,
+	0x00002994, 0x000029a3, 0x000029ae, 0x000029b8,
+	0x000029f6, 0x000029ff, 0x00002a0f, 0x00002a17,
+	0x00002a20, 0x00002a26, 0x00002a30, 0x00002a42,
+	0x00002a8a, 0x00002a98, 0x00002aa4, 0x00002aac,
 	// Entry E0 - FF
-	0x00002a36, 0x00002a3d, 0x00002a4e, 0x00002a5d,
-	0x00002a86, 0x00002a8d, 0x00002a98, 0x00002ab3,
-	0x00002abb, 0x00002ac7, 0x00002ae3, 0x00002afa,
-	0x00002b1c, 0x00002b2b, 0x00002b37, 0x00002b3e,
-	0x00002b57, 0x00002b71, 0x00002c1a, 0x00002c30,
-	0x00002c70, 0x00002ca1, 0x00002ccb, 0x00002cf2,
-	0x00002d69, 0x00002d8d, 0x00002db4, 0x00002dd3,
-	0x00002de9, 0x00002dff, 0x00002e13, 0x00002e29,
+	0x00002ab3, 0x00002aba, 0x00002acb, 0x00002ada,
+	0x00002b03, 0x00002b0a, 0x00002b15, 0x00002b30,
+	0x00002b38, 0x00002b44, 0x00002b60, 0x00002b77,
+	0x00002b99, 0x00002ba8, 0x00002bb4, 0x00002bbb,
+	0x00002bd4, 0x00002bee, 0x00002c97, 0x00002cad,
+	0x00002ced, 0x00002d1e, 0x00002d48, 0x00002d6f,
+	0x00002de6, 0x00002e0a, 0x00002e31, 0x00002e50,
+	0x00002e66, 0x00002e7c, 0x00002e90, 0x00002ea6,
 	// Entry 100 - 11F
-	0x00002e3a, 0x00002e51, 0x00002e74, 0x00002e97,
-	0x00002eb4, 0x00002ed1, 0x00002ed6, 0x00002f22,
-	0x00002f35, 0x00002f39, 0x00002f49, 0x00002f52,
-	0x00002f65, 0x00002f8b, 0x00002f9f, 0x00002fb5,
-	0x00003087, 0x0000309c, 0x000030a9, 0x000030ad,
-	0x000030ba, 0x000030ca, 0x000030d7, 0x000030e1,
-	0x000030e7, 0x000030f1, 0x00003111, 0x00003123,
-	0x000031d7, 0x000031f4, 0x00003262, 0x00003322,
+	0x00002eb7, 0x00002ece, 0x00002ef1, 0x00002f14,
+	0x00002f31, 0x00002f4e, 0x00002f53, 0x00002f9f,
+	0x00002fb2, 0x00002fb6, 0x00002fc6, 0x00002fcf,
+	0x00002fe2, 0x00003008, 0x0000301c, 0x00003032,
+	0x00003104, 0x00003119, 0x00003126, 0x0000312a,
+	0x00003137, 0x00003147, 0x00003154, 0x0000315e,
+	0x00003164, 0x0000316e, 0x0000318e, 0x000031a0,
+	0x00003254, 0x00003271, 0x000032df, 0x0000339f,
 	// Entry 120 - 13F
-	0x00003335, 0x00003382, 0x000033e6, 0x0000344a,
-	0x00003453, 0x00003463, 0x00003478, 0x0000349c,
-	0x000034b8, 0x000034d0, 0x000034db, 0x000034e6,
-	0x000034fa, 0x00003610, 0x00003634, 0x0000365f,
-	0x0000366a, 0x0000366f, 0x0000367e, 0x00003685,
-	0x0000369c, 0x000036b1, 0x000036c3, 0x000036e6,
-	0x00003718, 0x0000372e, 0x00003738, 0x00003742,
-	0x00003757, 0x000037a4, 0x000037b4, 0x000037ed,
+	0x000033b2, 0x000033ff, 0x00003463, 0x000034c7,
+	0x000034d0, 0x000034e0, 0x000034f5, 0x00003519,
+	0x00003535, 0x0000354d, 0x00003558, 0x00003563,
+	0x00003577, 0x0000368d, 0x000036b1, 0x000036dc,
+	0x000036e7, 0x000036ec, 0x000036fb, 0x00003702,
+	0x00003719, 0x0000372e, 0x00003740, 0x00003763,
+	0x00003795, 0x000037ab, 0x000037b5, 0x000037bf,
+	0x000037d4, 0x00003821, 0x00003831, 0x0000386a,
 	// Entry 140 - 15F
-	0x00003841, 0x0000384b, 0x00003861, 0x0000389a,
-	0x0000389f, 0x000038ad, 0x000038ba, 0x000038e3,
-	0x00003906, 0x00003913, 0x00003933, 0x0000393f,
-	0x00003958, 0x00003961, 0x0000396b, 0x00003974,
-	0x0000397c, 0x00003986, 0x0000398e, 0x00003996,
-	0x0000399a, 0x0000399e, 0x000039a2, 0x000039a6,
-	0x000039aa, 0x000039ae, 0x000039b2, 0x000039b6,
-	0x000039ba, 0x000039be, 0x000039c2, 0x000039c6,
+	0x000038be, 0x000038c8, 0x000038de, 0x00003917,
+	0x0000391c, 0x0000392a, 0x00003937, 0x00003960,
+	0x00003983, 0x00003990, 0x000039b0, 0x000039bc,
+	0x000039d5, 0x000039de, 0x000039e8, 0x000039f1,
+	0x000039f9, 0x00003a03, 0x00003a0b, 0x00003a13,
+	0x00003a17, 0x00003a1b, 0x00003a1f, 0x00003a23,
+	0x00003a27, 0x00003a2b, 0x00003a2f, 0x00003a33,
+	0x00003a37, 0x00003a3b, 0x00003a3f, 0x00003a43,
 	// Entry 160 - 17F
-	0x000039d0, 0x000039ee, 0x00003a0e, 0x00003a32,
-	0x00003a56, 0x00003a5f, 0x00003a76, 0x00003a7e,
-	0x00003a8f, 0x00003a94, 0x00003ad9, 0x00003af1,
-	0x00003af6, 0x00003b01, 0x00003b07, 0x00003b11,
-	0x00003b19, 0x00003b21, 0x00003b4b, 0x00003b65,
-	0x00003b8d, 0x00003bbd, 0x00003bc3, 0x00003bd2,
-	0x00003c25, 0x00003c43, 0x00003c5a, 0x00003d0a,
-	0x00003e2c, 0x00003eeb, 0x00003f42, 0x00003f6c,
+	0x00003a4d, 0x00003a6b, 0x00003a8b, 0x00003aaf,
+	0x00003ad3, 0x00003adc, 0x00003af3, 0x00003afb,
+	0x00003b0c, 0x00003b11, 0x00003b56, 0x00003b6e,
+	0x00003b73, 0x00003b7e, 0x00003b84, 0x00003b8e,
+	0x00003b96, 0x00003b9e, 0x00003bc8, 0x00003be2,
+	0x00003c0a, 0x00003c3a, 0x00003c40, 0x00003c4f,
+	0x00003ca2, 0x00003cc0, 0x00003cd7, 0x00003d87,
+	0x00003ea9, 0x00003f68, 0x00003fbf, 0x00003fe9,
 	// Entry 180 - 19F
-	0x00003f98, 0x00003fc2, 0x00003fca, 0x00003fd0,
-	0x00003fdd, 0x00003fef, 0x00003ff8, 0x00004001,
-	0x00004013, 0x00004022, 0x00004044, 0x00004068,
-	0x00004084, 0x000040af, 0x000040e3, 0x000040f1,
-	0x0000411c, 0x0000412e, 0x00004144, 0x0000416e,
-	0x000041b7, 0x000041d7, 0x000041e0, 0x000041f2,
-	0x00004215, 0x00004223, 0x00004232, 0x0000423f,
-	0x00004249, 0x00004252, 0x0000425b, 0x00004265,
+	0x00004015, 0x0000403f, 0x00004047, 0x0000404d,
+	0x0000405a, 0x0000406c, 0x00004075, 0x0000407e,
+	0x00004090, 0x0000409f, 0x000040c1, 0x000040e5,
+	0x00004101, 0x0000412c, 0x00004160, 0x0000416e,
+	0x00004199, 0x000041ab, 0x000041c1, 0x000041eb,
+	0x00004234, 0x00004254, 0x0000425d, 0x0000426f,
+	0x00004292, 0x000042a0, 0x000042af, 0x000042bc,
+	0x000042c6, 0x000042cf, 0x000042d8, 0x000042e2,
 	// Entry 1A0 - 1BF
-	0x0000426c, 0x00004276, 0x0000427e, 0x00004283,
-	0x0000428b, 0x00004294, 0x0000429d, 0x000042aa,
-	0x000042af, 0x000042b7, 0x000042be, 0x000042c6,
-	0x000042cb, 0x000042d9, 0x000042e0, 0x000042e7,
-	0x000042ec, 0x000042f3, 0x000042fd, 0x00004304,
-	0x00004317, 0x00004327, 0x00004342, 0x00004362,
-	0x00004370, 0x00004379, 0x00004382, 0x0000438b,
-	0x0000438f, 0x00004392, 0x0000439e, 0x000043ac,
+	0x000042e9, 0x000042f3, 0x000042fb, 0x00004300,
+	0x00004308, 0x00004311, 0x0000431a, 0x00004327,
+	0x0000432c, 0x00004334, 0x0000433b, 0x00004343,
+	0x00004348, 0x00004356, 0x0000435d, 0x00004364,
+	0x00004369, 0x00004370, 0x0000437a, 0x00004381,
+	0x00004394, 0x000043a4, 0x000043bf, 0x000043df,
+	0x000043ed, 0x000043f6, 0x000043ff, 0x00004408,
+	0x0000440c, 0x0000440f, 0x0000441b, 0x00004429,
 	// Entry 1C0 - 1DF
-	0x000043b9, 0x000043ca, 0x000043d9, 0x000043f0,
-	0x00004403, 0x00004413, 0x00004422, 0x00004431,
-	0x00004439, 0x00004440, 0x00004448, 0x00004450,
-	0x0000445e, 0x0000446c, 0x00004482, 0x00004497,
-	0x000044a8, 0x000044ae, 0x000044b5, 0x000044be,
-	0x000044da, 0x000044e3, 0x000044ed, 0x000044f6,
-	0x000044ff, 0x00004508, 0x0000451f, 0x00004527,
-	0x00004535, 0x00004561, 0x0000456d, 0x0000457b,
+	0x00004436, 0x00004447, 0x00004456, 0x0000446d,
+	0x00004480, 0x00004490, 0x0000449f, 0x000044ae,
+	0x000044b6, 0x000044bd, 0x000044c5, 0x000044cd,
+	0x000044db, 0x000044e9, 0x000044ff, 0x00004514,
+	0x00004525, 0x0000452b, 0x00004532, 0x0000453b,
+	0x00004557, 0x00004560, 0x0000456a, 0x00004573,
+	0x0000457c, 0x00004585, 0x0000459c, 0x000045a4,
+	0x000045b2, 0x000045de, 0x000045ea, 0x000045f8,
 	// Entry 1E0 - 1FF
-	0x000045c1, 0x000045cd, 0x000045d5, 0x00004600,
-	0x0000464b, 0x0000470d, 0x00004711, 0x00004737,
-	0x0000475f, 0x000047c2, 0x000047c7, 0x000047e2,
-	0x000047f3, 0x000047ff, 0x00004807, 0x00004839,
-	0x00004842, 0x0000484b, 0x00004867, 0x000048c8,
-	0x000048d5, 0x0000490c, 0x0000493b, 0x0000498b,
-	0x000049c6, 0x000049d4, 0x00004a00, 0x00004a26,
-	0x00004a47, 0x00004a52, 0x00004a80, 0x00004a9d,
+	0x0000463e, 0x0000464a, 0x00004652, 0x0000467d,
+	0x000046c8, 0x0000478a, 0x0000478e, 0x000047b4,
+	0x000047dc, 0x0000483f, 0x00004844, 0x0000485f,
+	0x00004870, 0x0000487c, 0x00004884, 0x000048b6,
+	0x000048bf, 0x000048c8, 0x000048e4, 0x00004945,
+	0x00004952, 0x00004989, 0x000049b8, 0x00004a08,
+	0x00004a43, 0x00004a51, 0x00004a7d, 0x00004aa3,
+	0x00004ac4, 0x00004acf, 0x00004afd, 0x00004b1a,
 	// Entry 200 - 21F
-	0x00004acc, 0x00004afe, 0x00004b1c, 0x00004b51,
-	0x00004b6d, 0x00004b8c, 0x00004be7, 0x00004bf6,
-	0x00004c03, 0x00004c11, 0x00004c1e, 0x00004c27,
-	0x00004c42, 0x00004c72, 0x00004c8d, 0x00004c97,
-	0x00004ce9, 0x00004da9, 0x00004e05, 0x00004e83,
-	0x00004ef9, 0x00004fbc, 0x00004ff4, 0x00005054,
-	0x00005081, 0x000050bb, 0x0000519a, 0x000051ba,
-	0x000051e0, 0x0000520a, 0x0000527b, 0x000052b8,
+	0x00004b49, 0x00004b7b, 0x00004b99, 0x00004bce,
+	0x00004bea, 0x00004c09, 0x00004c64, 0x00004c73,
+	0x00004c80, 0x00004c8e, 0x00004c9b, 0x00004ca4,
+	0x00004cbf, 0x00004cef, 0x00004d0a, 0x00004d14,
+	0x00004d66, 0x00004e26, 0x00004e82, 0x00004f00,
+	0x00004f76, 0x00005039, 0x00005071, 0x000050d1,
+	0x000050fe, 0x00005138, 0x00005217, 0x00005237,
+	0x0000525d, 0x00005287, 0x000052f8, 0x00005335,
 	// Entry 220 - 23F
-	0x000052dc, 0x00005380, 0x000053a5, 0x000053d4,
-	0x00005434, 0x0000548d, 0x000054e7, 0x00005501,
-	0x0000551f, 0x00005553, 0x00005593, 0x000055bd,
-	0x000055cc, 0x00005697, 0x000056c8, 0x000056f7,
-	0x0000570a, 0x0000577f, 0x00005792, 0x000057c6,
-	0x000057fa, 0x0000580a, 0x00005851, 0x0000587e,
-	0x0000588b, 0x0000589b, 0x000058cb, 0x00005905,
-	0x00005928, 0x00005937, 0x00005987, 0x000059e7,
+	0x00005359, 0x000053fd, 0x00005422, 0x00005451,
+	0x000054b1, 0x0000550a, 0x00005564, 0x0000557e,
+	0x0000559c, 0x000055d0, 0x00005610, 0x0000563a,
+	0x00005649, 0x00005714, 0x00005745, 0x00005774,
+	0x00005787, 0x000057fc, 0x0000580f, 0x00005843,
+	0x00005877, 0x00005887, 0x000058ce, 0x000058fb,
+	0x00005908, 0x00005918, 0x00005948, 0x00005982,
+	0x000059a5, 0x000059b4, 0x00005a04, 0x00005a64,
 	// Entry 240 - 25F
-	0x00005a53, 0x00005aca, 0x00005ad2, 0x00005aea,
-	0x00005b07, 0x00005b15, 0x00005b26, 0x00005b2e,
-	0x00005b39, 0x00005b7b, 0x00005bb3, 0x00005bc7,
-	0x00005bf7, 0x00005c32, 0x00005c42, 0x00005c81,
-	0x00005c92, 0x00005ca4, 0x00005cb0, 0x00005cc1,
-	0x00005cdb, 0x00005ce3, 0x00005cf4, 0x00005cfa,
-	0x00005d0e, 0x00005d26, 0x00005d4b, 0x00005d59,
-	0x00005d97, 0x00005dd4, 0x00005e00, 0x00005e3d,
+	0x00005ad0, 0x00005b47, 0x00005b4f, 0x00005b67,
+	0x00005b84, 0x00005b92, 0x00005ba3, 0x00005bab,
+	0x00005bb6, 0x00005bf7, 0x00005c2f, 0x00005c43,
+	0x00005c73, 0x00005cae, 0x00005cbe, 0x00005cfd,
+	0x00005d0e, 0x00005d20, 0x00005d2c, 0x00005d3d,
+	0x00005d57, 0x00005d5f, 0x00005d70, 0x00005d76,
+	0x00005d8a, 0x00005da2, 0x00005dc7, 0x00005dd5,
+	0x00005e13, 0x00005e50, 0x00005e7c, 0x00005eb9,
 	// Entry 260 - 27F
-	0x00005e4c, 0x00005e5d, 0x00005e65, 0x00005e72,
-	0x00005e82, 0x00005e99, 0x00005ea4, 0x00005eb3,
-	0x00005eb9, 0x00005ec7, 0x00005ed1, 0x00005edc,
-	0x00005ee6, 0x00005ef9, 0x00005f1e, 0x00005f49,
-	0x00005fda, 0x00006015, 0x00006034, 0x00006072,
-	0x000060a9, 0x000060d7, 0x000060e5, 0x00006184,
-	0x000061a2, 0x000062f9, 0x00006307, 0x0000631b,
-	0x0000633c, 0x00006350, 0x00006380, 0x00006386,
+	0x00005ec8, 0x00005ed9, 0x00005ee1, 0x00005eee,
+	0x00005efe, 0x00005f15, 0x00005f20, 0x00005f2f,
+	0x00005f35, 0x00005f43, 0x00005f4d, 0x00005f58,
+	0x00005f62, 0x00005f75, 0x00005f9a, 0x00005fc5,
+	0x00006056, 0x00006091, 0x000060b0, 0x000060ee,
+	0x00006125, 0x00006153, 0x00006161, 0x00006200,
+	0x0000621e, 0x00006375, 0x00006383, 0x00006397,
+	0x000063b8, 0x000063cc, 0x000063fc, 0x00006402,
 	// Entry 280 - 29F
-	0x0000639a, 0x000063b2, 0x000063c5, 0x00006402,
-	0x00006475, 0x000064c2, 0x000064d3, 0x000064ea,
-	0x00006507, 0x00006515, 0x00006523, 0x0000652e,
-	0x00006534, 0x00006626, 0x0000662c, 0x0000665e,
-	0x00006663, 0x00006673, 0x0000667e, 0x00006687,
-	0x00006697, 0x000066a3, 0x000066d7, 0x0000670a,
-	0x00006724, 0x000067c9, 0x000067df, 0x00006864,
-	0x000068de, 0x000068ed, 0x000069a7, 0x000069f8,
+	0x00006416, 0x0000642e, 0x00006441, 0x0000647e,
+	0x000064f1, 0x0000653e, 0x0000654f, 0x00006566,
+	0x00006583, 0x00006591, 0x0000659f, 0x000065aa,
+	0x000065b0, 0x000066a2, 0x000066a8, 0x000066da,
+	0x000066df, 0x000066ef, 0x000066fa, 0x00006703,
+	0x00006713, 0x0000671f, 0x00006753, 0x00006786,
+	0x000067a0, 0x00006845, 0x0000685b, 0x000068e0,
+	0x0000695a, 0x00006969, 0x00006a23, 0x00006a74,
 	// Entry 2A0 - 2BF
-	0x000069fd, 0x00006a0b, 0x00006a1b, 0x00006a27,
-	0x00006a37, 0x00006a45, 0x00006a55, 0x00006a5f,
-	0x00006a82, 0x00006a9b, 0x00006aae, 0x00006b1a,
-	0x00006b40, 0x00006b4f, 0x00006b5d, 0x00006b79,
-	0x00006b88, 0x00006b9e, 0x00006bd7, 0x00006c09,
-	0x00006c61, 0x00006c98, 0x00006caf, 0x00006cbd,
-	0x00006d01, 0x00006d26, 0x00006d9d, 0x00006db3,
-	0x00006dca, 0x00006df8, 0x00006e0b, 0x00006e33,
+	0x00006a79, 0x00006a87, 0x00006a97, 0x00006aa3,
+	0x00006ab3, 0x00006ac1, 0x00006ad1, 0x00006adb,
+	0x00006afe, 0x00006b17, 0x00006b2a, 0x00006b96,
+	0x00006bbc, 0x00006bcb, 0x00006bd9, 0x00006bf5,
+	0x00006c04, 0x00006c1a, 0x00006c53, 0x00006c85,
+	0x00006cdd, 0x00006d14, 0x00006d2b, 0x00006d39,
+	0x00006d7d, 0x00006da2, 0x00006e19, 0x00006e2f,
+	0x00006e46, 0x00006e74, 0x00006e87, 0x00006eaf,
 	// Entry 2C0 - 2DF
-	0x00006eb7, 0x00006ebe, 0x00006f26, 0x00006f50,
-	0x00006f80, 0x00007053, 0x0000718d, 0x0000722d,
-	0x00007241, 0x000072ec, 0x0000736e, 0x00007376,
-	0x000073b1, 0x000073b7, 0x00007449, 0x000074e1,
-	0x0000750c, 0x0000755a, 0x000075c6, 0x0000766d,
-	0x00007688, 0x00007692, 0x00007697, 0x000076a1,
-	0x000076a9, 0x000076af, 0x000076b7, 0x000076c5,
-	0x000076cf, 0x000076dc, 0x000076ef, 0x00007713,
+	0x00006f33, 0x00006f3a, 0x00006fa2, 0x00006fcc,
+	0x00006ffc, 0x000070cf, 0x00007209, 0x000072a9,
+	0x000072bd, 0x00007368, 0x000073ea, 0x000073f2,
+	0x0000742d, 0x00007433, 0x000074c5, 0x0000755d,
+	0x00007589, 0x000075b4, 0x00007602, 0x0000766e,
+	0x00007715, 0x00007730, 0x0000773a, 0x0000773f,
+	0x00007749, 0x00007751, 0x00007757, 0x0000775f,
+	0x0000776d, 0x00007777, 0x00007784, 0x00007797,
 	// Entry 2E0 - 2FF
-	0x00007793, 0x000077a4, 0x000077ac, 0x00007821,
-	0x00007875, 0x000078bd, 0x000078cc, 0x000078df,
-	0x000078eb, 0x00007927, 0x00007961, 0x0000796f,
-	0x0000797c, 0x0000798a, 0x00007998, 0x000079a6,
-	0x000079d8, 0x00007a08, 0x00007a64, 0x00007a71,
-	0x00007a91, 0x00007a9c, 0x00007ab6, 0x00007abb,
-	0x00007acc, 0x00007b52, 0x00007b77, 0x00007b7e,
-	0x00007b87, 0x00007b9a, 0x00007ba4, 0x00007bae,
+	0x000077bb, 0x0000783b, 0x0000784c, 0x00007854,
+	0x000078c9, 0x0000791d, 0x00007965, 0x00007974,
+	0x00007987, 0x00007993, 0x000079cf, 0x00007a09,
+	0x00007a17, 0x00007a24, 0x00007a32, 0x00007a40,
+	0x00007a4e, 0x00007a80, 0x00007ab0, 0x00007b0c,
+	0x00007b19, 0x00007b39, 0x00007b44, 0x00007b5e,
+	0x00007b63, 0x00007b74, 0x00007bfa, 0x00007c1f,
+	0x00007c26, 0x00007c2f, 0x00007c42, 0x00007c4c,
 	// Entry 300 - 31F
-	0x00007bb8, 0x00007bd0, 0x00007be6, 0x00007bf2,
-	0x00007c14, 0x00007c1b, 0x00007c28, 0x00007c39,
-	0x00007c60, 0x00007c70, 0x00007c8f, 0x00007caf,
-	0x00007d87, 0x00007e68, 0x00007ebc, 0x00007f0c,
-	0x00007f6c, 0x00007fbf, 0x00007ff7, 0x00008028,
-	0x00008078, 0x000080ac, 0x000080ca, 0x000080e9,
-	0x00008108, 0x00008128,
-} // Size: 3200 bytes
+	0x00007c56, 0x00007c60, 0x00007c78, 0x00007c8e,
+	0x00007c9a, 0x00007cbc, 0x00007cc3, 0x00007cd0,
+	0x00007ce1, 0x00007d08, 0x00007d18, 0x00007d37,
+	0x00007d57, 0x00007e2f, 0x00007f10, 0x00007f64,
+	0x00007fb4, 0x00008014, 0x00008067, 0x0000809f,
+	0x000080d0, 0x00008120, 0x00008154, 0x00008172,
+	0x00008191, 0x000081b0, 0x000081d0,
+} // Size: 3204 bytes
 
-const enData string = "" + // Size: 33064 bytes
+const enData string = "" + // Size: 33232 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1078,193 +1079,195 @@ const enData string = "" + // Size: 33064 bytes
 	"d occurrence stays as it is and nothing is completed on its behalf. An a" +
 	"bandoned instance cannot be resumed.\x02Abandon the instance\x02Stop pro" +
 	"cess instance %[1]s\x02Stop this instance? Its open occurrences are canc" +
-	"elled.\x02Services that hold one of them learn it when they next report," +
-	" and their results are refused. Nothing is completed on their behalf, an" +
-	"d a stopped instance cannot be resumed.\x02Stop the instance\x02This ins" +
-	"tance cannot be retried: its occurrence at node %[1]s failed before any " +
-	"attempt (its inputs could not be built), so it would fail the same way. " +
-	"Abandon or stop it.\x02Nothing was done.\x02Cannot act on this instance" +
-	"\x02Back to the instance\x02Someone acted on this instance after this pa" +
-	"ge was opened (%[1]s by %[2]s, %[3]s). Nothing was done: look at it agai" +
-	"n before deciding.\x02This instance has already ended (it is %[1]s now):" +
-	" someone acted on it after this page was opened (%[2]s by %[3]s, %[4]s)." +
-	" Nothing was done.\x02This instance is no longer held (it is %[1]s now):" +
-	" someone acted on it after this page was opened (%[2]s by %[3]s, %[4]s)." +
-	" Nothing was done.\x02This instance is %[1]s, not held: there is nothing" +
-	" to retry. A failure ends its instance unless the node’s on_error leads " +
-	"to hold (an incident waiting for an operator); start the instance again " +
-	"to redo the work.\x02This instance is %[1]s, not held: there is nothing " +
-	"to retry.\x02This instance is %[1]s, not held: there is nothing to aband" +
-	"on.\x02This instance is %[1]s: there is nothing to stop.\x02Someone acte" +
-	"d on this instance after this page was opened. Nothing was done: look at" +
-	" it again before deciding.\x02This instance is no longer held (it is %[1" +
-	"]s now): someone may have acted on it first. Nothing was done.\x02This i" +
-	"nstance has already ended; there is nothing to stop.\x02Its occurrence f" +
-	"ailed before any attempt: its inputs could not be built, so a retry woul" +
-	"d fail the same way. Abandon or stop the instance instead. Nothing was d" +
-	"one.\x02This instance was already stopped; nothing changed and nothing w" +
-	"as recorded.\x02The reason you gave, not recorded:\x02This instance was " +
-	"already stopped, by %[1]s at %[2]s; nothing changed and nothing was reco" +
-	"rded.\x02Retried: the occurrence at node %[1]s is offered again. Recorde" +
-	"d in the audit log.\x02Abandoned: the instance failed with the error cod" +
-	"e abandoned. Recorded in the audit log.\x02Stopped: the instance and its" +
-	" open occurrences are cancelled. Recorded in the audit log.\x02Relais re" +
-	"fused the action. Nothing was done.\x02Give a reason: it is recorded in " +
-	"the audit log (at most %[1]d characters). Nothing was done.\x02The reaso" +
-	"n is too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing " +
-	"was done.\x02Unknown action.\x02Stopping applies to running or held inst" +
-	"ances, not %[1]s ones.\x02Retrying and abandoning apply to held instance" +
-	"s, not %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for ev" +
-	"ery instance)\x02Back to the list\x02This takes about %[1]s. Keep this p" +
-	"age open until it answers: if it stops waiting first, the action still r" +
-	"uns to its end.\x02Follow it in the audit log (new tab)\x02Retry every h" +
-	"eld instance this filter matches\x02Each one’s failed occurrence is offe" +
-	"red again with a fresh budget of attempts. Nothing is completed on anyon" +
-	"e’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now." +
-	"\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02" +
-	"Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every h" +
-	"eld instance this filter matches\x02Each one fails with the error code a" +
-	"bandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %" +
-	"[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held inst" +
-	"ance this filter matches\x02Stop every running instance this filter matc" +
-	"hes\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#" +
-	"\x02%[1]d running instances match now.\x02Stop every running or held ins" +
-	"tance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
-	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
-	"now.\x02Each one and its open occurrences are cancelled; a stopped insta" +
-	"nce cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instanc" +
-	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
-	"ion applies to matches the filter.\x02No process, business key, error co" +
-	"de or creation date narrows this filter: it applies to the instances of " +
-	"every process.\x02any\x02Process\x02Version\x02Status\x02Business key" +
-	"\x02Error code\x02Held at a node of\x02Created from\x02Created to\x02By " +
-	"process and error code\x02Instances\x02The %[1]d largest groups; the fil" +
-	"ter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held ins" +
-	"tance failed before any attempt (its inputs could not be built): it cann" +
-	"ot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d " +
-	"more held instances failed before any attempt (their inputs could not be" +
-	" built): they cannot be retried and are left out. Abandon or stop them." +
-	"\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown destinatio" +
-	"n “%[1]s”.\x02Process %[1]s has no version %[2]d.\x02No process has the " +
-	"key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Definition %[1]s h" +
-	"as no revision %[2]d.\x02The confirmed count is missing: start again fro" +
-	"m the list.\x02The count changed since you confirmed it (it was %[1]d): " +
-	"instances were settled, retried or acted on meanwhile. Nothing was done;" +
-	" check the new count and confirm again.\x02This bulk action was already " +
-	"applied (the form was sent again): its records are in the audit log. Not" +
-	"hing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d " +
-	"instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01" +
-	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
-	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
-	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
-	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
-	"ffered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aban" +
-	"don and stop an operator applied, and every erasure an administrator mad" +
-	"e, with its reason. Reveals of sensitive values have their own log, whic" +
-	"h administrators read on the Reveals page (GET /api/v1/audit/reveals)." +
-	"\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply filters\x02C" +
-	"lear filters\x02No operator action matches.\x02All actions\x02The proces" +
-	"s instance must be a whole instance id (a UUID): the lists show the end " +
-	"of each id; open the instance, or copy its link, for the whole id.\x02Th" +
-	"e bulk action must be its id (a UUID).\x02Operator actions, newest first" +
-	"\x02No bulk action has the id %[1]s: check the link, or open the action " +
-	"from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instan" +
-	"ce bulk action %[2]s changed. While it runs, each reload shows how far i" +
-	"t got.\x00h\x02Showing the %[1]d instances bulk action %[2]s changed. Wh" +
-	"ile it runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, s" +
-	"tarted %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d ski" +
-	"pped (they changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[" +
-	"2]s, started %[3]s, was stopped by an error after %[4]d of the %[5]d ins" +
-	"tances counted (%[6]d skipped). What it applied stays; act on the filter" +
-	" again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: " +
-	"%[4]d of the %[5]d instances counted done so far (%[6]d skipped). Each r" +
-	"eload shows how far it got.\x02No progress since %[1]s: the replica runn" +
-	"ing it may have stopped. What it applied stays; act on the filter again " +
-	"for the rest.\x02Relais console\x02Language\x02Skip to content\x02Main n" +
-	"avigation\x02Health\x02External tasks\x02Processes\x02Find an instance o" +
-	"r occurrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02" +
-	"Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[" +
-	"2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display setting" +
-	"s:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every" +
-	" %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resum" +
-	"e\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not al" +
-	"lowed\x02Your role can read definitions and processes only: external tas" +
-	"ks and process instances are for operators and administrators.\x02Invali" +
-	"d request\x02The field “%[1]s” holds a NUL character or bytes that are n" +
-	"ot UTF-8 text: correct it and try again.\x02Back to external tasks\x02Ba" +
-	"ck to sign-in\x02Back to definitions\x02Nothing exists at this address, " +
-	"or it is not visible to you.\x02Nothing exists at this address, or it is" +
-	" not visible to you. An ended instance is deleted, with its occurrences " +
-	"and attempts, once the retention period (RELAIS_RETENTION) has passed, o" +
-	"r at once when an administrator erases it; the audit log keeps the opera" +
-	"tor actions taken on it.\x02“%[1]s” is not a whole id (a UUID): the list" +
-	"s show the end of each id; open the row, or copy its link, for the whole" +
-	" id.\x02Not found\x02Form refused\x02This form was not sent from this co" +
-	"nsole session, or it has expired: nothing was done. Open the form again " +
-	"and send it anew.\x02Back to the form\x02Form too large\x02This form is " +
-	"larger than %[1]d KiB: nothing was done. Shorten what you typed and send" +
-	" it again.\x02Form not received\x02This form did not arrive in time: not" +
-	"hing was done. Send it again.\x02This form could not be read: nothing wa" +
-	"s done. Send it again.\x02Temporarily unavailable\x02The database cannot" +
-	" be reached right now. Try again in a few seconds.\x02Something went wro" +
-	"ng\x02The console could not show this page. Try again; if it persists, g" +
-	"ive your administrator the request id %[1]s.\x02No consumer yet.\x02No m" +
-	"ore consumers.\x02The external services that take tasks, and the definit" +
-	"ions each may take. Create consumers, change their grants and rotate the" +
-	"ir tokens through the API (/api/v1/consumers); tokens are never shown." +
-	"\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02Sta" +
-	"te\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserv" +
-	"ed now\x02All its tasks\x02%[1]s: every revision, present and future\x02" +
-	"%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurren" +
-	"ces; the counts appear when you reload the page.\x02Counts are unavailab" +
-	"le right now.\x02Field\x02Type\x02Required\x02Classification\x02Constrai" +
-	"nts\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutab" +
-	"le part of a definition. Processes never use it directly: they pin a rev" +
-	"ision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: " +
-	"the Working copy has never been snapshotted.\x02Releases\x02No release y" +
-	"et.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
-	"\x02Lists every change from one revision to another, and whom it may bre" +
-	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
-	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
-	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
-	"he Working copy has changes not yet snapshotted: they are in no revision" +
-	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
-	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
-	"e same (the name or a description changed).\x02Changes of the Working co" +
-	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
-	"From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s. Unde" +
-	"r the newer contract these fields’ values are less protected than under " +
-	"the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[" +
-	"1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1" +
-	"]d breaking\x02routing output %[1]s → %[2]s\x02optional → required\x02re" +
-	"quired → optional\x02values added: %[1]s\x02values removed: %[1]s\x02val" +
-	"ues reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[" +
-	"2]s\x02optional %[1]s field of type %[2]s\x02required field of type %[1]" +
-	"s\x02optional field of type %[1]s\x02none\x02Task contracts: their Worki" +
-	"ng copy, immutable revisions and named releases.\x02Definitions by key" +
-	"\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81" +
-	"\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destin" +
-	"ation yet.\x02No more destinations.\x02The HTTP endpoints push nodes cal" +
-	"l. Values of the URL's query and of the headers, and signing secrets, ar" +
-	"e sealed and never shown. Create, change and delete destinations through" +
-	" the API (/api/v1/destinations).\x02Destinations by name\x02masked value" +
-	"\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
-	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
-	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
-	"ters. It is kept after the erasure, whatever the retention: write the re" +
-	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
-	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
-	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
-	"ess key and the workers’ messages go with it; this cannot be undone. The" +
-	" audit records naming it stay (who did what, and why), and so do backups" +
-	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
-	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
-	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
-	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
-	"thing changed and nothing was recorded.\x02on error\x02any other error" +
+	"elled.\x02Workers that hold one of them learn it when they next report, " +
+	"and their results are refused; a push call in flight is aborted, though " +
+	"its destination may already have acted on the request (a card charged: c" +
+	"heck there). Nothing is completed on their behalf, and a stopped instanc" +
+	"e cannot be resumed.\x02Stop the instance\x02This instance cannot be ret" +
+	"ried: its occurrence at node %[1]s failed before any attempt (its inputs" +
+	" could not be built), so it would fail the same way. Abandon or stop it." +
+	"\x02Nothing was done.\x02Cannot act on this instance\x02Back to the inst" +
+	"ance\x02Someone acted on this instance after this page was opened (%[1]s" +
+	" by %[2]s, %[3]s). Nothing was done: look at it again before deciding." +
+	"\x02This instance has already ended (it is %[1]s now): someone acted on " +
+	"it after this page was opened (%[2]s by %[3]s, %[4]s). Nothing was done." +
+	"\x02This instance is no longer held (it is %[1]s now): someone acted on " +
+	"it after this page was opened (%[2]s by %[3]s, %[4]s). Nothing was done." +
+	"\x02This instance is %[1]s, not held: there is nothing to retry. A failu" +
+	"re ends its instance unless the node’s on_error leads to hold (an incide" +
+	"nt waiting for an operator); start the instance again to redo the work." +
+	"\x02This instance is %[1]s, not held: there is nothing to retry.\x02This" +
+	" instance is %[1]s, not held: there is nothing to abandon.\x02This insta" +
+	"nce is %[1]s: there is nothing to stop.\x02Someone acted on this instanc" +
+	"e after this page was opened. Nothing was done: look at it again before " +
+	"deciding.\x02This instance is no longer held (it is %[1]s now): someone " +
+	"may have acted on it first. Nothing was done.\x02This instance has alrea" +
+	"dy ended; there is nothing to stop.\x02Its occurrence failed before any " +
+	"attempt: its inputs could not be built, so a retry would fail the same w" +
+	"ay. Abandon or stop the instance instead. Nothing was done.\x02This inst" +
+	"ance was already stopped; nothing changed and nothing was recorded.\x02T" +
+	"he reason you gave, not recorded:\x02This instance was already stopped, " +
+	"by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02Retried:" +
+	" the occurrence at node %[1]s is offered again. Recorded in the audit lo" +
+	"g.\x02Abandoned: the instance failed with the error code abandoned. Reco" +
+	"rded in the audit log.\x02Stopped: the instance and its open occurrences" +
+	" are cancelled. Recorded in the audit log.\x02Relais refused the action." +
+	" Nothing was done.\x02Give a reason: it is recorded in the audit log (at" +
+	" most %[1]d characters). Nothing was done.\x02The reason is too long: %[" +
+	"1]d characters, for at most %[2]d. Shorten it. Nothing was done.\x02Unkn" +
+	"own action.\x02Stopping applies to running or held instances, not %[1]s " +
+	"ones.\x02Retrying and abandoning apply to held instances, not %[1]s ones" +
+	".\x02Filter\x02Reason (recorded in the audit log for every instance)\x02" +
+	"Back to the list\x02This takes about %[1]s. Keep this page open until it" +
+	" answers: if it stops waiting first, the action still runs to its end." +
+	"\x02Follow it in the audit log (new tab)\x02Retry every held instance th" +
+	"is filter matches\x02Each one’s failed occurrence is offered again with " +
+	"a fresh budget of attempts. Nothing is completed on anyone’s behalf.\x14" +
+	"\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d " +
+	"held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d ins" +
+	"tance\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance th" +
+	"is filter matches\x02Each one fails with the error code abandoned and ca" +
+	"nnot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance" +
+	"\x00\x18\x02Abandon %[1]d instances\x02Stop every held instance this fil" +
+	"ter matches\x02Stop every running instance this filter matches\x14\x01" +
+	"\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d r" +
+	"unning instances match now.\x02Stop every running or held instance this " +
+	"filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instanc" +
+	"e matches now.\x00+\x02%[1]d running or held instances match now.\x02Eac" +
+	"h one and its open occurrences are cancelled; a stopped instance cannot " +
+	"be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15" +
+	"\x02Stop %[1]d instances\x02Nothing to do: no instance this action appli" +
+	"es to matches the filter.\x02No process, business key, error code or cre" +
+	"ation date narrows this filter: it applies to the instances of every pro" +
+	"cess.\x02any\x02Process\x02Version\x02Status\x02Business key\x02Error co" +
+	"de\x02Held at a node of\x02Created from\x02Created to\x02By process and " +
+	"error code\x02Instances\x02The %[1]d largest groups; the filter matches " +
+	"more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed" +
+	" before any attempt (its inputs could not be built): it cannot be retrie" +
+	"d and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held in" +
+	"stances failed before any attempt (their inputs could not be built): the" +
+	"y cannot be retried and are left out. Abandon or stop them.\x02Cannot ac" +
+	"t on this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”." +
+	"\x02Process %[1]s has no version %[2]d.\x02No process has the key “%[1]s" +
+	"”.\x02No definition has the key “%[1]s”.\x02Definition %[1]s has no re" +
+	"vision %[2]d.\x02The confirmed count is missing: start again from the li" +
+	"st.\x02The count changed since you confirmed it (it was %[1]d): instance" +
+	"s were settled, retried or acted on meanwhile. Nothing was done; check t" +
+	"he new count and confirm again.\x02This bulk action was already applied " +
+	"(the form was sent again): its records are in the audit log. Nothing mor" +
+	"e was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance" +
+	".\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02" +
+	"R\x02%[1]d skipped: it changed after the count (settled, or acted on by " +
+	"someone else).\x00T\x02%[1]d skipped: they changed after the count (sett" +
+	"led, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02Whe" +
+	"n\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence offered a" +
+	"gain\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and " +
+	"stop an operator applied, and every erasure an administrator made, with " +
+	"its reason. Reveals of sensitive values have their own log, which admini" +
+	"strators read on the Reveals page (GET /api/v1/audit/reveals).\x02Filter" +
+	"s\x02a token’s name, exact\x02from\x02to\x02Apply filters\x02Clear filte" +
+	"rs\x02No operator action matches.\x02All actions\x02The process instance" +
+	" must be a whole instance id (a UUID): the lists show the end of each id" +
+	"; open the instance, or copy its link, for the whole id.\x02The bulk act" +
+	"ion must be its id (a UUID).\x02Operator actions, newest first\x02No bul" +
+	"k action has the id %[1]s: check the link, or open the action from the a" +
+	"udit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk ac" +
+	"tion %[2]s changed. While it runs, each reload shows how far it got.\x00" +
+	"h\x02Showing the %[1]d instances bulk action %[2]s changed. While it run" +
+	"s, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3" +
+	"]s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they" +
+	" changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, start" +
+	"ed %[3]s, was stopped by an error after %[4]d of the %[5]d instances cou" +
+	"nted (%[6]d skipped). What it applied stays; act on the filter again for" +
+	" the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of t" +
+	"he %[5]d instances counted done so far (%[6]d skipped). Each reload show" +
+	"s how far it got.\x02No progress since %[1]s: the replica running it may" +
+	" have stopped. What it applied stays; act on the filter again for the re" +
+	"st.\x02Relais console\x02Language\x02Skip to content\x02Main navigation" +
+	"\x02Health\x02External tasks\x02Processes\x02Find an instance or occurre" +
+	"nce\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consumers" +
+	"\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02S" +
+	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
+	"es in %[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s" +
+	"\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02Thi" +
+	"s page reloads every %[1]d seconds.\x02Pause reloading\x02Not allowed" +
+	"\x02Your role can read definitions and processes only: external tasks an" +
+	"d process instances are for operators and administrators.\x02Invalid req" +
+	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
+	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
+	" sign-in\x02Back to definitions\x02Nothing exists at this address, or it" +
+	" is not visible to you.\x02Nothing exists at this address, or it is not " +
+	"visible to you. An ended instance is deleted, with its occurrences and a" +
+	"ttempts, once the retention period (RELAIS_RETENTION) has passed, or at " +
+	"once when an administrator erases it; the audit log keeps the operator a" +
+	"ctions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists sho" +
+	"w the end of each id; open the row, or copy its link, for the whole id." +
+	"\x02Not found\x02Form refused\x02This form was not sent from this consol" +
+	"e session, or it has expired: nothing was done. Open the form again and " +
+	"send it anew.\x02Back to the form\x02Form too large\x02This form is larg" +
+	"er than %[1]d KiB: nothing was done. Shorten what you typed and send it " +
+	"again.\x02Form not received\x02This form did not arrive in time: nothing" +
+	" was done. Send it again.\x02This form could not be read: nothing was do" +
+	"ne. Send it again.\x02Temporarily unavailable\x02The database cannot be " +
+	"reached right now. Try again in a few seconds.\x02Something went wrong" +
+	"\x02The console could not show this page. Try again; if it persists, giv" +
+	"e your administrator the request id %[1]s.\x02No consumer yet.\x02No mor" +
+	"e consumers.\x02The external services that take tasks, and the definitio" +
+	"ns each may take. Create consumers, change their grants and rotate their" +
+	" tokens through the API (/api/v1/consumers); tokens are never shown.\x02" +
+	"Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State" +
+	"\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved" +
+	" now\x02All its tasks\x02%[1]s: every revision, present and future\x02%[" +
+	"1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrence" +
+	"s; the counts appear when you reload the page.\x02Counts are unavailable" +
+	" right now.\x02Field\x02Type\x02Required\x02Classification\x02Constraint" +
+	"s\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable" +
+	" part of a definition. Processes never use it directly: they pin a revis" +
+	"ion.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: th" +
+	"e Working copy has never been snapshotted.\x02Releases\x02No release yet" +
+	".\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02L" +
+	"ists every change from one revision to another, and whom it may break." +
+	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
+	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
+	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
+	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
+	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
+	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
+	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
+	"s and processes use revision %[1]d at most) until a snapshot makes them " +
+	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
+	"the name or a description changed).\x02Changes of the Working copy since" +
+	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
+	"ision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the ne" +
+	"wer contract these fields’ values are less protected than under the olde" +
+	"r one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
+	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
+	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
+	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
+	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
+	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
+	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
+	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
+	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destinatio" +
+	"n yet.\x02No more destinations.\x02The HTTP endpoints push nodes call. V" +
+	"alues of the URL's query and of the headers, and signing secrets, are se" +
+	"aled and never shown. Create, change and delete destinations through the" +
+	" API (/api/v1/destinations).\x02Destinations by name\x02masked value\x02" +
+	"URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header\x02C" +
+	"alls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the instanc" +
+	"e\x02Say why, for whoever reads the log later: at most %[1]d characters." +
+	" It is kept after the erasure, whatever the retention: write the request" +
+	"’s reference, not the person’s name.\x02Erase process instance %[1]s" +
+	"\x02Erase this instance now? It is deleted with its occurrences and thei" +
+	"r attempts, as retention would delete it.\x02Its inputs, outputs, busine" +
+	"ss key and the workers’ messages go with it; this cannot be undone. The " +
+	"audit records naming it stay (who did what, and why), and so do backups " +
+	"until they expire.\x02Erase the instance\x02This instance is %[1]s: only" +
+	" an ended instance can be erased. Stop it first.\x02Erased: instance %[1" +
+	"]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the aud" +
+	"it log.\x02This instance had already been erased, by %[1]s at %[2]s; not" +
+	"hing changed and nothing was recorded.\x02on error\x02any other error" +
 	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
 	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
 	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
@@ -1417,78 +1420,78 @@ const enData string = "" + // Size: 33064 bytes
 	" %[1]s reports of this attempt, the last at %[2]s (%[3]s): its worker an" +
 	"swered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body" +
 	"\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02Message from the service (its own words, pr" +
-	"otected values masked)\x02Message from Relais, quoting the destination’s" +
-	" answer\x02Message from Relais\x02The revision must be a whole number, 1" +
-	" or more.\x02A revision is a definition’s: choose the definition too." +
-	"\x02Settlement date\x02More filters: instance, revision, consumer, desti" +
-	"nation, dates\x02Push destination\x02its name, exactly\x02instance id" +
-	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
-	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
-	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
-	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
-	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
-	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
-	"ollow the longest path from the start node. Solid arrows are successes (" +
-	"labelled with their route), dashed ones failures (labelled with their er" +
-	"ror codes). Each box says how many of this version’s occurrences are at " +
-	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
-	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
-	" now\x02Inputs from\x02No inputs: an instance starts with an empty objec" +
-	"t.\x02Inputs an instance of this version is started with\x02Instances of" +
-	" this version\x02Columns follow the longest path from the start node. So" +
-	"lid arrows are successes (labelled with their route), dashed ones failur" +
-	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
-	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
-	"ble below lists every node with its routes and counts.\x02This version h" +
-	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
-	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
-	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
-	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for a" +
-	"n operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
-	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
-	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
-	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
-	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
-	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
-	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
-	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
-	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
-	"administrator revealed: who, when, which field and why. The values thems" +
-	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02unknown\x02[redacted]\x02Message from the worker (its own words, pro" +
+	"tected values masked)\x02Message from Relais, quoting the destination’s " +
+	"answer\x02Message from Relais\x02The revision must be a whole number, 1 " +
+	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
+	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
+	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
+	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
+	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
+	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
+	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
+	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
+	"efreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02set" +
+	"tled\x02next attempt\x02claimable since\x02call in progress since\x02loc" +
+	"k until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Firs" +
+	"t page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026" +
+	"-12-01.\x02%[1]s: the first day comes after the last.\x02This address ho" +
+	"lds a parameter that cannot be read (a percent sign not followed by two " +
+	"hexadecimal digits, or a semicolon): correct the address.\x02Unknown par" +
+	"ameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
+	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
+	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
+	"pt in this browser only.\x02Show times in\x02The console runs no script," +
+	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
+	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving" +
+	" time)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Rel" +
+	"oading resumed.\x02Reloading paused: this page stays as it is until you " +
+	"resume.\x02Published process versions: their nodes, routes and pinned re" +
+	"visions, drawn, with where their occurrences are now.\x02Published proce" +
+	"ss versions: their nodes, routes and pinned revisions, drawn.\x02Process" +
+	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
+	"ersion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow t" +
+	"he longest path from the start node. Solid arrows are successes (labelle" +
+	"d with their route), dashed ones failures (labelled with their error cod" +
+	"es). Each box says how many of this version’s occurrences are at that no" +
+	"de now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
+	"\x02Inputs an instance of this version is started with\x02Instances of t" +
+	"his version\x02Columns follow the longest path from the start node. Soli" +
+	"d arrows are successes (labelled with their route), dashed ones failures" +
+	" (labelled with their error codes).\x02Nodes of this version\x02This ver" +
+	"sion has %[1]d nodes: too many to draw legibly (at most %[2]d). The tabl" +
+	"e below lists every node with its routes and counts.\x02This version has" +
+	" %[1]d nodes: too many to draw legibly (at most %[2]d). The table below " +
+	"lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
+	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
+	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
+	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
+	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02" +
+	"%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an op" +
+	"erator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01" +
+	"\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[" +
+	"1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no retry" +
+	", priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (th" +
+	"e default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
+	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
+	"eal a sensitive value.\x02Say why you reveal this value: the reason is r" +
+	"ecorded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Back to the occurrence\x02Cannot reveal" +
+	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
+	"\x02Secret values can never be revealed.\x02Every sensitive value an adm" +
+	"inistrator revealed: who, when, which field and why. The values themselv" +
+	"es are never kept.\x02Reveals, newest first\x02No value was revealed." +
 	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
 	"\x02This page does not accept that request.\x02This form was sent from a" +
 	"nother site: the console takes its forms from its own pages only. Open t" +
@@ -1515,58 +1518,59 @@ const enData string = "" + // Size: 33064 bytes
 	" to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02" +
 	"G\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
 	"nd.\x00H\x02Too many failed sign-ins from your address. Try again in %[1" +
-	"]d seconds.\x02This token is unknown, revoked or expired.\x02A %[1]s tok" +
-	"en cannot open the console: it is a worker’s token, for the API.\x02Only" +
-	" administrators see this page: tokens, consumers, destinations, the reve" +
-	"al log and erasures are theirs.\x02Staff tokens (administrators, designe" +
-	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
-	"eir consumers. Revoking a token refuses its next request.\x02Staff token" +
-	"s, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
-	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
-	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
-	" and console sessions opened with it end. This cannot be undone: whoever" +
-	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
-	"e token you signed in with: revoking it signs you out. Its next request " +
-	"is refused. This cannot be undone.\x02This is the last usable administra" +
-	"tor token: create another one before revoking it.\x02The token “%[1]s” (" +
-	"%[2]s) was revoked: its next request is refused.\x02routing output\x02ea" +
-	"ch item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least " +
-	"%[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
-	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
-	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
-	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
-	"em\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: the pa" +
-	"ge shows the first %[2]d, the API's detail has them all.\x02not provided" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in" +
-	" %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Work" +
-	"ers connected by a stream, and polling workers by their last fetch. A wo" +
-	"rker is listed while it was seen within three heartbeats.\x02Workers see" +
-	"n within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
-	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
-	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
-	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
-	"sumer is granted\x02revisions %[1]s\x02no worker takes revision %[1]d" +
-	"\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d wai" +
-	"t, and no live worker takes it: subscribe workers to it, with their cons" +
-	"umers granted it (a worker naming no revision takes those its consumer i" +
-	"s granted; a process version pins it).\x02Occurrences of revisions %[1]s" +
-	" wait, and no live worker takes them: subscribe workers to them, with th" +
-	"eir consumers granted them (a worker naming no revision takes those its " +
-	"consumer is granted; a process version pins them).\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted.\x02Revisions they take: %[" +
-	"1]s; some take every revision their consumer is granted.\x02They take ev" +
-	"ery revision their consumer is granted.\x02It takes revision %[1]d only." +
-	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
-	"They take revisions %[1]s only."
+	"]d seconds.\x02Paste your token in the field: it is empty.\x02This token" +
+	" is unknown, revoked or expired.\x02A %[1]s token cannot open the consol" +
+	"e: it is a worker’s token, for the API.\x02Only administrators see this " +
+	"page: tokens, consumers, destinations, the reveal log and erasures are t" +
+	"heirs.\x02Staff tokens (administrators, designers, operators) that are n" +
+	"ot revoked. Consumer tokens are managed with their consumers. Revoking a" +
+	" token refuses its next request.\x02Staff tokens, oldest first\x02No tok" +
+	"en.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
-var frIndex = []uint32{ // 794 elements
+var frIndex = []uint32{ // 795 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1574,226 +1578,226 @@ var frIndex = []uint32{ // 794 elements
 	0x0000013d, 0x0000020e, 0x0000023a, 0x0000024f,
 	0x00000263, 0x0000028d, 0x0000030f, 0x000003f7,
 	0x0000040e, 0x00000439, 0x0000048f, 0x00000515,
-	0x0000052d, 0x00000556, 0x0000059b, 0x00000663,
-	0x00000679, 0x00000765, 0x0000077c, 0x000007a3,
+	0x0000052d, 0x00000556, 0x0000059b, 0x000006fb,
+	0x00000711, 0x000007fd, 0x00000814, 0x0000083b,
 	// Entry 20 - 3F
-	0x000007ba, 0x00000860, 0x00000913, 0x000009c7,
-	0x00000ac1, 0x00000b0a, 0x00000b54, 0x00000b8e,
-	0x00000c1b, 0x00000ca0, 0x00000ce5, 0x00000dbd,
-	0x00000e1a, 0x00000e4b, 0x00000ebc, 0x00000f25,
-	0x00000f9c, 0x00001005, 0x00001039, 0x000010ae,
-	0x00001119, 0x0000112a, 0x00001190, 0x000011fb,
-	0x00001202, 0x00001243, 0x00001257, 0x000012f5,
-	0x00001329, 0x00001368, 0x000013f9, 0x00001479,
+	0x00000852, 0x000008f8, 0x000009ab, 0x00000a5f,
+	0x00000b59, 0x00000ba2, 0x00000bec, 0x00000c26,
+	0x00000cb3, 0x00000d38, 0x00000d7d, 0x00000e55,
+	0x00000eb2, 0x00000ee3, 0x00000f54, 0x00000fbd,
+	0x00001034, 0x0000109d, 0x000010d1, 0x00001146,
+	0x000011b1, 0x000011c2, 0x00001228, 0x00001293,
+	0x0000129a, 0x000012db, 0x000012ef, 0x0000138d,
+	0x000013c1, 0x00001400, 0x00001491, 0x00001511,
 	// Entry 40 - 5F
-	0x000014b5, 0x000014f5, 0x0000154e, 0x0000158c,
-	0x000015ca, 0x00001607, 0x00001686, 0x000016d0,
-	0x00001768, 0x000017d1, 0x0000180b, 0x0000186c,
-	0x00001915, 0x00001921, 0x0000192b, 0x00001933,
-	0x0000193a, 0x00001947, 0x00001957, 0x0000196f,
-	0x00001982, 0x00001996, 0x000019b7, 0x000019c1,
-	0x00001a09, 0x00001bb5, 0x00001bd7, 0x00001bed,
-	0x00001c13, 0x00001c42, 0x00001c71, 0x00001ca3,
+	0x0000154d, 0x0000158d, 0x000015e6, 0x00001624,
+	0x00001662, 0x0000169f, 0x0000171e, 0x00001768,
+	0x00001800, 0x00001869, 0x000018a3, 0x00001904,
+	0x000019ad, 0x000019b9, 0x000019c3, 0x000019cb,
+	0x000019d2, 0x000019df, 0x000019ef, 0x00001a07,
+	0x00001a1a, 0x00001a2e, 0x00001a4f, 0x00001a59,
+	0x00001aa1, 0x00001c4d, 0x00001c6f, 0x00001c85,
+	0x00001cab, 0x00001cda, 0x00001d09, 0x00001d3b,
 	// Entry 60 - 7F
-	0x00001cd6, 0x00001d0b, 0x00001df3, 0x00001e9c,
-	0x00001f11, 0x00001ff4, 0x00002014, 0x0000201a,
-	0x0000201e, 0x00002025, 0x0000202b, 0x00002041,
-	0x00002061, 0x00002071, 0x0000207c, 0x0000208e,
-	0x000021a4, 0x000021ac, 0x000021c7, 0x000021ca,
-	0x000021cd, 0x000021e3, 0x000021f7, 0x00002223,
-	0x00002236, 0x00002309, 0x00002352, 0x00002388,
-	0x00002404, 0x00002525, 0x000025e9, 0x000026e4,
+	0x00001d6e, 0x00001da3, 0x00001e8b, 0x00001f34,
+	0x00001fa9, 0x0000208c, 0x000020ac, 0x000020b2,
+	0x000020b6, 0x000020bd, 0x000020c3, 0x000020d9,
+	0x000020f9, 0x00002109, 0x00002114, 0x00002126,
+	0x0000223c, 0x00002244, 0x0000225f, 0x00002262,
+	0x00002265, 0x0000227b, 0x00002296, 0x000022c2,
+	0x000022d5, 0x000023a8, 0x000023f1, 0x00002427,
+	0x000024a3, 0x000025c4, 0x00002688, 0x00002783,
 	// Entry 80 - 9F
-	0x000027aa, 0x00002861, 0x00002870, 0x00002877,
-	0x00002888, 0x0000289e, 0x000028a4, 0x000028b5,
-	0x000028bf, 0x000028e6, 0x00002902, 0x0000290a,
-	0x00002917, 0x00002923, 0x00002931, 0x0000293e,
-	0x00002945, 0x00002953, 0x00002977, 0x00002987,
-	0x0000299f, 0x000029c0, 0x000029f2, 0x00002a2e,
-	0x00002a68, 0x00002a7e, 0x00002a88, 0x00002aba,
-	0x00002ad4, 0x00002ae3, 0x00002b97, 0x00002ba9,
+	0x00002849, 0x00002900, 0x0000290f, 0x00002916,
+	0x00002927, 0x0000293d, 0x00002943, 0x00002954,
+	0x0000295e, 0x00002985, 0x000029a1, 0x000029a9,
+	0x000029b6, 0x000029c2, 0x000029d0, 0x000029dd,
+	0x000029e4, 0x000029f2, 0x00002a16, 0x00002a26,
+	0x00002a3e, 0x00002a5f, 0x00002a91, 0x00002acd,
+	0x00002b07, 0x00002b1d, 0x00002b27, 0x00002b59,
+	0x00002b73, 0x00002b82, 0x00002c36, 0x00002c48,
 	// Entry A0 - BF
-	0x00002c29, 0x00002c45, 0x00002c5c, 0x00002c74,
-	0x00002cb7, 0x00002e05, 0x00002ebe, 0x00002eca,
-	0x00002edd, 0x00002f82, 0x00002f97, 0x00002fb2,
-	0x0000302e, 0x00003043, 0x000030a0, 0x000030f6,
-	0x00003112, 0x00003169, 0x00003181, 0x00003219,
-	0x0000323e, 0x00003258, 0x00003349, 0x00003377,
-	0x0000337a, 0x0000337e, 0x00003385, 0x0000338f,
-	0x00003395, 0x0000339d, 0x000033a3, 0x000033ad,
+	0x00002cc8, 0x00002ce4, 0x00002cfb, 0x00002d13,
+	0x00002d56, 0x00002ea4, 0x00002f5d, 0x00002f69,
+	0x00002f7c, 0x00003021, 0x00003036, 0x00003051,
+	0x000030cd, 0x000030e2, 0x0000313f, 0x00003195,
+	0x000031b1, 0x00003208, 0x00003220, 0x000032b8,
+	0x000032dd, 0x000032f7, 0x000033e8, 0x00003416,
+	0x00003419, 0x0000341d, 0x00003424, 0x0000342e,
+	0x00003434, 0x0000343c, 0x00003442, 0x0000344c,
 	// Entry C0 - DF
-	0x000033ce, 0x000033e7, 0x000033fa, 0x00003432,
-	0x0000344c, 0x00003467, 0x000034cd, 0x000034ff,
-	0x00003505, 0x0000350a, 0x00003516, 0x00003525,
-	0x00003531, 0x0000353d, 0x0000354f, 0x00003560,
-	0x000035e4, 0x000035f6, 0x0000360d, 0x00003618,
-	0x0000366d, 0x0000367a, 0x0000369f, 0x000036ab,
-	0x000036b5, 0x000036bb, 0x000036c7, 0x000036df,
-	0x00003731, 0x00003741, 0x00003751, 0x0000375a,
+	0x0000346d, 0x00003486, 0x00003499, 0x000034d1,
+	0x000034eb, 0x00003506, 0x0000356c, 0x0000359e,
+	0x000035a4, 0x000035a9, 0x000035b5, 0x000035c4,
+	0x000035d0, 0x000035dc, 0x000035ee, 0x000035ff,
+	0x00003683, 0x00003695, 0x000036ac, 0x000036b7,
+	0x0000370c, 0x00003719, 0x0000373e, 0x0000374a,
+	0x00003754, 0x0000375a, 0x00003766, 0x0000377e,
+	0x000037d0, 0x000037e0, 0x000037f0, 0x000037f9,
 	// Entry E0 - FF
-	0x00003765, 0x0000376d, 0x0000378d, 0x000037af,
-	0x000037d7, 0x000037e0, 0x000037f0, 0x00003810,
-	0x00003818, 0x00003827, 0x00003846, 0x00003871,
-	0x00003897, 0x000038a7, 0x000038b1, 0x000038bb,
-	0x000038da, 0x000038f8, 0x000039d0, 0x000039ee,
-	0x00003a32, 0x00003a6f, 0x00003aa2, 0x00003ad2,
-	0x00003b5b, 0x00003b87, 0x00003bb7, 0x00003bd9,
-	0x00003bf4, 0x00003c0f, 0x00003c2b, 0x00003c47,
+	0x00003804, 0x0000380c, 0x0000382c, 0x0000384e,
+	0x00003876, 0x0000387f, 0x0000388f, 0x000038af,
+	0x000038b7, 0x000038c6, 0x000038e5, 0x00003910,
+	0x00003936, 0x00003946, 0x00003950, 0x0000395a,
+	0x00003979, 0x00003997, 0x00003a6f, 0x00003a8d,
+	0x00003ad1, 0x00003b0e, 0x00003b41, 0x00003b71,
+	0x00003bfa, 0x00003c26, 0x00003c56, 0x00003c78,
+	0x00003c93, 0x00003cae, 0x00003cca, 0x00003ce6,
 	// Entry 100 - 11F
-	0x00003c5d, 0x00003c77, 0x00003cae, 0x00003ce4,
-	0x00003d04, 0x00003d23, 0x00003d2a, 0x00003d94,
-	0x00003daa, 0x00003daf, 0x00003dc3, 0x00003ddb,
-	0x00003e00, 0x00003e2e, 0x00003e53, 0x00003e6d,
-	0x00003f73, 0x00003f88, 0x00003f98, 0x00003f9c,
-	0x00003faf, 0x00003fbe, 0x00003fd5, 0x00003fe4,
-	0x00003feb, 0x00003ff6, 0x00004018, 0x0000402c,
-	0x0000410a, 0x00004132, 0x000041bb, 0x000042c1,
+	0x00003cfc, 0x00003d16, 0x00003d4d, 0x00003d83,
+	0x00003da3, 0x00003dc2, 0x00003dc9, 0x00003e33,
+	0x00003e49, 0x00003e4e, 0x00003e62, 0x00003e7a,
+	0x00003e9f, 0x00003ecd, 0x00003ef2, 0x00003f0c,
+	0x00004012, 0x00004027, 0x00004037, 0x0000403b,
+	0x0000404e, 0x0000405d, 0x00004074, 0x00004083,
+	0x0000408a, 0x00004095, 0x000040b7, 0x000040cb,
+	0x000041a9, 0x000041d1, 0x0000425a, 0x00004360,
 	// Entry 120 - 13F
-	0x000042d6, 0x0000433c, 0x000043c1, 0x00004436,
-	0x00004448, 0x0000445b, 0x00004477, 0x000044a4,
-	0x000044c1, 0x000044e4, 0x000044ef, 0x000044fa,
-	0x00004511, 0x00004678, 0x0000469f, 0x000046dd,
-	0x000046e9, 0x000046f2, 0x00004706, 0x00004710,
-	0x00004737, 0x00004753, 0x0000476e, 0x0000479e,
-	0x000047dd, 0x000047f8, 0x00004807, 0x00004818,
-	0x00004839, 0x000048a4, 0x000048bc, 0x00004903,
+	0x00004375, 0x000043db, 0x00004460, 0x000044d5,
+	0x000044e7, 0x000044fa, 0x00004516, 0x00004543,
+	0x00004560, 0x00004583, 0x0000458e, 0x00004599,
+	0x000045b0, 0x00004717, 0x0000473e, 0x0000477c,
+	0x00004788, 0x00004791, 0x000047a5, 0x000047af,
+	0x000047d6, 0x000047f2, 0x0000480d, 0x0000483d,
+	0x0000487c, 0x00004897, 0x000048a6, 0x000048b7,
+	0x000048d8, 0x00004943, 0x0000495b, 0x000049a2,
 	// Entry 140 - 15F
-	0x0000496e, 0x00004979, 0x00004993, 0x000049dd,
-	0x000049e5, 0x000049f3, 0x00004a03, 0x00004a2d,
-	0x00004a56, 0x00004a66, 0x00004a85, 0x00004a91,
-	0x00004aaa, 0x00004ab5, 0x00004ac2, 0x00004ad1,
-	0x00004ad9, 0x00004ae3, 0x00004aeb, 0x00004af3,
-	0x00004af9, 0x00004b00, 0x00004b05, 0x00004b0a,
-	0x00004b0e, 0x00004b13, 0x00004b19, 0x00004b1f,
-	0x00004b25, 0x00004b2a, 0x00004b2f, 0x00004b35,
+	0x00004a0d, 0x00004a18, 0x00004a32, 0x00004a7c,
+	0x00004a84, 0x00004a92, 0x00004aa2, 0x00004acc,
+	0x00004af5, 0x00004b05, 0x00004b24, 0x00004b30,
+	0x00004b49, 0x00004b54, 0x00004b61, 0x00004b70,
+	0x00004b78, 0x00004b82, 0x00004b8a, 0x00004b92,
+	0x00004b98, 0x00004b9f, 0x00004ba4, 0x00004ba9,
+	0x00004bad, 0x00004bb2, 0x00004bb8, 0x00004bbe,
+	0x00004bc4, 0x00004bc9, 0x00004bce, 0x00004bd4,
 	// Entry 160 - 17F
-	0x00004b3f, 0x00004b5f, 0x00004b81, 0x00004ba5,
-	0x00004bcb, 0x00004bd4, 0x00004bf0, 0x00004bf9,
-	0x00004c11, 0x00004c1a, 0x00004c6e, 0x00004c8e,
-	0x00004c94, 0x00004c9f, 0x00004ca5, 0x00004cb3,
-	0x00004cbe, 0x00004ccc, 0x00004cff, 0x00004d23,
-	0x00004d52, 0x00004d9b, 0x00004da2, 0x00004db8,
-	0x00004e2b, 0x00004e51, 0x00004e6b, 0x00004f53,
-	0x000050e2, 0x000051e9, 0x00005239, 0x0000526a,
+	0x00004bde, 0x00004bfe, 0x00004c20, 0x00004c44,
+	0x00004c6a, 0x00004c73, 0x00004c8f, 0x00004c98,
+	0x00004cb0, 0x00004cb9, 0x00004d0d, 0x00004d2d,
+	0x00004d33, 0x00004d3e, 0x00004d44, 0x00004d52,
+	0x00004d5d, 0x00004d6b, 0x00004d9e, 0x00004dc2,
+	0x00004df1, 0x00004e3a, 0x00004e41, 0x00004e57,
+	0x00004eca, 0x00004ef0, 0x00004f0a, 0x00004ff2,
+	0x00005181, 0x00005288, 0x000052d8, 0x00005309,
 	// Entry 180 - 19F
-	0x0000529d, 0x000052cc, 0x000052d7, 0x000052db,
-	0x000052ed, 0x00005302, 0x00005310, 0x0000531d,
-	0x00005332, 0x00005345, 0x00005370, 0x0000539d,
-	0x000053c1, 0x000053f8, 0x00005442, 0x00005454,
-	0x0000548c, 0x000054a3, 0x000054ba, 0x000054ee,
-	0x00005538, 0x0000556d, 0x00005576, 0x0000558d,
-	0x000055bb, 0x000055ce, 0x000055e0, 0x000055f1,
-	0x000055fc, 0x00005607, 0x00005612, 0x0000561c,
+	0x0000533c, 0x0000536b, 0x00005376, 0x0000537a,
+	0x0000538c, 0x000053a1, 0x000053af, 0x000053bc,
+	0x000053d1, 0x000053e4, 0x0000540f, 0x0000543c,
+	0x00005460, 0x00005497, 0x000054e1, 0x000054f3,
+	0x0000552b, 0x00005542, 0x00005559, 0x0000558d,
+	0x000055d7, 0x0000560c, 0x00005615, 0x0000562c,
+	0x0000565a, 0x0000566d, 0x0000567f, 0x00005690,
+	0x0000569b, 0x000056a6, 0x000056b1, 0x000056bb,
 	// Entry 1A0 - 1BF
-	0x00005626, 0x0000562f, 0x00005638, 0x00005641,
-	0x0000564a, 0x00005653, 0x0000565a, 0x00005668,
-	0x0000566e, 0x00005675, 0x0000567c, 0x00005685,
-	0x0000568a, 0x00005698, 0x0000569e, 0x000056a4,
-	0x000056aa, 0x000056b2, 0x000056bb, 0x000056c4,
-	0x000056d7, 0x000056e8, 0x0000570b, 0x0000572c,
-	0x0000573b, 0x00005746, 0x00005751, 0x0000575e,
-	0x00005762, 0x00005766, 0x00005774, 0x00005782,
+	0x000056c5, 0x000056ce, 0x000056d7, 0x000056e0,
+	0x000056e9, 0x000056f2, 0x000056f9, 0x00005707,
+	0x0000570d, 0x00005714, 0x0000571b, 0x00005724,
+	0x00005729, 0x00005737, 0x0000573d, 0x00005743,
+	0x00005749, 0x00005751, 0x0000575a, 0x00005763,
+	0x00005776, 0x00005787, 0x000057aa, 0x000057cb,
+	0x000057da, 0x000057e5, 0x000057f0, 0x000057fd,
+	0x00005801, 0x00005805, 0x00005813, 0x00005821,
 	// Entry 1C0 - 1DF
-	0x00005790, 0x000057b0, 0x000057c3, 0x000057dc,
-	0x000057f1, 0x00005802, 0x00005814, 0x00005826,
-	0x0000582c, 0x00005833, 0x0000583b, 0x00005843,
-	0x00005861, 0x0000587f, 0x00005896, 0x000058ab,
-	0x000058bc, 0x000058c2, 0x000058db, 0x000058e6,
-	0x0000591a, 0x00005927, 0x00005945, 0x00005953,
-	0x0000595c, 0x00005963, 0x0000597e, 0x00005988,
-	0x0000599b, 0x000059d5, 0x000059de, 0x000059ed,
+	0x0000582f, 0x0000584f, 0x00005862, 0x0000587b,
+	0x00005890, 0x000058a1, 0x000058b3, 0x000058c5,
+	0x000058cb, 0x000058d2, 0x000058da, 0x000058e2,
+	0x00005900, 0x0000591e, 0x00005935, 0x0000594a,
+	0x0000595b, 0x00005961, 0x0000597a, 0x00005985,
+	0x000059b9, 0x000059c6, 0x000059e4, 0x000059f2,
+	0x000059fb, 0x00005a02, 0x00005a1d, 0x00005a27,
+	0x00005a3a, 0x00005a74, 0x00005a7d, 0x00005a8c,
 	// Entry 1E0 - 1FF
-	0x00005a51, 0x00005a5d, 0x00005a67, 0x00005a97,
-	0x00005af2, 0x00005bd9, 0x00005be4, 0x00005c17,
-	0x00005c55, 0x00005cce, 0x00005cd3, 0x00005cf3,
-	0x00005d10, 0x00005d30, 0x00005d45, 0x00005d86,
-	0x00005d91, 0x00005d9b, 0x00005dc4, 0x00005e39,
-	0x00005e4a, 0x00005e87, 0x00005ebb, 0x00005f1c,
-	0x00005f66, 0x00005f74, 0x00005fb0, 0x00005fda,
-	0x0000601f, 0x00006047, 0x00006086, 0x000060a7,
+	0x00005af0, 0x00005afc, 0x00005b06, 0x00005b36,
+	0x00005b91, 0x00005c78, 0x00005c83, 0x00005cb6,
+	0x00005cf4, 0x00005d6d, 0x00005d72, 0x00005d92,
+	0x00005daf, 0x00005dcf, 0x00005de4, 0x00005e25,
+	0x00005e30, 0x00005e3a, 0x00005e63, 0x00005ed8,
+	0x00005ee9, 0x00005f26, 0x00005f5a, 0x00005fbb,
+	0x00006005, 0x00006013, 0x0000604f, 0x00006079,
+	0x000060be, 0x000060e6, 0x00006125, 0x00006146,
 	// Entry 200 - 21F
-	0x000060e5, 0x00006125, 0x00006145, 0x00006186,
-	0x000061b0, 0x000061d7, 0x0000625a, 0x00006272,
-	0x00006286, 0x0000629d, 0x000062ab, 0x000062b6,
-	0x000062d9, 0x00006317, 0x00006336, 0x00006352,
-	0x000063c0, 0x00006492, 0x000064f1, 0x00006576,
-	0x000065f3, 0x000066f6, 0x0000673d, 0x000067ca,
-	0x0000680a, 0x00006850, 0x00006969, 0x00006991,
-	0x000069b4, 0x000069eb, 0x00006a7c, 0x00006acf,
+	0x00006184, 0x000061c4, 0x000061e4, 0x00006225,
+	0x0000624f, 0x00006276, 0x000062f9, 0x00006311,
+	0x00006325, 0x0000633c, 0x0000634a, 0x00006355,
+	0x00006378, 0x000063b6, 0x000063d5, 0x000063f1,
+	0x0000645f, 0x00006531, 0x00006590, 0x00006615,
+	0x00006692, 0x00006795, 0x000067dc, 0x00006869,
+	0x000068a9, 0x000068ef, 0x00006a08, 0x00006a30,
+	0x00006a53, 0x00006a8a, 0x00006b1b, 0x00006b6e,
 	// Entry 220 - 23F
-	0x00006af8, 0x00006bda, 0x00006c00, 0x00006c47,
-	0x00006ccb, 0x00006d46, 0x00006dc3, 0x00006dea,
-	0x00006e12, 0x00006e59, 0x00006ea3, 0x00006ed6,
-	0x00006ee9, 0x00006ff1, 0x0000701f, 0x0000705b,
-	0x00007071, 0x00007105, 0x00007118, 0x00007155,
-	0x00007191, 0x000071a4, 0x000071f8, 0x0000722d,
-	0x0000723f, 0x00007256, 0x00007295, 0x000072e7,
-	0x00007313, 0x00007323, 0x00007383, 0x000073f4,
+	0x00006b97, 0x00006c79, 0x00006c9f, 0x00006ce6,
+	0x00006d6a, 0x00006de5, 0x00006e62, 0x00006e89,
+	0x00006eb1, 0x00006ef8, 0x00006f42, 0x00006f75,
+	0x00006f88, 0x00007090, 0x000070be, 0x000070fa,
+	0x00007110, 0x000071a4, 0x000071b7, 0x000071f4,
+	0x00007230, 0x00007243, 0x00007297, 0x000072cc,
+	0x000072de, 0x000072f5, 0x00007334, 0x00007386,
+	0x000073b2, 0x000073c2, 0x00007422, 0x00007493,
 	// Entry 240 - 25F
-	0x00007479, 0x0000750e, 0x00007519, 0x00007536,
-	0x00007555, 0x00007566, 0x00007580, 0x00007589,
-	0x00007593, 0x000075e1, 0x00007626, 0x00007645,
-	0x0000767a, 0x000076cb, 0x000076dc, 0x00007726,
-	0x0000773c, 0x00007750, 0x00007769, 0x0000777f,
-	0x000077a9, 0x000077b1, 0x000077c4, 0x000077cb,
-	0x000077e6, 0x00007806, 0x00007836, 0x0000784d,
-	0x00007885, 0x000078c0, 0x000078ec, 0x00007940,
+	0x00007518, 0x000075ad, 0x000075b8, 0x000075d5,
+	0x000075f4, 0x00007605, 0x0000761f, 0x00007628,
+	0x00007632, 0x00007680, 0x000076c5, 0x000076e4,
+	0x00007719, 0x0000776a, 0x0000777b, 0x000077c5,
+	0x000077db, 0x000077ef, 0x00007808, 0x0000781e,
+	0x00007848, 0x00007850, 0x00007863, 0x0000786a,
+	0x00007885, 0x000078a5, 0x000078d5, 0x000078ec,
+	0x00007924, 0x0000795f, 0x0000798b, 0x000079df,
 	// Entry 260 - 27F
-	0x00007950, 0x0000796a, 0x00007975, 0x00007989,
-	0x0000799b, 0x000079b1, 0x000079c3, 0x000079d5,
-	0x000079db, 0x000079ed, 0x000079fb, 0x00007a0a,
-	0x00007a16, 0x00007a2c, 0x00007a56, 0x00007a89,
-	0x00007b31, 0x00007b81, 0x00007ba9, 0x00007bfb,
-	0x00007c3d, 0x00007c79, 0x00007c90, 0x00007d5a,
-	0x00007d87, 0x00007f41, 0x00007f5b, 0x00007f74,
-	0x00007f95, 0x00007fac, 0x00007fd9, 0x00007fe0,
+	0x000079f0, 0x00007a0a, 0x00007a15, 0x00007a29,
+	0x00007a3b, 0x00007a51, 0x00007a63, 0x00007a75,
+	0x00007a7b, 0x00007a8d, 0x00007a9b, 0x00007aaa,
+	0x00007ab6, 0x00007acc, 0x00007af6, 0x00007b29,
+	0x00007bd1, 0x00007c21, 0x00007c49, 0x00007c9b,
+	0x00007cdd, 0x00007d19, 0x00007d30, 0x00007dfa,
+	0x00007e27, 0x00007fe1, 0x00007ffb, 0x00008014,
+	0x00008035, 0x0000804c, 0x00008079, 0x00008080,
 	// Entry 280 - 29F
-	0x00007ffa, 0x00008020, 0x00008035, 0x0000808f,
-	0x00008124, 0x00008187, 0x0000819a, 0x000081c1,
-	0x000081e9, 0x000081f7, 0x00008207, 0x00008218,
-	0x0000821f, 0x00008355, 0x0000835c, 0x00008396,
-	0x0000839b, 0x000083b0, 0x000083c4, 0x000083d6,
-	0x000083ec, 0x000083fc, 0x00008439, 0x00008479,
-	0x00008494, 0x00008569, 0x00008581, 0x00008622,
-	0x000086b1, 0x000086c1, 0x0000879b, 0x0000885d,
+	0x0000809a, 0x000080c0, 0x000080d5, 0x0000812f,
+	0x000081c4, 0x00008227, 0x0000823a, 0x00008261,
+	0x00008289, 0x00008297, 0x000082a7, 0x000082b8,
+	0x000082bf, 0x000083f5, 0x000083fc, 0x00008436,
+	0x0000843b, 0x00008450, 0x00008464, 0x00008476,
+	0x0000848c, 0x0000849c, 0x000084d9, 0x00008519,
+	0x00008534, 0x00008609, 0x00008621, 0x000086c2,
+	0x00008751, 0x00008761, 0x0000883b, 0x000088fd,
 	// Entry 2A0 - 2BF
-	0x00008862, 0x00008872, 0x00008880, 0x00008890,
-	0x000088a0, 0x000088ae, 0x000088be, 0x000088c8,
-	0x000088f1, 0x0000890b, 0x00008926, 0x000089b4,
-	0x000089f2, 0x00008a03, 0x00008a10, 0x00008a2b,
-	0x00008a3f, 0x00008a5d, 0x00008aa8, 0x00008ae9,
-	0x00008b5f, 0x00008ba5, 0x00008bbe, 0x00008bd6,
-	0x00008c29, 0x00008c64, 0x00008cfc, 0x00008d28,
-	0x00008d4e, 0x00008d82, 0x00008d9a, 0x00008dc5,
+	0x00008902, 0x00008912, 0x00008920, 0x00008930,
+	0x00008940, 0x0000894e, 0x0000895e, 0x00008968,
+	0x00008991, 0x000089ab, 0x000089c6, 0x00008a54,
+	0x00008a92, 0x00008aa3, 0x00008ab0, 0x00008acb,
+	0x00008adf, 0x00008afd, 0x00008b48, 0x00008b89,
+	0x00008bff, 0x00008c45, 0x00008c5e, 0x00008c76,
+	0x00008cc9, 0x00008d04, 0x00008d9c, 0x00008dc8,
+	0x00008dee, 0x00008e22, 0x00008e3a, 0x00008e65,
 	// Entry 2C0 - 2DF
-	0x00008e6e, 0x00008e78, 0x00008f00, 0x00008f35,
-	0x00008f76, 0x0000905b, 0x000091d6, 0x000092af,
-	0x000092c8, 0x00009391, 0x0000941a, 0x00009427,
-	0x00009479, 0x0000947f, 0x00009531, 0x000095e1,
-	0x0000960d, 0x00009676, 0x0000971d, 0x000097df,
-	0x0000980f, 0x0000981c, 0x00009822, 0x00009838,
-	0x00009843, 0x0000984a, 0x00009855, 0x00009863,
-	0x00009870, 0x0000987e, 0x00009897, 0x000098c4,
+	0x00008f0e, 0x00008f18, 0x00008fa0, 0x00008fd5,
+	0x00009016, 0x000090fb, 0x00009276, 0x0000934f,
+	0x00009368, 0x00009431, 0x000094ba, 0x000094c7,
+	0x00009519, 0x0000951f, 0x000095d3, 0x00009683,
+	0x000096b5, 0x000096e1, 0x0000974a, 0x000097f1,
+	0x000098b3, 0x000098e3, 0x000098f0, 0x000098f6,
+	0x0000990c, 0x00009917, 0x0000991e, 0x00009929,
+	0x00009937, 0x00009944, 0x00009952, 0x0000996b,
 	// Entry 2E0 - 2FF
-	0x0000996d, 0x00009980, 0x0000998a, 0x00009a19,
-	0x00009a7a, 0x00009ad6, 0x00009ae8, 0x00009b02,
-	0x00009b15, 0x00009b53, 0x00009b8f, 0x00009bac,
-	0x00009bb9, 0x00009bc7, 0x00009bd5, 0x00009be5,
-	0x00009c21, 0x00009c5b, 0x00009cd8, 0x00009ce3,
-	0x00009d0d, 0x00009d1a, 0x00009d36, 0x00009d3a,
-	0x00009d4c, 0x00009e0e, 0x00009e41, 0x00009e4c,
-	0x00009e56, 0x00009e6b, 0x00009e74, 0x00009e7e,
+	0x00009998, 0x00009a41, 0x00009a54, 0x00009a5e,
+	0x00009aed, 0x00009b4e, 0x00009baa, 0x00009bbc,
+	0x00009bd6, 0x00009be9, 0x00009c27, 0x00009c63,
+	0x00009c80, 0x00009c8d, 0x00009c9b, 0x00009ca9,
+	0x00009cb9, 0x00009cf5, 0x00009d2f, 0x00009dac,
+	0x00009db7, 0x00009de1, 0x00009dee, 0x00009e0a,
+	0x00009e0e, 0x00009e20, 0x00009ee2, 0x00009f15,
+	0x00009f20, 0x00009f2a, 0x00009f3f, 0x00009f48,
 	// Entry 300 - 31F
-	0x00009e93, 0x00009eb7, 0x00009ed1, 0x00009ee6,
-	0x00009f12, 0x00009f17, 0x00009f2c, 0x00009f3e,
-	0x00009f73, 0x00009f84, 0x00009fb1, 0x00009fe0,
-	0x0000a102, 0x0000a224, 0x0000a29a, 0x0000a325,
-	0x0000a3b4, 0x0000a41b, 0x0000a45d, 0x0000a4a5,
-	0x0000a518, 0x0000a560, 0x0000a58e, 0x0000a5bc,
-	0x0000a5ef, 0x0000a622,
-} // Size: 3200 bytes
+	0x00009f52, 0x00009f67, 0x00009f8b, 0x00009fa5,
+	0x00009fba, 0x00009fe6, 0x00009feb, 0x0000a000,
+	0x0000a012, 0x0000a047, 0x0000a058, 0x0000a085,
+	0x0000a0b4, 0x0000a1d6, 0x0000a2f8, 0x0000a36e,
+	0x0000a3f9, 0x0000a488, 0x0000a4ef, 0x0000a531,
+	0x0000a579, 0x0000a5ec, 0x0000a634, 0x0000a662,
+	0x0000a690, 0x0000a6c3, 0x0000a6f6,
+} // Size: 3204 bytes
 
-const frData string = "" + // Size: 42530 bytes
+const frData string = "" + // Size: 42742 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1815,603 +1819,607 @@ const frData string = "" + // Size: 42530 bytes
 	"ne peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance" +
 	" de processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouv" +
 	"ertes sont annulées.\x02Les exécutants qui en détiennent une l’apprennen" +
-	"t à leur prochain retour, et leurs résultats sont refusés. Rien n’est te" +
-	"rminé à leur place, et une instance arrêtée ne peut pas reprendre.\x02Ar" +
-	"rêter l’instance\x02Cette instance ne peut pas être reprise\u202f: son o" +
-	"ccurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’on" +
-	"t pas pu être construites), une reprise échouerait donc de la même façon" +
-	". Abandonnez-la ou arrêtez-la.\x02Rien n’a été fait.\x02Impossible d’agi" +
-	"r sur cette instance\x02Retour à l’instance\x02Quelqu’un a agi sur cette" +
-	" instance après l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien" +
-	" n’a été fait\u202f: regardez-la de nouveau avant de décider.\x02Cette i" +
-	"nstance est déjà terminée (elle est %[1]s désormais)\u202f: quelqu’un a " +
-	"agi sur elle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). R" +
-	"ien n’a été fait.\x02Cette instance n’est plus bloquée (elle est %[1]s d" +
-	"ésormais)\u202f: quelqu’un a agi sur elle après l’ouverture de cette pa" +
-	"ge (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[" +
-	"1]s, pas bloquée\u202f: il n’y a rien à reprendre. Un échec termine son " +
-	"instance, sauf si le on_error du nœud mène à hold (un incident qui atten" +
-	"d un opérateur)\u202f; démarrez l’instance à nouveau pour refaire le tra" +
-	"vail.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à re" +
-	"prendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à" +
-	" abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à arrêter." +
-	"\x02Quelqu’un a agi sur cette instance après l’ouverture de cette page. " +
-	"Rien n’a été fait\u202f: regardez-la de nouveau avant de décider.\x02Cet" +
-	"te instance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’" +
-	"un a sans doute agi avant vous. Rien n’a été fait.\x02Cette instance est" +
-	" déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occurrence a échou" +
-	"é avant toute tentative\u202f: ses entrées n’ont pas pu être construite" +
-	"s, une reprise échouerait donc de la même façon. Abandonnez ou arrêtez p" +
-	"lutôt l’instance. Rien n’a été fait.\x02Cette instance était déjà arrêté" +
-	"e\u202f; rien n’a changé et rien n’a été consigné.\x02Le motif que vous " +
-	"avez donné, non consigné\u202f:\x02Cette instance était déjà arrêtée, pa" +
-	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02Rep" +
-	"rise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. Consigné" +
-	" dans le journal d’audit.\x02Abandon\u202f: l’instance est passée en éch" +
-	"ec avec le code d’erreur abandoned. Consigné dans le journal d’audit." +
-	"\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulées. C" +
-	"onsigné dans le journal d’audit.\x02Relais a refusé l’action. Rien n’a é" +
-	"té fait.\x02Indiquez un motif\u202f: il est consigné dans le journal d’a" +
-	"udit (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif est trop" +
-	" long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-le. Rie" +
-	"n n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux instances " +
-	"en cours ou bloquées, pas à celles au statut «\u202f%[1]s\u202f».\x02La " +
-	"reprise et l’abandon s’appliquent aux instances bloquées, pas à celles a" +
-	"u statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans le journ" +
-	"al d’audit pour chaque instance)\x02Revenir à la liste\x02Cela prend env" +
-	"iron %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle " +
-	"cesse d’attendre avant, l’action va tout de même jusqu’au bout.\x02La su" +
-	"ivre dans le journal d’audit (nouvel onglet)\x02Reprendre toutes les ins" +
-	"tances bloquées que ce filtre retient\x02L’occurrence en échec de chacun" +
-	"e est proposée de nouveau, avec un budget de tentatives neuf. Rien n’est" +
-	" terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d inst" +
-	"ance bloquée correspond au filtre maintenant.\x00>\x02%[1]d instances bl" +
-	"oquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Aba" +
-	"ndonner toutes les instances bloquées que ce filtre retient\x02Chacune p" +
-	"asse en échec avec le code d’erreur abandoned et ne peut plus être repri" +
-	"se.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02" +
-	"Abandonner %[1]d instances\x02Arrêter toutes les instances bloquées que " +
-	"ce filtre retient\x02Arrêter toutes les instances en cours que ce filtre" +
-	" retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond " +
-	"au filtre maintenant.\x00=\x02%[1]d instances en cours correspondent au " +
-	"filtre maintenant.\x02Arrêter toutes les instances en cours ou bloquées " +
-	"que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cour" +
-	"s ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d instances en" +
-	" cours ou bloquées correspondent au filtre maintenant.\x02Chacune est an" +
-	"nulée avec ses occurrences ouvertes\u202f; une instance arrêtée ne peut " +
-	"pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance" +
-	"\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instan" +
-	"ce à laquelle cette action s’applique ne correspond au filtre.\x02Aucun " +
-	"processus, aucune clé métier, aucun code d’erreur ni date de création ne" +
-	" restreint ce filtre\u202f: l’action s’applique aux instances de tous le" +
-	"s processus.\x02sans filtre\x02Processus\x02Version\x02Statut\x02Clé mét" +
-	"ier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créé" +
-	"es jusqu’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d " +
-	"groupes les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01" +
-	"\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant " +
-	"toute tentative (ses entrées n’ont pas pu être construites)\u202f: elle " +
-	"ne peut pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-" +
-	"la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant tout" +
-	"e tentative (leurs entrées n’ont pas pu être construites)\u202f: elles n" +
-	"e peuvent pas être reprises et ne sont pas comptées. Abandonnez-les ou a" +
-	"rrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu." +
-	"\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Le processus %[1]s n’a " +
-	"pas de version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f»." +
-	"\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %" +
-	"[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repa" +
-	"rtez de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé " +
-	"(il était de %[1]d)\u202f: entre-temps, des instances ont été clôturées," +
-	" reprises ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nomb" +
-	"re et confirmez de nouveau.\x02Cette action groupée a déjà été appliquée" +
-	" (le formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le " +
-	"journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Acti" +
-	"on groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%" +
-	"[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ign" +
-	"orée\u202f: elle a changé après le comptage (clôturée, ou traitée par qu" +
-	"elqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après l" +
-	"e comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jet" +
-	"on n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance " +
-	"de processus\x02Occurrence proposée de nouveau\x02Action groupée\x02supp" +
-	"rimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué pa" +
-	"r un opérateur, et chaque effacement fait par un administrateur, avec so" +
-	"n motif. Les révélations de valeurs sensibles ont leur propre journal, q" +
-	"ue les administrateurs lisent sur la page Révélations (GET /api/v1/audit" +
-	"/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliqu" +
-	"er les filtres\x02Effacer les filtres\x02Aucune action d’opérateur ne co" +
-	"rrespond.\x02Toutes les actions\x02L’instance de processus doit être un " +
-	"identifiant d’instance complet (un UUID)\u202f: les listes montrent la f" +
-	"in de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, p" +
-	"our l’identifiant complet.\x02L’action groupée doit être désignée par so" +
-	"n identifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’ab" +
-	"ord\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le " +
-	"lien, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00" +
-	"\x02\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. " +
-	"Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x00" +
-	"\x8f\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modif" +
-	"iées. Tant qu’elle s’exécute, chaque rechargement montre où elle en est." +
-	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances com" +
-	"ptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après l" +
-	"e compte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (" +
-	"%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances" +
-	" comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce" +
-	" qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filt" +
-	"re pour le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]" +
-	"s, en cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f:" +
-	" %[4]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est" +
-	".\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est pe" +
-	"ut-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de n" +
-	"ouveau sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller" +
-	" au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proce" +
-	"ssus\x02Trouver une instance ou une occurrence\x02identifiant ou clé mét" +
-	"ier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinat" +
-	"ions\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02S" +
-	"e déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’aff" +
-	"ichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02" +
-	"Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau " +
-	"horaire\u202f: %[1]s · sans rechargement automatique\x02Rechargement sus" +
-	"pendu\x02Reprendre\x02Cette page se recharge toutes les %[1]d secondes." +
-	"\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet de" +
-	" lire que les définitions et les processus\u202f: les tâches externes et" +
-	" les instances de processus sont réservées aux opérateurs et aux adminis" +
-	"trateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient l" +
-	"e caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corr" +
-	"igez-le et réessayez.\x02Retour aux tâches externes\x02Retour à la conne" +
-	"xion\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rie" +
-	"n que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que" +
-	" vous puissiez voir. Une instance terminée est supprimée, avec ses occur" +
-	"rences et ses tentatives, une fois la durée de conservation (RELAIS_RETE" +
-	"NTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jour" +
-	"nal d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%[1" +
-	"]s\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes m" +
-	"ontrent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez s" +
-	"on lien, pour l’identifiant complet.\x02Introuvable\x02Formulaire refusé" +
-	"\x02Ce formulaire n’a pas été envoyé depuis cette session de la console," +
-	" ou il a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoy" +
-	"ez-le de nouveau.\x02Retour au formulaire\x02Formulaire trop volumineux" +
-	"\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Racco" +
-	"urcissez ce que vous avez saisi et envoyez-le de nouveau.\x02Formulaire " +
-	"non reçu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été f" +
-	"ait. Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: r" +
-	"ien n’a été fait. Envoyez-le de nouveau.\x02Temporairement indisponible" +
-	"\x02La base de données est injoignable pour le moment. Réessayez dans qu" +
-	"elques secondes.\x02Une erreur est survenue\x02La console n’a pas pu aff" +
-	"icher cette page. Réessayez\u202f; si le problème persiste, donnez à vot" +
-	"re administrateur l’identifiant de requête %[1]s.\x02Aucun consommateur " +
-	"pour l’instant.\x02Aucun autre consommateur.\x02Les services externes qu" +
-	"i prennent des tâches, et les définitions que chacun peut prendre. Créez" +
-	" les consommateurs, modifiez leurs droits et renouvelez leurs jetons par" +
-	" l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés." +
-	"\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits" +
-	"\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: " +
-	"il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s" +
-	"\u202f: toutes les révisions, présentes et à venir\x02%[1]s\u202f: révis" +
-	"ion %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en" +
-	" cours\u202f; les décomptes s’afficheront quand vous rechargerez la page" +
-	".\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
-	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
-	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
-	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
-	"lent une révision.\x02Sortie de routage\x02Dernier enregistrement\x02Rév" +
-	"isions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a " +
-	"jamais été figée.\x02Publications\x02Aucune publication pour l’instant." +
-	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
-	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
-	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
-	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
-	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
-	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
-	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
-	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
-	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
-	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
-	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
-	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
-	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
-	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
-	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
-	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Aba" +
-	"isse la protection\u202f: %[1]s. Avec le contrat le plus récent, les val" +
-	"eurs de ces champs sont moins protégées qu’avec l’ancien.\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompat" +
-	"ibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02" +
-	"obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs ret" +
-	"irées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s" +
-	"\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ facu" +
-	"ltatif de type %[2]s (classification %[1]s)\x02champ obligatoire de type" +
-	" %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâches" +
-	"\u202f: leur copie de travail, leurs révisions immuables et leurs public" +
-	"ations nommées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02au" +
-	"cune pour l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01" +
-	"\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucun" +
-	"e destination pour l’instant.\x02Aucune autre destination.\x02Les points" +
-	" d’accès HTTP qu’appellent les nœuds push. Les valeurs de la requête de " +
-	"l’URL et des en-têtes, et les secrets de signature, sont scellés et jama" +
-	"is affichés. Créez, modifiez et supprimez les destinations par l’API (/a" +
-	"pi/v1/destinations).\x02Destinations par nom\x02valeur masquée\x02URL" +
-	"\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucun " +
-	"en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)\x02G" +
-	"arder l’instance\x02Dites pourquoi, pour qui lira le journal plus tard" +
-	"\u202f: %[1]d caractères au plus. Il est conservé après l’effacement, qu" +
-	"elle que soit la rétention\u202f: écrivez la référence de la demande, pa" +
-	"s le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02Eff" +
-	"acer cette instance maintenant\u202f? Elle est supprimée avec ses occurr" +
-	"ences et leurs tentatives, comme la rétention la supprimerait.\x02Ses en" +
-	"trées, ses sorties, sa clé métier et les messages des exécutants partent" +
-	" avec elle\u202f; c’est irréversible. Les enregistrements d’audit qui la" +
-	" nomment restent (qui a fait quoi, et pourquoi), de même que les sauvega" +
-	"rdes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance es" +
-	"t %[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez-la" +
-	" d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurrenc" +
-	"es\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d’au" +
-	"dit.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s\u202f;" +
-	" rien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02toute a" +
-	"utre erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, a" +
-	"bandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’" +
-	"instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3" +
-	"]s\x02La file d’attente et les incidents de chaque définition maintenant" +
-	", et ce que ses exécutants ont terminé dans la dernière heure\u202f: les" +
-	" occurrences achevées, avec succès ou en échec. Une occurrence reprise d" +
-	"epuis compte là où elle se termine ensuite\u202f; un échec qui laisse de" +
-	"s tentatives n’est pas compté, la page de son occurrence le montre.\x02R" +
-	"éussites et échecs, dernière heure\x02Définitions, celles qui demandent" +
-	" de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées" +
-	"\x02En échec\x02Attente de la plus ancienne disponible\x02Terminées, der" +
-	"nière heure\x02En échec, dernière heure\x02Aucune définition n’a encore " +
-	"d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes" +
-	" environ.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécu" +
-	"tant\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d" +
-	"’occurrences\u202f: vérifiez la clé, ou affichez toutes les définition" +
-	"s.\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
-	"\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: " +
-	"%[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de 5" +
-	"\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussites et éch" +
-	"ecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02" +
-	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s " +
-	"%[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[" +
-	"1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
-	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
-	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
-	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
-	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
-	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Abando" +
-	"nnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérate" +
-	"ur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu\u202f:" +
-	" «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à partir " +
-	"de 1.\x02Une version est celle d’un processus\u202f: choisissez aussi le" +
-	" processus.\x02Date de création\x02La taille de page doit être comprise " +
-	"entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise" +
-	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
-	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
-	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
-	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
-	"ssus\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée" +
-	"\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
-	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
-	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
-	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
-	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
-	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
-	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
-	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
-	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
-	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
-	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
-	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
-	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
-	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
-	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
-	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
-	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
-	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
-	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
-	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
-	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
-	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
-	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
-	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
-	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
-	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
-	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
-	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
-	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
-	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
-	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
-	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
-	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives ci-dess" +
-	"ous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer," +
-	" pas son verrou.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante.\x02Le flux de l’exécutant de la dernière tentative s’es" +
-	"t terminé (l’exécutant est parti ou a été écarté) sans tentative restant" +
-	"e.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résulta" +
-	"t ne respectait pas le contrat de sorties de la révision.\x02La réponse " +
-	"à l’appel a été perdue (la connexion s’est rompue après l’envoi de la r" +
-	"equête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données " +
-	"avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc e" +
-	"lle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
-	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
-	"ait trop volumineuse.\x02La dernière tentative a pris fin sans résultat " +
-	"(son verrou a expiré, ou le flux de son exécutant s’est terminé), sans t" +
-	"entative restante.\x02Les entrées n’ont pas pu être construites à partir" +
-	" des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02U" +
-	"n exécutant Camunda 7 a signalé un échec sans nouvelle tentative restant" +
-	"e (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou u" +
-	"n budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau." +
-	"\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pre" +
-	"nd %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pre" +
-	"nd la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des" +
-	" entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision " +
-	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision " +
-	"%[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
-	"écutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
-	"le tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02" +
-	"Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En att" +
-	"ente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En a" +
-	"ttente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le d" +
-	"élai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enr" +
-	"egistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans c" +
-	"e cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la" +
-	" destination s’il a pris effet.\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
-	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
-	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
-	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
-	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
-	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
-	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
-	"1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%" +
-	"[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant que " +
-	"%[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02%[1]s sur %[2]s" +
-	"\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avant " +
-	"d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette tenta" +
-	"tive, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relai" +
-	"s a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son exéc" +
-	"utant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé %[1" +
-	"]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son ex" +
-	"écutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02HT" +
-	"TP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de con" +
-	"nexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de" +
-	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02Message" +
-	" de Relais (en anglais), citant la réponse de la destination\x02Message " +
-	"de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou p" +
-	"lus.\x02Une révision est celle d’une définition\u202f: choisissez aussi " +
-	"la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, ré" +
-	"vision, consommateur, destination, dates\x02Destination d’appel\x02son n" +
-	"om, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occu" +
-	"rrences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Er" +
-	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
-	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
-	"\x02révision %[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochai" +
-	"ne tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jus" +
-	"qu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02" +
-	"Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une" +
-	" date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le" +
-	" dernier.\x02Cette adresse contient un paramètre illisible (un signe pou" +
-	"r cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vi" +
-	"rgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1" +
-	"]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre i" +
-	"nconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» e" +
-	"st donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pa" +
-	"ge est invalide\u202f: revenez à la première page.\x02Ces réglages sont " +
-	"conservés dans ce navigateur seulement.\x02Afficher les heures en\x02La " +
-	"console n’exécute aucun script et ne peut donc pas lire le fuseau horair" +
-	"e de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est " +
-	"suivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes e" +
-	"t les pages de détail\x02Un rechargement vide ce que vous avez saisi san" +
-	"s l’appliquer (filtres, champ de recherche) et ramène le focus en haut d" +
-	"e la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque pag" +
-	"e qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages " +
-	"où vous saisissez un motif (confirmations, et occurrences dont une valeu" +
-	"r peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’" +
-	"une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregist" +
-	"rer\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%" +
-	"[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d sec" +
-	"ondes\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Re" +
-	"chargement suspendu\u202f: cette page reste telle quelle jusqu’à ce que " +
-	"vous repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds" +
-	", routes et révisions épinglées, dessinés, avec l’emplacement actuel de " +
-	"leurs occurrences.\x02Les versions de processus publiées\u202f: leurs nœ" +
-	"uds, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Ve" +
-	"rsions, les plus récentes d’abord\x02Aucun processus n’est encore publié" +
-	".\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les" +
-	" colonnes suivent le plus long chemin depuis le nœud de départ. Les flèc" +
-	"hes pleines sont les réussites (étiquetées par leur route), les pointill" +
-	"ées les échecs (étiquetées par leurs codes d’erreur). Chaque case indiq" +
-	"ue combien d’occurrences de cette version se trouvent à ce nœud maintena" +
-	"nt.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02Les colon" +
-	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
-	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
-	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
-	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
-	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
-	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
-	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
-	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
-	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
-	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
-	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
-	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
-	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
-	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
-	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
-	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
-	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
-	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
-	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
-	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
-	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
-	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
-	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
-	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
-	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
-	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
-	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
-	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
-	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
-	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
-	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
-	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
-	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
-	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
-	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
-	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
-	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
-	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
-	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
-	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
-	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
-	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
-	"t entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inac" +
-	"tivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez" +
-	"-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de c" +
-	"oncepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois" +
-	" et n’est jamais conservé dans votre navigateur\u202f; un cookie de sess" +
-	"ion le remplace jusqu’à 8 heures d’inactivité, et 12 heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconn" +
-	"u, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la co" +
-	"nsole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les admini" +
-	"strateurs voient cette page\u202f: les jetons, les consommateurs, les de" +
-	"stinations, le journal des révélations et les effacements sont de leur r" +
-	"essort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
-	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
-	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du pers" +
-	"onnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière util" +
-	"isation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoque" +
-	"r…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]" +
-	"s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les s" +
-	"essions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
-	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
-	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"t à leur prochain retour, et leurs résultats sont refusés\u202f; un appe" +
+	"l push en cours est interrompu, mais sa destination a peut-être déjà tra" +
+	"ité la requête (une carte débitée\u202f: vérifiez-le chez elle). Rien n’" +
+	"est terminé à leur place, et une instance arrêtée ne peut pas reprendre." +
+	"\x02Arrêter l’instance\x02Cette instance ne peut pas être reprise\u202f:" +
+	" son occurrence au nœud %[1]s a échoué avant toute tentative (ses entrée" +
+	"s n’ont pas pu être construites), une reprise échouerait donc de la même" +
+	" façon. Abandonnez-la ou arrêtez-la.\x02Rien n’a été fait.\x02Impossible" +
+	" d’agir sur cette instance\x02Retour à l’instance\x02Quelqu’un a agi sur" +
+	" cette instance après l’ouverture de cette page (%[1]s par %[2]s, %[3]s)" +
+	". Rien n’a été fait\u202f: regardez-la de nouveau avant de décider.\x02C" +
+	"ette instance est déjà terminée (elle est %[1]s désormais)\u202f: quelqu" +
+	"’un a agi sur elle après l’ouverture de cette page (%[2]s par %[3]s, %" +
+	"[4]s). Rien n’a été fait.\x02Cette instance n’est plus bloquée (elle est" +
+	" %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’ouverture de c" +
+	"ette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance" +
+	" est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre. Un échec termi" +
+	"ne son instance, sauf si le on_error du nœud mène à hold (un incident qu" +
+	"i attend un opérateur)\u202f; démarrez l’instance à nouveau pour refaire" +
+	" le travail.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a ri" +
+	"en à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a" +
+	" rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à a" +
+	"rrêter.\x02Quelqu’un a agi sur cette instance après l’ouverture de cette" +
+	" page. Rien n’a été fait\u202f: regardez-la de nouveau avant de décider." +
+	"\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)\u202f: " +
+	"quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02Cette insta" +
+	"nce est déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occurrence " +
+	"a échoué avant toute tentative\u202f: ses entrées n’ont pas pu être cons" +
+	"truites, une reprise échouerait donc de la même façon. Abandonnez ou arr" +
+	"êtez plutôt l’instance. Rien n’a été fait.\x02Cette instance était déjà" +
+	" arrêtée\u202f; rien n’a changé et rien n’a été consigné.\x02Le motif qu" +
+	"e vous avez donné, non consigné\u202f:\x02Cette instance était déjà arrê" +
+	"tée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné." +
+	"\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. C" +
+	"onsigné dans le journal d’audit.\x02Abandon\u202f: l’instance est passée" +
+	" en échec avec le code d’erreur abandoned. Consigné dans le journal d’au" +
+	"dit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulée" +
+	"s. Consigné dans le journal d’audit.\x02Relais a refusé l’action. Rien n" +
+	"’a été fait.\x02Indiquez un motif\u202f: il est consigné dans le journ" +
+	"al d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif es" +
+	"t trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-l" +
+	"e. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux inst" +
+	"ances en cours ou bloquées, pas à celles au statut «\u202f%[1]s\u202f»." +
+	"\x02La reprise et l’abandon s’appliquent aux instances bloquées, pas à c" +
+	"elles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans l" +
+	"e journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela pr" +
+	"end environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: s" +
+	"i elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
+	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre toute" +
+	"s les instances bloquées que ce filtre retient\x02L’occurrence en échec " +
+	"de chacune est proposée de nouveau, avec un budget de tentatives neuf. R" +
+	"ien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%" +
+	"[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d ins" +
+	"tances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
+	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
+	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
+	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
+	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
+	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
+	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
+	"rrespond au filtre maintenant.\x00=\x02%[1]d instances en cours correspo" +
+	"ndent au filtre maintenant.\x02Arrêter toutes les instances en cours ou " +
+	"bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instanc" +
+	"e en cours ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d ins" +
+	"tances en cours ou bloquées correspondent au filtre maintenant.\x02Chacu" +
+	"ne est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée" +
+	" ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d " +
+	"instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucun" +
+	"e instance à laquelle cette action s’applique ne correspond au filtre." +
+	"\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date de c" +
+	"réation ne restreint ce filtre\u202f: l’action s’applique aux instances " +
+	"de tous les processus.\x02sans filtre\x02Processus\x02Version\x02Statut" +
+	"\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis" +
+	" le\x02Créées jusqu’au\x02Par processus et code d’erreur\x02Instances" +
+	"\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve d’aut" +
+	"res.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a é" +
+	"choué avant toute tentative (ses entrées n’ont pas pu être construites)" +
+	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
+	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
+	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
+	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
+	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
+	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Le proces" +
+	"sus %[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé «" +
+	"\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f»." +
+	"\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé" +
+	" manque\u202f: repartez de la liste.\x02Le nombre a changé depuis que vo" +
+	"us l’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances" +
+	" ont été clôturées, reprises ou traitées. Rien n’a été fait\u202f; vérif" +
+	"iez le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a" +
+	" déjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses t" +
+	"races sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02" +
+	"\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007" +
+	"\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01" +
+	"\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôtu" +
+	"rée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: el" +
+	"les ont changé après le comptage (clôturées, ou traitées par quelqu’un d" +
+	"’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Acti" +
+	"on\x02Motif\x02Instance de processus\x02Occurrence proposée de nouveau" +
+	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
+	"andon et arrêt appliqué par un opérateur, et chaque effacement fait par " +
+	"un administrateur, avec son motif. Les révélations de valeurs sensibles " +
+	"ont leur propre journal, que les administrateurs lisent sur la page Révé" +
+	"lations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, ex" +
+	"act\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres" +
+	"\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’" +
+	"instance de processus doit être un identifiant d’instance complet (un UU" +
+	"ID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvre" +
+	"z l’instance, ou copiez son lien, pour l’identifiant complet.\x02L’actio" +
+	"n groupée doit être désignée par son identifiant (un UUID).\x02Actions d" +
+	"’opérateurs, les plus récentes d’abord\x02Aucune action groupée n’a l’" +
+	"identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le " +
+	"journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que" +
+	" l’action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque recha" +
+	"rgement montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances " +
+	"que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque r" +
+	"echargement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, " +
+	"commencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[" +
+	"4]d, ignorées car changées après le compte\u202f: %[6]d. Elle s’est term" +
+	"inée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, " +
+	"arrêtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f" +
+	": %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué" +
+	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Action groupé" +
+	"e (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances comptées" +
+	"\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. C" +
+	"haque rechargement montre où elle en est.\x02Aucun progrès depuis %[1]s" +
+	"\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a ap" +
+	"pliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le re" +
+	"ste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation princ" +
+	"ipale\x02État\x02Tâches externes\x02Processus\x02Trouver une instance ou" +
+	" une occurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions" +
+	"\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations" +
+	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
+	"ffichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horai" +
+	"re\u202f: %[1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s ·" +
+	" rechargement toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans r" +
+	"echargement automatique\x02Rechargement suspendu\x02Reprendre\x02Cette p" +
+	"age se recharge toutes les %[1]d secondes.\x02Suspendre le rechargement" +
+	"\x02Accès refusé\x02Votre rôle ne permet de lire que les définitions et " +
+	"les processus\u202f: les tâches externes et les instances de processus s" +
+	"ont réservées aux opérateurs et aux administrateurs.\x02Requête invalide" +
+	"\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des octets" +
+	" qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Reto" +
+	"ur aux tâches externes\x02Retour à la connexion\x02Retour aux définition" +
+	"s\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02" +
+	"Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Une inst" +
+	"ance terminée est supprimée, avec ses occurrences et ses tentatives, une" +
+	" fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt q" +
+	"u’un administrateur l’efface\u202f; le journal d’audit garde les actions" +
+	" d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identi" +
+	"fiant complet (un UUID)\u202f: les listes montrent la fin de chaque iden" +
+	"tifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant c" +
+	"omplet.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été" +
+	" envoyé depuis cette session de la console, ou il a expiré\u202f: rien n" +
+	"’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour" +
+	" au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[" +
+	"1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez sa" +
+	"isi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’" +
+	"est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau." +
+	"\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-l" +
+	"e de nouveau.\x02Temporairement indisponible\x02La base de données est i" +
+	"njoignable pour le moment. Réessayez dans quelques secondes.\x02Une erre" +
+	"ur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
+	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
+	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
+	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
+	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
+	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
+	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
+	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
+	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
+	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
+	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
+	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
+	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
+	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
+	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
+	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
+	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
+	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
+	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
+	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
+	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
+	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
+	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
+	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
+	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
+	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
+	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
+	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
+	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
+	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
+	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
+	"push. Les valeurs de la requête de l’URL et des en-têtes, et les secrets" +
+	" de signature, sont scellés et jamais affichés. Créez, modifiez et suppr" +
+	"imez les destinations par l’API (/api/v1/destinations).\x02Destinations " +
+	"par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal" +
+	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Ap" +
+	"pels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, p" +
+	"our qui lira le journal plus tard\u202f: %[1]d caractères au plus. Il es" +
+	"t conservé après l’effacement, quelle que soit la rétention\u202f: écriv" +
+	"ez la référence de la demande, pas le nom de la personne.\x02Effacer l’i" +
+	"nstance de processus %[1]s\x02Effacer cette instance maintenant\u202f? E" +
+	"lle est supprimée avec ses occurrences et leurs tentatives, comme la rét" +
+	"ention la supprimerait.\x02Ses entrées, ses sorties, sa clé métier et le" +
+	"s messages des exécutants partent avec elle\u202f; c’est irréversible. L" +
+	"es enregistrements d’audit qui la nomment restent (qui a fait quoi, et p" +
+	"ourquoi), de même que les sauvegardes jusqu’à leur expiration.\x02Efface" +
+	"r l’instance\x02Cette instance est %[1]s\u202f: seule une instance termi" +
+	"née peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instan" +
+	"ce %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]" +
+	"d). Consigné dans le journal d’audit.\x02Cette instance avait déjà été e" +
+	"ffacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consig" +
+	"né.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateu" +
+	"r\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termin" +
+	"e l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull" +
+	" %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incident" +
+	"s de chaque définition maintenant, et ce que ses exécutants ont terminé " +
+	"dans la dernière heure\u202f: les occurrences achevées, avec succès ou e" +
+	"n échec. Une occurrence reprise depuis compte là où elle se termine ensu" +
+	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
+	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
+	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
+	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
+	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
+	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s" +
+	"\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le g" +
+	"raphique donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffre" +
+	"s du graphique\x02Réussites et échecs par tranche de 5\u00a0min, les plu" +
+	"s anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées" +
+	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec" +
+	"\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
+	"\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instan" +
+	"t\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mar" +
+	"s\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02dé" +
+	"c.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1" +
+	"]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heu" +
+	"res\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
+	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
+	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
+	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
+	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
+	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
+	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
+	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
+	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
+	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
+	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
+	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
+	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
+	"un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance" +
+	" et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s l" +
+	"e %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f" +
+	"%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Déma" +
+	"rrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour" +
+	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
+	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
+	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être u" +
+	"n nombre entier à partir de 1.\x02Une version est celle d’un processus" +
+	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
+	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
+	"e retient\x02La page suivante les compte et demande un motif avant que r" +
+	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
+	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
+	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
+	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
+	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
+	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
+	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
+	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
+	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
+	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
+	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
+	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
+	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
+	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
+	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
+	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
+	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
+	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
+	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
+	"T /api/v1/occurrences/%[3]s les liste toutes.\x02Mode\x02Motif donné par" +
+	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
+	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
+	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
+	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
+	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
+	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
+	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
+	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
+	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
+	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
+	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
+	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
+	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
+	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
+	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
+	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
+	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
+	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
+	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
+	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
+	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
+	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
+	"ir les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa " +
+	"réponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
+	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
+	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
+	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
+	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
+	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
+	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
+	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
+	"destination a agi, donc elle n’est pas appelée de nouveau.\x02L’appel n’" +
+	"a pas pu être préparé.\x02La destination était injoignable.\x02La répons" +
+	"e de la destination était trop volumineuse.\x02La dernière tentative a p" +
+	"ris fin sans résultat (son verrou a expiré, ou le flux de son exécutant " +
+	"s’est terminé), sans tentative restante.\x02Les entrées n’ont pas pu êtr" +
+	"e construites à partir des liaisons du processus.\x02Un opérateur a aban" +
+	"donné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouv" +
+	"elle tentative restante (retries\u202f: 0, aucun retries envoyé, que Cam" +
+	"unda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pa" +
+	"s exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun " +
+	"exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun " +
+	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
+	"de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif" +
+	" ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne pre" +
+	"nnent que la révision %[3]d.\x02Aucun exécutant actif ne prend la révisi" +
+	"on %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révis" +
+	"ions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir " +
+	"de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée " +
+	"de nouveau.\x02En attente de l’appel de Relais à la destination depuis %" +
+	"[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exé" +
+	"cutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que s" +
+	"on résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-" +
+	"être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
+	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
+	"]s)\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative " +
+	"à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s " +
+	"rapports de cette tentative, le dernier à %[2]s (%[3]s), avant d’en acce" +
+	"pter un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s " +
+	"(%[2]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise." +
+	"\x02Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]" +
+	"s (%[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été pris" +
+	"e.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans " +
+	"le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02" +
+	"[masqué]\x02Message de l’exécutant (ses propres termes, valeurs protégée" +
+	"s masquées)\x02Message de Relais (en anglais), citant la réponse de la d" +
+	"estination\x02Message de Relais (en anglais)\x02La révision doit être un" +
+	" nombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
+	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
+	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
+	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
+	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
+	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
+	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
+	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
+	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
+	"es 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
+	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
+	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
+	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
+	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
+	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
+	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
+	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
+	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
+	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
+	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
+	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
+	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
+	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
+	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
+	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
+	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
+	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
+	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
+	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
+	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
+	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
+	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
+	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
+	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
+	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
+	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
+	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
+	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
+	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
+	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
+	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
+	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
+	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
+	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
+	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
+	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
+	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
+	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
+	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
+	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
+	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
+	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
+	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
+	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
+	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
+	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
+	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
+	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
+	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
+	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
+	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
+	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
+	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
+	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
+	"n (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou redémar" +
+	"rage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous av" +
+	"ec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02" +
+	"Le jeton est vérifié une fois et n’est jamais conservé dans votre naviga" +
+	"teur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heures d’ina" +
+	"ctivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de " +
+	"connexions échouées depuis votre adresse. Réessayez dans %[1]d seconde." +
+	"\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez dan" +
+	"s %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il est vide" +
+	".\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s " +
+	"ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’" +
+	"API.\x02Seuls les administrateurs voient cette page\u202f: les jetons, l" +
+	"es consommateurs, les destinations, le journal des révélations et les ef" +
+	"facements sont de leur ressort.\x02Jetons du personnel (administrateurs," +
+	" concepteurs, opérateurs) non révoqués. Les jetons des consommateurs se " +
+	"gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête sui" +
+	"vante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton." +
+	"\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore" +
+	"\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]" +
+	"d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête su" +
+	"ivante est refusée et les sessions de console ouvertes avec lui prennent" +
+	" fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau j" +
+	"eton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vo" +
+	"us êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante" +
+	" est refusée. C’est irréversible.\x02C’est le dernier jeton administrate" +
+	"ur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton" +
+	" «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête s" +
+	"era refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque " +
+	"élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
+	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
+	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
+	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
+	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
+	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
+	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
+	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
+	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
+	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
+	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
+	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
+	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
+	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
+	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
+	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
+	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
+	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
+	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
+	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
+	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
+	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
+	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
+	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
+	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 81994 bytes (80KiB); checksum: C9398D67
+	// Total table size 82382 bytes (80KiB); checksum: 8031747C
