@@ -278,6 +278,9 @@ func TestRetentionTakesTheLongestOfTheReplicas(t *testing.T) {
 	// And says so, once, with when it ends: the warning above stopped
 	// with the other replica, and passes counted ok deleting nothing
 	// (SRE QA).
+	// The passes read above may have queued before the note aged: wait
+	// for a pass that saw it.
+	waitUntil(t, func() bool { return strings.Contains(logs.String(), "retention held back") })
 	if n := strings.Count(logs.String(), "retention held back"); n != 1 || !strings.Contains(logs.String(), "applied=P30D other_replica=long weighs_until=") {
 		t.Errorf("held back said %d times; want once, naming the replica, what it applies and until when:\n%s", n, logs.String())
 	}
@@ -356,6 +359,16 @@ func TestRetentionForgetsEarlierRunsOfItsHost(t *testing.T) {
 	for name, want := range map[string]string{"box-7": "box", "box-1-9f3a": "box", "my-box-42": "my-box", "short": "", "box": ""} {
 		if got := replicaHost(name); got != want {
 			t.Errorf("replicaHost(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// waitUntil polls cond for up to 10 s; the caller checks what it waited for.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return
 		}
 	}
 }
