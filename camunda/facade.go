@@ -212,9 +212,3 @@ func badRequest(path, format string, args ...any) *fault.Error {
 func unsupported(path, why string) *fault.Error {
 	return fault.New(fault.BadRequest, "not_supported", "%s is not supported by Relais: %s", path, why)
 }
-
-// unsupportedPath is the member an unsupported refusal's detail names.
-func unsupportedPath(detail string) string {
-	path, _, _ := strings.Cut(detail, " is not supported by Relais")
-	return path
-}

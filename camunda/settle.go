@@ -68,14 +68,18 @@ func (f *Facade) ref(r *http.Request, workerID string) (engine.WorkerRef, error)
 // engine sees them (a variable it cannot convert), and a Camunda client
 // only logs the refusal, its lock then lapsing as if it never answered.
 func (f *Facade) refused(r *http.Request, ref engine.WorkerRef, err error) error {
-	noted := err
-	if fe, ok := fault.As(err); ok && len(fe.Errors) == 0 && fe.Code == "not_supported" {
-		// Its detail names the member: the note keeps it as a pointer.
-		withPath := *fe
-		withPath.Errors = []fault.FieldError{{Path: unsupportedPath(fe.Detail)}}
-		noted = &withPath
-	}
-	f.eng.NoteRefusedReport(r.Context(), ref, noted)
+	f.eng.NoteRefusedReport(r.Context(), ref, err)
+	return err
+}
+
+// refusedUnsupported refuses a report's member at path that Relais cannot
+// honour, noting path as the refusal's pointer: the answer names it in its
+// detail alone (see unsupported), the note keeps pointers only.
+func (f *Facade) refusedUnsupported(r *http.Request, ref engine.WorkerRef, path, why string) error {
+	err := unsupported(path, why)
+	noted := *err
+	noted.Errors = []fault.FieldError{{Path: path}}
+	f.eng.NoteRefusedReport(r.Context(), ref, &noted)
 	return err
 }
 
@@ -221,7 +225,7 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Variables) > 0 || len(req.LocalVariables) > 0 {
-		return f.refused(r, ref, unsupported("/variables", "a failure carries no outputs (the outputs contract applies to completions)"))
+		return f.refusedUnsupported(r, ref, "/variables", "a failure carries no outputs (the outputs contract applies to completions)")
 	}
 	retries := 0
 	if req.Retries != nil {
@@ -330,7 +334,7 @@ func (f *Facade) bpmnError(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Variables) > 0 {
-		return f.refused(r, ref, unsupported("/variables", "a BPMN error carries no outputs; the error path may bind nodes.X.error.code and .message"))
+		return f.refusedUnsupported(r, ref, "/variables", "a BPMN error carries no outputs; the error path may bind nodes.X.error.code and .message")
 	}
 	if req.ErrorCode == "" {
 		return f.refused(r, ref, badRequest("/errorCode", "is required"))

@@ -1242,13 +1242,17 @@ func (r *runner) stopped() error {
 }
 
 func assignment(g engine.Reservation) *workerv1.Assignment {
-	a := &workerv1.Assignment{OccurrenceId: g.ID.String(), Definition: g.Definition, Revision: int32(g.Revision), Inputs: g.Inputs,
+	return &workerv1.Assignment{OccurrenceId: g.ID.String(), Definition: g.Definition, Revision: int32(g.Revision), Inputs: g.Inputs,
 		Attempt: int32(g.Attempt), AttemptsLeft: int32(g.AttemptsLeft), LockExpiresAt: timestamppb.New(g.LockExpiresAt),
-		InstanceId: g.InstanceID.String(), Node: g.Node, Priority: int32(g.Priority)}
-	if g.DeadlineAt != nil {
-		a.DeadlineAt = timestamppb.New(*g.DeadlineAt)
+		InstanceId: g.InstanceID.String(), Node: g.Node, Priority: int32(g.Priority), DeadlineAt: optionalTime(g.DeadlineAt)}
+}
+
+// optionalTime is t as a protobuf timestamp, nil (the field unset) when t is.
+func optionalTime(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
 	}
-	return a
+	return timestamppb.New(*t)
 }
 
 func cancellationReason(reason string) workerv1.CancellationReason {

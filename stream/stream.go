@@ -574,14 +574,8 @@ func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRe
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
-	res := &workerv1.FailResponse{Status: st.Status, AttemptsLeft: int32(st.AttemptsLeft)}
-	if st.AvailableAt != nil {
-		res.AvailableAt = timestamppb.New(*st.AvailableAt)
-	}
-	if st.DeadlineAt != nil {
-		res.DeadlineAt = timestamppb.New(*st.DeadlineAt)
-	}
-	return connect.NewResponse(res), nil
+	return connect.NewResponse(&workerv1.FailResponse{Status: st.Status, AttemptsLeft: int32(st.AttemptsLeft),
+		AvailableAt: optionalTime(st.AvailableAt), DeadlineAt: optionalTime(st.DeadlineAt)}), nil
 }
 
 // Extend prolongs a lock held without a stream.
@@ -624,11 +618,8 @@ func (s *Service) Defer(ctx context.Context, req *connect.Request[workerv1.Defer
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
 	s.settled(ctx, ref, d.Attempt)
-	res := &workerv1.DeferResponse{Status: d.Status, DeferredAt: timestamppb.New(d.DeferredAt)}
-	if d.DeadlineAt != nil {
-		res.DeadlineAt = timestamppb.New(*d.DeadlineAt)
-	}
-	return connect.NewResponse(res), nil
+	return connect.NewResponse(&workerv1.DeferResponse{Status: d.Status, DeferredAt: timestamppb.New(d.DeferredAt),
+		DeadlineAt: optionalTime(d.DeadlineAt)}), nil
 }
 
 // Release hands the reservation back without spending an attempt.
@@ -643,14 +634,8 @@ func (s *Service) Release(ctx context.Context, req *connect.Request[workerv1.Rel
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
 	s.settled(ctx, ref, st.Attempt)
-	res := &workerv1.ReleaseResponse{Status: st.Status, AttemptsLeft: int32(st.AttemptsLeft)}
-	if st.AvailableAt != nil {
-		res.AvailableAt = timestamppb.New(*st.AvailableAt)
-	}
-	if st.DeadlineAt != nil {
-		res.DeadlineAt = timestamppb.New(*st.DeadlineAt)
-	}
-	return connect.NewResponse(res), nil
+	return connect.NewResponse(&workerv1.ReleaseResponse{Status: st.Status, AttemptsLeft: int32(st.AttemptsLeft),
+		AvailableAt: optionalTime(st.AvailableAt), DeadlineAt: optionalTime(st.DeadlineAt)}), nil
 }
 
 // streamOf finds the stream a Heartbeat or Drain names, on this replica or
