@@ -213,7 +213,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		case InstanceCompleted, InstanceFailed:
 			return false, fault.New(fault.Conflict, "instance_ended", "instance %s has already ended (%s): there is nothing to stop", id, inst.Status)
 		}
-		if err := e.cancelInstance(ctx, q, id, now); err != nil {
+		if err := e.cancelInstance(ctx, q, inst, now); err != nil {
 			return false, err
 		}
 	case ActionRetry, ActionAbandon:
@@ -251,6 +251,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			if err := q.InstanceEnd(ctx, queries.InstanceEndParams{ID: id, Status: InstanceFailed, EndNode: &o.Node, ErrorCode: &code, Now: &now, FromHeld: true}); err != nil {
 				return false, err
 			}
+			countInstance(q, inst.ProcessKey, InstanceFailed)
 		}
 	default:
 		return false, fault.New(fault.BadRequest, "invalid_request", "unknown action %q", action)
@@ -277,9 +278,10 @@ func retryableAfter(attempts int, errorCode *string) bool {
 	return attempts > 0 || deref(errorCode) != CodeInvalidInputs
 }
 
-// cancelInstance cancels id (locked) and its open occurrences, waking the
+// cancelInstance cancels inst (locked) and its open occurrences, waking the
 // push runner holding an in-flight call so that it aborts.
-func (e *Engine) cancelInstance(ctx context.Context, q *queries.Queries, id uuid.UUID, now time.Time) error {
+func (e *Engine) cancelInstance(ctx context.Context, q *queries.Queries, inst queries.Instance, now time.Time) error {
+	id := inst.ID
 	cancelled, err := q.OccurrenceCancelOpen(ctx, queries.OccurrenceCancelOpenParams{InstanceID: id, Now: &now})
 	if err != nil {
 		return err
@@ -287,8 +289,10 @@ func (e *Engine) cancelInstance(ctx context.Context, q *queries.Queries, id uuid
 	if err := q.AttemptCancelOpen(ctx, queries.AttemptCancelOpenParams{InstanceID: id, Now: &now}); err != nil {
 		return err
 	}
-	if _, err := q.InstanceCancel(ctx, queries.InstanceCancelParams{ID: id, Now: &now}); err != nil {
+	if n, err := q.InstanceCancel(ctx, queries.InstanceCancelParams{ID: id, Now: &now}); err != nil {
 		return err
+	} else if n > 0 {
+		countInstance(q, inst.ProcessKey, InstanceCancelled)
 	}
 	for _, c := range cancelled {
 		// Wakes the push runner holding an in-flight call so it aborts,

@@ -414,6 +414,7 @@ func protectedUndescribed(c contracts.Contract, vs []contracts.Violation) []cont
 // ended records on r.inst what InstanceEnd stored, so the run's caller
 // knows the instance without reading it again.
 func (r *run) ended(status, node string, code *string) {
+	countInstance(r.q, r.inst.ProcessKey, status)
 	now := r.now
 	r.inst.Status, r.inst.EndNode, r.inst.ErrorCode, r.inst.EndedAt = status, &node, code, &now
 }

@@ -34,6 +34,10 @@ import (
 
 // Engine is the domain service shared by every surface of one replica.
 type Engine struct {
+	// instanceCounts are the instances this replica's transactions
+	// started and ended (see InstanceCounts).
+	instanceCounts instanceCounts
+
 	pool *pgxpool.Pool
 	q    *queries.Queries
 	// hot runs a statement that moves occurrences alone (see HotPlans).
@@ -180,7 +184,7 @@ func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
 // are pipelined (pipeTx): writes whose answer nobody reads travel with the
 // next statement that is answered.
 func (e *Engine) tx(ctx context.Context, fn func(q *queries.Queries, tx pgx.Tx) error) error {
-	return inPipeTx(ctx, e.pool, false, func(tx pgx.Tx) error {
+	return e.inTx(ctx, false, func(tx pgx.Tx) error {
 		return fn(e.q.WithTx(tx), tx)
 	})
 }

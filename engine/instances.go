@@ -395,6 +395,7 @@ func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p prepared
 	// transaction can see it to enter its nodes.
 	r.nothingSettled()
 	r.newInstance = true
+	countInstance(q, p.pv.Key, InstanceStarted)
 	if err := r.enter(p.pv.Process.Start); err != nil {
 		return queries.Instance{}, nil, false, err
 	}
@@ -618,7 +619,7 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 		case InstanceCompleted, InstanceFailed:
 			return fault.New(fault.Conflict, "instance_ended", "instance %s has already ended (%s): there is nothing to stop", id, inst.Status)
 		}
-		return e.cancelInstance(ctx, q, id, now)
+		return e.cancelInstance(ctx, q, inst, now)
 	})
 	if err != nil {
 		return Instance{}, wrap("stop instance", err)

@@ -50,6 +50,9 @@ type pipeTx struct {
 	committing, committed bool
 	commitErr             error
 	last                  *batchRows // the rows sent with COMMIT
+	// tally is what the replica counts once the transaction commits (see
+	// countInstance); a savepoint rolled back to drops what it added.
+	tally []instanceEvent
 }
 
 type pendingStmt struct {
@@ -381,7 +384,7 @@ func (t *pipeTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	t.savepoints++
 	name := fmt.Sprintf("relais_sp_%d", t.savepoints)
 	t.pending = append(t.pending, pendingStmt{sql: "savepoint " + name})
-	return &pipeSavepoint{parent: t, name: name}, nil
+	return &pipeSavepoint{parent: t, name: name, tallied: len(t.tally)}, nil
 }
 
 func (t *pipeTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
@@ -414,6 +417,8 @@ type pipeSavepoint struct {
 	parent *pipeTx
 	name   string
 	closed bool
+	// tallied is how much of the transaction's tally predates it.
+	tallied int
 }
 
 func (s *pipeSavepoint) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -448,6 +453,7 @@ func (s *pipeSavepoint) Rollback(ctx context.Context) error {
 		return pgx.ErrTxClosed
 	}
 	s.closed = true
+	s.parent.tally = s.parent.tally[:min(s.tallied, len(s.parent.tally))]
 	_ = s.parent.flush(ctx)
 	if s.parent.closed {
 		return errTxClosed

@@ -40,7 +40,7 @@ func txStateOf(ctx context.Context) *txState {
 // locked, each in id order: two such transactions never deadlock on each
 // other, and each takes the locks a settlement takes, in the same order.
 func (e *Engine) stateTx(ctx context.Context, prelock []uuid.UUID, fn func(ctx context.Context, q *queries.Queries, tx pgx.Tx) error) error {
-	return inPipeTx(ctx, e.pool, true, func(tx pgx.Tx) error {
+	return e.inTx(ctx, true, func(tx pgx.Tx) error {
 		q := e.q.WithTx(tx)
 		st := &txState{tx: tx.(*pipeTx)}
 		ctx := context.WithValue(ctx, txStateKey{}, st)

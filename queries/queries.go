@@ -10,3 +10,7 @@ import "embed"
 //
 //go:embed migrations/*.sql
 var MigrationFiles embed.FS
+
+// DB is the pool, transaction or savepoint q runs its statements on: the
+// engine notes on its transaction what to count once it commits.
+func (q *Queries) DB() DBTX { return q.db }

@@ -237,6 +237,39 @@ func (c *groupCommits) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// instanceCounts exports the instances this replica's transactions
+// started and ended (see engine.InstanceCounts), counted once committed.
+type instanceCounts struct {
+	eng            *engine.Engine
+	started, ended *prometheus.Desc
+}
+
+func newInstanceCounts(eng *engine.Engine) *instanceCounts {
+	return &instanceCounts{eng: eng,
+		started: prometheus.NewDesc("relais_instances_started_total",
+			"Instances this replica started, by process (a replayed Idempotency-Key and a refused batch item are not counted); a process's series appears at its first start or end on this replica. Each replica counts its own: sum them.",
+			[]string{"process"}, nil),
+		ended: prometheus.NewDesc("relais_instances_ended_total",
+			"Instances whose end this replica committed, by process and status: completed, failed (an end node's failure, a failure without an error path, a deadline, an operator's abandon) or cancelled (an operator's stop). Each replica counts its own: sum them.",
+			[]string{"process", "status"}, nil),
+	}
+}
+
+func (c *instanceCounts) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.started
+	ch <- c.ended
+}
+
+func (c *instanceCounts) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.eng.InstanceCounts() {
+		if n.Event == engine.InstanceStarted {
+			ch <- prometheus.MustNewConstMetric(c.started, prometheus.CounterValue, float64(n.Count), n.Process)
+		} else {
+			ch <- prometheus.MustNewConstMetric(c.ended, prometheus.CounterValue, float64(n.Count), n.Process, n.Event)
+		}
+	}
+}
+
 // timerMetrics are what the replica's timer passes report.
 type timerMetrics struct {
 	lag    prometheus.Gauge

@@ -115,7 +115,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 		Help: "How many data keys this replica has; 0: it refuses every sensitive and secret value (503 encryption_unavailable) until restarted with RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE."},
 		func() float64 { return float64(d.Engine.DataKeys()) })
 	gate := newDatabaseGate()
-	d.Registry.MustRegister(databaseUp, keyRetired, dataKeys, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine))
+	d.Registry.MustRegister(databaseUp, keyRetired, dataKeys, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine), newInstanceCounts(d.Engine))
 	rep.done.Go(func() {
 		wasDown := false
 		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
