@@ -881,6 +881,15 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 			row.ErrorBy, row.ErrorLang = relaisMessage(ctx, *a.ErrorCode)
 		}
 	}
+	if a.Outcome != nil && *a.Outcome == engine.OutcomeCancelled && a.ErrorCode == nil && a.ErrorMessage != nil {
+		// The stop's note (AttemptCancelOpen), in the reader's language:
+		// what the stop's confirmation warned of, said where it happened.
+		msg := T(ctx, "The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.")
+		if push {
+			msg = T(ctx, "The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).")
+		}
+		row.ErrorMessage, row.ErrorShort = msg, ""
+	}
 	row.Refused = refusedReports(ctx, a)
 	return row
 }

@@ -122,6 +122,29 @@ func TestCancelledOccurrenceNeverReserved(t *testing.T) {
 	}
 }
 
+// TestStoppedWhileHeldSaysTheWorkMayBeDone: the attempt a stop ended
+// while a worker held its task says, in the reader's language, that the
+// worker's report is refused though it may have done the work.
+func TestStoppedWhileHeldSaysTheWorkMayBeDone(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)["id"].(string)
+	env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", env.Operator, map[string]any{"reason": "duplicate"})
+	for i, lang := range []string{"en", "fr"} {
+		r := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/occurrences/"+occ, 200)
+		want := []string{"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.",
+			"L’instance a été arrêtée pendant que le worker détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le travail."}[i]
+		if got := text(r, "attempt-error-message"); got != want {
+			t.Errorf("%s: attempt message %q, want %q", lang, got, want)
+		}
+	}
+}
+
 // TestLongFailureShowsOnce: a long error message shows in full once, in
 // the summary; the attempts table shows its start, the whole of it behind
 // a disclosure; and a failure the worker said not to retry, with attempts

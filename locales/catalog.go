@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             328,
 	"%d (0 lowest, 9 highest)":                 497,
 	"%d attempts":                              506,
-	"%d attempts, retry after %s, priority %d": 682,
+	"%d attempts, retry after %s, priority %d": 684,
 	"%d breaking":                              249,
 	"%d changes":                               248,
 	"%d completed":                             326,
@@ -55,33 +55,33 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     337,
 	"%d held instances match now.":             62,
 	"%d hours":                                 353,
-	"%d items":                                 756,
+	"%d items":                                 758,
 	"%d left":                                  508,
 	"%d min":                                   336,
 	"%d minutes":                               354,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              754,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              756,
 	"%d ms": 356,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         670,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 669,
-	"%d occurrences":                          605,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         672,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 671,
+	"%d occurrences":                          607,
 	"%d releases":                             268,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       335,
 	"%d seconds": 355,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     637,
+	"%s (a fixed offset, no daylight saving time)":                                     639,
 	"%s (deferred; settled by %s)":                                                     571,
 	"%s (deferred; settled with its settle token)":                                     569,
 	"%s (deferred; settled with its settle token, as %s)":                              570,
 	"%s (token #%d, %s)":                                                               101,
-	"%s = %s":                                                                          676,
+	"%s = %s":                                                                          678,
 	"%s ago":                                                                           333,
-	"%s at %s":                                                                         572,
+	"%s at %s":                                                                         574,
 	"%s so far":                                                                        567,
-	"%s ← %s":                                                                          675,
-	"%s → %s":                                                                          677,
+	"%s ← %s":                                                                          677,
+	"%s → %s":                                                                          679,
 	"%s, %s: %s":                                                                       299,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         501,
 	"%s, cut to %s by the destination’s max_timeout":                                   500,
@@ -91,23 +91,23 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          462,
 	"%s: %s":                                  325,
 	"%s: %s → %s":                             256,
-	"%s: a date is written 2026-12-01.":       621,
+	"%s: a date is written 2026-12-01.":       623,
 	"%s: every revision, present and future":  194,
 	"%s: revision %s":                         195,
 	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 622,
+	"%s: the first day comes after the last.": 624,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 498,
 	"%s–%s":                         324,
-	"(%d characters in all)":        758,
+	"(%d characters in all)":        760,
 	"(%d handed back, not counted)": 507,
-	"(each item)":                   744,
-	"(in %s)":                       757,
+	"(each item)":                   746,
+	"(in %s)":                       759,
 	"(worker %s)":                   555,
 	"0 seconds":                     351,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            721,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            723,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 544,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 632,
-	"A revision is a definition’s: choose the definition too.": 588,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 634,
+	"A revision is a definition’s: choose the definition too.": 590,
 	"A version is a process’s: choose the process too.":        397,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -122,12 +122,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 402,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       602,
+	"All consumers":                       604,
 	"All definitions":                     317,
 	"All its tasks":                       193,
 	"All processes":                       408,
 	"All statuses":                        410,
-	"All workers":                         771,
+	"All workers":                         773,
 	"An operator abandoned the instance.": 543,
 	"Any definition":                      409,
 	"Apply filters":                       116,
@@ -143,8 +143,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 169,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           693,
-	"Back without saving":              634,
+	"Back to the occurrence":           695,
+	"Back without saving":              636,
 	"Breaks processes":                 225,
 	"Breaks workers":                   226,
 	"Bulk %s applied to %d instances.": 99,
@@ -157,20 +157,20 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    499,
 	"Calls":                           279,
 	"Calls signed (Relais-Signature)": 281,
-	"Camunda 7 facade":                775,
+	"Camunda 7 facade":                777,
 	"Cancelled: the instance was stopped (%s).":               566,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 565,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           694,
+	"Cannot reveal":                                           696,
 	"Change":                                                  223,
 	"Changes between the two revisions":                       235,
 	"Changes of the Working copy since revision %d":           244,
 	"Choose two existing revisions to compare.":               245,
 	"Classification":                                          202,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            664,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 652,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            666,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 654,
 	"Compare":              222,
 	"Compare revisions":    218,
 	"Completed":            320,
@@ -179,16 +179,16 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    318,
 	"Completions and failures per 5-minute slot, oldest first": 322,
 	"Completions and failures, last hour":                      301,
-	"Connected":                                                767,
+	"Connected":                                                769,
 	"Constraints":                                              203,
 	"Consumer":                                                 468,
-	"Consumer and worker":                                      599,
+	"Consumer and worker":                                      601,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  182,
 	"Counting the occurrences; the counts appear when you reload the page.": 197,
 	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    689,
-	"Counts by status": 594,
+	"Counts as of %s (%s); refreshed every few seconds.":                    691,
+	"Counts by status": 596,
 	"Created":          367,
 	"Created from":     83,
 	"Created on":       186,
@@ -204,7 +204,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         263,
-	"Definitions served":                         765,
+	"Definitions served":                         767,
 	"Definitions, those needing attention first": 302,
 	"Description":                                204,
 	"Destination":                                480,
@@ -214,14 +214,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     224,
 	"Digest":                                     238,
 	"Display settings":                           147,
-	"Display settings saved.":                    640,
+	"Display settings saved.":                    642,
 	"Display settings: ":                         148,
 	"Duration":                                   472,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 300,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          608,
+	"Earlier attempt:":          610,
 	"End node":                  390,
 	"End node or error":         406,
 	"Ended":                     386,
@@ -230,18 +230,18 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 285,
 	"Erase this instance…": 377,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 289,
-	"Error":                      598,
+	"Error":                      600,
 	"Error (before any attempt)": 525,
 	"Error (the deadline passed after attempt %d)": 524,
 	"Error code":       81,
 	"Error message":    475,
-	"Every %d seconds": 639,
+	"Every %d seconds": 641,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 517,
 	"Every attempt, oldest first": 467,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  697,
-	"Expired token":                        731,
-	"Expires":                              728,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  699,
+	"Expired token":                        733,
+	"Expires":                              730,
 	"External tasks":                       134,
 	"Failed":                               306,
 	"Failed (%s).":                         564,
@@ -255,7 +255,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             471,
-	"First page":                           618,
+	"First page":                           620,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    172,
 	"Form refused":                         167,
@@ -264,9 +264,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     246,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  185,
-	"Graph":                   651,
-	"Graph of %s":             668,
-	"HTTP 2xx, unusable body": 578,
+	"Graph":                   653,
+	"Graph of %s":             670,
+	"HTTP 2xx, unusable body": 580,
 	"Headers sent":            275,
 	"Health":                  133,
 	"Held at a node of":       82,
@@ -274,48 +274,48 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                389,
 	"Held instances":          305,
 	"ID":                      183,
-	"In flight":               766,
+	"In flight":               768,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
 	"Inputs": 228,
-	"Inputs an instance of this version is started with": 662,
-	"Inputs from":                660,
+	"Inputs an instance of this version is started with": 664,
+	"Inputs from":                662,
 	"Inputs of revision %d":      239,
 	"Inputs of the working copy": 230,
 	"Inputs the instance was started with, labelled by process version %d's contract": 375,
 	"Inputs, labelled by revision %d's contract":                                      509,
 	"Instance":                  405,
 	"Instances":                 86,
-	"Instances of this version": 663,
+	"Instances of this version": 665,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 787,
-	"It takes revision %d only.":                       790,
-	"It takes revisions %s only.":                      792,
+	"It takes every revision its consumer is granted.": 789,
+	"It takes revision %d only.":                       792,
+	"It takes revisions %s only.":                      794,
 	"Its calls":                                        280,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  562,
 	"Its instance went on along the node’s error path.":                                                                                                                    563,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      736,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      738,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     339,
 	"Jul":                     345,
 	"Jun":                     344,
-	"Keep it":                 738,
+	"Keep it":                 740,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       282,
 	"Key":                     264,
-	"Kind":                    655,
+	"Kind":                    657,
 	"Language":                130,
 	"Last changed":            277,
 	"Last error (attempt %d)": 523,
 	"Last reserved":           520,
 	"Last saved":              209,
-	"Last seen":               768,
-	"Last used":               727,
+	"Last seen":               770,
+	"Last used":               729,
 	"Latest revision":         265,
 	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 636,
+	"Local time in %s": 638,
 	"Lock expired %s — waiting to be offered again.": 552,
 	"Lock expires":    521,
 	"Longest timeout": 276,
@@ -324,19 +324,19 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                 341,
 	"Maximum attempts":    491,
 	"May":                 343,
-	"Message":             596,
-	"Message from Relais": 586,
-	"Message from Relais, quoting the destination’s answer":            585,
-	"Message from the worker (its own words, protected values masked)": 584,
-	"Method not allowed": 701,
+	"Message":             598,
+	"Message from Relais": 588,
+	"Message from Relais, quoting the destination’s answer":            587,
+	"Message from the worker (its own words, protected values masked)": 586,
+	"Method not allowed": 703,
 	"Mode":               489,
-	"More filters: instance, revision, consumer, destination, dates": 590,
+	"More filters: instance, revision, consumer, destination, dates": 592,
 	"Name":                    184,
-	"Never":                   638,
+	"Never":                   640,
 	"Next attempt":            519,
-	"Next attempt or settled": 600,
+	"Next attempt or settled": 602,
 	"Next node":               366,
-	"Next page":               617,
+	"Next page":               619,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 179,
 	"No definition %s has occurrences: check the key, or show all definitions.": 316,
@@ -345,43 +345,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        267,
 	"No destination yet.":                                                       269,
 	"No inputs.":                                                                229,
-	"No inputs: an instance starts with an empty object.":                       661,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  710,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 708,
+	"No inputs: an instance starts with an empty object.":                       663,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  712,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 710,
 	"No instance matches these filters.": 407,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 709,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 711,
 	"No live worker takes %s now (Workers page).":                                               546,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 547,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           548,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          549,
 	"No more consumers.":                                   180,
 	"No more destinations.":                                270,
-	"No occurrence matches these filters.":                 601,
+	"No occurrence matches these filters.":                 603,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              371,
 	"No outputs yet: the occurrence has not completed.":    512,
 	"No outputs.":                                          232,
 	"No outputs: the occurrence ended without completing.": 514,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         647,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             784,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             783,
+	"No process is published yet.":                         649,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             786,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             785,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 213,
 	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              725,
-	"No value was revealed.": 699,
+	"No token.":              727,
+	"No value was revealed.": 701,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
 	"No worker has reserved this occurrence yet.":                                        476,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 785,
-	"No worker is connected.":           769,
-	"No worker serves this definition.": 772,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 782,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 787,
+	"No worker is connected.":           771,
+	"No worker serves this definition.": 774,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 784,
 	"Node":                  363,
-	"Nodes":                 653,
-	"Nodes of this version": 665,
-	"Nodes of this version, with their occurrences now": 654,
+	"Nodes":                 655,
+	"Nodes of this version": 667,
+	"Nodes of this version, with their occurrences now": 656,
 	"Nodes reached, in order":                           362,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -389,25 +389,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             706,
+	"Nothing to find: the search box is empty.":                             708,
 	"Nothing was done.":        29,
 	"Nov":                      349,
 	"Now":                      485,
 	"Occurrence":               364,
 	"Occurrence %s":            463,
 	"Occurrence offered again": 107,
-	"Occurrences now":          659,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          780,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 781,
-	"Occurrences, newest first": 595,
+	"Occurrences now":          661,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          782,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 783,
+	"Occurrences, newest first": 597,
 	"Oct":                       348,
 	"Offered from %s — %s.":     551,
 	"Oldest claimable waits":    307,
-	"On error":                  658,
-	"On success":                657,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         695,
-	"Only administrators may reveal a sensitive value.":                                                           690,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 722,
+	"On error":                  660,
+	"On success":                659,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         697,
+	"Only administrators may reveal a sensitive value.":                                                           692,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 724,
 	"Open":             304,
 	"Operator actions": 359,
 	"Operator actions on this instance, newest first": 372,
@@ -417,30 +417,30 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          240,
 	"Outputs of the working copy":                     233,
 	"Outputs, labelled by revision %d's contract":     511,
-	"Pages": 615,
-	"Paste your token in the field: it is empty.": 719,
+	"Pages": 617,
+	"Paste your token in the field: it is empty.": 721,
 	"Path":                            360,
 	"Pause reloading":                 155,
-	"Pinned revision":                 656,
+	"Pinned revision":                 658,
 	"Policy":                          465,
-	"Previous page":                   616,
+	"Previous page":                   618,
 	"Priority":                        496,
 	"Process":                         77,
-	"Process %s":                      649,
+	"Process %s":                      651,
 	"Process %s has no version %d.":   92,
-	"Process and node":                597,
+	"Process and node":                599,
 	"Process inputs":                  374,
 	"Process instance":                106,
 	"Process instance %s":             357,
 	"Process instances":               400,
 	"Process instances, newest first": 404,
 	"Processes":                       135,
-	"Processes by key":                645,
-	"Protocol":                        764,
+	"Processes by key":                647,
+	"Protocol":                        766,
 	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 643,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       644,
-	"Push destination": 591,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 645,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       646,
+	"Push destination": 593,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -451,18 +451,18 @@ var messageKeyToIndex = map[string]int{
 	"Relais is calling the destination (since %s).":         557,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 484,
 	"Relais never called the destination: the occurrence ended before any call.":                                    483,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        574,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 576,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     573,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        576,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 578,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     575,
 	"Relais refused the action. Nothing was done.":                                                                  49,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           575,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           577,
 	"Release":                       214,
 	"Releases":                      212,
 	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 631,
+	"Reload lists and detail pages": 633,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 642,
-	"Reloading resumed.":                  641,
+	"Reloading paused: this page stays as it is until you resume.": 644,
+	"Reloading resumed.":                  643,
 	"Replica":                             481,
 	"Required":                            201,
 	"Reserved":                            470,
@@ -486,37 +486,37 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 515,
-	"Revealed by %s at %s; recorded in the audit log.": 692,
+	"Revealed by %s at %s; recorded in the audit log.": 694,
 	"Reveals":               144,
-	"Reveals, newest first": 698,
+	"Reveals, newest first": 700,
 	"Revision":              215,
 	"Revision %d":           236,
 	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 788,
-	"Revoke the %s token “%s”?": 735,
-	"Revoke the token":          737,
-	"Revoke token %d":           734,
-	"Revoke…":                   732,
-	"Role":                      726,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 790,
+	"Revoke the %s token “%s”?": 737,
+	"Revoke the token":          739,
+	"Revoke token %d":           736,
+	"Revoke…":                   734,
+	"Role":                      728,
 	"Route":                     365,
 	"Routing output":            208,
-	"Row %s":                    619,
-	"Rows %s–%s":                620,
-	"Save settings":             633,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      691,
+	"Row %s":                    621,
+	"Rows %s–%s":                622,
+	"Save settings":             635,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      693,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 283,
-	"Search":                               704,
-	"Secret values can never be revealed.": 696,
+	"Search":                               706,
+	"Secret values can never be revealed.": 698,
 	"Sep":                                  347,
-	"Served by %d workers":                 786,
+	"Served by %d workers":                 788,
 	"Settled":                              368,
-	"Settlement date":                      589,
+	"Settlement date":                      591,
 	"Show all definitions":                 315,
-	"Show times in":                        629,
+	"Show times in":                        631,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 714,
-	"Sign in with an operator, designer or administrator token.": 715,
+	"Sign in": 716,
+	"Sign in with an operator, designer or administrator token.": 717,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   242,
@@ -526,9 +526,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 723,
-	"Staff tokens, oldest first": 724,
-	"Start node":                 650,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 725,
+	"Staff tokens, oldest first": 726,
+	"Start node":                 652,
 	"Started":                    385,
 	"State":                      187,
 	"Status":                     79,
@@ -551,7 +551,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 262,
 	"Tasks":                   188,
 	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.":                                           707,
+	"That is too long to be an id or a business key.":                                           709,
 	"The %d largest groups; the filter matches more.":                                           87,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 488,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              271,
@@ -563,7 +563,7 @@ var messageKeyToIndex = map[string]int{
 	"The chart’s numbers": 321,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          630,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          632,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
 	"The deadline passed before a result arrived.":                                                                                                                          535,
@@ -577,6 +577,8 @@ var messageKeyToIndex = map[string]int{
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
 	"The inputs could not be built from the process’s bindings.":                                                                                                                                           542,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                    573,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                               572,
 	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       541,
 	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":          532,
 	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                533,
@@ -585,23 +587,23 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                     403,
 	"The nodes this instance reached, in order, each with its occurrence.":                         361,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 207,
-	"The page cursor is invalid: go back to the first page.":                                       627,
+	"The page cursor is invalid: go back to the first page.":                                       629,
 	"The page size must be between 1 and %d.":                                                      399,
-	"The parameter “%s” is given %d times: give it once.":                                          626,
+	"The parameter “%s” is given %d times: give it once.":                                          628,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 51,
 	"The reason you gave, not recorded:":                        44,
 	"The result did not match the revision's outputs contract.": 536,
-	"The revision must be a whole number, 1 or more.":           587,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 717,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     741,
+	"The revision must be a whole number, 1 or more.":           589,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 719,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     743,
 	"The version must be a whole number from 1.":                                                                                                        396,
 	"These revisions have the same contracts.":                                                                                                          227,
-	"These settings are kept in this browser only.":                                                                                                     628,
-	"They take every revision their consumer is granted.":                                                                                               789,
-	"They take revision %d only.":                                                                                                                       791,
-	"They take revisions %s only.":                                                                                                                      793,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 623,
+	"These settings are kept in this browser only.":                                                                                                     630,
+	"They take every revision their consumer is granted.":                                                                                               791,
+	"They take revision %d only.":                                                                                                                       793,
+	"They take revisions %s only.":                                                                                                                      795,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 625,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
 	"This contract has no inputs.":                                                                                                        510,
 	"This contract has no outputs.":                                                                                                       513,
@@ -609,7 +611,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                  173,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        171,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 703,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 705,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 290,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -627,79 +629,79 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            740,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           739,
-	"This page does not accept that request.": 702,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            742,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           741,
+	"This page does not accept that request.": 704,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           376,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 720,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 666,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            667,
+	"This token is unknown, revoked or expired.": 722,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 668,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            669,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     221,
-	"Token":                           716,
+	"Token":                           718,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 718,
-	"Totals of all definitions, not narrowed by the other filters":         604,
-	"Totals of definition %s, not narrowed by the other filters":           603,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 720,
+	"Totals of all definitions, not narrowed by the other filters":         606,
+	"Totals of definition %s, not narrowed by the other filters":           605,
 	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 705,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 707,
 	"URL":                              274,
-	"UTC (coordinated universal time)": 635,
+	"UTC (coordinated universal time)": 637,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 624,
-	"Unknown parameter “%s”.":                      625,
+	"Unknown parameter “%s” (did you mean “%s”?).": 626,
+	"Unknown parameter “%s”.":                      627,
 	"Unknown status “%s”.":                         395,
 	"Value":                                        373,
 	"Version":                                      78,
-	"Versions, newest first":                       646,
+	"Versions, newest first":                       648,
 	"Waiting for Relais to call the destination since %s (%s).": 553,
 	"Waiting for a worker since %s (%s).":                       554,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             478,
 	"Why (recorded with the reveal)":                            516,
-	"Worker":                                                    763,
+	"Worker":                                                    765,
 	"Worker id":                                                 469,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        761,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        763,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 762,
-	"Workers serving %s":                   770,
+	"Workers seen within three heartbeats": 764,
+	"Workers serving %s":                   772,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        206,
-	"You are signed out.": 711,
+	"You are signed out.": 713,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 712,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          713,
-	"[redacted]":                          583,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 714,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          715,
+	"[redacted]":                          585,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              189,
 	"administrator":                       439,
 	"an incident: retry, abandon or stop": 294,
-	"answer too large":                    581,
+	"answer too large":                    583,
 	"any":                                 76,
-	"any other code → %s":                 680,
+	"any other code → %s":                 682,
 	"any other error":                     292,
-	"as of %s (%s); counts are refreshed every few seconds.": 606,
-	"at least %d characters":                                 745,
-	"at least %d items":                                      752,
+	"as of %s (%s); counts are refreshed every few seconds.": 608,
+	"at least %d characters":                                 747,
+	"at least %d items":                                      754,
 	"at most %d":                                             504,
-	"at most %d characters":                                  746,
-	"at most %d items":                                       753,
+	"at most %d characters":                                  748,
+	"at most %d items":                                       755,
 	"at most %d since the last operator retry":               505,
 	"available":                                              411,
 	"boolean":                                                426,
-	"call in progress since":                                 612,
+	"call in progress since":                                 614,
 	"cancelled":                                              416,
 	"choice":                                                 429,
-	"claimable since":                                        611,
+	"claimable since":                                        613,
 	"claimable since %s":                                     312,
 	"classification changed":                                 450,
 	"completed":                                              414,
@@ -708,27 +710,27 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           568,
 	"date":                                                   427,
 	"date and time":                                          428,
-	"deadline %s":                                            684,
+	"deadline %s":                                            686,
 	"deferred":                                               413,
-	"deferred since":                                         614,
+	"deferred since":                                         616,
 	"deleted":                                                109,
 	"designer":                                               441,
 	"disconnected":                                           422,
-	"each item of %s":                                        743,
-	"end (completes)":                                        673,
-	"end (fails)":                                            674,
+	"each item of %s":                                        745,
+	"end (completes)":                                        675,
+	"end (fails)":                                            676,
 	"end: completes the instance":                            295,
 	"end: fails the instance":                                296,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 776,
+	"every revision its consumer is granted":                 778,
 	"exact, case-sensitive":                                  401,
 	"expired":                                                419,
 	"failed":                                                 415,
-	"fails the instance":                                     681,
+	"fails the instance":                                     683,
 	"field added":                                            445,
 	"field removed":                                          446,
 	"format":                                                 456,
-	"format %s":                                              748,
+	"format %s":                                              750,
 	"from":                                                   114,
 	"held":                                                   418,
 	"held for an operator":                                   293,
@@ -736,65 +738,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      393,
 	"hidden (secret)":                                        436,
 	"hidden (sensitive)":                                     435,
-	"hold (an incident for an operator)":                     679,
+	"hold (an incident for an operator)":                     681,
 	"id or business key":                                     137,
 	"in %s":                                                  332,
 	"in progress":                                            477,
-	"instance id":                                            593,
-	"instances held":                                         687,
-	"instances held: %s":                                     688,
+	"instance id":                                            595,
+	"instances held":                                         689,
+	"instances held: %s":                                     690,
 	"integer":                                                424,
-	"its name, exactly":                                      592,
+	"its name, exactly":                                      594,
 	"just now":                                               334,
 	"list":                                                   431,
-	"lock until":                                             613,
-	"long polling":                                           774,
+	"lock until":                                             615,
+	"long polling":                                           776,
 	"long wait":                                              313,
 	"masked value":                                           273,
 	"maximum":                                                458,
-	"maximum %s":                                             750,
+	"maximum %s":                                             752,
 	"maximum items":                                          460,
 	"maximum length":                                         454,
 	"minimum":                                                457,
-	"minimum %s":                                             749,
+	"minimum %s":                                             751,
 	"minimum items":                                          459,
 	"minimum length":                                         453,
-	"never":                                                  729,
-	"next attempt":                                           610,
+	"never":                                                  731,
+	"next attempt":                                           612,
 	"no":                                                     444,
-	"no answer within the timeout":                           579,
-	"no connection":                                          580,
+	"no answer within the timeout":                           581,
+	"no connection":                                          582,
 	"no grant: it takes nothing":                             191,
 	"no header":                                              278,
 	"no worker":                                              314,
-	"no worker takes revision %d":                            778,
-	"no worker takes revisions %s":                           779,
+	"no worker takes revision %d":                            780,
+	"no worker takes revisions %s":                           781,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 527,
 	"none": 261,
-	"none (revealed before reasons were asked for)": 700,
+	"none (revealed before reasons were asked for)": 702,
 	"none yet": 266,
 	"none: a failed call takes the node’s error path": 494,
 	"normal":                             432,
-	"not provided":                       755,
-	"not yet":                            730,
-	"null":                               759,
+	"not provided":                       757,
+	"not yet":                            732,
+	"null":                               761,
 	"number":                             425,
 	"object":                             430,
 	"on error":                           291,
-	"one attempt, no retry, priority %d": 683,
-	"one of: %s":                         751,
+	"one attempt, no retry, priority %d": 685,
+	"one of: %s":                         753,
 	"operator":                           440,
 	"optional %s field of type %s":       258,
 	"optional field of type %s":          260,
 	"optional → required":                251,
 	"pattern":                            455,
-	"pattern %s":                         747,
-	"pull":                               671,
+	"pattern %s":                         749,
+	"pull":                               673,
 	"pull %s":                            298,
 	"pull (a worker fetches it)":         437,
 	"push %s":                            297,
 	"push (Relais calls the service)":    438,
-	"push to %s":                         672,
+	"push to %s":                         674,
 	"rejected":                           420,
 	"released":                           421,
 	"required %s field of type %s":       257,
@@ -803,39 +805,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                252,
 	"reserved":                           412,
 	"retry":                              3,
-	"revision %d":                        607,
-	"revisions %s":                       777,
+	"revision %d":                        609,
+	"revisions %s":                       779,
 	"revoked":                            190,
 	"routing changed":                    452,
-	"routing output":                     742,
+	"routing output":                     744,
 	"routing output %s → %s":             250,
 	"running":                            417,
 	"secret":                             434,
 	"sensitive":                          433,
-	"settled":                            609,
+	"settled":                            611,
 	"stop":                               5,
-	"stream":                             773,
+	"stream":                             775,
 	"text":                               423,
 	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             733,
-	"timeout %s":               685,
-	"timeout %s (the default)": 686,
+	"this session":             735,
+	"timeout %s":               687,
+	"timeout %s (the default)": 688,
 	"to":                       115,
 	"type changed":             447,
-	"unexpected value":         760,
-	"unknown":                  582,
+	"unexpected value":         762,
+	"unknown":                  584,
 	"values added: %s":         253,
 	"values changed":           449,
 	"values removed: %s":       254,
 	"values reordered":         255,
-	"version %d":               648,
-	"waiting":                  577,
+	"version %d":               650,
+	"waiting":                  579,
 	"yes":                      443,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 678,
+	"→ %s": 680,
 }
 
-var enIndex = []uint32{ // 795 elements
+var enIndex = []uint32{ // 797 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -997,72 +999,73 @@ var enIndex = []uint32{ // 795 elements
 	0x00005787, 0x000057fc, 0x0000580f, 0x00005843,
 	0x00005877, 0x00005887, 0x000058ce, 0x000058fb,
 	0x00005908, 0x00005918, 0x00005948, 0x00005982,
-	0x000059a5, 0x000059b4, 0x00005a04, 0x00005a64,
+	0x000059a5, 0x00005a1c, 0x00005a9e, 0x00005aad,
 	// Entry 240 - 25F
-	0x00005ad0, 0x00005b47, 0x00005b4f, 0x00005b67,
-	0x00005b84, 0x00005b92, 0x00005ba3, 0x00005bab,
-	0x00005bb6, 0x00005bf7, 0x00005c2f, 0x00005c43,
-	0x00005c73, 0x00005cae, 0x00005cbe, 0x00005cfd,
-	0x00005d0e, 0x00005d20, 0x00005d2c, 0x00005d3d,
-	0x00005d57, 0x00005d5f, 0x00005d70, 0x00005d76,
-	0x00005d8a, 0x00005da2, 0x00005dc7, 0x00005dd5,
-	0x00005e13, 0x00005e50, 0x00005e7c, 0x00005eb9,
+	0x00005afd, 0x00005b5d, 0x00005bc9, 0x00005c40,
+	0x00005c48, 0x00005c60, 0x00005c7d, 0x00005c8b,
+	0x00005c9c, 0x00005ca4, 0x00005caf, 0x00005cf0,
+	0x00005d28, 0x00005d3c, 0x00005d6c, 0x00005da7,
+	0x00005db7, 0x00005df6, 0x00005e07, 0x00005e19,
+	0x00005e25, 0x00005e36, 0x00005e50, 0x00005e58,
+	0x00005e69, 0x00005e6f, 0x00005e83, 0x00005e9b,
+	0x00005ec0, 0x00005ece, 0x00005f0c, 0x00005f49,
 	// Entry 260 - 27F
-	0x00005ec8, 0x00005ed9, 0x00005ee1, 0x00005eee,
-	0x00005efe, 0x00005f15, 0x00005f20, 0x00005f2f,
-	0x00005f35, 0x00005f43, 0x00005f4d, 0x00005f58,
-	0x00005f62, 0x00005f75, 0x00005f9a, 0x00005fc5,
-	0x00006056, 0x00006091, 0x000060b0, 0x000060ee,
-	0x00006125, 0x00006153, 0x00006161, 0x00006200,
-	0x0000621e, 0x00006375, 0x00006383, 0x00006397,
-	0x000063b8, 0x000063cc, 0x000063fc, 0x00006402,
+	0x00005f75, 0x00005fb2, 0x00005fc1, 0x00005fd2,
+	0x00005fda, 0x00005fe7, 0x00005ff7, 0x0000600e,
+	0x00006019, 0x00006028, 0x0000602e, 0x0000603c,
+	0x00006046, 0x00006051, 0x0000605b, 0x0000606e,
+	0x00006093, 0x000060be, 0x0000614f, 0x0000618a,
+	0x000061a9, 0x000061e7, 0x0000621e, 0x0000624c,
+	0x0000625a, 0x000062f9, 0x00006317, 0x0000646e,
+	0x0000647c, 0x00006490, 0x000064b1, 0x000064c5,
 	// Entry 280 - 29F
-	0x00006416, 0x0000642e, 0x00006441, 0x0000647e,
-	0x000064f1, 0x0000653e, 0x0000654f, 0x00006566,
-	0x00006583, 0x00006591, 0x0000659f, 0x000065aa,
-	0x000065b0, 0x000066a2, 0x000066a8, 0x000066da,
-	0x000066df, 0x000066ef, 0x000066fa, 0x00006703,
-	0x00006713, 0x0000671f, 0x00006753, 0x00006786,
-	0x000067a0, 0x00006845, 0x0000685b, 0x000068e0,
-	0x0000695a, 0x00006969, 0x00006a23, 0x00006a74,
+	0x000064f5, 0x000064fb, 0x0000650f, 0x00006527,
+	0x0000653a, 0x00006577, 0x000065ea, 0x00006637,
+	0x00006648, 0x0000665f, 0x0000667c, 0x0000668a,
+	0x00006698, 0x000066a3, 0x000066a9, 0x0000679b,
+	0x000067a1, 0x000067d3, 0x000067d8, 0x000067e8,
+	0x000067f3, 0x000067fc, 0x0000680c, 0x00006818,
+	0x0000684c, 0x0000687f, 0x00006899, 0x0000693e,
+	0x00006954, 0x000069d9, 0x00006a53, 0x00006a62,
 	// Entry 2A0 - 2BF
-	0x00006a79, 0x00006a87, 0x00006a97, 0x00006aa3,
-	0x00006ab3, 0x00006ac1, 0x00006ad1, 0x00006adb,
-	0x00006afe, 0x00006b17, 0x00006b2a, 0x00006b96,
-	0x00006bbc, 0x00006bcb, 0x00006bd9, 0x00006bf5,
-	0x00006c04, 0x00006c1a, 0x00006c53, 0x00006c85,
-	0x00006cdd, 0x00006d14, 0x00006d2b, 0x00006d39,
-	0x00006d7d, 0x00006da2, 0x00006e19, 0x00006e2f,
-	0x00006e46, 0x00006e74, 0x00006e87, 0x00006eaf,
+	0x00006b1c, 0x00006b6d, 0x00006b72, 0x00006b80,
+	0x00006b90, 0x00006b9c, 0x00006bac, 0x00006bba,
+	0x00006bca, 0x00006bd4, 0x00006bf7, 0x00006c10,
+	0x00006c23, 0x00006c8f, 0x00006cb5, 0x00006cc4,
+	0x00006cd2, 0x00006cee, 0x00006cfd, 0x00006d13,
+	0x00006d4c, 0x00006d7e, 0x00006dd6, 0x00006e0d,
+	0x00006e24, 0x00006e32, 0x00006e76, 0x00006e9b,
+	0x00006f12, 0x00006f28, 0x00006f3f, 0x00006f6d,
 	// Entry 2C0 - 2DF
-	0x00006f33, 0x00006f3a, 0x00006fa2, 0x00006fcc,
-	0x00006ffc, 0x000070cf, 0x00007209, 0x000072a9,
-	0x000072bd, 0x00007368, 0x000073ea, 0x000073f2,
-	0x0000742d, 0x00007433, 0x000074c5, 0x0000755d,
-	0x00007589, 0x000075b4, 0x00007602, 0x0000766e,
-	0x00007715, 0x00007730, 0x0000773a, 0x0000773f,
-	0x00007749, 0x00007751, 0x00007757, 0x0000775f,
-	0x0000776d, 0x00007777, 0x00007784, 0x00007797,
+	0x00006f80, 0x00006fa8, 0x0000702c, 0x00007033,
+	0x0000709b, 0x000070c5, 0x000070f5, 0x000071c8,
+	0x00007302, 0x000073a2, 0x000073b6, 0x00007461,
+	0x000074e3, 0x000074eb, 0x00007526, 0x0000752c,
+	0x000075be, 0x00007656, 0x00007682, 0x000076ad,
+	0x000076fb, 0x00007767, 0x0000780e, 0x00007829,
+	0x00007833, 0x00007838, 0x00007842, 0x0000784a,
+	0x00007850, 0x00007858, 0x00007866, 0x00007870,
 	// Entry 2E0 - 2FF
-	0x000077bb, 0x0000783b, 0x0000784c, 0x00007854,
-	0x000078c9, 0x0000791d, 0x00007965, 0x00007974,
-	0x00007987, 0x00007993, 0x000079cf, 0x00007a09,
-	0x00007a17, 0x00007a24, 0x00007a32, 0x00007a40,
-	0x00007a4e, 0x00007a80, 0x00007ab0, 0x00007b0c,
-	0x00007b19, 0x00007b39, 0x00007b44, 0x00007b5e,
-	0x00007b63, 0x00007b74, 0x00007bfa, 0x00007c1f,
-	0x00007c26, 0x00007c2f, 0x00007c42, 0x00007c4c,
+	0x0000787d, 0x00007890, 0x000078b4, 0x00007934,
+	0x00007945, 0x0000794d, 0x000079c2, 0x00007a16,
+	0x00007a5e, 0x00007a6d, 0x00007a80, 0x00007a8c,
+	0x00007ac8, 0x00007b02, 0x00007b10, 0x00007b1d,
+	0x00007b2b, 0x00007b39, 0x00007b47, 0x00007b79,
+	0x00007ba9, 0x00007c05, 0x00007c12, 0x00007c32,
+	0x00007c3d, 0x00007c57, 0x00007c5c, 0x00007c6d,
+	0x00007cf3, 0x00007d18, 0x00007d1f, 0x00007d28,
 	// Entry 300 - 31F
-	0x00007c56, 0x00007c60, 0x00007c78, 0x00007c8e,
-	0x00007c9a, 0x00007cbc, 0x00007cc3, 0x00007cd0,
-	0x00007ce1, 0x00007d08, 0x00007d18, 0x00007d37,
-	0x00007d57, 0x00007e2f, 0x00007f10, 0x00007f64,
-	0x00007fb4, 0x00008014, 0x00008067, 0x0000809f,
-	0x000080d0, 0x00008120, 0x00008154, 0x00008172,
-	0x00008191, 0x000081b0, 0x000081d0,
-} // Size: 3204 bytes
+	0x00007d3b, 0x00007d45, 0x00007d4f, 0x00007d59,
+	0x00007d71, 0x00007d87, 0x00007d93, 0x00007db5,
+	0x00007dbc, 0x00007dc9, 0x00007dda, 0x00007e01,
+	0x00007e11, 0x00007e30, 0x00007e50, 0x00007f28,
+	0x00008009, 0x0000805d, 0x000080ad, 0x0000810d,
+	0x00008160, 0x00008198, 0x000081c9, 0x00008219,
+	0x0000824d, 0x0000826b, 0x0000828a, 0x000082a9,
+	0x000082c9,
+} // Size: 3212 bytes
 
-const enData string = "" + // Size: 33232 bytes
+const enData string = "" + // Size: 33481 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1412,165 +1415,168 @@ const enData string = "" + // Size: 33232 bytes
 	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
 	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
 	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
-	"[1]s (deferred; settled by %[2]s)\x02%[1]s at %[2]s\x02Relais refused a " +
-	"report of this attempt at %[1]s (%[2]s) before taking another.\x02Relais" +
-	" refused %[1]s reports of this attempt, the last at %[2]s (%[3]s), befor" +
-	"e taking another.\x02Relais refused this attempt’s report at %[1]s (%[2]" +
-	"s): its worker answered, and the answer was not taken.\x02Relais refused" +
-	" %[1]s reports of this attempt, the last at %[2]s (%[3]s): its worker an" +
-	"swered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body" +
-	"\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02Message from the worker (its own words, pro" +
-	"tected values masked)\x02Message from Relais, quoting the destination’s " +
-	"answer\x02Message from Relais\x02The revision must be a whole number, 1 " +
-	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
-	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
-	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
-	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
-	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
-	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
-	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
-	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
-	"efreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02set" +
-	"tled\x02next attempt\x02claimable since\x02call in progress since\x02loc" +
-	"k until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Firs" +
-	"t page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026" +
-	"-12-01.\x02%[1]s: the first day comes after the last.\x02This address ho" +
-	"lds a parameter that cannot be read (a percent sign not followed by two " +
-	"hexadecimal digits, or a semicolon): correct the address.\x02Unknown par" +
-	"ameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
-	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
-	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
-	"pt in this browser only.\x02Show times in\x02The console runs no script," +
-	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
-	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
-	"s and detail pages\x02A reload empties what you typed but did not apply " +
-	"(filters, the search box) and moves the focus back to the top of the pag" +
-	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
-	"ume. Pages where you type a reason (confirmations, and occurrences with " +
-	"a value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving" +
-	" time)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Rel" +
-	"oading resumed.\x02Reloading paused: this page stays as it is until you " +
-	"resume.\x02Published process versions: their nodes, routes and pinned re" +
-	"visions, drawn, with where their occurrences are now.\x02Published proce" +
-	"ss versions: their nodes, routes and pinned revisions, drawn.\x02Process" +
-	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
-	"ersion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow t" +
-	"he longest path from the start node. Solid arrows are successes (labelle" +
-	"d with their route), dashed ones failures (labelled with their error cod" +
-	"es). Each box says how many of this version’s occurrences are at that no" +
-	"de now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
-	"\x02Inputs an instance of this version is started with\x02Instances of t" +
-	"his version\x02Columns follow the longest path from the start node. Soli" +
-	"d arrows are successes (labelled with their route), dashed ones failures" +
-	" (labelled with their error codes).\x02Nodes of this version\x02This ver" +
-	"sion has %[1]d nodes: too many to draw legibly (at most %[2]d). The tabl" +
-	"e below lists every node with its routes and counts.\x02This version has" +
-	" %[1]d nodes: too many to draw legibly (at most %[2]d). The table below " +
-	"lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
-	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
-	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
-	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
-	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02" +
-	"%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an op" +
-	"erator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01" +
-	"\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[" +
-	"1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no retry" +
-	", priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (th" +
-	"e default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
-	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
-	"eal a sensitive value.\x02Say why you reveal this value: the reason is r" +
-	"ecorded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Back to the occurrence\x02Cannot reveal" +
-	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
-	"\x02Secret values can never be revealed.\x02Every sensitive value an adm" +
-	"inistrator revealed: who, when, which field and why. The values themselv" +
-	"es are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
-	" and no instance has it as its business key. An ended instance is delete" +
-	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
-	"RETENTION) has passed, or at once when an administrator erases it; the a" +
-	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
-	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
-	", designer or administrator token.\x02Token\x02The token is checked once" +
-	" and never stored in your browser; a session cookie stands for it for up" +
-	" to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02" +
-	"G\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
-	"nd.\x00H\x02Too many failed sign-ins from your address. Try again in %[1" +
-	"]d seconds.\x02Paste your token in the field: it is empty.\x02This token" +
-	" is unknown, revoked or expired.\x02A %[1]s token cannot open the consol" +
-	"e: it is a worker’s token, for the API.\x02Only administrators see this " +
-	"page: tokens, consumers, destinations, the reveal log and erasures are t" +
-	"heirs.\x02Staff tokens (administrators, designers, operators) that are n" +
-	"ot revoked. Consumer tokens are managed with their consumers. Revoking a" +
-	" token refuses its next request.\x02Staff tokens, oldest first\x02No tok" +
-	"en.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
+	"worker held the task: its report is refused, but it may already have don" +
+	"e the work.\x02The instance was stopped during the call, which was abort" +
+	"ed: the destination may already have acted on the request (check there)." +
+	"\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at %[1]s (" +
+	"%[2]s) before taking another.\x02Relais refused %[1]s reports of this at" +
+	"tempt, the last at %[2]s (%[3]s), before taking another.\x02Relais refus" +
+	"ed this attempt’s report at %[1]s (%[2]s): its worker answered, and the " +
+	"answer was not taken.\x02Relais refused %[1]s reports of this attempt, t" +
+	"he last at %[2]s (%[3]s): its worker answered, and no answer was taken." +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from the worker (its own words, protected values masked)\x02Message fr" +
+	"om Relais, quoting the destination’s answer\x02Message from Relais\x02Th" +
+	"e revision must be a whole number, 1 or more.\x02A revision is a definit" +
+	"ion’s: choose the definition too.\x02Settlement date\x02More filters: in" +
+	"stance, revision, consumer, destination, dates\x02Push destination\x02it" +
+	"s name, exactly\x02instance id\x02Counts by status\x02Occurrences, newes" +
+	"t first\x02Message\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02cla" +
+	"imable since\x02call in progress since\x02lock until\x02deferred since" +
+	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Ro" +
+	"ws %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fir" +
+	"st day comes after the last.\x02This address holds a parameter that cann" +
+	"ot be read (a percent sign not followed by two hexadecimal digits, or a " +
+	"semicolon): correct the address.\x02Unknown parameter “%[1]s” (did you m" +
+	"ean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is" +
+	" given %[2]d times: give it once.\x02The page cursor is invalid: go back" +
+	" to the first page.\x02These settings are kept in this browser only.\x02" +
+	"Show times in\x02The console runs no script, so it cannot read your comp" +
+	"uter’s time zone: choose a place, whose daylight saving time is followed" +
+	", or a fixed offset from UTC.\x02Reload lists and detail pages\x02A relo" +
+	"ad empties what you typed but did not apply (filters, the search box) an" +
+	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
+	"ry page that reloads, stops it until you resume. Pages where you type a " +
+	"reason (confirmations, and occurrences with a value to reveal) never rel" +
+	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
+	"thout saving\x02UTC (coordinated universal time)\x02Local time in %[1]s" +
+	"\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[" +
+	"1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloadin" +
+	"g paused: this page stays as it is until you resume.\x02Published proces" +
+	"s versions: their nodes, routes and pinned revisions, drawn, with where " +
+	"their occurrences are now.\x02Published process versions: their nodes, r" +
+	"outes and pinned revisions, drawn.\x02Processes by key\x02Versions, newe" +
+	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
+	"]s\x02Start node\x02Graph\x02Columns follow the longest path from the st" +
+	"art node. Solid arrows are successes (labelled with their route), dashed" +
+	" ones failures (labelled with their error codes). Each box says how many" +
+	" of this version’s occurrences are at that node now.\x02Nodes\x02Nodes o" +
+	"f this version, with their occurrences now\x02Kind\x02Pinned revision" +
+	"\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02No input" +
+	"s: an instance starts with an empty object.\x02Inputs an instance of thi" +
+	"s version is started with\x02Instances of this version\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes).\x02Nodes of this version\x02This version has %[1]d nodes: too man" +
+	"y to draw legibly (at most %[2]d). The table below lists every node with" +
+	" its routes and counts.\x02This version has %[1]d nodes: too many to dra" +
+	"w legibly (at most %[2]d). The table below lists every node with its rou" +
+	"tes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting " +
+	"at %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
+	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
+	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
+	"y why you reveal this value: the reason is recorded with the reveal in t" +
+	"he audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page sh" +
+	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
+	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
+	", which field and why. The values themselves are never kept.\x02Reveals," +
+	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
+	" were asked for)\x02Method not allowed\x02This page does not accept that" +
+	" request.\x02This form was sent from another site: the console takes its" +
+	" forms from its own pages only. Open the console and send it from there." +
+	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
+	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance has “%[1]s” as its business key. A business key is found" +
+	" only whole and exactly as given, capitals and accents included: a list " +
+	"shows a long one shortened, so copy it from its instance’s page.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02You are signed out.\x02Your session " +
+	"had ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
+	"t of the server), so your last action was not applied. Sign in again, th" +
+	"en repeat it.\x02Your session has ended (inactivity, a sign-out elsewher" +
+	"e, a token revoked or expired, or a restart of the server). Sign in agai" +
+	"n.\x02Sign in\x02Sign in with an operator, designer or administrator tok" +
+	"en.\x02Token\x02The token is checked once and never stored in your brows" +
+	"er; a session cookie stands for it for up to 8 hours of inactivity, and " +
+	"12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins f" +
+	"rom your address. Try again in %[1]d second.\x00H\x02Too many failed sig" +
+	"n-ins from your address. Try again in %[1]d seconds.\x02Paste your token" +
+	" in the field: it is empty.\x02This token is unknown, revoked or expired" +
+	".\x02A %[1]s token cannot open the console: it is a worker’s token, for " +
+	"the API.\x02Only administrators see this page: tokens, consumers, destin" +
+	"ations, the reveal log and erasures are theirs.\x02Staff tokens (adminis" +
+	"trators, designers, operators) that are not revoked. Consumer tokens are" +
+	" managed with their consumers. Revoking a token refuses its next request" +
+	".\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Exp" +
+	"ires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
+	"Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next reques" +
+	"t is refused, and console sessions opened with it end. This cannot be un" +
+	"done: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
+	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
+	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
+	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
+	" to it, with their consumers granted it (a worker naming no revision tak" +
+	"es those its consumer is granted; a process version pins it).\x02Occurre" +
+	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
+	"orkers to them, with their consumers granted them (a worker naming no re" +
+	"vision takes those its consumer is granted; a process version pins them)" +
+	".\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
+	"isions they take: %[1]s; some take every revision their consumer is gran" +
+	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
+	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
+	"ions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 795 elements
+var frIndex = []uint32{ // 797 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1732,72 +1738,73 @@ var frIndex = []uint32{ // 795 elements
 	0x00007110, 0x000071a4, 0x000071b7, 0x000071f4,
 	0x00007230, 0x00007243, 0x00007297, 0x000072cc,
 	0x000072de, 0x000072f5, 0x00007334, 0x00007386,
-	0x000073b2, 0x000073c2, 0x00007422, 0x00007493,
+	0x000073b2, 0x0000744a, 0x000074f0, 0x00007500,
 	// Entry 240 - 25F
-	0x00007518, 0x000075ad, 0x000075b8, 0x000075d5,
-	0x000075f4, 0x00007605, 0x0000761f, 0x00007628,
-	0x00007632, 0x00007680, 0x000076c5, 0x000076e4,
-	0x00007719, 0x0000776a, 0x0000777b, 0x000077c5,
-	0x000077db, 0x000077ef, 0x00007808, 0x0000781e,
-	0x00007848, 0x00007850, 0x00007863, 0x0000786a,
-	0x00007885, 0x000078a5, 0x000078d5, 0x000078ec,
-	0x00007924, 0x0000795f, 0x0000798b, 0x000079df,
+	0x00007560, 0x000075d1, 0x00007656, 0x000076eb,
+	0x000076f6, 0x00007713, 0x00007732, 0x00007743,
+	0x0000775d, 0x00007766, 0x00007770, 0x000077be,
+	0x00007803, 0x00007822, 0x00007857, 0x000078a8,
+	0x000078b9, 0x00007903, 0x00007919, 0x0000792d,
+	0x00007946, 0x0000795c, 0x00007986, 0x0000798e,
+	0x000079a1, 0x000079a8, 0x000079c3, 0x000079e3,
+	0x00007a13, 0x00007a2a, 0x00007a62, 0x00007a9d,
 	// Entry 260 - 27F
-	0x000079f0, 0x00007a0a, 0x00007a15, 0x00007a29,
-	0x00007a3b, 0x00007a51, 0x00007a63, 0x00007a75,
-	0x00007a7b, 0x00007a8d, 0x00007a9b, 0x00007aaa,
-	0x00007ab6, 0x00007acc, 0x00007af6, 0x00007b29,
-	0x00007bd1, 0x00007c21, 0x00007c49, 0x00007c9b,
-	0x00007cdd, 0x00007d19, 0x00007d30, 0x00007dfa,
-	0x00007e27, 0x00007fe1, 0x00007ffb, 0x00008014,
-	0x00008035, 0x0000804c, 0x00008079, 0x00008080,
+	0x00007ac9, 0x00007b1d, 0x00007b2e, 0x00007b48,
+	0x00007b53, 0x00007b67, 0x00007b79, 0x00007b8f,
+	0x00007ba1, 0x00007bb3, 0x00007bb9, 0x00007bcb,
+	0x00007bd9, 0x00007be8, 0x00007bf4, 0x00007c0a,
+	0x00007c34, 0x00007c67, 0x00007d0f, 0x00007d5f,
+	0x00007d87, 0x00007dd9, 0x00007e1b, 0x00007e57,
+	0x00007e6e, 0x00007f38, 0x00007f65, 0x0000811f,
+	0x00008139, 0x00008152, 0x00008173, 0x0000818a,
 	// Entry 280 - 29F
-	0x0000809a, 0x000080c0, 0x000080d5, 0x0000812f,
-	0x000081c4, 0x00008227, 0x0000823a, 0x00008261,
-	0x00008289, 0x00008297, 0x000082a7, 0x000082b8,
-	0x000082bf, 0x000083f5, 0x000083fc, 0x00008436,
-	0x0000843b, 0x00008450, 0x00008464, 0x00008476,
-	0x0000848c, 0x0000849c, 0x000084d9, 0x00008519,
-	0x00008534, 0x00008609, 0x00008621, 0x000086c2,
-	0x00008751, 0x00008761, 0x0000883b, 0x000088fd,
+	0x000081b7, 0x000081be, 0x000081d8, 0x000081fe,
+	0x00008213, 0x0000826d, 0x00008302, 0x00008365,
+	0x00008378, 0x0000839f, 0x000083c7, 0x000083d5,
+	0x000083e5, 0x000083f6, 0x000083fd, 0x00008533,
+	0x0000853a, 0x00008574, 0x00008579, 0x0000858e,
+	0x000085a2, 0x000085b4, 0x000085ca, 0x000085da,
+	0x00008617, 0x00008657, 0x00008672, 0x00008747,
+	0x0000875f, 0x00008800, 0x0000888f, 0x0000889f,
 	// Entry 2A0 - 2BF
-	0x00008902, 0x00008912, 0x00008920, 0x00008930,
-	0x00008940, 0x0000894e, 0x0000895e, 0x00008968,
-	0x00008991, 0x000089ab, 0x000089c6, 0x00008a54,
-	0x00008a92, 0x00008aa3, 0x00008ab0, 0x00008acb,
-	0x00008adf, 0x00008afd, 0x00008b48, 0x00008b89,
-	0x00008bff, 0x00008c45, 0x00008c5e, 0x00008c76,
-	0x00008cc9, 0x00008d04, 0x00008d9c, 0x00008dc8,
-	0x00008dee, 0x00008e22, 0x00008e3a, 0x00008e65,
+	0x00008979, 0x00008a3b, 0x00008a40, 0x00008a50,
+	0x00008a5e, 0x00008a6e, 0x00008a7e, 0x00008a8c,
+	0x00008a9c, 0x00008aa6, 0x00008acf, 0x00008ae9,
+	0x00008b04, 0x00008b92, 0x00008bd0, 0x00008be1,
+	0x00008bee, 0x00008c09, 0x00008c1d, 0x00008c3b,
+	0x00008c86, 0x00008cc7, 0x00008d3d, 0x00008d83,
+	0x00008d9c, 0x00008db4, 0x00008e07, 0x00008e42,
+	0x00008eda, 0x00008f06, 0x00008f2c, 0x00008f60,
 	// Entry 2C0 - 2DF
-	0x00008f0e, 0x00008f18, 0x00008fa0, 0x00008fd5,
-	0x00009016, 0x000090fb, 0x00009276, 0x0000934f,
-	0x00009368, 0x00009431, 0x000094ba, 0x000094c7,
-	0x00009519, 0x0000951f, 0x000095d3, 0x00009683,
-	0x000096b5, 0x000096e1, 0x0000974a, 0x000097f1,
-	0x000098b3, 0x000098e3, 0x000098f0, 0x000098f6,
-	0x0000990c, 0x00009917, 0x0000991e, 0x00009929,
-	0x00009937, 0x00009944, 0x00009952, 0x0000996b,
+	0x00008f78, 0x00008fa3, 0x0000904c, 0x00009056,
+	0x000090de, 0x00009113, 0x00009154, 0x00009239,
+	0x000093b4, 0x0000948d, 0x000094a6, 0x0000956f,
+	0x000095f8, 0x00009605, 0x00009657, 0x0000965d,
+	0x00009711, 0x000097c1, 0x000097f3, 0x0000981f,
+	0x00009888, 0x0000992f, 0x000099f1, 0x00009a21,
+	0x00009a2e, 0x00009a34, 0x00009a4a, 0x00009a55,
+	0x00009a5c, 0x00009a67, 0x00009a75, 0x00009a82,
 	// Entry 2E0 - 2FF
-	0x00009998, 0x00009a41, 0x00009a54, 0x00009a5e,
-	0x00009aed, 0x00009b4e, 0x00009baa, 0x00009bbc,
-	0x00009bd6, 0x00009be9, 0x00009c27, 0x00009c63,
-	0x00009c80, 0x00009c8d, 0x00009c9b, 0x00009ca9,
-	0x00009cb9, 0x00009cf5, 0x00009d2f, 0x00009dac,
-	0x00009db7, 0x00009de1, 0x00009dee, 0x00009e0a,
-	0x00009e0e, 0x00009e20, 0x00009ee2, 0x00009f15,
-	0x00009f20, 0x00009f2a, 0x00009f3f, 0x00009f48,
+	0x00009a90, 0x00009aa9, 0x00009ad6, 0x00009b7f,
+	0x00009b92, 0x00009b9c, 0x00009c2b, 0x00009c8c,
+	0x00009ce8, 0x00009cfa, 0x00009d14, 0x00009d27,
+	0x00009d65, 0x00009da1, 0x00009dbe, 0x00009dcb,
+	0x00009dd9, 0x00009de7, 0x00009df7, 0x00009e33,
+	0x00009e6d, 0x00009eea, 0x00009ef5, 0x00009f1f,
+	0x00009f2c, 0x00009f48, 0x00009f4c, 0x00009f5e,
+	0x0000a020, 0x0000a053, 0x0000a05e, 0x0000a068,
 	// Entry 300 - 31F
-	0x00009f52, 0x00009f67, 0x00009f8b, 0x00009fa5,
-	0x00009fba, 0x00009fe6, 0x00009feb, 0x0000a000,
-	0x0000a012, 0x0000a047, 0x0000a058, 0x0000a085,
-	0x0000a0b4, 0x0000a1d6, 0x0000a2f8, 0x0000a36e,
-	0x0000a3f9, 0x0000a488, 0x0000a4ef, 0x0000a531,
-	0x0000a579, 0x0000a5ec, 0x0000a634, 0x0000a662,
-	0x0000a690, 0x0000a6c3, 0x0000a6f6,
-} // Size: 3204 bytes
+	0x0000a07d, 0x0000a086, 0x0000a090, 0x0000a0a5,
+	0x0000a0c9, 0x0000a0e3, 0x0000a0f8, 0x0000a124,
+	0x0000a129, 0x0000a13e, 0x0000a150, 0x0000a185,
+	0x0000a196, 0x0000a1c3, 0x0000a1f2, 0x0000a314,
+	0x0000a436, 0x0000a4ac, 0x0000a537, 0x0000a5c6,
+	0x0000a62d, 0x0000a66f, 0x0000a6b7, 0x0000a72a,
+	0x0000a772, 0x0000a7a0, 0x0000a7ce, 0x0000a801,
+	0x0000a834,
+} // Size: 3212 bytes
 
-const frData string = "" + // Size: 42742 bytes
+const frData string = "" + // Size: 43060 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2229,197 +2236,201 @@ const frData string = "" + // Size: 42742 bytes
 	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
 	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
 	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative " +
-	"à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s " +
-	"rapports de cette tentative, le dernier à %[2]s (%[3]s), avant d’en acce" +
-	"pter un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s " +
-	"(%[2]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise." +
-	"\x02Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]" +
-	"s (%[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été pris" +
-	"e.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans " +
-	"le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02" +
-	"[masqué]\x02Message de l’exécutant (ses propres termes, valeurs protégée" +
-	"s masquées)\x02Message de Relais (en anglais), citant la réponse de la d" +
-	"estination\x02Message de Relais (en anglais)\x02La révision doit être un" +
-	" nombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
-	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
-	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
-	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
-	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
-	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
-	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
-	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
-	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
-	"es 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
-	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
-	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
-	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
-	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
-	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
-	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
-	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
-	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
-	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
-	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
-	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
-	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
-	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
-	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
-	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
-	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
-	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
-	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
-	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
-	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
-	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
-	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
-	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
-	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
-	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
-	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
-	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
-	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
-	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
-	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
-	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
-	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
-	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
-	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
-	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
-	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
-	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
-	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
-	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
-	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
-	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
-	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
-	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
-	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
-	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
-	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
-	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
-	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
-	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
-	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
-	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
-	"n (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou redémar" +
-	"rage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous av" +
-	"ec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02" +
-	"Le jeton est vérifié une fois et n’est jamais conservé dans votre naviga" +
-	"teur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heures d’ina" +
-	"ctivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de " +
-	"connexions échouées depuis votre adresse. Réessayez dans %[1]d seconde." +
-	"\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez dan" +
-	"s %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il est vide" +
-	".\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s " +
-	"ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’" +
-	"API.\x02Seuls les administrateurs voient cette page\u202f: les jetons, l" +
-	"es consommateurs, les destinations, le journal des révélations et les ef" +
-	"facements sont de leur ressort.\x02Jetons du personnel (administrateurs," +
-	" concepteurs, opérateurs) non révoqués. Les jetons des consommateurs se " +
-	"gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête sui" +
-	"vante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton." +
-	"\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore" +
-	"\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]" +
-	"d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête su" +
-	"ivante est refusée et les sessions de console ouvertes avec lui prennent" +
-	" fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau j" +
-	"eton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vo" +
-	"us êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante" +
-	" est refusée. C’est irréversible.\x02C’est le dernier jeton administrate" +
-	"ur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton" +
-	" «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête s" +
-	"era refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque " +
-	"élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
-	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
-	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
-	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
-	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
-	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
-	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
-	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
-	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
-	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
-	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
-	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
-	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
-	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
-	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
-	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
-	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	"]s)\x02L’instance a été arrêtée pendant que le worker détenait la tâche" +
+	"\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le tr" +
+	"avail.\x02L’instance a été arrêtée pendant l’appel, qui a été interrompu" +
+	"\u202f: la destination a peut-être déjà donné suite à la requête (vérifi" +
+	"ez-le chez elle).\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de ce" +
+	"tte tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a " +
+	"refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), av" +
+	"ant d’en accepter un autre.\x02Relais a refusé le rapport de cette tenta" +
+	"tive à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a p" +
+	"as été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le d" +
+	"ernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune réponse" +
+	" n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de " +
+	"réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
+	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
+	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
+	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
+	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
+	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
+	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
+	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
+	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentativ" +
+	"e antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible dep" +
+	"uis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pag" +
+	"es\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
+	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
+	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
+	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
+	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
+	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
+	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
+	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
+	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
+	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
+	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
+	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
+	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
+	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
+	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
+	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
+	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
+	"1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suive" +
+	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
+	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
+	"(étiquetées par leurs codes d’erreur). Chaque case indique combien d’occ" +
+	"urrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02" +
+	"Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02Révi" +
+	"sion épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences ac" +
+	"tuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance démarre a" +
+	"vec un objet vide.\x02Entrées avec lesquelles démarre une instance de ce" +
+	"tte version\x02Instances de cette version\x02Les colonnes suivent le plu" +
+	"s long chemin depuis le nœud de départ. Les flèches pleines sont les réu" +
+	"ssites (étiquetées par leur route), les pointillées les échecs (étiqueté" +
+	"es par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version" +
+	" a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)" +
+	". Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompt" +
+	"es.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisible" +
+	"ment (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses r" +
+	"outes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à part" +
+	"ir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et dé" +
+	"comptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous r" +
+	"eprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
+	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
+	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
+	"\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
+	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
+	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
+	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
+	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
+	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
+	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
+	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
+	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
+	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
+	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
+	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
+	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
+	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
+	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
+	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
+	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
+	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
+	"Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
+	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
+	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
+	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
+	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
+	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
+	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
+	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
+	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
+	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
+	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 82382 bytes (80KiB); checksum: 8031747C
+	// Total table size 82965 bytes (81KiB); checksum: 42E8AC7F

@@ -441,6 +441,13 @@ func TestStopAbortsAnInFlightCall(t *testing.T) {
 		n, _ := env.Metrics().Get("relais_push_calls_total", "result", "call_aborted")
 		return n == 1, fmt.Sprintf("call_aborted %v", n)
 	})
+	// The request reached the destination: its attempt says it may have
+	// acted, as the stop's confirmation warned.
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+step["occurrence_id"].(string), env.Operator, nil).JSON(t)
+	attempt := occ["attempts"].([]any)[0].(map[string]any)
+	if msg, _ := attempt["error_message"].(string); !strings.Contains(msg, "may already have acted on the request") {
+		t.Errorf("aborted attempt: %v", attempt)
+	}
 }
 
 // slowDestination registers destination "slow", which answers after 8 s

@@ -30,8 +30,15 @@ update attempts set lock_expires_at = @lock_expires_at::timestamptz
 where occurrence_id = @occurrence_id and number = @number and ended_at is null;
 
 -- name: AttemptCancelOpen :exec
+-- A push attempt open is a call in flight: the stop aborts it, but what
+-- the destination did with the request cannot be known (the console shows
+-- the message on the attempt, as the stop's confirmation warned).
 update attempts a
-set outcome = 'cancelled', ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
+set outcome = 'cancelled', ended_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+    error_message = case when o.mode = 'push'
+        then 'the instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there)'
+        else 'the instance was stopped while the worker held the task: its report is refused, but it may already have done the work'
+    end
 from occurrences o
 where o.instance_id = @instance_id and a.occurrence_id = o.id and a.ended_at is null;
 

@@ -15,7 +15,11 @@ import (
 
 const attemptCancelOpen = `-- name: AttemptCancelOpen :exec
 update attempts a
-set outcome = 'cancelled', ended_at = coalesce($1::timestamptz, now())
+set outcome = 'cancelled', ended_at = coalesce($1::timestamptz, now()),
+    error_message = case when o.mode = 'push'
+        then 'the instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there)'
+        else 'the instance was stopped while the worker held the task: its report is refused, but it may already have done the work'
+    end
 from occurrences o
 where o.instance_id = $2 and a.occurrence_id = o.id and a.ended_at is null
 `
@@ -25,6 +29,9 @@ type AttemptCancelOpenParams struct {
 	InstanceID uuid.UUID
 }
 
+// A push attempt open is a call in flight: the stop aborts it, but what
+// the destination did with the request cannot be known (the console shows
+// the message on the attempt, as the stop's confirmation warned).
 func (q *Queries) AttemptCancelOpen(ctx context.Context, arg AttemptCancelOpenParams) error {
 	_, err := q.db.Exec(ctx, attemptCancelOpen, arg.Now, arg.InstanceID)
 	return err
