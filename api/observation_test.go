@@ -111,6 +111,31 @@ func TestObservationFiltersAndPagination(t *testing.T) {
 	}
 }
 
+// Inputs may be left out of a start only for a process that declares
+// none: a client's unset variable (JavaScript drops an undefined member)
+// must not start an instance without them because they are all optional.
+func TestStartWithoutInputs(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Process("optional", map[string]any{"name": "optional", "start": "done", "nodes": map[string]any{"done": map[string]any{"kind": "end"}},
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "note", "type": "text"}}}})
+	for _, body := range []map[string]any{{}, {"business_key": "k1"}} {
+		r := env.Do("POST", "/api/v1/processes/optional/instances", env.Operator, body)
+		if r.Status != 422 || !strings.Contains(string(r.Body), `"code":"invalid_inputs"`) || !strings.Contains(string(r.Body), `"path":"/inputs"`) {
+			t.Errorf("start %v: %d %s; want 422 invalid_inputs at /inputs", body, r.Status, r.Body)
+		}
+	}
+	env.Must(201, "POST", "/api/v1/processes/optional/instances", env.Operator, map[string]any{"inputs": map[string]any{}})
+	batch := env.Must(200, "POST", "/api/v1/processes/optional/instances/batch", env.Operator, map[string]any{"items": []any{map[string]any{}, map[string]any{"inputs": map[string]any{}}}}).JSON(t)
+	items := batch["items"].([]any)
+	if s0, s1 := items[0].(map[string]any)["status"], items[1].(map[string]any)["status"]; s0 != 422.0 || s1 != 201.0 {
+		t.Errorf("batch: %v; want the item without inputs 422, the other 201", items)
+	}
+	if n := len(env.Must(200, "GET", "/api/v1/instances?process=optional", env.Operator, nil).JSON(t)["items"].([]any)); n != 2 {
+		t.Errorf("%d instances started; want 2", n)
+	}
+}
+
 // An instance that entered no task node has an empty path, not none: the
 // OpenAPI document requires it, and typed clients map over it.
 func TestInstanceDetailAlwaysHasAPath(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/queries"
@@ -280,7 +281,10 @@ type preparedStart struct {
 }
 
 func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedStart, error) {
-	if len(req.Inputs) == 0 {
+	// Left out, the inputs are none ({}): for a process that declares
+	// none. One that declares some refuses it below.
+	absent := len(req.Inputs) == 0
+	if absent {
 		req.Inputs = json.RawMessage("{}")
 	}
 	p := preparedStart{req: req}
@@ -333,6 +337,13 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 			return p, fault.New(fault.BadRequest, "invalid_request", "business_key holds an invisible character (a control or format character, such as a byte order mark from a CSV export): nobody could type it in a filter").
 				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not hold control or format characters"}})
 		}
+	}
+	if absent && len(pv.Process.Inputs.Fields) > 0 {
+		// A client's unset variable (JavaScript drops an undefined
+		// member) would otherwise start an instance without its inputs
+		// whenever they are all optional, as "inputs": null is refused.
+		return p, violations(CodeInvalidInputs, fmt.Sprintf("the start has no inputs, and version %d of process %s declares some: give them, or {} for none", pv.Version, pv.Key),
+			[]contracts.Violation{{Path: "/inputs", Message: "is required: the process declares inputs (send {} to start without any)"}})
 	}
 	v, err := e.schemas.Validator(pv.Digest, "inputs", pv.Process.Inputs)
 	if err != nil {
