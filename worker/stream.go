@@ -639,6 +639,14 @@ func (r *run) keepOrphan(ctx context.Context, o *orphan) {
 				t.cancel(err)
 				return
 			}
+			if ctl := t.task.ctl; ctl != nil && ctl.returned.Load() && apiCode(err) == "already_settled" {
+				// Its handler returned and its outcome is being reported:
+				// a try whose answer was lost settled it (chaos QA: a
+				// Warn said the work was lost, then the report's retry
+				// was answered). The report goes on to its answer.
+				log.Info("the task was settled while its outcome's report was retried (a try whose answer was lost landed); the report goes on until it is answered", "cause", err)
+				return
+			}
 			// Its handler may have returned long before, its outcome still
 			// being reported (chaos QA: "cancelling the handler" read
 			// as a handler still running).

@@ -651,6 +651,75 @@ func TestStreamTaskKeepsItsLockWithoutAStream(t *testing.T) {
 	}
 }
 
+// lostAnswers lets an outcome's request through to Relais but loses its
+// answer for a while (a connection cut as the answer came back): Relais
+// settled the task, the worker does not know it yet and tries again.
+type lostAnswers struct {
+	lasts time.Duration
+	base  http.RoundTripper
+
+	mu   sync.Mutex
+	from time.Time
+}
+
+func (l *lostAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(strings.ToLower(req.URL.Path), "/complete") {
+		return l.base.RoundTrip(req)
+	}
+	l.mu.Lock()
+	if l.from.IsZero() {
+		l.from = time.Now()
+	}
+	lost := time.Since(l.from) < l.lasts
+	l.mu.Unlock()
+	res, err := l.base.RoundTrip(req)
+	if err != nil || !lost {
+		return res, err
+	}
+	res.Body.Close()
+	return nil, errors.New("connection reset (the test lost the answer)")
+}
+
+// An orphaned task whose handler returned, and whose outcome landed while
+// its answers were lost, is settled: the extension that meanwhile learns
+// so (already_settled) is no lock lost, nor work lost (chaos QA: a Warn
+// said the outcome was not reported, then the retry reported it).
+func TestOrphanSettledByItsOwnOutcomeIsNoLostLock(t *testing.T) {
+	started := make(chan struct{}, 4)
+	finish := make(chan struct{})
+	var ends []TaskEnd
+	var mu sync.Mutex
+	cfg := Config{LockDuration: 2 * time.Second, HTTPClient: &http.Client{Transport: &lostAnswers{lasts: 1500 * time.Millisecond, base: http.DefaultTransport.(*http.Transport).Clone()}},
+		OnTaskEnd: func(e TaskEnd) {
+			mu.Lock()
+			ends = append(ends, e)
+			mu.Unlock()
+		}}
+	inst, other, logs, _ := stoppedReplica(t, cfg, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		<-finish
+		return created(ctx, task)
+	}, started)
+	close(finish)
+	if got := other.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed\n%s", got, logs.String())
+	}
+	relaistest.WaitFor(t, 10*time.Second, "the task's end told to OnTaskEnd", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ends) == 1, fmt.Sprint(ends)
+	})
+	if ends[0].Outcome != OutcomeCompleted {
+		t.Errorf("OnTaskEnd %+v, want completed", ends[0])
+	}
+	if !strings.Contains(logs.String(), "already_settled") {
+		t.Fatalf("no extension met the settled task: the test did not run as meant\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "lock could not be kept") || strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "not reported") {
+		t.Errorf("a settled task reads as lost\n%s", logs.String())
+	}
+}
+
 // A worker stopped while no stream resumed its task (a rolling restart
 // under way) releases it past its ShutdownTimeout, as it would with a
 // stream: no attempt spent. Its lock used to lapse, the attempt expired
