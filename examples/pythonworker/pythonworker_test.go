@@ -3,6 +3,11 @@
 package pythonworker_test
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,5 +48,47 @@ func TestPythonWorkerReadsARefusal(t *testing.T) {
 	ended := w.Events("stream_ended")
 	if len(ended) != 1 || ended[0]["connect"] != "unauthenticated" || ended[0]["code"] != "unauthorized" {
 		t.Errorf("stream_ended %v; want one, unauthenticated with the problem's code unauthorized\n%s", ended, w.Output())
+	}
+}
+
+// A completion that gets no answer (a replica restarting, a connection
+// cut) is sent again until it is answered, within the task's lock: the
+// worker used to log it unanswered and drop it, the finished work then
+// done again by the task's next attempt (chaos QA).
+func TestPythonWorkerRetriesAnUnansweredCompletion(t *testing.T) {
+	t.Parallel()
+	relaistest.RequirePython(t, "the Python example worker's test")
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	var cut atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/Complete") && cut.Add(1) <= 3 {
+			// Read, then hung up on: the worker cannot tell whether it
+			// was taken.
+			_, _ = io.Copy(io.Discard, r.Body)
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		env.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	w := relaistest.StartScript(t, ".", "python3", "worker.py", "RELAIS_URL="+proxy.URL, "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"))
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	if got := env.WaitEnded(inst, 20*time.Second); got["status"] != "completed" {
+		t.Fatalf("instance %v; want completed\n%s", got["status"], w.Output())
+	}
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	if a := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)["attempts"].([]any); len(a) != 1 {
+		t.Errorf("attempts %v; want one", a)
+	}
+	if n := len(w.Events("retrying")); n != 3 {
+		t.Errorf("%d retries logged; want 3\n%s", n, w.Output())
+	}
+	if n := len(w.Events("unanswered")); n != 0 {
+		t.Errorf("unanswered logged\n%s", w.Output())
 	}
 }

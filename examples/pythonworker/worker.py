@@ -122,6 +122,35 @@ def add_company(inputs):
         return {"result": "created", "crm_id": crm[key]}
 
 
+# The lock asked for each task; the stream extends it while it lives.
+LOCK_SECONDS = 60
+
+
+def settle(method, message):
+    """A Complete or a Fail, retried while it gets no answer (Relais
+    restarting, a connection cut) or an unavailable one, until the task's
+    lock would have lapsed: a stream that ended left the task locked to
+    this worker, and a try whose answer was lost and the next are one
+    settlement (Relais answers the replay as the first). Giving up at the
+    first error would leave finished work to be done again."""
+    give_up = time.monotonic() + LOCK_SECONDS
+    delay = 0.25
+    while True:
+        try:
+            return call(method, message)
+        except Refused as err:
+            if err.code not in ("unavailable", "resource_exhausted") or time.monotonic() + delay > give_up:
+                raise
+            error = str(err)
+        except (OSError, http.client.HTTPException) as err:
+            if time.monotonic() + delay > give_up:
+                raise
+            error = str(err)
+        log("retrying", method=method, occurrence=message["occurrenceId"], error=error, retry_in=delay)
+        time.sleep(delay)
+        delay = min(delay * 2, 2)
+
+
 running = {}  # occurrence id → threading.Event set when it is cancelled
 running_lock = threading.Lock()
 stopping = threading.Event()
@@ -161,13 +190,13 @@ def run(assignment):
         except Exception as err:  # the CRM failed: retryable, offered again later
             if cancelled.is_set():
                 return
-            res = call("Fail", {"occurrenceId": occurrence, "workerId": worker_id, "errorCode": "CRM_UNAVAILABLE",
+            res = settle("Fail", {"occurrenceId": occurrence, "workerId": worker_id, "errorCode": "CRM_UNAVAILABLE",
                                 "message": str(err), "retryable": True, "retryDelay": "5s"})
             log("failed", occurrence=occurrence, status=res.get("status"), attempts_left=res.get("attemptsLeft"))
             return
         if cancelled.is_set():
             return  # Relais settled it (a stop, a deadline): nothing to report
-        res = call("Complete", {"occurrenceId": occurrence, "workerId": worker_id,
+        res = settle("Complete", {"occurrenceId": occurrence, "workerId": worker_id,
                                 "outputs": base64.b64encode(json.dumps(outputs).encode()).decode()})
         log("completed", occurrence=occurrence, attempt=assignment.get("attempt"), result=outputs["result"],
             crm_id=outputs["crm_id"], route=res.get("route"))
@@ -176,7 +205,8 @@ def run(assignment):
         # outputs): the problem says which.
         log("refused", occurrence=occurrence, **err.fields())
     except (OSError, http.client.HTTPException) as err:
-        # No answer: the lock runs out and Relais offers the task again.
+        # No answer for as long as the lock lasts: Relais offers the task
+        # again.
         log("unanswered", occurrence=occurrence, error=str(err))
     finally:
         with running_lock:
@@ -215,7 +245,7 @@ def subscribe():
     """Reads one stream until it ends; returns True when the worker should
     stop (drained and done), raises Refused or OSError when it failed."""
     global stream_id, stream_conn
-    message = json.dumps({"workerId": worker_id, "maxInFlight": concurrency,
+    message = json.dumps({"workerId": worker_id, "maxInFlight": concurrency, "lockDuration": f"{LOCK_SECONDS}s",
                           "subscriptions": [{"definition": "add_company_to_crm", "revisions": [1]}]}).encode()
     # No read timeout below the heartbeat's: one arrives every interval.
     c = stream_conn = connection(120)
