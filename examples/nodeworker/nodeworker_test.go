@@ -156,6 +156,47 @@ func TestNodeWorkerRidesOutARollingRestart(t *testing.T) {
 	}
 }
 
+// An outcome that gets no answer (its replica stopped, the next not up
+// yet, as the task ends) is sent again until it is answered, within the
+// task's lock: the worker used to log it refused and drop it, the finished
+// work then done again by the task's next attempt (chaos QA, of the
+// Python example).
+func TestNodeWorkerRetriesAnUnansweredCompletion(t *testing.T) {
+	t.Parallel()
+	dir := install(t)
+	env := relaistest.New(t, func(c *config.Config) { c.ShutdownTimeout = 40 * time.Second })
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	other := env.Replica()
+	p := newSwitch(t, env.URL)
+	w := relaistest.StartNode(t, dir, "worker.mjs", "RELAIS_URL=http://"+p.addr(), "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"),
+		"CRM_LATENCY_MS=2000")
+	relaistest.WaitFor(t, 20*time.Second, "the worker subscribes", func() (bool, string) { return len(w.Events("subscribed")) == 1, w.Output() })
+	id := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	relaistest.WaitFor(t, 10*time.Second, "the task runs", func() (bool, string) {
+		items := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)
+		return len(items) == 1 && items[0].(map[string]any)["status"] == "reserved", w.Output()
+	})
+	// The replica stops (leaving the task locked to the resumable stream)
+	// and none answers from before the task ends (2 s) until well after.
+	p.down()
+	env.Drain()
+	p.closeAll()
+	time.Sleep(4 * time.Second)
+	p.to(other.URL)
+	if got := other.WaitEnded(id, 30*time.Second); got["status"] != "completed" {
+		t.Fatalf("instance %v; want completed\n%s", got["status"], w.Output())
+	}
+	occ := other.Must(200, "GET", "/api/v1/occurrences?instance="+id, other.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
+	detail := other.Must(200, "GET", "/api/v1/occurrences/"+occ["id"].(string), other.Operator, nil).JSON(t)
+	if a := detail["attempts"].([]any); len(a) != 1 || a[0].(map[string]any)["outcome"] != "completed" {
+		t.Errorf("attempts %v; want one, completed\n%s", a, w.Output())
+	}
+	if len(w.Events("retrying")) == 0 || len(w.Events("refused")) != 0 {
+		t.Errorf("want the completion retried, never refused\n%s", w.Output())
+	}
+}
+
 // switchProxy forwards TCP connections to a backend that can be switched:
 // a load balancer in front of two replicas, which sends a new connection
 // to the replica still up.
@@ -194,6 +235,10 @@ func (p *switchProxy) closeAll() {
 
 func (p *switchProxy) addr() string { return p.l.Addr().String() }
 
+// down makes the proxy hang up on every new connection, as a host whose
+// Relais is down refuses them, until to names a backend again.
+func (p *switchProxy) down() { p.backend.Store(nil) }
+
 func (p *switchProxy) to(backendURL string) {
 	u, err := url.Parse(backendURL)
 	if err != nil {
@@ -208,7 +253,12 @@ func (p *switchProxy) serve() {
 		if err != nil {
 			return
 		}
-		b, err := net.Dial("tcp", *p.backend.Load())
+		backend := p.backend.Load()
+		if backend == nil {
+			c.Close()
+			continue
+		}
+		b, err := net.Dial("tcp", *backend)
 		if err != nil {
 			c.Close()
 			continue

@@ -84,6 +84,30 @@ async function addCompany(inputs, signal) {
   return { result: "created", crm_id: created };
 }
 
+// settle sends a task's outcome, again while it gets no answer (a replica
+// restarting, a connection cut) or Unavailable, until the task's lock would
+// have lapsed: bound to its attempt, a try whose answer was lost and the
+// next are one settlement (Relais answers the replay as the first), and
+// giving up at the first error would leave finished work to be done again.
+const lockMs = 60_000; // the lock the stream asks for (Relais's default)
+// A connection cut as its replica exits reads as Canceled (an HTTP/2
+// reset), or Internal mid-message.
+const unanswered = new Set([Code.Unavailable, Code.Aborted, Code.Unknown, Code.ResourceExhausted, Code.DeadlineExceeded, Code.Canceled, Code.Internal]);
+async function settle(occurrenceId, send) {
+  const giveUp = Date.now() + lockMs;
+  for (let delay = 250; ; delay = Math.min(delay * 2, 2000)) {
+    try {
+      return await send();
+    } catch (err) {
+      if (!unanswered.has(ConnectError.from(err).code) || Date.now() + delay > giveUp) {
+        throw err;
+      }
+      log("retrying", { occurrence: occurrenceId, ...problem(err), retry_in_ms: delay });
+      await sleep(delay);
+    }
+  }
+}
+
 // The tasks running, by occurrence id ({ work, attempt }): a cancellation
 // aborts its own; a new stream resumes them.
 const running = new Map();
@@ -108,29 +132,33 @@ async function run(a) {
       }
       // The CRM failed: retryable, Relais offers the task again later
       // while attempts are left.
-      const res = await client.fail({
-        occurrenceId: a.occurrenceId,
-        workerId,
-        attempt: a.attempt,
-        errorCode: "CRM_UNAVAILABLE",
-        message: String(err?.message ?? err),
-        retryable: true,
-        retryDelay: { seconds: 5n },
-      });
+      const res = await settle(a.occurrenceId, () =>
+        client.fail({
+          occurrenceId: a.occurrenceId,
+          workerId,
+          attempt: a.attempt,
+          errorCode: "CRM_UNAVAILABLE",
+          message: String(err?.message ?? err),
+          retryable: true,
+          retryDelay: { seconds: 5n },
+        }),
+      );
       log("failed", { occurrence: a.occurrenceId, status: res.status, attempts_left: res.attemptsLeft });
       return;
     }
     if (work.signal.aborted) {
       return;
     }
-    const res = await client.complete({
-      occurrenceId: a.occurrenceId,
-      workerId,
-      // Binds the result to its attempt: sent again after a lost answer,
-      // it never settles a later attempt of the task given to this worker.
-      attempt: a.attempt,
-      outputs: new TextEncoder().encode(JSON.stringify(outputs)),
-    });
+    const res = await settle(a.occurrenceId, () =>
+      client.complete({
+        occurrenceId: a.occurrenceId,
+        workerId,
+        // Binds the result to its attempt: sent again after a lost answer,
+        // it never settles a later attempt of the task given to this worker.
+        attempt: a.attempt,
+        outputs: new TextEncoder().encode(JSON.stringify(outputs)),
+      }),
+    );
     log("completed", { occurrence: a.occurrenceId, attempt: a.attempt, result: outputs.result, crm_id: outputs.crm_id, route: res.route });
   } catch (err) {
     // A settlement refused (its lock lost, the instance stopped, invalid
