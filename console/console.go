@@ -448,9 +448,32 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 			// A mangled link or the short id a list shows: no instance
 			// or occurrence was ever there.
 			detail = T(ctx, "“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.", id)
+		} else if erased := c.erasure(r, id); erased != "" {
+			detail = erased
 		}
 	}
 	c.errorPage(w, r, http.StatusNotFound, T(ctx, "Not found"), detail)
+}
+
+// erasure says who erased the instance at a not-found page's path, and
+// why, for a viewer who may read the audit log; "" when it was not erased
+// (or not an instance's page).
+func (c *Console) erasure(r *http.Request, path string) string {
+	ctx := r.Context()
+	p, ok := auth.FromContext(ctx)
+	if !ok || !auth.Allowed(p.Role, auth.RoleOperator) || !strings.HasPrefix(r.URL.Path, basePath+"/instances/") {
+		return ""
+	}
+	id, err := uuid.Parse(path)
+	if err != nil {
+		return ""
+	}
+	rec, erased, err := c.eng.ErasureOf(ctx, id)
+	if err != nil || !erased {
+		return ""
+	}
+	return T(ctx, "This instance was erased by %s at %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.",
+		rec.ActorName, clockTime(ctx, rec.At), rec.Reason)
 }
 
 // forbiddenForm answers a POST whose CSRF token is missing or wrong. The

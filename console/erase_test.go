@@ -57,8 +57,12 @@ func TestEraseAnInstanceFromItsPage(t *testing.T) {
 	if got := text(list, "flash"); !strings.HasPrefix(got, "Erased: instance "+f.pullHeld+" is deleted (occurrences: 1, attempts: 1).") {
 		t.Errorf("after the erasure, flash %q", got)
 	}
-	if r := en.get(inst); r.status != http.StatusNotFound {
-		t.Errorf("the erased instance's page: %d, want 404", r.status)
+	if r := en.get(inst); r.status != http.StatusNotFound || !strings.HasPrefix(text(r, "error-message"), "This instance was erased by admin at ") ||
+		!strings.Contains(text(r, "error-message"), "“DSR-2291”") {
+		t.Errorf("the erased instance's page: %d %q, want 404 saying who erased it and why", r.status, text(r, "error-message"))
+	}
+	if got := text(signedIn(t, f.env.URL, "fr", f.env.Operator).get(inst), "error-message"); !strings.HasPrefix(got, "Cette instance a été effacée par admin le ") {
+		t.Errorf("the erased instance's page, in French: %q", got)
 	}
 	if f.auditCount(t, f.pullHeld, "erase") != 1 {
 		t.Error("the erasure is not in the audit log once")

@@ -89,3 +89,20 @@ func (e *Engine) erasedBefore(ctx context.Context, q *queries.Queries, id uuid.U
 	out.Record = OperatorAction{ID: last.ID, At: last.At, ActorName: last.ActorName, Action: last.Action, InstanceID: id, InstanceDeleted: true}
 	return nil
 }
+
+// ErasureOf is the erasure recorded on instance id, if it was erased: a
+// link to it outlives it (an alert, a bookmark), and its page can say who
+// erased it rather than only that nothing is there.
+func (e *Engine) ErasureOf(ctx context.Context, id uuid.UUID) (OperatorAction, bool, error) {
+	last, err := e.q.OperatorActionLatest(ctx, id)
+	switch {
+	case isNoRows(err):
+		return OperatorAction{}, false, nil
+	case err != nil:
+		return OperatorAction{}, false, wrap("erasure of instance "+id.String(), err)
+	case last.Action != string(ActionErase):
+		return OperatorAction{}, false, nil
+	}
+	return OperatorAction{ID: last.ID, At: last.At, ActorName: last.ActorName, Action: last.Action, Reason: last.Reason,
+		InstanceID: id, InstanceDeleted: true}, true, nil
+}

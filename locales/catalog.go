@@ -39,114 +39,114 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              330,
-	"%[1]s %[2]s, %[3]s %[4]s":                 331,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          329,
-	"%[1]s; %[2]s":                             328,
-	"%d (0 lowest, 9 highest)":                 497,
-	"%d attempts":                              506,
-	"%d attempts, retry after %s, priority %d": 684,
-	"%d breaking":                              249,
-	"%d changes":                               248,
-	"%d completed":                             326,
-	"%d d":                                     338,
-	"%d days":                                  352,
-	"%d failed":                                327,
-	"%d h":                                     337,
+	"%[1]s %[2]s":                              331,
+	"%[1]s %[2]s, %[3]s %[4]s":                 332,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          330,
+	"%[1]s; %[2]s":                             329,
+	"%d (0 lowest, 9 highest)":                 498,
+	"%d attempts":                              507,
+	"%d attempts, retry after %s, priority %d": 685,
+	"%d breaking":                              250,
+	"%d changes":                               249,
+	"%d completed":                             327,
+	"%d d":                                     339,
+	"%d days":                                  353,
+	"%d failed":                                328,
+	"%d h":                                     338,
 	"%d held instances match now.":             62,
-	"%d hours":                                 353,
-	"%d items":                                 758,
-	"%d left":                                  508,
-	"%d min":                                   336,
-	"%d minutes":                               354,
+	"%d hours":                                 354,
+	"%d items":                                 759,
+	"%d left":                                  509,
+	"%d min":                                   337,
+	"%d minutes":                               355,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              756,
-	"%d ms": 356,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         672,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 671,
-	"%d occurrences":                          607,
-	"%d releases":                             268,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              757,
+	"%d ms": 357,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         673,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 672,
+	"%d occurrences":                          608,
+	"%d releases":                             269,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
-	"%d s":       335,
-	"%d seconds": 355,
+	"%d s":       336,
+	"%d seconds": 356,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     639,
-	"%s (deferred; settled by %s)":                                                     571,
-	"%s (deferred; settled with its settle token)":                                     569,
-	"%s (deferred; settled with its settle token, as %s)":                              570,
+	"%s (a fixed offset, no daylight saving time)":                                     640,
+	"%s (deferred; settled by %s)":                                                     572,
+	"%s (deferred; settled with its settle token)":                                     570,
+	"%s (deferred; settled with its settle token, as %s)":                              571,
 	"%s (token #%d, %s)":                                                               101,
-	"%s = %s":                                                                          678,
-	"%s ago":                                                                           333,
-	"%s at %s":                                                                         574,
-	"%s so far":                                                                        567,
-	"%s ← %s":                                                                          677,
-	"%s → %s":                                                                          679,
-	"%s, %s: %s":                                                                       299,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         501,
-	"%s, cut to %s by the destination’s max_timeout":                                   500,
-	"%s, multiplied by %s after each failure, up to %s":                                503,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 502,
-	"%s, revision %s":                         461,
-	"%s, version %s":                          462,
-	"%s: %s":                                  325,
-	"%s: %s → %s":                             256,
-	"%s: a date is written 2026-12-01.":       623,
-	"%s: every revision, present and future":  194,
-	"%s: revision %s":                         195,
-	"%s: revisions %s":                        196,
-	"%s: the first day comes after the last.": 624,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 498,
-	"%s–%s":                         324,
-	"(%d characters in all)":        760,
-	"(%d handed back, not counted)": 507,
-	"(each item)":                   746,
-	"(in %s)":                       759,
-	"(worker %s)":                   555,
-	"0 seconds":                     351,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            723,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 544,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 634,
-	"A revision is a definition’s: choose the definition too.": 590,
-	"A version is a process’s: choose the process too.":        397,
+	"%s = %s":                                                                          679,
+	"%s ago":                                                                           334,
+	"%s at %s":                                                                         575,
+	"%s so far":                                                                        568,
+	"%s ← %s":                                                                          678,
+	"%s → %s":                                                                          680,
+	"%s, %s: %s":                                                                       300,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         502,
+	"%s, cut to %s by the destination’s max_timeout":                                   501,
+	"%s, multiplied by %s after each failure, up to %s":                                504,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 503,
+	"%s, revision %s":                         462,
+	"%s, version %s":                          463,
+	"%s: %s":                                  326,
+	"%s: %s → %s":                             257,
+	"%s: a date is written 2026-12-01.":       624,
+	"%s: every revision, present and future":  195,
+	"%s: revision %s":                         196,
+	"%s: revisions %s":                        197,
+	"%s: the first day comes after the last.": 625,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 499,
+	"%s–%s":                         325,
+	"(%d characters in all)":        761,
+	"(%d handed back, not counted)": 508,
+	"(each item)":                   747,
+	"(in %s)":                       760,
+	"(worker %s)":                   556,
+	"0 seconds":                     352,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            724,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 545,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 635,
+	"A revision is a definition’s: choose the definition too.": 591,
+	"A version is a process’s: choose the process too.":        398,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              391,
-	"Abandoned by %s at %s — “%s”":                                   383,
+	"Abandoned at node":                                              392,
+	"Abandoned by %s at %s — “%s”":                                   384,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 402,
+	"Act on every instance this filter matches": 403,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       604,
-	"All definitions":                     317,
-	"All its tasks":                       193,
-	"All processes":                       408,
-	"All statuses":                        410,
-	"All workers":                         773,
-	"An operator abandoned the instance.": 543,
-	"Any definition":                      409,
+	"All consumers":                       605,
+	"All definitions":                     318,
+	"All its tasks":                       194,
+	"All processes":                       409,
+	"All statuses":                        411,
+	"All workers":                         774,
+	"An operator abandoned the instance.": 544,
+	"Any definition":                      410,
 	"Apply filters":                       116,
-	"Apr":                                 342,
-	"As of %s (%s); refreshed every few seconds.": 311,
-	"Attempts":                         466,
+	"Apr":                                 343,
+	"As of %s (%s); refreshed every few seconds.": 312,
+	"Attempts":                         467,
 	"Audit log":                        110,
-	"Aug":                              346,
-	"Available from":                   518,
+	"Aug":                              347,
+	"Available from":                   519,
 	"Back to definitions":              162,
 	"Back to external tasks":           160,
 	"Back to sign-in":                  161,
-	"Back to the form":                 169,
+	"Back to the form":                 170,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           695,
-	"Back without saving":              636,
-	"Breaks processes":                 225,
-	"Breaks workers":                   226,
+	"Back to the occurrence":           696,
+	"Back without saving":              637,
+	"Breaks processes":                 226,
+	"Breaks workers":                   227,
 	"Bulk %s applied to %d instances.": 99,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  127,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 126,
@@ -154,383 +154,383 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     108,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    499,
-	"Calls":                           279,
-	"Calls signed (Relais-Signature)": 281,
-	"Camunda 7 facade":                777,
-	"Cancelled: the instance was stopped (%s).":               566,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 565,
+	"Call timeout":                    500,
+	"Calls":                           280,
+	"Calls signed (Relais-Signature)": 282,
+	"Camunda 7 facade":                778,
+	"Cancelled: the instance was stopped (%s).":               567,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 566,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           696,
-	"Change":                                                  223,
-	"Changes between the two revisions":                       235,
-	"Changes of the Working copy since revision %d":           244,
-	"Choose two existing revisions to compare.":               245,
-	"Classification":                                          202,
+	"Cannot reveal":                                           697,
+	"Change":                                                  224,
+	"Changes between the two revisions":                       236,
+	"Changes of the Working copy since revision %d":           245,
+	"Choose two existing revisions to compare.":               246,
+	"Classification":                                          203,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            666,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 654,
-	"Compare":              222,
-	"Compare revisions":    218,
-	"Completed":            320,
-	"Completed (%s).":      561,
-	"Completed, last hour": 308,
-	"Completions and failures per 5 minutes, last hour: %s":    318,
-	"Completions and failures per 5-minute slot, oldest first": 322,
-	"Completions and failures, last hour":                      301,
-	"Connected":                                                769,
-	"Constraints":                                              203,
-	"Consumer":                                                 468,
-	"Consumer and worker":                                      601,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            667,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 655,
+	"Compare":              223,
+	"Compare revisions":    219,
+	"Completed":            321,
+	"Completed (%s).":      562,
+	"Completed, last hour": 309,
+	"Completions and failures per 5 minutes, last hour: %s":    319,
+	"Completions and failures per 5-minute slot, oldest first": 323,
+	"Completions and failures, last hour":                      302,
+	"Connected":                                                770,
+	"Constraints":                                              204,
+	"Consumer":                                                 469,
+	"Consumer and worker":                                      602,
 	"Consumers":                                                141,
-	"Consumers, oldest first":                                  182,
-	"Counting the occurrences; the counts appear when you reload the page.": 197,
-	"Counts are unavailable right now.":                                     198,
-	"Counts as of %s (%s); refreshed every few seconds.":                    691,
-	"Counts by status": 596,
-	"Created":          367,
+	"Consumers, oldest first":                                  183,
+	"Counting the occurrences; the counts appear when you reload the page.": 198,
+	"Counts are unavailable right now.":                                     199,
+	"Counts as of %s (%s); refreshed every few seconds.":                    692,
+	"Counts by status": 597,
+	"Created":          368,
 	"Created from":     83,
-	"Created on":       186,
+	"Created on":       187,
 	"Created to":       84,
-	"Creation date":    398,
-	"Dates":            464,
-	"Deadline":         495,
-	"Dec":              350,
-	"Deferred":         522,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 560,
-	"Definition":                                 303,
-	"Definition %s":                              205,
+	"Creation date":    399,
+	"Dates":            465,
+	"Deadline":         496,
+	"Dec":              351,
+	"Deferred":         523,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 561,
+	"Definition":                                 304,
+	"Definition %s":                              206,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
-	"Definitions by key":                         263,
-	"Definitions served":                         767,
-	"Definitions, those needing attention first": 302,
-	"Description":                                204,
-	"Destination":                                480,
+	"Definitions by key":                         264,
+	"Definitions served":                         768,
+	"Definitions, those needing attention first": 303,
+	"Description":                                205,
+	"Destination":                                481,
 	"Destinations":                               142,
-	"Destinations by name":                       272,
-	"Destination’s answer":                       473,
-	"Detail":                                     224,
-	"Digest":                                     238,
+	"Destinations by name":                       273,
+	"Destination’s answer":                       474,
+	"Detail":                                     225,
+	"Digest":                                     239,
 	"Display settings":                           147,
-	"Display settings saved.":                    642,
+	"Display settings saved.":                    643,
 	"Display settings: ":                         148,
-	"Duration":                                   472,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 300,
+	"Duration":                                   473,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 301,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          610,
-	"End node":                  390,
-	"End node or error":         406,
-	"Ended":                     386,
-	"Erase process instance %s": 284,
-	"Erase the instance":        287,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 285,
-	"Erase this instance…": 377,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 289,
-	"Error":                      600,
-	"Error (before any attempt)": 525,
-	"Error (the deadline passed after attempt %d)": 524,
+	"Earlier attempt:":          611,
+	"End node":                  391,
+	"End node or error":         407,
+	"Ended":                     387,
+	"Erase process instance %s": 285,
+	"Erase the instance":        288,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 286,
+	"Erase this instance…": 378,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 290,
+	"Error":                      601,
+	"Error (before any attempt)": 526,
+	"Error (the deadline passed after attempt %d)": 525,
 	"Error code":       81,
-	"Error message":    475,
-	"Every %d seconds": 641,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 517,
-	"Every attempt, oldest first": 467,
+	"Error message":    476,
+	"Every %d seconds": 642,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 518,
+	"Every attempt, oldest first": 468,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  699,
-	"Expired token":                        733,
-	"Expires":                              730,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  700,
+	"Expired token":                        734,
+	"Expires":                              731,
 	"External tasks":                       134,
-	"Failed":                               306,
-	"Failed (%s).":                         564,
-	"Failed at node":                       392,
-	"Failed occurrence":                    388,
-	"Failed, last hour":                    309,
-	"Feb":                                  340,
-	"Field":                                199,
+	"Failed":                               307,
+	"Failed (%s).":                         565,
+	"Failed at node":                       393,
+	"Failed occurrence":                    389,
+	"Failed, last hour":                    310,
+	"Feb":                                  341,
+	"Field":                                200,
 	"Filter":                               55,
 	"Filters":                              112,
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
-	"Finished":                             471,
-	"First page":                           620,
+	"Finished":                             472,
+	"First page":                           621,
 	"Follow it in the audit log (new tab)": 59,
-	"Form not received":                    172,
-	"Form refused":                         167,
-	"Form too large":                       170,
-	"From revision":                        220,
-	"From revision %d to revision %d:":     246,
+	"Form not received":                    173,
+	"Form refused":                         168,
+	"Form too large":                       171,
+	"From revision":                        221,
+	"From revision %d to revision %d:":     247,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
-	"Grants":                  185,
-	"Graph":                   653,
-	"Graph of %s":             670,
-	"HTTP 2xx, unusable body": 580,
-	"Headers sent":            275,
+	"Grants":                  186,
+	"Graph":                   654,
+	"Graph of %s":             671,
+	"HTTP 2xx, unusable body": 581,
+	"Headers sent":            276,
 	"Health":                  133,
 	"Held at a node of":       82,
-	"Held at node":            387,
-	"Held for":                389,
-	"Held instances":          305,
-	"ID":                      183,
-	"In flight":               768,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 319,
-	"Inputs": 228,
-	"Inputs an instance of this version is started with": 664,
-	"Inputs from":                662,
-	"Inputs of revision %d":      239,
-	"Inputs of the working copy": 230,
-	"Inputs the instance was started with, labelled by process version %d's contract": 375,
-	"Inputs, labelled by revision %d's contract":                                      509,
-	"Instance":                  405,
+	"Held at node":            388,
+	"Held for":                390,
+	"Held instances":          306,
+	"ID":                      184,
+	"In flight":               769,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 320,
+	"Inputs": 229,
+	"Inputs an instance of this version is started with": 665,
+	"Inputs from":                663,
+	"Inputs of revision %d":      240,
+	"Inputs of the working copy": 231,
+	"Inputs the instance was started with, labelled by process version %d's contract": 376,
+	"Inputs, labelled by revision %d's contract":                                      510,
+	"Instance":                  406,
 	"Instances":                 86,
-	"Instances of this version": 665,
+	"Instances of this version": 666,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 789,
-	"It takes revision %d only.":                       792,
-	"It takes revisions %s only.":                      794,
-	"Its calls":                                        280,
+	"It takes every revision its consumer is granted.": 790,
+	"It takes revision %d only.":                       793,
+	"It takes revisions %s only.":                      795,
+	"Its calls":                                        281,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 286,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  562,
-	"Its instance went on along the node’s error path.":                                                                                                                    563,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      738,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 287,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  563,
+	"Its instance went on along the node’s error path.":                                                                                                                    564,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      739,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
-	"Jan":                     339,
-	"Jul":                     345,
-	"Jun":                     344,
-	"Keep it":                 740,
+	"Jan":                     340,
+	"Jul":                     346,
+	"Jun":                     345,
+	"Keep it":                 741,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       282,
-	"Key":                     264,
-	"Kind":                    657,
+	"Keep the instance":       283,
+	"Key":                     265,
+	"Kind":                    658,
 	"Language":                130,
-	"Last changed":            277,
-	"Last error (attempt %d)": 523,
-	"Last reserved":           520,
-	"Last saved":              209,
-	"Last seen":               770,
-	"Last used":               729,
-	"Latest revision":         265,
-	"Lists every change from one revision to another, and whom it may break.": 219,
-	"Local time in %s": 638,
-	"Lock expired %s — waiting to be offered again.": 552,
-	"Lock expires":    521,
-	"Longest timeout": 276,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 247,
+	"Last changed":            278,
+	"Last error (attempt %d)": 524,
+	"Last reserved":           521,
+	"Last saved":              210,
+	"Last seen":               771,
+	"Last used":               730,
+	"Latest revision":         266,
+	"Lists every change from one revision to another, and whom it may break.": 220,
+	"Local time in %s": 639,
+	"Lock expired %s — waiting to be offered again.": 553,
+	"Lock expires":    522,
+	"Longest timeout": 277,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 248,
 	"Main navigation":     132,
-	"Mar":                 341,
-	"Maximum attempts":    491,
-	"May":                 343,
-	"Message":             598,
-	"Message from Relais": 588,
-	"Message from Relais, quoting the destination’s answer":            587,
-	"Message from the worker (its own words, protected values masked)": 586,
-	"Method not allowed": 703,
-	"Mode":               489,
-	"More filters: instance, revision, consumer, destination, dates": 592,
-	"Name":                    184,
-	"Never":                   640,
-	"Next attempt":            519,
-	"Next attempt or settled": 602,
-	"Next node":               366,
-	"Next page":               619,
+	"Mar":                 342,
+	"Maximum attempts":    492,
+	"May":                 344,
+	"Message":             599,
+	"Message from Relais": 589,
+	"Message from Relais, quoting the destination’s answer":            588,
+	"Message from the worker (its own words, protected values masked)": 587,
+	"Method not allowed": 704,
+	"Mode":               490,
+	"More filters: instance, revision, consumer, destination, dates": 593,
+	"Name":                    185,
+	"Never":                   641,
+	"Next attempt":            520,
+	"Next attempt or settled": 603,
+	"Next node":               367,
+	"Next page":               620,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
-	"No consumer yet.": 179,
-	"No definition %s has occurrences: check the key, or show all definitions.": 316,
-	"No definition has occurrences yet.":                                        310,
+	"No consumer yet.": 180,
+	"No definition %s has occurrences: check the key, or show all definitions.": 317,
+	"No definition has occurrences yet.":                                        311,
 	"No definition has the key “%s”.":                                           94,
-	"No definition yet.":                                                        267,
-	"No destination yet.":                                                       269,
-	"No inputs.":                                                                229,
-	"No inputs: an instance starts with an empty object.":                       663,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  712,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 710,
-	"No instance matches these filters.": 407,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 711,
-	"No live worker takes %s now (Workers page).":                                               546,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 547,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           548,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          549,
-	"No more consumers.":                                   180,
-	"No more destinations.":                                270,
-	"No occurrence matches these filters.":                 603,
+	"No definition yet.":                                                        268,
+	"No destination yet.":                                                       270,
+	"No inputs.":                                                                230,
+	"No inputs: an instance starts with an empty object.":                       664,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  713,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 711,
+	"No instance matches these filters.": 408,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 712,
+	"No live worker takes %s now (Workers page).":                                               547,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 548,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           549,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          550,
+	"No more consumers.":                                   181,
+	"No more destinations.":                                271,
+	"No occurrence matches these filters.":                 604,
 	"No operator action matches.":                          118,
-	"No operator has acted on this instance.":              371,
-	"No outputs yet: the occurrence has not completed.":    512,
-	"No outputs.":                                          232,
-	"No outputs: the occurrence ended without completing.": 514,
+	"No operator has acted on this instance.":              372,
+	"No outputs yet: the occurrence has not completed.":    513,
+	"No outputs.":                                          233,
+	"No outputs: the occurrence ended without completing.": 515,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         649,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             786,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             785,
+	"No process is published yet.":                         650,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             787,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             786,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
-	"No release yet.": 213,
-	"No revision yet: the Working copy has never been snapshotted.": 211,
-	"No token.":              727,
-	"No value was revealed.": 701,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              479,
-	"No worker has reserved this occurrence yet.":                                        476,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 787,
-	"No worker is connected.":           771,
-	"No worker serves this definition.": 774,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 784,
-	"Node":                  363,
-	"Nodes":                 655,
-	"Nodes of this version": 667,
-	"Nodes of this version, with their occurrences now": 656,
-	"Nodes reached, in order":                           362,
+	"No release yet.": 214,
+	"No revision yet: the Working copy has never been snapshotted.": 212,
+	"No token.":              728,
+	"No value was revealed.": 702,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              480,
+	"No worker has reserved this occurrence yet.":                                        477,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 788,
+	"No worker is connected.":           772,
+	"No worker serves this definition.": 775,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 785,
+	"Node":                  364,
+	"Nodes":                 656,
+	"Nodes of this version": 668,
+	"Nodes of this version, with their occurrences now": 657,
+	"Nodes reached, in order":                           363,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
-	"Notes":                                             216,
+	"Notes":                                             217,
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             708,
+	"Nothing to find: the search box is empty.":                             709,
 	"Nothing was done.":        29,
-	"Nov":                      349,
-	"Now":                      485,
-	"Occurrence":               364,
-	"Occurrence %s":            463,
+	"Nov":                      350,
+	"Now":                      486,
+	"Occurrence":               365,
+	"Occurrence %s":            464,
 	"Occurrence offered again": 107,
-	"Occurrences now":          661,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          782,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 783,
-	"Occurrences, newest first": 597,
-	"Oct":                       348,
-	"Offered from %s — %s.":     551,
-	"Oldest claimable waits":    307,
-	"On error":                  660,
-	"On success":                659,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         697,
-	"Only administrators may reveal a sensitive value.":                                                           692,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 724,
-	"Open":             304,
-	"Operator actions": 359,
-	"Operator actions on this instance, newest first": 372,
+	"Occurrences now":          662,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          783,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 784,
+	"Occurrences, newest first": 598,
+	"Oct":                       349,
+	"Offered from %s — %s.":     552,
+	"Oldest claimable waits":    308,
+	"On error":                  661,
+	"On success":                660,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         698,
+	"Only administrators may reveal a sensitive value.":                                                           693,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 725,
+	"Open":             305,
+	"Operator actions": 360,
+	"Operator actions on this instance, newest first": 373,
 	"Operator actions, newest first":                  122,
-	"Outcome":                                         474,
-	"Outputs":                                         231,
-	"Outputs of revision %d":                          240,
-	"Outputs of the working copy":                     233,
-	"Outputs, labelled by revision %d's contract":     511,
-	"Pages": 617,
-	"Paste your token in the field: it is empty.": 721,
-	"Path":                            360,
+	"Outcome":                                         475,
+	"Outputs":                                         232,
+	"Outputs of revision %d":                          241,
+	"Outputs of the working copy":                     234,
+	"Outputs, labelled by revision %d's contract":     512,
+	"Pages": 618,
+	"Paste your token in the field: it is empty.": 722,
+	"Path":                            361,
 	"Pause reloading":                 155,
-	"Pinned revision":                 658,
-	"Policy":                          465,
-	"Previous page":                   618,
-	"Priority":                        496,
+	"Pinned revision":                 659,
+	"Policy":                          466,
+	"Previous page":                   619,
+	"Priority":                        497,
 	"Process":                         77,
-	"Process %s":                      651,
+	"Process %s":                      652,
 	"Process %s has no version %d.":   92,
-	"Process and node":                599,
-	"Process inputs":                  374,
+	"Process and node":                600,
+	"Process inputs":                  375,
 	"Process instance":                106,
-	"Process instance %s":             357,
-	"Process instances":               400,
-	"Process instances, newest first": 404,
+	"Process instance %s":             358,
+	"Process instances":               401,
+	"Process instances, newest first": 405,
 	"Processes":                       135,
-	"Processes by key":                647,
-	"Protocol":                        766,
-	"Published":                       217,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 645,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       646,
-	"Push destination": 593,
+	"Processes by key":                648,
+	"Protocol":                        767,
+	"Published":                       218,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 646,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       647,
+	"Push destination": 594,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            490,
-	"Recorded operator actions":                             370,
+	"Reason given by the worker":                            491,
+	"Recorded operator actions":                             371,
 	"Relais console":                                        129,
-	"Relais has not called the destination yet.":            482,
-	"Relais is calling the destination (since %s).":         557,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 484,
-	"Relais never called the destination: the occurrence ended before any call.":                                    483,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        576,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 578,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     575,
+	"Relais has not called the destination yet.":            483,
+	"Relais is calling the destination (since %s).":         558,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 485,
+	"Relais never called the destination: the occurrence ended before any call.":                                    484,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        577,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 579,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     576,
 	"Relais refused the action. Nothing was done.":                                                                  49,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           577,
-	"Release":                       214,
-	"Releases":                      212,
-	"Releases, oldest first":        234,
-	"Reload lists and detail pages": 633,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           578,
+	"Release":                       215,
+	"Releases":                      213,
+	"Releases, oldest first":        235,
+	"Reload lists and detail pages": 634,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 644,
-	"Reloading resumed.":                  643,
-	"Replica":                             481,
-	"Required":                            201,
-	"Reserved":                            470,
-	"Reserved by %s.":                     559,
-	"Reserved by %s; lock until %s — %s.": 558,
-	"Reserved now":                        192,
+	"Reloading paused: this page stays as it is until you resume.": 645,
+	"Reloading resumed.":                  644,
+	"Replica":                             482,
+	"Required":                            202,
+	"Reserved":                            471,
+	"Reserved by %s.":                     560,
+	"Reserved by %s; lock until %s — %s.": 559,
+	"Reserved now":                        193,
 	"Resume":                              153,
-	"Retried by %s at %s — “%s”":          384,
+	"Retried by %s at %s — “%s”":          385,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            493,
+	"Retries":            494,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  550,
-	"Retry delay":        492,
+	"Retry at %s — %s.":  551,
+	"Retry delay":        493,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         486,
+	"Retry or abandon it from its instance":         487,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 526,
+	"Retryable": 527,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 515,
-	"Revealed by %s at %s; recorded in the audit log.": 694,
+	"Reveal — this is recorded": 516,
+	"Revealed by %s at %s; recorded in the audit log.": 695,
 	"Reveals":               144,
-	"Reveals, newest first": 700,
-	"Revision":              215,
-	"Revision %d":           236,
-	"Revisions":             210,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 790,
-	"Revoke the %s token “%s”?": 737,
-	"Revoke the token":          739,
-	"Revoke token %d":           736,
-	"Revoke…":                   734,
-	"Role":                      728,
-	"Route":                     365,
-	"Routing output":            208,
-	"Row %s":                    621,
-	"Rows %s–%s":                622,
-	"Save settings":             635,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      693,
+	"Reveals, newest first": 701,
+	"Revision":              216,
+	"Revision %d":           237,
+	"Revisions":             211,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 791,
+	"Revoke the %s token “%s”?": 738,
+	"Revoke the token":          740,
+	"Revoke token %d":           737,
+	"Revoke…":                   735,
+	"Role":                      729,
+	"Route":                     366,
+	"Routing output":            209,
+	"Row %s":                    622,
+	"Rows %s–%s":                623,
+	"Save settings":             636,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      694,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 283,
-	"Search":                               706,
-	"Secret values can never be revealed.": 698,
-	"Sep":                                  347,
-	"Served by %d workers":                 788,
-	"Settled":                              368,
-	"Settlement date":                      591,
-	"Show all definitions":                 315,
-	"Show times in":                        631,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 284,
+	"Search":                               707,
+	"Secret values can never be revealed.": 699,
+	"Sep":                                  348,
+	"Served by %d workers":                 789,
+	"Settled":                              369,
+	"Settlement date":                      592,
+	"Show all definitions":                 316,
+	"Show times in":                        632,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 716,
-	"Sign in with an operator, designer or administrator token.": 717,
+	"Sign in": 717,
+	"Sign in with an operator, designer or administrator token.": 718,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
-	"Since revision %d:":   242,
+	"Since revision %d:":   243,
 	"Skip to content":      131,
-	"Slot":                 323,
-	"Snapshotted":          237,
+	"Slot":                 324,
+	"Snapshotted":          238,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
-	"Something went wrong": 177,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 725,
-	"Staff tokens, oldest first": 726,
-	"Start node":                 652,
-	"Started":                    385,
-	"State":                      187,
+	"Something went wrong": 178,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 726,
+	"Staff tokens, oldest first": 727,
+	"Start node":                 653,
+	"Started":                    386,
+	"State":                      188,
 	"Status":                     79,
 	"Stop %d instances":          73,
 	"Stop every held instance this filter matches":            67,
@@ -543,301 +543,302 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              382,
+	"Stopped by %s at %s — “%s”":                              383,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
 	"Stopping applies to running or held instances, not %s ones.":                              53,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   381,
-	"Summary": 358,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 262,
-	"Tasks":                   188,
-	"Temporarily unavailable": 175,
-	"That is too long to be an id or a business key.":                                           709,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   382,
+	"Summary": 359,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 263,
+	"Tasks":                   189,
+	"Temporarily unavailable": 176,
+	"That is too long to be an id or a business key.":                                           710,
 	"The %d largest groups; the filter matches more.":                                           87,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 488,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              271,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             241,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 537,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 489,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              272,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             242,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 538,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          538,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 556,
-	"The chart’s numbers": 321,
+	"The call could not be prepared.":          539,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 557,
+	"The chart’s numbers": 322,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           178,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          632,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           179,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          633,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 176,
-	"The deadline passed before a result arrived.":                                                                                                                          535,
-	"The destination answered HTTP %s.":     545,
-	"The destination could not be reached.": 539,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    530,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         531,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   529,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 528,
-	"The destination’s answer was too large.": 540,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 181,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 177,
+	"The deadline passed before a result arrived.":                                                                                                                          536,
+	"The destination answered HTTP %s.":     546,
+	"The destination could not be reached.": 540,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    531,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         532,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   530,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 529,
+	"The destination’s answer was too large.": 541,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 182,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           542,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                    573,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                               572,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       541,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":          532,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                533,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                        534,
-	"The latest %d attempts, oldest first":                                                         487,
-	"The next page counts them and asks for a reason before anything changes.":                     403,
-	"The nodes this instance reached, in order, each with its occurrence.":                         361,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 207,
-	"The page cursor is invalid: go back to the first page.":                                       629,
-	"The page size must be between 1 and %d.":                                                      399,
-	"The parameter “%s” is given %d times: give it once.":                                          628,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           543,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                    574,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                               573,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       542,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":          533,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                534,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                        535,
+	"The latest %d attempts, oldest first":                                                         488,
+	"The next page counts them and asks for a reason before anything changes.":                     404,
+	"The nodes this instance reached, in order, each with its occurrence.":                         362,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 208,
+	"The page cursor is invalid: go back to the first page.":                                       630,
+	"The page size must be between 1 and %d.":                                                      400,
+	"The parameter “%s” is given %d times: give it once.":                                          629,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 51,
 	"The reason you gave, not recorded:":                        44,
-	"The result did not match the revision's outputs contract.": 536,
-	"The revision must be a whole number, 1 or more.":           589,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 719,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     743,
-	"The version must be a whole number from 1.":                                                                                                        396,
-	"These revisions have the same contracts.":                                                                                                          227,
-	"These settings are kept in this browser only.":                                                                                                     630,
-	"They take every revision their consumer is granted.":                                                                                               791,
-	"They take revision %d only.":                                                                                                                       793,
-	"They take revisions %s only.":                                                                                                                      795,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 625,
+	"The result did not match the revision's outputs contract.": 537,
+	"The revision must be a whole number, 1 or more.":           590,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 720,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     744,
+	"The version must be a whole number from 1.":                                                                                                        397,
+	"These revisions have the same contracts.":                                                                                                          228,
+	"These settings are kept in this browser only.":                                                                                                     631,
+	"They take every revision their consumer is granted.":                                                                                               792,
+	"They take revision %d only.":                                                                                                                       794,
+	"They take revisions %s only.":                                                                                                                      796,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 626,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
-	"This contract has no inputs.":                                                                                                        510,
-	"This contract has no outputs.":                                                                                                       513,
-	"This form could not be read: nothing was done. Send it again.":                                                                       174,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                  173,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        171,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        168,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 705,
+	"This contract has no inputs.":                                                                                                        511,
+	"This contract has no outputs.":                                                                                                       514,
+	"This form could not be read: nothing was done. Send it again.":                                                                       175,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                  174,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        172,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        169,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 706,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 290,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 291,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 378,
-	"This instance has not reached a task yet.":                   369,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 379,
+	"This instance has not reached a task yet.":                   370,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 288,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 289,
 	"This instance is %s: there is nothing to stop.":                            38,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 379,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 380,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 380,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 381,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            742,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           741,
-	"This page does not accept that request.": 704,
+	"This instance was erased by %s at %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  167,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            743,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           742,
+	"This page does not accept that request.": 705,
 	"This page reloads every %d seconds.":     154,
-	"This process takes no inputs.":           376,
+	"This process takes no inputs.":           377,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 722,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 668,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            669,
+	"This token is unknown, revoked or expired.": 723,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 669,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            670,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
-	"To revision":                     221,
-	"Token":                           718,
+	"To revision":                     222,
+	"Token":                           719,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 720,
-	"Totals of all definitions, not narrowed by the other filters":         606,
-	"Totals of definition %s, not narrowed by the other filters":           605,
-	"Type": 200,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 707,
-	"URL":                              274,
-	"UTC (coordinated universal time)": 637,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 721,
+	"Totals of all definitions, not narrowed by the other filters":         607,
+	"Totals of definition %s, not narrowed by the other filters":           606,
+	"Type": 201,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 708,
+	"URL":                              275,
+	"UTC (coordinated universal time)": 638,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 626,
-	"Unknown parameter “%s”.":                      627,
-	"Unknown status “%s”.":                         395,
-	"Value":                                        373,
+	"Unknown parameter “%s” (did you mean “%s”?).": 627,
+	"Unknown parameter “%s”.":                      628,
+	"Unknown status “%s”.":                         396,
+	"Value":                                        374,
 	"Version":                                      78,
-	"Versions, newest first":                       648,
-	"Waiting for Relais to call the destination since %s (%s).": 553,
-	"Waiting for a worker since %s (%s).":                       554,
+	"Versions, newest first":                       649,
+	"Waiting for Relais to call the destination since %s (%s).": 554,
+	"Waiting for a worker since %s (%s).":                       555,
 	"When":                                                      102,
 	"Who":                                                       103,
-	"Whole message":                                             478,
-	"Why (recorded with the reveal)":                            516,
-	"Worker":                                                    765,
-	"Worker id":                                                 469,
+	"Whole message":                                             479,
+	"Why (recorded with the reveal)":                            517,
+	"Worker":                                                    766,
+	"Worker id":                                                 470,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        763,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        764,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 764,
-	"Workers serving %s":                   772,
+	"Workers seen within three heartbeats": 765,
+	"Workers serving %s":                   773,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        206,
-	"You are signed out.": 713,
+	"Working copy":        207,
+	"You are signed out.": 714,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 714,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          715,
-	"[redacted]":                          585,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 715,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          716,
+	"[redacted]":                          586,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
-	"active":                              189,
-	"administrator":                       439,
-	"an incident: retry, abandon or stop": 294,
-	"answer too large":                    583,
+	"active":                              190,
+	"administrator":                       440,
+	"an incident: retry, abandon or stop": 295,
+	"answer too large":                    584,
 	"any":                                 76,
-	"any other code → %s":                 682,
-	"any other error":                     292,
-	"as of %s (%s); counts are refreshed every few seconds.": 608,
-	"at least %d characters":                                 747,
-	"at least %d items":                                      754,
-	"at most %d":                                             504,
-	"at most %d characters":                                  748,
-	"at most %d items":                                       755,
-	"at most %d since the last operator retry":               505,
-	"available":                                              411,
-	"boolean":                                                426,
-	"call in progress since":                                 614,
-	"cancelled":                                              416,
-	"choice":                                                 429,
-	"claimable since":                                        613,
-	"claimable since %s":                                     312,
-	"classification changed":                                 450,
-	"completed":                                              414,
-	"constraint changed":                                     451,
-	"consumer":                                               442,
-	"consumer #%s":                                           568,
-	"date":                                                   427,
-	"date and time":                                          428,
-	"deadline %s":                                            686,
-	"deferred":                                               413,
-	"deferred since":                                         616,
+	"any other code → %s":                 683,
+	"any other error":                     293,
+	"as of %s (%s); counts are refreshed every few seconds.": 609,
+	"at least %d characters":                                 748,
+	"at least %d items":                                      755,
+	"at most %d":                                             505,
+	"at most %d characters":                                  749,
+	"at most %d items":                                       756,
+	"at most %d since the last operator retry":               506,
+	"available":                                              412,
+	"boolean":                                                427,
+	"call in progress since":                                 615,
+	"cancelled":                                              417,
+	"choice":                                                 430,
+	"claimable since":                                        614,
+	"claimable since %s":                                     313,
+	"classification changed":                                 451,
+	"completed":                                              415,
+	"constraint changed":                                     452,
+	"consumer":                                               443,
+	"consumer #%s":                                           569,
+	"date":                                                   428,
+	"date and time":                                          429,
+	"deadline %s":                                            687,
+	"deferred":                                               414,
+	"deferred since":                                         617,
 	"deleted":                                                109,
-	"designer":                                               441,
-	"disconnected":                                           422,
-	"each item of %s":                                        745,
-	"end (completes)":                                        675,
-	"end (fails)":                                            676,
-	"end: completes the instance":                            295,
-	"end: fails the instance":                                296,
+	"designer":                                               442,
+	"disconnected":                                           423,
+	"each item of %s":                                        746,
+	"end (completes)":                                        676,
+	"end (fails)":                                            677,
+	"end: completes the instance":                            296,
+	"end: fails the instance":                                297,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 778,
-	"exact, case-sensitive":                                  401,
-	"expired":                                                419,
-	"failed":                                                 415,
-	"fails the instance":                                     683,
-	"field added":                                            445,
-	"field removed":                                          446,
-	"format":                                                 456,
-	"format %s":                                              750,
+	"every revision its consumer is granted":                 779,
+	"exact, case-sensitive":                                  402,
+	"expired":                                                420,
+	"failed":                                                 416,
+	"fails the instance":                                     684,
+	"field added":                                            446,
+	"field removed":                                          447,
+	"format":                                                 457,
+	"format %s":                                              751,
 	"from":                                                   114,
-	"held":                                                   418,
-	"held for an operator":                                   293,
-	"held, then abandoned by an operator":                    394,
-	"held, then stopped by an operator":                      393,
-	"hidden (secret)":                                        436,
-	"hidden (sensitive)":                                     435,
-	"hold (an incident for an operator)":                     681,
+	"held":                                                   419,
+	"held for an operator":                                   294,
+	"held, then abandoned by an operator":                    395,
+	"held, then stopped by an operator":                      394,
+	"hidden (secret)":                                        437,
+	"hidden (sensitive)":                                     436,
+	"hold (an incident for an operator)":                     682,
 	"id or business key":                                     137,
-	"in %s":                                                  332,
-	"in progress":                                            477,
-	"instance id":                                            595,
-	"instances held":                                         689,
-	"instances held: %s":                                     690,
-	"integer":                                                424,
-	"its name, exactly":                                      594,
-	"just now":                                               334,
-	"list":                                                   431,
-	"lock until":                                             615,
-	"long polling":                                           776,
-	"long wait":                                              313,
-	"masked value":                                           273,
-	"maximum":                                                458,
-	"maximum %s":                                             752,
-	"maximum items":                                          460,
-	"maximum length":                                         454,
-	"minimum":                                                457,
-	"minimum %s":                                             751,
-	"minimum items":                                          459,
-	"minimum length":                                         453,
-	"never":                                                  731,
-	"next attempt":                                           612,
-	"no":                                                     444,
-	"no answer within the timeout":                           581,
-	"no connection":                                          582,
-	"no grant: it takes nothing":                             191,
-	"no header":                                              278,
-	"no worker":                                              314,
-	"no worker takes revision %d":                            780,
-	"no worker takes revisions %s":                           781,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 527,
-	"none": 261,
-	"none (revealed before reasons were asked for)": 702,
-	"none yet": 266,
-	"none: a failed call takes the node’s error path": 494,
-	"normal":                             432,
-	"not provided":                       757,
-	"not yet":                            732,
-	"null":                               761,
-	"number":                             425,
-	"object":                             430,
-	"on error":                           291,
-	"one attempt, no retry, priority %d": 685,
-	"one of: %s":                         753,
-	"operator":                           440,
-	"optional %s field of type %s":       258,
-	"optional field of type %s":          260,
-	"optional → required":                251,
-	"pattern":                            455,
-	"pattern %s":                         749,
-	"pull":                               673,
-	"pull %s":                            298,
-	"pull (a worker fetches it)":         437,
-	"push %s":                            297,
-	"push (Relais calls the service)":    438,
-	"push to %s":                         674,
-	"rejected":                           420,
-	"released":                           421,
-	"required %s field of type %s":       257,
-	"required changed":                   448,
-	"required field of type %s":          259,
-	"required → optional":                252,
-	"reserved":                           412,
+	"in %s":                                                  333,
+	"in progress":                                            478,
+	"instance id":                                            596,
+	"instances held":                                         690,
+	"instances held: %s":                                     691,
+	"integer":                                                425,
+	"its name, exactly":                                      595,
+	"just now":                                               335,
+	"list":                                                   432,
+	"lock until":                                             616,
+	"long polling":                                           777,
+	"long wait":                                              314,
+	"masked value":                                           274,
+	"maximum":                                                459,
+	"maximum %s":                                             753,
+	"maximum items":                                          461,
+	"maximum length":                                         455,
+	"minimum":                                                458,
+	"minimum %s":                                             752,
+	"minimum items":                                          460,
+	"minimum length":                                         454,
+	"never":                                                  732,
+	"next attempt":                                           613,
+	"no":                                                     445,
+	"no answer within the timeout":                           582,
+	"no connection":                                          583,
+	"no grant: it takes nothing":                             192,
+	"no header":                                              279,
+	"no worker":                                              315,
+	"no worker takes revision %d":                            781,
+	"no worker takes revisions %s":                           782,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 528,
+	"none": 262,
+	"none (revealed before reasons were asked for)": 703,
+	"none yet": 267,
+	"none: a failed call takes the node’s error path": 495,
+	"normal":                             433,
+	"not provided":                       758,
+	"not yet":                            733,
+	"null":                               762,
+	"number":                             426,
+	"object":                             431,
+	"on error":                           292,
+	"one attempt, no retry, priority %d": 686,
+	"one of: %s":                         754,
+	"operator":                           441,
+	"optional %s field of type %s":       259,
+	"optional field of type %s":          261,
+	"optional → required":                252,
+	"pattern":                            456,
+	"pattern %s":                         750,
+	"pull":                               674,
+	"pull %s":                            299,
+	"pull (a worker fetches it)":         438,
+	"push %s":                            298,
+	"push (Relais calls the service)":    439,
+	"push to %s":                         675,
+	"rejected":                           421,
+	"released":                           422,
+	"required %s field of type %s":       258,
+	"required changed":                   449,
+	"required field of type %s":          260,
+	"required → optional":                253,
+	"reserved":                           413,
 	"retry":                              3,
-	"revision %d":                        609,
-	"revisions %s":                       779,
-	"revoked":                            190,
-	"routing changed":                    452,
-	"routing output":                     744,
-	"routing output %s → %s":             250,
-	"running":                            417,
-	"secret":                             434,
-	"sensitive":                          433,
-	"settled":                            611,
+	"revision %d":                        610,
+	"revisions %s":                       780,
+	"revoked":                            191,
+	"routing changed":                    453,
+	"routing output":                     745,
+	"routing output %s → %s":             251,
+	"running":                            418,
+	"secret":                             435,
+	"sensitive":                          434,
+	"settled":                            612,
 	"stop":                               5,
-	"stream":                             775,
-	"text":                               423,
-	"the contracts are the same (the name or a description changed).": 243,
-	"this session":             735,
-	"timeout %s":               687,
-	"timeout %s (the default)": 688,
+	"stream":                             776,
+	"text":                               424,
+	"the contracts are the same (the name or a description changed).": 244,
+	"this session":             736,
+	"timeout %s":               688,
+	"timeout %s (the default)": 689,
 	"to":                       115,
-	"type changed":             447,
-	"unexpected value":         762,
-	"unknown":                  584,
-	"values added: %s":         253,
-	"values changed":           449,
-	"values removed: %s":       254,
-	"values reordered":         255,
-	"version %d":               650,
-	"waiting":                  579,
-	"yes":                      443,
+	"type changed":             448,
+	"unexpected value":         763,
+	"unknown":                  585,
+	"values added: %s":         254,
+	"values changed":           450,
+	"values removed: %s":       255,
+	"values reordered":         256,
+	"version %d":               651,
+	"waiting":                  580,
+	"yes":                      444,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 680,
+	"→ %s": 681,
 }
 
-var enIndex = []uint32{ // 797 elements
+var enIndex = []uint32{ // 798 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -886,186 +887,186 @@ var enIndex = []uint32{ // 797 elements
 	// Entry A0 - BF
 	0x0000221c, 0x00002233, 0x00002243, 0x00002257,
 	0x00002294, 0x000023ad, 0x0000242a, 0x00002434,
-	0x00002441, 0x000024be, 0x000024cf, 0x000024de,
-	0x0000253e, 0x00002550, 0x00002593, 0x000025d1,
-	0x000025e9, 0x0000262f, 0x00002644, 0x000026b3,
-	0x000026c4, 0x000026d7, 0x0000279c, 0x000027b4,
-	0x000027b7, 0x000027bc, 0x000027c3, 0x000027ce,
-	0x000027d4, 0x000027da, 0x000027e1, 0x000027e9,
+	0x000024ef, 0x000024fc, 0x00002579, 0x0000258a,
+	0x00002599, 0x000025f9, 0x0000260b, 0x0000264e,
+	0x0000268c, 0x000026a4, 0x000026ea, 0x000026ff,
+	0x0000276e, 0x0000277f, 0x00002792, 0x00002857,
+	0x0000286f, 0x00002872, 0x00002877, 0x0000287e,
+	0x00002889, 0x0000288f, 0x00002895, 0x0000289c,
 	// Entry C0 - DF
-	0x00002804, 0x00002811, 0x0000281f, 0x00002849,
-	0x0000285f, 0x00002876, 0x000028bc, 0x000028de,
-	0x000028e4, 0x000028e9, 0x000028f2, 0x00002901,
-	0x0000290d, 0x00002919, 0x0000292a, 0x00002937,
-	0x00002994, 0x000029a3, 0x000029ae, 0x000029b8,
-	0x000029f6, 0x000029ff, 0x00002a0f, 0x00002a17,
-	0x00002a20, 0x00002a26, 0x00002a30, 0x00002a42,
-	0x00002a8a, 0x00002a98, 0x00002aa4, 0x00002aac,
+	0x000028a4, 0x000028bf, 0x000028cc, 0x000028da,
+	0x00002904, 0x0000291a, 0x00002931, 0x00002977,
+	0x00002999, 0x0000299f, 0x000029a4, 0x000029ad,
+	0x000029bc, 0x000029c8, 0x000029d4, 0x000029e5,
+	0x000029f2, 0x00002a4f, 0x00002a5e, 0x00002a69,
+	0x00002a73, 0x00002ab1, 0x00002aba, 0x00002aca,
+	0x00002ad2, 0x00002adb, 0x00002ae1, 0x00002aeb,
+	0x00002afd, 0x00002b45, 0x00002b53, 0x00002b5f,
 	// Entry E0 - FF
-	0x00002ab3, 0x00002aba, 0x00002acb, 0x00002ada,
-	0x00002b03, 0x00002b0a, 0x00002b15, 0x00002b30,
-	0x00002b38, 0x00002b44, 0x00002b60, 0x00002b77,
-	0x00002b99, 0x00002ba8, 0x00002bb4, 0x00002bbb,
-	0x00002bd4, 0x00002bee, 0x00002c97, 0x00002cad,
-	0x00002ced, 0x00002d1e, 0x00002d48, 0x00002d6f,
-	0x00002de6, 0x00002e0a, 0x00002e31, 0x00002e50,
-	0x00002e66, 0x00002e7c, 0x00002e90, 0x00002ea6,
+	0x00002b67, 0x00002b6e, 0x00002b75, 0x00002b86,
+	0x00002b95, 0x00002bbe, 0x00002bc5, 0x00002bd0,
+	0x00002beb, 0x00002bf3, 0x00002bff, 0x00002c1b,
+	0x00002c32, 0x00002c54, 0x00002c63, 0x00002c6f,
+	0x00002c76, 0x00002c8f, 0x00002ca9, 0x00002d52,
+	0x00002d68, 0x00002da8, 0x00002dd9, 0x00002e03,
+	0x00002e2a, 0x00002ea1, 0x00002ec5, 0x00002eec,
+	0x00002f0b, 0x00002f21, 0x00002f37, 0x00002f4b,
 	// Entry 100 - 11F
-	0x00002eb7, 0x00002ece, 0x00002ef1, 0x00002f14,
-	0x00002f31, 0x00002f4e, 0x00002f53, 0x00002f9f,
-	0x00002fb2, 0x00002fb6, 0x00002fc6, 0x00002fcf,
-	0x00002fe2, 0x00003008, 0x0000301c, 0x00003032,
-	0x00003104, 0x00003119, 0x00003126, 0x0000312a,
-	0x00003137, 0x00003147, 0x00003154, 0x0000315e,
-	0x00003164, 0x0000316e, 0x0000318e, 0x000031a0,
-	0x00003254, 0x00003271, 0x000032df, 0x0000339f,
+	0x00002f61, 0x00002f72, 0x00002f89, 0x00002fac,
+	0x00002fcf, 0x00002fec, 0x00003009, 0x0000300e,
+	0x0000305a, 0x0000306d, 0x00003071, 0x00003081,
+	0x0000308a, 0x0000309d, 0x000030c3, 0x000030d7,
+	0x000030ed, 0x000031bf, 0x000031d4, 0x000031e1,
+	0x000031e5, 0x000031f2, 0x00003202, 0x0000320f,
+	0x00003219, 0x0000321f, 0x00003229, 0x00003249,
+	0x0000325b, 0x0000330f, 0x0000332c, 0x0000339a,
 	// Entry 120 - 13F
-	0x000033b2, 0x000033ff, 0x00003463, 0x000034c7,
-	0x000034d0, 0x000034e0, 0x000034f5, 0x00003519,
-	0x00003535, 0x0000354d, 0x00003558, 0x00003563,
-	0x00003577, 0x0000368d, 0x000036b1, 0x000036dc,
-	0x000036e7, 0x000036ec, 0x000036fb, 0x00003702,
-	0x00003719, 0x0000372e, 0x00003740, 0x00003763,
-	0x00003795, 0x000037ab, 0x000037b5, 0x000037bf,
-	0x000037d4, 0x00003821, 0x00003831, 0x0000386a,
+	0x0000345a, 0x0000346d, 0x000034ba, 0x0000351e,
+	0x00003582, 0x0000358b, 0x0000359b, 0x000035b0,
+	0x000035d4, 0x000035f0, 0x00003608, 0x00003613,
+	0x0000361e, 0x00003632, 0x00003748, 0x0000376c,
+	0x00003797, 0x000037a2, 0x000037a7, 0x000037b6,
+	0x000037bd, 0x000037d4, 0x000037e9, 0x000037fb,
+	0x0000381e, 0x00003850, 0x00003866, 0x00003870,
+	0x0000387a, 0x0000388f, 0x000038dc, 0x000038ec,
 	// Entry 140 - 15F
-	0x000038be, 0x000038c8, 0x000038de, 0x00003917,
-	0x0000391c, 0x0000392a, 0x00003937, 0x00003960,
-	0x00003983, 0x00003990, 0x000039b0, 0x000039bc,
-	0x000039d5, 0x000039de, 0x000039e8, 0x000039f1,
-	0x000039f9, 0x00003a03, 0x00003a0b, 0x00003a13,
-	0x00003a17, 0x00003a1b, 0x00003a1f, 0x00003a23,
-	0x00003a27, 0x00003a2b, 0x00003a2f, 0x00003a33,
-	0x00003a37, 0x00003a3b, 0x00003a3f, 0x00003a43,
+	0x00003925, 0x00003979, 0x00003983, 0x00003999,
+	0x000039d2, 0x000039d7, 0x000039e5, 0x000039f2,
+	0x00003a1b, 0x00003a3e, 0x00003a4b, 0x00003a6b,
+	0x00003a77, 0x00003a90, 0x00003a99, 0x00003aa3,
+	0x00003aac, 0x00003ab4, 0x00003abe, 0x00003ac6,
+	0x00003ace, 0x00003ad2, 0x00003ad6, 0x00003ada,
+	0x00003ade, 0x00003ae2, 0x00003ae6, 0x00003aea,
+	0x00003aee, 0x00003af2, 0x00003af6, 0x00003afa,
 	// Entry 160 - 17F
-	0x00003a4d, 0x00003a6b, 0x00003a8b, 0x00003aaf,
-	0x00003ad3, 0x00003adc, 0x00003af3, 0x00003afb,
-	0x00003b0c, 0x00003b11, 0x00003b56, 0x00003b6e,
-	0x00003b73, 0x00003b7e, 0x00003b84, 0x00003b8e,
-	0x00003b96, 0x00003b9e, 0x00003bc8, 0x00003be2,
-	0x00003c0a, 0x00003c3a, 0x00003c40, 0x00003c4f,
-	0x00003ca2, 0x00003cc0, 0x00003cd7, 0x00003d87,
-	0x00003ea9, 0x00003f68, 0x00003fbf, 0x00003fe9,
+	0x00003afe, 0x00003b08, 0x00003b26, 0x00003b46,
+	0x00003b6a, 0x00003b8e, 0x00003b97, 0x00003bae,
+	0x00003bb6, 0x00003bc7, 0x00003bcc, 0x00003c11,
+	0x00003c29, 0x00003c2e, 0x00003c39, 0x00003c3f,
+	0x00003c49, 0x00003c51, 0x00003c59, 0x00003c83,
+	0x00003c9d, 0x00003cc5, 0x00003cf5, 0x00003cfb,
+	0x00003d0a, 0x00003d5d, 0x00003d7b, 0x00003d92,
+	0x00003e42, 0x00003f64, 0x00004023, 0x0000407a,
 	// Entry 180 - 19F
-	0x00004015, 0x0000403f, 0x00004047, 0x0000404d,
-	0x0000405a, 0x0000406c, 0x00004075, 0x0000407e,
-	0x00004090, 0x0000409f, 0x000040c1, 0x000040e5,
-	0x00004101, 0x0000412c, 0x00004160, 0x0000416e,
-	0x00004199, 0x000041ab, 0x000041c1, 0x000041eb,
-	0x00004234, 0x00004254, 0x0000425d, 0x0000426f,
-	0x00004292, 0x000042a0, 0x000042af, 0x000042bc,
-	0x000042c6, 0x000042cf, 0x000042d8, 0x000042e2,
+	0x000040a4, 0x000040d0, 0x000040fa, 0x00004102,
+	0x00004108, 0x00004115, 0x00004127, 0x00004130,
+	0x00004139, 0x0000414b, 0x0000415a, 0x0000417c,
+	0x000041a0, 0x000041bc, 0x000041e7, 0x0000421b,
+	0x00004229, 0x00004254, 0x00004266, 0x0000427c,
+	0x000042a6, 0x000042ef, 0x0000430f, 0x00004318,
+	0x0000432a, 0x0000434d, 0x0000435b, 0x0000436a,
+	0x00004377, 0x00004381, 0x0000438a, 0x00004393,
 	// Entry 1A0 - 1BF
-	0x000042e9, 0x000042f3, 0x000042fb, 0x00004300,
-	0x00004308, 0x00004311, 0x0000431a, 0x00004327,
-	0x0000432c, 0x00004334, 0x0000433b, 0x00004343,
-	0x00004348, 0x00004356, 0x0000435d, 0x00004364,
-	0x00004369, 0x00004370, 0x0000437a, 0x00004381,
-	0x00004394, 0x000043a4, 0x000043bf, 0x000043df,
-	0x000043ed, 0x000043f6, 0x000043ff, 0x00004408,
-	0x0000440c, 0x0000440f, 0x0000441b, 0x00004429,
+	0x0000439d, 0x000043a4, 0x000043ae, 0x000043b6,
+	0x000043bb, 0x000043c3, 0x000043cc, 0x000043d5,
+	0x000043e2, 0x000043e7, 0x000043ef, 0x000043f6,
+	0x000043fe, 0x00004403, 0x00004411, 0x00004418,
+	0x0000441f, 0x00004424, 0x0000442b, 0x00004435,
+	0x0000443c, 0x0000444f, 0x0000445f, 0x0000447a,
+	0x0000449a, 0x000044a8, 0x000044b1, 0x000044ba,
+	0x000044c3, 0x000044c7, 0x000044ca, 0x000044d6,
 	// Entry 1C0 - 1DF
-	0x00004436, 0x00004447, 0x00004456, 0x0000446d,
-	0x00004480, 0x00004490, 0x0000449f, 0x000044ae,
-	0x000044b6, 0x000044bd, 0x000044c5, 0x000044cd,
-	0x000044db, 0x000044e9, 0x000044ff, 0x00004514,
-	0x00004525, 0x0000452b, 0x00004532, 0x0000453b,
-	0x00004557, 0x00004560, 0x0000456a, 0x00004573,
-	0x0000457c, 0x00004585, 0x0000459c, 0x000045a4,
-	0x000045b2, 0x000045de, 0x000045ea, 0x000045f8,
+	0x000044e4, 0x000044f1, 0x00004502, 0x00004511,
+	0x00004528, 0x0000453b, 0x0000454b, 0x0000455a,
+	0x00004569, 0x00004571, 0x00004578, 0x00004580,
+	0x00004588, 0x00004596, 0x000045a4, 0x000045ba,
+	0x000045cf, 0x000045e0, 0x000045e6, 0x000045ed,
+	0x000045f6, 0x00004612, 0x0000461b, 0x00004625,
+	0x0000462e, 0x00004637, 0x00004640, 0x00004657,
+	0x0000465f, 0x0000466d, 0x00004699, 0x000046a5,
 	// Entry 1E0 - 1FF
-	0x0000463e, 0x0000464a, 0x00004652, 0x0000467d,
-	0x000046c8, 0x0000478a, 0x0000478e, 0x000047b4,
-	0x000047dc, 0x0000483f, 0x00004844, 0x0000485f,
-	0x00004870, 0x0000487c, 0x00004884, 0x000048b6,
-	0x000048bf, 0x000048c8, 0x000048e4, 0x00004945,
-	0x00004952, 0x00004989, 0x000049b8, 0x00004a08,
-	0x00004a43, 0x00004a51, 0x00004a7d, 0x00004aa3,
-	0x00004ac4, 0x00004acf, 0x00004afd, 0x00004b1a,
+	0x000046b3, 0x000046f9, 0x00004705, 0x0000470d,
+	0x00004738, 0x00004783, 0x00004845, 0x00004849,
+	0x0000486f, 0x00004897, 0x000048fa, 0x000048ff,
+	0x0000491a, 0x0000492b, 0x00004937, 0x0000493f,
+	0x00004971, 0x0000497a, 0x00004983, 0x0000499f,
+	0x00004a00, 0x00004a0d, 0x00004a44, 0x00004a73,
+	0x00004ac3, 0x00004afe, 0x00004b0c, 0x00004b38,
+	0x00004b5e, 0x00004b7f, 0x00004b8a, 0x00004bb8,
 	// Entry 200 - 21F
-	0x00004b49, 0x00004b7b, 0x00004b99, 0x00004bce,
-	0x00004bea, 0x00004c09, 0x00004c64, 0x00004c73,
-	0x00004c80, 0x00004c8e, 0x00004c9b, 0x00004ca4,
-	0x00004cbf, 0x00004cef, 0x00004d0a, 0x00004d14,
-	0x00004d66, 0x00004e26, 0x00004e82, 0x00004f00,
-	0x00004f76, 0x00005039, 0x00005071, 0x000050d1,
-	0x000050fe, 0x00005138, 0x00005217, 0x00005237,
-	0x0000525d, 0x00005287, 0x000052f8, 0x00005335,
+	0x00004bd5, 0x00004c04, 0x00004c36, 0x00004c54,
+	0x00004c89, 0x00004ca5, 0x00004cc4, 0x00004d1f,
+	0x00004d2e, 0x00004d3b, 0x00004d49, 0x00004d56,
+	0x00004d5f, 0x00004d7a, 0x00004daa, 0x00004dc5,
+	0x00004dcf, 0x00004e21, 0x00004ee1, 0x00004f3d,
+	0x00004fbb, 0x00005031, 0x000050f4, 0x0000512c,
+	0x0000518c, 0x000051b9, 0x000051f3, 0x000052d2,
+	0x000052f2, 0x00005318, 0x00005342, 0x000053b3,
 	// Entry 220 - 23F
-	0x00005359, 0x000053fd, 0x00005422, 0x00005451,
-	0x000054b1, 0x0000550a, 0x00005564, 0x0000557e,
-	0x0000559c, 0x000055d0, 0x00005610, 0x0000563a,
-	0x00005649, 0x00005714, 0x00005745, 0x00005774,
-	0x00005787, 0x000057fc, 0x0000580f, 0x00005843,
-	0x00005877, 0x00005887, 0x000058ce, 0x000058fb,
-	0x00005908, 0x00005918, 0x00005948, 0x00005982,
-	0x000059a5, 0x00005a1c, 0x00005a9e, 0x00005aad,
+	0x000053f0, 0x00005414, 0x000054b8, 0x000054dd,
+	0x0000550c, 0x0000556c, 0x000055c5, 0x0000561f,
+	0x00005639, 0x00005657, 0x0000568b, 0x000056cb,
+	0x000056f5, 0x00005704, 0x000057cf, 0x00005800,
+	0x0000582f, 0x00005842, 0x000058b7, 0x000058ca,
+	0x000058fe, 0x00005932, 0x00005942, 0x00005989,
+	0x000059b6, 0x000059c3, 0x000059d3, 0x00005a03,
+	0x00005a3d, 0x00005a60, 0x00005ad7, 0x00005b59,
 	// Entry 240 - 25F
-	0x00005afd, 0x00005b5d, 0x00005bc9, 0x00005c40,
-	0x00005c48, 0x00005c60, 0x00005c7d, 0x00005c8b,
-	0x00005c9c, 0x00005ca4, 0x00005caf, 0x00005cf0,
-	0x00005d28, 0x00005d3c, 0x00005d6c, 0x00005da7,
-	0x00005db7, 0x00005df6, 0x00005e07, 0x00005e19,
-	0x00005e25, 0x00005e36, 0x00005e50, 0x00005e58,
-	0x00005e69, 0x00005e6f, 0x00005e83, 0x00005e9b,
-	0x00005ec0, 0x00005ece, 0x00005f0c, 0x00005f49,
+	0x00005b68, 0x00005bb8, 0x00005c18, 0x00005c84,
+	0x00005cfb, 0x00005d03, 0x00005d1b, 0x00005d38,
+	0x00005d46, 0x00005d57, 0x00005d5f, 0x00005d6a,
+	0x00005dab, 0x00005de3, 0x00005df7, 0x00005e27,
+	0x00005e62, 0x00005e72, 0x00005eb1, 0x00005ec2,
+	0x00005ed4, 0x00005ee0, 0x00005ef1, 0x00005f0b,
+	0x00005f13, 0x00005f24, 0x00005f2a, 0x00005f3e,
+	0x00005f56, 0x00005f7b, 0x00005f89, 0x00005fc7,
 	// Entry 260 - 27F
-	0x00005f75, 0x00005fb2, 0x00005fc1, 0x00005fd2,
-	0x00005fda, 0x00005fe7, 0x00005ff7, 0x0000600e,
-	0x00006019, 0x00006028, 0x0000602e, 0x0000603c,
-	0x00006046, 0x00006051, 0x0000605b, 0x0000606e,
-	0x00006093, 0x000060be, 0x0000614f, 0x0000618a,
-	0x000061a9, 0x000061e7, 0x0000621e, 0x0000624c,
-	0x0000625a, 0x000062f9, 0x00006317, 0x0000646e,
-	0x0000647c, 0x00006490, 0x000064b1, 0x000064c5,
+	0x00006004, 0x00006030, 0x0000606d, 0x0000607c,
+	0x0000608d, 0x00006095, 0x000060a2, 0x000060b2,
+	0x000060c9, 0x000060d4, 0x000060e3, 0x000060e9,
+	0x000060f7, 0x00006101, 0x0000610c, 0x00006116,
+	0x00006129, 0x0000614e, 0x00006179, 0x0000620a,
+	0x00006245, 0x00006264, 0x000062a2, 0x000062d9,
+	0x00006307, 0x00006315, 0x000063b4, 0x000063d2,
+	0x00006529, 0x00006537, 0x0000654b, 0x0000656c,
 	// Entry 280 - 29F
-	0x000064f5, 0x000064fb, 0x0000650f, 0x00006527,
-	0x0000653a, 0x00006577, 0x000065ea, 0x00006637,
-	0x00006648, 0x0000665f, 0x0000667c, 0x0000668a,
-	0x00006698, 0x000066a3, 0x000066a9, 0x0000679b,
-	0x000067a1, 0x000067d3, 0x000067d8, 0x000067e8,
-	0x000067f3, 0x000067fc, 0x0000680c, 0x00006818,
-	0x0000684c, 0x0000687f, 0x00006899, 0x0000693e,
-	0x00006954, 0x000069d9, 0x00006a53, 0x00006a62,
+	0x00006580, 0x000065b0, 0x000065b6, 0x000065ca,
+	0x000065e2, 0x000065f5, 0x00006632, 0x000066a5,
+	0x000066f2, 0x00006703, 0x0000671a, 0x00006737,
+	0x00006745, 0x00006753, 0x0000675e, 0x00006764,
+	0x00006856, 0x0000685c, 0x0000688e, 0x00006893,
+	0x000068a3, 0x000068ae, 0x000068b7, 0x000068c7,
+	0x000068d3, 0x00006907, 0x0000693a, 0x00006954,
+	0x000069f9, 0x00006a0f, 0x00006a94, 0x00006b0e,
 	// Entry 2A0 - 2BF
-	0x00006b1c, 0x00006b6d, 0x00006b72, 0x00006b80,
-	0x00006b90, 0x00006b9c, 0x00006bac, 0x00006bba,
-	0x00006bca, 0x00006bd4, 0x00006bf7, 0x00006c10,
-	0x00006c23, 0x00006c8f, 0x00006cb5, 0x00006cc4,
-	0x00006cd2, 0x00006cee, 0x00006cfd, 0x00006d13,
-	0x00006d4c, 0x00006d7e, 0x00006dd6, 0x00006e0d,
-	0x00006e24, 0x00006e32, 0x00006e76, 0x00006e9b,
-	0x00006f12, 0x00006f28, 0x00006f3f, 0x00006f6d,
+	0x00006b1d, 0x00006bd7, 0x00006c28, 0x00006c2d,
+	0x00006c3b, 0x00006c4b, 0x00006c57, 0x00006c67,
+	0x00006c75, 0x00006c85, 0x00006c8f, 0x00006cb2,
+	0x00006ccb, 0x00006cde, 0x00006d4a, 0x00006d70,
+	0x00006d7f, 0x00006d8d, 0x00006da9, 0x00006db8,
+	0x00006dce, 0x00006e07, 0x00006e39, 0x00006e91,
+	0x00006ec8, 0x00006edf, 0x00006eed, 0x00006f31,
+	0x00006f56, 0x00006fcd, 0x00006fe3, 0x00006ffa,
 	// Entry 2C0 - 2DF
-	0x00006f80, 0x00006fa8, 0x0000702c, 0x00007033,
-	0x0000709b, 0x000070c5, 0x000070f5, 0x000071c8,
-	0x00007302, 0x000073a2, 0x000073b6, 0x00007461,
-	0x000074e3, 0x000074eb, 0x00007526, 0x0000752c,
-	0x000075be, 0x00007656, 0x00007682, 0x000076ad,
-	0x000076fb, 0x00007767, 0x0000780e, 0x00007829,
-	0x00007833, 0x00007838, 0x00007842, 0x0000784a,
-	0x00007850, 0x00007858, 0x00007866, 0x00007870,
+	0x00007028, 0x0000703b, 0x00007063, 0x000070e7,
+	0x000070ee, 0x00007156, 0x00007180, 0x000071b0,
+	0x00007283, 0x000073bd, 0x0000745d, 0x00007471,
+	0x0000751c, 0x0000759e, 0x000075a6, 0x000075e1,
+	0x000075e7, 0x00007679, 0x00007711, 0x0000773d,
+	0x00007768, 0x000077b6, 0x00007822, 0x000078c9,
+	0x000078e4, 0x000078ee, 0x000078f3, 0x000078fd,
+	0x00007905, 0x0000790b, 0x00007913, 0x00007921,
 	// Entry 2E0 - 2FF
-	0x0000787d, 0x00007890, 0x000078b4, 0x00007934,
-	0x00007945, 0x0000794d, 0x000079c2, 0x00007a16,
-	0x00007a5e, 0x00007a6d, 0x00007a80, 0x00007a8c,
-	0x00007ac8, 0x00007b02, 0x00007b10, 0x00007b1d,
-	0x00007b2b, 0x00007b39, 0x00007b47, 0x00007b79,
-	0x00007ba9, 0x00007c05, 0x00007c12, 0x00007c32,
-	0x00007c3d, 0x00007c57, 0x00007c5c, 0x00007c6d,
-	0x00007cf3, 0x00007d18, 0x00007d1f, 0x00007d28,
+	0x0000792b, 0x00007938, 0x0000794b, 0x0000796f,
+	0x000079ef, 0x00007a00, 0x00007a08, 0x00007a7d,
+	0x00007ad1, 0x00007b19, 0x00007b28, 0x00007b3b,
+	0x00007b47, 0x00007b83, 0x00007bbd, 0x00007bcb,
+	0x00007bd8, 0x00007be6, 0x00007bf4, 0x00007c02,
+	0x00007c34, 0x00007c64, 0x00007cc0, 0x00007ccd,
+	0x00007ced, 0x00007cf8, 0x00007d12, 0x00007d17,
+	0x00007d28, 0x00007dae, 0x00007dd3, 0x00007dda,
 	// Entry 300 - 31F
-	0x00007d3b, 0x00007d45, 0x00007d4f, 0x00007d59,
-	0x00007d71, 0x00007d87, 0x00007d93, 0x00007db5,
-	0x00007dbc, 0x00007dc9, 0x00007dda, 0x00007e01,
-	0x00007e11, 0x00007e30, 0x00007e50, 0x00007f28,
-	0x00008009, 0x0000805d, 0x000080ad, 0x0000810d,
-	0x00008160, 0x00008198, 0x000081c9, 0x00008219,
-	0x0000824d, 0x0000826b, 0x0000828a, 0x000082a9,
-	0x000082c9,
-} // Size: 3212 bytes
+	0x00007de3, 0x00007df6, 0x00007e00, 0x00007e0a,
+	0x00007e14, 0x00007e2c, 0x00007e42, 0x00007e4e,
+	0x00007e70, 0x00007e77, 0x00007e84, 0x00007e95,
+	0x00007ebc, 0x00007ecc, 0x00007eeb, 0x00007f0b,
+	0x00007fe3, 0x000080c4, 0x00008118, 0x00008168,
+	0x000081c8, 0x0000821b, 0x00008253, 0x00008284,
+	0x000082d4, 0x00008308, 0x00008326, 0x00008345,
+	0x00008364, 0x00008384,
+} // Size: 3216 bytes
 
-const enData string = "" + // Size: 33481 bytes
+const enData string = "" + // Size: 33668 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1205,378 +1206,381 @@ const enData string = "" + // Size: 33481 bytes
 	"once when an administrator erases it; the audit log keeps the operator a" +
 	"ctions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists sho" +
 	"w the end of each id; open the row, or copy its link, for the whole id." +
-	"\x02Not found\x02Form refused\x02This form was not sent from this consol" +
-	"e session, or it has expired: nothing was done. Open the form again and " +
-	"send it anew.\x02Back to the form\x02Form too large\x02This form is larg" +
-	"er than %[1]d KiB: nothing was done. Shorten what you typed and send it " +
-	"again.\x02Form not received\x02This form did not arrive in time: nothing" +
-	" was done. Send it again.\x02This form could not be read: nothing was do" +
-	"ne. Send it again.\x02Temporarily unavailable\x02The database cannot be " +
-	"reached right now. Try again in a few seconds.\x02Something went wrong" +
-	"\x02The console could not show this page. Try again; if it persists, giv" +
-	"e your administrator the request id %[1]s.\x02No consumer yet.\x02No mor" +
-	"e consumers.\x02The external services that take tasks, and the definitio" +
-	"ns each may take. Create consumers, change their grants and rotate their" +
-	" tokens through the API (/api/v1/consumers); tokens are never shown.\x02" +
-	"Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State" +
-	"\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved" +
-	" now\x02All its tasks\x02%[1]s: every revision, present and future\x02%[" +
-	"1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrence" +
-	"s; the counts appear when you reload the page.\x02Counts are unavailable" +
-	" right now.\x02Field\x02Type\x02Required\x02Classification\x02Constraint" +
-	"s\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable" +
-	" part of a definition. Processes never use it directly: they pin a revis" +
-	"ion.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: th" +
-	"e Working copy has never been snapshotted.\x02Releases\x02No release yet" +
-	".\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02L" +
-	"ists every change from one revision to another, and whom it may break." +
-	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
-	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
-	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
-	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
-	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
-	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
-	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
-	"s and processes use revision %[1]d at most) until a snapshot makes them " +
-	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
-	"the name or a description changed).\x02Changes of the Working copy since" +
-	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
-	"ision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the ne" +
-	"wer contract these fields’ values are less protected than under the olde" +
-	"r one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
-	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
-	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
-	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
-	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
-	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
-	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
-	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destinatio" +
-	"n yet.\x02No more destinations.\x02The HTTP endpoints push nodes call. V" +
-	"alues of the URL's query and of the headers, and signing secrets, are se" +
-	"aled and never shown. Create, change and delete destinations through the" +
-	" API (/api/v1/destinations).\x02Destinations by name\x02masked value\x02" +
-	"URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header\x02C" +
-	"alls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the instanc" +
-	"e\x02Say why, for whoever reads the log later: at most %[1]d characters." +
-	" It is kept after the erasure, whatever the retention: write the request" +
-	"’s reference, not the person’s name.\x02Erase process instance %[1]s" +
-	"\x02Erase this instance now? It is deleted with its occurrences and thei" +
-	"r attempts, as retention would delete it.\x02Its inputs, outputs, busine" +
-	"ss key and the workers’ messages go with it; this cannot be undone. The " +
-	"audit records naming it stay (who did what, and why), and so do backups " +
-	"until they expire.\x02Erase the instance\x02This instance is %[1]s: only" +
-	" an ended instance can be erased. Stop it first.\x02Erased: instance %[1" +
-	"]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the aud" +
-	"it log.\x02This instance had already been erased, by %[1]s at %[2]s; not" +
-	"hing changed and nothing was recorded.\x02on error\x02any other error" +
-	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
-	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
-	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left is not counted, its occurrence" +
-	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
-	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
-	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
-	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
-	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02no" +
-	" worker\x02Show all definitions\x02No definition %[1]s has occurrences: " +
-	"check the key, or show all definitions.\x02All definitions\x02Completion" +
-	"s and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]" +
-	"s, %[2]s. The table after the chart gives each 5-minute slot.\x02Complet" +
-	"ed\x02The chart’s numbers\x02Completions and failures per 5-minute slot," +
-	" oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02" +
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4" +
-	"]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d" +
-	" h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug" +
-	"\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
-	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
-	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
-	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
-	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
-	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
-	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
-	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
-	" acted on this instance.\x02Operator actions on this instance, newest fi" +
-	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
-	"labelled by process version %[1]d's contract\x02This process takes no in" +
-	"puts.\x02Erase this instance…\x02This instance has ended. As an administ" +
-	"rator you may erase it now rather than wait for retention (a data subjec" +
-	"t’s request): it is deleted with its occurrences and attempts.\x02This i" +
-	"nstance is held at a failed node: an incident. It cannot be retried: its" +
-	" occurrence at node %[1]s failed before any attempt (its inputs could no" +
-	"t be built), so it would fail the same way. Abandon fails the instance; " +
-	"stop cancels it. Each asks for a reason, recorded in the audit log.\x02T" +
-	"his instance is held at a failed node: an incident. Retry offers the fai" +
-	"led occurrence again; abandon fails the instance; stop cancels it. Each " +
-	"asks for a reason, recorded in the audit log.\x02Stopping cancels the in" +
-	"stance and its open occurrences. It does not complete anything.\x02Stopp" +
-	"ed by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
-	" a whole number from 1.\x02A version is a process’s: choose the process " +
-	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
-	"filter matches\x02The next page counts them and asks for a reason before" +
-	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
-	" node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
-	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
-	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
-	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a wor" +
-	"ker fetches it)\x02push (Relais calls the service)\x02administrator\x02o" +
-	"perator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field rem" +
-	"oved\x02type changed\x02required changed\x02values changed\x02classifica" +
-	"tion changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
-	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
-	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
-	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
-	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
-	"ever called the destination: the occurrence ended before any call.\x02Re" +
-	"lais keeps the destination’s status code only when it refused the call (" +
-	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
-	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
-	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
-	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
-	"/%[3]s lists them all.\x02Mode\x02Reason given by the worker\x02Maximum " +
-	"attempts\x02Retry delay\x02Retries\x02none: a failed call takes the node" +
-	"’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
-	"\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELAI" +
-	"S_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the" +
-	" destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIM" +
-	"EOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rela" +
-	"is’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
-	"he retention: write no customer data in it.\x02Available from\x02Next at" +
-	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
-	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
-	"could not be used: it must be one JSON object whose outputs member match" +
-	"es the revision’s outputs contract, and nothing after it. Its message sa" +
-	"ys what was wrong.\x02The destination did not answer within the call’s t" +
-	"imeout: it may have acted all the same.\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
-	"efused its worker’s report (%[1]s; see the attempts below): the worker a" +
-	"nswered, and its answer must change, not its lock.\x02The last attempt’s" +
-	" lock expired with no attempt left.\x02The last attempt’s worker stream " +
-	"ended (its worker left or was dropped) with no attempt left.\x02The dead" +
-	"line passed before a result arrived.\x02The result did not match the rev" +
-	"ision's outputs contract.\x02The answer to the call was lost (the connec" +
-	"tion broke after the request was sent, or Relais stopped or could not re" +
-	"ach its database before recording it): whether the destination acted is " +
-	"unknown, so it is not called again.\x02The call could not be prepared." +
-	"\x02The destination could not be reached.\x02The destination’s answer wa" +
-	"s too large.\x02The last attempt ended without a result (its lock expire" +
-	"d, or its worker’s stream ended) with no attempt left.\x02The inputs cou" +
-	"ld not be built from the process’s bindings.\x02An operator abandoned th" +
-	"e instance.\x02A Camunda 7 worker reported a failure with no retries lef" +
-	"t (retries: 0, no retries sent, which Camunda reads as 0, or a budget al" +
-	"ready spent): it is not run again.\x02The destination answered HTTP %[1]" +
-	"s.\x02No live worker takes %[1]s now (Workers page).\x02No live worker t" +
-	"akes revision %[1]d: the live workers of %[2]s declare inputs it does no" +
-	"t have.\x02No live worker takes revision %[1]d: the live workers of %[2]" +
-	"s take revision %[3]d only.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2" +
-	"]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be" +
-	" offered again.\x02Waiting for Relais to call the destination since %[1]" +
-	"s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s" +
-	")\x02The call’s budget (%[1]s) ended %[2]s without its result recorded: " +
-	"the replica making it may have stopped. If so, it fails outcome_unknown " +
-	"at %[3]s (%[4]s): ask the destination whether it took effect.\x02Relais " +
-	"is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock unt" +
-	"il %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s):" +
-	" a worker of the same consumer, or a front end with a settle token, comp" +
-	"letes it later.\x02Completed (%[1]s).\x02Its instance is held here, wait" +
-	"ing for an operator.\x02Its instance went on along the node’s error path" +
-	".\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at " +
-	"%[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]" +
-	"s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle " +
-	"token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%" +
-	"[1]s (deferred; settled by %[2]s)\x02The instance was stopped while the " +
-	"worker held the task: its report is refused, but it may already have don" +
-	"e the work.\x02The instance was stopped during the call, which was abort" +
-	"ed: the destination may already have acted on the request (check there)." +
-	"\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at %[1]s (" +
-	"%[2]s) before taking another.\x02Relais refused %[1]s reports of this at" +
-	"tempt, the last at %[2]s (%[3]s), before taking another.\x02Relais refus" +
-	"ed this attempt’s report at %[1]s (%[2]s): its worker answered, and the " +
-	"answer was not taken.\x02Relais refused %[1]s reports of this attempt, t" +
-	"he last at %[2]s (%[3]s): its worker answered, and no answer was taken." +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from the worker (its own words, protected values masked)\x02Message fr" +
-	"om Relais, quoting the destination’s answer\x02Message from Relais\x02Th" +
-	"e revision must be a whole number, 1 or more.\x02A revision is a definit" +
-	"ion’s: choose the definition too.\x02Settlement date\x02More filters: in" +
-	"stance, revision, consumer, destination, dates\x02Push destination\x02it" +
-	"s name, exactly\x02instance id\x02Counts by status\x02Occurrences, newes" +
-	"t first\x02Message\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02cla" +
-	"imable since\x02call in progress since\x02lock until\x02deferred since" +
-	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Ro" +
-	"ws %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fir" +
-	"st day comes after the last.\x02This address holds a parameter that cann" +
-	"ot be read (a percent sign not followed by two hexadecimal digits, or a " +
-	"semicolon): correct the address.\x02Unknown parameter “%[1]s” (did you m" +
-	"ean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is" +
-	" given %[2]d times: give it once.\x02The page cursor is invalid: go back" +
-	" to the first page.\x02These settings are kept in this browser only.\x02" +
-	"Show times in\x02The console runs no script, so it cannot read your comp" +
-	"uter’s time zone: choose a place, whose daylight saving time is followed" +
-	", or a fixed offset from UTC.\x02Reload lists and detail pages\x02A relo" +
-	"ad empties what you typed but did not apply (filters, the search box) an" +
-	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
-	"ry page that reloads, stops it until you resume. Pages where you type a " +
-	"reason (confirmations, and occurrences with a value to reveal) never rel" +
-	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
-	"thout saving\x02UTC (coordinated universal time)\x02Local time in %[1]s" +
-	"\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[" +
-	"1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloadin" +
-	"g paused: this page stays as it is until you resume.\x02Published proces" +
-	"s versions: their nodes, routes and pinned revisions, drawn, with where " +
-	"their occurrences are now.\x02Published process versions: their nodes, r" +
-	"outes and pinned revisions, drawn.\x02Processes by key\x02Versions, newe" +
-	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
-	"]s\x02Start node\x02Graph\x02Columns follow the longest path from the st" +
-	"art node. Solid arrows are successes (labelled with their route), dashed" +
-	" ones failures (labelled with their error codes). Each box says how many" +
-	" of this version’s occurrences are at that node now.\x02Nodes\x02Nodes o" +
-	"f this version, with their occurrences now\x02Kind\x02Pinned revision" +
-	"\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02No input" +
-	"s: an instance starts with an empty object.\x02Inputs an instance of thi" +
-	"s version is started with\x02Instances of this version\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes).\x02Nodes of this version\x02This version has %[1]d nodes: too man" +
-	"y to draw legibly (at most %[2]d). The table below lists every node with" +
-	" its routes and counts.\x02This version has %[1]d nodes: too many to dra" +
-	"w legibly (at most %[2]d). The table below lists every node with its rou" +
-	"tes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting " +
-	"at %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
+	"\x02Not found\x02This instance was erased by %[1]s at %[2]s, for this re" +
+	"ason: “%[3]s”. Its inputs, occurrences and attempts were deleted with it" +
+	"; the audit log keeps the operator actions taken on it.\x02Form refused" +
+	"\x02This form was not sent from this console session, or it has expired:" +
+	" nothing was done. Open the form again and send it anew.\x02Back to the " +
+	"form\x02Form too large\x02This form is larger than %[1]d KiB: nothing wa" +
+	"s done. Shorten what you typed and send it again.\x02Form not received" +
+	"\x02This form did not arrive in time: nothing was done. Send it again." +
+	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
+	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
+	"ain in a few seconds.\x02Something went wrong\x02The console could not s" +
+	"how this page. Try again; if it persists, give your administrator the re" +
+	"quest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The externa" +
+	"l services that take tasks, and the definitions each may take. Create co" +
+	"nsumers, change their grants and rotate their tokens through the API (/a" +
+	"pi/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02" +
+	"ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoke" +
+	"d\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]" +
+	"s: every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s:" +
+	" revisions %[2]s\x02Counting the occurrences; the counts appear when you" +
+	" reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
+	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
+	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
+	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
+	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
+	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
+	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
+	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
+	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x02Lowers protection: %[1]s. Under the newer contract these fields’ va" +
+	"lues are less protected than under the older one.\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
+	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
+	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
+	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
+	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
+	"]s\x02none\x02Task contracts: their Working copy, immutable revisions an" +
+	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
+	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
+	"\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more destination" +
+	"s.\x02The HTTP endpoints push nodes call. Values of the URL's query and " +
+	"of the headers, and signing secrets, are sealed and never shown. Create," +
+	" change and delete destinations through the API (/api/v1/destinations)." +
+	"\x02Destinations by name\x02masked value\x02URL\x02Headers sent\x02Longe" +
+	"st timeout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls s" +
+	"igned (Relais-Signature)\x02Keep the instance\x02Say why, for whoever re" +
+	"ads the log later: at most %[1]d characters. It is kept after the erasur" +
+	"e, whatever the retention: write the request’s reference, not the person" +
+	"’s name.\x02Erase process instance %[1]s\x02Erase this instance now? I" +
+	"t is deleted with its occurrences and their attempts, as retention would" +
+	" delete it.\x02Its inputs, outputs, business key and the workers’ messag" +
+	"es go with it; this cannot be undone. The audit records naming it stay (" +
+	"who did what, and why), and so do backups until they expire.\x02Erase th" +
+	"e instance\x02This instance is %[1]s: only an ended instance can be eras" +
+	"ed. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences: %[" +
+	"2]d, attempts: %[3]d). Recorded in the audit log.\x02This instance had a" +
+	"lready been erased, by %[1]s at %[2]s; nothing changed and nothing was r" +
+	"ecorded.\x02on error\x02any other error\x02held for an operator\x02an in" +
+	"cident: retry, abandon or stop\x02end: completes the instance\x02end: fa" +
+	"ils the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02E" +
+	"ach definition’s queue and incidents now, and what its workers finished " +
+	"in the last hour: occurrences that ended completed or failed. An occurre" +
+	"nce retried since counts where it ends next; a failed attempt with attem" +
+	"pts left is not counted, its occurrence’s page lists it.\x02Completions " +
+	"and failures, last hour\x02Definitions, those needing attention first" +
+	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
+	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
+	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
+	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
+	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
+	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
+	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
+	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
+	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
+	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
+	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
+	"\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02" +
+	"just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02" +
+	"Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 " +
+	"seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1" +
+	"]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path" +
+	"\x02The nodes this instance reached, in order, each with its occurrence." +
+	"\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Next node" +
+	"\x02Created\x02Settled\x02This instance has not reached a task yet.\x02R" +
+	"ecorded operator actions\x02No operator has acted on this instance.\x02O" +
+	"perator actions on this instance, newest first\x02Value\x02Process input" +
+	"s\x02Inputs the instance was started with, labelled by process version %" +
+	"[1]d's contract\x02This process takes no inputs.\x02Erase this instance…" +
+	"\x02This instance has ended. As an administrator you may erase it now ra" +
+	"ther than wait for retention (a data subject’s request): it is deleted w" +
+	"ith its occurrences and attempts.\x02This instance is held at a failed n" +
+	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
+	"led before any attempt (its inputs could not be built), so it would fail" +
+	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
+	"led node: an incident. Retry offers the failed occurrence again; abandon" +
+	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
+	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
+	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
+	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
+	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
+	"Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held, the" +
+	"n stopped by an operator\x02held, then abandoned by an operator\x02Unkno" +
+	"wn status “%[1]s”.\x02The version must be a whole number from 1.\x02A ve" +
+	"rsion is a process’s: choose the process too.\x02Creation date\x02The pa" +
+	"ge size must be between 1 and %[1]d.\x02Process instances\x02exact, case" +
+	"-sensitive\x02Act on every instance this filter matches\x02The next page" +
+	" counts them and asks for a reason before anything changes.\x02Process i" +
+	"nstances, newest first\x02Instance\x02End node or error\x02No instance m" +
+	"atches these filters.\x02All processes\x02Any definition\x02All statuses" +
+	"\x02available\x02reserved\x02deferred\x02completed\x02failed\x02cancelle" +
+	"d\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
+	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
+	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensit" +
+	"ive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Relais ca" +
+	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No worker has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
+	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
+	"s not called the destination yet.\x02Relais never called the destination" +
+	": the occurrence ended before any call.\x02Relais keeps the destination’" +
+	"s status code only when it refused the call (destination_http_NNN); a co" +
+	"mpleted call answered 2xx. The duration runs from the claim of the call " +
+	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
+	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
+	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the attempts below): the worker answered, and its answ" +
+	"er must change, not its lock.\x02The last attempt’s lock expired with no" +
+	" attempt left.\x02The last attempt’s worker stream ended (its worker lef" +
+	"t or was dropped) with no attempt left.\x02The deadline passed before a " +
+	"result arrived.\x02The result did not match the revision's outputs contr" +
+	"act.\x02The answer to the call was lost (the connection broke after the " +
+	"request was sent, or Relais stopped or could not reach its database befo" +
+	"re recording it): whether the destination acted is unknown, so it is not" +
+	" called again.\x02The call could not be prepared.\x02The destination cou" +
+	"ld not be reached.\x02The destination’s answer was too large.\x02The las" +
+	"t attempt ended without a result (its lock expired, or its worker’s stre" +
+	"am ended) with no attempt left.\x02The inputs could not be built from th" +
+	"e process’s bindings.\x02An operator abandoned the instance.\x02A Camund" +
+	"a 7 worker reported a failure with no retries left (retries: 0, no retri" +
+	"es sent, which Camunda reads as 0, or a budget already spent): it is not" +
+	" run again.\x02The destination answered HTTP %[1]s.\x02No live worker ta" +
+	"kes %[1]s now (Workers page).\x02No live worker takes revision %[1]d: th" +
+	"e live workers of %[2]s declare inputs it does not have.\x02No live work" +
+	"er takes revision %[1]d: the live workers of %[2]s take revision %[3]d o" +
+	"nly.\x02No live worker takes revision %[1]d: the live workers of %[2]s t" +
+	"ake revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1" +
+	"]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Wait" +
+	"ing for Relais to call the destination since %[1]s (%[2]s).\x02Waiting f" +
+	"or a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget " +
+	"(%[1]s) ended %[2]s without its result recorded: the replica making it m" +
+	"ay have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask t" +
+	"he destination whether it took effect.\x02Relais is calling the destinat" +
+	"ion (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Re" +
+	"served by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same c" +
+	"onsumer, or a front end with a settle token, completes it later.\x02Comp" +
+	"leted (%[1]s).\x02Its instance is held here, waiting for an operator." +
+	"\x02Its instance went on along the node’s error path.\x02Failed (%[1]s)." +
+	"\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02" +
+	"Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer" +
+	" #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (def" +
+	"erred; settled with its settle token, as %[2]s)\x02%[1]s (deferred; sett" +
+	"led by %[2]s)\x02The instance was stopped while the worker held the task" +
+	": its report is refused, but it may already have done the work.\x02The i" +
+	"nstance was stopped during the call, which was aborted: the destination " +
+	"may already have acted on the request (check there).\x02%[1]s at %[2]s" +
+	"\x02Relais refused a report of this attempt at %[1]s (%[2]s) before taki" +
+	"ng another.\x02Relais refused %[1]s reports of this attempt, the last at" +
+	" %[2]s (%[3]s), before taking another.\x02Relais refused this attempt’s " +
+	"report at %[1]s (%[2]s): its worker answered, and the answer was not tak" +
+	"en.\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (" +
+	"%[3]s): its worker answered, and no answer was taken.\x02waiting\x02HTTP" +
+	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
+	"answer too large\x02unknown\x02[redacted]\x02Message from the worker (it" +
+	"s own words, protected values masked)\x02Message from Relais, quoting th" +
+	"e destination’s answer\x02Message from Relais\x02The revision must be a " +
+	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
+	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
+	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
+	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
+	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
+	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
+	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
+	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
+	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
+	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
+	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
+	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
+	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
+	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
+	"ole runs no script, so it cannot read your computer’s time zone: choose " +
+	"a place, whose daylight saving time is followed, or a fixed offset from " +
+	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
+	" but did not apply (filters, the search box) and moves the focus back to" +
+	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
+	"ps it until you resume. Pages where you type a reason (confirmations, an" +
+	"d occurrences with a value to reveal) never reload on their own, nor doe" +
+	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
+	"dinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset," +
+	" no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display set" +
+	"tings saved.\x02Reloading resumed.\x02Reloading paused: this page stays " +
+	"as it is until you resume.\x02Published process versions: their nodes, r" +
+	"outes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
+	" an empty object.\x02Inputs an instance of this version is started with" +
+	"\x02Instances of this version\x02Columns follow the longest path from th" +
+	"e start node. Solid arrows are successes (labelled with their route), da" +
+	"shed ones failures (labelled with their error codes).\x02Nodes of this v" +
+	"ersion\x02This version has %[1]d nodes: too many to draw legibly (at mos" +
+	"t %[2]d). The table below lists every node with its routes and counts." +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
 	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
-	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
-	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
-	"y why you reveal this value: the reason is recorded with the reveal in t" +
-	"he audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page sh" +
-	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
-	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
-	", which field and why. The values themselves are never kept.\x02Reveals," +
-	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
-	" were asked for)\x02Method not allowed\x02This page does not accept that" +
-	" request.\x02This form was sent from another site: the console takes its" +
-	" forms from its own pages only. Open the console and send it from there." +
-	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
-	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
-	"arch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance has “%[1]s” as its business key. A business key is found" +
-	" only whole and exactly as given, capitals and accents included: a list " +
-	"shows a long one shortened, so copy it from its instance’s page.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02You are signed out.\x02Your session " +
-	"had ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
-	"t of the server), so your last action was not applied. Sign in again, th" +
-	"en repeat it.\x02Your session has ended (inactivity, a sign-out elsewher" +
-	"e, a token revoked or expired, or a restart of the server). Sign in agai" +
-	"n.\x02Sign in\x02Sign in with an operator, designer or administrator tok" +
-	"en.\x02Token\x02The token is checked once and never stored in your brows" +
-	"er; a session cookie stands for it for up to 8 hours of inactivity, and " +
-	"12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins f" +
-	"rom your address. Try again in %[1]d second.\x00H\x02Too many failed sig" +
-	"n-ins from your address. Try again in %[1]d seconds.\x02Paste your token" +
-	" in the field: it is empty.\x02This token is unknown, revoked or expired" +
-	".\x02A %[1]s token cannot open the console: it is a worker’s token, for " +
-	"the API.\x02Only administrators see this page: tokens, consumers, destin" +
-	"ations, the reveal log and erasures are theirs.\x02Staff tokens (adminis" +
-	"trators, designers, operators) that are not revoked. Consumer tokens are" +
-	" managed with their consumers. Revoking a token refuses its next request" +
-	".\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Exp" +
-	"ires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
-	"Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next reques" +
-	"t is refused, and console sessions opened with it end. This cannot be un" +
-	"done: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
-	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
-	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
-	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
-	" to it, with their consumers granted it (a worker naming no revision tak" +
-	"es those its consumer is granted; a process version pins it).\x02Occurre" +
-	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
-	"orkers to them, with their consumers granted them (a worker naming no re" +
-	"vision takes those its consumer is granted; a process version pins them)" +
-	".\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
-	"isions they take: %[1]s; some take every revision their consumer is gran" +
-	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
-	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
-	"ions %[1]s only.\x02They take revisions %[1]s only."
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
+	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
+	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
+	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
+	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s" +
+	"\x02timeout %[1]s (the default)\x02instances held\x02instances held: %[1" +
+	"]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only a" +
+	"dministrators may reveal a sensitive value.\x02Say why you reveal this v" +
+	"alue: the reason is recorded with the reveal in the audit log.\x02Reveal" +
+	"ed by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurren" +
+	"ce\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive" +
+	") can be revealed.\x02Secret values can never be revealed.\x02Every sens" +
+	"itive value an administrator revealed: who, when, which field and why. T" +
+	"he values themselves are never kept.\x02Reveals, newest first\x02No valu" +
+	"e was revealed.\x02none (revealed before reasons were asked for)\x02Meth" +
+	"od not allowed\x02This page does not accept that request.\x02This form w" +
+	"as sent from another site: the console takes its forms from its own page" +
+	"s only. Open the console and send it from there.\x02Search\x02Type an in" +
+	"stance or occurrence id (a whole UUID, as the title of its page shows it" +
+	"), or a business key.\x02Nothing to find: the search box is empty.\x02Th" +
+	"at is too long to be an id or a business key.\x02No instance has “%[1]s”" +
+	" as its business key. A business key is found only whole and exactly as " +
+	"given, capitals and accents included: a list shows a long one shortened," +
+	" so copy it from its instance’s page.\x02No instance or occurrence has t" +
+	"he id “%[1]s”, and no instance has it as its business key. An ended inst" +
+	"ance is deleted, with its occurrences and attempts, once the retention p" +
+	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
+	"ases it; the audit log keeps the operator actions taken on it.\x02No ins" +
+	"tance has “%[1]s” as its business key, and it is not a whole id: the lis" +
+	"ts show the end of each id. Open the row, or copy its link, for the whol" +
+	"e id.\x02You are signed out.\x02Your session had ended (inactivity, a si" +
+	"gn-out elsewhere, a revoked token or a restart of the server), so your l" +
+	"ast action was not applied. Sign in again, then repeat it.\x02Your sessi" +
+	"on has ended (inactivity, a sign-out elsewhere, a token revoked or expir" +
+	"ed, or a restart of the server). Sign in again.\x02Sign in\x02Sign in wi" +
+	"th an operator, designer or administrator token.\x02Token\x02The token i" +
+	"s checked once and never stored in your browser; a session cookie stands" +
+	" for it for up to 8 hours of inactivity, and 12 hours at most.\x14\x01" +
+	"\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try aga" +
+	"in in %[1]d second.\x00H\x02Too many failed sign-ins from your address. " +
+	"Try again in %[1]d seconds.\x02Paste your token in the field: it is empt" +
+	"y.\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot" +
+	" open the console: it is a worker’s token, for the API.\x02Only administ" +
+	"rators see this page: tokens, consumers, destinations, the reveal log an" +
+	"d erasures are theirs.\x02Staff tokens (administrators, designers, opera" +
+	"tors) that are not revoked. Consumer tokens are managed with their consu" +
+	"mers. Revoking a token refuses its next request.\x02Staff tokens, oldest" +
+	" first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet" +
+	"\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Re" +
+	"voke the %[1]s token “%[2]s”?\x02Its next request is refused, and consol" +
+	"e sessions opened with it end. This cannot be undone: whoever uses it ne" +
+	"eds a new token.\x02Revoke the token\x02Keep it\x02This is the token you" +
+	" signed in with: revoking it signs you out. Its next request is refused." +
+	" This cannot be undone.\x02This is the last usable administrator token: " +
+	"create another one before revoking it.\x02The token “%[1]s” (%[2]s) was " +
+	"revoked: its next request is refused.\x02routing output\x02each item of " +
+	"%[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d chara" +
+	"cter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
+	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
+	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
+	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
+	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)" +
+	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
+	"nected by a stream, and polling workers by their last fetch. A worker is" +
+	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
+	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
+	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
+	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no worker" +
+	" takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no liv" +
+	"e worker takes it: subscribe workers to it, with their consumers granted" +
+	" it (a worker naming no revision takes those its consumer is granted; a " +
+	"process version pins it).\x02Occurrences of revisions %[1]s wait, and no" +
+	" live worker takes them: subscribe workers to them, with their consumers" +
+	" granted them (a worker naming no revision takes those its consumer is g" +
+	"ranted; a process version pins them).\x02No worker serves this definitio" +
+	"n: its occurrences wait until one connects or polls.\x02No process uses " +
+	"this definition yet: it needs a worker once a process pulls it.\x02No pr" +
+	"ocess pulls this definition: Relais calls its destinations (push), and i" +
+	"t needs no worker.\x02No worker is connected for this definition; none o" +
+	"f its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served b" +
+	"y %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revi" +
+	"sion its consumer is granted.\x02Revisions they take: %[1]s; some take e" +
+	"very revision their consumer is granted.\x02They take every revision the" +
+	"ir consumer is granted.\x02It takes revision %[1]d only.\x02They take re" +
+	"vision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revisi" +
+	"ons %[1]s only."
 
-var frIndex = []uint32{ // 797 elements
+var frIndex = []uint32{ // 798 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1625,186 +1629,186 @@ var frIndex = []uint32{ // 797 elements
 	// Entry A0 - BF
 	0x00002cc8, 0x00002ce4, 0x00002cfb, 0x00002d13,
 	0x00002d56, 0x00002ea4, 0x00002f5d, 0x00002f69,
-	0x00002f7c, 0x00003021, 0x00003036, 0x00003051,
-	0x000030cd, 0x000030e2, 0x0000313f, 0x00003195,
-	0x000031b1, 0x00003208, 0x00003220, 0x000032b8,
-	0x000032dd, 0x000032f7, 0x000033e8, 0x00003416,
-	0x00003419, 0x0000341d, 0x00003424, 0x0000342e,
-	0x00003434, 0x0000343c, 0x00003442, 0x0000344c,
+	0x00003054, 0x00003067, 0x0000310c, 0x00003121,
+	0x0000313c, 0x000031b8, 0x000031cd, 0x0000322a,
+	0x00003280, 0x0000329c, 0x000032f3, 0x0000330b,
+	0x000033a3, 0x000033c8, 0x000033e2, 0x000034d3,
+	0x00003501, 0x00003504, 0x00003508, 0x0000350f,
+	0x00003519, 0x0000351f, 0x00003527, 0x0000352d,
 	// Entry C0 - DF
-	0x0000346d, 0x00003486, 0x00003499, 0x000034d1,
-	0x000034eb, 0x00003506, 0x0000356c, 0x0000359e,
-	0x000035a4, 0x000035a9, 0x000035b5, 0x000035c4,
-	0x000035d0, 0x000035dc, 0x000035ee, 0x000035ff,
-	0x00003683, 0x00003695, 0x000036ac, 0x000036b7,
-	0x0000370c, 0x00003719, 0x0000373e, 0x0000374a,
-	0x00003754, 0x0000375a, 0x00003766, 0x0000377e,
-	0x000037d0, 0x000037e0, 0x000037f0, 0x000037f9,
+	0x00003537, 0x00003558, 0x00003571, 0x00003584,
+	0x000035bc, 0x000035d6, 0x000035f1, 0x00003657,
+	0x00003689, 0x0000368f, 0x00003694, 0x000036a0,
+	0x000036af, 0x000036bb, 0x000036c7, 0x000036d9,
+	0x000036ea, 0x0000376e, 0x00003780, 0x00003797,
+	0x000037a2, 0x000037f7, 0x00003804, 0x00003829,
+	0x00003835, 0x0000383f, 0x00003845, 0x00003851,
+	0x00003869, 0x000038bb, 0x000038cb, 0x000038db,
 	// Entry E0 - FF
-	0x00003804, 0x0000380c, 0x0000382c, 0x0000384e,
-	0x00003876, 0x0000387f, 0x0000388f, 0x000038af,
-	0x000038b7, 0x000038c6, 0x000038e5, 0x00003910,
-	0x00003936, 0x00003946, 0x00003950, 0x0000395a,
-	0x00003979, 0x00003997, 0x00003a6f, 0x00003a8d,
-	0x00003ad1, 0x00003b0e, 0x00003b41, 0x00003b71,
-	0x00003bfa, 0x00003c26, 0x00003c56, 0x00003c78,
-	0x00003c93, 0x00003cae, 0x00003cca, 0x00003ce6,
+	0x000038e4, 0x000038ef, 0x000038f7, 0x00003917,
+	0x00003939, 0x00003961, 0x0000396a, 0x0000397a,
+	0x0000399a, 0x000039a2, 0x000039b1, 0x000039d0,
+	0x000039fb, 0x00003a21, 0x00003a31, 0x00003a3b,
+	0x00003a45, 0x00003a64, 0x00003a82, 0x00003b5a,
+	0x00003b78, 0x00003bbc, 0x00003bf9, 0x00003c2c,
+	0x00003c5c, 0x00003ce5, 0x00003d11, 0x00003d41,
+	0x00003d63, 0x00003d7e, 0x00003d99, 0x00003db5,
 	// Entry 100 - 11F
-	0x00003cfc, 0x00003d16, 0x00003d4d, 0x00003d83,
-	0x00003da3, 0x00003dc2, 0x00003dc9, 0x00003e33,
-	0x00003e49, 0x00003e4e, 0x00003e62, 0x00003e7a,
-	0x00003e9f, 0x00003ecd, 0x00003ef2, 0x00003f0c,
-	0x00004012, 0x00004027, 0x00004037, 0x0000403b,
-	0x0000404e, 0x0000405d, 0x00004074, 0x00004083,
-	0x0000408a, 0x00004095, 0x000040b7, 0x000040cb,
-	0x000041a9, 0x000041d1, 0x0000425a, 0x00004360,
+	0x00003dd1, 0x00003de7, 0x00003e01, 0x00003e38,
+	0x00003e6e, 0x00003e8e, 0x00003ead, 0x00003eb4,
+	0x00003f1e, 0x00003f34, 0x00003f39, 0x00003f4d,
+	0x00003f65, 0x00003f8a, 0x00003fb8, 0x00003fdd,
+	0x00003ff7, 0x000040fd, 0x00004112, 0x00004122,
+	0x00004126, 0x00004139, 0x00004148, 0x0000415f,
+	0x0000416e, 0x00004175, 0x00004180, 0x000041a2,
+	0x000041b6, 0x00004294, 0x000042bc, 0x00004345,
 	// Entry 120 - 13F
-	0x00004375, 0x000043db, 0x00004460, 0x000044d5,
-	0x000044e7, 0x000044fa, 0x00004516, 0x00004543,
-	0x00004560, 0x00004583, 0x0000458e, 0x00004599,
-	0x000045b0, 0x00004717, 0x0000473e, 0x0000477c,
-	0x00004788, 0x00004791, 0x000047a5, 0x000047af,
-	0x000047d6, 0x000047f2, 0x0000480d, 0x0000483d,
-	0x0000487c, 0x00004897, 0x000048a6, 0x000048b7,
-	0x000048d8, 0x00004943, 0x0000495b, 0x000049a2,
+	0x0000444b, 0x00004460, 0x000044c6, 0x0000454b,
+	0x000045c0, 0x000045d2, 0x000045e5, 0x00004601,
+	0x0000462e, 0x0000464b, 0x0000466e, 0x00004679,
+	0x00004684, 0x0000469b, 0x00004802, 0x00004829,
+	0x00004867, 0x00004873, 0x0000487c, 0x00004890,
+	0x0000489a, 0x000048c1, 0x000048dd, 0x000048f8,
+	0x00004928, 0x00004967, 0x00004982, 0x00004991,
+	0x000049a2, 0x000049c3, 0x00004a2e, 0x00004a46,
 	// Entry 140 - 15F
-	0x00004a0d, 0x00004a18, 0x00004a32, 0x00004a7c,
-	0x00004a84, 0x00004a92, 0x00004aa2, 0x00004acc,
-	0x00004af5, 0x00004b05, 0x00004b24, 0x00004b30,
-	0x00004b49, 0x00004b54, 0x00004b61, 0x00004b70,
-	0x00004b78, 0x00004b82, 0x00004b8a, 0x00004b92,
-	0x00004b98, 0x00004b9f, 0x00004ba4, 0x00004ba9,
-	0x00004bad, 0x00004bb2, 0x00004bb8, 0x00004bbe,
-	0x00004bc4, 0x00004bc9, 0x00004bce, 0x00004bd4,
+	0x00004a8d, 0x00004af8, 0x00004b03, 0x00004b1d,
+	0x00004b67, 0x00004b6f, 0x00004b7d, 0x00004b8d,
+	0x00004bb7, 0x00004be0, 0x00004bf0, 0x00004c0f,
+	0x00004c1b, 0x00004c34, 0x00004c3f, 0x00004c4c,
+	0x00004c5b, 0x00004c63, 0x00004c6d, 0x00004c75,
+	0x00004c7d, 0x00004c83, 0x00004c8a, 0x00004c8f,
+	0x00004c94, 0x00004c98, 0x00004c9d, 0x00004ca3,
+	0x00004ca9, 0x00004caf, 0x00004cb4, 0x00004cb9,
 	// Entry 160 - 17F
-	0x00004bde, 0x00004bfe, 0x00004c20, 0x00004c44,
-	0x00004c6a, 0x00004c73, 0x00004c8f, 0x00004c98,
-	0x00004cb0, 0x00004cb9, 0x00004d0d, 0x00004d2d,
-	0x00004d33, 0x00004d3e, 0x00004d44, 0x00004d52,
-	0x00004d5d, 0x00004d6b, 0x00004d9e, 0x00004dc2,
-	0x00004df1, 0x00004e3a, 0x00004e41, 0x00004e57,
-	0x00004eca, 0x00004ef0, 0x00004f0a, 0x00004ff2,
-	0x00005181, 0x00005288, 0x000052d8, 0x00005309,
+	0x00004cbf, 0x00004cc9, 0x00004ce9, 0x00004d0b,
+	0x00004d2f, 0x00004d55, 0x00004d5e, 0x00004d7a,
+	0x00004d83, 0x00004d9b, 0x00004da4, 0x00004df8,
+	0x00004e18, 0x00004e1e, 0x00004e29, 0x00004e2f,
+	0x00004e3d, 0x00004e48, 0x00004e56, 0x00004e89,
+	0x00004ead, 0x00004edc, 0x00004f25, 0x00004f2c,
+	0x00004f42, 0x00004fb5, 0x00004fdb, 0x00004ff5,
+	0x000050dd, 0x0000526c, 0x00005373, 0x000053c3,
 	// Entry 180 - 19F
-	0x0000533c, 0x0000536b, 0x00005376, 0x0000537a,
-	0x0000538c, 0x000053a1, 0x000053af, 0x000053bc,
-	0x000053d1, 0x000053e4, 0x0000540f, 0x0000543c,
-	0x00005460, 0x00005497, 0x000054e1, 0x000054f3,
-	0x0000552b, 0x00005542, 0x00005559, 0x0000558d,
-	0x000055d7, 0x0000560c, 0x00005615, 0x0000562c,
-	0x0000565a, 0x0000566d, 0x0000567f, 0x00005690,
-	0x0000569b, 0x000056a6, 0x000056b1, 0x000056bb,
+	0x000053f4, 0x00005427, 0x00005456, 0x00005461,
+	0x00005465, 0x00005477, 0x0000548c, 0x0000549a,
+	0x000054a7, 0x000054bc, 0x000054cf, 0x000054fa,
+	0x00005527, 0x0000554b, 0x00005582, 0x000055cc,
+	0x000055de, 0x00005616, 0x0000562d, 0x00005644,
+	0x00005678, 0x000056c2, 0x000056f7, 0x00005700,
+	0x00005717, 0x00005745, 0x00005758, 0x0000576a,
+	0x0000577b, 0x00005786, 0x00005791, 0x0000579c,
 	// Entry 1A0 - 1BF
-	0x000056c5, 0x000056ce, 0x000056d7, 0x000056e0,
-	0x000056e9, 0x000056f2, 0x000056f9, 0x00005707,
-	0x0000570d, 0x00005714, 0x0000571b, 0x00005724,
-	0x00005729, 0x00005737, 0x0000573d, 0x00005743,
-	0x00005749, 0x00005751, 0x0000575a, 0x00005763,
-	0x00005776, 0x00005787, 0x000057aa, 0x000057cb,
-	0x000057da, 0x000057e5, 0x000057f0, 0x000057fd,
-	0x00005801, 0x00005805, 0x00005813, 0x00005821,
+	0x000057a6, 0x000057b0, 0x000057b9, 0x000057c2,
+	0x000057cb, 0x000057d4, 0x000057dd, 0x000057e4,
+	0x000057f2, 0x000057f8, 0x000057ff, 0x00005806,
+	0x0000580f, 0x00005814, 0x00005822, 0x00005828,
+	0x0000582e, 0x00005834, 0x0000583c, 0x00005845,
+	0x0000584e, 0x00005861, 0x00005872, 0x00005895,
+	0x000058b6, 0x000058c5, 0x000058d0, 0x000058db,
+	0x000058e8, 0x000058ec, 0x000058f0, 0x000058fe,
 	// Entry 1C0 - 1DF
-	0x0000582f, 0x0000584f, 0x00005862, 0x0000587b,
-	0x00005890, 0x000058a1, 0x000058b3, 0x000058c5,
-	0x000058cb, 0x000058d2, 0x000058da, 0x000058e2,
-	0x00005900, 0x0000591e, 0x00005935, 0x0000594a,
-	0x0000595b, 0x00005961, 0x0000597a, 0x00005985,
-	0x000059b9, 0x000059c6, 0x000059e4, 0x000059f2,
-	0x000059fb, 0x00005a02, 0x00005a1d, 0x00005a27,
-	0x00005a3a, 0x00005a74, 0x00005a7d, 0x00005a8c,
+	0x0000590c, 0x0000591a, 0x0000593a, 0x0000594d,
+	0x00005966, 0x0000597b, 0x0000598c, 0x0000599e,
+	0x000059b0, 0x000059b6, 0x000059bd, 0x000059c5,
+	0x000059cd, 0x000059eb, 0x00005a09, 0x00005a20,
+	0x00005a35, 0x00005a46, 0x00005a4c, 0x00005a65,
+	0x00005a70, 0x00005aa4, 0x00005ab1, 0x00005acf,
+	0x00005add, 0x00005ae6, 0x00005aed, 0x00005b08,
+	0x00005b12, 0x00005b25, 0x00005b5f, 0x00005b68,
 	// Entry 1E0 - 1FF
-	0x00005af0, 0x00005afc, 0x00005b06, 0x00005b36,
-	0x00005b91, 0x00005c78, 0x00005c83, 0x00005cb6,
-	0x00005cf4, 0x00005d6d, 0x00005d72, 0x00005d92,
-	0x00005daf, 0x00005dcf, 0x00005de4, 0x00005e25,
-	0x00005e30, 0x00005e3a, 0x00005e63, 0x00005ed8,
-	0x00005ee9, 0x00005f26, 0x00005f5a, 0x00005fbb,
-	0x00006005, 0x00006013, 0x0000604f, 0x00006079,
-	0x000060be, 0x000060e6, 0x00006125, 0x00006146,
+	0x00005b77, 0x00005bdb, 0x00005be7, 0x00005bf1,
+	0x00005c21, 0x00005c7c, 0x00005d63, 0x00005d6e,
+	0x00005da1, 0x00005ddf, 0x00005e58, 0x00005e5d,
+	0x00005e7d, 0x00005e9a, 0x00005eba, 0x00005ecf,
+	0x00005f10, 0x00005f1b, 0x00005f25, 0x00005f4e,
+	0x00005fc3, 0x00005fd4, 0x00006011, 0x00006045,
+	0x000060a6, 0x000060f0, 0x000060fe, 0x0000613a,
+	0x00006164, 0x000061a9, 0x000061d1, 0x00006210,
 	// Entry 200 - 21F
-	0x00006184, 0x000061c4, 0x000061e4, 0x00006225,
-	0x0000624f, 0x00006276, 0x000062f9, 0x00006311,
-	0x00006325, 0x0000633c, 0x0000634a, 0x00006355,
-	0x00006378, 0x000063b6, 0x000063d5, 0x000063f1,
-	0x0000645f, 0x00006531, 0x00006590, 0x00006615,
-	0x00006692, 0x00006795, 0x000067dc, 0x00006869,
-	0x000068a9, 0x000068ef, 0x00006a08, 0x00006a30,
-	0x00006a53, 0x00006a8a, 0x00006b1b, 0x00006b6e,
+	0x00006231, 0x0000626f, 0x000062af, 0x000062cf,
+	0x00006310, 0x0000633a, 0x00006361, 0x000063e4,
+	0x000063fc, 0x00006410, 0x00006427, 0x00006435,
+	0x00006440, 0x00006463, 0x000064a1, 0x000064c0,
+	0x000064dc, 0x0000654a, 0x0000661c, 0x0000667b,
+	0x00006700, 0x0000677d, 0x00006880, 0x000068c7,
+	0x00006954, 0x00006994, 0x000069da, 0x00006af3,
+	0x00006b1b, 0x00006b3e, 0x00006b75, 0x00006c06,
 	// Entry 220 - 23F
-	0x00006b97, 0x00006c79, 0x00006c9f, 0x00006ce6,
-	0x00006d6a, 0x00006de5, 0x00006e62, 0x00006e89,
-	0x00006eb1, 0x00006ef8, 0x00006f42, 0x00006f75,
-	0x00006f88, 0x00007090, 0x000070be, 0x000070fa,
-	0x00007110, 0x000071a4, 0x000071b7, 0x000071f4,
-	0x00007230, 0x00007243, 0x00007297, 0x000072cc,
-	0x000072de, 0x000072f5, 0x00007334, 0x00007386,
-	0x000073b2, 0x0000744a, 0x000074f0, 0x00007500,
+	0x00006c59, 0x00006c82, 0x00006d64, 0x00006d8a,
+	0x00006dd1, 0x00006e55, 0x00006ed0, 0x00006f4d,
+	0x00006f74, 0x00006f9c, 0x00006fe3, 0x0000702d,
+	0x00007060, 0x00007073, 0x0000717b, 0x000071a9,
+	0x000071e5, 0x000071fb, 0x0000728f, 0x000072a2,
+	0x000072df, 0x0000731b, 0x0000732e, 0x00007382,
+	0x000073b7, 0x000073c9, 0x000073e0, 0x0000741f,
+	0x00007471, 0x0000749d, 0x00007535, 0x000075db,
 	// Entry 240 - 25F
-	0x00007560, 0x000075d1, 0x00007656, 0x000076eb,
-	0x000076f6, 0x00007713, 0x00007732, 0x00007743,
-	0x0000775d, 0x00007766, 0x00007770, 0x000077be,
-	0x00007803, 0x00007822, 0x00007857, 0x000078a8,
-	0x000078b9, 0x00007903, 0x00007919, 0x0000792d,
-	0x00007946, 0x0000795c, 0x00007986, 0x0000798e,
-	0x000079a1, 0x000079a8, 0x000079c3, 0x000079e3,
-	0x00007a13, 0x00007a2a, 0x00007a62, 0x00007a9d,
+	0x000075eb, 0x0000764b, 0x000076bc, 0x00007741,
+	0x000077d6, 0x000077e1, 0x000077fe, 0x0000781d,
+	0x0000782e, 0x00007848, 0x00007851, 0x0000785b,
+	0x000078a9, 0x000078ee, 0x0000790d, 0x00007942,
+	0x00007993, 0x000079a4, 0x000079ee, 0x00007a04,
+	0x00007a18, 0x00007a31, 0x00007a47, 0x00007a71,
+	0x00007a79, 0x00007a8c, 0x00007a93, 0x00007aae,
+	0x00007ace, 0x00007afe, 0x00007b15, 0x00007b4d,
 	// Entry 260 - 27F
-	0x00007ac9, 0x00007b1d, 0x00007b2e, 0x00007b48,
-	0x00007b53, 0x00007b67, 0x00007b79, 0x00007b8f,
-	0x00007ba1, 0x00007bb3, 0x00007bb9, 0x00007bcb,
-	0x00007bd9, 0x00007be8, 0x00007bf4, 0x00007c0a,
-	0x00007c34, 0x00007c67, 0x00007d0f, 0x00007d5f,
-	0x00007d87, 0x00007dd9, 0x00007e1b, 0x00007e57,
-	0x00007e6e, 0x00007f38, 0x00007f65, 0x0000811f,
-	0x00008139, 0x00008152, 0x00008173, 0x0000818a,
+	0x00007b88, 0x00007bb4, 0x00007c08, 0x00007c19,
+	0x00007c33, 0x00007c3e, 0x00007c52, 0x00007c64,
+	0x00007c7a, 0x00007c8c, 0x00007c9e, 0x00007ca4,
+	0x00007cb6, 0x00007cc4, 0x00007cd3, 0x00007cdf,
+	0x00007cf5, 0x00007d1f, 0x00007d52, 0x00007dfa,
+	0x00007e4a, 0x00007e72, 0x00007ec4, 0x00007f06,
+	0x00007f42, 0x00007f59, 0x00008023, 0x00008050,
+	0x0000820a, 0x00008224, 0x0000823d, 0x0000825e,
 	// Entry 280 - 29F
-	0x000081b7, 0x000081be, 0x000081d8, 0x000081fe,
-	0x00008213, 0x0000826d, 0x00008302, 0x00008365,
-	0x00008378, 0x0000839f, 0x000083c7, 0x000083d5,
-	0x000083e5, 0x000083f6, 0x000083fd, 0x00008533,
-	0x0000853a, 0x00008574, 0x00008579, 0x0000858e,
-	0x000085a2, 0x000085b4, 0x000085ca, 0x000085da,
-	0x00008617, 0x00008657, 0x00008672, 0x00008747,
-	0x0000875f, 0x00008800, 0x0000888f, 0x0000889f,
+	0x00008275, 0x000082a2, 0x000082a9, 0x000082c3,
+	0x000082e9, 0x000082fe, 0x00008358, 0x000083ed,
+	0x00008450, 0x00008463, 0x0000848a, 0x000084b2,
+	0x000084c0, 0x000084d0, 0x000084e1, 0x000084e8,
+	0x0000861e, 0x00008625, 0x0000865f, 0x00008664,
+	0x00008679, 0x0000868d, 0x0000869f, 0x000086b5,
+	0x000086c5, 0x00008702, 0x00008742, 0x0000875d,
+	0x00008832, 0x0000884a, 0x000088eb, 0x0000897a,
 	// Entry 2A0 - 2BF
-	0x00008979, 0x00008a3b, 0x00008a40, 0x00008a50,
-	0x00008a5e, 0x00008a6e, 0x00008a7e, 0x00008a8c,
-	0x00008a9c, 0x00008aa6, 0x00008acf, 0x00008ae9,
-	0x00008b04, 0x00008b92, 0x00008bd0, 0x00008be1,
-	0x00008bee, 0x00008c09, 0x00008c1d, 0x00008c3b,
-	0x00008c86, 0x00008cc7, 0x00008d3d, 0x00008d83,
-	0x00008d9c, 0x00008db4, 0x00008e07, 0x00008e42,
-	0x00008eda, 0x00008f06, 0x00008f2c, 0x00008f60,
+	0x0000898a, 0x00008a64, 0x00008b26, 0x00008b2b,
+	0x00008b3b, 0x00008b49, 0x00008b59, 0x00008b69,
+	0x00008b77, 0x00008b87, 0x00008b91, 0x00008bba,
+	0x00008bd4, 0x00008bef, 0x00008c7d, 0x00008cbb,
+	0x00008ccc, 0x00008cd9, 0x00008cf4, 0x00008d08,
+	0x00008d26, 0x00008d71, 0x00008db2, 0x00008e28,
+	0x00008e6e, 0x00008e87, 0x00008e9f, 0x00008ef2,
+	0x00008f2d, 0x00008fc5, 0x00008ff1, 0x00009017,
 	// Entry 2C0 - 2DF
-	0x00008f78, 0x00008fa3, 0x0000904c, 0x00009056,
-	0x000090de, 0x00009113, 0x00009154, 0x00009239,
-	0x000093b4, 0x0000948d, 0x000094a6, 0x0000956f,
-	0x000095f8, 0x00009605, 0x00009657, 0x0000965d,
-	0x00009711, 0x000097c1, 0x000097f3, 0x0000981f,
-	0x00009888, 0x0000992f, 0x000099f1, 0x00009a21,
-	0x00009a2e, 0x00009a34, 0x00009a4a, 0x00009a55,
-	0x00009a5c, 0x00009a67, 0x00009a75, 0x00009a82,
+	0x0000904b, 0x00009063, 0x0000908e, 0x00009137,
+	0x00009141, 0x000091c9, 0x000091fe, 0x0000923f,
+	0x00009324, 0x0000949f, 0x00009578, 0x00009591,
+	0x0000965a, 0x000096e3, 0x000096f0, 0x00009742,
+	0x00009748, 0x000097fc, 0x000098ac, 0x000098de,
+	0x0000990a, 0x00009973, 0x00009a1a, 0x00009adc,
+	0x00009b0c, 0x00009b19, 0x00009b1f, 0x00009b35,
+	0x00009b40, 0x00009b47, 0x00009b52, 0x00009b60,
 	// Entry 2E0 - 2FF
-	0x00009a90, 0x00009aa9, 0x00009ad6, 0x00009b7f,
-	0x00009b92, 0x00009b9c, 0x00009c2b, 0x00009c8c,
-	0x00009ce8, 0x00009cfa, 0x00009d14, 0x00009d27,
-	0x00009d65, 0x00009da1, 0x00009dbe, 0x00009dcb,
-	0x00009dd9, 0x00009de7, 0x00009df7, 0x00009e33,
-	0x00009e6d, 0x00009eea, 0x00009ef5, 0x00009f1f,
-	0x00009f2c, 0x00009f48, 0x00009f4c, 0x00009f5e,
-	0x0000a020, 0x0000a053, 0x0000a05e, 0x0000a068,
+	0x00009b6d, 0x00009b7b, 0x00009b94, 0x00009bc1,
+	0x00009c6a, 0x00009c7d, 0x00009c87, 0x00009d16,
+	0x00009d77, 0x00009dd3, 0x00009de5, 0x00009dff,
+	0x00009e12, 0x00009e50, 0x00009e8c, 0x00009ea9,
+	0x00009eb6, 0x00009ec4, 0x00009ed2, 0x00009ee2,
+	0x00009f1e, 0x00009f58, 0x00009fd5, 0x00009fe0,
+	0x0000a00a, 0x0000a017, 0x0000a033, 0x0000a037,
+	0x0000a049, 0x0000a10b, 0x0000a13e, 0x0000a149,
 	// Entry 300 - 31F
-	0x0000a07d, 0x0000a086, 0x0000a090, 0x0000a0a5,
-	0x0000a0c9, 0x0000a0e3, 0x0000a0f8, 0x0000a124,
-	0x0000a129, 0x0000a13e, 0x0000a150, 0x0000a185,
-	0x0000a196, 0x0000a1c3, 0x0000a1f2, 0x0000a314,
-	0x0000a436, 0x0000a4ac, 0x0000a537, 0x0000a5c6,
-	0x0000a62d, 0x0000a66f, 0x0000a6b7, 0x0000a72a,
-	0x0000a772, 0x0000a7a0, 0x0000a7ce, 0x0000a801,
-	0x0000a834,
-} // Size: 3212 bytes
+	0x0000a153, 0x0000a168, 0x0000a171, 0x0000a17b,
+	0x0000a190, 0x0000a1b4, 0x0000a1ce, 0x0000a1e3,
+	0x0000a20f, 0x0000a214, 0x0000a229, 0x0000a23b,
+	0x0000a270, 0x0000a281, 0x0000a2ae, 0x0000a2dd,
+	0x0000a3ff, 0x0000a521, 0x0000a597, 0x0000a622,
+	0x0000a6b1, 0x0000a718, 0x0000a75a, 0x0000a7a2,
+	0x0000a815, 0x0000a85d, 0x0000a88b, 0x0000a8b9,
+	0x0000a8ec, 0x0000a91f,
+} // Size: 3216 bytes
 
-const frData string = "" + // Size: 43060 bytes
+const frData string = "" + // Size: 43295 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1979,458 +1983,461 @@ const frData string = "" + // Size: 43060 bytes
 	" d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identi" +
 	"fiant complet (un UUID)\u202f: les listes montrent la fin de chaque iden" +
 	"tifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant c" +
-	"omplet.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été" +
-	" envoyé depuis cette session de la console, ou il a expiré\u202f: rien n" +
-	"’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Retour" +
-	" au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse %[" +
-	"1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez sa" +
-	"isi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire n’" +
-	"est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau." +
-	"\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-l" +
-	"e de nouveau.\x02Temporairement indisponible\x02La base de données est i" +
-	"njoignable pour le moment. Réessayez dans quelques secondes.\x02Une erre" +
-	"ur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
-	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
-	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
-	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
-	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
-	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
-	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
-	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
-	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
-	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
-	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
-	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
-	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
-	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
-	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
-	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
-	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
-	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
-	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
-	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
-	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
-	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
-	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
-	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
-	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
-	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
-	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
-	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
-	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
-	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
-	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
-	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
-	"push. Les valeurs de la requête de l’URL et des en-têtes, et les secrets" +
-	" de signature, sont scellés et jamais affichés. Créez, modifiez et suppr" +
-	"imez les destinations par l’API (/api/v1/destinations).\x02Destinations " +
-	"par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal" +
-	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Ap" +
-	"pels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, p" +
-	"our qui lira le journal plus tard\u202f: %[1]d caractères au plus. Il es" +
-	"t conservé après l’effacement, quelle que soit la rétention\u202f: écriv" +
-	"ez la référence de la demande, pas le nom de la personne.\x02Effacer l’i" +
-	"nstance de processus %[1]s\x02Effacer cette instance maintenant\u202f? E" +
-	"lle est supprimée avec ses occurrences et leurs tentatives, comme la rét" +
-	"ention la supprimerait.\x02Ses entrées, ses sorties, sa clé métier et le" +
-	"s messages des exécutants partent avec elle\u202f; c’est irréversible. L" +
-	"es enregistrements d’audit qui la nomment restent (qui a fait quoi, et p" +
-	"ourquoi), de même que les sauvegardes jusqu’à leur expiration.\x02Efface" +
-	"r l’instance\x02Cette instance est %[1]s\u202f: seule une instance termi" +
-	"née peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instan" +
-	"ce %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]" +
-	"d). Consigné dans le journal d’audit.\x02Cette instance avait déjà été e" +
-	"ffacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consig" +
-	"né.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateu" +
-	"r\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termin" +
-	"e l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull" +
-	" %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incident" +
-	"s de chaque définition maintenant, et ce que ses exécutants ont terminé " +
-	"dans la dernière heure\u202f: les occurrences achevées, avec succès ou e" +
-	"n échec. Une occurrence reprise depuis compte là où elle se termine ensu" +
-	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
-	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
-	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
-	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
-	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
-	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
-	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
-	"ssites et échecs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s" +
-	"\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le g" +
-	"raphique donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffre" +
-	"s du graphique\x02Réussites et échecs par tranche de 5\u00a0min, les plu" +
-	"s anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées" +
-	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec" +
-	"\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
-	"\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instan" +
-	"t\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mar" +
-	"s\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02dé" +
-	"c.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1" +
-	"]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heu" +
-	"res\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
-	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
-	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
-	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
-	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
-	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
-	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
-	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
-	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
-	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
-	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
-	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
-	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
-	"un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance" +
-	" et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s l" +
-	"e %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f" +
-	"%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Déma" +
-	"rrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour" +
-	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
-	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
-	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être u" +
-	"n nombre entier à partir de 1.\x02Une version est celle d’un processus" +
-	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
-	"e retient\x02La page suivante les compte et demande un motif avant que r" +
-	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
-	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
-	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
-	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
-	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
-	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
-	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
-	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
-	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
-	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
-	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
-	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
-	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
-	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
-	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
-	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
-	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
-	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
-	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
-	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
-	"T /api/v1/occurrences/%[3]s les liste toutes.\x02Mode\x02Motif donné par" +
-	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
-	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
-	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
-	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
-	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
-	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
-	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
-	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
-	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
-	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
-	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
-	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
-	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
-	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
-	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
-	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
-	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
-	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
-	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
-	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
-	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
-	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
-	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
-	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
-	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
-	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
-	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
-	"ir les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa " +
-	"réponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
-	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
-	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
-	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
-	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
-	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
-	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
-	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
-	"destination a agi, donc elle n’est pas appelée de nouveau.\x02L’appel n’" +
-	"a pas pu être préparé.\x02La destination était injoignable.\x02La répons" +
-	"e de la destination était trop volumineuse.\x02La dernière tentative a p" +
-	"ris fin sans résultat (son verrou a expiré, ou le flux de son exécutant " +
-	"s’est terminé), sans tentative restante.\x02Les entrées n’ont pas pu êtr" +
-	"e construites à partir des liaisons du processus.\x02Un opérateur a aban" +
-	"donné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouv" +
-	"elle tentative restante (retries\u202f: 0, aucun retries envoyé, que Cam" +
-	"unda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pa" +
-	"s exécutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun " +
-	"exécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun " +
+	"omplet.\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]" +
+	"s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et" +
+	" tentatives ont été supprimées avec elle\u202f; le journal d’audit garde" +
+	" les actions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce for" +
+	"mulaire n’a pas été envoyé depuis cette session de la console, ou il a e" +
+	"xpiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de n" +
+	"ouveau.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce form" +
+	"ulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce" +
+	" que vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu" +
+	"\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Env" +
+	"oyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a " +
+	"été fait. Envoyez-le de nouveau.\x02Temporairement indisponible\x02La b" +
+	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
+	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
+	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
+	"istrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’i" +
+	"nstant.\x02Aucun autre consommateur.\x02Les services externes qui prenne" +
+	"nt des tâches, et les définitions que chacun peut prendre. Créez les con" +
+	"sommateurs, modifiez leurs droits et renouvelez leurs jetons par l’API (" +
+	"/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consomm" +
+	"ateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le" +
+	"\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend" +
+	" rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: tou" +
+	"tes les révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s" +
+	"\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
+	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
+	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
+	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
+	"\x02Liste chaque changement d’une révision à l’autre et ce qu’il peut ca" +
+	"sser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Dé" +
+	"tail\x02Incompatible avec les processus\x02Incompatible avec les exécuta" +
+	"nts\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée" +
+	".\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sort" +
+	"ies de la copie de travail\x02Publications, les plus anciennes d’abord" +
+	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
+	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
+	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
+	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
+	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
+	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
+	" nom ou une description a changé).\x02Changements de la copie de travail" +
+	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
+	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la p" +
+	"rotection\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de c" +
+	"es champs sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sor" +
+	"tie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire " +
+	"→ facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
+	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
+	"amp obligatoire de type %[2]s (classification %[1]s)\x02champ facultatif" +
+	" de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]s" +
+	"\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f" +
+	": leur copie de travail, leurs révisions immuables et leurs publications" +
+	" nommées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune p" +
+	"our l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00" +
+	"\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune de" +
+	"stination pour l’instant.\x02Aucune autre destination.\x02Les points d’a" +
+	"ccès HTTP qu’appellent les nœuds push. Les valeurs de la requête de l’UR" +
+	"L et des en-têtes, et les secrets de signature, sont scellés et jamais a" +
+	"ffichés. Créez, modifiez et supprimez les destinations par l’API (/api/v" +
+	"1/destinations).\x02Destinations par nom\x02valeur masquée\x02URL\x02En-" +
+	"têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête" +
+	"\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l" +
+	"’instance\x02Dites pourquoi, pour qui lira le journal plus tard\u202f:" +
+	" %[1]d caractères au plus. Il est conservé après l’effacement, quelle qu" +
+	"e soit la rétention\u202f: écrivez la référence de la demande, pas le no" +
+	"m de la personne.\x02Effacer l’instance de processus %[1]s\x02Effacer ce" +
+	"tte instance maintenant\u202f? Elle est supprimée avec ses occurrences e" +
+	"t leurs tentatives, comme la rétention la supprimerait.\x02Ses entrées, " +
+	"ses sorties, sa clé métier et les messages des exécutants partent avec e" +
+	"lle\u202f; c’est irréversible. Les enregistrements d’audit qui la nommen" +
+	"t restent (qui a fait quoi, et pourquoi), de même que les sauvegardes ju" +
+	"squ’à leur expiration.\x02Effacer l’instance\x02Cette instance est %[1]s" +
+	"\u202f: seule une instance terminée peut être effacée. Arrêtez-la d’abor" +
+	"d.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurrences" +
+	"\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d’audi" +
+	"t.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s\u202f; r" +
+	"ien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02toute aut" +
+	"re erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, aba" +
+	"ndonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’in" +
+	"stance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s" +
+	"\x02La file d’attente et les incidents de chaque définition maintenant, " +
+	"et ce que ses exécutants ont terminé dans la dernière heure\u202f: les o" +
+	"ccurrences achevées, avec succès ou en échec. Une occurrence reprise dep" +
+	"uis compte là où elle se termine ensuite\u202f; un échec qui laisse des " +
+	"tentatives n’est pas compté, la page de son occurrence le montre.\x02Réu" +
+	"ssites et échecs, dernière heure\x02Définitions, celles qui demandent de" +
+	" l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02" +
+	"En échec\x02Attente de la plus ancienne disponible\x02Terminées, dernièr" +
+	"e heure\x02En échec, dernière heure\x02Aucune définition n’a encore d’oc" +
+	"currence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes env" +
+	"iron.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant" +
+	"\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d’occ" +
+	"urrences\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02" +
+	"Toutes les définitions\x02Réussites et échecs par tranche de 5\u00a0min," +
+	" dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2" +
+	"]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min." +
+	"\x02Terminées\x02Les chiffres du graphique\x02Réussites et échecs par tr" +
+	"anche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]" +
+	"s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée" +
+	"\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en éche" +
+	"c\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, " +
+	"%[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02" +
+	"il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
+	"j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02s" +
+	"ept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1" +
+	"]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
+	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d secon" +
+	"de\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
+	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
+	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
+	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
+	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
+	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
+	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
+	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
+	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
+	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
+	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
+	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
+	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
+	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
+	"nce en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En " +
+	"échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s" +
+	"\u202f».\x02La version doit être un nombre entier à partir de 1.\x02Une " +
+	"version est celle d’un processus\u202f: choisissez aussi le processus." +
+	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
+	"%[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir sur t" +
+	"outes les instances que ce filtre retient\x02La page suivante les compte" +
+	" et demande un motif avant que rien ne change.\x02Instances de processus" +
+	", les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucu" +
+	"ne instance ne correspond à ces filtres.\x02Tous les processus\x02Toute " +
+	"définition\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
+	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
+	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
+	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
+	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
+	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
+	"outes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tenta" +
+	"tives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucun" +
+	"e\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exécut" +
+	"ant a répondu, et c’est sa réponse qui doit changer, pas son verrou.\x02" +
+	"Le verrou de la dernière tentative a expiré sans tentative restante.\x02" +
+	"Le flux de l’exécutant de la dernière tentative s’est terminé (l’exécuta" +
+	"nt est parti ou a été écarté) sans tentative restante.\x02L’échéance est" +
+	" passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas " +
+	"le contrat de sorties de la révision.\x02La réponse à l’appel a été perd" +
+	"ue (la connexion s’est rompue après l’envoi de la requête, ou Relais s’e" +
+	"st arrêté ou n’a pas pu joindre sa base de données avant de l’enregistre" +
+	"r)\u202f: on ignore si la destination a agi, donc elle n’est pas appelée" +
+	" de nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination était" +
+	" injoignable.\x02La réponse de la destination était trop volumineuse." +
+	"\x02La dernière tentative a pris fin sans résultat (son verrou a expiré," +
+	" ou le flux de son exécutant s’est terminé), sans tentative restante." +
+	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
+	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
+	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
+	"0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épui" +
+	"sé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination" +
+	" a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mom" +
+	"ent (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1" +
+	"]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n" +
+	"’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les" +
+	" exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun " +
 	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
-	"de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif" +
-	" ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne pre" +
-	"nnent que la révision %[3]d.\x02Aucun exécutant actif ne prend la révisi" +
-	"on %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révis" +
-	"ions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir " +
-	"de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée " +
-	"de nouveau.\x02En attente de l’appel de Relais à la destination depuis %" +
-	"[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exé" +
-	"cutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que s" +
-	"on résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-" +
-	"être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
-	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02L’instance a été arrêtée pendant que le worker détenait la tâche" +
-	"\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le tr" +
-	"avail.\x02L’instance a été arrêtée pendant l’appel, qui a été interrompu" +
-	"\u202f: la destination a peut-être déjà donné suite à la requête (vérifi" +
-	"ez-le chez elle).\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de ce" +
-	"tte tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a " +
-	"refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), av" +
-	"ant d’en accepter un autre.\x02Relais a refusé le rapport de cette tenta" +
-	"tive à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a p" +
-	"as été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le d" +
-	"ernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune réponse" +
-	" n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de " +
-	"réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
-	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
-	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
-	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
-	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
-	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s," +
-	" sans les autres filtres\x02Totaux de toutes les définitions, sans les a" +
-	"utres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentativ" +
-	"e antérieure\u202f:\x02clôturée\x02prochaine tentative\x02disponible dep" +
-	"uis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pag" +
-	"es\x02Page précédente\x02Page suivante\x02Première page\x02Ligne %[1]s" +
-	"\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
-	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
-	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
-	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
-	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
-	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
-	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
-	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
-	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
-	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un décalag" +
-	"e fixe par rapport à UTC.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fix" +
-	"e, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages " +
-	"d’affichage enregistrés.\x02Rechargement repris.\x02Rechargement suspend" +
-	"u\u202f: cette page reste telle quelle jusqu’à ce que vous repreniez." +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
-	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
-	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
-	"1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suive" +
-	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
-	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
-	"(étiquetées par leurs codes d’erreur). Chaque case indique combien d’occ" +
-	"urrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02" +
-	"Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02Révi" +
-	"sion épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences ac" +
-	"tuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance démarre a" +
-	"vec un objet vide.\x02Entrées avec lesquelles démarre une instance de ce" +
-	"tte version\x02Instances de cette version\x02Les colonnes suivent le plu" +
-	"s long chemin depuis le nœud de départ. Les flèches pleines sont les réu" +
-	"ssites (étiquetées par leur route), les pointillées les échecs (étiqueté" +
-	"es par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version" +
-	" a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)" +
-	". Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompt" +
-	"es.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisible" +
-	"ment (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses r" +
-	"outes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à part" +
-	"ir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et dé" +
-	"comptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous r" +
-	"eprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
-	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
-	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
-	"\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]d" +
-	"\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instanc" +
-	"es bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[" +
-	"2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admin" +
-	"istrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous r" +
-	"évélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
-	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
-	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
-	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
-	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
-	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
-	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
-	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
-	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
-	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
-	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
-	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
-	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
-	"Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
-	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
-	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
-	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
-	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
-	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
-	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
-	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
-	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
-	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
-	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[" +
+	"1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %" +
+	"[1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel d" +
+	"e Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécu" +
+	"tant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (" +
+	"%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la " +
+	"réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue e" +
+	"n outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il " +
+	"a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réserv" +
+	"ée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s" +
+	".\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommat" +
+	"eur, ou une interface munie d’un jeton de règlement, la terminera plus t" +
+	"ard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’" +
+	"un opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
+	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
+	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
+	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
+	"nt que le worker détenait la tâche\u202f: son compte rendu est refusé, m" +
+	"ais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée pen" +
+	"dant l’appel, qui a été interrompu\u202f: la destination a peut-être déj" +
+	"à donné suite à la requête (vérifiez-le chez elle).\x02%[1]s sur %[2]s" +
+	"\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avant " +
+	"d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette tenta" +
+	"tive, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relai" +
+	"s a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son exéc" +
+	"utant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé %[1" +
+	"]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son ex" +
+	"écutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02HT" +
+	"TP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de con" +
+	"nexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de" +
+	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02Message" +
+	" de Relais (en anglais), citant la réponse de la destination\x02Message " +
+	"de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou p" +
+	"lus.\x02Une révision est celle d’une définition\u202f: choisissez aussi " +
+	"la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, ré" +
+	"vision, consommateur, destination, dates\x02Destination d’appel\x02son n" +
+	"om, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occu" +
+	"rrences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Er" +
+	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
+	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02pr" +
+	"ochaine tentative\x02disponible depuis\x02appel en cours depuis\x02verro" +
+	"u jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivant" +
+	"e\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f" +
+	": une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient apr" +
+	"ès le dernier.\x02Cette adresse contient un paramètre illisible (un sig" +
+	"ne pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un po" +
+	"int-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Pa" +
+	"ramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s" +
+	"\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curs" +
+	"eur de page est invalide\u202f: revenez à la première page.\x02Ces régla" +
+	"ges sont conservés dans ce navigateur seulement.\x02Afficher les heures " +
+	"en\x02La console n’exécute aucun script et ne peut donc pas lire le fuse" +
+	"au horaire de votre ordinateur\u202f: choisissez un lieu, dont l’heure d" +
+	"’été est suivie, ou un décalage fixe par rapport à UTC.\x02Recharger l" +
+	"es listes et les pages de détail\x02Un rechargement vide ce que vous ave" +
+	"z saisi sans l’appliquer (filtres, champ de recherche) et ramène le focu" +
+	"s en haut de la page\u202f: «\u202fSuspendre le rechargement\u202f», sur" +
+	" chaque page qui se recharge, l’arrête jusqu’à ce que vous le repreniez." +
+	" Les pages où vous saisissez un motif (confirmations, et occurrences don" +
+	"t une valeur peut être révélée) ne se rechargent jamais d’elles-mêmes, p" +
+	"as plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir sa" +
+	"ns enregistrer\x02UTC (temps universel coordonné)\x02Heure locale\u202f:" +
+	" %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes le" +
+	"s %[1]d secondes\x02Réglages d’affichage enregistrés.\x02Rechargement re" +
+	"pris.\x02Rechargement suspendu\u202f: cette page reste telle quelle jusq" +
+	"u’à ce que vous repreniez.\x02Les versions de processus publiées\u202f: " +
+	"leurs nœuds, routes et révisions épinglées, dessinés, avec l’emplacement" +
+	" actuel de leurs occurrences.\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Process" +
+	"us par clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’e" +
+	"st encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ" +
+	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
+	"haque case indique combien d’occurrences de cette version se trouvent à " +
+	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
+	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
+	"n cas d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entr" +
+	"ée\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesq" +
+	"uelles démarre une instance de cette version\x02Instances de cette versi" +
+	"on\x02Les colonnes suivent le plus long chemin depuis le nœud de départ." +
+	" Les flèches pleines sont les réussites (étiquetées par leur route), les" +
+	" pointillées les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds " +
+	"de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour les des" +
+	"siner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœ" +
+	"ud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
+	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
+	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
+	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocag" +
+	"e (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’in" +
+	"stance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle te" +
+	"ntative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle t" +
+	"entative après %[2]s, priorité %[3]d\x02une seule tentative, sans nouvel" +
+	"le tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %" +
+	"[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1" +
+	"]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes" +
+	" environ.\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
+	"le.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est cons" +
+	"igné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le " +
+	"%[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance.\x02Aucune instance ni occurrence n’a l’identifian" +
+	"t « %[1]s », et aucune instance ne l’a pour clé métier. Une instance ter" +
+	"minée est supprimée, avec ses occurrences et ses tentatives, une fois la" +
+	" durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un adm" +
+	"inistrateur l’efface\u202f; le journal d’audit garde les actions d’opéra" +
+	"teur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour cl" +
+	"é métier, et ce n’est pas un identifiant entier\u202f: les listes montr" +
+	"ent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, p" +
+	"our l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avai" +
+	"t pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarra" +
+	"ge du serveur)\u202f: votre dernière action n’a pas été appliquée. Recon" +
+	"nectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, " +
+	"déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur" +
+	"). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’o" +
+	"pérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vé" +
+	"rifié une fois et n’est jamais conservé dans votre navigateur\u202f; un " +
+	"cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 12" +
+	"\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éch" +
+	"ouées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop d" +
+	"e connexions échouées depuis votre adresse. Réessayez dans %[1]d seconde" +
+	"s.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton e" +
+	"st inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouv" +
+	"rir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls l" +
+	"es administrateurs voient cette page\u202f: les jetons, les consommateur" +
+	"s, les destinations, le journal des révélations et les effacements sont " +
+	"de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, o" +
+	"pérateurs) non révoqués. Les jetons des consommateurs se gèrent avec leu" +
+	"rs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeton" +
+	"s du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dern" +
+	"ière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
+	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
+	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
+	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
+	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
+	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
+	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
+	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
+	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
+	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
+	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
+	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
+	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
+	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
+	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
+	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
+	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
+	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
+	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
+	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
+	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
+	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
+	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
+	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
+	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
+	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
+	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
+	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
+	"quelles son consommateur a droit\u202f; une version de processus les épi" +
+	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
+	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
+	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
+	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 82965 bytes (81KiB); checksum: 42E8AC7F
+	// Total table size 83395 bytes (81KiB); checksum: BB6242B8

@@ -52,7 +52,7 @@ select count(*) from operator_actions where bulk_id = @bulk_id;
 -- The newest operator action recorded on an instance (no row: none): a
 -- confirmation carries its id, and an action is refused when another was
 -- recorded since (operator_actions_by_instance finds it).
-select id, at, actor_name, action from operator_actions
+select id, at, actor_name, action, reason from operator_actions
 where instance_id = @instance_id
 order by id desc
 limit 1;

@@ -55,7 +55,7 @@ func (q *Queries) OperatorActionInsert(ctx context.Context, arg OperatorActionIn
 }
 
 const operatorActionLatest = `-- name: OperatorActionLatest :one
-select id, at, actor_name, action from operator_actions
+select id, at, actor_name, action, reason from operator_actions
 where instance_id = $1
 order by id desc
 limit 1
@@ -66,6 +66,7 @@ type OperatorActionLatestRow struct {
 	At        time.Time
 	ActorName string
 	Action    string
+	Reason    string
 }
 
 // The newest operator action recorded on an instance (no row: none): a
@@ -79,6 +80,7 @@ func (q *Queries) OperatorActionLatest(ctx context.Context, instanceID uuid.UUID
 		&i.At,
 		&i.ActorName,
 		&i.Action,
+		&i.Reason,
 	)
 	return i, err
 }
