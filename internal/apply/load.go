@@ -463,7 +463,7 @@ func nodeValue(n *yaml.Node, at string) (any, error) {
 				}
 				continue
 			}
-			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" && k.ShortTag() != "!!timestamp" {
 				// As encoding/json would refuse it: a key that is no string.
 				return nil, fmt.Errorf("line %d: mapping keys must be strings, not %s", k.Line, strings.TrimPrefix(k.ShortTag(), "!!"))
 			}
@@ -492,6 +492,13 @@ func nodeValue(n *yaml.Node, at string) (any, error) {
 	}
 	if t := n.ShortTag(); (t == "!!int" || t == "!!float") && jsonNumber.MatchString(n.Value) {
 		return json.Number(n.Value), nil
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!timestamp" {
+		// YAML 1.2 has no timestamps: 2026-01-01 is the text written, as
+		// README promises of yes and no. Decoded, it became a time.Time,
+		// 2026-01-01T00:00:00Z in JSON (designer QA: a choice's values
+		// changed unsaid, a date literal refused as no date).
+		return n.Value, nil
 	}
 	if n.Kind == yaml.ScalarNode && n.Style == 0 && n.ShortTag() == "!!str" && yamlNumberish.MatchString(n.Value) {
 		// Unquoted, a number too large for YAML's own types (1e999, a

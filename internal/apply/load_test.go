@@ -38,6 +38,7 @@ name: Consent
 inputs:
   fields:
     - {name: answer, type: choice, required: true, values: [yes, no, on, off]}
+    - {name: quarter, type: choice, description: 2026-01-01, values: [2026-01-01, 2026-04-01 10:00:00, !!timestamp 2026-07-01]}
 outputs: {fields: []}
 `)
 	write(t, dir, "b.json", `{"kind": "Destination", "name": "d", "url": "https://example.com", "max_timeout": "PT1S"}`)
@@ -55,6 +56,12 @@ outputs: {fields: []}
 	values := docs[1].Body["inputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["values"].([]any)
 	if len(values) != 4 || values[0] != "yes" || values[3] != "off" {
 		t.Errorf("choice values %v; want the strings yes, no, on, off", values)
+	}
+	// YAML 1.2 has no timestamps: a date is the text written, never a
+	// date-time (designer QA: 2026-01-01 became 2026-01-01T00:00:00Z).
+	quarter := docs[1].Body["inputs"].(map[string]any)["fields"].([]any)[1].(map[string]any)
+	if got := fmt.Sprint(quarter["description"], quarter["values"]); got != "2026-01-01[2026-01-01 2026-04-01 10:00:00 2026-07-01]" {
+		t.Errorf("dates read as %s; want the strings written", got)
 	}
 	if !docs[1].Multi || docs[1].Index != 2 {
 		t.Errorf("document position %d (multi %v); want 2 in a multi-document file", docs[1].Index, docs[1].Multi)
