@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -336,14 +335,11 @@ func (e *Engine) DiffRevisions(ctx context.Context, key string, a, b int) ([]con
 // CreateRelease publishes a revision under a name unique to the definition.
 func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision int, notes string) (rel Release, created bool, err error) {
 	var errs []fault.FieldError
-	if !releaseNamePattern.MatchString(name) {
-		errs = append(errs, fault.FieldError{Path: "/name", Message: "must be 1 to 64 letters, digits, dots, dashes or underscores, starting with a letter or digit"})
+	for _, v := range contracts.ReleaseProblems(name, notes) {
+		errs = append(errs, fault.FieldError{Path: v.Path, Message: v.Message})
 	}
 	if revision < 1 {
 		errs = append(errs, fault.FieldError{Path: "/revision", Message: "must be a revision number (1 or more)"})
-	}
-	if len(notes) > MaxReleaseNotes {
-		errs = append(errs, tooLong("/notes", MaxReleaseNotes))
 	}
 	if len(errs) > 0 {
 		return Release{}, false, fault.New(fault.BadRequest, "invalid_request", "the release is invalid").WithErrors(errs)
@@ -386,8 +382,6 @@ func unknownReleaseRevision(key string, revision, latest int) *fault.Error {
 	return fault.New(fault.Unprocessable, "unknown_revision", "definition %q has no revision %d (%s)", key, revision, have).
 		WithErrors([]fault.FieldError{{Path: "/revision", Message: "no such revision (" + have + ")"}})
 }
-
-var releaseNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func releaseFromRow(row queries.Release) Release {
 	return Release{Key: row.DefinitionKey, Name: row.Name, Revision: int(row.Revision), Notes: row.Notes, CreatedAt: row.CreatedAt}

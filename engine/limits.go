@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
 )
@@ -17,16 +18,16 @@ import (
 // a pattern (definition and process keys, release and destination names,
 // field and node names) are bounded by it.
 const (
-	MaxTokenName       = 200    // a staff token's name
-	MaxConsumerName    = 200    // a consumer's name
-	MaxBusinessKey     = 200    // an instance's business_key
-	MaxIdempotencyKey  = 200    // the Idempotency-Key header of a start
-	MaxReleaseNotes    = 10_000 // a release's notes
-	MaxDestinationURL  = 2_048  // a destination's url, query included
-	MaxHeaderName      = 200    // a destination header's name
-	MaxHeaderValue     = 8_192  // a destination header's value
-	MaxDestinationHdrs = 50     // headers of one destination
-	MinSigningSecret   = 32     // a destination's signing secret, in bytes
+	MaxTokenName       = 200                       // a staff token's name
+	MaxConsumerName    = 200                       // a consumer's name
+	MaxBusinessKey     = 200                       // an instance's business_key
+	MaxIdempotencyKey  = 200                       // the Idempotency-Key header of a start
+	MaxReleaseNotes    = contracts.MaxReleaseNotes // a release's notes
+	MaxDestinationURL  = 2_048                     // a destination's url, query included
+	MaxHeaderName      = 200                       // a destination header's name
+	MaxHeaderValue     = 8_192                     // a destination header's value
+	MaxDestinationHdrs = 50                        // headers of one destination
+	MinSigningSecret   = 32                        // a destination's signing secret, in bytes
 	MaxSigningSecret   = 256
 	MaxWorkerID        = 200 // a worker_id, on every protocol
 )

@@ -230,6 +230,30 @@ outputs: {fields: []}
 		t.Errorf("definition qa_score: %d; nothing was to be applied", res.status)
 	}
 
+	// A name the server refuses is refused by the check too (it passed the
+	// dry run, and the real run created the definition before the
+	// server's refusal: designer QA).
+	badName := strings.Replace(strings.Replace(set, "revision: 7", "revision: 1", 1), "name: r1", `name: "bad name/x"`, 1)
+	if err := os.WriteFile(file, []byte(badName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		args := []string{"-f", file}
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		_, stderr, err := applyRun(t, r.base, args...)
+		if err == nil || !strings.Contains(stderr, file+":3: /name: must be 1 to 64 letters") {
+			t.Errorf("a bad release name (dry run %v): err %v, stderr:\n%s", dry, err, stderr)
+		}
+	}
+	if res := call(t, "GET", r.base+"/api/v1/definitions/qa_score", bootstrap, nil); res.status != 404 {
+		t.Errorf("definition qa_score: %d; nothing was to be applied", res.status)
+	}
+	if err := os.WriteFile(file, []byte(set), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	_, stderr, err = applyRun(t, r.base, "-f", file, "--dry-run")
 	if err == nil || err.Error() != "1 problem(s) in release qa_score/r1; nothing was changed (dry run)" ||
 		!strings.Contains(stderr, "checked (in apply order: destinations, definitions, releases, processes): definition qa_score\n") {

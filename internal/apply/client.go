@@ -561,6 +561,16 @@ func (c *Client) release(ctx context.Context, d Document, dryRun bool, planned m
 	base := "/api/v1/definitions/" + esc(d.Definition) + "/releases"
 	rev, _ := d.Body["revision"].(json.Number).Int64()
 	notes, _ := d.Body["notes"].(string)
+	if vs := contracts.ReleaseProblems(d.ID, notes); len(vs) > 0 {
+		// Refused before anything is written, dry run included: the real
+		// run applied the documents before it, then met the server's
+		// refusal (designer QA).
+		ae := &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Detail: "the release is invalid"}
+		for _, v := range vs {
+			ae.Errors = append(ae.Errors, apiFieldError{Path: v.Path, Message: v.Message})
+		}
+		return Result{}, ae
+	}
 	var cur struct {
 		Revision int    `json:"revision"`
 		Notes    string `json:"notes"`
