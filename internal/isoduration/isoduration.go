@@ -22,7 +22,29 @@ var ErrSyntax = errors.New("not an ISO-8601 duration")
 type calendarError string
 
 func (e calendarError) Error() string {
-	return fmt.Sprintf("%q: years and months have no fixed length, so Relais does not accept them: use days (P30D, P365D)", string(e))
+	msg := fmt.Sprintf("%q: years and months have no fixed length, so Relais does not accept them: use days (P30D, P365D)", string(e))
+	if minutes := minutesMeant(string(e)); minutes != "" {
+		// P10M is the usual slip for ten minutes (designer QA).
+		msg += "; for minutes, " + minutes + " (time units come after T)"
+	}
+	return msg
+}
+
+// minutesMeant is s with the T it lacks before its months, when that reads
+// as minutes (P10M: PT10M, P1D30M: P1DT30M); "" otherwise.
+func minutesMeant(s string) string {
+	if strings.Contains(s, "T") || strings.Contains(s, "Y") || !strings.HasSuffix(s, "M") {
+		return ""
+	}
+	i := len(s) - 1
+	for i > 0 && (s[i-1] >= '0' && s[i-1] <= '9') {
+		i--
+	}
+	candidate := s[:i] + "T" + s[i:]
+	if _, err := Parse(candidate); err != nil {
+		return ""
+	}
+	return candidate
 }
 
 // Unwrap makes it an ErrSyntax for callers that tell parse errors apart.
@@ -107,7 +129,13 @@ func Parse(s string) (time.Duration, error) {
 		case inTime && unit == 'S':
 			unitDur = float64(time.Second)
 		default:
-			return fail("unknown unit " + string(unit))
+			why := "unknown unit " + string(unit)
+			if up := strings.ToUpper(orig); up != orig {
+				if _, err := Parse(up); err == nil {
+					why += ", in upper case: " + up
+				}
+			}
+			return fail(why)
 		}
 		if strings.Contains(num, ".") && !(inTime && unit == 'S') {
 			return fail("only seconds may have a fraction")

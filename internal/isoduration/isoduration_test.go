@@ -53,11 +53,24 @@ func TestParseNamesTheSpellingMeant(t *testing.T) {
 		"1 hour": "",
 		"pt1x":   "",
 		"-10s":   "",
+		// Units in lower case after a P (designer QA: PT10m), and months
+		// meant as minutes.
+		"PT10m":  "in upper case: PT10M",
+		"P1DT2h": "in upper case: P1DT2H",
+		"P10M":   "for minutes, PT10M (time units come after T)",
+		"P1D30M": "for minutes, P1DT30M",
+		"P1Y":    "use days (P30D, P365D)",
+		"P1Y10M": "use days",
 	} {
 		_, err := Parse(in)
 		if !errors.Is(err, ErrSyntax) {
 			t.Errorf("Parse(%q) = %v; want ErrSyntax", in, err)
 			continue
+		}
+		if in == "P1Y" || in == "P1Y10M" {
+			if strings.Contains(err.Error(), "for minutes") {
+				t.Errorf("Parse(%q) = %v; years are no minutes", in, err)
+			}
 		}
 		if want == "" {
 			if strings.Contains(err.Error(), "upper case") || strings.Contains(err.Error(), "as in") {
