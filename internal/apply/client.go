@@ -771,8 +771,9 @@ func futileRetries(p *process.Process) string {
 // occurrences would wait until one does (the usual slip: a process pointed
 // at a new revision before the workers that take it are deployed). A
 // definition no worker serves yet is not named (a first deployment, whose
-// workers come next), nor anything when the token may not read the worker
-// catalog (a designer's) or it cannot be read: a warning, never a refusal.
+// workers come next); a token that may not read the worker catalog (a
+// designer's) is told the check was not made, and nothing is said when it
+// cannot be read: a warning, never a refusal.
 func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 	if p == nil {
 		return ""
@@ -815,6 +816,11 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		if !read {
 			var err error
 			if live, err = c.liveWorkers(ctx, pr.key); err != nil {
+				if ae, ok := err.(*apiError); ok && ae.Status == http.StatusForbidden {
+					// Said, not skipped unsaid: designers run apply, and
+					// this is the warning they most need (designer QA).
+					return "; live workers not checked: this token may not read the worker catalog (an operator's or an admin's may: relais apply --dry-run with one says whether a worker takes each pinned revision)"
+				}
 				return ""
 			}
 			workers[pr.key] = live
