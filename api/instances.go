@@ -38,6 +38,7 @@ type pathStep struct {
 	Status       string     `json:"status"`
 	Route        *string    `json:"route"`
 	ErrorCode    *string    `json:"error_code"`
+	ErrorMessage *string    `json:"error_message,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
 	SettledAt    *time.Time `json:"settled_at"`
 }
@@ -167,7 +168,7 @@ func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.
 	out := instanceDetailJSON{instanceJSON: toInstanceJSON(inst, true), Path: make([]pathStep, len(steps))}
 	for i, s := range steps {
 		out.Path[i] = pathStep{Node: s.Node, OccurrenceID: s.Occurrence, Definition: s.Definition, Revision: s.Revision, Mode: s.Mode,
-			Status: s.Status, Route: s.Route, ErrorCode: s.ErrorCode, CreatedAt: s.CreatedAt, SettledAt: s.SettledAt}
+			Status: s.Status, Route: s.Route, ErrorCode: s.ErrorCode, ErrorMessage: s.Problem, CreatedAt: s.CreatedAt, SettledAt: s.SettledAt}
 	}
 	if i, ok := engine.HeldStep(steps); ok && inst.Status == engine.InstanceHeld {
 		s := steps[i]

@@ -136,6 +136,36 @@ func TestStartWithoutInputs(t *testing.T) {
 	}
 }
 
+// A node whose inputs Relais cannot build fails from birth: the start's
+// answer says why at the step (pointers, never values), so that a
+// designer testing a version, who may not read occurrences, learns it.
+func TestStartSaysWhyAStepFailedFromBirth(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("long_names", map[string]any{"name": "long names", "start": "crm",
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "name", "type": "text", "required": true}}},
+		"nodes": map[string]any{
+			"crm": map[string]any{"kind": "pull", "definition": "add_company_to_crm", "revision": 1,
+				"inputs": map[string]any{"company_name": map[string]any{"from": "input.name"}, "country": map[string]any{"value": "FR"}, "source": map[string]any{"value": "web"}},
+				"routes": map[string]any{"created": "done", "existing": "done"}},
+			"done": map[string]any{"kind": "end"}}})
+	designer := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "designer", "role": "designer"}).JSON(t)["token"].(string)
+	long := strings.Repeat("n", 201)
+	started := env.Must(201, "POST", "/api/v1/processes/long_names/instances", designer, map[string]any{"inputs": map[string]any{"name": long}}).JSON(t)
+	step := started["path"].([]any)[0].(map[string]any)
+	if step["error_code"] != "invalid_inputs" || step["error_message"] != "inputs violate the pinned revision: /company_name: must be at most 200 characters" {
+		t.Errorf("step %v; want invalid_inputs saying why", step)
+	}
+	if strings.Contains(fmt.Sprint(step), long) {
+		t.Errorf("the step shows the value: %v", step)
+	}
+	detail := env.Must(200, "GET", "/api/v1/instances/"+started["id"].(string), env.Operator, nil).JSON(t)
+	if got := detail["path"].([]any)[0].(map[string]any)["error_message"]; got != step["error_message"] {
+		t.Errorf("detail's step says %v; want what the start said", got)
+	}
+}
+
 // An instance that entered no task node has an empty path, not none: the
 // OpenAPI document requires it, and typed clients map over it.
 func TestInstanceDetailAlwaysHasAPath(t *testing.T) {

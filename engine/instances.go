@@ -59,14 +59,20 @@ type Step struct {
 	Status     string
 	Route      *string
 	ErrorCode  *string
-	CreatedAt  time.Time
-	SettledAt  *time.Time
+	// Problem is, for an occurrence failed from birth (invalid_inputs),
+	// what Relais found wrong with the inputs it built, at their pointers
+	// and never with their values: whoever started the instance (a
+	// designer testing a version) reads why without an operator's access
+	// to the occurrence (designer QA).
+	Problem   *string
+	CreatedAt time.Time
+	SettledAt *time.Time
 }
 
 // Step is o as an instance's path shows it.
 func (o Occurrence) Step() Step {
 	return Step{Occurrence: o.ID, Node: o.Node, Definition: o.Definition, Revision: o.Revision, Mode: o.Mode, Status: o.Status,
-		Route: o.Route, ErrorCode: stepError(o.Status, o.ErrorCode), CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
+		Route: o.Route, ErrorCode: stepError(o.Status, o.ErrorCode), Problem: stepProblem(o.ErrorCode, o.ErrorMessage), CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
 }
 
 // HeldStep returns the index in steps of the failed occurrence a held
@@ -98,7 +104,16 @@ func HeldStep(steps []Step) (i int, ok bool) {
 // stepOf is the step of an occurrence a start has just created.
 func stepOf(o queries.Occurrence) Step {
 	return Step{Occurrence: o.ID, Node: o.Node, Definition: o.DefinitionKey, Revision: int(o.Revision), Mode: o.Mode, Status: o.Status,
-		Route: o.Route, ErrorCode: stepError(o.Status, o.ErrorCode), CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
+		Route: o.Route, ErrorCode: stepError(o.Status, o.ErrorCode), Problem: stepProblem(o.ErrorCode, o.ErrorMessage), CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
+}
+
+// stepProblem is the message a path shows for a step: Relais's own, of
+// inputs it could not build (invalid_inputs), only.
+func stepProblem(code, message *string) *string {
+	if deref(code) != CodeInvalidInputs {
+		return nil
+	}
+	return message
 }
 
 // stepError is the error code a path shows for a step: the occurrence's
