@@ -127,6 +127,9 @@ var synonyms = map[string][]string{
 	"topicName":            {"definition"},
 	"topics":               {"subscriptions"},
 	"worker":               {"worker_id"},
+	// A node pins a revision by number; a release only names one
+	// (designer QA: release: "2027.02" on a node).
+	"release": {"revision"},
 }
 
 // Synonym returns ` (did you mean "x"?)` for the first of candidates that

@@ -36,7 +36,8 @@ func TestSynonym(t *testing.T) {
 		{"retries", []string{"worker_id", "error_code", "message", "retryable", "retry_delay", "attempts_left"}, ` (did you mean "attempts_left"?)`},
 		{"retries", []string{"max_attempts", "retry_delay", "deadline", "priority"}, ` (did you mean "max_attempts"?)`},
 		{"retryBackOff", []string{"retry_delay"}, ` (did you mean "retry_delay"?)`},
-		{"retries", []string{"name", "grants"}, ""}, // the body has nothing it stands for
+		{"release", []string{"kind", "definition", "revision", "inputs"}, ` (did you mean "revision"?)`}, // a node pins a revision
+		{"retries", []string{"name", "grants"}, ""},                                                      // the body has nothing it stands for
 		{"colour", []string{"color"}, ""}, // no other platform's name
 	} {
 		if got := Synonym(c.name, c.candidates); got != c.want {
