@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,43 +117,23 @@ func TestNodeWorkerFailsRefusedOutputs(t *testing.T) {
 // never cancelled.
 func TestNodeWorkerRidesOutARollingRestart(t *testing.T) {
 	t.Parallel()
-	dir := install(t)
-	env := relaistest.New(t, func(c *config.Config) { c.ShutdownTimeout = 40 * time.Second })
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(nil))
-	other := env.Replica()
-	p := newSwitch(t, env.URL)
-	w := relaistest.StartNode(t, dir, "worker.mjs", "RELAIS_URL=http://"+p.addr(), "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"),
-		"CRM_LATENCY_MS=4000")
-	relaistest.WaitFor(t, 20*time.Second, "the worker subscribes", func() (bool, string) { return len(w.Events("subscribed")) == 1, w.Output() })
-	id := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
-	relaistest.WaitFor(t, 10*time.Second, "the task runs", func() (bool, string) {
-		items := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)
-		return len(items) == 1 && items[0].(map[string]any)["status"] == "reserved", w.Output()
-	})
-	p.to(other.URL)
+	r := runningBehindSwitch(t, 4000)
+	r.p.to(r.other.URL)
 	began := time.Now()
-	env.Drain()
+	r.env.Drain()
 	if d := time.Since(began); d > 10*time.Second {
 		t.Errorf("the replica took %v to stop, want no wait for the resumable stream's task", d)
 	}
 	// Stopped, the replica's process exits: its connections close (this
 	// test's replica shares the test's process).
-	p.closeAll()
-	if got := other.WaitEnded(id, 20*time.Second); got["status"] != "completed" {
-		t.Fatalf("instance %v; want completed\n%s", got["status"], w.Output())
-	}
-	occ := other.Must(200, "GET", "/api/v1/occurrences?instance="+id, other.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
-	detail := other.Must(200, "GET", "/api/v1/occurrences/"+occ["id"].(string), other.Operator, nil).JSON(t)
-	if a := detail["attempts"].([]any); len(a) != 1 || a[0].(map[string]any)["outcome"] != "completed" {
-		t.Errorf("attempts %v; want one, completed\n%s", a, w.Output())
-	}
-	subs := w.Events("subscribed")
+	r.p.closeAll()
+	r.completedInItsFirstAttempt(t, 20*time.Second)
+	subs := r.w.Events("subscribed")
 	if len(subs) != 2 || subs[1]["resumed"] != 1.0 {
-		t.Errorf("subscriptions %v; want a second one resuming the task\n%s", subs, w.Output())
+		t.Errorf("subscriptions %v; want a second one resuming the task\n%s", subs, r.w.Output())
 	}
-	if n := len(w.Events("cancelled", "refused")); n != 0 {
-		t.Errorf("%d cancellations or refusals; want none\n%s", n, w.Output())
+	if n := len(r.w.Events("cancelled", "refused")); n != 0 {
+		t.Errorf("%d cancellations or refusals; want none\n%s", n, r.w.Output())
 	}
 }
 
@@ -163,37 +144,61 @@ func TestNodeWorkerRidesOutARollingRestart(t *testing.T) {
 // Python example).
 func TestNodeWorkerRetriesAnUnansweredCompletion(t *testing.T) {
 	t.Parallel()
+	r := runningBehindSwitch(t, 2000)
+	// The replica stops (leaving the task locked to the resumable stream)
+	// and none answers from before the task ends (2 s) until well after.
+	r.p.down()
+	r.env.Drain()
+	r.p.closeAll()
+	time.Sleep(4 * time.Second)
+	r.p.to(r.other.URL)
+	r.completedInItsFirstAttempt(t, 30*time.Second)
+	if len(r.w.Events("retrying")) == 0 || len(r.w.Events("refused")) != 0 {
+		t.Errorf("want the completion retried, never refused\n%s", r.w.Output())
+	}
+}
+
+// behindSwitch is the example worker reaching the first of two replicas
+// through a switchProxy, one task of instance id running.
+type behindSwitch struct {
+	env, other *relaistest.Env
+	p          *switchProxy
+	w          *relaistest.Script
+	id         string
+}
+
+// runningBehindSwitch starts the example behind a switchProxy to the first
+// of two replicas, its CRM taking latencyMS, and an instance whose task it
+// is running.
+func runningBehindSwitch(t *testing.T, latencyMS int) *behindSwitch {
+	t.Helper()
 	dir := install(t)
 	env := relaistest.New(t, func(c *config.Config) { c.ShutdownTimeout = 40 * time.Second })
 	env.Definition("add_company_to_crm.yaml")
 	env.Process("crm_only", relaistest.CRMProcess(nil))
-	other := env.Replica()
-	p := newSwitch(t, env.URL)
-	w := relaistest.StartNode(t, dir, "worker.mjs", "RELAIS_URL=http://"+p.addr(), "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"),
-		"CRM_LATENCY_MS=2000")
-	relaistest.WaitFor(t, 20*time.Second, "the worker subscribes", func() (bool, string) { return len(w.Events("subscribed")) == 1, w.Output() })
-	id := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	r := &behindSwitch{env: env, other: env.Replica(), p: newSwitch(t, env.URL)}
+	r.w = relaistest.StartNode(t, dir, "worker.mjs", "RELAIS_URL=http://"+r.p.addr(), "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"),
+		"CRM_LATENCY_MS="+strconv.Itoa(latencyMS))
+	relaistest.WaitFor(t, 20*time.Second, "the worker subscribes", func() (bool, string) { return len(r.w.Events("subscribed")) == 1, r.w.Output() })
+	r.id = env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
 	relaistest.WaitFor(t, 10*time.Second, "the task runs", func() (bool, string) {
-		items := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)
-		return len(items) == 1 && items[0].(map[string]any)["status"] == "reserved", w.Output()
+		items := env.Must(200, "GET", "/api/v1/occurrences?instance="+r.id, env.Operator, nil).JSON(t)["items"].([]any)
+		return len(items) == 1 && items[0].(map[string]any)["status"] == "reserved", r.w.Output()
 	})
-	// The replica stops (leaving the task locked to the resumable stream)
-	// and none answers from before the task ends (2 s) until well after.
-	p.down()
-	env.Drain()
-	p.closeAll()
-	time.Sleep(4 * time.Second)
-	p.to(other.URL)
-	if got := other.WaitEnded(id, 30*time.Second); got["status"] != "completed" {
-		t.Fatalf("instance %v; want completed\n%s", got["status"], w.Output())
+	return r
+}
+
+// completedInItsFirstAttempt waits for the instance to complete, seen from
+// the second replica, its task in one attempt.
+func (r *behindSwitch) completedInItsFirstAttempt(t *testing.T, within time.Duration) {
+	t.Helper()
+	if got := r.other.WaitEnded(r.id, within); got["status"] != "completed" {
+		t.Fatalf("instance %v; want completed\n%s", got["status"], r.w.Output())
 	}
-	occ := other.Must(200, "GET", "/api/v1/occurrences?instance="+id, other.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
-	detail := other.Must(200, "GET", "/api/v1/occurrences/"+occ["id"].(string), other.Operator, nil).JSON(t)
+	occ := r.other.Must(200, "GET", "/api/v1/occurrences?instance="+r.id, r.other.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
+	detail := r.other.Must(200, "GET", "/api/v1/occurrences/"+occ["id"].(string), r.other.Operator, nil).JSON(t)
 	if a := detail["attempts"].([]any); len(a) != 1 || a[0].(map[string]any)["outcome"] != "completed" {
-		t.Errorf("attempts %v; want one, completed\n%s", a, w.Output())
-	}
-	if len(w.Events("retrying")) == 0 || len(w.Events("refused")) != 0 {
-		t.Errorf("want the completion retried, never refused\n%s", w.Output())
+		t.Errorf("attempts %v; want one, completed\n%s", a, r.w.Output())
 	}
 }
 
