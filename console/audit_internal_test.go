@@ -52,7 +52,7 @@ func TestOpenAttemptAgreesWithItsReservationTime(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	reserved := now.Add(-59600 * time.Millisecond)
 	ctx := context.WithValue(context.Background(), prefsKey{}, prefs{utc: true, now: now})
-	row := attemptRowOf(ctx, engine.Attempt{Number: 1, ReservedAt: reserved}, false, nil)
+	row := attemptRowOf(ctx, engine.Attempt{Number: 1, ReservedAt: reserved}, false, false, nil)
 	if ago := relative(ctx, reserved); row.Duration != "1\u00a0min so far" || ago != "1\u00a0min ago" {
 		t.Errorf("open attempt: %q beside %q, want 1 min so far beside 1 min ago", row.Duration, ago)
 	}
@@ -74,7 +74,7 @@ func TestDeferredAttemptNamesWhoSettledIt(t *testing.T) {
 		{fr, engine.Attempt{WorkerID: &w1, SettledBy: &w9}, "w1 (différée\u202f; clôturée par w9)"},
 		{context.Background(), engine.Attempt{WorkerID: &w1}, "w1"},
 	} {
-		if got := attemptRowOf(c.ctx, c.a, false, nil).Worker; got != c.want {
+		if got := attemptRowOf(c.ctx, c.a, false, false, nil).Worker; got != c.want {
 			t.Errorf("worker cell %q, want %q", got, c.want)
 		}
 	}

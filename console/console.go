@@ -472,8 +472,8 @@ func (c *Console) erasure(r *http.Request, path string) string {
 	if err != nil || !erased {
 		return ""
 	}
-	return T(ctx, "This instance was erased by %s at %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.",
-		rec.ActorName, clockTime(ctx, rec.At), rec.Reason)
+	return T(ctx, "This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.",
+		rec.ActorName, formatTime(ctx, rec.At).Text, rec.Reason)
 }
 
 // forbiddenForm answers a POST whose CSRF token is missing or wrong. The

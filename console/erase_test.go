@@ -57,7 +57,7 @@ func TestEraseAnInstanceFromItsPage(t *testing.T) {
 	if got := text(list, "flash"); !strings.HasPrefix(got, "Erased: instance "+f.pullHeld+" is deleted (occurrences: 1, attempts: 1).") {
 		t.Errorf("after the erasure, flash %q", got)
 	}
-	if r := en.get(inst); r.status != http.StatusNotFound || !strings.HasPrefix(text(r, "error-message"), "This instance was erased by admin at ") ||
+	if r := en.get(inst); r.status != http.StatusNotFound || !strings.HasPrefix(text(r, "error-message"), "This instance was erased by admin on ") ||
 		!strings.Contains(text(r, "error-message"), "“DSR-2291”") {
 		t.Errorf("the erased instance's page: %d %q, want 404 saying who erased it and why", r.status, text(r, "error-message"))
 	}

@@ -239,7 +239,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		v.AttemptsHidden = T(ctx, "The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.", hidden, total, occurrence)
 	}
 	for _, a := range shown {
-		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a, push, o.Destination))
+		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a, push, o.DeferredAt != nil, o.Destination))
 	}
 	v.Inputs, v.Outputs = occurrenceValues(ctx, id, o, rev)
 	if v.Inputs.revealable() || v.Outputs.revealable() {
@@ -827,7 +827,9 @@ func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Insta
 	return statusLabel(ctx, o.Status), timeView{}, ""
 }
 
-func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination *string) attemptRow {
+// deferred says the occurrence was deferred when it ended (its attempt's
+// stop note is a deferral's).
+func attemptRowOf(ctx context.Context, a engine.Attempt, push, deferred bool, destination *string) attemptRow {
 	row := attemptRow{Number: strconv.Itoa(a.Number), Reserved: formatTime(ctx, a.ReservedAt), Ended: formatTimePtr(ctx, a.EndedAt)}
 	if a.EndedAt != nil {
 		row.Duration = formatDuration(ctx, a.EndedAt.Sub(a.ReservedAt).Round(time.Millisecond))
@@ -885,8 +887,11 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 		// The stop's note (AttemptCancelOpen), in the reader's language:
 		// what the stop's confirmation warned of, said where it happened.
 		msg := T(ctx, "The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.")
-		if push {
+		switch {
+		case push:
 			msg = T(ctx, "The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).")
+		case deferred:
+			msg = T(ctx, "The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.")
 		}
 		row.ErrorMessage, row.ErrorShort = msg, ""
 	}

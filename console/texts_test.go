@@ -138,10 +138,25 @@ func TestStoppedWhileHeldSaysTheWorkMayBeDone(t *testing.T) {
 	for i, lang := range []string{"en", "fr"} {
 		r := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/occurrences/"+occ, 200)
 		want := []string{"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.",
-			"L’instance a été arrêtée pendant que le worker détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le travail."}[i]
+			"L’instance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le travail."}[i]
 		if got := text(r, "attempt-error-message"); got != want {
 			t.Errorf("%s: attempt message %q, want %q", lang, got, want)
 		}
+	}
+	// Deferred, the task has no holder: the note says it was deferred
+	// (verifier QA), in the API and the console.
+	inst = env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
+	occ = env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)["id"].(string)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/defer", consumer, map[string]any{"worker_id": "w", "reason": "awaiting approval"})
+	env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", env.Operator, map[string]any{"reason": "duplicate"})
+	attempt := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)["attempts"].([]any)[0].(map[string]any)
+	if msg, _ := attempt["error_message"].(string); !strings.HasPrefix(msg, "the instance was stopped while the task was deferred") {
+		t.Errorf("deferred attempt: %v", attempt)
+	}
+	r := signedIn(t, env.URL, "en", env.Operator).mustGet("/console/occurrences/"+occ, 200)
+	if got := text(r, "attempt-error-message"); !strings.HasPrefix(got, "The instance was stopped while the task was deferred:") {
+		t.Errorf("deferred attempt's row: %q", got)
 	}
 }
 

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             329,
 	"%d (0 lowest, 9 highest)":                 498,
 	"%d attempts":                              507,
-	"%d attempts, retry after %s, priority %d": 685,
+	"%d attempts, retry after %s, priority %d": 686,
 	"%d breaking":                              250,
 	"%d changes":                               249,
 	"%d completed":                             327,
@@ -55,33 +55,33 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     338,
 	"%d held instances match now.":             62,
 	"%d hours":                                 354,
-	"%d items":                                 759,
+	"%d items":                                 760,
 	"%d left":                                  509,
 	"%d min":                                   337,
 	"%d minutes":                               355,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              757,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              758,
 	"%d ms": 357,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         673,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 672,
-	"%d occurrences":                          608,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         674,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 673,
+	"%d occurrences":                          609,
 	"%d releases":                             269,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       336,
 	"%d seconds": 356,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     640,
+	"%s (a fixed offset, no daylight saving time)":                                     641,
 	"%s (deferred; settled by %s)":                                                     572,
 	"%s (deferred; settled with its settle token)":                                     570,
 	"%s (deferred; settled with its settle token, as %s)":                              571,
 	"%s (token #%d, %s)":                                                               101,
-	"%s = %s":                                                                          679,
+	"%s = %s":                                                                          680,
 	"%s ago":                                                                           334,
-	"%s at %s":                                                                         575,
+	"%s at %s":                                                                         576,
 	"%s so far":                                                                        568,
-	"%s ← %s":                                                                          678,
-	"%s → %s":                                                                          680,
+	"%s ← %s":                                                                          679,
+	"%s → %s":                                                                          681,
 	"%s, %s: %s":                                                                       300,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         502,
 	"%s, cut to %s by the destination’s max_timeout":                                   501,
@@ -91,23 +91,23 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          463,
 	"%s: %s":                                  326,
 	"%s: %s → %s":                             257,
-	"%s: a date is written 2026-12-01.":       624,
+	"%s: a date is written 2026-12-01.":       625,
 	"%s: every revision, present and future":  195,
 	"%s: revision %s":                         196,
 	"%s: revisions %s":                        197,
-	"%s: the first day comes after the last.": 625,
+	"%s: the first day comes after the last.": 626,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 499,
 	"%s–%s":                         325,
-	"(%d characters in all)":        761,
+	"(%d characters in all)":        762,
 	"(%d handed back, not counted)": 508,
-	"(each item)":                   747,
-	"(in %s)":                       760,
+	"(each item)":                   748,
+	"(in %s)":                       761,
 	"(worker %s)":                   556,
 	"0 seconds":                     352,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            724,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            725,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 545,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 635,
-	"A revision is a definition’s: choose the definition too.": 591,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 636,
+	"A revision is a definition’s: choose the definition too.": 592,
 	"A version is a process’s: choose the process too.":        398,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -122,12 +122,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 403,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       605,
+	"All consumers":                       606,
 	"All definitions":                     318,
 	"All its tasks":                       194,
 	"All processes":                       409,
 	"All statuses":                        411,
-	"All workers":                         774,
+	"All workers":                         775,
 	"An operator abandoned the instance.": 544,
 	"Any definition":                      410,
 	"Apply filters":                       116,
@@ -143,8 +143,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 170,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           696,
-	"Back without saving":              637,
+	"Back to the occurrence":           697,
+	"Back without saving":              638,
 	"Breaks processes":                 226,
 	"Breaks workers":                   227,
 	"Bulk %s applied to %d instances.": 99,
@@ -157,20 +157,20 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    500,
 	"Calls":                           280,
 	"Calls signed (Relais-Signature)": 282,
-	"Camunda 7 facade":                778,
+	"Camunda 7 facade":                779,
 	"Cancelled: the instance was stopped (%s).":               567,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 566,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           697,
+	"Cannot reveal":                                           698,
 	"Change":                                                  224,
 	"Changes between the two revisions":                       236,
 	"Changes of the Working copy since revision %d":           245,
 	"Choose two existing revisions to compare.":               246,
 	"Classification":                                          203,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            667,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 655,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            668,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 656,
 	"Compare":              223,
 	"Compare revisions":    219,
 	"Completed":            321,
@@ -179,16 +179,16 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    319,
 	"Completions and failures per 5-minute slot, oldest first": 323,
 	"Completions and failures, last hour":                      302,
-	"Connected":                                                770,
+	"Connected":                                                771,
 	"Constraints":                                              204,
 	"Consumer":                                                 469,
-	"Consumer and worker":                                      602,
+	"Consumer and worker":                                      603,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  183,
 	"Counting the occurrences; the counts appear when you reload the page.": 198,
 	"Counts are unavailable right now.":                                     199,
-	"Counts as of %s (%s); refreshed every few seconds.":                    692,
-	"Counts by status": 597,
+	"Counts as of %s (%s); refreshed every few seconds.":                    693,
+	"Counts by status": 598,
 	"Created":          368,
 	"Created from":     83,
 	"Created on":       187,
@@ -204,7 +204,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         264,
-	"Definitions served":                         768,
+	"Definitions served":                         769,
 	"Definitions, those needing attention first": 303,
 	"Description":                                205,
 	"Destination":                                481,
@@ -214,14 +214,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     225,
 	"Digest":                                     239,
 	"Display settings":                           147,
-	"Display settings saved.":                    643,
+	"Display settings saved.":                    644,
 	"Display settings: ":                         148,
 	"Duration":                                   473,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 301,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          611,
+	"Earlier attempt:":          612,
 	"End node":                  391,
 	"End node or error":         407,
 	"Ended":                     387,
@@ -230,18 +230,18 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 286,
 	"Erase this instance…": 378,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 290,
-	"Error":                      601,
+	"Error":                      602,
 	"Error (before any attempt)": 526,
 	"Error (the deadline passed after attempt %d)": 525,
 	"Error code":       81,
 	"Error message":    476,
-	"Every %d seconds": 642,
+	"Every %d seconds": 643,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 518,
 	"Every attempt, oldest first": 468,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  700,
-	"Expired token":                        734,
-	"Expires":                              731,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  701,
+	"Expired token":                        735,
+	"Expires":                              732,
 	"External tasks":                       134,
 	"Failed":                               307,
 	"Failed (%s).":                         565,
@@ -255,7 +255,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             472,
-	"First page":                           621,
+	"First page":                           622,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    173,
 	"Form refused":                         168,
@@ -264,9 +264,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     247,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  186,
-	"Graph":                   654,
-	"Graph of %s":             671,
-	"HTTP 2xx, unusable body": 581,
+	"Graph":                   655,
+	"Graph of %s":             672,
+	"HTTP 2xx, unusable body": 582,
 	"Headers sent":            276,
 	"Health":                  133,
 	"Held at a node of":       82,
@@ -274,48 +274,48 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                390,
 	"Held instances":          306,
 	"ID":                      184,
-	"In flight":               769,
+	"In flight":               770,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 320,
 	"Inputs": 229,
-	"Inputs an instance of this version is started with": 665,
-	"Inputs from":                663,
+	"Inputs an instance of this version is started with": 666,
+	"Inputs from":                664,
 	"Inputs of revision %d":      240,
 	"Inputs of the working copy": 231,
 	"Inputs the instance was started with, labelled by process version %d's contract": 376,
 	"Inputs, labelled by revision %d's contract":                                      510,
 	"Instance":                  406,
 	"Instances":                 86,
-	"Instances of this version": 666,
+	"Instances of this version": 667,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 790,
-	"It takes revision %d only.":                       793,
-	"It takes revisions %s only.":                      795,
+	"It takes every revision its consumer is granted.": 791,
+	"It takes revision %d only.":                       794,
+	"It takes revisions %s only.":                      796,
 	"Its calls":                                        281,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 287,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  563,
 	"Its instance went on along the node’s error path.":                                                                                                                    564,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      739,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      740,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     340,
 	"Jul":                     346,
 	"Jun":                     345,
-	"Keep it":                 741,
+	"Keep it":                 742,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       283,
 	"Key":                     265,
-	"Kind":                    658,
+	"Kind":                    659,
 	"Language":                130,
 	"Last changed":            278,
 	"Last error (attempt %d)": 524,
 	"Last reserved":           521,
 	"Last saved":              210,
-	"Last seen":               771,
-	"Last used":               730,
+	"Last seen":               772,
+	"Last used":               731,
 	"Latest revision":         266,
 	"Lists every change from one revision to another, and whom it may break.": 220,
-	"Local time in %s": 639,
+	"Local time in %s": 640,
 	"Lock expired %s — waiting to be offered again.": 553,
 	"Lock expires":    522,
 	"Longest timeout": 277,
@@ -324,19 +324,19 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                 342,
 	"Maximum attempts":    492,
 	"May":                 344,
-	"Message":             599,
-	"Message from Relais": 589,
-	"Message from Relais, quoting the destination’s answer":            588,
-	"Message from the worker (its own words, protected values masked)": 587,
-	"Method not allowed": 704,
+	"Message":             600,
+	"Message from Relais": 590,
+	"Message from Relais, quoting the destination’s answer":            589,
+	"Message from the worker (its own words, protected values masked)": 588,
+	"Method not allowed": 705,
 	"Mode":               490,
-	"More filters: instance, revision, consumer, destination, dates": 593,
+	"More filters: instance, revision, consumer, destination, dates": 594,
 	"Name":                    185,
-	"Never":                   641,
+	"Never":                   642,
 	"Next attempt":            520,
-	"Next attempt or settled": 603,
+	"Next attempt or settled": 604,
 	"Next node":               367,
-	"Next page":               620,
+	"Next page":               621,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 180,
 	"No definition %s has occurrences: check the key, or show all definitions.": 317,
@@ -345,43 +345,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        268,
 	"No destination yet.":                                                       270,
 	"No inputs.":                                                                230,
-	"No inputs: an instance starts with an empty object.":                       664,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  713,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 711,
+	"No inputs: an instance starts with an empty object.":                       665,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  714,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 712,
 	"No instance matches these filters.": 408,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 712,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 713,
 	"No live worker takes %s now (Workers page).":                                               547,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 548,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           549,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          550,
 	"No more consumers.":                                   181,
 	"No more destinations.":                                271,
-	"No occurrence matches these filters.":                 604,
+	"No occurrence matches these filters.":                 605,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              372,
 	"No outputs yet: the occurrence has not completed.":    513,
 	"No outputs.":                                          233,
 	"No outputs: the occurrence ended without completing.": 515,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         650,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             787,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             786,
+	"No process is published yet.":                         651,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             788,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             787,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 214,
 	"No revision yet: the Working copy has never been snapshotted.": 212,
-	"No token.":              728,
-	"No value was revealed.": 702,
+	"No token.":              729,
+	"No value was revealed.": 703,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              480,
 	"No worker has reserved this occurrence yet.":                                        477,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 788,
-	"No worker is connected.":           772,
-	"No worker serves this definition.": 775,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 785,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 789,
+	"No worker is connected.":           773,
+	"No worker serves this definition.": 776,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 786,
 	"Node":                  364,
-	"Nodes":                 656,
-	"Nodes of this version": 668,
-	"Nodes of this version, with their occurrences now": 657,
+	"Nodes":                 657,
+	"Nodes of this version": 669,
+	"Nodes of this version, with their occurrences now": 658,
 	"Nodes reached, in order":                           363,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -389,25 +389,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             709,
+	"Nothing to find: the search box is empty.":                             710,
 	"Nothing was done.":        29,
 	"Nov":                      350,
 	"Now":                      486,
 	"Occurrence":               365,
 	"Occurrence %s":            464,
 	"Occurrence offered again": 107,
-	"Occurrences now":          662,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          783,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 784,
-	"Occurrences, newest first": 598,
+	"Occurrences now":          663,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          784,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 785,
+	"Occurrences, newest first": 599,
 	"Oct":                       349,
 	"Offered from %s — %s.":     552,
 	"Oldest claimable waits":    308,
-	"On error":                  661,
-	"On success":                660,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         698,
-	"Only administrators may reveal a sensitive value.":                                                           693,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 725,
+	"On error":                  662,
+	"On success":                661,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         699,
+	"Only administrators may reveal a sensitive value.":                                                           694,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 726,
 	"Open":             305,
 	"Operator actions": 360,
 	"Operator actions on this instance, newest first": 373,
@@ -417,30 +417,30 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          241,
 	"Outputs of the working copy":                     234,
 	"Outputs, labelled by revision %d's contract":     512,
-	"Pages": 618,
-	"Paste your token in the field: it is empty.": 722,
+	"Pages": 619,
+	"Paste your token in the field: it is empty.": 723,
 	"Path":                            361,
 	"Pause reloading":                 155,
-	"Pinned revision":                 659,
+	"Pinned revision":                 660,
 	"Policy":                          466,
-	"Previous page":                   619,
+	"Previous page":                   620,
 	"Priority":                        497,
 	"Process":                         77,
-	"Process %s":                      652,
+	"Process %s":                      653,
 	"Process %s has no version %d.":   92,
-	"Process and node":                600,
+	"Process and node":                601,
 	"Process inputs":                  375,
 	"Process instance":                106,
 	"Process instance %s":             358,
 	"Process instances":               401,
 	"Process instances, newest first": 405,
 	"Processes":                       135,
-	"Processes by key":                648,
-	"Protocol":                        767,
+	"Processes by key":                649,
+	"Protocol":                        768,
 	"Published":                       218,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 646,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       647,
-	"Push destination": 594,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 647,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       648,
+	"Push destination": 595,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -451,18 +451,18 @@ var messageKeyToIndex = map[string]int{
 	"Relais is calling the destination (since %s).":         558,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 485,
 	"Relais never called the destination: the occurrence ended before any call.":                                    484,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        577,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 579,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     576,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        578,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 580,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     577,
 	"Relais refused the action. Nothing was done.":                                                                  49,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           578,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           579,
 	"Release":                       215,
 	"Releases":                      213,
 	"Releases, oldest first":        235,
-	"Reload lists and detail pages": 634,
+	"Reload lists and detail pages": 635,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 645,
-	"Reloading resumed.":                  644,
+	"Reloading paused: this page stays as it is until you resume.": 646,
+	"Reloading resumed.":                  645,
 	"Replica":                             482,
 	"Required":                            202,
 	"Reserved":                            471,
@@ -486,37 +486,37 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 516,
-	"Revealed by %s at %s; recorded in the audit log.": 695,
+	"Revealed by %s at %s; recorded in the audit log.": 696,
 	"Reveals":               144,
-	"Reveals, newest first": 701,
+	"Reveals, newest first": 702,
 	"Revision":              216,
 	"Revision %d":           237,
 	"Revisions":             211,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 791,
-	"Revoke the %s token “%s”?": 738,
-	"Revoke the token":          740,
-	"Revoke token %d":           737,
-	"Revoke…":                   735,
-	"Role":                      729,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 792,
+	"Revoke the %s token “%s”?": 739,
+	"Revoke the token":          741,
+	"Revoke token %d":           738,
+	"Revoke…":                   736,
+	"Role":                      730,
 	"Route":                     366,
 	"Routing output":            209,
-	"Row %s":                    622,
-	"Rows %s–%s":                623,
-	"Save settings":             636,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      694,
+	"Row %s":                    623,
+	"Rows %s–%s":                624,
+	"Save settings":             637,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      695,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 284,
-	"Search":                               707,
-	"Secret values can never be revealed.": 699,
+	"Search":                               708,
+	"Secret values can never be revealed.": 700,
 	"Sep":                                  348,
-	"Served by %d workers":                 789,
+	"Served by %d workers":                 790,
 	"Settled":                              369,
-	"Settlement date":                      592,
+	"Settlement date":                      593,
 	"Show all definitions":                 316,
-	"Show times in":                        632,
+	"Show times in":                        633,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 717,
-	"Sign in with an operator, designer or administrator token.": 718,
+	"Sign in": 718,
+	"Sign in with an operator, designer or administrator token.": 719,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   243,
@@ -526,9 +526,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 178,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 726,
-	"Staff tokens, oldest first": 727,
-	"Start node":                 653,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 727,
+	"Staff tokens, oldest first": 728,
+	"Start node":                 654,
 	"Started":                    386,
 	"State":                      188,
 	"Status":                     79,
@@ -551,7 +551,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 263,
 	"Tasks":                   189,
 	"Temporarily unavailable": 176,
-	"That is too long to be an id or a business key.":                                           710,
+	"That is too long to be an id or a business key.":                                           711,
 	"The %d largest groups; the filter matches more.":                                           87,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 489,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              272,
@@ -563,7 +563,7 @@ var messageKeyToIndex = map[string]int{
 	"The chart’s numbers": 322,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           179,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          633,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          634,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 177,
 	"The deadline passed before a result arrived.":                                                                                                                          536,
@@ -578,6 +578,7 @@ var messageKeyToIndex = map[string]int{
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
 	"The inputs could not be built from the process’s bindings.":                                                                                                                                           543,
 	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                    574,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                 575,
 	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                               573,
 	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       542,
 	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":          533,
@@ -587,23 +588,23 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                     404,
 	"The nodes this instance reached, in order, each with its occurrence.":                         362,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 208,
-	"The page cursor is invalid: go back to the first page.":                                       630,
+	"The page cursor is invalid: go back to the first page.":                                       631,
 	"The page size must be between 1 and %d.":                                                      400,
-	"The parameter “%s” is given %d times: give it once.":                                          629,
+	"The parameter “%s” is given %d times: give it once.":                                          630,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 51,
 	"The reason you gave, not recorded:":                        44,
 	"The result did not match the revision's outputs contract.": 537,
-	"The revision must be a whole number, 1 or more.":           590,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 720,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     744,
+	"The revision must be a whole number, 1 or more.":           591,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 721,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     745,
 	"The version must be a whole number from 1.":                                                                                                        397,
 	"These revisions have the same contracts.":                                                                                                          228,
-	"These settings are kept in this browser only.":                                                                                                     631,
-	"They take every revision their consumer is granted.":                                                                                               792,
-	"They take revision %d only.":                                                                                                                       794,
-	"They take revisions %s only.":                                                                                                                      796,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 626,
+	"These settings are kept in this browser only.":                                                                                                     632,
+	"They take every revision their consumer is granted.":                                                                                               793,
+	"They take revision %d only.":                                                                                                                       795,
+	"They take revisions %s only.":                                                                                                                      797,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 627,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
 	"This contract has no inputs.":                                                                                                        511,
 	"This contract has no outputs.":                                                                                                       514,
@@ -611,7 +612,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                  174,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        172,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        169,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 706,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 707,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 291,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -629,80 +630,80 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This instance was erased by %s at %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  167,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            743,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           742,
-	"This page does not accept that request.": 705,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  167,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            744,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           743,
+	"This page does not accept that request.": 706,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           377,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 723,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 669,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            670,
+	"This token is unknown, revoked or expired.": 724,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 670,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            671,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     222,
-	"Token":                           719,
+	"Token":                           720,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 721,
-	"Totals of all definitions, not narrowed by the other filters":         607,
-	"Totals of definition %s, not narrowed by the other filters":           606,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 722,
+	"Totals of all definitions, not narrowed by the other filters":         608,
+	"Totals of definition %s, not narrowed by the other filters":           607,
 	"Type": 201,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 708,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 709,
 	"URL":                              275,
-	"UTC (coordinated universal time)": 638,
+	"UTC (coordinated universal time)": 639,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 627,
-	"Unknown parameter “%s”.":                      628,
+	"Unknown parameter “%s” (did you mean “%s”?).": 628,
+	"Unknown parameter “%s”.":                      629,
 	"Unknown status “%s”.":                         396,
 	"Value":                                        374,
 	"Version":                                      78,
-	"Versions, newest first":                       649,
+	"Versions, newest first":                       650,
 	"Waiting for Relais to call the destination since %s (%s).": 554,
 	"Waiting for a worker since %s (%s).":                       555,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             479,
 	"Why (recorded with the reveal)":                            517,
-	"Worker":                                                    766,
+	"Worker":                                                    767,
 	"Worker id":                                                 470,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        764,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        765,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 765,
-	"Workers serving %s":                   773,
+	"Workers seen within three heartbeats": 766,
+	"Workers serving %s":                   774,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        207,
-	"You are signed out.": 714,
+	"You are signed out.": 715,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 715,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          716,
-	"[redacted]":                          586,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 716,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          717,
+	"[redacted]":                          587,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              190,
 	"administrator":                       440,
 	"an incident: retry, abandon or stop": 295,
-	"answer too large":                    584,
+	"answer too large":                    585,
 	"any":                                 76,
-	"any other code → %s":                 683,
+	"any other code → %s":                 684,
 	"any other error":                     293,
-	"as of %s (%s); counts are refreshed every few seconds.": 609,
-	"at least %d characters":                                 748,
-	"at least %d items":                                      755,
+	"as of %s (%s); counts are refreshed every few seconds.": 610,
+	"at least %d characters":                                 749,
+	"at least %d items":                                      756,
 	"at most %d":                                             505,
-	"at most %d characters":                                  749,
-	"at most %d items":                                       756,
+	"at most %d characters":                                  750,
+	"at most %d items":                                       757,
 	"at most %d since the last operator retry":               506,
 	"available":                                              412,
 	"boolean":                                                427,
-	"call in progress since":                                 615,
+	"call in progress since":                                 616,
 	"cancelled":                                              417,
 	"choice":                                                 430,
-	"claimable since":                                        614,
+	"claimable since":                                        615,
 	"claimable since %s":                                     313,
 	"classification changed":                                 451,
 	"completed":                                              415,
@@ -711,27 +712,27 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           569,
 	"date":                                                   428,
 	"date and time":                                          429,
-	"deadline %s":                                            687,
+	"deadline %s":                                            688,
 	"deferred":                                               414,
-	"deferred since":                                         617,
+	"deferred since":                                         618,
 	"deleted":                                                109,
 	"designer":                                               442,
 	"disconnected":                                           423,
-	"each item of %s":                                        746,
-	"end (completes)":                                        676,
-	"end (fails)":                                            677,
+	"each item of %s":                                        747,
+	"end (completes)":                                        677,
+	"end (fails)":                                            678,
 	"end: completes the instance":                            296,
 	"end: fails the instance":                                297,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 779,
+	"every revision its consumer is granted":                 780,
 	"exact, case-sensitive":                                  402,
 	"expired":                                                420,
 	"failed":                                                 416,
-	"fails the instance":                                     684,
+	"fails the instance":                                     685,
 	"field added":                                            446,
 	"field removed":                                          447,
 	"format":                                                 457,
-	"format %s":                                              751,
+	"format %s":                                              752,
 	"from":                                                   114,
 	"held":                                                   419,
 	"held for an operator":                                   294,
@@ -739,65 +740,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      394,
 	"hidden (secret)":                                        437,
 	"hidden (sensitive)":                                     436,
-	"hold (an incident for an operator)":                     682,
+	"hold (an incident for an operator)":                     683,
 	"id or business key":                                     137,
 	"in %s":                                                  333,
 	"in progress":                                            478,
-	"instance id":                                            596,
-	"instances held":                                         690,
-	"instances held: %s":                                     691,
+	"instance id":                                            597,
+	"instances held":                                         691,
+	"instances held: %s":                                     692,
 	"integer":                                                425,
-	"its name, exactly":                                      595,
+	"its name, exactly":                                      596,
 	"just now":                                               335,
 	"list":                                                   432,
-	"lock until":                                             616,
-	"long polling":                                           777,
+	"lock until":                                             617,
+	"long polling":                                           778,
 	"long wait":                                              314,
 	"masked value":                                           274,
 	"maximum":                                                459,
-	"maximum %s":                                             753,
+	"maximum %s":                                             754,
 	"maximum items":                                          461,
 	"maximum length":                                         455,
 	"minimum":                                                458,
-	"minimum %s":                                             752,
+	"minimum %s":                                             753,
 	"minimum items":                                          460,
 	"minimum length":                                         454,
-	"never":                                                  732,
-	"next attempt":                                           613,
+	"never":                                                  733,
+	"next attempt":                                           614,
 	"no":                                                     445,
-	"no answer within the timeout":                           582,
-	"no connection":                                          583,
+	"no answer within the timeout":                           583,
+	"no connection":                                          584,
 	"no grant: it takes nothing":                             192,
 	"no header":                                              279,
 	"no worker":                                              315,
-	"no worker takes revision %d":                            781,
-	"no worker takes revisions %s":                           782,
+	"no worker takes revision %d":                            782,
+	"no worker takes revisions %s":                           783,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 528,
 	"none": 262,
-	"none (revealed before reasons were asked for)": 703,
+	"none (revealed before reasons were asked for)": 704,
 	"none yet": 267,
 	"none: a failed call takes the node’s error path": 495,
 	"normal":                             433,
-	"not provided":                       758,
-	"not yet":                            733,
-	"null":                               762,
+	"not provided":                       759,
+	"not yet":                            734,
+	"null":                               763,
 	"number":                             426,
 	"object":                             431,
 	"on error":                           292,
-	"one attempt, no retry, priority %d": 686,
-	"one of: %s":                         754,
+	"one attempt, no retry, priority %d": 687,
+	"one of: %s":                         755,
 	"operator":                           441,
 	"optional %s field of type %s":       259,
 	"optional field of type %s":          261,
 	"optional → required":                252,
 	"pattern":                            456,
-	"pattern %s":                         750,
-	"pull":                               674,
+	"pattern %s":                         751,
+	"pull":                               675,
 	"pull %s":                            299,
 	"pull (a worker fetches it)":         438,
 	"push %s":                            298,
 	"push (Relais calls the service)":    439,
-	"push to %s":                         675,
+	"push to %s":                         676,
 	"rejected":                           421,
 	"released":                           422,
 	"required %s field of type %s":       258,
@@ -806,39 +807,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                253,
 	"reserved":                           413,
 	"retry":                              3,
-	"revision %d":                        610,
-	"revisions %s":                       780,
+	"revision %d":                        611,
+	"revisions %s":                       781,
 	"revoked":                            191,
 	"routing changed":                    453,
-	"routing output":                     745,
+	"routing output":                     746,
 	"routing output %s → %s":             251,
 	"running":                            418,
 	"secret":                             435,
 	"sensitive":                          434,
-	"settled":                            612,
+	"settled":                            613,
 	"stop":                               5,
-	"stream":                             776,
+	"stream":                             777,
 	"text":                               424,
 	"the contracts are the same (the name or a description changed).": 244,
-	"this session":             736,
-	"timeout %s":               688,
-	"timeout %s (the default)": 689,
+	"this session":             737,
+	"timeout %s":               689,
+	"timeout %s (the default)": 690,
 	"to":                       115,
 	"type changed":             448,
-	"unexpected value":         763,
-	"unknown":                  585,
+	"unexpected value":         764,
+	"unknown":                  586,
 	"values added: %s":         254,
 	"values changed":           450,
 	"values removed: %s":       255,
 	"values reordered":         256,
-	"version %d":               651,
-	"waiting":                  580,
+	"version %d":               652,
+	"waiting":                  581,
 	"yes":                      444,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 681,
+	"→ %s": 682,
 }
 
-var enIndex = []uint32{ // 798 elements
+var enIndex = []uint32{ // 799 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1002,71 +1003,71 @@ var enIndex = []uint32{ // 798 elements
 	0x000059b6, 0x000059c3, 0x000059d3, 0x00005a03,
 	0x00005a3d, 0x00005a60, 0x00005ad7, 0x00005b59,
 	// Entry 240 - 25F
-	0x00005b68, 0x00005bb8, 0x00005c18, 0x00005c84,
-	0x00005cfb, 0x00005d03, 0x00005d1b, 0x00005d38,
-	0x00005d46, 0x00005d57, 0x00005d5f, 0x00005d6a,
-	0x00005dab, 0x00005de3, 0x00005df7, 0x00005e27,
-	0x00005e62, 0x00005e72, 0x00005eb1, 0x00005ec2,
-	0x00005ed4, 0x00005ee0, 0x00005ef1, 0x00005f0b,
-	0x00005f13, 0x00005f24, 0x00005f2a, 0x00005f3e,
-	0x00005f56, 0x00005f7b, 0x00005f89, 0x00005fc7,
+	0x00005bde, 0x00005bed, 0x00005c3d, 0x00005c9d,
+	0x00005d09, 0x00005d80, 0x00005d88, 0x00005da0,
+	0x00005dbd, 0x00005dcb, 0x00005ddc, 0x00005de4,
+	0x00005def, 0x00005e30, 0x00005e68, 0x00005e7c,
+	0x00005eac, 0x00005ee7, 0x00005ef7, 0x00005f36,
+	0x00005f47, 0x00005f59, 0x00005f65, 0x00005f76,
+	0x00005f90, 0x00005f98, 0x00005fa9, 0x00005faf,
+	0x00005fc3, 0x00005fdb, 0x00006000, 0x0000600e,
 	// Entry 260 - 27F
-	0x00006004, 0x00006030, 0x0000606d, 0x0000607c,
-	0x0000608d, 0x00006095, 0x000060a2, 0x000060b2,
-	0x000060c9, 0x000060d4, 0x000060e3, 0x000060e9,
-	0x000060f7, 0x00006101, 0x0000610c, 0x00006116,
-	0x00006129, 0x0000614e, 0x00006179, 0x0000620a,
-	0x00006245, 0x00006264, 0x000062a2, 0x000062d9,
-	0x00006307, 0x00006315, 0x000063b4, 0x000063d2,
-	0x00006529, 0x00006537, 0x0000654b, 0x0000656c,
+	0x0000604c, 0x00006089, 0x000060b5, 0x000060f2,
+	0x00006101, 0x00006112, 0x0000611a, 0x00006127,
+	0x00006137, 0x0000614e, 0x00006159, 0x00006168,
+	0x0000616e, 0x0000617c, 0x00006186, 0x00006191,
+	0x0000619b, 0x000061ae, 0x000061d3, 0x000061fe,
+	0x0000628f, 0x000062ca, 0x000062e9, 0x00006327,
+	0x0000635e, 0x0000638c, 0x0000639a, 0x00006439,
+	0x00006457, 0x000065ae, 0x000065bc, 0x000065d0,
 	// Entry 280 - 29F
-	0x00006580, 0x000065b0, 0x000065b6, 0x000065ca,
-	0x000065e2, 0x000065f5, 0x00006632, 0x000066a5,
-	0x000066f2, 0x00006703, 0x0000671a, 0x00006737,
-	0x00006745, 0x00006753, 0x0000675e, 0x00006764,
-	0x00006856, 0x0000685c, 0x0000688e, 0x00006893,
-	0x000068a3, 0x000068ae, 0x000068b7, 0x000068c7,
-	0x000068d3, 0x00006907, 0x0000693a, 0x00006954,
-	0x000069f9, 0x00006a0f, 0x00006a94, 0x00006b0e,
+	0x000065f1, 0x00006605, 0x00006635, 0x0000663b,
+	0x0000664f, 0x00006667, 0x0000667a, 0x000066b7,
+	0x0000672a, 0x00006777, 0x00006788, 0x0000679f,
+	0x000067bc, 0x000067ca, 0x000067d8, 0x000067e3,
+	0x000067e9, 0x000068db, 0x000068e1, 0x00006913,
+	0x00006918, 0x00006928, 0x00006933, 0x0000693c,
+	0x0000694c, 0x00006958, 0x0000698c, 0x000069bf,
+	0x000069d9, 0x00006a7e, 0x00006a94, 0x00006b19,
 	// Entry 2A0 - 2BF
-	0x00006b1d, 0x00006bd7, 0x00006c28, 0x00006c2d,
-	0x00006c3b, 0x00006c4b, 0x00006c57, 0x00006c67,
-	0x00006c75, 0x00006c85, 0x00006c8f, 0x00006cb2,
-	0x00006ccb, 0x00006cde, 0x00006d4a, 0x00006d70,
-	0x00006d7f, 0x00006d8d, 0x00006da9, 0x00006db8,
-	0x00006dce, 0x00006e07, 0x00006e39, 0x00006e91,
-	0x00006ec8, 0x00006edf, 0x00006eed, 0x00006f31,
-	0x00006f56, 0x00006fcd, 0x00006fe3, 0x00006ffa,
+	0x00006b93, 0x00006ba2, 0x00006c5c, 0x00006cad,
+	0x00006cb2, 0x00006cc0, 0x00006cd0, 0x00006cdc,
+	0x00006cec, 0x00006cfa, 0x00006d0a, 0x00006d14,
+	0x00006d37, 0x00006d50, 0x00006d63, 0x00006dcf,
+	0x00006df5, 0x00006e04, 0x00006e12, 0x00006e2e,
+	0x00006e3d, 0x00006e53, 0x00006e8c, 0x00006ebe,
+	0x00006f16, 0x00006f4d, 0x00006f64, 0x00006f72,
+	0x00006fb6, 0x00006fdb, 0x00007052, 0x00007068,
 	// Entry 2C0 - 2DF
-	0x00007028, 0x0000703b, 0x00007063, 0x000070e7,
-	0x000070ee, 0x00007156, 0x00007180, 0x000071b0,
-	0x00007283, 0x000073bd, 0x0000745d, 0x00007471,
-	0x0000751c, 0x0000759e, 0x000075a6, 0x000075e1,
-	0x000075e7, 0x00007679, 0x00007711, 0x0000773d,
-	0x00007768, 0x000077b6, 0x00007822, 0x000078c9,
-	0x000078e4, 0x000078ee, 0x000078f3, 0x000078fd,
-	0x00007905, 0x0000790b, 0x00007913, 0x00007921,
+	0x0000707f, 0x000070ad, 0x000070c0, 0x000070e8,
+	0x0000716c, 0x00007173, 0x000071db, 0x00007205,
+	0x00007235, 0x00007308, 0x00007442, 0x000074e2,
+	0x000074f6, 0x000075a1, 0x00007623, 0x0000762b,
+	0x00007666, 0x0000766c, 0x000076fe, 0x00007796,
+	0x000077c2, 0x000077ed, 0x0000783b, 0x000078a7,
+	0x0000794e, 0x00007969, 0x00007973, 0x00007978,
+	0x00007982, 0x0000798a, 0x00007990, 0x00007998,
 	// Entry 2E0 - 2FF
-	0x0000792b, 0x00007938, 0x0000794b, 0x0000796f,
-	0x000079ef, 0x00007a00, 0x00007a08, 0x00007a7d,
-	0x00007ad1, 0x00007b19, 0x00007b28, 0x00007b3b,
-	0x00007b47, 0x00007b83, 0x00007bbd, 0x00007bcb,
-	0x00007bd8, 0x00007be6, 0x00007bf4, 0x00007c02,
-	0x00007c34, 0x00007c64, 0x00007cc0, 0x00007ccd,
-	0x00007ced, 0x00007cf8, 0x00007d12, 0x00007d17,
-	0x00007d28, 0x00007dae, 0x00007dd3, 0x00007dda,
+	0x000079a6, 0x000079b0, 0x000079bd, 0x000079d0,
+	0x000079f4, 0x00007a74, 0x00007a85, 0x00007a8d,
+	0x00007b02, 0x00007b56, 0x00007b9e, 0x00007bad,
+	0x00007bc0, 0x00007bcc, 0x00007c08, 0x00007c42,
+	0x00007c50, 0x00007c5d, 0x00007c6b, 0x00007c79,
+	0x00007c87, 0x00007cb9, 0x00007ce9, 0x00007d45,
+	0x00007d52, 0x00007d72, 0x00007d7d, 0x00007d97,
+	0x00007d9c, 0x00007dad, 0x00007e33, 0x00007e58,
 	// Entry 300 - 31F
-	0x00007de3, 0x00007df6, 0x00007e00, 0x00007e0a,
-	0x00007e14, 0x00007e2c, 0x00007e42, 0x00007e4e,
-	0x00007e70, 0x00007e77, 0x00007e84, 0x00007e95,
-	0x00007ebc, 0x00007ecc, 0x00007eeb, 0x00007f0b,
-	0x00007fe3, 0x000080c4, 0x00008118, 0x00008168,
-	0x000081c8, 0x0000821b, 0x00008253, 0x00008284,
-	0x000082d4, 0x00008308, 0x00008326, 0x00008345,
-	0x00008364, 0x00008384,
-} // Size: 3216 bytes
+	0x00007e5f, 0x00007e68, 0x00007e7b, 0x00007e85,
+	0x00007e8f, 0x00007e99, 0x00007eb1, 0x00007ec7,
+	0x00007ed3, 0x00007ef5, 0x00007efc, 0x00007f09,
+	0x00007f1a, 0x00007f41, 0x00007f51, 0x00007f70,
+	0x00007f90, 0x00008068, 0x00008149, 0x0000819d,
+	0x000081ed, 0x0000824d, 0x000082a0, 0x000082d8,
+	0x00008309, 0x00008359, 0x0000838d, 0x000083ab,
+	0x000083ca, 0x000083e9, 0x00008409,
+} // Size: 3220 bytes
 
-const enData string = "" + // Size: 33668 bytes
+const enData string = "" + // Size: 33801 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1206,7 +1207,7 @@ const enData string = "" + // Size: 33668 bytes
 	"once when an administrator erases it; the audit log keeps the operator a" +
 	"ctions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists sho" +
 	"w the end of each id; open the row, or copy its link, for the whole id." +
-	"\x02Not found\x02This instance was erased by %[1]s at %[2]s, for this re" +
+	"\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this re" +
 	"ason: “%[3]s”. Its inputs, occurrences and attempts were deleted with it" +
 	"; the audit log keeps the operator actions taken on it.\x02Form refused" +
 	"\x02This form was not sent from this console session, or it has expired:" +
@@ -1422,165 +1423,167 @@ const enData string = "" + // Size: 33668 bytes
 	"led by %[2]s)\x02The instance was stopped while the worker held the task" +
 	": its report is refused, but it may already have done the work.\x02The i" +
 	"nstance was stopped during the call, which was aborted: the destination " +
-	"may already have acted on the request (check there).\x02%[1]s at %[2]s" +
-	"\x02Relais refused a report of this attempt at %[1]s (%[2]s) before taki" +
-	"ng another.\x02Relais refused %[1]s reports of this attempt, the last at" +
-	" %[2]s (%[3]s), before taking another.\x02Relais refused this attempt’s " +
-	"report at %[1]s (%[2]s): its worker answered, and the answer was not tak" +
-	"en.\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (" +
-	"%[3]s): its worker answered, and no answer was taken.\x02waiting\x02HTTP" +
-	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
-	"answer too large\x02unknown\x02[redacted]\x02Message from the worker (it" +
-	"s own words, protected values masked)\x02Message from Relais, quoting th" +
-	"e destination’s answer\x02Message from Relais\x02The revision must be a " +
-	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
-	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
-	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
-	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
-	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
-	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
-	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
-	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
-	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
-	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
-	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
-	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
-	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
-	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
-	"ole runs no script, so it cannot read your computer’s time zone: choose " +
-	"a place, whose daylight saving time is followed, or a fixed offset from " +
-	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
-	" but did not apply (filters, the search box) and moves the focus back to" +
-	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
-	"ps it until you resume. Pages where you type a reason (confirmations, an" +
-	"d occurrences with a value to reveal) never reload on their own, nor doe" +
-	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
-	"dinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset," +
-	" no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display set" +
-	"tings saved.\x02Reloading resumed.\x02Reloading paused: this page stays " +
-	"as it is until you resume.\x02Published process versions: their nodes, r" +
-	"outes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
-	" an empty object.\x02Inputs an instance of this version is started with" +
-	"\x02Instances of this version\x02Columns follow the longest path from th" +
-	"e start node. Solid arrows are successes (labelled with their route), da" +
-	"shed ones failures (labelled with their error codes).\x02Nodes of this v" +
-	"ersion\x02This version has %[1]d nodes: too many to draw legibly (at mos" +
-	"t %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
-	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
-	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
-	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
-	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s" +
-	"\x02timeout %[1]s (the default)\x02instances held\x02instances held: %[1" +
-	"]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only a" +
-	"dministrators may reveal a sensitive value.\x02Say why you reveal this v" +
-	"alue: the reason is recorded with the reveal in the audit log.\x02Reveal" +
-	"ed by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurren" +
-	"ce\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive" +
-	") can be revealed.\x02Secret values can never be revealed.\x02Every sens" +
-	"itive value an administrator revealed: who, when, which field and why. T" +
-	"he values themselves are never kept.\x02Reveals, newest first\x02No valu" +
-	"e was revealed.\x02none (revealed before reasons were asked for)\x02Meth" +
-	"od not allowed\x02This page does not accept that request.\x02This form w" +
-	"as sent from another site: the console takes its forms from its own page" +
-	"s only. Open the console and send it from there.\x02Search\x02Type an in" +
-	"stance or occurrence id (a whole UUID, as the title of its page shows it" +
-	"), or a business key.\x02Nothing to find: the search box is empty.\x02Th" +
-	"at is too long to be an id or a business key.\x02No instance has “%[1]s”" +
-	" as its business key. A business key is found only whole and exactly as " +
-	"given, capitals and accents included: a list shows a long one shortened," +
-	" so copy it from its instance’s page.\x02No instance or occurrence has t" +
-	"he id “%[1]s”, and no instance has it as its business key. An ended inst" +
-	"ance is deleted, with its occurrences and attempts, once the retention p" +
-	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
-	"ases it; the audit log keeps the operator actions taken on it.\x02No ins" +
-	"tance has “%[1]s” as its business key, and it is not a whole id: the lis" +
-	"ts show the end of each id. Open the row, or copy its link, for the whol" +
-	"e id.\x02You are signed out.\x02Your session had ended (inactivity, a si" +
-	"gn-out elsewhere, a revoked token or a restart of the server), so your l" +
-	"ast action was not applied. Sign in again, then repeat it.\x02Your sessi" +
-	"on has ended (inactivity, a sign-out elsewhere, a token revoked or expir" +
-	"ed, or a restart of the server). Sign in again.\x02Sign in\x02Sign in wi" +
-	"th an operator, designer or administrator token.\x02Token\x02The token i" +
-	"s checked once and never stored in your browser; a session cookie stands" +
-	" for it for up to 8 hours of inactivity, and 12 hours at most.\x14\x01" +
-	"\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try aga" +
-	"in in %[1]d second.\x00H\x02Too many failed sign-ins from your address. " +
-	"Try again in %[1]d seconds.\x02Paste your token in the field: it is empt" +
-	"y.\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot" +
-	" open the console: it is a worker’s token, for the API.\x02Only administ" +
-	"rators see this page: tokens, consumers, destinations, the reveal log an" +
-	"d erasures are theirs.\x02Staff tokens (administrators, designers, opera" +
-	"tors) that are not revoked. Consumer tokens are managed with their consu" +
-	"mers. Revoking a token refuses its next request.\x02Staff tokens, oldest" +
-	" first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet" +
-	"\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Re" +
-	"voke the %[1]s token “%[2]s”?\x02Its next request is refused, and consol" +
-	"e sessions opened with it end. This cannot be undone: whoever uses it ne" +
-	"eds a new token.\x02Revoke the token\x02Keep it\x02This is the token you" +
-	" signed in with: revoking it signs you out. Its next request is refused." +
-	" This cannot be undone.\x02This is the last usable administrator token: " +
-	"create another one before revoking it.\x02The token “%[1]s” (%[2]s) was " +
-	"revoked: its next request is refused.\x02routing output\x02each item of " +
-	"%[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d chara" +
-	"cter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
-	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
-	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
-	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
-	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)" +
-	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
-	"nected by a stream, and polling workers by their last fetch. A worker is" +
-	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
-	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
-	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
-	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no worker" +
-	" takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no liv" +
-	"e worker takes it: subscribe workers to it, with their consumers granted" +
-	" it (a worker naming no revision takes those its consumer is granted; a " +
-	"process version pins it).\x02Occurrences of revisions %[1]s wait, and no" +
-	" live worker takes them: subscribe workers to them, with their consumers" +
-	" granted them (a worker naming no revision takes those its consumer is g" +
-	"ranted; a process version pins them).\x02No worker serves this definitio" +
-	"n: its occurrences wait until one connects or polls.\x02No process uses " +
-	"this definition yet: it needs a worker once a process pulls it.\x02No pr" +
-	"ocess pulls this definition: Relais calls its destinations (push), and i" +
-	"t needs no worker.\x02No worker is connected for this definition; none o" +
-	"f its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served b" +
-	"y %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every revi" +
-	"sion its consumer is granted.\x02Revisions they take: %[1]s; some take e" +
-	"very revision their consumer is granted.\x02They take every revision the" +
-	"ir consumer is granted.\x02It takes revision %[1]d only.\x02They take re" +
-	"vision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revisi" +
-	"ons %[1]s only."
+	"may already have acted on the request (check there).\x02The instance was" +
+	" stopped while the task was deferred: a settlement by id is refused, but" +
+	" the work it waited for may already be done.\x02%[1]s at %[2]s\x02Relais" +
+	" refused a report of this attempt at %[1]s (%[2]s) before taking another" +
+	".\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (%[" +
+	"3]s), before taking another.\x02Relais refused this attempt’s report at " +
+	"%[1]s (%[2]s): its worker answered, and the answer was not taken.\x02Rel" +
+	"ais refused %[1]s reports of this attempt, the last at %[2]s (%[3]s): it" +
+	"s worker answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unus" +
+	"able body\x02no answer within the timeout\x02no connection\x02answer too" +
+	" large\x02unknown\x02[redacted]\x02Message from the worker (its own word" +
+	"s, protected values masked)\x02Message from Relais, quoting the destinat" +
+	"ion’s answer\x02Message from Relais\x02The revision must be a whole numb" +
+	"er, 1 or more.\x02A revision is a definition’s: choose the definition to" +
+	"o.\x02Settlement date\x02More filters: instance, revision, consumer, des" +
+	"tination, dates\x02Push destination\x02its name, exactly\x02instance id" +
+	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
+	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
+	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
+	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
+	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
+	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
+	"ollow the longest path from the start node. Solid arrows are successes (" +
+	"labelled with their route), dashed ones failures (labelled with their er" +
+	"ror codes). Each box says how many of this version’s occurrences are at " +
+	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
+	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
+	" now\x02Inputs from\x02No inputs: an instance starts with an empty objec" +
+	"t.\x02Inputs an instance of this version is started with\x02Instances of" +
+	" this version\x02Columns follow the longest path from the start node. So" +
+	"lid arrows are successes (labelled with their route), dashed ones failur" +
+	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
+	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
+	"ble below lists every node with its routes and counts.\x02This version h" +
+	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
+	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
+	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
+	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for a" +
+	"n operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
+	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
+	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
+	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
+	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
+	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
+	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
+	" and no instance has it as its business key. An ended instance is delete" +
+	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
+	"RETENTION) has passed, or at once when an administrator erases it; the a" +
+	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
+	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
+	", designer or administrator token.\x02Token\x02The token is checked once" +
+	" and never stored in your browser; a session cookie stands for it for up" +
+	" to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02" +
+	"G\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
+	"nd.\x00H\x02Too many failed sign-ins from your address. Try again in %[1" +
+	"]d seconds.\x02Paste your token in the field: it is empty.\x02This token" +
+	" is unknown, revoked or expired.\x02A %[1]s token cannot open the consol" +
+	"e: it is a worker’s token, for the API.\x02Only administrators see this " +
+	"page: tokens, consumers, destinations, the reveal log and erasures are t" +
+	"heirs.\x02Staff tokens (administrators, designers, operators) that are n" +
+	"ot revoked. Consumer tokens are managed with their consumers. Revoking a" +
+	" token refuses its next request.\x02Staff tokens, oldest first\x02No tok" +
+	"en.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
-var frIndex = []uint32{ // 798 elements
+var frIndex = []uint32{ // 799 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1742,73 +1745,73 @@ var frIndex = []uint32{ // 798 elements
 	0x000071e5, 0x000071fb, 0x0000728f, 0x000072a2,
 	0x000072df, 0x0000731b, 0x0000732e, 0x00007382,
 	0x000073b7, 0x000073c9, 0x000073e0, 0x0000741f,
-	0x00007471, 0x0000749d, 0x00007535, 0x000075db,
+	0x00007471, 0x0000749d, 0x0000753a, 0x000075e0,
 	// Entry 240 - 25F
-	0x000075eb, 0x0000764b, 0x000076bc, 0x00007741,
-	0x000077d6, 0x000077e1, 0x000077fe, 0x0000781d,
-	0x0000782e, 0x00007848, 0x00007851, 0x0000785b,
-	0x000078a9, 0x000078ee, 0x0000790d, 0x00007942,
-	0x00007993, 0x000079a4, 0x000079ee, 0x00007a04,
-	0x00007a18, 0x00007a31, 0x00007a47, 0x00007a71,
-	0x00007a79, 0x00007a8c, 0x00007a93, 0x00007aae,
-	0x00007ace, 0x00007afe, 0x00007b15, 0x00007b4d,
+	0x0000768d, 0x0000769d, 0x000076fd, 0x0000776e,
+	0x000077f3, 0x00007888, 0x00007893, 0x000078b0,
+	0x000078cf, 0x000078e0, 0x000078fa, 0x00007903,
+	0x0000790d, 0x0000795b, 0x000079a0, 0x000079bf,
+	0x000079f4, 0x00007a45, 0x00007a56, 0x00007aa0,
+	0x00007ab6, 0x00007aca, 0x00007ae3, 0x00007af9,
+	0x00007b23, 0x00007b2b, 0x00007b3e, 0x00007b45,
+	0x00007b60, 0x00007b80, 0x00007bb0, 0x00007bc7,
 	// Entry 260 - 27F
-	0x00007b88, 0x00007bb4, 0x00007c08, 0x00007c19,
-	0x00007c33, 0x00007c3e, 0x00007c52, 0x00007c64,
-	0x00007c7a, 0x00007c8c, 0x00007c9e, 0x00007ca4,
-	0x00007cb6, 0x00007cc4, 0x00007cd3, 0x00007cdf,
-	0x00007cf5, 0x00007d1f, 0x00007d52, 0x00007dfa,
-	0x00007e4a, 0x00007e72, 0x00007ec4, 0x00007f06,
-	0x00007f42, 0x00007f59, 0x00008023, 0x00008050,
-	0x0000820a, 0x00008224, 0x0000823d, 0x0000825e,
+	0x00007bff, 0x00007c3a, 0x00007c66, 0x00007cba,
+	0x00007ccb, 0x00007ce5, 0x00007cf0, 0x00007d04,
+	0x00007d16, 0x00007d2c, 0x00007d3e, 0x00007d50,
+	0x00007d56, 0x00007d68, 0x00007d76, 0x00007d85,
+	0x00007d91, 0x00007da7, 0x00007dd1, 0x00007e04,
+	0x00007eac, 0x00007efc, 0x00007f24, 0x00007f76,
+	0x00007fb8, 0x00007ff4, 0x0000800b, 0x000080d5,
+	0x00008102, 0x000082bc, 0x000082d6, 0x000082ef,
 	// Entry 280 - 29F
-	0x00008275, 0x000082a2, 0x000082a9, 0x000082c3,
-	0x000082e9, 0x000082fe, 0x00008358, 0x000083ed,
-	0x00008450, 0x00008463, 0x0000848a, 0x000084b2,
-	0x000084c0, 0x000084d0, 0x000084e1, 0x000084e8,
-	0x0000861e, 0x00008625, 0x0000865f, 0x00008664,
-	0x00008679, 0x0000868d, 0x0000869f, 0x000086b5,
-	0x000086c5, 0x00008702, 0x00008742, 0x0000875d,
-	0x00008832, 0x0000884a, 0x000088eb, 0x0000897a,
+	0x00008310, 0x00008327, 0x00008354, 0x0000835b,
+	0x00008375, 0x0000839b, 0x000083b0, 0x0000840a,
+	0x0000849f, 0x00008502, 0x00008515, 0x0000853c,
+	0x00008564, 0x00008572, 0x00008582, 0x00008593,
+	0x0000859a, 0x000086d0, 0x000086d7, 0x00008711,
+	0x00008716, 0x0000872b, 0x0000873f, 0x00008751,
+	0x00008767, 0x00008777, 0x000087b4, 0x000087f4,
+	0x0000880f, 0x000088e4, 0x000088fc, 0x0000899d,
 	// Entry 2A0 - 2BF
-	0x0000898a, 0x00008a64, 0x00008b26, 0x00008b2b,
-	0x00008b3b, 0x00008b49, 0x00008b59, 0x00008b69,
-	0x00008b77, 0x00008b87, 0x00008b91, 0x00008bba,
-	0x00008bd4, 0x00008bef, 0x00008c7d, 0x00008cbb,
-	0x00008ccc, 0x00008cd9, 0x00008cf4, 0x00008d08,
-	0x00008d26, 0x00008d71, 0x00008db2, 0x00008e28,
-	0x00008e6e, 0x00008e87, 0x00008e9f, 0x00008ef2,
-	0x00008f2d, 0x00008fc5, 0x00008ff1, 0x00009017,
+	0x00008a2c, 0x00008a3c, 0x00008b16, 0x00008bd8,
+	0x00008bdd, 0x00008bed, 0x00008bfb, 0x00008c0b,
+	0x00008c1b, 0x00008c29, 0x00008c39, 0x00008c43,
+	0x00008c6c, 0x00008c86, 0x00008ca1, 0x00008d2f,
+	0x00008d6d, 0x00008d7e, 0x00008d8b, 0x00008da6,
+	0x00008dba, 0x00008dd8, 0x00008e23, 0x00008e64,
+	0x00008eda, 0x00008f20, 0x00008f39, 0x00008f51,
+	0x00008fa4, 0x00008fdf, 0x00009077, 0x000090a3,
 	// Entry 2C0 - 2DF
-	0x0000904b, 0x00009063, 0x0000908e, 0x00009137,
-	0x00009141, 0x000091c9, 0x000091fe, 0x0000923f,
-	0x00009324, 0x0000949f, 0x00009578, 0x00009591,
-	0x0000965a, 0x000096e3, 0x000096f0, 0x00009742,
-	0x00009748, 0x000097fc, 0x000098ac, 0x000098de,
-	0x0000990a, 0x00009973, 0x00009a1a, 0x00009adc,
-	0x00009b0c, 0x00009b19, 0x00009b1f, 0x00009b35,
-	0x00009b40, 0x00009b47, 0x00009b52, 0x00009b60,
+	0x000090c9, 0x000090fd, 0x00009115, 0x00009140,
+	0x000091e9, 0x000091f3, 0x0000927b, 0x000092b0,
+	0x000092f1, 0x000093d6, 0x00009551, 0x0000962a,
+	0x00009643, 0x0000970c, 0x00009795, 0x000097a2,
+	0x000097f4, 0x000097fa, 0x000098ae, 0x0000995e,
+	0x00009990, 0x000099bc, 0x00009a25, 0x00009acc,
+	0x00009b8e, 0x00009bbe, 0x00009bcb, 0x00009bd1,
+	0x00009be7, 0x00009bf2, 0x00009bf9, 0x00009c04,
 	// Entry 2E0 - 2FF
-	0x00009b6d, 0x00009b7b, 0x00009b94, 0x00009bc1,
-	0x00009c6a, 0x00009c7d, 0x00009c87, 0x00009d16,
-	0x00009d77, 0x00009dd3, 0x00009de5, 0x00009dff,
-	0x00009e12, 0x00009e50, 0x00009e8c, 0x00009ea9,
-	0x00009eb6, 0x00009ec4, 0x00009ed2, 0x00009ee2,
-	0x00009f1e, 0x00009f58, 0x00009fd5, 0x00009fe0,
-	0x0000a00a, 0x0000a017, 0x0000a033, 0x0000a037,
-	0x0000a049, 0x0000a10b, 0x0000a13e, 0x0000a149,
+	0x00009c12, 0x00009c1f, 0x00009c2d, 0x00009c46,
+	0x00009c73, 0x00009d1c, 0x00009d2f, 0x00009d39,
+	0x00009dc8, 0x00009e29, 0x00009e85, 0x00009e97,
+	0x00009eb1, 0x00009ec4, 0x00009f02, 0x00009f3e,
+	0x00009f5b, 0x00009f68, 0x00009f76, 0x00009f84,
+	0x00009f94, 0x00009fd0, 0x0000a00a, 0x0000a087,
+	0x0000a092, 0x0000a0bc, 0x0000a0c9, 0x0000a0e5,
+	0x0000a0e9, 0x0000a0fb, 0x0000a1bd, 0x0000a1f0,
 	// Entry 300 - 31F
-	0x0000a153, 0x0000a168, 0x0000a171, 0x0000a17b,
-	0x0000a190, 0x0000a1b4, 0x0000a1ce, 0x0000a1e3,
-	0x0000a20f, 0x0000a214, 0x0000a229, 0x0000a23b,
-	0x0000a270, 0x0000a281, 0x0000a2ae, 0x0000a2dd,
-	0x0000a3ff, 0x0000a521, 0x0000a597, 0x0000a622,
-	0x0000a6b1, 0x0000a718, 0x0000a75a, 0x0000a7a2,
-	0x0000a815, 0x0000a85d, 0x0000a88b, 0x0000a8b9,
-	0x0000a8ec, 0x0000a91f,
-} // Size: 3216 bytes
+	0x0000a1fb, 0x0000a205, 0x0000a21a, 0x0000a223,
+	0x0000a22d, 0x0000a242, 0x0000a266, 0x0000a280,
+	0x0000a295, 0x0000a2c1, 0x0000a2c6, 0x0000a2db,
+	0x0000a2ed, 0x0000a322, 0x0000a333, 0x0000a360,
+	0x0000a38f, 0x0000a4b1, 0x0000a5d3, 0x0000a649,
+	0x0000a6d4, 0x0000a763, 0x0000a7ca, 0x0000a80c,
+	0x0000a854, 0x0000a8c7, 0x0000a90f, 0x0000a93d,
+	0x0000a96b, 0x0000a99e, 0x0000a9d1,
+} // Size: 3220 bytes
 
-const frData string = "" + // Size: 43295 bytes
+const frData string = "" + // Size: 43473 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2244,200 +2247,203 @@ const frData string = "" + // Size: 43295 bytes
 	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
 	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
 	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
-	"nt que le worker détenait la tâche\u202f: son compte rendu est refusé, m" +
-	"ais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée pen" +
-	"dant l’appel, qui a été interrompu\u202f: la destination a peut-être déj" +
-	"à donné suite à la requête (vérifiez-le chez elle).\x02%[1]s sur %[2]s" +
-	"\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avant " +
-	"d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette tenta" +
-	"tive, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relai" +
-	"s a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son exéc" +
-	"utant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé %[1" +
-	"]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son ex" +
-	"écutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02HT" +
-	"TP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de con" +
-	"nexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de" +
-	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02Message" +
-	" de Relais (en anglais), citant la réponse de la destination\x02Message " +
-	"de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou p" +
-	"lus.\x02Une révision est celle d’une définition\u202f: choisissez aussi " +
-	"la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, ré" +
-	"vision, consommateur, destination, dates\x02Destination d’appel\x02son n" +
-	"om, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occu" +
-	"rrences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Er" +
-	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
-	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
-	"\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02pr" +
-	"ochaine tentative\x02disponible depuis\x02appel en cours depuis\x02verro" +
-	"u jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivant" +
-	"e\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f" +
-	": une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient apr" +
-	"ès le dernier.\x02Cette adresse contient un paramètre illisible (un sig" +
-	"ne pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un po" +
-	"int-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «" +
-	"\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Pa" +
-	"ramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s" +
-	"\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curs" +
-	"eur de page est invalide\u202f: revenez à la première page.\x02Ces régla" +
-	"ges sont conservés dans ce navigateur seulement.\x02Afficher les heures " +
-	"en\x02La console n’exécute aucun script et ne peut donc pas lire le fuse" +
-	"au horaire de votre ordinateur\u202f: choisissez un lieu, dont l’heure d" +
-	"’été est suivie, ou un décalage fixe par rapport à UTC.\x02Recharger l" +
-	"es listes et les pages de détail\x02Un rechargement vide ce que vous ave" +
-	"z saisi sans l’appliquer (filtres, champ de recherche) et ramène le focu" +
-	"s en haut de la page\u202f: «\u202fSuspendre le rechargement\u202f», sur" +
-	" chaque page qui se recharge, l’arrête jusqu’à ce que vous le repreniez." +
-	" Les pages où vous saisissez un motif (confirmations, et occurrences don" +
-	"t une valeur peut être révélée) ne se rechargent jamais d’elles-mêmes, p" +
-	"as plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir sa" +
-	"ns enregistrer\x02UTC (temps universel coordonné)\x02Heure locale\u202f:" +
-	" %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes le" +
-	"s %[1]d secondes\x02Réglages d’affichage enregistrés.\x02Rechargement re" +
-	"pris.\x02Rechargement suspendu\u202f: cette page reste telle quelle jusq" +
-	"u’à ce que vous repreniez.\x02Les versions de processus publiées\u202f: " +
-	"leurs nœuds, routes et révisions épinglées, dessinés, avec l’emplacement" +
-	" actuel de leurs occurrences.\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Process" +
-	"us par clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’e" +
-	"st encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ" +
-	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
-	"haque case indique combien d’occurrences de cette version se trouvent à " +
-	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
-	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
-	"n cas d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entr" +
-	"ée\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesq" +
-	"uelles démarre une instance de cette version\x02Instances de cette versi" +
-	"on\x02Les colonnes suivent le plus long chemin depuis le nœud de départ." +
-	" Les flèches pleines sont les réussites (étiquetées par leur route), les" +
-	" pointillées les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds " +
-	"de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour les des" +
-	"siner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœ" +
-	"ud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
-	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
-	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocag" +
-	"e (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’in" +
-	"stance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle te" +
-	"ntative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle t" +
-	"entative après %[2]s, priorité %[3]d\x02une seule tentative, sans nouvel" +
-	"le tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %" +
-	"[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1" +
-	"]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes" +
-	" environ.\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
-	"le.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est cons" +
-	"igné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le " +
-	"%[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance.\x02Aucune instance ni occurrence n’a l’identifian" +
-	"t « %[1]s », et aucune instance ne l’a pour clé métier. Une instance ter" +
-	"minée est supprimée, avec ses occurrences et ses tentatives, une fois la" +
-	" durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un adm" +
-	"inistrateur l’efface\u202f; le journal d’audit garde les actions d’opéra" +
-	"teur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour cl" +
-	"é métier, et ce n’est pas un identifiant entier\u202f: les listes montr" +
-	"ent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, p" +
-	"our l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avai" +
-	"t pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarra" +
-	"ge du serveur)\u202f: votre dernière action n’a pas été appliquée. Recon" +
-	"nectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, " +
-	"déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur" +
-	"). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’o" +
-	"pérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vé" +
-	"rifié une fois et n’est jamais conservé dans votre navigateur\u202f; un " +
-	"cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 12" +
-	"\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éch" +
-	"ouées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop d" +
-	"e connexions échouées depuis votre adresse. Réessayez dans %[1]d seconde" +
-	"s.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton e" +
-	"st inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouv" +
-	"rir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls l" +
-	"es administrateurs voient cette page\u202f: les jetons, les consommateur" +
-	"s, les destinations, le journal des révélations et les effacements sont " +
-	"de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, o" +
-	"pérateurs) non révoqués. Les jetons des consommateurs se gèrent avec leu" +
-	"rs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeton" +
-	"s du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dern" +
-	"ière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
-	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
-	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
-	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
-	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
-	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
-	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
-	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
-	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
-	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
-	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
-	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
-	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
-	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
-	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
-	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
-	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
-	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
-	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
-	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
-	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
-	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
-	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
-	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
-	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
-	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
-	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
-	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
-	"quelles son consommateur a droit\u202f; une version de processus les épi" +
-	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
-	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
-	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
-	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
-	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
-	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
-	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
-	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
-	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
-	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
+	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
+	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
+	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
+	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
+	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
+	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
+	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
+	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
+	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
+	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
+	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
+	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
+	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
+	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
+	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
+	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
+	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
+	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
+	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
+	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
+	"es 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
+	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
+	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
+	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
+	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
+	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
+	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
+	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
+	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
+	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
+	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
+	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
+	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
+	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
+	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
+	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
+	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
+	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
+	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
+	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
+	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
+	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
+	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
+	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
+	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
+	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
+	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
+	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
+	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
+	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
+	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
+	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
+	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
+	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
+	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
+	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
+	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
+	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
+	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
+	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
+	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
+	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
+	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
+	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
+	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
+	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
+	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
+	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
+	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
+	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
+	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
+	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
+	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
+	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
+	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
+	"n (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou redémar" +
+	"rage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous av" +
+	"ec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02" +
+	"Le jeton est vérifié une fois et n’est jamais conservé dans votre naviga" +
+	"teur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heures d’ina" +
+	"ctivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de " +
+	"connexions échouées depuis votre adresse. Réessayez dans %[1]d seconde." +
+	"\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez dan" +
+	"s %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il est vide" +
+	".\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s " +
+	"ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’" +
+	"API.\x02Seuls les administrateurs voient cette page\u202f: les jetons, l" +
+	"es consommateurs, les destinations, le journal des révélations et les ef" +
+	"facements sont de leur ressort.\x02Jetons du personnel (administrateurs," +
+	" concepteurs, opérateurs) non révoqués. Les jetons des consommateurs se " +
+	"gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête sui" +
+	"vante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton." +
+	"\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore" +
+	"\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]" +
+	"d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête su" +
+	"ivante est refusée et les sessions de console ouvertes avec lui prennent" +
+	" fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau j" +
+	"eton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vo" +
+	"us êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante" +
+	" est refusée. C’est irréversible.\x02C’est le dernier jeton administrate" +
+	"ur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton" +
+	" «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête s" +
+	"era refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque " +
+	"élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
+	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
+	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
+	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
+	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
+	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
+	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
+	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
+	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
+	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
+	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
+	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
+	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
+	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
+	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
+	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
+	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
+	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
+	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
+	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
+	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
+	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
+	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
+	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
+	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 83395 bytes (81KiB); checksum: BB6242B8
+	// Total table size 83714 bytes (81KiB); checksum: 60BAA2A1

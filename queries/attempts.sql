@@ -35,8 +35,11 @@ where occurrence_id = @occurrence_id and number = @number and ended_at is null;
 -- the message on the attempt, as the stop's confirmation warned).
 update attempts a
 set outcome = 'cancelled', ended_at = coalesce(sqlc.narg('now')::timestamptz, now()),
-    error_message = case when o.mode = 'push'
+    error_message = case
+        when o.mode = 'push'
         then 'the instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there)'
+        when o.deferred_at is not null
+        then 'the instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done'
         else 'the instance was stopped while the worker held the task: its report is refused, but it may already have done the work'
     end
 from occurrences o

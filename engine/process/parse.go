@@ -250,7 +250,7 @@ func (c *collector) duration(n *jsontree.Node, key, path string) (time.Duration,
 	}
 	d, err := isoduration.Parse(v.Str)
 	if err != nil {
-		c.add(at, "%s: %v", key, err)
+		c.add(at, "%v", err) // the pointer names the key
 		return 0, false
 	}
 	return d, true

@@ -819,7 +819,7 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 				if ae, ok := err.(*apiError); ok && ae.Status == http.StatusForbidden {
 					// Said, not skipped unsaid: designers run apply, and
 					// this is the warning they most need (designer QA).
-					return "; live workers not checked: this token may not read the worker catalog (an operator's or an admin's may: relais apply --dry-run with one says whether a worker takes each pinned revision)"
+					return "; live workers not checked: this token may not read the worker catalog (relais apply --dry-run with an admin's token says whether a worker takes each pinned revision)"
 				}
 				return ""
 			}

@@ -93,6 +93,7 @@ func Parse(s string) (time.Duration, error) {
 			}
 			continue
 		}
+		at := len(orig) - len(s) // where this component starts in orig
 		i := 0
 		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
 			i++
@@ -133,6 +134,13 @@ func Parse(s string) (time.Duration, error) {
 			if up := strings.ToUpper(orig); up != orig {
 				if _, err := Parse(up); err == nil {
 					why += ", in upper case: " + up
+				}
+			} else if !inTime && (unit == 'H' || unit == 'S') {
+				// P1H, P30S, P1H30M: the T forgotten (verifier QA).
+				if meant := orig[:at] + "T" + orig[at:]; meant != orig {
+					if _, err := Parse(meant); err == nil {
+						why += ", as in " + meant + " (time units come after T)"
+					}
 				}
 			}
 			return fail(why)

@@ -59,6 +59,10 @@ func TestParseNamesTheSpellingMeant(t *testing.T) {
 		"P1DT2h": "in upper case: P1DT2H",
 		"P10M":   "for minutes, PT10M (time units come after T)",
 		"P1D30M": "for minutes, P1DT30M",
+		"P1H":    "as in PT1H (time units come after T)",
+		"P30S":   "as in PT30S",
+		"P1H30M": "as in PT1H30M",
+		"P2D3H":  "as in P2DT3H",
 		"P1Y":    "use days (P30D, P365D)",
 		"P1Y10M": "use days",
 	} {
