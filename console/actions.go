@@ -311,7 +311,7 @@ func notApplicable(ctx context.Context, a engine.Action, status string) string {
 	switch a {
 	case engine.ActionRetry:
 		if status == engine.InstanceFailed {
-			return T(ctx, "This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.", s)
+			return T(ctx, "This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.", s)
 		}
 		return T(ctx, "This instance is %s, not held: there is nothing to retry.", s)
 	case engine.ActionAbandon:

@@ -727,16 +727,36 @@ func TestBrowserNothingScrollsOutOfAKeyboardsReach(t *testing.T) {
 	inst := f.env.Must(201, "POST", "/api/v1/processes/crm_only/instances", f.env.Operator, map[string]any{
 		"inputs": map[string]any{"name": long}}).JSON(t)["id"].(string)
 	occ := f.env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, f.env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	// A failure whose message holds a long URL and a second line (a
+	// stack trace): the summary wraps it and keeps its lines (console QA:
+	// its end ran past the edge of a box that scrolled unseen).
+	failedInst := f.env.Must(201, "POST", "/api/v1/processes/crm_only/instances", f.env.Operator, map[string]any{
+		"inputs": map[string]any{"name": "Initech"}}).JSON(t)["id"].(string)
+	crm := f.env.Consumer("crm-sync", "add_company_to_crm")
+	failed := ""
+	for _, o := range f.env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", crm, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "max_tasks": 10}).JSON(t)["occurrences"].([]any) {
+		id := o.(map[string]any)["id"].(string)
+		if o.(map[string]any)["instance_id"] == failedInst {
+			failed = id
+			f.env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", crm, map[string]any{"worker_id": "w", "error_code": "CRM_DOWN", "retryable": false,
+				"message": "HTTP 502 from https://crm.example/services/data/v59.0/query?q=" + strings.Repeat("SELECT_Id_FROM_Account", 20) + "\nat line two"})
+		}
+	}
 	for _, vp := range []viewport{{"390", 390, 844}, {"640", 640, 900}} {
 		b := openTab(t, browserPath, vp, "scroll-"+vp.name)
 		b.signIn(f.env.URL, "en", f.env.Operator)
 		for _, path := range []string{"/console/health", "/console/definitions/add_company_to_crm", "/console/definitions/console_vault?from=1&to=2",
-			"/console/processes/crm_only/versions/1", "/console/instances/" + inst, "/console/occurrences/" + occ} {
+			"/console/processes/crm_only/versions/1", "/console/instances/" + inst, "/console/occurrences/" + occ,
+			"/console/instances/" + failedInst, "/console/occurrences/" + failed} {
 			b.open(f.env.URL, path, 200)
 			cut := b.eval(`[...document.querySelectorAll('table.values td')].filter(td => td.scrollWidth > td.clientWidth + 1 || td.getBoundingClientRect().right > document.documentElement.clientWidth).map(td => td.textContent.trim().slice(0, 30)).join(', ')`)
 			if cut != "" {
 				t.Errorf("%s at %s px: values cut at the table's edge: %s", path, vp.name, cut)
 			}
+		}
+		if got := b.eval(`document.querySelector('[data-testid="error-message"]').innerText`); !strings.HasSuffix(got, "\nat line two") {
+			t.Errorf("at %s px: the message's second line is not its own: %q", vp.name, got)
 		}
 		b.shot("long-value")
 	}

@@ -33,6 +33,9 @@ type fact struct {
 	// Lang marks Value as written in another language than the page (an
 	// engine message kept in English) for assistive technology.
 	Lang string
+	// Message marks Value as an error message: it keeps its line breaks
+	// (a stack trace) and wraps anywhere (a URL, an HTML answer).
+	Message bool
 }
 
 // attemptRow is one reservation of the occurrence.
@@ -633,7 +636,7 @@ func errorCodeMeaning(ctx context.Context, code string) string {
 	case "invalid_outputs":
 		return T(ctx, "The result did not match the revision's outputs contract.")
 	case "outcome_unknown":
-		return T(ctx, "The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.")
+		return T(ctx, "The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).")
 	case "push_unprepared":
 		return T(ctx, "The call could not be prepared.")
 	case "connection_failed":
@@ -975,7 +978,7 @@ func errorMessageFact(ctx context.Context, code string, message *string) (fact, 
 	if message == nil || *message == "" {
 		return fact{}, false
 	}
-	f := fact{Value: errorMessage(ctx, *message), TestID: "error-message"}
+	f := fact{Value: errorMessage(ctx, *message), TestID: "error-message", Message: true}
 	if f.Label, f.Lang = relaisMessage(ctx, code); f.Label == "" {
 		f.Label = T(ctx, "Message from the worker (its own words, protected values masked)")
 	}

@@ -74,7 +74,7 @@ func TestOccurrencePageSaysWhatHappens(t *testing.T) {
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w1",
 		"error_code": "CRM_DOWN", "message": "503 from the CRM", "retryable": true, "retry_delay": "PT2H"})
 	check("retry waiting", want{state: "Retry at ", contains: " UTC — in 2 h.", lastError: "Last error (attempt 1)CRM_DOWN",
-		frState: "Nouvelle tentative à "})
+		frState: "Nouvelle tentative\u202f: "})
 
 	env.Clock.Advance(2*time.Hour + time.Second)
 	check("retry due", want{state: "Waiting for a worker since ", contains: "(1 s ago)", lastError: "Last error (attempt 1)CRM_DOWN"})

@@ -219,11 +219,11 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 	case ActionRetry, ActionAbandon:
 		switch {
 		case inst.Status == InstanceFailed && deref(inst.ErrorCode) == AbandonedCode:
-			return false, fault.New(fault.Conflict, "not_held", "instance %s was abandoned: it has ended, and only a held instance can be retried or abandoned; start it again to redo the work", id)
+			return false, fault.New(fault.Conflict, "not_held", "instance %s was abandoned: it has ended, and only a held instance can be retried or abandoned; start a new instance (with a new Idempotency-Key, or none) to redo the work", id)
 		case inst.Status == InstanceFailed:
 			// Its failure ended it: only an instance whose process routes
 			// the failure to hold waits for an operator.
-			return false, fault.New(fault.Conflict, "not_held", "instance %s is failed, not held: only a held instance can be retried or abandoned; %s; start it again to redo the work", id, failureEnds)
+			return false, fault.New(fault.Conflict, "not_held", "instance %s is failed, not held: only a held instance can be retried or abandoned; %s; start a new instance (with a new Idempotency-Key, or none) to redo the work", id, failureEnds)
 		}
 		if inst.Status != InstanceHeld {
 			return false, fault.New(fault.Conflict, "not_held", "instance %s is %s, not held: only a held instance can be retried or abandoned", id, inst.Status)

@@ -554,9 +554,9 @@ var messageKeyToIndex = map[string]int{
 	"That is too long to be an id or a business key.":                                           711,
 	"The %d largest groups; the filter matches more.":                                           87,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 489,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":              272,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             242,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 538,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                                          272,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                         242,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 538,
 	"The bulk action must be its id (a UUID).": 121,
 	"The call could not be prepared.":          539,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 557,
@@ -621,7 +621,7 @@ var messageKeyToIndex = map[string]int{
 	"This instance has not reached a task yet.":                   370,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
-	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
+	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 35,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 289,
 	"This instance is %s: there is nothing to stop.":                            38,
 	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 380,
@@ -851,223 +851,223 @@ var enIndex = []uint32{ // 799 elements
 	0x00000587, 0x00000633, 0x00000645, 0x00000661,
 	// Entry 20 - 3F
 	0x00000676, 0x000006fd, 0x0000078a, 0x00000817,
-	0x000008ed, 0x0000092a, 0x00000969, 0x0000099b,
-	0x00000a0a, 0x00000a73, 0x00000aae, 0x00000b53,
-	0x00000ba0, 0x00000bc3, 0x00000c23, 0x00000c76,
-	0x00000ccf, 0x00000d28, 0x00000d55, 0x00000db2,
-	0x00000e0d, 0x00000e1d, 0x00000e5c, 0x00000e9d,
-	0x00000ea4, 0x00000eda, 0x00000eeb, 0x00000f66,
-	0x00000f8b, 0x00000fb9, 0x00001035, 0x0000107f,
+	0x0000090f, 0x0000094c, 0x0000098b, 0x000009bd,
+	0x00000a2c, 0x00000a95, 0x00000ad0, 0x00000b75,
+	0x00000bc2, 0x00000be5, 0x00000c45, 0x00000c98,
+	0x00000cf1, 0x00000d4a, 0x00000d77, 0x00000dd4,
+	0x00000e2f, 0x00000e3f, 0x00000e7e, 0x00000ebf,
+	0x00000ec6, 0x00000efc, 0x00000f0d, 0x00000f88,
+	0x00000fad, 0x00000fdb, 0x00001057, 0x000010a1,
 	// Entry 40 - 5F
-	0x000010b3, 0x000010e3, 0x00001127, 0x0000115f,
-	0x0000118c, 0x000011bc, 0x0000120c, 0x00001244,
-	0x000012a4, 0x000012fb, 0x0000132d, 0x00001373,
-	0x000013ec, 0x000013f0, 0x000013f8, 0x00001400,
-	0x00001407, 0x00001414, 0x0000141f, 0x00001431,
-	0x0000143e, 0x00001449, 0x00001463, 0x0000146d,
-	0x000014a0, 0x000015cf, 0x000015e9, 0x000015fb,
-	0x0000161c, 0x00001640, 0x00001664, 0x0000168b,
+	0x000010d5, 0x00001105, 0x00001149, 0x00001181,
+	0x000011ae, 0x000011de, 0x0000122e, 0x00001266,
+	0x000012c6, 0x0000131d, 0x0000134f, 0x00001395,
+	0x0000140e, 0x00001412, 0x0000141a, 0x00001422,
+	0x00001429, 0x00001436, 0x00001441, 0x00001453,
+	0x00001460, 0x0000146b, 0x00001485, 0x0000148f,
+	0x000014c2, 0x000015f1, 0x0000160b, 0x0000161d,
+	0x0000163e, 0x00001662, 0x00001686, 0x000016ad,
 	// Entry 60 - 7F
-	0x000016b3, 0x000016ee, 0x00001797, 0x00001810,
-	0x00001865, 0x00001914, 0x00001930, 0x00001935,
-	0x00001939, 0x00001940, 0x00001947, 0x00001958,
-	0x00001971, 0x0000197d, 0x00001985, 0x0000198f,
-	0x00001a77, 0x00001a7f, 0x00001a97, 0x00001a9c,
-	0x00001a9f, 0x00001aad, 0x00001abb, 0x00001ad7,
-	0x00001ae3, 0x00001b78, 0x00001ba1, 0x00001bc0,
-	0x00001c18, 0x00001cf0, 0x00001d83, 0x00001e38,
+	0x000016d5, 0x00001710, 0x000017b9, 0x00001832,
+	0x00001887, 0x00001936, 0x00001952, 0x00001957,
+	0x0000195b, 0x00001962, 0x00001969, 0x0000197a,
+	0x00001993, 0x0000199f, 0x000019a7, 0x000019b1,
+	0x00001a99, 0x00001aa1, 0x00001ab9, 0x00001abe,
+	0x00001ac1, 0x00001acf, 0x00001add, 0x00001af9,
+	0x00001b05, 0x00001b9a, 0x00001bc3, 0x00001be2,
+	0x00001c3a, 0x00001d12, 0x00001da5, 0x00001e5a,
 	// Entry 80 - 9F
-	0x00001ecc, 0x00001f4b, 0x00001f5a, 0x00001f63,
-	0x00001f73, 0x00001f83, 0x00001f8a, 0x00001f99,
-	0x00001fa3, 0x00001fc2, 0x00001fd5, 0x00001fda,
-	0x00001fe6, 0x00001fee, 0x00001ff8, 0x00002005,
-	0x0000200c, 0x00002014, 0x0000202f, 0x00002038,
-	0x00002049, 0x00002060, 0x00002083, 0x000020aa,
-	0x000020cb, 0x000020dc, 0x000020e3, 0x0000210a,
-	0x0000211a, 0x00002126, 0x000021a4, 0x000021b4,
+	0x00001eee, 0x00001f6d, 0x00001f7c, 0x00001f85,
+	0x00001f95, 0x00001fa5, 0x00001fac, 0x00001fbb,
+	0x00001fc5, 0x00001fe4, 0x00001ff7, 0x00001ffc,
+	0x00002008, 0x00002010, 0x0000201a, 0x00002027,
+	0x0000202e, 0x00002036, 0x00002051, 0x0000205a,
+	0x0000206b, 0x00002082, 0x000020a5, 0x000020cc,
+	0x000020ed, 0x000020fe, 0x00002105, 0x0000212c,
+	0x0000213c, 0x00002148, 0x000021c6, 0x000021d6,
 	// Entry A0 - BF
-	0x0000221c, 0x00002233, 0x00002243, 0x00002257,
-	0x00002294, 0x000023ad, 0x0000242a, 0x00002434,
-	0x000024ef, 0x000024fc, 0x00002579, 0x0000258a,
-	0x00002599, 0x000025f9, 0x0000260b, 0x0000264e,
-	0x0000268c, 0x000026a4, 0x000026ea, 0x000026ff,
-	0x0000276e, 0x0000277f, 0x00002792, 0x00002857,
-	0x0000286f, 0x00002872, 0x00002877, 0x0000287e,
-	0x00002889, 0x0000288f, 0x00002895, 0x0000289c,
+	0x0000223e, 0x00002255, 0x00002265, 0x00002279,
+	0x000022b6, 0x000023cf, 0x0000244c, 0x00002456,
+	0x00002511, 0x0000251e, 0x0000259b, 0x000025ac,
+	0x000025bb, 0x0000261b, 0x0000262d, 0x00002670,
+	0x000026ae, 0x000026c6, 0x0000270c, 0x00002721,
+	0x00002790, 0x000027a1, 0x000027b4, 0x00002879,
+	0x00002891, 0x00002894, 0x00002899, 0x000028a0,
+	0x000028ab, 0x000028b1, 0x000028b7, 0x000028be,
 	// Entry C0 - DF
-	0x000028a4, 0x000028bf, 0x000028cc, 0x000028da,
-	0x00002904, 0x0000291a, 0x00002931, 0x00002977,
-	0x00002999, 0x0000299f, 0x000029a4, 0x000029ad,
-	0x000029bc, 0x000029c8, 0x000029d4, 0x000029e5,
-	0x000029f2, 0x00002a4f, 0x00002a5e, 0x00002a69,
-	0x00002a73, 0x00002ab1, 0x00002aba, 0x00002aca,
-	0x00002ad2, 0x00002adb, 0x00002ae1, 0x00002aeb,
-	0x00002afd, 0x00002b45, 0x00002b53, 0x00002b5f,
+	0x000028c6, 0x000028e1, 0x000028ee, 0x000028fc,
+	0x00002926, 0x0000293c, 0x00002953, 0x00002999,
+	0x000029bb, 0x000029c1, 0x000029c6, 0x000029cf,
+	0x000029de, 0x000029ea, 0x000029f6, 0x00002a07,
+	0x00002a14, 0x00002a71, 0x00002a80, 0x00002a8b,
+	0x00002a95, 0x00002ad3, 0x00002adc, 0x00002aec,
+	0x00002af4, 0x00002afd, 0x00002b03, 0x00002b0d,
+	0x00002b1f, 0x00002b67, 0x00002b75, 0x00002b81,
 	// Entry E0 - FF
-	0x00002b67, 0x00002b6e, 0x00002b75, 0x00002b86,
-	0x00002b95, 0x00002bbe, 0x00002bc5, 0x00002bd0,
-	0x00002beb, 0x00002bf3, 0x00002bff, 0x00002c1b,
-	0x00002c32, 0x00002c54, 0x00002c63, 0x00002c6f,
-	0x00002c76, 0x00002c8f, 0x00002ca9, 0x00002d52,
-	0x00002d68, 0x00002da8, 0x00002dd9, 0x00002e03,
-	0x00002e2a, 0x00002ea1, 0x00002ec5, 0x00002eec,
-	0x00002f0b, 0x00002f21, 0x00002f37, 0x00002f4b,
+	0x00002b89, 0x00002b90, 0x00002b97, 0x00002ba8,
+	0x00002bb7, 0x00002be0, 0x00002be7, 0x00002bf2,
+	0x00002c0d, 0x00002c15, 0x00002c21, 0x00002c3d,
+	0x00002c54, 0x00002c76, 0x00002c85, 0x00002c91,
+	0x00002c98, 0x00002cb1, 0x00002ccb, 0x00002d74,
+	0x00002d8a, 0x00002dca, 0x00002dfb, 0x00002e25,
+	0x00002e4c, 0x00002ec3, 0x00002ee7, 0x00002f0e,
+	0x00002f2d, 0x00002f43, 0x00002f59, 0x00002f6d,
 	// Entry 100 - 11F
-	0x00002f61, 0x00002f72, 0x00002f89, 0x00002fac,
-	0x00002fcf, 0x00002fec, 0x00003009, 0x0000300e,
-	0x0000305a, 0x0000306d, 0x00003071, 0x00003081,
-	0x0000308a, 0x0000309d, 0x000030c3, 0x000030d7,
-	0x000030ed, 0x000031bf, 0x000031d4, 0x000031e1,
-	0x000031e5, 0x000031f2, 0x00003202, 0x0000320f,
-	0x00003219, 0x0000321f, 0x00003229, 0x00003249,
-	0x0000325b, 0x0000330f, 0x0000332c, 0x0000339a,
+	0x00002f83, 0x00002f94, 0x00002fab, 0x00002fce,
+	0x00002ff1, 0x0000300e, 0x0000302b, 0x00003030,
+	0x0000307c, 0x0000308f, 0x00003093, 0x000030a3,
+	0x000030ac, 0x000030bf, 0x000030e5, 0x000030f9,
+	0x0000310f, 0x000031e1, 0x000031f6, 0x00003203,
+	0x00003207, 0x00003214, 0x00003224, 0x00003231,
+	0x0000323b, 0x00003241, 0x0000324b, 0x0000326b,
+	0x0000327d, 0x00003331, 0x0000334e, 0x000033bc,
 	// Entry 120 - 13F
-	0x0000345a, 0x0000346d, 0x000034ba, 0x0000351e,
-	0x00003582, 0x0000358b, 0x0000359b, 0x000035b0,
-	0x000035d4, 0x000035f0, 0x00003608, 0x00003613,
-	0x0000361e, 0x00003632, 0x00003748, 0x0000376c,
-	0x00003797, 0x000037a2, 0x000037a7, 0x000037b6,
-	0x000037bd, 0x000037d4, 0x000037e9, 0x000037fb,
-	0x0000381e, 0x00003850, 0x00003866, 0x00003870,
-	0x0000387a, 0x0000388f, 0x000038dc, 0x000038ec,
+	0x0000347c, 0x0000348f, 0x000034dc, 0x00003540,
+	0x000035a4, 0x000035ad, 0x000035bd, 0x000035d2,
+	0x000035f6, 0x00003612, 0x0000362a, 0x00003635,
+	0x00003640, 0x00003654, 0x0000376a, 0x0000378e,
+	0x000037b9, 0x000037c4, 0x000037c9, 0x000037d8,
+	0x000037df, 0x000037f6, 0x0000380b, 0x0000381d,
+	0x00003840, 0x00003872, 0x00003888, 0x00003892,
+	0x0000389c, 0x000038b1, 0x000038fe, 0x0000390e,
 	// Entry 140 - 15F
-	0x00003925, 0x00003979, 0x00003983, 0x00003999,
-	0x000039d2, 0x000039d7, 0x000039e5, 0x000039f2,
-	0x00003a1b, 0x00003a3e, 0x00003a4b, 0x00003a6b,
-	0x00003a77, 0x00003a90, 0x00003a99, 0x00003aa3,
-	0x00003aac, 0x00003ab4, 0x00003abe, 0x00003ac6,
-	0x00003ace, 0x00003ad2, 0x00003ad6, 0x00003ada,
-	0x00003ade, 0x00003ae2, 0x00003ae6, 0x00003aea,
-	0x00003aee, 0x00003af2, 0x00003af6, 0x00003afa,
+	0x00003947, 0x0000399b, 0x000039a5, 0x000039bb,
+	0x000039f4, 0x000039f9, 0x00003a07, 0x00003a14,
+	0x00003a3d, 0x00003a60, 0x00003a6d, 0x00003a8d,
+	0x00003a99, 0x00003ab2, 0x00003abb, 0x00003ac5,
+	0x00003ace, 0x00003ad6, 0x00003ae0, 0x00003ae8,
+	0x00003af0, 0x00003af4, 0x00003af8, 0x00003afc,
+	0x00003b00, 0x00003b04, 0x00003b08, 0x00003b0c,
+	0x00003b10, 0x00003b14, 0x00003b18, 0x00003b1c,
 	// Entry 160 - 17F
-	0x00003afe, 0x00003b08, 0x00003b26, 0x00003b46,
-	0x00003b6a, 0x00003b8e, 0x00003b97, 0x00003bae,
-	0x00003bb6, 0x00003bc7, 0x00003bcc, 0x00003c11,
-	0x00003c29, 0x00003c2e, 0x00003c39, 0x00003c3f,
-	0x00003c49, 0x00003c51, 0x00003c59, 0x00003c83,
-	0x00003c9d, 0x00003cc5, 0x00003cf5, 0x00003cfb,
-	0x00003d0a, 0x00003d5d, 0x00003d7b, 0x00003d92,
-	0x00003e42, 0x00003f64, 0x00004023, 0x0000407a,
+	0x00003b20, 0x00003b2a, 0x00003b48, 0x00003b68,
+	0x00003b8c, 0x00003bb0, 0x00003bb9, 0x00003bd0,
+	0x00003bd8, 0x00003be9, 0x00003bee, 0x00003c33,
+	0x00003c4b, 0x00003c50, 0x00003c5b, 0x00003c61,
+	0x00003c6b, 0x00003c73, 0x00003c7b, 0x00003ca5,
+	0x00003cbf, 0x00003ce7, 0x00003d17, 0x00003d1d,
+	0x00003d2c, 0x00003d7f, 0x00003d9d, 0x00003db4,
+	0x00003e64, 0x00003f86, 0x00004045, 0x0000409c,
 	// Entry 180 - 19F
-	0x000040a4, 0x000040d0, 0x000040fa, 0x00004102,
-	0x00004108, 0x00004115, 0x00004127, 0x00004130,
-	0x00004139, 0x0000414b, 0x0000415a, 0x0000417c,
-	0x000041a0, 0x000041bc, 0x000041e7, 0x0000421b,
-	0x00004229, 0x00004254, 0x00004266, 0x0000427c,
-	0x000042a6, 0x000042ef, 0x0000430f, 0x00004318,
-	0x0000432a, 0x0000434d, 0x0000435b, 0x0000436a,
-	0x00004377, 0x00004381, 0x0000438a, 0x00004393,
+	0x000040c6, 0x000040f2, 0x0000411c, 0x00004124,
+	0x0000412a, 0x00004137, 0x00004149, 0x00004152,
+	0x0000415b, 0x0000416d, 0x0000417c, 0x0000419e,
+	0x000041c2, 0x000041de, 0x00004209, 0x0000423d,
+	0x0000424b, 0x00004276, 0x00004288, 0x0000429e,
+	0x000042c8, 0x00004311, 0x00004331, 0x0000433a,
+	0x0000434c, 0x0000436f, 0x0000437d, 0x0000438c,
+	0x00004399, 0x000043a3, 0x000043ac, 0x000043b5,
 	// Entry 1A0 - 1BF
-	0x0000439d, 0x000043a4, 0x000043ae, 0x000043b6,
-	0x000043bb, 0x000043c3, 0x000043cc, 0x000043d5,
-	0x000043e2, 0x000043e7, 0x000043ef, 0x000043f6,
-	0x000043fe, 0x00004403, 0x00004411, 0x00004418,
-	0x0000441f, 0x00004424, 0x0000442b, 0x00004435,
-	0x0000443c, 0x0000444f, 0x0000445f, 0x0000447a,
-	0x0000449a, 0x000044a8, 0x000044b1, 0x000044ba,
-	0x000044c3, 0x000044c7, 0x000044ca, 0x000044d6,
+	0x000043bf, 0x000043c6, 0x000043d0, 0x000043d8,
+	0x000043dd, 0x000043e5, 0x000043ee, 0x000043f7,
+	0x00004404, 0x00004409, 0x00004411, 0x00004418,
+	0x00004420, 0x00004425, 0x00004433, 0x0000443a,
+	0x00004441, 0x00004446, 0x0000444d, 0x00004457,
+	0x0000445e, 0x00004471, 0x00004481, 0x0000449c,
+	0x000044bc, 0x000044ca, 0x000044d3, 0x000044dc,
+	0x000044e5, 0x000044e9, 0x000044ec, 0x000044f8,
 	// Entry 1C0 - 1DF
-	0x000044e4, 0x000044f1, 0x00004502, 0x00004511,
-	0x00004528, 0x0000453b, 0x0000454b, 0x0000455a,
-	0x00004569, 0x00004571, 0x00004578, 0x00004580,
-	0x00004588, 0x00004596, 0x000045a4, 0x000045ba,
-	0x000045cf, 0x000045e0, 0x000045e6, 0x000045ed,
-	0x000045f6, 0x00004612, 0x0000461b, 0x00004625,
-	0x0000462e, 0x00004637, 0x00004640, 0x00004657,
-	0x0000465f, 0x0000466d, 0x00004699, 0x000046a5,
+	0x00004506, 0x00004513, 0x00004524, 0x00004533,
+	0x0000454a, 0x0000455d, 0x0000456d, 0x0000457c,
+	0x0000458b, 0x00004593, 0x0000459a, 0x000045a2,
+	0x000045aa, 0x000045b8, 0x000045c6, 0x000045dc,
+	0x000045f1, 0x00004602, 0x00004608, 0x0000460f,
+	0x00004618, 0x00004634, 0x0000463d, 0x00004647,
+	0x00004650, 0x00004659, 0x00004662, 0x00004679,
+	0x00004681, 0x0000468f, 0x000046bb, 0x000046c7,
 	// Entry 1E0 - 1FF
-	0x000046b3, 0x000046f9, 0x00004705, 0x0000470d,
-	0x00004738, 0x00004783, 0x00004845, 0x00004849,
-	0x0000486f, 0x00004897, 0x000048fa, 0x000048ff,
-	0x0000491a, 0x0000492b, 0x00004937, 0x0000493f,
-	0x00004971, 0x0000497a, 0x00004983, 0x0000499f,
-	0x00004a00, 0x00004a0d, 0x00004a44, 0x00004a73,
-	0x00004ac3, 0x00004afe, 0x00004b0c, 0x00004b38,
-	0x00004b5e, 0x00004b7f, 0x00004b8a, 0x00004bb8,
+	0x000046d5, 0x0000471b, 0x00004727, 0x0000472f,
+	0x0000475a, 0x000047a5, 0x00004867, 0x0000486b,
+	0x00004891, 0x000048b9, 0x0000491c, 0x00004921,
+	0x0000493c, 0x0000494d, 0x00004959, 0x00004961,
+	0x00004993, 0x0000499c, 0x000049a5, 0x000049c1,
+	0x00004a22, 0x00004a2f, 0x00004a66, 0x00004a95,
+	0x00004ae5, 0x00004b20, 0x00004b2e, 0x00004b5a,
+	0x00004b80, 0x00004ba1, 0x00004bac, 0x00004bda,
 	// Entry 200 - 21F
-	0x00004bd5, 0x00004c04, 0x00004c36, 0x00004c54,
-	0x00004c89, 0x00004ca5, 0x00004cc4, 0x00004d1f,
-	0x00004d2e, 0x00004d3b, 0x00004d49, 0x00004d56,
-	0x00004d5f, 0x00004d7a, 0x00004daa, 0x00004dc5,
-	0x00004dcf, 0x00004e21, 0x00004ee1, 0x00004f3d,
-	0x00004fbb, 0x00005031, 0x000050f4, 0x0000512c,
-	0x0000518c, 0x000051b9, 0x000051f3, 0x000052d2,
-	0x000052f2, 0x00005318, 0x00005342, 0x000053b3,
+	0x00004bf7, 0x00004c26, 0x00004c58, 0x00004c76,
+	0x00004cab, 0x00004cc7, 0x00004ce6, 0x00004d41,
+	0x00004d50, 0x00004d5d, 0x00004d6b, 0x00004d78,
+	0x00004d81, 0x00004d9c, 0x00004dcc, 0x00004de7,
+	0x00004df1, 0x00004e43, 0x00004f03, 0x00004f5f,
+	0x00004fdd, 0x00005053, 0x00005116, 0x0000514e,
+	0x000051ae, 0x000051db, 0x00005215, 0x00005322,
+	0x00005342, 0x00005368, 0x00005392, 0x00005403,
 	// Entry 220 - 23F
-	0x000053f0, 0x00005414, 0x000054b8, 0x000054dd,
-	0x0000550c, 0x0000556c, 0x000055c5, 0x0000561f,
-	0x00005639, 0x00005657, 0x0000568b, 0x000056cb,
-	0x000056f5, 0x00005704, 0x000057cf, 0x00005800,
-	0x0000582f, 0x00005842, 0x000058b7, 0x000058ca,
-	0x000058fe, 0x00005932, 0x00005942, 0x00005989,
-	0x000059b6, 0x000059c3, 0x000059d3, 0x00005a03,
-	0x00005a3d, 0x00005a60, 0x00005ad7, 0x00005b59,
+	0x00005440, 0x00005464, 0x00005508, 0x0000552d,
+	0x0000555c, 0x000055bc, 0x00005615, 0x0000566f,
+	0x00005689, 0x000056a7, 0x000056db, 0x0000571b,
+	0x00005745, 0x00005754, 0x0000581f, 0x00005850,
+	0x0000587f, 0x00005892, 0x00005907, 0x0000591a,
+	0x0000594e, 0x00005982, 0x00005992, 0x000059d9,
+	0x00005a06, 0x00005a13, 0x00005a23, 0x00005a53,
+	0x00005a8d, 0x00005ab0, 0x00005b27, 0x00005ba9,
 	// Entry 240 - 25F
-	0x00005bde, 0x00005bed, 0x00005c3d, 0x00005c9d,
-	0x00005d09, 0x00005d80, 0x00005d88, 0x00005da0,
-	0x00005dbd, 0x00005dcb, 0x00005ddc, 0x00005de4,
-	0x00005def, 0x00005e30, 0x00005e68, 0x00005e7c,
-	0x00005eac, 0x00005ee7, 0x00005ef7, 0x00005f36,
-	0x00005f47, 0x00005f59, 0x00005f65, 0x00005f76,
-	0x00005f90, 0x00005f98, 0x00005fa9, 0x00005faf,
-	0x00005fc3, 0x00005fdb, 0x00006000, 0x0000600e,
+	0x00005c2e, 0x00005c3d, 0x00005c8d, 0x00005ced,
+	0x00005d59, 0x00005dd0, 0x00005dd8, 0x00005df0,
+	0x00005e0d, 0x00005e1b, 0x00005e2c, 0x00005e34,
+	0x00005e3f, 0x00005e80, 0x00005eb8, 0x00005ecc,
+	0x00005efc, 0x00005f37, 0x00005f47, 0x00005f86,
+	0x00005f97, 0x00005fa9, 0x00005fb5, 0x00005fc6,
+	0x00005fe0, 0x00005fe8, 0x00005ff9, 0x00005fff,
+	0x00006013, 0x0000602b, 0x00006050, 0x0000605e,
 	// Entry 260 - 27F
-	0x0000604c, 0x00006089, 0x000060b5, 0x000060f2,
-	0x00006101, 0x00006112, 0x0000611a, 0x00006127,
-	0x00006137, 0x0000614e, 0x00006159, 0x00006168,
-	0x0000616e, 0x0000617c, 0x00006186, 0x00006191,
-	0x0000619b, 0x000061ae, 0x000061d3, 0x000061fe,
-	0x0000628f, 0x000062ca, 0x000062e9, 0x00006327,
-	0x0000635e, 0x0000638c, 0x0000639a, 0x00006439,
-	0x00006457, 0x000065ae, 0x000065bc, 0x000065d0,
+	0x0000609c, 0x000060d9, 0x00006105, 0x00006142,
+	0x00006151, 0x00006162, 0x0000616a, 0x00006177,
+	0x00006187, 0x0000619e, 0x000061a9, 0x000061b8,
+	0x000061be, 0x000061cc, 0x000061d6, 0x000061e1,
+	0x000061eb, 0x000061fe, 0x00006223, 0x0000624e,
+	0x000062df, 0x0000631a, 0x00006339, 0x00006377,
+	0x000063ae, 0x000063dc, 0x000063ea, 0x00006489,
+	0x000064a7, 0x000065fe, 0x0000660c, 0x00006620,
 	// Entry 280 - 29F
-	0x000065f1, 0x00006605, 0x00006635, 0x0000663b,
-	0x0000664f, 0x00006667, 0x0000667a, 0x000066b7,
-	0x0000672a, 0x00006777, 0x00006788, 0x0000679f,
-	0x000067bc, 0x000067ca, 0x000067d8, 0x000067e3,
-	0x000067e9, 0x000068db, 0x000068e1, 0x00006913,
-	0x00006918, 0x00006928, 0x00006933, 0x0000693c,
-	0x0000694c, 0x00006958, 0x0000698c, 0x000069bf,
-	0x000069d9, 0x00006a7e, 0x00006a94, 0x00006b19,
+	0x00006641, 0x00006655, 0x00006685, 0x0000668b,
+	0x0000669f, 0x000066b7, 0x000066ca, 0x00006707,
+	0x0000677a, 0x000067c7, 0x000067d8, 0x000067ef,
+	0x0000680c, 0x0000681a, 0x00006828, 0x00006833,
+	0x00006839, 0x0000692b, 0x00006931, 0x00006963,
+	0x00006968, 0x00006978, 0x00006983, 0x0000698c,
+	0x0000699c, 0x000069a8, 0x000069dc, 0x00006a0f,
+	0x00006a29, 0x00006ace, 0x00006ae4, 0x00006b69,
 	// Entry 2A0 - 2BF
-	0x00006b93, 0x00006ba2, 0x00006c5c, 0x00006cad,
-	0x00006cb2, 0x00006cc0, 0x00006cd0, 0x00006cdc,
-	0x00006cec, 0x00006cfa, 0x00006d0a, 0x00006d14,
-	0x00006d37, 0x00006d50, 0x00006d63, 0x00006dcf,
-	0x00006df5, 0x00006e04, 0x00006e12, 0x00006e2e,
-	0x00006e3d, 0x00006e53, 0x00006e8c, 0x00006ebe,
-	0x00006f16, 0x00006f4d, 0x00006f64, 0x00006f72,
-	0x00006fb6, 0x00006fdb, 0x00007052, 0x00007068,
+	0x00006be3, 0x00006bf2, 0x00006cac, 0x00006cfd,
+	0x00006d02, 0x00006d10, 0x00006d20, 0x00006d2c,
+	0x00006d3c, 0x00006d4a, 0x00006d5a, 0x00006d64,
+	0x00006d87, 0x00006da0, 0x00006db3, 0x00006e1f,
+	0x00006e45, 0x00006e54, 0x00006e62, 0x00006e7e,
+	0x00006e8d, 0x00006ea3, 0x00006edc, 0x00006f0e,
+	0x00006f66, 0x00006f9d, 0x00006fb4, 0x00006fc2,
+	0x00007006, 0x0000702b, 0x000070a2, 0x000070b8,
 	// Entry 2C0 - 2DF
-	0x0000707f, 0x000070ad, 0x000070c0, 0x000070e8,
-	0x0000716c, 0x00007173, 0x000071db, 0x00007205,
-	0x00007235, 0x00007308, 0x00007442, 0x000074e2,
-	0x000074f6, 0x000075a1, 0x00007623, 0x0000762b,
-	0x00007666, 0x0000766c, 0x000076fe, 0x00007796,
-	0x000077c2, 0x000077ed, 0x0000783b, 0x000078a7,
-	0x0000794e, 0x00007969, 0x00007973, 0x00007978,
-	0x00007982, 0x0000798a, 0x00007990, 0x00007998,
+	0x000070cf, 0x000070fd, 0x00007110, 0x00007138,
+	0x000071bc, 0x000071c3, 0x0000722b, 0x00007255,
+	0x00007285, 0x00007358, 0x00007492, 0x00007532,
+	0x00007546, 0x000075f1, 0x00007673, 0x0000767b,
+	0x000076b6, 0x000076bc, 0x0000774e, 0x000077e6,
+	0x00007812, 0x0000783d, 0x0000788b, 0x000078f7,
+	0x0000799e, 0x000079b9, 0x000079c3, 0x000079c8,
+	0x000079d2, 0x000079da, 0x000079e0, 0x000079e8,
 	// Entry 2E0 - 2FF
-	0x000079a6, 0x000079b0, 0x000079bd, 0x000079d0,
-	0x000079f4, 0x00007a74, 0x00007a85, 0x00007a8d,
-	0x00007b02, 0x00007b56, 0x00007b9e, 0x00007bad,
-	0x00007bc0, 0x00007bcc, 0x00007c08, 0x00007c42,
-	0x00007c50, 0x00007c5d, 0x00007c6b, 0x00007c79,
-	0x00007c87, 0x00007cb9, 0x00007ce9, 0x00007d45,
-	0x00007d52, 0x00007d72, 0x00007d7d, 0x00007d97,
-	0x00007d9c, 0x00007dad, 0x00007e33, 0x00007e58,
+	0x000079f6, 0x00007a00, 0x00007a0d, 0x00007a20,
+	0x00007a44, 0x00007ac4, 0x00007ad5, 0x00007add,
+	0x00007b52, 0x00007ba6, 0x00007bee, 0x00007bfd,
+	0x00007c10, 0x00007c1c, 0x00007c58, 0x00007c92,
+	0x00007ca0, 0x00007cad, 0x00007cbb, 0x00007cc9,
+	0x00007cd7, 0x00007d09, 0x00007d39, 0x00007d95,
+	0x00007da2, 0x00007dc2, 0x00007dcd, 0x00007de7,
+	0x00007dec, 0x00007dfd, 0x00007e83, 0x00007ea8,
 	// Entry 300 - 31F
-	0x00007e5f, 0x00007e68, 0x00007e7b, 0x00007e85,
-	0x00007e8f, 0x00007e99, 0x00007eb1, 0x00007ec7,
-	0x00007ed3, 0x00007ef5, 0x00007efc, 0x00007f09,
-	0x00007f1a, 0x00007f41, 0x00007f51, 0x00007f70,
-	0x00007f90, 0x00008068, 0x00008149, 0x0000819d,
-	0x000081ed, 0x0000824d, 0x000082a0, 0x000082d8,
-	0x00008309, 0x00008359, 0x0000838d, 0x000083ab,
-	0x000083ca, 0x000083e9, 0x00008409,
+	0x00007eaf, 0x00007eb8, 0x00007ecb, 0x00007ed5,
+	0x00007edf, 0x00007ee9, 0x00007f01, 0x00007f17,
+	0x00007f23, 0x00007f45, 0x00007f4c, 0x00007f59,
+	0x00007f6a, 0x00007f91, 0x00007fa1, 0x00007fc0,
+	0x00007fe0, 0x000080b8, 0x00008199, 0x000081ed,
+	0x0000823d, 0x0000829d, 0x000082f0, 0x00008328,
+	0x00008359, 0x000083a9, 0x000083dd, 0x000083fb,
+	0x0000841a, 0x00008439, 0x00008459,
 } // Size: 3220 bytes
 
-const enData string = "" + // Size: 33801 bytes
+const enData string = "" + // Size: 33881 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1100,411 +1100,412 @@ const enData string = "" + // Size: 33801 bytes
 	"it after this page was opened (%[2]s by %[3]s, %[4]s). Nothing was done." +
 	"\x02This instance is %[1]s, not held: there is nothing to retry. A failu" +
 	"re ends its instance unless the node’s on_error leads to hold (an incide" +
-	"nt waiting for an operator); start the instance again to redo the work." +
-	"\x02This instance is %[1]s, not held: there is nothing to retry.\x02This" +
-	" instance is %[1]s, not held: there is nothing to abandon.\x02This insta" +
-	"nce is %[1]s: there is nothing to stop.\x02Someone acted on this instanc" +
-	"e after this page was opened. Nothing was done: look at it again before " +
-	"deciding.\x02This instance is no longer held (it is %[1]s now): someone " +
-	"may have acted on it first. Nothing was done.\x02This instance has alrea" +
-	"dy ended; there is nothing to stop.\x02Its occurrence failed before any " +
-	"attempt: its inputs could not be built, so a retry would fail the same w" +
-	"ay. Abandon or stop the instance instead. Nothing was done.\x02This inst" +
-	"ance was already stopped; nothing changed and nothing was recorded.\x02T" +
-	"he reason you gave, not recorded:\x02This instance was already stopped, " +
-	"by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02Retried:" +
-	" the occurrence at node %[1]s is offered again. Recorded in the audit lo" +
-	"g.\x02Abandoned: the instance failed with the error code abandoned. Reco" +
-	"rded in the audit log.\x02Stopped: the instance and its open occurrences" +
-	" are cancelled. Recorded in the audit log.\x02Relais refused the action." +
-	" Nothing was done.\x02Give a reason: it is recorded in the audit log (at" +
-	" most %[1]d characters). Nothing was done.\x02The reason is too long: %[" +
-	"1]d characters, for at most %[2]d. Shorten it. Nothing was done.\x02Unkn" +
-	"own action.\x02Stopping applies to running or held instances, not %[1]s " +
-	"ones.\x02Retrying and abandoning apply to held instances, not %[1]s ones" +
-	".\x02Filter\x02Reason (recorded in the audit log for every instance)\x02" +
-	"Back to the list\x02This takes about %[1]s. Keep this page open until it" +
-	" answers: if it stops waiting first, the action still runs to its end." +
-	"\x02Follow it in the audit log (new tab)\x02Retry every held instance th" +
-	"is filter matches\x02Each one’s failed occurrence is offered again with " +
-	"a fresh budget of attempts. Nothing is completed on anyone’s behalf.\x14" +
-	"\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d " +
-	"held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d ins" +
-	"tance\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance th" +
-	"is filter matches\x02Each one fails with the error code abandoned and ca" +
-	"nnot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance" +
-	"\x00\x18\x02Abandon %[1]d instances\x02Stop every held instance this fil" +
-	"ter matches\x02Stop every running instance this filter matches\x14\x01" +
-	"\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d r" +
-	"unning instances match now.\x02Stop every running or held instance this " +
-	"filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instanc" +
-	"e matches now.\x00+\x02%[1]d running or held instances match now.\x02Eac" +
-	"h one and its open occurrences are cancelled; a stopped instance cannot " +
-	"be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15" +
-	"\x02Stop %[1]d instances\x02Nothing to do: no instance this action appli" +
-	"es to matches the filter.\x02No process, business key, error code or cre" +
-	"ation date narrows this filter: it applies to the instances of every pro" +
-	"cess.\x02any\x02Process\x02Version\x02Status\x02Business key\x02Error co" +
-	"de\x02Held at a node of\x02Created from\x02Created to\x02By process and " +
-	"error code\x02Instances\x02The %[1]d largest groups; the filter matches " +
-	"more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed" +
-	" before any attempt (its inputs could not be built): it cannot be retrie" +
-	"d and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held in" +
-	"stances failed before any attempt (their inputs could not be built): the" +
-	"y cannot be retried and are left out. Abandon or stop them.\x02Cannot ac" +
-	"t on this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”." +
-	"\x02Process %[1]s has no version %[2]d.\x02No process has the key “%[1]s" +
-	"”.\x02No definition has the key “%[1]s”.\x02Definition %[1]s has no re" +
-	"vision %[2]d.\x02The confirmed count is missing: start again from the li" +
-	"st.\x02The count changed since you confirmed it (it was %[1]d): instance" +
-	"s were settled, retried or acted on meanwhile. Nothing was done; check t" +
-	"he new count and confirm again.\x02This bulk action was already applied " +
-	"(the form was sent again): its records are in the audit log. Nothing mor" +
-	"e was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance" +
-	".\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02" +
-	"R\x02%[1]d skipped: it changed after the count (settled, or acted on by " +
-	"someone else).\x00T\x02%[1]d skipped: they changed after the count (sett" +
-	"led, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02Whe" +
-	"n\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence offered a" +
-	"gain\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and " +
-	"stop an operator applied, and every erasure an administrator made, with " +
-	"its reason. Reveals of sensitive values have their own log, which admini" +
-	"strators read on the Reveals page (GET /api/v1/audit/reveals).\x02Filter" +
-	"s\x02a token’s name, exact\x02from\x02to\x02Apply filters\x02Clear filte" +
-	"rs\x02No operator action matches.\x02All actions\x02The process instance" +
-	" must be a whole instance id (a UUID): the lists show the end of each id" +
-	"; open the instance, or copy its link, for the whole id.\x02The bulk act" +
-	"ion must be its id (a UUID).\x02Operator actions, newest first\x02No bul" +
-	"k action has the id %[1]s: check the link, or open the action from the a" +
-	"udit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk ac" +
-	"tion %[2]s changed. While it runs, each reload shows how far it got.\x00" +
-	"h\x02Showing the %[1]d instances bulk action %[2]s changed. While it run" +
-	"s, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3" +
-	"]s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they" +
-	" changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, start" +
-	"ed %[3]s, was stopped by an error after %[4]d of the %[5]d instances cou" +
-	"nted (%[6]d skipped). What it applied stays; act on the filter again for" +
-	" the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of t" +
-	"he %[5]d instances counted done so far (%[6]d skipped). Each reload show" +
-	"s how far it got.\x02No progress since %[1]s: the replica running it may" +
-	" have stopped. What it applied stays; act on the filter again for the re" +
-	"st.\x02Relais console\x02Language\x02Skip to content\x02Main navigation" +
-	"\x02Health\x02External tasks\x02Processes\x02Find an instance or occurre" +
-	"nce\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consumers" +
-	"\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02S" +
-	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
-	"es in %[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s" +
-	"\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02Thi" +
-	"s page reloads every %[1]d seconds.\x02Pause reloading\x02Not allowed" +
-	"\x02Your role can read definitions and processes only: external tasks an" +
-	"d process instances are for operators and administrators.\x02Invalid req" +
-	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
-	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
-	" sign-in\x02Back to definitions\x02Nothing exists at this address, or it" +
-	" is not visible to you.\x02Nothing exists at this address, or it is not " +
-	"visible to you. An ended instance is deleted, with its occurrences and a" +
-	"ttempts, once the retention period (RELAIS_RETENTION) has passed, or at " +
-	"once when an administrator erases it; the audit log keeps the operator a" +
-	"ctions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists sho" +
-	"w the end of each id; open the row, or copy its link, for the whole id." +
-	"\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this re" +
-	"ason: “%[3]s”. Its inputs, occurrences and attempts were deleted with it" +
-	"; the audit log keeps the operator actions taken on it.\x02Form refused" +
-	"\x02This form was not sent from this console session, or it has expired:" +
-	" nothing was done. Open the form again and send it anew.\x02Back to the " +
-	"form\x02Form too large\x02This form is larger than %[1]d KiB: nothing wa" +
-	"s done. Shorten what you typed and send it again.\x02Form not received" +
-	"\x02This form did not arrive in time: nothing was done. Send it again." +
-	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
-	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
-	"ain in a few seconds.\x02Something went wrong\x02The console could not s" +
-	"how this page. Try again; if it persists, give your administrator the re" +
-	"quest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The externa" +
-	"l services that take tasks, and the definitions each may take. Create co" +
-	"nsumers, change their grants and rotate their tokens through the API (/a" +
-	"pi/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02" +
-	"ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoke" +
-	"d\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]" +
-	"s: every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s:" +
-	" revisions %[2]s\x02Counting the occurrences; the counts appear when you" +
-	" reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
-	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
-	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
-	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
-	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
-	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
-	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
-	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
-	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x02Lowers protection: %[1]s. Under the newer contract these fields’ va" +
-	"lues are less protected than under the older one.\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
-	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
-	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
-	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
-	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
-	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
-	"]s\x02none\x02Task contracts: their Working copy, immutable revisions an" +
-	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
-	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
-	"\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more destination" +
-	"s.\x02The HTTP endpoints push nodes call. Values of the URL's query and " +
-	"of the headers, and signing secrets, are sealed and never shown. Create," +
-	" change and delete destinations through the API (/api/v1/destinations)." +
-	"\x02Destinations by name\x02masked value\x02URL\x02Headers sent\x02Longe" +
-	"st timeout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls s" +
-	"igned (Relais-Signature)\x02Keep the instance\x02Say why, for whoever re" +
-	"ads the log later: at most %[1]d characters. It is kept after the erasur" +
-	"e, whatever the retention: write the request’s reference, not the person" +
-	"’s name.\x02Erase process instance %[1]s\x02Erase this instance now? I" +
-	"t is deleted with its occurrences and their attempts, as retention would" +
-	" delete it.\x02Its inputs, outputs, business key and the workers’ messag" +
-	"es go with it; this cannot be undone. The audit records naming it stay (" +
-	"who did what, and why), and so do backups until they expire.\x02Erase th" +
-	"e instance\x02This instance is %[1]s: only an ended instance can be eras" +
-	"ed. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences: %[" +
-	"2]d, attempts: %[3]d). Recorded in the audit log.\x02This instance had a" +
-	"lready been erased, by %[1]s at %[2]s; nothing changed and nothing was r" +
-	"ecorded.\x02on error\x02any other error\x02held for an operator\x02an in" +
-	"cident: retry, abandon or stop\x02end: completes the instance\x02end: fa" +
-	"ils the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02E" +
-	"ach definition’s queue and incidents now, and what its workers finished " +
-	"in the last hour: occurrences that ended completed or failed. An occurre" +
-	"nce retried since counts where it ends next; a failed attempt with attem" +
-	"pts left is not counted, its occurrence’s page lists it.\x02Completions " +
-	"and failures, last hour\x02Definitions, those needing attention first" +
-	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
-	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
-	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
-	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
-	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
-	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
-	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
-	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
-	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
-	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
-	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
-	"\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02" +
-	"just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02" +
-	"Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 " +
-	"seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1" +
-	"]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path" +
-	"\x02The nodes this instance reached, in order, each with its occurrence." +
-	"\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Next node" +
-	"\x02Created\x02Settled\x02This instance has not reached a task yet.\x02R" +
-	"ecorded operator actions\x02No operator has acted on this instance.\x02O" +
-	"perator actions on this instance, newest first\x02Value\x02Process input" +
-	"s\x02Inputs the instance was started with, labelled by process version %" +
-	"[1]d's contract\x02This process takes no inputs.\x02Erase this instance…" +
-	"\x02This instance has ended. As an administrator you may erase it now ra" +
-	"ther than wait for retention (a data subject’s request): it is deleted w" +
-	"ith its occurrences and attempts.\x02This instance is held at a failed n" +
-	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
-	"led before any attempt (its inputs could not be built), so it would fail" +
-	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
-	"led node: an incident. Retry offers the failed occurrence again; abandon" +
-	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
-	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
-	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
-	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
-	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
-	"Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held, the" +
-	"n stopped by an operator\x02held, then abandoned by an operator\x02Unkno" +
-	"wn status “%[1]s”.\x02The version must be a whole number from 1.\x02A ve" +
-	"rsion is a process’s: choose the process too.\x02Creation date\x02The pa" +
-	"ge size must be between 1 and %[1]d.\x02Process instances\x02exact, case" +
-	"-sensitive\x02Act on every instance this filter matches\x02The next page" +
-	" counts them and asks for a reason before anything changes.\x02Process i" +
-	"nstances, newest first\x02Instance\x02End node or error\x02No instance m" +
-	"atches these filters.\x02All processes\x02Any definition\x02All statuses" +
-	"\x02available\x02reserved\x02deferred\x02completed\x02failed\x02cancelle" +
-	"d\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
-	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
-	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensit" +
-	"ive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Relais ca" +
-	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No worker has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
-	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
-	"s not called the destination yet.\x02Relais never called the destination" +
-	": the occurrence ended before any call.\x02Relais keeps the destination’" +
-	"s status code only when it refused the call (destination_http_NNN); a co" +
-	"mpleted call answered 2xx. The duration runs from the claim of the call " +
-	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
-	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
-	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the attempts below): the worker answered, and its answ" +
-	"er must change, not its lock.\x02The last attempt’s lock expired with no" +
-	" attempt left.\x02The last attempt’s worker stream ended (its worker lef" +
-	"t or was dropped) with no attempt left.\x02The deadline passed before a " +
-	"result arrived.\x02The result did not match the revision's outputs contr" +
-	"act.\x02The answer to the call was lost (the connection broke after the " +
-	"request was sent, or Relais stopped or could not reach its database befo" +
-	"re recording it): whether the destination acted is unknown, so it is not" +
-	" called again.\x02The call could not be prepared.\x02The destination cou" +
-	"ld not be reached.\x02The destination’s answer was too large.\x02The las" +
-	"t attempt ended without a result (its lock expired, or its worker’s stre" +
-	"am ended) with no attempt left.\x02The inputs could not be built from th" +
-	"e process’s bindings.\x02An operator abandoned the instance.\x02A Camund" +
-	"a 7 worker reported a failure with no retries left (retries: 0, no retri" +
-	"es sent, which Camunda reads as 0, or a budget already spent): it is not" +
-	" run again.\x02The destination answered HTTP %[1]s.\x02No live worker ta" +
-	"kes %[1]s now (Workers page).\x02No live worker takes revision %[1]d: th" +
-	"e live workers of %[2]s declare inputs it does not have.\x02No live work" +
-	"er takes revision %[1]d: the live workers of %[2]s take revision %[3]d o" +
-	"nly.\x02No live worker takes revision %[1]d: the live workers of %[2]s t" +
-	"ake revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1" +
-	"]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Wait" +
-	"ing for Relais to call the destination since %[1]s (%[2]s).\x02Waiting f" +
-	"or a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget " +
-	"(%[1]s) ended %[2]s without its result recorded: the replica making it m" +
-	"ay have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask t" +
-	"he destination whether it took effect.\x02Relais is calling the destinat" +
-	"ion (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Re" +
-	"served by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same c" +
-	"onsumer, or a front end with a settle token, completes it later.\x02Comp" +
-	"leted (%[1]s).\x02Its instance is held here, waiting for an operator." +
-	"\x02Its instance went on along the node’s error path.\x02Failed (%[1]s)." +
-	"\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02" +
-	"Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer" +
-	" #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (def" +
-	"erred; settled with its settle token, as %[2]s)\x02%[1]s (deferred; sett" +
-	"led by %[2]s)\x02The instance was stopped while the worker held the task" +
-	": its report is refused, but it may already have done the work.\x02The i" +
-	"nstance was stopped during the call, which was aborted: the destination " +
-	"may already have acted on the request (check there).\x02The instance was" +
-	" stopped while the task was deferred: a settlement by id is refused, but" +
-	" the work it waited for may already be done.\x02%[1]s at %[2]s\x02Relais" +
-	" refused a report of this attempt at %[1]s (%[2]s) before taking another" +
-	".\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (%[" +
-	"3]s), before taking another.\x02Relais refused this attempt’s report at " +
-	"%[1]s (%[2]s): its worker answered, and the answer was not taken.\x02Rel" +
-	"ais refused %[1]s reports of this attempt, the last at %[2]s (%[3]s): it" +
-	"s worker answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unus" +
-	"able body\x02no answer within the timeout\x02no connection\x02answer too" +
-	" large\x02unknown\x02[redacted]\x02Message from the worker (its own word" +
-	"s, protected values masked)\x02Message from Relais, quoting the destinat" +
-	"ion’s answer\x02Message from Relais\x02The revision must be a whole numb" +
-	"er, 1 or more.\x02A revision is a definition’s: choose the definition to" +
-	"o.\x02Settlement date\x02More filters: instance, revision, consumer, des" +
-	"tination, dates\x02Push destination\x02its name, exactly\x02instance id" +
-	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
-	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
-	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
-	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
-	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
-	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
-	"ollow the longest path from the start node. Solid arrows are successes (" +
-	"labelled with their route), dashed ones failures (labelled with their er" +
-	"ror codes). Each box says how many of this version’s occurrences are at " +
-	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
-	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
-	" now\x02Inputs from\x02No inputs: an instance starts with an empty objec" +
-	"t.\x02Inputs an instance of this version is started with\x02Instances of" +
-	" this version\x02Columns follow the longest path from the start node. So" +
-	"lid arrows are successes (labelled with their route), dashed ones failur" +
-	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
-	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
-	"ble below lists every node with its routes and counts.\x02This version h" +
-	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
-	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
-	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
-	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for a" +
-	"n operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
-	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
-	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
-	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
-	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
-	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
-	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
-	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
-	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
-	"administrator revealed: who, when, which field and why. The values thems" +
-	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"nt waiting for an operator); start a new instance (with a new Idempotenc" +
+	"y-Key, or none) to redo the work.\x02This instance is %[1]s, not held: t" +
+	"here is nothing to retry.\x02This instance is %[1]s, not held: there is " +
+	"nothing to abandon.\x02This instance is %[1]s: there is nothing to stop." +
+	"\x02Someone acted on this instance after this page was opened. Nothing w" +
+	"as done: look at it again before deciding.\x02This instance is no longer" +
+	" held (it is %[1]s now): someone may have acted on it first. Nothing was" +
+	" done.\x02This instance has already ended; there is nothing to stop.\x02" +
+	"Its occurrence failed before any attempt: its inputs could not be built," +
+	" so a retry would fail the same way. Abandon or stop the instance instea" +
+	"d. Nothing was done.\x02This instance was already stopped; nothing chang" +
+	"ed and nothing was recorded.\x02The reason you gave, not recorded:\x02Th" +
+	"is instance was already stopped, by %[1]s at %[2]s; nothing changed and " +
+	"nothing was recorded.\x02Retried: the occurrence at node %[1]s is offere" +
+	"d again. Recorded in the audit log.\x02Abandoned: the instance failed wi" +
+	"th the error code abandoned. Recorded in the audit log.\x02Stopped: the " +
+	"instance and its open occurrences are cancelled. Recorded in the audit l" +
+	"og.\x02Relais refused the action. Nothing was done.\x02Give a reason: it" +
+	" is recorded in the audit log (at most %[1]d characters). Nothing was do" +
+	"ne.\x02The reason is too long: %[1]d characters, for at most %[2]d. Shor" +
+	"ten it. Nothing was done.\x02Unknown action.\x02Stopping applies to runn" +
+	"ing or held instances, not %[1]s ones.\x02Retrying and abandoning apply " +
+	"to held instances, not %[1]s ones.\x02Filter\x02Reason (recorded in the " +
+	"audit log for every instance)\x02Back to the list\x02This takes about %[" +
+	"1]s. Keep this page open until it answers: if it stops waiting first, th" +
+	"e action still runs to its end.\x02Follow it in the audit log (new tab)" +
+	"\x02Retry every held instance this filter matches\x02Each one’s failed o" +
+	"ccurrence is offered again with a fresh budget of attempts. Nothing is c" +
+	"ompleted on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held inst" +
+	"ance matches now.\x00 \x02%[1]d held instances match now.\x14\x01\x81" +
+	"\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instance" +
+	"s\x02Abandon every held instance this filter matches\x02Each one fails w" +
+	"ith the error code abandoned and cannot be resumed.\x14\x01\x81\x01\x00" +
+	"\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instances" +
+	"\x02Stop every held instance this filter matches\x02Stop every running i" +
+	"nstance this filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running in" +
+	"stance matches now.\x00#\x02%[1]d running instances match now.\x02Stop e" +
+	"very running or held instance this filter matches\x14\x01\x81\x01\x00" +
+	"\x02,\x02%[1]d running or held instance matches now.\x00+\x02%[1]d runni" +
+	"ng or held instances match now.\x02Each one and its open occurrences are" +
+	" cancelled; a stopped instance cannot be resumed.\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances\x02Nothi" +
+	"ng to do: no instance this action applies to matches the filter.\x02No p" +
+	"rocess, business key, error code or creation date narrows this filter: i" +
+	"t applies to the instances of every process.\x02any\x02Process\x02Versio" +
+	"n\x02Status\x02Business key\x02Error code\x02Held at a node of\x02Create" +
+	"d from\x02Created to\x02By process and error code\x02Instances\x02The %[" +
+	"1]d largest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x8e" +
+	"\x01\x02%[1]d more held instance failed before any attempt (its inputs c" +
+	"ould not be built): it cannot be retried and is left out. Abandon or sto" +
+	"p it.\x00\x96\x01\x02%[1]d more held instances failed before any attempt" +
+	" (their inputs could not be built): they cannot be retried and are left " +
+	"out. Abandon or stop them.\x02Cannot act on this filter\x02Unknown consu" +
+	"mer.\x02Unknown destination “%[1]s”.\x02Process %[1]s has no version %[2" +
+	"]d.\x02No process has the key “%[1]s”.\x02No definition has the key “%[1" +
+	"]s”.\x02Definition %[1]s has no revision %[2]d.\x02The confirmed count i" +
+	"s missing: start again from the list.\x02The count changed since you con" +
+	"firmed it (it was %[1]d): instances were settled, retried or acted on me" +
+	"anwhile. Nothing was done; check the new count and confirm again.\x02Thi" +
+	"s bulk action was already applied (the form was sent again): its records" +
+	" are in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bu" +
+	"lk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d " +
+	"instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after t" +
+	"he count (settled, or acted on by someone else).\x00T\x02%[1]d skipped: " +
+	"they changed after the count (settled, or acted on by someone else).\x02" +
+	"%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Proces" +
+	"s instance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audi" +
+	"t log\x02Every retry, abandon and stop an operator applied, and every er" +
+	"asure an administrator made, with its reason. Reveals of sensitive value" +
+	"s have their own log, which administrators read on the Reveals page (GET" +
+	" /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02" +
+	"to\x02Apply filters\x02Clear filters\x02No operator action matches.\x02A" +
+	"ll actions\x02The process instance must be a whole instance id (a UUID):" +
+	" the lists show the end of each id; open the instance, or copy its link," +
+	" for the whole id.\x02The bulk action must be its id (a UUID).\x02Operat" +
+	"or actions, newest first\x02No bulk action has the id %[1]s: check the l" +
+	"ink, or open the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02" +
+	"Showing the %[1]d instance bulk action %[2]s changed. While it runs, eac" +
+	"h reload shows how far it got.\x00h\x02Showing the %[1]d instances bulk " +
+	"action %[2]s changed. While it runs, each reload shows how far it got." +
+	"\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d in" +
+	"stances counted, %[6]d skipped (they changed after the count). It ended " +
+	"%[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error af" +
+	"ter %[4]d of the %[5]d instances counted (%[6]d skipped). What it applie" +
+	"d stays; act on the filter again for the rest.\x02Bulk %[1]s by %[2]s, s" +
+	"tarted %[3]s, is running: %[4]d of the %[5]d instances counted done so f" +
+	"ar (%[6]d skipped). Each reload shows how far it got.\x02No progress sin" +
+	"ce %[1]s: the replica running it may have stopped. What it applied stays" +
+	"; act on the filter again for the rest.\x02Relais console\x02Language" +
+	"\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02Pr" +
+	"ocesses\x02Find an instance or occurrence\x02id or business key\x02Find" +
+	"\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Rev" +
+	"eals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04" +
+	"\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloading paused" +
+	"\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-re" +
+	"load\x02Reloading paused\x02Resume\x02This page reloads every %[1]d seco" +
+	"nds.\x02Pause reloading\x02Not allowed\x02Your role can read definitions" +
+	" and processes only: external tasks and process instances are for operat" +
+	"ors and administrators.\x02Invalid request\x02The field “%[1]s” holds a " +
+	"NUL character or bytes that are not UTF-8 text: correct it and try again" +
+	".\x02Back to external tasks\x02Back to sign-in\x02Back to definitions" +
+	"\x02Nothing exists at this address, or it is not visible to you.\x02Noth" +
+	"ing exists at this address, or it is not visible to you. An ended instan" +
+	"ce is deleted, with its occurrences and attempts, once the retention per" +
+	"iod (RELAIS_RETENTION) has passed, or at once when an administrator eras" +
+	"es it; the audit log keeps the operator actions taken on it.\x02“%[1]s” " +
+	"is not a whole id (a UUID): the lists show the end of each id; open the " +
+	"row, or copy its link, for the whole id.\x02Not found\x02This instance w" +
+	"as erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, occur" +
+	"rences and attempts were deleted with it; the audit log keeps the operat" +
+	"or actions taken on it.\x02Form refused\x02This form was not sent from t" +
+	"his console session, or it has expired: nothing was done. Open the form " +
+	"again and send it anew.\x02Back to the form\x02Form too large\x02This fo" +
+	"rm is larger than %[1]d KiB: nothing was done. Shorten what you typed an" +
+	"d send it again.\x02Form not received\x02This form did not arrive in tim" +
+	"e: nothing was done. Send it again.\x02This form could not be read: noth" +
+	"ing was done. Send it again.\x02Temporarily unavailable\x02The database " +
+	"cannot be reached right now. Try again in a few seconds.\x02Something we" +
+	"nt wrong\x02The console could not show this page. Try again; if it persi" +
+	"sts, give your administrator the request id %[1]s.\x02No consumer yet." +
+	"\x02No more consumers.\x02The external services that take tasks, and the" +
+	" definitions each may take. Create consumers, change their grants and ro" +
+	"tate their tokens through the API (/api/v1/consumers); tokens are never " +
+	"shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
+	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
+	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
+	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
+	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
+	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
+	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
+	"e only mutable part of a definition. Processes never use it directly: th" +
+	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
+	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
+	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
+	"revisions\x02Lists every change from one revision to another, and whom i" +
+	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
+	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
+	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
+	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
+	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
+	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
+	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
+	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
+	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
+	"re the same (the name or a description changed).\x02Changes of the Worki" +
+	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
+	".\x02From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s." +
+	" Under the newer contract these fields’ values are less protected than u" +
+	"nder the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e" +
+	"\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f" +
+	"\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → require" +
+	"d\x02required → optional\x02values added: %[1]s\x02values removed: %[1]s" +
+	"\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of " +
+	"type %[2]s\x02optional %[1]s field of type %[2]s\x02required field of ty" +
+	"pe %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: thei" +
+	"r Working copy, immutable revisions and named releases.\x02Definitions b" +
+	"y key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
+	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
+	"odes call. Values of the URL's query and of the headers, and signing sec" +
+	"rets, are sealed and never shown. Create, change and delete destinations" +
+	" through the API (/api/v1/destinations).\x02Destinations by name\x02mask" +
+	"ed value\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
+	" header\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep" +
+	" the instance\x02Say why, for whoever reads the log later: at most %[1]d" +
+	" characters. It is kept after the erasure, whatever the retention: write" +
+	" the request’s reference, not the person’s name.\x02Erase process instan" +
+	"ce %[1]s\x02Erase this instance now? It is deleted with its occurrences " +
+	"and their attempts, as retention would delete it.\x02Its inputs, outputs" +
+	", business key and the workers’ messages go with it; this cannot be undo" +
+	"ne. The audit records naming it stay (who did what, and why), and so do " +
+	"backups until they expire.\x02Erase the instance\x02This instance is %[1" +
+	"]s: only an ended instance can be erased. Stop it first.\x02Erased: inst" +
+	"ance %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in" +
+	" the audit log.\x02This instance had already been erased, by %[1]s at %[" +
+	"2]s; nothing changed and nothing was recorded.\x02on error\x02any other " +
+	"error\x02held for an operator\x02an incident: retry, abandon or stop\x02" +
+	"end: completes the instance\x02end: fails the instance\x02push %[1]s\x02" +
+	"pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and inciden" +
+	"ts now, and what its workers finished in the last hour: occurrences that" +
+	" ended completed or failed. An occurrence retried since counts where it " +
+	"ends next; a failed attempt with attempts left is not counted, its occur" +
+	"rence’s page lists it.\x02Completions and failures, last hour\x02Definit" +
+	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
+	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
+	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
+	"\x02no worker\x02Show all definitions\x02No definition %[1]s has occurre" +
+	"nces: check the key, or show all definitions.\x02All definitions\x02Comp" +
+	"letions and failures per 5 minutes, last hour: %[1]s\x02In the last hour" +
+	": %[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02C" +
+	"ompleted\x02The chart’s numbers\x02Completions and failures per 5-minute" +
+	" slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %" +
+	"[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %" +
+	"[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min" +
+	"\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul" +
+	"\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02" +
+	"\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%" +
+	"[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
+	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d secon" +
+	"d\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summ" +
+	"ary\x02Operator actions\x02Path\x02The nodes this instance reached, in o" +
+	"rder, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Oc" +
+	"currence\x02Route\x02Next node\x02Created\x02Settled\x02This instance ha" +
+	"s not reached a task yet.\x02Recorded operator actions\x02No operator ha" +
+	"s acted on this instance.\x02Operator actions on this instance, newest f" +
+	"irst\x02Value\x02Process inputs\x02Inputs the instance was started with," +
+	" labelled by process version %[1]d's contract\x02This process takes no i" +
+	"nputs.\x02Erase this instance…\x02This instance has ended. As an adminis" +
+	"trator you may erase it now rather than wait for retention (a data subje" +
+	"ct’s request): it is deleted with its occurrences and attempts.\x02This " +
+	"instance is held at a failed node: an incident. It cannot be retried: it" +
+	"s occurrence at node %[1]s failed before any attempt (its inputs could n" +
+	"ot be built), so it would fail the same way. Abandon fails the instance;" +
+	" stop cancels it. Each asks for a reason, recorded in the audit log.\x02" +
+	"This instance is held at a failed node: an incident. Retry offers the fa" +
+	"iled occurrence again; abandon fails the instance; stop cancels it. Each" +
+	" asks for a reason, recorded in the audit log.\x02Stopping cancels the i" +
+	"nstance and its open occurrences. It does not complete anything.\x02Stop" +
+	"ped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
+	" a whole number from 1.\x02A version is a process’s: choose the process " +
+	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
+	"filter matches\x02The next page counts them and asks for a reason before" +
+	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
+	" node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
+	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
+	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
+	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a wor" +
+	"ker fetches it)\x02push (Relais calls the service)\x02administrator\x02o" +
+	"perator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field rem" +
+	"oved\x02type changed\x02required changed\x02values changed\x02classifica" +
+	"tion changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
+	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
+	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
+	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
+	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
+	"ever called the destination: the occurrence ended before any call.\x02Re" +
+	"lais keeps the destination’s status code only when it refused the call (" +
+	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
+	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
+	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
+	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
+	"/%[3]s lists them all.\x02Mode\x02Reason given by the worker\x02Maximum " +
+	"attempts\x02Retry delay\x02Retries\x02none: a failed call takes the node" +
+	"’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
+	"\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELAI" +
+	"S_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the" +
+	" destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIM" +
+	"EOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rela" +
+	"is’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
+	"he retention: write no customer data in it.\x02Available from\x02Next at" +
+	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
+	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
+	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
+	"could not be used: it must be one JSON object whose outputs member match" +
+	"es the revision’s outputs contract, and nothing after it. Its message sa" +
+	"ys what was wrong.\x02The destination did not answer within the call’s t" +
+	"imeout: it may have acted all the same.\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
+	"efused its worker’s report (%[1]s; see the attempts below): the worker a" +
+	"nswered, and its answer must change, not its lock.\x02The last attempt’s" +
+	" lock expired with no attempt left.\x02The last attempt’s worker stream " +
+	"ended (its worker left or was dropped) with no attempt left.\x02The dead" +
+	"line passed before a result arrived.\x02The result did not match the rev" +
+	"ision's outputs contract.\x02The answer to the call was lost (the connec" +
+	"tion broke after the request was sent, or Relais stopped or could not re" +
+	"ach its database before recording it): whether the destination acted is " +
+	"unknown, so Relais does not call it again by itself (an operator’s retry" +
+	" does).\x02The call could not be prepared.\x02The destination could not " +
+	"be reached.\x02The destination’s answer was too large.\x02The last attem" +
+	"pt ended without a result (its lock expired, or its worker’s stream ende" +
+	"d) with no attempt left.\x02The inputs could not be built from the proce" +
+	"ss’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 wor" +
+	"ker reported a failure with no retries left (retries: 0, no retries sent" +
+	", which Camunda reads as 0, or a budget already spent): it is not run ag" +
+	"ain.\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1" +
+	"]s now (Workers page).\x02No live worker takes revision %[1]d: the live " +
+	"workers of %[2]s declare inputs it does not have.\x02No live worker take" +
+	"s revision %[1]d: the live workers of %[2]s take revision %[3]d only." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
+	"revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s —" +
+	" %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting " +
+	"for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a" +
+	" worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1" +
+	"]s) ended %[2]s without its result recorded: the replica making it may h" +
+	"ave stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the d" +
+	"estination whether it took effect.\x02Relais is calling the destination " +
+	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
+	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
+	"mer, or a front end with a settle token, completes it later.\x02Complete" +
+	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
+	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
+	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
+	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
+	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
+	"%[2]s)\x02The instance was stopped while the worker held the task: its r" +
+	"eport is refused, but it may already have done the work.\x02The instance" +
+	" was stopped during the call, which was aborted: the destination may alr" +
+	"eady have acted on the request (check there).\x02The instance was stoppe" +
+	"d while the task was deferred: a settlement by id is refused, but the wo" +
+	"rk it waited for may already be done.\x02%[1]s at %[2]s\x02Relais refuse" +
+	"d a report of this attempt at %[1]s (%[2]s) before taking another.\x02Re" +
+	"lais refused %[1]s reports of this attempt, the last at %[2]s (%[3]s), b" +
+	"efore taking another.\x02Relais refused this attempt’s report at %[1]s (" +
+	"%[2]s): its worker answered, and the answer was not taken.\x02Relais ref" +
+	"used %[1]s reports of this attempt, the last at %[2]s (%[3]s): its worke" +
+	"r answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable bo" +
+	"dy\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02Message from the worker (its own words, pro" +
+	"tected values masked)\x02Message from Relais, quoting the destination’s " +
+	"answer\x02Message from Relais\x02The revision must be a whole number, 1 " +
+	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
+	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
+	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
+	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
+	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
+	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
+	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
+	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
+	"efreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02set" +
+	"tled\x02next attempt\x02claimable since\x02call in progress since\x02loc" +
+	"k until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Firs" +
+	"t page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026" +
+	"-12-01.\x02%[1]s: the first day comes after the last.\x02This address ho" +
+	"lds a parameter that cannot be read (a percent sign not followed by two " +
+	"hexadecimal digits, or a semicolon): correct the address.\x02Unknown par" +
+	"ameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
+	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
+	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
+	"pt in this browser only.\x02Show times in\x02The console runs no script," +
+	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
+	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving" +
+	" time)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Rel" +
+	"oading resumed.\x02Reloading paused: this page stays as it is until you " +
+	"resume.\x02Published process versions: their nodes, routes and pinned re" +
+	"visions, drawn, with where their occurrences are now.\x02Published proce" +
+	"ss versions: their nodes, routes and pinned revisions, drawn.\x02Process" +
+	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
+	"ersion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow t" +
+	"he longest path from the start node. Solid arrows are successes (labelle" +
+	"d with their route), dashed ones failures (labelled with their error cod" +
+	"es). Each box says how many of this version’s occurrences are at that no" +
+	"de now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
+	"\x02Inputs an instance of this version is started with\x02Instances of t" +
+	"his version\x02Columns follow the longest path from the start node. Soli" +
+	"d arrows are successes (labelled with their route), dashed ones failures" +
+	" (labelled with their error codes).\x02Nodes of this version\x02This ver" +
+	"sion has %[1]d nodes: too many to draw legibly (at most %[2]d). The tabl" +
+	"e below lists every node with its routes and counts.\x02This version has" +
+	" %[1]d nodes: too many to draw legibly (at most %[2]d). The table below " +
+	"lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
+	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
+	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
+	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
+	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02" +
+	"%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an op" +
+	"erator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01" +
+	"\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[" +
+	"1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no retry" +
+	", priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (th" +
+	"e default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
+	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
+	"eal a sensitive value.\x02Say why you reveal this value: the reason is r" +
+	"ecorded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Back to the occurrence\x02Cannot reveal" +
+	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
+	"\x02Secret values can never be revealed.\x02Every sensitive value an adm" +
+	"inistrator revealed: who, when, which field and why. The values themselv" +
+	"es are never kept.\x02Reveals, newest first\x02No value was revealed." +
 	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
 	"\x02This page does not accept that request.\x02This form was sent from a" +
 	"nother site: the console takes its forms from its own pages only. Open t" +
@@ -1595,223 +1596,223 @@ var frIndex = []uint32{ // 799 elements
 	0x00000711, 0x000007fd, 0x00000814, 0x0000083b,
 	// Entry 20 - 3F
 	0x00000852, 0x000008f8, 0x000009ab, 0x00000a5f,
-	0x00000b59, 0x00000ba2, 0x00000bec, 0x00000c26,
-	0x00000cb3, 0x00000d38, 0x00000d7d, 0x00000e55,
-	0x00000eb2, 0x00000ee3, 0x00000f54, 0x00000fbd,
-	0x00001034, 0x0000109d, 0x000010d1, 0x00001146,
-	0x000011b1, 0x000011c2, 0x00001228, 0x00001293,
-	0x0000129a, 0x000012db, 0x000012ef, 0x0000138d,
-	0x000013c1, 0x00001400, 0x00001491, 0x00001511,
+	0x00000b84, 0x00000bcd, 0x00000c17, 0x00000c51,
+	0x00000cde, 0x00000d63, 0x00000da8, 0x00000e80,
+	0x00000edd, 0x00000f0e, 0x00000f7f, 0x00000fe8,
+	0x0000105f, 0x000010c8, 0x000010fc, 0x00001171,
+	0x000011dc, 0x000011ed, 0x00001253, 0x000012be,
+	0x000012c5, 0x00001306, 0x0000131a, 0x000013b8,
+	0x000013ec, 0x0000142b, 0x000014bc, 0x0000153c,
 	// Entry 40 - 5F
-	0x0000154d, 0x0000158d, 0x000015e6, 0x00001624,
-	0x00001662, 0x0000169f, 0x0000171e, 0x00001768,
-	0x00001800, 0x00001869, 0x000018a3, 0x00001904,
-	0x000019ad, 0x000019b9, 0x000019c3, 0x000019cb,
-	0x000019d2, 0x000019df, 0x000019ef, 0x00001a07,
-	0x00001a1a, 0x00001a2e, 0x00001a4f, 0x00001a59,
-	0x00001aa1, 0x00001c4d, 0x00001c6f, 0x00001c85,
-	0x00001cab, 0x00001cda, 0x00001d09, 0x00001d3b,
+	0x00001578, 0x000015b8, 0x00001611, 0x0000164f,
+	0x0000168d, 0x000016ca, 0x00001749, 0x00001793,
+	0x0000182b, 0x00001894, 0x000018ce, 0x0000192f,
+	0x000019d8, 0x000019e4, 0x000019ee, 0x000019f6,
+	0x000019fd, 0x00001a0a, 0x00001a1a, 0x00001a32,
+	0x00001a45, 0x00001a59, 0x00001a7a, 0x00001a84,
+	0x00001acc, 0x00001c78, 0x00001c9a, 0x00001cb0,
+	0x00001cd6, 0x00001d05, 0x00001d34, 0x00001d66,
 	// Entry 60 - 7F
-	0x00001d6e, 0x00001da3, 0x00001e8b, 0x00001f34,
-	0x00001fa9, 0x0000208c, 0x000020ac, 0x000020b2,
-	0x000020b6, 0x000020bd, 0x000020c3, 0x000020d9,
-	0x000020f9, 0x00002109, 0x00002114, 0x00002126,
-	0x0000223c, 0x00002244, 0x0000225f, 0x00002262,
-	0x00002265, 0x0000227b, 0x00002296, 0x000022c2,
-	0x000022d5, 0x000023a8, 0x000023f1, 0x00002427,
-	0x000024a3, 0x000025c4, 0x00002688, 0x00002783,
+	0x00001d99, 0x00001dce, 0x00001eb6, 0x00001f5f,
+	0x00001fd4, 0x000020b7, 0x000020d7, 0x000020dd,
+	0x000020e1, 0x000020e8, 0x000020ee, 0x00002104,
+	0x00002124, 0x00002134, 0x0000213f, 0x00002151,
+	0x00002267, 0x0000226f, 0x0000228a, 0x0000228d,
+	0x00002290, 0x000022a6, 0x000022c1, 0x000022ed,
+	0x00002300, 0x000023d3, 0x0000241c, 0x00002452,
+	0x000024ce, 0x000025ef, 0x000026b3, 0x000027ae,
 	// Entry 80 - 9F
-	0x00002849, 0x00002900, 0x0000290f, 0x00002916,
-	0x00002927, 0x0000293d, 0x00002943, 0x00002954,
-	0x0000295e, 0x00002985, 0x000029a1, 0x000029a9,
-	0x000029b6, 0x000029c2, 0x000029d0, 0x000029dd,
-	0x000029e4, 0x000029f2, 0x00002a16, 0x00002a26,
-	0x00002a3e, 0x00002a5f, 0x00002a91, 0x00002acd,
-	0x00002b07, 0x00002b1d, 0x00002b27, 0x00002b59,
-	0x00002b73, 0x00002b82, 0x00002c36, 0x00002c48,
+	0x00002874, 0x0000292b, 0x0000293a, 0x00002941,
+	0x00002952, 0x00002968, 0x0000296e, 0x0000297f,
+	0x00002989, 0x000029b0, 0x000029cc, 0x000029d4,
+	0x000029e1, 0x000029ed, 0x000029fb, 0x00002a08,
+	0x00002a0f, 0x00002a1d, 0x00002a41, 0x00002a51,
+	0x00002a69, 0x00002a8a, 0x00002abc, 0x00002af8,
+	0x00002b32, 0x00002b48, 0x00002b62, 0x00002b94,
+	0x00002bae, 0x00002bbd, 0x00002c71, 0x00002c83,
 	// Entry A0 - BF
-	0x00002cc8, 0x00002ce4, 0x00002cfb, 0x00002d13,
-	0x00002d56, 0x00002ea4, 0x00002f5d, 0x00002f69,
-	0x00003054, 0x00003067, 0x0000310c, 0x00003121,
-	0x0000313c, 0x000031b8, 0x000031cd, 0x0000322a,
-	0x00003280, 0x0000329c, 0x000032f3, 0x0000330b,
-	0x000033a3, 0x000033c8, 0x000033e2, 0x000034d3,
-	0x00003501, 0x00003504, 0x00003508, 0x0000350f,
-	0x00003519, 0x0000351f, 0x00003527, 0x0000352d,
+	0x00002d03, 0x00002d1f, 0x00002d36, 0x00002d4e,
+	0x00002d91, 0x00002edf, 0x00002f98, 0x00002fa4,
+	0x0000308f, 0x000030a2, 0x00003147, 0x0000315c,
+	0x00003177, 0x000031f3, 0x00003208, 0x00003265,
+	0x000032bb, 0x000032d7, 0x0000332e, 0x00003346,
+	0x000033de, 0x00003403, 0x0000341d, 0x0000350e,
+	0x0000353c, 0x0000353f, 0x00003543, 0x0000354a,
+	0x00003554, 0x0000355a, 0x00003562, 0x00003568,
 	// Entry C0 - DF
-	0x00003537, 0x00003558, 0x00003571, 0x00003584,
-	0x000035bc, 0x000035d6, 0x000035f1, 0x00003657,
-	0x00003689, 0x0000368f, 0x00003694, 0x000036a0,
-	0x000036af, 0x000036bb, 0x000036c7, 0x000036d9,
-	0x000036ea, 0x0000376e, 0x00003780, 0x00003797,
-	0x000037a2, 0x000037f7, 0x00003804, 0x00003829,
-	0x00003835, 0x0000383f, 0x00003845, 0x00003851,
-	0x00003869, 0x000038bb, 0x000038cb, 0x000038db,
+	0x00003572, 0x00003593, 0x000035ac, 0x000035bf,
+	0x000035f7, 0x00003611, 0x0000362c, 0x00003692,
+	0x000036c4, 0x000036ca, 0x000036cf, 0x000036db,
+	0x000036ea, 0x000036f6, 0x00003702, 0x00003714,
+	0x00003725, 0x000037a9, 0x000037bb, 0x000037d2,
+	0x000037dd, 0x00003832, 0x0000383f, 0x00003864,
+	0x00003870, 0x0000387a, 0x00003880, 0x0000388c,
+	0x000038a4, 0x000038f6, 0x00003906, 0x00003916,
 	// Entry E0 - FF
-	0x000038e4, 0x000038ef, 0x000038f7, 0x00003917,
-	0x00003939, 0x00003961, 0x0000396a, 0x0000397a,
-	0x0000399a, 0x000039a2, 0x000039b1, 0x000039d0,
-	0x000039fb, 0x00003a21, 0x00003a31, 0x00003a3b,
-	0x00003a45, 0x00003a64, 0x00003a82, 0x00003b5a,
-	0x00003b78, 0x00003bbc, 0x00003bf9, 0x00003c2c,
-	0x00003c5c, 0x00003ce5, 0x00003d11, 0x00003d41,
-	0x00003d63, 0x00003d7e, 0x00003d99, 0x00003db5,
+	0x0000391f, 0x0000392a, 0x00003932, 0x00003952,
+	0x00003974, 0x0000399c, 0x000039a5, 0x000039b5,
+	0x000039d5, 0x000039dd, 0x000039ec, 0x00003a0b,
+	0x00003a36, 0x00003a5c, 0x00003a6c, 0x00003a76,
+	0x00003a80, 0x00003a9f, 0x00003abd, 0x00003b95,
+	0x00003bb3, 0x00003bf7, 0x00003c34, 0x00003c67,
+	0x00003c97, 0x00003d20, 0x00003d4c, 0x00003d7c,
+	0x00003d9e, 0x00003db9, 0x00003dd4, 0x00003df0,
 	// Entry 100 - 11F
-	0x00003dd1, 0x00003de7, 0x00003e01, 0x00003e38,
-	0x00003e6e, 0x00003e8e, 0x00003ead, 0x00003eb4,
-	0x00003f1e, 0x00003f34, 0x00003f39, 0x00003f4d,
-	0x00003f65, 0x00003f8a, 0x00003fb8, 0x00003fdd,
-	0x00003ff7, 0x000040fd, 0x00004112, 0x00004122,
-	0x00004126, 0x00004139, 0x00004148, 0x0000415f,
-	0x0000416e, 0x00004175, 0x00004180, 0x000041a2,
-	0x000041b6, 0x00004294, 0x000042bc, 0x00004345,
+	0x00003e0c, 0x00003e22, 0x00003e3c, 0x00003e73,
+	0x00003ea9, 0x00003ec9, 0x00003ee8, 0x00003eef,
+	0x00003f59, 0x00003f6f, 0x00003f74, 0x00003f88,
+	0x00003fa0, 0x00003fc5, 0x00003ff3, 0x00004018,
+	0x00004032, 0x00004139, 0x0000414e, 0x0000415e,
+	0x00004162, 0x00004175, 0x00004184, 0x0000419b,
+	0x000041aa, 0x000041b1, 0x000041bc, 0x000041de,
+	0x000041f2, 0x000042d0, 0x000042f8, 0x00004381,
 	// Entry 120 - 13F
-	0x0000444b, 0x00004460, 0x000044c6, 0x0000454b,
-	0x000045c0, 0x000045d2, 0x000045e5, 0x00004601,
-	0x0000462e, 0x0000464b, 0x0000466e, 0x00004679,
-	0x00004684, 0x0000469b, 0x00004802, 0x00004829,
-	0x00004867, 0x00004873, 0x0000487c, 0x00004890,
-	0x0000489a, 0x000048c1, 0x000048dd, 0x000048f8,
-	0x00004928, 0x00004967, 0x00004982, 0x00004991,
-	0x000049a2, 0x000049c3, 0x00004a2e, 0x00004a46,
+	0x00004487, 0x0000449c, 0x00004502, 0x00004587,
+	0x000045fc, 0x0000460e, 0x00004621, 0x0000463d,
+	0x0000466a, 0x00004687, 0x000046aa, 0x000046b5,
+	0x000046c0, 0x000046d7, 0x0000483e, 0x00004865,
+	0x000048a3, 0x000048af, 0x000048b8, 0x000048cc,
+	0x000048d6, 0x000048fd, 0x00004919, 0x00004934,
+	0x00004964, 0x000049a3, 0x000049be, 0x000049cd,
+	0x000049de, 0x000049ff, 0x00004a6a, 0x00004a82,
 	// Entry 140 - 15F
-	0x00004a8d, 0x00004af8, 0x00004b03, 0x00004b1d,
-	0x00004b67, 0x00004b6f, 0x00004b7d, 0x00004b8d,
-	0x00004bb7, 0x00004be0, 0x00004bf0, 0x00004c0f,
-	0x00004c1b, 0x00004c34, 0x00004c3f, 0x00004c4c,
-	0x00004c5b, 0x00004c63, 0x00004c6d, 0x00004c75,
-	0x00004c7d, 0x00004c83, 0x00004c8a, 0x00004c8f,
-	0x00004c94, 0x00004c98, 0x00004c9d, 0x00004ca3,
-	0x00004ca9, 0x00004caf, 0x00004cb4, 0x00004cb9,
+	0x00004ac9, 0x00004b34, 0x00004b3f, 0x00004b59,
+	0x00004ba3, 0x00004bab, 0x00004bb9, 0x00004bc9,
+	0x00004bf3, 0x00004c1c, 0x00004c2c, 0x00004c4b,
+	0x00004c57, 0x00004c70, 0x00004c7b, 0x00004c88,
+	0x00004c97, 0x00004c9f, 0x00004ca9, 0x00004cb1,
+	0x00004cb9, 0x00004cbf, 0x00004cc6, 0x00004ccb,
+	0x00004cd0, 0x00004cd4, 0x00004cd9, 0x00004cdf,
+	0x00004ce5, 0x00004ceb, 0x00004cf0, 0x00004cf5,
 	// Entry 160 - 17F
-	0x00004cbf, 0x00004cc9, 0x00004ce9, 0x00004d0b,
-	0x00004d2f, 0x00004d55, 0x00004d5e, 0x00004d7a,
-	0x00004d83, 0x00004d9b, 0x00004da4, 0x00004df8,
-	0x00004e18, 0x00004e1e, 0x00004e29, 0x00004e2f,
-	0x00004e3d, 0x00004e48, 0x00004e56, 0x00004e89,
-	0x00004ead, 0x00004edc, 0x00004f25, 0x00004f2c,
-	0x00004f42, 0x00004fb5, 0x00004fdb, 0x00004ff5,
-	0x000050dd, 0x0000526c, 0x00005373, 0x000053c3,
+	0x00004cfb, 0x00004d05, 0x00004d25, 0x00004d47,
+	0x00004d6b, 0x00004d91, 0x00004d9a, 0x00004db6,
+	0x00004dbf, 0x00004dd7, 0x00004de0, 0x00004e34,
+	0x00004e54, 0x00004e5a, 0x00004e65, 0x00004e6b,
+	0x00004e79, 0x00004e84, 0x00004e92, 0x00004ec5,
+	0x00004ee9, 0x00004f18, 0x00004f61, 0x00004f68,
+	0x00004f7e, 0x00004ff1, 0x00005017, 0x00005031,
+	0x00005119, 0x000052a8, 0x000053af, 0x000053ff,
 	// Entry 180 - 19F
-	0x000053f4, 0x00005427, 0x00005456, 0x00005461,
-	0x00005465, 0x00005477, 0x0000548c, 0x0000549a,
-	0x000054a7, 0x000054bc, 0x000054cf, 0x000054fa,
-	0x00005527, 0x0000554b, 0x00005582, 0x000055cc,
-	0x000055de, 0x00005616, 0x0000562d, 0x00005644,
-	0x00005678, 0x000056c2, 0x000056f7, 0x00005700,
-	0x00005717, 0x00005745, 0x00005758, 0x0000576a,
-	0x0000577b, 0x00005786, 0x00005791, 0x0000579c,
+	0x00005430, 0x00005463, 0x00005492, 0x0000549d,
+	0x000054a1, 0x000054b3, 0x000054c8, 0x000054d6,
+	0x000054e3, 0x000054f8, 0x0000550b, 0x00005536,
+	0x00005563, 0x00005587, 0x000055be, 0x00005608,
+	0x0000561a, 0x00005652, 0x00005669, 0x00005680,
+	0x000056b4, 0x000056fe, 0x00005733, 0x0000573c,
+	0x00005753, 0x00005781, 0x00005794, 0x000057a6,
+	0x000057b7, 0x000057c2, 0x000057cd, 0x000057d8,
 	// Entry 1A0 - 1BF
-	0x000057a6, 0x000057b0, 0x000057b9, 0x000057c2,
-	0x000057cb, 0x000057d4, 0x000057dd, 0x000057e4,
-	0x000057f2, 0x000057f8, 0x000057ff, 0x00005806,
-	0x0000580f, 0x00005814, 0x00005822, 0x00005828,
-	0x0000582e, 0x00005834, 0x0000583c, 0x00005845,
-	0x0000584e, 0x00005861, 0x00005872, 0x00005895,
-	0x000058b6, 0x000058c5, 0x000058d0, 0x000058db,
-	0x000058e8, 0x000058ec, 0x000058f0, 0x000058fe,
+	0x000057e2, 0x000057ec, 0x000057f5, 0x000057fe,
+	0x00005807, 0x00005810, 0x00005819, 0x00005820,
+	0x0000582e, 0x00005834, 0x0000583b, 0x00005842,
+	0x0000584b, 0x00005850, 0x0000585e, 0x00005864,
+	0x0000586a, 0x00005870, 0x00005878, 0x00005881,
+	0x0000588a, 0x0000589d, 0x000058ae, 0x000058d1,
+	0x000058f2, 0x00005901, 0x0000590c, 0x00005917,
+	0x00005924, 0x00005928, 0x0000592c, 0x0000593a,
 	// Entry 1C0 - 1DF
-	0x0000590c, 0x0000591a, 0x0000593a, 0x0000594d,
-	0x00005966, 0x0000597b, 0x0000598c, 0x0000599e,
-	0x000059b0, 0x000059b6, 0x000059bd, 0x000059c5,
-	0x000059cd, 0x000059eb, 0x00005a09, 0x00005a20,
-	0x00005a35, 0x00005a46, 0x00005a4c, 0x00005a65,
-	0x00005a70, 0x00005aa4, 0x00005ab1, 0x00005acf,
-	0x00005add, 0x00005ae6, 0x00005aed, 0x00005b08,
-	0x00005b12, 0x00005b25, 0x00005b5f, 0x00005b68,
+	0x00005948, 0x00005956, 0x00005976, 0x00005989,
+	0x000059a2, 0x000059b7, 0x000059c8, 0x000059da,
+	0x000059ec, 0x000059f2, 0x000059f9, 0x00005a01,
+	0x00005a09, 0x00005a27, 0x00005a45, 0x00005a5c,
+	0x00005a71, 0x00005a82, 0x00005a88, 0x00005aa1,
+	0x00005aac, 0x00005ae0, 0x00005aed, 0x00005b0b,
+	0x00005b19, 0x00005b22, 0x00005b29, 0x00005b44,
+	0x00005b4e, 0x00005b61, 0x00005b9b, 0x00005ba4,
 	// Entry 1E0 - 1FF
-	0x00005b77, 0x00005bdb, 0x00005be7, 0x00005bf1,
-	0x00005c21, 0x00005c7c, 0x00005d63, 0x00005d6e,
-	0x00005da1, 0x00005ddf, 0x00005e58, 0x00005e5d,
-	0x00005e7d, 0x00005e9a, 0x00005eba, 0x00005ecf,
-	0x00005f10, 0x00005f1b, 0x00005f25, 0x00005f4e,
-	0x00005fc3, 0x00005fd4, 0x00006011, 0x00006045,
-	0x000060a6, 0x000060f0, 0x000060fe, 0x0000613a,
-	0x00006164, 0x000061a9, 0x000061d1, 0x00006210,
+	0x00005bb3, 0x00005c17, 0x00005c23, 0x00005c2d,
+	0x00005c5d, 0x00005cb8, 0x00005d9f, 0x00005daa,
+	0x00005ddd, 0x00005e1b, 0x00005e94, 0x00005e99,
+	0x00005eb9, 0x00005ed6, 0x00005ef6, 0x00005f0b,
+	0x00005f4c, 0x00005f57, 0x00005f61, 0x00005f8a,
+	0x00005fff, 0x00006010, 0x0000604d, 0x00006081,
+	0x000060e2, 0x0000612c, 0x0000613a, 0x00006176,
+	0x000061a0, 0x000061e5, 0x0000620d, 0x0000624c,
 	// Entry 200 - 21F
-	0x00006231, 0x0000626f, 0x000062af, 0x000062cf,
-	0x00006310, 0x0000633a, 0x00006361, 0x000063e4,
-	0x000063fc, 0x00006410, 0x00006427, 0x00006435,
-	0x00006440, 0x00006463, 0x000064a1, 0x000064c0,
-	0x000064dc, 0x0000654a, 0x0000661c, 0x0000667b,
-	0x00006700, 0x0000677d, 0x00006880, 0x000068c7,
-	0x00006954, 0x00006994, 0x000069da, 0x00006af3,
-	0x00006b1b, 0x00006b3e, 0x00006b75, 0x00006c06,
+	0x0000626d, 0x000062ab, 0x000062eb, 0x0000630b,
+	0x0000634c, 0x00006376, 0x0000639d, 0x00006420,
+	0x00006438, 0x0000644c, 0x00006463, 0x00006471,
+	0x0000647c, 0x0000649f, 0x000064dd, 0x000064fc,
+	0x00006518, 0x00006586, 0x00006658, 0x000066b7,
+	0x0000673c, 0x000067b9, 0x000068bc, 0x00006903,
+	0x00006990, 0x000069d0, 0x00006a16, 0x00006b63,
+	0x00006b8b, 0x00006bae, 0x00006be5, 0x00006c76,
 	// Entry 220 - 23F
-	0x00006c59, 0x00006c82, 0x00006d64, 0x00006d8a,
-	0x00006dd1, 0x00006e55, 0x00006ed0, 0x00006f4d,
-	0x00006f74, 0x00006f9c, 0x00006fe3, 0x0000702d,
-	0x00007060, 0x00007073, 0x0000717b, 0x000071a9,
-	0x000071e5, 0x000071fb, 0x0000728f, 0x000072a2,
-	0x000072df, 0x0000731b, 0x0000732e, 0x00007382,
-	0x000073b7, 0x000073c9, 0x000073e0, 0x0000741f,
-	0x00007471, 0x0000749d, 0x0000753a, 0x000075e0,
+	0x00006cc9, 0x00006cf2, 0x00006dd4, 0x00006dfa,
+	0x00006e41, 0x00006ec5, 0x00006f40, 0x00006fbd,
+	0x00006fe5, 0x0000700d, 0x00007054, 0x0000709e,
+	0x000070d1, 0x000070e4, 0x000071ec, 0x0000721a,
+	0x00007256, 0x0000726c, 0x00007300, 0x00007313,
+	0x00007350, 0x0000738c, 0x0000739f, 0x000073f3,
+	0x00007428, 0x0000743a, 0x00007451, 0x00007490,
+	0x000074e2, 0x0000750e, 0x000075ab, 0x00007651,
 	// Entry 240 - 25F
-	0x0000768d, 0x0000769d, 0x000076fd, 0x0000776e,
-	0x000077f3, 0x00007888, 0x00007893, 0x000078b0,
-	0x000078cf, 0x000078e0, 0x000078fa, 0x00007903,
-	0x0000790d, 0x0000795b, 0x000079a0, 0x000079bf,
-	0x000079f4, 0x00007a45, 0x00007a56, 0x00007aa0,
-	0x00007ab6, 0x00007aca, 0x00007ae3, 0x00007af9,
-	0x00007b23, 0x00007b2b, 0x00007b3e, 0x00007b45,
-	0x00007b60, 0x00007b80, 0x00007bb0, 0x00007bc7,
+	0x000076fe, 0x0000770e, 0x0000776e, 0x000077df,
+	0x00007864, 0x000078f9, 0x00007904, 0x00007921,
+	0x00007940, 0x00007951, 0x0000796b, 0x00007974,
+	0x0000797e, 0x000079cc, 0x00007a11, 0x00007a30,
+	0x00007a65, 0x00007ab6, 0x00007ac7, 0x00007b11,
+	0x00007b27, 0x00007b3b, 0x00007b54, 0x00007b6a,
+	0x00007b94, 0x00007b9c, 0x00007baf, 0x00007bb6,
+	0x00007bd1, 0x00007bf1, 0x00007c21, 0x00007c38,
 	// Entry 260 - 27F
-	0x00007bff, 0x00007c3a, 0x00007c66, 0x00007cba,
-	0x00007ccb, 0x00007ce5, 0x00007cf0, 0x00007d04,
-	0x00007d16, 0x00007d2c, 0x00007d3e, 0x00007d50,
-	0x00007d56, 0x00007d68, 0x00007d76, 0x00007d85,
-	0x00007d91, 0x00007da7, 0x00007dd1, 0x00007e04,
-	0x00007eac, 0x00007efc, 0x00007f24, 0x00007f76,
-	0x00007fb8, 0x00007ff4, 0x0000800b, 0x000080d5,
-	0x00008102, 0x000082bc, 0x000082d6, 0x000082ef,
+	0x00007c70, 0x00007cab, 0x00007cd7, 0x00007d2b,
+	0x00007d3c, 0x00007d56, 0x00007d61, 0x00007d75,
+	0x00007d87, 0x00007d9d, 0x00007daf, 0x00007dc1,
+	0x00007dc7, 0x00007dd9, 0x00007de7, 0x00007df6,
+	0x00007e02, 0x00007e18, 0x00007e42, 0x00007e75,
+	0x00007f1d, 0x00007f6d, 0x00007f95, 0x00007fe7,
+	0x00008029, 0x00008065, 0x0000807c, 0x00008146,
+	0x00008173, 0x0000832d, 0x00008347, 0x00008360,
 	// Entry 280 - 29F
-	0x00008310, 0x00008327, 0x00008354, 0x0000835b,
-	0x00008375, 0x0000839b, 0x000083b0, 0x0000840a,
-	0x0000849f, 0x00008502, 0x00008515, 0x0000853c,
-	0x00008564, 0x00008572, 0x00008582, 0x00008593,
-	0x0000859a, 0x000086d0, 0x000086d7, 0x00008711,
-	0x00008716, 0x0000872b, 0x0000873f, 0x00008751,
-	0x00008767, 0x00008777, 0x000087b4, 0x000087f4,
-	0x0000880f, 0x000088e4, 0x000088fc, 0x0000899d,
+	0x00008381, 0x00008398, 0x000083c5, 0x000083cc,
+	0x000083e6, 0x0000840c, 0x00008421, 0x0000847b,
+	0x00008510, 0x00008573, 0x00008586, 0x000085ad,
+	0x000085d5, 0x000085e3, 0x000085f3, 0x00008604,
+	0x0000860b, 0x00008741, 0x00008748, 0x00008782,
+	0x00008787, 0x0000879c, 0x000087b0, 0x000087c2,
+	0x000087d8, 0x000087e8, 0x00008825, 0x00008865,
+	0x00008880, 0x00008955, 0x0000896d, 0x00008a0e,
 	// Entry 2A0 - 2BF
-	0x00008a2c, 0x00008a3c, 0x00008b16, 0x00008bd8,
-	0x00008bdd, 0x00008bed, 0x00008bfb, 0x00008c0b,
-	0x00008c1b, 0x00008c29, 0x00008c39, 0x00008c43,
-	0x00008c6c, 0x00008c86, 0x00008ca1, 0x00008d2f,
-	0x00008d6d, 0x00008d7e, 0x00008d8b, 0x00008da6,
-	0x00008dba, 0x00008dd8, 0x00008e23, 0x00008e64,
-	0x00008eda, 0x00008f20, 0x00008f39, 0x00008f51,
-	0x00008fa4, 0x00008fdf, 0x00009077, 0x000090a3,
+	0x00008a9d, 0x00008aad, 0x00008b87, 0x00008c49,
+	0x00008c4e, 0x00008c5e, 0x00008c6c, 0x00008c7c,
+	0x00008c8c, 0x00008c9a, 0x00008caa, 0x00008cb4,
+	0x00008cdd, 0x00008cf7, 0x00008d12, 0x00008da0,
+	0x00008dde, 0x00008def, 0x00008dfc, 0x00008e17,
+	0x00008e2b, 0x00008e49, 0x00008e94, 0x00008ed5,
+	0x00008f4b, 0x00008f91, 0x00008faa, 0x00008fc2,
+	0x00009015, 0x00009050, 0x000090e8, 0x00009114,
 	// Entry 2C0 - 2DF
-	0x000090c9, 0x000090fd, 0x00009115, 0x00009140,
-	0x000091e9, 0x000091f3, 0x0000927b, 0x000092b0,
-	0x000092f1, 0x000093d6, 0x00009551, 0x0000962a,
-	0x00009643, 0x0000970c, 0x00009795, 0x000097a2,
-	0x000097f4, 0x000097fa, 0x000098ae, 0x0000995e,
-	0x00009990, 0x000099bc, 0x00009a25, 0x00009acc,
-	0x00009b8e, 0x00009bbe, 0x00009bcb, 0x00009bd1,
-	0x00009be7, 0x00009bf2, 0x00009bf9, 0x00009c04,
+	0x0000913a, 0x0000916e, 0x00009186, 0x000091b1,
+	0x0000925a, 0x00009264, 0x000092ec, 0x00009321,
+	0x00009362, 0x00009447, 0x000095c2, 0x0000969b,
+	0x000096b4, 0x0000977d, 0x00009806, 0x00009813,
+	0x00009865, 0x0000986b, 0x0000991f, 0x000099cf,
+	0x00009a01, 0x00009a2d, 0x00009a96, 0x00009b3d,
+	0x00009bff, 0x00009c2f, 0x00009c3c, 0x00009c42,
+	0x00009c58, 0x00009c63, 0x00009c6a, 0x00009c75,
 	// Entry 2E0 - 2FF
-	0x00009c12, 0x00009c1f, 0x00009c2d, 0x00009c46,
-	0x00009c73, 0x00009d1c, 0x00009d2f, 0x00009d39,
-	0x00009dc8, 0x00009e29, 0x00009e85, 0x00009e97,
-	0x00009eb1, 0x00009ec4, 0x00009f02, 0x00009f3e,
-	0x00009f5b, 0x00009f68, 0x00009f76, 0x00009f84,
-	0x00009f94, 0x00009fd0, 0x0000a00a, 0x0000a087,
-	0x0000a092, 0x0000a0bc, 0x0000a0c9, 0x0000a0e5,
-	0x0000a0e9, 0x0000a0fb, 0x0000a1bd, 0x0000a1f0,
+	0x00009c83, 0x00009c90, 0x00009c9e, 0x00009cb7,
+	0x00009ce4, 0x00009d8d, 0x00009da0, 0x00009daa,
+	0x00009e39, 0x00009e9a, 0x00009ef6, 0x00009f08,
+	0x00009f22, 0x00009f35, 0x00009f73, 0x00009faf,
+	0x00009fcc, 0x00009fd9, 0x00009fe7, 0x00009ff5,
+	0x0000a005, 0x0000a041, 0x0000a07b, 0x0000a0f8,
+	0x0000a103, 0x0000a12d, 0x0000a13a, 0x0000a156,
+	0x0000a15a, 0x0000a16c, 0x0000a22e, 0x0000a261,
 	// Entry 300 - 31F
-	0x0000a1fb, 0x0000a205, 0x0000a21a, 0x0000a223,
-	0x0000a22d, 0x0000a242, 0x0000a266, 0x0000a280,
-	0x0000a295, 0x0000a2c1, 0x0000a2c6, 0x0000a2db,
-	0x0000a2ed, 0x0000a322, 0x0000a333, 0x0000a360,
-	0x0000a38f, 0x0000a4b1, 0x0000a5d3, 0x0000a649,
-	0x0000a6d4, 0x0000a763, 0x0000a7ca, 0x0000a80c,
-	0x0000a854, 0x0000a8c7, 0x0000a90f, 0x0000a93d,
-	0x0000a96b, 0x0000a99e, 0x0000a9d1,
+	0x0000a26c, 0x0000a276, 0x0000a28b, 0x0000a294,
+	0x0000a29e, 0x0000a2b3, 0x0000a2d7, 0x0000a2f1,
+	0x0000a306, 0x0000a332, 0x0000a337, 0x0000a34c,
+	0x0000a35e, 0x0000a393, 0x0000a3a4, 0x0000a3d1,
+	0x0000a400, 0x0000a522, 0x0000a644, 0x0000a6ba,
+	0x0000a745, 0x0000a7d4, 0x0000a83b, 0x0000a87d,
+	0x0000a8c5, 0x0000a938, 0x0000a980, 0x0000a9ae,
+	0x0000a9dc, 0x0000aa0f, 0x0000aa42,
 } // Size: 3220 bytes
 
-const frData string = "" + // Size: 43473 bytes
+const frData string = "" + // Size: 43586 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1851,599 +1852,600 @@ const frData string = "" + // Size: 43473 bytes
 	"ette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance" +
 	" est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre. Un échec termi" +
 	"ne son instance, sauf si le on_error du nœud mène à hold (un incident qu" +
-	"i attend un opérateur)\u202f; démarrez l’instance à nouveau pour refaire" +
-	" le travail.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a ri" +
-	"en à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a" +
-	" rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à a" +
-	"rrêter.\x02Quelqu’un a agi sur cette instance après l’ouverture de cette" +
-	" page. Rien n’a été fait\u202f: regardez-la de nouveau avant de décider." +
-	"\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)\u202f: " +
-	"quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02Cette insta" +
-	"nce est déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occurrence " +
-	"a échoué avant toute tentative\u202f: ses entrées n’ont pas pu être cons" +
-	"truites, une reprise échouerait donc de la même façon. Abandonnez ou arr" +
-	"êtez plutôt l’instance. Rien n’a été fait.\x02Cette instance était déjà" +
-	" arrêtée\u202f; rien n’a changé et rien n’a été consigné.\x02Le motif qu" +
-	"e vous avez donné, non consigné\u202f:\x02Cette instance était déjà arrê" +
-	"tée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné." +
-	"\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. C" +
-	"onsigné dans le journal d’audit.\x02Abandon\u202f: l’instance est passée" +
-	" en échec avec le code d’erreur abandoned. Consigné dans le journal d’au" +
-	"dit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulée" +
-	"s. Consigné dans le journal d’audit.\x02Relais a refusé l’action. Rien n" +
-	"’a été fait.\x02Indiquez un motif\u202f: il est consigné dans le journ" +
-	"al d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif es" +
-	"t trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-l" +
-	"e. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux inst" +
-	"ances en cours ou bloquées, pas à celles au statut «\u202f%[1]s\u202f»." +
-	"\x02La reprise et l’abandon s’appliquent aux instances bloquées, pas à c" +
-	"elles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans l" +
-	"e journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela pr" +
-	"end environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: s" +
-	"i elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
-	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre toute" +
-	"s les instances bloquées que ce filtre retient\x02L’occurrence en échec " +
-	"de chacune est proposée de nouveau, avec un budget de tentatives neuf. R" +
-	"ien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%" +
-	"[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d ins" +
-	"tances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
-	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
-	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
-	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
-	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
-	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
-	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
-	"rrespond au filtre maintenant.\x00=\x02%[1]d instances en cours correspo" +
-	"ndent au filtre maintenant.\x02Arrêter toutes les instances en cours ou " +
-	"bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instanc" +
-	"e en cours ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d ins" +
-	"tances en cours ou bloquées correspondent au filtre maintenant.\x02Chacu" +
-	"ne est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée" +
-	" ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d " +
-	"instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucun" +
-	"e instance à laquelle cette action s’applique ne correspond au filtre." +
-	"\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date de c" +
-	"réation ne restreint ce filtre\u202f: l’action s’applique aux instances " +
-	"de tous les processus.\x02sans filtre\x02Processus\x02Version\x02Statut" +
-	"\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis" +
-	" le\x02Créées jusqu’au\x02Par processus et code d’erreur\x02Instances" +
-	"\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve d’aut" +
-	"res.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a é" +
-	"choué avant toute tentative (ses entrées n’ont pas pu être construites)" +
-	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
-	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
-	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
-	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
-	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
-	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Le proces" +
-	"sus %[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé «" +
-	"\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f»." +
-	"\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé" +
-	" manque\u202f: repartez de la liste.\x02Le nombre a changé depuis que vo" +
-	"us l’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances" +
-	" ont été clôturées, reprises ou traitées. Rien n’a été fait\u202f; vérif" +
-	"iez le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a" +
-	" déjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses t" +
-	"races sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02" +
-	"\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007" +
-	"\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01" +
-	"\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôtu" +
-	"rée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: el" +
-	"les ont changé après le comptage (clôturées, ou traitées par quelqu’un d" +
-	"’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Acti" +
-	"on\x02Motif\x02Instance de processus\x02Occurrence proposée de nouveau" +
-	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
-	"andon et arrêt appliqué par un opérateur, et chaque effacement fait par " +
-	"un administrateur, avec son motif. Les révélations de valeurs sensibles " +
-	"ont leur propre journal, que les administrateurs lisent sur la page Révé" +
-	"lations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, ex" +
-	"act\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres" +
-	"\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’" +
-	"instance de processus doit être un identifiant d’instance complet (un UU" +
-	"ID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvre" +
-	"z l’instance, ou copiez son lien, pour l’identifiant complet.\x02L’actio" +
-	"n groupée doit être désignée par son identifiant (un UUID).\x02Actions d" +
-	"’opérateurs, les plus récentes d’abord\x02Aucune action groupée n’a l’" +
-	"identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le " +
-	"journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que" +
-	" l’action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque recha" +
-	"rgement montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances " +
-	"que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque r" +
-	"echargement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, " +
-	"commencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[" +
-	"4]d, ignorées car changées après le compte\u202f: %[6]d. Elle s’est term" +
-	"inée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, " +
-	"arrêtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f" +
-	": %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué" +
-	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Action groupé" +
-	"e (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances comptées" +
-	"\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. C" +
-	"haque rechargement montre où elle en est.\x02Aucun progrès depuis %[1]s" +
-	"\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a ap" +
-	"pliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le re" +
-	"ste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation princ" +
-	"ipale\x02État\x02Tâches externes\x02Processus\x02Trouver une instance ou" +
-	" une occurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions" +
-	"\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations" +
-	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
-	"ffichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horai" +
-	"re\u202f: %[1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s ·" +
-	" rechargement toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans r" +
-	"echargement automatique\x02Rechargement suspendu\x02Reprendre\x02Cette p" +
-	"age se recharge toutes les %[1]d secondes.\x02Suspendre le rechargement" +
-	"\x02Accès refusé\x02Votre rôle ne permet de lire que les définitions et " +
-	"les processus\u202f: les tâches externes et les instances de processus s" +
-	"ont réservées aux opérateurs et aux administrateurs.\x02Requête invalide" +
-	"\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des octets" +
-	" qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Reto" +
-	"ur aux tâches externes\x02Retour à la connexion\x02Retour aux définition" +
-	"s\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02" +
-	"Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Une inst" +
-	"ance terminée est supprimée, avec ses occurrences et ses tentatives, une" +
-	" fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt q" +
-	"u’un administrateur l’efface\u202f; le journal d’audit garde les actions" +
-	" d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identi" +
-	"fiant complet (un UUID)\u202f: les listes montrent la fin de chaque iden" +
-	"tifiant\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant c" +
-	"omplet.\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]" +
-	"s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et" +
-	" tentatives ont été supprimées avec elle\u202f; le journal d’audit garde" +
-	" les actions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce for" +
-	"mulaire n’a pas été envoyé depuis cette session de la console, ou il a e" +
-	"xpiré\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de n" +
-	"ouveau.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce form" +
-	"ulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce" +
-	" que vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu" +
-	"\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Env" +
-	"oyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a " +
-	"été fait. Envoyez-le de nouveau.\x02Temporairement indisponible\x02La b" +
-	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
-	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
-	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
-	"istrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’i" +
-	"nstant.\x02Aucun autre consommateur.\x02Les services externes qui prenne" +
-	"nt des tâches, et les définitions que chacun peut prendre. Créez les con" +
-	"sommateurs, modifiez leurs droits et renouvelez leurs jetons par l’API (" +
-	"/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consomm" +
-	"ateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le" +
-	"\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend" +
-	" rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: tou" +
-	"tes les révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s" +
-	"\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours" +
-	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
-	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
-	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
-	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
-	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
-	" révision.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
-	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
-	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
-	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
-	"\x02Liste chaque changement d’une révision à l’autre et ce qu’il peut ca" +
-	"sser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Dé" +
-	"tail\x02Incompatible avec les processus\x02Incompatible avec les exécuta" +
-	"nts\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée" +
-	".\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sort" +
-	"ies de la copie de travail\x02Publications, les plus anciennes d’abord" +
-	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
-	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
-	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
-	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
-	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
-	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
-	" nom ou une description a changé).\x02Changements de la copie de travail" +
-	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
-	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la p" +
-	"rotection\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de c" +
-	"es champs sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sor" +
-	"tie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire " +
-	"→ facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
-	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
-	"amp obligatoire de type %[2]s (classification %[1]s)\x02champ facultatif" +
-	" de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]s" +
-	"\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f" +
-	": leur copie de travail, leurs révisions immuables et leurs publications" +
-	" nommées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune p" +
-	"our l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00" +
-	"\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune de" +
-	"stination pour l’instant.\x02Aucune autre destination.\x02Les points d’a" +
-	"ccès HTTP qu’appellent les nœuds push. Les valeurs de la requête de l’UR" +
-	"L et des en-têtes, et les secrets de signature, sont scellés et jamais a" +
-	"ffichés. Créez, modifiez et supprimez les destinations par l’API (/api/v" +
-	"1/destinations).\x02Destinations par nom\x02valeur masquée\x02URL\x02En-" +
-	"têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête" +
-	"\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l" +
-	"’instance\x02Dites pourquoi, pour qui lira le journal plus tard\u202f:" +
-	" %[1]d caractères au plus. Il est conservé après l’effacement, quelle qu" +
-	"e soit la rétention\u202f: écrivez la référence de la demande, pas le no" +
-	"m de la personne.\x02Effacer l’instance de processus %[1]s\x02Effacer ce" +
-	"tte instance maintenant\u202f? Elle est supprimée avec ses occurrences e" +
-	"t leurs tentatives, comme la rétention la supprimerait.\x02Ses entrées, " +
-	"ses sorties, sa clé métier et les messages des exécutants partent avec e" +
-	"lle\u202f; c’est irréversible. Les enregistrements d’audit qui la nommen" +
-	"t restent (qui a fait quoi, et pourquoi), de même que les sauvegardes ju" +
-	"squ’à leur expiration.\x02Effacer l’instance\x02Cette instance est %[1]s" +
-	"\u202f: seule une instance terminée peut être effacée. Arrêtez-la d’abor" +
-	"d.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurrences" +
-	"\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d’audi" +
-	"t.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s\u202f; r" +
-	"ien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02toute aut" +
-	"re erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, aba" +
-	"ndonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’in" +
-	"stance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s" +
-	"\x02La file d’attente et les incidents de chaque définition maintenant, " +
-	"et ce que ses exécutants ont terminé dans la dernière heure\u202f: les o" +
-	"ccurrences achevées, avec succès ou en échec. Une occurrence reprise dep" +
-	"uis compte là où elle se termine ensuite\u202f; un échec qui laisse des " +
-	"tentatives n’est pas compté, la page de son occurrence le montre.\x02Réu" +
-	"ssites et échecs, dernière heure\x02Définitions, celles qui demandent de" +
-	" l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02" +
-	"En échec\x02Attente de la plus ancienne disponible\x02Terminées, dernièr" +
-	"e heure\x02En échec, dernière heure\x02Aucune définition n’a encore d’oc" +
-	"currence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes env" +
-	"iron.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant" +
-	"\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d’occ" +
-	"urrences\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02" +
-	"Toutes les définitions\x02Réussites et échecs par tranche de 5\u00a0min," +
-	" dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2" +
-	"]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min." +
-	"\x02Terminées\x02Les chiffres du graphique\x02Réussites et échecs par tr" +
-	"anche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]" +
-	"s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée" +
-	"\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en éche" +
-	"c\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, " +
-	"%[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02" +
-	"il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
-	"j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02s" +
-	"ept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1" +
-	"]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
-	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d secon" +
-	"de\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
-	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
-	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
-	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
-	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
-	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
-	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
-	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
-	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
-	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
-	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
-	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
-	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
-	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
-	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
-	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
-	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
-	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
-	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
-	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
-	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
-	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
-	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
-	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
-	"nce en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En " +
-	"échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s" +
-	"\u202f».\x02La version doit être un nombre entier à partir de 1.\x02Une " +
-	"version est celle d’un processus\u202f: choisissez aussi le processus." +
-	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
-	"%[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir sur t" +
-	"outes les instances que ce filtre retient\x02La page suivante les compte" +
-	" et demande un motif avant que rien ne change.\x02Instances de processus" +
-	", les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucu" +
-	"ne instance ne correspond à ces filtres.\x02Tous les processus\x02Toute " +
-	"définition\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02" +
-	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
-	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
-	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
-	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
-	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
-	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
-	"outes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tenta" +
-	"tives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucun" +
-	"e\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exécut" +
-	"ant a répondu, et c’est sa réponse qui doit changer, pas son verrou.\x02" +
-	"Le verrou de la dernière tentative a expiré sans tentative restante.\x02" +
-	"Le flux de l’exécutant de la dernière tentative s’est terminé (l’exécuta" +
-	"nt est parti ou a été écarté) sans tentative restante.\x02L’échéance est" +
-	" passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas " +
-	"le contrat de sorties de la révision.\x02La réponse à l’appel a été perd" +
-	"ue (la connexion s’est rompue après l’envoi de la requête, ou Relais s’e" +
-	"st arrêté ou n’a pas pu joindre sa base de données avant de l’enregistre" +
-	"r)\u202f: on ignore si la destination a agi, donc elle n’est pas appelée" +
-	" de nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination était" +
-	" injoignable.\x02La réponse de la destination était trop volumineuse." +
-	"\x02La dernière tentative a pris fin sans résultat (son verrou a expiré," +
-	" ou le flux de son exécutant s’est terminé), sans tentative restante." +
-	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
-	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
-	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
-	"0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épui" +
-	"sé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination" +
-	" a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mom" +
-	"ent (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1" +
-	"]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n" +
-	"’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les" +
-	" exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun " +
-	"exécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs " +
-	"de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[" +
-	"1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %" +
-	"[1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel d" +
-	"e Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécu" +
-	"tant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (" +
-	"%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la " +
-	"réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue e" +
-	"n outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il " +
-	"a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réserv" +
-	"ée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s" +
-	".\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommat" +
-	"eur, ou une interface munie d’un jeton de règlement, la terminera plus t" +
-	"ard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’" +
-	"un opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
-	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
-	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
-	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
-	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
-	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
-	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
-	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
-	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
-	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
-	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
-	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
-	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
-	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
-	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
-	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"i attend un opérateur)\u202f; démarrez une nouvelle instance (avec une n" +
+	"ouvelle Idempotency-Key, ou sans) pour refaire le travail.\x02Cette inst" +
+	"ance est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cette i" +
+	"nstance est %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02Cet" +
+	"te instance est %[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi" +
+	" sur cette instance après l’ouverture de cette page. Rien n’a été fait" +
+	"\u202f: regardez-la de nouveau avant de décider.\x02Cette instance n’est" +
+	" plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a sans doute a" +
+	"gi avant vous. Rien n’a été fait.\x02Cette instance est déjà terminée" +
+	"\u202f; il n’y a rien à arrêter.\x02Son occurrence a échoué avant toute " +
+	"tentative\u202f: ses entrées n’ont pas pu être construites, une reprise " +
+	"échouerait donc de la même façon. Abandonnez ou arrêtez plutôt l’instan" +
+	"ce. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien " +
+	"n’a changé et rien n’a été consigné.\x02Le motif que vous avez donné, no" +
+	"n consigné\u202f:\x02Cette instance était déjà arrêtée, par %[1]s le %[2" +
+	"]s\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l’" +
+	"occurrence du nœud %[1]s est proposée de nouveau. Consigné dans le journ" +
+	"al d’audit.\x02Abandon\u202f: l’instance est passée en échec avec le cod" +
+	"e d’erreur abandoned. Consigné dans le journal d’audit.\x02Arrêt\u202f: " +
+	"l’instance et ses occurrences ouvertes sont annulées. Consigné dans le j" +
+	"ournal d’audit.\x02Relais a refusé l’action. Rien n’a été fait.\x02Indiq" +
+	"uez un motif\u202f: il est consigné dans le journal d’audit (%[1]d carac" +
+	"tères au plus). Rien n’a été fait.\x02Le motif est trop long\u202f: %[1]" +
+	"d caractères, pour %[2]d au plus. Raccourcissez-le. Rien n’a été fait." +
+	"\x02Action inconnue.\x02L’arrêt s’applique aux instances en cours ou blo" +
+	"quées, pas à celles au statut «\u202f%[1]s\u202f».\x02La reprise et l’ab" +
+	"andon s’appliquent aux instances bloquées, pas à celles au statut «" +
+	"\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans le journal d’audit" +
+	" pour chaque instance)\x02Revenir à la liste\x02Cela prend environ %[1]s" +
+	". Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle cesse d’at" +
+	"tendre avant, l’action va tout de même jusqu’au bout.\x02La suivre dans " +
+	"le journal d’audit (nouvel onglet)\x02Reprendre toutes les instances blo" +
+	"quées que ce filtre retient\x02L’occurrence en échec de chacune est prop" +
+	"osée de nouveau, avec un budget de tentatives neuf. Rien n’est terminé à" +
+	" la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloqu" +
+	"ée correspond au filtre maintenant.\x00>\x02%[1]d instances bloquées co" +
+	"rrespondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprend" +
+	"re %[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner tou" +
+	"tes les instances bloquées que ce filtre retient\x02Chacune passe en éch" +
+	"ec avec le code d’erreur abandoned et ne peut plus être reprise.\x14\x01" +
+	"\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner " +
+	"%[1]d instances\x02Arrêter toutes les instances bloquées que ce filtre r" +
+	"etient\x02Arrêter toutes les instances en cours que ce filtre retient" +
+	"\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtr" +
+	"e maintenant.\x00=\x02%[1]d instances en cours correspondent au filtre m" +
+	"aintenant.\x02Arrêter toutes les instances en cours ou bloquées que ce f" +
+	"iltre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou blo" +
+	"quée correspond au filtre maintenant.\x00J\x02%[1]d instances en cours o" +
+	"u bloquées correspondent au filtre maintenant.\x02Chacune est annulée av" +
+	"ec ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas être" +
+	" reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19" +
+	"\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laq" +
+	"uelle cette action s’applique ne correspond au filtre.\x02Aucun processu" +
+	"s, aucune clé métier, aucun code d’erreur ni date de création ne restrei" +
+	"nt ce filtre\u202f: l’action s’applique aux instances de tous les proces" +
+	"sus.\x02sans filtre\x02Processus\x02Version\x02Statut\x02Clé métier\x02C" +
+	"ode d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu" +
+	"’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d groupe" +
+	"s les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01" +
+	"\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant toute te" +
+	"ntative (ses entrées n’ont pas pu être construites)\u202f: elle ne peut " +
+	"pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00" +
+	"\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute tenta" +
+	"tive (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuve" +
+	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
+	"les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02Dest" +
+	"ination «\u202f%[1]s\u202f» inconnue.\x02Le processus %[1]s n’a pas de v" +
+	"ersion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucu" +
+	"ne définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n’a" +
+	" pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de " +
+	"la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il étai" +
+	"t de %[1]d)\u202f: entre-temps, des instances ont été clôturées, reprise" +
+	"s ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et co" +
+	"nfirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le for" +
+	"mulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journal " +
+	"d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action group" +
+	"ée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) a" +
+	"ppliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée" +
+	"\u202f: elle a changé après le comptage (clôturée, ou traitée par quelqu" +
+	"’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après le " +
+	"comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton" +
+	" n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de" +
+	" processus\x02Occurrence proposée de nouveau\x02Action groupée\x02suppri" +
+	"mée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué par " +
+	"un opérateur, et chaque effacement fait par un administrateur, avec son " +
+	"motif. Les révélations de valeurs sensibles ont leur propre journal, que" +
+	" les administrateurs lisent sur la page Révélations (GET /api/v1/audit/r" +
+	"eveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer" +
+	" les filtres\x02Réinitialiser les filtres\x02Aucune action d’opérateur n" +
+	"e correspond.\x02Toutes les actions\x02L’instance de processus doit être" +
+	" un identifiant d’instance complet (un UUID)\u202f: les listes montrent " +
+	"la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lie" +
+	"n, pour l’identifiant complet.\x02L’action groupée doit être désignée pa" +
+	"r son identifiant (un UUID).\x02Actions d’opérateurs, les plus récentes " +
+	"d’abord\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez" +
+	" le lien, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01" +
+	"\x00\x02\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifi" +
+	"ée. Tant qu’elle s’exécute, chaque rechargement montre où elle en est." +
+	"\x00\x8f\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a m" +
+	"odifiées. Tant qu’elle s’exécute, chaque rechargement montre où elle en " +
+	"est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances" +
+	" comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées apr" +
+	"ès le compte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action grou" +
+	"pée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — inst" +
+	"ances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]" +
+	"d. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le" +
+	" filtre pour le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le" +
+	" %[3]s, en cours — instances comptées\u202f: %[5]d, traitées jusqu’ici" +
+	"\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle" +
+	" en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s" +
+	"’est peut-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agi" +
+	"ssez de nouveau sur le filtre pour le reste.\x02Console Relais\x02Langue" +
+	"\x02Aller au contenu\x02Navigation principale\x02État\x02Tâches externes" +
+	"\x02Processus\x02Trouver une instance ou une occurrence\x02identifiant o" +
+	"u clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs" +
+	"\x02Destinations\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s " +
+	"(%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Ré" +
+	"glages d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement " +
+	"suspendu\x02Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d " +
+	"s\x02Fuseau horaire\u202f: %[1]s · sans rechargement automatique\x02Rech" +
+	"argement suspendu\x02Reprendre le rechargement\x02Cette page se recharge" +
+	" toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé" +
+	"\x02Votre rôle ne permet de lire que les définitions et les processus" +
+	"\u202f: les tâches externes et les instances de processus sont réservées" +
+	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
+	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
+	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
+	"s externes\x02Retour à la connexion\x02Retour aux définitions\x02Cette a" +
+	"dresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adress" +
+	"e ne mène à rien, ou à rien que vous puissiez voir. Une instance terminé" +
+	"e est supprimée, avec ses occurrences et ses tentatives, une fois la dur" +
+	"ée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admini" +
+	"strateur l’efface\u202f; le journal d’audit garde les actions d’opérateu" +
+	"r menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant compl" +
+	"et (un UUID)\u202f: les listes montrent la fin de chaque identifiant" +
+	"\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet." +
+	"\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]s, pour" +
+	" ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentat" +
+	"ives ont été supprimées avec elle\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire" +
+	" n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	"\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de nouvea" +
+	"u.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce formulair" +
+	"e dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que " +
+	"vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce f" +
+	"ormulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le " +
+	"de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait" +
+	". Envoyez-le de nouveau.\x02Temporairement indisponible\x02La base de do" +
+	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
+	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
+	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
+	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
+	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
+	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
+	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
+	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
+	"es révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1" +
+	"]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; le" +
+	"s décomptes s’afficheront quand vous rechargerez la page.\x02Les décompt" +
+	"es sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
+	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
+	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
+	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
+	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
+	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
+	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la protection" +
+	"\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de ces champs" +
+	" sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%" +
+	"[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
+	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
+	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
+	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
+	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
+	"type %[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultati" +
+	"f de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de tra" +
+	"vail, leurs révisions immuables et leurs publications nommées.\x02Défini" +
+	"tions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Au" +
+	"cune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d pub" +
+	"lication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’inst" +
+	"ant.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellen" +
+	"t les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, e" +
+	"t les secrets de signature, sont scellés et jamais affichés. Créez, modi" +
+	"fiez et supprimez les destinations par l’API (/api/v1/destinations).\x02" +
+	"Destinations par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Dél" +
+	"ai maximal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses ap" +
+	"pels\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites p" +
+	"ourquoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au p" +
+	"lus. Il est conservé après l’effacement, quelle que soit la rétention" +
+	"\u202f: écrivez la référence de la demande, pas le nom de la personne." +
+	"\x02Effacer l’instance de processus %[1]s\x02Effacer cette instance main" +
+	"tenant\u202f? Elle est supprimée avec ses occurrences et leurs tentative" +
+	"s, comme la rétention la supprimerait.\x02Ses entrées, ses sorties, sa c" +
+	"lé métier et les messages des exécutants partent avec elle\u202f; c’est " +
+	"irréversible. Les enregistrements d’audit qui la nomment restent (qui a " +
+	"fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur expira" +
+	"tion.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une" +
+	" instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement" +
+	"\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentat" +
+	"ives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance " +
+	"avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rie" +
+	"n n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée " +
+	"pour un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02f" +
+	"in\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02pu" +
+	"sh %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente" +
+	" et les incidents de chaque définition maintenant, et ce que ses exécuta" +
+	"nts ont terminé dans la dernière heure\u202f: les occurrences achevées, " +
+	"avec succès ou en échec. Une occurrence reprise depuis compte là où elle" +
+	" se termine ensuite\u202f; un échec qui laisse des tentatives n’est pas " +
+	"compté, la page de son occurrence le montre.\x02Réussites et échecs, der" +
+	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
+	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
+	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
+	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
+	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
+	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
+	"ns\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure" +
+	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
+	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
+	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5" +
+	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Effacer cette instance…\x02C" +
+	"ette instance est terminée. En tant qu’administrateur, vous pouvez l’eff" +
+	"acer maintenant plutôt qu’attendre la rétention (demande d’une personne " +
+	"concernée)\u202f: elle est supprimée avec ses occurrences et ses tentati" +
+	"ves.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un in" +
+	"cident. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]" +
+	"s a échoué avant toute tentative (ses entrées n’ont pas pu être construi" +
+	"tes), une reprise échouerait donc de la même façon. L’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné" +
+	" dans le journal d’audit.\x02Cette instance est bloquée à un nœud en éch" +
+	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
+	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
+	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
+	"Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s" +
+	" le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec" +
+	"\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœu" +
+	"d\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée " +
+	"par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La ver" +
+	"sion doit être un nombre entier à partir de 1.\x02Une version est celle " +
+	"d’un processus\u202f: choisissez aussi le processus.\x02Date de création" +
+	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
+	"de processus\x02exacte, casse comprise\x02Agir sur toutes les instances " +
+	"que ce filtre retient\x02La page suivante les compte et demande un motif" +
+	" avant que rien ne change.\x02Instances de processus, les plus récentes " +
+	"d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne corre" +
+	"spond à ces filtres.\x02Tous les processus\x02Toute définition\x02Tous l" +
+	"es statuts\x02disponible\x02réservée\x02différée\x02terminée\x02en échec" +
+	"\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02dé" +
+	"connectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heu" +
+	"re\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqu" +
+	"é (sensible)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02p" +
+	"ush (Relais appelle le service)\x02administrateur\x02opérateur\x02concep" +
+	"teur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02ty" +
+	"pe modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02clas" +
+	"sification modifiée\x02contrainte modifiée\x02routage modifié\x02longueu" +
+	"r minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
+	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
+	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
+	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
+	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
+	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
+	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
+	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
+	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
+	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
+	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
+	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
+	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
+	"son instance\x02Les %[1]d dernières tentatives, les plus anciennes d’abo" +
+	"rd\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées" +
+	"\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02Mode\x02Motif" +
+	" donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant no" +
+	"uvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éc" +
+	"hec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 " +
+	"la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %" +
+	"[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a ré" +
+	"duit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la" +
+	" destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1" +
+	"]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plaf" +
+	"ond de Relais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, j" +
+	"usqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière repris" +
+	"e par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00" +
+	"\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, n" +
+	"on comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommée" +
+	"s d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entré" +
+	"e.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas en" +
+	"core de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’" +
+	"a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée san" +
+	"s aboutir.\x02Révéler — cette action est consignée\x02Motif (consigné av" +
+	"ec la révélation)\x02Tous les administrateurs le lisent, et il est conse" +
+	"rvé quelle que soit la rétention\u202f: n’y écrivez aucune donnée de cli" +
+	"ent.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réserv" +
+	"ation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)" +
+	"\x02Erreur (l’échéance est passée après la tentative %[1]d)\x02Erreur (a" +
+	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
+	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
+	"lisées\u202f: %[1]d)\x02La réponse de la destination est inutilisable" +
+	"\u202f: elle doit être un seul objet JSON, rien après, dont le membre ou" +
+	"tputs respecte le contrat de sorties de la révision. Son message dit ce " +
+	"qui n’allait pas.\x02La destination n’a pas répondu dans le délai de l’a" +
+	"ppel\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vé" +
+	"rifiez avant de reprendre.\x02La destination n’a pas répondu dans le dél" +
+	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
+	"ndre.\x02Le verrou de la dernière tentative a expiré sans tentative rest" +
+	"ante, après que Relais a refusé le rapport de son exécutant (%[1]s\u202f" +
+	"; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est" +
+	" sa réponse qui doit changer, pas son verrou.\x02Le verrou de la dernièr" +
+	"e tentative a expiré sans tentative restante.\x02Le flux de l’exécutant " +
+	"de la dernière tentative s’est terminé (l’exécutant est parti ou a été é" +
+	"carté) sans tentative restante.\x02L’échéance est passée avant l’arrivée" +
+	" d’un résultat.\x02Le résultat ne respectait pas le contrat de sorties d" +
+	"e la révision.\x02La réponse à l’appel a été perdue (la connexion s’est " +
+	"rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu" +
+	" joindre sa base de données avant de l’enregistrer)\u202f: on ignore si " +
+	"la destination a agi, donc Relais ne l’appelle pas de nouveau de lui-mêm" +
+	"e (la reprise par un opérateur le fait).\x02L’appel n’a pas pu être prép" +
+	"aré.\x02La destination était injoignable.\x02La réponse de la destinatio" +
+	"n était trop volumineuse.\x02La dernière tentative a pris fin sans résul" +
+	"tat (son verrou a expiré, ou le flux de son exécutant s’est terminé), sa" +
+	"ns tentative restante.\x02Les entrées n’ont pas pu être construites à pa" +
+	"rtir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
+	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
+	"stante (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0," +
+	" ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nou" +
+	"veau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif n" +
+	"e prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif n" +
+	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s déclaren" +
+	"t des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révi" +
+	"sion %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révi" +
+	"sion %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: l" +
+	"es exécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02No" +
+	"uvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %" +
+	"[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau." +
+	"\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]s" +
+	").\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]" +
+	"s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat" +
+	" soit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêté" +
+	"e. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: dema" +
+	"ndez à la destination s’il a pris effet.\x02Relais appelle la destinatio" +
+	"n (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[" +
+	"3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un e" +
+	"xécutant du même consommateur, ou une interface munie d’un jeton de règl" +
+	"ement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est " +
+	"bloquée ici, en attente d’un opérateur.\x02Son instance a continué par l" +
+	"e chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’inst" +
+	"ance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
+	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
+	"teur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règle" +
+	"ment)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en" +
+	" tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’inst" +
+	"ance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son " +
+	"compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’" +
+	"instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: la d" +
+	"estination a peut-être déjà donné suite à la requête (vérifiez-le chez e" +
+	"lle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
 	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
-	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
-	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
-	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
-	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
-	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
-	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
-	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
-	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
-	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
-	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
-	"es 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
-	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
-	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
-	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
-	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
-	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
-	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
-	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
-	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
-	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
-	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
-	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
-	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
-	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
-	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
-	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
-	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
-	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
-	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
-	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
-	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
-	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
-	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
-	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
-	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
-	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
-	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
-	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
-	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
-	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
-	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
-	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
-	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
-	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
-	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
-	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
-	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
-	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
-	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
-	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
-	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
-	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
-	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
-	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
-	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
-	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
-	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
-	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
-	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
-	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
-	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
-	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
-	"n (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou redémar" +
-	"rage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous av" +
-	"ec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02" +
-	"Le jeton est vérifié une fois et n’est jamais conservé dans votre naviga" +
-	"teur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heures d’ina" +
-	"ctivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de " +
-	"connexions échouées depuis votre adresse. Réessayez dans %[1]d seconde." +
-	"\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez dan" +
-	"s %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il est vide" +
-	".\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s " +
-	"ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’" +
-	"API.\x02Seuls les administrateurs voient cette page\u202f: les jetons, l" +
-	"es consommateurs, les destinations, le journal des révélations et les ef" +
-	"facements sont de leur ressort.\x02Jetons du personnel (administrateurs," +
-	" concepteurs, opérateurs) non révoqués. Les jetons des consommateurs se " +
-	"gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête sui" +
-	"vante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton." +
-	"\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore" +
-	"\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]" +
-	"d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête su" +
-	"ivante est refusée et les sessions de console ouvertes avec lui prennent" +
-	" fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau j" +
-	"eton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vo" +
-	"us êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante" +
-	" est refusée. C’est irréversible.\x02C’est le dernier jeton administrate" +
-	"ur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton" +
-	" «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête s" +
-	"era refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque " +
-	"élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
-	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
-	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
-	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
-	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
-	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
-	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
-	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
-	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
-	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
-	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
-	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
-	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
-	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
-	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
-	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
-	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
+	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
+	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
+	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
+	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
+	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
+	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
+	"spond à ces filtres.\x02Tous les consommateurs\x02Totaux de la définitio" +
+	"n %[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sa" +
+	"ns les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes s" +
+	"ont actualisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d\x02" +
+	"Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02dispon" +
+	"ible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depui" +
+	"s\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne" +
+	" %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-" +
+	"01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adr" +
+	"esse contient un paramètre illisible (un signe pour cent qui n’est pas s" +
+	"uivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez" +
+	" l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vou" +
+	"s dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%" +
+	"[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
+	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
+	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
+	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
+	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
+	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
+	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
+	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
+	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
+	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
+	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
+	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
+	"ion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes" +
+	" suivent le plus long chemin depuis le nœud de départ. Les flèches plein" +
+	"es sont les réussites (étiquetées par leur route), les pointillées les é" +
+	"checs (étiquetées par leurs codes d’erreur). Chaque case indique combien" +
+	" d’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance d" +
+	"émarre avec un objet vide.\x02Entrées avec lesquelles démarre une insta" +
+	"nce de cette version\x02Instances de cette version\x02Les colonnes suive" +
+	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
+	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
+	"(étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cett" +
+	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
+	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et se" +
+	"s décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessine" +
+	"r lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud a" +
+	"vec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœu" +
+	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, rou" +
+	"tes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-" +
+	"dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
+	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
+	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
+	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
+	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
+	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
+	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
+	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
+	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
+	"d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instan" +
+	"ces bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%" +
+	"[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admi" +
+	"nistrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous " +
+	"révélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
+	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
+	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
+	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
+	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
+	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
+	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
+	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
+	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
+	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
+	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
+	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
+	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
+	"Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
+	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
+	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
+	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
+	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
+	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
+	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
+	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
+	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
+	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
+	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 83714 bytes (81KiB); checksum: 60BAA2A1
+	// Total table size 83907 bytes (81KiB); checksum: 4505230F
