@@ -36,6 +36,8 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Query().Get("signed-out") == "1":
 		v.SignedOut = T(r.Context(), "You are signed out.")
+	case r.URL.Query().Get("revoked") == "1":
+		v.SignedOut = T(r.Context(), "The token you signed in with is revoked, and you are signed out: sign in with another one.")
 	case r.URL.Query().Get("ended") == "action":
 		v.SignedOut = T(r.Context(), "Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.")
 	case r.URL.Query().Get("ended") == "1":

@@ -188,5 +188,14 @@ func (c *Console) tokenRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	p, _ := auth.FromContext(ctx)
 	c.logger.Info("console: token revoked", "token_id", t.ID, "by", p.Name)
+	if p.TokenID == t.ID {
+		// The session went with it: the sign-in page says the revocation
+		// was done (console QA: it only said a session had ended, for one
+		// of five reasons).
+		c.sessions.delete(currentOf(ctx).id)
+		http.SetCookie(w, cookie(r, sessionCookie, "", -1))
+		http.Redirect(w, r, basePath+"/sign-in?revoked=1", http.StatusSeeOther)
+		return
+	}
 	c.redirectWithFlash(w, r, tokensPath, flash{Text: T(ctx, "The token “%s” (%s) was revoked: its next request is refused.", t.Name, roleLabel(ctx, t.Role))})
 }

@@ -121,4 +121,21 @@ func TestTokensPage(t *testing.T) {
 		t.Errorf("revoking the last admin token: %d %q, want 409 with an explanation and no button", r.status, text(r, "revoke-error"))
 	}
 	env.Must(200, "GET", "/api/v1/whoami", env.Admin, nil)
+
+	// Another admin token, revoking itself: signed out, and told so.
+	second := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "second", "role": "admin"}).JSON(t)["token"].(string)
+	b2 := signedIn(t, env.URL, "en", second)
+	b = b2
+	self := revokeHref("second")
+	confirm = b2.mustGet(self, 200)
+	r = b2.do("POST", self, url.Values{"csrf": {csrfOf(t, confirm)}})
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/sign-in?revoked=1" {
+		t.Fatalf("revoking one's own token: %d to %q, want 303 to the sign-in page", r.status, r.header.Get("Location"))
+	}
+	if got := text(b2.mustGet("/console/sign-in?revoked=1", 200), "signed-out"); got != "The token you signed in with is revoked, and you are signed out: sign in with another one." {
+		t.Errorf("after revoking one's own token, the sign-in page says %q", got)
+	}
+	if res := env.Do("GET", "/api/v1/whoami", second, nil); res.Status != 401 {
+		t.Errorf("the revoked token: %d, want 401", res.Status)
+	}
 }

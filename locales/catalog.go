@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     338,
 	"%d held instances match now.":             62,
 	"%d hours":                                 354,
-	"%d items":                                 760,
+	"%d items":                                 761,
 	"%d left":                                  509,
 	"%d min":                                   337,
 	"%d minutes":                               355,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              758,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              759,
 	"%d ms": 357,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         674,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 673,
@@ -98,13 +98,13 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 626,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 499,
 	"%s–%s":                         325,
-	"(%d characters in all)":        762,
+	"(%d characters in all)":        763,
 	"(%d handed back, not counted)": 508,
-	"(each item)":                   748,
-	"(in %s)":                       761,
+	"(each item)":                   749,
+	"(in %s)":                       762,
 	"(worker %s)":                   556,
 	"0 seconds":                     352,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            725,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            726,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 545,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 636,
 	"A revision is a definition’s: choose the definition too.": 592,
@@ -127,7 +127,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       194,
 	"All processes":                       409,
 	"All statuses":                        411,
-	"All workers":                         775,
+	"All workers":                         776,
 	"An operator abandoned the instance.": 544,
 	"Any definition":                      410,
 	"Apply filters":                       116,
@@ -157,7 +157,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    500,
 	"Calls":                           280,
 	"Calls signed (Relais-Signature)": 282,
-	"Camunda 7 facade":                779,
+	"Camunda 7 facade":                780,
 	"Cancelled: the instance was stopped (%s).":               567,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 566,
 	"Cannot act on this filter":                               89,
@@ -179,7 +179,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    319,
 	"Completions and failures per 5-minute slot, oldest first": 323,
 	"Completions and failures, last hour":                      302,
-	"Connected":                                                771,
+	"Connected":                                                772,
 	"Constraints":                                              204,
 	"Consumer":                                                 469,
 	"Consumer and worker":                                      603,
@@ -204,7 +204,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         264,
-	"Definitions served":                         769,
+	"Definitions served":                         770,
 	"Definitions, those needing attention first": 303,
 	"Description":                                205,
 	"Destination":                                481,
@@ -240,8 +240,8 @@ var messageKeyToIndex = map[string]int{
 	"Every attempt, oldest first": 468,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  701,
-	"Expired token":                        735,
-	"Expires":                              732,
+	"Expired token":                        736,
+	"Expires":                              733,
 	"External tasks":                       134,
 	"Failed":                               307,
 	"Failed (%s).":                         565,
@@ -274,7 +274,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                390,
 	"Held instances":          306,
 	"ID":                      184,
-	"In flight":               770,
+	"In flight":               771,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 320,
 	"Inputs": 229,
 	"Inputs an instance of this version is started with": 666,
@@ -287,20 +287,20 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 667,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 791,
-	"It takes revision %d only.":                       794,
-	"It takes revisions %s only.":                      796,
+	"It takes every revision its consumer is granted.": 792,
+	"It takes revision %d only.":                       795,
+	"It takes revisions %s only.":                      797,
 	"Its calls":                                        281,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 287,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  563,
 	"Its instance went on along the node’s error path.":                                                                                                                    564,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      740,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      741,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     340,
 	"Jul":                     346,
 	"Jun":                     345,
-	"Keep it":                 742,
+	"Keep it":                 743,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       283,
@@ -311,8 +311,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 524,
 	"Last reserved":           521,
 	"Last saved":              210,
-	"Last seen":               772,
-	"Last used":               731,
+	"Last seen":               773,
+	"Last used":               732,
 	"Latest revision":         266,
 	"Lists every change from one revision to another, and whom it may break.": 220,
 	"Local time in %s": 640,
@@ -364,20 +364,20 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 515,
 	"No process has the key “%s”.":                         93,
 	"No process is published yet.":                         651,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             788,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             787,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             789,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             788,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 214,
 	"No revision yet: the Working copy has never been snapshotted.": 212,
-	"No token.":              729,
+	"No token.":              730,
 	"No value was revealed.": 703,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              480,
 	"No worker has reserved this occurrence yet.":                                        477,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 789,
-	"No worker is connected.":           773,
-	"No worker serves this definition.": 776,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 786,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 790,
+	"No worker is connected.":           774,
+	"No worker serves this definition.": 777,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 787,
 	"Node":                  364,
 	"Nodes":                 657,
 	"Nodes of this version": 669,
@@ -397,8 +397,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            464,
 	"Occurrence offered again": 107,
 	"Occurrences now":          663,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          784,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 785,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          785,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 786,
 	"Occurrences, newest first": 599,
 	"Oct":                       349,
 	"Offered from %s — %s.":     552,
@@ -407,7 +407,7 @@ var messageKeyToIndex = map[string]int{
 	"On success":                661,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         699,
 	"Only administrators may reveal a sensitive value.":                                                           694,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 726,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 727,
 	"Open":             305,
 	"Operator actions": 360,
 	"Operator actions on this instance, newest first": 373,
@@ -418,7 +418,7 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     234,
 	"Outputs, labelled by revision %d's contract":     512,
 	"Pages": 619,
-	"Paste your token in the field: it is empty.": 723,
+	"Paste your token in the field: it is empty.": 724,
 	"Path":                            361,
 	"Pause reloading":                 155,
 	"Pinned revision":                 660,
@@ -436,7 +436,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 405,
 	"Processes":                       135,
 	"Processes by key":                649,
-	"Protocol":                        768,
+	"Protocol":                        769,
 	"Published":                       218,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 647,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       648,
@@ -492,12 +492,12 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              216,
 	"Revision %d":           237,
 	"Revisions":             211,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 792,
-	"Revoke the %s token “%s”?": 739,
-	"Revoke the token":          741,
-	"Revoke token %d":           738,
-	"Revoke…":                   736,
-	"Role":                      730,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 793,
+	"Revoke the %s token “%s”?": 740,
+	"Revoke the token":          742,
+	"Revoke token %d":           739,
+	"Revoke…":                   737,
+	"Role":                      731,
 	"Route":                     366,
 	"Routing output":            209,
 	"Row %s":                    623,
@@ -509,14 +509,14 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               708,
 	"Secret values can never be revealed.": 700,
 	"Sep":                                  348,
-	"Served by %d workers":                 790,
+	"Served by %d workers":                 791,
 	"Settled":                              369,
 	"Settlement date":                      593,
 	"Show all definitions":                 316,
 	"Show times in":                        633,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 718,
-	"Sign in with an operator, designer or administrator token.": 719,
+	"Sign in": 719,
+	"Sign in with an operator, designer or administrator token.": 720,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   243,
@@ -526,8 +526,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 178,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 727,
-	"Staff tokens, oldest first": 728,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 728,
+	"Staff tokens, oldest first": 729,
 	"Start node":                 654,
 	"Started":                    386,
 	"State":                      188,
@@ -596,14 +596,15 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                        44,
 	"The result did not match the revision's outputs contract.": 537,
 	"The revision must be a whole number, 1 or more.":           591,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 721,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     745,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 722,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        716,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     746,
 	"The version must be a whole number from 1.":                                                                                                        397,
 	"These revisions have the same contracts.":                                                                                                          228,
 	"These settings are kept in this browser only.":                                                                                                     632,
-	"They take every revision their consumer is granted.":                                                                                               793,
-	"They take revision %d only.":                                                                                                                       795,
-	"They take revisions %s only.":                                                                                                                      797,
+	"They take every revision their consumer is granted.":                                                                                               794,
+	"They take revision %d only.":                                                                                                                       796,
+	"They take revisions %s only.":                                                                                                                      798,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 627,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
 	"This contract has no inputs.":                                                                                                        511,
@@ -631,22 +632,22 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  167,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            744,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           743,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            745,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           744,
 	"This page does not accept that request.": 706,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           377,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 724,
+	"This token is unknown, revoked or expired.": 725,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 670,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            671,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     222,
-	"Token":                           720,
+	"Token":                           721,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 722,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 723,
 	"Totals of all definitions, not narrowed by the other filters":         608,
 	"Totals of definition %s, not narrowed by the other filters":           607,
 	"Type": 201,
@@ -668,19 +669,19 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       103,
 	"Whole message":                                             479,
 	"Why (recorded with the reveal)":                            517,
-	"Worker":                                                    767,
+	"Worker":                                                    768,
 	"Worker id":                                                 470,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        765,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        766,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 766,
-	"Workers serving %s":                   774,
+	"Workers seen within three heartbeats": 767,
+	"Workers serving %s":                   775,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        207,
 	"You are signed out.": 715,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 716,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          717,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 717,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          718,
 	"[redacted]":                          587,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
@@ -692,11 +693,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 684,
 	"any other error":                     293,
 	"as of %s (%s); counts are refreshed every few seconds.": 610,
-	"at least %d characters":                                 749,
-	"at least %d items":                                      756,
+	"at least %d characters":                                 750,
+	"at least %d items":                                      757,
 	"at most %d":                                             505,
-	"at most %d characters":                                  750,
-	"at most %d items":                                       757,
+	"at most %d characters":                                  751,
+	"at most %d items":                                       758,
 	"at most %d since the last operator retry":               506,
 	"available":                                              412,
 	"boolean":                                                427,
@@ -718,13 +719,13 @@ var messageKeyToIndex = map[string]int{
 	"deleted":                                                109,
 	"designer":                                               442,
 	"disconnected":                                           423,
-	"each item of %s":                                        747,
+	"each item of %s":                                        748,
 	"end (completes)":                                        677,
 	"end (fails)":                                            678,
 	"end: completes the instance":                            296,
 	"end: fails the instance":                                297,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 780,
+	"every revision its consumer is granted":                 781,
 	"exact, case-sensitive":                                  402,
 	"expired":                                                420,
 	"failed":                                                 416,
@@ -732,7 +733,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            446,
 	"field removed":                                          447,
 	"format":                                                 457,
-	"format %s":                                              752,
+	"format %s":                                              753,
 	"from":                                                   114,
 	"held":                                                   419,
 	"held for an operator":                                   294,
@@ -752,18 +753,18 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               335,
 	"list":                                                   432,
 	"lock until":                                             617,
-	"long polling":                                           778,
+	"long polling":                                           779,
 	"long wait":                                              314,
 	"masked value":                                           274,
 	"maximum":                                                459,
-	"maximum %s":                                             754,
+	"maximum %s":                                             755,
 	"maximum items":                                          461,
 	"maximum length":                                         455,
 	"minimum":                                                458,
-	"minimum %s":                                             753,
+	"minimum %s":                                             754,
 	"minimum items":                                          460,
 	"minimum length":                                         454,
-	"never":                                                  733,
+	"never":                                                  734,
 	"next attempt":                                           614,
 	"no":                                                     445,
 	"no answer within the timeout":                           583,
@@ -771,28 +772,28 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             192,
 	"no header":                                              279,
 	"no worker":                                              315,
-	"no worker takes revision %d":                            782,
-	"no worker takes revisions %s":                           783,
+	"no worker takes revision %d":                            783,
+	"no worker takes revisions %s":                           784,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 528,
 	"none": 262,
 	"none (revealed before reasons were asked for)": 704,
 	"none yet": 267,
 	"none: a failed call takes the node’s error path": 495,
 	"normal":                             433,
-	"not provided":                       759,
-	"not yet":                            734,
-	"null":                               763,
+	"not provided":                       760,
+	"not yet":                            735,
+	"null":                               764,
 	"number":                             426,
 	"object":                             431,
 	"on error":                           292,
 	"one attempt, no retry, priority %d": 687,
-	"one of: %s":                         755,
+	"one of: %s":                         756,
 	"operator":                           441,
 	"optional %s field of type %s":       259,
 	"optional field of type %s":          261,
 	"optional → required":                252,
 	"pattern":                            456,
-	"pattern %s":                         751,
+	"pattern %s":                         752,
 	"pull":                               675,
 	"pull %s":                            299,
 	"pull (a worker fetches it)":         438,
@@ -808,25 +809,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           413,
 	"retry":                              3,
 	"revision %d":                        611,
-	"revisions %s":                       781,
+	"revisions %s":                       782,
 	"revoked":                            191,
 	"routing changed":                    453,
-	"routing output":                     746,
+	"routing output":                     747,
 	"routing output %s → %s":             251,
 	"running":                            418,
 	"secret":                             435,
 	"sensitive":                          434,
 	"settled":                            613,
 	"stop":                               5,
-	"stream":                             777,
+	"stream":                             778,
 	"text":                               424,
 	"the contracts are the same (the name or a description changed).": 244,
-	"this session":             737,
+	"this session":             738,
 	"timeout %s":               689,
 	"timeout %s (the default)": 690,
 	"to":                       115,
 	"type changed":             448,
-	"unexpected value":         764,
+	"unexpected value":         765,
 	"unknown":                  586,
 	"values added: %s":         254,
 	"values changed":           450,
@@ -839,7 +840,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s": 682,
 }
 
-var enIndex = []uint32{ // 799 elements
+var enIndex = []uint32{ // 800 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1042,32 +1043,32 @@ var enIndex = []uint32{ // 799 elements
 	0x000070cf, 0x000070fd, 0x00007110, 0x00007138,
 	0x000071bc, 0x000071c3, 0x0000722b, 0x00007255,
 	0x00007285, 0x00007358, 0x00007492, 0x00007532,
-	0x00007546, 0x000075f1, 0x00007673, 0x0000767b,
-	0x000076b6, 0x000076bc, 0x0000774e, 0x000077e6,
-	0x00007812, 0x0000783d, 0x0000788b, 0x000078f7,
-	0x0000799e, 0x000079b9, 0x000079c3, 0x000079c8,
-	0x000079d2, 0x000079da, 0x000079e0, 0x000079e8,
+	0x00007546, 0x000075a1, 0x0000764c, 0x000076ce,
+	0x000076d6, 0x00007711, 0x00007717, 0x000077a9,
+	0x00007841, 0x0000786d, 0x00007898, 0x000078e6,
+	0x00007952, 0x000079f9, 0x00007a14, 0x00007a1e,
+	0x00007a23, 0x00007a2d, 0x00007a35, 0x00007a3b,
 	// Entry 2E0 - 2FF
-	0x000079f6, 0x00007a00, 0x00007a0d, 0x00007a20,
-	0x00007a44, 0x00007ac4, 0x00007ad5, 0x00007add,
-	0x00007b52, 0x00007ba6, 0x00007bee, 0x00007bfd,
-	0x00007c10, 0x00007c1c, 0x00007c58, 0x00007c92,
-	0x00007ca0, 0x00007cad, 0x00007cbb, 0x00007cc9,
-	0x00007cd7, 0x00007d09, 0x00007d39, 0x00007d95,
-	0x00007da2, 0x00007dc2, 0x00007dcd, 0x00007de7,
-	0x00007dec, 0x00007dfd, 0x00007e83, 0x00007ea8,
+	0x00007a43, 0x00007a51, 0x00007a5b, 0x00007a68,
+	0x00007a7b, 0x00007a9f, 0x00007b1f, 0x00007b30,
+	0x00007b38, 0x00007bad, 0x00007c01, 0x00007c49,
+	0x00007c58, 0x00007c6b, 0x00007c77, 0x00007cb3,
+	0x00007ced, 0x00007cfb, 0x00007d08, 0x00007d16,
+	0x00007d24, 0x00007d32, 0x00007d64, 0x00007d94,
+	0x00007df0, 0x00007dfd, 0x00007e1d, 0x00007e28,
+	0x00007e42, 0x00007e47, 0x00007e58, 0x00007ede,
 	// Entry 300 - 31F
-	0x00007eaf, 0x00007eb8, 0x00007ecb, 0x00007ed5,
-	0x00007edf, 0x00007ee9, 0x00007f01, 0x00007f17,
-	0x00007f23, 0x00007f45, 0x00007f4c, 0x00007f59,
-	0x00007f6a, 0x00007f91, 0x00007fa1, 0x00007fc0,
-	0x00007fe0, 0x000080b8, 0x00008199, 0x000081ed,
-	0x0000823d, 0x0000829d, 0x000082f0, 0x00008328,
-	0x00008359, 0x000083a9, 0x000083dd, 0x000083fb,
-	0x0000841a, 0x00008439, 0x00008459,
-} // Size: 3220 bytes
+	0x00007f03, 0x00007f0a, 0x00007f13, 0x00007f26,
+	0x00007f30, 0x00007f3a, 0x00007f44, 0x00007f5c,
+	0x00007f72, 0x00007f7e, 0x00007fa0, 0x00007fa7,
+	0x00007fb4, 0x00007fc5, 0x00007fec, 0x00007ffc,
+	0x0000801b, 0x0000803b, 0x00008113, 0x000081f4,
+	0x00008248, 0x00008298, 0x000082f8, 0x0000834b,
+	0x00008383, 0x000083b4, 0x00008404, 0x00008438,
+	0x00008456, 0x00008475, 0x00008494, 0x000084b4,
+} // Size: 3224 bytes
 
-const enData string = "" + // Size: 33881 bytes
+const enData string = "" + // Size: 33972 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1522,69 +1523,70 @@ const enData string = "" + // Size: 33881 bytes
 	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
 	"]s” as its business key, and it is not a whole id: the lists show the en" +
 	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
-	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
-	", designer or administrator token.\x02Token\x02The token is checked once" +
-	" and never stored in your browser; a session cookie stands for it for up" +
-	" to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02" +
-	"G\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
-	"nd.\x00H\x02Too many failed sign-ins from your address. Try again in %[1" +
-	"]d seconds.\x02Paste your token in the field: it is empty.\x02This token" +
-	" is unknown, revoked or expired.\x02A %[1]s token cannot open the consol" +
-	"e: it is a worker’s token, for the API.\x02Only administrators see this " +
-	"page: tokens, consumers, destinations, the reveal log and erasures are t" +
-	"heirs.\x02Staff tokens (administrators, designers, operators) that are n" +
-	"ot revoked. Consumer tokens are managed with their consumers. Revoking a" +
-	" token refuses its next request.\x02Staff tokens, oldest first\x02No tok" +
-	"en.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	"re signed out.\x02The token you signed in with is revoked, and you are s" +
+	"igned out: sign in with another one.\x02Your session had ended (inactivi" +
+	"ty, a sign-out elsewhere, a revoked token or a restart of the server), s" +
+	"o your last action was not applied. Sign in again, then repeat it.\x02Yo" +
+	"ur session has ended (inactivity, a sign-out elsewhere, a token revoked " +
+	"or expired, or a restart of the server). Sign in again.\x02Sign in\x02Si" +
+	"gn in with an operator, designer or administrator token.\x02Token\x02The" +
+	" token is checked once and never stored in your browser; a session cooki" +
+	"e stands for it for up to 8 hours of inactivity, and 12 hours at most." +
+	"\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address." +
+	" Try again in %[1]d second.\x00H\x02Too many failed sign-ins from your a" +
+	"ddress. Try again in %[1]d seconds.\x02Paste your token in the field: it" +
+	" is empty.\x02This token is unknown, revoked or expired.\x02A %[1]s toke" +
+	"n cannot open the console: it is a worker’s token, for the API.\x02Only " +
+	"administrators see this page: tokens, consumers, destinations, the revea" +
+	"l log and erasures are theirs.\x02Staff tokens (administrators, designer" +
+	"s, operators) that are not revoked. Consumer tokens are managed with the" +
+	"ir consumers. Revoking a token refuses its next request.\x02Staff tokens" +
+	", oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02" +
+	"not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]" +
+	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
+	" console sessions opened with it end. This cannot be undone: whoever use" +
+	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
+	"ken you signed in with: revoking it signs you out. Its next request is r" +
+	"efused. This cannot be undone.\x02This is the last usable administrator " +
+	"token: create another one before revoking it.\x02The token “%[1]s” (%[2]" +
+	"s) was revoked: its next request is refused.\x02routing output\x02each i" +
+	"tem of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]" +
+	"d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
+	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
+	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
+	"connected by a stream, and polling workers by their last fetch. A worker" +
+	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
+	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
+	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
+	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02stre" +
+	"am\x02long polling\x02Camunda 7 facade\x02every revision its consumer is" +
+	" granted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no work" +
+	"er takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no l" +
+	"ive worker takes it: subscribe workers to it, with their consumers grant" +
+	"ed it (a worker naming no revision takes those its consumer is granted; " +
+	"a process version pins it).\x02Occurrences of revisions %[1]s wait, and " +
+	"no live worker takes them: subscribe workers to them, with their consume" +
+	"rs granted them (a worker naming no revision takes those its consumer is" +
+	" granted; a process version pins them).\x02No worker serves this definit" +
+	"ion: its occurrences wait until one connects or polls.\x02No process use" +
+	"s this definition yet: it needs a worker once a process pulls it.\x02No " +
+	"process pulls this definition: Relais calls its destinations (push), and" +
+	" it needs no worker.\x02No worker is connected for this definition; none" +
+	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
+	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every re" +
+	"vision its consumer is granted.\x02Revisions they take: %[1]s; some take" +
+	" every revision their consumer is granted.\x02They take every revision t" +
+	"heir consumer is granted.\x02It takes revision %[1]d only.\x02They take " +
+	"revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revi" +
+	"sions %[1]s only."
 
-var frIndex = []uint32{ // 799 elements
+var frIndex = []uint32{ // 800 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1787,32 +1789,32 @@ var frIndex = []uint32{ // 799 elements
 	0x0000913a, 0x0000916e, 0x00009186, 0x000091b1,
 	0x0000925a, 0x00009264, 0x000092ec, 0x00009321,
 	0x00009362, 0x00009447, 0x000095c2, 0x0000969b,
-	0x000096b4, 0x0000977d, 0x00009806, 0x00009813,
-	0x00009865, 0x0000986b, 0x0000991f, 0x000099cf,
-	0x00009a01, 0x00009a2d, 0x00009a96, 0x00009b3d,
-	0x00009bff, 0x00009c2f, 0x00009c3c, 0x00009c42,
-	0x00009c58, 0x00009c63, 0x00009c6a, 0x00009c75,
+	0x000096b4, 0x00009730, 0x000097f9, 0x00009882,
+	0x0000988f, 0x000098e1, 0x000098e7, 0x0000999b,
+	0x00009a4b, 0x00009a7d, 0x00009aa9, 0x00009b12,
+	0x00009bb9, 0x00009c7b, 0x00009cab, 0x00009cb8,
+	0x00009cbe, 0x00009cd4, 0x00009cdf, 0x00009ce6,
 	// Entry 2E0 - 2FF
-	0x00009c83, 0x00009c90, 0x00009c9e, 0x00009cb7,
-	0x00009ce4, 0x00009d8d, 0x00009da0, 0x00009daa,
-	0x00009e39, 0x00009e9a, 0x00009ef6, 0x00009f08,
-	0x00009f22, 0x00009f35, 0x00009f73, 0x00009faf,
-	0x00009fcc, 0x00009fd9, 0x00009fe7, 0x00009ff5,
-	0x0000a005, 0x0000a041, 0x0000a07b, 0x0000a0f8,
-	0x0000a103, 0x0000a12d, 0x0000a13a, 0x0000a156,
-	0x0000a15a, 0x0000a16c, 0x0000a22e, 0x0000a261,
+	0x00009cf1, 0x00009cff, 0x00009d0c, 0x00009d1a,
+	0x00009d33, 0x00009d60, 0x00009e09, 0x00009e1c,
+	0x00009e26, 0x00009eb5, 0x00009f16, 0x00009f72,
+	0x00009f84, 0x00009f9e, 0x00009fb1, 0x00009fef,
+	0x0000a02b, 0x0000a048, 0x0000a055, 0x0000a063,
+	0x0000a071, 0x0000a081, 0x0000a0bd, 0x0000a0f7,
+	0x0000a174, 0x0000a17f, 0x0000a1a9, 0x0000a1b6,
+	0x0000a1d2, 0x0000a1d6, 0x0000a1e8, 0x0000a2aa,
 	// Entry 300 - 31F
-	0x0000a26c, 0x0000a276, 0x0000a28b, 0x0000a294,
-	0x0000a29e, 0x0000a2b3, 0x0000a2d7, 0x0000a2f1,
-	0x0000a306, 0x0000a332, 0x0000a337, 0x0000a34c,
-	0x0000a35e, 0x0000a393, 0x0000a3a4, 0x0000a3d1,
-	0x0000a400, 0x0000a522, 0x0000a644, 0x0000a6ba,
-	0x0000a745, 0x0000a7d4, 0x0000a83b, 0x0000a87d,
-	0x0000a8c5, 0x0000a938, 0x0000a980, 0x0000a9ae,
-	0x0000a9dc, 0x0000aa0f, 0x0000aa42,
-} // Size: 3220 bytes
+	0x0000a2dd, 0x0000a2e8, 0x0000a2f2, 0x0000a307,
+	0x0000a310, 0x0000a31a, 0x0000a32f, 0x0000a353,
+	0x0000a36d, 0x0000a382, 0x0000a3ae, 0x0000a3b3,
+	0x0000a3c8, 0x0000a3da, 0x0000a40f, 0x0000a420,
+	0x0000a44d, 0x0000a47c, 0x0000a59e, 0x0000a6c0,
+	0x0000a736, 0x0000a7c1, 0x0000a850, 0x0000a8b7,
+	0x0000a8f9, 0x0000a941, 0x0000a9b4, 0x0000a9fc,
+	0x0000aa2a, 0x0000aa58, 0x0000aa8b, 0x0000aabe,
+} // Size: 3224 bytes
 
-const frData string = "" + // Size: 43586 bytes
+const frData string = "" + // Size: 43710 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2372,80 +2374,82 @@ const frData string = "" + // Size: 43586 bytes
 	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
 	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
 	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
-	"Vous êtes déconnecté.\x02Votre session avait pris fin (inactivité, décon" +
-	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
-	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
-	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
-	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
-	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
-	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
-	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
-	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
-	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
-	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
-	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
-	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
-	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
-	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
-	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
-	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
-	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
-	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
-	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connecté e" +
+	"st révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un autre." +
+	"\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, jeto" +
+	"n révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a pa" +
+	"s été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a " +
+	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou " +
+	"redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-" +
+	"vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Je" +
+	"ton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre" +
+	" navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heure" +
+	"s d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02T" +
+	"rop de connexions échouées depuis votre adresse. Réessayez dans %[1]d se" +
+	"conde.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessay" +
+	"ez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il es" +
+	"t vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle " +
+	"%[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, p" +
+	"our l’API.\x02Seuls les administrateurs voient cette page\u202f: les jet" +
+	"ons, les consommateurs, les destinations, le journal des révélations et " +
+	"les effacements sont de leur ressort.\x02Jetons du personnel (administra" +
+	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
+	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
+	"te suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun j" +
+	"eton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas enc" +
+	"ore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %" +
+	"[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête" +
+	" suivante est refusée et les sessions de console ouvertes avec lui prenn" +
+	"ent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouvea" +
+	"u jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel" +
+	" vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suiva" +
+	"nte est refusée. C’est irréversible.\x02C’est le dernier jeton administr" +
+	"ateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le je" +
+	"ton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
+	"e sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaq" +
+	"ue élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
+	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
+	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
+	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
+	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
+	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
+	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
+	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
+	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
+	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
+	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
+	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
+	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
+	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
+	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
+	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
+	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
+	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
+	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
+	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
+	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
+	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
+	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
+	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
+	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 83907 bytes (81KiB); checksum: 4505230F
+	// Total table size 84130 bytes (82KiB); checksum: 15CCF4F5
