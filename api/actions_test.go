@@ -92,8 +92,8 @@ func TestRetryAndAbandonHeldInstances(t *testing.T) {
 	}
 	if r := env.Do("POST", "/api/v1/instances/"+b+"/retry", env.Operator, map[string]any{"reason": "x"}); r.Status != 409 || r.Code() != "not_held" {
 		t.Errorf("retry of an abandoned instance: %d, want 409 not_held", r.Status)
-	} else if msg := r.JSON(t)["detail"].(string); !strings.Contains(msg, "was abandoned") || !strings.Contains(msg, "start it again") {
-		t.Errorf("retry of an abandoned instance: %q, want it to say it was abandoned and to start it again", msg)
+	} else if msg := r.JSON(t)["detail"].(string); !strings.Contains(msg, "was abandoned") || !strings.Contains(msg, "start a new instance") {
+		t.Errorf("retry of an abandoned instance: %q, want it to say it was abandoned and to start a new instance", msg)
 	}
 
 	log := env.Must(200, "GET", "/api/v1/audit/actions", env.Operator, nil).JSON(t)["items"].([]any)
