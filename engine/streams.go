@@ -66,6 +66,10 @@ type HeldState struct {
 	// Definition and Revision are the occurrence's.
 	Definition string
 	Revision   int
+	// Current is the attempt the occurrence is at when the worker holds
+	// it (0 otherwise): a resume naming a later attempt is a client's bug,
+	// refused rather than left to lapse (stream-client QA).
+	Current int
 }
 
 // KeepAlive extends, in one statement, the locks a worker stream holds by
@@ -85,7 +89,8 @@ func (e *Engine) KeepAlive(ctx context.Context, consumerID int64, workerID strin
 	out := make([]HeldState, len(rows))
 	var unsure []Held
 	for i, r := range rows {
-		s := HeldState{Held: Held{Occurrence: r.ID, Attempt: int(r.Attempt)}, Kept: r.Kept, Definition: r.DefinitionKey, Revision: int(r.Revision)}
+		s := HeldState{Held: Held{Occurrence: r.ID, Attempt: int(r.Attempt)}, Kept: r.Kept, Definition: r.DefinitionKey, Revision: int(r.Revision),
+			Current: int(r.CurrentAttempt)}
 		if !r.Kept {
 			s.Gone = goneReason(r.Status, deref(r.ErrorCode), deref(r.Outcome))
 			if r.Status == StatusReserved && r.Outcome == nil {

@@ -536,7 +536,10 @@ attempts_extended as (
     where a.occurrence_id = e.id and a.number = e.attempts
 )
 select h.id::uuid as id, h.attempt::integer as attempt, (e.id is not null)::boolean as kept, o.status, o.error_code, a.outcome,
-    o.definition_key, o.revision
+    o.definition_key, o.revision,
+    -- The attempt the occurrence is at, for the worker's own occurrences
+    -- only (0 otherwise): a resume naming a later one is a client's bug.
+    (case when o.consumer_id = @consumer_id and o.worker_id = @worker_id then o.attempts else 0 end)::integer as current_attempt
 from held h
 join occurrences o on o.id = h.id
 left join attempts a on a.occurrence_id = h.id and a.number = h.attempt

@@ -1351,13 +1351,13 @@ func (q *Queries) OccurrenceInsertNewMany(ctx context.Context, arg OccurrenceIns
 
 const occurrenceKeepAlive = `-- name: OccurrenceKeepAlive :many
 with held as (
-    select unnest($1::uuid[]) as id, unnest($2::integer[]) as attempt
+    select unnest($3::uuid[]) as id, unnest($4::integer[]) as attempt
 ),
 locked as (
     select o.id from occurrences o
     join held h on h.id = o.id and h.attempt = o.attempts
     join attempts a on a.occurrence_id = o.id and a.number = o.attempts
-    where o.status = 'reserved' and o.consumer_id = $3 and o.worker_id = $4
+    where o.status = 'reserved' and o.consumer_id = $1 and o.worker_id = $2
       and o.lock_expires_at > coalesce($5::timestamptz, now())
       and a.ended_at is null
     order by o.id
@@ -1380,7 +1380,10 @@ attempts_extended as (
     where a.occurrence_id = e.id and a.number = e.attempts
 )
 select h.id::uuid as id, h.attempt::integer as attempt, (e.id is not null)::boolean as kept, o.status, o.error_code, a.outcome,
-    o.definition_key, o.revision
+    o.definition_key, o.revision,
+    -- The attempt the occurrence is at, for the worker's own occurrences
+    -- only (0 otherwise): a resume naming a later one is a client's bug.
+    (case when o.consumer_id = $1 and o.worker_id = $2 then o.attempts else 0 end)::integer as current_attempt
 from held h
 join occurrences o on o.id = h.id
 left join attempts a on a.occurrence_id = h.id and a.number = h.attempt
@@ -1388,23 +1391,24 @@ left join extended e on e.id = h.id
 `
 
 type OccurrenceKeepAliveParams struct {
-	Ids          []uuid.UUID
-	Attempts     []int32
 	ConsumerID   *int64
 	WorkerID     *string
+	Ids          []uuid.UUID
+	Attempts     []int32
 	Now          *time.Time
 	LockDuration time.Duration
 }
 
 type OccurrenceKeepAliveRow struct {
-	ID            uuid.UUID
-	Attempt       int32
-	Kept          bool
-	Status        string
-	ErrorCode     *string
-	Outcome       *string
-	DefinitionKey string
-	Revision      int32
+	ID             uuid.UUID
+	Attempt        int32
+	Kept           bool
+	Status         string
+	ErrorCode      *string
+	Outcome        *string
+	DefinitionKey  string
+	Revision       int32
+	CurrentAttempt int32
 }
 
 // Extends, in one statement, every lock a worker stream still holds (each
@@ -1419,10 +1423,10 @@ type OccurrenceKeepAliveRow struct {
 // that the lock is gone.
 func (q *Queries) OccurrenceKeepAlive(ctx context.Context, arg OccurrenceKeepAliveParams) ([]OccurrenceKeepAliveRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceKeepAlive,
-		arg.Ids,
-		arg.Attempts,
 		arg.ConsumerID,
 		arg.WorkerID,
+		arg.Ids,
+		arg.Attempts,
 		arg.Now,
 		arg.LockDuration,
 	)
@@ -1442,6 +1446,7 @@ func (q *Queries) OccurrenceKeepAlive(ctx context.Context, arg OccurrenceKeepAli
 			&i.Outcome,
 			&i.DefinitionKey,
 			&i.Revision,
+			&i.CurrentAttempt,
 		); err != nil {
 			return nil, err
 		}

@@ -421,6 +421,15 @@ func TestResumableStreamOutlivesItsReplica(t *testing.T) {
 
 	start(t, other, "Beta") // waits: the resumed task takes the only slot
 	there := newClient(t, "grpc", other.URL)
+	// An attempt the task never had is refused at its pointer, as
+	// Complete refuses it: left unresumed, the task stayed locked to the
+	// worker, kept by no stream, until its lock lapsed (stream-client QA).
+	req.Resume = []*workerv1.ResumedAssignment{{OccurrenceId: a.GetOccurrenceId(), Attempt: a.GetAttempt() + 1}}
+	_, err := tryOpen(t, there, f.consumer, req)
+	if p := wantRefusal(t, "a resume naming a later attempt", err, "invalid_argument", "invalid_request"); len(p.GetErrors()) != 1 || p.GetErrors()[0].GetPath() != "/resume/0/attempt" ||
+		!strings.Contains(p.GetErrors()[0].GetMessage(), fmt.Sprintf("it is at attempt %d", a.GetAttempt())) {
+		t.Errorf("a resume naming a later attempt: errors %v, want /resume/0/attempt saying the attempt it is at", p.GetErrors())
+	}
 	req.Resume = []*workerv1.ResumedAssignment{{OccurrenceId: a.GetOccurrenceId(), Attempt: a.GetAttempt()}}
 	r := open(t, there, f.consumer, req)
 	if got := r.first.GetResumed(); len(got) != 1 || got[0] != a.GetOccurrenceId() {

@@ -1104,6 +1104,21 @@ func (r *runner) takeOver(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	var later []fault.FieldError
+	for _, st := range states {
+		if !st.Kept && st.Current > 0 && st.Attempt > st.Current {
+			i := slices.IndexFunc(s.resume, func(h engine.Held) bool { return h.Occurrence == st.Occurrence })
+			// An attempt it never had: left unresumed, the task would stay
+			// locked to the worker, kept by no stream, until its lock
+			// lapsed and spent the attempt (stream-client QA). Complete
+			// refuses the same mistake at /attempt.
+			later = append(later, fault.FieldError{Path: pointer("resume", i, "attempt"),
+				Message: fmt.Sprintf("occurrence %s has had no attempt %d (it is at attempt %d, the Assignment's)", st.Occurrence, st.Attempt, st.Current)})
+		}
+	}
+	if len(later) > 0 {
+		return nil, fault.New(fault.BadRequest, "invalid_request", "resume names attempts its occurrences never had").WithErrors(later)
+	}
 	var resumed []string
 	for _, st := range states {
 		if !st.Kept {
