@@ -645,6 +645,10 @@ func (r *run) keepOrphan(ctx context.Context, o *orphan) {
 				// Warn said the work was lost, then the report's retry
 				// was answered). The report goes on to its answer.
 				log.Info("the task was settled while its outcome's report was retried (a try whose answer was lost landed); the report goes on until it is answered", "cause", err)
+				// No lock is left to lapse: the report's tries, bounded
+				// by the lock's end, get a lock duration more to be
+				// answered (a replay of the settlement).
+				t.lock.extended.Store(time.Now().Add(r.w.cfg.LockDuration).UnixNano())
 				return
 			}
 			// Its handler may have returned long before, its outcome still
