@@ -97,6 +97,15 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 	}
 	t := time.NewTimer(firstPassDelay(interval))
 	defer t.Stop()
+	defer func() {
+		// A clean stop says so: its note looked live for three passes
+		// more, and a single server restarted with a shorter retention
+		// was held back by its own previous run for minutes, warned of as
+		// another replica (SRE QA). It still weighs for the others.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = e.q.RetentionStopped(sctx, queries.RetentionStoppedParams{Replica: e.replica, LiveSeconds: max(int64(retentionLive*interval/time.Second), 1) + 1})
+	}()
 	for {
 		select {
 		case <-ctx.Done():

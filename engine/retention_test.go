@@ -324,6 +324,43 @@ func TestRetentionIsNotedAtStart(t *testing.T) {
 	}
 }
 
+// A replica stopped cleanly marks its note stopped: the next run of its
+// host applies its own, shorter, retention from its first pass, where it
+// was held back for three passes by its previous run, warned of as another
+// replica (SRE QA).
+func TestRetentionOfACleanStopIsNoLiveReplicas(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	clock := &testClock{}
+	replica := func(name string) *Engine {
+		o := clock.options(t)
+		o.Replica = name
+		return New(pool, o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	first := replica("box-201")
+	go func() { defer close(done); first.RunRetentionLoop(ctx, 30*24*time.Hour, time.Minute, nil, nil) }()
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(context.Background(), "select count(*) from retention_settings where replica = 'box-201'").Scan(&n); err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first run never noted its retention")
+		}
+	}
+	cancel()
+	<-done
+	if got, err := replica("box-202").noteRetention(context.Background(), time.Hour, time.Minute); err != nil || got != time.Hour {
+		t.Errorf("the next run of the host, at once: %v, %v; want its own PT1H", got, err)
+	}
+	// Forgotten by the host's next run, it weighs for no one.
+	if got, err := replica("other-8").noteRetention(context.Background(), time.Hour, time.Minute); err != nil || got != time.Hour {
+		t.Errorf("another host beside the forgotten run: %v, %v; want PT1H (box-201's note forgotten by box-202)", got, err)
+	}
+}
+
 // An earlier run of a replica's own host, stopped, is forgotten: a replica
 // restarted takes a new name (host and pid), and a one-server Relais tried
 // once with forever kept everything for a day after it was set back

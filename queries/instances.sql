@@ -388,3 +388,10 @@ delete from retention_settings;
 -- Forgets one replica's noted retention: an earlier run of this replica's
 -- host (see noteRetention).
 delete from retention_settings where replica = @replica::text;
+
+-- name: RetentionStopped :exec
+-- Marks a replica's noted retention as a stopped replica's (noted before
+-- the live window): it still weighs for the others as long as it would
+-- have, and a later run of its host forgets it at once (see noteRetention).
+update retention_settings set noted_at = least(noted_at, now() - make_interval(secs => @live_seconds::bigint))
+where replica = @replica::text;

@@ -1164,6 +1164,24 @@ func (q *Queries) RetentionSince(ctx context.Context) (time.Time, error) {
 	return since, err
 }
 
+const retentionStopped = `-- name: RetentionStopped :exec
+update retention_settings set noted_at = least(noted_at, now() - make_interval(secs => $1::bigint))
+where replica = $2::text
+`
+
+type RetentionStoppedParams struct {
+	LiveSeconds int64
+	Replica     string
+}
+
+// Marks a replica's noted retention as a stopped replica's (noted before
+// the live window): it still weighs for the others as long as it would
+// have, and a later run of its host forgets it at once (see noteRetention).
+func (q *Queries) RetentionStopped(ctx context.Context, arg RetentionStoppedParams) error {
+	_, err := q.db.Exec(ctx, retentionStopped, arg.LiveSeconds, arg.Replica)
+	return err
+}
+
 const settlementLock = `-- name: SettlementLock :many
 with locked as materialized (
     select i.id
