@@ -149,9 +149,11 @@ func TestStreamsOutliveADatabaseOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	opts, cluster, pool := relaistest.OwnCluster(t)
-	// Heartbeats every 100 ms: the outage spans many more than the three a
-	// client may miss, and several resolutions of the subscriptions.
-	env := relaistest.NewOnPool(t, pool, func(c *config.Config) { c.Stream.Heartbeat = 100 * time.Millisecond })
+	// Heartbeats every 200 ms: the outage spans many more than the three a
+	// client may miss, and several resolutions of the subscriptions; three
+	// missed are 600 ms, more than the stall stopping PostgreSQL caused
+	// under CI's load (100 ms ended the stream once: heartbeat_missed).
+	env := relaistest.NewOnPool(t, pool, func(c *config.Config) { c.Stream.Heartbeat = 200 * time.Millisecond })
 	env.Definition("add_company_to_crm.yaml")
 	consumer := env.Consumer("crm-sync", "add_company_to_crm")
 	w, err := worker.New(worker.Config{URL: env.URL, Token: consumer, WorkerID: "outage", Protocol: worker.ProtocolStream,
@@ -188,7 +190,7 @@ func TestStreamsOutliveADatabaseOutage(t *testing.T) {
 	if r.Status != 503 || !strings.Contains(string(r.Body), "database_unavailable") {
 		t.Errorf("a worker-protocol call with the database down: %d %s, want 503 database_unavailable", r.Status, r.Body)
 	}
-	time.Sleep(2 * time.Second) // 20 heartbeats, 3 resolutions
+	time.Sleep(2 * time.Second) // 10 heartbeats, several resolutions
 	again, err := embeddedpg.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
