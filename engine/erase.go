@@ -79,14 +79,14 @@ func (e *Engine) Erase(ctx context.Context, actor Actor, id uuid.UUID, reason st
 // erasure; otherwise it is not found (never started, or deleted by
 // retention: nothing is left to erase).
 func (e *Engine) erasedBefore(ctx context.Context, q *queries.Queries, id uuid.UUID, out *Erasure) error {
-	last, err := q.OperatorActionLatest(ctx, id)
-	if isNoRows(err) || err == nil && last.Action != string(ActionErase) {
-		return notKept("instance %s", id)
-	}
+	rec, erased, err := erasureRecord(ctx, q, id)
 	if err != nil {
 		return err
 	}
-	out.Record = OperatorAction{ID: last.ID, At: last.At, ActorName: last.ActorName, Action: last.Action, InstanceID: id, InstanceDeleted: true}
+	if !erased {
+		return notKept("instance %s", id)
+	}
+	out.Record = rec
 	return nil
 }
 
@@ -94,12 +94,22 @@ func (e *Engine) erasedBefore(ctx context.Context, q *queries.Queries, id uuid.U
 // link to it outlives it (an alert, a bookmark), and its page can say who
 // erased it rather than only that nothing is there.
 func (e *Engine) ErasureOf(ctx context.Context, id uuid.UUID) (OperatorAction, bool, error) {
-	last, err := e.q.OperatorActionLatest(ctx, id)
+	rec, erased, err := erasureRecord(ctx, e.q, id)
+	if err != nil {
+		return OperatorAction{}, false, wrap("erasure of instance "+id.String(), err)
+	}
+	return rec, erased, nil
+}
+
+// erasureRecord is the audit record of id's erasure, when its newest
+// operator action is one.
+func erasureRecord(ctx context.Context, q *queries.Queries, id uuid.UUID) (OperatorAction, bool, error) {
+	last, err := q.OperatorActionLatest(ctx, id)
 	switch {
 	case isNoRows(err):
 		return OperatorAction{}, false, nil
 	case err != nil:
-		return OperatorAction{}, false, wrap("erasure of instance "+id.String(), err)
+		return OperatorAction{}, false, err
 	case last.Action != string(ActionErase):
 		return OperatorAction{}, false, nil
 	}

@@ -104,7 +104,7 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 		// another replica (SRE QA). It still weighs for the others.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = e.q.RetentionStopped(sctx, queries.RetentionStoppedParams{Replica: e.replica, LiveSeconds: max(int64(retentionLive*interval/time.Second), 1) + 1})
+		_ = e.q.RetentionStopped(sctx, queries.RetentionStoppedParams{Replica: e.replica, LiveSeconds: retentionLiveSeconds(interval) + 1})
 	}()
 	for {
 		select {
@@ -148,6 +148,12 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 // while they run.
 const retentionLive = 3
 
+// retentionLiveSeconds is how long, in seconds, a note stays a running
+// replica's at this pass interval.
+func retentionLiveSeconds(interval time.Duration) int64 {
+	return max(int64(retentionLive*interval/time.Second), 1)
+}
+
 // retentionRemembered is how long a replica's noted retention weighs
 // after its last note: a replica stopped for an outage, a deployment or a
 // crash loop still keeps what it keeps, rather than a shorter replica
@@ -169,7 +175,7 @@ func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Dur
 		mine = &s
 	}
 	others, err := e.q.RetentionNote(ctx, queries.RetentionNoteParams{Replica: e.replica, RetentionSeconds: mine,
-		LiveSeconds: max(int64(retentionLive*interval/time.Second), 1), RememberSeconds: int64(retentionRemembered / time.Second)})
+		LiveSeconds: retentionLiveSeconds(interval), RememberSeconds: int64(retentionRemembered / time.Second)})
 	if err != nil {
 		return 0, wrap("retention: note the replica's setting", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/testlog"
@@ -331,12 +332,7 @@ func TestRetentionIsNotedAtStart(t *testing.T) {
 func TestRetentionOfACleanStopIsNoLiveReplicas(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	clock := &testClock{}
-	replica := func(name string) *Engine {
-		o := clock.options(t)
-		o.Replica = name
-		return New(pool, o)
-	}
+	replica := replicasOn(t, pool)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	first := replica("box-201")
@@ -368,12 +364,7 @@ func TestRetentionOfACleanStopIsNoLiveReplicas(t *testing.T) {
 func TestRetentionForgetsEarlierRunsOfItsHost(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	clock := &testClock{}
-	replica := func(name string) *Engine {
-		o := clock.options(t)
-		o.Replica = name
-		return New(pool, o)
-	}
+	replica := replicasOn(t, pool)
 	ctx := context.Background()
 	if _, err := replica("box-101").noteRetention(ctx, 0, time.Minute); err != nil {
 		t.Fatal(err)
@@ -407,5 +398,16 @@ func waitUntil(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			return
 		}
+	}
+}
+
+// replicasOn makes replicas of one database, named as asked, sharing a
+// test clock.
+func replicasOn(t *testing.T, pool *pgxpool.Pool) func(name string) *Engine {
+	clock := &testClock{}
+	return func(name string) *Engine {
+		o := clock.options(t)
+		o.Replica = name
+		return New(pool, o)
 	}
 }
