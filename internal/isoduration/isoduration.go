@@ -131,10 +131,8 @@ func Parse(s string) (time.Duration, error) {
 			unitDur = float64(time.Second)
 		default:
 			why := "unknown unit " + string(unit)
-			if up := strings.ToUpper(orig); up != orig {
-				if _, err := Parse(up); err == nil {
-					why += ", in upper case: " + up
-				}
+			if up := inUpperCase(orig); up != "" {
+				why += up
 			} else if !inTime && (unit == 'H' || unit == 'S') {
 				// P1H, P30S, P1H30M: the T forgotten (verifier QA).
 				if meant := orig[:at] + "T" + orig[at:]; meant != orig {
@@ -166,13 +164,22 @@ func Parse(s string) (time.Duration, error) {
 // lower case (pt10s) or in Go's dialect (10s, 1h30m), the two mistakes
 // people who know what they mean make; it is empty for anything else.
 func spelledOtherwise(s string) string {
+	if up := inUpperCase(s); up != "" {
+		return up
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 && s != "0" {
+		return ", as in " + Format(d) + " for " + s
+	}
+	return ""
+}
+
+// inUpperCase names s in upper case when that is a duration and s is not
+// (pt10s, PT10m); it is empty otherwise.
+func inUpperCase(s string) string {
 	if up := strings.ToUpper(s); up != s && strings.HasPrefix(up, "P") {
 		if _, err := Parse(up); err == nil {
 			return ", in upper case: " + up
 		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 && s != "0" {
-		return ", as in " + Format(d) + " for " + s
 	}
 	return ""
 }
