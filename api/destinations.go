@@ -32,6 +32,16 @@ type destinationJSON struct {
 	// timeout cut its calls' credentials without a word (push QA).
 	RemovedHeaders       []string `json:"removed_headers,omitempty"`
 	SigningSecretRemoved bool     `json:"signing_secret_removed,omitempty"`
+	// CappedTimeouts is set on a PUT that lowers max_timeout below what
+	// published push nodes ask: their calls are cut at the new cap.
+	CappedTimeouts []cappedTimeoutJSON `json:"capped_timeouts,omitempty"`
+}
+
+type cappedTimeoutJSON struct {
+	ProcessKey string               `json:"process_key"`
+	Version    int                  `json:"version"`
+	Node       string               `json:"node"`
+	Timeout    isoduration.Duration `json:"timeout"`
 }
 
 func destinationToJSON(x engine.Destination) destinationJSON {
@@ -85,6 +95,15 @@ func (a *API) putDestination() http.Handler {
 				}
 			}
 			out.SigningSecretRemoved = before.Signed && !dest.Signed
+		}
+		if change == engine.Updated && dest.MaxTimeout < before.MaxTimeout {
+			capped, err := a.eng.PushTimeoutsAbove(r.Context(), dest.Name, dest.MaxTimeout)
+			if err != nil {
+				return err
+			}
+			for _, c := range capped {
+				out.CappedTimeouts = append(out.CappedTimeouts, cappedTimeoutJSON{ProcessKey: c.ProcessKey, Version: c.Version, Node: c.Node, Timeout: isoduration.Duration(c.Timeout)})
+			}
 		}
 		httpjson.Encode(w, status, out)
 		return nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/queries"
 )
@@ -403,6 +404,42 @@ func (e *Engine) ListDestinations(ctx context.Context, after string, limit int) 
 	out := make([]Destination, len(rows))
 	for i, r := range rows {
 		out[i] = destinationFromRow(r)
+	}
+	return out, nil
+}
+
+// CappedTimeout is a published push node whose timeout is above its
+// destination's max_timeout: its calls are cut at the destination's cap.
+type CappedTimeout struct {
+	ProcessKey string
+	Version    int
+	Node       string
+	// Timeout is the node's budget, the replica's default for a node that
+	// names none.
+	Timeout time.Duration
+}
+
+// PushTimeoutsAbove returns the published push nodes calling destination
+// whose timeout exceeds max: a max_timeout lowered after they were
+// published cuts their calls short (push QA: the PUT said nothing).
+func (e *Engine) PushTimeoutsAbove(ctx context.Context, destination string, max time.Duration) ([]CappedTimeout, error) {
+	rows, err := e.q.PushNodesOfDestination(ctx, destination)
+	if err != nil {
+		return nil, wrap("push nodes of destination", err)
+	}
+	var out []CappedTimeout
+	for _, r := range rows {
+		n := process.Node{}
+		if r.Timeout != "" {
+			// Published, so it parsed then; a document that no longer
+			// parses is no reason to refuse the put.
+			if n.Timeout, err = isoduration.Parse(r.Timeout); err != nil {
+				continue
+			}
+		}
+		if t := n.PushTimeout(e.processLimits()); t > max {
+			out = append(out, CappedTimeout{ProcessKey: r.ProcessKey, Version: int(r.Version), Node: r.Node, Timeout: t})
+		}
 	}
 	return out, nil
 }

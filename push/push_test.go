@@ -370,6 +370,20 @@ func TestDestinations(t *testing.T) {
 	if r := env.Do("DELETE", "/api/v1/destinations/api", env.Admin, nil); r.Status != 409 || r.Code() != "destination_in_use" || !containsString(r.Body, "proc version 1") {
 		t.Errorf("deleting a used destination: %d %s", r.Status, r.Body)
 	}
+	// Lowering max_timeout below a published node's timeout names the
+	// node, whose calls it cuts short, a dry run included (push QA: it
+	// said nothing); keeping or raising it names none.
+	api := map[string]any{"url": "http://127.0.0.1:1/x", "max_timeout": "PT1S", "headers": map[string]string{"X-Api-Key": "super-secret-value"}}
+	for _, path := range []string{"/api/v1/destinations/api?dry_run=true", "/api/v1/destinations/api"} {
+		r := env.Must(200, "PUT", path, env.Admin, api).JSON(t)
+		if got := fmt.Sprint(r["capped_timeouts"]); got != "[map[node:score process_key:proc timeout:PT2S version:1]]" {
+			t.Errorf("%s lowering max_timeout under proc's PT2S: capped_timeouts %s", path, got)
+		}
+	}
+	api["max_timeout"] = "PT1.5S"
+	if r := env.Must(200, "PUT", "/api/v1/destinations/api", env.Admin, api).JSON(t); r["capped_timeouts"] != nil {
+		t.Errorf("raising max_timeout: capped_timeouts %v, want none", r["capped_timeouts"])
+	}
 	env.Must(201, "PUT", "/api/v1/destinations/unused", env.Admin, map[string]any{"url": "https://example.com/x", "max_timeout": "PT1S"})
 	env.Must(204, "DELETE", "/api/v1/destinations/unused", env.Admin, nil)
 

@@ -40,3 +40,12 @@ select distinct v.process_key, v.version from process_versions v, json_each(v.do
 where n.value ->> 'kind' = 'push' and n.value ->> 'destination' = @destination::text
 order by v.process_key, v.version
 limit 4;
+
+-- name: PushNodesOfDestination :many
+-- Every published push node calling the destination, with the timeout its
+-- document names ('' for none: the replica's default), for the nodes a
+-- lowered max_timeout cuts short.
+select v.process_key, v.version, n.key::text as node, coalesce(n.value ->> 'timeout', '')::text as timeout
+from process_versions v, json_each(v.document -> 'nodes') n
+where n.value ->> 'kind' = 'push' and n.value ->> 'destination' = @destination::text
+order by v.process_key, v.version, 3;

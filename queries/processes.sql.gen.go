@@ -249,3 +249,45 @@ func (q *Queries) ProcessVersionsUsingDestination(ctx context.Context, destinati
 	}
 	return items, nil
 }
+
+const pushNodesOfDestination = `-- name: PushNodesOfDestination :many
+select v.process_key, v.version, n.key::text as node, coalesce(n.value ->> 'timeout', '')::text as timeout
+from process_versions v, json_each(v.document -> 'nodes') n
+where n.value ->> 'kind' = 'push' and n.value ->> 'destination' = $1::text
+order by v.process_key, v.version, 3
+`
+
+type PushNodesOfDestinationRow struct {
+	ProcessKey string
+	Version    int32
+	Node       string
+	Timeout    string
+}
+
+// Every published push node calling the destination, with the timeout its
+// document names (” for none: the replica's default), for the nodes a
+// lowered max_timeout cuts short.
+func (q *Queries) PushNodesOfDestination(ctx context.Context, destination string) ([]PushNodesOfDestinationRow, error) {
+	rows, err := q.db.Query(ctx, pushNodesOfDestination, destination)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PushNodesOfDestinationRow{}
+	for rows.Next() {
+		var i PushNodesOfDestinationRow
+		if err := rows.Scan(
+			&i.ProcessKey,
+			&i.Version,
+			&i.Node,
+			&i.Timeout,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

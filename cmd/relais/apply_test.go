@@ -100,6 +100,16 @@ func TestApplyExamplesIsIdempotent(t *testing.T) {
 		}
 	}
 
+	// Lowering it again says which published nodes it cuts short.
+	lowered := t.TempDir()
+	if err := os.WriteFile(filepath.Join(lowered, "dest.yaml"), []byte(strings.Replace(dest, "PT8S", "PT5S", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, err := applyRun(t, r.base, "-f", lowered, "--dry-run"); err != nil ||
+		!strings.Contains(out, "destination scoring-api: updated (max_timeout PT5S would cut the calls of published onboard_company version 2 node score (PT8S) short)") {
+		t.Errorf("a dry run lowering max_timeout under a published node's: %v\n%s%s", err, out, stderr)
+	}
+
 	// A destination document is the whole destination: one that lost its
 	// headers says it removes them.
 	bare := t.TempDir()

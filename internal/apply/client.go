@@ -253,6 +253,13 @@ func (c *Client) destination(ctx context.Context, d Document, dryRun bool) (Resu
 		Change               string   `json:"change"`
 		RemovedHeaders       []string `json:"removed_headers"`
 		SigningSecretRemoved bool     `json:"signing_secret_removed"`
+		MaxTimeout           string   `json:"max_timeout"`
+		CappedTimeouts       []struct {
+			ProcessKey string `json:"process_key"`
+			Version    int    `json:"version"`
+			Node       string `json:"node"`
+			Timeout    string `json:"timeout"`
+		} `json:"capped_timeouts"`
 	}
 	if _, err := c.call(ctx, "PUT", path, d.Body, &out); err != nil {
 		return Result{}, err
@@ -273,6 +280,20 @@ func (c *Client) destination(ctx context.Context, d Document, dryRun bool) (Resu
 			verb = "would remove"
 		}
 		detail = verb + " " + strings.Join(removed, " and ") + ", which the document no longer holds"
+	}
+	if len(out.CappedTimeouts) > 0 {
+		nodes := make([]string, len(out.CappedTimeouts))
+		for i, n := range out.CappedTimeouts {
+			nodes[i] = fmt.Sprintf("%s version %d node %s (%s)", n.ProcessKey, n.Version, n.Node, n.Timeout)
+		}
+		verb := "cuts"
+		if dryRun {
+			verb = "would cut"
+		}
+		if detail != "" {
+			detail += "; "
+		}
+		detail += fmt.Sprintf("max_timeout %s %s the calls of published %s short", out.MaxTimeout, verb, strings.Join(nodes, ", "))
 	}
 	return Result{Doc: d, Action: out.Change, Detail: detail}, nil
 }
