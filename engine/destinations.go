@@ -110,13 +110,16 @@ func withQuery(rest, query string) string {
 }
 
 // maskQuery keeps a query's parameter names and masks every value (a
-// parameter without "=" is all value).
+// parameter without "=" is all value); an empty value stays empty, so
+// that no secret is shown where there is none.
 func maskQuery(query string) string {
 	parts := strings.Split(query, "&")
 	for i, p := range parts {
-		if name, _, ok := strings.Cut(p, "="); ok {
+		name, v, ok := strings.Cut(p, "=")
+		switch {
+		case ok && v != "":
 			parts[i] = name + "=" + maskedQuery
-		} else if p != "" {
+		case !ok && p != "":
 			parts[i] = maskedQuery
 		}
 	}

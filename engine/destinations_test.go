@@ -207,3 +207,19 @@ func TestDestinationRefusesWhatACallWouldNotSend(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskQuery: every value is masked, a bare parameter too (it may be
+// a token), but an empty value stays empty (security QA: `flag=` shown
+// as `flag=***` claimed a secret that is not there).
+func TestMaskQuery(t *testing.T) {
+	for query, want := range map[string]string{
+		"api_key=s3cr3t&region=eu": "api_key=***&region=***",
+		"flag=&k=v":                "flag=&k=***",
+		"tok3n":                    "***",
+		"a=1&&b=":                  "a=***&&b=",
+	} {
+		if got := maskQuery(query); got != want {
+			t.Errorf("maskQuery(%q) = %q; want %q", query, got, want)
+		}
+	}
+}
