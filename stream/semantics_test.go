@@ -597,8 +597,10 @@ func TestWithdrawnGrantEndsTheStream(t *testing.T) {
 	if p := wantRefusal(t, "the stream after its grant was withdrawn", s.end(5*time.Second), "permission_denied", "not_granted"); !strings.Contains(p.GetDetail(), "the stream ended and what it held was handed back") {
 		t.Errorf("detail %q, want it to say the stream ended", p.GetDetail())
 	}
-	if got := outcomes(t, f.env, held.GetOccurrenceId()); !slices.Equal(got, []string{"disconnected"}) {
-		t.Errorf("the held occurrence's attempts %q, want [disconnected] (handed back)", got)
+	// Given back: the grant's end is an administrator's act, not the
+	// task's failure.
+	if got := outcomes(t, f.env, held.GetOccurrenceId()); !slices.Equal(got, []string{"released"}) {
+		t.Errorf("the held occurrence's attempts %q, want [released] (handed back, the attempt given back)", got)
 	}
 }
 
@@ -629,10 +631,15 @@ func TestRotatedTokenEndsTheStream(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
 	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
-	s.quiet(100 * time.Millisecond)
+	start(t, f.env, "Acme")
+	held := s.assignment(5 * time.Second)
 	f.env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%d/rotate", f.env.ConsumerID("crm-sync")), f.env.Admin, nil)
 	if p := wantRefusal(t, "the stream after its token was rotated", s.end(3*time.Second), "unauthenticated", "unauthorized"); !strings.Contains(p.GetDetail(), "the stream ended and what it held was handed back") {
 		t.Errorf("detail %q, want it to say the stream ended", p.GetDetail())
+	}
+	// Its attempt given back: the token's end is no failure of the task.
+	if got := outcomes(t, f.env, held.GetOccurrenceId()); !slices.Equal(got, []string{"released"}) {
+		t.Errorf("the held occurrence's attempts %q, want [released]", got)
 	}
 }
 

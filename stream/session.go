@@ -1150,8 +1150,8 @@ func (r *runner) send(e *workerv1.WorkerEvent) error {
 }
 
 // end hands back what the stream still holds and forgets it: released
-// (attempt given back) when this replica stops, disconnected (the attempt
-// counts) otherwise. A resumable stream that this replica's stop or a
+// (attempt given back) when this replica stops or the stream's token or
+// grant ends, disconnected (the attempt counts) otherwise. A resumable stream that this replica's stop or a
 // newer stream of its worker ends leaves it locked instead, for the worker
 // to resume: the locks run a lock duration from their last extension.
 func (r *runner) end(ctx context.Context, reason string) {
@@ -1196,7 +1196,13 @@ func (r *runner) end(ctx context.Context, reason string) {
 		}
 		unseenBack += n
 	}
-	release := reason == endReplicaStopping
+	// Ended by Relais or an administrator rather than by the worker or its
+	// task (a replica stopping, a token revoked or rotated past its
+	// overlap, a grant withdrawn): the attempt is given back, as a grant
+	// narrowed under a live stream gives it back (handBackUngranted);
+	// counted, an occurrence on its last attempt failed for an admin's
+	// action.
+	release := reason == endReplicaStopping || reason == endTokenRevoked || reason == endNotGranted
 	var handed, left []engine.Held
 	switch {
 	case s.resumable && (reason == endReplicaStopping || reason == endReplaced || reason == endDatabaseUnavailable):
