@@ -78,6 +78,11 @@ func TestRefusedReportsShowOnTheAttempt(t *testing.T) {
 		if strings.Contains(page.body, "maybe") {
 			t.Errorf("%s: the refused value is shown", lang)
 		}
+		// The instance page, which the held list opens, says it too.
+		inst := env.Must(200, "GET", "/api/v1/occurrences/"+id, env.Operator, nil).JSON(t)["instance_id"].(string)
+		if got := text(signedIn(t, env.URL, lang, env.Operator).mustGet("/console/instances/"+inst, 200), "instance-error-code"); !strings.Contains(got, want[0]) {
+			t.Errorf("%s: the instance's error says %q, want %q", lang, got, want[0])
+		}
 	}
 }
 

@@ -84,6 +84,19 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
+	for i, o := range occs {
+		if o.ErrorCode != nil && *o.ErrorCode == "attempts_exhausted" {
+			// Its attempts say what ended it, a worker whose answers were
+			// refused among them (Camunda QA: the occurrence page said the
+			// worker answered, the instance page it opens from did not).
+			full, err := c.eng.GetOccurrence(ctx, o.ID)
+			if err != nil {
+				c.serverError(w, r, err)
+				return
+			}
+			occs[i] = full
+		}
+	}
 	acts, err := c.eng.ListOperatorActions(ctx, engine.AuditFilter{Instance: &id, Limit: maxHistory})
 	if err != nil {
 		c.serverError(w, r, err)
