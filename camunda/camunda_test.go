@@ -94,6 +94,13 @@ func TestFetchVariablesAreDeclaredFields(t *testing.T) {
 	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"name", "nope"}}}})
 	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", "nope")
+	// A name no input can have is said as sent, not as a pointer made of it.
+	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"obj/a"}}}})
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/0", `"obj/a" is no input's name`)
+	if strings.Contains(string(res.Body), "~1") {
+		t.Errorf("the refusal escapes the name as a pointer: %s", res.Body)
+	}
 	tasks := f.fetch("w", 1, map[string]any{"topicName": typedKey, "lockDuration": 60000, "variables": []any{"name", "address"}})
 	vars := tasks[0]["variables"].(map[string]any)
 	if len(vars) != 2 || vars["name"] == nil || vars["address"] == nil {
@@ -205,6 +212,10 @@ func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
 		loose := map[string]any{"workerId": "w", "variables": map[string]any{"meta": v}}
 		mustException(t, f.call("POST", "/external-task/"+occ+"/complete", loose), 400, "InvalidRequestException", "/variables/meta/value", "strict JSON: /x")
 	}
+	// An Object refused for its serialization is refused at its valueInfo.
+	unserialized := map[string]any{"workerId": "w", "variables": map[string]any{"meta": map[string]any{"type": "Object", "value": `{"x":"a"}`,
+		"valueInfo": map[string]any{"objectTypeName": "java.util.Map"}}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", unserialized), 400, "InvalidRequestException", "/variables/meta/valueInfo/serializationDataFormat", "application/json only")
 	notMidnight := map[string]any{"workerId": "w", "variables": map[string]any{"due": map[string]any{"type": "Date", "value": "2026-12-24T10:00:00.000+0000"}}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", notMidnight), 400, "InvalidRequestException", "/variables/due/value", "midnight")
 	file := map[string]any{"workerId": "w", "variables": map[string]any{"doc": map[string]any{"type": "File", "value": "aGk="}}}
@@ -220,8 +231,8 @@ func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
 	// cannot convert) as the engine's: a client only logs them, and the
 	// lock's expiry read as a worker that never answered (Camunda QA).
 	// The request log names the code too.
-	if refused := f.refusedReports(occ); refused == nil || refused["count"] != 10.0 || refused["code"] != "invalid_request" || !strings.Contains(fmt.Sprint(refused["pointers"]), "/localVariables/crm_id/value") {
-		t.Errorf("refused_reports %v; want the 10 refusals, the last the clash at /localVariables/crm_id/value", refused)
+	if refused := f.refusedReports(occ); refused == nil || refused["count"] != 11.0 || refused["code"] != "invalid_request" || !strings.Contains(fmt.Sprint(refused["pointers"]), "/localVariables/crm_id/value") {
+		t.Errorf("refused_reports %v; want the 11 refusals, the last the clash at /localVariables/crm_id/value", refused)
 	}
 	if logs := f.Logs.String(); !strings.Contains(logs, "route=/engine-rest/external-task/{id}/complete") || !strings.Contains(logs, "code=invalid_outputs") {
 		t.Errorf("the request log does not name the refusal's code")
@@ -593,7 +604,7 @@ func TestAuthentication(t *testing.T) {
 	mustException(t, f.Do("GET", "/engine-rest/nope", "", nil), 401, "AuthenticationException")
 	mustException(t, f.call("GET", "/nope", nil), 404, "NotFoundException")
 	// Camunda's topic list is no task of id "topic-names".
-	mustException(t, f.call("GET", "/external-task/topic-names", nil), 404, "NotFoundException", "is not served by the facade")
+	mustException(t, f.call("GET", "/external-task/topic-names", nil), 404, "NotFoundException", "GET /engine-rest/external-task/topic-names is not served by the facade")
 	mustException(t, f.call("DELETE", "/external-task/count", nil), 405, "NotAllowedException")
 	// A revoked consumer is refused at once.
 	consumers := f.Must(200, "GET", "/api/v1/consumers", f.Admin, nil).JSON(t)["items"].([]any)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
@@ -184,7 +185,12 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		}
 		if len(t.Variables) > 0 {
 			// Declared fields: the worker receives only these inputs.
-			for _, name := range t.Variables {
+			for j, name := range t.Variables {
+				if !contracts.IsFieldName(name) {
+					// Said as the name sent, not as the pointer made of it
+					// (Camunda QA: "obj/a" came back as /obj~1a).
+					return badRequest(at+"/variables/"+strconv.Itoa(j), "%q is no input's name: a variable is a top-level input, named in lower-case letters, digits and _, from a letter", name)
+				}
 				subs[i].Fields = append(subs[i].Fields, jsontree.Pointer("", name))
 			}
 		}

@@ -277,7 +277,7 @@ func (f *Facade) getTask(w http.ResponseWriter, r *http.Request) error {
 		// Camunda's list of topic names, which the facade does not
 		// serve (a consumer's topics are its grants): said as what it
 		// is, not as a task of id "topic-names" that does not exist.
-		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: GET /external-task/topic-names is not served by the facade: a consumer's topics are the definitions it is granted (an admin reads them with GET /api/v1/consumers)"})
+		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: GET " + r.URL.Path + " is not served by the facade: a consumer's topics are the definitions it is granted (an admin reads them with GET /api/v1/consumers)"})
 		return nil
 	}
 	id, err := taskID(r)

@@ -199,6 +199,13 @@ func integerOf(raw json.RawMessage) (int64, bool) {
 // null value leaves the field unset. A name set by both lists with other
 // values is refused. With the refusal of values that do not convert come
 // the outputs of those that do.
+// valueInfoError is a variable refused for its valueInfo, not its value:
+// reported at valueInfo's member (Camunda QA: at /value, a client looked
+// for the fault in the value).
+type valueInfoError string
+
+func (e valueInfoError) Error() string { return string(e) }
+
 func outputsOf(variables, local map[string]variableIn, c contracts.Contract) (json.RawMessage, error) {
 	fields := topFields(c)
 	out := map[string]json.RawMessage{}
@@ -213,6 +220,9 @@ func outputsOf(variables, local map[string]variableIn, c contracts.Contract) (js
 			at := jsontree.Pointer("", list, name, "value")
 			value, set, err := outputValue(vars[name], fields[name])
 			if err != nil {
+				if _, ok := err.(valueInfoError); ok {
+					at = jsontree.Pointer("", list, name, "valueInfo", "serializationDataFormat")
+				}
 				errs = append(errs, fault.FieldError{Path: at, Message: err.Error()})
 				continue
 			}
@@ -294,7 +304,7 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 		}
 		_ = json.Unmarshal(v.ValueInfo, &info)
 		if info.SerializationDataFormat != "application/json" {
-			return nil, false, fmt.Errorf("an Object is accepted serialized as application/json only")
+			return nil, false, valueInfoError("an Object is accepted serialized as application/json only (valueInfo.serializationDataFormat)")
 		}
 	}
 	if bits, ok := integerBits[kind]; ok && len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {

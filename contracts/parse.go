@@ -28,6 +28,10 @@ const maxCount = 1<<53 - 1
 
 var fieldNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
+// IsFieldName reports whether name is of the field names' grammar: a
+// name outside it names no field of any contract.
+func IsFieldName(name string) bool { return fieldNameRe.MatchString(name) }
+
 // Bounds of a Working's free text, in bytes of UTF-8. They keep documents
 // (stored, digested, diffed, shown in the console) to a size people write;
 // a longer value is a violation at its pointer.
