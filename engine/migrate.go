@@ -274,12 +274,18 @@ func privilegeHint(ctx context.Context, conn *pgx.Conn, err error, creating bool
 		return ""
 	}
 	role, schema := sessionNames(ctx, conn)
-	grants := strings.Join(GrantStatements(role, schema, ""), "; ")
+	owner := tablesOwner(ctx, conn)
+	grants := strings.Join(GrantStatements(role, schema, owner), "; ")
 	switch {
 	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, "permission denied for") && !(creating && strings.Contains(pgErr.Message, "permission denied for schema")):
 		// A migrated schema the role may not read: a serving role
-		// granted nothing yet.
-		return " (the database role lacks privileges on Relais's tables: as the schema's owner, " + grants + ")"
+		// granted nothing yet. The defaults are for the tables' owner,
+		// who creates the next upgrade's (SRE QA: without FOR ROLE, run
+		// by a superuser, they left those ungranted).
+		if owner == "" {
+			return " (the database role lacks privileges on Relais's tables: as the role that runs relais migrate, " + grants + ")"
+		}
+		return fmt.Sprintf(" (the database role lacks privileges on Relais's tables: as their owner %s (the role that runs relais migrate) or a superuser, %s)", owner, grants)
 	case pgErr.Code == "42501": // insufficient_privilege
 		return fmt.Sprintf(" (the database role cannot create tables in schema %s: run relais migrate once as the schema's owner, after which serve needs no CREATE right, or grant CREATE on the schema)", schema)
 	default: // 3F000, invalid_schema_name: no schema of the search_path to create in
@@ -334,6 +340,18 @@ func sessionNames(ctx context.Context, conn *pgx.Conn) (role, schema string) {
 		}
 	}
 	return SQLName(role), "<schema>"
+}
+
+// tablesOwner is the owner of Relais's tables as an operator types it, ""
+// when the session cannot say (none yet, or inside a failed transaction).
+func tablesOwner(ctx context.Context, conn *pgx.Conn) string {
+	var owner *string
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := conn.QueryRow(qctx, "select pg_get_userbyid(relowner)::text from pg_class where oid = to_regclass('relais_schema_migrations')").Scan(&owner); err != nil || owner == nil {
+		return ""
+	}
+	return SQLName(*owner)
 }
 
 // renumbered are the migrations a branch merged into main applied under

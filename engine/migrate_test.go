@@ -363,6 +363,16 @@ func TestMigrateNamesTheGrantsARoleLacks(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lacks privileges on Relais's tables") || !strings.Contains(err.Error(), "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "+role) {
 		t.Errorf("Migrate as a role granted nothing: %v; want the grants it lacks named, with its schema and role", err)
 	}
+	// The defaults named for the tables' owner, who creates the next
+	// upgrade's tables (SRE QA: without FOR ROLE, run by a superuser, they
+	// left those ungranted).
+	var owner string
+	if err := admin.QueryRow(ctx, "select pg_get_userbyid(relowner) from pg_class where oid = to_regclass('relais_schema_migrations')").Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	if want := "ALTER DEFAULT PRIVILEGES FOR ROLE " + SQLName(owner) + " IN SCHEMA public"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Migrate as a role granted nothing: %v; want %q", err, want)
+	}
 	// Its URL naming a schema it may not use: the same grants, on that
 	// schema, rather than "no schema has been selected".
 	private := role + "_schema"
