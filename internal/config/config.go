@@ -164,6 +164,21 @@ const (
 	// a lock ceiling or default under it would refuse every lock a fetch
 	// names, or give locks that lapse before a completion arrives.
 	MinLockDuration = time.Second
+	// MaxLockCeiling bounds RELAIS_PULL_MAX_LOCK_DURATION: a worker that
+	// dies holds its task that long (P9999D is a typo; a longer task
+	// extends its lock).
+	MaxLockCeiling = 7 * 24 * time.Hour
+	// MaxRetryDelayCeiling bounds RELAIS_PULL_MAX_RETRY_DELAY: a retry due
+	// in years is a typo, never a policy.
+	MaxRetryDelayCeiling = 30 * 24 * time.Hour
+	// MaxPullWaiters and MaxPushConcurrency bound what one replica holds
+	// at once: each waiter a connection, each push call a connection and
+	// up to RELAIS_PUSH_MAX_RESPONSE_BYTES of memory.
+	MaxPullWaiters     = 100_000
+	MaxPushConcurrency = 1024
+	// MinPushResponseBytes is the smallest answer limit: below it, every
+	// answer with outputs would fail response_too_large.
+	MinPushResponseBytes = 1024
 )
 
 // Setting describes one configuration key; the README's configuration table
@@ -203,15 +218,15 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.DataKeyFile = v.(string) }},
 	{Env: "RELAIS_PULL_DEFAULT_LOCK_DURATION", Flag: "pull-default-lock-duration", Default: "PT1M", Description: "lock duration when a fetch gives none (at least PT1S)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.DefaultLockDuration = v.(time.Duration) }},
-	{Env: "RELAIS_PULL_MAX_LOCK_DURATION", Flag: "pull-max-lock-duration", Default: "PT10M", Description: "ceiling of lock_duration (fetch and extend); at least PT1S, the floor of every lock", kind: kindDuration,
+	{Env: "RELAIS_PULL_MAX_LOCK_DURATION", Flag: "pull-max-lock-duration", Default: "PT10M", Description: "ceiling of lock_duration (fetch and extend); from PT1S, the floor of every lock, to P7D", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxLockDuration = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_TASKS", Flag: "pull-max-tasks", Default: "100", Description: "ceiling of max_tasks in one fetch (at most 1000)", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxTasks = v.(int) }},
 	{Env: "RELAIS_PULL_MAX_WAIT", Flag: "pull-max-wait", Default: "PT60S", Description: "ceiling of a fetch's long-poll wait (at most PT1H)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxWait = v.(time.Duration) }},
-	{Env: "RELAIS_PULL_MAX_RETRY_DELAY", Flag: "pull-max-retry-delay", Default: isoduration.Format(process.DefaultMaxRetryDelay), Description: "ceiling of retry_delay (worker failures and process policies) and of max_retry_delay, the cap of a delay that grows", kind: kindDuration,
+	{Env: "RELAIS_PULL_MAX_RETRY_DELAY", Flag: "pull-max-retry-delay", Default: isoduration.Format(process.DefaultMaxRetryDelay), Description: "ceiling of retry_delay (worker failures and process policies) and of max_retry_delay, the cap of a delay that grows (at most P30D)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxRetryDelay = v.(time.Duration) }},
-	{Env: "RELAIS_PULL_MAX_WAITERS", Flag: "pull-max-waiters", Default: "1000", Description: "long-polling fetches one replica holds at once; past it 429 too_many_waiters", kind: kindInt,
+	{Env: "RELAIS_PULL_MAX_WAITERS", Flag: "pull-max-waiters", Default: "1000", Description: "long-polling fetches one replica holds at once (at most 100000); past it 429 too_many_waiters", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxWaiters = v.(int) }},
 	{Env: "RELAIS_STREAM_HEARTBEAT", Flag: "stream-heartbeat", Default: "PT10S", Description: "heartbeat interval of worker streams (PT1S to PT5M); a worker unseen for three heartbeats is no longer live", kind: kindDuration,
 		set: func(c *Config, v any) { c.Stream.Heartbeat = v.(time.Duration) }},
@@ -223,9 +238,9 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Push.DefaultTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_PUSH_MAX_TIMEOUT", Flag: "push-max-timeout", Default: isoduration.Format(process.HardMaxPushTimeout), Description: "ceiling of every push budget (at most PT10S)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Push.MaxTimeout = v.(time.Duration) }},
-	{Env: "RELAIS_PUSH_CONCURRENCY", Flag: "push-concurrency", Default: "16", Description: "push calls one replica makes at once", kind: kindInt,
+	{Env: "RELAIS_PUSH_CONCURRENCY", Flag: "push-concurrency", Default: "16", Description: "push calls one replica makes at once (at most 1024)", kind: kindInt,
 		set: func(c *Config, v any) { c.Push.Concurrency = v.(int) }},
-	{Env: "RELAIS_PUSH_MAX_RESPONSE_BYTES", Flag: "push-max-response-bytes", Default: "1048576", Description: "largest destination response read, at most 67108864", kind: kindInt,
+	{Env: "RELAIS_PUSH_MAX_RESPONSE_BYTES", Flag: "push-max-response-bytes", Default: "1048576", Description: "largest destination response read, from 1024 to 67108864", kind: kindInt,
 		set: func(c *Config, v any) { c.Push.MaxResponseBytes = int64(v.(int)) }},
 	{Env: "RELAIS_MAX_BODY_BYTES", Flag: "max-body-bytes", Default: "1048576", Description: "largest API request body (413 above), from 65536 to 67108864", kind: kindInt,
 		set: func(c *Config, v any) { c.MaxBodyBytes = int64(v.(int)) }},
@@ -530,9 +545,24 @@ func (c Config) check(sources map[string]string) []string {
 	if c.MaxBodyBytes < MinBodyBytes || c.MaxBodyBytes > MaxBodyBytes {
 		p = append(p, fmt.Sprintf("%s: %d is out of range: from %d to %d", named("RELAIS_MAX_BODY_BYTES"), c.MaxBodyBytes, MinBodyBytes, MaxBodyBytes))
 	}
-	if c.Push.MaxResponseBytes > MaxBodyBytes {
-		// Read whole into memory by each of the push calls at once.
-		p = append(p, fmt.Sprintf("%s: %d is above %d", named("RELAIS_PUSH_MAX_RESPONSE_BYTES"), c.Push.MaxResponseBytes, int64(MaxBodyBytes)))
+	if c.Push.MaxResponseBytes > MaxBodyBytes || c.Push.MaxResponseBytes < MinPushResponseBytes {
+		// Read whole into memory by each of the push calls at once; too
+		// small, it fails every answer.
+		p = append(p, fmt.Sprintf("%s: %d is out of range: from %d to %d", named("RELAIS_PUSH_MAX_RESPONSE_BYTES"), c.Push.MaxResponseBytes, MinPushResponseBytes, int64(MaxBodyBytes)))
+	}
+	for _, n := range []struct {
+		env     string
+		v, most int
+	}{{"RELAIS_PUSH_CONCURRENCY", c.Push.Concurrency, MaxPushConcurrency}, {"RELAIS_PULL_MAX_WAITERS", c.Pull.MaxWaiters, MaxPullWaiters}} {
+		if n.v > n.most {
+			p = append(p, fmt.Sprintf("%s: %d is above %d", named(n.env), n.v, n.most))
+		}
+	}
+	if c.Pull.MaxLockDuration > MaxLockCeiling {
+		p = append(p, fmt.Sprintf("%s: %s is above %s (a worker that dies holds its task that long; a longer task extends its lock)", named("RELAIS_PULL_MAX_LOCK_DURATION"), isoduration.Format(c.Pull.MaxLockDuration), isoduration.Format(MaxLockCeiling)))
+	}
+	if c.Pull.MaxRetryDelay > MaxRetryDelayCeiling {
+		p = append(p, fmt.Sprintf("%s: %s is above %s", named("RELAIS_PULL_MAX_RETRY_DELAY"), isoduration.Format(c.Pull.MaxRetryDelay), isoduration.Format(MaxRetryDelayCeiling)))
 	}
 	if c.ShutdownTimeout > MaxShutdownTimeout {
 		p = append(p, fmt.Sprintf("%s: %s is above %s", named("RELAIS_SHUTDOWN_TIMEOUT"), isoduration.Format(c.ShutdownTimeout), isoduration.Format(MaxShutdownTimeout)))

@@ -71,7 +71,13 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"heartbeat missing the dead", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT1H"}, nil, "RELAIS_STREAM_HEARTBEAT"},
 		{"body too small for anything", map[string]string{"RELAIS_MAX_BODY_BYTES": "1"}, nil, "RELAIS_MAX_BODY_BYTES (environment): 1 is out of range"},
 		{"body too large to hold", map[string]string{"RELAIS_MAX_BODY_BYTES": "1073741824"}, nil, "RELAIS_MAX_BODY_BYTES"},
-		{"a response read of 93 GB", map[string]string{"RELAIS_PUSH_MAX_RESPONSE_BYTES": "99999999999"}, nil, "RELAIS_PUSH_MAX_RESPONSE_BYTES (environment): 99999999999 is above 67108864"},
+		{"a response read of 93 GB", map[string]string{"RELAIS_PUSH_MAX_RESPONSE_BYTES": "99999999999"}, nil, "RELAIS_PUSH_MAX_RESPONSE_BYTES (environment): 99999999999 is out of range: from 1024 to 67108864"},
+		// SRE QA: each of these was accepted.
+		{"a response read of one byte", map[string]string{"RELAIS_PUSH_MAX_RESPONSE_BYTES": "1"}, nil, "RELAIS_PUSH_MAX_RESPONSE_BYTES (environment): 1 is out of range"},
+		{"push calls by the hundred thousand", map[string]string{"RELAIS_PUSH_CONCURRENCY": "100000"}, nil, "RELAIS_PUSH_CONCURRENCY (environment): 100000 is above 1024"},
+		{"waiters by the billion", map[string]string{"RELAIS_PULL_MAX_WAITERS": "99999999999"}, nil, "RELAIS_PULL_MAX_WAITERS (environment): 99999999999 is above 100000"},
+		{"locks for decades", map[string]string{"RELAIS_PULL_MAX_LOCK_DURATION": "P9999D"}, nil, "RELAIS_PULL_MAX_LOCK_DURATION (environment): P9999D is above P7D"},
+		{"retries due in centuries", map[string]string{"RELAIS_PULL_MAX_RETRY_DELAY": "P99999D"}, nil, "RELAIS_PULL_MAX_RETRY_DELAY (environment): P99999D is above P30D"},
 		{"a stop drained for a day", map[string]string{"RELAIS_SHUTDOWN_TIMEOUT": "P1D"}, nil, "RELAIS_SHUTDOWN_TIMEOUT (environment): P1D is above PT1H"},
 		// A value given as a flag is named with its flag in the checks
 		// between settings too, not only where it is parsed.
