@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -398,22 +397,6 @@ func TestWhatWaitingCannotCureIsReportedAtOnce(t *testing.T) {
 	_, err := openDatabase(context.Background(), cfg, slog.New(slog.DiscardHandler), false)
 	if err == nil || !strings.Contains(err.Error(), "offers no TLS") || time.Since(began) > 20*time.Second {
 		t.Errorf("sslmode=require without TLS: %v after %s; want refused at once, saying the server offers no TLS", err, time.Since(began))
-	}
-}
-
-// A refused password under sslmode=prefer (the default) against a server
-// without TLS is said without the TLS attempt's line, which sent a DBA
-// looking at TLS; a TLS refusal alone (sslmode=require) stays.
-func TestRefusalsLeaveOutTheTLSAttempt(t *testing.T) {
-	t.Parallel()
-	both := errors.New("failed to connect to `user=app database=relais`:\n\t127.0.0.1:5432 (127.0.0.1): tls error: server refused TLS connection\n\t127.0.0.1:5432 (127.0.0.1): failed SASL auth: FATAL: password authentication failed for user \"app\" (SQLSTATE 28P01)")
-	got := withoutTLSAttempt(both)
-	if strings.Contains(got.Error(), "TLS") || !strings.Contains(got.Error(), "password authentication failed") || !errors.Is(got, both) {
-		t.Errorf("prefer: %q", got)
-	}
-	alone := errors.New("failed to connect to `user=app database=relais`:\n\t127.0.0.1:5432 (127.0.0.1): tls error: server refused TLS connection")
-	if got := withoutTLSAttempt(alone); got != alone {
-		t.Errorf("require: %q, want it as it was", got)
 	}
 }
 

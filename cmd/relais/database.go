@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/embeddedpg"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/internal/pgutc"
 	"github.com/relais/relais/internal/pguuid"
 )
@@ -297,7 +297,7 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 		}
 		cancel()
 		if err != nil {
-			err = withoutTLSAttempt(err)
+			err = pgfault.WithoutTLSAttempt(err)
 		}
 		switch {
 		case err == nil:
@@ -328,28 +328,6 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 		}
 	}
 }
-
-// withoutTLSAttempt is err without the line of its TLS attempt when a
-// plain attempt followed (sslmode=prefer, the default, against a server
-// without TLS): "server refused TLS connection" above a refused password
-// sends a DBA looking at TLS. errors.As and Is still see err.
-func withoutTLSAttempt(err error) error {
-	lines := strings.Split(err.Error(), "\n")
-	kept := slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return strings.Contains(l, "tls error: server refused TLS connection") })
-	if len(kept) == len(lines) || len(kept) < 2 {
-		return err // no such line, or nothing but it (sslmode=require)
-	}
-	return connectFailure{err: err, msg: strings.Join(kept, "\n")}
-}
-
-// connectFailure is an error said otherwise.
-type connectFailure struct {
-	err error
-	msg string
-}
-
-func (c connectFailure) Error() string { return c.msg }
-func (c connectFailure) Unwrap() error { return c.err }
 
 // worthWaiting reports whether a failed ping may succeed later: a server
 // that is down or starting may come up, a wrong password or database name

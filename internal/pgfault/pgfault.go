@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,9 +107,35 @@ func Unavailable(err error) *fault.Error {
 	}
 	fe := fault.New(fault.Unavailable, UnavailableCode, "%s", detail)
 	fe.RetryAfter = RetryAfter
-	fe.Cause = err
+	fe.Cause = WithoutTLSAttempt(err)
 	return fe
 }
+
+// WithoutTLSAttempt is err without the line of its TLS attempt when a
+// plain attempt followed (sslmode=prefer, the default, against a server
+// without TLS): "server refused TLS connection" above a refused password,
+// or above a server starting up in an outage, sends a DBA looking at TLS.
+// errors.As and Is still see err.
+func WithoutTLSAttempt(err error) error {
+	if err == nil {
+		return nil
+	}
+	lines := strings.Split(err.Error(), "\n")
+	kept := slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return strings.Contains(l, "tls error: server refused TLS connection") })
+	if len(kept) == len(lines) || len(kept) < 2 {
+		return err // no such line, or nothing but it (sslmode=require)
+	}
+	return connectFailure{err: err, msg: strings.Join(kept, "\n")}
+}
+
+// connectFailure is an error said otherwise.
+type connectFailure struct {
+	err error
+	msg string
+}
+
+func (c connectFailure) Error() string { return c.msg }
+func (c connectFailure) Unwrap() error { return c.err }
 
 // ErrUnresponsive is the cause a request's context is cancelled with when
 // the replica's probe stops getting answers from PostgreSQL: a server that

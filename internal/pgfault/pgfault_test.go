@@ -114,3 +114,29 @@ func TestTimedOut(t *testing.T) {
 		}
 	}
 }
+
+// A refused password under sslmode=prefer (the default) against a server
+// without TLS is said without the TLS attempt's line, which sent a DBA
+// looking at TLS; a TLS refusal alone (sslmode=require) stays. So is the
+// cause of a database_unavailable refusal (SRE QA: the outage's warnings
+// pointed at TLS).
+func TestRefusalsLeaveOutTheTLSAttempt(t *testing.T) {
+	t.Parallel()
+	both := errors.New("failed to connect to `user=app database=relais`:\n\t127.0.0.1:5432 (127.0.0.1): tls error: server refused TLS connection\n\t127.0.0.1:5432 (127.0.0.1): failed SASL auth: FATAL: password authentication failed for user \"app\" (SQLSTATE 28P01)")
+	got := WithoutTLSAttempt(both)
+	if strings.Contains(got.Error(), "TLS") || !strings.Contains(got.Error(), "password authentication failed") || !errors.Is(got, both) {
+		t.Errorf("prefer: %q", got)
+	}
+	alone := errors.New("failed to connect to `user=app database=relais`:\n\t127.0.0.1:5432 (127.0.0.1): tls error: server refused TLS connection")
+	if got := WithoutTLSAttempt(alone); got != alone {
+		t.Errorf("require: %q, want it as it was", got)
+	}
+}
+
+func TestUnavailableCauseLeavesOutTheTLSAttempt(t *testing.T) {
+	t.Parallel()
+	both := errors.New("failed to connect to `user=app database=relais`:\n\t127.0.0.1:5432 (127.0.0.1): tls error: server refused TLS connection\n\t127.0.0.1:5432 (127.0.0.1): server error: FATAL: the database system is starting up (SQLSTATE 57P03)")
+	if got := Unavailable(both).Cause; strings.Contains(got.Error(), "TLS") || !errors.Is(got, both) {
+		t.Errorf("cause %q, want the starting server alone", got)
+	}
+}

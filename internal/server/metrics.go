@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // The replica's own metrics (the surfaces register theirs: pull, push).
@@ -437,7 +438,7 @@ func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge,
 			up.Set(0)
 			observe(err)
 			if wasUp {
-				logger.Warn("database probe: PostgreSQL does not answer", "err", err)
+				logger.Warn("database probe: PostgreSQL does not answer", "err", pgfault.WithoutTLSAttempt(err))
 			}
 			wasUp = false
 		default:
