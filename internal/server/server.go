@@ -285,12 +285,17 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http
 		warned.Store(int64(booted))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every answer says how many data keys the replica holds (SRE QA:
+		// an outage's answer left it out, as if none).
+		answer := func(code int, status string, version any) {
+			httpjson.Encode(w, code, map[string]any{"status": status, "schema_version": version, "expected_schema_version": want, "data_keys": eng.DataKeys()})
+		}
 		if stopping() {
-			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting down", "expected_schema_version": want})
+			answer(http.StatusServiceUnavailable, "shutting down", nil)
 			return
 		}
 		if gateDown() {
-			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable", "schema_version": nil, "expected_schema_version": want})
+			answer(http.StatusServiceUnavailable, "database unreachable", nil)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -299,13 +304,13 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http
 		switch {
 		case err != nil && (pgfault.Lost(err) || errors.Is(err, context.DeadlineExceeded)):
 			// A deadline: no connection free, or no answer, within 2 s.
-			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable", "schema_version": nil, "expected_schema_version": want})
+			answer(http.StatusServiceUnavailable, "database unreachable", nil)
 		case err != nil:
 			// Reachable, but the schema's version cannot be read (a role
 			// without the right to read it, say).
-			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "schema version unreadable", "schema_version": nil, "expected_schema_version": want})
+			answer(http.StatusServiceUnavailable, "schema version unreadable", nil)
 		case got < want:
-			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "migrations pending", "schema_version": got, "expected_schema_version": want})
+			answer(http.StatusServiceUnavailable, "migrations pending", got)
 		default:
 			if got > want && warned.Swap(int64(got)) != int64(got) {
 				eng.Logger().Warn("the database's schema is newer than this relais: a newer version migrated it while this replica ran; roll the upgrade through (this replica knows nothing of the newer schema's additions)",
@@ -314,18 +319,18 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http
 			writable, err := engine.Writable(ctx, eng.Pool())
 			switch {
 			case err != nil && (pgfault.Lost(err) || errors.Is(err, context.DeadlineExceeded)):
-				httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable", "schema_version": nil, "expected_schema_version": want})
+				answer(http.StatusServiceUnavailable, "database unreachable", nil)
 			case err != nil:
-				httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreadable", "schema_version": got, "expected_schema_version": want})
+				answer(http.StatusServiceUnavailable, "database unreadable", got)
 			case !writable:
 				// A standby (the URL still names the old primary after a
 				// failover): every write would be refused.
-				httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database read-only", "schema_version": got, "expected_schema_version": want})
+				answer(http.StatusServiceUnavailable, "database read-only", got)
 			default:
 				// Ready without a data key (a replica on its own
 				// PostgreSQL given none) takes all but sensitive and
 				// secret values: said, for whoever reads it.
-				httpjson.Encode(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want, "data_keys": eng.DataKeys()})
+				answer(http.StatusOK, "ready", got)
 			}
 		}
 	})
