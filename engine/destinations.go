@@ -126,9 +126,14 @@ func maskQuery(query string) string {
 	return strings.Join(parts, "&")
 }
 
+// minScrubbed is the shortest header or query value scrubbed from what a
+// destination says back: shorter ones are no credential, and scrubbing
+// them would garble every message.
+const minScrubbed = 4
+
 // querySecrets lists a query's values, as sent and decoded, for scrubbing
-// what a destination says back. Values under four bytes are left out: they
-// are no credential, and scrubbing them would garble every message.
+// what a destination says back. Values under minScrubbed bytes are left
+// out.
 func querySecrets(query string) []string {
 	var out []string
 	for p := range strings.SplitSeq(query, "&") {
@@ -136,7 +141,7 @@ func querySecrets(query string) []string {
 		if !ok {
 			v = p
 		}
-		if len(v) >= 4 {
+		if len(v) >= minScrubbed {
 			out = append(out, v)
 			if d, err := url.QueryUnescape(v); err == nil && d != v {
 				out = append(out, d)
@@ -546,7 +551,11 @@ func (e *Engine) openDestination(row queries.Destination) (destinationTarget, er
 	}
 	t := destinationTarget{URL: row.Url, Headers: headers, MaxTimeout: row.MaxTimeout}
 	for _, v := range headers {
-		t.Secrets = append(t.Secrets, v)
+		// As query values: a version or a flag ("2", "true") is no
+		// credential, and scrubbing it garbled every answer (push QA).
+		if len(v) >= minScrubbed {
+			t.Secrets = append(t.Secrets, v)
+		}
 	}
 	query, err := open(row.SealedUrlQuery, aadDestinationQuery(name), "URL query")
 	if err != nil {

@@ -482,6 +482,31 @@ func slowDestination(t *testing.T, env *relaistest.Env) (d *destination, called 
 	return d, called, aborted
 }
 
+// A short header value (a version, a flag, a tenant) is no credential and
+// stays readable in what the destination says, as a short query value does;
+// a long one is scrubbed (push QA: "field 2 of 2" read "field [redacted]
+// of [redacted]").
+func TestShortHeaderValuesAreNotScrubbed(t *testing.T) {
+	t.Parallel()
+	const credential = "hdr-7f3d9a2b11c4"
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		fmt.Fprintf(w, "field %s of 2, tenant %s, key %s", r.Header.Get("X-Api-Version"), r.Header.Get("X-Tenant"), r.Header.Get("X-Api-Key"))
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	env.Must(201, "PUT", "/api/v1/destinations/versioned", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT2S",
+		"headers": map[string]string{"X-Api-Key": credential, "X-Api-Version": "2", "X-Tenant": "abc"}})
+	env.Process("scoring", scoreProcess("versioned", "PT1S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	got := env.WaitEnded(inst["id"].(string), 5*time.Second)
+	occID := got["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+occID, env.Operator, nil).JSON(t)
+	if msg, _ := occ["error_message"].(string); !strings.Contains(msg, "field 2 of 2, tenant abc, key [redacted]") {
+		t.Errorf("error message %q: want the short values kept, the key redacted", msg)
+	}
+}
+
 // A destination that echoes a credential past the start of a long error
 // body must not leave a prefix of it in the stored message: the body is
 // scrubbed whole, then cut.
