@@ -1,6 +1,8 @@
 package push
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -180,5 +182,74 @@ func TestPlainHTTPToATLSDestinationIsConnectionFailed(t *testing.T) {
 	defer cancel()
 	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "https://") {
 		t.Errorf("plain HTTP to a TLS server: %s %q; want connection_failed naming https", res.ErrorCode, res.Message)
+	}
+}
+
+// The reverse: an https:// URL to a plain HTTP server says to use http://
+// (push QA: "first record does not look like a TLS handshake" alone).
+func TestTLSToAPlainHTTPDestinationSaysHTTP(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(srv.Close)
+	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
+	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`),
+		URL: "https://" + srv.Listener.Addr().String() + "/score"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "should start with http://") {
+		t.Errorf("TLS to a plain HTTP server: %s %q; want connection_failed naming http://", res.ErrorCode, res.Message)
+	}
+}
+
+// A plain server that answers no "HTTP/" to a ClientHello (one that only
+// closes, or answers garbage) says the same.
+func TestTLSToAServerAnsweringNoTLSSaysHTTP(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			_, _ = conn.Read(buf)
+			_, _ = conn.Write([]byte("<html>bad request</html>\n"))
+			conn.Close()
+		}
+	}()
+	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
+	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`),
+		URL: "https://" + ln.Addr().String() + "/score"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "should start with http://") {
+		t.Errorf("TLS to a server answering no TLS: %s %q; want connection_failed naming http://", res.ErrorCode, res.Message)
+	}
+}
+
+// An answer in an encoding Relais did not ask for is said as such, not as
+// JSON that does not parse (push QA: a deflate answer).
+func TestAnAnswerInAnotherEncodingSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "deflate")
+		var b bytes.Buffer
+		zw, _ := flate.NewWriter(&b, flate.DefaultCompression)
+		_, _ = zw.Write([]byte(`{"outputs": {}}`))
+		_ = zw.Close()
+		_, _ = w.Write(b.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
+	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`), URL: srv.URL + "/score"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeInvalidOutputs || !strings.Contains(res.Message, `Content-Encoding: "deflate"`) {
+		t.Errorf("a deflate answer: %s %q; want invalid_outputs naming the encoding", res.ErrorCode, res.Message)
 	}
 }

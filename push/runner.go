@@ -421,7 +421,13 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 		// answer lost.
 		return engine.PushResult{ErrorCode: engine.CodeInvalidOutputs, Message: "the response says Content-Encoding: gzip but is not valid gzip (" + decodeErr.Error() + `); a destination answers {"outputs": {...}}`}
 	}
-	return answerOf(data)
+	answer := answerOf(data)
+	if enc := strings.TrimSpace(res.Header.Get("Content-Encoding")); answer.ErrorCode != "" && enc != "" && !strings.EqualFold(enc, "gzip") && !strings.EqualFold(enc, "identity") {
+		// Said as what it is, not as JSON that does not parse (push QA:
+		// a deflate answer read "not a JSON object").
+		answer.Message = fmt.Sprintf("the response says Content-Encoding: %.40q, which Relais did not ask for and does not read (it sends Accept-Encoding: gzip): answer gzip or no encoding", enc)
+	}
+	return answer
 }
 
 // decode is a response body as its Content-Encoding says, gzip or none
@@ -666,6 +672,11 @@ func transportFailure(ctx context.Context, err error, budget time.Duration, sent
 		// A TLS alert record: the destination speaks TLS, and cannot have
 		// read a plain HTTP request (push QA: "may have acted").
 		return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the destination answered in TLS: its URL should start with https://, and it cannot have acted on the plain HTTP request"}
+	case !sent && (errors.As(err, new(tls.RecordHeaderError)) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")):
+		// The handshake's first answer is no TLS record: a plain HTTP
+		// server behind an https:// URL, most often (push QA; net/http
+		// names the case where the answer begins with "HTTP/").
+		return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the destination does not answer in TLS (" + err.Error() + "): if it serves plain HTTP, its URL should start with http://; no request was sent"}
 	case sent:
 		return engine.PushResult{ErrorCode: engine.CodeOutcomeUnknown,
 			Message: "the request was sent whole but its answer was lost (" + err.Error() + "): the destination may have acted on it"}
