@@ -428,9 +428,9 @@ type CappedTimeout struct {
 }
 
 // PushTimeoutsAbove returns the published push nodes calling destination
-// whose timeout exceeds max: a max_timeout lowered after they were
+// whose timeout exceeds ceiling: a max_timeout lowered after they were
 // published cuts their calls short (push QA: the PUT said nothing).
-func (e *Engine) PushTimeoutsAbove(ctx context.Context, destination string, max time.Duration) ([]CappedTimeout, error) {
+func (e *Engine) PushTimeoutsAbove(ctx context.Context, destination string, ceiling time.Duration) ([]CappedTimeout, error) {
 	rows, err := e.q.PushNodesOfDestination(ctx, destination)
 	if err != nil {
 		return nil, wrap("push nodes of destination", err)
@@ -445,7 +445,7 @@ func (e *Engine) PushTimeoutsAbove(ctx context.Context, destination string, max 
 				continue
 			}
 		}
-		if t := n.PushTimeout(e.processLimits()); t > max {
+		if t := n.PushTimeout(e.processLimits()); t > ceiling {
 			out = append(out, CappedTimeout{ProcessKey: r.ProcessKey, Version: int(r.Version), Node: r.Node, Timeout: t})
 		}
 	}
