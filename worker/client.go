@@ -252,6 +252,14 @@ func (b *backoff) next() time.Duration {
 func (b *backoff) reset() { b.n = 0 }
 
 // sleepCtx waits d unless ctx ends first; it reports whether it waited.
+// reached signals that a call reached Relais (see Worker.reachable).
+func (w *Worker) reached() {
+	select {
+	case w.reachable <- struct{}{}:
+	default:
+	}
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -1103,7 +1103,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 				d = retryAfter(err)
 			}
 			w.log.Warn("subscribing failed; retrying", "err", err, "delay", d)
-			if !w.sleep(ctx, d) {
+			if !r.awaitSubscribe(ctx, d, &bo) {
 				return false, nil
 			}
 			continue
@@ -1144,6 +1144,40 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 			return false, nil
 		}
 	}
+}
+
+// awaitSubscribe waits d before subscribing again, or less: until a report
+// or a lock extension reaches Relais meanwhile, which proves it back (the
+// backoff is then reset). It reports false once ctx ends.
+func (r *run) awaitSubscribe(ctx context.Context, d time.Duration, bo *backoff) bool {
+	w := r.w
+	// A signal from before this wait says nothing of the failure just met.
+	select {
+	case <-w.reachable:
+	default:
+	}
+	wake, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var reached atomic.Bool
+	go func() {
+		select {
+		case <-w.reachable:
+			reached.Store(true)
+			cancel()
+		case <-wake.Done():
+		}
+	}()
+	if w.sleep(wake, d) {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	if reached.Load() {
+		bo.reset()
+		w.log.Info("Relais answered a report or an extension; subscribing again now")
+	}
+	return true
 }
 
 // tryAcquire takes one slot if one is free.

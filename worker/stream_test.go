@@ -1735,3 +1735,65 @@ func (b *bodies) all() []string {
 	defer b.mu.Unlock()
 	return slices.Clone(b.seen)
 }
+
+// subscribeOutage refuses every Subscribe while down, as a replica being
+// restarted would, and passes everything else through.
+type subscribeOutage struct {
+	base http.RoundTripper
+	down atomic.Bool
+}
+
+func (o *subscribeOutage) RoundTrip(req *http.Request) (*http.Response, error) {
+	if o.down.Load() && strings.HasSuffix(req.URL.Path, "/Subscribe") {
+		return nil, errors.New("connection refused (the test's outage)")
+	}
+	return o.base.RoundTrip(req)
+}
+
+// A worker waiting to subscribe again, its backoff grown through an
+// outage, subscribes as soon as one of its reports reaches Relais, not at
+// the backoff's end (Go SDK QA: idle for 26 s after Relais was back,
+// though its outcomes were being taken).
+func TestAReportReachingRelaisEndsTheSubscribeBackoff(t *testing.T) {
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	down := &subscribeOutage{base: http.DefaultTransport.(*http.Transport).Clone()}
+	c := &cutter{base: down, cut: make(chan struct{})}
+	t.Cleanup(c.close)
+	started, release := make(chan struct{}, 4), make(chan struct{})
+	var w *Worker
+	var sleeps atomic.Int32
+	r.run(t, Config{Concurrency: 2, HTTPClient: &http.Client{Transport: c}}, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		<-release
+		return created(context.WithoutCancel(ctx), task)
+	}, func(x *Worker) {
+		w = x
+		// Every wait but the reconnection's first is ten minutes: only
+		// something else than the backoff's end can bring the stream back
+		// within the test.
+		x.fetchBackoff = backoff{min: 10 * time.Minute, max: 10 * time.Minute}
+		x.sleep = func(ctx context.Context, d time.Duration) bool {
+			if sleeps.Add(1) == 1 {
+				d = 10 * time.Millisecond
+			}
+			return sleepCtx(ctx, d)
+		}
+	})
+	inst := r.start(t, "Acme")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not start")
+	}
+	down.down.Store(true)
+	close(c.cut)
+	relaistest.WaitFor(t, 10*time.Second, "the worker waits out its backoff", func() (bool, string) {
+		return sleeps.Load() >= 2 && !w.Connected(), fmt.Sprint(sleeps.Load(), " sleeps")
+	})
+	down.down.Store(false)
+	close(release) // its outcome reaches Relais
+	if got := r.env.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed", got)
+	}
+	relaistest.WaitFor(t, 5*time.Second, "the worker subscribes again", func() (bool, string) { return w.Connected(), "" })
+}

@@ -554,6 +554,7 @@ func (r *run) extend(ctx context.Context, id string, attempt int, expiry time.Ti
 		cancel()
 		switch {
 		case err == nil:
+			w.reached()
 			return sent.Add(w.cfg.LockDuration), nil
 		case ctx.Err() != nil:
 			return time.Time{}, ctx.Err()
@@ -1026,6 +1027,7 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 		err := send(ctx)
 		cancel()
 		if err == nil {
+			w.reached()
 			if attempt > 1 {
 				log.Info("reported to Relais after retrying", "action", action, "tries", attempt, "after", time.Since(since).Round(time.Millisecond))
 			}

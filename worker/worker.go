@@ -295,6 +295,12 @@ type Worker struct {
 	// batch gathers fetched tasks' outcomes; nil reports each alone.
 	batch *settleBatch
 
+	// reachable is signalled when a report or a lock extension reaches
+	// Relais: a stream waiting to subscribe again after an outage tries
+	// at once rather than at the end of a backoff grown during it (Go
+	// SDK QA: idle for 26 s after Relais was back). Nil: never signalled.
+	reachable chan struct{}
+
 	// connected is what Connected reports.
 	connected atomic.Bool
 	// noAttempt is set once Relais refused a settlement's attempt member
@@ -464,6 +470,7 @@ func New(cfg Config) (*Worker, error) {
 		handlers:         map[string]route{},
 		ownClient:        ownClient,
 		sleep:            sleepCtx,
+		reachable:        make(chan struct{}, 1),
 		fetchBackoff:     backoff{min: 500 * time.Millisecond, max: 30 * time.Second},
 		settleBackoff:    backoff{min: 200 * time.Millisecond, max: 5 * time.Second},
 		shutdownGrace:    5 * time.Second,
