@@ -129,7 +129,9 @@ type Config struct {
 	Wait time.Duration
 	// ShutdownTimeout bounds how long Run waits for in-flight handlers
 	// after its context ends; then their contexts are cancelled (cause
-	// ErrShutdownTimeout) and their tasks released. Default 30s. It does
+	// ErrShutdownTimeout) and their tasks released, but for a handler that
+	// still returns its outputs: its task completes, the work done kept.
+	// Default 30s. It does
 	// not bound the reporting of outcomes of handlers that returned: while
 	// Relais cannot be reached, an outcome is retried until its lock
 	// expires (up to LockDuration), since giving up would have the work
