@@ -124,6 +124,10 @@ func (b *settleBatch) send(batch []*batchCall) {
 		if f := c.failure; f != nil {
 			code := f.ErrorCode
 			items[i] = settleItem{ID: c.id, Attempt: c.attempt, ErrorCode: &code, Message: f.Message, Retryable: f.Retryable, RetryDelay: f.RetryDelay}
+			if f.AttemptsLeft > 0 {
+				left := int(f.AttemptsLeft)
+				items[i].AttemptsLeft = &left
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)

@@ -128,6 +128,11 @@ func (w *Worker) FailDeferred(ctx context.Context, occurrenceID string, err erro
 	send := func(ctx context.Context) error { return w.post(ctx, occurrencePath(occurrenceID, "fail"), f, nil) }
 	err = w.retried(ctx, "fail", send)
 	var ae *APIError
+	if errors.As(err, &ae) && boundOn(ae, "attempts_left") {
+		// The budget holds fewer already: "at most" is met.
+		f.AttemptsLeft = 0
+		err = w.retried(ctx, "fail", send)
+	}
 	if errors.As(err, &ae) && ae.Code == "bound_exceeded" && f.RetryDelay != "" {
 		// A delay above Relais's ceiling: the failure is reported with
 		// the ceiling, as a handler's is.

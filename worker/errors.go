@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -96,7 +97,12 @@ func (e *BusinessError) Unwrap() error { return e.Err }
 type RetryableError struct {
 	Code  string
 	Delay time.Duration
-	Err   error
+	// AttemptsLeft, when positive, lowers the attempts the occurrence
+	// has left after this one to at most it ("try once more at most":
+	// 1); it never raises them, and zero keeps the budget (return Fail
+	// for none).
+	AttemptsLeft int
+	Err          error
 }
 
 // Retry returns a *RetryableError. An empty code means handler_error. A
@@ -257,4 +263,13 @@ func apiCode(err error) string {
 		return ae.Code
 	}
 	return ""
+}
+
+// boundOn reports whether ae is a bound_exceeded refusal of the member
+// field.
+func boundOn(ae *APIError, field string) bool {
+	if ae.Code != "bound_exceeded" {
+		return false
+	}
+	return slices.ContainsFunc(ae.Errors, func(f FieldError) bool { return f.Path == "/"+field }) || ae.Extra["field"] == field
 }

@@ -141,6 +141,9 @@ func (sw streamWire) complete(ctx context.Context, id string, req completeReques
 
 func (sw streamWire) fail(ctx context.Context, id string, req failRequest) (failResult, error) {
 	m := &workerv1.FailRequest{OccurrenceId: id, WorkerId: req.WorkerID, ErrorCode: req.ErrorCode, Message: req.Message, Retryable: req.Retryable, Attempt: attemptOf(req.Attempt)}
+	if req.AttemptsLeft > 0 {
+		m.AttemptsLeft = &req.AttemptsLeft
+	}
 	if req.RetryDelay != "" {
 		d, err := isoduration.Parse(req.RetryDelay)
 		if err != nil {

@@ -1797,3 +1797,30 @@ func TestAReportReachingRelaisEndsTheSubscribeBackoff(t *testing.T) {
 	}
 	relaistest.WaitFor(t, 5*time.Second, "the worker subscribes again", func() (bool, string) { return w.Connected(), "" })
 }
+
+// A handler's RetryableError may lower the attempts left ("once more at
+// most"), never raise them, on either protocol and in a batch: with three
+// attempts and "at most one more" each time, the task runs twice (Go SDK
+// QA: the SDK could not say it).
+func TestRetryableErrorLowersTheAttemptsLeft(t *testing.T) {
+	for _, p := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		t.Run(string(p), func(t *testing.T) {
+			r := newRelais(t, map[string]any{"max_attempts": 3, "retry_delay": "PT0S"})
+			var runs atomic.Int32
+			run := r.run(t, Config{Protocol: p, WorkerID: "w-" + string(p)}, func(ctx context.Context, task *Task) (any, error) {
+				runs.Add(1)
+				return nil, &RetryableError{Code: "CRM_BUSY", AttemptsLeft: 1, Err: errors.New("busy")}
+			})
+			inst := r.start(t, "Acme")
+			if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "failed" {
+				t.Fatalf("instance %v, want failed once its lowered budget is spent", got)
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if n := runs.Load(); n != 2 {
+				t.Errorf("the handler ran %d times, want 2: three attempts, lowered to one more after the first", n)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -223,6 +224,8 @@ type failRequest struct {
 	Retryable  bool   `json:"retryable"`
 	RetryDelay string `json:"retry_delay,omitempty"`
 	Attempt    int32  `json:"attempt,omitempty"`
+	// AttemptsLeft, when above zero, lowers the budget (RetryableError).
+	AttemptsLeft int32 `json:"attempts_left,omitempty"`
 }
 
 type extendRequest struct {
@@ -474,6 +477,9 @@ func failureOf(err error) failRequest {
 		}
 		if re.Delay > 0 {
 			f.RetryDelay = isoduration.Format(re.Delay)
+		}
+		if re.AttemptsLeft > 0 {
+			f.AttemptsLeft = int32(min(re.AttemptsLeft, math.MaxInt32))
 		}
 		return f
 	default:
@@ -864,6 +870,9 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	// run it again, although it failed, and maybe for good.
 	f = f.repaired(r.w.cfg.WorkerID)
 	f.Attempt = int32(t.Attempt)
+	// "At most" is met by a budget that holds no more: Relais refuses
+	// an attempts_left above it.
+	f.AttemptsLeft = min(f.AttemptsLeft, int32(max(t.AttemptsLeft, 0)))
 	var res failResult
 	send := func(ctx context.Context) (err error) {
 		res, err = t.wire.fail(ctx, t.ID, f)
@@ -872,13 +881,18 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	err := r.settle(t, "fail", send, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
-		// What is left to refuse is the delay (above Relais's ceiling) or
-		// something this SDK does not foresee: report the failure plainly.
-		f.RetryDelay = ""
-		if ae.Code == "bound_exceeded" {
+		// What is left to refuse is the delay (above Relais's ceiling),
+		// attempts_left (the budget lowered meanwhile below it: "at most"
+		// is met) or something this SDK does not foresee: report the
+		// failure plainly.
+		switch {
+		case boundOn(ae, "attempts_left"):
+			f.AttemptsLeft = 0
+		case ae.Code == "bound_exceeded":
 			f.RetryDelay = ceilingOf(ae)
 			log.Warn("failure's retry delay is above Relais's ceiling; reporting it with the ceiling", "detail", ae.Detail, "retry_delay", f.RetryDelay)
-		} else {
+		default:
+			f.RetryDelay = ""
 			log.Warn("failure refused; reporting it without its delay", "code", ae.Code, "detail", ae.Detail)
 			f.ErrorCode, f.Message = codeInvalidFailure, "the worker's failure report was refused ("+ae.Code+"): "+f.Message
 		}
