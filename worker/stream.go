@@ -1105,7 +1105,11 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 				// Another replica serves at once: no growing backoff.
 				d = retryAfter(err)
 			}
-			w.log.Warn("subscribing failed; retrying", "err", err, "delay", d)
+			msg := "subscribing failed; retrying"
+			if ae != nil && ae.Status == http.StatusUnauthorized && w.cfg.TokenFunc != nil {
+				msg = "subscribing failed: the token does not authenticate; retrying, TokenFunc read again before each try"
+			}
+			w.log.Warn(msg, "err", err, "delay", d)
 			if !r.awaitSubscribe(ctx, d, &bo) {
 				return false, nil
 			}

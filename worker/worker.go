@@ -826,6 +826,11 @@ const fetchPath = "/api/v1/pull/fetch-and-lock"
 func (r *run) fetchLoop(ctx context.Context) error {
 	w := r.w
 	bo := w.fetchBackoff
+	// rotated is set once a 401 was met and fetched again at once: a long
+	// poll that waited through a rotation's overlap went with the old
+	// token, and TokenFunc's next read is likely the new one (Go SDK QA:
+	// a clean rotation logged a warning).
+	rotated := false
 	for {
 		n := r.acquire(ctx)
 		if n == 0 {
@@ -847,6 +852,11 @@ func (r *run) fetchLoop(ctx context.Context) error {
 				w.log.Error("fetch refused; stopping", "err", err)
 				return fmt.Errorf("worker: fetch-and-lock: %w", err)
 			}
+			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized && w.cfg.TokenFunc != nil && !rotated {
+				rotated = true
+				w.log.Info("the fetch's token no longer authenticates (a rotation?); fetching again at once with TokenFunc's token", "err", err)
+				continue
+			}
 			d := max(bo.next(), retryAfter(err))
 			w.log.Warn("fetch failed; retrying", "err", err, "delay", d)
 			if !w.sleep(ctx, d) {
@@ -854,6 +864,7 @@ func (r *run) fetchLoop(ctx context.Context) error {
 			}
 			continue
 		}
+		rotated = false
 		r.release(n - min(len(tasks), n))
 		if len(tasks) == 0 {
 			// An empty answer normally comes at the end of the wait. One

@@ -679,6 +679,44 @@ func TestTokenFuncTakesUpARotatedToken(t *testing.T) {
 	}
 }
 
+// A long poll that went with the token a rotation's overlap then ended
+// (401 at its wake) is sent again at once with TokenFunc's token, said at
+// info level: a clean rotation logged a warning (Go SDK QA).
+func TestARotatedLongPollIsFetchedAgainAtOnce(t *testing.T) {
+	s := newFake(t)
+	old := s.token
+	var current atomic.Value
+	current.Store(old)
+	var stale atomic.Bool
+	h := newHarness(t, s, Config{Wait: time.Second, TokenFunc: func(context.Context) (string, error) {
+		if stale.CompareAndSwap(true, false) {
+			return old, nil // what the waiting fetch was sent with
+		}
+		return current.Load().(string), nil
+	}})
+	logs := &testlog.Buffer{}
+	h.w.log = slog.New(slog.NewTextHandler(logs, nil))
+	h.w.Handle(def, nil, created)
+	h.start()
+	waitFor(t, "a first fetch", func() bool { f, _, _, _ := s.snapshot(); return len(f) > 0 })
+	s.mu.Lock()
+	s.token = "rotated-token"
+	s.mu.Unlock()
+	current.Store("rotated-token")
+	stale.Store(true)
+	// The task once the waiting fetch ended: taken by the fetch sent
+	// again, it proves that fetch carried the new token.
+	waitFor(t, "the fetch sent again", func() bool { return strings.Contains(logs.String(), "fetching again at once") })
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	waitFor(t, "the task completed with the new token", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "fetching again at once") || strings.Contains(got, "fetch failed") {
+		t.Errorf("logs:\n%s\nwant the refetch said at info level, no fetch failure", got)
+	}
+}
+
 // Token and TokenFunc: one of them.
 func TestTokenOrTokenFunc(t *testing.T) {
 	f := func(context.Context) (string, error) { return "t", nil }
