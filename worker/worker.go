@@ -21,6 +21,30 @@
 //     after the lock was lost;
 //   - logs carry task ids and error codes, never inputs, outputs or
 //     failure messages, which may hold secrets.
+//
+// A worker in short (Example, and examples/crmworker, in full):
+//
+//	w, err := worker.New(worker.Config{URL: os.Getenv("RELAIS_URL"), Token: os.Getenv("RELAIS_TOKEN")})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	w.Handle("add_company_to_crm", nil, func(ctx context.Context, t *worker.Task) (any, error) {
+//		var in struct{ CompanyName string `json:"company_name"` }
+//		if err := t.Decode(&in); err != nil {
+//			return nil, worker.Fail("INVALID_INPUTS", "%v", err) // not retried
+//		}
+//		return map[string]any{"result": "created", "crm_id": "C-1"}, nil // the outputs
+//	})
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	if err := w.Run(ctx); err != nil { // nil once ctx ends and in-flight tasks are settled
+//		log.Fatal(err)
+//	}
+//
+// The module is not on a Go module proxy, so `go get` cannot fetch it:
+// require it and point it at a clone, then tidy once your code imports
+// this package (go mod edit -require github.com/relais/relais@v0.0.0
+// -replace github.com/relais/relais=../relais; go mod tidy).
 package worker
 
 import (
