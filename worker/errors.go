@@ -105,7 +105,8 @@ type RetryableError struct {
 	Err          error
 }
 
-// Retry returns a *RetryableError. An empty code means handler_error. A
+// Retry returns a *RetryableError. An empty code means handler_error; a
+// delay of zero or less keeps the occurrence's retry_delay policy. A
 // delay above Relais's ceiling (RELAIS_PULL_MAX_RETRY_DELAY, a day by
 // default) is refused by Relais, and the failure is then reported with
 // the ceiling instead (the occurrence's policy delay if the refusal names
