@@ -79,9 +79,11 @@ func TestRefusedReportsShowOnTheAttempt(t *testing.T) {
 			t.Errorf("%s: the refused value is shown", lang)
 		}
 		// The instance page, which the held list opens, says it too.
+		// It lists no attempts: it points at the occurrence's (verifier QA).
 		inst := env.Must(200, "GET", "/api/v1/occurrences/"+id, env.Operator, nil).JSON(t)["instance_id"].(string)
-		if got := text(signedIn(t, env.URL, lang, env.Operator).mustGet("/console/instances/"+inst, 200), "instance-error-code"); !strings.Contains(got, want[0]) {
-			t.Errorf("%s: the instance's error says %q, want %q", lang, got, want[0])
+		where := map[string]string{"en": "see the failed occurrence’s attempts", "fr": "voir les tentatives de l’occurrence en échec"}[lang]
+		if got := text(signedIn(t, env.URL, lang, env.Operator).mustGet("/console/instances/"+inst, 200), "instance-error-code"); !strings.Contains(got, want[0]) || !strings.Contains(got, where) {
+			t.Errorf("%s: the instance's error says %q, want %q and %q", lang, got, want[0], where)
 		}
 	}
 }

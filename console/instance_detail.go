@@ -223,7 +223,7 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 			label = T(ctx, "Held for")
 		}
 		fs = append(fs, fact{Label: label, Value: *inst.ErrorCode, Code: true, TestID: "instance-error-code",
-			Note: occurrenceErrorMeaning(ctx, *inst.ErrorCode, failed, inst.Status == engine.InstanceHeld)})
+			Note: occurrenceErrorMeaning(ctx, *inst.ErrorCode, failed, inst.Status == engine.InstanceHeld, false)})
 		if failed != nil {
 			// What the service said, read here rather than one page away.
 			if f, ok := errorMessageFact(ctx, *inst.ErrorCode, failed.ErrorMessage); ok {
@@ -237,7 +237,7 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 			for i := range occs {
 				if o := occs[i]; o.Node == *inst.EndNode && o.Status == engine.StatusFailed && o.ErrorCode != nil {
 					fs = append(fs, fact{Label: T(ctx, "Held for"), Value: *o.ErrorCode, Code: true, TestID: "held-for-code",
-						Note: occurrenceErrorMeaning(ctx, *o.ErrorCode, &o, false)})
+						Note: occurrenceErrorMeaning(ctx, *o.ErrorCode, &o, false, false)})
 					if f, ok := errorMessageFact(ctx, *o.ErrorCode, o.ErrorMessage); ok {
 						f.TestID = "held-for-message"
 						fs = append(fs, f)

@@ -529,7 +529,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence, inst engin
 	case n == 0:
 		label = T(ctx, "Error (before any attempt)")
 	}
-	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o, inst.Status == engine.InstanceHeld || o.Status == engine.StatusAvailable)}}
+	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o, inst.Status == engine.InstanceHeld || o.Status == engine.StatusAvailable, true)}}
 	if f, ok := errorMessageFact(ctx, code, o.ErrorMessage); ok {
 		fs = append(fs, f)
 	}
@@ -558,7 +558,7 @@ func relaisCode(code string) bool {
 // o may be nil when the occurrence is unknown. retryable is false when
 // no operator may retry it any more (its instance was stopped or
 // abandoned): the advice to check before retrying is then left out.
-func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurrence, retryable bool) string {
+func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurrence, retryable, onItsPage bool) string {
 	if code == "invalid_outputs" && o != nil && o.Mode == "push" {
 		// A destination's answer may be unusable before any contract is
 		// read (data after its JSON, no outputs member): the message
@@ -594,6 +594,10 @@ func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurren
 					// Its worker answered: the lock is not what to
 					// lengthen (Camunda QA).
 					code := *a.RefusalCode
+					if !onItsPage {
+						// The instance's page lists no attempts.
+						return T(ctx, "The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.", code)
+					}
 					return T(ctx, "The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.", code)
 				}
 				return T(ctx, "The last attempt’s lock expired with no attempt left.")

@@ -551,7 +551,7 @@ func (e *Engine) openDestination(row queries.Destination) (destinationTarget, er
 	}
 	t := destinationTarget{URL: row.Url, Headers: headers, MaxTimeout: row.MaxTimeout}
 	for _, v := range headers {
-		// As query values: a version or a flag ("2", "true") is no
+		// As query values: a version or a flag ("2", "on") is no
 		// credential, and scrubbing it garbled every answer (push QA).
 		if len(v) >= minScrubbed {
 			t.Secrets = append(t.Secrets, v)

@@ -273,8 +273,8 @@ func privilegeHint(ctx context.Context, conn *pgx.Conn, err error, creating bool
 	if !errors.As(err, &pgErr) || pgErr.Code != "42501" && pgErr.Code != "3F000" {
 		return ""
 	}
-	role, schema := sessionNames(ctx, conn)
-	owner := tablesOwner(ctx, conn)
+	role, schema, rawSchema := sessionNames(ctx, conn)
+	owner := tablesOwner(ctx, conn, rawSchema)
 	grants := strings.Join(GrantStatements(role, schema, owner), "; ")
 	switch {
 	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, "permission denied for") && !(creating && strings.Contains(pgErr.Message, "permission denied for schema")):
@@ -288,6 +288,8 @@ func privilegeHint(ctx context.Context, conn *pgx.Conn, err error, creating bool
 		return fmt.Sprintf(" (the database role lacks privileges on Relais's tables: as their owner %s (the role that runs relais migrate) or a superuser, %s)", owner, grants)
 	case pgErr.Code == "42501": // insufficient_privilege
 		return fmt.Sprintf(" (the database role cannot create tables in schema %s: run relais migrate once as the schema's owner, after which serve needs no CREATE right, or grant CREATE on the schema)", schema)
+	case owner != "": // 3F000, and Relais's tables are there: a serving role granted nothing
+		return fmt.Sprintf(" (the role may not use schema %s, which holds Relais's tables: as their owner %s (the role that runs relais migrate) or a superuser, %s)", schema, owner, grants)
 	default: // 3F000, invalid_schema_name: no schema of the search_path to create in
 		return fmt.Sprintf(" (schema %s does not exist, or the role may not use it: create it, or, a schema migrated by its owner, run as that owner %s)", schema, grants)
 	}
@@ -327,31 +329,35 @@ func SQLName(name string) string {
 // sessionNames are the role of conn's session and the schema its
 // search_path leads to first ("$user" skipped), as an operator types them
 // (placeholders when the session cannot say).
-func sessionNames(ctx context.Context, conn *pgx.Conn) (role, schema string) {
+func sessionNames(ctx context.Context, conn *pgx.Conn) (role, schema, rawSchema string) {
 	var path string
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := conn.QueryRow(qctx, "select current_user, current_setting('search_path')").Scan(&role, &path); err != nil {
-		return "<role>", "<schema>"
+		return "<role>", "<schema>", ""
 	}
 	for _, p := range strings.Split(path, ",") {
 		if p = strings.Trim(strings.TrimSpace(p), `"`); p != "" && p != "$user" {
-			return SQLName(role), SQLName(p)
+			return SQLName(role), SQLName(p), p
 		}
 	}
-	return SQLName(role), "<schema>"
+	return SQLName(role), "<schema>", ""
 }
 
-// tablesOwner is the owner of Relais's tables as an operator types it, ""
-// when the session cannot say (none yet, or inside a failed transaction).
-func tablesOwner(ctx context.Context, conn *pgx.Conn) string {
-	var owner *string
+// tablesOwner is the owner of Relais's tables in schema as an operator
+// types it, "" when the session cannot say (none yet, or inside a failed
+// transaction). Read from the catalog by name: a role without USAGE on
+// the schema cannot resolve the table through its search_path (verifier
+// QA), but reads pg_class all the same.
+func tablesOwner(ctx context.Context, conn *pgx.Conn, schema string) string {
+	var owner string
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := conn.QueryRow(qctx, "select pg_get_userbyid(relowner)::text from pg_class where oid = to_regclass('relais_schema_migrations')").Scan(&owner); err != nil || owner == nil {
+	if err := conn.QueryRow(qctx, `select pg_get_userbyid(c.relowner)::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where c.relname = 'relais_schema_migrations' and n.nspname = $1`, schema).Scan(&owner); err != nil {
 		return ""
 	}
-	return SQLName(*owner)
+	return SQLName(owner)
 }
 
 // renumbered are the migrations a branch merged into main applied under

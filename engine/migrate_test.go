@@ -391,4 +391,25 @@ func TestMigrateNamesTheGrantsARoleLacks(t *testing.T) {
 		!strings.Contains(err.Error(), "GRANT USAGE ON SCHEMA "+private+" TO "+role) {
 		t.Errorf("Migrate into a schema the role may not use: %v; want it and the grants named", err)
 	}
+	// The same schema once its owner migrated it: the tables' owner is
+	// named for the default privileges, though the role cannot see the
+	// tables through its search_path (verifier QA).
+	ownerCfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownerCfg.ConnConfig.RuntimeParams["search_path"] = private
+	ownerPool, err := pgxpool.NewWithConfig(ctx, ownerCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ownerPool.Close()
+	if _, err := Migrate(ctx, ownerPool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "drop schema "+private+" cascade") })
+	_, err = Migrate(ctx, hidden, slog.New(slog.DiscardHandler))
+	if want := "ALTER DEFAULT PRIVILEGES FOR ROLE " + SQLName(owner) + " IN SCHEMA " + private; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Migrate as a role granted nothing on a migrated schema of its own: %v; want %q", err, want)
+	}
 }

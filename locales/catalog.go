@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             329,
 	"%d (0 lowest, 9 highest)":                 498,
 	"%d attempts":                              507,
-	"%d attempts, retry after %s, priority %d": 686,
+	"%d attempts, retry after %s, priority %d": 687,
 	"%d breaking":                              250,
 	"%d changes":                               249,
 	"%d completed":                             327,
@@ -55,33 +55,33 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     338,
 	"%d held instances match now.":             62,
 	"%d hours":                                 354,
-	"%d items":                                 761,
+	"%d items":                                 762,
 	"%d left":                                  509,
 	"%d min":                                   337,
 	"%d minutes":                               355,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              759,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              760,
 	"%d ms": 357,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         674,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 673,
-	"%d occurrences":                          609,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         675,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 674,
+	"%d occurrences":                          610,
 	"%d releases":                             269,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
 	"%d s":       336,
 	"%d seconds": 356,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     641,
-	"%s (deferred; settled by %s)":                                                     572,
-	"%s (deferred; settled with its settle token)":                                     570,
-	"%s (deferred; settled with its settle token, as %s)":                              571,
+	"%s (a fixed offset, no daylight saving time)":                                     642,
+	"%s (deferred; settled by %s)":                                                     573,
+	"%s (deferred; settled with its settle token)":                                     571,
+	"%s (deferred; settled with its settle token, as %s)":                              572,
 	"%s (token #%d, %s)":                                                               101,
-	"%s = %s":                                                                          680,
+	"%s = %s":                                                                          681,
 	"%s ago":                                                                           334,
-	"%s at %s":                                                                         576,
-	"%s so far":                                                                        568,
-	"%s ← %s":                                                                          679,
-	"%s → %s":                                                                          681,
+	"%s at %s":                                                                         577,
+	"%s so far":                                                                        569,
+	"%s ← %s":                                                                          680,
+	"%s → %s":                                                                          682,
 	"%s, %s: %s":                                                                       300,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         502,
 	"%s, cut to %s by the destination’s max_timeout":                                   501,
@@ -91,23 +91,23 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          463,
 	"%s: %s":                                  326,
 	"%s: %s → %s":                             257,
-	"%s: a date is written 2026-12-01.":       625,
+	"%s: a date is written 2026-12-01.":       626,
 	"%s: every revision, present and future":  195,
 	"%s: revision %s":                         196,
 	"%s: revisions %s":                        197,
-	"%s: the first day comes after the last.": 626,
+	"%s: the first day comes after the last.": 627,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 499,
 	"%s–%s":                         325,
-	"(%d characters in all)":        763,
+	"(%d characters in all)":        764,
 	"(%d handed back, not counted)": 508,
-	"(each item)":                   749,
-	"(in %s)":                       762,
-	"(worker %s)":                   556,
+	"(each item)":                   750,
+	"(in %s)":                       763,
+	"(worker %s)":                   557,
 	"0 seconds":                     352,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            726,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 545,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 636,
-	"A revision is a definition’s: choose the definition too.": 592,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            727,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 546,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 637,
+	"A revision is a definition’s: choose the definition too.": 593,
 	"A version is a process’s: choose the process too.":        398,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
@@ -122,13 +122,13 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 403,
 	"Action":                              104,
 	"All actions":                         119,
-	"All consumers":                       606,
+	"All consumers":                       607,
 	"All definitions":                     318,
 	"All its tasks":                       194,
 	"All processes":                       409,
 	"All statuses":                        411,
-	"All workers":                         776,
-	"An operator abandoned the instance.": 544,
+	"All workers":                         777,
+	"An operator abandoned the instance.": 545,
 	"Any definition":                      410,
 	"Apply filters":                       116,
 	"Apr":                                 343,
@@ -143,8 +143,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 170,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           697,
-	"Back without saving":              638,
+	"Back to the occurrence":           698,
+	"Back without saving":              639,
 	"Breaks processes":                 226,
 	"Breaks workers":                   227,
 	"Bulk %s applied to %d instances.": 99,
@@ -157,38 +157,38 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    500,
 	"Calls":                           280,
 	"Calls signed (Relais-Signature)": 282,
-	"Camunda 7 facade":                780,
-	"Cancelled: the instance was stopped (%s).":               567,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 566,
+	"Camunda 7 facade":                781,
+	"Cancelled: the instance was stopped (%s).":               568,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 567,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           698,
+	"Cannot reveal":                                           699,
 	"Change":                                                  224,
 	"Changes between the two revisions":                       236,
 	"Changes of the Working copy since revision %d":           245,
 	"Choose two existing revisions to compare.":               246,
 	"Classification":                                          203,
 	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            668,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 656,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            669,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 657,
 	"Compare":              223,
 	"Compare revisions":    219,
 	"Completed":            321,
-	"Completed (%s).":      562,
+	"Completed (%s).":      563,
 	"Completed, last hour": 309,
 	"Completions and failures per 5 minutes, last hour: %s":    319,
 	"Completions and failures per 5-minute slot, oldest first": 323,
 	"Completions and failures, last hour":                      302,
-	"Connected":                                                772,
+	"Connected":                                                773,
 	"Constraints":                                              204,
 	"Consumer":                                                 469,
-	"Consumer and worker":                                      603,
+	"Consumer and worker":                                      604,
 	"Consumers":                                                141,
 	"Consumers, oldest first":                                  183,
 	"Counting the occurrences; the counts appear when you reload the page.": 198,
 	"Counts are unavailable right now.":                                     199,
-	"Counts as of %s (%s); refreshed every few seconds.":                    693,
-	"Counts by status": 598,
+	"Counts as of %s (%s); refreshed every few seconds.":                    694,
+	"Counts by status": 599,
 	"Created":          368,
 	"Created from":     83,
 	"Created on":       187,
@@ -198,13 +198,13 @@ var messageKeyToIndex = map[string]int{
 	"Deadline":         496,
 	"Dec":              351,
 	"Deferred":         523,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 561,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 562,
 	"Definition":                                 304,
 	"Definition %s":                              206,
 	"Definition %s has no revision %d.":          95,
 	"Definitions":                                139,
 	"Definitions by key":                         264,
-	"Definitions served":                         770,
+	"Definitions served":                         771,
 	"Definitions, those needing attention first": 303,
 	"Description":                                205,
 	"Destination":                                481,
@@ -214,14 +214,14 @@ var messageKeyToIndex = map[string]int{
 	"Detail":                                     225,
 	"Digest":                                     239,
 	"Display settings":                           147,
-	"Display settings saved.":                    644,
+	"Display settings saved.":                    645,
 	"Display settings: ":                         148,
 	"Duration":                                   473,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 301,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          612,
+	"Earlier attempt:":          613,
 	"End node":                  391,
 	"End node or error":         407,
 	"Ended":                     387,
@@ -230,21 +230,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 286,
 	"Erase this instance…": 378,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 290,
-	"Error":                      602,
+	"Error":                      603,
 	"Error (before any attempt)": 526,
 	"Error (the deadline passed after attempt %d)": 525,
 	"Error code":       81,
 	"Error message":    476,
-	"Every %d seconds": 643,
+	"Every %d seconds": 644,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 518,
 	"Every attempt, oldest first": 468,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  701,
-	"Expired token":                        736,
-	"Expires":                              733,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  702,
+	"Expired token":                        737,
+	"Expires":                              734,
 	"External tasks":                       134,
 	"Failed":                               307,
-	"Failed (%s).":                         565,
+	"Failed (%s).":                         566,
 	"Failed at node":                       393,
 	"Failed occurrence":                    389,
 	"Failed, last hour":                    310,
@@ -255,7 +255,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 138,
 	"Find an instance or occurrence":       136,
 	"Finished":                             472,
-	"First page":                           622,
+	"First page":                           623,
 	"Follow it in the audit log (new tab)": 59,
 	"Form not received":                    173,
 	"Form refused":                         168,
@@ -264,9 +264,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     247,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
 	"Grants":                  186,
-	"Graph":                   655,
-	"Graph of %s":             672,
-	"HTTP 2xx, unusable body": 582,
+	"Graph":                   656,
+	"Graph of %s":             673,
+	"HTTP 2xx, unusable body": 583,
 	"Headers sent":            276,
 	"Health":                  133,
 	"Held at a node of":       82,
@@ -274,49 +274,49 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                390,
 	"Held instances":          306,
 	"ID":                      184,
-	"In flight":               771,
+	"In flight":               772,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 320,
 	"Inputs": 229,
-	"Inputs an instance of this version is started with": 666,
-	"Inputs from":                664,
+	"Inputs an instance of this version is started with": 667,
+	"Inputs from":                665,
 	"Inputs of revision %d":      240,
 	"Inputs of the working copy": 231,
 	"Inputs the instance was started with, labelled by process version %d's contract": 376,
 	"Inputs, labelled by revision %d's contract":                                      510,
 	"Instance":                  406,
 	"Instances":                 86,
-	"Instances of this version": 667,
+	"Instances of this version": 668,
 	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 792,
-	"It takes revision %d only.":                       795,
-	"It takes revisions %s only.":                      797,
+	"It takes every revision its consumer is granted.": 793,
+	"It takes revision %d only.":                       796,
+	"It takes revisions %s only.":                      798,
 	"Its calls":                                        281,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 287,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  563,
-	"Its instance went on along the node’s error path.":                                                                                                                    564,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      741,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  564,
+	"Its instance went on along the node’s error path.":                                                                                                                    565,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      742,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     340,
 	"Jul":                     346,
 	"Jun":                     345,
-	"Keep it":                 743,
+	"Keep it":                 744,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       283,
 	"Key":                     265,
-	"Kind":                    659,
+	"Kind":                    660,
 	"Language":                130,
 	"Last changed":            278,
 	"Last error (attempt %d)": 524,
 	"Last reserved":           521,
 	"Last saved":              210,
-	"Last seen":               773,
-	"Last used":               732,
+	"Last seen":               774,
+	"Last used":               733,
 	"Latest revision":         266,
 	"Lists every change from one revision to another, and whom it may break.": 220,
-	"Local time in %s": 640,
-	"Lock expired %s — waiting to be offered again.": 553,
+	"Local time in %s": 641,
+	"Lock expired %s — waiting to be offered again.": 554,
 	"Lock expires":    522,
 	"Longest timeout": 277,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 248,
@@ -324,19 +324,19 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                 342,
 	"Maximum attempts":    492,
 	"May":                 344,
-	"Message":             600,
-	"Message from Relais": 590,
-	"Message from Relais, quoting the destination’s answer":            589,
-	"Message from the worker (its own words, protected values masked)": 588,
-	"Method not allowed": 705,
+	"Message":             601,
+	"Message from Relais": 591,
+	"Message from Relais, quoting the destination’s answer":            590,
+	"Message from the worker (its own words, protected values masked)": 589,
+	"Method not allowed": 706,
 	"Mode":               490,
-	"More filters: instance, revision, consumer, destination, dates": 594,
+	"More filters: instance, revision, consumer, destination, dates": 595,
 	"Name":                    185,
-	"Never":                   642,
+	"Never":                   643,
 	"Next attempt":            520,
-	"Next attempt or settled": 604,
+	"Next attempt or settled": 605,
 	"Next node":               367,
-	"Next page":               621,
+	"Next page":               622,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
 	"No consumer yet.": 180,
 	"No definition %s has occurrences: check the key, or show all definitions.": 317,
@@ -345,43 +345,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        268,
 	"No destination yet.":                                                       270,
 	"No inputs.":                                                                230,
-	"No inputs: an instance starts with an empty object.":                       665,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  714,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 712,
+	"No inputs: an instance starts with an empty object.":                       666,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  715,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 713,
 	"No instance matches these filters.": 408,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 713,
-	"No live worker takes %s now (Workers page).":                                               547,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 548,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           549,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          550,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 714,
+	"No live worker takes %s now (Workers page).":                                               548,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 549,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           550,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          551,
 	"No more consumers.":                                   181,
 	"No more destinations.":                                271,
-	"No occurrence matches these filters.":                 605,
+	"No occurrence matches these filters.":                 606,
 	"No operator action matches.":                          118,
 	"No operator has acted on this instance.":              372,
 	"No outputs yet: the occurrence has not completed.":    513,
 	"No outputs.":                                          233,
 	"No outputs: the occurrence ended without completing.": 515,
 	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         651,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             789,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             788,
+	"No process is published yet.":                         652,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             790,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             789,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
 	"No release yet.": 214,
 	"No revision yet: the Working copy has never been snapshotted.": 212,
-	"No token.":              730,
-	"No value was revealed.": 703,
+	"No token.":              731,
+	"No value was revealed.": 704,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              480,
 	"No worker has reserved this occurrence yet.":                                        477,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 790,
-	"No worker is connected.":           774,
-	"No worker serves this definition.": 777,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 787,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 791,
+	"No worker is connected.":           775,
+	"No worker serves this definition.": 778,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 788,
 	"Node":                  364,
-	"Nodes":                 657,
-	"Nodes of this version": 669,
-	"Nodes of this version, with their occurrences now": 658,
+	"Nodes":                 658,
+	"Nodes of this version": 670,
+	"Nodes of this version, with their occurrences now": 659,
 	"Nodes reached, in order":                           363,
 	"Not allowed":                                       156,
 	"Not found":                                         166,
@@ -389,25 +389,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 163,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             710,
+	"Nothing to find: the search box is empty.":                             711,
 	"Nothing was done.":        29,
 	"Nov":                      350,
 	"Now":                      486,
 	"Occurrence":               365,
 	"Occurrence %s":            464,
 	"Occurrence offered again": 107,
-	"Occurrences now":          663,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          785,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 786,
-	"Occurrences, newest first": 599,
+	"Occurrences now":          664,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          786,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 787,
+	"Occurrences, newest first": 600,
 	"Oct":                       349,
-	"Offered from %s — %s.":     552,
+	"Offered from %s — %s.":     553,
 	"Oldest claimable waits":    308,
-	"On error":                  662,
-	"On success":                661,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         699,
-	"Only administrators may reveal a sensitive value.":                                                           694,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 727,
+	"On error":                  663,
+	"On success":                662,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         700,
+	"Only administrators may reveal a sensitive value.":                                                           695,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 728,
 	"Open":             305,
 	"Operator actions": 360,
 	"Operator actions on this instance, newest first": 373,
@@ -417,30 +417,30 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          241,
 	"Outputs of the working copy":                     234,
 	"Outputs, labelled by revision %d's contract":     512,
-	"Pages": 619,
-	"Paste your token in the field: it is empty.": 724,
+	"Pages": 620,
+	"Paste your token in the field: it is empty.": 725,
 	"Path":                            361,
 	"Pause reloading":                 155,
-	"Pinned revision":                 660,
+	"Pinned revision":                 661,
 	"Policy":                          466,
-	"Previous page":                   620,
+	"Previous page":                   621,
 	"Priority":                        497,
 	"Process":                         77,
-	"Process %s":                      653,
+	"Process %s":                      654,
 	"Process %s has no version %d.":   92,
-	"Process and node":                601,
+	"Process and node":                602,
 	"Process inputs":                  375,
 	"Process instance":                106,
 	"Process instance %s":             358,
 	"Process instances":               401,
 	"Process instances, newest first": 405,
 	"Processes":                       135,
-	"Processes by key":                649,
-	"Protocol":                        769,
+	"Processes by key":                650,
+	"Protocol":                        770,
 	"Published":                       218,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 647,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       648,
-	"Push destination": 595,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 648,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       649,
+	"Push destination": 596,
 	"Reason":           105,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
@@ -448,33 +448,33 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             371,
 	"Relais console":                                        129,
 	"Relais has not called the destination yet.":            483,
-	"Relais is calling the destination (since %s).":         558,
+	"Relais is calling the destination (since %s).":         559,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 485,
 	"Relais never called the destination: the occurrence ended before any call.":                                    484,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        578,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 580,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     577,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        579,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 581,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     578,
 	"Relais refused the action. Nothing was done.":                                                                  49,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           579,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           580,
 	"Release":                       215,
 	"Releases":                      213,
 	"Releases, oldest first":        235,
-	"Reload lists and detail pages": 635,
+	"Reload lists and detail pages": 636,
 	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 646,
-	"Reloading resumed.":                  645,
+	"Reloading paused: this page stays as it is until you resume.": 647,
+	"Reloading resumed.":                  646,
 	"Replica":                             482,
 	"Required":                            202,
 	"Reserved":                            471,
-	"Reserved by %s.":                     560,
-	"Reserved by %s; lock until %s — %s.": 559,
+	"Reserved by %s.":                     561,
+	"Reserved by %s; lock until %s — %s.": 560,
 	"Reserved now":                        193,
 	"Resume":                              153,
 	"Retried by %s at %s — “%s”":          385,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
 	"Retries":            494,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  551,
+	"Retry at %s — %s.":  552,
 	"Retry delay":        493,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
@@ -486,37 +486,37 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 516,
-	"Revealed by %s at %s; recorded in the audit log.": 696,
+	"Revealed by %s at %s; recorded in the audit log.": 697,
 	"Reveals":               144,
-	"Reveals, newest first": 702,
+	"Reveals, newest first": 703,
 	"Revision":              216,
 	"Revision %d":           237,
 	"Revisions":             211,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 793,
-	"Revoke the %s token “%s”?": 740,
-	"Revoke the token":          742,
-	"Revoke token %d":           739,
-	"Revoke…":                   737,
-	"Role":                      731,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 794,
+	"Revoke the %s token “%s”?": 741,
+	"Revoke the token":          743,
+	"Revoke token %d":           740,
+	"Revoke…":                   738,
+	"Role":                      732,
 	"Route":                     366,
 	"Routing output":            209,
-	"Row %s":                    623,
-	"Rows %s–%s":                624,
-	"Save settings":             637,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      695,
+	"Row %s":                    624,
+	"Rows %s–%s":                625,
+	"Save settings":             638,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      696,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 284,
-	"Search":                               708,
-	"Secret values can never be revealed.": 700,
+	"Search":                               709,
+	"Secret values can never be revealed.": 701,
 	"Sep":                                  348,
-	"Served by %d workers":                 791,
+	"Served by %d workers":                 792,
 	"Settled":                              369,
-	"Settlement date":                      593,
+	"Settlement date":                      594,
 	"Show all definitions":                 316,
-	"Show times in":                        633,
+	"Show times in":                        634,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 719,
-	"Sign in with an operator, designer or administrator token.": 720,
+	"Sign in": 720,
+	"Sign in with an operator, designer or administrator token.": 721,
 	"Sign out":             146,
 	"Signed in as %s (%s)": 145,
 	"Since revision %d:":   243,
@@ -526,9 +526,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 178,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 728,
-	"Staff tokens, oldest first": 729,
-	"Start node":                 654,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 729,
+	"Staff tokens, oldest first": 730,
+	"Start node":                 655,
 	"Started":                    386,
 	"State":                      188,
 	"Status":                     79,
@@ -551,61 +551,62 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 263,
 	"Tasks":                   189,
 	"Temporarily unavailable": 176,
-	"That is too long to be an id or a business key.":                                           711,
+	"That is too long to be an id or a business key.":                                           712,
 	"The %d largest groups; the filter matches more.":                                           87,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 489,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                                          272,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                         242,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 538,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 539,
 	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          539,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 557,
+	"The call could not be prepared.":          540,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 558,
 	"The chart’s numbers": 322,
 	"The confirmed count is missing: start again from the list.":                                                                                                            96,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           179,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          634,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          635,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 177,
-	"The deadline passed before a result arrived.":                                                                                                                          536,
-	"The destination answered HTTP %s.":     546,
-	"The destination could not be reached.": 540,
+	"The deadline passed before a result arrived.":                                                                                                                          537,
+	"The destination answered HTTP %s.":     547,
+	"The destination could not be reached.": 541,
 	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    531,
 	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         532,
 	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   530,
 	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 529,
-	"The destination’s answer was too large.": 541,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 182,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           543,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                    574,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                 575,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                               573,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                       542,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":          533,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                534,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                        535,
+	"The destination’s answer was too large.": 542,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      182,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          159,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                544,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         575,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      576,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    574,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            543,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               534,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 533,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     535,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             536,
 	"The latest %d attempts, oldest first":                                                         488,
 	"The next page counts them and asks for a reason before anything changes.":                     404,
 	"The nodes this instance reached, in order, each with its occurrence.":                         362,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 208,
-	"The page cursor is invalid: go back to the first page.":                                       631,
+	"The page cursor is invalid: go back to the first page.":                                       632,
 	"The page size must be between 1 and %d.":                                                      400,
-	"The parameter “%s” is given %d times: give it once.":                                          630,
+	"The parameter “%s” is given %d times: give it once.":                                          631,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 120,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 51,
 	"The reason you gave, not recorded:":                        44,
-	"The result did not match the revision's outputs contract.": 537,
-	"The revision must be a whole number, 1 or more.":           591,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 722,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        716,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     746,
+	"The result did not match the revision's outputs contract.": 538,
+	"The revision must be a whole number, 1 or more.":           592,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 723,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        717,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     747,
 	"The version must be a whole number from 1.":                                                                                                        397,
 	"These revisions have the same contracts.":                                                                                                          228,
-	"These settings are kept in this browser only.":                                                                                                     632,
-	"They take every revision their consumer is granted.":                                                                                               794,
-	"They take revision %d only.":                                                                                                                       796,
-	"They take revisions %s only.":                                                                                                                      798,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 627,
+	"These settings are kept in this browser only.":                                                                                                     633,
+	"They take every revision their consumer is granted.":                                                                                               795,
+	"They take revision %d only.":                                                                                                                       797,
+	"They take revisions %s only.":                                                                                                                      799,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 628,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
 	"This contract has no inputs.":                                                                                                        511,
 	"This contract has no outputs.":                                                                                                       514,
@@ -613,7 +614,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                  174,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        172,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        169,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 707,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 708,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 291,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
@@ -632,108 +633,108 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  167,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            745,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           744,
-	"This page does not accept that request.": 706,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            746,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           745,
+	"This page does not accept that request.": 707,
 	"This page reloads every %d seconds.":     154,
 	"This process takes no inputs.":           377,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 725,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 670,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            671,
+	"This token is unknown, revoked or expired.": 726,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 671,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            672,
 	"Times in %s · no auto-reload":    151,
 	"Times in %s · reload every %d s": 150,
 	"Times in %s · reloading paused":  149,
 	"To revision":                     222,
-	"Token":                           721,
+	"Token":                           722,
 	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 723,
-	"Totals of all definitions, not narrowed by the other filters":         608,
-	"Totals of definition %s, not narrowed by the other filters":           607,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 724,
+	"Totals of all definitions, not narrowed by the other filters":         609,
+	"Totals of definition %s, not narrowed by the other filters":           608,
 	"Type": 201,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 709,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 710,
 	"URL":                              275,
-	"UTC (coordinated universal time)": 639,
+	"UTC (coordinated universal time)": 640,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 628,
-	"Unknown parameter “%s”.":                      629,
+	"Unknown parameter “%s” (did you mean “%s”?).": 629,
+	"Unknown parameter “%s”.":                      630,
 	"Unknown status “%s”.":                         396,
 	"Value":                                        374,
 	"Version":                                      78,
-	"Versions, newest first":                       650,
-	"Waiting for Relais to call the destination since %s (%s).": 554,
-	"Waiting for a worker since %s (%s).":                       555,
+	"Versions, newest first":                       651,
+	"Waiting for Relais to call the destination since %s (%s).": 555,
+	"Waiting for a worker since %s (%s).":                       556,
 	"When":                                                      102,
 	"Who":                                                       103,
 	"Whole message":                                             479,
 	"Why (recorded with the reveal)":                            517,
-	"Worker":                                                    768,
+	"Worker":                                                    769,
 	"Worker id":                                                 470,
 	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        766,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        767,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 767,
-	"Workers serving %s":                   775,
+	"Workers seen within three heartbeats": 768,
+	"Workers serving %s":                   776,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        207,
-	"You are signed out.": 715,
+	"You are signed out.": 716,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 717,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          718,
-	"[redacted]":                          587,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 718,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          719,
+	"[redacted]":                          588,
 	"a token’s name, exact":               113,
 	"abandon":                             4,
 	"active":                              190,
 	"administrator":                       440,
 	"an incident: retry, abandon or stop": 295,
-	"answer too large":                    585,
+	"answer too large":                    586,
 	"any":                                 76,
-	"any other code → %s":                 684,
+	"any other code → %s":                 685,
 	"any other error":                     293,
-	"as of %s (%s); counts are refreshed every few seconds.": 610,
-	"at least %d characters":                                 750,
-	"at least %d items":                                      757,
+	"as of %s (%s); counts are refreshed every few seconds.": 611,
+	"at least %d characters":                                 751,
+	"at least %d items":                                      758,
 	"at most %d":                                             505,
-	"at most %d characters":                                  751,
-	"at most %d items":                                       758,
+	"at most %d characters":                                  752,
+	"at most %d items":                                       759,
 	"at most %d since the last operator retry":               506,
 	"available":                                              412,
 	"boolean":                                                427,
-	"call in progress since":                                 616,
+	"call in progress since":                                 617,
 	"cancelled":                                              417,
 	"choice":                                                 430,
-	"claimable since":                                        615,
+	"claimable since":                                        616,
 	"claimable since %s":                                     313,
 	"classification changed":                                 451,
 	"completed":                                              415,
 	"constraint changed":                                     452,
 	"consumer":                                               443,
-	"consumer #%s":                                           569,
+	"consumer #%s":                                           570,
 	"date":                                                   428,
 	"date and time":                                          429,
-	"deadline %s":                                            688,
+	"deadline %s":                                            689,
 	"deferred":                                               414,
-	"deferred since":                                         618,
+	"deferred since":                                         619,
 	"deleted":                                                109,
 	"designer":                                               442,
 	"disconnected":                                           423,
-	"each item of %s":                                        748,
-	"end (completes)":                                        677,
-	"end (fails)":                                            678,
+	"each item of %s":                                        749,
+	"end (completes)":                                        678,
+	"end (fails)":                                            679,
 	"end: completes the instance":                            296,
 	"end: fails the instance":                                297,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 781,
+	"every revision its consumer is granted":                 782,
 	"exact, case-sensitive":                                  402,
 	"expired":                                                420,
 	"failed":                                                 416,
-	"fails the instance":                                     685,
+	"fails the instance":                                     686,
 	"field added":                                            446,
 	"field removed":                                          447,
 	"format":                                                 457,
-	"format %s":                                              753,
+	"format %s":                                              754,
 	"from":                                                   114,
 	"held":                                                   419,
 	"held for an operator":                                   294,
@@ -741,65 +742,65 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      394,
 	"hidden (secret)":                                        437,
 	"hidden (sensitive)":                                     436,
-	"hold (an incident for an operator)":                     683,
+	"hold (an incident for an operator)":                     684,
 	"id or business key":                                     137,
 	"in %s":                                                  333,
 	"in progress":                                            478,
-	"instance id":                                            597,
-	"instances held":                                         691,
-	"instances held: %s":                                     692,
+	"instance id":                                            598,
+	"instances held":                                         692,
+	"instances held: %s":                                     693,
 	"integer":                                                425,
-	"its name, exactly":                                      596,
+	"its name, exactly":                                      597,
 	"just now":                                               335,
 	"list":                                                   432,
-	"lock until":                                             617,
-	"long polling":                                           779,
+	"lock until":                                             618,
+	"long polling":                                           780,
 	"long wait":                                              314,
 	"masked value":                                           274,
 	"maximum":                                                459,
-	"maximum %s":                                             755,
+	"maximum %s":                                             756,
 	"maximum items":                                          461,
 	"maximum length":                                         455,
 	"minimum":                                                458,
-	"minimum %s":                                             754,
+	"minimum %s":                                             755,
 	"minimum items":                                          460,
 	"minimum length":                                         454,
-	"never":                                                  734,
-	"next attempt":                                           614,
+	"never":                                                  735,
+	"next attempt":                                           615,
 	"no":                                                     445,
-	"no answer within the timeout":                           583,
-	"no connection":                                          584,
+	"no answer within the timeout":                           584,
+	"no connection":                                          585,
 	"no grant: it takes nothing":                             192,
 	"no header":                                              279,
 	"no worker":                                              315,
-	"no worker takes revision %d":                            783,
-	"no worker takes revisions %s":                           784,
+	"no worker takes revision %d":                            784,
+	"no worker takes revisions %s":                           785,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 528,
 	"none": 262,
-	"none (revealed before reasons were asked for)": 704,
+	"none (revealed before reasons were asked for)": 705,
 	"none yet": 267,
 	"none: a failed call takes the node’s error path": 495,
 	"normal":                             433,
-	"not provided":                       760,
-	"not yet":                            735,
-	"null":                               764,
+	"not provided":                       761,
+	"not yet":                            736,
+	"null":                               765,
 	"number":                             426,
 	"object":                             431,
 	"on error":                           292,
-	"one attempt, no retry, priority %d": 687,
-	"one of: %s":                         756,
+	"one attempt, no retry, priority %d": 688,
+	"one of: %s":                         757,
 	"operator":                           441,
 	"optional %s field of type %s":       259,
 	"optional field of type %s":          261,
 	"optional → required":                252,
 	"pattern":                            456,
-	"pattern %s":                         752,
-	"pull":                               675,
+	"pattern %s":                         753,
+	"pull":                               676,
 	"pull %s":                            299,
 	"pull (a worker fetches it)":         438,
 	"push %s":                            298,
 	"push (Relais calls the service)":    439,
-	"push to %s":                         676,
+	"push to %s":                         677,
 	"rejected":                           421,
 	"released":                           422,
 	"required %s field of type %s":       258,
@@ -808,39 +809,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                253,
 	"reserved":                           413,
 	"retry":                              3,
-	"revision %d":                        611,
-	"revisions %s":                       782,
+	"revision %d":                        612,
+	"revisions %s":                       783,
 	"revoked":                            191,
 	"routing changed":                    453,
-	"routing output":                     747,
+	"routing output":                     748,
 	"routing output %s → %s":             251,
 	"running":                            418,
 	"secret":                             435,
 	"sensitive":                          434,
-	"settled":                            613,
+	"settled":                            614,
 	"stop":                               5,
-	"stream":                             778,
+	"stream":                             779,
 	"text":                               424,
 	"the contracts are the same (the name or a description changed).": 244,
-	"this session":             738,
-	"timeout %s":               689,
-	"timeout %s (the default)": 690,
+	"this session":             739,
+	"timeout %s":               690,
+	"timeout %s (the default)": 691,
 	"to":                       115,
 	"type changed":             448,
-	"unexpected value":         765,
-	"unknown":                  586,
+	"unexpected value":         766,
+	"unknown":                  587,
 	"values added: %s":         254,
 	"values changed":           450,
 	"values removed: %s":       255,
 	"values reordered":         256,
-	"version %d":               652,
-	"waiting":                  581,
+	"version %d":               653,
+	"waiting":                  582,
 	"yes":                      444,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 682,
+	"→ %s": 683,
 }
 
-var enIndex = []uint32{ // 800 elements
+var enIndex = []uint32{ // 801 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -991,84 +992,86 @@ var enIndex = []uint32{ // 800 elements
 	0x00004d50, 0x00004d5d, 0x00004d6b, 0x00004d78,
 	0x00004d81, 0x00004d9c, 0x00004dcc, 0x00004de7,
 	0x00004df1, 0x00004e43, 0x00004f03, 0x00004f5f,
-	0x00004fdd, 0x00005053, 0x00005116, 0x0000514e,
-	0x000051ae, 0x000051db, 0x00005215, 0x00005322,
-	0x00005342, 0x00005368, 0x00005392, 0x00005403,
+	0x00004fdd, 0x00005053, 0x00005126, 0x000051e9,
+	0x00005221, 0x00005281, 0x000052ae, 0x000052e8,
+	0x000053f5, 0x00005415, 0x0000543b, 0x00005465,
 	// Entry 220 - 23F
-	0x00005440, 0x00005464, 0x00005508, 0x0000552d,
-	0x0000555c, 0x000055bc, 0x00005615, 0x0000566f,
-	0x00005689, 0x000056a7, 0x000056db, 0x0000571b,
-	0x00005745, 0x00005754, 0x0000581f, 0x00005850,
-	0x0000587f, 0x00005892, 0x00005907, 0x0000591a,
-	0x0000594e, 0x00005982, 0x00005992, 0x000059d9,
-	0x00005a06, 0x00005a13, 0x00005a23, 0x00005a53,
-	0x00005a8d, 0x00005ab0, 0x00005b27, 0x00005ba9,
+	0x000054d6, 0x00005513, 0x00005537, 0x000055db,
+	0x00005600, 0x0000562f, 0x0000568f, 0x000056e8,
+	0x00005742, 0x0000575c, 0x0000577a, 0x000057ae,
+	0x000057ee, 0x00005818, 0x00005827, 0x000058f2,
+	0x00005923, 0x00005952, 0x00005965, 0x000059da,
+	0x000059ed, 0x00005a21, 0x00005a55, 0x00005a65,
+	0x00005aac, 0x00005ad9, 0x00005ae6, 0x00005af6,
+	0x00005b26, 0x00005b60, 0x00005b83, 0x00005bfa,
 	// Entry 240 - 25F
-	0x00005c2e, 0x00005c3d, 0x00005c8d, 0x00005ced,
-	0x00005d59, 0x00005dd0, 0x00005dd8, 0x00005df0,
-	0x00005e0d, 0x00005e1b, 0x00005e2c, 0x00005e34,
-	0x00005e3f, 0x00005e80, 0x00005eb8, 0x00005ecc,
-	0x00005efc, 0x00005f37, 0x00005f47, 0x00005f86,
-	0x00005f97, 0x00005fa9, 0x00005fb5, 0x00005fc6,
-	0x00005fe0, 0x00005fe8, 0x00005ff9, 0x00005fff,
-	0x00006013, 0x0000602b, 0x00006050, 0x0000605e,
+	0x00005c7c, 0x00005d01, 0x00005d10, 0x00005d60,
+	0x00005dc0, 0x00005e2c, 0x00005ea3, 0x00005eab,
+	0x00005ec3, 0x00005ee0, 0x00005eee, 0x00005eff,
+	0x00005f07, 0x00005f12, 0x00005f53, 0x00005f8b,
+	0x00005f9f, 0x00005fcf, 0x0000600a, 0x0000601a,
+	0x00006059, 0x0000606a, 0x0000607c, 0x00006088,
+	0x00006099, 0x000060b3, 0x000060bb, 0x000060cc,
+	0x000060d2, 0x000060e6, 0x000060fe, 0x00006123,
 	// Entry 260 - 27F
-	0x0000609c, 0x000060d9, 0x00006105, 0x00006142,
-	0x00006151, 0x00006162, 0x0000616a, 0x00006177,
-	0x00006187, 0x0000619e, 0x000061a9, 0x000061b8,
-	0x000061be, 0x000061cc, 0x000061d6, 0x000061e1,
-	0x000061eb, 0x000061fe, 0x00006223, 0x0000624e,
-	0x000062df, 0x0000631a, 0x00006339, 0x00006377,
-	0x000063ae, 0x000063dc, 0x000063ea, 0x00006489,
-	0x000064a7, 0x000065fe, 0x0000660c, 0x00006620,
+	0x00006131, 0x0000616f, 0x000061ac, 0x000061d8,
+	0x00006215, 0x00006224, 0x00006235, 0x0000623d,
+	0x0000624a, 0x0000625a, 0x00006271, 0x0000627c,
+	0x0000628b, 0x00006291, 0x0000629f, 0x000062a9,
+	0x000062b4, 0x000062be, 0x000062d1, 0x000062f6,
+	0x00006321, 0x000063b2, 0x000063ed, 0x0000640c,
+	0x0000644a, 0x00006481, 0x000064af, 0x000064bd,
+	0x0000655c, 0x0000657a, 0x000066d1, 0x000066df,
 	// Entry 280 - 29F
-	0x00006641, 0x00006655, 0x00006685, 0x0000668b,
-	0x0000669f, 0x000066b7, 0x000066ca, 0x00006707,
-	0x0000677a, 0x000067c7, 0x000067d8, 0x000067ef,
-	0x0000680c, 0x0000681a, 0x00006828, 0x00006833,
-	0x00006839, 0x0000692b, 0x00006931, 0x00006963,
-	0x00006968, 0x00006978, 0x00006983, 0x0000698c,
-	0x0000699c, 0x000069a8, 0x000069dc, 0x00006a0f,
-	0x00006a29, 0x00006ace, 0x00006ae4, 0x00006b69,
+	0x000066f3, 0x00006714, 0x00006728, 0x00006758,
+	0x0000675e, 0x00006772, 0x0000678a, 0x0000679d,
+	0x000067da, 0x0000684d, 0x0000689a, 0x000068ab,
+	0x000068c2, 0x000068df, 0x000068ed, 0x000068fb,
+	0x00006906, 0x0000690c, 0x000069fe, 0x00006a04,
+	0x00006a36, 0x00006a3b, 0x00006a4b, 0x00006a56,
+	0x00006a5f, 0x00006a6f, 0x00006a7b, 0x00006aaf,
+	0x00006ae2, 0x00006afc, 0x00006ba1, 0x00006bb7,
 	// Entry 2A0 - 2BF
-	0x00006be3, 0x00006bf2, 0x00006cac, 0x00006cfd,
-	0x00006d02, 0x00006d10, 0x00006d20, 0x00006d2c,
-	0x00006d3c, 0x00006d4a, 0x00006d5a, 0x00006d64,
-	0x00006d87, 0x00006da0, 0x00006db3, 0x00006e1f,
-	0x00006e45, 0x00006e54, 0x00006e62, 0x00006e7e,
-	0x00006e8d, 0x00006ea3, 0x00006edc, 0x00006f0e,
-	0x00006f66, 0x00006f9d, 0x00006fb4, 0x00006fc2,
-	0x00007006, 0x0000702b, 0x000070a2, 0x000070b8,
+	0x00006c3c, 0x00006cb6, 0x00006cc5, 0x00006d7f,
+	0x00006dd0, 0x00006dd5, 0x00006de3, 0x00006df3,
+	0x00006dff, 0x00006e0f, 0x00006e1d, 0x00006e2d,
+	0x00006e37, 0x00006e5a, 0x00006e73, 0x00006e86,
+	0x00006ef2, 0x00006f18, 0x00006f27, 0x00006f35,
+	0x00006f51, 0x00006f60, 0x00006f76, 0x00006faf,
+	0x00006fe1, 0x00007039, 0x00007070, 0x00007087,
+	0x00007095, 0x000070d9, 0x000070fe, 0x00007175,
 	// Entry 2C0 - 2DF
-	0x000070cf, 0x000070fd, 0x00007110, 0x00007138,
-	0x000071bc, 0x000071c3, 0x0000722b, 0x00007255,
-	0x00007285, 0x00007358, 0x00007492, 0x00007532,
-	0x00007546, 0x000075a1, 0x0000764c, 0x000076ce,
-	0x000076d6, 0x00007711, 0x00007717, 0x000077a9,
-	0x00007841, 0x0000786d, 0x00007898, 0x000078e6,
-	0x00007952, 0x000079f9, 0x00007a14, 0x00007a1e,
-	0x00007a23, 0x00007a2d, 0x00007a35, 0x00007a3b,
+	0x0000718b, 0x000071a2, 0x000071d0, 0x000071e3,
+	0x0000720b, 0x0000728f, 0x00007296, 0x000072fe,
+	0x00007328, 0x00007358, 0x0000742b, 0x00007565,
+	0x00007605, 0x00007619, 0x00007674, 0x0000771f,
+	0x000077a1, 0x000077a9, 0x000077e4, 0x000077ea,
+	0x0000787c, 0x00007914, 0x00007940, 0x0000796b,
+	0x000079b9, 0x00007a25, 0x00007acc, 0x00007ae7,
+	0x00007af1, 0x00007af6, 0x00007b00, 0x00007b08,
 	// Entry 2E0 - 2FF
-	0x00007a43, 0x00007a51, 0x00007a5b, 0x00007a68,
-	0x00007a7b, 0x00007a9f, 0x00007b1f, 0x00007b30,
-	0x00007b38, 0x00007bad, 0x00007c01, 0x00007c49,
-	0x00007c58, 0x00007c6b, 0x00007c77, 0x00007cb3,
-	0x00007ced, 0x00007cfb, 0x00007d08, 0x00007d16,
-	0x00007d24, 0x00007d32, 0x00007d64, 0x00007d94,
-	0x00007df0, 0x00007dfd, 0x00007e1d, 0x00007e28,
-	0x00007e42, 0x00007e47, 0x00007e58, 0x00007ede,
+	0x00007b0e, 0x00007b16, 0x00007b24, 0x00007b2e,
+	0x00007b3b, 0x00007b4e, 0x00007b72, 0x00007bf2,
+	0x00007c03, 0x00007c0b, 0x00007c80, 0x00007cd4,
+	0x00007d1c, 0x00007d2b, 0x00007d3e, 0x00007d4a,
+	0x00007d86, 0x00007dc0, 0x00007dce, 0x00007ddb,
+	0x00007de9, 0x00007df7, 0x00007e05, 0x00007e37,
+	0x00007e67, 0x00007ec3, 0x00007ed0, 0x00007ef0,
+	0x00007efb, 0x00007f15, 0x00007f1a, 0x00007f2b,
 	// Entry 300 - 31F
-	0x00007f03, 0x00007f0a, 0x00007f13, 0x00007f26,
-	0x00007f30, 0x00007f3a, 0x00007f44, 0x00007f5c,
-	0x00007f72, 0x00007f7e, 0x00007fa0, 0x00007fa7,
-	0x00007fb4, 0x00007fc5, 0x00007fec, 0x00007ffc,
-	0x0000801b, 0x0000803b, 0x00008113, 0x000081f4,
-	0x00008248, 0x00008298, 0x000082f8, 0x0000834b,
-	0x00008383, 0x000083b4, 0x00008404, 0x00008438,
-	0x00008456, 0x00008475, 0x00008494, 0x000084b4,
-} // Size: 3224 bytes
+	0x00007fb1, 0x00007fd6, 0x00007fdd, 0x00007fe6,
+	0x00007ff9, 0x00008003, 0x0000800d, 0x00008017,
+	0x0000802f, 0x00008045, 0x00008051, 0x00008073,
+	0x0000807a, 0x00008087, 0x00008098, 0x000080bf,
+	0x000080cf, 0x000080ee, 0x0000810e, 0x000081e6,
+	0x000082c7, 0x0000831b, 0x0000836b, 0x000083cb,
+	0x0000841e, 0x00008456, 0x00008487, 0x000084d7,
+	0x0000850b, 0x00008529, 0x00008548, 0x00008567,
+	// Entry 320 - 33F
+	0x00008587,
+} // Size: 3228 bytes
 
-const enData string = "" + // Size: 33972 bytes
+const enData string = "" + // Size: 34183 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1385,208 +1388,211 @@ const enData string = "" + // Size: 33972 bytes
 	"check before retrying.\x02The destination did not answer within the call" +
 	"’s timeout: it may have acted all the same, so check before retrying." +
 	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
-	"efused its worker’s report (%[1]s; see the attempts below): the worker a" +
-	"nswered, and its answer must change, not its lock.\x02The last attempt’s" +
-	" lock expired with no attempt left.\x02The last attempt’s worker stream " +
-	"ended (its worker left or was dropped) with no attempt left.\x02The dead" +
-	"line passed before a result arrived.\x02The result did not match the rev" +
-	"ision's outputs contract.\x02The answer to the call was lost (the connec" +
-	"tion broke after the request was sent, or Relais stopped or could not re" +
-	"ach its database before recording it): whether the destination acted is " +
-	"unknown, so Relais does not call it again by itself (an operator’s retry" +
-	" does).\x02The call could not be prepared.\x02The destination could not " +
-	"be reached.\x02The destination’s answer was too large.\x02The last attem" +
-	"pt ended without a result (its lock expired, or its worker’s stream ende" +
-	"d) with no attempt left.\x02The inputs could not be built from the proce" +
-	"ss’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 wor" +
-	"ker reported a failure with no retries left (retries: 0, no retries sent" +
-	", which Camunda reads as 0, or a budget already spent): it is not run ag" +
-	"ain.\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1" +
-	"]s now (Workers page).\x02No live worker takes revision %[1]d: the live " +
-	"workers of %[2]s declare inputs it does not have.\x02No live worker take" +
-	"s revision %[1]d: the live workers of %[2]s take revision %[3]d only." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
-	"revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s —" +
-	" %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting " +
-	"for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a" +
-	" worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1" +
-	"]s) ended %[2]s without its result recorded: the replica making it may h" +
-	"ave stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the d" +
-	"estination whether it took effect.\x02Relais is calling the destination " +
-	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
-	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
-	"mer, or a front end with a settle token, completes it later.\x02Complete" +
-	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
-	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
-	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
-	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
-	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
-	"%[2]s)\x02The instance was stopped while the worker held the task: its r" +
-	"eport is refused, but it may already have done the work.\x02The instance" +
-	" was stopped during the call, which was aborted: the destination may alr" +
-	"eady have acted on the request (check there).\x02The instance was stoppe" +
-	"d while the task was deferred: a settlement by id is refused, but the wo" +
-	"rk it waited for may already be done.\x02%[1]s at %[2]s\x02Relais refuse" +
-	"d a report of this attempt at %[1]s (%[2]s) before taking another.\x02Re" +
-	"lais refused %[1]s reports of this attempt, the last at %[2]s (%[3]s), b" +
-	"efore taking another.\x02Relais refused this attempt’s report at %[1]s (" +
-	"%[2]s): its worker answered, and the answer was not taken.\x02Relais ref" +
-	"used %[1]s reports of this attempt, the last at %[2]s (%[3]s): its worke" +
-	"r answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable bo" +
-	"dy\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02Message from the worker (its own words, pro" +
-	"tected values masked)\x02Message from Relais, quoting the destination’s " +
-	"answer\x02Message from Relais\x02The revision must be a whole number, 1 " +
-	"or more.\x02A revision is a definition’s: choose the definition too.\x02" +
-	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
-	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
-	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
-	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
-	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
-	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
-	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
-	"efreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02set" +
-	"tled\x02next attempt\x02claimable since\x02call in progress since\x02loc" +
-	"k until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Firs" +
-	"t page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026" +
-	"-12-01.\x02%[1]s: the first day comes after the last.\x02This address ho" +
-	"lds a parameter that cannot be read (a percent sign not followed by two " +
-	"hexadecimal digits, or a semicolon): correct the address.\x02Unknown par" +
-	"ameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
-	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
-	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
-	"pt in this browser only.\x02Show times in\x02The console runs no script," +
-	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
-	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
-	"s and detail pages\x02A reload empties what you typed but did not apply " +
-	"(filters, the search box) and moves the focus back to the top of the pag" +
-	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
-	"ume. Pages where you type a reason (confirmations, and occurrences with " +
-	"a value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving" +
-	" time)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Rel" +
-	"oading resumed.\x02Reloading paused: this page stays as it is until you " +
-	"resume.\x02Published process versions: their nodes, routes and pinned re" +
-	"visions, drawn, with where their occurrences are now.\x02Published proce" +
-	"ss versions: their nodes, routes and pinned revisions, drawn.\x02Process" +
-	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
-	"ersion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow t" +
-	"he longest path from the start node. Solid arrows are successes (labelle" +
-	"d with their route), dashed ones failures (labelled with their error cod" +
-	"es). Each box says how many of this version’s occurrences are at that no" +
-	"de now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Inputs from\x02No inputs: an instance starts with an empty object." +
-	"\x02Inputs an instance of this version is started with\x02Instances of t" +
-	"his version\x02Columns follow the longest path from the start node. Soli" +
-	"d arrows are successes (labelled with their route), dashed ones failures" +
-	" (labelled with their error codes).\x02Nodes of this version\x02This ver" +
-	"sion has %[1]d nodes: too many to draw legibly (at most %[2]d). The tabl" +
-	"e below lists every node with its routes and counts.\x02This version has" +
-	" %[1]d nodes: too many to draw legibly (at most %[2]d). The table below " +
-	"lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
-	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
-	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
-	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
-	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02" +
-	"%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an op" +
-	"erator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01" +
-	"\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[" +
-	"1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no retry" +
-	", priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (th" +
-	"e default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
-	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
-	"eal a sensitive value.\x02Say why you reveal this value: the reason is r" +
-	"ecorded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Back to the occurrence\x02Cannot reveal" +
-	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
-	"\x02Secret values can never be revealed.\x02Every sensitive value an adm" +
-	"inistrator revealed: who, when, which field and why. The values themselv" +
-	"es are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
-	" and no instance has it as its business key. An ended instance is delete" +
-	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
-	"RETENTION) has passed, or at once when an administrator erases it; the a" +
-	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02The token you signed in with is revoked, and you are s" +
-	"igned out: sign in with another one.\x02Your session had ended (inactivi" +
-	"ty, a sign-out elsewhere, a revoked token or a restart of the server), s" +
-	"o your last action was not applied. Sign in again, then repeat it.\x02Yo" +
-	"ur session has ended (inactivity, a sign-out elsewhere, a token revoked " +
-	"or expired, or a restart of the server). Sign in again.\x02Sign in\x02Si" +
-	"gn in with an operator, designer or administrator token.\x02Token\x02The" +
-	" token is checked once and never stored in your browser; a session cooki" +
-	"e stands for it for up to 8 hours of inactivity, and 12 hours at most." +
-	"\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address." +
-	" Try again in %[1]d second.\x00H\x02Too many failed sign-ins from your a" +
-	"ddress. Try again in %[1]d seconds.\x02Paste your token in the field: it" +
-	" is empty.\x02This token is unknown, revoked or expired.\x02A %[1]s toke" +
-	"n cannot open the console: it is a worker’s token, for the API.\x02Only " +
-	"administrators see this page: tokens, consumers, destinations, the revea" +
-	"l log and erasures are theirs.\x02Staff tokens (administrators, designer" +
-	"s, operators) that are not revoked. Consumer tokens are managed with the" +
-	"ir consumers. Revoking a token refuses its next request.\x02Staff tokens" +
-	", oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02" +
-	"not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]" +
-	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
-	" console sessions opened with it end. This cannot be undone: whoever use" +
-	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
-	"ken you signed in with: revoking it signs you out. Its next request is r" +
-	"efused. This cannot be undone.\x02This is the last usable administrator " +
-	"token: create another one before revoking it.\x02The token “%[1]s” (%[2]" +
-	"s) was revoked: its next request is refused.\x02routing output\x02each i" +
-	"tem of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]" +
-	"d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
-	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
-	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
-	"connected by a stream, and polling workers by their last fetch. A worker" +
-	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
-	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
-	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
-	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02stre" +
-	"am\x02long polling\x02Camunda 7 facade\x02every revision its consumer is" +
-	" granted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no work" +
-	"er takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no l" +
-	"ive worker takes it: subscribe workers to it, with their consumers grant" +
-	"ed it (a worker naming no revision takes those its consumer is granted; " +
-	"a process version pins it).\x02Occurrences of revisions %[1]s wait, and " +
-	"no live worker takes them: subscribe workers to them, with their consume" +
-	"rs granted them (a worker naming no revision takes those its consumer is" +
-	" granted; a process version pins them).\x02No worker serves this definit" +
-	"ion: its occurrences wait until one connects or polls.\x02No process use" +
-	"s this definition yet: it needs a worker once a process pulls it.\x02No " +
-	"process pulls this definition: Relais calls its destinations (push), and" +
-	" it needs no worker.\x02No worker is connected for this definition; none" +
-	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
-	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every re" +
-	"vision its consumer is granted.\x02Revisions they take: %[1]s; some take" +
-	" every revision their consumer is granted.\x02They take every revision t" +
-	"heir consumer is granted.\x02It takes revision %[1]d only.\x02They take " +
-	"revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revi" +
-	"sions %[1]s only."
+	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
+	": the worker answered, and its answer must change, not its lock.\x02The " +
+	"last attempt’s lock expired with no attempt left, after Relais refused i" +
+	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
+	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
+	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
+	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
+	"sed before a result arrived.\x02The result did not match the revision's " +
+	"outputs contract.\x02The answer to the call was lost (the connection bro" +
+	"ke after the request was sent, or Relais stopped or could not reach its " +
+	"database before recording it): whether the destination acted is unknown," +
+	" so Relais does not call it again by itself (an operator’s retry does)." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt ende" +
+	"d without a result (its lock expired, or its worker’s stream ended) with" +
+	" no attempt left.\x02The inputs could not be built from the process’s bi" +
+	"ndings.\x02An operator abandoned the instance.\x02A Camunda 7 worker rep" +
+	"orted a failure with no retries left (retries: 0, no retries sent, which" +
+	" Camunda reads as 0, or a budget already spent): it is not run again." +
+	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
+	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
+	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
+	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
+	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
+	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
+	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
+	"ed %[2]s without its result recorded: the replica making it may have sto" +
+	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
+	"ion whether it took effect.\x02Relais is calling the destination (since " +
+	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
+	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
+	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
+	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
+	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
+	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
+	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
+	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
+	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02The instance was stopped while the worker held the task: its report " +
+	"is refused, but it may already have done the work.\x02The instance was s" +
+	"topped during the call, which was aborted: the destination may already h" +
+	"ave acted on the request (check there).\x02The instance was stopped whil" +
+	"e the task was deferred: a settlement by id is refused, but the work it " +
+	"waited for may already be done.\x02%[1]s at %[2]s\x02Relais refused a re" +
+	"port of this attempt at %[1]s (%[2]s) before taking another.\x02Relais r" +
+	"efused %[1]s reports of this attempt, the last at %[2]s (%[3]s), before " +
+	"taking another.\x02Relais refused this attempt’s report at %[1]s (%[2]s)" +
+	": its worker answered, and the answer was not taken.\x02Relais refused %" +
+	"[1]s reports of this attempt, the last at %[2]s (%[3]s): its worker answ" +
+	"ered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02" +
+	"no answer within the timeout\x02no connection\x02answer too large\x02unk" +
+	"nown\x02[redacted]\x02Message from the worker (its own words, protected " +
+	"values masked)\x02Message from Relais, quoting the destination’s answer" +
+	"\x02Message from Relais\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02A revision is a definition’s: choose the definition too.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, destination, da" +
+	"tes\x02Push destination\x02its name, exactly\x02instance id\x02Counts by" +
+	" status\x02Occurrences, newest first\x02Message\x02Process and node\x02E" +
+	"rror\x02Consumer and worker\x02Next attempt or settled\x02No occurrence " +
+	"matches these filters.\x02All consumers\x02Totals of definition %[1]s, n" +
+	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
+	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
+	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
+	"a parameter that cannot be read (a percent sign not followed by two hexa" +
+	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
+	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
+	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
+	"r is invalid: go back to the first page.\x02These settings are kept in t" +
+	"his browser only.\x02Show times in\x02The console runs no script, so it " +
+	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
+	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
+	"etail pages\x02A reload empties what you typed but did not apply (filter" +
+	"s, the search box) and moves the focus back to the top of the page: “Pau" +
+	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
+	"ges where you type a reason (confirmations, and occurrences with a value" +
+	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
+	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
+	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
+	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
+	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
+	"ons, drawn, with where their occurrences are now.\x02Published process v" +
+	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
+	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
+	"on %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	" Each box says how many of this version’s occurrences are at that node n" +
+	"ow.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kin" +
+	"d\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inp" +
+	"uts from\x02No inputs: an instance starts with an empty object.\x02Input" +
+	"s an instance of this version is started with\x02Instances of this versi" +
+	"on\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
+	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
+	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
+	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
+	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
+	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
+	" can never be revealed.\x02Every sensitive value an administrator reveal" +
+	"ed: who, when, which field and why. The values themselves are never kept" +
+	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
+	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
+	"t accept that request.\x02This form was sent from another site: the cons" +
+	"ole takes its forms from its own pages only. Open the console and send i" +
+	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
+	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
+	" find: the search box is empty.\x02That is too long to be an id or a bus" +
+	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
+	"y is found only whole and exactly as given, capitals and accents include" +
+	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
+	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
+	"it as its business key. An ended instance is deleted, with its occurrenc" +
+	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
+	", or at once when an administrator erases it; the audit log keeps the op" +
+	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
+	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
+	"e row, or copy its link, for the whole id.\x02You are signed out.\x02The" +
+	" token you signed in with is revoked, and you are signed out: sign in wi" +
+	"th another one.\x02Your session had ended (inactivity, a sign-out elsewh" +
+	"ere, a revoked token or a restart of the server), so your last action wa" +
+	"s not applied. Sign in again, then repeat it.\x02Your session has ended " +
+	"(inactivity, a sign-out elsewhere, a token revoked or expired, or a rest" +
+	"art of the server). Sign in again.\x02Sign in\x02Sign in with an operato" +
+	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
+	"\x02G\x02Too many failed sign-ins from your address. Try again in %[1]d " +
+	"second.\x00H\x02Too many failed sign-ins from your address. Try again in" +
+	" %[1]d seconds.\x02Paste your token in the field: it is empty.\x02This t" +
+	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
+	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
+	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
+	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
+	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
+	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
+	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
+	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
+	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
+	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
+	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
+	"th: revoking it signs you out. Its next request is refused. This cannot " +
+	"be undone.\x02This is the last usable administrator token: create anothe" +
+	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
+	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
+	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
+	"m, and polling workers by their last fetch. A worker is listed while it " +
+	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
+	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
-var frIndex = []uint32{ // 800 elements
+var frIndex = []uint32{ // 801 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1737,84 +1743,86 @@ var frIndex = []uint32{ // 800 elements
 	0x00006438, 0x0000644c, 0x00006463, 0x00006471,
 	0x0000647c, 0x0000649f, 0x000064dd, 0x000064fc,
 	0x00006518, 0x00006586, 0x00006658, 0x000066b7,
-	0x0000673c, 0x000067b9, 0x000068bc, 0x00006903,
-	0x00006990, 0x000069d0, 0x00006a16, 0x00006b63,
-	0x00006b8b, 0x00006bae, 0x00006be5, 0x00006c76,
+	0x0000673c, 0x000067b9, 0x000068cd, 0x000069d0,
+	0x00006a17, 0x00006aa4, 0x00006ae4, 0x00006b2a,
+	0x00006c77, 0x00006c9f, 0x00006cc2, 0x00006cf9,
 	// Entry 220 - 23F
-	0x00006cc9, 0x00006cf2, 0x00006dd4, 0x00006dfa,
-	0x00006e41, 0x00006ec5, 0x00006f40, 0x00006fbd,
-	0x00006fe5, 0x0000700d, 0x00007054, 0x0000709e,
-	0x000070d1, 0x000070e4, 0x000071ec, 0x0000721a,
-	0x00007256, 0x0000726c, 0x00007300, 0x00007313,
-	0x00007350, 0x0000738c, 0x0000739f, 0x000073f3,
-	0x00007428, 0x0000743a, 0x00007451, 0x00007490,
-	0x000074e2, 0x0000750e, 0x000075ab, 0x00007651,
+	0x00006d8a, 0x00006ddd, 0x00006e06, 0x00006ee8,
+	0x00006f0e, 0x00006f55, 0x00006fd9, 0x00007054,
+	0x000070d1, 0x000070f9, 0x00007121, 0x00007168,
+	0x000071b2, 0x000071e5, 0x000071f8, 0x00007300,
+	0x0000732e, 0x0000736a, 0x00007380, 0x00007414,
+	0x00007427, 0x00007464, 0x000074a0, 0x000074b3,
+	0x00007507, 0x0000753c, 0x0000754e, 0x00007565,
+	0x000075a4, 0x000075f6, 0x00007622, 0x000076bf,
 	// Entry 240 - 25F
-	0x000076fe, 0x0000770e, 0x0000776e, 0x000077df,
-	0x00007864, 0x000078f9, 0x00007904, 0x00007921,
-	0x00007940, 0x00007951, 0x0000796b, 0x00007974,
-	0x0000797e, 0x000079cc, 0x00007a11, 0x00007a30,
-	0x00007a65, 0x00007ab6, 0x00007ac7, 0x00007b11,
-	0x00007b27, 0x00007b3b, 0x00007b54, 0x00007b6a,
-	0x00007b94, 0x00007b9c, 0x00007baf, 0x00007bb6,
-	0x00007bd1, 0x00007bf1, 0x00007c21, 0x00007c38,
+	0x00007765, 0x00007812, 0x00007822, 0x00007882,
+	0x000078f3, 0x00007978, 0x00007a0d, 0x00007a18,
+	0x00007a35, 0x00007a54, 0x00007a65, 0x00007a7f,
+	0x00007a88, 0x00007a92, 0x00007ae0, 0x00007b25,
+	0x00007b44, 0x00007b79, 0x00007bca, 0x00007bdb,
+	0x00007c25, 0x00007c3b, 0x00007c4f, 0x00007c68,
+	0x00007c7e, 0x00007ca8, 0x00007cb0, 0x00007cc3,
+	0x00007cca, 0x00007ce5, 0x00007d05, 0x00007d35,
 	// Entry 260 - 27F
-	0x00007c70, 0x00007cab, 0x00007cd7, 0x00007d2b,
-	0x00007d3c, 0x00007d56, 0x00007d61, 0x00007d75,
-	0x00007d87, 0x00007d9d, 0x00007daf, 0x00007dc1,
-	0x00007dc7, 0x00007dd9, 0x00007de7, 0x00007df6,
-	0x00007e02, 0x00007e18, 0x00007e42, 0x00007e75,
-	0x00007f1d, 0x00007f6d, 0x00007f95, 0x00007fe7,
-	0x00008029, 0x00008065, 0x0000807c, 0x00008146,
-	0x00008173, 0x0000832d, 0x00008347, 0x00008360,
+	0x00007d4c, 0x00007d84, 0x00007dbf, 0x00007deb,
+	0x00007e3f, 0x00007e50, 0x00007e6a, 0x00007e75,
+	0x00007e89, 0x00007e9b, 0x00007eb1, 0x00007ec3,
+	0x00007ed5, 0x00007edb, 0x00007eed, 0x00007efb,
+	0x00007f0a, 0x00007f16, 0x00007f2c, 0x00007f56,
+	0x00007f89, 0x00008031, 0x00008081, 0x000080a9,
+	0x000080fb, 0x0000813d, 0x00008179, 0x00008190,
+	0x0000825a, 0x00008287, 0x00008441, 0x0000845b,
 	// Entry 280 - 29F
-	0x00008381, 0x00008398, 0x000083c5, 0x000083cc,
-	0x000083e6, 0x0000840c, 0x00008421, 0x0000847b,
-	0x00008510, 0x00008573, 0x00008586, 0x000085ad,
-	0x000085d5, 0x000085e3, 0x000085f3, 0x00008604,
-	0x0000860b, 0x00008741, 0x00008748, 0x00008782,
-	0x00008787, 0x0000879c, 0x000087b0, 0x000087c2,
-	0x000087d8, 0x000087e8, 0x00008825, 0x00008865,
-	0x00008880, 0x00008955, 0x0000896d, 0x00008a0e,
+	0x00008474, 0x00008495, 0x000084ac, 0x000084d9,
+	0x000084e0, 0x000084fa, 0x00008520, 0x00008535,
+	0x0000858f, 0x00008624, 0x00008687, 0x0000869a,
+	0x000086c1, 0x000086e9, 0x000086f7, 0x00008707,
+	0x00008718, 0x0000871f, 0x00008855, 0x0000885c,
+	0x00008896, 0x0000889b, 0x000088b0, 0x000088c4,
+	0x000088d6, 0x000088ec, 0x000088fc, 0x00008939,
+	0x00008979, 0x00008994, 0x00008a69, 0x00008a81,
 	// Entry 2A0 - 2BF
-	0x00008a9d, 0x00008aad, 0x00008b87, 0x00008c49,
-	0x00008c4e, 0x00008c5e, 0x00008c6c, 0x00008c7c,
-	0x00008c8c, 0x00008c9a, 0x00008caa, 0x00008cb4,
-	0x00008cdd, 0x00008cf7, 0x00008d12, 0x00008da0,
-	0x00008dde, 0x00008def, 0x00008dfc, 0x00008e17,
-	0x00008e2b, 0x00008e49, 0x00008e94, 0x00008ed5,
-	0x00008f4b, 0x00008f91, 0x00008faa, 0x00008fc2,
-	0x00009015, 0x00009050, 0x000090e8, 0x00009114,
+	0x00008b22, 0x00008bb1, 0x00008bc1, 0x00008c9b,
+	0x00008d5d, 0x00008d62, 0x00008d72, 0x00008d80,
+	0x00008d90, 0x00008da0, 0x00008dae, 0x00008dbe,
+	0x00008dc8, 0x00008df1, 0x00008e0b, 0x00008e26,
+	0x00008eb4, 0x00008ef2, 0x00008f03, 0x00008f10,
+	0x00008f2b, 0x00008f3f, 0x00008f5d, 0x00008fa8,
+	0x00008fe9, 0x0000905f, 0x000090a5, 0x000090be,
+	0x000090d6, 0x00009129, 0x00009164, 0x000091fc,
 	// Entry 2C0 - 2DF
-	0x0000913a, 0x0000916e, 0x00009186, 0x000091b1,
-	0x0000925a, 0x00009264, 0x000092ec, 0x00009321,
-	0x00009362, 0x00009447, 0x000095c2, 0x0000969b,
-	0x000096b4, 0x00009730, 0x000097f9, 0x00009882,
-	0x0000988f, 0x000098e1, 0x000098e7, 0x0000999b,
-	0x00009a4b, 0x00009a7d, 0x00009aa9, 0x00009b12,
-	0x00009bb9, 0x00009c7b, 0x00009cab, 0x00009cb8,
-	0x00009cbe, 0x00009cd4, 0x00009cdf, 0x00009ce6,
+	0x00009228, 0x0000924e, 0x00009282, 0x0000929a,
+	0x000092c5, 0x0000936e, 0x00009378, 0x00009400,
+	0x00009435, 0x00009476, 0x0000955b, 0x000096d6,
+	0x000097af, 0x000097c8, 0x00009844, 0x0000990d,
+	0x00009996, 0x000099a3, 0x000099f5, 0x000099fb,
+	0x00009aaf, 0x00009b5f, 0x00009b91, 0x00009bbd,
+	0x00009c26, 0x00009ccd, 0x00009d8f, 0x00009dbf,
+	0x00009dcc, 0x00009dd2, 0x00009de8, 0x00009df3,
 	// Entry 2E0 - 2FF
-	0x00009cf1, 0x00009cff, 0x00009d0c, 0x00009d1a,
-	0x00009d33, 0x00009d60, 0x00009e09, 0x00009e1c,
-	0x00009e26, 0x00009eb5, 0x00009f16, 0x00009f72,
-	0x00009f84, 0x00009f9e, 0x00009fb1, 0x00009fef,
-	0x0000a02b, 0x0000a048, 0x0000a055, 0x0000a063,
-	0x0000a071, 0x0000a081, 0x0000a0bd, 0x0000a0f7,
-	0x0000a174, 0x0000a17f, 0x0000a1a9, 0x0000a1b6,
-	0x0000a1d2, 0x0000a1d6, 0x0000a1e8, 0x0000a2aa,
+	0x00009dfa, 0x00009e05, 0x00009e13, 0x00009e20,
+	0x00009e2e, 0x00009e47, 0x00009e74, 0x00009f1d,
+	0x00009f30, 0x00009f3a, 0x00009fc9, 0x0000a02a,
+	0x0000a086, 0x0000a098, 0x0000a0b2, 0x0000a0c5,
+	0x0000a103, 0x0000a13f, 0x0000a15c, 0x0000a169,
+	0x0000a177, 0x0000a185, 0x0000a195, 0x0000a1d1,
+	0x0000a20b, 0x0000a288, 0x0000a293, 0x0000a2bd,
+	0x0000a2ca, 0x0000a2e6, 0x0000a2ea, 0x0000a2fc,
 	// Entry 300 - 31F
-	0x0000a2dd, 0x0000a2e8, 0x0000a2f2, 0x0000a307,
-	0x0000a310, 0x0000a31a, 0x0000a32f, 0x0000a353,
-	0x0000a36d, 0x0000a382, 0x0000a3ae, 0x0000a3b3,
-	0x0000a3c8, 0x0000a3da, 0x0000a40f, 0x0000a420,
-	0x0000a44d, 0x0000a47c, 0x0000a59e, 0x0000a6c0,
-	0x0000a736, 0x0000a7c1, 0x0000a850, 0x0000a8b7,
-	0x0000a8f9, 0x0000a941, 0x0000a9b4, 0x0000a9fc,
-	0x0000aa2a, 0x0000aa58, 0x0000aa8b, 0x0000aabe,
-} // Size: 3224 bytes
+	0x0000a3be, 0x0000a3f1, 0x0000a3fc, 0x0000a406,
+	0x0000a41b, 0x0000a424, 0x0000a42e, 0x0000a443,
+	0x0000a467, 0x0000a481, 0x0000a496, 0x0000a4c2,
+	0x0000a4c7, 0x0000a4dc, 0x0000a4ee, 0x0000a523,
+	0x0000a534, 0x0000a561, 0x0000a590, 0x0000a6b2,
+	0x0000a7d4, 0x0000a84a, 0x0000a8d5, 0x0000a964,
+	0x0000a9cb, 0x0000aa0d, 0x0000aa55, 0x0000aac8,
+	0x0000ab10, 0x0000ab3e, 0x0000ab6c, 0x0000ab9f,
+	// Entry 320 - 33F
+	0x0000abd2,
+} // Size: 3228 bytes
 
-const frData string = "" + // Size: 43710 bytes
+const frData string = "" + // Size: 43986 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2206,250 +2214,253 @@ const frData string = "" + // Size: 43710 bytes
 	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
 	"ndre.\x02Le verrou de la dernière tentative a expiré sans tentative rest" +
 	"ante, après que Relais a refusé le rapport de son exécutant (%[1]s\u202f" +
-	"; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est" +
-	" sa réponse qui doit changer, pas son verrou.\x02Le verrou de la dernièr" +
-	"e tentative a expiré sans tentative restante.\x02Le flux de l’exécutant " +
-	"de la dernière tentative s’est terminé (l’exécutant est parti ou a été é" +
-	"carté) sans tentative restante.\x02L’échéance est passée avant l’arrivée" +
-	" d’un résultat.\x02Le résultat ne respectait pas le contrat de sorties d" +
-	"e la révision.\x02La réponse à l’appel a été perdue (la connexion s’est " +
-	"rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu" +
-	" joindre sa base de données avant de l’enregistrer)\u202f: on ignore si " +
-	"la destination a agi, donc Relais ne l’appelle pas de nouveau de lui-mêm" +
-	"e (la reprise par un opérateur le fait).\x02L’appel n’a pas pu être prép" +
-	"aré.\x02La destination était injoignable.\x02La réponse de la destinatio" +
-	"n était trop volumineuse.\x02La dernière tentative a pris fin sans résul" +
-	"tat (son verrou a expiré, ou le flux de son exécutant s’est terminé), sa" +
-	"ns tentative restante.\x02Les entrées n’ont pas pu être construites à pa" +
-	"rtir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
-	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
-	"stante (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0," +
-	" ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nou" +
-	"veau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif n" +
-	"e prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif n" +
-	"e prend la révision %[1]d\u202f: les exécutants actifs de %[2]s déclaren" +
-	"t des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révi" +
-	"sion %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révi" +
-	"sion %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: l" +
-	"es exécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02No" +
-	"uvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %" +
-	"[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau." +
-	"\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]s" +
-	").\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]" +
-	"s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat" +
-	" soit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêté" +
-	"e. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: dema" +
-	"ndez à la destination s’il a pris effet.\x02Relais appelle la destinatio" +
-	"n (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[" +
-	"3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un e" +
-	"xécutant du même consommateur, ou une interface munie d’un jeton de règl" +
-	"ement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est " +
-	"bloquée ici, en attente d’un opérateur.\x02Son instance a continué par l" +
-	"e chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’inst" +
-	"ance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
-	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
-	"teur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règle" +
-	"ment)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en" +
-	" tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’inst" +
-	"ance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son " +
-	"compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’" +
-	"instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: la d" +
-	"estination a peut-être déjà donné suite à la requête (vérifiez-le chez e" +
-	"lle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
-	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
-	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
-	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
-	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
-	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
-	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Tous les consommateurs\x02Totaux de la définitio" +
-	"n %[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sa" +
-	"ns les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes s" +
-	"ont actualisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d\x02" +
-	"Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02dispon" +
-	"ible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depui" +
-	"s\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne" +
-	" %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-" +
-	"01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adr" +
-	"esse contient un paramètre illisible (un signe pour cent qui n’est pas s" +
-	"uivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez" +
-	" l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vou" +
-	"s dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%" +
-	"[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
-	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
-	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
-	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
-	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
-	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
-	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
-	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
-	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
-	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
-	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
-	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes" +
-	" suivent le plus long chemin depuis le nœud de départ. Les flèches plein" +
-	"es sont les réussites (étiquetées par leur route), les pointillées les é" +
-	"checs (étiquetées par leurs codes d’erreur). Chaque case indique combien" +
-	" d’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance d" +
-	"émarre avec un objet vide.\x02Entrées avec lesquelles démarre une insta" +
-	"nce de cette version\x02Instances de cette version\x02Les colonnes suive" +
-	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
-	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
-	"(étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cett" +
-	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
-	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et se" +
-	"s décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessine" +
-	"r lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud a" +
-	"vec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœu" +
-	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, rou" +
-	"tes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-" +
-	"dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
-	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
-	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
-	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
-	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
-	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
-	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
-	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
-	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
-	"d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instan" +
-	"ces bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%" +
-	"[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admi" +
-	"nistrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous " +
-	"révélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
-	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
-	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
-	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
-	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
-	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
-	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
-	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
-	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
-	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
-	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
-	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
-	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
-	"Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connecté e" +
-	"st révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un autre." +
-	"\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, jeto" +
-	"n révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a pa" +
-	"s été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a " +
-	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou " +
-	"redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-" +
-	"vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Je" +
-	"ton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre" +
-	" navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heure" +
-	"s d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02T" +
-	"rop de connexions échouées depuis votre adresse. Réessayez dans %[1]d se" +
-	"conde.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il es" +
-	"t vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle " +
-	"%[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, p" +
-	"our l’API.\x02Seuls les administrateurs voient cette page\u202f: les jet" +
-	"ons, les consommateurs, les destinations, le journal des révélations et " +
-	"les effacements sont de leur ressort.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun j" +
-	"eton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas enc" +
-	"ore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %" +
-	"[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête" +
-	" suivante est refusée et les sessions de console ouvertes avec lui prenn" +
-	"ent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouvea" +
-	"u jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel" +
-	" vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suiva" +
-	"nte est refusée. C’est irréversible.\x02C’est le dernier jeton administr" +
-	"ateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le je" +
-	"ton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
-	"e sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaq" +
-	"ue élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
-	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
-	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
-	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
-	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
-	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
-	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
-	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
-	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
-	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
-	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
-	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
-	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
-	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
-	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
-	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
-	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	"; voir les tentatives de l’occurrence en échec)\u202f: l’exécutant a rép" +
+	"ondu, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou" +
+	" de la dernière tentative a expiré sans tentative restante, après que Re" +
+	"lais a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentati" +
+	"ves ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui do" +
+	"it changer, pas son verrou.\x02Le verrou de la dernière tentative a expi" +
+	"ré sans tentative restante.\x02Le flux de l’exécutant de la dernière ten" +
+	"tative s’est terminé (l’exécutant est parti ou a été écarté) sans tentat" +
+	"ive restante.\x02L’échéance est passée avant l’arrivée d’un résultat." +
+	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
+	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
+	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
+	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
+	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
+	"estination était injoignable.\x02La réponse de la destination était trop" +
+	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
+	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
+	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
+	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
+	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
+	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
+	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
+	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
+	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
+	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
+	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
+	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
+	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
+	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
+	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
+	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
+	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
+	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
+	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
+	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
+	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
+	", en attente d’un opérateur.\x02Son instance a continué par le chemin d’" +
+	"erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été " +
+	"arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’ins" +
+	"tance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s" +
+	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%[1]" +
+	"s (différée\u202f; clôturée avec son jeton de règlement, en tant que %[2" +
+	"]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’instance a été ar" +
+	"rêtée pendant que l’exécutant détenait la tâche\u202f: son compte rendu " +
+	"est refusé, mais il a peut-être déjà fait le travail.\x02L’instance a ét" +
+	"é arrêtée pendant l’appel, qui a été interrompu\u202f: la destination a" +
+	" peut-être déjà donné suite à la requête (vérifiez-le chez elle).\x02L’i" +
+	"nstance a été arrêtée pendant que la tâche était différée\u202f: sa clôt" +
+	"ure par identifiant est refusée, mais le travail attendu a peut-être déj" +
+	"à été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette t" +
+	"entative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refus" +
+	"é %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), avant " +
+	"d’en accepter un autre.\x02Relais a refusé le rapport de cette tentative" +
+	" à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a pas é" +
+	"té prise.\x02Relais a refusé %[1]s rapports de cette tentative, le derni" +
+	"er à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a" +
+	" été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de répo" +
+	"nse dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02inc" +
+	"onnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, valeurs" +
+	" protégées masquées)\x02Message de Relais (en anglais), citant la répons" +
+	"e de la destination\x02Message de Relais (en anglais)\x02La révision doi" +
+	"t être un nombre entier, 1 ou plus.\x02Une révision est celle d’une défi" +
+	"nition\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus" +
+	" de filtres\u202f: instance, révision, consommateur, destination, dates" +
+	"\x02Destination d’appel\x02son nom, exactement\x02identifiant d’instance" +
+	"\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02Me" +
+	"ssage\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Pro" +
+	"chaine tentative ou clôture\x02Aucune occurrence ne correspond à ces fil" +
+	"tres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans l" +
+	"es autres filtres\x02Totaux de toutes les définitions, sans les autres f" +
+	"iltres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés tou" +
+	"tes les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieu" +
+	"re\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02app" +
+	"el en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page" +
+	" précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %" +
+	"[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f" +
+	": le premier jour vient après le dernier.\x02Cette adresse contient un p" +
+	"aramètre illisible (un signe pour cent qui n’est pas suivi de deux chiff" +
+	"res hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Par" +
+	"amètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]" +
+	"s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le" +
+	" paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une" +
+	" seule fois.\x02Le curseur de page est invalide\u202f: revenez à la prem" +
+	"ière page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
+	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
+	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
+	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
+	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
+	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
+	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
+	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
+	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
+	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
+	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
+	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
+	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
+	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
+	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
+	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
+	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
+	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
+	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
+	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
+	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
+	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
+	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
+	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
+	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
+	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
+	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
+	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
+	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
+	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
+	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
+	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
+	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
+	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
+	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
+	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
+	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
+	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
+	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
+	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
+	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
+	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
+	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
+	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Le j" +
+	"eton avec lequel vous vous étiez connecté est révoqué, et vous êtes déco" +
+	"nnecté\u202f: connectez-vous avec un autre.\x02Votre session avait pris " +
+	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
+	"erveur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-" +
+	"vous, puis refaites-la.\x02Votre session a pris fin (inactivité, déconne" +
+	"xion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reco" +
+	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
+	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
+	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
+	"de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0he" +
+	"ures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées de" +
+	"puis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connex" +
+	"ions échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Co" +
+	"llez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton est incon" +
+	"nu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la c" +
+	"onsole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les admin" +
+	"istrateurs voient cette page\u202f: les jetons, les consommateurs, les d" +
+	"estinations, le journal des révélations et les effacements sont de leur " +
+	"ressort.\x02Jetons du personnel (administrateurs, concepteurs, opérateur" +
+	"s) non révoqués. Les jetons des consommateurs se gèrent avec leurs conso" +
+	"mmateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du per" +
+	"sonnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière uti" +
+	"lisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
+	"er…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1" +
+	"]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les " +
+	"sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
+	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
+	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 84130 bytes (82KiB); checksum: 15CCF4F5
+	// Total table size 84625 bytes (82KiB); checksum: 26DB2D3B

@@ -645,7 +645,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	fatal = w.configBound(fatal)
 	r.draining.Store(true)
-	w.log.InfoContext(detached, "worker stopping; waiting for in-flight tasks", "in_flight", len(r.slots))
+	if fatal != nil {
+		// Not a clean stop: said at the stop itself, which a reader of
+		// the log skims (newcomer QA: a refused token read as a shutdown).
+		w.log.ErrorContext(detached, "worker stopping: Relais refused it, and Run returns the error; waiting for in-flight tasks", "in_flight", len(r.slots), "err", fatal)
+	} else {
+		w.log.InfoContext(detached, "worker stopping; waiting for in-flight tasks", "in_flight", len(r.slots))
+	}
 	if r.stream != nil {
 		// The stream stays open, and keeps the locks alive, until the
 		// tasks in flight are settled or released.

@@ -1006,10 +1006,17 @@ func TestFatalFetchErrorsEndRun(t *testing.T) {
 	t.Run("bad token", func(t *testing.T) {
 		s := newFake(t)
 		h := newHarness(t, s, Config{Token: "wrong"})
+		logs := &testlog.Buffer{}
+		h.w.log = slog.New(slog.NewTextHandler(logs, nil))
 		h.w.Handle(def, nil, created)
 		err := h.w.Run(context.Background())
 		if ae, ok := errorsAsAPI(err); !ok || ae.Status != 401 || ae.Code != "unauthorized" {
 			t.Errorf("Run = %v; want a 401 *APIError", err)
+		}
+		// The stop says it is no clean one (newcomer QA: it read as a
+		// shutdown).
+		if got := logs.String(); !strings.Contains(got, `level=ERROR msg="worker stopping: Relais refused it`) {
+			t.Errorf("logs:\n%s\nwant the stop said at error level", got)
 		}
 	})
 	t.Run("not Relais", func(t *testing.T) {
