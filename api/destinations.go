@@ -32,8 +32,8 @@ type destinationJSON struct {
 	// timeout cut its calls' credentials without a word (push QA).
 	RemovedHeaders       []string `json:"removed_headers,omitempty"`
 	SigningSecretRemoved bool     `json:"signing_secret_removed,omitempty"`
-	// CappedTimeouts is set on a PUT that lowers max_timeout below what
-	// published push nodes ask: their calls are cut at the new cap.
+	// CappedTimeouts is set on a PUT whose max_timeout is below what
+	// published push nodes ask: their calls are cut at it.
 	CappedTimeouts []cappedTimeoutJSON `json:"capped_timeouts,omitempty"`
 }
 
@@ -96,7 +96,10 @@ func (a *API) putDestination() http.Handler {
 			}
 			out.SigningSecretRemoved = before.Signed && !dest.Signed
 		}
-		if change == engine.Updated && dest.MaxTimeout < before.MaxTimeout {
+		if change != engine.Created {
+			// Said on every put, not only one that lowers the cap: one
+			// raised, or applied again, still short of a node's timeout
+			// still cuts its calls (verifier QA).
 			capped, err := a.eng.PushTimeoutsAbove(r.Context(), dest.Name, dest.MaxTimeout)
 			if err != nil {
 				return err

@@ -380,9 +380,16 @@ func TestDestinations(t *testing.T) {
 			t.Errorf("%s lowering max_timeout under proc's PT2S: capped_timeouts %s", path, got)
 		}
 	}
+	// Raised, or put again, still under it: still said (verifier QA).
 	api["max_timeout"] = "PT1.5S"
+	for _, want := range []string{"updated", "unchanged"} {
+		if r := env.Must(200, "PUT", "/api/v1/destinations/api", env.Admin, api).JSON(t); r["change"] != want || fmt.Sprint(r["capped_timeouts"]) != "[map[node:score process_key:proc timeout:PT2S version:1]]" {
+			t.Errorf("max_timeout PT1.5S %s: capped_timeouts %v, want proc's node", want, r["capped_timeouts"])
+		}
+	}
+	api["max_timeout"] = "PT2S"
 	if r := env.Must(200, "PUT", "/api/v1/destinations/api", env.Admin, api).JSON(t); r["capped_timeouts"] != nil {
-		t.Errorf("raising max_timeout: capped_timeouts %v, want none", r["capped_timeouts"])
+		t.Errorf("max_timeout back at the node's timeout: capped_timeouts %v, want none", r["capped_timeouts"])
 	}
 	env.Must(201, "PUT", "/api/v1/destinations/unused", env.Admin, map[string]any{"url": "https://example.com/x", "max_timeout": "PT1S"})
 	env.Must(204, "DELETE", "/api/v1/destinations/unused", env.Admin, nil)
