@@ -175,15 +175,30 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Port == 0 {
 		attempts = portAttempts
 	}
+	// The port of the last start first, when free: a replica attached to
+	// this cluster through its URL (RELAIS_DATABASE_URL) finds it again
+	// after a restart (chaos QA: it stayed unready until restarted with
+	// the new port).
+	previous := 0
+	if opts.Port == 0 {
+		previous = lastPort(dir)
+	}
 	for attempt := 1; ; attempt++ {
 		port := opts.Port
-		if port == 0 {
+		if port == 0 && attempt == 1 && previous > 0 {
+			port = previous
+		} else if port == 0 {
 			if port, err = pickPort(); err != nil {
 				return nil, err
 			}
 		}
 		c, retry, err := launch(ctx, cfg, port)
 		if err == nil {
+			if opts.Port == 0 && port != previous {
+				if err := writeLastPort(dir, port); err != nil {
+					cfg.logger.Warn("embedded postgres: the port could not be recorded; the next start may pick another", "err", err)
+				}
+			}
 			c.lock = lock
 			keepLock = true
 			go c.watch()
@@ -222,6 +237,37 @@ func (c *Cluster) ensurePassword(ctx context.Context, password string, recorded 
 		stopCtx, cancel := context.WithTimeout(context.Background(), killGrace)
 		defer cancel()
 		_ = c.Stop(stopCtx)
+		return err
+	}
+	return nil
+}
+
+// portFile records, in the cluster folder, the port of the last start.
+const portFile = "port"
+
+// lastPort is the port the cluster last listened on, 0 when none is
+// recorded (or the record is not one).
+func lastPort(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, portFile))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 1024 || n > 65535 {
+		return 0
+	}
+	return n
+}
+
+// writeLastPort records port for the next start (see lastPort).
+func writeLastPort(dir string, port int) error {
+	path := filepath.Join(dir, portFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return nil

@@ -255,6 +255,7 @@ func TestWarmRestartReusesCluster(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0][0] != "50" {
 		t.Errorf("show max_connections = %q, %v; want [[50]] from Options.Settings", rows, err)
 	}
+	port := c.Port()
 	stop1, err := stop(t, c)
 	if err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -265,6 +266,11 @@ func TestWarmRestartReusesCluster(t *testing.T) {
 	}
 
 	c, warm := start(t, opts)
+	// On the port of its last start, which is free: a replica attached
+	// by URL finds it again (chaos QA).
+	if c.Port() != port {
+		t.Errorf("warm start on port %d, want the last start's %d", c.Port(), port)
+	}
 	rows, err = query(c, "select v from kept")
 	if err != nil || len(rows) != 1 || rows[0][0] != "still here" {
 		t.Errorf("select from kept = %q, %v; want [[still here]] (cluster reused)", rows, err)
@@ -552,6 +558,22 @@ func TestPortTaken(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "retrying") {
 		t.Errorf("log = %q, want a record of the retry", logs.String())
+	}
+	selectOne(t, c)
+
+	// The last start's port, taken meanwhile, is left for another.
+	last := c.Port()
+	if _, err := stop(t, c); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(last)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	c, _ = start(t, Options{Dir: dir, BinDir: bin, Fast: true, Logger: logger})
+	if c.Port() == last {
+		t.Errorf("started on the last start's port %d, which is taken", last)
 	}
 	selectOne(t, c)
 }
