@@ -150,85 +150,67 @@ func TestABudgetSpentConnectingIsConnectionFailed(t *testing.T) {
 	}
 }
 
+// rawServer is a TCP server that reads what a connection sends first, then
+// writes answer and closes: a destination speaking another protocol than
+// its URL says. It returns its address.
+func rawServer(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			_, _ = conn.Read(buf)
+			_, _ = conn.Write([]byte(answer))
+			conn.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// callOnce makes one push call to url with a fresh runner.
+func callOnce(t *testing.T, url string) engine.PushResult {
+	t.Helper()
+	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
+	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`), URL: url}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return r.call(ctx, c, 5*time.Second)
+}
+
 // A destination whose URL says http:// but which speaks TLS answers a TLS
 // alert (Go's own TLS servers answer 400 instead): it cannot have acted on
 // the plain request, so the call is connection_failed saying to use
 // https, not outcome_unknown (push QA).
 func TestPlainHTTPToATLSDestinationIsConnectionFailed(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			// A TLS record of an alert, handshake_failure, as a TLS
-			// server answers bytes that are no ClientHello.
-			buf := make([]byte, 4096)
-			_, _ = conn.Read(buf)
-			_, _ = conn.Write([]byte("\x15\x03\x01\x00\x02\x02\x28"))
-			conn.Close()
-		}
-	}()
-	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
-	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`),
-		URL: "http://" + ln.Addr().String() + "/score"}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "https://") {
+	// A TLS record of an alert, handshake_failure, as a TLS server answers
+	// bytes that are no ClientHello.
+	addr := rawServer(t, "\x15\x03\x01\x00\x02\x02\x28")
+	if res := callOnce(t, "http://"+addr+"/score"); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "https://") {
 		t.Errorf("plain HTTP to a TLS server: %s %q; want connection_failed naming https", res.ErrorCode, res.Message)
 	}
 }
 
 // The reverse: an https:// URL to a plain HTTP server says to use http://
-// (push QA: "first record does not look like a TLS handshake" alone).
+// (push QA: "first record does not look like a TLS handshake" alone),
+// whether the server answers in HTTP (net/http names that case) or with
+// anything else that is no TLS.
 func TestTLSToAPlainHTTPDestinationSaysHTTP(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(srv.Close)
-	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
-	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`),
-		URL: "https://" + srv.Listener.Addr().String() + "/score"}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "should start with http://") {
-		t.Errorf("TLS to a plain HTTP server: %s %q; want connection_failed naming http://", res.ErrorCode, res.Message)
-	}
-}
-
-// A plain server that answers no "HTTP/" to a ClientHello (one that only
-// closes, or answers garbage) says the same.
-func TestTLSToAServerAnsweringNoTLSSaysHTTP(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			buf := make([]byte, 4096)
-			_, _ = conn.Read(buf)
-			_, _ = conn.Write([]byte("<html>bad request</html>\n"))
-			conn.Close()
+	for what, addr := range map[string]string{"HTTP": srv.Listener.Addr().String(), "garbage": rawServer(t, "<html>bad request</html>\n")} {
+		if res := callOnce(t, "https://"+addr+"/score"); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "should start with http://") {
+			t.Errorf("TLS to a server answering %s: %s %q; want connection_failed naming http://", what, res.ErrorCode, res.Message)
 		}
-	}()
-	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
-	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`),
-		URL: "https://" + ln.Addr().String() + "/score"}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeConnectionFailed || !strings.Contains(res.Message, "should start with http://") {
-		t.Errorf("TLS to a server answering no TLS: %s %q; want connection_failed naming http://", res.ErrorCode, res.Message)
 	}
 }
 
@@ -245,11 +227,7 @@ func TestAnAnswerInAnotherEncodingSaysSo(t *testing.T) {
 		_, _ = w.Write(b.Bytes())
 	}))
 	t.Cleanup(srv.Close)
-	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
-	c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`), URL: srv.URL + "/score"}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if res := r.call(ctx, c, 5*time.Second); res.ErrorCode != engine.CodeInvalidOutputs || !strings.Contains(res.Message, `Content-Encoding: "deflate"`) {
+	if res := callOnce(t, srv.URL+"/score"); res.ErrorCode != engine.CodeInvalidOutputs || !strings.Contains(res.Message, `Content-Encoding: "deflate"`) {
 		t.Errorf("a deflate answer: %s %q; want invalid_outputs naming the encoding", res.ErrorCode, res.Message)
 	}
 }
