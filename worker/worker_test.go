@@ -684,26 +684,38 @@ func TestTokenFuncTakesUpARotatedToken(t *testing.T) {
 // info level: a clean rotation logged a warning (Go SDK QA).
 func TestARotatedLongPollIsFetchedAgainAtOnce(t *testing.T) {
 	s := newFake(t)
-	old := s.token
-	var current atomic.Value
-	current.Store(old)
-	var stale atomic.Bool
+	// The tokens TokenFunc gives and the server takes change together, and
+	// only while the worker's fetch waits at the server: no read of the
+	// token is then in flight. stale makes the next read give the old one,
+	// as the fetch that waited through the overlap's end was sent with it.
+	var mu sync.Mutex
+	old, current, stale := s.token, s.token, false
 	h := newHarness(t, s, Config{Wait: time.Second, TokenFunc: func(context.Context) (string, error) {
-		if stale.CompareAndSwap(true, false) {
-			return old, nil // what the waiting fetch was sent with
+		mu.Lock()
+		defer mu.Unlock()
+		if stale {
+			stale = false
+			return old, nil
 		}
-		return current.Load().(string), nil
+		return current, nil
 	}})
 	logs := &testlog.Buffer{}
 	h.w.log = slog.New(slog.NewTextHandler(logs, nil))
 	h.w.Handle(def, nil, created)
 	h.start()
-	waitFor(t, "a first fetch", func() bool { f, _, _, _ := s.snapshot(); return len(f) > 0 })
-	s.mu.Lock()
-	s.token = "rotated-token"
-	s.mu.Unlock()
-	current.Store("rotated-token")
-	stale.Store(true)
+	// Switched under the fake's lock while a fetch waits there: that
+	// fetch cannot end meanwhile, and the worker reads no token.
+	waitFor(t, "the tokens switched while a fetch waits at the server", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.waiting == 0 {
+			return false
+		}
+		s.token, current, stale = "rotated-token", "rotated-token", true
+		return true
+	})
 	// The task once the waiting fetch ended: taken by the fetch sent
 	// again, it proves that fetch carried the new token.
 	waitFor(t, "the fetch sent again", func() bool { return strings.Contains(logs.String(), "fetching again at once") })
