@@ -191,6 +191,13 @@ func integerOf(raw json.RawMessage) (int64, bool) {
 	return n, acc == big.Exact
 }
 
+// valueInfoError is a variable refused for its valueInfo, not its value:
+// reported at valueInfo's member (Camunda QA: at /value, a client looked
+// for the fault in the value).
+type valueInfoError string
+
+func (e valueInfoError) Error() string { return string(e) }
+
 // outputsOf converts the typed values a worker completes with (variables,
 // then localVariables) into an outputs document for the pinned revision's
 // outputs contract, by the contract's types: a Date becomes a date or a
@@ -199,13 +206,6 @@ func integerOf(raw json.RawMessage) (int64, bool) {
 // null value leaves the field unset. A name set by both lists with other
 // values is refused. With the refusal of values that do not convert come
 // the outputs of those that do.
-// valueInfoError is a variable refused for its valueInfo, not its value:
-// reported at valueInfo's member (Camunda QA: at /value, a client looked
-// for the fault in the value).
-type valueInfoError string
-
-func (e valueInfoError) Error() string { return string(e) }
-
 func outputsOf(variables, local map[string]variableIn, c contracts.Contract) (json.RawMessage, error) {
 	fields := topFields(c)
 	out := map[string]json.RawMessage{}

@@ -526,18 +526,27 @@ func (c Config) check(sources map[string]string) []string {
 			p = append(p, fmt.Sprintf("%s: %s is out of range: from %s to %s", named(env), isoduration.Format(v), isoduration.Format(lo), isoduration.Format(hi)))
 		}
 	}
-	if c.Pull.MaxWait > MaxPullWait {
-		// A long poll held past a proxy's idle timeout is cut by it; one
-		// held for days is a typo of PT100S.
-		p = append(p, fmt.Sprintf("%s: %s is above %s", named("RELAIS_PULL_MAX_WAIT"), isoduration.Format(c.Pull.MaxWait), isoduration.Format(MaxPullWait)))
+	atMost := func(env string, v, most time.Duration, why string) {
+		if v > most {
+			p = append(p, fmt.Sprintf("%s: %s is above %s%s", named(env), isoduration.Format(v), isoduration.Format(most), why))
+		}
 	}
+	// A long poll held past a proxy's idle timeout is cut by it; one held
+	// for days is a typo of PT100S.
+	atMost("RELAIS_PULL_MAX_WAIT", c.Pull.MaxWait, MaxPullWait, "")
+	atMost("RELAIS_PULL_MAX_LOCK_DURATION", c.Pull.MaxLockDuration, MaxLockCeiling, " (a worker that dies holds its task that long; a longer task extends its lock)")
+	atMost("RELAIS_PULL_MAX_RETRY_DELAY", c.Pull.MaxRetryDelay, MaxRetryDelayCeiling, "")
+	atMost("RELAIS_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, MaxShutdownTimeout, "")
 	for _, n := range []struct {
-		env string
-		v   int
-	}{{"RELAIS_PULL_MAX_TASKS", c.Pull.MaxTasks}, {"RELAIS_STREAM_MAX_IN_FLIGHT", c.Stream.MaxInFlight}} {
-		if n.v > MaxTasksCeiling {
-			// As many occurrences claimed at once as a batch settles.
-			p = append(p, fmt.Sprintf("%s: %d is above %d", named(n.env), n.v, MaxTasksCeiling))
+		env     string
+		v, most int
+	}{
+		// As many occurrences claimed at once as a batch settles.
+		{"RELAIS_PULL_MAX_TASKS", c.Pull.MaxTasks, MaxTasksCeiling}, {"RELAIS_STREAM_MAX_IN_FLIGHT", c.Stream.MaxInFlight, MaxTasksCeiling},
+		{"RELAIS_PUSH_CONCURRENCY", c.Push.Concurrency, MaxPushConcurrency}, {"RELAIS_PULL_MAX_WAITERS", c.Pull.MaxWaiters, MaxPullWaiters},
+	} {
+		if n.v > n.most {
+			p = append(p, fmt.Sprintf("%s: %d is above %d", named(n.env), n.v, n.most))
 		}
 	}
 	within("RELAIS_TIMER_INTERVAL", c.TimerInterval, MinTimerInterval, MaxTimerInterval)
@@ -549,23 +558,6 @@ func (c Config) check(sources map[string]string) []string {
 		// Read whole into memory by each of the push calls at once; too
 		// small, it fails every answer.
 		p = append(p, fmt.Sprintf("%s: %d is out of range: from %d to %d", named("RELAIS_PUSH_MAX_RESPONSE_BYTES"), c.Push.MaxResponseBytes, MinPushResponseBytes, int64(MaxBodyBytes)))
-	}
-	for _, n := range []struct {
-		env     string
-		v, most int
-	}{{"RELAIS_PUSH_CONCURRENCY", c.Push.Concurrency, MaxPushConcurrency}, {"RELAIS_PULL_MAX_WAITERS", c.Pull.MaxWaiters, MaxPullWaiters}} {
-		if n.v > n.most {
-			p = append(p, fmt.Sprintf("%s: %d is above %d", named(n.env), n.v, n.most))
-		}
-	}
-	if c.Pull.MaxLockDuration > MaxLockCeiling {
-		p = append(p, fmt.Sprintf("%s: %s is above %s (a worker that dies holds its task that long; a longer task extends its lock)", named("RELAIS_PULL_MAX_LOCK_DURATION"), isoduration.Format(c.Pull.MaxLockDuration), isoduration.Format(MaxLockCeiling)))
-	}
-	if c.Pull.MaxRetryDelay > MaxRetryDelayCeiling {
-		p = append(p, fmt.Sprintf("%s: %s is above %s", named("RELAIS_PULL_MAX_RETRY_DELAY"), isoduration.Format(c.Pull.MaxRetryDelay), isoduration.Format(MaxRetryDelayCeiling)))
-	}
-	if c.ShutdownTimeout > MaxShutdownTimeout {
-		p = append(p, fmt.Sprintf("%s: %s is above %s", named("RELAIS_SHUTDOWN_TIMEOUT"), isoduration.Format(c.ShutdownTimeout), isoduration.Format(MaxShutdownTimeout)))
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
 		p = append(p, named("RELAIS_BOOTSTRAP_TOKEN")+": must be at least 20 characters")

@@ -91,19 +91,25 @@ func readPassword(dir string) (string, error) {
 // writePassword records pw in the cluster folder. The file is replaced
 // atomically, so a crash leaves the old password or the new one.
 func writePassword(dir, pw string) error {
-	path := filepath.Join(dir, passwordFile)
-	tmp := path + ".tmp"
-	if err := writeNewFile(tmp, []byte(pw+"\n"), nil); err != nil {
-		return fmt.Errorf("embeddedpg: write the cluster password: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("embeddedpg: write the cluster password: %w", err)
-	}
-	if err := syncPath(dir); err != nil {
+	if err := replaceFile(dir, passwordFile, []byte(pw+"\n")); err != nil {
 		return fmt.Errorf("embeddedpg: write the cluster password: %w", err)
 	}
 	return nil
+}
+
+// replaceFile writes data as dir's file name, replacing it atomically (a
+// crash leaves the old content or the new), readable by its owner only.
+func replaceFile(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	if err := writeNewFile(tmp, data, nil); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncPath(dir)
 }
 
 // writeInitdbPassword writes the copy of pw that initdb --pwfile reads,

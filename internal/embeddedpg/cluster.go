@@ -261,16 +261,7 @@ func lastPort(dir string) int {
 
 // writeLastPort records port for the next start (see lastPort).
 func writeLastPort(dir string, port int) error {
-	path := filepath.Join(dir, portFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return replaceFile(dir, portFile, []byte(strconv.Itoa(port)+"\n"))
 }
 
 // pickPort is freePort, replaceable so a test can hand out a taken port.
