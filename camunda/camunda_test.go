@@ -93,7 +93,13 @@ func TestFetchVariablesAreDeclaredFields(t *testing.T) {
 	f.start("Acme")
 	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"name", "nope"}}}})
-	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", "nope")
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", `"nope" is no input's name`)
+	if strings.Contains(string(res.Body), "/nope") {
+		t.Errorf("the refusal says the name as a pointer: %s", res.Body)
+	}
+	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"crm_id"}}}})
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/0", `"crm_id" is an output`)
 	// A name no input can have is said as sent, not as a pointer made of it.
 	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"obj/a"}}}})

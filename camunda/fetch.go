@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/relais/relais/contracts"
@@ -202,7 +203,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	caller, _ := auth.FromContext(r.Context())
 	pairs, err := f.eng.ResolveSubscriptionsLoosely(r.Context(), caller.ConsumerID, subs)
 	if err != nil {
-		return renamePaths(err)
+		return renamePaths(err, req.Topics)
 	}
 	if *req.MaxTasks == 0 {
 		// Asks for nothing, but its topics are judged as a fetch's: a
@@ -280,7 +281,7 @@ func (f *Facade) shortenLock(ctx context.Context, consumerID int64, workerID str
 // renamePaths rewrites the pointers of the engine's subscription problems
 // (/subscriptions/N/definition, /subscriptions/N/fields/M) into the
 // request's (/topics/N/topicName, /topics/N/variables/M).
-func renamePaths(err error) error {
+func renamePaths(err error, topics []topicJSON) error {
 	fe, ok := fault.As(err)
 	if !ok || len(fe.Errors) == 0 {
 		return err
@@ -296,10 +297,29 @@ func renamePaths(err error) error {
 				toks[2] = "topicName"
 			case "fields":
 				toks[2] = "variables"
+				e.Message = byName(e.Message, toks, topics)
 			}
 			e.Path = jsontree.Pointer("", toks...)
 		}
 		out.Errors[i] = e
 	}
 	return &out
+}
+
+// byName says a variable the engine judged as a declared field's pointer
+// by the name the worker sent (Camunda QA: "nope" came back as
+// `"/nope" has no input at /nope`).
+func byName(msg string, toks []string, topics []topicJSON) string {
+	if len(toks) != 4 {
+		return msg
+	}
+	i, err1 := strconv.Atoi(toks[1])
+	j, err2 := strconv.Atoi(toks[3])
+	if err1 != nil || err2 != nil || i >= len(topics) || j >= len(topics[i].Variables) {
+		return msg
+	}
+	name := topics[i].Variables[j]
+	pointer := jsontree.Pointer("", name)
+	msg = strings.Replace(msg, strconv.Quote(pointer)+" has no input at "+pointer, strconv.Quote(name)+" is no input's name", 1)
+	return strings.Replace(msg, strconv.Quote(pointer), strconv.Quote(name), 1)
 }
