@@ -63,6 +63,7 @@ func TestFreeTextBounds(t *testing.T) {
 		{"release notes", "POST", "/api/v1/definitions/" + key + "/releases", env.Designer, map[string]any{"name": "r1", "revision": 1, "notes": strings.Repeat("n", 10_001)}, 400, "/notes"},
 		{"release name", "POST", "/api/v1/definitions/" + key + "/releases", env.Designer, map[string]any{"name": huge, "revision": 1}, 400, "/name"},
 		{"destination url", "PUT", "/api/v1/destinations/d1", env.Admin, map[string]any{"url": "https://x.example/" + strings.Repeat("p", 2048), "max_timeout": "PT1S"}, 400, "/url"},
+		{"destination max_timeout under the floor", "PUT", "/api/v1/destinations/d1", env.Admin, map[string]any{"url": "https://x.example/", "max_timeout": "PT0.001S"}, 400, "/max_timeout"},
 		{"destination header value", "PUT", "/api/v1/destinations/d1", env.Admin, map[string]any{"url": "https://x.example/", "max_timeout": "PT1S",
 			"headers": map[string]string{"X-Key": strings.Repeat("k", 8193)}}, 400, "/headers/X-Key"},
 		{"destination header name", "PUT", "/api/v1/destinations/d1", env.Admin, map[string]any{"url": "https://x.example/", "max_timeout": "PT1S",

@@ -218,6 +218,8 @@ func (s DestinationSpec) validate() (validDestination, error) {
 	switch {
 	case s.MaxTimeout <= 0:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "is required and must be above zero"})
+	case s.MaxTimeout < process.MinPushTimeout:
+		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at least " + formatDuration(process.MinPushTimeout) + ": no call could answer in time"})
 	case s.MaxTimeout > process.HardMaxPushTimeout:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most " + formatDuration(process.HardMaxPushTimeout)})
 	}

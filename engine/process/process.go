@@ -59,6 +59,10 @@ const (
 	// HardMaxPushTimeout is the ceiling of every push budget, whatever the
 	// operator configures (DESIGN §4).
 	HardMaxPushTimeout = 10 * time.Second
+	// MinPushTimeout is the floor of every push budget: under it a call
+	// fails timeout before most destinations could answer (a typo of
+	// PT1S, such as PT0.001S, made every call fail).
+	MinPushTimeout = 100 * time.Millisecond
 	// FallbackPushTimeout is the push budget used when neither the node nor
 	// Limits.DefaultPushTimeout gives one (DESIGN §4 default).
 	FallbackPushTimeout = 5 * time.Second

@@ -975,16 +975,16 @@ func checkDestination(d Document) []Problem {
 	if v, ok := d.Body["signing_secret"]; ok && v != nil && !isString(v) {
 		add("/signing_secret", "must be a string")
 	}
-	const wantTimeout = "an ISO-8601 duration above zero, at most %s"
-	ceiling := isoduration.Format(process.HardMaxPushTimeout)
+	const wantTimeout = "an ISO-8601 duration from %s to %s"
+	floor, ceiling := isoduration.Format(process.MinPushTimeout), isoduration.Format(process.HardMaxPushTimeout)
 	t, ok := d.Body["max_timeout"]
 	if !ok {
-		add("/max_timeout", "is required ("+wantTimeout+")", ceiling)
+		add("/max_timeout", "is required ("+wantTimeout+")", floor, ceiling)
 		return ps
 	}
 	s, _ := t.(string)
-	if v, err := isoduration.Parse(s); err != nil || v <= 0 || v > process.HardMaxPushTimeout {
-		add("/max_timeout", "must be "+wantTimeout, ceiling)
+	if v, err := isoduration.Parse(s); err != nil || v < process.MinPushTimeout || v > process.HardMaxPushTimeout {
+		add("/max_timeout", "must be "+wantTimeout, floor, ceiling)
 	}
 	return ps
 }

@@ -137,11 +137,11 @@ max_timeout: PT1S
 		`4: /header: unknown key "header" (did you mean "headers"?)`,
 		// A missing member is placed at its document's first line; a
 		// document's problems go in line order.
-		`8: /max_timeout: is required (an ISO-8601 duration above zero, at most PT10S)`,
+		`8: /max_timeout: is required (an ISO-8601 duration from PT0.1S to PT10S)`,
 		`11: /timeout: unknown key "timeout"`,
 		`15: /url: must be a string`,
 		`16: /headers/X-Count: must be a string`,
-		`17: /max_timeout: must be an ISO-8601 duration above zero, at most PT10S`,
+		`17: /max_timeout: must be an ISO-8601 duration from PT0.1S to PT10S`,
 	}
 	sameProblems(t, got, want)
 }

@@ -234,9 +234,9 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Stream.MaxInFlight = v.(int) }},
 	{Env: "RELAIS_STREAM_MAX_STREAMS", Flag: "stream-max-streams", Default: "1000", Description: "worker streams one replica holds at once; past it RESOURCE_EXHAUSTED", kind: kindInt,
 		set: func(c *Config, v any) { c.Stream.MaxStreams = v.(int) }},
-	{Env: "RELAIS_PUSH_DEFAULT_TIMEOUT", Flag: "push-default-timeout", Default: isoduration.Format(process.FallbackPushTimeout), Description: "push budget of a node that gives no timeout", kind: kindDuration,
+	{Env: "RELAIS_PUSH_DEFAULT_TIMEOUT", Flag: "push-default-timeout", Default: isoduration.Format(process.FallbackPushTimeout), Description: "push budget of a node that gives no timeout (at least PT0.1S)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Push.DefaultTimeout = v.(time.Duration) }},
-	{Env: "RELAIS_PUSH_MAX_TIMEOUT", Flag: "push-max-timeout", Default: isoduration.Format(process.HardMaxPushTimeout), Description: "ceiling of every push budget (at most PT10S)", kind: kindDuration,
+	{Env: "RELAIS_PUSH_MAX_TIMEOUT", Flag: "push-max-timeout", Default: isoduration.Format(process.HardMaxPushTimeout), Description: "ceiling of every push budget (from PT0.1S to PT10S)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Push.MaxTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_PUSH_CONCURRENCY", Flag: "push-concurrency", Default: "16", Description: "push calls one replica makes at once (at most 1024)", kind: kindInt,
 		set: func(c *Config, v any) { c.Push.Concurrency = v.(int) }},
@@ -513,6 +513,14 @@ func (c Config) check(sources map[string]string) []string {
 	}
 	if c.Push.MaxTimeout > process.HardMaxPushTimeout {
 		p = append(p, fmt.Sprintf("%s: %s is above the hard ceiling %s", named("RELAIS_PUSH_MAX_TIMEOUT"), isoduration.Format(c.Push.MaxTimeout), isoduration.Format(process.HardMaxPushTimeout)))
+	}
+	for _, d := range []struct {
+		env string
+		v   time.Duration
+	}{{"RELAIS_PUSH_DEFAULT_TIMEOUT", c.Push.DefaultTimeout}, {"RELAIS_PUSH_MAX_TIMEOUT", c.Push.MaxTimeout}} {
+		if d.v < process.MinPushTimeout {
+			p = append(p, fmt.Sprintf("%s: %s is below the floor %s of a push budget", named(d.env), isoduration.Format(d.v), isoduration.Format(process.MinPushTimeout)))
+		}
 	}
 	if c.Push.DefaultTimeout > c.Push.MaxTimeout {
 		aboveCeiling("RELAIS_PUSH_DEFAULT_TIMEOUT", c.Push.DefaultTimeout, "RELAIS_PUSH_MAX_TIMEOUT", c.Push.MaxTimeout)

@@ -47,6 +47,8 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"retention too short", map[string]string{"RELAIS_RETENTION": "PT5M"}, nil, "RELAIS_RETENTION"},
 		{"retention not a duration", map[string]string{"RELAIS_RETENTION": "never"}, nil, "RELAIS_RETENTION"},
 		{"push above hard ceiling", map[string]string{"RELAIS_PUSH_MAX_TIMEOUT": "PT11S"}, nil, "RELAIS_PUSH_MAX_TIMEOUT"},
+		{"push ceiling under the floor", map[string]string{"RELAIS_PUSH_MAX_TIMEOUT": "PT0.05S", "RELAIS_PUSH_DEFAULT_TIMEOUT": "PT0.05S"}, nil,
+			"RELAIS_PUSH_MAX_TIMEOUT (environment): PT0.05S is below the floor PT0.1S of a push budget"},
 		{"push default above", map[string]string{"RELAIS_PUSH_DEFAULT_TIMEOUT": "PT8S", "RELAIS_PUSH_MAX_TIMEOUT": "PT6S"}, nil, "RELAIS_PUSH_DEFAULT_TIMEOUT"},
 		{"bad int", map[string]string{"RELAIS_PULL_MAX_TASKS": "ten"}, nil, "RELAIS_PULL_MAX_TASKS"},
 		{"negative int", map[string]string{"RELAIS_PULL_MAX_TASKS": "-1"}, nil, "RELAIS_PULL_MAX_TASKS"},
