@@ -364,6 +364,10 @@ func (k *checker) push(at string, n *Node) {
 	switch {
 	case n.Timeout < 0:
 		k.add(tat, "timeout must be positive")
+	case n.Timeout > 0 && n.Timeout < MinPushTimeout:
+		// Judged at publish, not parse: a version published before the
+		// floor still reads.
+		k.add(tat, "timeout %s is below the floor %s: no call could answer in time", isoduration.Format(n.Timeout), isoduration.Format(MinPushTimeout))
 	case t > HardMaxPushTimeout:
 		k.add(tat, "%s exceeds the hard ceiling %s", what, isoduration.Format(HardMaxPushTimeout))
 	case k.lim.MaxPushTimeout > 0 && t > k.lim.MaxPushTimeout:

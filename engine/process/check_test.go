@@ -103,6 +103,8 @@ func TestCheckDocument(t *testing.T) {
 			nil, []want{{"/nodes/charge/destination", `unknown destination "bank"`}}},
 		{"timeout over the hard ceiling", validDoc, func(m map[string]any) { node(m, "charge")["timeout"] = "PT11S" },
 			nil, []want{{"/nodes/charge/timeout", "timeout PT11S exceeds the hard ceiling PT10S"}}},
+		{"timeout under the floor", validDoc, func(m map[string]any) { node(m, "charge")["timeout"] = "PT0.001S" },
+			nil, []want{{"/nodes/charge/timeout", "timeout PT0.001S is below the floor PT0.1S"}}},
 		{"timeout over the operator ceiling", validDoc, func(m map[string]any) { node(m, "charge")["timeout"] = "PT9S" },
 			&Limits{MaxRetryDelay: 24 * time.Hour, DefaultPushTimeout: 5 * time.Second, MaxPushTimeout: 8 * time.Second},
 			[]want{{"/nodes/charge/timeout", "timeout PT9S exceeds the ceiling PT8S"}}},

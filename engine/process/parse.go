@@ -437,12 +437,9 @@ func (c *collector) node(v *jsontree.Node, at string) *Node {
 	if n.Kind == KindPush {
 		n.Destination, _ = c.str(v, "destination", at, false)
 		if d, ok := c.duration(v, "timeout", at); ok {
-			switch {
-			case d <= 0:
+			if d <= 0 {
 				c.add(jsontree.Pointer(at, "timeout"), "timeout must be positive")
-			case d < MinPushTimeout:
-				c.add(jsontree.Pointer(at, "timeout"), "timeout %s is below the floor %s: no call could answer in time", isoduration.Format(d), isoduration.Format(MinPushTimeout))
-			default:
+			} else {
 				n.Timeout = d
 			}
 		}
