@@ -503,8 +503,17 @@ func TestApplySaysWhatANewVersionRefuses(t *testing.T) {
 	}
 	// Compatible: an optional input added.
 	write("    - {name: email, type: text, required: true}\n    - {name: note, type: text}\n")
-	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "published (version 2)") || strings.Contains(out, "refuse") {
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "published (version 2)\n  changes from version 1:\n    /inputs/note: added optional text field\n") || strings.Contains(out, "refuse") {
 		t.Errorf("a compatible version: %q, %v", out, err)
+	}
+	// A graph changed: said node by node, in a dry run too.
+	body := "kind: Process\nkey: claims\ninputs:\n  fields:\n    - {name: email, type: text, required: true}\n    - {name: note, type: text}\n" +
+		"start: done\nnodes:\n  done: {kind: end, status: failed}\n"
+	if err := os.WriteFile(doc, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := applyRun(t, r.base, "-f", doc, "--dry-run"); err != nil || !strings.Contains(out, "published (version 3)\n  changes from version 2:\n    node done: status completed → failed\n") {
+		t.Errorf("a graph changed: %q, %v", out, err)
 	}
 	// A classification raised refuses no start.
 	write("    - {name: email, type: text, required: true, classification: sensitive}\n    - {name: note, type: text}\n")

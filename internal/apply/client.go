@@ -38,6 +38,10 @@ type Result struct {
 	Doc    Document
 	Action string // created, updated, unchanged, published
 	Detail string
+	// Changes lists, for a process version published, what it changes of
+	// the version it follows (Since), one line each.
+	Changes []string
+	Since   int
 	// revision is, for a Definition, the revision it is or would become:
 	// releases later in the same dry run may pin it; working is its
 	// contract, when this client could read it.
@@ -60,6 +64,12 @@ func (r Result) String() string {
 	s := r.Doc.Name() + ": " + r.Action
 	if r.Detail != "" {
 		s += " (" + r.Detail + ")"
+	}
+	if len(r.Changes) > 0 {
+		s += fmt.Sprintf("\n  changes from version %d:", r.Since)
+		for _, c := range r.Changes {
+			s += "\n    " + c
+		}
 	}
 	return s
 }
@@ -708,8 +718,9 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		return Result{}, err
 	}
 	breaking := ""
+	var changes []string
 	if latest > 0 && parsed != nil {
-		if breaking, err = c.breakingStarts(ctx, base, latest, parsed); err != nil {
+		if breaking, changes, err = c.sinceLatest(ctx, base, latest, parsed); err != nil {
 			return Result{}, err
 		}
 	}
@@ -732,7 +743,8 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 			if err := c.checkAgainstPlan(ctx, parsed, pl, rest); err != nil {
 				return Result{}, err
 			}
-			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed)}, nil
+			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
+				Changes: changes, Since: latest}, nil
 		}
 		if parsed != nil && pl.putsDestinationOf(parsed) {
 			// The server judged the nodes' timeouts against its
@@ -743,7 +755,8 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 				return Result{}, err
 			}
 		}
-		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed)}, nil
+		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
+			Changes: changes, Since: latest}, nil
 	}
 	var out struct {
 		Version int `json:"version"`
@@ -756,7 +769,8 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		// the same, under the version said.
 		return Result{}, err
 	}
-	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed)}, nil
+	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
+		Changes: changes, Since: latest}, nil
 }
 
 // futileRetries names the pull nodes of p whose retries can never run:
@@ -1057,19 +1071,21 @@ func (c *Client) document(ctx context.Context, path string) (json.RawMessage, er
 	return out.Document, err
 }
 
-// breakingStarts says, for a detail, how the new version's inputs may
-// refuse the starts that worked against version latest: a start without a
-// version runs the latest, so a caller written for the old inputs (a field
-// renamed, a new required one) starts failing the moment it is published.
-// It is "" when every such start still fits.
-func (c *Client) breakingStarts(ctx context.Context, base string, latest int, next *process.Process) (string, error) {
+// sinceLatest compares the new version with version latest. It says, for
+// a detail, how the new version's inputs may refuse the starts that worked
+// against it: a start without a version runs the latest, so a caller
+// written for the old inputs (a field renamed, a new required one) starts
+// failing the moment it is published ("" when every such start still
+// fits). And it lists what the new version changes, its inputs and its
+// graph (process.Changes).
+func (c *Client) sinceLatest(ctx context.Context, base string, latest int, next *process.Process) (string, []string, error) {
 	doc, err := c.document(ctx, fmt.Sprintf("%s/versions/%d", base, latest))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	old, violations := process.Parse(doc)
 	if len(violations) > 0 {
-		return "", nil // a version this client cannot read
+		return "", nil, nil // a version this client cannot read
 	}
 	var paths []string
 	changes := contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: next.Inputs})
@@ -1087,7 +1103,11 @@ func (c *Client) breakingStarts(ctx context.Context, base string, latest int, ne
 	}
 	// As for a definition's revision (see breakingChanges).
 	out += protectionNote(lowered, "inputs", "version")
-	return out, nil
+	var list []string
+	for _, ch := range changes {
+		list = append(list, ch.Path+": "+ch.Detail)
+	}
+	return out, append(list, process.Changes(old, next)...), nil
 }
 
 // protectionNote says what lowering each of lowered (as
