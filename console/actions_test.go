@@ -79,6 +79,12 @@ func (f *fixture) holdScoring(t *testing.T, businessKey string) (string, string)
 // fail occ with SCORER_DOWN, handing the others back.
 func (f *fixture) failScoring(t *testing.T, occ string) {
 	t.Helper()
+	f.failScoringWith(t, occ, "SCORER_DOWN", "down")
+}
+
+// failScoringWith is failScoring with the worker's code and message.
+func (f *fixture) failScoringWith(t *testing.T, occ, code, message string) {
+	t.Helper()
 	env := f.env
 	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-2", "max_tasks": 100,
 		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
@@ -95,7 +101,38 @@ func (f *fixture) failScoring(t *testing.T, occ string) {
 		t.Fatalf("occurrence %s was not offered to the scorer (%d fetched)", occ, len(got))
 	}
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", f.scorer, map[string]any{"worker_id": "scorer-2",
-		"error_code": "SCORER_DOWN", "message": "down", "retryable": false})
+		"error_code": code, "message": message, "retryable": false})
+}
+
+// A worker may report a code Relais makes too (invalid_outputs): its
+// message is said as the worker's, not as Relais's English, and Relais's
+// meaning of the code is not put in its mouth (designer QA: "Message from
+// Relais" over a worker's French).
+func TestAWorkersOwnCodeIsSaidAsItsOwn(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	env := f.env
+	id := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{
+		"business_key": "own-code", "inputs": map[string]any{"crm_id": "CRM-own"}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	f.failScoringWith(t, occ, "invalid_outputs", "j’ai cassé mon worker")
+	for _, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		for _, page := range []string{"/console/occurrences/" + occ, "/console/instances/" + id} {
+			r := b.mustGet(page, 200)
+			for _, relais := range []string{"Message from Relais", "Message de Relais", "outputs contract", "contrat de sorties"} {
+				if strings.Contains(r.body, relais) {
+					t.Errorf("%s (%s) says %q of the worker's invalid_outputs", page, lang, relais)
+				}
+			}
+			if !strings.Contains(r.body, map[string]string{"en": "Message from the worker", "fr": "Message de l’exécutant"}[lang]) {
+				t.Errorf("%s (%s) does not say the message is the worker's", page, lang)
+			}
+			if r.doc.Find(`body [lang="en"]`).FilterFunction(func(_ int, s *goquery.Selection) bool { return strings.Contains(s.Text(), "cassé") }).Length() > 0 {
+				t.Errorf("%s (%s) marks the worker's French as English", page, lang)
+			}
+		}
+	}
 }
 
 // TestRetryThenAbandonAHeldInstance walks an incident through the console:

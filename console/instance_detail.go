@@ -85,10 +85,11 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, o := range occs {
-		if o.ErrorCode != nil && *o.ErrorCode == "attempts_exhausted" {
+		if o.ErrorCode != nil && (*o.ErrorCode == "attempts_exhausted" || o.Mode == engine.ModePull && relaisCode(*o.ErrorCode)) {
 			// Its attempts say what ended it, a worker whose answers were
 			// refused among them (Camunda QA: the occurrence page said the
-			// worker answered, the instance page it opens from did not).
+			// worker answered, the instance page it opens from did not),
+			// and who wrote a code both Relais and workers use.
 			full, err := c.eng.GetOccurrence(ctx, o.ID)
 			if err != nil {
 				c.serverError(w, r, err)
@@ -226,7 +227,7 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 			Note: occurrenceErrorMeaning(ctx, *inst.ErrorCode, failed, inst.Status == engine.InstanceHeld, false)})
 		if failed != nil {
 			// What the service said, read here rather than one page away.
-			if f, ok := errorMessageFact(ctx, *inst.ErrorCode, failed.ErrorMessage); ok {
+			if f, ok := errorMessageFact(ctx, *inst.ErrorCode, failed); ok {
 				f.TestID = "instance-error-message"
 				fs = append(fs, f)
 			}
@@ -238,7 +239,7 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 				if o := occs[i]; o.Node == *inst.EndNode && o.Status == engine.StatusFailed && o.ErrorCode != nil {
 					fs = append(fs, fact{Label: T(ctx, "Held for"), Value: *o.ErrorCode, Code: true, TestID: "held-for-code",
 						Note: occurrenceErrorMeaning(ctx, *o.ErrorCode, &o, false, false)})
-					if f, ok := errorMessageFact(ctx, *o.ErrorCode, o.ErrorMessage); ok {
+					if f, ok := errorMessageFact(ctx, *o.ErrorCode, &o); ok {
 						f.TestID = "held-for-message"
 						fs = append(fs, f)
 					}

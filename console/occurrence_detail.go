@@ -530,10 +530,10 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence, inst engin
 		label = T(ctx, "Error (before any attempt)")
 	}
 	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o, inst.Status == engine.InstanceHeld || o.Status == engine.StatusAvailable, true)}}
-	if f, ok := errorMessageFact(ctx, code, o.ErrorMessage); ok {
+	if f, ok := errorMessageFact(ctx, code, &o); ok {
 		fs = append(fs, f)
 	}
-	if o.Status == engine.StatusFailed && o.Mode == "pull" && !relaisCode(code) && o.AttemptsLeft > 0 {
+	if o.Status == engine.StatusFailed && o.Mode == "pull" && !relaisWrote(&o, code) && o.AttemptsLeft > 0 {
 		// It failed with attempts left: its worker said not to retry.
 		fs = append(fs, fact{Label: T(ctx, "Retryable"), TestID: "not-retryable",
 			Value: T(ctx, "no: the worker marked this failure as not retryable (attempts left unused: %d)", o.AttemptsLeft)})
@@ -552,6 +552,33 @@ func relaisCode(code string) bool {
 	return strings.HasPrefix(code, "destination_http_")
 }
 
+// workerWrote reports whether code, o's error, is its worker's report
+// though Relais makes that code too (a worker may report invalid_outputs
+// or deadline_exceeded: designer QA, "Message from Relais" over a worker's
+// French): a pull occurrence whose last attempt ended failed with that
+// code and message, as only a worker's report ends one (Relais ends those
+// it fails expired). o's attempts must be loaded (GetOccurrence): without
+// them, the code alone decides.
+func workerWrote(o *engine.Occurrence, code string) bool {
+	if o == nil || o.Mode != engine.ModePull {
+		return false
+	}
+	for _, a := range o.AttemptList {
+		if a.Number == o.Attempts && a.Outcome != nil && *a.Outcome == engine.OutcomeFailed &&
+			a.ErrorCode != nil && *a.ErrorCode == code && (a.ErrorMessage == nil) == (o.ErrorMessage == nil) &&
+			(a.ErrorMessage == nil || *a.ErrorMessage == *o.ErrorMessage) {
+			return true
+		}
+	}
+	return false
+}
+
+// relaisWrote reports whether Relais, not a worker, wrote o's error of
+// code (o may be nil: the code alone says).
+func relaisWrote(o *engine.Occurrence, code string) bool {
+	return relaisCode(code) && !workerWrote(o, code)
+}
+
 // occurrenceErrorMeaning explains code as o's error: a push call's
 // deadline_exceeded is its call timeout passing (the runner's "within the
 // budget of" message), not a policy deadline, which it may not even have.
@@ -559,6 +586,11 @@ func relaisCode(code string) bool {
 // no operator may retry it any more (its instance was stopped or
 // abandoned): the advice to check before retrying is then left out.
 func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurrence, retryable, onItsPage bool) string {
+	if workerWrote(o, code) {
+		// Its worker's code: Relais's meaning of it would put words in
+		// the worker's mouth (a deadline of its own is not the policy's).
+		return ""
+	}
 	if code == "invalid_outputs" && o != nil && o.Mode == "push" {
 		// A destination's answer may be unusable before any contract is
 		// read (data after its JSON, no outputs member): the message
@@ -887,7 +919,10 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push, deferred bool, de
 		if a.ErrorCode != nil {
 			// Labelled as on the summary, each row: French readers are
 			// told the words are Relais's English (console QA).
-			row.ErrorBy, row.ErrorLang = relaisMessage(ctx, *a.ErrorCode)
+			// A pull attempt ended failed was its worker's report.
+			if push || a.Outcome == nil || *a.Outcome != engine.OutcomeFailed {
+				row.ErrorBy, row.ErrorLang = relaisMessage(ctx, *a.ErrorCode)
+			}
 		}
 	}
 	if a.Outcome != nil && *a.Outcome == engine.OutcomeCancelled && a.ErrorCode == nil && a.ErrorMessage != nil {
@@ -976,13 +1011,18 @@ func optionalDuration(ctx context.Context, d *time.Duration) string {
 	return formatDuration(ctx, *d)
 }
 
-// errorMessageFact shows the message an error came with, saying who wrote
-// it: Relais (in English) or the service; ok is false without one.
-func errorMessageFact(ctx context.Context, code string, message *string) (fact, bool) {
-	if message == nil || *message == "" {
+// errorMessageFact shows the message o's error of code came with, saying
+// who wrote it: Relais (in English) or the service; ok is false without
+// one.
+func errorMessageFact(ctx context.Context, code string, o *engine.Occurrence) (fact, bool) {
+	if o.ErrorMessage == nil || *o.ErrorMessage == "" {
 		return fact{}, false
 	}
-	f := fact{Value: errorMessage(ctx, *message), TestID: "error-message", Message: true}
+	f := fact{Value: errorMessage(ctx, *o.ErrorMessage), TestID: "error-message", Message: true}
+	if workerWrote(o, code) {
+		f.Label = T(ctx, "Message from the worker (its own words, protected values masked)")
+		return f, true
+	}
 	if f.Label, f.Lang = relaisMessage(ctx, code); f.Label == "" {
 		f.Label = T(ctx, "Message from the worker (its own words, protected values masked)")
 	}

@@ -434,7 +434,9 @@ func occurrenceRowOf(ctx context.Context, o engine.Occurrence) occurrenceRow {
 		}
 		if o.ErrorMessage != nil {
 			row.ErrorMessage = errorMessage(ctx, *o.ErrorMessage)
-			if relaisCode(row.ErrorCode) {
+			// Without its attempts, a pull occurrence's code is Relais's
+			// only when no worker may report it.
+			if relaisCode(row.ErrorCode) && (o.Mode != engine.ModePull || engine.ReservedCode(row.ErrorCode)) {
 				row.ErrorLang = "en"
 			}
 		}

@@ -963,6 +963,25 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 	return out, err
 }
 
+// reservedCodes are the error codes that mean one thing Relais does, which
+// filters (error_code=abandoned), the console and on_error maps read so: a
+// worker reporting one would pass for it (designer QA: a worker's
+// "abandoned" read "An operator abandoned the instance"). Codes Relais
+// shares with workers (invalid_outputs, deadline_exceeded, ...) are not
+// reserved: a worker's own is told apart by its attempt.
+var reservedCodes = map[string]string{
+	AbandonedCode:         "an operator's abandon of a held instance",
+	CodeAttemptsExhausted: "a last attempt that ended without a result",
+	CodeOutcomeUnknown:    "a push call whose answer was lost",
+}
+
+// ReservedCode reports whether code is Relais's alone: no worker may
+// report it.
+func ReservedCode(code string) bool {
+	_, ok := reservedCodes[code]
+	return ok
+}
+
 // checkFailure refuses a malformed failure report before any lock is taken.
 func (e *Engine) checkFailure(f Failure) error {
 	var errs []fault.FieldError
@@ -972,6 +991,8 @@ func (e *Engine) checkFailure(f Failure) error {
 		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "is required: the code on_error routes by, 1 to 64 letters, digits or _ . : -"})
 	case !process.ErrorCodePattern.MatchString(f.ErrorCode):
 		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "must be 1 to 64 letters, digits or _ . : -"})
+	case ReservedCode(f.ErrorCode):
+		errs = append(errs, fault.FieldError{Path: "/error_code", Message: fmt.Sprintf("%s is Relais's code for %s, which filters and the console read it as: report a code of your own", f.ErrorCode, reservedCodes[f.ErrorCode])})
 	}
 	if f.RetryDelay != nil && !f.Retryable && !f.FinalDelayIgnored {
 		errs = append(errs, fault.FieldError{Path: "/retry_delay", Message: "is only taken with retryable true: without it the failure is terminal and the delay would be ignored"})

@@ -697,6 +697,15 @@ func TestSettlementsNameWhatTheyLack(t *testing.T) {
 			t.Errorf("fail without an error code: %q, want it to say the code is required", msg)
 		}
 	}
+	// A code of Relais's own would pass for what Relais did (an
+	// operator's abandon, in filters and the console): refused, naming it.
+	for _, code := range []string{"abandoned", "attempts_exhausted", "outcome_unknown"} {
+		p := wantProblem(t, "fail with "+code, act(env, consumer, id, "fail", map[string]any{"worker_id": "w1", "error_code": code}), 400, "invalid_request")
+		if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["path"] != "/error_code" ||
+			!strings.Contains(fmt.Sprint(errs[0].(map[string]any)["message"]), code+" is Relais's code for") {
+			t.Errorf("fail with %s: errors %v, want it refused at /error_code as Relais's", code, p["errors"])
+		}
+	}
 	// Nothing was settled: the worker still holds its reservation.
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer,
 		map[string]any{"worker_id": "w1", "outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
