@@ -540,3 +540,36 @@ func TestApplySaysWhatANewVersionRefuses(t *testing.T) {
 		t.Errorf("a version lowering an input: %q, %v; want %q", out, err, lowered)
 	}
 }
+
+// A process naming a definition or a destination this apply creates, with
+// a typo, is told the name it may mean, as it is once they exist on the
+// server (designer QA: suppliers.aprove went unguessed while
+// suppliers.approve was in the same folder).
+func TestApplyGuessesANameTheSameApplyCreates(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+	dir := t.TempDir()
+	files := map[string]string{
+		"approve.yaml": "kind: Definition\nkey: suppliers.approve\nname: Approve\ninputs:\n  fields: []\noutputs:\n  fields: []\n",
+		"hook.yaml":    "kind: Destination\nname: accounting\nurl: http://127.0.0.1:9/hook\nmax_timeout: PT2S\n",
+		"process.yaml": "kind: Process\nkey: onboard\ninputs:\n  fields: []\nstart: approval\nnodes:\n" +
+			"  approval: {kind: pull, definition: suppliers.aprove, revision: 1, next: notify}\n" +
+			"  notify: {kind: push, definition: approve, revision: 1, destination: acounting, next: done}\n" +
+			"  done: {kind: end}\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, stderr, err := applyRun(t, r.base, "-f", dir, "--dry-run")
+	for _, want := range []string{
+		`/nodes/approval/definition: unknown definition revision suppliers.aprove@1 (did you mean "suppliers.approve"?)`,
+		`/nodes/notify/definition: unknown definition revision approve@1 (did you mean "suppliers.approve"?)`,
+		`/nodes/notify/destination: unknown destination "acounting" (did you mean "accounting"?)`,
+	} {
+		if err == nil || !strings.Contains(stderr, want) {
+			t.Errorf("dry run: %v\n%s\nwant %q", err, stderr, want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // Client applies documents to a running Relais.
@@ -1149,11 +1150,24 @@ func (pl plan) satisfied(err error, p *process.Process) (rest []apiFieldError, p
 			planned = true
 			continue
 		}
-		if n, member, ok := nodeAt(e.Path, p); ok && member == "revision" {
+		n, member, ok := nodeAt(e.Path, p)
+		switch {
+		case ok && member == "revision":
 			if rev, ok := pl.revisions[n.Definition]; ok && pl.made[n.Definition] {
 				// The server names the revisions it has: say the one
 				// this apply makes too (not one it only finds unchanged).
 				e.Message += fmt.Sprintf("; this apply makes revision %d", rev)
+			}
+		case ok && !strings.Contains(e.Message, "("):
+			// The server guessed among what it has, and found nothing:
+			// a typo of a key or a name this apply creates is guessed
+			// here (designer QA: suppliers.aprove went unguessed while
+			// suppliers.approve was in the same folder).
+			switch member {
+			case "definition":
+				e.Message += suggest.Hint(n.Definition, slices.Sorted(maps.Keys(pl.revisions)))
+			case "destination":
+				e.Message += suggest.Hint(n.Destination, slices.Sorted(maps.Keys(pl.destinations)))
 			}
 		}
 		rest = append(rest, e)

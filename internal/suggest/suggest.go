@@ -24,7 +24,8 @@ func Meant(name string) string { return fmt.Sprintf(" (did you mean %q?)", name)
 // be a typo of it: at most two edits (a swap of two neighbours is one) and
 // fewer than half of name's length. A candidate equal to name is no typo:
 // then, as when none is close, ok is false. Ties go to the earlier
-// candidate.
+// candidate. With none close, a name without its namespace (approve for
+// suppliers.approve) means the one candidate it ends.
 func Closest(name string, candidates []string) (best string, ok bool) {
 	bestD := 0
 	for _, c := range candidates {
@@ -34,6 +35,16 @@ func Closest(name string, candidates []string) (best string, ok bool) {
 		d := distance(name, c)
 		if d <= 2 && 2*d < len([]rune(name)) && (!ok || d < bestD) {
 			best, bestD, ok = c, d, true
+		}
+	}
+	if !ok && name != "" && !strings.Contains(name, ".") {
+		for _, c := range candidates {
+			if strings.HasSuffix(c, "."+name) {
+				if ok {
+					return "", false // two namespaces have it: say neither
+				}
+				best, ok = c, true
+			}
 		}
 	}
 	return best, ok

@@ -20,6 +20,11 @@ func TestHint(t *testing.T) {
 		{"ab", []string{"ac"}, ""},     // too short to guess
 		{"wxyz", []string{"abcd"}, ""}, // four edits
 		{"dat", []string{"date", "data"}, ` (did you mean "date"?)`}, // the earlier of a tie
+		// A key without its namespace means the one key it ends.
+		{"approve", []string{"suppliers.approve", "suppliers.check_vat"}, ` (did you mean "suppliers.approve"?)`},
+		{"approve", []string{"suppliers.approve", "buyers.approve"}, ""}, // which one?
+		{"prove", []string{"suppliers.approve"}, ""},                     // a suffix, not a key
+		{"check.vat", []string{"suppliers.check.vat"}, ""},               // only a name without dots
 	} {
 		if got := Hint(c.name, c.candidates); got != c.want {
 			t.Errorf("Hint(%q) = %q, want %q", c.name, got, c.want)
