@@ -343,7 +343,7 @@ func (c *Console) setLanguage(w http.ResponseWriter, r *http.Request) {
 		c.notFound(w, r)
 		return
 	}
-	http.SetCookie(w, preferenceCookie(r, langCookie, code, int((365*24*time.Hour).Seconds())))
+	http.SetCookie(w, preferenceCookie(r, langCookie, code, langCookieAge))
 	next := consolePath(r.URL.Query().Get("next"))
 	if next == "" {
 		next = homePath

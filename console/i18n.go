@@ -25,6 +25,9 @@ import (
 // base language codes of supported.
 const langCookie = "lang"
 
+// langCookieAge is how long the language chosen is remembered: a year.
+const langCookieAge = 365 * 24 * 60 * 60
+
 // supported are the console's languages; the first is the fallback.
 var supported = []language.Tag{language.English, language.French}
 
@@ -78,9 +81,22 @@ func negotiate(r *http.Request) language.Tag {
 	return supported[0]
 }
 
-// withLanguage puts the negotiated locale in the request's context.
+// withLanguage puts the negotiated locale in the request's context. A
+// page asked for with ?lang=fr (a link shared in a language: designer QA)
+// is the switcher's: the choice is remembered, and the page served again
+// without the parameter, which no page's filters take.
 func withLanguage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Has(langCookie) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			if _, ok := supportedTag(q.Get(langCookie)); ok {
+				http.SetCookie(w, preferenceCookie(r, langCookie, q.Get(langCookie), langCookieAge))
+			}
+			q.Del(langCookie)
+			u := *r.URL
+			u.RawQuery = q.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			return
+		}
 		ctx := context.WithValue(r.Context(), localeKey{}, newLocale(negotiate(r)))
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})

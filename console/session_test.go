@@ -590,6 +590,19 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 	if r := anon.get("/console/lang/fr?next=https://evil.example/"); r.header.Get("Location") != "/console/occurrences" {
 		t.Errorf("the language switch redirects off the console: %q", r.header.Get("Location"))
 	}
+	// A link shared in a language (?lang=fr) switches as the switcher
+	// does, and serves the page again without the parameter, which no
+	// filter takes; one in a language the console lacks is served as is.
+	if r := b.get("/console/instances?lang=fr&status=held"); r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/instances?status=held" ||
+		!strings.Contains(r.header.Get("Set-Cookie"), "lang=fr") {
+		t.Errorf("?lang=fr: %d %q %q", r.status, r.header.Get("Location"), r.header.Get("Set-Cookie"))
+	}
+	if r := b.mustGet("/console/instances?status=held", 200); text(r, "page-title") != "Instances de processus" {
+		t.Errorf("after ?lang=fr the page is in %q", text(r, "page-title"))
+	}
+	if r := b.get("/console/instances?lang=xx"); r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/instances" || r.header.Get("Set-Cookie") != "" {
+		t.Errorf("?lang=xx: %d %q %q", r.status, r.header.Get("Location"), r.header.Get("Set-Cookie"))
+	}
 }
 
 func TestStopInstanceAfterConfirmation(t *testing.T) {
