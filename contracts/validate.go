@@ -297,7 +297,7 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 	case "enum":
 		add("must be one of " + quoteList(f.Values))
 	case "format":
-		add(formatMessage(f))
+		add(formatMessage(f, value))
 	case "minLength":
 		add(fmt.Sprintf("must be at least %s", plural(derefCount(f.MinLength), "character")))
 	case "maxLength":
@@ -451,10 +451,22 @@ func typeNoun(f Field) string {
 	}
 }
 
-func formatMessage(f Field) string {
+// localDateTime is a date-time without its offset, the usual slip
+// (Python's datetime.utcnow().isoformat(), designer QA), its T or a
+// space between date and time.
+var localDateTime = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$`)
+
+// formatMessage says what a value of f's format must be, naming the usual
+// slip when value shows it (never value itself: it may be protected).
+func formatMessage(f Field, value any) string {
+	s, _ := value.(string)
 	switch {
 	case f.Type == TypeDate:
 		return "must be a valid date (YYYY-MM-DD)"
+	case f.Type == TypeDatetime && localDateTime.MatchString(s):
+		return "must be an RFC 3339 date-time with its offset, which this one lacks: end it with Z for UTC, or +01:00 and the like (2026-12-07T10:00:00Z)"
+	case f.Type == TypeDatetime && len(s) == len("2026-12-07") && strings.Count(s, "-") == 2:
+		return "must be an RFC 3339 date-time, which this date lacks the time of (2026-12-07T10:00:00Z); a date alone is a field of type date"
 	case f.Type == TypeDatetime:
 		return "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"
 	case f.Format == FormatEmail:

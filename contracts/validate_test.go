@@ -137,7 +137,11 @@ func TestValidateTypesAndOptions(t *testing.T) {
 		{"datetime lower-case z", `{"type":"datetime"}`, `"2024-01-01T00:00:00.5z"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
 		{"datetime fraction and offset", `{"type":"datetime"}`, `"2024-01-01T00:00:00.123456789-09:30"`, "", ""},
 		{"datetime beyond nanoseconds", `{"type":"datetime"}`, `"2024-01-01T00:00:00.1234567891Z"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
-		{"datetime invalid", `{"type":"datetime"}`, `"2024-05-01 09:30"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
+		{"datetime invalid", `{"type":"datetime"}`, `"2024-05-01 09:30:00 CET"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
+		// The usual slips are named: no offset (Python's utcnow().isoformat()), no time.
+		{"datetime without offset", `{"type":"datetime"}`, `"2026-12-07T10:00:00.123456"`, "/v", "must be an RFC 3339 date-time with its offset, which this one lacks: end it with Z for UTC, or +01:00 and the like (2026-12-07T10:00:00Z)"},
+		{"datetime with a space, without offset", `{"type":"datetime"}`, `"2024-05-01 09:30"`, "/v", "must be an RFC 3339 date-time with its offset, which this one lacks: end it with Z for UTC, or +01:00 and the like (2026-12-07T10:00:00Z)"},
+		{"datetime without time", `{"type":"datetime"}`, `"2026-12-07"`, "/v", "must be an RFC 3339 date-time, which this date lacks the time of (2026-12-07T10:00:00Z); a date alone is a field of type date"},
 
 		{"choice valid", `{"type":"choice","values":["a","b"]}`, `"b"`, "", ""},
 		{"choice invalid", `{"type":"choice","values":["a","b"]}`, `"z"`, "/v", `must be one of "a", "b"`},
