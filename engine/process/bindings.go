@@ -337,8 +337,10 @@ func assign(s, t contracts.Field, sRank, tRank int, where string, top bool, kept
 		// The one input may also feed a field of a higher class elsewhere,
 		// which its class had to rise to: no class fits both, and saying
 		// so spares a designer going round between the two refusals.
-		out = append(out, fmt.Sprintf("%s source cannot feed %s field %s: protection may only grow; feed it from a process input classified %s (an input feeding fields of two classes fits neither: give each field an input of its own)",
-			className(sRank), className(tRank), where, className(tRank)))
+		// Either side may move: the field's class up, which keeps the
+		// value protected (designer QA: only lowering it was offered).
+		out = append(out, fmt.Sprintf("%s source cannot feed %s field %s: protection may only grow; classify %s %s in a new revision of the node's definition, or feed it from a process input classified %s (an input feeding fields of two classes fits neither: give each field an input of its own)",
+			className(sRank), className(tRank), where, where, className(sRank), className(tRank)))
 	case sRank > tRank:
 		// Protection may only grow: a lower class would show or store in
 		// clear what the source promised to protect.

@@ -219,7 +219,7 @@ func TestCheckDocument(t *testing.T) {
 		}, nil, []want{{"/nodes/charge/inputs/reference", "type integer cannot feed text"}}},
 		{"classification decreases from a process input", validDoc, func(m map[string]any) {
 			sub(node(m, "crm"), "inputs")["company_name"] = map[string]any{"from": "input.card_token"}
-		}, nil, []want{{"/nodes/crm/inputs/company_name", "secret source cannot feed normal field company_name: protection may only grow; feed it from a process input classified normal (an input feeding fields of two classes fits neither: give each field an input of its own)"}}},
+		}, nil, []want{{"/nodes/crm/inputs/company_name", "secret source cannot feed normal field company_name: protection may only grow; classify company_name secret in a new revision of the node's definition, or feed it from a process input classified normal (an input feeding fields of two classes fits neither: give each field an input of its own)"}}},
 		{"absent business key feeds a required input", validDoc, func(m map[string]any) {
 			sub(node(m, "charge"), "inputs")["reference"] = map[string]any{"from": "instance.business_key"}
 		}, nil, []want{{"/nodes/charge/inputs/reference", "source may be absent but input reference is required"}}},
