@@ -18,6 +18,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/suggest"
 )
 
 type startRequest struct {
@@ -735,26 +736,38 @@ type filterKeys struct {
 // empty list, or count 0, which reads as "none left" (an incident's end).
 func unknownKeyErrors(u engine.UnknownKeys, prefix string, k filterKeys) []fault.FieldError {
 	var errs []fault.FieldError
+	meant := func(param string) string {
+		if m, ok := u.Meant[param]; ok {
+			return suggest.Meant(m)
+		}
+		return ""
+	}
 	switch {
 	case u.Version:
 		errs = append(errs, fault.FieldError{Path: prefix + "version", Message: fmt.Sprintf("process %q has no version %d", k.Process, k.Version)})
 	case u.Process:
-		errs = append(errs, fault.FieldError{Path: prefix + "process", Message: fmt.Sprintf("no process has the key %q", k.Process)})
+		errs = append(errs, fault.FieldError{Path: prefix + "process", Message: fmt.Sprintf("no process has the key %q%s", k.Process, meant("process"))})
 	}
 	if u.HeldAt {
-		errs = append(errs, fault.FieldError{Path: prefix + "held_at", Message: fmt.Sprintf("no definition has the key %q", k.HeldAt)})
+		hint := meant("held_at")
+		if hint == "" {
+			// A node's name, most likely (the instance page says "held
+			// at node check"): say what the filter takes.
+			hint = " (held_at takes a definition's key: the one the node an instance is held at runs, not the node's name)"
+		}
+		errs = append(errs, fault.FieldError{Path: prefix + "held_at", Message: fmt.Sprintf("no definition has the key %q%s", k.HeldAt, hint)})
 	}
 	switch {
 	case u.Revision:
 		errs = append(errs, fault.FieldError{Path: prefix + "revision", Message: fmt.Sprintf("definition %q has no revision %d", k.Definition, k.Revision)})
 	case u.Definition:
-		errs = append(errs, fault.FieldError{Path: prefix + "definition", Message: fmt.Sprintf("no definition has the key %q", k.Definition)})
+		errs = append(errs, fault.FieldError{Path: prefix + "definition", Message: fmt.Sprintf("no definition has the key %q%s", k.Definition, meant("definition"))})
 	}
 	if u.Consumer {
 		errs = append(errs, fault.FieldError{Path: prefix + "consumer", Message: fmt.Sprintf("no consumer has the id %d", k.Consumer)})
 	}
 	if u.Destination {
-		errs = append(errs, fault.FieldError{Path: prefix + "destination", Message: fmt.Sprintf("no destination has the name %q", k.Destination)})
+		errs = append(errs, fault.FieldError{Path: prefix + "destination", Message: fmt.Sprintf("no destination has the name %q%s", k.Destination, meant("destination"))})
 	}
 	return errs
 }

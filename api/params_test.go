@@ -93,6 +93,18 @@ func TestListsRefuseKeysNothingHas(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want 400 naming %s", path, r.Status, r.Body, param)
 		}
 	}
+	// With the key it is likely a typo of, and, for held_at, what it
+	// takes when nothing is close (a node's name, most likely).
+	for path, want := range map[string]string{
+		"/api/v1/instances?process=crm_onyl":               `no process has the key \"crm_onyl\" (did you mean \"crm_only\"?)`,
+		"/api/v1/instances?held_at=add_company_to_cmr":     `(did you mean \"add_company_to_crm\"?)`,
+		"/api/v1/occurrences?definition=add_company_to_cm": `(did you mean \"add_company_to_crm\"?)`,
+		"/api/v1/instances?status=held&held_at=check":      `held_at takes a definition's key: the one the node an instance is held at runs, not the node's name`,
+	} {
+		if r := env.Do("GET", path, env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), want) {
+			t.Errorf("GET %s: %d %s, want %s", path, r.Status, r.Body, want)
+		}
+	}
 	for _, path := range []string{"/api/v1/instances?process=crm_only&version=1&held_at=add_company_to_crm",
 		"/api/v1/occurrences?definition=add_company_to_crm&revision=1&process=crm_only"} {
 		env.Must(200, "GET", path, env.Operator, nil)

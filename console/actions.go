@@ -753,21 +753,28 @@ func (c *Console) unknownOccurrenceKeys(ctx context.Context, ef engine.Occurrenc
 // unknownKeyMessages says which of the keys u found nothing for.
 func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process string, version int, heldAt, definition string, revision int) filterProblems {
 	var errs filterProblems
+	// With the key it is likely a typo of, as a start's refusal says.
+	meant := func(msg, param string) string {
+		if m, ok := u.Meant[param]; ok {
+			return msg + " " + T(ctx, "Did you mean “%s”?", m)
+		}
+		return msg
+	}
 	switch {
 	case u.Version:
 		errs.add(T(ctx, "Process %s has no version %d.", process, version), "version")
 	case u.Process:
-		errs.add(T(ctx, "No process has the key “%s”.", process), "process")
+		errs.add(meant(T(ctx, "No process has the key “%s”.", process), "process"), "process")
 	}
 	noDefinition := func(key string) string { return T(ctx, "No definition has the key “%s”.", key) }
 	if u.HeldAt {
-		errs.add(noDefinition(heldAt), "held_at")
+		errs.add(meant(noDefinition(heldAt), "held_at"), "held_at")
 	}
 	switch {
 	case u.Revision:
 		errs.add(T(ctx, "Definition %s has no revision %d.", definition, revision), "revision")
 	case u.Definition:
-		errs.add(noDefinition(definition), "definition")
+		errs.add(meant(noDefinition(definition), "definition"), "definition")
 	}
 	return errs
 }

@@ -44,11 +44,12 @@ func TestInstancesOfOneVersion(t *testing.T) {
 	if !strings.Contains(text(confirm, "bulk-count"), "1 ") || !strings.Contains(text(confirm, "bulk-filter-version"), "1") {
 		t.Errorf("the bulk stop of version 1 counts %q, filter version %q", text(confirm, "bulk-count"), text(confirm, "bulk-filter-version"))
 	}
-	// A key or a version nothing has is refused, not counted 0.
+	// A key or a version nothing has is refused, not counted 0, with the
+	// key it is likely a typo of.
 	for q, want := range map[string]string{
-		"process=crm_ony":            "No process has the key “crm_ony”.",
+		"process=crm_ony":            "No process has the key “crm_ony”. Did you mean “crm_only”?",
 		"process=crm_only&version=9": "Process crm_only has no version 9.",
-		"held_at=add_company_to_cmr": "No definition has the key “add_company_to_cmr”.",
+		"held_at=add_company_to_cmr": "No definition has the key “add_company_to_cmr”. Did you mean “add_company_to_crm”?",
 	} {
 		r := b.get("/console/instances/bulk?action=stop&" + q)
 		if r.status != http.StatusBadRequest || text(r, "error-message") != want {
@@ -59,9 +60,9 @@ func TestInstancesOfOneVersion(t *testing.T) {
 		"version=1":                  "A version is a process’s: choose the process too.",
 		"process=crm_only&version=x": "The version must be a whole number from 1.",
 		// A key nothing has lists nothing, which reads as "none left".
-		"process=crm_ony":            "No process has the key “crm_ony”.",
+		"process=crm_ony":            "No process has the key “crm_ony”. Did you mean “crm_only”?",
 		"process=crm_only&version=9": "Process crm_only has no version 9.",
-		"held_at=add_company_to_cmr": "No definition has the key “add_company_to_cmr”.",
+		"held_at=add_company_to_cmr": "No definition has the key “add_company_to_cmr”. Did you mean “add_company_to_crm”?",
 	} {
 		r := b.get("/console/instances?" + q)
 		if r.status != http.StatusBadRequest && r.status != http.StatusOK || text(r, "filter-errors") != want {
@@ -70,9 +71,9 @@ func TestInstancesOfOneVersion(t *testing.T) {
 		invalidFields(t, r, "/console/instances?"+q)
 	}
 	for q, want := range map[string]string{
-		"definition=add_company_to_cmr":            "No definition has the key “add_company_to_cmr”.",
+		"definition=add_company_to_cmr":            "No definition has the key “add_company_to_cmr”. Did you mean “add_company_to_crm”?",
 		"definition=add_company_to_crm&revision=7": "Definition add_company_to_crm has no revision 7.",
-		"process=crm_ony":                          "No process has the key “crm_ony”.",
+		"process=crm_ony":                          "No process has the key “crm_ony”. Did you mean “crm_only”?",
 	} {
 		r := b.get("/console/occurrences?" + q)
 		if r.status != http.StatusBadRequest && r.status != http.StatusOK || text(r, "filter-errors") != want {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/suggest"
 	"github.com/relais/relais/queries"
 )
 
@@ -338,6 +339,27 @@ type UnknownKeys struct {
 	// Definition, Revision, Consumer and Destination are an occurrence
 	// filter's (see UnknownOccurrenceKeys).
 	Definition, Revision, Consumer, Destination bool
+	// Meant holds, by parameter (process, held_at, definition,
+	// destination), the existing key an unknown one is a typo of, when
+	// one is close (designer QA: a start suggested the process a filter
+	// did not).
+	Meant map[string]string
+}
+
+// guess notes in u the key of what that name is likely a typo of, among
+// those keys lists.
+func (u *UnknownKeys) guess(ctx context.Context, param, name string, keys func(context.Context) ([]string, error)) error {
+	all, err := keys(ctx)
+	if err != nil {
+		return wrap("list keys for "+param, err)
+	}
+	if best, ok := suggest.Closest(name, all); ok {
+		if u.Meant == nil {
+			u.Meant = map[string]string{}
+		}
+		u.Meant[param] = best
+	}
+	return nil
 }
 
 // UnknownFilterKeys looks f's keys up (see UnknownKeys).
@@ -350,6 +372,9 @@ func (e *Engine) UnknownFilterKeys(ctx context.Context, f InstanceFilter) (Unkno
 			u.Version = true
 		case fault.HasCode(err, "not_found"):
 			u.Process = true
+			if err := u.guess(ctx, "process", f.ProcessKey, e.q.ProcessKeys); err != nil {
+				return u, err
+			}
 		case err != nil:
 			return u, err
 		}
@@ -359,6 +384,9 @@ func (e *Engine) UnknownFilterKeys(ctx context.Context, f InstanceFilter) (Unkno
 		switch {
 		case fault.HasCode(err, "not_found"):
 			u.HeldAt = true
+			if err := u.guess(ctx, "held_at", f.HeldAt, e.q.DefinitionKeys); err != nil {
+				return u, err
+			}
 		case err != nil:
 			return u, err
 		}
@@ -386,6 +414,9 @@ func (e *Engine) UnknownOccurrenceKeys(ctx context.Context, f OccurrenceFilter) 
 	if f.Destination != "" {
 		if _, err := e.GetDestination(ctx, f.Destination); fault.HasCode(err, "not_found") {
 			u.Destination = true
+			if err := u.guess(ctx, "destination", f.Destination, e.q.DestinationNames); err != nil {
+				return u, err
+			}
 		} else if err != nil {
 			return u, err
 		}
@@ -407,7 +438,7 @@ func (e *Engine) UnknownOccurrenceKeys(ctx context.Context, f OccurrenceFilter) 
 			}
 		}
 		u.Definition = true
-		return u, nil
+		return u, u.guess(ctx, "definition", f.Definition, e.q.DefinitionKeys)
 	}
 	return u, err
 }

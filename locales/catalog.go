@@ -39,498 +39,499 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              331,
-	"%[1]s %[2]s, %[3]s %[4]s":                 332,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          330,
-	"%[1]s; %[2]s":                             329,
-	"%d (0 lowest, 9 highest)":                 498,
-	"%d attempts":                              507,
-	"%d attempts, retry after %s, priority %d": 687,
-	"%d breaking":                              250,
-	"%d changes":                               249,
-	"%d completed":                             327,
-	"%d d":                                     339,
-	"%d days":                                  353,
-	"%d failed":                                328,
-	"%d h":                                     338,
+	"%[1]s %[2]s":                              332,
+	"%[1]s %[2]s, %[3]s %[4]s":                 333,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          331,
+	"%[1]s; %[2]s":                             330,
+	"%d (0 lowest, 9 highest)":                 499,
+	"%d attempts":                              508,
+	"%d attempts, retry after %s, priority %d": 688,
+	"%d breaking":                              251,
+	"%d changes":                               250,
+	"%d completed":                             328,
+	"%d d":                                     340,
+	"%d days":                                  354,
+	"%d failed":                                329,
+	"%d h":                                     339,
 	"%d held instances match now.":             62,
-	"%d hours":                                 354,
-	"%d items":                                 762,
-	"%d left":                                  509,
-	"%d min":                                   337,
-	"%d minutes":                               355,
+	"%d hours":                                 355,
+	"%d items":                                 763,
+	"%d left":                                  510,
+	"%d min":                                   338,
+	"%d minutes":                               356,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              760,
-	"%d ms": 357,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         675,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 674,
-	"%d occurrences":                          610,
-	"%d releases":                             269,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              761,
+	"%d ms": 358,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         676,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 675,
+	"%d occurrences":                          611,
+	"%d releases":                             270,
 	"%d running instances match now.":         69,
 	"%d running or held instances match now.": 71,
-	"%d s":       336,
-	"%d seconds": 356,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
-	"%s (a fixed offset, no daylight saving time)":                                     642,
-	"%s (deferred; settled by %s)":                                                     573,
-	"%s (deferred; settled with its settle token)":                                     571,
-	"%s (deferred; settled with its settle token, as %s)":                              572,
-	"%s (token #%d, %s)":                                                               101,
-	"%s = %s":                                                                          681,
-	"%s ago":                                                                           334,
-	"%s at %s":                                                                         577,
-	"%s so far":                                                                        569,
-	"%s ← %s":                                                                          680,
-	"%s → %s":                                                                          682,
-	"%s, %s: %s":                                                                       300,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         502,
-	"%s, cut to %s by the destination’s max_timeout":                                   501,
-	"%s, multiplied by %s after each failure, up to %s":                                504,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 503,
-	"%s, revision %s":                         462,
-	"%s, version %s":                          463,
-	"%s: %s":                                  326,
-	"%s: %s → %s":                             257,
-	"%s: a date is written 2026-12-01.":       626,
-	"%s: every revision, present and future":  195,
-	"%s: revision %s":                         196,
-	"%s: revisions %s":                        197,
-	"%s: the first day comes after the last.": 627,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 499,
-	"%s–%s":                         325,
-	"(%d characters in all)":        764,
-	"(%d handed back, not counted)": 508,
-	"(each item)":                   750,
-	"(in %s)":                       763,
-	"(worker %s)":                   557,
-	"0 seconds":                     352,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            727,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 546,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 637,
-	"A revision is a definition’s: choose the definition too.": 593,
-	"A version is a process’s: choose the process too.":        398,
+	"%d s":       337,
+	"%d seconds": 357,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 101,
+	"%s (a fixed offset, no daylight saving time)":                                     643,
+	"%s (deferred; settled by %s)":                                                     574,
+	"%s (deferred; settled with its settle token)":                                     572,
+	"%s (deferred; settled with its settle token, as %s)":                              573,
+	"%s (token #%d, %s)":                                                               102,
+	"%s = %s":                                                                          682,
+	"%s ago":                                                                           335,
+	"%s at %s":                                                                         578,
+	"%s so far":                                                                        570,
+	"%s ← %s":                                                                          681,
+	"%s → %s":                                                                          683,
+	"%s, %s: %s":                                                                       301,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         503,
+	"%s, cut to %s by the destination’s max_timeout":                                   502,
+	"%s, multiplied by %s after each failure, up to %s":                                505,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 504,
+	"%s, revision %s":                         463,
+	"%s, version %s":                          464,
+	"%s: %s":                                  327,
+	"%s: %s → %s":                             258,
+	"%s: a date is written 2026-12-01.":       627,
+	"%s: every revision, present and future":  196,
+	"%s: revision %s":                         197,
+	"%s: revisions %s":                        198,
+	"%s: the first day comes after the last.": 628,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 500,
+	"%s–%s":                         326,
+	"(%d characters in all)":        765,
+	"(%d handed back, not counted)": 509,
+	"(each item)":                   751,
+	"(in %s)":                       764,
+	"(worker %s)":                   558,
+	"0 seconds":                     353,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            728,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 547,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 638,
+	"A revision is a definition’s: choose the definition too.": 594,
+	"A version is a process’s: choose the process too.":        399,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              392,
-	"Abandoned by %s at %s — “%s”":                                   384,
+	"Abandoned at node":                                              393,
+	"Abandoned by %s at %s — “%s”":                                   385,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 403,
-	"Action":                              104,
-	"All actions":                         119,
-	"All consumers":                       607,
-	"All definitions":                     318,
-	"All its tasks":                       194,
-	"All processes":                       409,
-	"All statuses":                        411,
-	"All workers":                         777,
-	"An operator abandoned the instance.": 545,
-	"Any definition":                      410,
-	"Apply filters":                       116,
-	"Apr":                                 343,
-	"As of %s (%s); refreshed every few seconds.": 312,
-	"Attempts":                         467,
-	"Audit log":                        110,
-	"Aug":                              347,
-	"Available from":                   519,
-	"Back to definitions":              162,
-	"Back to external tasks":           160,
-	"Back to sign-in":                  161,
-	"Back to the form":                 170,
+	"Act on every instance this filter matches": 404,
+	"Action":                              105,
+	"All actions":                         120,
+	"All consumers":                       608,
+	"All definitions":                     319,
+	"All its tasks":                       195,
+	"All processes":                       410,
+	"All statuses":                        412,
+	"All workers":                         778,
+	"An operator abandoned the instance.": 546,
+	"Any definition":                      411,
+	"Apply filters":                       117,
+	"Apr":                                 344,
+	"As of %s (%s); refreshed every few seconds.": 313,
+	"Attempts":                         468,
+	"Audit log":                        111,
+	"Aug":                              348,
+	"Available from":                   520,
+	"Back to definitions":              163,
+	"Back to external tasks":           161,
+	"Back to sign-in":                  162,
+	"Back to the form":                 171,
 	"Back to the instance":             31,
 	"Back to the list":                 57,
-	"Back to the occurrence":           698,
-	"Back without saving":              639,
-	"Breaks processes":                 226,
-	"Breaks workers":                   227,
-	"Bulk %s applied to %d instances.": 99,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  127,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 126,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      125,
-	"Bulk action":                     108,
+	"Back to the occurrence":           699,
+	"Back without saving":              640,
+	"Breaks processes":                 227,
+	"Breaks workers":                   228,
+	"Bulk %s applied to %d instances.": 100,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  128,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 127,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      126,
+	"Bulk action":                     109,
 	"Business key":                    80,
 	"By process and error code":       85,
-	"Call timeout":                    500,
-	"Calls":                           280,
-	"Calls signed (Relais-Signature)": 282,
-	"Camunda 7 facade":                781,
-	"Cancelled: the instance was stopped (%s).":               568,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 567,
+	"Call timeout":                    501,
+	"Calls":                           281,
+	"Calls signed (Relais-Signature)": 283,
+	"Camunda 7 facade":                782,
+	"Cancelled: the instance was stopped (%s).":               569,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 568,
 	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           699,
-	"Change":                                                  224,
-	"Changes between the two revisions":                       236,
-	"Changes of the Working copy since revision %d":           245,
-	"Choose two existing revisions to compare.":               246,
-	"Classification":                                          203,
-	"Clear filters":                                           117,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            669,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 657,
-	"Compare":              223,
-	"Compare revisions":    219,
-	"Completed":            321,
-	"Completed (%s).":      563,
-	"Completed, last hour": 309,
-	"Completions and failures per 5 minutes, last hour: %s":    319,
-	"Completions and failures per 5-minute slot, oldest first": 323,
-	"Completions and failures, last hour":                      302,
-	"Connected":                                                773,
-	"Constraints":                                              204,
-	"Consumer":                                                 469,
-	"Consumer and worker":                                      604,
-	"Consumers":                                                141,
-	"Consumers, oldest first":                                  183,
-	"Counting the occurrences; the counts appear when you reload the page.": 198,
-	"Counts are unavailable right now.":                                     199,
-	"Counts as of %s (%s); refreshed every few seconds.":                    694,
-	"Counts by status": 599,
-	"Created":          368,
+	"Cannot reveal":                                           700,
+	"Change":                                                  225,
+	"Changes between the two revisions":                       237,
+	"Changes of the Working copy since revision %d":           246,
+	"Choose two existing revisions to compare.":               247,
+	"Classification":                                          204,
+	"Clear filters":                                           118,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            670,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 658,
+	"Compare":              224,
+	"Compare revisions":    220,
+	"Completed":            322,
+	"Completed (%s).":      564,
+	"Completed, last hour": 310,
+	"Completions and failures per 5 minutes, last hour: %s":    320,
+	"Completions and failures per 5-minute slot, oldest first": 324,
+	"Completions and failures, last hour":                      303,
+	"Connected":                                                774,
+	"Constraints":                                              205,
+	"Consumer":                                                 470,
+	"Consumer and worker":                                      605,
+	"Consumers":                                                142,
+	"Consumers, oldest first":                                  184,
+	"Counting the occurrences; the counts appear when you reload the page.": 199,
+	"Counts are unavailable right now.":                                     200,
+	"Counts as of %s (%s); refreshed every few seconds.":                    695,
+	"Counts by status": 600,
+	"Created":          369,
 	"Created from":     83,
-	"Created on":       187,
+	"Created on":       188,
 	"Created to":       84,
-	"Creation date":    399,
-	"Dates":            465,
-	"Deadline":         496,
-	"Dec":              351,
-	"Deferred":         523,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 562,
-	"Definition":                                 304,
-	"Definition %s":                              206,
-	"Definition %s has no revision %d.":          95,
-	"Definitions":                                139,
-	"Definitions by key":                         264,
-	"Definitions served":                         771,
-	"Definitions, those needing attention first": 303,
-	"Description":                                205,
-	"Destination":                                481,
-	"Destinations":                               142,
-	"Destinations by name":                       273,
-	"Destination’s answer":                       474,
-	"Detail":                                     225,
-	"Digest":                                     239,
-	"Display settings":                           147,
-	"Display settings saved.":                    645,
-	"Display settings: ":                         148,
-	"Duration":                                   473,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 301,
+	"Creation date":    400,
+	"Dates":            466,
+	"Deadline":         497,
+	"Dec":              352,
+	"Deferred":         524,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 563,
+	"Definition":                                 305,
+	"Definition %s":                              207,
+	"Definition %s has no revision %d.":          96,
+	"Definitions":                                140,
+	"Definitions by key":                         265,
+	"Definitions served":                         772,
+	"Definitions, those needing attention first": 304,
+	"Description":                                206,
+	"Destination":                                482,
+	"Destinations":                               143,
+	"Destinations by name":                       274,
+	"Destination’s answer":                       475,
+	"Detail":                                     226,
+	"Did you mean “%s”?":                         92,
+	"Digest":                                     240,
+	"Display settings":                           148,
+	"Display settings saved.":                    646,
+	"Display settings: ":                         149,
+	"Duration":                                   474,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 302,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
-	"Earlier attempt:":          613,
-	"End node":                  391,
-	"End node or error":         407,
-	"Ended":                     387,
-	"Erase process instance %s": 285,
-	"Erase the instance":        288,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 286,
-	"Erase this instance…": 378,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 290,
-	"Error":                      603,
-	"Error (before any attempt)": 526,
-	"Error (the deadline passed after attempt %d)": 525,
+	"Earlier attempt:":          614,
+	"End node":                  392,
+	"End node or error":         408,
+	"Ended":                     388,
+	"Erase process instance %s": 286,
+	"Erase the instance":        289,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 287,
+	"Erase this instance…": 379,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 291,
+	"Error":                      604,
+	"Error (before any attempt)": 527,
+	"Error (the deadline passed after attempt %d)": 526,
 	"Error code":       81,
-	"Error message":    476,
-	"Every %d seconds": 644,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 518,
-	"Every attempt, oldest first": 468,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  702,
-	"Expired token":                        737,
-	"Expires":                              734,
-	"External tasks":                       134,
-	"Failed":                               307,
-	"Failed (%s).":                         566,
-	"Failed at node":                       393,
-	"Failed occurrence":                    389,
-	"Failed, last hour":                    310,
-	"Feb":                                  341,
-	"Field":                                200,
+	"Error message":    477,
+	"Every %d seconds": 645,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 519,
+	"Every attempt, oldest first": 469,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 112,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  703,
+	"Expired token":                        738,
+	"Expires":                              735,
+	"External tasks":                       135,
+	"Failed":                               308,
+	"Failed (%s).":                         567,
+	"Failed at node":                       394,
+	"Failed occurrence":                    390,
+	"Failed, last hour":                    311,
+	"Feb":                                  342,
+	"Field":                                201,
 	"Filter":                               55,
-	"Filters":                              112,
-	"Find":                                 138,
-	"Find an instance or occurrence":       136,
-	"Finished":                             472,
-	"First page":                           623,
+	"Filters":                              113,
+	"Find":                                 139,
+	"Find an instance or occurrence":       137,
+	"Finished":                             473,
+	"First page":                           624,
 	"Follow it in the audit log (new tab)": 59,
-	"Form not received":                    173,
-	"Form refused":                         168,
-	"Form too large":                       171,
-	"From revision":                        221,
-	"From revision %d to revision %d:":     247,
+	"Form not received":                    174,
+	"Form refused":                         169,
+	"Form too large":                       172,
+	"From revision":                        222,
+	"From revision %d to revision %d:":     248,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
-	"Grants":                  186,
-	"Graph":                   656,
-	"Graph of %s":             673,
-	"HTTP 2xx, unusable body": 583,
-	"Headers sent":            276,
-	"Health":                  133,
+	"Grants":                  187,
+	"Graph":                   657,
+	"Graph of %s":             674,
+	"HTTP 2xx, unusable body": 584,
+	"Headers sent":            277,
+	"Health":                  134,
 	"Held at a node of":       82,
-	"Held at node":            388,
-	"Held for":                390,
-	"Held instances":          306,
-	"ID":                      184,
-	"In flight":               772,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 320,
-	"Inputs": 229,
-	"Inputs an instance of this version is started with": 667,
-	"Inputs from":                665,
-	"Inputs of revision %d":      240,
-	"Inputs of the working copy": 231,
-	"Inputs the instance was started with, labelled by process version %d's contract": 376,
-	"Inputs, labelled by revision %d's contract":                                      510,
-	"Instance":                  406,
+	"Held at node":            389,
+	"Held for":                391,
+	"Held instances":          307,
+	"ID":                      185,
+	"In flight":               773,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 321,
+	"Inputs": 230,
+	"Inputs an instance of this version is started with": 668,
+	"Inputs from":                666,
+	"Inputs of revision %d":      241,
+	"Inputs of the working copy": 232,
+	"Inputs the instance was started with, labelled by process version %d's contract": 377,
+	"Inputs, labelled by revision %d's contract":                                      511,
+	"Instance":                  407,
 	"Instances":                 86,
-	"Instances of this version": 668,
-	"Invalid request":           158,
-	"It takes every revision its consumer is granted.": 793,
-	"It takes revision %d only.":                       796,
-	"It takes revisions %s only.":                      798,
-	"Its calls":                                        281,
+	"Instances of this version": 669,
+	"Invalid request":           159,
+	"It takes every revision its consumer is granted.": 794,
+	"It takes revision %d only.":                       797,
+	"It takes revisions %s only.":                      799,
+	"Its calls":                                        282,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 287,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  564,
-	"Its instance went on along the node’s error path.":                                                                                                                    565,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      742,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 288,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  565,
+	"Its instance went on along the node’s error path.":                                                                                                                    566,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      743,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
-	"Jan":                     340,
-	"Jul":                     346,
-	"Jun":                     345,
-	"Keep it":                 744,
+	"Jan":                     341,
+	"Jul":                     347,
+	"Jun":                     346,
+	"Keep it":                 745,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       283,
-	"Key":                     265,
-	"Kind":                    660,
-	"Language":                130,
-	"Last changed":            278,
-	"Last error (attempt %d)": 524,
-	"Last reserved":           521,
-	"Last saved":              210,
-	"Last seen":               774,
-	"Last used":               733,
-	"Latest revision":         266,
-	"Lists every change from one revision to another, and whom it may break.": 220,
-	"Local time in %s": 641,
-	"Lock expired %s — waiting to be offered again.": 554,
-	"Lock expires":    522,
-	"Longest timeout": 277,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 248,
-	"Main navigation":     132,
-	"Mar":                 342,
-	"Maximum attempts":    492,
-	"May":                 344,
-	"Message":             601,
-	"Message from Relais": 591,
-	"Message from Relais, quoting the destination’s answer":            590,
-	"Message from the worker (its own words, protected values masked)": 589,
-	"Method not allowed": 706,
-	"Mode":               490,
-	"More filters: instance, revision, consumer, destination, dates": 595,
-	"Name":                    185,
-	"Never":                   643,
-	"Next attempt":            520,
-	"Next attempt or settled": 605,
-	"Next node":               367,
-	"Next page":               622,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 123,
-	"No consumer yet.": 180,
-	"No definition %s has occurrences: check the key, or show all definitions.": 317,
-	"No definition has occurrences yet.":                                        311,
-	"No definition has the key “%s”.":                                           94,
-	"No definition yet.":                                                        268,
-	"No destination yet.":                                                       270,
-	"No inputs.":                                                                230,
-	"No inputs: an instance starts with an empty object.":                       666,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  715,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 713,
-	"No instance matches these filters.": 408,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 714,
-	"No live worker takes %s now (Workers page).":                                               548,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 549,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           550,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          551,
-	"No more consumers.":                                   181,
-	"No more destinations.":                                271,
-	"No occurrence matches these filters.":                 606,
-	"No operator action matches.":                          118,
-	"No operator has acted on this instance.":              372,
-	"No outputs yet: the occurrence has not completed.":    513,
-	"No outputs.":                                          233,
-	"No outputs: the occurrence ended without completing.": 515,
-	"No process has the key “%s”.":                         93,
-	"No process is published yet.":                         652,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             790,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             789,
+	"Keep the instance":       284,
+	"Key":                     266,
+	"Kind":                    661,
+	"Language":                131,
+	"Last changed":            279,
+	"Last error (attempt %d)": 525,
+	"Last reserved":           522,
+	"Last saved":              211,
+	"Last seen":               775,
+	"Last used":               734,
+	"Latest revision":         267,
+	"Lists every change from one revision to another, and whom it may break.": 221,
+	"Local time in %s": 642,
+	"Lock expired %s — waiting to be offered again.": 555,
+	"Lock expires":    523,
+	"Longest timeout": 278,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 249,
+	"Main navigation":     133,
+	"Mar":                 343,
+	"Maximum attempts":    493,
+	"May":                 345,
+	"Message":             602,
+	"Message from Relais": 592,
+	"Message from Relais, quoting the destination’s answer":            591,
+	"Message from the worker (its own words, protected values masked)": 590,
+	"Method not allowed": 707,
+	"Mode":               491,
+	"More filters: instance, revision, consumer, destination, dates": 596,
+	"Name":                    186,
+	"Never":                   644,
+	"Next attempt":            521,
+	"Next attempt or settled": 606,
+	"Next node":               368,
+	"Next page":               623,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 124,
+	"No consumer yet.": 181,
+	"No definition %s has occurrences: check the key, or show all definitions.": 318,
+	"No definition has occurrences yet.":                                        312,
+	"No definition has the key “%s”.":                                           95,
+	"No definition yet.":                                                        269,
+	"No destination yet.":                                                       271,
+	"No inputs.":                                                                231,
+	"No inputs: an instance starts with an empty object.":                       667,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  716,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 714,
+	"No instance matches these filters.": 409,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 715,
+	"No live worker takes %s now (Workers page).":                                               549,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 550,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           551,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          552,
+	"No more consumers.":                                   182,
+	"No more destinations.":                                272,
+	"No occurrence matches these filters.":                 607,
+	"No operator action matches.":                          119,
+	"No operator has acted on this instance.":              373,
+	"No outputs yet: the occurrence has not completed.":    514,
+	"No outputs.":                                          234,
+	"No outputs: the occurrence ended without completing.": 516,
+	"No process has the key “%s”.":                         94,
+	"No process is published yet.":                         653,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             791,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             790,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 128,
-	"No release yet.": 214,
-	"No revision yet: the Working copy has never been snapshotted.": 212,
-	"No token.":              731,
-	"No value was revealed.": 704,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              480,
-	"No worker has reserved this occurrence yet.":                                        477,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 791,
-	"No worker is connected.":           775,
-	"No worker serves this definition.": 778,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 788,
-	"Node":                  364,
-	"Nodes":                 658,
-	"Nodes of this version": 670,
-	"Nodes of this version, with their occurrences now": 659,
-	"Nodes reached, in order":                           363,
-	"Not allowed":                                       156,
-	"Not found":                                         166,
-	"Notes":                                             217,
-	"Nothing exists at this address, or it is not visible to you.": 163,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 164,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 129,
+	"No release yet.": 215,
+	"No revision yet: the Working copy has never been snapshotted.": 213,
+	"No token.":              732,
+	"No value was revealed.": 705,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              481,
+	"No worker has reserved this occurrence yet.":                                        478,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 792,
+	"No worker is connected.":           776,
+	"No worker serves this definition.": 779,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 789,
+	"Node":                  365,
+	"Nodes":                 659,
+	"Nodes of this version": 671,
+	"Nodes of this version, with their occurrences now": 660,
+	"Nodes reached, in order":                           364,
+	"Not allowed":                                       157,
+	"Not found":                                         167,
+	"Notes":                                             218,
+	"Nothing exists at this address, or it is not visible to you.": 164,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 165,
 	"Nothing to do: no instance this action applies to matches the filter.": 74,
-	"Nothing to find: the search box is empty.":                             711,
+	"Nothing to find: the search box is empty.":                             712,
 	"Nothing was done.":        29,
-	"Nov":                      350,
-	"Now":                      486,
-	"Occurrence":               365,
-	"Occurrence %s":            464,
-	"Occurrence offered again": 107,
-	"Occurrences now":          664,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          786,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 787,
-	"Occurrences, newest first": 600,
-	"Oct":                       349,
-	"Offered from %s — %s.":     553,
-	"Oldest claimable waits":    308,
-	"On error":                  663,
-	"On success":                662,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         700,
-	"Only administrators may reveal a sensitive value.":                                                           695,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 728,
-	"Open":             305,
-	"Operator actions": 360,
-	"Operator actions on this instance, newest first": 373,
-	"Operator actions, newest first":                  122,
-	"Outcome":                                         475,
-	"Outputs":                                         232,
-	"Outputs of revision %d":                          241,
-	"Outputs of the working copy":                     234,
-	"Outputs, labelled by revision %d's contract":     512,
-	"Pages": 620,
-	"Paste your token in the field: it is empty.": 725,
-	"Path":                            361,
-	"Pause reloading":                 155,
-	"Pinned revision":                 661,
-	"Policy":                          466,
-	"Previous page":                   621,
-	"Priority":                        497,
+	"Nov":                      351,
+	"Now":                      487,
+	"Occurrence":               366,
+	"Occurrence %s":            465,
+	"Occurrence offered again": 108,
+	"Occurrences now":          665,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          787,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 788,
+	"Occurrences, newest first": 601,
+	"Oct":                       350,
+	"Offered from %s — %s.":     554,
+	"Oldest claimable waits":    309,
+	"On error":                  664,
+	"On success":                663,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         701,
+	"Only administrators may reveal a sensitive value.":                                                           696,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 729,
+	"Open":             306,
+	"Operator actions": 361,
+	"Operator actions on this instance, newest first": 374,
+	"Operator actions, newest first":                  123,
+	"Outcome":                                         476,
+	"Outputs":                                         233,
+	"Outputs of revision %d":                          242,
+	"Outputs of the working copy":                     235,
+	"Outputs, labelled by revision %d's contract":     513,
+	"Pages": 621,
+	"Paste your token in the field: it is empty.": 726,
+	"Path":                            362,
+	"Pause reloading":                 156,
+	"Pinned revision":                 662,
+	"Policy":                          467,
+	"Previous page":                   622,
+	"Priority":                        498,
 	"Process":                         77,
-	"Process %s":                      654,
-	"Process %s has no version %d.":   92,
-	"Process and node":                602,
-	"Process inputs":                  375,
-	"Process instance":                106,
-	"Process instance %s":             358,
-	"Process instances":               401,
-	"Process instances, newest first": 405,
-	"Processes":                       135,
-	"Processes by key":                650,
-	"Protocol":                        770,
-	"Published":                       218,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 648,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       649,
-	"Push destination": 596,
-	"Reason":           105,
+	"Process %s":                      655,
+	"Process %s has no version %d.":   93,
+	"Process and node":                603,
+	"Process inputs":                  376,
+	"Process instance":                107,
+	"Process instance %s":             359,
+	"Process instances":               402,
+	"Process instances, newest first": 406,
+	"Processes":                       136,
+	"Processes by key":                651,
+	"Protocol":                        771,
+	"Published":                       219,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 649,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       650,
+	"Push destination": 597,
+	"Reason":           106,
 	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            491,
-	"Recorded operator actions":                             371,
-	"Relais console":                                        129,
-	"Relais has not called the destination yet.":            483,
-	"Relais is calling the destination (since %s).":         559,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 485,
-	"Relais never called the destination: the occurrence ended before any call.":                                    484,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        579,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 581,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     578,
+	"Reason given by the worker":                            492,
+	"Recorded operator actions":                             372,
+	"Relais console":                                        130,
+	"Relais has not called the destination yet.":            484,
+	"Relais is calling the destination (since %s).":         560,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 486,
+	"Relais never called the destination: the occurrence ended before any call.":                                    485,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        580,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 582,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     579,
 	"Relais refused the action. Nothing was done.":                                                                  49,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           580,
-	"Release":                       215,
-	"Releases":                      213,
-	"Releases, oldest first":        235,
-	"Reload lists and detail pages": 636,
-	"Reloading paused":              152,
-	"Reloading paused: this page stays as it is until you resume.": 647,
-	"Reloading resumed.":                  646,
-	"Replica":                             482,
-	"Required":                            202,
-	"Reserved":                            471,
-	"Reserved by %s.":                     561,
-	"Reserved by %s; lock until %s — %s.": 560,
-	"Reserved now":                        193,
-	"Resume":                              153,
-	"Retried by %s at %s — “%s”":          385,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           581,
+	"Release":                       216,
+	"Releases":                      214,
+	"Releases, oldest first":        236,
+	"Reload lists and detail pages": 637,
+	"Reloading paused":              153,
+	"Reloading paused: this page stays as it is until you resume.": 648,
+	"Reloading resumed.":                  647,
+	"Replica":                             483,
+	"Required":                            203,
+	"Reserved":                            472,
+	"Reserved by %s.":                     562,
+	"Reserved by %s; lock until %s — %s.": 561,
+	"Reserved now":                        194,
+	"Resume":                              154,
+	"Retried by %s at %s — “%s”":          386,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
-	"Retries":            494,
+	"Retries":            495,
 	"Retry %d instances": 63,
-	"Retry at %s — %s.":  552,
-	"Retry delay":        493,
+	"Retry at %s — %s.":  553,
+	"Retry delay":        494,
 	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         487,
+	"Retry or abandon it from its instance":         488,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 527,
+	"Retryable": 528,
 	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 516,
-	"Revealed by %s at %s; recorded in the audit log.": 697,
-	"Reveals":               144,
-	"Reveals, newest first": 703,
-	"Revision":              216,
-	"Revision %d":           237,
-	"Revisions":             211,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 794,
-	"Revoke the %s token “%s”?": 741,
-	"Revoke the token":          743,
-	"Revoke token %d":           740,
-	"Revoke…":                   738,
-	"Role":                      732,
-	"Route":                     366,
-	"Routing output":            209,
-	"Row %s":                    624,
-	"Rows %s–%s":                625,
-	"Save settings":             638,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      696,
+	"Reveal — this is recorded": 517,
+	"Revealed by %s at %s; recorded in the audit log.": 698,
+	"Reveals":               145,
+	"Reveals, newest first": 704,
+	"Revision":              217,
+	"Revision %d":           238,
+	"Revisions":             212,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 795,
+	"Revoke the %s token “%s”?": 742,
+	"Revoke the token":          744,
+	"Revoke token %d":           741,
+	"Revoke…":                   739,
+	"Role":                      733,
+	"Route":                     367,
+	"Routing output":            210,
+	"Row %s":                    625,
+	"Rows %s–%s":                626,
+	"Save settings":             639,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      697,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 284,
-	"Search":                               709,
-	"Secret values can never be revealed.": 701,
-	"Sep":                                  348,
-	"Served by %d workers":                 792,
-	"Settled":                              369,
-	"Settlement date":                      594,
-	"Show all definitions":                 316,
-	"Show times in":                        634,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 124,
-	"Sign in": 720,
-	"Sign in with an operator, designer or administrator token.": 721,
-	"Sign out":             146,
-	"Signed in as %s (%s)": 145,
-	"Since revision %d:":   243,
-	"Skip to content":      131,
-	"Slot":                 324,
-	"Snapshotted":          238,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 285,
+	"Search":                               710,
+	"Secret values can never be revealed.": 702,
+	"Sep":                                  349,
+	"Served by %d workers":                 793,
+	"Settled":                              370,
+	"Settlement date":                      595,
+	"Show all definitions":                 317,
+	"Show times in":                        635,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 125,
+	"Sign in": 721,
+	"Sign in with an operator, designer or administrator token.": 722,
+	"Sign out":             147,
+	"Signed in as %s (%s)": 146,
+	"Since revision %d:":   244,
+	"Skip to content":      132,
+	"Slot":                 325,
+	"Snapshotted":          239,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
-	"Something went wrong": 178,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 729,
-	"Staff tokens, oldest first": 730,
-	"Start node":                 655,
-	"Started":                    386,
-	"State":                      188,
+	"Something went wrong": 179,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 730,
+	"Staff tokens, oldest first": 731,
+	"Start node":                 656,
+	"Started":                    387,
+	"State":                      189,
 	"Status":                     79,
 	"Stop %d instances":          73,
 	"Stop every held instance this filter matches":            67,
@@ -543,305 +544,305 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              383,
+	"Stopped by %s at %s — “%s”":                              384,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
 	"Stopping applies to running or held instances, not %s ones.":                              53,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   382,
-	"Summary": 359,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 263,
-	"Tasks":                   189,
-	"Temporarily unavailable": 176,
-	"That is too long to be an id or a business key.":                                           712,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   383,
+	"Summary": 360,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 264,
+	"Tasks":                   190,
+	"Temporarily unavailable": 177,
+	"That is too long to be an id or a business key.":                                           713,
 	"The %d largest groups; the filter matches more.":                                           87,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 489,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                                          272,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                         242,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 539,
-	"The bulk action must be its id (a UUID).": 121,
-	"The call could not be prepared.":          540,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 558,
-	"The chart’s numbers": 322,
-	"The confirmed count is missing: start again from the list.":                                                                                                            96,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           179,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          635,
-	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 177,
-	"The deadline passed before a result arrived.":                                                                                                                          537,
-	"The destination answered HTTP %s.":     547,
-	"The destination could not be reached.": 541,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    531,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         532,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   530,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 529,
-	"The destination’s answer was too large.": 542,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      182,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          159,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                544,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         575,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      576,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    574,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            543,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               534,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 533,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     535,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             536,
-	"The latest %d attempts, oldest first":                                                         488,
-	"The next page counts them and asks for a reason before anything changes.":                     404,
-	"The nodes this instance reached, in order, each with its occurrence.":                         362,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 208,
-	"The page cursor is invalid: go back to the first page.":                                       632,
-	"The page size must be between 1 and %d.":                                                      400,
-	"The parameter “%s” is given %d times: give it once.":                                          631,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 120,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 490,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                                          273,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                         243,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 540,
+	"The bulk action must be its id (a UUID).": 122,
+	"The call could not be prepared.":          541,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 559,
+	"The chart’s numbers": 323,
+	"The confirmed count is missing: start again from the list.":                                                                                                            97,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           180,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          636,
+	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 98,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 178,
+	"The deadline passed before a result arrived.":                                                                                                                          538,
+	"The destination answered HTTP %s.":     548,
+	"The destination could not be reached.": 542,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    532,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         533,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   531,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 530,
+	"The destination’s answer was too large.": 543,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      183,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          160,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                545,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         576,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      577,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    575,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            544,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               535,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 534,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     536,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             537,
+	"The latest %d attempts, oldest first":                                                         489,
+	"The next page counts them and asks for a reason before anything changes.":                     405,
+	"The nodes this instance reached, in order, each with its occurrence.":                         363,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 209,
+	"The page cursor is invalid: go back to the first page.":                                       633,
+	"The page size must be between 1 and %d.":                                                      401,
+	"The parameter “%s” is given %d times: give it once.":                                          632,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 121,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 51,
 	"The reason you gave, not recorded:":                        44,
-	"The result did not match the revision's outputs contract.": 538,
-	"The revision must be a whole number, 1 or more.":           592,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 723,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        717,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     747,
-	"The version must be a whole number from 1.":                                                                                                        397,
-	"These revisions have the same contracts.":                                                                                                          228,
-	"These settings are kept in this browser only.":                                                                                                     633,
-	"They take every revision their consumer is granted.":                                                                                               795,
-	"They take revision %d only.":                                                                                                                       797,
-	"They take revisions %s only.":                                                                                                                      799,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 628,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         98,
-	"This contract has no inputs.":                                                                                                        511,
-	"This contract has no outputs.":                                                                                                       514,
-	"This form could not be read: nothing was done. Send it again.":                                                                       175,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                  174,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        172,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        169,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 708,
+	"The result did not match the revision's outputs contract.": 539,
+	"The revision must be a whole number, 1 or more.":           593,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 724,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        718,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     748,
+	"The version must be a whole number from 1.":                                                                                                        398,
+	"These revisions have the same contracts.":                                                                                                          229,
+	"These settings are kept in this browser only.":                                                                                                     634,
+	"They take every revision their consumer is granted.":                                                                                               796,
+	"They take revision %d only.":                                                                                                                       798,
+	"They take revisions %s only.":                                                                                                                      800,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 629,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         99,
+	"This contract has no inputs.":                                                                                                        512,
+	"This contract has no outputs.":                                                                                                       515,
+	"This form could not be read: nothing was done. Send it again.":                                                                       176,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                  175,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        173,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        170,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 709,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 291,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 292,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 379,
-	"This instance has not reached a task yet.":                   370,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 380,
+	"This instance has not reached a task yet.":                   371,
 	"This instance is %s, not held: there is nothing to abandon.": 37,
 	"This instance is %s, not held: there is nothing to retry.":   36,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 289,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 290,
 	"This instance is %s: there is nothing to stop.":                            38,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 380,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 381,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 381,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 382,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  167,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            746,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           745,
-	"This page does not accept that request.": 707,
-	"This page reloads every %d seconds.":     154,
-	"This process takes no inputs.":           377,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  168,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            747,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           746,
+	"This page does not accept that request.": 708,
+	"This page reloads every %d seconds.":     155,
+	"This process takes no inputs.":           378,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 726,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 671,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            672,
-	"Times in %s · no auto-reload":    151,
-	"Times in %s · reload every %d s": 150,
-	"Times in %s · reloading paused":  149,
-	"To revision":                     222,
-	"Token":                           722,
-	"Tokens":                          143,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 724,
-	"Totals of all definitions, not narrowed by the other filters":         609,
-	"Totals of definition %s, not narrowed by the other filters":           608,
-	"Type": 201,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 710,
-	"URL":                              275,
-	"UTC (coordinated universal time)": 640,
+	"This token is unknown, revoked or expired.": 727,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 672,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            673,
+	"Times in %s · no auto-reload":    152,
+	"Times in %s · reload every %d s": 151,
+	"Times in %s · reloading paused":  150,
+	"To revision":                     223,
+	"Token":                           723,
+	"Tokens":                          144,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 725,
+	"Totals of all definitions, not narrowed by the other filters":         610,
+	"Totals of definition %s, not narrowed by the other filters":           609,
+	"Type": 202,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 711,
+	"URL":                              276,
+	"UTC (coordinated universal time)": 641,
 	"Unknown action.":                  52,
 	"Unknown consumer.":                90,
 	"Unknown destination “%s”.":        91,
-	"Unknown parameter “%s” (did you mean “%s”?).": 629,
-	"Unknown parameter “%s”.":                      630,
-	"Unknown status “%s”.":                         396,
-	"Value":                                        374,
+	"Unknown parameter “%s” (did you mean “%s”?).": 630,
+	"Unknown parameter “%s”.":                      631,
+	"Unknown status “%s”.":                         397,
+	"Value":                                        375,
 	"Version":                                      78,
-	"Versions, newest first":                       651,
-	"Waiting for Relais to call the destination since %s (%s).": 555,
-	"Waiting for a worker since %s (%s).":                       556,
-	"When":                                                      102,
-	"Who":                                                       103,
-	"Whole message":                                             479,
-	"Why (recorded with the reveal)":                            517,
-	"Worker":                                                    769,
-	"Worker id":                                                 470,
-	"Workers":                                                   140,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        767,
+	"Versions, newest first":                       652,
+	"Waiting for Relais to call the destination since %s (%s).": 556,
+	"Waiting for a worker since %s (%s).":                       557,
+	"When":                                                      103,
+	"Who":                                                       104,
+	"Whole message":                                             480,
+	"Why (recorded with the reveal)":                            518,
+	"Worker":                                                    770,
+	"Worker id":                                                 471,
+	"Workers":                                                   141,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        768,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 768,
-	"Workers serving %s":                   776,
+	"Workers seen within three heartbeats": 769,
+	"Workers serving %s":                   777,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        207,
-	"You are signed out.": 716,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              157,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 718,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          719,
-	"[redacted]":                          588,
-	"a token’s name, exact":               113,
+	"Working copy":        208,
+	"You are signed out.": 717,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              158,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 719,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          720,
+	"[redacted]":                          589,
+	"a token’s name, exact":               114,
 	"abandon":                             4,
-	"active":                              190,
-	"administrator":                       440,
-	"an incident: retry, abandon or stop": 295,
-	"answer too large":                    586,
+	"active":                              191,
+	"administrator":                       441,
+	"an incident: retry, abandon or stop": 296,
+	"answer too large":                    587,
 	"any":                                 76,
-	"any other code → %s":                 685,
-	"any other error":                     293,
-	"as of %s (%s); counts are refreshed every few seconds.": 611,
-	"at least %d characters":                                 751,
-	"at least %d items":                                      758,
-	"at most %d":                                             505,
-	"at most %d characters":                                  752,
-	"at most %d items":                                       759,
-	"at most %d since the last operator retry":               506,
-	"available":                                              412,
-	"boolean":                                                427,
-	"call in progress since":                                 617,
-	"cancelled":                                              417,
-	"choice":                                                 430,
-	"claimable since":                                        616,
-	"claimable since %s":                                     313,
-	"classification changed":                                 451,
-	"completed":                                              415,
-	"constraint changed":                                     452,
-	"consumer":                                               443,
-	"consumer #%s":                                           570,
-	"date":                                                   428,
-	"date and time":                                          429,
-	"deadline %s":                                            689,
-	"deferred":                                               414,
-	"deferred since":                                         619,
-	"deleted":                                                109,
-	"designer":                                               442,
-	"disconnected":                                           423,
-	"each item of %s":                                        749,
-	"end (completes)":                                        678,
-	"end (fails)":                                            679,
-	"end: completes the instance":                            296,
-	"end: fails the instance":                                297,
+	"any other code → %s":                 686,
+	"any other error":                     294,
+	"as of %s (%s); counts are refreshed every few seconds.": 612,
+	"at least %d characters":                                 752,
+	"at least %d items":                                      759,
+	"at most %d":                                             506,
+	"at most %d characters":                                  753,
+	"at most %d items":                                       760,
+	"at most %d since the last operator retry":               507,
+	"available":                                              413,
+	"boolean":                                                428,
+	"call in progress since":                                 618,
+	"cancelled":                                              418,
+	"choice":                                                 431,
+	"claimable since":                                        617,
+	"claimable since %s":                                     314,
+	"classification changed":                                 452,
+	"completed":                                              416,
+	"constraint changed":                                     453,
+	"consumer":                                               444,
+	"consumer #%s":                                           571,
+	"date":                                                   429,
+	"date and time":                                          430,
+	"deadline %s":                                            690,
+	"deferred":                                               415,
+	"deferred since":                                         620,
+	"deleted":                                                110,
+	"designer":                                               443,
+	"disconnected":                                           424,
+	"each item of %s":                                        750,
+	"end (completes)":                                        679,
+	"end (fails)":                                            680,
+	"end: completes the instance":                            297,
+	"end: fails the instance":                                298,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 782,
-	"exact, case-sensitive":                                  402,
-	"expired":                                                420,
-	"failed":                                                 416,
-	"fails the instance":                                     686,
-	"field added":                                            446,
-	"field removed":                                          447,
-	"format":                                                 457,
-	"format %s":                                              754,
-	"from":                                                   114,
-	"held":                                                   419,
-	"held for an operator":                                   294,
-	"held, then abandoned by an operator":                    395,
-	"held, then stopped by an operator":                      394,
-	"hidden (secret)":                                        437,
-	"hidden (sensitive)":                                     436,
-	"hold (an incident for an operator)":                     684,
-	"id or business key":                                     137,
-	"in %s":                                                  333,
-	"in progress":                                            478,
-	"instance id":                                            598,
-	"instances held":                                         692,
-	"instances held: %s":                                     693,
-	"integer":                                                425,
-	"its name, exactly":                                      597,
-	"just now":                                               335,
-	"list":                                                   432,
-	"lock until":                                             618,
-	"long polling":                                           780,
-	"long wait":                                              314,
-	"masked value":                                           274,
-	"maximum":                                                459,
-	"maximum %s":                                             756,
-	"maximum items":                                          461,
-	"maximum length":                                         455,
-	"minimum":                                                458,
-	"minimum %s":                                             755,
-	"minimum items":                                          460,
-	"minimum length":                                         454,
-	"never":                                                  735,
-	"next attempt":                                           615,
-	"no":                                                     445,
-	"no answer within the timeout":                           584,
-	"no connection":                                          585,
-	"no grant: it takes nothing":                             192,
-	"no header":                                              279,
-	"no worker":                                              315,
-	"no worker takes revision %d":                            784,
-	"no worker takes revisions %s":                           785,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 528,
-	"none": 262,
-	"none (revealed before reasons were asked for)": 705,
-	"none yet": 267,
-	"none: a failed call takes the node’s error path": 495,
-	"normal":                             433,
-	"not provided":                       761,
-	"not yet":                            736,
-	"null":                               765,
-	"number":                             426,
-	"object":                             431,
-	"on error":                           292,
-	"one attempt, no retry, priority %d": 688,
-	"one of: %s":                         757,
-	"operator":                           441,
-	"optional %s field of type %s":       259,
-	"optional field of type %s":          261,
-	"optional → required":                252,
-	"pattern":                            456,
-	"pattern %s":                         753,
-	"pull":                               676,
-	"pull %s":                            299,
-	"pull (a worker fetches it)":         438,
-	"push %s":                            298,
-	"push (Relais calls the service)":    439,
-	"push to %s":                         677,
-	"rejected":                           421,
-	"released":                           422,
-	"required %s field of type %s":       258,
-	"required changed":                   449,
-	"required field of type %s":          260,
-	"required → optional":                253,
-	"reserved":                           413,
+	"every revision its consumer is granted":                 783,
+	"exact, case-sensitive":                                  403,
+	"expired":                                                421,
+	"failed":                                                 417,
+	"fails the instance":                                     687,
+	"field added":                                            447,
+	"field removed":                                          448,
+	"format":                                                 458,
+	"format %s":                                              755,
+	"from":                                                   115,
+	"held":                                                   420,
+	"held for an operator":                                   295,
+	"held, then abandoned by an operator":                    396,
+	"held, then stopped by an operator":                      395,
+	"hidden (secret)":                                        438,
+	"hidden (sensitive)":                                     437,
+	"hold (an incident for an operator)":                     685,
+	"id or business key":                                     138,
+	"in %s":                                                  334,
+	"in progress":                                            479,
+	"instance id":                                            599,
+	"instances held":                                         693,
+	"instances held: %s":                                     694,
+	"integer":                                                426,
+	"its name, exactly":                                      598,
+	"just now":                                               336,
+	"list":                                                   433,
+	"lock until":                                             619,
+	"long polling":                                           781,
+	"long wait":                                              315,
+	"masked value":                                           275,
+	"maximum":                                                460,
+	"maximum %s":                                             757,
+	"maximum items":                                          462,
+	"maximum length":                                         456,
+	"minimum":                                                459,
+	"minimum %s":                                             756,
+	"minimum items":                                          461,
+	"minimum length":                                         455,
+	"never":                                                  736,
+	"next attempt":                                           616,
+	"no":                                                     446,
+	"no answer within the timeout":                           585,
+	"no connection":                                          586,
+	"no grant: it takes nothing":                             193,
+	"no header":                                              280,
+	"no worker":                                              316,
+	"no worker takes revision %d":                            785,
+	"no worker takes revisions %s":                           786,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 529,
+	"none": 263,
+	"none (revealed before reasons were asked for)": 706,
+	"none yet": 268,
+	"none: a failed call takes the node’s error path": 496,
+	"normal":                             434,
+	"not provided":                       762,
+	"not yet":                            737,
+	"null":                               766,
+	"number":                             427,
+	"object":                             432,
+	"on error":                           293,
+	"one attempt, no retry, priority %d": 689,
+	"one of: %s":                         758,
+	"operator":                           442,
+	"optional %s field of type %s":       260,
+	"optional field of type %s":          262,
+	"optional → required":                253,
+	"pattern":                            457,
+	"pattern %s":                         754,
+	"pull":                               677,
+	"pull %s":                            300,
+	"pull (a worker fetches it)":         439,
+	"push %s":                            299,
+	"push (Relais calls the service)":    440,
+	"push to %s":                         678,
+	"rejected":                           422,
+	"released":                           423,
+	"required %s field of type %s":       259,
+	"required changed":                   450,
+	"required field of type %s":          261,
+	"required → optional":                254,
+	"reserved":                           414,
 	"retry":                              3,
-	"revision %d":                        612,
-	"revisions %s":                       783,
-	"revoked":                            191,
-	"routing changed":                    453,
-	"routing output":                     748,
-	"routing output %s → %s":             251,
-	"running":                            418,
-	"secret":                             435,
-	"sensitive":                          434,
-	"settled":                            614,
+	"revision %d":                        613,
+	"revisions %s":                       784,
+	"revoked":                            192,
+	"routing changed":                    454,
+	"routing output":                     749,
+	"routing output %s → %s":             252,
+	"running":                            419,
+	"secret":                             436,
+	"sensitive":                          435,
+	"settled":                            615,
 	"stop":                               5,
-	"stream":                             779,
-	"text":                               424,
-	"the contracts are the same (the name or a description changed).": 244,
-	"this session":             739,
-	"timeout %s":               690,
-	"timeout %s (the default)": 691,
-	"to":                       115,
-	"type changed":             448,
-	"unexpected value":         766,
-	"unknown":                  587,
-	"values added: %s":         254,
-	"values changed":           450,
-	"values removed: %s":       255,
-	"values reordered":         256,
-	"version %d":               653,
-	"waiting":                  582,
-	"yes":                      444,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 165,
-	"→ %s": 683,
+	"stream":                             780,
+	"text":                               425,
+	"the contracts are the same (the name or a description changed).": 245,
+	"this session":             740,
+	"timeout %s":               691,
+	"timeout %s (the default)": 692,
+	"to":                       116,
+	"type changed":             449,
+	"unexpected value":         767,
+	"unknown":                  588,
+	"values added: %s":         255,
+	"values changed":           451,
+	"values removed: %s":       256,
+	"values reordered":         257,
+	"version %d":               654,
+	"waiting":                  583,
+	"yes":                      445,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 166,
+	"→ %s": 684,
 }
 
-var enIndex = []uint32{ // 801 elements
+var enIndex = []uint32{ // 802 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -868,210 +869,210 @@ var enIndex = []uint32{ // 801 elements
 	0x00001429, 0x00001436, 0x00001441, 0x00001453,
 	0x00001460, 0x0000146b, 0x00001485, 0x0000148f,
 	0x000014c2, 0x000015f1, 0x0000160b, 0x0000161d,
-	0x0000163e, 0x00001662, 0x00001686, 0x000016ad,
+	0x0000163e, 0x00001658, 0x0000167c, 0x000016a0,
 	// Entry 60 - 7F
-	0x000016d5, 0x00001710, 0x000017b9, 0x00001832,
-	0x00001887, 0x00001936, 0x00001952, 0x00001957,
-	0x0000195b, 0x00001962, 0x00001969, 0x0000197a,
-	0x00001993, 0x0000199f, 0x000019a7, 0x000019b1,
-	0x00001a99, 0x00001aa1, 0x00001ab9, 0x00001abe,
-	0x00001ac1, 0x00001acf, 0x00001add, 0x00001af9,
-	0x00001b05, 0x00001b9a, 0x00001bc3, 0x00001be2,
-	0x00001c3a, 0x00001d12, 0x00001da5, 0x00001e5a,
+	0x000016c7, 0x000016ef, 0x0000172a, 0x000017d3,
+	0x0000184c, 0x000018a1, 0x00001950, 0x0000196c,
+	0x00001971, 0x00001975, 0x0000197c, 0x00001983,
+	0x00001994, 0x000019ad, 0x000019b9, 0x000019c1,
+	0x000019cb, 0x00001ab3, 0x00001abb, 0x00001ad3,
+	0x00001ad8, 0x00001adb, 0x00001ae9, 0x00001af7,
+	0x00001b13, 0x00001b1f, 0x00001bb4, 0x00001bdd,
+	0x00001bfc, 0x00001c54, 0x00001d2c, 0x00001dbf,
 	// Entry 80 - 9F
-	0x00001eee, 0x00001f6d, 0x00001f7c, 0x00001f85,
-	0x00001f95, 0x00001fa5, 0x00001fac, 0x00001fbb,
-	0x00001fc5, 0x00001fe4, 0x00001ff7, 0x00001ffc,
-	0x00002008, 0x00002010, 0x0000201a, 0x00002027,
-	0x0000202e, 0x00002036, 0x00002051, 0x0000205a,
-	0x0000206b, 0x00002082, 0x000020a5, 0x000020cc,
-	0x000020ed, 0x000020fe, 0x00002105, 0x0000212c,
-	0x0000213c, 0x00002148, 0x000021c6, 0x000021d6,
+	0x00001e74, 0x00001f08, 0x00001f87, 0x00001f96,
+	0x00001f9f, 0x00001faf, 0x00001fbf, 0x00001fc6,
+	0x00001fd5, 0x00001fdf, 0x00001ffe, 0x00002011,
+	0x00002016, 0x00002022, 0x0000202a, 0x00002034,
+	0x00002041, 0x00002048, 0x00002050, 0x0000206b,
+	0x00002074, 0x00002085, 0x0000209c, 0x000020bf,
+	0x000020e6, 0x00002107, 0x00002118, 0x0000211f,
+	0x00002146, 0x00002156, 0x00002162, 0x000021e0,
 	// Entry A0 - BF
-	0x0000223e, 0x00002255, 0x00002265, 0x00002279,
-	0x000022b6, 0x000023cf, 0x0000244c, 0x00002456,
-	0x00002511, 0x0000251e, 0x0000259b, 0x000025ac,
-	0x000025bb, 0x0000261b, 0x0000262d, 0x00002670,
-	0x000026ae, 0x000026c6, 0x0000270c, 0x00002721,
-	0x00002790, 0x000027a1, 0x000027b4, 0x00002879,
-	0x00002891, 0x00002894, 0x00002899, 0x000028a0,
-	0x000028ab, 0x000028b1, 0x000028b7, 0x000028be,
+	0x000021f0, 0x00002258, 0x0000226f, 0x0000227f,
+	0x00002293, 0x000022d0, 0x000023e9, 0x00002466,
+	0x00002470, 0x0000252b, 0x00002538, 0x000025b5,
+	0x000025c6, 0x000025d5, 0x00002635, 0x00002647,
+	0x0000268a, 0x000026c8, 0x000026e0, 0x00002726,
+	0x0000273b, 0x000027aa, 0x000027bb, 0x000027ce,
+	0x00002893, 0x000028ab, 0x000028ae, 0x000028b3,
+	0x000028ba, 0x000028c5, 0x000028cb, 0x000028d1,
 	// Entry C0 - DF
-	0x000028c6, 0x000028e1, 0x000028ee, 0x000028fc,
-	0x00002926, 0x0000293c, 0x00002953, 0x00002999,
-	0x000029bb, 0x000029c1, 0x000029c6, 0x000029cf,
-	0x000029de, 0x000029ea, 0x000029f6, 0x00002a07,
-	0x00002a14, 0x00002a71, 0x00002a80, 0x00002a8b,
-	0x00002a95, 0x00002ad3, 0x00002adc, 0x00002aec,
-	0x00002af4, 0x00002afd, 0x00002b03, 0x00002b0d,
-	0x00002b1f, 0x00002b67, 0x00002b75, 0x00002b81,
+	0x000028d8, 0x000028e0, 0x000028fb, 0x00002908,
+	0x00002916, 0x00002940, 0x00002956, 0x0000296d,
+	0x000029b3, 0x000029d5, 0x000029db, 0x000029e0,
+	0x000029e9, 0x000029f8, 0x00002a04, 0x00002a10,
+	0x00002a21, 0x00002a2e, 0x00002a8b, 0x00002a9a,
+	0x00002aa5, 0x00002aaf, 0x00002aed, 0x00002af6,
+	0x00002b06, 0x00002b0e, 0x00002b17, 0x00002b1d,
+	0x00002b27, 0x00002b39, 0x00002b81, 0x00002b8f,
 	// Entry E0 - FF
-	0x00002b89, 0x00002b90, 0x00002b97, 0x00002ba8,
-	0x00002bb7, 0x00002be0, 0x00002be7, 0x00002bf2,
-	0x00002c0d, 0x00002c15, 0x00002c21, 0x00002c3d,
-	0x00002c54, 0x00002c76, 0x00002c85, 0x00002c91,
-	0x00002c98, 0x00002cb1, 0x00002ccb, 0x00002d74,
-	0x00002d8a, 0x00002dca, 0x00002dfb, 0x00002e25,
-	0x00002e4c, 0x00002ec3, 0x00002ee7, 0x00002f0e,
-	0x00002f2d, 0x00002f43, 0x00002f59, 0x00002f6d,
+	0x00002b9b, 0x00002ba3, 0x00002baa, 0x00002bb1,
+	0x00002bc2, 0x00002bd1, 0x00002bfa, 0x00002c01,
+	0x00002c0c, 0x00002c27, 0x00002c2f, 0x00002c3b,
+	0x00002c57, 0x00002c6e, 0x00002c90, 0x00002c9f,
+	0x00002cab, 0x00002cb2, 0x00002ccb, 0x00002ce5,
+	0x00002d8e, 0x00002da4, 0x00002de4, 0x00002e15,
+	0x00002e3f, 0x00002e66, 0x00002edd, 0x00002f01,
+	0x00002f28, 0x00002f47, 0x00002f5d, 0x00002f73,
 	// Entry 100 - 11F
-	0x00002f83, 0x00002f94, 0x00002fab, 0x00002fce,
-	0x00002ff1, 0x0000300e, 0x0000302b, 0x00003030,
-	0x0000307c, 0x0000308f, 0x00003093, 0x000030a3,
-	0x000030ac, 0x000030bf, 0x000030e5, 0x000030f9,
-	0x0000310f, 0x000031e1, 0x000031f6, 0x00003203,
-	0x00003207, 0x00003214, 0x00003224, 0x00003231,
-	0x0000323b, 0x00003241, 0x0000324b, 0x0000326b,
-	0x0000327d, 0x00003331, 0x0000334e, 0x000033bc,
+	0x00002f87, 0x00002f9d, 0x00002fae, 0x00002fc5,
+	0x00002fe8, 0x0000300b, 0x00003028, 0x00003045,
+	0x0000304a, 0x00003096, 0x000030a9, 0x000030ad,
+	0x000030bd, 0x000030c6, 0x000030d9, 0x000030ff,
+	0x00003113, 0x00003129, 0x000031fb, 0x00003210,
+	0x0000321d, 0x00003221, 0x0000322e, 0x0000323e,
+	0x0000324b, 0x00003255, 0x0000325b, 0x00003265,
+	0x00003285, 0x00003297, 0x0000334b, 0x00003368,
 	// Entry 120 - 13F
-	0x0000347c, 0x0000348f, 0x000034dc, 0x00003540,
-	0x000035a4, 0x000035ad, 0x000035bd, 0x000035d2,
-	0x000035f6, 0x00003612, 0x0000362a, 0x00003635,
-	0x00003640, 0x00003654, 0x0000376a, 0x0000378e,
-	0x000037b9, 0x000037c4, 0x000037c9, 0x000037d8,
-	0x000037df, 0x000037f6, 0x0000380b, 0x0000381d,
-	0x00003840, 0x00003872, 0x00003888, 0x00003892,
-	0x0000389c, 0x000038b1, 0x000038fe, 0x0000390e,
+	0x000033d6, 0x00003496, 0x000034a9, 0x000034f6,
+	0x0000355a, 0x000035be, 0x000035c7, 0x000035d7,
+	0x000035ec, 0x00003610, 0x0000362c, 0x00003644,
+	0x0000364f, 0x0000365a, 0x0000366e, 0x00003784,
+	0x000037a8, 0x000037d3, 0x000037de, 0x000037e3,
+	0x000037f2, 0x000037f9, 0x00003810, 0x00003825,
+	0x00003837, 0x0000385a, 0x0000388c, 0x000038a2,
+	0x000038ac, 0x000038b6, 0x000038cb, 0x00003918,
 	// Entry 140 - 15F
-	0x00003947, 0x0000399b, 0x000039a5, 0x000039bb,
-	0x000039f4, 0x000039f9, 0x00003a07, 0x00003a14,
-	0x00003a3d, 0x00003a60, 0x00003a6d, 0x00003a8d,
-	0x00003a99, 0x00003ab2, 0x00003abb, 0x00003ac5,
-	0x00003ace, 0x00003ad6, 0x00003ae0, 0x00003ae8,
-	0x00003af0, 0x00003af4, 0x00003af8, 0x00003afc,
-	0x00003b00, 0x00003b04, 0x00003b08, 0x00003b0c,
-	0x00003b10, 0x00003b14, 0x00003b18, 0x00003b1c,
+	0x00003928, 0x00003961, 0x000039b5, 0x000039bf,
+	0x000039d5, 0x00003a0e, 0x00003a13, 0x00003a21,
+	0x00003a2e, 0x00003a57, 0x00003a7a, 0x00003a87,
+	0x00003aa7, 0x00003ab3, 0x00003acc, 0x00003ad5,
+	0x00003adf, 0x00003ae8, 0x00003af0, 0x00003afa,
+	0x00003b02, 0x00003b0a, 0x00003b0e, 0x00003b12,
+	0x00003b16, 0x00003b1a, 0x00003b1e, 0x00003b22,
+	0x00003b26, 0x00003b2a, 0x00003b2e, 0x00003b32,
 	// Entry 160 - 17F
-	0x00003b20, 0x00003b2a, 0x00003b48, 0x00003b68,
-	0x00003b8c, 0x00003bb0, 0x00003bb9, 0x00003bd0,
-	0x00003bd8, 0x00003be9, 0x00003bee, 0x00003c33,
-	0x00003c4b, 0x00003c50, 0x00003c5b, 0x00003c61,
-	0x00003c6b, 0x00003c73, 0x00003c7b, 0x00003ca5,
-	0x00003cbf, 0x00003ce7, 0x00003d17, 0x00003d1d,
-	0x00003d2c, 0x00003d7f, 0x00003d9d, 0x00003db4,
-	0x00003e64, 0x00003f86, 0x00004045, 0x0000409c,
+	0x00003b36, 0x00003b3a, 0x00003b44, 0x00003b62,
+	0x00003b82, 0x00003ba6, 0x00003bca, 0x00003bd3,
+	0x00003bea, 0x00003bf2, 0x00003c03, 0x00003c08,
+	0x00003c4d, 0x00003c65, 0x00003c6a, 0x00003c75,
+	0x00003c7b, 0x00003c85, 0x00003c8d, 0x00003c95,
+	0x00003cbf, 0x00003cd9, 0x00003d01, 0x00003d31,
+	0x00003d37, 0x00003d46, 0x00003d99, 0x00003db7,
+	0x00003dce, 0x00003e7e, 0x00003fa0, 0x0000405f,
 	// Entry 180 - 19F
-	0x000040c6, 0x000040f2, 0x0000411c, 0x00004124,
-	0x0000412a, 0x00004137, 0x00004149, 0x00004152,
-	0x0000415b, 0x0000416d, 0x0000417c, 0x0000419e,
-	0x000041c2, 0x000041de, 0x00004209, 0x0000423d,
-	0x0000424b, 0x00004276, 0x00004288, 0x0000429e,
-	0x000042c8, 0x00004311, 0x00004331, 0x0000433a,
-	0x0000434c, 0x0000436f, 0x0000437d, 0x0000438c,
-	0x00004399, 0x000043a3, 0x000043ac, 0x000043b5,
+	0x000040b6, 0x000040e0, 0x0000410c, 0x00004136,
+	0x0000413e, 0x00004144, 0x00004151, 0x00004163,
+	0x0000416c, 0x00004175, 0x00004187, 0x00004196,
+	0x000041b8, 0x000041dc, 0x000041f8, 0x00004223,
+	0x00004257, 0x00004265, 0x00004290, 0x000042a2,
+	0x000042b8, 0x000042e2, 0x0000432b, 0x0000434b,
+	0x00004354, 0x00004366, 0x00004389, 0x00004397,
+	0x000043a6, 0x000043b3, 0x000043bd, 0x000043c6,
 	// Entry 1A0 - 1BF
-	0x000043bf, 0x000043c6, 0x000043d0, 0x000043d8,
-	0x000043dd, 0x000043e5, 0x000043ee, 0x000043f7,
-	0x00004404, 0x00004409, 0x00004411, 0x00004418,
-	0x00004420, 0x00004425, 0x00004433, 0x0000443a,
-	0x00004441, 0x00004446, 0x0000444d, 0x00004457,
-	0x0000445e, 0x00004471, 0x00004481, 0x0000449c,
-	0x000044bc, 0x000044ca, 0x000044d3, 0x000044dc,
-	0x000044e5, 0x000044e9, 0x000044ec, 0x000044f8,
+	0x000043cf, 0x000043d9, 0x000043e0, 0x000043ea,
+	0x000043f2, 0x000043f7, 0x000043ff, 0x00004408,
+	0x00004411, 0x0000441e, 0x00004423, 0x0000442b,
+	0x00004432, 0x0000443a, 0x0000443f, 0x0000444d,
+	0x00004454, 0x0000445b, 0x00004460, 0x00004467,
+	0x00004471, 0x00004478, 0x0000448b, 0x0000449b,
+	0x000044b6, 0x000044d6, 0x000044e4, 0x000044ed,
+	0x000044f6, 0x000044ff, 0x00004503, 0x00004506,
 	// Entry 1C0 - 1DF
-	0x00004506, 0x00004513, 0x00004524, 0x00004533,
-	0x0000454a, 0x0000455d, 0x0000456d, 0x0000457c,
-	0x0000458b, 0x00004593, 0x0000459a, 0x000045a2,
-	0x000045aa, 0x000045b8, 0x000045c6, 0x000045dc,
-	0x000045f1, 0x00004602, 0x00004608, 0x0000460f,
-	0x00004618, 0x00004634, 0x0000463d, 0x00004647,
-	0x00004650, 0x00004659, 0x00004662, 0x00004679,
-	0x00004681, 0x0000468f, 0x000046bb, 0x000046c7,
+	0x00004512, 0x00004520, 0x0000452d, 0x0000453e,
+	0x0000454d, 0x00004564, 0x00004577, 0x00004587,
+	0x00004596, 0x000045a5, 0x000045ad, 0x000045b4,
+	0x000045bc, 0x000045c4, 0x000045d2, 0x000045e0,
+	0x000045f6, 0x0000460b, 0x0000461c, 0x00004622,
+	0x00004629, 0x00004632, 0x0000464e, 0x00004657,
+	0x00004661, 0x0000466a, 0x00004673, 0x0000467c,
+	0x00004693, 0x0000469b, 0x000046a9, 0x000046d5,
 	// Entry 1E0 - 1FF
-	0x000046d5, 0x0000471b, 0x00004727, 0x0000472f,
-	0x0000475a, 0x000047a5, 0x00004867, 0x0000486b,
-	0x00004891, 0x000048b9, 0x0000491c, 0x00004921,
-	0x0000493c, 0x0000494d, 0x00004959, 0x00004961,
-	0x00004993, 0x0000499c, 0x000049a5, 0x000049c1,
-	0x00004a22, 0x00004a2f, 0x00004a66, 0x00004a95,
-	0x00004ae5, 0x00004b20, 0x00004b2e, 0x00004b5a,
-	0x00004b80, 0x00004ba1, 0x00004bac, 0x00004bda,
+	0x000046e1, 0x000046ef, 0x00004735, 0x00004741,
+	0x00004749, 0x00004774, 0x000047bf, 0x00004881,
+	0x00004885, 0x000048ab, 0x000048d3, 0x00004936,
+	0x0000493b, 0x00004956, 0x00004967, 0x00004973,
+	0x0000497b, 0x000049ad, 0x000049b6, 0x000049bf,
+	0x000049db, 0x00004a3c, 0x00004a49, 0x00004a80,
+	0x00004aaf, 0x00004aff, 0x00004b3a, 0x00004b48,
+	0x00004b74, 0x00004b9a, 0x00004bbb, 0x00004bc6,
 	// Entry 200 - 21F
-	0x00004bf7, 0x00004c26, 0x00004c58, 0x00004c76,
-	0x00004cab, 0x00004cc7, 0x00004ce6, 0x00004d41,
-	0x00004d50, 0x00004d5d, 0x00004d6b, 0x00004d78,
-	0x00004d81, 0x00004d9c, 0x00004dcc, 0x00004de7,
-	0x00004df1, 0x00004e43, 0x00004f03, 0x00004f5f,
-	0x00004fdd, 0x00005053, 0x00005126, 0x000051e9,
-	0x00005221, 0x00005281, 0x000052ae, 0x000052e8,
-	0x000053f5, 0x00005415, 0x0000543b, 0x00005465,
+	0x00004bf4, 0x00004c11, 0x00004c40, 0x00004c72,
+	0x00004c90, 0x00004cc5, 0x00004ce1, 0x00004d00,
+	0x00004d5b, 0x00004d6a, 0x00004d77, 0x00004d85,
+	0x00004d92, 0x00004d9b, 0x00004db6, 0x00004de6,
+	0x00004e01, 0x00004e0b, 0x00004e5d, 0x00004f1d,
+	0x00004f79, 0x00004ff7, 0x0000506d, 0x00005140,
+	0x00005203, 0x0000523b, 0x0000529b, 0x000052c8,
+	0x00005302, 0x0000540f, 0x0000542f, 0x00005455,
 	// Entry 220 - 23F
-	0x000054d6, 0x00005513, 0x00005537, 0x000055db,
-	0x00005600, 0x0000562f, 0x0000568f, 0x000056e8,
-	0x00005742, 0x0000575c, 0x0000577a, 0x000057ae,
-	0x000057ee, 0x00005818, 0x00005827, 0x000058f2,
-	0x00005923, 0x00005952, 0x00005965, 0x000059da,
-	0x000059ed, 0x00005a21, 0x00005a55, 0x00005a65,
-	0x00005aac, 0x00005ad9, 0x00005ae6, 0x00005af6,
-	0x00005b26, 0x00005b60, 0x00005b83, 0x00005bfa,
+	0x0000547f, 0x000054f0, 0x0000552d, 0x00005551,
+	0x000055f5, 0x0000561a, 0x00005649, 0x000056a9,
+	0x00005702, 0x0000575c, 0x00005776, 0x00005794,
+	0x000057c8, 0x00005808, 0x00005832, 0x00005841,
+	0x0000590c, 0x0000593d, 0x0000596c, 0x0000597f,
+	0x000059f4, 0x00005a07, 0x00005a3b, 0x00005a6f,
+	0x00005a7f, 0x00005ac6, 0x00005af3, 0x00005b00,
+	0x00005b10, 0x00005b40, 0x00005b7a, 0x00005b9d,
 	// Entry 240 - 25F
-	0x00005c7c, 0x00005d01, 0x00005d10, 0x00005d60,
-	0x00005dc0, 0x00005e2c, 0x00005ea3, 0x00005eab,
-	0x00005ec3, 0x00005ee0, 0x00005eee, 0x00005eff,
-	0x00005f07, 0x00005f12, 0x00005f53, 0x00005f8b,
-	0x00005f9f, 0x00005fcf, 0x0000600a, 0x0000601a,
-	0x00006059, 0x0000606a, 0x0000607c, 0x00006088,
-	0x00006099, 0x000060b3, 0x000060bb, 0x000060cc,
-	0x000060d2, 0x000060e6, 0x000060fe, 0x00006123,
+	0x00005c14, 0x00005c96, 0x00005d1b, 0x00005d2a,
+	0x00005d7a, 0x00005dda, 0x00005e46, 0x00005ebd,
+	0x00005ec5, 0x00005edd, 0x00005efa, 0x00005f08,
+	0x00005f19, 0x00005f21, 0x00005f2c, 0x00005f6d,
+	0x00005fa5, 0x00005fb9, 0x00005fe9, 0x00006024,
+	0x00006034, 0x00006073, 0x00006084, 0x00006096,
+	0x000060a2, 0x000060b3, 0x000060cd, 0x000060d5,
+	0x000060e6, 0x000060ec, 0x00006100, 0x00006118,
 	// Entry 260 - 27F
-	0x00006131, 0x0000616f, 0x000061ac, 0x000061d8,
-	0x00006215, 0x00006224, 0x00006235, 0x0000623d,
-	0x0000624a, 0x0000625a, 0x00006271, 0x0000627c,
-	0x0000628b, 0x00006291, 0x0000629f, 0x000062a9,
-	0x000062b4, 0x000062be, 0x000062d1, 0x000062f6,
-	0x00006321, 0x000063b2, 0x000063ed, 0x0000640c,
-	0x0000644a, 0x00006481, 0x000064af, 0x000064bd,
-	0x0000655c, 0x0000657a, 0x000066d1, 0x000066df,
+	0x0000613d, 0x0000614b, 0x00006189, 0x000061c6,
+	0x000061f2, 0x0000622f, 0x0000623e, 0x0000624f,
+	0x00006257, 0x00006264, 0x00006274, 0x0000628b,
+	0x00006296, 0x000062a5, 0x000062ab, 0x000062b9,
+	0x000062c3, 0x000062ce, 0x000062d8, 0x000062eb,
+	0x00006310, 0x0000633b, 0x000063cc, 0x00006407,
+	0x00006426, 0x00006464, 0x0000649b, 0x000064c9,
+	0x000064d7, 0x00006576, 0x00006594, 0x000066eb,
 	// Entry 280 - 29F
-	0x000066f3, 0x00006714, 0x00006728, 0x00006758,
-	0x0000675e, 0x00006772, 0x0000678a, 0x0000679d,
-	0x000067da, 0x0000684d, 0x0000689a, 0x000068ab,
-	0x000068c2, 0x000068df, 0x000068ed, 0x000068fb,
-	0x00006906, 0x0000690c, 0x000069fe, 0x00006a04,
-	0x00006a36, 0x00006a3b, 0x00006a4b, 0x00006a56,
-	0x00006a5f, 0x00006a6f, 0x00006a7b, 0x00006aaf,
-	0x00006ae2, 0x00006afc, 0x00006ba1, 0x00006bb7,
+	0x000066f9, 0x0000670d, 0x0000672e, 0x00006742,
+	0x00006772, 0x00006778, 0x0000678c, 0x000067a4,
+	0x000067b7, 0x000067f4, 0x00006867, 0x000068b4,
+	0x000068c5, 0x000068dc, 0x000068f9, 0x00006907,
+	0x00006915, 0x00006920, 0x00006926, 0x00006a18,
+	0x00006a1e, 0x00006a50, 0x00006a55, 0x00006a65,
+	0x00006a70, 0x00006a79, 0x00006a89, 0x00006a95,
+	0x00006ac9, 0x00006afc, 0x00006b16, 0x00006bbb,
 	// Entry 2A0 - 2BF
-	0x00006c3c, 0x00006cb6, 0x00006cc5, 0x00006d7f,
-	0x00006dd0, 0x00006dd5, 0x00006de3, 0x00006df3,
-	0x00006dff, 0x00006e0f, 0x00006e1d, 0x00006e2d,
-	0x00006e37, 0x00006e5a, 0x00006e73, 0x00006e86,
-	0x00006ef2, 0x00006f18, 0x00006f27, 0x00006f35,
-	0x00006f51, 0x00006f60, 0x00006f76, 0x00006faf,
-	0x00006fe1, 0x00007039, 0x00007070, 0x00007087,
-	0x00007095, 0x000070d9, 0x000070fe, 0x00007175,
+	0x00006bd1, 0x00006c56, 0x00006cd0, 0x00006cdf,
+	0x00006d99, 0x00006dea, 0x00006def, 0x00006dfd,
+	0x00006e0d, 0x00006e19, 0x00006e29, 0x00006e37,
+	0x00006e47, 0x00006e51, 0x00006e74, 0x00006e8d,
+	0x00006ea0, 0x00006f0c, 0x00006f32, 0x00006f41,
+	0x00006f4f, 0x00006f6b, 0x00006f7a, 0x00006f90,
+	0x00006fc9, 0x00006ffb, 0x00007053, 0x0000708a,
+	0x000070a1, 0x000070af, 0x000070f3, 0x00007118,
 	// Entry 2C0 - 2DF
-	0x0000718b, 0x000071a2, 0x000071d0, 0x000071e3,
-	0x0000720b, 0x0000728f, 0x00007296, 0x000072fe,
-	0x00007328, 0x00007358, 0x0000742b, 0x00007565,
-	0x00007605, 0x00007619, 0x00007674, 0x0000771f,
-	0x000077a1, 0x000077a9, 0x000077e4, 0x000077ea,
-	0x0000787c, 0x00007914, 0x00007940, 0x0000796b,
-	0x000079b9, 0x00007a25, 0x00007acc, 0x00007ae7,
-	0x00007af1, 0x00007af6, 0x00007b00, 0x00007b08,
+	0x0000718f, 0x000071a5, 0x000071bc, 0x000071ea,
+	0x000071fd, 0x00007225, 0x000072a9, 0x000072b0,
+	0x00007318, 0x00007342, 0x00007372, 0x00007445,
+	0x0000757f, 0x0000761f, 0x00007633, 0x0000768e,
+	0x00007739, 0x000077bb, 0x000077c3, 0x000077fe,
+	0x00007804, 0x00007896, 0x0000792e, 0x0000795a,
+	0x00007985, 0x000079d3, 0x00007a3f, 0x00007ae6,
+	0x00007b01, 0x00007b0b, 0x00007b10, 0x00007b1a,
 	// Entry 2E0 - 2FF
-	0x00007b0e, 0x00007b16, 0x00007b24, 0x00007b2e,
-	0x00007b3b, 0x00007b4e, 0x00007b72, 0x00007bf2,
-	0x00007c03, 0x00007c0b, 0x00007c80, 0x00007cd4,
-	0x00007d1c, 0x00007d2b, 0x00007d3e, 0x00007d4a,
-	0x00007d86, 0x00007dc0, 0x00007dce, 0x00007ddb,
-	0x00007de9, 0x00007df7, 0x00007e05, 0x00007e37,
-	0x00007e67, 0x00007ec3, 0x00007ed0, 0x00007ef0,
-	0x00007efb, 0x00007f15, 0x00007f1a, 0x00007f2b,
+	0x00007b22, 0x00007b28, 0x00007b30, 0x00007b3e,
+	0x00007b48, 0x00007b55, 0x00007b68, 0x00007b8c,
+	0x00007c0c, 0x00007c1d, 0x00007c25, 0x00007c9a,
+	0x00007cee, 0x00007d36, 0x00007d45, 0x00007d58,
+	0x00007d64, 0x00007da0, 0x00007dda, 0x00007de8,
+	0x00007df5, 0x00007e03, 0x00007e11, 0x00007e1f,
+	0x00007e51, 0x00007e81, 0x00007edd, 0x00007eea,
+	0x00007f0a, 0x00007f15, 0x00007f2f, 0x00007f34,
 	// Entry 300 - 31F
-	0x00007fb1, 0x00007fd6, 0x00007fdd, 0x00007fe6,
-	0x00007ff9, 0x00008003, 0x0000800d, 0x00008017,
-	0x0000802f, 0x00008045, 0x00008051, 0x00008073,
-	0x0000807a, 0x00008087, 0x00008098, 0x000080bf,
-	0x000080cf, 0x000080ee, 0x0000810e, 0x000081e6,
-	0x000082c7, 0x0000831b, 0x0000836b, 0x000083cb,
-	0x0000841e, 0x00008456, 0x00008487, 0x000084d7,
-	0x0000850b, 0x00008529, 0x00008548, 0x00008567,
+	0x00007f45, 0x00007fcb, 0x00007ff0, 0x00007ff7,
+	0x00008000, 0x00008013, 0x0000801d, 0x00008027,
+	0x00008031, 0x00008049, 0x0000805f, 0x0000806b,
+	0x0000808d, 0x00008094, 0x000080a1, 0x000080b2,
+	0x000080d9, 0x000080e9, 0x00008108, 0x00008128,
+	0x00008200, 0x000082e1, 0x00008335, 0x00008385,
+	0x000083e5, 0x00008438, 0x00008470, 0x000084a1,
+	0x000084f1, 0x00008525, 0x00008543, 0x00008562,
 	// Entry 320 - 33F
-	0x00008587,
-} // Size: 3228 bytes
+	0x00008581, 0x000085a1,
+} // Size: 3232 bytes
 
-const enData string = "" + // Size: 34183 bytes
+const enData string = "" + // Size: 34209 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1157,442 +1158,442 @@ const enData string = "" + // Size: 34183 bytes
 	"p it.\x00\x96\x01\x02%[1]d more held instances failed before any attempt" +
 	" (their inputs could not be built): they cannot be retried and are left " +
 	"out. Abandon or stop them.\x02Cannot act on this filter\x02Unknown consu" +
-	"mer.\x02Unknown destination “%[1]s”.\x02Process %[1]s has no version %[2" +
-	"]d.\x02No process has the key “%[1]s”.\x02No definition has the key “%[1" +
-	"]s”.\x02Definition %[1]s has no revision %[2]d.\x02The confirmed count i" +
-	"s missing: start again from the list.\x02The count changed since you con" +
-	"firmed it (it was %[1]d): instances were settled, retried or acted on me" +
-	"anwhile. Nothing was done; check the new count and confirm again.\x02Thi" +
-	"s bulk action was already applied (the form was sent again): its records" +
-	" are in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bu" +
-	"lk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d " +
-	"instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after t" +
-	"he count (settled, or acted on by someone else).\x00T\x02%[1]d skipped: " +
-	"they changed after the count (settled, or acted on by someone else).\x02" +
-	"%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Proces" +
-	"s instance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audi" +
-	"t log\x02Every retry, abandon and stop an operator applied, and every er" +
-	"asure an administrator made, with its reason. Reveals of sensitive value" +
-	"s have their own log, which administrators read on the Reveals page (GET" +
-	" /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02" +
-	"to\x02Apply filters\x02Clear filters\x02No operator action matches.\x02A" +
-	"ll actions\x02The process instance must be a whole instance id (a UUID):" +
-	" the lists show the end of each id; open the instance, or copy its link," +
-	" for the whole id.\x02The bulk action must be its id (a UUID).\x02Operat" +
-	"or actions, newest first\x02No bulk action has the id %[1]s: check the l" +
-	"ink, or open the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02" +
-	"Showing the %[1]d instance bulk action %[2]s changed. While it runs, eac" +
-	"h reload shows how far it got.\x00h\x02Showing the %[1]d instances bulk " +
-	"action %[2]s changed. While it runs, each reload shows how far it got." +
-	"\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d in" +
-	"stances counted, %[6]d skipped (they changed after the count). It ended " +
-	"%[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error af" +
-	"ter %[4]d of the %[5]d instances counted (%[6]d skipped). What it applie" +
-	"d stays; act on the filter again for the rest.\x02Bulk %[1]s by %[2]s, s" +
-	"tarted %[3]s, is running: %[4]d of the %[5]d instances counted done so f" +
-	"ar (%[6]d skipped). Each reload shows how far it got.\x02No progress sin" +
-	"ce %[1]s: the replica running it may have stopped. What it applied stays" +
-	"; act on the filter again for the rest.\x02Relais console\x02Language" +
-	"\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02Pr" +
-	"ocesses\x02Find an instance or occurrence\x02id or business key\x02Find" +
-	"\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Rev" +
-	"eals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04" +
-	"\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloading paused" +
-	"\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-re" +
-	"load\x02Reloading paused\x02Resume\x02This page reloads every %[1]d seco" +
-	"nds.\x02Pause reloading\x02Not allowed\x02Your role can read definitions" +
-	" and processes only: external tasks and process instances are for operat" +
-	"ors and administrators.\x02Invalid request\x02The field “%[1]s” holds a " +
-	"NUL character or bytes that are not UTF-8 text: correct it and try again" +
-	".\x02Back to external tasks\x02Back to sign-in\x02Back to definitions" +
-	"\x02Nothing exists at this address, or it is not visible to you.\x02Noth" +
-	"ing exists at this address, or it is not visible to you. An ended instan" +
-	"ce is deleted, with its occurrences and attempts, once the retention per" +
-	"iod (RELAIS_RETENTION) has passed, or at once when an administrator eras" +
-	"es it; the audit log keeps the operator actions taken on it.\x02“%[1]s” " +
-	"is not a whole id (a UUID): the lists show the end of each id; open the " +
-	"row, or copy its link, for the whole id.\x02Not found\x02This instance w" +
-	"as erased by %[1]s on %[2]s, for this reason: “%[3]s”. Its inputs, occur" +
-	"rences and attempts were deleted with it; the audit log keeps the operat" +
-	"or actions taken on it.\x02Form refused\x02This form was not sent from t" +
-	"his console session, or it has expired: nothing was done. Open the form " +
-	"again and send it anew.\x02Back to the form\x02Form too large\x02This fo" +
-	"rm is larger than %[1]d KiB: nothing was done. Shorten what you typed an" +
-	"d send it again.\x02Form not received\x02This form did not arrive in tim" +
-	"e: nothing was done. Send it again.\x02This form could not be read: noth" +
-	"ing was done. Send it again.\x02Temporarily unavailable\x02The database " +
-	"cannot be reached right now. Try again in a few seconds.\x02Something we" +
-	"nt wrong\x02The console could not show this page. Try again; if it persi" +
-	"sts, give your administrator the request id %[1]s.\x02No consumer yet." +
-	"\x02No more consumers.\x02The external services that take tasks, and the" +
-	" definitions each may take. Create consumers, change their grants and ro" +
-	"tate their tokens through the API (/api/v1/consumers); tokens are never " +
-	"shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
-	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
-	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2]s\x02Counting th" +
-	"e occurrences; the counts appear when you reload the page.\x02Counts are" +
-	" unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
-	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
-	"e only mutable part of a definition. Processes never use it directly: th" +
-	"ey pin a revision.\x02Routing output\x02Last saved\x02Revisions\x02No re" +
-	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
-	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
-	"revisions\x02Lists every change from one revision to another, and whom i" +
-	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
-	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
-	"me contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02O" +
-	"utputs\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest" +
-	" first\x02Changes between the two revisions\x02Revision %[1]d\x02Snapsho" +
-	"tted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
-	"\x02The Working copy has changes not yet snapshotted: they are in no rev" +
-	"ision (workers and processes use revision %[1]d at most) until a snapsho" +
-	"t makes them revision %[2]d.\x02Since revision %[1]d:\x02the contracts a" +
-	"re the same (the name or a description changed).\x02Changes of the Worki" +
-	"ng copy since revision %[1]d\x02Choose two existing revisions to compare" +
-	".\x02From revision %[1]d to revision %[2]d:\x02Lowers protection: %[1]s." +
-	" Under the newer contract these fields’ values are less protected than u" +
-	"nder the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e" +
-	"\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f" +
-	"\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → require" +
-	"d\x02required → optional\x02values added: %[1]s\x02values removed: %[1]s" +
-	"\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of " +
-	"type %[2]s\x02optional %[1]s field of type %[2]s\x02required field of ty" +
-	"pe %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: thei" +
-	"r Working copy, immutable revisions and named releases.\x02Definitions b" +
-	"y key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
-	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
-	"odes call. Values of the URL's query and of the headers, and signing sec" +
-	"rets, are sealed and never shown. Create, change and delete destinations" +
-	" through the API (/api/v1/destinations).\x02Destinations by name\x02mask" +
-	"ed value\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
-	" header\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep" +
-	" the instance\x02Say why, for whoever reads the log later: at most %[1]d" +
-	" characters. It is kept after the erasure, whatever the retention: write" +
-	" the request’s reference, not the person’s name.\x02Erase process instan" +
-	"ce %[1]s\x02Erase this instance now? It is deleted with its occurrences " +
-	"and their attempts, as retention would delete it.\x02Its inputs, outputs" +
-	", business key and the workers’ messages go with it; this cannot be undo" +
-	"ne. The audit records naming it stay (who did what, and why), and so do " +
-	"backups until they expire.\x02Erase the instance\x02This instance is %[1" +
-	"]s: only an ended instance can be erased. Stop it first.\x02Erased: inst" +
-	"ance %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in" +
-	" the audit log.\x02This instance had already been erased, by %[1]s at %[" +
-	"2]s; nothing changed and nothing was recorded.\x02on error\x02any other " +
-	"error\x02held for an operator\x02an incident: retry, abandon or stop\x02" +
-	"end: completes the instance\x02end: fails the instance\x02push %[1]s\x02" +
-	"pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and inciden" +
-	"ts now, and what its workers finished in the last hour: occurrences that" +
-	" ended completed or failed. An occurrence retried since counts where it " +
-	"ends next; a failed attempt with attempts left is not counted, its occur" +
-	"rence’s page lists it.\x02Completions and failures, last hour\x02Definit" +
-	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
-	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
-	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
-	"\x02no worker\x02Show all definitions\x02No definition %[1]s has occurre" +
-	"nces: check the key, or show all definitions.\x02All definitions\x02Comp" +
-	"letions and failures per 5 minutes, last hour: %[1]s\x02In the last hour" +
-	": %[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02C" +
-	"ompleted\x02The chart’s numbers\x02Completions and failures per 5-minute" +
-	" slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %" +
-	"[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %" +
-	"[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min" +
-	"\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul" +
-	"\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02" +
-	"\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%" +
-	"[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
-	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d secon" +
-	"d\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summ" +
-	"ary\x02Operator actions\x02Path\x02The nodes this instance reached, in o" +
-	"rder, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Oc" +
-	"currence\x02Route\x02Next node\x02Created\x02Settled\x02This instance ha" +
-	"s not reached a task yet.\x02Recorded operator actions\x02No operator ha" +
-	"s acted on this instance.\x02Operator actions on this instance, newest f" +
-	"irst\x02Value\x02Process inputs\x02Inputs the instance was started with," +
-	" labelled by process version %[1]d's contract\x02This process takes no i" +
-	"nputs.\x02Erase this instance…\x02This instance has ended. As an adminis" +
-	"trator you may erase it now rather than wait for retention (a data subje" +
-	"ct’s request): it is deleted with its occurrences and attempts.\x02This " +
-	"instance is held at a failed node: an incident. It cannot be retried: it" +
-	"s occurrence at node %[1]s failed before any attempt (its inputs could n" +
-	"ot be built), so it would fail the same way. Abandon fails the instance;" +
-	" stop cancels it. Each asks for a reason, recorded in the audit log.\x02" +
-	"This instance is held at a failed node: an incident. Retry offers the fa" +
-	"iled occurrence again; abandon fails the instance; stop cancels it. Each" +
-	" asks for a reason, recorded in the audit log.\x02Stopping cancels the i" +
-	"nstance and its open occurrences. It does not complete anything.\x02Stop" +
-	"ped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
-	" a whole number from 1.\x02A version is a process’s: choose the process " +
-	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
-	"filter matches\x02The next page counts them and asks for a reason before" +
-	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
-	" node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
-	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
-	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
-	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a wor" +
-	"ker fetches it)\x02push (Relais calls the service)\x02administrator\x02o" +
-	"perator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field rem" +
-	"oved\x02type changed\x02required changed\x02values changed\x02classifica" +
-	"tion changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
-	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
-	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
-	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
-	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
-	"ever called the destination: the occurrence ended before any call.\x02Re" +
-	"lais keeps the destination’s status code only when it refused the call (" +
-	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
-	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
-	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
-	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
-	"/%[3]s lists them all.\x02Mode\x02Reason given by the worker\x02Maximum " +
-	"attempts\x02Retry delay\x02Retries\x02none: a failed call takes the node" +
-	"’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
-	"\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELAI" +
-	"S_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the" +
-	" destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIM" +
-	"EOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rela" +
-	"is’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
-	"he retention: write no customer data in it.\x02Available from\x02Next at" +
-	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
-	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
-	"could not be used: it must be one JSON object whose outputs member match" +
-	"es the revision’s outputs contract, and nothing after it. Its message sa" +
-	"ys what was wrong.\x02The destination did not answer within the call’s t" +
-	"imeout: it may have acted all the same.\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
-	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
-	": the worker answered, and its answer must change, not its lock.\x02The " +
-	"last attempt’s lock expired with no attempt left, after Relais refused i" +
-	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
-	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
-	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
-	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
-	"sed before a result arrived.\x02The result did not match the revision's " +
-	"outputs contract.\x02The answer to the call was lost (the connection bro" +
-	"ke after the request was sent, or Relais stopped or could not reach its " +
-	"database before recording it): whether the destination acted is unknown," +
-	" so Relais does not call it again by itself (an operator’s retry does)." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt ende" +
-	"d without a result (its lock expired, or its worker’s stream ended) with" +
-	" no attempt left.\x02The inputs could not be built from the process’s bi" +
-	"ndings.\x02An operator abandoned the instance.\x02A Camunda 7 worker rep" +
-	"orted a failure with no retries left (retries: 0, no retries sent, which" +
-	" Camunda reads as 0, or a budget already spent): it is not run again." +
-	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
-	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
-	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
-	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
-	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
-	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
-	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
-	"ed %[2]s without its result recorded: the replica making it may have sto" +
-	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
-	"ion whether it took effect.\x02Relais is calling the destination (since " +
-	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
-	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
-	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
-	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
-	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
-	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
-	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
-	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
-	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02The instance was stopped while the worker held the task: its report " +
-	"is refused, but it may already have done the work.\x02The instance was s" +
-	"topped during the call, which was aborted: the destination may already h" +
-	"ave acted on the request (check there).\x02The instance was stopped whil" +
-	"e the task was deferred: a settlement by id is refused, but the work it " +
-	"waited for may already be done.\x02%[1]s at %[2]s\x02Relais refused a re" +
-	"port of this attempt at %[1]s (%[2]s) before taking another.\x02Relais r" +
-	"efused %[1]s reports of this attempt, the last at %[2]s (%[3]s), before " +
-	"taking another.\x02Relais refused this attempt’s report at %[1]s (%[2]s)" +
-	": its worker answered, and the answer was not taken.\x02Relais refused %" +
-	"[1]s reports of this attempt, the last at %[2]s (%[3]s): its worker answ" +
-	"ered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02" +
-	"no answer within the timeout\x02no connection\x02answer too large\x02unk" +
-	"nown\x02[redacted]\x02Message from the worker (its own words, protected " +
-	"values masked)\x02Message from Relais, quoting the destination’s answer" +
-	"\x02Message from Relais\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02A revision is a definition’s: choose the definition too.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, destination, da" +
-	"tes\x02Push destination\x02its name, exactly\x02instance id\x02Counts by" +
-	" status\x02Occurrences, newest first\x02Message\x02Process and node\x02E" +
-	"rror\x02Consumer and worker\x02Next attempt or settled\x02No occurrence " +
-	"matches these filters.\x02All consumers\x02Totals of definition %[1]s, n" +
-	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
-	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
-	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
-	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
-	"a parameter that cannot be read (a percent sign not followed by two hexa" +
-	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
-	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
-	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
-	"r is invalid: go back to the first page.\x02These settings are kept in t" +
-	"his browser only.\x02Show times in\x02The console runs no script, so it " +
-	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
-	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
-	"etail pages\x02A reload empties what you typed but did not apply (filter" +
-	"s, the search box) and moves the focus back to the top of the page: “Pau" +
-	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
-	"ges where you type a reason (confirmations, and occurrences with a value" +
-	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
-	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
-	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
-	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
-	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
-	"ons, drawn, with where their occurrences are now.\x02Published process v" +
-	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
-	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
-	"on %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	" Each box says how many of this version’s occurrences are at that node n" +
-	"ow.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kin" +
-	"d\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inp" +
-	"uts from\x02No inputs: an instance starts with an empty object.\x02Input" +
-	"s an instance of this version is started with\x02Instances of this versi" +
-	"on\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
-	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
-	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
-	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
-	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
-	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
-	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
-	" can never be revealed.\x02Every sensitive value an administrator reveal" +
-	"ed: who, when, which field and why. The values themselves are never kept" +
-	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
-	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
-	"t accept that request.\x02This form was sent from another site: the cons" +
-	"ole takes its forms from its own pages only. Open the console and send i" +
-	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
-	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
-	" find: the search box is empty.\x02That is too long to be an id or a bus" +
-	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
-	"y is found only whole and exactly as given, capitals and accents include" +
-	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
-	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
-	"it as its business key. An ended instance is deleted, with its occurrenc" +
-	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
-	", or at once when an administrator erases it; the audit log keeps the op" +
-	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
-	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
-	"e row, or copy its link, for the whole id.\x02You are signed out.\x02The" +
-	" token you signed in with is revoked, and you are signed out: sign in wi" +
-	"th another one.\x02Your session had ended (inactivity, a sign-out elsewh" +
-	"ere, a revoked token or a restart of the server), so your last action wa" +
-	"s not applied. Sign in again, then repeat it.\x02Your session has ended " +
-	"(inactivity, a sign-out elsewhere, a token revoked or expired, or a rest" +
-	"art of the server). Sign in again.\x02Sign in\x02Sign in with an operato" +
-	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
-	"\x02G\x02Too many failed sign-ins from your address. Try again in %[1]d " +
-	"second.\x00H\x02Too many failed sign-ins from your address. Try again in" +
-	" %[1]d seconds.\x02Paste your token in the field: it is empty.\x02This t" +
-	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
-	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
-	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
-	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
-	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
-	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
-	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
-	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
-	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
-	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
-	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
-	"th: revoking it signs you out. Its next request is refused. This cannot " +
-	"be undone.\x02This is the last usable administrator token: create anothe" +
-	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
-	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
-	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
-	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
-	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
-	"m, and polling workers by their last fetch. A worker is listed while it " +
-	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
-	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	"mer.\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process" +
+	" %[1]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02No de" +
+	"finition has the key “%[1]s”.\x02Definition %[1]s has no revision %[2]d." +
+	"\x02The confirmed count is missing: start again from the list.\x02The co" +
+	"unt changed since you confirmed it (it was %[1]d): instances were settle" +
+	"d, retried or acted on meanwhile. Nothing was done; check the new count " +
+	"and confirm again.\x02This bulk action was already applied (the form was" +
+	" sent again): its records are in the audit log. Nothing more was done." +
+	"\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02B" +
+	"ulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d " +
+	"skipped: it changed after the count (settled, or acted on by someone els" +
+	"e).\x00T\x02%[1]d skipped: they changed after the count (settled, or act" +
+	"ed on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who" +
+	"\x02Action\x02Reason\x02Process instance\x02Occurrence offered again\x02" +
+	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
+	"operator applied, and every erasure an administrator made, with its reas" +
+	"on. Reveals of sensitive values have their own log, which administrators" +
+	" read on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02a t" +
+	"oken’s name, exact\x02from\x02to\x02Apply filters\x02Clear filters\x02No" +
+	" operator action matches.\x02All actions\x02The process instance must be" +
+	" a whole instance id (a UUID): the lists show the end of each id; open t" +
+	"he instance, or copy its link, for the whole id.\x02The bulk action must" +
+	" be its id (a UUID).\x02Operator actions, newest first\x02No bulk action" +
+	" has the id %[1]s: check the link, or open the action from the audit log" +
+	".\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2" +
+	"]s changed. While it runs, each reload shows how far it got.\x00h\x02Sho" +
+	"wing the %[1]d instances bulk action %[2]s changed. While it runs, each " +
+	"reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: appl" +
+	"ied to %[4]d of the %[5]d instances counted, %[6]d skipped (they changed" +
+	" after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s" +
+	", was stopped by an error after %[4]d of the %[5]d instances counted (%[" +
+	"6]d skipped). What it applied stays; act on the filter again for the res" +
+	"t.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d" +
+	" instances counted done so far (%[6]d skipped). Each reload shows how fa" +
+	"r it got.\x02No progress since %[1]s: the replica running it may have st" +
+	"opped. What it applied stays; act on the filter again for the rest.\x02R" +
+	"elais console\x02Language\x02Skip to content\x02Main navigation\x02Healt" +
+	"h\x02External tasks\x02Processes\x02Find an instance or occurrence\x02id" +
+	" or business key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Desti" +
+	"nations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
+	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
+	"[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s\x02Time" +
+	"s in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02This page r" +
+	"eloads every %[1]d seconds.\x02Pause reloading\x02Not allowed\x02Your ro" +
+	"le can read definitions and processes only: external tasks and process i" +
+	"nstances are for operators and administrators.\x02Invalid request\x02The" +
+	" field “%[1]s” holds a NUL character or bytes that are not UTF-8 text: c" +
+	"orrect it and try again.\x02Back to external tasks\x02Back to sign-in" +
+	"\x02Back to definitions\x02Nothing exists at this address, or it is not " +
+	"visible to you.\x02Nothing exists at this address, or it is not visible " +
+	"to you. An ended instance is deleted, with its occurrences and attempts," +
+	" once the retention period (RELAIS_RETENTION) has passed, or at once whe" +
+	"n an administrator erases it; the audit log keeps the operator actions t" +
+	"aken on it.\x02“%[1]s” is not a whole id (a UUID): the lists show the en" +
+	"d of each id; open the row, or copy its link, for the whole id.\x02Not f" +
+	"ound\x02This instance was erased by %[1]s on %[2]s, for this reason: “%[" +
+	"3]s”. Its inputs, occurrences and attempts were deleted with it; the aud" +
+	"it log keeps the operator actions taken on it.\x02Form refused\x02This f" +
+	"orm was not sent from this console session, or it has expired: nothing w" +
+	"as done. Open the form again and send it anew.\x02Back to the form\x02Fo" +
+	"rm too large\x02This form is larger than %[1]d KiB: nothing was done. Sh" +
+	"orten what you typed and send it again.\x02Form not received\x02This for" +
+	"m did not arrive in time: nothing was done. Send it again.\x02This form " +
+	"could not be read: nothing was done. Send it again.\x02Temporarily unava" +
+	"ilable\x02The database cannot be reached right now. Try again in a few s" +
+	"econds.\x02Something went wrong\x02The console could not show this page." +
+	" Try again; if it persists, give your administrator the request id %[1]s" +
+	".\x02No consumer yet.\x02No more consumers.\x02The external services tha" +
+	"t take tasks, and the definitions each may take. Create consumers, chang" +
+	"e their grants and rotate their tokens through the API (/api/v1/consumer" +
+	"s); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02" +
+	"Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant:" +
+	" it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revis" +
+	"ion, present and future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2" +
+	"]s\x02Counting the occurrences; the counts appear when you reload the pa" +
+	"ge.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
+	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
+	"Working copy\x02The only mutable part of a definition. Processes never u" +
+	"se it directly: they pin a revision.\x02Routing output\x02Last saved\x02" +
+	"Revisions\x02No revision yet: the Working copy has never been snapshotte" +
+	"d.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Pub" +
+	"lished\x02Compare revisions\x02Lists every change from one revision to a" +
+	"nother, and whom it may break.\x02From revision\x02To revision\x02Compar" +
+	"e\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These rev" +
+	"isions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the" +
+	" working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
+	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
+	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
+	"s of revision %[1]d\x02The Working copy has changes not yet snapshotted:" +
+	" they are in no revision (workers and processes use revision %[1]d at mo" +
+	"st) until a snapshot makes them revision %[2]d.\x02Since revision %[1]d:" +
+	"\x02the contracts are the same (the name or a description changed).\x02C" +
+	"hanges of the Working copy since revision %[1]d\x02Choose two existing r" +
+	"evisions to compare.\x02From revision %[1]d to revision %[2]d:\x02Lowers" +
+	" protection: %[1]s. Under the newer contract these fields’ values are le" +
+	"ss protected than under the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
+	"k contracts: their Working copy, immutable revisions and named releases." +
+	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
+	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
+	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
+	"dpoints push nodes call. Values of the URL's query and of the headers, a" +
+	"nd signing secrets, are sealed and never shown. Create, change and delet" +
+	"e destinations through the API (/api/v1/destinations).\x02Destinations b" +
+	"y name\x02masked value\x02URL\x02Headers sent\x02Longest timeout\x02Last" +
+	" changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Relais-Sign" +
+	"ature)\x02Keep the instance\x02Say why, for whoever reads the log later:" +
+	" at most %[1]d characters. It is kept after the erasure, whatever the re" +
+	"tention: write the request’s reference, not the person’s name.\x02Erase " +
+	"process instance %[1]s\x02Erase this instance now? It is deleted with it" +
+	"s occurrences and their attempts, as retention would delete it.\x02Its i" +
+	"nputs, outputs, business key and the workers’ messages go with it; this " +
+	"cannot be undone. The audit records naming it stay (who did what, and wh" +
+	"y), and so do backups until they expire.\x02Erase the instance\x02This i" +
+	"nstance is %[1]s: only an ended instance can be erased. Stop it first." +
+	"\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attempts: %[3" +
+	"]d). Recorded in the audit log.\x02This instance had already been erased" +
+	", by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02on err" +
+	"or\x02any other error\x02held for an operator\x02an incident: retry, aba" +
+	"ndon or stop\x02end: completes the instance\x02end: fails the instance" +
+	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s" +
+	" queue and incidents now, and what its workers finished in the last hour" +
+	": occurrences that ended completed or failed. An occurrence retried sinc" +
+	"e counts where it ends next; a failed attempt with attempts left is not " +
+	"counted, its occurrence’s page lists it.\x02Completions and failures, la" +
+	"st hour\x02Definitions, those needing attention first\x02Definition\x02O" +
+	"pen\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, " +
+	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
+	"As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1" +
+	"]s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[" +
+	"1]s has occurrences: check the key, or show all definitions.\x02All defi" +
+	"nitions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02I" +
+	"n the last hour: %[1]s, %[2]s. The table after the chart gives each 5-mi" +
+	"nute slot.\x02Completed\x02The chart’s numbers\x02Completions and failur" +
+	"es per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
+	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
+	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
+	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
+	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
+	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02Erase this instance…\x02This instance h" +
+	"as ended. As an administrator you may erase it now rather than wait for " +
+	"retention (a data subject’s request): it is deleted with its occurrences" +
+	" and attempts.\x02This instance is held at a failed node: an incident. I" +
+	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
+	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
+	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
+	"d in the audit log.\x02This instance is held at a failed node: an incide" +
+	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
+	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
+	"\x02Stopping cancels the instance and its open occurrences. It does not " +
+	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
+	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
+	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
+	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
+	"\x02The version must be a whole number from 1.\x02A version is a process" +
+	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
+	"t on every instance this filter matches\x02The next page counts them and" +
+	" asks for a reason before anything changes.\x02Process instances, newest" +
+	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
+	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
+	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
+	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
+	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
+	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
+	"values changed\x02classification changed\x02constraint changed\x02routin" +
+	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
+	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
+	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
+	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
+	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
+	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
+	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
+	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02Mode\x02Reason give" +
+	"n by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a" +
+	" failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]" +
+	"d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a destination" +
+	"’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%" +
+	"[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut to %[2" +
+	"]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each f" +
+	"ailure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s aft" +
+	"er each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the" +
+	" last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
+	"\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left" +
+	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
+	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
+	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
+	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
+	"is is recorded\x02Why (recorded with the reveal)\x02Every admin reads it" +
+	", and it is kept whatever the retention: write no customer data in it." +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed afte" +
+	"r attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the w" +
+	"orker marked this failure as not retryable (attempts left unused: %[1]d)" +
+	"\x02The destination’s answer could not be used: it must be one JSON obje" +
+	"ct whose outputs member matches the revision’s outputs contract, and not" +
+	"hing after it. Its message says what was wrong.\x02The destination did n" +
+	"ot answer within the call’s timeout: it may have acted all the same.\x02" +
+	"The destination did not answer within the call’s timeout (%[1]s): it may" +
+	" have acted all the same, so check before retrying.\x02The destination d" +
+	"id not answer within the call’s timeout: it may have acted all the same," +
+	" so check before retrying.\x02The last attempt’s lock expired with no at" +
+	"tempt left, after Relais refused its worker’s report (%[1]s; see the fai" +
+	"led occurrence’s attempts): the worker answered, and its answer must cha" +
+	"nge, not its lock.\x02The last attempt’s lock expired with no attempt le" +
+	"ft, after Relais refused its worker’s report (%[1]s; see the attempts be" +
+	"low): the worker answered, and its answer must change, not its lock.\x02" +
+	"The last attempt’s lock expired with no attempt left.\x02The last attemp" +
+	"t’s worker stream ended (its worker left or was dropped) with no attempt" +
+	" left.\x02The deadline passed before a result arrived.\x02The result did" +
+	" not match the revision's outputs contract.\x02The answer to the call wa" +
+	"s lost (the connection broke after the request was sent, or Relais stopp" +
+	"ed or could not reach its database before recording it): whether the des" +
+	"tination acted is unknown, so Relais does not call it again by itself (a" +
+	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
+	"ination could not be reached.\x02The destination’s answer was too large." +
+	"\x02The last attempt ended without a result (its lock expired, or its wo" +
+	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
+	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
+	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
+	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
+	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
+	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
+	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
+	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
+	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
+	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
+	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
+	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
+	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
+	"of the same consumer, or a front end with a settle token, completes it l" +
+	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
+	" operator.\x02Its instance went on along the node’s error path.\x02Faile" +
+	"d (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%" +
+	"[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far" +
+	"\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
+	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
+	"deferred; settled by %[2]s)\x02The instance was stopped while the worker" +
+	" held the task: its report is refused, but it may already have done the " +
+	"work.\x02The instance was stopped during the call, which was aborted: th" +
+	"e destination may already have acted on the request (check there).\x02Th" +
+	"e instance was stopped while the task was deferred: a settlement by id i" +
+	"s refused, but the work it waited for may already be done.\x02%[1]s at %" +
+	"[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before " +
+	"taking another.\x02Relais refused %[1]s reports of this attempt, the las" +
+	"t at %[2]s (%[3]s), before taking another.\x02Relais refused this attemp" +
+	"t’s report at %[1]s (%[2]s): its worker answered, and the answer was not" +
+	" taken.\x02Relais refused %[1]s reports of this attempt, the last at %[2" +
+	"]s (%[3]s): its worker answered, and no answer was taken.\x02waiting\x02" +
+	"HTTP 2xx, unusable body\x02no answer within the timeout\x02no connection" +
+	"\x02answer too large\x02unknown\x02[redacted]\x02Message from the worker" +
+	" (its own words, protected values masked)\x02Message from Relais, quotin" +
+	"g the destination’s answer\x02Message from Relais\x02The revision must b" +
+	"e a whole number, 1 or more.\x02A revision is a definition’s: choose the" +
+	" definition too.\x02Settlement date\x02More filters: instance, revision," +
+	" consumer, destination, dates\x02Push destination\x02its name, exactly" +
+	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Mess" +
+	"age\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt " +
+	"or settled\x02No occurrence matches these filters.\x02All consumers\x02T" +
+	"otals of definition %[1]s, not narrowed by the other filters\x02Totals o" +
+	"f all definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
+	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
+	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
+	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
+	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
+	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
+	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
+	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
+	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
+	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
+	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
+	"ole runs no script, so it cannot read your computer’s time zone: choose " +
+	"a place, whose daylight saving time is followed, or a fixed offset from " +
+	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
+	" but did not apply (filters, the search box) and moves the focus back to" +
+	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
+	"ps it until you resume. Pages where you type a reason (confirmations, an" +
+	"d occurrences with a value to reveal) never reload on their own, nor doe" +
+	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
+	"dinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset," +
+	" no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display set" +
+	"tings saved.\x02Reloading resumed.\x02Reloading paused: this page stays " +
+	"as it is until you resume.\x02Published process versions: their nodes, r" +
+	"outes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
+	" an empty object.\x02Inputs an instance of this version is started with" +
+	"\x02Instances of this version\x02Columns follow the longest path from th" +
+	"e start node. Solid arrows are successes (labelled with their route), da" +
+	"shed ones failures (labelled with their error codes).\x02Nodes of this v" +
+	"ersion\x02This version has %[1]d nodes: too many to draw legibly (at mos" +
+	"t %[2]d). The table below lists every node with its routes and counts." +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
+	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
+	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
+	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
+	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s" +
+	"\x02timeout %[1]s (the default)\x02instances held\x02instances held: %[1" +
+	"]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only a" +
+	"dministrators may reveal a sensitive value.\x02Say why you reveal this v" +
+	"alue: the reason is recorded with the reveal in the audit log.\x02Reveal" +
+	"ed by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurren" +
+	"ce\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive" +
+	") can be revealed.\x02Secret values can never be revealed.\x02Every sens" +
+	"itive value an administrator revealed: who, when, which field and why. T" +
+	"he values themselves are never kept.\x02Reveals, newest first\x02No valu" +
+	"e was revealed.\x02none (revealed before reasons were asked for)\x02Meth" +
+	"od not allowed\x02This page does not accept that request.\x02This form w" +
+	"as sent from another site: the console takes its forms from its own page" +
+	"s only. Open the console and send it from there.\x02Search\x02Type an in" +
+	"stance or occurrence id (a whole UUID, as the title of its page shows it" +
+	"), or a business key.\x02Nothing to find: the search box is empty.\x02Th" +
+	"at is too long to be an id or a business key.\x02No instance has “%[1]s”" +
+	" as its business key. A business key is found only whole and exactly as " +
+	"given, capitals and accents included: a list shows a long one shortened," +
+	" so copy it from its instance’s page.\x02No instance or occurrence has t" +
+	"he id “%[1]s”, and no instance has it as its business key. An ended inst" +
+	"ance is deleted, with its occurrences and attempts, once the retention p" +
+	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
+	"ases it; the audit log keeps the operator actions taken on it.\x02No ins" +
+	"tance has “%[1]s” as its business key, and it is not a whole id: the lis" +
+	"ts show the end of each id. Open the row, or copy its link, for the whol" +
+	"e id.\x02You are signed out.\x02The token you signed in with is revoked," +
+	" and you are signed out: sign in with another one.\x02Your session had e" +
+	"nded (inactivity, a sign-out elsewhere, a revoked token or a restart of " +
+	"the server), so your last action was not applied. Sign in again, then re" +
+	"peat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a " +
+	"token revoked or expired, or a restart of the server). Sign in again." +
+	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity, and 12" +
+	" hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins fro" +
+	"m your address. Try again in %[1]d second.\x00H\x02Too many failed sign-" +
+	"ins from your address. Try again in %[1]d seconds.\x02Paste your token i" +
+	"n the field: it is empty.\x02This token is unknown, revoked or expired." +
+	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
+	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
+	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
+	"rators, designers, operators) that are not revoked. Consumer tokens are " +
+	"managed with their consumers. Revoking a token refuses its next request." +
+	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
+	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
+	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
+	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
+	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
+	" to it, with their consumers granted it (a worker naming no revision tak" +
+	"es those its consumer is granted; a process version pins it).\x02Occurre" +
+	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
+	"orkers to them, with their consumers granted them (a worker naming no re" +
+	"vision takes those its consumer is granted; a process version pins them)" +
+	".\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
+	"isions they take: %[1]s; some take every revision their consumer is gran" +
+	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
+	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
+	"ions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 801 elements
+var frIndex = []uint32{ // 802 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1619,210 +1620,210 @@ var frIndex = []uint32{ // 801 elements
 	0x000019fd, 0x00001a0a, 0x00001a1a, 0x00001a32,
 	0x00001a45, 0x00001a59, 0x00001a7a, 0x00001a84,
 	0x00001acc, 0x00001c78, 0x00001c9a, 0x00001cb0,
-	0x00001cd6, 0x00001d05, 0x00001d34, 0x00001d66,
+	0x00001cd6, 0x00001cfc, 0x00001d2b, 0x00001d5a,
 	// Entry 60 - 7F
-	0x00001d99, 0x00001dce, 0x00001eb6, 0x00001f5f,
-	0x00001fd4, 0x000020b7, 0x000020d7, 0x000020dd,
-	0x000020e1, 0x000020e8, 0x000020ee, 0x00002104,
-	0x00002124, 0x00002134, 0x0000213f, 0x00002151,
-	0x00002267, 0x0000226f, 0x0000228a, 0x0000228d,
-	0x00002290, 0x000022a6, 0x000022c1, 0x000022ed,
-	0x00002300, 0x000023d3, 0x0000241c, 0x00002452,
-	0x000024ce, 0x000025ef, 0x000026b3, 0x000027ae,
+	0x00001d8c, 0x00001dbf, 0x00001df4, 0x00001edc,
+	0x00001f85, 0x00001ffa, 0x000020dd, 0x000020fd,
+	0x00002103, 0x00002107, 0x0000210e, 0x00002114,
+	0x0000212a, 0x0000214a, 0x0000215a, 0x00002165,
+	0x00002177, 0x0000228d, 0x00002295, 0x000022b0,
+	0x000022b3, 0x000022b6, 0x000022cc, 0x000022e7,
+	0x00002313, 0x00002326, 0x000023f9, 0x00002442,
+	0x00002478, 0x000024f4, 0x00002615, 0x000026d9,
 	// Entry 80 - 9F
-	0x00002874, 0x0000292b, 0x0000293a, 0x00002941,
-	0x00002952, 0x00002968, 0x0000296e, 0x0000297f,
-	0x00002989, 0x000029b0, 0x000029cc, 0x000029d4,
-	0x000029e1, 0x000029ed, 0x000029fb, 0x00002a08,
-	0x00002a0f, 0x00002a1d, 0x00002a41, 0x00002a51,
-	0x00002a69, 0x00002a8a, 0x00002abc, 0x00002af8,
-	0x00002b32, 0x00002b48, 0x00002b62, 0x00002b94,
-	0x00002bae, 0x00002bbd, 0x00002c71, 0x00002c83,
+	0x000027d4, 0x0000289a, 0x00002951, 0x00002960,
+	0x00002967, 0x00002978, 0x0000298e, 0x00002994,
+	0x000029a5, 0x000029af, 0x000029d6, 0x000029f2,
+	0x000029fa, 0x00002a07, 0x00002a13, 0x00002a21,
+	0x00002a2e, 0x00002a35, 0x00002a43, 0x00002a67,
+	0x00002a77, 0x00002a8f, 0x00002ab0, 0x00002ae2,
+	0x00002b1e, 0x00002b58, 0x00002b6e, 0x00002b88,
+	0x00002bba, 0x00002bd4, 0x00002be3, 0x00002c97,
 	// Entry A0 - BF
-	0x00002d03, 0x00002d1f, 0x00002d36, 0x00002d4e,
-	0x00002d91, 0x00002edf, 0x00002f98, 0x00002fa4,
-	0x0000308f, 0x000030a2, 0x00003147, 0x0000315c,
-	0x00003177, 0x000031f3, 0x00003208, 0x00003265,
-	0x000032bb, 0x000032d7, 0x0000332e, 0x00003346,
-	0x000033de, 0x00003403, 0x0000341d, 0x0000350e,
-	0x0000353c, 0x0000353f, 0x00003543, 0x0000354a,
-	0x00003554, 0x0000355a, 0x00003562, 0x00003568,
+	0x00002ca9, 0x00002d29, 0x00002d45, 0x00002d5c,
+	0x00002d74, 0x00002db7, 0x00002f05, 0x00002fbe,
+	0x00002fca, 0x000030b5, 0x000030c8, 0x0000316d,
+	0x00003182, 0x0000319d, 0x00003219, 0x0000322e,
+	0x0000328b, 0x000032e1, 0x000032fd, 0x00003354,
+	0x0000336c, 0x00003404, 0x00003429, 0x00003443,
+	0x00003534, 0x00003562, 0x00003565, 0x00003569,
+	0x00003570, 0x0000357a, 0x00003580, 0x00003588,
 	// Entry C0 - DF
-	0x00003572, 0x00003593, 0x000035ac, 0x000035bf,
-	0x000035f7, 0x00003611, 0x0000362c, 0x00003692,
-	0x000036c4, 0x000036ca, 0x000036cf, 0x000036db,
-	0x000036ea, 0x000036f6, 0x00003702, 0x00003714,
-	0x00003725, 0x000037a9, 0x000037bb, 0x000037d2,
-	0x000037dd, 0x00003832, 0x0000383f, 0x00003864,
-	0x00003870, 0x0000387a, 0x00003880, 0x0000388c,
-	0x000038a4, 0x000038f6, 0x00003906, 0x00003916,
+	0x0000358e, 0x00003598, 0x000035b9, 0x000035d2,
+	0x000035e5, 0x0000361d, 0x00003637, 0x00003652,
+	0x000036b8, 0x000036ea, 0x000036f0, 0x000036f5,
+	0x00003701, 0x00003710, 0x0000371c, 0x00003728,
+	0x0000373a, 0x0000374b, 0x000037cf, 0x000037e1,
+	0x000037f8, 0x00003803, 0x00003858, 0x00003865,
+	0x0000388a, 0x00003896, 0x000038a0, 0x000038a6,
+	0x000038b2, 0x000038ca, 0x0000391c, 0x0000392c,
 	// Entry E0 - FF
-	0x0000391f, 0x0000392a, 0x00003932, 0x00003952,
-	0x00003974, 0x0000399c, 0x000039a5, 0x000039b5,
-	0x000039d5, 0x000039dd, 0x000039ec, 0x00003a0b,
-	0x00003a36, 0x00003a5c, 0x00003a6c, 0x00003a76,
-	0x00003a80, 0x00003a9f, 0x00003abd, 0x00003b95,
-	0x00003bb3, 0x00003bf7, 0x00003c34, 0x00003c67,
-	0x00003c97, 0x00003d20, 0x00003d4c, 0x00003d7c,
-	0x00003d9e, 0x00003db9, 0x00003dd4, 0x00003df0,
+	0x0000393c, 0x00003945, 0x00003950, 0x00003958,
+	0x00003978, 0x0000399a, 0x000039c2, 0x000039cb,
+	0x000039db, 0x000039fb, 0x00003a03, 0x00003a12,
+	0x00003a31, 0x00003a5c, 0x00003a82, 0x00003a92,
+	0x00003a9c, 0x00003aa6, 0x00003ac5, 0x00003ae3,
+	0x00003bbb, 0x00003bd9, 0x00003c1d, 0x00003c5a,
+	0x00003c8d, 0x00003cbd, 0x00003d46, 0x00003d72,
+	0x00003da2, 0x00003dc4, 0x00003ddf, 0x00003dfa,
 	// Entry 100 - 11F
-	0x00003e0c, 0x00003e22, 0x00003e3c, 0x00003e73,
-	0x00003ea9, 0x00003ec9, 0x00003ee8, 0x00003eef,
-	0x00003f59, 0x00003f6f, 0x00003f74, 0x00003f88,
-	0x00003fa0, 0x00003fc5, 0x00003ff3, 0x00004018,
-	0x00004032, 0x00004139, 0x0000414e, 0x0000415e,
-	0x00004162, 0x00004175, 0x00004184, 0x0000419b,
-	0x000041aa, 0x000041b1, 0x000041bc, 0x000041de,
-	0x000041f2, 0x000042d0, 0x000042f8, 0x00004381,
+	0x00003e16, 0x00003e32, 0x00003e48, 0x00003e62,
+	0x00003e99, 0x00003ecf, 0x00003eef, 0x00003f0e,
+	0x00003f15, 0x00003f7f, 0x00003f95, 0x00003f9a,
+	0x00003fae, 0x00003fc6, 0x00003feb, 0x00004019,
+	0x0000403e, 0x00004058, 0x0000415f, 0x00004174,
+	0x00004184, 0x00004188, 0x0000419b, 0x000041aa,
+	0x000041c1, 0x000041d0, 0x000041d7, 0x000041e2,
+	0x00004204, 0x00004218, 0x000042f6, 0x0000431e,
 	// Entry 120 - 13F
-	0x00004487, 0x0000449c, 0x00004502, 0x00004587,
-	0x000045fc, 0x0000460e, 0x00004621, 0x0000463d,
-	0x0000466a, 0x00004687, 0x000046aa, 0x000046b5,
-	0x000046c0, 0x000046d7, 0x0000483e, 0x00004865,
-	0x000048a3, 0x000048af, 0x000048b8, 0x000048cc,
-	0x000048d6, 0x000048fd, 0x00004919, 0x00004934,
-	0x00004964, 0x000049a3, 0x000049be, 0x000049cd,
-	0x000049de, 0x000049ff, 0x00004a6a, 0x00004a82,
+	0x000043a7, 0x000044ad, 0x000044c2, 0x00004528,
+	0x000045ad, 0x00004622, 0x00004634, 0x00004647,
+	0x00004663, 0x00004690, 0x000046ad, 0x000046d0,
+	0x000046db, 0x000046e6, 0x000046fd, 0x00004864,
+	0x0000488b, 0x000048c9, 0x000048d5, 0x000048de,
+	0x000048f2, 0x000048fc, 0x00004923, 0x0000493f,
+	0x0000495a, 0x0000498a, 0x000049c9, 0x000049e4,
+	0x000049f3, 0x00004a04, 0x00004a25, 0x00004a90,
 	// Entry 140 - 15F
-	0x00004ac9, 0x00004b34, 0x00004b3f, 0x00004b59,
-	0x00004ba3, 0x00004bab, 0x00004bb9, 0x00004bc9,
-	0x00004bf3, 0x00004c1c, 0x00004c2c, 0x00004c4b,
-	0x00004c57, 0x00004c70, 0x00004c7b, 0x00004c88,
-	0x00004c97, 0x00004c9f, 0x00004ca9, 0x00004cb1,
-	0x00004cb9, 0x00004cbf, 0x00004cc6, 0x00004ccb,
-	0x00004cd0, 0x00004cd4, 0x00004cd9, 0x00004cdf,
-	0x00004ce5, 0x00004ceb, 0x00004cf0, 0x00004cf5,
+	0x00004aa8, 0x00004aef, 0x00004b5a, 0x00004b65,
+	0x00004b7f, 0x00004bc9, 0x00004bd1, 0x00004bdf,
+	0x00004bef, 0x00004c19, 0x00004c42, 0x00004c52,
+	0x00004c71, 0x00004c7d, 0x00004c96, 0x00004ca1,
+	0x00004cae, 0x00004cbd, 0x00004cc5, 0x00004ccf,
+	0x00004cd7, 0x00004cdf, 0x00004ce5, 0x00004cec,
+	0x00004cf1, 0x00004cf6, 0x00004cfa, 0x00004cff,
+	0x00004d05, 0x00004d0b, 0x00004d11, 0x00004d16,
 	// Entry 160 - 17F
-	0x00004cfb, 0x00004d05, 0x00004d25, 0x00004d47,
-	0x00004d6b, 0x00004d91, 0x00004d9a, 0x00004db6,
-	0x00004dbf, 0x00004dd7, 0x00004de0, 0x00004e34,
-	0x00004e54, 0x00004e5a, 0x00004e65, 0x00004e6b,
-	0x00004e79, 0x00004e84, 0x00004e92, 0x00004ec5,
-	0x00004ee9, 0x00004f18, 0x00004f61, 0x00004f68,
-	0x00004f7e, 0x00004ff1, 0x00005017, 0x00005031,
-	0x00005119, 0x000052a8, 0x000053af, 0x000053ff,
+	0x00004d1b, 0x00004d21, 0x00004d2b, 0x00004d4b,
+	0x00004d6d, 0x00004d91, 0x00004db7, 0x00004dc0,
+	0x00004ddc, 0x00004de5, 0x00004dfd, 0x00004e06,
+	0x00004e5a, 0x00004e7a, 0x00004e80, 0x00004e8b,
+	0x00004e91, 0x00004e9f, 0x00004eaa, 0x00004eb8,
+	0x00004eeb, 0x00004f0f, 0x00004f3e, 0x00004f87,
+	0x00004f8e, 0x00004fa4, 0x00005017, 0x0000503d,
+	0x00005057, 0x0000513f, 0x000052ce, 0x000053d5,
 	// Entry 180 - 19F
-	0x00005430, 0x00005463, 0x00005492, 0x0000549d,
-	0x000054a1, 0x000054b3, 0x000054c8, 0x000054d6,
-	0x000054e3, 0x000054f8, 0x0000550b, 0x00005536,
-	0x00005563, 0x00005587, 0x000055be, 0x00005608,
-	0x0000561a, 0x00005652, 0x00005669, 0x00005680,
-	0x000056b4, 0x000056fe, 0x00005733, 0x0000573c,
-	0x00005753, 0x00005781, 0x00005794, 0x000057a6,
-	0x000057b7, 0x000057c2, 0x000057cd, 0x000057d8,
+	0x00005425, 0x00005456, 0x00005489, 0x000054b8,
+	0x000054c3, 0x000054c7, 0x000054d9, 0x000054ee,
+	0x000054fc, 0x00005509, 0x0000551e, 0x00005531,
+	0x0000555c, 0x00005589, 0x000055ad, 0x000055e4,
+	0x0000562e, 0x00005640, 0x00005678, 0x0000568f,
+	0x000056a6, 0x000056da, 0x00005724, 0x00005759,
+	0x00005762, 0x00005779, 0x000057a7, 0x000057ba,
+	0x000057cc, 0x000057dd, 0x000057e8, 0x000057f3,
 	// Entry 1A0 - 1BF
-	0x000057e2, 0x000057ec, 0x000057f5, 0x000057fe,
-	0x00005807, 0x00005810, 0x00005819, 0x00005820,
-	0x0000582e, 0x00005834, 0x0000583b, 0x00005842,
-	0x0000584b, 0x00005850, 0x0000585e, 0x00005864,
-	0x0000586a, 0x00005870, 0x00005878, 0x00005881,
-	0x0000588a, 0x0000589d, 0x000058ae, 0x000058d1,
-	0x000058f2, 0x00005901, 0x0000590c, 0x00005917,
-	0x00005924, 0x00005928, 0x0000592c, 0x0000593a,
+	0x000057fe, 0x00005808, 0x00005812, 0x0000581b,
+	0x00005824, 0x0000582d, 0x00005836, 0x0000583f,
+	0x00005846, 0x00005854, 0x0000585a, 0x00005861,
+	0x00005868, 0x00005871, 0x00005876, 0x00005884,
+	0x0000588a, 0x00005890, 0x00005896, 0x0000589e,
+	0x000058a7, 0x000058b0, 0x000058c3, 0x000058d4,
+	0x000058f7, 0x00005918, 0x00005927, 0x00005932,
+	0x0000593d, 0x0000594a, 0x0000594e, 0x00005952,
 	// Entry 1C0 - 1DF
-	0x00005948, 0x00005956, 0x00005976, 0x00005989,
-	0x000059a2, 0x000059b7, 0x000059c8, 0x000059da,
-	0x000059ec, 0x000059f2, 0x000059f9, 0x00005a01,
-	0x00005a09, 0x00005a27, 0x00005a45, 0x00005a5c,
-	0x00005a71, 0x00005a82, 0x00005a88, 0x00005aa1,
-	0x00005aac, 0x00005ae0, 0x00005aed, 0x00005b0b,
-	0x00005b19, 0x00005b22, 0x00005b29, 0x00005b44,
-	0x00005b4e, 0x00005b61, 0x00005b9b, 0x00005ba4,
+	0x00005960, 0x0000596e, 0x0000597c, 0x0000599c,
+	0x000059af, 0x000059c8, 0x000059dd, 0x000059ee,
+	0x00005a00, 0x00005a12, 0x00005a18, 0x00005a1f,
+	0x00005a27, 0x00005a2f, 0x00005a4d, 0x00005a6b,
+	0x00005a82, 0x00005a97, 0x00005aa8, 0x00005aae,
+	0x00005ac7, 0x00005ad2, 0x00005b06, 0x00005b13,
+	0x00005b31, 0x00005b3f, 0x00005b48, 0x00005b4f,
+	0x00005b6a, 0x00005b74, 0x00005b87, 0x00005bc1,
 	// Entry 1E0 - 1FF
-	0x00005bb3, 0x00005c17, 0x00005c23, 0x00005c2d,
-	0x00005c5d, 0x00005cb8, 0x00005d9f, 0x00005daa,
-	0x00005ddd, 0x00005e1b, 0x00005e94, 0x00005e99,
-	0x00005eb9, 0x00005ed6, 0x00005ef6, 0x00005f0b,
-	0x00005f4c, 0x00005f57, 0x00005f61, 0x00005f8a,
-	0x00005fff, 0x00006010, 0x0000604d, 0x00006081,
-	0x000060e2, 0x0000612c, 0x0000613a, 0x00006176,
-	0x000061a0, 0x000061e5, 0x0000620d, 0x0000624c,
+	0x00005bca, 0x00005bd9, 0x00005c3d, 0x00005c49,
+	0x00005c53, 0x00005c83, 0x00005cde, 0x00005dc5,
+	0x00005dd0, 0x00005e03, 0x00005e41, 0x00005eba,
+	0x00005ebf, 0x00005edf, 0x00005efc, 0x00005f1c,
+	0x00005f31, 0x00005f72, 0x00005f7d, 0x00005f87,
+	0x00005fb0, 0x00006025, 0x00006036, 0x00006073,
+	0x000060a7, 0x00006108, 0x00006152, 0x00006160,
+	0x0000619c, 0x000061c6, 0x0000620b, 0x00006233,
 	// Entry 200 - 21F
-	0x0000626d, 0x000062ab, 0x000062eb, 0x0000630b,
-	0x0000634c, 0x00006376, 0x0000639d, 0x00006420,
-	0x00006438, 0x0000644c, 0x00006463, 0x00006471,
-	0x0000647c, 0x0000649f, 0x000064dd, 0x000064fc,
-	0x00006518, 0x00006586, 0x00006658, 0x000066b7,
-	0x0000673c, 0x000067b9, 0x000068cd, 0x000069d0,
-	0x00006a17, 0x00006aa4, 0x00006ae4, 0x00006b2a,
-	0x00006c77, 0x00006c9f, 0x00006cc2, 0x00006cf9,
+	0x00006272, 0x00006293, 0x000062d1, 0x00006311,
+	0x00006331, 0x00006372, 0x0000639c, 0x000063c3,
+	0x00006446, 0x0000645e, 0x00006472, 0x00006489,
+	0x00006497, 0x000064a2, 0x000064c5, 0x00006503,
+	0x00006522, 0x0000653e, 0x000065ac, 0x0000667e,
+	0x000066dd, 0x00006762, 0x000067df, 0x000068f3,
+	0x000069f6, 0x00006a3d, 0x00006aca, 0x00006b0a,
+	0x00006b50, 0x00006c9d, 0x00006cc5, 0x00006ce8,
 	// Entry 220 - 23F
-	0x00006d8a, 0x00006ddd, 0x00006e06, 0x00006ee8,
-	0x00006f0e, 0x00006f55, 0x00006fd9, 0x00007054,
-	0x000070d1, 0x000070f9, 0x00007121, 0x00007168,
-	0x000071b2, 0x000071e5, 0x000071f8, 0x00007300,
-	0x0000732e, 0x0000736a, 0x00007380, 0x00007414,
-	0x00007427, 0x00007464, 0x000074a0, 0x000074b3,
-	0x00007507, 0x0000753c, 0x0000754e, 0x00007565,
-	0x000075a4, 0x000075f6, 0x00007622, 0x000076bf,
+	0x00006d1f, 0x00006db0, 0x00006e03, 0x00006e2c,
+	0x00006f0e, 0x00006f34, 0x00006f7b, 0x00006fff,
+	0x0000707a, 0x000070f7, 0x0000711f, 0x00007147,
+	0x0000718e, 0x000071d8, 0x0000720b, 0x0000721e,
+	0x00007326, 0x00007354, 0x00007390, 0x000073a6,
+	0x0000743a, 0x0000744d, 0x0000748a, 0x000074c6,
+	0x000074d9, 0x0000752d, 0x00007562, 0x00007574,
+	0x0000758b, 0x000075ca, 0x0000761c, 0x00007648,
 	// Entry 240 - 25F
-	0x00007765, 0x00007812, 0x00007822, 0x00007882,
-	0x000078f3, 0x00007978, 0x00007a0d, 0x00007a18,
-	0x00007a35, 0x00007a54, 0x00007a65, 0x00007a7f,
-	0x00007a88, 0x00007a92, 0x00007ae0, 0x00007b25,
-	0x00007b44, 0x00007b79, 0x00007bca, 0x00007bdb,
-	0x00007c25, 0x00007c3b, 0x00007c4f, 0x00007c68,
-	0x00007c7e, 0x00007ca8, 0x00007cb0, 0x00007cc3,
-	0x00007cca, 0x00007ce5, 0x00007d05, 0x00007d35,
+	0x000076e5, 0x0000778b, 0x00007838, 0x00007848,
+	0x000078a8, 0x00007919, 0x0000799e, 0x00007a33,
+	0x00007a3e, 0x00007a5b, 0x00007a7a, 0x00007a8b,
+	0x00007aa5, 0x00007aae, 0x00007ab8, 0x00007b06,
+	0x00007b4b, 0x00007b6a, 0x00007b9f, 0x00007bf0,
+	0x00007c01, 0x00007c4b, 0x00007c61, 0x00007c75,
+	0x00007c8e, 0x00007ca4, 0x00007cce, 0x00007cd6,
+	0x00007ce9, 0x00007cf0, 0x00007d0b, 0x00007d2b,
 	// Entry 260 - 27F
-	0x00007d4c, 0x00007d84, 0x00007dbf, 0x00007deb,
-	0x00007e3f, 0x00007e50, 0x00007e6a, 0x00007e75,
-	0x00007e89, 0x00007e9b, 0x00007eb1, 0x00007ec3,
-	0x00007ed5, 0x00007edb, 0x00007eed, 0x00007efb,
-	0x00007f0a, 0x00007f16, 0x00007f2c, 0x00007f56,
-	0x00007f89, 0x00008031, 0x00008081, 0x000080a9,
-	0x000080fb, 0x0000813d, 0x00008179, 0x00008190,
-	0x0000825a, 0x00008287, 0x00008441, 0x0000845b,
+	0x00007d5b, 0x00007d72, 0x00007daa, 0x00007de5,
+	0x00007e11, 0x00007e65, 0x00007e76, 0x00007e90,
+	0x00007e9b, 0x00007eaf, 0x00007ec1, 0x00007ed7,
+	0x00007ee9, 0x00007efb, 0x00007f01, 0x00007f13,
+	0x00007f21, 0x00007f30, 0x00007f3c, 0x00007f52,
+	0x00007f7c, 0x00007faf, 0x00008057, 0x000080a7,
+	0x000080cf, 0x00008121, 0x00008163, 0x0000819f,
+	0x000081b6, 0x00008280, 0x000082ad, 0x00008467,
 	// Entry 280 - 29F
-	0x00008474, 0x00008495, 0x000084ac, 0x000084d9,
-	0x000084e0, 0x000084fa, 0x00008520, 0x00008535,
-	0x0000858f, 0x00008624, 0x00008687, 0x0000869a,
-	0x000086c1, 0x000086e9, 0x000086f7, 0x00008707,
-	0x00008718, 0x0000871f, 0x00008855, 0x0000885c,
-	0x00008896, 0x0000889b, 0x000088b0, 0x000088c4,
-	0x000088d6, 0x000088ec, 0x000088fc, 0x00008939,
-	0x00008979, 0x00008994, 0x00008a69, 0x00008a81,
+	0x00008481, 0x0000849a, 0x000084bb, 0x000084d2,
+	0x000084ff, 0x00008506, 0x00008520, 0x00008546,
+	0x0000855b, 0x000085b5, 0x0000864a, 0x000086ad,
+	0x000086c0, 0x000086e7, 0x0000870f, 0x0000871d,
+	0x0000872d, 0x0000873e, 0x00008745, 0x0000887b,
+	0x00008882, 0x000088bc, 0x000088c1, 0x000088d6,
+	0x000088ea, 0x000088fc, 0x00008912, 0x00008922,
+	0x0000895f, 0x0000899f, 0x000089ba, 0x00008a8f,
 	// Entry 2A0 - 2BF
-	0x00008b22, 0x00008bb1, 0x00008bc1, 0x00008c9b,
-	0x00008d5d, 0x00008d62, 0x00008d72, 0x00008d80,
-	0x00008d90, 0x00008da0, 0x00008dae, 0x00008dbe,
-	0x00008dc8, 0x00008df1, 0x00008e0b, 0x00008e26,
-	0x00008eb4, 0x00008ef2, 0x00008f03, 0x00008f10,
-	0x00008f2b, 0x00008f3f, 0x00008f5d, 0x00008fa8,
-	0x00008fe9, 0x0000905f, 0x000090a5, 0x000090be,
-	0x000090d6, 0x00009129, 0x00009164, 0x000091fc,
+	0x00008aa7, 0x00008b48, 0x00008bd7, 0x00008be7,
+	0x00008cc1, 0x00008d83, 0x00008d88, 0x00008d98,
+	0x00008da6, 0x00008db6, 0x00008dc6, 0x00008dd4,
+	0x00008de4, 0x00008dee, 0x00008e17, 0x00008e31,
+	0x00008e4c, 0x00008eda, 0x00008f18, 0x00008f29,
+	0x00008f36, 0x00008f51, 0x00008f65, 0x00008f83,
+	0x00008fce, 0x0000900f, 0x00009085, 0x000090cb,
+	0x000090e4, 0x000090fc, 0x0000914f, 0x0000918a,
 	// Entry 2C0 - 2DF
-	0x00009228, 0x0000924e, 0x00009282, 0x0000929a,
-	0x000092c5, 0x0000936e, 0x00009378, 0x00009400,
-	0x00009435, 0x00009476, 0x0000955b, 0x000096d6,
-	0x000097af, 0x000097c8, 0x00009844, 0x0000990d,
-	0x00009996, 0x000099a3, 0x000099f5, 0x000099fb,
-	0x00009aaf, 0x00009b5f, 0x00009b91, 0x00009bbd,
-	0x00009c26, 0x00009ccd, 0x00009d8f, 0x00009dbf,
-	0x00009dcc, 0x00009dd2, 0x00009de8, 0x00009df3,
+	0x00009222, 0x0000924e, 0x00009274, 0x000092a8,
+	0x000092c0, 0x000092eb, 0x00009394, 0x0000939e,
+	0x00009426, 0x0000945b, 0x0000949c, 0x00009581,
+	0x000096fc, 0x000097d5, 0x000097ee, 0x0000986a,
+	0x00009933, 0x000099bc, 0x000099c9, 0x00009a1b,
+	0x00009a21, 0x00009ad5, 0x00009b85, 0x00009bb7,
+	0x00009be3, 0x00009c4c, 0x00009cf3, 0x00009db5,
+	0x00009de5, 0x00009df2, 0x00009df8, 0x00009e0e,
 	// Entry 2E0 - 2FF
-	0x00009dfa, 0x00009e05, 0x00009e13, 0x00009e20,
-	0x00009e2e, 0x00009e47, 0x00009e74, 0x00009f1d,
-	0x00009f30, 0x00009f3a, 0x00009fc9, 0x0000a02a,
-	0x0000a086, 0x0000a098, 0x0000a0b2, 0x0000a0c5,
-	0x0000a103, 0x0000a13f, 0x0000a15c, 0x0000a169,
-	0x0000a177, 0x0000a185, 0x0000a195, 0x0000a1d1,
-	0x0000a20b, 0x0000a288, 0x0000a293, 0x0000a2bd,
-	0x0000a2ca, 0x0000a2e6, 0x0000a2ea, 0x0000a2fc,
+	0x00009e19, 0x00009e20, 0x00009e2b, 0x00009e39,
+	0x00009e46, 0x00009e54, 0x00009e6d, 0x00009e9a,
+	0x00009f43, 0x00009f56, 0x00009f60, 0x00009fef,
+	0x0000a050, 0x0000a0ac, 0x0000a0be, 0x0000a0d8,
+	0x0000a0eb, 0x0000a129, 0x0000a165, 0x0000a182,
+	0x0000a18f, 0x0000a19d, 0x0000a1ab, 0x0000a1bb,
+	0x0000a1f7, 0x0000a231, 0x0000a2ae, 0x0000a2b9,
+	0x0000a2e3, 0x0000a2f0, 0x0000a30c, 0x0000a310,
 	// Entry 300 - 31F
-	0x0000a3be, 0x0000a3f1, 0x0000a3fc, 0x0000a406,
-	0x0000a41b, 0x0000a424, 0x0000a42e, 0x0000a443,
-	0x0000a467, 0x0000a481, 0x0000a496, 0x0000a4c2,
-	0x0000a4c7, 0x0000a4dc, 0x0000a4ee, 0x0000a523,
-	0x0000a534, 0x0000a561, 0x0000a590, 0x0000a6b2,
-	0x0000a7d4, 0x0000a84a, 0x0000a8d5, 0x0000a964,
-	0x0000a9cb, 0x0000aa0d, 0x0000aa55, 0x0000aac8,
-	0x0000ab10, 0x0000ab3e, 0x0000ab6c, 0x0000ab9f,
+	0x0000a322, 0x0000a3e4, 0x0000a417, 0x0000a422,
+	0x0000a42c, 0x0000a441, 0x0000a44a, 0x0000a454,
+	0x0000a469, 0x0000a48d, 0x0000a4a7, 0x0000a4bc,
+	0x0000a4e8, 0x0000a4ed, 0x0000a502, 0x0000a514,
+	0x0000a549, 0x0000a55a, 0x0000a587, 0x0000a5b6,
+	0x0000a6d8, 0x0000a7fa, 0x0000a870, 0x0000a8fb,
+	0x0000a98a, 0x0000a9f1, 0x0000aa33, 0x0000aa7b,
+	0x0000aaee, 0x0000ab36, 0x0000ab64, 0x0000ab92,
 	// Entry 320 - 33F
-	0x0000abd2,
-} // Size: 3228 bytes
+	0x0000abc5, 0x0000abf8,
+} // Size: 3232 bytes
 
-const frData string = "" + // Size: 43986 bytes
+const frData string = "" + // Size: 44024 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1928,425 +1929,426 @@ const frData string = "" + // Size: 43986 bytes
 	"tive (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuve" +
 	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
 	"les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02Dest" +
-	"ination «\u202f%[1]s\u202f» inconnue.\x02Le processus %[1]s n’a pas de v" +
-	"ersion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucu" +
-	"ne définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n’a" +
-	" pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de " +
-	"la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il étai" +
-	"t de %[1]d)\u202f: entre-temps, des instances ont été clôturées, reprise" +
-	"s ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et co" +
-	"nfirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le for" +
-	"mulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journal " +
-	"d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action group" +
-	"ée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) a" +
-	"ppliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée" +
-	"\u202f: elle a changé après le comptage (clôturée, ou traitée par quelqu" +
-	"’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après le " +
-	"comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton" +
-	" n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de" +
-	" processus\x02Occurrence proposée de nouveau\x02Action groupée\x02suppri" +
-	"mée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué par " +
-	"un opérateur, et chaque effacement fait par un administrateur, avec son " +
-	"motif. Les révélations de valeurs sensibles ont leur propre journal, que" +
-	" les administrateurs lisent sur la page Révélations (GET /api/v1/audit/r" +
-	"eveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer" +
-	" les filtres\x02Réinitialiser les filtres\x02Aucune action d’opérateur n" +
-	"e correspond.\x02Toutes les actions\x02L’instance de processus doit être" +
-	" un identifiant d’instance complet (un UUID)\u202f: les listes montrent " +
-	"la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lie" +
-	"n, pour l’identifiant complet.\x02L’action groupée doit être désignée pa" +
-	"r son identifiant (un UUID).\x02Actions d’opérateurs, les plus récentes " +
-	"d’abord\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez" +
-	" le lien, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01" +
-	"\x00\x02\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifi" +
-	"ée. Tant qu’elle s’exécute, chaque rechargement montre où elle en est." +
-	"\x00\x8f\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a m" +
-	"odifiées. Tant qu’elle s’exécute, chaque rechargement montre où elle en " +
-	"est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances" +
-	" comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées apr" +
-	"ès le compte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action grou" +
-	"pée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — inst" +
-	"ances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]" +
-	"d. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le" +
-	" filtre pour le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le" +
-	" %[3]s, en cours — instances comptées\u202f: %[5]d, traitées jusqu’ici" +
-	"\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle" +
-	" en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s" +
-	"’est peut-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agi" +
-	"ssez de nouveau sur le filtre pour le reste.\x02Console Relais\x02Langue" +
-	"\x02Aller au contenu\x02Navigation principale\x02État\x02Tâches externes" +
-	"\x02Processus\x02Trouver une instance ou une occurrence\x02identifiant o" +
-	"u clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs" +
-	"\x02Destinations\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s " +
-	"(%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Ré" +
-	"glages d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement " +
-	"suspendu\x02Fuseau horaire\u202f: %[1]s · rechargement toutes les %[2]d " +
-	"s\x02Fuseau horaire\u202f: %[1]s · sans rechargement automatique\x02Rech" +
-	"argement suspendu\x02Reprendre le rechargement\x02Cette page se recharge" +
-	" toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé" +
-	"\x02Votre rôle ne permet de lire que les définitions et les processus" +
-	"\u202f: les tâches externes et les instances de processus sont réservées" +
-	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
-	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
-	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
-	"s externes\x02Retour à la connexion\x02Retour aux définitions\x02Cette a" +
-	"dresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adress" +
-	"e ne mène à rien, ou à rien que vous puissiez voir. Une instance terminé" +
-	"e est supprimée, avec ses occurrences et ses tentatives, une fois la dur" +
-	"ée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un admini" +
-	"strateur l’efface\u202f; le journal d’audit garde les actions d’opérateu" +
-	"r menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant compl" +
-	"et (un UUID)\u202f: les listes montrent la fin de chaque identifiant" +
-	"\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet." +
-	"\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]s, pour" +
-	" ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentat" +
-	"ives ont été supprimées avec elle\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire" +
-	" n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
-	"\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de nouvea" +
-	"u.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce formulair" +
-	"e dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que " +
-	"vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce f" +
-	"ormulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le " +
-	"de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait" +
-	". Envoyez-le de nouveau.\x02Temporairement indisponible\x02La base de do" +
-	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
-	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
-	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
-	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
-	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
-	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
-	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
-	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
-	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
-	"es révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1" +
-	"]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; le" +
-	"s décomptes s’afficheront quand vous rechargerez la page.\x02Les décompt" +
-	"es sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
-	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
-	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
-	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
-	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
-	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
-	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la protection" +
-	"\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de ces champs" +
-	" sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%" +
-	"[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
-	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
-	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
-	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
-	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
-	"type %[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultati" +
-	"f de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de tra" +
-	"vail, leurs révisions immuables et leurs publications nommées.\x02Défini" +
-	"tions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Au" +
-	"cune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d pub" +
-	"lication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’inst" +
-	"ant.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellen" +
-	"t les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, e" +
-	"t les secrets de signature, sont scellés et jamais affichés. Créez, modi" +
-	"fiez et supprimez les destinations par l’API (/api/v1/destinations).\x02" +
-	"Destinations par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Dél" +
-	"ai maximal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses ap" +
-	"pels\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites p" +
-	"ourquoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au p" +
-	"lus. Il est conservé après l’effacement, quelle que soit la rétention" +
-	"\u202f: écrivez la référence de la demande, pas le nom de la personne." +
-	"\x02Effacer l’instance de processus %[1]s\x02Effacer cette instance main" +
-	"tenant\u202f? Elle est supprimée avec ses occurrences et leurs tentative" +
-	"s, comme la rétention la supprimerait.\x02Ses entrées, ses sorties, sa c" +
-	"lé métier et les messages des exécutants partent avec elle\u202f; c’est " +
-	"irréversible. Les enregistrements d’audit qui la nomment restent (qui a " +
-	"fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur expira" +
-	"tion.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une" +
-	" instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement" +
-	"\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentat" +
-	"ives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance " +
-	"avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rie" +
-	"n n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée " +
-	"pour un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02f" +
-	"in\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02pu" +
-	"sh %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente" +
-	" et les incidents de chaque définition maintenant, et ce que ses exécuta" +
-	"nts ont terminé dans la dernière heure\u202f: les occurrences achevées, " +
-	"avec succès ou en échec. Une occurrence reprise depuis compte là où elle" +
-	" se termine ensuite\u202f; un échec qui laisse des tentatives n’est pas " +
-	"compté, la page de son occurrence le montre.\x02Réussites et échecs, der" +
-	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
-	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
-	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
-	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
-	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
-	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
-	"ns\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure" +
-	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
-	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
-	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5" +
-	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Effacer cette instance…\x02C" +
-	"ette instance est terminée. En tant qu’administrateur, vous pouvez l’eff" +
-	"acer maintenant plutôt qu’attendre la rétention (demande d’une personne " +
-	"concernée)\u202f: elle est supprimée avec ses occurrences et ses tentati" +
-	"ves.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un in" +
-	"cident. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]" +
-	"s a échoué avant toute tentative (ses entrées n’ont pas pu être construi" +
-	"tes), une reprise échouerait donc de la même façon. L’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné" +
-	" dans le journal d’audit.\x02Cette instance est bloquée à un nœud en éch" +
-	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
-	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
-	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
-	"Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s" +
-	" le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec" +
-	"\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœu" +
-	"d\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée " +
-	"par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La ver" +
-	"sion doit être un nombre entier à partir de 1.\x02Une version est celle " +
-	"d’un processus\u202f: choisissez aussi le processus.\x02Date de création" +
-	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
-	"de processus\x02exacte, casse comprise\x02Agir sur toutes les instances " +
-	"que ce filtre retient\x02La page suivante les compte et demande un motif" +
-	" avant que rien ne change.\x02Instances de processus, les plus récentes " +
-	"d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne corre" +
-	"spond à ces filtres.\x02Tous les processus\x02Toute définition\x02Tous l" +
-	"es statuts\x02disponible\x02réservée\x02différée\x02terminée\x02en échec" +
-	"\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02dé" +
-	"connectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heu" +
-	"re\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqu" +
-	"é (sensible)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02p" +
-	"ush (Relais appelle le service)\x02administrateur\x02opérateur\x02concep" +
-	"teur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02ty" +
-	"pe modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02clas" +
-	"sification modifiée\x02contrainte modifiée\x02routage modifié\x02longueu" +
-	"r minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
-	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
-	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
-	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
-	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
-	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
-	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Les %[1]d dernières tentatives, les plus anciennes d’abo" +
-	"rd\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées" +
-	"\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02Mode\x02Motif" +
-	" donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant no" +
-	"uvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éc" +
-	"hec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 " +
-	"la plus basse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %" +
-	"[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a ré" +
-	"duit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la" +
-	" destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1" +
-	"]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plaf" +
-	"ond de Relais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, j" +
-	"usqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière repris" +
-	"e par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00" +
-	"\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, n" +
-	"on comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00" +
-	"\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommée" +
-	"s d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entré" +
-	"e.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas en" +
-	"core de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’" +
-	"a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée san" +
-	"s aboutir.\x02Révéler — cette action est consignée\x02Motif (consigné av" +
-	"ec la révélation)\x02Tous les administrateurs le lisent, et il est conse" +
-	"rvé quelle que soit la rétention\u202f: n’y écrivez aucune donnée de cli" +
-	"ent.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réserv" +
-	"ation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)" +
-	"\x02Erreur (l’échéance est passée après la tentative %[1]d)\x02Erreur (a" +
-	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
-	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
-	"lisées\u202f: %[1]d)\x02La réponse de la destination est inutilisable" +
-	"\u202f: elle doit être un seul objet JSON, rien après, dont le membre ou" +
-	"tputs respecte le contrat de sorties de la révision. Son message dit ce " +
-	"qui n’allait pas.\x02La destination n’a pas répondu dans le délai de l’a" +
-	"ppel\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vé" +
-	"rifiez avant de reprendre.\x02La destination n’a pas répondu dans le dél" +
-	"ai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
-	"ndre.\x02Le verrou de la dernière tentative a expiré sans tentative rest" +
-	"ante, après que Relais a refusé le rapport de son exécutant (%[1]s\u202f" +
-	"; voir les tentatives de l’occurrence en échec)\u202f: l’exécutant a rép" +
-	"ondu, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou" +
-	" de la dernière tentative a expiré sans tentative restante, après que Re" +
-	"lais a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentati" +
-	"ves ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui do" +
-	"it changer, pas son verrou.\x02Le verrou de la dernière tentative a expi" +
-	"ré sans tentative restante.\x02Le flux de l’exécutant de la dernière ten" +
-	"tative s’est terminé (l’exécutant est parti ou a été écarté) sans tentat" +
-	"ive restante.\x02L’échéance est passée avant l’arrivée d’un résultat." +
-	"\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02La réponse à l’appel a été perdue (la connexion s’est rompue après l" +
-	"’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa " +
-	"base de données avant de l’enregistrer)\u202f: on ignore si la destinati" +
-	"on a agi, donc Relais ne l’appelle pas de nouveau de lui-même (la repris" +
-	"e par un opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La d" +
-	"estination était injoignable.\x02La réponse de la destination était trop" +
-	" volumineuse.\x02La dernière tentative a pris fin sans résultat (son ver" +
-	"rou a expiré, ou le flux de son exécutant s’est terminé), sans tentative" +
-	" restante.\x02Les entrées n’ont pas pu être construites à partir des lia" +
-	"isons du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécut" +
-	"ant Camunda 7 a signalé un échec sans nouvelle tentative restante (retri" +
-	"es\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget" +
-	" déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La d" +
-	"estination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s" +
-	" en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la ré" +
-	"vision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées" +
-	" qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02V" +
-	"errou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atte" +
-	"nte de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En at" +
-	"tente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le dé" +
-	"lai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enreg" +
-	"istré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce " +
-	"cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la d" +
-	"estination s’il a pris effet.\x02Relais appelle la destination (depuis %" +
-	"[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Rés" +
-	"ervée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du" +
-	" même consommateur, ou une interface munie d’un jeton de règlement, la t" +
-	"erminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici" +
-	", en attente d’un opérateur.\x02Son instance a continué par le chemin d’" +
-	"erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été " +
-	"arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’ins" +
-	"tance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s" +
-	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)\x02%[1]" +
-	"s (différée\u202f; clôturée avec son jeton de règlement, en tant que %[2" +
-	"]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’instance a été ar" +
-	"rêtée pendant que l’exécutant détenait la tâche\u202f: son compte rendu " +
-	"est refusé, mais il a peut-être déjà fait le travail.\x02L’instance a ét" +
-	"é arrêtée pendant l’appel, qui a été interrompu\u202f: la destination a" +
-	" peut-être déjà donné suite à la requête (vérifiez-le chez elle).\x02L’i" +
-	"nstance a été arrêtée pendant que la tâche était différée\u202f: sa clôt" +
-	"ure par identifiant est refusée, mais le travail attendu a peut-être déj" +
-	"à été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette t" +
-	"entative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refus" +
-	"é %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), avant " +
-	"d’en accepter un autre.\x02Relais a refusé le rapport de cette tentative" +
-	" à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a pas é" +
-	"té prise.\x02Relais a refusé %[1]s rapports de cette tentative, le derni" +
-	"er à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a" +
-	" été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de répo" +
-	"nse dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02inc" +
-	"onnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, valeurs" +
-	" protégées masquées)\x02Message de Relais (en anglais), citant la répons" +
-	"e de la destination\x02Message de Relais (en anglais)\x02La révision doi" +
-	"t être un nombre entier, 1 ou plus.\x02Une révision est celle d’une défi" +
-	"nition\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus" +
-	" de filtres\u202f: instance, révision, consommateur, destination, dates" +
-	"\x02Destination d’appel\x02son nom, exactement\x02identifiant d’instance" +
-	"\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02Me" +
-	"ssage\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Pro" +
-	"chaine tentative ou clôture\x02Aucune occurrence ne correspond à ces fil" +
-	"tres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans l" +
-	"es autres filtres\x02Totaux de toutes les définitions, sans les autres f" +
-	"iltres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
-	"occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés tou" +
-	"tes les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieu" +
-	"re\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02app" +
-	"el en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page" +
-	" précédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %" +
-	"[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f" +
-	": le premier jour vient après le dernier.\x02Cette adresse contient un p" +
-	"aramètre illisible (un signe pour cent qui n’est pas suivi de deux chiff" +
-	"res hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Par" +
-	"amètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]" +
-	"s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le" +
-	" paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une" +
-	" seule fois.\x02Le curseur de page est invalide\u202f: revenez à la prem" +
-	"ière page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
-	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
-	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
-	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
-	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
-	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
-	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
-	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
-	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
-	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
-	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
-	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
-	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
-	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
-	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
-	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
-	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
-	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
-	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
-	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
-	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
-	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
-	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
-	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
-	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"ination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s" +
+	"\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun " +
+	"processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la cl" +
+	"é «\u202f%[1]s\u202f».\x02La définition %[1]s n’a pas de révision %[2]d" +
+	".\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre" +
+	" a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: ent" +
+	"re-temps, des instances ont été clôturées, reprises ou traitées. Rien n’" +
+	"a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
+	"\x02Cette action groupée a déjà été appliquée (le formulaire a été envoy" +
+	"é de nouveau)\u202f: ses traces sont dans le journal d’audit. Rien de p" +
+	"lus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliqu" +
+	"ée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d i" +
+	"nstances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé" +
+	" après le comptage (clôturée, ou traitée par quelqu’un d’autre).\x00p" +
+	"\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clôturées," +
+	" ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]" +
+	"s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurr" +
+	"ence proposée de nouveau\x02Action groupée\x02supprimée\x02Journal d’aud" +
+	"it\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, et cha" +
+	"que effacement fait par un administrateur, avec son motif. Les révélatio" +
+	"ns de valeurs sensibles ont leur propre journal, que les administrateurs" +
+	" lisent sur la page Révélations (GET /api/v1/audit/reveals).\x02Filtres" +
+	"\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les filtres\x02Réi" +
+	"nitialiser les filtres\x02Aucune action d’opérateur ne correspond.\x02To" +
+	"utes les actions\x02L’instance de processus doit être un identifiant d’i" +
+	"nstance complet (un UUID)\u202f: les listes montrent la fin de chaque id" +
+	"entifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifia" +
+	"nt complet.\x02L’action groupée doit être désignée par son identifiant (" +
+	"un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Aucune a" +
+	"ction groupée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez" +
+	" l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02" +
+	"Voici l’instance que l’action groupée %[2]s a modifiée. Tant qu’elle s’e" +
+	"xécute, chaque rechargement montre où elle en est.\x00\x8f\x01\x02Voici " +
+	"les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’elle" +
+	" s’exécute, chaque rechargement montre où elle en est.\x02Action groupée" +
+	" (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: %[5]d" +
+	", traitées\u202f: %[4]d, ignorées car changées après le compte\u202f: %[" +
+	"6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, " +
+	"commencée le %[3]s, arrêtée par une erreur — instances comptées\u202f: %" +
+	"[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqu" +
+	"é reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en cours — ins" +
+	"tances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées" +
+	"\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Aucun progr" +
+	"ès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté." +
+	" Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le f" +
+	"iltre pour le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02" +
+	"Navigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver" +
+	" une instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
+	"\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons" +
+	"\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
+	"\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:" +
+	"\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau horair" +
+	"e\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horaire\u202f" +
+	": %[1]s · sans rechargement automatique\x02Rechargement suspendu\x02Repr" +
+	"endre le rechargement\x02Cette page se recharge toutes les %[1]d seconde" +
+	"s.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet " +
+	"de lire que les définitions et les processus\u202f: les tâches externes " +
+	"et les instances de processus sont réservées aux opérateurs et aux admin" +
+	"istrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient" +
+	" le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: co" +
+	"rrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour à la con" +
+	"nexion\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à r" +
+	"ien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien q" +
+	"ue vous puissiez voir. Une instance terminée est supprimée, avec ses occ" +
+	"urrences et ses tentatives, une fois la durée de conservation (RELAIS_RE" +
+	"TENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jo" +
+	"urnal d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%" +
+	"[1]s\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes" +
+	" montrent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez" +
+	" son lien, pour l’identifiant complet.\x02Introuvable\x02Cette instance " +
+	"a été effacée par %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s" +
+	"\u202f». Ses entrées, occurrences et tentatives ont été supprimées avec " +
+	"elle\u202f; le journal d’audit garde les actions d’opérateur menées sur " +
+	"elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis ce" +
+	"tte session de la console, ou il a expiré\u202f: rien n’a été fait. Rouv" +
+	"rez le formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02F" +
+	"ormulaire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f:" +
+	" rien n’a été fait. Raccourcissez ce que vous avez saisi et envoyez-le d" +
+	"e nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas arrivé à te" +
+	"mps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce formulaire n’" +
+	"a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Tem" +
+	"porairement indisponible\x02La base de données est injoignable pour le m" +
+	"oment. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02L" +
+	"a console n’a pas pu afficher cette page. Réessayez\u202f; si le problèm" +
+	"e persiste, donnez à votre administrateur l’identifiant de requête %[1]s" +
+	".\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02" +
+	"Les services externes qui prennent des tâches, et les définitions que ch" +
+	"acun peut prendre. Créez les consommateurs, modifiez leurs droits et ren" +
+	"ouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne " +
+	"sont jamais affichés.\x02Consommateurs, du plus ancien au plus récent" +
+	"\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué" +
+	"\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Tou" +
+	"tes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à veni" +
+	"r\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Déco" +
+	"mpte des occurrences en cours\u202f; les décomptes s’afficheront quand v" +
+	"ous rechargerez la page.\x02Les décomptes sont indisponibles pour le mom" +
+	"ent.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes" +
+	"\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule part" +
+	"ie modifiable d’une définition. Les processus ne l’utilisent jamais dire" +
+	"ctement\u202f: ils épinglent une révision.\x02Sortie de routage\x02Derni" +
+	"er enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: " +
+	"la copie de travail n’a jamais été figée.\x02Publications\x02Aucune publ" +
+	"ication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée l" +
+	"e\x02Comparer des révisions\x02Liste chaque changement d’une révision à " +
+	"l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02C" +
+	"omparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02In" +
+	"compatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
+	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
+	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
+	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
+	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
+	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
+	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
+	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
+	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
+	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
+	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
+	"[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le pl" +
+	"us récent, les valeurs de ces champs sont moins protégées qu’avec l’anci" +
+	"en.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
+	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
+	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
+	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s" +
+	"\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f:" +
+	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
+	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
+	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Cont" +
+	"rats de tâches\u202f: leur copie de travail, leurs révisions immuables e" +
+	"t leurs publications nommées.\x02Définitions par clé\x02Clé\x02Dernière " +
+	"révision\x02aucune pour l’instant\x02Aucune définition pour l’instant." +
+	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
+	"cations\x02Aucune destination pour l’instant.\x02Aucune autre destinatio" +
+	"n.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les valeurs d" +
+	"es paramètres de l’URL et des en-têtes, et les secrets de signature, son" +
+	"t scellés et jamais affichés. Créez, modifiez et supprimez les destinati" +
+	"ons par l’API (/api/v1/destinations).\x02Destinations par nom\x02valeur " +
+	"masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modifica" +
+	"tion\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-S" +
+	"ignature)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journ" +
+	"al plus tard\u202f: %[1]d caractères au plus. Il est conservé après l’ef" +
+	"facement, quelle que soit la rétention\u202f: écrivez la référence de la" +
+	" demande, pas le nom de la personne.\x02Effacer l’instance de processus " +
+	"%[1]s\x02Effacer cette instance maintenant\u202f? Elle est supprimée ave" +
+	"c ses occurrences et leurs tentatives, comme la rétention la supprimerai" +
+	"t.\x02Ses entrées, ses sorties, sa clé métier et les messages des exécut" +
+	"ants partent avec elle\u202f; c’est irréversible. Les enregistrements d’" +
+	"audit qui la nomment restent (qui a fait quoi, et pourquoi), de même que" +
+	" les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette" +
+	" instance est %[1]s\u202f: seule une instance terminée peut être effacée" +
+	". Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimé" +
+	"e (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le " +
+	"journal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s le " +
+	"%[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreu" +
+	"r\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: " +
+	"reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
+	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[" +
+	"2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque définit" +
+	"ion maintenant, et ce que ses exécutants ont terminé dans la dernière he" +
+	"ure\u202f: les occurrences achevées, avec succès ou en échec. Une occurr" +
+	"ence reprise depuis compte là où elle se termine ensuite\u202f; un échec" +
+	" qui laisse des tentatives n’est pas compté, la page de son occurrence l" +
+	"e montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
+	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
+	"ces bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Te" +
+	"rminées, dernière heure\x02En échec, dernière heure\x02Aucune définition" +
+	" n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
+	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
+	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
+	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
+	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
+	"nche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heur" +
+	"e\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tra" +
+	"nche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussit" +
+	"es et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tr" +
+	"anche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
+	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
+	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
+	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
+	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
+	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
+	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
+	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
+	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
+	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
+	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
+	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
+	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
+	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
+	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
+	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
+	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
+	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
+	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
+	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
+	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
+	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
+	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
+	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
+	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
+	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
+	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
+	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
+	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
+	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
+	"rateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
+	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
+	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
+	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
+	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
+	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
+	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
+	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
+	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
+	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
+	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
+	"normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
+	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
+	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
+	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
+	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
+	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
+	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
+	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
+	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
+	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
+	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
+	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
+	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
+	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
+	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
+	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
+	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
+	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
+	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
+	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
+	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
+	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
+	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
+	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
+	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
+	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
+	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
+	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
+	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
+	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
+	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
+	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
+	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
+	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
+	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
+	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
+	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
+	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
+	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
+	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
+	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
+	"strer)\u202f: on ignore si la destination a agi, donc Relais ne l’appell" +
+	"e pas de nouveau de lui-même (la reprise par un opérateur le fait).\x02L" +
+	"’appel n’a pas pu être préparé.\x02La destination était injoignable." +
+	"\x02La réponse de la destination était trop volumineuse.\x02La dernière " +
+	"tentative a pris fin sans résultat (son verrou a expiré, ou le flux de s" +
+	"on exécutant s’est terminé), sans tentative restante.\x02Les entrées n’o" +
+	"nt pas pu être construites à partir des liaisons du processus.\x02Un opé" +
+	"rateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éc" +
+	"hec sans nouvelle tentative restante (retries\u202f: 0, aucun retries en" +
+	"voyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurr" +
+	"ence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1" +
+	"]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutant" +
+	"s).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécu" +
+	"tants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun ex" +
+	"écutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne p" +
+	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
+	" que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
+	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
+	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
+	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
+	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
+	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
+	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
+	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
+	"\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec " +
+	"(%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — " +
+	"«\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)" +
+	".\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; " +
+	"clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée" +
+	" avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
+	"\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’ex" +
+	"écutant détenait la tâche\u202f: son compte rendu est refusé, mais il a" +
+	" peut-être déjà fait le travail.\x02L’instance a été arrêtée pendant l’a" +
+	"ppel, qui a été interrompu\u202f: la destination a peut-être déjà donné " +
+	"suite à la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée " +
+	"pendant que la tâche était différée\u202f: sa clôture par identifiant es" +
+	"t refusée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s s" +
+	"ur %[2]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s" +
+	") avant d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cet" +
+	"te tentative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre." +
+	"\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f:" +
+	" son exécutant a répondu, et la réponse n’a pas été prise.\x02Relais a r" +
+	"efusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)" +
+	"\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02en " +
+	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
+	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
+	"\x02Message de l’exécutant (ses propres termes, valeurs protégées masqué" +
+	"es)\x02Message de Relais (en anglais), citant la réponse de la destinati" +
+	"on\x02Message de Relais (en anglais)\x02La révision doit être un nombre " +
+	"entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: cho" +
+	"isissez aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f" +
+	": instance, révision, consommateur, destination, dates\x02Destination d’" +
+	"appel\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par " +
+	"statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Processus" +
+	" et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative o" +
+	"u clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les " +
+	"consommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
+	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
+	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 s" +
+	"econdes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:" +
+	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
+	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
+	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
+	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
+	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
+	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
+	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
+	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
+	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
+	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
+	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
+	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
+	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
+	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
+	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
+	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
+	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
+	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
+	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
+	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
+	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
+	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
+	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
+	"ure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Ja" +
+	"mais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés." +
+	"\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page rest" +
+	"e telle quelle jusqu’à ce que vous repreniez.\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Les versions de proc" +
+	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
+	"és.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucu" +
+	"n processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis" +
+	"\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02Ent" +
+	"rées avec lesquelles démarre une instance de cette version\x02Instances " +
+	"de cette version\x02Les colonnes suivent le plus long chemin depuis le n" +
+	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
+	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
+	"eur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: tr" +
+	"op pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous " +
+	"donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a %" +
+	"[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le" +
+	" tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]" +
+	"s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau " +
+	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds," +
+	" routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir " +
+	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
 	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
 	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
 	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
@@ -2463,4 +2465,4 @@ const frData string = "" + // Size: 43986 bytes
 	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
 	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 84625 bytes (82KiB); checksum: 26DB2D3B
+	// Total table size 84697 bytes (82KiB); checksum: E7AAD2E
