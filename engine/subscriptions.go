@@ -305,7 +305,7 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 				for j, r := range revs {
 					if !slices.Contains(granted, r) {
 						refused = append(refused, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j),
-							Message: "not granted to this consumer, which is granted revisions " + joinInts(granted) + " of " + s.Definition})
+							Message: "not granted to this consumer, which is granted " + revisionsWord(len(granted)) + " " + joinInts(granted) + " of " + s.Definition})
 					}
 				}
 			}
@@ -551,6 +551,14 @@ func (e *Engine) revisionsWithPrefix(ctx context.Context, prefix string) ([]quer
 	}
 	memoPut(m, m.prefixes, prefix, rows, gen)
 	return rows, nil
+}
+
+// revisionsWord is "revision" or "revisions", as n says.
+func revisionsWord(n int) string {
+	if n == 1 {
+		return "revision"
+	}
+	return "revisions"
 }
 
 func joinInts(ns []int) string {

@@ -1204,7 +1204,7 @@ func TestGrants(t *testing.T) {
 		p := wantProblem(t, "fetch of revision 1", env.Do("POST", "/api/v1/pull/fetch-and-lock", rev2,
 			map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": crmKey, "revisions": []any{1}}}}), 403, "not_granted")
 		if errs, _ := p["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["path"] != "/subscriptions/0/revisions/0" ||
-			!strings.Contains(errs[0].(map[string]any)["message"].(string), "granted revisions 2 of "+crmKey) {
+			!strings.Contains(errs[0].(map[string]any)["message"].(string), "granted revision 2 of "+crmKey) {
 			t.Errorf("not_granted errors %v, want one at /subscriptions/0/revisions/0 saying which revisions are granted", p["errors"])
 		}
 		// A misspelt key is named with the granted key it meant.
