@@ -555,7 +555,7 @@ var messageKeyToIndex = map[string]int{
 	"That is too long to be an id or a business key.":                                           713,
 	"The %d largest groups; the filter matches more.":                                           87,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 490,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                                          273,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations).":       273,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                         243,
 	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 540,
 	"The bulk action must be its id (a UUID).": 122,
@@ -920,159 +920,159 @@ var enIndex = []uint32{ // 802 elements
 	0x00002fe8, 0x0000300b, 0x00003028, 0x00003045,
 	0x0000304a, 0x00003096, 0x000030a9, 0x000030ad,
 	0x000030bd, 0x000030c6, 0x000030d9, 0x000030ff,
-	0x00003113, 0x00003129, 0x000031fb, 0x00003210,
-	0x0000321d, 0x00003221, 0x0000322e, 0x0000323e,
-	0x0000324b, 0x00003255, 0x0000325b, 0x00003265,
-	0x00003285, 0x00003297, 0x0000334b, 0x00003368,
+	0x00003113, 0x00003129, 0x0000322e, 0x00003243,
+	0x00003250, 0x00003254, 0x00003261, 0x00003271,
+	0x0000327e, 0x00003288, 0x0000328e, 0x00003298,
+	0x000032b8, 0x000032ca, 0x0000337e, 0x0000339b,
 	// Entry 120 - 13F
-	0x000033d6, 0x00003496, 0x000034a9, 0x000034f6,
-	0x0000355a, 0x000035be, 0x000035c7, 0x000035d7,
-	0x000035ec, 0x00003610, 0x0000362c, 0x00003644,
-	0x0000364f, 0x0000365a, 0x0000366e, 0x00003784,
-	0x000037a8, 0x000037d3, 0x000037de, 0x000037e3,
-	0x000037f2, 0x000037f9, 0x00003810, 0x00003825,
-	0x00003837, 0x0000385a, 0x0000388c, 0x000038a2,
-	0x000038ac, 0x000038b6, 0x000038cb, 0x00003918,
+	0x00003409, 0x000034c9, 0x000034dc, 0x00003529,
+	0x0000358d, 0x000035f1, 0x000035fa, 0x0000360a,
+	0x0000361f, 0x00003643, 0x0000365f, 0x00003677,
+	0x00003682, 0x0000368d, 0x000036a1, 0x000037b7,
+	0x000037db, 0x00003806, 0x00003811, 0x00003816,
+	0x00003825, 0x0000382c, 0x00003843, 0x00003858,
+	0x0000386a, 0x0000388d, 0x000038bf, 0x000038d5,
+	0x000038df, 0x000038e9, 0x000038fe, 0x0000394b,
 	// Entry 140 - 15F
-	0x00003928, 0x00003961, 0x000039b5, 0x000039bf,
-	0x000039d5, 0x00003a0e, 0x00003a13, 0x00003a21,
-	0x00003a2e, 0x00003a57, 0x00003a7a, 0x00003a87,
-	0x00003aa7, 0x00003ab3, 0x00003acc, 0x00003ad5,
-	0x00003adf, 0x00003ae8, 0x00003af0, 0x00003afa,
-	0x00003b02, 0x00003b0a, 0x00003b0e, 0x00003b12,
-	0x00003b16, 0x00003b1a, 0x00003b1e, 0x00003b22,
-	0x00003b26, 0x00003b2a, 0x00003b2e, 0x00003b32,
+	0x0000395b, 0x00003994, 0x000039e8, 0x000039f2,
+	0x00003a08, 0x00003a41, 0x00003a46, 0x00003a54,
+	0x00003a61, 0x00003a8a, 0x00003aad, 0x00003aba,
+	0x00003ada, 0x00003ae6, 0x00003aff, 0x00003b08,
+	0x00003b12, 0x00003b1b, 0x00003b23, 0x00003b2d,
+	0x00003b35, 0x00003b3d, 0x00003b41, 0x00003b45,
+	0x00003b49, 0x00003b4d, 0x00003b51, 0x00003b55,
+	0x00003b59, 0x00003b5d, 0x00003b61, 0x00003b65,
 	// Entry 160 - 17F
-	0x00003b36, 0x00003b3a, 0x00003b44, 0x00003b62,
-	0x00003b82, 0x00003ba6, 0x00003bca, 0x00003bd3,
-	0x00003bea, 0x00003bf2, 0x00003c03, 0x00003c08,
-	0x00003c4d, 0x00003c65, 0x00003c6a, 0x00003c75,
-	0x00003c7b, 0x00003c85, 0x00003c8d, 0x00003c95,
-	0x00003cbf, 0x00003cd9, 0x00003d01, 0x00003d31,
-	0x00003d37, 0x00003d46, 0x00003d99, 0x00003db7,
-	0x00003dce, 0x00003e7e, 0x00003fa0, 0x0000405f,
+	0x00003b69, 0x00003b6d, 0x00003b77, 0x00003b95,
+	0x00003bb5, 0x00003bd9, 0x00003bfd, 0x00003c06,
+	0x00003c1d, 0x00003c25, 0x00003c36, 0x00003c3b,
+	0x00003c80, 0x00003c98, 0x00003c9d, 0x00003ca8,
+	0x00003cae, 0x00003cb8, 0x00003cc0, 0x00003cc8,
+	0x00003cf2, 0x00003d0c, 0x00003d34, 0x00003d64,
+	0x00003d6a, 0x00003d79, 0x00003dcc, 0x00003dea,
+	0x00003e01, 0x00003eb1, 0x00003fd3, 0x00004092,
 	// Entry 180 - 19F
-	0x000040b6, 0x000040e0, 0x0000410c, 0x00004136,
-	0x0000413e, 0x00004144, 0x00004151, 0x00004163,
-	0x0000416c, 0x00004175, 0x00004187, 0x00004196,
-	0x000041b8, 0x000041dc, 0x000041f8, 0x00004223,
-	0x00004257, 0x00004265, 0x00004290, 0x000042a2,
-	0x000042b8, 0x000042e2, 0x0000432b, 0x0000434b,
-	0x00004354, 0x00004366, 0x00004389, 0x00004397,
-	0x000043a6, 0x000043b3, 0x000043bd, 0x000043c6,
+	0x000040e9, 0x00004113, 0x0000413f, 0x00004169,
+	0x00004171, 0x00004177, 0x00004184, 0x00004196,
+	0x0000419f, 0x000041a8, 0x000041ba, 0x000041c9,
+	0x000041eb, 0x0000420f, 0x0000422b, 0x00004256,
+	0x0000428a, 0x00004298, 0x000042c3, 0x000042d5,
+	0x000042eb, 0x00004315, 0x0000435e, 0x0000437e,
+	0x00004387, 0x00004399, 0x000043bc, 0x000043ca,
+	0x000043d9, 0x000043e6, 0x000043f0, 0x000043f9,
 	// Entry 1A0 - 1BF
-	0x000043cf, 0x000043d9, 0x000043e0, 0x000043ea,
-	0x000043f2, 0x000043f7, 0x000043ff, 0x00004408,
-	0x00004411, 0x0000441e, 0x00004423, 0x0000442b,
-	0x00004432, 0x0000443a, 0x0000443f, 0x0000444d,
-	0x00004454, 0x0000445b, 0x00004460, 0x00004467,
-	0x00004471, 0x00004478, 0x0000448b, 0x0000449b,
-	0x000044b6, 0x000044d6, 0x000044e4, 0x000044ed,
-	0x000044f6, 0x000044ff, 0x00004503, 0x00004506,
+	0x00004402, 0x0000440c, 0x00004413, 0x0000441d,
+	0x00004425, 0x0000442a, 0x00004432, 0x0000443b,
+	0x00004444, 0x00004451, 0x00004456, 0x0000445e,
+	0x00004465, 0x0000446d, 0x00004472, 0x00004480,
+	0x00004487, 0x0000448e, 0x00004493, 0x0000449a,
+	0x000044a4, 0x000044ab, 0x000044be, 0x000044ce,
+	0x000044e9, 0x00004509, 0x00004517, 0x00004520,
+	0x00004529, 0x00004532, 0x00004536, 0x00004539,
 	// Entry 1C0 - 1DF
-	0x00004512, 0x00004520, 0x0000452d, 0x0000453e,
-	0x0000454d, 0x00004564, 0x00004577, 0x00004587,
-	0x00004596, 0x000045a5, 0x000045ad, 0x000045b4,
-	0x000045bc, 0x000045c4, 0x000045d2, 0x000045e0,
-	0x000045f6, 0x0000460b, 0x0000461c, 0x00004622,
-	0x00004629, 0x00004632, 0x0000464e, 0x00004657,
-	0x00004661, 0x0000466a, 0x00004673, 0x0000467c,
-	0x00004693, 0x0000469b, 0x000046a9, 0x000046d5,
+	0x00004545, 0x00004553, 0x00004560, 0x00004571,
+	0x00004580, 0x00004597, 0x000045aa, 0x000045ba,
+	0x000045c9, 0x000045d8, 0x000045e0, 0x000045e7,
+	0x000045ef, 0x000045f7, 0x00004605, 0x00004613,
+	0x00004629, 0x0000463e, 0x0000464f, 0x00004655,
+	0x0000465c, 0x00004665, 0x00004681, 0x0000468a,
+	0x00004694, 0x0000469d, 0x000046a6, 0x000046af,
+	0x000046c6, 0x000046ce, 0x000046dc, 0x00004708,
 	// Entry 1E0 - 1FF
-	0x000046e1, 0x000046ef, 0x00004735, 0x00004741,
-	0x00004749, 0x00004774, 0x000047bf, 0x00004881,
-	0x00004885, 0x000048ab, 0x000048d3, 0x00004936,
-	0x0000493b, 0x00004956, 0x00004967, 0x00004973,
-	0x0000497b, 0x000049ad, 0x000049b6, 0x000049bf,
-	0x000049db, 0x00004a3c, 0x00004a49, 0x00004a80,
-	0x00004aaf, 0x00004aff, 0x00004b3a, 0x00004b48,
-	0x00004b74, 0x00004b9a, 0x00004bbb, 0x00004bc6,
+	0x00004714, 0x00004722, 0x00004768, 0x00004774,
+	0x0000477c, 0x000047a7, 0x000047f2, 0x000048b4,
+	0x000048b8, 0x000048de, 0x00004906, 0x00004969,
+	0x0000496e, 0x00004989, 0x0000499a, 0x000049a6,
+	0x000049ae, 0x000049e0, 0x000049e9, 0x000049f2,
+	0x00004a0e, 0x00004a6f, 0x00004a7c, 0x00004ab3,
+	0x00004ae2, 0x00004b32, 0x00004b6d, 0x00004b7b,
+	0x00004ba7, 0x00004bcd, 0x00004bee, 0x00004bf9,
 	// Entry 200 - 21F
-	0x00004bf4, 0x00004c11, 0x00004c40, 0x00004c72,
-	0x00004c90, 0x00004cc5, 0x00004ce1, 0x00004d00,
-	0x00004d5b, 0x00004d6a, 0x00004d77, 0x00004d85,
-	0x00004d92, 0x00004d9b, 0x00004db6, 0x00004de6,
-	0x00004e01, 0x00004e0b, 0x00004e5d, 0x00004f1d,
-	0x00004f79, 0x00004ff7, 0x0000506d, 0x00005140,
-	0x00005203, 0x0000523b, 0x0000529b, 0x000052c8,
-	0x00005302, 0x0000540f, 0x0000542f, 0x00005455,
+	0x00004c27, 0x00004c44, 0x00004c73, 0x00004ca5,
+	0x00004cc3, 0x00004cf8, 0x00004d14, 0x00004d33,
+	0x00004d8e, 0x00004d9d, 0x00004daa, 0x00004db8,
+	0x00004dc5, 0x00004dce, 0x00004de9, 0x00004e19,
+	0x00004e34, 0x00004e3e, 0x00004e90, 0x00004f50,
+	0x00004fac, 0x0000502a, 0x000050a0, 0x00005173,
+	0x00005236, 0x0000526e, 0x000052ce, 0x000052fb,
+	0x00005335, 0x00005442, 0x00005462, 0x00005488,
 	// Entry 220 - 23F
-	0x0000547f, 0x000054f0, 0x0000552d, 0x00005551,
-	0x000055f5, 0x0000561a, 0x00005649, 0x000056a9,
-	0x00005702, 0x0000575c, 0x00005776, 0x00005794,
-	0x000057c8, 0x00005808, 0x00005832, 0x00005841,
-	0x0000590c, 0x0000593d, 0x0000596c, 0x0000597f,
-	0x000059f4, 0x00005a07, 0x00005a3b, 0x00005a6f,
-	0x00005a7f, 0x00005ac6, 0x00005af3, 0x00005b00,
-	0x00005b10, 0x00005b40, 0x00005b7a, 0x00005b9d,
+	0x000054b2, 0x00005523, 0x00005560, 0x00005584,
+	0x00005628, 0x0000564d, 0x0000567c, 0x000056dc,
+	0x00005735, 0x0000578f, 0x000057a9, 0x000057c7,
+	0x000057fb, 0x0000583b, 0x00005865, 0x00005874,
+	0x0000593f, 0x00005970, 0x0000599f, 0x000059b2,
+	0x00005a27, 0x00005a3a, 0x00005a6e, 0x00005aa2,
+	0x00005ab2, 0x00005af9, 0x00005b26, 0x00005b33,
+	0x00005b43, 0x00005b73, 0x00005bad, 0x00005bd0,
 	// Entry 240 - 25F
-	0x00005c14, 0x00005c96, 0x00005d1b, 0x00005d2a,
-	0x00005d7a, 0x00005dda, 0x00005e46, 0x00005ebd,
-	0x00005ec5, 0x00005edd, 0x00005efa, 0x00005f08,
-	0x00005f19, 0x00005f21, 0x00005f2c, 0x00005f6d,
-	0x00005fa5, 0x00005fb9, 0x00005fe9, 0x00006024,
-	0x00006034, 0x00006073, 0x00006084, 0x00006096,
-	0x000060a2, 0x000060b3, 0x000060cd, 0x000060d5,
-	0x000060e6, 0x000060ec, 0x00006100, 0x00006118,
+	0x00005c47, 0x00005cc9, 0x00005d4e, 0x00005d5d,
+	0x00005dad, 0x00005e0d, 0x00005e79, 0x00005ef0,
+	0x00005ef8, 0x00005f10, 0x00005f2d, 0x00005f3b,
+	0x00005f4c, 0x00005f54, 0x00005f5f, 0x00005fa0,
+	0x00005fd8, 0x00005fec, 0x0000601c, 0x00006057,
+	0x00006067, 0x000060a6, 0x000060b7, 0x000060c9,
+	0x000060d5, 0x000060e6, 0x00006100, 0x00006108,
+	0x00006119, 0x0000611f, 0x00006133, 0x0000614b,
 	// Entry 260 - 27F
-	0x0000613d, 0x0000614b, 0x00006189, 0x000061c6,
-	0x000061f2, 0x0000622f, 0x0000623e, 0x0000624f,
-	0x00006257, 0x00006264, 0x00006274, 0x0000628b,
-	0x00006296, 0x000062a5, 0x000062ab, 0x000062b9,
-	0x000062c3, 0x000062ce, 0x000062d8, 0x000062eb,
-	0x00006310, 0x0000633b, 0x000063cc, 0x00006407,
-	0x00006426, 0x00006464, 0x0000649b, 0x000064c9,
-	0x000064d7, 0x00006576, 0x00006594, 0x000066eb,
+	0x00006170, 0x0000617e, 0x000061bc, 0x000061f9,
+	0x00006225, 0x00006262, 0x00006271, 0x00006282,
+	0x0000628a, 0x00006297, 0x000062a7, 0x000062be,
+	0x000062c9, 0x000062d8, 0x000062de, 0x000062ec,
+	0x000062f6, 0x00006301, 0x0000630b, 0x0000631e,
+	0x00006343, 0x0000636e, 0x000063ff, 0x0000643a,
+	0x00006459, 0x00006497, 0x000064ce, 0x000064fc,
+	0x0000650a, 0x000065a9, 0x000065c7, 0x0000671e,
 	// Entry 280 - 29F
-	0x000066f9, 0x0000670d, 0x0000672e, 0x00006742,
-	0x00006772, 0x00006778, 0x0000678c, 0x000067a4,
-	0x000067b7, 0x000067f4, 0x00006867, 0x000068b4,
-	0x000068c5, 0x000068dc, 0x000068f9, 0x00006907,
-	0x00006915, 0x00006920, 0x00006926, 0x00006a18,
-	0x00006a1e, 0x00006a50, 0x00006a55, 0x00006a65,
-	0x00006a70, 0x00006a79, 0x00006a89, 0x00006a95,
-	0x00006ac9, 0x00006afc, 0x00006b16, 0x00006bbb,
+	0x0000672c, 0x00006740, 0x00006761, 0x00006775,
+	0x000067a5, 0x000067ab, 0x000067bf, 0x000067d7,
+	0x000067ea, 0x00006827, 0x0000689a, 0x000068e7,
+	0x000068f8, 0x0000690f, 0x0000692c, 0x0000693a,
+	0x00006948, 0x00006953, 0x00006959, 0x00006a4b,
+	0x00006a51, 0x00006a83, 0x00006a88, 0x00006a98,
+	0x00006aa3, 0x00006aac, 0x00006abc, 0x00006ac8,
+	0x00006afc, 0x00006b2f, 0x00006b49, 0x00006bee,
 	// Entry 2A0 - 2BF
-	0x00006bd1, 0x00006c56, 0x00006cd0, 0x00006cdf,
-	0x00006d99, 0x00006dea, 0x00006def, 0x00006dfd,
-	0x00006e0d, 0x00006e19, 0x00006e29, 0x00006e37,
-	0x00006e47, 0x00006e51, 0x00006e74, 0x00006e8d,
-	0x00006ea0, 0x00006f0c, 0x00006f32, 0x00006f41,
-	0x00006f4f, 0x00006f6b, 0x00006f7a, 0x00006f90,
-	0x00006fc9, 0x00006ffb, 0x00007053, 0x0000708a,
-	0x000070a1, 0x000070af, 0x000070f3, 0x00007118,
+	0x00006c04, 0x00006c89, 0x00006d03, 0x00006d12,
+	0x00006dcc, 0x00006e1d, 0x00006e22, 0x00006e30,
+	0x00006e40, 0x00006e4c, 0x00006e5c, 0x00006e6a,
+	0x00006e7a, 0x00006e84, 0x00006ea7, 0x00006ec0,
+	0x00006ed3, 0x00006f3f, 0x00006f65, 0x00006f74,
+	0x00006f82, 0x00006f9e, 0x00006fad, 0x00006fc3,
+	0x00006ffc, 0x0000702e, 0x00007086, 0x000070bd,
+	0x000070d4, 0x000070e2, 0x00007126, 0x0000714b,
 	// Entry 2C0 - 2DF
-	0x0000718f, 0x000071a5, 0x000071bc, 0x000071ea,
-	0x000071fd, 0x00007225, 0x000072a9, 0x000072b0,
-	0x00007318, 0x00007342, 0x00007372, 0x00007445,
-	0x0000757f, 0x0000761f, 0x00007633, 0x0000768e,
-	0x00007739, 0x000077bb, 0x000077c3, 0x000077fe,
-	0x00007804, 0x00007896, 0x0000792e, 0x0000795a,
-	0x00007985, 0x000079d3, 0x00007a3f, 0x00007ae6,
-	0x00007b01, 0x00007b0b, 0x00007b10, 0x00007b1a,
+	0x000071c2, 0x000071d8, 0x000071ef, 0x0000721d,
+	0x00007230, 0x00007258, 0x000072dc, 0x000072e3,
+	0x0000734b, 0x00007375, 0x000073a5, 0x00007478,
+	0x000075b2, 0x00007652, 0x00007666, 0x000076c1,
+	0x0000776c, 0x000077ee, 0x000077f6, 0x00007831,
+	0x00007837, 0x000078c9, 0x00007961, 0x0000798d,
+	0x000079b8, 0x00007a06, 0x00007a72, 0x00007b19,
+	0x00007b34, 0x00007b3e, 0x00007b43, 0x00007b4d,
 	// Entry 2E0 - 2FF
-	0x00007b22, 0x00007b28, 0x00007b30, 0x00007b3e,
-	0x00007b48, 0x00007b55, 0x00007b68, 0x00007b8c,
-	0x00007c0c, 0x00007c1d, 0x00007c25, 0x00007c9a,
-	0x00007cee, 0x00007d36, 0x00007d45, 0x00007d58,
-	0x00007d64, 0x00007da0, 0x00007dda, 0x00007de8,
-	0x00007df5, 0x00007e03, 0x00007e11, 0x00007e1f,
-	0x00007e51, 0x00007e81, 0x00007edd, 0x00007eea,
-	0x00007f0a, 0x00007f15, 0x00007f2f, 0x00007f34,
+	0x00007b55, 0x00007b5b, 0x00007b63, 0x00007b71,
+	0x00007b7b, 0x00007b88, 0x00007b9b, 0x00007bbf,
+	0x00007c3f, 0x00007c50, 0x00007c58, 0x00007ccd,
+	0x00007d21, 0x00007d69, 0x00007d78, 0x00007d8b,
+	0x00007d97, 0x00007dd3, 0x00007e0d, 0x00007e1b,
+	0x00007e28, 0x00007e36, 0x00007e44, 0x00007e52,
+	0x00007e84, 0x00007eb4, 0x00007f10, 0x00007f1d,
+	0x00007f3d, 0x00007f48, 0x00007f62, 0x00007f67,
 	// Entry 300 - 31F
-	0x00007f45, 0x00007fcb, 0x00007ff0, 0x00007ff7,
-	0x00008000, 0x00008013, 0x0000801d, 0x00008027,
-	0x00008031, 0x00008049, 0x0000805f, 0x0000806b,
-	0x0000808d, 0x00008094, 0x000080a1, 0x000080b2,
-	0x000080d9, 0x000080e9, 0x00008108, 0x00008128,
-	0x00008200, 0x000082e1, 0x00008335, 0x00008385,
-	0x000083e5, 0x00008438, 0x00008470, 0x000084a1,
-	0x000084f1, 0x00008525, 0x00008543, 0x00008562,
+	0x00007f78, 0x00007ffe, 0x00008023, 0x0000802a,
+	0x00008033, 0x00008046, 0x00008050, 0x0000805a,
+	0x00008064, 0x0000807c, 0x00008092, 0x0000809e,
+	0x000080c0, 0x000080c7, 0x000080d4, 0x000080e5,
+	0x0000810c, 0x0000811c, 0x0000813b, 0x0000815b,
+	0x00008233, 0x00008314, 0x00008368, 0x000083b8,
+	0x00008418, 0x0000846b, 0x000084a3, 0x000084d4,
+	0x00008524, 0x00008558, 0x00008576, 0x00008595,
 	// Entry 320 - 33F
-	0x00008581, 0x000085a1,
+	0x000085b4, 0x000085d4,
 } // Size: 3232 bytes
 
-const enData string = "" + // Size: 34209 bytes
+const enData string = "" + // Size: 34260 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1266,332 +1266,333 @@ const enData string = "" + // Size: 34209 bytes
 	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
 	"dpoints push nodes call. Values of the URL's query and of the headers, a" +
 	"nd signing secrets, are sealed and never shown. Create, change and delet" +
-	"e destinations through the API (/api/v1/destinations).\x02Destinations b" +
-	"y name\x02masked value\x02URL\x02Headers sent\x02Longest timeout\x02Last" +
-	" changed\x02no header\x02Calls\x02Its calls\x02Calls signed (Relais-Sign" +
-	"ature)\x02Keep the instance\x02Say why, for whoever reads the log later:" +
-	" at most %[1]d characters. It is kept after the erasure, whatever the re" +
-	"tention: write the request’s reference, not the person’s name.\x02Erase " +
-	"process instance %[1]s\x02Erase this instance now? It is deleted with it" +
-	"s occurrences and their attempts, as retention would delete it.\x02Its i" +
-	"nputs, outputs, business key and the workers’ messages go with it; this " +
-	"cannot be undone. The audit records naming it stay (who did what, and wh" +
-	"y), and so do backups until they expire.\x02Erase the instance\x02This i" +
-	"nstance is %[1]s: only an ended instance can be erased. Stop it first." +
-	"\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, attempts: %[3" +
-	"]d). Recorded in the audit log.\x02This instance had already been erased" +
-	", by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02on err" +
-	"or\x02any other error\x02held for an operator\x02an incident: retry, aba" +
-	"ndon or stop\x02end: completes the instance\x02end: fails the instance" +
-	"\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s" +
-	" queue and incidents now, and what its workers finished in the last hour" +
-	": occurrences that ended completed or failed. An occurrence retried sinc" +
-	"e counts where it ends next; a failed attempt with attempts left is not " +
-	"counted, its occurrence’s page lists it.\x02Completions and failures, la" +
-	"st hour\x02Definitions, those needing attention first\x02Definition\x02O" +
-	"pen\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, " +
-	"last hour\x02Failed, last hour\x02No definition has occurrences yet.\x02" +
-	"As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1" +
-	"]s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[" +
-	"1]s has occurrences: check the key, or show all definitions.\x02All defi" +
-	"nitions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02I" +
-	"n the last hour: %[1]s, %[2]s. The table after the chart gives each 5-mi" +
-	"nute slot.\x02Completed\x02The chart’s numbers\x02Completions and failur" +
-	"es per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
-	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
-	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
-	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
-	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02Erase this instance…\x02This instance h" +
-	"as ended. As an administrator you may erase it now rather than wait for " +
-	"retention (a data subject’s request): it is deleted with its occurrences" +
-	" and attempts.\x02This instance is held at a failed node: an incident. I" +
-	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
-	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
-	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
-	"d in the audit log.\x02This instance is held at a failed node: an incide" +
-	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
-	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
-	"\x02Stopping cancels the instance and its open occurrences. It does not " +
-	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
-	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
-	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
-	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
-	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
-	"\x02The version must be a whole number from 1.\x02A version is a process" +
-	"’s: choose the process too.\x02Creation date\x02The page size must be " +
-	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
-	"t on every instance this filter matches\x02The next page counts them and" +
-	" asks for a reason before anything changes.\x02Process instances, newest" +
-	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
-	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
-	"\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02hidde" +
-	"n (secret)\x02pull (a worker fetches it)\x02push (Relais calls the servi" +
-	"ce)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no" +
-	"\x02field added\x02field removed\x02type changed\x02required changed\x02" +
-	"values changed\x02classification changed\x02constraint changed\x02routin" +
-	"g changed\x02minimum length\x02maximum length\x02pattern\x02format\x02mi" +
-	"nimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[" +
-	"2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02At" +
-	"tempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserv" +
-	"ed\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error m" +
-	"essage\x02No worker has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No worker ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]d att" +
-	"empts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are not sho" +
-	"wn: GET /api/v1/occurrences/%[3]s lists them all.\x02Mode\x02Reason give" +
-	"n by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a" +
-	" failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]" +
-	"d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a destination" +
-	"’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%" +
-	"[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut to %[2" +
-	"]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each f" +
-	"ailure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s aft" +
-	"er each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d since the" +
-	" last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
-	"\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left" +
-	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
-	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
-	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
-	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
-	"is is recorded\x02Why (recorded with the reveal)\x02Every admin reads it" +
-	", and it is kept whatever the retention: write no customer data in it." +
-	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
-	"eferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed afte" +
-	"r attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the w" +
-	"orker marked this failure as not retryable (attempts left unused: %[1]d)" +
-	"\x02The destination’s answer could not be used: it must be one JSON obje" +
-	"ct whose outputs member matches the revision’s outputs contract, and not" +
-	"hing after it. Its message says what was wrong.\x02The destination did n" +
-	"ot answer within the call’s timeout: it may have acted all the same.\x02" +
-	"The destination did not answer within the call’s timeout (%[1]s): it may" +
-	" have acted all the same, so check before retrying.\x02The destination d" +
-	"id not answer within the call’s timeout: it may have acted all the same," +
-	" so check before retrying.\x02The last attempt’s lock expired with no at" +
-	"tempt left, after Relais refused its worker’s report (%[1]s; see the fai" +
-	"led occurrence’s attempts): the worker answered, and its answer must cha" +
-	"nge, not its lock.\x02The last attempt’s lock expired with no attempt le" +
-	"ft, after Relais refused its worker’s report (%[1]s; see the attempts be" +
-	"low): the worker answered, and its answer must change, not its lock.\x02" +
-	"The last attempt’s lock expired with no attempt left.\x02The last attemp" +
-	"t’s worker stream ended (its worker left or was dropped) with no attempt" +
-	" left.\x02The deadline passed before a result arrived.\x02The result did" +
-	" not match the revision's outputs contract.\x02The answer to the call wa" +
-	"s lost (the connection broke after the request was sent, or Relais stopp" +
-	"ed or could not reach its database before recording it): whether the des" +
-	"tination acted is unknown, so Relais does not call it again by itself (a" +
-	"n operator’s retry does).\x02The call could not be prepared.\x02The dest" +
-	"ination could not be reached.\x02The destination’s answer was too large." +
-	"\x02The last attempt ended without a result (its lock expired, or its wo" +
-	"rker’s stream ended) with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, no retries sent, which Camunda reads as 0, or a budget already spent" +
-	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
-	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
-	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
-	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
-	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
-	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
-	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
-	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
-	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
-	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
-	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
-	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
-	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
-	"of the same consumer, or a front end with a settle token, completes it l" +
-	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
-	" operator.\x02Its instance went on along the node’s error path.\x02Faile" +
-	"d (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%" +
-	"[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far" +
-	"\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
-	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
-	"deferred; settled by %[2]s)\x02The instance was stopped while the worker" +
-	" held the task: its report is refused, but it may already have done the " +
-	"work.\x02The instance was stopped during the call, which was aborted: th" +
-	"e destination may already have acted on the request (check there).\x02Th" +
-	"e instance was stopped while the task was deferred: a settlement by id i" +
-	"s refused, but the work it waited for may already be done.\x02%[1]s at %" +
-	"[2]s\x02Relais refused a report of this attempt at %[1]s (%[2]s) before " +
-	"taking another.\x02Relais refused %[1]s reports of this attempt, the las" +
-	"t at %[2]s (%[3]s), before taking another.\x02Relais refused this attemp" +
-	"t’s report at %[1]s (%[2]s): its worker answered, and the answer was not" +
-	" taken.\x02Relais refused %[1]s reports of this attempt, the last at %[2" +
-	"]s (%[3]s): its worker answered, and no answer was taken.\x02waiting\x02" +
-	"HTTP 2xx, unusable body\x02no answer within the timeout\x02no connection" +
-	"\x02answer too large\x02unknown\x02[redacted]\x02Message from the worker" +
-	" (its own words, protected values masked)\x02Message from Relais, quotin" +
-	"g the destination’s answer\x02Message from Relais\x02The revision must b" +
-	"e a whole number, 1 or more.\x02A revision is a definition’s: choose the" +
-	" definition too.\x02Settlement date\x02More filters: instance, revision," +
-	" consumer, destination, dates\x02Push destination\x02its name, exactly" +
-	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Mess" +
-	"age\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt " +
-	"or settled\x02No occurrence matches these filters.\x02All consumers\x02T" +
-	"otals of definition %[1]s, not narrowed by the other filters\x02Totals o" +
-	"f all definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
-	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
-	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
-	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
-	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
-	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
-	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
-	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
-	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
-	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
-	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
-	"ole runs no script, so it cannot read your computer’s time zone: choose " +
-	"a place, whose daylight saving time is followed, or a fixed offset from " +
-	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
-	" but did not apply (filters, the search box) and moves the focus back to" +
-	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
-	"ps it until you resume. Pages where you type a reason (confirmations, an" +
-	"d occurrences with a value to reveal) never reload on their own, nor doe" +
-	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
-	"dinated universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset," +
-	" no daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display set" +
-	"tings saved.\x02Reloading resumed.\x02Reloading paused: this page stays " +
-	"as it is until you resume.\x02Published process versions: their nodes, r" +
-	"outes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Inputs from\x02No inputs: an instance starts with" +
-	" an empty object.\x02Inputs an instance of this version is started with" +
-	"\x02Instances of this version\x02Columns follow the longest path from th" +
-	"e start node. Solid arrows are successes (labelled with their route), da" +
-	"shed ones failures (labelled with their error codes).\x02Nodes of this v" +
-	"ersion\x02This version has %[1]d nodes: too many to draw legibly (at mos" +
-	"t %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (" +
-	"an incident for an operator)\x02any other code → %[1]s\x02fails the inst" +
-	"ance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, prior" +
-	"ity %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02o" +
-	"ne attempt, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s" +
-	"\x02timeout %[1]s (the default)\x02instances held\x02instances held: %[1" +
-	"]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only a" +
-	"dministrators may reveal a sensitive value.\x02Say why you reveal this v" +
-	"alue: the reason is recorded with the reveal in the audit log.\x02Reveal" +
-	"ed by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurren" +
-	"ce\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive" +
-	") can be revealed.\x02Secret values can never be revealed.\x02Every sens" +
-	"itive value an administrator revealed: who, when, which field and why. T" +
-	"he values themselves are never kept.\x02Reveals, newest first\x02No valu" +
-	"e was revealed.\x02none (revealed before reasons were asked for)\x02Meth" +
-	"od not allowed\x02This page does not accept that request.\x02This form w" +
-	"as sent from another site: the console takes its forms from its own page" +
-	"s only. Open the console and send it from there.\x02Search\x02Type an in" +
-	"stance or occurrence id (a whole UUID, as the title of its page shows it" +
-	"), or a business key.\x02Nothing to find: the search box is empty.\x02Th" +
-	"at is too long to be an id or a business key.\x02No instance has “%[1]s”" +
-	" as its business key. A business key is found only whole and exactly as " +
-	"given, capitals and accents included: a list shows a long one shortened," +
-	" so copy it from its instance’s page.\x02No instance or occurrence has t" +
-	"he id “%[1]s”, and no instance has it as its business key. An ended inst" +
-	"ance is deleted, with its occurrences and attempts, once the retention p" +
-	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
-	"ases it; the audit log keeps the operator actions taken on it.\x02No ins" +
-	"tance has “%[1]s” as its business key, and it is not a whole id: the lis" +
-	"ts show the end of each id. Open the row, or copy its link, for the whol" +
-	"e id.\x02You are signed out.\x02The token you signed in with is revoked," +
-	" and you are signed out: sign in with another one.\x02Your session had e" +
-	"nded (inactivity, a sign-out elsewhere, a revoked token or a restart of " +
-	"the server), so your last action was not applied. Sign in again, then re" +
-	"peat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a " +
-	"token revoked or expired, or a restart of the server). Sign in again." +
-	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity, and 12" +
-	" hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins fro" +
-	"m your address. Try again in %[1]d second.\x00H\x02Too many failed sign-" +
-	"ins from your address. Try again in %[1]d seconds.\x02Paste your token i" +
-	"n the field: it is empty.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
-	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
-	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
-	"rators, designers, operators) that are not revoked. Consumer tokens are " +
-	"managed with their consumers. Revoking a token refuses its next request." +
-	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
-	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
-	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
-	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
-	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
-	" to it, with their consumers granted it (a worker naming no revision tak" +
-	"es those its consumer is granted; a process version pins it).\x02Occurre" +
-	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
-	"orkers to them, with their consumers granted them (a worker naming no re" +
-	"vision takes those its consumer is granted; a process version pins them)" +
-	".\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
-	"isions they take: %[1]s; some take every revision their consumer is gran" +
-	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
-	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
-	"ions %[1]s only.\x02They take revisions %[1]s only."
+	"e destinations with relais apply (kind: Destination documents) or throug" +
+	"h the API (/api/v1/destinations).\x02Destinations by name\x02masked valu" +
+	"e\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
+	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
+	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
+	"ters. It is kept after the erasure, whatever the retention: write the re" +
+	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
+	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
+	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
+	"ess key and the workers’ messages go with it; this cannot be undone. The" +
+	" audit records naming it stay (who did what, and why), and so do backups" +
+	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
+	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
+	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
+	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
+	"thing changed and nothing was recorded.\x02on error\x02any other error" +
+	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
+	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
+	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left is not counted, its occurrence" +
+	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
+	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
+	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
+	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
+	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02no" +
+	" worker\x02Show all definitions\x02No definition %[1]s has occurrences: " +
+	"check the key, or show all definitions.\x02All definitions\x02Completion" +
+	"s and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]" +
+	"s, %[2]s. The table after the chart gives each 5-minute slot.\x02Complet" +
+	"ed\x02The chart’s numbers\x02Completions and failures per 5-minute slot," +
+	" oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02" +
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4" +
+	"]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d" +
+	" h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug" +
+	"\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
+	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
+	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
+	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
+	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
+	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
+	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
+	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
+	" acted on this instance.\x02Operator actions on this instance, newest fi" +
+	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
+	"labelled by process version %[1]d's contract\x02This process takes no in" +
+	"puts.\x02Erase this instance…\x02This instance has ended. As an administ" +
+	"rator you may erase it now rather than wait for retention (a data subjec" +
+	"t’s request): it is deleted with its occurrences and attempts.\x02This i" +
+	"nstance is held at a failed node: an incident. It cannot be retried: its" +
+	" occurrence at node %[1]s failed before any attempt (its inputs could no" +
+	"t be built), so it would fail the same way. Abandon fails the instance; " +
+	"stop cancels it. Each asks for a reason, recorded in the audit log.\x02T" +
+	"his instance is held at a failed node: an incident. Retry offers the fai" +
+	"led occurrence again; abandon fails the instance; stop cancels it. Each " +
+	"asks for a reason, recorded in the audit log.\x02Stopping cancels the in" +
+	"stance and its open occurrences. It does not complete anything.\x02Stopp" +
+	"ed by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
+	" a whole number from 1.\x02A version is a process’s: choose the process " +
+	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
+	"filter matches\x02The next page counts them and asks for a reason before" +
+	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
+	" node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
+	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
+	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
+	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a wor" +
+	"ker fetches it)\x02push (Relais calls the service)\x02administrator\x02o" +
+	"perator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field rem" +
+	"oved\x02type changed\x02required changed\x02values changed\x02classifica" +
+	"tion changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
+	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
+	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
+	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
+	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
+	"ever called the destination: the occurrence ended before any call.\x02Re" +
+	"lais keeps the destination’s status code only when it refused the call (" +
+	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
+	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
+	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
+	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
+	"/%[3]s lists them all.\x02Mode\x02Reason given by the worker\x02Maximum " +
+	"attempts\x02Retry delay\x02Retries\x02none: a failed call takes the node" +
+	"’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
+	"\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELAI" +
+	"S_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the" +
+	" destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIM" +
+	"EOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rela" +
+	"is’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
+	"he retention: write no customer data in it.\x02Available from\x02Next at" +
+	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
+	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
+	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
+	"could not be used: it must be one JSON object whose outputs member match" +
+	"es the revision’s outputs contract, and nothing after it. Its message sa" +
+	"ys what was wrong.\x02The destination did not answer within the call’s t" +
+	"imeout: it may have acted all the same.\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
+	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
+	": the worker answered, and its answer must change, not its lock.\x02The " +
+	"last attempt’s lock expired with no attempt left, after Relais refused i" +
+	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
+	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
+	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
+	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
+	"sed before a result arrived.\x02The result did not match the revision's " +
+	"outputs contract.\x02The answer to the call was lost (the connection bro" +
+	"ke after the request was sent, or Relais stopped or could not reach its " +
+	"database before recording it): whether the destination acted is unknown," +
+	" so Relais does not call it again by itself (an operator’s retry does)." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt ende" +
+	"d without a result (its lock expired, or its worker’s stream ended) with" +
+	" no attempt left.\x02The inputs could not be built from the process’s bi" +
+	"ndings.\x02An operator abandoned the instance.\x02A Camunda 7 worker rep" +
+	"orted a failure with no retries left (retries: 0, no retries sent, which" +
+	" Camunda reads as 0, or a budget already spent): it is not run again." +
+	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
+	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
+	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
+	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
+	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
+	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
+	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
+	"ed %[2]s without its result recorded: the replica making it may have sto" +
+	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
+	"ion whether it took effect.\x02Relais is calling the destination (since " +
+	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
+	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
+	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
+	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
+	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
+	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
+	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
+	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
+	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02The instance was stopped while the worker held the task: its report " +
+	"is refused, but it may already have done the work.\x02The instance was s" +
+	"topped during the call, which was aborted: the destination may already h" +
+	"ave acted on the request (check there).\x02The instance was stopped whil" +
+	"e the task was deferred: a settlement by id is refused, but the work it " +
+	"waited for may already be done.\x02%[1]s at %[2]s\x02Relais refused a re" +
+	"port of this attempt at %[1]s (%[2]s) before taking another.\x02Relais r" +
+	"efused %[1]s reports of this attempt, the last at %[2]s (%[3]s), before " +
+	"taking another.\x02Relais refused this attempt’s report at %[1]s (%[2]s)" +
+	": its worker answered, and the answer was not taken.\x02Relais refused %" +
+	"[1]s reports of this attempt, the last at %[2]s (%[3]s): its worker answ" +
+	"ered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02" +
+	"no answer within the timeout\x02no connection\x02answer too large\x02unk" +
+	"nown\x02[redacted]\x02Message from the worker (its own words, protected " +
+	"values masked)\x02Message from Relais, quoting the destination’s answer" +
+	"\x02Message from Relais\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02A revision is a definition’s: choose the definition too.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, destination, da" +
+	"tes\x02Push destination\x02its name, exactly\x02instance id\x02Counts by" +
+	" status\x02Occurrences, newest first\x02Message\x02Process and node\x02E" +
+	"rror\x02Consumer and worker\x02Next attempt or settled\x02No occurrence " +
+	"matches these filters.\x02All consumers\x02Totals of definition %[1]s, n" +
+	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
+	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
+	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
+	"a parameter that cannot be read (a percent sign not followed by two hexa" +
+	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
+	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
+	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
+	"r is invalid: go back to the first page.\x02These settings are kept in t" +
+	"his browser only.\x02Show times in\x02The console runs no script, so it " +
+	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
+	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
+	"etail pages\x02A reload empties what you typed but did not apply (filter" +
+	"s, the search box) and moves the focus back to the top of the page: “Pau" +
+	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
+	"ges where you type a reason (confirmations, and occurrences with a value" +
+	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
+	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
+	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
+	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
+	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
+	"ons, drawn, with where their occurrences are now.\x02Published process v" +
+	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
+	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
+	"on %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	" Each box says how many of this version’s occurrences are at that node n" +
+	"ow.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kin" +
+	"d\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inp" +
+	"uts from\x02No inputs: an instance starts with an empty object.\x02Input" +
+	"s an instance of this version is started with\x02Instances of this versi" +
+	"on\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
+	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
+	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
+	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
+	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
+	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
+	" can never be revealed.\x02Every sensitive value an administrator reveal" +
+	"ed: who, when, which field and why. The values themselves are never kept" +
+	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
+	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
+	"t accept that request.\x02This form was sent from another site: the cons" +
+	"ole takes its forms from its own pages only. Open the console and send i" +
+	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
+	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
+	" find: the search box is empty.\x02That is too long to be an id or a bus" +
+	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
+	"y is found only whole and exactly as given, capitals and accents include" +
+	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
+	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
+	"it as its business key. An ended instance is deleted, with its occurrenc" +
+	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
+	", or at once when an administrator erases it; the audit log keeps the op" +
+	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
+	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
+	"e row, or copy its link, for the whole id.\x02You are signed out.\x02The" +
+	" token you signed in with is revoked, and you are signed out: sign in wi" +
+	"th another one.\x02Your session had ended (inactivity, a sign-out elsewh" +
+	"ere, a revoked token or a restart of the server), so your last action wa" +
+	"s not applied. Sign in again, then repeat it.\x02Your session has ended " +
+	"(inactivity, a sign-out elsewhere, a token revoked or expired, or a rest" +
+	"art of the server). Sign in again.\x02Sign in\x02Sign in with an operato" +
+	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
+	"\x02G\x02Too many failed sign-ins from your address. Try again in %[1]d " +
+	"second.\x00H\x02Too many failed sign-ins from your address. Try again in" +
+	" %[1]d seconds.\x02Paste your token in the field: it is empty.\x02This t" +
+	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
+	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
+	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
+	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
+	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
+	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
+	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
+	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
+	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
+	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
+	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
+	"th: revoking it signs you out. Its next request is refused. This cannot " +
+	"be undone.\x02This is the last usable administrator token: create anothe" +
+	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
+	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
+	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
+	"m, and polling workers by their last fetch. A worker is listed while it " +
+	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
+	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
 var frIndex = []uint32{ // 802 elements
 	// Entry 0 - 1F
@@ -1671,159 +1672,159 @@ var frIndex = []uint32{ // 802 elements
 	0x00003e99, 0x00003ecf, 0x00003eef, 0x00003f0e,
 	0x00003f15, 0x00003f7f, 0x00003f95, 0x00003f9a,
 	0x00003fae, 0x00003fc6, 0x00003feb, 0x00004019,
-	0x0000403e, 0x00004058, 0x0000415f, 0x00004174,
-	0x00004184, 0x00004188, 0x0000419b, 0x000041aa,
-	0x000041c1, 0x000041d0, 0x000041d7, 0x000041e2,
-	0x00004204, 0x00004218, 0x000042f6, 0x0000431e,
+	0x0000403e, 0x00004058, 0x00004192, 0x000041a7,
+	0x000041b7, 0x000041bb, 0x000041ce, 0x000041dd,
+	0x000041f4, 0x00004203, 0x0000420a, 0x00004215,
+	0x00004237, 0x0000424b, 0x00004329, 0x00004351,
 	// Entry 120 - 13F
-	0x000043a7, 0x000044ad, 0x000044c2, 0x00004528,
-	0x000045ad, 0x00004622, 0x00004634, 0x00004647,
-	0x00004663, 0x00004690, 0x000046ad, 0x000046d0,
-	0x000046db, 0x000046e6, 0x000046fd, 0x00004864,
-	0x0000488b, 0x000048c9, 0x000048d5, 0x000048de,
-	0x000048f2, 0x000048fc, 0x00004923, 0x0000493f,
-	0x0000495a, 0x0000498a, 0x000049c9, 0x000049e4,
-	0x000049f3, 0x00004a04, 0x00004a25, 0x00004a90,
+	0x000043da, 0x000044e0, 0x000044f5, 0x0000455b,
+	0x000045e0, 0x00004655, 0x00004667, 0x0000467a,
+	0x00004696, 0x000046c3, 0x000046e0, 0x00004703,
+	0x0000470e, 0x00004719, 0x00004730, 0x00004897,
+	0x000048be, 0x000048fc, 0x00004908, 0x00004911,
+	0x00004925, 0x0000492f, 0x00004956, 0x00004972,
+	0x0000498d, 0x000049bd, 0x000049fc, 0x00004a17,
+	0x00004a26, 0x00004a37, 0x00004a58, 0x00004ac3,
 	// Entry 140 - 15F
-	0x00004aa8, 0x00004aef, 0x00004b5a, 0x00004b65,
-	0x00004b7f, 0x00004bc9, 0x00004bd1, 0x00004bdf,
-	0x00004bef, 0x00004c19, 0x00004c42, 0x00004c52,
-	0x00004c71, 0x00004c7d, 0x00004c96, 0x00004ca1,
-	0x00004cae, 0x00004cbd, 0x00004cc5, 0x00004ccf,
-	0x00004cd7, 0x00004cdf, 0x00004ce5, 0x00004cec,
-	0x00004cf1, 0x00004cf6, 0x00004cfa, 0x00004cff,
-	0x00004d05, 0x00004d0b, 0x00004d11, 0x00004d16,
+	0x00004adb, 0x00004b22, 0x00004b8d, 0x00004b98,
+	0x00004bb2, 0x00004bfc, 0x00004c04, 0x00004c12,
+	0x00004c22, 0x00004c4c, 0x00004c75, 0x00004c85,
+	0x00004ca4, 0x00004cb0, 0x00004cc9, 0x00004cd4,
+	0x00004ce1, 0x00004cf0, 0x00004cf8, 0x00004d02,
+	0x00004d0a, 0x00004d12, 0x00004d18, 0x00004d1f,
+	0x00004d24, 0x00004d29, 0x00004d2d, 0x00004d32,
+	0x00004d38, 0x00004d3e, 0x00004d44, 0x00004d49,
 	// Entry 160 - 17F
-	0x00004d1b, 0x00004d21, 0x00004d2b, 0x00004d4b,
-	0x00004d6d, 0x00004d91, 0x00004db7, 0x00004dc0,
-	0x00004ddc, 0x00004de5, 0x00004dfd, 0x00004e06,
-	0x00004e5a, 0x00004e7a, 0x00004e80, 0x00004e8b,
-	0x00004e91, 0x00004e9f, 0x00004eaa, 0x00004eb8,
-	0x00004eeb, 0x00004f0f, 0x00004f3e, 0x00004f87,
-	0x00004f8e, 0x00004fa4, 0x00005017, 0x0000503d,
-	0x00005057, 0x0000513f, 0x000052ce, 0x000053d5,
+	0x00004d4e, 0x00004d54, 0x00004d5e, 0x00004d7e,
+	0x00004da0, 0x00004dc4, 0x00004dea, 0x00004df3,
+	0x00004e0f, 0x00004e18, 0x00004e30, 0x00004e39,
+	0x00004e8d, 0x00004ead, 0x00004eb3, 0x00004ebe,
+	0x00004ec4, 0x00004ed2, 0x00004edd, 0x00004eeb,
+	0x00004f1e, 0x00004f42, 0x00004f71, 0x00004fba,
+	0x00004fc1, 0x00004fd7, 0x0000504a, 0x00005070,
+	0x0000508a, 0x00005172, 0x00005301, 0x00005408,
 	// Entry 180 - 19F
-	0x00005425, 0x00005456, 0x00005489, 0x000054b8,
-	0x000054c3, 0x000054c7, 0x000054d9, 0x000054ee,
-	0x000054fc, 0x00005509, 0x0000551e, 0x00005531,
-	0x0000555c, 0x00005589, 0x000055ad, 0x000055e4,
-	0x0000562e, 0x00005640, 0x00005678, 0x0000568f,
-	0x000056a6, 0x000056da, 0x00005724, 0x00005759,
-	0x00005762, 0x00005779, 0x000057a7, 0x000057ba,
-	0x000057cc, 0x000057dd, 0x000057e8, 0x000057f3,
+	0x00005458, 0x00005489, 0x000054bc, 0x000054eb,
+	0x000054f6, 0x000054fa, 0x0000550c, 0x00005521,
+	0x0000552f, 0x0000553c, 0x00005551, 0x00005564,
+	0x0000558f, 0x000055bc, 0x000055e0, 0x00005617,
+	0x00005661, 0x00005673, 0x000056ab, 0x000056c2,
+	0x000056d9, 0x0000570d, 0x00005757, 0x0000578c,
+	0x00005795, 0x000057ac, 0x000057da, 0x000057ed,
+	0x000057ff, 0x00005810, 0x0000581b, 0x00005826,
 	// Entry 1A0 - 1BF
-	0x000057fe, 0x00005808, 0x00005812, 0x0000581b,
-	0x00005824, 0x0000582d, 0x00005836, 0x0000583f,
-	0x00005846, 0x00005854, 0x0000585a, 0x00005861,
-	0x00005868, 0x00005871, 0x00005876, 0x00005884,
-	0x0000588a, 0x00005890, 0x00005896, 0x0000589e,
-	0x000058a7, 0x000058b0, 0x000058c3, 0x000058d4,
-	0x000058f7, 0x00005918, 0x00005927, 0x00005932,
-	0x0000593d, 0x0000594a, 0x0000594e, 0x00005952,
+	0x00005831, 0x0000583b, 0x00005845, 0x0000584e,
+	0x00005857, 0x00005860, 0x00005869, 0x00005872,
+	0x00005879, 0x00005887, 0x0000588d, 0x00005894,
+	0x0000589b, 0x000058a4, 0x000058a9, 0x000058b7,
+	0x000058bd, 0x000058c3, 0x000058c9, 0x000058d1,
+	0x000058da, 0x000058e3, 0x000058f6, 0x00005907,
+	0x0000592a, 0x0000594b, 0x0000595a, 0x00005965,
+	0x00005970, 0x0000597d, 0x00005981, 0x00005985,
 	// Entry 1C0 - 1DF
-	0x00005960, 0x0000596e, 0x0000597c, 0x0000599c,
-	0x000059af, 0x000059c8, 0x000059dd, 0x000059ee,
-	0x00005a00, 0x00005a12, 0x00005a18, 0x00005a1f,
-	0x00005a27, 0x00005a2f, 0x00005a4d, 0x00005a6b,
-	0x00005a82, 0x00005a97, 0x00005aa8, 0x00005aae,
-	0x00005ac7, 0x00005ad2, 0x00005b06, 0x00005b13,
-	0x00005b31, 0x00005b3f, 0x00005b48, 0x00005b4f,
-	0x00005b6a, 0x00005b74, 0x00005b87, 0x00005bc1,
+	0x00005993, 0x000059a1, 0x000059af, 0x000059cf,
+	0x000059e2, 0x000059fb, 0x00005a10, 0x00005a21,
+	0x00005a33, 0x00005a45, 0x00005a4b, 0x00005a52,
+	0x00005a5a, 0x00005a62, 0x00005a80, 0x00005a9e,
+	0x00005ab5, 0x00005aca, 0x00005adb, 0x00005ae1,
+	0x00005afa, 0x00005b05, 0x00005b39, 0x00005b46,
+	0x00005b64, 0x00005b72, 0x00005b7b, 0x00005b82,
+	0x00005b9d, 0x00005ba7, 0x00005bba, 0x00005bf4,
 	// Entry 1E0 - 1FF
-	0x00005bca, 0x00005bd9, 0x00005c3d, 0x00005c49,
-	0x00005c53, 0x00005c83, 0x00005cde, 0x00005dc5,
-	0x00005dd0, 0x00005e03, 0x00005e41, 0x00005eba,
-	0x00005ebf, 0x00005edf, 0x00005efc, 0x00005f1c,
-	0x00005f31, 0x00005f72, 0x00005f7d, 0x00005f87,
-	0x00005fb0, 0x00006025, 0x00006036, 0x00006073,
-	0x000060a7, 0x00006108, 0x00006152, 0x00006160,
-	0x0000619c, 0x000061c6, 0x0000620b, 0x00006233,
+	0x00005bfd, 0x00005c0c, 0x00005c70, 0x00005c7c,
+	0x00005c86, 0x00005cb6, 0x00005d11, 0x00005df8,
+	0x00005e03, 0x00005e36, 0x00005e74, 0x00005eed,
+	0x00005ef2, 0x00005f12, 0x00005f2f, 0x00005f4f,
+	0x00005f64, 0x00005fa5, 0x00005fb0, 0x00005fba,
+	0x00005fe3, 0x00006058, 0x00006069, 0x000060a6,
+	0x000060da, 0x0000613b, 0x00006185, 0x00006193,
+	0x000061cf, 0x000061f9, 0x0000623e, 0x00006266,
 	// Entry 200 - 21F
-	0x00006272, 0x00006293, 0x000062d1, 0x00006311,
-	0x00006331, 0x00006372, 0x0000639c, 0x000063c3,
-	0x00006446, 0x0000645e, 0x00006472, 0x00006489,
-	0x00006497, 0x000064a2, 0x000064c5, 0x00006503,
-	0x00006522, 0x0000653e, 0x000065ac, 0x0000667e,
-	0x000066dd, 0x00006762, 0x000067df, 0x000068f3,
-	0x000069f6, 0x00006a3d, 0x00006aca, 0x00006b0a,
-	0x00006b50, 0x00006c9d, 0x00006cc5, 0x00006ce8,
+	0x000062a5, 0x000062c6, 0x00006304, 0x00006344,
+	0x00006364, 0x000063a5, 0x000063cf, 0x000063f6,
+	0x00006479, 0x00006491, 0x000064a5, 0x000064bc,
+	0x000064ca, 0x000064d5, 0x000064f8, 0x00006536,
+	0x00006555, 0x00006571, 0x000065df, 0x000066b1,
+	0x00006710, 0x00006795, 0x00006812, 0x00006926,
+	0x00006a29, 0x00006a70, 0x00006afd, 0x00006b3d,
+	0x00006b83, 0x00006cd0, 0x00006cf8, 0x00006d1b,
 	// Entry 220 - 23F
-	0x00006d1f, 0x00006db0, 0x00006e03, 0x00006e2c,
-	0x00006f0e, 0x00006f34, 0x00006f7b, 0x00006fff,
-	0x0000707a, 0x000070f7, 0x0000711f, 0x00007147,
-	0x0000718e, 0x000071d8, 0x0000720b, 0x0000721e,
-	0x00007326, 0x00007354, 0x00007390, 0x000073a6,
-	0x0000743a, 0x0000744d, 0x0000748a, 0x000074c6,
-	0x000074d9, 0x0000752d, 0x00007562, 0x00007574,
-	0x0000758b, 0x000075ca, 0x0000761c, 0x00007648,
+	0x00006d52, 0x00006de3, 0x00006e36, 0x00006e5f,
+	0x00006f41, 0x00006f67, 0x00006fae, 0x00007032,
+	0x000070ad, 0x0000712a, 0x00007152, 0x0000717a,
+	0x000071c1, 0x0000720b, 0x0000723e, 0x00007251,
+	0x00007359, 0x00007387, 0x000073c3, 0x000073d9,
+	0x0000746d, 0x00007480, 0x000074bd, 0x000074f9,
+	0x0000750c, 0x00007560, 0x00007595, 0x000075a7,
+	0x000075be, 0x000075fd, 0x0000764f, 0x0000767b,
 	// Entry 240 - 25F
-	0x000076e5, 0x0000778b, 0x00007838, 0x00007848,
-	0x000078a8, 0x00007919, 0x0000799e, 0x00007a33,
-	0x00007a3e, 0x00007a5b, 0x00007a7a, 0x00007a8b,
-	0x00007aa5, 0x00007aae, 0x00007ab8, 0x00007b06,
-	0x00007b4b, 0x00007b6a, 0x00007b9f, 0x00007bf0,
-	0x00007c01, 0x00007c4b, 0x00007c61, 0x00007c75,
-	0x00007c8e, 0x00007ca4, 0x00007cce, 0x00007cd6,
-	0x00007ce9, 0x00007cf0, 0x00007d0b, 0x00007d2b,
+	0x00007718, 0x000077be, 0x0000786b, 0x0000787b,
+	0x000078db, 0x0000794c, 0x000079d1, 0x00007a66,
+	0x00007a71, 0x00007a8e, 0x00007aad, 0x00007abe,
+	0x00007ad8, 0x00007ae1, 0x00007aeb, 0x00007b39,
+	0x00007b7e, 0x00007b9d, 0x00007bd2, 0x00007c23,
+	0x00007c34, 0x00007c7e, 0x00007c94, 0x00007ca8,
+	0x00007cc1, 0x00007cd7, 0x00007d01, 0x00007d09,
+	0x00007d1c, 0x00007d23, 0x00007d3e, 0x00007d5e,
 	// Entry 260 - 27F
-	0x00007d5b, 0x00007d72, 0x00007daa, 0x00007de5,
-	0x00007e11, 0x00007e65, 0x00007e76, 0x00007e90,
-	0x00007e9b, 0x00007eaf, 0x00007ec1, 0x00007ed7,
-	0x00007ee9, 0x00007efb, 0x00007f01, 0x00007f13,
-	0x00007f21, 0x00007f30, 0x00007f3c, 0x00007f52,
-	0x00007f7c, 0x00007faf, 0x00008057, 0x000080a7,
-	0x000080cf, 0x00008121, 0x00008163, 0x0000819f,
-	0x000081b6, 0x00008280, 0x000082ad, 0x00008467,
+	0x00007d8e, 0x00007da5, 0x00007ddd, 0x00007e18,
+	0x00007e44, 0x00007e98, 0x00007ea9, 0x00007ec3,
+	0x00007ece, 0x00007ee2, 0x00007ef4, 0x00007f0a,
+	0x00007f1c, 0x00007f2e, 0x00007f34, 0x00007f46,
+	0x00007f54, 0x00007f63, 0x00007f6f, 0x00007f85,
+	0x00007faf, 0x00007fe2, 0x0000808a, 0x000080da,
+	0x00008102, 0x00008154, 0x00008196, 0x000081d2,
+	0x000081e9, 0x000082b3, 0x000082e0, 0x0000849a,
 	// Entry 280 - 29F
-	0x00008481, 0x0000849a, 0x000084bb, 0x000084d2,
-	0x000084ff, 0x00008506, 0x00008520, 0x00008546,
-	0x0000855b, 0x000085b5, 0x0000864a, 0x000086ad,
-	0x000086c0, 0x000086e7, 0x0000870f, 0x0000871d,
-	0x0000872d, 0x0000873e, 0x00008745, 0x0000887b,
-	0x00008882, 0x000088bc, 0x000088c1, 0x000088d6,
-	0x000088ea, 0x000088fc, 0x00008912, 0x00008922,
-	0x0000895f, 0x0000899f, 0x000089ba, 0x00008a8f,
+	0x000084b4, 0x000084cd, 0x000084ee, 0x00008505,
+	0x00008532, 0x00008539, 0x00008553, 0x00008579,
+	0x0000858e, 0x000085e8, 0x0000867d, 0x000086e0,
+	0x000086f3, 0x0000871a, 0x00008742, 0x00008750,
+	0x00008760, 0x00008771, 0x00008778, 0x000088ae,
+	0x000088b5, 0x000088ef, 0x000088f4, 0x00008909,
+	0x0000891d, 0x0000892f, 0x00008945, 0x00008955,
+	0x00008992, 0x000089d2, 0x000089ed, 0x00008ac2,
 	// Entry 2A0 - 2BF
-	0x00008aa7, 0x00008b48, 0x00008bd7, 0x00008be7,
-	0x00008cc1, 0x00008d83, 0x00008d88, 0x00008d98,
-	0x00008da6, 0x00008db6, 0x00008dc6, 0x00008dd4,
-	0x00008de4, 0x00008dee, 0x00008e17, 0x00008e31,
-	0x00008e4c, 0x00008eda, 0x00008f18, 0x00008f29,
-	0x00008f36, 0x00008f51, 0x00008f65, 0x00008f83,
-	0x00008fce, 0x0000900f, 0x00009085, 0x000090cb,
-	0x000090e4, 0x000090fc, 0x0000914f, 0x0000918a,
+	0x00008ada, 0x00008b7b, 0x00008c0a, 0x00008c1a,
+	0x00008cf4, 0x00008db6, 0x00008dbb, 0x00008dcb,
+	0x00008dd9, 0x00008de9, 0x00008df9, 0x00008e07,
+	0x00008e17, 0x00008e21, 0x00008e4a, 0x00008e64,
+	0x00008e7f, 0x00008f0d, 0x00008f4b, 0x00008f5c,
+	0x00008f69, 0x00008f84, 0x00008f98, 0x00008fb6,
+	0x00009001, 0x00009042, 0x000090b8, 0x000090fe,
+	0x00009117, 0x0000912f, 0x00009182, 0x000091bd,
 	// Entry 2C0 - 2DF
-	0x00009222, 0x0000924e, 0x00009274, 0x000092a8,
-	0x000092c0, 0x000092eb, 0x00009394, 0x0000939e,
-	0x00009426, 0x0000945b, 0x0000949c, 0x00009581,
-	0x000096fc, 0x000097d5, 0x000097ee, 0x0000986a,
-	0x00009933, 0x000099bc, 0x000099c9, 0x00009a1b,
-	0x00009a21, 0x00009ad5, 0x00009b85, 0x00009bb7,
-	0x00009be3, 0x00009c4c, 0x00009cf3, 0x00009db5,
-	0x00009de5, 0x00009df2, 0x00009df8, 0x00009e0e,
+	0x00009255, 0x00009281, 0x000092a7, 0x000092db,
+	0x000092f3, 0x0000931e, 0x000093c7, 0x000093d1,
+	0x00009459, 0x0000948e, 0x000094cf, 0x000095b4,
+	0x0000972f, 0x00009808, 0x00009821, 0x0000989d,
+	0x00009966, 0x000099ef, 0x000099fc, 0x00009a4e,
+	0x00009a54, 0x00009b08, 0x00009bb8, 0x00009bea,
+	0x00009c16, 0x00009c7f, 0x00009d26, 0x00009de8,
+	0x00009e18, 0x00009e25, 0x00009e2b, 0x00009e41,
 	// Entry 2E0 - 2FF
-	0x00009e19, 0x00009e20, 0x00009e2b, 0x00009e39,
-	0x00009e46, 0x00009e54, 0x00009e6d, 0x00009e9a,
-	0x00009f43, 0x00009f56, 0x00009f60, 0x00009fef,
-	0x0000a050, 0x0000a0ac, 0x0000a0be, 0x0000a0d8,
-	0x0000a0eb, 0x0000a129, 0x0000a165, 0x0000a182,
-	0x0000a18f, 0x0000a19d, 0x0000a1ab, 0x0000a1bb,
-	0x0000a1f7, 0x0000a231, 0x0000a2ae, 0x0000a2b9,
-	0x0000a2e3, 0x0000a2f0, 0x0000a30c, 0x0000a310,
+	0x00009e4c, 0x00009e53, 0x00009e5e, 0x00009e6c,
+	0x00009e79, 0x00009e87, 0x00009ea0, 0x00009ecd,
+	0x00009f76, 0x00009f89, 0x00009f93, 0x0000a022,
+	0x0000a083, 0x0000a0df, 0x0000a0f1, 0x0000a10b,
+	0x0000a11e, 0x0000a15c, 0x0000a198, 0x0000a1b5,
+	0x0000a1c2, 0x0000a1d0, 0x0000a1de, 0x0000a1ee,
+	0x0000a22a, 0x0000a264, 0x0000a2e1, 0x0000a2ec,
+	0x0000a316, 0x0000a323, 0x0000a33f, 0x0000a343,
 	// Entry 300 - 31F
-	0x0000a322, 0x0000a3e4, 0x0000a417, 0x0000a422,
-	0x0000a42c, 0x0000a441, 0x0000a44a, 0x0000a454,
-	0x0000a469, 0x0000a48d, 0x0000a4a7, 0x0000a4bc,
-	0x0000a4e8, 0x0000a4ed, 0x0000a502, 0x0000a514,
-	0x0000a549, 0x0000a55a, 0x0000a587, 0x0000a5b6,
-	0x0000a6d8, 0x0000a7fa, 0x0000a870, 0x0000a8fb,
-	0x0000a98a, 0x0000a9f1, 0x0000aa33, 0x0000aa7b,
-	0x0000aaee, 0x0000ab36, 0x0000ab64, 0x0000ab92,
+	0x0000a355, 0x0000a417, 0x0000a44a, 0x0000a455,
+	0x0000a45f, 0x0000a474, 0x0000a47d, 0x0000a487,
+	0x0000a49c, 0x0000a4c0, 0x0000a4da, 0x0000a4ef,
+	0x0000a51b, 0x0000a520, 0x0000a535, 0x0000a547,
+	0x0000a57c, 0x0000a58d, 0x0000a5ba, 0x0000a5e9,
+	0x0000a70b, 0x0000a82d, 0x0000a8a3, 0x0000a92e,
+	0x0000a9bd, 0x0000aa24, 0x0000aa66, 0x0000aaae,
+	0x0000ab21, 0x0000ab69, 0x0000ab97, 0x0000abc5,
 	// Entry 320 - 33F
-	0x0000abc5, 0x0000abf8,
+	0x0000abf8, 0x0000ac2b,
 } // Size: 3232 bytes
 
-const frData string = "" + // Size: 44024 bytes
+const frData string = "" + // Size: 44075 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2066,382 +2067,383 @@ const frData string = "" + // Size: 44024 bytes
 	"n.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les valeurs d" +
 	"es paramètres de l’URL et des en-têtes, et les secrets de signature, son" +
 	"t scellés et jamais affichés. Créez, modifiez et supprimez les destinati" +
-	"ons par l’API (/api/v1/destinations).\x02Destinations par nom\x02valeur " +
-	"masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modifica" +
-	"tion\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-S" +
-	"ignature)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journ" +
-	"al plus tard\u202f: %[1]d caractères au plus. Il est conservé après l’ef" +
-	"facement, quelle que soit la rétention\u202f: écrivez la référence de la" +
-	" demande, pas le nom de la personne.\x02Effacer l’instance de processus " +
-	"%[1]s\x02Effacer cette instance maintenant\u202f? Elle est supprimée ave" +
-	"c ses occurrences et leurs tentatives, comme la rétention la supprimerai" +
-	"t.\x02Ses entrées, ses sorties, sa clé métier et les messages des exécut" +
-	"ants partent avec elle\u202f; c’est irréversible. Les enregistrements d’" +
-	"audit qui la nomment restent (qui a fait quoi, et pourquoi), de même que" +
-	" les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette" +
-	" instance est %[1]s\u202f: seule une instance terminée peut être effacée" +
-	". Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimé" +
-	"e (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le " +
-	"journal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s le " +
-	"%[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreu" +
-	"r\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: " +
-	"reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
-	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[" +
-	"2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque définit" +
-	"ion maintenant, et ce que ses exécutants ont terminé dans la dernière he" +
-	"ure\u202f: les occurrences achevées, avec succès ou en échec. Une occurr" +
-	"ence reprise depuis compte là où elle se termine ensuite\u202f; un échec" +
-	" qui laisse des tentatives n’est pas compté, la page de son occurrence l" +
-	"e montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
-	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
-	"ces bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Te" +
-	"rminées, dernière heure\x02En échec, dernière heure\x02Aucune définition" +
-	" n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
-	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
-	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
-	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
-	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
-	"nche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heur" +
-	"e\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tra" +
-	"nche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussit" +
-	"es et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tr" +
-	"anche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
-	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
-	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
-	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
-	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
-	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
-	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
-	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
-	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
-	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
-	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
-	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
-	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
-	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
-	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
-	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
-	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
-	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
-	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
-	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
-	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
-	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
-	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
-	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
-	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
-	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
-	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
-	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
-	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
-	"rateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
-	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
-	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
-	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
-	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
-	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
-	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
-	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
-	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
-	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
-	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
-	"normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
-	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
-	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
-	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
-	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
-	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
-	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
-	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
-	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
-	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
-	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
-	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
-	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
-	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
-	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
-	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
-	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
-	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
-	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
-	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
-	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
-	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
-	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
-	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
-	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
-	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
-	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
-	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
-	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
-	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
-	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
-	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
-	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
-	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
-	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
-	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
-	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
-	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
-	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
-	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
-	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
-	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
-	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
-	"strer)\u202f: on ignore si la destination a agi, donc Relais ne l’appell" +
-	"e pas de nouveau de lui-même (la reprise par un opérateur le fait).\x02L" +
-	"’appel n’a pas pu être préparé.\x02La destination était injoignable." +
-	"\x02La réponse de la destination était trop volumineuse.\x02La dernière " +
-	"tentative a pris fin sans résultat (son verrou a expiré, ou le flux de s" +
-	"on exécutant s’est terminé), sans tentative restante.\x02Les entrées n’o" +
-	"nt pas pu être construites à partir des liaisons du processus.\x02Un opé" +
-	"rateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éc" +
-	"hec sans nouvelle tentative restante (retries\u202f: 0, aucun retries en" +
-	"voyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurr" +
-	"ence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1" +
-	"]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutant" +
-	"s).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécu" +
-	"tants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun ex" +
-	"écutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne p" +
-	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
-	" que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
-	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
-	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
-	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
-	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
-	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
-	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
-	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
-	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
-	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
-	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
-	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
-	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
-	"\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec " +
-	"(%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — " +
-	"«\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)" +
-	".\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; " +
-	"clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée" +
-	" avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
-	"\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’ex" +
-	"écutant détenait la tâche\u202f: son compte rendu est refusé, mais il a" +
-	" peut-être déjà fait le travail.\x02L’instance a été arrêtée pendant l’a" +
-	"ppel, qui a été interrompu\u202f: la destination a peut-être déjà donné " +
-	"suite à la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée " +
-	"pendant que la tâche était différée\u202f: sa clôture par identifiant es" +
-	"t refusée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s s" +
-	"ur %[2]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s" +
-	") avant d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cet" +
-	"te tentative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre." +
-	"\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f:" +
-	" son exécutant a répondu, et la réponse n’a pas été prise.\x02Relais a r" +
-	"efusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)" +
-	"\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02en " +
-	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
-	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
-	"\x02Message de l’exécutant (ses propres termes, valeurs protégées masqué" +
-	"es)\x02Message de Relais (en anglais), citant la réponse de la destinati" +
-	"on\x02Message de Relais (en anglais)\x02La révision doit être un nombre " +
-	"entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: cho" +
-	"isissez aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f" +
-	": instance, révision, consommateur, destination, dates\x02Destination d’" +
-	"appel\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par " +
-	"statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Processus" +
-	" et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative o" +
-	"u clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les " +
-	"consommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
-	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 s" +
-	"econdes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:" +
-	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
-	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
-	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
-	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
-	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
-	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
-	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
-	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
-	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
-	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
-	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
-	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
-	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
-	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
-	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
-	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
-	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
-	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
-	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
-	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
-	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
-	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
-	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
-	"ure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Ja" +
-	"mais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés." +
-	"\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page rest" +
-	"e telle quelle jusqu’à ce que vous repreniez.\x02Les versions de process" +
-	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
-	" avec l’emplacement actuel de leurs occurrences.\x02Les versions de proc" +
-	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
-	"és.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucu" +
-	"n processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02" +
-	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
-	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
-	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
-	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis" +
-	"\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02Ent" +
-	"rées avec lesquelles démarre une instance de cette version\x02Instances " +
-	"de cette version\x02Les colonnes suivent le plus long chemin depuis le n" +
-	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
-	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
-	"eur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: tr" +
-	"op pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous " +
-	"donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a %" +
-	"[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le" +
-	" tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]" +
-	"s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau " +
-	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds," +
-	" routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir " +
-	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
-	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
-	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
-	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
-	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
-	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
-	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
-	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
-	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
-	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
-	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
-	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
-	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
-	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
-	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
-	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
-	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Le j" +
-	"eton avec lequel vous vous étiez connecté est révoqué, et vous êtes déco" +
-	"nnecté\u202f: connectez-vous avec un autre.\x02Votre session avait pris " +
-	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
-	"erveur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-" +
-	"vous, puis refaites-la.\x02Votre session a pris fin (inactivité, déconne" +
-	"xion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reco" +
-	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
-	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
-	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
-	"de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0he" +
-	"ures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées de" +
-	"puis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connex" +
-	"ions échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Co" +
-	"llez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton est incon" +
-	"nu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la c" +
-	"onsole\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les admin" +
-	"istrateurs voient cette page\u202f: les jetons, les consommateurs, les d" +
-	"estinations, le journal des révélations et les effacements sont de leur " +
-	"ressort.\x02Jetons du personnel (administrateurs, concepteurs, opérateur" +
-	"s) non révoqués. Les jetons des consommateurs se gèrent avec leurs conso" +
-	"mmateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du per" +
-	"sonnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière uti" +
-	"lisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
-	"er…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1" +
-	"]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les " +
-	"sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
-	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
-	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"ons avec relais apply (documents kind: Destination) ou par l’API (/api/v" +
+	"1/destinations).\x02Destinations par nom\x02valeur masquée\x02URL\x02En-" +
+	"têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête" +
+	"\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder l" +
+	"’instance\x02Dites pourquoi, pour qui lira le journal plus tard\u202f:" +
+	" %[1]d caractères au plus. Il est conservé après l’effacement, quelle qu" +
+	"e soit la rétention\u202f: écrivez la référence de la demande, pas le no" +
+	"m de la personne.\x02Effacer l’instance de processus %[1]s\x02Effacer ce" +
+	"tte instance maintenant\u202f? Elle est supprimée avec ses occurrences e" +
+	"t leurs tentatives, comme la rétention la supprimerait.\x02Ses entrées, " +
+	"ses sorties, sa clé métier et les messages des exécutants partent avec e" +
+	"lle\u202f; c’est irréversible. Les enregistrements d’audit qui la nommen" +
+	"t restent (qui a fait quoi, et pourquoi), de même que les sauvegardes ju" +
+	"squ’à leur expiration.\x02Effacer l’instance\x02Cette instance est %[1]s" +
+	"\u202f: seule une instance terminée peut être effacée. Arrêtez-la d’abor" +
+	"d.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurrences" +
+	"\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d’audi" +
+	"t.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s\u202f; r" +
+	"ien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02toute aut" +
+	"re erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, aba" +
+	"ndonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’in" +
+	"stance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s" +
+	"\x02La file d’attente et les incidents de chaque définition maintenant, " +
+	"et ce que ses exécutants ont terminé dans la dernière heure\u202f: les o" +
+	"ccurrences achevées, avec succès ou en échec. Une occurrence reprise dep" +
+	"uis compte là où elle se termine ensuite\u202f; un échec qui laisse des " +
+	"tentatives n’est pas compté, la page de son occurrence le montre.\x02Réu" +
+	"ssites et échecs, dernière heure\x02Définitions, celles qui demandent de" +
+	" l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02" +
+	"En échec\x02Attente de la plus ancienne disponible\x02Terminées, dernièr" +
+	"e heure\x02En échec, dernière heure\x02Aucune définition n’a encore d’oc" +
+	"currence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes env" +
+	"iron.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant" +
+	"\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d’occ" +
+	"urrences\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02" +
+	"Toutes les définitions\x02Réussites et échecs par tranche de 5\u00a0min," +
+	" dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2" +
+	"]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min." +
+	"\x02Terminées\x02Les chiffres du graphique\x02Réussites et échecs par tr" +
+	"anche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]" +
+	"s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée" +
+	"\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en éche" +
+	"c\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, " +
+	"%[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02" +
+	"il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
+	"j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02s" +
+	"ept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1" +
+	"]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
+	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d secon" +
+	"de\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
+	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
+	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
+	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
+	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
+	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
+	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
+	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
+	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
+	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
+	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
+	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
+	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
+	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
+	"nce en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En " +
+	"échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s" +
+	"\u202f».\x02La version doit être un nombre entier à partir de 1.\x02Une " +
+	"version est celle d’un processus\u202f: choisissez aussi le processus." +
+	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
+	"%[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir sur t" +
+	"outes les instances que ce filtre retient\x02La page suivante les compte" +
+	" et demande un motif avant que rien ne change.\x02Instances de processus" +
+	", les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucu" +
+	"ne instance ne correspond à ces filtres.\x02Tous les processus\x02Toute " +
+	"définition\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
+	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
+	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
+	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
+	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
+	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
+	"outes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tenta" +
+	"tives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucun" +
+	"e\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant l’" +
+	"arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de so" +
+	"rties de la révision.\x02La réponse à l’appel a été perdue (la connexion" +
+	" s’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
+	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
+	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
+	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
+	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
+	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
+	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
+	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
+	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
+	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
+	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
+	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
+	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
+	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
+	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
+	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
+	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
+	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
+	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
+	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
+	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
+	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
+	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
+	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
+	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
+	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
+	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
+	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
+	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
+	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
+	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
+	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
+	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
+	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
+	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
+	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
+	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
+	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de l" +
+	"a définition %[1]s, sans les autres filtres\x02Totaux de toutes les défi" +
+	"nitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d oc" +
+	"currence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les déc" +
+	"omptes sont actualisés toutes les 5 secondes environ.\x02révision\u00a0%" +
+	"[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative" +
+	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
+	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
+	"ge\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écr" +
+	"it 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier." +
+	"\x02Cette adresse contient un paramètre illisible (un signe pour cent qu" +
+	"i n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)" +
+	"\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
+	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
+	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
+	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
+	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
+	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
+	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
+	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
+	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
+	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02Les colon" +
+	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
+	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
+	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
+	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
+	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
+	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
+	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
+	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
+	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
+	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
+	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
+	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
+	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
+	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
+	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
+	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
+	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
+	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
+	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
+	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
+	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
+	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
+	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
+	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
+	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
+	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
+	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
+	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
+	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
+	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
+	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
+	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
+	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
+	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
+	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
+	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
+	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
+	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
+	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
+	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
+	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
+	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
+	"t entier.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous éti" +
+	"ez connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous a" +
+	"vec un autre.\x02Votre session avait pris fin (inactivité, déconnexion a" +
+	"illeurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière " +
+	"action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Vot" +
+	"re session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué o" +
+	"u expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
+	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
+	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
+	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
+	"à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81" +
+	"\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réess" +
+	"ayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votr" +
+	"e adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le " +
+	"champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un" +
+	" jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient cett" +
+	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
+	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
+	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
+	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
+	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
+	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
+	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
 	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
 	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
 	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
@@ -2465,4 +2467,4 @@ const frData string = "" + // Size: 44024 bytes
 	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
 	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 84697 bytes (82KiB); checksum: E7AAD2E
+	// Total table size 84799 bytes (82KiB); checksum: 212C74F0
