@@ -97,9 +97,6 @@ func TestFetchVariablesAreDeclaredFields(t *testing.T) {
 	if strings.Contains(string(res.Body), "/nope") {
 		t.Errorf("the refusal says the name as a pointer: %s", res.Body)
 	}
-	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
-		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"crm_id"}}}})
-	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/0", `"crm_id" is an output`)
 	// A name no input can have is said as sent, not as a pointer made of it.
 	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"obj/a"}}}})
@@ -1220,7 +1217,7 @@ func TestFetchVariablesNamingAnOutput(t *testing.T) {
 	f := setup(t, nil)
 	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 60000, "variables": []any{"name", "crm_id"}}}})
-	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", `"/crm_id" is an output, not an input`)
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", `"crm_id" is an output, not an input`)
 }
 
 // Camunda routes the facade does not serve say what to do instead: setting
