@@ -736,16 +736,34 @@ const (
 // refused report changes nothing else, and an attempt whose lock lapsed
 // after its worker's reports were refused read as a worker that never
 // answered (Camunda QA). The code and pointers are kept, not the words,
-// which may quote the refused value. Best effort: the refusal is the
-// caller's answer whatever becomes of the note.
+// which may quote the refused value; a pointer's members are scrubbed of
+// the occurrence's protected values, since one to a member the contract
+// lacks is that member's name, which a worker may have made of its inputs
+// (security QA: a card number stored as /outputs/<card>). Best effort:
+// the refusal is the caller's answer whatever becomes of the note.
 func (e *Engine) NoteRefusedReport(ctx context.Context, ref WorkerRef, err error) {
 	fe, ok := fault.As(err)
 	if !ok || fe.Kind != fault.BadRequest && fe.Kind != fault.Unprocessable || ref.Occurrence == uuid.Nil || ctx.Err() != nil {
 		return
 	}
+	var protected []string
+	if len(fe.Errors) > 0 {
+		o, err := e.q.OccurrenceGet(ctx, ref.Occurrence)
+		if err == nil {
+			protected, err = e.protectedOf(ctx, e.q, o)
+		}
+		if err != nil {
+			// Unscrubbed, a pointer may hold a secret: no note rather
+			// than that one.
+			if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
+				e.logger.Warn("noting a refused report on its attempt failed", "occurrence", ref.Occurrence, "code", fe.Code, "err", err)
+			}
+			return
+		}
+	}
 	pointers := []string{}
 	for _, f := range fe.Errors[:min(len(fe.Errors), maxNotedPointers)] {
-		p := f.Path
+		p := scrubPointer(f.Path, protected)
 		if len(p) > maxNotedPointer {
 			p = strings.ToValidUTF8(p[:maxNotedPointer], "") + "…"
 		}
@@ -755,6 +773,22 @@ func (e *Engine) NoteRefusedReport(ctx context.Context, ref WorkerRef, err error
 		OccurrenceID: ref.Occurrence, ConsumerID: &ref.ConsumerID, AnyWorker: ref.SettleToken, WorkerID: ref.WorkerID, Number: ref.named()}); err != nil && ctx.Err() == nil {
 		e.logger.Warn("noting a refused report on its attempt failed", "occurrence", ref.Occurrence, "code", fe.Code, "err", err)
 	}
+}
+
+// scrubPointer scrubs each member of pointer of the protected values, as
+// a message is scrubbed; one that is no pointer is scrubbed whole.
+func scrubPointer(pointer string, protected []string) string {
+	if len(protected) == 0 {
+		return pointer
+	}
+	tokens, err := jsontree.SplitPointer(pointer)
+	if err != nil {
+		return contracts.Scrub(pointer, protected)
+	}
+	for i, t := range tokens {
+		tokens[i] = contracts.Scrub(t, protected)
+	}
+	return jsontree.Pointer("", tokens...)
 }
 
 // settleAndClaim runs settle as a group write that, if it settled an

@@ -1344,6 +1344,17 @@ func TestSecretsClearForConsumerMaskedForObservers(t *testing.T) {
 		t.Errorf("observed label = %v, want Acme (normal values are shown)", in["label"])
 	}
 
+	// A completion whose outputs are keyed by the values is refused at
+	// pointers naming them: the note kept on the attempt is scrubbed
+	// (security QA: a card number stored and shown as /outputs/<card>).
+	wantProblem(t, "outputs keyed by the values", act(env, consumer, id, "complete",
+		completeBody("w1", map[string]any{"ok": true, secret: 1, "x" + email: 2})), 422, "invalid_outputs")
+	obs = env.Must(200, "GET", "/api/v1/occurrences/"+id, env.Operator, nil)
+	leaks("refused report's pointers", obs.Body)
+	if r, _ := attemptsOf(t, obs.JSON(t))[0]["refused_reports"].(map[string]any); fmt.Sprint(r["pointers"]) != "[/outputs/[redacted] /outputs/x[redacted]]" {
+		t.Errorf("refused_reports %v, want its pointers scrubbed", r)
+	}
+
 	// A retryable failure, then a terminal one, both echoing the values.
 	msg := "vault refused token " + secret + " for " + email
 	// The error code echoes the secret too: codes are shown as they are,
@@ -1375,8 +1386,8 @@ func TestSecretsClearForConsumerMaskedForObservers(t *testing.T) {
 		"select concat_ws(' ', o::text, (select string_agg(a::text, ' ') from attempts a where a.occurrence_id = o.id), i::text) from occurrences o join instances i on i.id = o.instance_id where o.id = $1", id).Scan(&dump); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(dump, secret) {
-		t.Errorf("the occurrence, its attempts or its instance store the secret in clear")
+	if strings.Contains(dump, secret) || strings.Contains(dump, email) {
+		t.Errorf("the occurrence, its attempts or its instance store the secret or the sensitive value in clear")
 	}
 }
 
