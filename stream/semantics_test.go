@@ -643,6 +643,19 @@ func TestRotatedTokenEndsTheStream(t *testing.T) {
 	}
 }
 
+// A stream on a token whose rotation's overlap ends is ended then, not
+// at its next heartbeat (ten seconds here): nothing is assigned to the old
+// token past its end (security QA: a task, its secrets in clear, went to
+// it two seconds after).
+func TestAStreamEndsWhenItsTokensOverlapDoes(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
+	f.env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%d/rotate", f.env.ConsumerID("crm-sync")), f.env.Admin,
+		map[string]any{"overlap": "PT1S"})
+	wantRefusal(t, "the stream on the old token, past the overlap", s.end(5*time.Second), "unauthenticated", "unauthorized")
+}
+
 // After a rotation with an overlap, a stream whose client acknowledges
 // its heartbeats with the new token moves to it and outlives the overlap,
 // keeping what it holds; one that keeps the old token ends when the

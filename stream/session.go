@@ -382,7 +382,10 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 		ConsumerID: s.consumerID, WorkerID: s.workerID}); err != nil {
 		return svc.refuseSetup(setup, err)
 	}
-	r := &runner{svc: svc, s: s, out: out, rc: responseController(ctx)}
+	r := &runner{svc: svc, s: s, out: out, rc: responseController(ctx), tokenExpiry: time.NewTimer(time.Hour)}
+	r.tokenExpiry.Stop()
+	defer r.tokenExpiry.Stop()
+	r.expireAt(principal.ExpiresAt)
 	return r.run(ctx, setup, endSetup)
 }
 
@@ -442,6 +445,21 @@ type runner struct {
 	// names one refill statement's rows (the engine makes the published
 	// request's tag unique to it), none of which the stream received.
 	lostRefills []string
+	// tokenExpiry fires when the stream's token expires (its own end, or
+	// a rotation's overlap), to check it then: the heartbeat's check came
+	// up to an interval late, the stream handed new work, secrets in
+	// clear, to a token past its end (security QA).
+	tokenExpiry *time.Timer
+}
+
+// expireAt arms tokenExpiry for at, a token's end (nil: none).
+func (r *runner) expireAt(at *time.Time) {
+	r.tokenExpiry.Stop()
+	if at != nil {
+		// A token read as valid at or past its end (clocks a hair apart)
+		// is checked again a second later rather than at once, in a loop.
+		r.tokenExpiry.Reset(max(at.Sub(r.svc.eng.Now()), time.Second))
+	}
 }
 
 // claimTag is the request_id a stream's claim tags its rows with.
@@ -553,6 +571,11 @@ func (r *runner) run(ctx, setup context.Context, endSetup func()) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-r.tokenExpiry.C:
+			if why, err := r.reauth(ctx); why != "" {
+				reason = why
+				return err
+			}
 		case <-wentDown:
 			lost = time.NewTimer(max(0, databaseLostAfter(s.lock)-svc.health.databaseDownFor()))
 		case <-lostC:
@@ -999,7 +1022,12 @@ func (r *runner) beat(ctx context.Context) (string, error) {
 // rotated, expired). A lookup that fails otherwise (the database) leaves it
 // to the next heartbeat.
 func (r *runner) reauth(ctx context.Context) (string, error) {
-	if _, err := auth.Authenticate(ctx, r.svc.lookup, r.s.currentToken()); err != nil {
+	p, err := auth.Authenticate(ctx, r.svc.lookup, r.s.currentToken())
+	if err == nil {
+		// A rotation with an overlap gave it an end: checked then.
+		r.expireAt(p.ExpiresAt)
+	}
+	if err != nil {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
 			// Said as a stream's end, not as a refused call: the same
 			// words read as a subscription refused (stream client QA).
