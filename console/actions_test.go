@@ -1340,3 +1340,29 @@ values ('`+id+`', 'retry', 'crm back', 'ops-bob', '{}', 900, 300, 2, `+row+`)`);
 		}
 	}
 }
+
+// Text staff write (a definition's name and descriptions, an operator's
+// reason) is shown as stored: a character that reorders text (U+202E)
+// is named, as in values and workers' messages (security QA: "dup
+// \u202eredro" read reversed on the instance page and the audit log).
+func TestStaffTextShowsWhatReordersIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	env := f.env
+	const rlo = "\u202e"
+	env.Must(201, "PUT", "/api/v1/definitions/bidi_def/working", env.Designer, map[string]any{
+		"name": "invoice " + rlo + "fdp.exe", "description": "see " + rlo + "fdp.exe",
+		"inputs":  map[string]any{"fields": []any{map[string]any{"name": "a", "type": "text", "description": "the " + rlo + "fdp.exe"}}},
+		"outputs": map[string]any{"fields": []any{}}})
+	env.Must(200, "POST", "/api/v1/instances/"+f.runInst+"/stop", env.Admin, map[string]any{"reason": "dup " + rlo + "redro"})
+	b := signedIn(t, env.URL, "en", env.Admin)
+	for _, page := range []string{"/console/definitions", "/console/definitions/bidi_def", "/console/instances/" + f.runInst, "/console/audit"} {
+		r := b.mustGet(page, 200)
+		if strings.Contains(r.body, rlo) {
+			t.Errorf("%s shows U+202E raw", page)
+		}
+		if !strings.Contains(r.body, "⟨U+202E⟩") {
+			t.Errorf("%s does not name U+202E", page)
+		}
+	}
+}

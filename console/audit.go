@@ -63,7 +63,7 @@ func (c *Console) auditTable(ctx context.Context, acts []engine.OperatorAction, 
 		HeadBulk: T(ctx, "Bulk action"), ShowInstance: showInstance}
 	for _, a := range acts {
 		row := auditRow{At: listTime(ctx, a.At), Who: actorLabel(ctx, a), WhoHref: auditPath + "?actor=" + url.QueryEscape(a.ActorName), Action: a.Action, ActionLabel: actionName(ctx, a.Action),
-			Reason: a.Reason, InstanceID: a.InstanceID.String(), InstanceHref: instanceHref(a.InstanceID)}
+			Reason: visibleBidi(a.Reason), InstanceID: a.InstanceID.String(), InstanceHref: instanceHref(a.InstanceID)}
 		if a.OccurrenceID != nil && a.Action == string(engine.ActionRetry) {
 			row.OccurrenceID, row.OccurrenceHref = a.OccurrenceID.String(), occurrenceHref(*a.OccurrenceID)
 		}

@@ -473,7 +473,7 @@ func (c *Console) erasure(r *http.Request, path string) string {
 		return ""
 	}
 	return T(ctx, "This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.",
-		rec.ActorName, formatTime(ctx, rec.At).Text, rec.Reason)
+		rec.ActorName, formatTime(ctx, rec.At).Text, visibleBidi(rec.Reason))
 }
 
 // forbiddenForm answers a POST whose CSRF token is missing or wrong. The

@@ -129,8 +129,8 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 		WorkingLabel: T(ctx, "Working copy"),
 		WorkingIntro: T(ctx, "The only mutable part of a definition. Processes never use it directly: they pin a revision."),
 		Working: []fact{
-			{Label: T(ctx, "Name"), Value: def.Working.Name, TestID: "working-name"},
-			{Label: T(ctx, "Description"), Value: def.Working.Description},
+			{Label: T(ctx, "Name"), Value: visibleBidi(def.Working.Name), TestID: "working-name"},
+			{Label: T(ctx, "Description"), Value: visibleBidi(def.Working.Description)},
 			{Label: T(ctx, "Routing output"), Value: def.Working.RoutingOutput, Code: true},
 			{Label: T(ctx, "Last saved"), Time: formatTime(ctx, def.UpdatedAt)},
 		},
@@ -159,7 +159,7 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 	for _, rel := range rels {
 		releasesOf[rel.Revision] = append(releasesOf[rel.Revision], rel.Name)
 		v.Releases = append(v.Releases, releaseRow{Name: rel.Name, Revision: strconv.Itoa(rel.Revision),
-			RevisionHref: "#revision-" + strconv.Itoa(rel.Revision), Notes: rel.Notes, Created: formatTime(ctx, rel.CreatedAt)})
+			RevisionHref: "#revision-" + strconv.Itoa(rel.Revision), Notes: visibleBidi(rel.Notes), Created: formatTime(ctx, rel.CreatedAt)})
 	}
 	// Newest first: the revision in use is usually the latest.
 	for i := len(revs) - 1; i >= 0; i-- {
@@ -168,7 +168,7 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 			Anchor: "revision-" + strconv.Itoa(rv.Revision),
 			Title:  T(ctx, "Revision %d", rv.Revision),
 			Facts: []fact{
-				{Label: T(ctx, "Name"), Value: rv.Working.Name},
+				{Label: T(ctx, "Name"), Value: visibleBidi(rv.Working.Name)},
 				{Label: T(ctx, "Snapshotted"), Time: formatTime(ctx, rv.CreatedAt)},
 				{Label: T(ctx, "Digest"), Value: rv.Digest, Code: true},
 				{Label: T(ctx, "Routing output"), Value: rv.Working.RoutingOutput, Code: true},

@@ -63,7 +63,7 @@ func (c *Console) definitionList(w http.ResponseWriter, r *http.Request) {
 		defs = defs[:definitionsPageSize]
 	}
 	for _, d := range defs {
-		row := definitionRow{Key: d.Key, Href: definitionHref(d.Key), Name: d.Working.Name,
+		row := definitionRow{Key: d.Key, Href: definitionHref(d.Key), Name: visibleBidi(d.Working.Name),
 			Releases: T(ctx, "%d releases", d.ReleaseCount)}
 		if d.LatestRevision > 0 {
 			row.Latest = strconv.Itoa(d.LatestRevision)

@@ -171,7 +171,7 @@ func attribution(ctx context.Context, inst engine.Instance, acts []engine.Operat
 	var out []string
 	retryShown := false
 	for _, a := range acts {
-		who, when, why := a.ActorName, formatTime(ctx, a.At).Text, a.Reason
+		who, when, why := a.ActorName, formatTime(ctx, a.At).Text, visibleBidi(a.Reason)
 		switch engine.Action(a.Action) {
 		case engine.ActionStop:
 			out = append(out, T(ctx, "Stopped by %s at %s — “%s”", who, when, why))

@@ -859,7 +859,7 @@ func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Insta
 		t := formatTimePtr(ctx, o.SettledAt)
 		if stop != nil {
 			who, when := stop.ActorName, clockTime(ctx, stop.At)
-			return T(ctx, "Cancelled: the instance was stopped by %s at %s — “%s”.", who, when, stop.Reason), t, ""
+			return T(ctx, "Cancelled: the instance was stopped by %s at %s — “%s”.", who, when, visibleBidi(stop.Reason)), t, ""
 		}
 		return T(ctx, "Cancelled: the instance was stopped (%s).", t.Rel), t, ""
 	}

@@ -183,7 +183,7 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		InstancesLabel: T(ctx, "Instances of this version"),
 	}
 	if p.Name != "" {
-		v.Summary = append(v.Summary, fact{Label: T(ctx, "Name"), Value: p.Name})
+		v.Summary = append(v.Summary, fact{Label: T(ctx, "Name"), Value: visibleBidi(p.Name)})
 	}
 	byNode := map[string]map[string]int64{}
 	if seesCounts(ctx) {

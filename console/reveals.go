@@ -73,7 +73,7 @@ func (c *Console) revealList(w http.ResponseWriter, r *http.Request) {
 			OccurrenceHref: occurrenceHref(rv.OccurrenceID), Occurrence: rv.OccurrenceID.String(),
 			Field: sideTitle(ctx, rv.Side) + " " + rv.Field}
 		if rv.Reason != nil {
-			row.Reason = *rv.Reason
+			row.Reason = visibleBidi(*rv.Reason)
 		}
 		if rv.OccurrenceDeleted {
 			// Retention deleted it: a link would lead to a 404.

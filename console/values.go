@@ -52,7 +52,7 @@ func contractRows(ctx context.Context, c contracts.Contract, routing string) []c
 	field = func(f contracts.Field, name string, depth int, parent contracts.Classification, named bool, within string) {
 		class := contracts.MaxClass(parent, f.Classification)
 		row := contractRow{Depth: depth, Within: withinText(ctx, within), Name: name, Type: typeLabel(ctx, f.Type), Classification: classLabel(ctx, class),
-			ClassKey: string(class), Constraints: constraints(ctx, f), Description: f.Description}
+			ClassKey: string(class), Constraints: constraints(ctx, f), Description: visibleBidi(f.Description)}
 		if named {
 			row.Required = yesNo(ctx, f.Required)
 		}
