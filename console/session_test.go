@@ -590,6 +590,12 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 	if r := anon.get("/console/lang/fr?next=https://evil.example/"); r.header.Get("Location") != "/console/occurrences" {
 		t.Errorf("the language switch redirects off the console: %q", r.header.Get("Location"))
 	}
+	// A token in the sign-in page's address is not used, and said so.
+	for lang, want := range map[string]string{"en": "A token in the address is not used", "fr": "Un jeton dans l’adresse n’est pas utilisé"} {
+		if r := newBrowser(t, env.URL, lang).mustGet("/console/sign-in?token=rls_x", 200); !strings.HasPrefix(text(r, "sign-in-error"), want) {
+			t.Errorf("sign-in with a token in its address (%s): %q, want %q…", lang, text(r, "sign-in-error"), want)
+		}
+	}
 	// A link shared in a language (?lang=fr) switches as the switcher
 	// does, and serves the page again without the parameter, which no
 	// filter takes; one in a language the console lacks is served as is.

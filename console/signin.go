@@ -43,6 +43,11 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Query().Get("ended") == "1":
 		v.SignedOut = T(r.Context(), "Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.")
 	}
+	if r.URL.Query().Has("token") {
+		// Not used, and said so: a bookmark holding it keeps a token in
+		// the browser's history and the proxies' logs (security QA).
+		v.Error = T(r.Context(), "A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.")
+	}
 	c.render(w, r, http.StatusOK, signInPage(v))
 }
 

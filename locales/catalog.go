@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     339,
 	"%d held instances match now.":             62,
 	"%d hours":                                 355,
-	"%d items":                                 763,
+	"%d items":                                 764,
 	"%d left":                                  510,
 	"%d min":                                   338,
 	"%d minutes":                               356,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              761,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              762,
 	"%d ms": 358,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         676,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 675,
@@ -98,17 +98,18 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 628,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 500,
 	"%s–%s":                         326,
-	"(%d characters in all)":        765,
+	"(%d characters in all)":        766,
 	"(%d handed back, not counted)": 509,
-	"(each item)":                   751,
-	"(in %s)":                       764,
+	"(each item)":                   752,
+	"(in %s)":                       765,
 	"(worker %s)":                   558,
 	"0 seconds":                     353,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            728,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            729,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 547,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 638,
 	"A revision is a definition’s: choose the definition too.": 594,
-	"A version is a process’s: choose the process too.":        399,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 721,
+	"A version is a process’s: choose the process too.":              399,
 	"Abandon %d instances":                                           66,
 	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
@@ -127,7 +128,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       195,
 	"All processes":                       410,
 	"All statuses":                        412,
-	"All workers":                         778,
+	"All workers":                         779,
 	"An operator abandoned the instance.": 546,
 	"Any definition":                      411,
 	"Apply filters":                       117,
@@ -157,7 +158,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    501,
 	"Calls":                           281,
 	"Calls signed (Relais-Signature)": 283,
-	"Camunda 7 facade":                782,
+	"Camunda 7 facade":                783,
 	"Cancelled: the instance was stopped (%s).":               569,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 568,
 	"Cannot act on this filter":                               89,
@@ -179,7 +180,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    320,
 	"Completions and failures per 5-minute slot, oldest first": 324,
 	"Completions and failures, last hour":                      303,
-	"Connected":                                                774,
+	"Connected":                                                775,
 	"Constraints":                                              205,
 	"Consumer":                                                 470,
 	"Consumer and worker":                                      605,
@@ -204,7 +205,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          96,
 	"Definitions":                                140,
 	"Definitions by key":                         265,
-	"Definitions served":                         772,
+	"Definitions served":                         773,
 	"Definitions, those needing attention first": 304,
 	"Description":                                206,
 	"Destination":                                482,
@@ -241,8 +242,8 @@ var messageKeyToIndex = map[string]int{
 	"Every attempt, oldest first": 469,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 112,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  703,
-	"Expired token":                        738,
-	"Expires":                              735,
+	"Expired token":                        739,
+	"Expires":                              736,
 	"External tasks":                       135,
 	"Failed":                               308,
 	"Failed (%s).":                         567,
@@ -275,7 +276,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                391,
 	"Held instances":          307,
 	"ID":                      185,
-	"In flight":               773,
+	"In flight":               774,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 321,
 	"Inputs": 230,
 	"Inputs an instance of this version is started with": 668,
@@ -288,20 +289,20 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 669,
 	"Invalid request":           159,
-	"It takes every revision its consumer is granted.": 794,
-	"It takes revision %d only.":                       797,
-	"It takes revisions %s only.":                      799,
+	"It takes every revision its consumer is granted.": 795,
+	"It takes revision %d only.":                       798,
+	"It takes revisions %s only.":                      800,
 	"Its calls":                                        282,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 288,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  565,
 	"Its instance went on along the node’s error path.":                                                                                                                    566,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      743,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      744,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
 	"Jan":                     341,
 	"Jul":                     347,
 	"Jun":                     346,
-	"Keep it":                 745,
+	"Keep it":                 746,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       284,
@@ -312,8 +313,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 525,
 	"Last reserved":           522,
 	"Last saved":              211,
-	"Last seen":               775,
-	"Last used":               734,
+	"Last seen":               776,
+	"Last used":               735,
 	"Latest revision":         267,
 	"Lists every change from one revision to another, and whom it may break.": 221,
 	"Local time in %s": 642,
@@ -365,20 +366,20 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 516,
 	"No process has the key “%s”.":                         94,
 	"No process is published yet.":                         653,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             791,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             790,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             792,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             791,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 129,
 	"No release yet.": 215,
 	"No revision yet: the Working copy has never been snapshotted.": 213,
-	"No token.":              732,
+	"No token.":              733,
 	"No value was revealed.": 705,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              481,
 	"No worker has reserved this occurrence yet.":                                        478,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 792,
-	"No worker is connected.":           776,
-	"No worker serves this definition.": 779,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 789,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 793,
+	"No worker is connected.":           777,
+	"No worker serves this definition.": 780,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 790,
 	"Node":                  365,
 	"Nodes":                 659,
 	"Nodes of this version": 671,
@@ -398,8 +399,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            465,
 	"Occurrence offered again": 108,
 	"Occurrences now":          665,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          787,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 788,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          788,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 789,
 	"Occurrences, newest first": 601,
 	"Oct":                       350,
 	"Offered from %s — %s.":     554,
@@ -408,7 +409,7 @@ var messageKeyToIndex = map[string]int{
 	"On success":                663,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         701,
 	"Only administrators may reveal a sensitive value.":                                                           696,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 729,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 730,
 	"Open":             306,
 	"Operator actions": 361,
 	"Operator actions on this instance, newest first": 374,
@@ -419,7 +420,7 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     235,
 	"Outputs, labelled by revision %d's contract":     513,
 	"Pages": 621,
-	"Paste your token in the field: it is empty.": 726,
+	"Paste your token in the field: it is empty.": 727,
 	"Path":                            362,
 	"Pause reloading":                 156,
 	"Pinned revision":                 662,
@@ -437,7 +438,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 406,
 	"Processes":                       136,
 	"Processes by key":                651,
-	"Protocol":                        771,
+	"Protocol":                        772,
 	"Published":                       219,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 649,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       650,
@@ -493,12 +494,12 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              217,
 	"Revision %d":           238,
 	"Revisions":             212,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 795,
-	"Revoke the %s token “%s”?": 742,
-	"Revoke the token":          744,
-	"Revoke token %d":           741,
-	"Revoke…":                   739,
-	"Role":                      733,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 796,
+	"Revoke the %s token “%s”?": 743,
+	"Revoke the token":          745,
+	"Revoke token %d":           742,
+	"Revoke…":                   740,
+	"Role":                      734,
 	"Route":                     367,
 	"Routing output":            210,
 	"Row %s":                    625,
@@ -510,14 +511,14 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               710,
 	"Secret values can never be revealed.": 702,
 	"Sep":                                  349,
-	"Served by %d workers":                 793,
+	"Served by %d workers":                 794,
 	"Settled":                              370,
 	"Settlement date":                      595,
 	"Show all definitions":                 317,
 	"Show times in":                        635,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 125,
-	"Sign in": 721,
-	"Sign in with an operator, designer or administrator token.": 722,
+	"Sign in": 722,
+	"Sign in with an operator, designer or administrator token.": 723,
 	"Sign out":             147,
 	"Signed in as %s (%s)": 146,
 	"Since revision %d:":   244,
@@ -527,8 +528,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
 	"Something went wrong": 179,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 730,
-	"Staff tokens, oldest first": 731,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 731,
+	"Staff tokens, oldest first": 732,
 	"Start node":                 656,
 	"Started":                    387,
 	"State":                      189,
@@ -598,15 +599,15 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                        44,
 	"The result did not match the revision's outputs contract.": 539,
 	"The revision must be a whole number, 1 or more.":           593,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 724,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 725,
 	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        718,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     748,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     749,
 	"The version must be a whole number from 1.":                                                                                                        398,
 	"These revisions have the same contracts.":                                                                                                          229,
 	"These settings are kept in this browser only.":                                                                                                     634,
-	"They take every revision their consumer is granted.":                                                                                               796,
-	"They take revision %d only.":                                                                                                                       798,
-	"They take revisions %s only.":                                                                                                                      800,
+	"They take every revision their consumer is granted.":                                                                                               797,
+	"They take revision %d only.":                                                                                                                       799,
+	"They take revisions %s only.":                                                                                                                      801,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 629,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         99,
 	"This contract has no inputs.":                                                                                                        512,
@@ -634,22 +635,22 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  168,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            747,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           746,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            748,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           747,
 	"This page does not accept that request.": 708,
 	"This page reloads every %d seconds.":     155,
 	"This process takes no inputs.":           378,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
-	"This token is unknown, revoked or expired.": 727,
+	"This token is unknown, revoked or expired.": 728,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 672,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            673,
 	"Times in %s · no auto-reload":    152,
 	"Times in %s · reload every %d s": 151,
 	"Times in %s · reloading paused":  150,
 	"To revision":                     223,
-	"Token":                           723,
+	"Token":                           724,
 	"Tokens":                          144,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 725,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 726,
 	"Totals of all definitions, not narrowed by the other filters":         610,
 	"Totals of definition %s, not narrowed by the other filters":           609,
 	"Type": 202,
@@ -671,13 +672,13 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       104,
 	"Whole message":                                             480,
 	"Why (recorded with the reveal)":                            518,
-	"Worker":                                                    770,
+	"Worker":                                                    771,
 	"Worker id":                                                 471,
 	"Workers":                                                   141,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        768,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        769,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 769,
-	"Workers serving %s":                   777,
+	"Workers seen within three heartbeats": 770,
+	"Workers serving %s":                   778,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        208,
 	"You are signed out.": 717,
@@ -695,11 +696,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 686,
 	"any other error":                     294,
 	"as of %s (%s); counts are refreshed every few seconds.": 612,
-	"at least %d characters":                                 752,
-	"at least %d items":                                      759,
+	"at least %d characters":                                 753,
+	"at least %d items":                                      760,
 	"at most %d":                                             506,
-	"at most %d characters":                                  753,
-	"at most %d items":                                       760,
+	"at most %d characters":                                  754,
+	"at most %d items":                                       761,
 	"at most %d since the last operator retry":               507,
 	"available":                                              413,
 	"boolean":                                                428,
@@ -721,13 +722,13 @@ var messageKeyToIndex = map[string]int{
 	"deleted":                                                110,
 	"designer":                                               443,
 	"disconnected":                                           424,
-	"each item of %s":                                        750,
+	"each item of %s":                                        751,
 	"end (completes)":                                        679,
 	"end (fails)":                                            680,
 	"end: completes the instance":                            297,
 	"end: fails the instance":                                298,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 783,
+	"every revision its consumer is granted":                 784,
 	"exact, case-sensitive":                                  403,
 	"expired":                                                421,
 	"failed":                                                 417,
@@ -735,7 +736,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            447,
 	"field removed":                                          448,
 	"format":                                                 458,
-	"format %s":                                              755,
+	"format %s":                                              756,
 	"from":                                                   115,
 	"held":                                                   420,
 	"held for an operator":                                   295,
@@ -755,18 +756,18 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               336,
 	"list":                                                   433,
 	"lock until":                                             619,
-	"long polling":                                           781,
+	"long polling":                                           782,
 	"long wait":                                              315,
 	"masked value":                                           275,
 	"maximum":                                                460,
-	"maximum %s":                                             757,
+	"maximum %s":                                             758,
 	"maximum items":                                          462,
 	"maximum length":                                         456,
 	"minimum":                                                459,
-	"minimum %s":                                             756,
+	"minimum %s":                                             757,
 	"minimum items":                                          461,
 	"minimum length":                                         455,
-	"never":                                                  736,
+	"never":                                                  737,
 	"next attempt":                                           616,
 	"no":                                                     446,
 	"no answer within the timeout":                           585,
@@ -774,28 +775,28 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             193,
 	"no header":                                              280,
 	"no worker":                                              316,
-	"no worker takes revision %d":                            785,
-	"no worker takes revisions %s":                           786,
+	"no worker takes revision %d":                            786,
+	"no worker takes revisions %s":                           787,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 529,
 	"none": 263,
 	"none (revealed before reasons were asked for)": 706,
 	"none yet": 268,
 	"none: a failed call takes the node’s error path": 496,
 	"normal":                             434,
-	"not provided":                       762,
-	"not yet":                            737,
-	"null":                               766,
+	"not provided":                       763,
+	"not yet":                            738,
+	"null":                               767,
 	"number":                             427,
 	"object":                             432,
 	"on error":                           293,
 	"one attempt, no retry, priority %d": 689,
-	"one of: %s":                         758,
+	"one of: %s":                         759,
 	"operator":                           442,
 	"optional %s field of type %s":       260,
 	"optional field of type %s":          262,
 	"optional → required":                253,
 	"pattern":                            457,
-	"pattern %s":                         754,
+	"pattern %s":                         755,
 	"pull":                               677,
 	"pull %s":                            300,
 	"pull (a worker fetches it)":         439,
@@ -811,25 +812,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           414,
 	"retry":                              3,
 	"revision %d":                        613,
-	"revisions %s":                       784,
+	"revisions %s":                       785,
 	"revoked":                            192,
 	"routing changed":                    454,
-	"routing output":                     749,
+	"routing output":                     750,
 	"routing output %s → %s":             252,
 	"running":                            419,
 	"secret":                             436,
 	"sensitive":                          435,
 	"settled":                            615,
 	"stop":                               5,
-	"stream":                             780,
+	"stream":                             781,
 	"text":                               425,
 	"the contracts are the same (the name or a description changed).": 245,
-	"this session":             740,
+	"this session":             741,
 	"timeout %s":               691,
 	"timeout %s (the default)": 692,
 	"to":                       116,
 	"type changed":             449,
-	"unexpected value":         767,
+	"unexpected value":         768,
 	"unknown":                  588,
 	"values added: %s":         255,
 	"values changed":           451,
@@ -842,7 +843,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s": 684,
 }
 
-var enIndex = []uint32{ // 802 elements
+var enIndex = []uint32{ // 803 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1046,33 +1047,33 @@ var enIndex = []uint32{ // 802 elements
 	0x00007230, 0x00007258, 0x000072dc, 0x000072e3,
 	0x0000734b, 0x00007375, 0x000073a5, 0x00007478,
 	0x000075b2, 0x00007652, 0x00007666, 0x000076c1,
-	0x0000776c, 0x000077ee, 0x000077f6, 0x00007831,
-	0x00007837, 0x000078c9, 0x00007961, 0x0000798d,
-	0x000079b8, 0x00007a06, 0x00007a72, 0x00007b19,
-	0x00007b34, 0x00007b3e, 0x00007b43, 0x00007b4d,
+	0x0000776c, 0x000077ee, 0x000078c7, 0x000078cf,
+	0x0000790a, 0x00007910, 0x000079a2, 0x00007a3a,
+	0x00007a66, 0x00007a91, 0x00007adf, 0x00007b4b,
+	0x00007bf2, 0x00007c0d, 0x00007c17, 0x00007c1c,
 	// Entry 2E0 - 2FF
-	0x00007b55, 0x00007b5b, 0x00007b63, 0x00007b71,
-	0x00007b7b, 0x00007b88, 0x00007b9b, 0x00007bbf,
-	0x00007c3f, 0x00007c50, 0x00007c58, 0x00007ccd,
-	0x00007d21, 0x00007d69, 0x00007d78, 0x00007d8b,
-	0x00007d97, 0x00007dd3, 0x00007e0d, 0x00007e1b,
-	0x00007e28, 0x00007e36, 0x00007e44, 0x00007e52,
-	0x00007e84, 0x00007eb4, 0x00007f10, 0x00007f1d,
-	0x00007f3d, 0x00007f48, 0x00007f62, 0x00007f67,
+	0x00007c26, 0x00007c2e, 0x00007c34, 0x00007c3c,
+	0x00007c4a, 0x00007c54, 0x00007c61, 0x00007c74,
+	0x00007c98, 0x00007d18, 0x00007d29, 0x00007d31,
+	0x00007da6, 0x00007dfa, 0x00007e42, 0x00007e51,
+	0x00007e64, 0x00007e70, 0x00007eac, 0x00007ee6,
+	0x00007ef4, 0x00007f01, 0x00007f0f, 0x00007f1d,
+	0x00007f2b, 0x00007f5d, 0x00007f8d, 0x00007fe9,
+	0x00007ff6, 0x00008016, 0x00008021, 0x0000803b,
 	// Entry 300 - 31F
-	0x00007f78, 0x00007ffe, 0x00008023, 0x0000802a,
-	0x00008033, 0x00008046, 0x00008050, 0x0000805a,
-	0x00008064, 0x0000807c, 0x00008092, 0x0000809e,
-	0x000080c0, 0x000080c7, 0x000080d4, 0x000080e5,
-	0x0000810c, 0x0000811c, 0x0000813b, 0x0000815b,
-	0x00008233, 0x00008314, 0x00008368, 0x000083b8,
-	0x00008418, 0x0000846b, 0x000084a3, 0x000084d4,
-	0x00008524, 0x00008558, 0x00008576, 0x00008595,
+	0x00008040, 0x00008051, 0x000080d7, 0x000080fc,
+	0x00008103, 0x0000810c, 0x0000811f, 0x00008129,
+	0x00008133, 0x0000813d, 0x00008155, 0x0000816b,
+	0x00008177, 0x00008199, 0x000081a0, 0x000081ad,
+	0x000081be, 0x000081e5, 0x000081f5, 0x00008214,
+	0x00008234, 0x0000830c, 0x000083ed, 0x00008441,
+	0x00008491, 0x000084f1, 0x00008544, 0x0000857c,
+	0x000085ad, 0x000085fd, 0x00008631, 0x0000864f,
 	// Entry 320 - 33F
-	0x000085b4, 0x000085d4,
-} // Size: 3232 bytes
+	0x0000866e, 0x0000868d, 0x000086ad,
+} // Size: 3236 bytes
 
-const enData string = "" + // Size: 34260 bytes
+const enData string = "" + // Size: 34477 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1536,7 +1537,10 @@ const enData string = "" + // Size: 34260 bytes
 	"ere, a revoked token or a restart of the server), so your last action wa" +
 	"s not applied. Sign in again, then repeat it.\x02Your session has ended " +
 	"(inactivity, a sign-out elsewhere, a token revoked or expired, or a rest" +
-	"art of the server). Sign in again.\x02Sign in\x02Sign in with an operato" +
+	"art of the server). Sign in again.\x02A token in the address is not used" +
+	": paste it in the field below. The address has put it in your browser’s " +
+	"history, and perhaps in a proxy’s logs: if others may read them, have th" +
+	"e token revoked and use a new one.\x02Sign in\x02Sign in with an operato" +
 	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
 	"e and never stored in your browser; a session cookie stands for it for u" +
 	"p to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
@@ -1594,7 +1598,7 @@ const enData string = "" + // Size: 34260 bytes
 	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
 	"."
 
-var frIndex = []uint32{ // 802 elements
+var frIndex = []uint32{ // 803 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1798,33 +1802,33 @@ var frIndex = []uint32{ // 802 elements
 	0x000092f5, 0x00009320, 0x000093c9, 0x000093d3,
 	0x0000945b, 0x00009490, 0x000094d1, 0x000095b6,
 	0x00009731, 0x0000980a, 0x00009823, 0x0000989f,
-	0x00009968, 0x000099f1, 0x000099fe, 0x00009a50,
-	0x00009a56, 0x00009b0a, 0x00009bba, 0x00009bec,
-	0x00009c18, 0x00009c81, 0x00009d28, 0x00009dea,
-	0x00009e1a, 0x00009e27, 0x00009e2d, 0x00009e43,
+	0x00009968, 0x000099f1, 0x00009b0d, 0x00009b1a,
+	0x00009b6c, 0x00009b72, 0x00009c26, 0x00009cd6,
+	0x00009d08, 0x00009d34, 0x00009d9d, 0x00009e44,
+	0x00009f06, 0x00009f36, 0x00009f43, 0x00009f49,
 	// Entry 2E0 - 2FF
-	0x00009e4e, 0x00009e55, 0x00009e60, 0x00009e6e,
-	0x00009e7b, 0x00009e89, 0x00009ea2, 0x00009ecf,
-	0x00009f78, 0x00009f8b, 0x00009f95, 0x0000a024,
-	0x0000a085, 0x0000a0e1, 0x0000a0f3, 0x0000a10d,
-	0x0000a120, 0x0000a15e, 0x0000a19a, 0x0000a1b7,
-	0x0000a1c4, 0x0000a1d2, 0x0000a1e0, 0x0000a1f0,
-	0x0000a22c, 0x0000a266, 0x0000a2e3, 0x0000a2ee,
-	0x0000a318, 0x0000a325, 0x0000a341, 0x0000a345,
+	0x00009f5f, 0x00009f6a, 0x00009f71, 0x00009f7c,
+	0x00009f8a, 0x00009f97, 0x00009fa5, 0x00009fbe,
+	0x00009feb, 0x0000a094, 0x0000a0a7, 0x0000a0b1,
+	0x0000a140, 0x0000a1a1, 0x0000a1fd, 0x0000a20f,
+	0x0000a229, 0x0000a23c, 0x0000a27a, 0x0000a2b6,
+	0x0000a2d3, 0x0000a2e0, 0x0000a2ee, 0x0000a2fc,
+	0x0000a30c, 0x0000a348, 0x0000a382, 0x0000a3ff,
+	0x0000a40a, 0x0000a434, 0x0000a441, 0x0000a45d,
 	// Entry 300 - 31F
-	0x0000a357, 0x0000a419, 0x0000a44c, 0x0000a457,
-	0x0000a461, 0x0000a476, 0x0000a47f, 0x0000a489,
-	0x0000a49e, 0x0000a4c2, 0x0000a4dc, 0x0000a4f1,
-	0x0000a51d, 0x0000a522, 0x0000a537, 0x0000a549,
-	0x0000a57e, 0x0000a58f, 0x0000a5bc, 0x0000a5eb,
-	0x0000a70d, 0x0000a82f, 0x0000a8a5, 0x0000a930,
-	0x0000a9bf, 0x0000aa26, 0x0000aa68, 0x0000aab0,
-	0x0000ab23, 0x0000ab6b, 0x0000ab99, 0x0000abc7,
+	0x0000a461, 0x0000a473, 0x0000a535, 0x0000a568,
+	0x0000a573, 0x0000a57d, 0x0000a592, 0x0000a59b,
+	0x0000a5a5, 0x0000a5ba, 0x0000a5de, 0x0000a5f8,
+	0x0000a60d, 0x0000a639, 0x0000a63e, 0x0000a653,
+	0x0000a665, 0x0000a69a, 0x0000a6ab, 0x0000a6d8,
+	0x0000a707, 0x0000a829, 0x0000a94b, 0x0000a9c1,
+	0x0000aa4c, 0x0000aadb, 0x0000ab42, 0x0000ab84,
+	0x0000abcc, 0x0000ac3f, 0x0000ac87, 0x0000acb5,
 	// Entry 320 - 33F
-	0x0000abfa, 0x0000ac2d,
-} // Size: 3232 bytes
+	0x0000ace3, 0x0000ad16, 0x0000ad49,
+} // Size: 3236 bytes
 
-const frData string = "" + // Size: 44077 bytes
+const frData string = "" + // Size: 44361 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2395,76 +2399,80 @@ const frData string = "" + // Size: 44077 bytes
 	"illeurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière " +
 	"action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Vot" +
 	"re session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué o" +
-	"u expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
-	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
-	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
-	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
-	"à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81" +
-	"\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réess" +
-	"ayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votr" +
-	"e adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le " +
-	"champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un" +
-	" jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient cett" +
-	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
-	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
-	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
-	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
-	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
-	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
-	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"u expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Un jeton dans" +
+	" l’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. " +
+	"L’adresse l’a mis dans l’historique de votre navigateur, et peut-être da" +
+	"ns les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites r" +
+	"évoquer le jeton et utilisez-en un nouveau.\x02Se connecter\x02Connecte" +
+	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
+	"Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans vot" +
+	"re navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heu" +
+	"res d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S" +
+	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
+	"]d seconde.\x00T\x02Trop de connexions échouées depuis votre adresse. Ré" +
+	"essayez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: " +
+	"il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de " +
+	"rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécuta" +
+	"nt, pour l’API.\x02Seuls les administrateurs voient cette page\u202f: le" +
+	"s jetons, les consommateurs, les destinations, le journal des révélation" +
+	"s et les effacements sont de leur ressort.\x02Jetons du personnel (admin" +
+	"istrateurs, concepteurs, opérateurs) non révoqués. Les jetons des consom" +
+	"mateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa " +
+	"requête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Au" +
+	"cun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pa" +
+	"s encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le je" +
+	"ton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa re" +
+	"quête suivante est refusée et les sessions de console ouvertes avec lui " +
+	"prennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un n" +
+	"ouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec l" +
+	"equel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête " +
+	"suivante est refusée. C’est irréversible.\x02C’est le dernier jeton admi" +
+	"nistrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02" +
+	"Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine r" +
+	"equête sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02" +
+	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression r" +
+	"égulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
+	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
+	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
+	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont " +
+	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
+	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
+	"essus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et a" +
+	"ucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants don" +
+	"t le consommateur y a droit (un exécutant qui ne nomme aucune révision p" +
+	"rend celles auxquelles son consommateur a droit\u202f; une version de pr" +
+	"ocessus les épingle).\x02Aucun exécutant ne sert cette définition\u202f:" +
+	" ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02" +
+	"Aucun processus n’utilise encore cette définition\u202f: elle aura besoi" +
+	"n d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun p" +
+	"rocessus n’utilise cette définition en mode pull\u202f: Relais appelle s" +
+	"es destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exéc" +
+	"utant n’est connecté pour cette définition\u202f; aucune de ses occurren" +
+	"ces n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécuta" +
+	"nt\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accord" +
+	"ées au consommateur sont prises en charge.\x02Révisions prises en charg" +
+	"e\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à" +
+	" leur consommateur.\x02Toutes les révisions accordées au consommateur so" +
+	"nt prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02" +
+	"Seule la révision %[1]d est prise en charge.\x02Seules les révisions %[1" +
+	"]s sont prises en charge.\x02Seules les révisions %[1]s sont prises en c" +
+	"harge."
 
-	// Total table size 84801 bytes (82KiB); checksum: D19198FF
+	// Total table size 85310 bytes (83KiB); checksum: 526A8CD4
