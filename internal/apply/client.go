@@ -43,6 +43,9 @@ type Result struct {
 	// the version it follows (Since), one line each.
 	Changes []string
 	Since   int
+	// Notes are what a published version may do that its designer would
+	// rather know (process.Looser), one line each.
+	Notes []string
 	// revision is, for a Definition, the revision it is or would become:
 	// releases later in the same dry run may pin it; working is its
 	// contract, when this client could read it.
@@ -71,6 +74,9 @@ func (r Result) String() string {
 		for _, c := range r.Changes {
 			s += "\n    " + c
 		}
+	}
+	for _, n := range r.Notes {
+		s += "\n  note: " + n
 	}
 	return s
 }
@@ -745,7 +751,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 				return Result{}, err
 			}
 			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-				Changes: changes, Since: latest}, nil
+				Changes: changes, Since: latest, Notes: c.looser(ctx, parsed, pl)}, nil
 		}
 		if parsed != nil && pl.putsDestinationOf(parsed) {
 			// The server judged the nodes' timeouts against its
@@ -757,7 +763,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 			}
 		}
 		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-			Changes: changes, Since: latest}, nil
+			Changes: changes, Since: latest, Notes: c.looser(ctx, parsed, pl)}, nil
 	}
 	var out struct {
 		Version int `json:"version"`
@@ -771,7 +777,22 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		return Result{}, err
 	}
 	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-		Changes: changes, Since: latest}, nil
+		Changes: changes, Since: latest, Notes: c.looser(ctx, parsed, pl)}, nil
+}
+
+// looser lists the bindings of p that admit values their fields refuse
+// (process.Looser), judged against the revisions as this apply leaves
+// them; none when a revision cannot be read (the note is a courtesy).
+func (c *Client) looser(ctx context.Context, p *process.Process, pl plan) []string {
+	if p == nil {
+		return nil
+	}
+	r := &planResolver{ctx: ctx, c: c, pl: pl}
+	notes := process.Looser(p, r)
+	if r.err != nil {
+		return nil
+	}
+	return notes
 }
 
 // futileRetries names the pull nodes of p whose retries can never run:
