@@ -409,14 +409,17 @@ func (g *groupCommit) endGatherLocked(filled bool) []*groupWrite {
 // were). A group younger than patience is spared, as the requests are:
 // the database may merely be slow.
 func (e *Engine) CutShortWrites(patience time.Duration) {
-	g := e.group
 	before := time.Now().Add(-patience)
-	g.runningMu.Lock()
-	defer g.runningMu.Unlock()
-	for rg := range g.running {
-		if rg.began.Before(before) {
-			rg.cut(pgfault.ErrUnresponsive)
+	// The starts' groups too (SRE QA: starts held by a frozen server
+	// waited out their minute where settlements answered in seconds).
+	for _, g := range []*groupCommit{e.group, e.starts} {
+		g.runningMu.Lock()
+		for rg := range g.running {
+			if rg.began.Before(before) {
+				rg.cut(pgfault.ErrUnresponsive)
+			}
 		}
+		g.runningMu.Unlock()
 	}
 }
 

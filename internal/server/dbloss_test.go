@@ -245,22 +245,31 @@ func TestWriteHeldByAHungDatabaseIsAnswered(t *testing.T) {
 		_ = cluster.Stop(context.Background())
 	}()
 	began := time.Now()
-	answered := make(chan relaistest.Response, 1)
+	// A start too: starts have group commits of their own (SRE QA: they
+	// waited out their minute where settlements answered in seconds).
+	answered, started := make(chan relaistest.Response, 1), make(chan relaistest.Response, 1)
 	go func() { answered <- complete() }()
-	select {
-	case r := <-answered:
-		// The probe's verdict comes within 8 s (a ping, a new connection
-		// and the pool's, 2 s each, every 2 s), the cut at once.
-		d := time.Since(began)
-		t.Logf("answered %v after PostgreSQL hung", d)
-		if d > 20*time.Second {
-			t.Errorf("answered %v after PostgreSQL hung, want soon after the probe's verdict", d)
+	go func() {
+		started <- env.Do("POST", "/api/v1/processes/crm_only/instances", env.Operator,
+			map[string]any{"inputs": map[string]any{"name": "Initech"}})
+	}()
+	for what, ch := range map[string]chan relaistest.Response{"a completion": answered, "a start": started} {
+		select {
+		case r := <-ch:
+			// The probe's verdict comes within 8 s (a ping, a new
+			// connection and the pool's, 2 s each, every 2 s), the cut
+			// at once.
+			d := time.Since(began)
+			t.Logf("%s answered %v after PostgreSQL hung", what, d)
+			if d > 20*time.Second {
+				t.Errorf("%s answered %v after PostgreSQL hung, want soon after the probe's verdict", what, d)
+			}
+			if r.Status != 503 || r.Code() != "database_unavailable" {
+				t.Fatalf("%s held by a hung database: %d %s, want 503 database_unavailable", what, r.Status, r.Body)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s held by a hung database not answered within 30s", what)
 		}
-		if r.Status != 503 || r.Code() != "database_unavailable" {
-			t.Fatalf("a completion held by a hung database: %d %s, want 503 database_unavailable", r.Status, r.Body)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("a completion held by a hung database not answered within 30s")
 	}
 	thaw()
 	relaistest.WaitFor(t, 20*time.Second, "the completion, repeated, is applied", func() (bool, string) {
