@@ -67,6 +67,16 @@ func Lost(err error) bool {
 	return strings.Contains(err.Error(), "conn closed")
 }
 
+// CredentialsRefused reports whether err is the server refusing to open a
+// session for the URL's role (class 28: a wrong password, a role that may
+// not log in, no pg_hba.conf entry): it answered, so an operator looks at
+// the credentials, not the network (SRE QA: a password rotated read
+// "database unreachable").
+func CredentialsRefused(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && strings.HasPrefix(pgErr.Code, "28")
+}
+
 // TimedOut reports whether err is PostgreSQL cancelling a statement
 // (57014: its statement_timeout, or an administrator's
 // pg_cancel_backend) or giving up on a lock (55P03: its lock_timeout;

@@ -193,6 +193,30 @@ func TestReadyzSaysWhenTheDatabaseIsReadOnly(t *testing.T) {
 	}
 }
 
+// /readyz says a database that refuses the URL's role (a password rotated
+// under a running replica, a role that may not log in) refused the
+// credentials, not that it is unreachable: it answered (SRE QA).
+func TestReadyzSaysTheCredentialsWereRefused(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(dbtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = "no_such_role"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rec := httptest.NewRecorder()
+	readyz(engine.New(pool, engine.Options{}), func() bool { return false }, func() bool { return false }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	var doc map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+	if rec.Code != http.StatusServiceUnavailable || doc["status"] != "database refused the credentials" {
+		t.Errorf("a role the server refuses: %d %v, want 503 database refused the credentials", rec.Code, doc)
+	}
+}
+
 // A ready replica says how many data keys it has: one on its own
 // PostgreSQL given none is ready, yet refuses every sensitive and secret
 // value (SRE QA: the fleet looked healthy).

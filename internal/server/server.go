@@ -302,6 +302,8 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http
 		defer cancel()
 		got, err := engine.SchemaVersion(ctx, eng.Pool())
 		switch {
+		case pgfault.CredentialsRefused(err):
+			answer(http.StatusServiceUnavailable, "database refused the credentials", nil)
 		case err != nil && (pgfault.Lost(err) || errors.Is(err, context.DeadlineExceeded)):
 			// A deadline: no connection free, or no answer, within 2 s.
 			answer(http.StatusServiceUnavailable, "database unreachable", nil)
