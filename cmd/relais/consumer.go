@@ -137,6 +137,9 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 			}
 			if out.PreviousTokensExpireAt != nil {
 				fmt.Fprintf(stdout, "consumer %d: new token; the previous ones work until %s\n", out.ID, out.PreviousTokensExpireAt.UTC().Format(time.RFC3339))
+				// Said where it is decided (SRE QA: a fleet of workers
+				// given a fixed token stopped at the overlap's end).
+				fmt.Fprintln(stdout, "give the workers the new token before then: a Go SDK worker with TokenFunc takes it up without a restart; one given a fixed Token, or any client holding the old token, stops being served then (its streams end, its calls are refused 401)")
 			} else {
 				fmt.Fprintf(stdout, "consumer %d: new token; the previous ones no longer work\n", out.ID)
 			}

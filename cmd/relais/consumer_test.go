@@ -77,7 +77,7 @@ func TestConsumerCommand(t *testing.T) {
 
 	// A flag after the id is read all the same.
 	out, stderr, err = consumerRun(r.base, bootstrap, "rotate", "1", "--overlap", "PT10M")
-	if err != nil || !strings.Contains(out, "consumer 1: new token; the previous ones work until ") {
+	if err != nil || !strings.Contains(out, "consumer 1: new token; the previous ones work until ") || !strings.Contains(out, "give the workers the new token before then") {
 		t.Fatalf("rotate with an overlap: %q, %v\n%s", out, err, stderr)
 	}
 	second := tokenPrinted(t, out)
