@@ -173,16 +173,7 @@ func TestReadyzFollowsTheGate(t *testing.T) {
 func TestReadyzSaysWhenTheDatabaseIsReadOnly(t *testing.T) {
 	t.Parallel()
 	for readOnly, want := range map[string]int{"on": http.StatusServiceUnavailable, "off": http.StatusOK} {
-		cfg, err := pgxpool.ParseConfig(dbtest.URL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = readOnly
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
+		pool := poolWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = readOnly })
 		rec := httptest.NewRecorder()
 		readyz(engine.New(pool, engine.Options{}), func() bool { return false }, func() bool { return false }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 		var doc map[string]any
@@ -193,21 +184,29 @@ func TestReadyzSaysWhenTheDatabaseIsReadOnly(t *testing.T) {
 	}
 }
 
+// poolWith is a pool on a database of its own, its configuration changed
+// by change; it is closed when the test ends.
+func poolWith(t *testing.T, change func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // /readyz says a database that refuses the URL's role (a password rotated
 // under a running replica, a role that may not log in) refused the
 // credentials, not that it is unreachable: it answered (SRE QA).
 func TestReadyzSaysTheCredentialsWereRefused(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(dbtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.User = "no_such_role"
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := poolWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.User = "no_such_role" })
 	rec := httptest.NewRecorder()
 	readyz(engine.New(pool, engine.Options{}), func() bool { return false }, func() bool { return false }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	var doc map[string]any
