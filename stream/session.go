@@ -1026,15 +1026,14 @@ func (r *runner) reauth(ctx context.Context) (string, error) {
 	if err == nil {
 		// A rotation with an overlap gave it an end: checked then.
 		r.expireAt(p.ExpiresAt)
+		return "", nil
 	}
-	if err != nil {
-		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
-			// Said as a stream's end, not as a refused call: the same
-			// words read as a subscription refused (stream client QA).
-			ended := *fe
-			ended.Detail = "the stream's token no longer authenticates (revoked, rotated past its overlap, or expired): the stream ended and what it held was handed back; subscribe again with a valid token"
-			return endTokenRevoked, problemError(&ended)
-		}
+	if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
+		// Said as a stream's end, not as a refused call: the same words
+		// read as a subscription refused (stream client QA).
+		ended := *fe
+		ended.Detail = "the stream's token no longer authenticates (revoked, rotated past its overlap, or expired): the stream ended and what it held was handed back; subscribe again with a valid token"
+		return endTokenRevoked, problemError(&ended)
 	}
 	return "", nil
 }
