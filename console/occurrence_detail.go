@@ -1019,11 +1019,10 @@ func errorMessageFact(ctx context.Context, code string, o *engine.Occurrence) (f
 		return fact{}, false
 	}
 	f := fact{Value: errorMessage(ctx, *o.ErrorMessage), TestID: "error-message", Message: true}
-	if workerWrote(o, code) {
-		f.Label = T(ctx, "Message from the worker (its own words, protected values masked)")
-		return f, true
+	if !workerWrote(o, code) {
+		f.Label, f.Lang = relaisMessage(ctx, code)
 	}
-	if f.Label, f.Lang = relaisMessage(ctx, code); f.Label == "" {
+	if f.Label == "" {
 		f.Label = T(ctx, "Message from the worker (its own words, protected values masked)")
 	}
 	return f, true
