@@ -230,6 +230,11 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	v := c.actionView(r, a, inst, held.Node)
+	if a == engine.ActionRetry && held.Mode == engine.ModePush && held.ErrorCode != nil && mayHaveActed(*held.ErrorCode) {
+		// Said where it is confirmed (operator QA: only the stop's page
+		// warned of a card charged).
+		v.Consequence += " " + T(ctx, "Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).")
+	}
 	last, err := c.eng.LastAction(ctx, id)
 	if err != nil {
 		c.serverError(w, r, err)
@@ -499,6 +504,9 @@ type bulkView struct {
 	// retry cannot offer again (they failed before any attempt) and leaves
 	// out of the count.
 	LeftOut string
+	// MayHaveActed warns a retry that some of the calls it would make
+	// again may have been carried out already.
+	MayHaveActed string
 	// Unfiltered warns that nothing but a status narrows the action: it
 	// applies to every process's instances.
 	Unfiltered string
@@ -657,9 +665,20 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			}
 			row.Href = list.href()
 			v.Groups = append(v.Groups, row)
+			if a == engine.ActionRetry && g.ErrorCode != nil && mayHaveActed(*g.ErrorCode) {
+				// Said where it is confirmed (operator QA: only the stop's
+				// page warned of a card charged).
+				v.MayHaveActed = T(ctx, "Some of them failed with outcome_unknown or deadline_exceeded: a push call among them may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).")
+			}
 		}
 	}
 	return c.leaveOut(ctx, v, a, ef, count)
+}
+
+// mayHaveActed reports whether a push call that failed with code may
+// have been carried out all the same: its answer lost, or too late.
+func mayHaveActed(code string) bool {
+	return code == engine.CodeOutcomeUnknown || code == engine.CodeDeadlineExceeded
 }
 
 // leaveOut says, for a bulk retry, how many held instances f matches

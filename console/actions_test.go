@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/relais/relais/console"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // formOf returns the action and the hidden fields of the form a testid
@@ -1363,6 +1364,52 @@ func TestStaffTextShowsWhatReordersIt(t *testing.T) {
 		}
 		if !strings.Contains(r.body, "⟨U+202E⟩") {
 			t.Errorf("%s does not name U+202E", page)
+		}
+	}
+}
+
+// Retrying a push call that may have been carried out (its answer lost,
+// or too late) warns where it is confirmed, one instance or a filter's;
+// one its destination refused (503: nothing done) does not (operator QA:
+// only the stop's page warned of a card charged).
+func TestRetryWarnsOfACallThatMayHaveActed(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	env := f.env
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(3 * time.Second):
+		}
+	}))
+	t.Cleanup(slow.Close)
+	env.Must(201, "PUT", "/api/v1/destinations/slowpay", env.Admin, map[string]any{"url": slow.URL, "max_timeout": "PT1S"})
+	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
+	charge := checkout["nodes"].(map[string]any)["charge"].(map[string]any)
+	charge["destination"], charge["timeout"] = "slowpay", "PT0.2S"
+	env.Process("slow_checkout", checkout)
+	id := env.Must(201, "POST", "/api/v1/processes/slow_checkout/instances", env.Operator, map[string]any{"business_key": "order-slow",
+		"inputs": map[string]any{"order_id": "order-slow", "amount_cents": 4200, "currency": "EUR", "card_token": "tok_visa_4242",
+			"cardholder": map[string]any{"name": "Jo", "email": "jo@example.com"}}}).JSON(t)["id"].(string)
+	relaistest.WaitFor(t, 10*time.Second, "the slow order held", func() (bool, string) {
+		s := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)["status"].(string)
+		return s == "held", s
+	})
+	for _, lang := range []string{"en", "fr"} {
+		want := map[string]string{"en": "may have been carried out all the same", "fr": "a peut-être été exécuté malgré tout"}[lang]
+		b := signedIn(t, env.URL, lang, env.Operator)
+		if got := b.mustGet("/console/instances/"+id+"/retry", 200).body; !strings.Contains(got, want) {
+			t.Errorf("%s: the retry of a call that timed out does not warn that it may have acted", lang)
+		}
+		if got := b.mustGet("/console/instances/"+f.pushHeld[0]+"/retry", 200).body; strings.Contains(got, want) {
+			t.Errorf("%s: the retry of a call its destination refused (503) warns that it may have acted", lang)
+		}
+		bulk := b.mustGet("/console/instances/bulk?action=retry&status=held&error_code=deadline_exceeded", 200)
+		if got := text(bulk, "bulk-may-have-acted"); !strings.Contains(got, want) {
+			t.Errorf("%s: the bulk retry of calls that timed out: %q, want a warning", lang, got)
+		}
+		if got := text(b.mustGet("/console/instances/bulk?action=retry&status=held&error_code=destination_http_503", 200), "bulk-may-have-acted"); got != "" {
+			t.Errorf("%s: the bulk retry of refused calls warns %q", lang, got)
 		}
 	}
 }
