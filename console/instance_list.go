@@ -67,7 +67,7 @@ func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter
 	ef := engine.InstanceFilter{ProcessKey: f.Process, Status: f.Status, BusinessKey: f.BusinessKey, ErrorCode: f.ErrorCode, HeldAt: f.HeldAt, Limit: defaultPageSize}
 	var errs filterProblems
 	if f.Status != "" && !slices.Contains(instanceStatuses, f.Status) {
-		errs.add(T(ctx, "Unknown status “%s”.", f.Status), "status")
+		errs.add(unknownStatus(ctx, f.Status, instanceStatuses), "status")
 	}
 	if f.Version != "" {
 		n, err := strconv.Atoi(f.Version)

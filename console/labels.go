@@ -2,11 +2,13 @@ package console
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // The functions below translate the engine's vocabulary (statuses,
@@ -20,6 +22,32 @@ var occurrenceStatuses = engine.OccurrenceStatuses
 
 // statusLabel translates an occurrence or instance status. French uses the
 // feminine: "une occurrence", "une instance".
+// unknownStatus says a status filter names none of statuses, with the one
+// it likely means: a typo of a value, a value as the page shows it in the
+// reader's language (bloquée for held), or, for a task, an instance's
+// status (operator QA: "Unknown status" alone for both).
+func unknownStatus(ctx context.Context, given string, statuses []string) string {
+	byLabel := map[string]string{}
+	candidates := slices.Clone(statuses)
+	for _, s := range statuses {
+		byLabel[statusLabel(ctx, s)] = s
+		candidates = append(candidates, statusLabel(ctx, s))
+	}
+	meant, ok := byLabel[given]
+	if !ok {
+		if meant, ok = suggest.Closest(given, candidates); ok && byLabel[meant] != "" {
+			meant = byLabel[meant]
+		}
+	}
+	switch {
+	case ok:
+		return T(ctx, "Unknown status “%s” (did you mean “%s”?).", given, meant)
+	case !slices.Contains(statuses, given) && slices.Contains(instanceStatuses, given):
+		return T(ctx, "“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.", given)
+	}
+	return T(ctx, "Unknown status “%s”.", given)
+}
+
 func statusLabel(ctx context.Context, s string) string {
 	switch s {
 	case "available":

@@ -94,7 +94,7 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 	var errs filterProblems
 	if f.Status != "" {
 		if !slices.Contains(occurrenceStatuses, f.Status) {
-			errs.add(T(ctx, "Unknown status “%s”.", f.Status), "status")
+			errs.add(unknownStatus(ctx, f.Status, occurrenceStatuses), "status")
 		}
 		ef.Status = f.Status
 	}

@@ -75,6 +75,18 @@ func TestOperationsViewFilters(t *testing.T) {
 	if count(r, "occurrence-row") != 0 {
 		t.Error("rows shown despite invalid filters")
 	}
+	// A status as the page shows it, a typo of one, or an instance's,
+	// is told the value it likely means.
+	for page, want := range map[string]string{
+		"/console/occurrences?status=disponible": "Statut inconnu\u202f: «\u202fdisponible\u202f» (vouliez-vous dire «\u202favailable\u202f»\u202f?).",
+		"/console/occurrences?status=faild":      "Statut inconnu\u202f: «\u202ffaild\u202f» (vouliez-vous dire «\u202ffailed\u202f»\u202f?).",
+		"/console/occurrences?status=held":       "«\u202fheld\u202f» est le statut d’une instance, pas d’une tâche\u202f: la page Instances liste les instances qui l’ont.",
+		"/console/instances?status=bloquee":      "Statut inconnu\u202f: «\u202fbloquee\u202f» (vouliez-vous dire «\u202fheld\u202f»\u202f?).",
+	} {
+		if got := text(fr.get(page), "filter-errors"); got != want {
+			t.Errorf("%s: %q, want %q", page, got, want)
+		}
+	}
 	// A key nothing has lists nothing, which reads as "none left": said.
 	unknown := fr.mustGet("/console/occurrences?definition=nothing_here", 200)
 	if got := text(unknown, "filter-errors"); got != "Aucune définition n’a la clé « nothing_here »." {

@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 335,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          333,
 	"%[1]s; %[2]s":                             332,
-	"%d (0 lowest, 9 highest)":                 501,
-	"%d attempts":                              510,
-	"%d attempts, retry after %s, priority %d": 690,
+	"%d (0 lowest, 9 highest)":                 503,
+	"%d attempts":                              512,
+	"%d attempts, retry after %s, priority %d": 692,
 	"%d breaking":                              253,
 	"%d changes":                               252,
 	"%d completed":                             330,
@@ -55,61 +55,61 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     341,
 	"%d held instances match now.":             63,
 	"%d hours":                                 357,
-	"%d items":                                 766,
-	"%d left":                                  512,
+	"%d items":                                 768,
+	"%d left":                                  514,
 	"%d min":                                   340,
 	"%d minutes":                               358,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 90,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              764,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              766,
 	"%d ms": 360,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         678,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 677,
-	"%d occurrences":                          613,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         680,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 679,
+	"%d occurrences":                          615,
 	"%d releases":                             272,
 	"%d running instances match now.":         70,
 	"%d running or held instances match now.": 72,
 	"%d s":       339,
 	"%d seconds": 359,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 103,
-	"%s (a fixed offset, no daylight saving time)":                                     645,
-	"%s (deferred; settled by %s)":                                                     576,
-	"%s (deferred; settled with its settle token)":                                     574,
-	"%s (deferred; settled with its settle token, as %s)":                              575,
+	"%s (a fixed offset, no daylight saving time)":                                     647,
+	"%s (deferred; settled by %s)":                                                     578,
+	"%s (deferred; settled with its settle token)":                                     576,
+	"%s (deferred; settled with its settle token, as %s)":                              577,
 	"%s (token #%d, %s)":                                                               104,
-	"%s = %s":                                                                          684,
+	"%s = %s":                                                                          686,
 	"%s ago":                                                                           337,
-	"%s at %s":                                                                         580,
-	"%s so far":                                                                        572,
-	"%s ← %s":                                                                          683,
-	"%s → %s":                                                                          685,
+	"%s at %s":                                                                         582,
+	"%s so far":                                                                        574,
+	"%s ← %s":                                                                          685,
+	"%s → %s":                                                                          687,
 	"%s, %s: %s":                                                                       303,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         505,
-	"%s, cut to %s by the destination’s max_timeout":                                   504,
-	"%s, multiplied by %s after each failure, up to %s":                                507,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 506,
-	"%s, revision %s":                         465,
-	"%s, version %s":                          466,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         507,
+	"%s, cut to %s by the destination’s max_timeout":                                   506,
+	"%s, multiplied by %s after each failure, up to %s":                                509,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 508,
+	"%s, revision %s":                         467,
+	"%s, version %s":                          468,
 	"%s: %s":                                  329,
 	"%s: %s → %s":                             260,
-	"%s: a date is written 2026-12-01.":       629,
+	"%s: a date is written 2026-12-01.":       631,
 	"%s: every revision, present and future":  198,
 	"%s: revision %s":                         199,
 	"%s: revisions %s":                        200,
-	"%s: the first day comes after the last.": 630,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 502,
+	"%s: the first day comes after the last.": 632,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 504,
 	"%s–%s":                         328,
-	"(%d characters in all)":        768,
-	"(%d handed back, not counted)": 511,
-	"(each item)":                   754,
-	"(in %s)":                       767,
-	"(worker %s)":                   560,
+	"(%d characters in all)":        770,
+	"(%d handed back, not counted)": 513,
+	"(each item)":                   756,
+	"(in %s)":                       769,
+	"(worker %s)":                   562,
 	"0 seconds":                     355,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            731,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 549,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 640,
-	"A revision is a definition’s: choose the definition too.": 596,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 723,
-	"A version is a process’s: choose the process too.":              401,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            733,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 551,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 642,
+	"A revision is a definition’s: choose the definition too.": 598,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 725,
+	"A version is a process’s: choose the process too.":              400,
 	"Abandon %d instances":                                           67,
 	"Abandon every held instance this filter matches":                65,
 	"Abandon every held instance…":                                   8,
@@ -120,32 +120,32 @@ var messageKeyToIndex = map[string]int{
 	"Abandoned by %s at %s — “%s”":                                   387,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 48,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 406,
+	"Act on every instance this filter matches": 405,
 	"Action":                              107,
 	"All actions":                         122,
-	"All consumers":                       610,
+	"All consumers":                       612,
 	"All definitions":                     321,
 	"All its tasks":                       197,
-	"All processes":                       412,
-	"All statuses":                        414,
-	"All workers":                         781,
-	"An operator abandoned the instance.": 548,
-	"Any definition":                      413,
+	"All processes":                       411,
+	"All statuses":                        413,
+	"All workers":                         783,
+	"An operator abandoned the instance.": 550,
+	"Any definition":                      412,
 	"Apply filters":                       119,
 	"Apr":                                 346,
 	"As of %s (%s); refreshed every few seconds.": 315,
-	"Attempts":                         470,
+	"Attempts":                         472,
 	"Audit log":                        113,
 	"Aug":                              350,
-	"Available from":                   522,
+	"Available from":                   524,
 	"Back to definitions":              165,
 	"Back to external tasks":           163,
 	"Back to sign-in":                  164,
 	"Back to the form":                 173,
 	"Back to the instance":             32,
 	"Back to the list":                 58,
-	"Back to the occurrence":           701,
-	"Back without saving":              642,
+	"Back to the occurrence":           703,
+	"Back without saving":              644,
 	"Breaks processes":                 229,
 	"Breaks workers":                   230,
 	"Bulk %s applied to %d instances.": 102,
@@ -155,98 +155,98 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     111,
 	"Business key":                    81,
 	"By process and error code":       86,
-	"Call timeout":                    503,
+	"Call timeout":                    505,
 	"Calls":                           283,
 	"Calls signed (Relais-Signature)": 285,
-	"Camunda 7 facade":                785,
-	"Cancelled: the instance was stopped (%s).":               571,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 570,
+	"Camunda 7 facade":                787,
+	"Cancelled: the instance was stopped (%s).":               573,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 572,
 	"Cannot act on this filter":                               91,
 	"Cannot act on this instance":                             31,
-	"Cannot reveal":                                           702,
+	"Cannot reveal":                                           704,
 	"Change":                                                  227,
 	"Changes between the two revisions":                       239,
 	"Changes of the Working copy since revision %d":           248,
 	"Choose two existing revisions to compare.":               249,
 	"Classification":                                          206,
 	"Clear filters":                                           120,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            672,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 660,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            674,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 662,
 	"Compare":              226,
 	"Compare revisions":    222,
 	"Completed":            324,
-	"Completed (%s).":      566,
+	"Completed (%s).":      568,
 	"Completed, last hour": 312,
 	"Completions and failures per 5 minutes, last hour: %s":    322,
 	"Completions and failures per 5-minute slot, oldest first": 326,
 	"Completions and failures, last hour":                      305,
-	"Connected":                                                777,
+	"Connected":                                                779,
 	"Constraints":                                              207,
-	"Consumer":                                                 472,
-	"Consumer and worker":                                      607,
+	"Consumer":                                                 474,
+	"Consumer and worker":                                      609,
 	"Consumers":                                                144,
 	"Consumers, oldest first":                                  186,
 	"Counting the occurrences; the counts appear when you reload the page.": 201,
 	"Counts are unavailable right now.":                                     202,
-	"Counts as of %s (%s); refreshed every few seconds.":                    697,
-	"Counts by status": 602,
+	"Counts as of %s (%s); refreshed every few seconds.":                    699,
+	"Counts by status": 604,
 	"Created":          371,
 	"Created from":     84,
 	"Created on":       190,
 	"Created to":       85,
-	"Creation date":    402,
-	"Dates":            468,
-	"Deadline":         499,
+	"Creation date":    401,
+	"Dates":            470,
+	"Deadline":         501,
 	"Dec":              354,
-	"Deferred":         526,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 565,
+	"Deferred":         528,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 567,
 	"Definition":                                 307,
 	"Definition %s":                              209,
 	"Definition %s has no revision %d.":          98,
 	"Definitions":                                142,
 	"Definitions by key":                         267,
-	"Definitions served":                         775,
+	"Definitions served":                         777,
 	"Definitions, those needing attention first": 306,
 	"Description":                                208,
-	"Destination":                                484,
+	"Destination":                                486,
 	"Destinations":                               145,
 	"Destinations by name":                       276,
-	"Destination’s answer":                       477,
+	"Destination’s answer":                       479,
 	"Detail":                                     228,
 	"Did you mean “%s”?":                         94,
 	"Digest":                                     242,
 	"Display settings":                           150,
-	"Display settings saved.":                    648,
+	"Display settings saved.":                    650,
 	"Display settings: ":                         151,
-	"Duration":                                   476,
+	"Duration":                                   478,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 304,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  73,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     66,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 62,
-	"Earlier attempt:":          616,
+	"Earlier attempt:":          618,
 	"End node":                  394,
-	"End node or error":         410,
+	"End node or error":         409,
 	"Ended":                     390,
 	"Erase process instance %s": 288,
 	"Erase the instance":        291,
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 289,
 	"Erase this instance…": 381,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 293,
-	"Error":                      606,
-	"Error (before any attempt)": 529,
-	"Error (the deadline passed after attempt %d)": 528,
+	"Error":                      608,
+	"Error (before any attempt)": 531,
+	"Error (the deadline passed after attempt %d)": 530,
 	"Error code":       82,
-	"Error message":    479,
-	"Every %d seconds": 647,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 521,
-	"Every attempt, oldest first": 471,
+	"Error message":    481,
+	"Every %d seconds": 649,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 523,
+	"Every attempt, oldest first": 473,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 114,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  705,
-	"Expired token":                        741,
-	"Expires":                              738,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  707,
+	"Expired token":                        743,
+	"Expires":                              740,
 	"External tasks":                       137,
 	"Failed":                               310,
-	"Failed (%s).":                         569,
+	"Failed (%s).":                         571,
 	"Failed at node":                       396,
 	"Failed occurrence":                    392,
 	"Failed, last hour":                    313,
@@ -256,8 +256,8 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                              115,
 	"Find":                                 141,
 	"Find an instance or occurrence":       139,
-	"Finished":                             475,
-	"First page":                           626,
+	"Finished":                             477,
+	"First page":                           628,
 	"Follow it in the audit log (new tab)": 60,
 	"Form not received":                    176,
 	"Form refused":                         171,
@@ -266,9 +266,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     250,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 51,
 	"Grants":                  189,
-	"Graph":                   659,
-	"Graph of %s":             676,
-	"HTTP 2xx, unusable body": 586,
+	"Graph":                   661,
+	"Graph of %s":             678,
+	"HTTP 2xx, unusable body": 588,
 	"Headers sent":            279,
 	"Health":                  136,
 	"Held at a node of":       83,
@@ -276,70 +276,70 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                393,
 	"Held instances":          309,
 	"ID":                      187,
-	"In flight":               776,
+	"In flight":               778,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 323,
 	"Inputs": 232,
-	"Inputs an instance of this version is started with": 670,
-	"Inputs from":                668,
+	"Inputs an instance of this version is started with": 672,
+	"Inputs from":                670,
 	"Inputs of revision %d":      243,
 	"Inputs of the working copy": 234,
 	"Inputs the instance was started with, labelled by process version %d's contract": 379,
-	"Inputs, labelled by revision %d's contract":                                      513,
-	"Instance":                  409,
+	"Inputs, labelled by revision %d's contract":                                      515,
+	"Instance":                  408,
 	"Instances":                 87,
-	"Instances of this version": 671,
+	"Instances of this version": 673,
 	"Invalid request":           161,
-	"It takes every revision its consumer is granted.": 797,
-	"It takes revision %d only.":                       800,
-	"It takes revisions %s only.":                      802,
+	"It takes every revision its consumer is granted.": 799,
+	"It takes revision %d only.":                       802,
+	"It takes revisions %s only.":                      804,
 	"Its calls":                                        284,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 290,
-	"Its instance is held here, waiting for an operator.": 567,
-	"Its instance went on along the node’s error path.":   568,
+	"Its instance is held here, waiting for an operator.": 569,
+	"Its instance went on along the node’s error path.":   570,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               746,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               748,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          43,
 	"Jan":                     343,
 	"Jul":                     349,
 	"Jun":                     348,
-	"Keep it":                 748,
+	"Keep it":                 750,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       286,
 	"Key":                     268,
-	"Kind":                    663,
+	"Kind":                    665,
 	"Language":                133,
 	"Last changed":            281,
-	"Last error (attempt %d)": 527,
-	"Last reserved":           524,
+	"Last error (attempt %d)": 529,
+	"Last reserved":           526,
 	"Last saved":              213,
-	"Last seen":               778,
-	"Last used":               737,
+	"Last seen":               780,
+	"Last used":               739,
 	"Latest revision":         269,
 	"Lists every change from one revision to another, and whom it may break.": 223,
-	"Local time in %s": 644,
-	"Lock expired %s — waiting to be offered again.": 557,
-	"Lock expires":    525,
+	"Local time in %s": 646,
+	"Lock expired %s — waiting to be offered again.": 559,
+	"Lock expires":    527,
 	"Longest timeout": 280,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 251,
 	"Main navigation":     135,
 	"Mar":                 345,
-	"Maximum attempts":    495,
+	"Maximum attempts":    497,
 	"May":                 347,
-	"Message":             604,
-	"Message from Relais": 594,
-	"Message from Relais, quoting the destination’s answer":            593,
-	"Message from the worker (its own words, protected values masked)": 592,
-	"Method not allowed": 709,
-	"Mode":               493,
-	"More filters: instance, revision, consumer, destination, dates": 598,
+	"Message":             606,
+	"Message from Relais": 596,
+	"Message from Relais, quoting the destination’s answer":            595,
+	"Message from the worker (its own words, protected values masked)": 594,
+	"Method not allowed": 711,
+	"Mode":               495,
+	"More filters: instance, revision, consumer, destination, dates": 600,
 	"Name":                    188,
-	"Never":                   646,
-	"Next attempt":            523,
-	"Next attempt or settled": 608,
+	"Never":                   648,
+	"Next attempt":            525,
+	"Next attempt or settled": 610,
 	"Next node":               370,
-	"Next page":               625,
+	"Next page":               627,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 126,
 	"No consumer yet.": 183,
 	"No definition %s has occurrences: check the key, or show all definitions.": 320,
@@ -348,43 +348,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        271,
 	"No destination yet.":                                                       273,
 	"No inputs.":                                                                233,
-	"No inputs: an instance starts with an empty object.":                       669,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  718,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 716,
-	"No instance matches these filters.": 411,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 717,
-	"No live worker takes %s now (Workers page).":                                               551,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 552,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           553,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          554,
+	"No inputs: an instance starts with an empty object.":                       671,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  720,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 718,
+	"No instance matches these filters.": 410,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 719,
+	"No live worker takes %s now (Workers page).":                                               553,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 554,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           555,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          556,
 	"No more consumers.":                                   184,
 	"No more destinations.":                                274,
-	"No occurrence matches these filters.":                 609,
+	"No occurrence matches these filters.":                 611,
 	"No operator action matches.":                          121,
 	"No operator has acted on this instance.":              375,
-	"No outputs yet: the occurrence has not completed.":    516,
+	"No outputs yet: the occurrence has not completed.":    518,
 	"No outputs.":                                          236,
-	"No outputs: the occurrence ended without completing.": 518,
+	"No outputs: the occurrence ended without completing.": 520,
 	"No process has the key “%s”.":                         96,
-	"No process is published yet.":                         655,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             794,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             793,
+	"No process is published yet.":                         657,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             796,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             795,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    76,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 131,
 	"No release yet.": 217,
 	"No revision yet: the Working copy has never been snapshotted.": 215,
-	"No token.":              735,
-	"No value was revealed.": 707,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              483,
-	"No worker has reserved this occurrence yet.":                                        480,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 795,
-	"No worker is connected.":           779,
-	"No worker serves this definition.": 782,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 792,
+	"No token.":              737,
+	"No value was revealed.": 709,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              485,
+	"No worker has reserved this occurrence yet.":                                        482,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 797,
+	"No worker is connected.":           781,
+	"No worker serves this definition.": 784,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 794,
 	"Node":                  367,
-	"Nodes":                 661,
-	"Nodes of this version": 673,
-	"Nodes of this version, with their occurrences now": 662,
+	"Nodes":                 663,
+	"Nodes of this version": 675,
+	"Nodes of this version, with their occurrences now": 664,
 	"Nodes reached, in order":                           366,
 	"Not allowed":                                       159,
 	"Not found":                                         169,
@@ -392,134 +392,134 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 166,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 167,
 	"Nothing to do: no instance this action applies to matches the filter.": 75,
-	"Nothing to find: the search box is empty.":                             714,
+	"Nothing to find: the search box is empty.":                             716,
 	"Nothing was done.":        30,
 	"Nov":                      353,
-	"Now":                      489,
+	"Now":                      491,
 	"Occurrence":               368,
-	"Occurrence %s":            467,
+	"Occurrence %s":            469,
 	"Occurrence offered again": 110,
-	"Occurrences now":          667,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          790,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 791,
-	"Occurrences, newest first": 603,
+	"Occurrences now":          669,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          792,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 793,
+	"Occurrences, newest first": 605,
 	"Oct":                       352,
-	"Offered from %s — %s.":     556,
+	"Offered from %s — %s.":     558,
 	"Oldest claimable waits":    311,
-	"On error":                  666,
-	"On success":                665,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         703,
-	"Only administrators may reveal a sensitive value.":                                                           698,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 732,
+	"On error":                  668,
+	"On success":                667,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         705,
+	"Only administrators may reveal a sensitive value.":                                                           700,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 734,
 	"Open":             308,
 	"Operator actions": 363,
 	"Operator actions on this instance, newest first": 376,
 	"Operator actions, newest first":                  125,
-	"Outcome":                                         478,
+	"Outcome":                                         480,
 	"Outputs":                                         235,
 	"Outputs of revision %d":                          244,
 	"Outputs of the working copy":                     237,
-	"Outputs, labelled by revision %d's contract":     515,
-	"Pages": 623,
-	"Paste your token in the field: it is empty.": 729,
+	"Outputs, labelled by revision %d's contract":     517,
+	"Pages": 625,
+	"Paste your token in the field: it is empty.": 731,
 	"Path":                            364,
 	"Pause reloading":                 158,
-	"Pinned revision":                 664,
-	"Policy":                          469,
-	"Previous page":                   624,
-	"Priority":                        500,
+	"Pinned revision":                 666,
+	"Policy":                          471,
+	"Previous page":                   626,
+	"Priority":                        502,
 	"Process":                         78,
-	"Process %s":                      657,
+	"Process %s":                      659,
 	"Process %s has no version %d.":   95,
-	"Process and node":                605,
+	"Process and node":                607,
 	"Process inputs":                  378,
 	"Process instance":                109,
 	"Process instance %s":             361,
-	"Process instances":               404,
-	"Process instances, newest first": 408,
+	"Process instances":               403,
+	"Process instances, newest first": 407,
 	"Processes":                       138,
-	"Processes by key":                653,
-	"Protocol":                        774,
+	"Processes by key":                655,
+	"Protocol":                        776,
 	"Published":                       221,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 651,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       652,
-	"Push destination": 599,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 653,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       654,
+	"Push destination": 601,
 	"Reason":           108,
 	"Reason (recorded in the audit log for every instance)": 57,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            494,
+	"Reason given by the worker":                            496,
 	"Recorded operator actions":                             374,
 	"Relais console":                                        132,
-	"Relais has not called the destination yet.":            486,
-	"Relais is calling the destination (since %s).":         562,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 488,
-	"Relais never called the destination: the occurrence ended before any call.":                                    487,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        582,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 584,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     581,
+	"Relais has not called the destination yet.":            488,
+	"Relais is calling the destination (since %s).":         564,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 490,
+	"Relais never called the destination: the occurrence ended before any call.":                                    489,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        584,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 586,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     583,
 	"Relais refused the action. Nothing was done.":                                                                  50,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           583,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           585,
 	"Release":                       218,
 	"Releases":                      216,
 	"Releases, oldest first":        238,
-	"Reload lists and detail pages": 639,
+	"Reload lists and detail pages": 641,
 	"Reloading paused":              155,
-	"Reloading paused: this page stays as it is until you resume.": 650,
-	"Reloading resumed.":                  649,
-	"Replica":                             485,
+	"Reloading paused: this page stays as it is until you resume.": 652,
+	"Reloading resumed.":                  651,
+	"Replica":                             487,
 	"Required":                            205,
-	"Reserved":                            474,
-	"Reserved by %s.":                     564,
-	"Reserved by %s; lock until %s — %s.": 563,
+	"Reserved":                            476,
+	"Reserved by %s.":                     566,
+	"Reserved by %s; lock until %s — %s.": 565,
 	"Reserved now":                        196,
 	"Resume":                              156,
 	"Retried by %s at %s — “%s”":          388,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 47,
-	"Retries":            497,
+	"Retries":            499,
 	"Retry %d instances": 64,
-	"Retry at %s — %s.":  555,
-	"Retry delay":        496,
+	"Retry at %s — %s.":  557,
+	"Retry delay":        498,
 	"Retry every held instance this filter matches": 61,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         490,
+	"Retry or abandon it from its instance":         492,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 530,
+	"Retryable": 532,
 	"Retrying and abandoning apply to held instances, not %s ones.": 55,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 519,
-	"Revealed by %s at %s; recorded in the audit log.": 700,
+	"Reveal — this is recorded": 521,
+	"Revealed by %s at %s; recorded in the audit log.": 702,
 	"Reveals":               147,
-	"Reveals, newest first": 706,
+	"Reveals, newest first": 708,
 	"Revision":              219,
 	"Revision %d":           240,
 	"Revisions":             214,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 798,
-	"Revoke the %s token “%s”?": 745,
-	"Revoke the token":          747,
-	"Revoke token %d":           744,
-	"Revoke…":                   742,
-	"Role":                      736,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 800,
+	"Revoke the %s token “%s”?": 747,
+	"Revoke the token":          749,
+	"Revoke token %d":           746,
+	"Revoke…":                   744,
+	"Role":                      738,
 	"Route":                     369,
 	"Routing output":            212,
-	"Row %s":                    627,
-	"Rows %s–%s":                628,
-	"Save settings":             641,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      699,
+	"Row %s":                    629,
+	"Rows %s–%s":                630,
+	"Save settings":             643,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      701,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 287,
-	"Search":                               712,
-	"Secret values can never be revealed.": 704,
+	"Search":                               714,
+	"Secret values can never be revealed.": 706,
 	"Sep":                                  351,
-	"Served by %d workers":                 796,
+	"Served by %d workers":                 798,
 	"Settled":                              372,
-	"Settlement date":                      597,
+	"Settlement date":                      599,
 	"Show all definitions":                 319,
-	"Show times in":                        637,
+	"Show times in":                        639,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 127,
-	"Sign in": 724,
-	"Sign in with an operator, designer or administrator token.": 725,
+	"Sign in": 726,
+	"Sign in with an operator, designer or administrator token.": 727,
 	"Sign out":             149,
 	"Signed in as %s (%s)": 148,
 	"Since revision %d:":   246,
@@ -530,9 +530,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.":                                                                                                                                                         33,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                                                                                                                                                                        40,
 	"Something went wrong": 181,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 733,
-	"Staff tokens, oldest first": 734,
-	"Start node":                 658,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 735,
+	"Staff tokens, oldest first": 736,
+	"Start node":                 660,
 	"Started":                    389,
 	"State":                      191,
 	"Status":                     80,
@@ -555,70 +555,70 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 266,
 	"Tasks":                   192,
 	"Temporarily unavailable": 179,
-	"That is too long to be an id or a business key.":                                           715,
+	"That is too long to be an id or a business key.":                                           717,
 	"The %d largest groups; the filter matches more.":                                           88,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 492,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 494,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations).":       275,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                         245,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 542,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 544,
 	"The bulk action must be its id (a UUID).": 124,
-	"The call could not be prepared.":          543,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 561,
+	"The call could not be prepared.":          545,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 563,
 	"The chart’s numbers": 325,
 	"The confirmed count is missing: start again from the list.":                                                                                                            99,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           182,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          638,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          640,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 100,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 180,
-	"The deadline passed before a result arrived.":                                                                                                                          540,
-	"The destination answered HTTP %s.":     550,
-	"The destination could not be reached.": 544,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    534,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         535,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   533,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 532,
-	"The destination’s answer was too large.": 545,
+	"The deadline passed before a result arrived.":                                                                                                                          542,
+	"The destination answered HTTP %s.":     552,
+	"The destination could not be reached.": 546,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    536,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         537,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   535,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 534,
+	"The destination’s answer was too large.": 547,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      185,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          162,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                547,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         578,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      579,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    577,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            546,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               537,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 536,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     538,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             539,
-	"The latest %d attempts, oldest first":                                                         491,
-	"The next page counts them and asks for a reason before anything changes.":                     407,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                549,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         580,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      581,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    579,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            548,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               539,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 538,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     540,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             541,
+	"The latest %d attempts, oldest first":                                                         493,
+	"The next page counts them and asks for a reason before anything changes.":                     406,
 	"The nodes this instance reached, in order, each with its occurrence.":                         365,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 211,
-	"The page cursor is invalid: go back to the first page.":                                       635,
-	"The page size must be between 1 and %d.":                                                      403,
-	"The parameter “%s” is given %d times: give it once.":                                          634,
+	"The page cursor is invalid: go back to the first page.":                                       637,
+	"The page size must be between 1 and %d.":                                                      402,
+	"The parameter “%s” is given %d times: give it once.":                                          636,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 123,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 52,
 	"The reason you gave, not recorded:":                        45,
-	"The result did not match the revision's outputs contract.": 541,
-	"The revision must be a whole number, 1 or more.":           595,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 727,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        720,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     751,
-	"The version must be a whole number from 1.":                                                                                                        400,
+	"The result did not match the revision's outputs contract.": 543,
+	"The revision must be a whole number, 1 or more.":           597,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 729,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        722,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     753,
+	"The version must be a whole number from 1.":                                                                                                        399,
 	"These revisions have the same contracts.":                                                                                                          231,
-	"These settings are kept in this browser only.":                                                                                                     636,
-	"They take every revision their consumer is granted.":                                                                                               799,
-	"They take revision %d only.":                                                                                                                       801,
-	"They take revisions %s only.":                                                                                                                      803,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 631,
+	"These settings are kept in this browser only.":                                                                                                     638,
+	"They take every revision their consumer is granted.":                                                                                               801,
+	"They take revision %d only.":                                                                                                                       803,
+	"They take revisions %s only.":                                                                                                                      805,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 633,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         101,
-	"This contract has no inputs.":                                                                                                        514,
-	"This contract has no outputs.":                                                                                                       517,
+	"This contract has no inputs.":                                                                                                        516,
+	"This contract has no outputs.":                                                                                                       519,
 	"This form could not be read: nothing was done. Send it again.":                                                                       178,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                  177,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        175,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        172,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 711,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 713,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 294,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              34,
@@ -637,215 +637,217 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      46,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   44,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  170,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            750,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           749,
-	"This page does not accept that request.": 710,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            752,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           751,
+	"This page does not accept that request.": 712,
 	"This page reloads every %d seconds.":     157,
 	"This process takes no inputs.":           380,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 59,
-	"This token is unknown, revoked or expired.": 730,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 674,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            675,
+	"This token is unknown, revoked or expired.": 732,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 676,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            677,
 	"Times in %s · no auto-reload":    154,
 	"Times in %s · reload every %d s": 153,
 	"Times in %s · reloading paused":  152,
 	"To revision":                     225,
-	"Token":                           726,
+	"Token":                           728,
 	"Tokens":                          146,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 728,
-	"Totals of all definitions, not narrowed by the other filters":         612,
-	"Totals of definition %s, not narrowed by the other filters":           611,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 730,
+	"Totals of all definitions, not narrowed by the other filters":         614,
+	"Totals of definition %s, not narrowed by the other filters":           613,
 	"Type": 204,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 713,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 715,
 	"URL":                              278,
-	"UTC (coordinated universal time)": 643,
+	"UTC (coordinated universal time)": 645,
 	"Unknown action.":                  53,
 	"Unknown consumer.":                92,
 	"Unknown destination “%s”.":        93,
-	"Unknown parameter “%s” (did you mean “%s”?).": 632,
-	"Unknown parameter “%s”.":                      633,
-	"Unknown status “%s”.":                         399,
+	"Unknown parameter “%s” (did you mean “%s”?).": 634,
+	"Unknown parameter “%s”.":                      635,
+	"Unknown status “%s” (did you mean “%s”?).":    414,
+	"Unknown status “%s”.":                         416,
 	"Value":                                        377,
 	"Version":                                      79,
-	"Versions, newest first":                       654,
-	"Waiting for Relais to call the destination since %s (%s).": 558,
-	"Waiting for a worker since %s (%s).":                       559,
+	"Versions, newest first":                       656,
+	"Waiting for Relais to call the destination since %s (%s).": 560,
+	"Waiting for a worker since %s (%s).":                       561,
 	"When":                                                      105,
 	"Who":                                                       106,
-	"Whole message":                                             482,
-	"Why (recorded with the reveal)":                            520,
-	"Worker":                                                    773,
-	"Worker id":                                                 473,
+	"Whole message":                                             484,
+	"Why (recorded with the reveal)":                            522,
+	"Worker":                                                    775,
+	"Worker id":                                                 475,
 	"Workers":                                                   143,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        771,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        773,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 772,
-	"Workers serving %s":                   780,
+	"Workers seen within three heartbeats": 774,
+	"Workers serving %s":                   782,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        210,
-	"You are signed out.": 719,
+	"You are signed out.": 721,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              160,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 721,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          722,
-	"[redacted]":                          591,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 723,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          724,
+	"[redacted]":                          593,
 	"a token’s name, exact":               116,
 	"abandon":                             4,
 	"active":                              193,
-	"administrator":                       443,
+	"administrator":                       445,
 	"an incident: retry, abandon or stop": 298,
-	"answer too large":                    589,
+	"answer too large":                    591,
 	"any":                                 77,
-	"any other code → %s":                 688,
+	"any other code → %s":                 690,
 	"any other error":                     296,
-	"as of %s (%s); counts are refreshed every few seconds.": 614,
-	"at least %d characters":                                 755,
-	"at least %d items":                                      762,
-	"at most %d":                                             508,
-	"at most %d characters":                                  756,
-	"at most %d items":                                       763,
-	"at most %d since the last operator retry":               509,
-	"available":                                              415,
-	"boolean":                                                430,
-	"call in progress since":                                 620,
-	"cancelled":                                              420,
-	"choice":                                                 433,
-	"claimable since":                                        619,
+	"as of %s (%s); counts are refreshed every few seconds.": 616,
+	"at least %d characters":                                 757,
+	"at least %d items":                                      764,
+	"at most %d":                                             510,
+	"at most %d characters":                                  758,
+	"at most %d items":                                       765,
+	"at most %d since the last operator retry":               511,
+	"available":                                              417,
+	"boolean":                                                432,
+	"call in progress since":                                 622,
+	"cancelled":                                              422,
+	"choice":                                                 435,
+	"claimable since":                                        621,
 	"claimable since %s":                                     316,
-	"classification changed":                                 454,
-	"completed":                                              418,
-	"constraint changed":                                     455,
-	"consumer":                                               446,
-	"consumer #%s":                                           573,
-	"date":                                                   431,
-	"date and time":                                          432,
-	"deadline %s":                                            692,
-	"deferred":                                               417,
-	"deferred since":                                         622,
+	"classification changed":                                 456,
+	"completed":                                              420,
+	"constraint changed":                                     457,
+	"consumer":                                               448,
+	"consumer #%s":                                           575,
+	"date":                                                   433,
+	"date and time":                                          434,
+	"deadline %s":                                            694,
+	"deferred":                                               419,
+	"deferred since":                                         624,
 	"deleted":                                                112,
-	"designer":                                               445,
-	"disconnected":                                           426,
-	"each item of %s":                                        753,
-	"end (completes)":                                        681,
-	"end (fails)":                                            682,
+	"designer":                                               447,
+	"disconnected":                                           428,
+	"each item of %s":                                        755,
+	"end (completes)":                                        683,
+	"end (fails)":                                            684,
 	"end: completes the instance":                            299,
 	"end: fails the instance":                                300,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 786,
-	"exact, case-sensitive":                                  405,
-	"expired":                                                423,
-	"failed":                                                 419,
-	"fails the instance":                                     689,
-	"field added":                                            449,
-	"field removed":                                          450,
-	"format":                                                 460,
-	"format %s":                                              758,
+	"every revision its consumer is granted":                 788,
+	"exact, case-sensitive":                                  404,
+	"expired":                                                425,
+	"failed":                                                 421,
+	"fails the instance":                                     691,
+	"field added":                                            451,
+	"field removed":                                          452,
+	"format":                                                 462,
+	"format %s":                                              760,
 	"from":                                                   117,
-	"held":                                                   422,
+	"held":                                                   424,
 	"held for an operator":                                   297,
 	"held, then abandoned by an operator":                    398,
 	"held, then stopped by an operator":                      397,
-	"hidden (secret)":                                        440,
-	"hidden (sensitive)":                                     439,
-	"hold (an incident for an operator)":                     687,
+	"hidden (secret)":                                        442,
+	"hidden (sensitive)":                                     441,
+	"hold (an incident for an operator)":                     689,
 	"id or business key":                                     140,
 	"in %s":                                                  336,
-	"in progress":                                            481,
-	"instance id":                                            601,
-	"instances held":                                         695,
-	"instances held: %s":                                     696,
-	"integer":                                                428,
-	"its name, exactly":                                      600,
+	"in progress":                                            483,
+	"instance id":                                            603,
+	"instances held":                                         697,
+	"instances held: %s":                                     698,
+	"integer":                                                430,
+	"its name, exactly":                                      602,
 	"just now":                                               338,
-	"list":                                                   435,
-	"lock until":                                             621,
-	"long polling":                                           784,
+	"list":                                                   437,
+	"lock until":                                             623,
+	"long polling":                                           786,
 	"long wait":                                              317,
 	"masked value":                                           277,
-	"maximum":                                                462,
-	"maximum %s":                                             760,
-	"maximum items":                                          464,
-	"maximum length":                                         458,
-	"minimum":                                                461,
-	"minimum %s":                                             759,
-	"minimum items":                                          463,
-	"minimum length":                                         457,
-	"never":                                                  739,
-	"next attempt":                                           618,
-	"no":                                                     448,
-	"no answer within the timeout":                           587,
-	"no connection":                                          588,
+	"maximum":                                                464,
+	"maximum %s":                                             762,
+	"maximum items":                                          466,
+	"maximum length":                                         460,
+	"minimum":                                                463,
+	"minimum %s":                                             761,
+	"minimum items":                                          465,
+	"minimum length":                                         459,
+	"never":                                                  741,
+	"next attempt":                                           620,
+	"no":                                                     450,
+	"no answer within the timeout":                           589,
+	"no connection":                                          590,
 	"no grant: it takes nothing":                             195,
 	"no header":                                              282,
 	"no worker":                                              318,
-	"no worker takes revision %d":                            788,
-	"no worker takes revisions %s":                           789,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 531,
+	"no worker takes revision %d":                            790,
+	"no worker takes revisions %s":                           791,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 533,
 	"none": 265,
-	"none (revealed before reasons were asked for)": 708,
+	"none (revealed before reasons were asked for)": 710,
 	"none yet": 270,
-	"none: a failed call takes the node’s error path": 498,
-	"normal":                             436,
-	"not provided":                       765,
-	"not yet":                            740,
-	"null":                               769,
-	"number":                             429,
-	"object":                             434,
+	"none: a failed call takes the node’s error path": 500,
+	"normal":                             438,
+	"not provided":                       767,
+	"not yet":                            742,
+	"null":                               771,
+	"number":                             431,
+	"object":                             436,
 	"on error":                           295,
-	"one attempt, no retry, priority %d": 691,
-	"one of: %s":                         761,
-	"operator":                           444,
+	"one attempt, no retry, priority %d": 693,
+	"one of: %s":                         763,
+	"operator":                           446,
 	"optional %s field of type %s":       262,
 	"optional field of type %s":          264,
 	"optional → required":                255,
-	"pattern":                            459,
-	"pattern %s":                         757,
-	"pull":                               679,
+	"pattern":                            461,
+	"pattern %s":                         759,
+	"pull":                               681,
 	"pull %s":                            302,
-	"pull (a worker fetches it)":         441,
+	"pull (a worker fetches it)":         443,
 	"push %s":                            301,
-	"push (Relais calls the service)":    442,
-	"push to %s":                         680,
-	"rejected":                           424,
-	"released":                           425,
+	"push (Relais calls the service)":    444,
+	"push to %s":                         682,
+	"rejected":                           426,
+	"released":                           427,
 	"required %s field of type %s":       261,
-	"required changed":                   452,
+	"required changed":                   454,
 	"required field of type %s":          263,
 	"required → optional":                256,
-	"reserved":                           416,
+	"reserved":                           418,
 	"retry":                              3,
-	"revision %d":                        615,
-	"revisions %s":                       787,
+	"revision %d":                        617,
+	"revisions %s":                       789,
 	"revoked":                            194,
-	"routing changed":                    456,
-	"routing output":                     752,
+	"routing changed":                    458,
+	"routing output":                     754,
 	"routing output %s → %s":             254,
-	"running":                            421,
-	"secret":                             438,
-	"sensitive":                          437,
-	"settled":                            617,
+	"running":                            423,
+	"secret":                             440,
+	"sensitive":                          439,
+	"settled":                            619,
 	"stop":                               5,
-	"stream":                             783,
-	"text":                               427,
+	"stream":                             785,
+	"text":                               429,
 	"the contracts are the same (the name or a description changed).": 247,
-	"this session":             743,
-	"timeout %s":               693,
-	"timeout %s (the default)": 694,
+	"this session":             745,
+	"timeout %s":               695,
+	"timeout %s (the default)": 696,
 	"to":                       118,
-	"type changed":             451,
-	"unexpected value":         770,
-	"unknown":                  590,
+	"type changed":             453,
+	"unexpected value":         772,
+	"unknown":                  592,
 	"values added: %s":         257,
-	"values changed":           453,
+	"values changed":           455,
 	"values removed: %s":       258,
 	"values reordered":         259,
-	"version %d":               656,
-	"waiting":                  585,
-	"yes":                      447,
+	"version %d":               658,
+	"waiting":                  587,
+	"yes":                      449,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 168,
-	"→ %s": 686,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     415,
+	"→ %s": 688,
 }
 
-var enIndex = []uint32{ // 805 elements
+var enIndex = []uint32{ // 807 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -959,124 +961,124 @@ var enIndex = []uint32{ // 805 elements
 	0x00004323, 0x0000434d, 0x00004355, 0x0000435b,
 	0x00004368, 0x0000437a, 0x00004383, 0x0000438c,
 	0x0000439e, 0x000043ad, 0x000043cf, 0x000043f3,
-	0x0000440f, 0x0000443a, 0x0000446e, 0x0000447c,
-	0x000044a7, 0x000044b9, 0x000044cf, 0x000044f9,
-	0x00004542, 0x00004562, 0x0000456b, 0x0000457d,
-	0x000045a0, 0x000045ae, 0x000045bd, 0x000045ca,
+	0x0000441e, 0x00004452, 0x00004460, 0x0000448b,
+	0x0000449d, 0x000044b3, 0x000044dd, 0x00004526,
+	0x00004546, 0x0000454f, 0x00004561, 0x00004584,
+	0x00004592, 0x000045a1, 0x000045ae, 0x000045e6,
 	// Entry 1A0 - 1BF
-	0x000045d4, 0x000045dd, 0x000045e6, 0x000045f0,
-	0x000045f7, 0x00004601, 0x00004609, 0x0000460e,
-	0x00004616, 0x0000461f, 0x00004628, 0x00004635,
-	0x0000463a, 0x00004642, 0x00004649, 0x00004651,
-	0x00004656, 0x00004664, 0x0000466b, 0x00004672,
-	0x00004677, 0x0000467e, 0x00004688, 0x0000468f,
-	0x000046a2, 0x000046b2, 0x000046cd, 0x000046ed,
-	0x000046fb, 0x00004704, 0x0000470d, 0x00004716,
+	0x0000464f, 0x0000466b, 0x00004675, 0x0000467e,
+	0x00004687, 0x00004691, 0x00004698, 0x000046a2,
+	0x000046aa, 0x000046af, 0x000046b7, 0x000046c0,
+	0x000046c9, 0x000046d6, 0x000046db, 0x000046e3,
+	0x000046ea, 0x000046f2, 0x000046f7, 0x00004705,
+	0x0000470c, 0x00004713, 0x00004718, 0x0000471f,
+	0x00004729, 0x00004730, 0x00004743, 0x00004753,
+	0x0000476e, 0x0000478e, 0x0000479c, 0x000047a5,
 	// Entry 1C0 - 1DF
-	0x0000471a, 0x0000471d, 0x00004729, 0x00004737,
-	0x00004744, 0x00004755, 0x00004764, 0x0000477b,
-	0x0000478e, 0x0000479e, 0x000047ad, 0x000047bc,
-	0x000047c4, 0x000047cb, 0x000047d3, 0x000047db,
-	0x000047e9, 0x000047f7, 0x0000480d, 0x00004822,
-	0x00004833, 0x00004839, 0x00004840, 0x00004849,
-	0x00004865, 0x0000486e, 0x00004878, 0x00004881,
-	0x0000488a, 0x00004893, 0x000048aa, 0x000048b2,
+	0x000047ae, 0x000047b7, 0x000047bb, 0x000047be,
+	0x000047ca, 0x000047d8, 0x000047e5, 0x000047f6,
+	0x00004805, 0x0000481c, 0x0000482f, 0x0000483f,
+	0x0000484e, 0x0000485d, 0x00004865, 0x0000486c,
+	0x00004874, 0x0000487c, 0x0000488a, 0x00004898,
+	0x000048ae, 0x000048c3, 0x000048d4, 0x000048da,
+	0x000048e1, 0x000048ea, 0x00004906, 0x0000490f,
+	0x00004919, 0x00004922, 0x0000492b, 0x00004934,
 	// Entry 1E0 - 1FF
-	0x000048c0, 0x000048ec, 0x000048f8, 0x00004906,
-	0x0000494c, 0x00004958, 0x00004960, 0x0000498b,
-	0x000049d6, 0x00004a98, 0x00004a9c, 0x00004ac2,
-	0x00004aea, 0x00004b4d, 0x00004b52, 0x00004b6d,
-	0x00004b7e, 0x00004b8a, 0x00004b92, 0x00004bc4,
-	0x00004bcd, 0x00004bd6, 0x00004bf2, 0x00004c53,
-	0x00004c60, 0x00004c97, 0x00004cc6, 0x00004d16,
-	0x00004d51, 0x00004d5f, 0x00004d8b, 0x00004db1,
+	0x0000494b, 0x00004953, 0x00004961, 0x0000498d,
+	0x00004999, 0x000049a7, 0x000049ed, 0x000049f9,
+	0x00004a01, 0x00004a2c, 0x00004a77, 0x00004b39,
+	0x00004b3d, 0x00004b63, 0x00004b8b, 0x00004bee,
+	0x00004bf3, 0x00004c0e, 0x00004c1f, 0x00004c2b,
+	0x00004c33, 0x00004c65, 0x00004c6e, 0x00004c77,
+	0x00004c93, 0x00004cf4, 0x00004d01, 0x00004d38,
+	0x00004d67, 0x00004db7, 0x00004df2, 0x00004e00,
 	// Entry 200 - 21F
-	0x00004dd2, 0x00004ddd, 0x00004e0b, 0x00004e28,
-	0x00004e57, 0x00004e89, 0x00004ea7, 0x00004edc,
-	0x00004ef8, 0x00004f17, 0x00004f72, 0x00004f81,
-	0x00004f8e, 0x00004f9c, 0x00004fa9, 0x00004fb2,
-	0x00004fcd, 0x00004ffd, 0x00005018, 0x00005022,
-	0x00005074, 0x00005134, 0x00005190, 0x0000520e,
-	0x00005284, 0x00005357, 0x0000541a, 0x00005452,
-	0x000054b2, 0x000054df, 0x00005519, 0x00005626,
+	0x00004e2c, 0x00004e52, 0x00004e73, 0x00004e7e,
+	0x00004eac, 0x00004ec9, 0x00004ef8, 0x00004f2a,
+	0x00004f48, 0x00004f7d, 0x00004f99, 0x00004fb8,
+	0x00005013, 0x00005022, 0x0000502f, 0x0000503d,
+	0x0000504a, 0x00005053, 0x0000506e, 0x0000509e,
+	0x000050b9, 0x000050c3, 0x00005115, 0x000051d5,
+	0x00005231, 0x000052af, 0x00005325, 0x000053f8,
+	0x000054bb, 0x000054f3, 0x00005553, 0x00005580,
 	// Entry 220 - 23F
-	0x00005646, 0x0000566c, 0x00005696, 0x00005707,
-	0x00005744, 0x00005768, 0x0000580c, 0x00005831,
-	0x00005860, 0x000058c0, 0x00005919, 0x00005973,
-	0x0000598d, 0x000059ab, 0x000059df, 0x00005a1f,
-	0x00005a49, 0x00005a58, 0x00005b23, 0x00005b54,
-	0x00005b83, 0x00005b96, 0x00005c0b, 0x00005c1e,
-	0x00005c52, 0x00005c86, 0x00005c96, 0x00005cdd,
-	0x00005d0a, 0x00005d17, 0x00005d27, 0x00005d57,
+	0x000055ba, 0x000056c7, 0x000056e7, 0x0000570d,
+	0x00005737, 0x000057a8, 0x000057e5, 0x00005809,
+	0x000058ad, 0x000058d2, 0x00005901, 0x00005961,
+	0x000059ba, 0x00005a14, 0x00005a2e, 0x00005a4c,
+	0x00005a80, 0x00005ac0, 0x00005aea, 0x00005af9,
+	0x00005bc4, 0x00005bf5, 0x00005c24, 0x00005c37,
+	0x00005cac, 0x00005cbf, 0x00005cf3, 0x00005d27,
+	0x00005d37, 0x00005d7e, 0x00005dab, 0x00005db8,
 	// Entry 240 - 25F
-	0x00005d91, 0x00005db4, 0x00005e2b, 0x00005ead,
-	0x00005f32, 0x00005f41, 0x00005f91, 0x00005ff1,
-	0x0000605d, 0x000060d4, 0x000060dc, 0x000060f4,
-	0x00006111, 0x0000611f, 0x00006130, 0x00006138,
-	0x00006143, 0x00006184, 0x000061bc, 0x000061d0,
-	0x00006200, 0x0000623b, 0x0000624b, 0x0000628a,
-	0x0000629b, 0x000062ad, 0x000062b9, 0x000062ca,
-	0x000062e4, 0x000062ec, 0x000062fd, 0x00006303,
+	0x00005dc8, 0x00005df8, 0x00005e32, 0x00005e55,
+	0x00005ecc, 0x00005f4e, 0x00005fd3, 0x00005fe2,
+	0x00006032, 0x00006092, 0x000060fe, 0x00006175,
+	0x0000617d, 0x00006195, 0x000061b2, 0x000061c0,
+	0x000061d1, 0x000061d9, 0x000061e4, 0x00006225,
+	0x0000625d, 0x00006271, 0x000062a1, 0x000062dc,
+	0x000062ec, 0x0000632b, 0x0000633c, 0x0000634e,
+	0x0000635a, 0x0000636b, 0x00006385, 0x0000638d,
 	// Entry 260 - 27F
-	0x00006317, 0x0000632f, 0x00006354, 0x00006362,
-	0x000063a0, 0x000063dd, 0x00006409, 0x00006446,
-	0x00006455, 0x00006466, 0x0000646e, 0x0000647b,
-	0x0000648b, 0x000064a2, 0x000064ad, 0x000064bc,
-	0x000064c2, 0x000064d0, 0x000064da, 0x000064e5,
-	0x000064ef, 0x00006502, 0x00006527, 0x00006552,
-	0x000065e3, 0x0000661e, 0x0000663d, 0x0000667b,
-	0x000066b2, 0x000066e0, 0x000066ee, 0x0000678d,
+	0x0000639e, 0x000063a4, 0x000063b8, 0x000063d0,
+	0x000063f5, 0x00006403, 0x00006441, 0x0000647e,
+	0x000064aa, 0x000064e7, 0x000064f6, 0x00006507,
+	0x0000650f, 0x0000651c, 0x0000652c, 0x00006543,
+	0x0000654e, 0x0000655d, 0x00006563, 0x00006571,
+	0x0000657b, 0x00006586, 0x00006590, 0x000065a3,
+	0x000065c8, 0x000065f3, 0x00006684, 0x000066bf,
+	0x000066de, 0x0000671c, 0x00006753, 0x00006781,
 	// Entry 280 - 29F
-	0x000067ab, 0x00006902, 0x00006910, 0x00006924,
-	0x00006945, 0x00006959, 0x00006989, 0x0000698f,
-	0x000069a3, 0x000069bb, 0x000069ce, 0x00006a0b,
-	0x00006a7e, 0x00006acb, 0x00006adc, 0x00006af3,
-	0x00006b10, 0x00006b1e, 0x00006b2c, 0x00006b37,
-	0x00006b3d, 0x00006c2f, 0x00006c35, 0x00006c67,
-	0x00006c6c, 0x00006c7c, 0x00006c87, 0x00006c90,
-	0x00006ca0, 0x00006cac, 0x00006ce0, 0x00006d13,
+	0x0000678f, 0x0000682e, 0x0000684c, 0x000069a3,
+	0x000069b1, 0x000069c5, 0x000069e6, 0x000069fa,
+	0x00006a2a, 0x00006a30, 0x00006a44, 0x00006a5c,
+	0x00006a6f, 0x00006aac, 0x00006b1f, 0x00006b6c,
+	0x00006b7d, 0x00006b94, 0x00006bb1, 0x00006bbf,
+	0x00006bcd, 0x00006bd8, 0x00006bde, 0x00006cd0,
+	0x00006cd6, 0x00006d08, 0x00006d0d, 0x00006d1d,
+	0x00006d28, 0x00006d31, 0x00006d41, 0x00006d4d,
 	// Entry 2A0 - 2BF
-	0x00006d2d, 0x00006dd2, 0x00006de8, 0x00006e6d,
-	0x00006ee7, 0x00006ef6, 0x00006fb0, 0x00007001,
-	0x00007006, 0x00007014, 0x00007024, 0x00007030,
-	0x00007040, 0x0000704e, 0x0000705e, 0x00007068,
-	0x0000708b, 0x000070a4, 0x000070b7, 0x00007123,
-	0x00007149, 0x00007158, 0x00007166, 0x00007182,
-	0x00007191, 0x000071a7, 0x000071e0, 0x00007212,
-	0x0000726a, 0x000072a1, 0x000072b8, 0x000072c6,
+	0x00006d81, 0x00006db4, 0x00006dce, 0x00006e73,
+	0x00006e89, 0x00006f0e, 0x00006f88, 0x00006f97,
+	0x00007051, 0x000070a2, 0x000070a7, 0x000070b5,
+	0x000070c5, 0x000070d1, 0x000070e1, 0x000070ef,
+	0x000070ff, 0x00007109, 0x0000712c, 0x00007145,
+	0x00007158, 0x000071c4, 0x000071ea, 0x000071f9,
+	0x00007207, 0x00007223, 0x00007232, 0x00007248,
+	0x00007281, 0x000072b3, 0x0000730b, 0x00007342,
 	// Entry 2C0 - 2DF
-	0x0000730a, 0x0000732f, 0x000073a6, 0x000073bc,
-	0x000073d3, 0x00007401, 0x00007414, 0x0000743c,
-	0x000074c0, 0x000074c7, 0x0000752f, 0x00007559,
-	0x00007589, 0x0000765c, 0x00007796, 0x00007836,
-	0x0000784a, 0x000078a5, 0x00007950, 0x000079d2,
-	0x00007aab, 0x00007ab3, 0x00007aee, 0x00007af4,
-	0x00007b86, 0x00007c1e, 0x00007c4a, 0x00007c75,
-	0x00007cc3, 0x00007d2f, 0x00007dd6, 0x00007df1,
+	0x00007359, 0x00007367, 0x000073ab, 0x000073d0,
+	0x00007447, 0x0000745d, 0x00007474, 0x000074a2,
+	0x000074b5, 0x000074dd, 0x00007561, 0x00007568,
+	0x000075d0, 0x000075fa, 0x0000762a, 0x000076fd,
+	0x00007837, 0x000078d7, 0x000078eb, 0x00007946,
+	0x000079f1, 0x00007a73, 0x00007b4c, 0x00007b54,
+	0x00007b8f, 0x00007b95, 0x00007c27, 0x00007cbf,
+	0x00007ceb, 0x00007d16, 0x00007d64, 0x00007dd0,
 	// Entry 2E0 - 2FF
-	0x00007dfb, 0x00007e00, 0x00007e0a, 0x00007e12,
-	0x00007e18, 0x00007e20, 0x00007e2e, 0x00007e38,
-	0x00007e45, 0x00007e58, 0x00007e7c, 0x00007efc,
-	0x00007f0d, 0x00007f15, 0x00007f8a, 0x00007fde,
-	0x00008026, 0x00008035, 0x00008048, 0x00008054,
-	0x00008090, 0x000080ca, 0x000080d8, 0x000080e5,
-	0x000080f3, 0x00008101, 0x0000810f, 0x00008141,
-	0x00008171, 0x000081cd, 0x000081da, 0x000081fa,
+	0x00007e77, 0x00007e92, 0x00007e9c, 0x00007ea1,
+	0x00007eab, 0x00007eb3, 0x00007eb9, 0x00007ec1,
+	0x00007ecf, 0x00007ed9, 0x00007ee6, 0x00007ef9,
+	0x00007f1d, 0x00007f9d, 0x00007fae, 0x00007fb6,
+	0x0000802b, 0x0000807f, 0x000080c7, 0x000080d6,
+	0x000080e9, 0x000080f5, 0x00008131, 0x0000816b,
+	0x00008179, 0x00008186, 0x00008194, 0x000081a2,
+	0x000081b0, 0x000081e2, 0x00008212, 0x0000826e,
 	// Entry 300 - 31F
-	0x00008205, 0x0000821f, 0x00008224, 0x00008235,
-	0x000082bb, 0x000082e0, 0x000082e7, 0x000082f0,
-	0x00008303, 0x0000830d, 0x00008317, 0x00008321,
-	0x00008339, 0x0000834f, 0x0000835b, 0x0000837d,
-	0x00008384, 0x00008391, 0x000083a2, 0x000083c9,
-	0x000083d9, 0x000083f8, 0x00008418, 0x000084f0,
-	0x000085d1, 0x00008625, 0x00008675, 0x000086d5,
-	0x00008728, 0x00008760, 0x00008791, 0x000087e1,
+	0x0000827b, 0x0000829b, 0x000082a6, 0x000082c0,
+	0x000082c5, 0x000082d6, 0x0000835c, 0x00008381,
+	0x00008388, 0x00008391, 0x000083a4, 0x000083ae,
+	0x000083b8, 0x000083c2, 0x000083da, 0x000083f0,
+	0x000083fc, 0x0000841e, 0x00008425, 0x00008432,
+	0x00008443, 0x0000846a, 0x0000847a, 0x00008499,
+	0x000084b9, 0x00008591, 0x00008672, 0x000086c6,
+	0x00008716, 0x00008776, 0x000087c9, 0x00008801,
 	// Entry 320 - 33F
-	0x00008815, 0x00008833, 0x00008852, 0x00008871,
-	0x00008891,
-} // Size: 3244 bytes
+	0x00008832, 0x00008882, 0x000088b6, 0x000088d4,
+	0x000088f3, 0x00008912, 0x00008932,
+} // Size: 3252 bytes
 
-const enData string = "" + // Size: 34961 bytes
+const enData string = "" + // Size: 35122 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1342,273 +1344,275 @@ const enData string = "" + // Size: 34961 bytes
 	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
 	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
 	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
-	" a whole number from 1.\x02A version is a process’s: choose the process " +
-	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
-	"filter matches\x02The next page counts them and asks for a reason before" +
-	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
-	" node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02completed\x02failed\x02cancelled\x02running\x02held\x02expired\x02re" +
-	"jected\x02released\x02disconnected\x02text\x02integer\x02number\x02boole" +
-	"an\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sen" +
-	"sitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pull (a wor" +
-	"ker fetches it)\x02push (Relais calls the service)\x02administrator\x02o" +
-	"perator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field rem" +
-	"oved\x02type changed\x02required changed\x02values changed\x02classifica" +
-	"tion changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
-	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No worker has re" +
-	"served this occurrence yet.\x02in progress\x02Whole message\x02No worker" +
-	" ever reserved this occurrence: it ended before any attempt.\x02Destinat" +
-	"ion\x02Replica\x02Relais has not called the destination yet.\x02Relais n" +
-	"ever called the destination: the occurrence ended before any call.\x02Re" +
-	"lais keeps the destination’s status code only when it refused the call (" +
-	"destination_http_NNN); a completed call answered 2xx. The duration runs " +
-	"from the claim of the call to its settlement.\x02Now\x02Retry or abandon" +
-	" it from its instance\x02The latest %[1]d attempts, oldest first\x02The " +
-	"%[1]s earlier attempts (of %[2]s) are not shown: GET /api/v1/occurrences" +
-	"/%[3]s lists them all.\x02Mode\x02Reason given by the worker\x02Maximum " +
-	"attempts\x02Retry delay\x02Retries\x02none: a failed call takes the node" +
-	"’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
-	"\x02%[1]s; its last call had %[2]s (a destination’s max_timeout or RELAI" +
-	"S_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the" +
-	" destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIM" +
-	"EOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s (Rela" +
-	"is’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
-	"he retention: write no customer data in it.\x02Available from\x02Next at" +
-	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
-	"fore any attempt)\x02Retryable\x02no: the worker marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination’s answer " +
-	"could not be used: it must be one JSON object whose outputs member match" +
-	"es the revision’s outputs contract, and nothing after it. Its message sa" +
-	"ys what was wrong.\x02The destination did not answer within the call’s t" +
-	"imeout: it may have acted all the same.\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The last attempt’s lock expired with no attempt left, after Relais r" +
-	"efused its worker’s report (%[1]s; see the failed occurrence’s attempts)" +
-	": the worker answered, and its answer must change, not its lock.\x02The " +
-	"last attempt’s lock expired with no attempt left, after Relais refused i" +
-	"ts worker’s report (%[1]s; see the attempts below): the worker answered," +
-	" and its answer must change, not its lock.\x02The last attempt’s lock ex" +
-	"pired with no attempt left.\x02The last attempt’s worker stream ended (i" +
-	"ts worker left or was dropped) with no attempt left.\x02The deadline pas" +
-	"sed before a result arrived.\x02The result did not match the revision's " +
-	"outputs contract.\x02The answer to the call was lost (the connection bro" +
-	"ke after the request was sent, or Relais stopped or could not reach its " +
-	"database before recording it): whether the destination acted is unknown," +
-	" so Relais does not call it again by itself (an operator’s retry does)." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt ende" +
-	"d without a result (its lock expired, or its worker’s stream ended) with" +
-	" no attempt left.\x02The inputs could not be built from the process’s bi" +
-	"ndings.\x02An operator abandoned the instance.\x02A Camunda 7 worker rep" +
-	"orted a failure with no retries left (retries: 0, no retries sent, which" +
-	" Camunda reads as 0, or a budget already spent): it is not run again." +
-	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
-	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
-	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
-	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
-	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
-	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
-	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
-	"ed %[2]s without its result recorded: the replica making it may have sto" +
-	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
-	"ion whether it took effect.\x02Relais is calling the destination (since " +
-	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
-	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
-	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
-	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
-	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
-	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
-	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
-	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
-	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02The instance was stopped while the worker held the task: its report " +
-	"is refused, but it may already have done the work.\x02The instance was s" +
-	"topped during the call, which was aborted: the destination may already h" +
-	"ave acted on the request (check there).\x02The instance was stopped whil" +
-	"e the task was deferred: a settlement by id is refused, but the work it " +
-	"waited for may already be done.\x02%[1]s at %[2]s\x02Relais refused a re" +
-	"port of this attempt at %[1]s (%[2]s) before taking another.\x02Relais r" +
-	"efused %[1]s reports of this attempt, the last at %[2]s (%[3]s), before " +
-	"taking another.\x02Relais refused this attempt’s report at %[1]s (%[2]s)" +
-	": its worker answered, and the answer was not taken.\x02Relais refused %" +
-	"[1]s reports of this attempt, the last at %[2]s (%[3]s): its worker answ" +
-	"ered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02" +
-	"no answer within the timeout\x02no connection\x02answer too large\x02unk" +
-	"nown\x02[redacted]\x02Message from the worker (its own words, protected " +
-	"values masked)\x02Message from Relais, quoting the destination’s answer" +
-	"\x02Message from Relais\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02A revision is a definition’s: choose the definition too.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, destination, da" +
-	"tes\x02Push destination\x02its name, exactly\x02instance id\x02Counts by" +
-	" status\x02Occurrences, newest first\x02Message\x02Process and node\x02E" +
-	"rror\x02Consumer and worker\x02Next attempt or settled\x02No occurrence " +
-	"matches these filters.\x02All consumers\x02Totals of definition %[1]s, n" +
-	"ot narrowed by the other filters\x02Totals of all definitions, not narro" +
-	"wed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
-	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
-	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
-	"a parameter that cannot be read (a percent sign not followed by two hexa" +
-	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
-	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
-	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
-	"r is invalid: go back to the first page.\x02These settings are kept in t" +
-	"his browser only.\x02Show times in\x02The console runs no script, so it " +
-	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
-	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
-	"etail pages\x02A reload empties what you typed but did not apply (filter" +
-	"s, the search box) and moves the focus back to the top of the page: “Pau" +
-	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
-	"ges where you type a reason (confirmations, and occurrences with a value" +
-	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
-	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
-	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
-	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
-	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
-	"ons, drawn, with where their occurrences are now.\x02Published process v" +
-	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
-	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
-	"on %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	" Each box says how many of this version’s occurrences are at that node n" +
-	"ow.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kin" +
-	"d\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inp" +
-	"uts from\x02No inputs: an instance starts with an empty object.\x02Input" +
-	"s an instance of this version is started with\x02Instances of this versi" +
-	"on\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
-	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
-	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
-	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
-	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
-	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
-	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
-	" can never be revealed.\x02Every sensitive value an administrator reveal" +
-	"ed: who, when, which field and why. The values themselves are never kept" +
-	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
-	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
-	"t accept that request.\x02This form was sent from another site: the cons" +
-	"ole takes its forms from its own pages only. Open the console and send i" +
-	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
-	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
-	" find: the search box is empty.\x02That is too long to be an id or a bus" +
-	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
-	"y is found only whole and exactly as given, capitals and accents include" +
-	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
-	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
-	"it as its business key. An ended instance is deleted, with its occurrenc" +
-	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
-	", or at once when an administrator erases it; the audit log keeps the op" +
-	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
-	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
-	"e row, or copy its link, for the whole id.\x02You are signed out.\x02The" +
-	" token you signed in with is revoked, and you are signed out: sign in wi" +
-	"th another one.\x02Your session had ended (inactivity, a sign-out elsewh" +
-	"ere, a revoked token or a restart of the server), so your last action wa" +
-	"s not applied. Sign in again, then repeat it.\x02Your session has ended " +
-	"(inactivity, a sign-out elsewhere, a token revoked or expired, or a rest" +
-	"art of the server). Sign in again.\x02A token in the address is not used" +
-	": paste it in the field below. The address has put it in your browser’s " +
-	"history, and perhaps in a proxy’s logs: if others may read them, have th" +
-	"e token revoked and use a new one.\x02Sign in\x02Sign in with an operato" +
-	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
-	"\x02G\x02Too many failed sign-ins from your address. Try again in %[1]d " +
-	"second.\x00H\x02Too many failed sign-ins from your address. Try again in" +
-	" %[1]d seconds.\x02Paste your token in the field: it is empty.\x02This t" +
-	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
-	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
-	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
-	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
-	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
-	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
-	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
-	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
-	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
-	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
-	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
-	"th: revoking it signs you out. Its next request is refused. This cannot " +
-	"be undone.\x02This is the last usable administrator token: create anothe" +
-	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
-	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
-	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
-	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
-	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
-	"m, and polling workers by their last fetch. A worker is listed while it " +
-	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
-	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	"andoned by an operator\x02The version must be a whole number from 1.\x02" +
+	"A version is a process’s: choose the process too.\x02Creation date\x02Th" +
+	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
+	"case-sensitive\x02Act on every instance this filter matches\x02The next " +
+	"page counts them and asks for a reason before anything changes.\x02Proce" +
+	"ss instances, newest first\x02Instance\x02End node or error\x02No instan" +
+	"ce matches these filters.\x02All processes\x02Any definition\x02All stat" +
+	"uses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is th" +
+	"e status of an instance, not of a task: the Instances page lists the ins" +
+	"tances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02d" +
+	"eferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expire" +
+	"d\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
+	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
+	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
+	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
+	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
+	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
+	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
+	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
+	"atever the retention: write no customer data in it.\x02Available from" +
+	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
+	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
+	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
+	"ion’s answer could not be used: it must be one JSON object whose outputs" +
+	" member matches the revision’s outputs contract, and nothing after it. I" +
+	"ts message says what was wrong.\x02The destination did not answer within" +
+	" the call’s timeout: it may have acted all the same.\x02The destination " +
+	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
+	"the same, so check before retrying.\x02The destination did not answer wi" +
+	"thin the call’s timeout: it may have acted all the same, so check before" +
+	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
+	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
+	" attempts): the worker answered, and its answer must change, not its loc" +
+	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
+	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
+	" answered, and its answer must change, not its lock.\x02The last attempt" +
+	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
+	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
+	"deadline passed before a result arrived.\x02The result did not match the" +
+	" revision's outputs contract.\x02The answer to the call was lost (the co" +
+	"nnection broke after the request was sent, or Relais stopped or could no" +
+	"t reach its database before recording it): whether the destination acted" +
+	" is unknown, so Relais does not call it again by itself (an operator’s r" +
+	"etry does).\x02The call could not be prepared.\x02The destination could " +
+	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
+	"ttempt ended without a result (its lock expired, or its worker’s stream " +
+	"ended) with no attempt left.\x02The inputs could not be built from the p" +
+	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
+	" worker reported a failure with no retries left (retries: 0, no retries " +
+	"sent, which Camunda reads as 0, or a budget already spent): it is not ru" +
+	"n again.\x02The destination answered HTTP %[1]s.\x02No live worker takes" +
+	" %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the l" +
+	"ive workers of %[2]s declare inputs it does not have.\x02No live worker " +
+	"takes revision %[1]d: the live workers of %[2]s take revision %[3]d only" +
+	".\x02No live worker takes revision %[1]d: the live workers of %[2]s take" +
+	" revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s " +
+	"— %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiti" +
+	"ng for Relais to call the destination since %[1]s (%[2]s).\x02Waiting fo" +
+	"r a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (" +
+	"%[1]s) ended %[2]s without its result recorded: the replica making it ma" +
+	"y have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask th" +
+	"e destination whether it took effect.\x02Relais is calling the destinati" +
+	"on (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Res" +
+	"erved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same co" +
+	"nsumer, or a front end with a settle token, completes it later.\x02Compl" +
+	"eted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02" +
+	"Its instance went on along the node’s error path.\x02Failed (%[1]s).\x02" +
+	"Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Canc" +
+	"elled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[" +
+	"1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferre" +
+	"d; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled " +
+	"by %[2]s)\x02The instance was stopped while the worker held the task: it" +
+	"s report is refused, but it may already have done the work.\x02The insta" +
+	"nce was stopped during the call, which was aborted: the destination may " +
+	"already have acted on the request (check there).\x02The instance was sto" +
+	"pped while the task was deferred: a settlement by id is refused, but the" +
+	" work it waited for may already be done.\x02%[1]s at %[2]s\x02Relais ref" +
+	"used a report of this attempt at %[1]s (%[2]s) before taking another." +
+	"\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (%[3" +
+	"]s), before taking another.\x02Relais refused this attempt’s report at %" +
+	"[1]s (%[2]s): its worker answered, and the answer was not taken.\x02Rela" +
+	"is refused %[1]s reports of this attempt, the last at %[2]s (%[3]s): its" +
+	" worker answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusa" +
+	"ble body\x02no answer within the timeout\x02no connection\x02answer too " +
+	"large\x02unknown\x02[redacted]\x02Message from the worker (its own words" +
+	", protected values masked)\x02Message from Relais, quoting the destinati" +
+	"on’s answer\x02Message from Relais\x02The revision must be a whole numbe" +
+	"r, 1 or more.\x02A revision is a definition’s: choose the definition too" +
+	".\x02Settlement date\x02More filters: instance, revision, consumer, dest" +
+	"ination, dates\x02Push destination\x02its name, exactly\x02instance id" +
+	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
+	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
+	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
+	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
+	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
+	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
+	"ollow the longest path from the start node. Solid arrows are successes (" +
+	"labelled with their route), dashed ones failures (labelled with their er" +
+	"ror codes). Each box says how many of this version’s occurrences are at " +
+	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
+	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
+	" now\x02Inputs from\x02No inputs: an instance starts with an empty objec" +
+	"t.\x02Inputs an instance of this version is started with\x02Instances of" +
+	" this version\x02Columns follow the longest path from the start node. So" +
+	"lid arrows are successes (labelled with their route), dashed ones failur" +
+	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
+	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
+	"ble below lists every node with its routes and counts.\x02This version h" +
+	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
+	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
+	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
+	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for a" +
+	"n operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
+	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
+	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
+	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
+	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
+	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
+	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
+	" and no instance has it as its business key. An ended instance is delete" +
+	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
+	"RETENTION) has passed, or at once when an administrator erases it; the a" +
+	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02The token you signed in with is revoked, and you are s" +
+	"igned out: sign in with another one.\x02Your session had ended (inactivi" +
+	"ty, a sign-out elsewhere, a revoked token or a restart of the server), s" +
+	"o your last action was not applied. Sign in again, then repeat it.\x02Yo" +
+	"ur session has ended (inactivity, a sign-out elsewhere, a token revoked " +
+	"or expired, or a restart of the server). Sign in again.\x02A token in th" +
+	"e address is not used: paste it in the field below. The address has put " +
+	"it in your browser’s history, and perhaps in a proxy’s logs: if others m" +
+	"ay read them, have the token revoked and use a new one.\x02Sign in\x02Si" +
+	"gn in with an operator, designer or administrator token.\x02Token\x02The" +
+	" token is checked once and never stored in your browser; a session cooki" +
+	"e stands for it for up to 8 hours of inactivity, and 12 hours at most." +
+	"\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address." +
+	" Try again in %[1]d second.\x00H\x02Too many failed sign-ins from your a" +
+	"ddress. Try again in %[1]d seconds.\x02Paste your token in the field: it" +
+	" is empty.\x02This token is unknown, revoked or expired.\x02A %[1]s toke" +
+	"n cannot open the console: it is a worker’s token, for the API.\x02Only " +
+	"administrators see this page: tokens, consumers, destinations, the revea" +
+	"l log and erasures are theirs.\x02Staff tokens (administrators, designer" +
+	"s, operators) that are not revoked. Consumer tokens are managed with the" +
+	"ir consumers. Revoking a token refuses its next request.\x02Staff tokens" +
+	", oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02" +
+	"not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]" +
+	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
+	" console sessions opened with it end. This cannot be undone: whoever use" +
+	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
+	"ken you signed in with: revoking it signs you out. Its next request is r" +
+	"efused. This cannot be undone.\x02This is the last usable administrator " +
+	"token: create another one before revoking it.\x02The token “%[1]s” (%[2]" +
+	"s) was revoked: its next request is refused.\x02routing output\x02each i" +
+	"tem of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]" +
+	"d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
+	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
+	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
+	"connected by a stream, and polling workers by their last fetch. A worker" +
+	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
+	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
+	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
+	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02stre" +
+	"am\x02long polling\x02Camunda 7 facade\x02every revision its consumer is" +
+	" granted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no work" +
+	"er takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no l" +
+	"ive worker takes it: subscribe workers to it, with their consumers grant" +
+	"ed it (a worker naming no revision takes those its consumer is granted; " +
+	"a process version pins it).\x02Occurrences of revisions %[1]s wait, and " +
+	"no live worker takes them: subscribe workers to them, with their consume" +
+	"rs granted them (a worker naming no revision takes those its consumer is" +
+	" granted; a process version pins them).\x02No worker serves this definit" +
+	"ion: its occurrences wait until one connects or polls.\x02No process use" +
+	"s this definition yet: it needs a worker once a process pulls it.\x02No " +
+	"process pulls this definition: Relais calls its destinations (push), and" +
+	" it needs no worker.\x02No worker is connected for this definition; none" +
+	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
+	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every re" +
+	"vision its consumer is granted.\x02Revisions they take: %[1]s; some take" +
+	" every revision their consumer is granted.\x02They take every revision t" +
+	"heir consumer is granted.\x02It takes revision %[1]d only.\x02They take " +
+	"revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revi" +
+	"sions %[1]s only."
 
-var frIndex = []uint32{ // 805 elements
+var frIndex = []uint32{ // 807 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1722,124 +1726,124 @@ var frIndex = []uint32{ // 805 elements
 	0x0000571e, 0x0000574d, 0x00005758, 0x0000575c,
 	0x0000576e, 0x00005783, 0x00005791, 0x0000579e,
 	0x000057b3, 0x000057c6, 0x000057f1, 0x0000581e,
-	0x00005842, 0x00005879, 0x000058c3, 0x000058d5,
-	0x0000590d, 0x00005924, 0x0000593b, 0x0000596f,
-	0x000059b9, 0x000059ee, 0x000059f7, 0x00005a0e,
-	0x00005a3c, 0x00005a4f, 0x00005a61, 0x00005a72,
+	0x00005855, 0x0000589f, 0x000058b1, 0x000058e9,
+	0x00005900, 0x00005917, 0x0000594b, 0x00005995,
+	0x000059ca, 0x000059d3, 0x000059ea, 0x00005a18,
+	0x00005a2b, 0x00005a3d, 0x00005a4e, 0x00005a9a,
 	// Entry 1A0 - 1BF
-	0x00005a7d, 0x00005a88, 0x00005a93, 0x00005a9d,
-	0x00005aa7, 0x00005ab0, 0x00005ab9, 0x00005ac2,
-	0x00005acb, 0x00005ad4, 0x00005adb, 0x00005ae9,
-	0x00005aef, 0x00005af6, 0x00005afd, 0x00005b06,
-	0x00005b0b, 0x00005b19, 0x00005b1f, 0x00005b25,
-	0x00005b2b, 0x00005b33, 0x00005b3c, 0x00005b45,
-	0x00005b58, 0x00005b69, 0x00005b8c, 0x00005bad,
-	0x00005bbc, 0x00005bc7, 0x00005bd2, 0x00005bdf,
+	0x00005b14, 0x00005b38, 0x00005b43, 0x00005b4e,
+	0x00005b59, 0x00005b63, 0x00005b6d, 0x00005b76,
+	0x00005b7f, 0x00005b88, 0x00005b91, 0x00005b9a,
+	0x00005ba1, 0x00005baf, 0x00005bb5, 0x00005bbc,
+	0x00005bc3, 0x00005bcc, 0x00005bd1, 0x00005bdf,
+	0x00005be5, 0x00005beb, 0x00005bf1, 0x00005bf9,
+	0x00005c02, 0x00005c0b, 0x00005c1e, 0x00005c2f,
+	0x00005c52, 0x00005c73, 0x00005c82, 0x00005c8d,
 	// Entry 1C0 - 1DF
-	0x00005be3, 0x00005be7, 0x00005bf5, 0x00005c03,
-	0x00005c11, 0x00005c31, 0x00005c44, 0x00005c5d,
-	0x00005c72, 0x00005c83, 0x00005c95, 0x00005ca7,
-	0x00005cad, 0x00005cb4, 0x00005cbc, 0x00005cc4,
-	0x00005ce2, 0x00005d00, 0x00005d17, 0x00005d2c,
-	0x00005d3d, 0x00005d43, 0x00005d5c, 0x00005d67,
-	0x00005d9b, 0x00005da8, 0x00005dc6, 0x00005dd4,
-	0x00005ddd, 0x00005de4, 0x00005dff, 0x00005e09,
+	0x00005c98, 0x00005ca5, 0x00005ca9, 0x00005cad,
+	0x00005cbb, 0x00005cc9, 0x00005cd7, 0x00005cf7,
+	0x00005d0a, 0x00005d23, 0x00005d38, 0x00005d49,
+	0x00005d5b, 0x00005d6d, 0x00005d73, 0x00005d7a,
+	0x00005d82, 0x00005d8a, 0x00005da8, 0x00005dc6,
+	0x00005ddd, 0x00005df2, 0x00005e03, 0x00005e09,
+	0x00005e22, 0x00005e2d, 0x00005e61, 0x00005e6e,
+	0x00005e8c, 0x00005e9a, 0x00005ea3, 0x00005eaa,
 	// Entry 1E0 - 1FF
-	0x00005e1c, 0x00005e56, 0x00005e5f, 0x00005e6e,
-	0x00005ed2, 0x00005ede, 0x00005ee8, 0x00005f18,
-	0x00005f73, 0x0000605a, 0x00006065, 0x00006098,
-	0x000060d6, 0x0000614f, 0x00006154, 0x00006174,
-	0x00006191, 0x000061b1, 0x000061c6, 0x00006207,
-	0x00006212, 0x0000621c, 0x00006245, 0x000062ba,
-	0x000062cb, 0x00006308, 0x0000633c, 0x0000639d,
-	0x000063e7, 0x000063f5, 0x00006431, 0x0000645b,
+	0x00005ec5, 0x00005ecf, 0x00005ee2, 0x00005f1c,
+	0x00005f25, 0x00005f34, 0x00005f98, 0x00005fa4,
+	0x00005fae, 0x00005fde, 0x00006039, 0x00006120,
+	0x0000612b, 0x0000615e, 0x0000619c, 0x00006215,
+	0x0000621a, 0x0000623a, 0x00006257, 0x00006277,
+	0x0000628c, 0x000062cd, 0x000062d8, 0x000062e2,
+	0x0000630b, 0x00006380, 0x00006391, 0x000063ce,
+	0x00006402, 0x00006463, 0x000064ad, 0x000064bb,
 	// Entry 200 - 21F
-	0x000064a0, 0x000064c8, 0x00006507, 0x00006528,
-	0x00006566, 0x000065a6, 0x000065c6, 0x00006607,
-	0x00006631, 0x00006658, 0x000066db, 0x000066f3,
-	0x00006707, 0x0000671e, 0x0000672c, 0x00006737,
-	0x0000675a, 0x00006798, 0x000067b7, 0x000067d3,
-	0x00006841, 0x00006913, 0x00006972, 0x000069f7,
-	0x00006a74, 0x00006b88, 0x00006c8b, 0x00006cd2,
-	0x00006d5f, 0x00006d9f, 0x00006de5, 0x00006f32,
+	0x000064f7, 0x00006521, 0x00006566, 0x0000658e,
+	0x000065cd, 0x000065ee, 0x0000662c, 0x0000666c,
+	0x0000668c, 0x000066cd, 0x000066f7, 0x0000671e,
+	0x000067a1, 0x000067b9, 0x000067cd, 0x000067e4,
+	0x000067f2, 0x000067fd, 0x00006820, 0x0000685e,
+	0x0000687d, 0x00006899, 0x00006907, 0x000069d9,
+	0x00006a38, 0x00006abd, 0x00006b3a, 0x00006c4e,
+	0x00006d51, 0x00006d98, 0x00006e25, 0x00006e65,
 	// Entry 220 - 23F
-	0x00006f5a, 0x00006f7d, 0x00006fb4, 0x00007045,
-	0x00007098, 0x000070c1, 0x000071a3, 0x000071c9,
-	0x00007210, 0x00007294, 0x0000730f, 0x0000738c,
-	0x000073b4, 0x000073dc, 0x00007423, 0x0000746d,
-	0x000074a0, 0x000074b3, 0x000075bb, 0x000075e9,
-	0x00007625, 0x0000763b, 0x000076cf, 0x000076e2,
-	0x0000771f, 0x0000775b, 0x0000776e, 0x000077c2,
-	0x000077f7, 0x00007809, 0x00007820, 0x0000785f,
+	0x00006eab, 0x00006ff8, 0x00007020, 0x00007043,
+	0x0000707a, 0x0000710b, 0x0000715e, 0x00007187,
+	0x00007269, 0x0000728f, 0x000072d6, 0x0000735a,
+	0x000073d5, 0x00007452, 0x0000747a, 0x000074a2,
+	0x000074e9, 0x00007533, 0x00007566, 0x00007579,
+	0x00007681, 0x000076af, 0x000076eb, 0x00007701,
+	0x00007795, 0x000077a8, 0x000077e5, 0x00007821,
+	0x00007834, 0x00007888, 0x000078bd, 0x000078cf,
 	// Entry 240 - 25F
-	0x000078b1, 0x000078dd, 0x0000797a, 0x00007a20,
-	0x00007acd, 0x00007add, 0x00007b3d, 0x00007bae,
-	0x00007c33, 0x00007cc8, 0x00007cd3, 0x00007cf0,
-	0x00007d0f, 0x00007d20, 0x00007d3a, 0x00007d43,
-	0x00007d4d, 0x00007d9b, 0x00007de0, 0x00007dff,
-	0x00007e34, 0x00007e85, 0x00007e96, 0x00007ee0,
-	0x00007ef6, 0x00007f0a, 0x00007f23, 0x00007f39,
-	0x00007f63, 0x00007f6b, 0x00007f7e, 0x00007f85,
+	0x000078e6, 0x00007925, 0x00007977, 0x000079a3,
+	0x00007a40, 0x00007ae6, 0x00007b93, 0x00007ba3,
+	0x00007c03, 0x00007c74, 0x00007cf9, 0x00007d8e,
+	0x00007d99, 0x00007db6, 0x00007dd5, 0x00007de6,
+	0x00007e00, 0x00007e09, 0x00007e13, 0x00007e61,
+	0x00007ea6, 0x00007ec5, 0x00007efa, 0x00007f4b,
+	0x00007f5c, 0x00007fa6, 0x00007fbc, 0x00007fd0,
+	0x00007fe9, 0x00007fff, 0x00008029, 0x00008031,
 	// Entry 260 - 27F
-	0x00007fa0, 0x00007fc0, 0x00007ff0, 0x00008007,
-	0x0000803f, 0x0000807a, 0x000080a6, 0x000080fa,
-	0x0000810b, 0x00008125, 0x00008130, 0x00008144,
-	0x00008156, 0x0000816c, 0x0000817e, 0x00008190,
-	0x00008196, 0x000081a8, 0x000081b6, 0x000081c5,
-	0x000081d1, 0x000081e7, 0x00008211, 0x00008244,
-	0x000082ec, 0x0000833c, 0x00008364, 0x000083b6,
-	0x000083f8, 0x00008434, 0x0000844b, 0x00008515,
+	0x00008044, 0x0000804b, 0x00008066, 0x00008086,
+	0x000080b6, 0x000080cd, 0x00008105, 0x00008140,
+	0x0000816c, 0x000081c0, 0x000081d1, 0x000081eb,
+	0x000081f6, 0x0000820a, 0x0000821c, 0x00008232,
+	0x00008244, 0x00008256, 0x0000825c, 0x0000826e,
+	0x0000827c, 0x0000828b, 0x00008297, 0x000082ad,
+	0x000082d7, 0x0000830a, 0x000083b2, 0x00008402,
+	0x0000842a, 0x0000847c, 0x000084be, 0x000084fa,
 	// Entry 280 - 29F
-	0x00008542, 0x000086fc, 0x00008716, 0x0000872f,
-	0x00008750, 0x00008767, 0x00008794, 0x0000879b,
-	0x000087b5, 0x000087db, 0x000087f0, 0x0000884a,
-	0x000088df, 0x00008942, 0x00008955, 0x0000897c,
-	0x000089a4, 0x000089b2, 0x000089c2, 0x000089d3,
-	0x000089da, 0x00008b10, 0x00008b17, 0x00008b51,
-	0x00008b56, 0x00008b6b, 0x00008b7f, 0x00008b91,
-	0x00008ba7, 0x00008bb7, 0x00008bf4, 0x00008c34,
+	0x00008511, 0x000085db, 0x00008608, 0x000087c2,
+	0x000087dc, 0x000087f5, 0x00008816, 0x0000882d,
+	0x0000885a, 0x00008861, 0x0000887b, 0x000088a1,
+	0x000088b6, 0x00008910, 0x000089a5, 0x00008a08,
+	0x00008a1b, 0x00008a42, 0x00008a6a, 0x00008a78,
+	0x00008a88, 0x00008a99, 0x00008aa0, 0x00008bd6,
+	0x00008bdd, 0x00008c17, 0x00008c1c, 0x00008c31,
+	0x00008c45, 0x00008c57, 0x00008c6d, 0x00008c7d,
 	// Entry 2A0 - 2BF
-	0x00008c4f, 0x00008d24, 0x00008d3c, 0x00008ddd,
-	0x00008e6c, 0x00008e7c, 0x00008f56, 0x00009018,
-	0x0000901d, 0x0000902d, 0x0000903b, 0x0000904b,
-	0x0000905b, 0x00009069, 0x00009079, 0x00009083,
-	0x000090ac, 0x000090c6, 0x000090e1, 0x0000916f,
-	0x000091ad, 0x000091be, 0x000091cb, 0x000091e6,
-	0x000091fa, 0x00009218, 0x00009263, 0x000092a4,
-	0x0000931a, 0x00009360, 0x00009379, 0x00009391,
+	0x00008cba, 0x00008cfa, 0x00008d15, 0x00008dea,
+	0x00008e02, 0x00008ea3, 0x00008f32, 0x00008f42,
+	0x0000901c, 0x000090de, 0x000090e3, 0x000090f3,
+	0x00009101, 0x00009111, 0x00009121, 0x0000912f,
+	0x0000913f, 0x00009149, 0x00009172, 0x0000918c,
+	0x000091a7, 0x00009235, 0x00009273, 0x00009284,
+	0x00009291, 0x000092ac, 0x000092c0, 0x000092de,
+	0x00009329, 0x0000936a, 0x000093e0, 0x00009426,
 	// Entry 2C0 - 2DF
-	0x000093e4, 0x0000941f, 0x000094b7, 0x000094e3,
-	0x00009509, 0x0000953d, 0x00009555, 0x00009580,
-	0x00009629, 0x00009633, 0x000096bb, 0x000096f0,
-	0x00009731, 0x00009816, 0x00009991, 0x00009a6a,
-	0x00009a83, 0x00009aff, 0x00009bc8, 0x00009c51,
-	0x00009d6d, 0x00009d7a, 0x00009dcc, 0x00009dd2,
-	0x00009e86, 0x00009f36, 0x00009f68, 0x00009f94,
-	0x00009ffd, 0x0000a0a4, 0x0000a166, 0x0000a196,
+	0x0000943f, 0x00009457, 0x000094aa, 0x000094e5,
+	0x0000957d, 0x000095a9, 0x000095cf, 0x00009603,
+	0x0000961b, 0x00009646, 0x000096ef, 0x000096f9,
+	0x00009781, 0x000097b6, 0x000097f7, 0x000098dc,
+	0x00009a57, 0x00009b30, 0x00009b49, 0x00009bc5,
+	0x00009c8e, 0x00009d17, 0x00009e33, 0x00009e40,
+	0x00009e92, 0x00009e98, 0x00009f4c, 0x00009ffc,
+	0x0000a02e, 0x0000a05a, 0x0000a0c3, 0x0000a16a,
 	// Entry 2E0 - 2FF
-	0x0000a1a3, 0x0000a1a9, 0x0000a1bf, 0x0000a1ca,
-	0x0000a1d1, 0x0000a1dc, 0x0000a1ea, 0x0000a1f7,
-	0x0000a205, 0x0000a21e, 0x0000a24b, 0x0000a2f4,
-	0x0000a307, 0x0000a311, 0x0000a3a0, 0x0000a401,
-	0x0000a45d, 0x0000a46f, 0x0000a489, 0x0000a49c,
-	0x0000a4da, 0x0000a516, 0x0000a533, 0x0000a540,
-	0x0000a54e, 0x0000a55c, 0x0000a56c, 0x0000a5a8,
-	0x0000a5e2, 0x0000a65f, 0x0000a66a, 0x0000a694,
+	0x0000a22c, 0x0000a25c, 0x0000a269, 0x0000a26f,
+	0x0000a285, 0x0000a290, 0x0000a297, 0x0000a2a2,
+	0x0000a2b0, 0x0000a2bd, 0x0000a2cb, 0x0000a2e4,
+	0x0000a311, 0x0000a3ba, 0x0000a3cd, 0x0000a3d7,
+	0x0000a466, 0x0000a4c7, 0x0000a523, 0x0000a535,
+	0x0000a54f, 0x0000a562, 0x0000a5a0, 0x0000a5dc,
+	0x0000a5f9, 0x0000a606, 0x0000a614, 0x0000a622,
+	0x0000a632, 0x0000a66e, 0x0000a6a8, 0x0000a725,
 	// Entry 300 - 31F
-	0x0000a6a1, 0x0000a6bd, 0x0000a6c1, 0x0000a6d3,
-	0x0000a795, 0x0000a7c8, 0x0000a7d3, 0x0000a7dd,
-	0x0000a7f2, 0x0000a7fb, 0x0000a805, 0x0000a81a,
-	0x0000a83e, 0x0000a858, 0x0000a86d, 0x0000a899,
-	0x0000a89e, 0x0000a8b3, 0x0000a8c5, 0x0000a8fa,
-	0x0000a90b, 0x0000a938, 0x0000a967, 0x0000aa89,
-	0x0000abab, 0x0000ac21, 0x0000acac, 0x0000ad3b,
-	0x0000ada2, 0x0000ade4, 0x0000ae2c, 0x0000ae9f,
+	0x0000a730, 0x0000a75a, 0x0000a767, 0x0000a783,
+	0x0000a787, 0x0000a799, 0x0000a85b, 0x0000a88e,
+	0x0000a899, 0x0000a8a3, 0x0000a8b8, 0x0000a8c1,
+	0x0000a8cb, 0x0000a8e0, 0x0000a904, 0x0000a91e,
+	0x0000a933, 0x0000a95f, 0x0000a964, 0x0000a979,
+	0x0000a98b, 0x0000a9c0, 0x0000a9d1, 0x0000a9fe,
+	0x0000aa2d, 0x0000ab4f, 0x0000ac71, 0x0000ace7,
+	0x0000ad72, 0x0000ae01, 0x0000ae68, 0x0000aeaa,
 	// Entry 320 - 33F
-	0x0000aee7, 0x0000af15, 0x0000af43, 0x0000af76,
-	0x0000afa9,
-} // Size: 3244 bytes
+	0x0000aef2, 0x0000af65, 0x0000afad, 0x0000afdb,
+	0x0000b009, 0x0000b03c, 0x0000b06f,
+} // Size: 3252 bytes
 
-const frData string = "" + // Size: 44969 bytes
+const frData string = "" + // Size: 45167 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2168,16 +2172,19 @@ const frData string = "" + // Size: 44969 bytes
 	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
 	"nce en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En " +
 	"échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s" +
-	"\u202f».\x02La version doit être un nombre entier à partir de 1.\x02Une " +
-	"version est celle d’un processus\u202f: choisissez aussi le processus." +
-	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
-	"%[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir sur t" +
-	"outes les instances que ce filtre retient\x02La page suivante les compte" +
-	" et demande un motif avant que rien ne change.\x02Instances de processus" +
-	", les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucu" +
-	"ne instance ne correspond à ces filtres.\x02Tous les processus\x02Toute " +
-	"définition\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02" +
+	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
+	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
+	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
+	"omprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse com" +
+	"prise\x02Agir sur toutes les instances que ce filtre retient\x02La page " +
+	"suivante les compte et demande un motif avant que rien ne change.\x02Ins" +
+	"tances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fi" +
+	"n ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les " +
+	"processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
+	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
+	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
 	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
 	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
 	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
@@ -2494,4 +2501,4 @@ const frData string = "" + // Size: 44969 bytes
 	"]s sont prises en charge.\x02Seules les révisions %[1]s sont prises en c" +
 	"harge."
 
-	// Total table size 86418 bytes (84KiB); checksum: 96168A93
+	// Total table size 86793 bytes (84KiB); checksum: 219FD576
