@@ -27,6 +27,24 @@ func TestApproxDurationRounds(t *testing.T) {
 	}
 }
 
+// A column of durations reads in one form: the short units, one or
+// several (operator QA: "3 secondes" above "3 s 376 ms").
+func TestShortDurationKeepsOneForm(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		3 * time.Second:                      "3 s",
+		3*time.Second + 376*time.Millisecond: "3 s 376 ms",
+		time.Minute:                          "1 min",
+		0:                                    "0 s",
+		500 * time.Microsecond:               "0 ms",
+		2*time.Hour + 5*time.Second:          "2 h 5 s",
+	} {
+		if got := spaced(formatShortDuration(context.Background(), d)); got != want {
+			t.Errorf("formatShortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 // A time zone reads as its place in the page's language, the zone's
 // name beside it (French pages read "Algiers", console QA).
 func TestPlaceName(t *testing.T) {

@@ -444,6 +444,21 @@ func formatDurationText(ctx context.Context, d time.Duration) string {
 			return T(ctx, "%d ms", millis)
 		}
 	}
+	return shortDurationText(ctx, d)
+}
+
+// formatShortDuration is formatDuration in the short forms only ("3 s",
+// "3 s 376 ms"): a column of them reads alike (operator QA: "3 secondes"
+// above "3 s 376 ms").
+func formatShortDuration(ctx context.Context, d time.Duration) string {
+	if d <= 0 {
+		return unbroken(T(ctx, "%d s", int64(0)))
+	}
+	return unbroken(shortDurationText(ctx, d))
+}
+
+func shortDurationText(ctx context.Context, d time.Duration) string {
+	days, hours, minutes, seconds, millis := durationParts(d)
 	var parts []string
 	if days > 0 {
 		parts = append(parts, T(ctx, "%d d", days))
@@ -459,6 +474,10 @@ func formatDurationText(ctx context.Context, d time.Duration) string {
 	}
 	if millis > 0 {
 		parts = append(parts, T(ctx, "%d ms", millis))
+	}
+	if len(parts) == 0 {
+		// Under a millisecond.
+		return T(ctx, "%d ms", millis)
 	}
 	out := parts[0]
 	for _, p := range parts[1:] {

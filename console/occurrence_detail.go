@@ -871,7 +871,7 @@ func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Insta
 func attemptRowOf(ctx context.Context, a engine.Attempt, push, deferred bool, destination *string) attemptRow {
 	row := attemptRow{Number: strconv.Itoa(a.Number), Reserved: formatTime(ctx, a.ReservedAt), Ended: formatTimePtr(ctx, a.EndedAt)}
 	if a.EndedAt != nil {
-		row.Duration = formatDuration(ctx, a.EndedAt.Sub(a.ReservedAt).Round(time.Millisecond))
+		row.Duration = formatShortDuration(ctx, a.EndedAt.Sub(a.ReservedAt).Round(time.Millisecond))
 	} else {
 		// Truncated as relative truncates: the "… ago" beside it must agree.
 		elapsed := approxDuration(ctx, prefsOf(ctx).now.Sub(a.ReservedAt))

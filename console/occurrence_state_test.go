@@ -87,8 +87,8 @@ func TestOccurrencePageSaysWhatHappens(t *testing.T) {
 	if got := text(r, "attempts"); !strings.Contains(got, "expired") {
 		t.Errorf("attempts %q: the lapsed attempt should read expired", got)
 	}
-	if got := collapse(r.doc.Find(`[data-testid=attempt-duration]`).Eq(1).Text()); got != "1 minute" {
-		t.Errorf("the lapsed attempt lasted %q, want its lock (1 minute)", got)
+	if got := collapse(r.doc.Find(`[data-testid=attempt-duration]`).Eq(1).Text()); got != "1 min" {
+		t.Errorf("the lapsed attempt lasted %q, want its lock (1 min)", got)
 	}
 
 	fetch("w3")
