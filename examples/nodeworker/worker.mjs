@@ -191,8 +191,11 @@ async function subscribe() {
   // them over if Relais still holds them for this worker (a replica that
   // stopped or died leaves them locked to a resumable stream's worker).
   const resume = [...running].map(([occurrenceId, r]) => ({ occurrenceId, attempt: r.attempt }));
+  // Stopping, it subscribes only to finish what it resumes: a credit of
+  // just those leaves no room for new work before its Drain is heard.
+  const credit = stopping ? Math.max(1, resume.length) : concurrency;
   const events = client.subscribe(
-    { workerId, maxInFlight: concurrency, subscriptions: [{ definition: "add_company_to_crm", revisions: [1] }], resumable: true, resume },
+    { workerId, maxInFlight: credit, subscriptions: [{ definition: "add_company_to_crm", revisions: [1] }], resumable: true, resume },
     { signal: abort.signal },
   );
   for await (const ev of events) {
@@ -268,9 +271,10 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 // (the replica shut down or restarted, the connection dropped); a refusal
 // that will not change (a bad token, no grant, another process with this
 // worker id) ends the worker.
-// A stream cut as its replica exits reads as Canceled (an HTTP/2 reset):
-// retried too, unless this worker cancelled it itself (stopping, above).
-const retried = [Code.Unavailable, Code.ResourceExhausted, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.Canceled];
+// A stream cut as its replica exits reads as Canceled (an HTTP/2 reset),
+// or as Aborted over HTTP/1.1 (the Connect and gRPC-Web transports): both
+// retried, unless this worker cancelled it itself (stopping, above).
+const retried = [Code.Unavailable, Code.ResourceExhausted, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.Canceled, Code.Aborted];
 let backoff = 500;
 for (;;) {
   stream = null;
