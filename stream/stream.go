@@ -678,7 +678,7 @@ func (s *Service) streamOf(ctx context.Context, h http.Header, streamID string) 
 // consumer: one that ended, or another consumer's, said alike so that the
 // answer tells no one which streams exist.
 func streamNotFound(id uuid.UUID) error {
-	return fault.New(fault.NotFound, "not_found", "stream %s not found: it ended, or it is another consumer's (check the token): subscribe again", id)
+	return fault.New(fault.NotFound, "not_found", "stream %s not found: it ended (a heartbeat acknowledged as a drained or stopped stream closes lands here too: nothing to do), or it is another consumer's (check the token); a worker still running subscribes again", id)
 }
 
 // localWithToken is the stream of this replica that streamID names, when
