@@ -128,7 +128,7 @@ func (e *Engine) HandBackPush(ctx context.Context, res PushReservation) error {
 			return nil // settled or stopped meanwhile
 		}
 		var out Settlement
-		return r.release(o, OutcomeReleased, &out)
+		return r.release(o, OutcomeReleased, &out, nil)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -77,30 +78,60 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 // attempt ends released, and waiting fetches are woken.
 func (e *Engine) Release(ctx context.Context, ref WorkerRef) (Settlement, error) {
 	ref.handingBack = true
+	digest := e.digest(releaseCanonical(ref.WorkerID))
 	var out Settlement
 	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
+		held := lockRefusal(o, ref, r.lockedAt)
 		if o.Status == StatusDeferred {
-			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is deferred: there is no reservation to release", o.ID)
+			held = fault.New(fault.Conflict, "not_reserved", "occurrence %s is deferred: there is no reservation to release", o.ID)
 		}
-		if err := lockRefusal(o, ref, r.lockedAt); err != nil {
+		if held == nil {
+			return r.release(o, OutcomeReleased, &out, &digest)
+		}
+		// An identical release whose answer was lost answers what it
+		// got, as a settlement's does (polyglot QA: "not reserved; fetch
+		// it first" to a worker that had released it).
+		prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest, Number: ref.named()})
+		switch {
+		case isNoRows(err):
+			return held
+		case err != nil:
 			return err
 		}
-		return r.release(o, OutcomeReleased, &out)
+		if err := json.Unmarshal(prior.Answer, &out); err != nil {
+			return err
+		}
+		out.Attempt, out.Replayed = int(prior.Number), true
+		return nil
 	})
 	return out, wrap("release", err)
 }
 
+// releaseCanonical is what a worker's release is recognised by when it
+// comes again: the worker's id (a release carries nothing else).
+func releaseCanonical(workerID string) []byte {
+	b, _ := json.Marshal(struct{ Worker, Release string }{workerID, "release"})
+	return b
+}
+
 // release makes o available again at once, its attempt ended with outcome
-// and given back to the budget.
-func (r *run) release(o queries.Occurrence, outcome string, out *Settlement) error {
+// and given back to the budget. digest, when set, is the worker's
+// release's (see Release): its answer is kept for a replay.
+func (r *run) release(o queries.Occurrence, outcome string, out *Settlement, digest *string) error {
 	row, err := r.q.OccurrenceRelease(r.ctx, queries.OccurrenceReleaseParams{ID: o.ID, Now: r.now})
 	if err != nil {
 		return err
 	}
-	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome, Now: &r.now}); err != nil {
+	*out = Settlement{Status: StatusAvailable, AttemptsLeft: attemptsLeft(row), AvailableAt: &row.AvailableAt, DeadlineAt: o.DeadlineAt}
+	var answer []byte
+	if digest != nil {
+		answer, _ = json.Marshal(*out)
+	}
+	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome, Now: &r.now,
+		ReportDigest: digest, ReportAnswer: answer}); err != nil {
 		return err
 	}
-	*out = Settlement{Status: StatusAvailable, AttemptsLeft: attemptsLeft(row), AvailableAt: &row.AvailableAt, DeadlineAt: o.DeadlineAt, Attempt: int(o.Attempts)}
+	out.Attempt = int(o.Attempts)
 	return r.q.Notify(r.ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), r.now)})
 }
 

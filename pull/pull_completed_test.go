@@ -486,6 +486,18 @@ func TestRelease(t *testing.T) {
 	if res["status"] != "available" || res["attempts_left"] != 2.0 {
 		t.Errorf("release answered %v, want available with 2 attempts left", res)
 	}
+	// Sent again (its answer lost), it answers what it got, as a
+	// settlement's replay does (polyglot QA: 409 "fetch it first").
+	replay := func(what string) {
+		t.Helper()
+		for _, body := range []map[string]any{{"worker_id": "w1"}, {"worker_id": "w1", "attempt": 1}} {
+			again := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/release", consumer, body).JSON(t)
+			if again["status"] != "available" || again["attempts_left"] != 2.0 || again["available_at"] != res["available_at"] {
+				t.Errorf("%s %v: %v, want the first answer %v", what, body, again, res)
+			}
+		}
+	}
+	replay("release sent again")
 	second := one(t, fetch(t, env, consumer, fetchBody("w2")), id)
 	if second["attempt"] != 2.0 || second["attempts_left"] != 1.0 {
 		t.Errorf("after release: attempt %v, attempts_left %v; want 2 and 1 (the released attempt was given back)", second["attempt"], second["attempts_left"])
@@ -494,7 +506,9 @@ func TestRelease(t *testing.T) {
 	if len(as) != 2 || as[0]["outcome"] != "released" || as[0]["settled_by"] != nil {
 		t.Errorf("attempts %v, want the first released, by its own worker (no settled_by)", as)
 	}
-	wantProblem(t, "release after release", act(env, consumer, id, "release", map[string]any{"worker_id": "w1"}), 409, "locked_by_other_worker")
+	// Another worker holds it now: w1's release is still the one it made.
+	replay("release sent again once another worker holds it")
+	wantProblem(t, "a release w1 never made", act(env, consumer, id, "release", map[string]any{"worker_id": "w3"}), 409, "locked_by_other_worker")
 }
 
 // A grant withdrawn under a worker's reservation leaves it nothing to
