@@ -665,11 +665,13 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			}
 			row.Href = list.href()
 			v.Groups = append(v.Groups, row)
-			if a == engine.ActionRetry && g.ErrorCode != nil && mayHaveActed(*g.ErrorCode) {
-				// Said where it is confirmed (operator QA: only the stop's
-				// page warned of a card charged).
-				v.MayHaveActed = T(ctx, "Some of them failed with outcome_unknown or deadline_exceeded: a push call among them may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).")
-			}
+		}
+		if a == engine.ActionRetry && b.MayHaveActed > 0 {
+			// Said where it is confirmed, counted over every group, not
+			// those shown (operator QA: only the stop's page warned of a
+			// card charged; verifier QA: one group past the tenth said
+			// nothing).
+			v.MayHaveActed = T(ctx, "%d of them are held at a push call that ended outcome_unknown or deadline_exceeded: it may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).", b.MayHaveActed)
 		}
 	}
 	return c.leaveOut(ctx, v, a, ef, count)

@@ -452,7 +452,8 @@ func formatDurationText(ctx context.Context, d time.Duration) string {
 // above "3 s 376 ms").
 func formatShortDuration(ctx context.Context, d time.Duration) string {
 	if d <= 0 {
-		return unbroken(T(ctx, "%d s", int64(0)))
+		var seconds int64 // named as shortDurationText's, one message
+		return unbroken(T(ctx, "%d s", seconds))
 	}
 	return unbroken(shortDurationText(ctx, d))
 }

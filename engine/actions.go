@@ -469,6 +469,11 @@ type Breakdown struct {
 	Groups []BulkGroup // at most the number asked for
 	// Truncated says that more groups match than Groups lists.
 	Truncated bool
+	// MayHaveActed counts the instances held at a push call that ended
+	// outcome_unknown or deadline_exceeded, over every group (of the
+	// first allGroups): calls that may have been carried out, which a
+	// retry makes again.
+	MayHaveActed int64
 }
 
 // allGroups bounds the groups BreakdownForAction reads to sum its count
@@ -493,6 +498,7 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 	var b Breakdown
 	for i, r := range rows {
 		b.Count += r.Count
+		b.MayHaveActed += r.MayHaveActed
 		if i < shown {
 			b.Groups = append(b.Groups, BulkGroup{ProcessKey: r.ProcessKey, ErrorCode: r.ErrorCode, Count: r.Count})
 		}

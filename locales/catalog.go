@@ -64,7 +64,8 @@ var messageKeyToIndex = map[string]int{
 	"%d ms": 360,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         680,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 679,
-	"%d occurrences":                          615,
+	"%d occurrences": 615,
+	"%d of them are held at a push call that ended outcome_unknown or deadline_exceeded: it may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 89,
 	"%d releases":                             272,
 	"%d running instances match now.":         70,
 	"%d running or held instances match now.": 72,
@@ -526,9 +527,8 @@ var messageKeyToIndex = map[string]int{
 	"Skip to content":      134,
 	"Slot":                 327,
 	"Snapshotted":          241,
-	"Some of them failed with outcome_unknown or deadline_exceeded: a push call among them may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 89,
-	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.":                                                                                                                                                         33,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                                                                                                                                                                        40,
+	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 33,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                40,
 	"Something went wrong": 181,
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 735,
 	"Staff tokens, oldest first": 736,
@@ -873,212 +873,212 @@ var enIndex = []uint32{ // 807 elements
 	0x00001463, 0x000014dc, 0x000014e0, 0x000014e8,
 	0x000014f0, 0x000014f7, 0x00001504, 0x0000150f,
 	0x00001521, 0x0000152e, 0x00001539, 0x00001553,
-	0x0000155d, 0x00001590, 0x000016a6, 0x000017d5,
-	0x000017ef, 0x00001801, 0x00001822, 0x0000183c,
+	0x0000155d, 0x00001590, 0x000017ce, 0x000018fd,
+	0x00001917, 0x00001929, 0x0000194a, 0x00001964,
 	// Entry 60 - 7F
-	0x00001860, 0x00001884, 0x000018ab, 0x000018d3,
-	0x0000190e, 0x000019b7, 0x00001a30, 0x00001a85,
-	0x00001b34, 0x00001b50, 0x00001b55, 0x00001b59,
-	0x00001b60, 0x00001b67, 0x00001b78, 0x00001b91,
-	0x00001b9d, 0x00001ba5, 0x00001baf, 0x00001c97,
-	0x00001c9f, 0x00001cb7, 0x00001cbc, 0x00001cbf,
-	0x00001ccd, 0x00001cdb, 0x00001cf7, 0x00001d03,
-	0x00001d98, 0x00001dc1, 0x00001de0, 0x00001e38,
+	0x00001988, 0x000019ac, 0x000019d3, 0x000019fb,
+	0x00001a36, 0x00001adf, 0x00001b58, 0x00001bad,
+	0x00001c5c, 0x00001c78, 0x00001c7d, 0x00001c81,
+	0x00001c88, 0x00001c8f, 0x00001ca0, 0x00001cb9,
+	0x00001cc5, 0x00001ccd, 0x00001cd7, 0x00001dbf,
+	0x00001dc7, 0x00001ddf, 0x00001de4, 0x00001de7,
+	0x00001df5, 0x00001e03, 0x00001e1f, 0x00001e2b,
+	0x00001ec0, 0x00001ee9, 0x00001f08, 0x00001f60,
 	// Entry 80 - 9F
-	0x00001f10, 0x00001fa3, 0x00002058, 0x000020ec,
-	0x0000216b, 0x0000217a, 0x00002183, 0x00002193,
-	0x000021a3, 0x000021aa, 0x000021b9, 0x000021c3,
-	0x000021e2, 0x000021f5, 0x000021fa, 0x00002206,
-	0x0000220e, 0x00002218, 0x00002225, 0x0000222c,
-	0x00002234, 0x0000224f, 0x00002258, 0x00002269,
-	0x00002280, 0x000022a3, 0x000022ca, 0x000022eb,
-	0x000022fc, 0x00002303, 0x0000232a, 0x0000233a,
+	0x00002038, 0x000020cb, 0x00002180, 0x00002214,
+	0x00002293, 0x000022a2, 0x000022ab, 0x000022bb,
+	0x000022cb, 0x000022d2, 0x000022e1, 0x000022eb,
+	0x0000230a, 0x0000231d, 0x00002322, 0x0000232e,
+	0x00002336, 0x00002340, 0x0000234d, 0x00002354,
+	0x0000235c, 0x00002377, 0x00002380, 0x00002391,
+	0x000023a8, 0x000023cb, 0x000023f2, 0x00002413,
+	0x00002424, 0x0000242b, 0x00002452, 0x00002462,
 	// Entry A0 - BF
-	0x00002346, 0x000023c4, 0x000023d4, 0x0000243c,
-	0x00002453, 0x00002463, 0x00002477, 0x000024b4,
-	0x000025cd, 0x0000264a, 0x00002654, 0x0000270f,
-	0x0000271c, 0x00002799, 0x000027aa, 0x000027b9,
-	0x00002819, 0x0000282b, 0x0000286e, 0x000028ac,
-	0x000028c4, 0x0000290a, 0x0000291f, 0x0000298e,
-	0x0000299f, 0x000029b2, 0x00002a77, 0x00002a8f,
-	0x00002a92, 0x00002a97, 0x00002a9e, 0x00002aa9,
+	0x0000246e, 0x000024ec, 0x000024fc, 0x00002564,
+	0x0000257b, 0x0000258b, 0x0000259f, 0x000025dc,
+	0x000026f5, 0x00002772, 0x0000277c, 0x00002837,
+	0x00002844, 0x000028c1, 0x000028d2, 0x000028e1,
+	0x00002941, 0x00002953, 0x00002996, 0x000029d4,
+	0x000029ec, 0x00002a32, 0x00002a47, 0x00002ab6,
+	0x00002ac7, 0x00002ada, 0x00002b9f, 0x00002bb7,
+	0x00002bba, 0x00002bbf, 0x00002bc6, 0x00002bd1,
 	// Entry C0 - DF
-	0x00002aaf, 0x00002ab5, 0x00002abc, 0x00002ac4,
-	0x00002adf, 0x00002aec, 0x00002afa, 0x00002b24,
-	0x00002b3a, 0x00002b51, 0x00002b97, 0x00002bb9,
-	0x00002bbf, 0x00002bc4, 0x00002bcd, 0x00002bdc,
-	0x00002be8, 0x00002bf4, 0x00002c05, 0x00002c12,
-	0x00002c6f, 0x00002c7e, 0x00002c89, 0x00002c93,
-	0x00002cd1, 0x00002cda, 0x00002cea, 0x00002cf2,
-	0x00002cfb, 0x00002d01, 0x00002d0b, 0x00002d1d,
+	0x00002bd7, 0x00002bdd, 0x00002be4, 0x00002bec,
+	0x00002c07, 0x00002c14, 0x00002c22, 0x00002c4c,
+	0x00002c62, 0x00002c79, 0x00002cbf, 0x00002ce1,
+	0x00002ce7, 0x00002cec, 0x00002cf5, 0x00002d04,
+	0x00002d10, 0x00002d1c, 0x00002d2d, 0x00002d3a,
+	0x00002d97, 0x00002da6, 0x00002db1, 0x00002dbb,
+	0x00002df9, 0x00002e02, 0x00002e12, 0x00002e1a,
+	0x00002e23, 0x00002e29, 0x00002e33, 0x00002e45,
 	// Entry E0 - FF
-	0x00002d65, 0x00002d73, 0x00002d7f, 0x00002d87,
-	0x00002d8e, 0x00002d95, 0x00002da6, 0x00002db5,
-	0x00002dde, 0x00002de5, 0x00002df0, 0x00002e0b,
-	0x00002e13, 0x00002e1f, 0x00002e3b, 0x00002e52,
-	0x00002e74, 0x00002e83, 0x00002e8f, 0x00002e96,
-	0x00002eaf, 0x00002ec9, 0x00002f72, 0x00002f88,
-	0x00002fc8, 0x00002ff9, 0x00003023, 0x0000304a,
-	0x000030c1, 0x000030e5, 0x0000310c, 0x0000312b,
+	0x00002e8d, 0x00002e9b, 0x00002ea7, 0x00002eaf,
+	0x00002eb6, 0x00002ebd, 0x00002ece, 0x00002edd,
+	0x00002f06, 0x00002f0d, 0x00002f18, 0x00002f33,
+	0x00002f3b, 0x00002f47, 0x00002f63, 0x00002f7a,
+	0x00002f9c, 0x00002fab, 0x00002fb7, 0x00002fbe,
+	0x00002fd7, 0x00002ff1, 0x0000309a, 0x000030b0,
+	0x000030f0, 0x00003121, 0x0000314b, 0x00003172,
+	0x000031e9, 0x0000320d, 0x00003234, 0x00003253,
 	// Entry 100 - 11F
-	0x00003141, 0x00003157, 0x0000316b, 0x00003181,
-	0x00003192, 0x000031a9, 0x000031cc, 0x000031ef,
-	0x0000320c, 0x00003229, 0x0000322e, 0x0000327a,
-	0x0000328d, 0x00003291, 0x000032a1, 0x000032aa,
-	0x000032bd, 0x000032e3, 0x000032f7, 0x0000330d,
-	0x00003412, 0x00003427, 0x00003434, 0x00003438,
-	0x00003445, 0x00003455, 0x00003462, 0x0000346c,
-	0x00003472, 0x0000347c, 0x0000349c, 0x000034ae,
+	0x00003269, 0x0000327f, 0x00003293, 0x000032a9,
+	0x000032ba, 0x000032d1, 0x000032f4, 0x00003317,
+	0x00003334, 0x00003351, 0x00003356, 0x000033a2,
+	0x000033b5, 0x000033b9, 0x000033c9, 0x000033d2,
+	0x000033e5, 0x0000340b, 0x0000341f, 0x00003435,
+	0x0000353a, 0x0000354f, 0x0000355c, 0x00003560,
+	0x0000356d, 0x0000357d, 0x0000358a, 0x00003594,
+	0x0000359a, 0x000035a4, 0x000035c4, 0x000035d6,
 	// Entry 120 - 13F
-	0x00003562, 0x0000357f, 0x000035ed, 0x000036ad,
-	0x000036c0, 0x0000370d, 0x00003771, 0x000037d5,
-	0x000037de, 0x000037ee, 0x00003803, 0x00003827,
-	0x00003843, 0x0000385b, 0x00003866, 0x00003871,
-	0x00003885, 0x0000399b, 0x000039bf, 0x000039ea,
-	0x000039f5, 0x000039fa, 0x00003a09, 0x00003a10,
-	0x00003a27, 0x00003a3c, 0x00003a4e, 0x00003a71,
-	0x00003aa3, 0x00003ab9, 0x00003ac3, 0x00003acd,
+	0x0000368a, 0x000036a7, 0x00003715, 0x000037d5,
+	0x000037e8, 0x00003835, 0x00003899, 0x000038fd,
+	0x00003906, 0x00003916, 0x0000392b, 0x0000394f,
+	0x0000396b, 0x00003983, 0x0000398e, 0x00003999,
+	0x000039ad, 0x00003ac3, 0x00003ae7, 0x00003b12,
+	0x00003b1d, 0x00003b22, 0x00003b31, 0x00003b38,
+	0x00003b4f, 0x00003b64, 0x00003b76, 0x00003b99,
+	0x00003bcb, 0x00003be1, 0x00003beb, 0x00003bf5,
 	// Entry 140 - 15F
-	0x00003ae2, 0x00003b2f, 0x00003b3f, 0x00003b78,
-	0x00003bcc, 0x00003bd6, 0x00003bec, 0x00003c25,
-	0x00003c2a, 0x00003c38, 0x00003c45, 0x00003c6e,
-	0x00003c91, 0x00003c9e, 0x00003cbe, 0x00003cca,
-	0x00003ce3, 0x00003cec, 0x00003cf6, 0x00003cff,
-	0x00003d07, 0x00003d11, 0x00003d19, 0x00003d21,
-	0x00003d25, 0x00003d29, 0x00003d2d, 0x00003d31,
-	0x00003d35, 0x00003d39, 0x00003d3d, 0x00003d41,
+	0x00003c0a, 0x00003c57, 0x00003c67, 0x00003ca0,
+	0x00003cf4, 0x00003cfe, 0x00003d14, 0x00003d4d,
+	0x00003d52, 0x00003d60, 0x00003d6d, 0x00003d96,
+	0x00003db9, 0x00003dc6, 0x00003de6, 0x00003df2,
+	0x00003e0b, 0x00003e14, 0x00003e1e, 0x00003e27,
+	0x00003e2f, 0x00003e39, 0x00003e41, 0x00003e49,
+	0x00003e4d, 0x00003e51, 0x00003e55, 0x00003e59,
+	0x00003e5d, 0x00003e61, 0x00003e65, 0x00003e69,
 	// Entry 160 - 17F
-	0x00003d45, 0x00003d49, 0x00003d4d, 0x00003d51,
-	0x00003d5b, 0x00003d79, 0x00003d99, 0x00003dbd,
-	0x00003de1, 0x00003dea, 0x00003e01, 0x00003e09,
-	0x00003e1a, 0x00003e1f, 0x00003e64, 0x00003e7c,
-	0x00003e81, 0x00003e8c, 0x00003e92, 0x00003e9c,
-	0x00003ea4, 0x00003eac, 0x00003ed6, 0x00003ef0,
-	0x00003f18, 0x00003f48, 0x00003f4e, 0x00003f5d,
-	0x00003fb0, 0x00003fce, 0x00003fe5, 0x00004095,
+	0x00003e6d, 0x00003e71, 0x00003e75, 0x00003e79,
+	0x00003e83, 0x00003ea1, 0x00003ec1, 0x00003ee5,
+	0x00003f09, 0x00003f12, 0x00003f29, 0x00003f31,
+	0x00003f42, 0x00003f47, 0x00003f8c, 0x00003fa4,
+	0x00003fa9, 0x00003fb4, 0x00003fba, 0x00003fc4,
+	0x00003fcc, 0x00003fd4, 0x00003ffe, 0x00004018,
+	0x00004040, 0x00004070, 0x00004076, 0x00004085,
+	0x000040d8, 0x000040f6, 0x0000410d, 0x000041bd,
 	// Entry 180 - 19F
-	0x000041b7, 0x00004276, 0x000042cd, 0x000042f7,
-	0x00004323, 0x0000434d, 0x00004355, 0x0000435b,
-	0x00004368, 0x0000437a, 0x00004383, 0x0000438c,
-	0x0000439e, 0x000043ad, 0x000043cf, 0x000043f3,
-	0x0000441e, 0x00004452, 0x00004460, 0x0000448b,
-	0x0000449d, 0x000044b3, 0x000044dd, 0x00004526,
-	0x00004546, 0x0000454f, 0x00004561, 0x00004584,
-	0x00004592, 0x000045a1, 0x000045ae, 0x000045e6,
+	0x000042df, 0x0000439e, 0x000043f5, 0x0000441f,
+	0x0000444b, 0x00004475, 0x0000447d, 0x00004483,
+	0x00004490, 0x000044a2, 0x000044ab, 0x000044b4,
+	0x000044c6, 0x000044d5, 0x000044f7, 0x0000451b,
+	0x00004546, 0x0000457a, 0x00004588, 0x000045b3,
+	0x000045c5, 0x000045db, 0x00004605, 0x0000464e,
+	0x0000466e, 0x00004677, 0x00004689, 0x000046ac,
+	0x000046ba, 0x000046c9, 0x000046d6, 0x0000470e,
 	// Entry 1A0 - 1BF
-	0x0000464f, 0x0000466b, 0x00004675, 0x0000467e,
-	0x00004687, 0x00004691, 0x00004698, 0x000046a2,
-	0x000046aa, 0x000046af, 0x000046b7, 0x000046c0,
-	0x000046c9, 0x000046d6, 0x000046db, 0x000046e3,
-	0x000046ea, 0x000046f2, 0x000046f7, 0x00004705,
-	0x0000470c, 0x00004713, 0x00004718, 0x0000471f,
-	0x00004729, 0x00004730, 0x00004743, 0x00004753,
-	0x0000476e, 0x0000478e, 0x0000479c, 0x000047a5,
+	0x00004777, 0x00004793, 0x0000479d, 0x000047a6,
+	0x000047af, 0x000047b9, 0x000047c0, 0x000047ca,
+	0x000047d2, 0x000047d7, 0x000047df, 0x000047e8,
+	0x000047f1, 0x000047fe, 0x00004803, 0x0000480b,
+	0x00004812, 0x0000481a, 0x0000481f, 0x0000482d,
+	0x00004834, 0x0000483b, 0x00004840, 0x00004847,
+	0x00004851, 0x00004858, 0x0000486b, 0x0000487b,
+	0x00004896, 0x000048b6, 0x000048c4, 0x000048cd,
 	// Entry 1C0 - 1DF
-	0x000047ae, 0x000047b7, 0x000047bb, 0x000047be,
-	0x000047ca, 0x000047d8, 0x000047e5, 0x000047f6,
-	0x00004805, 0x0000481c, 0x0000482f, 0x0000483f,
-	0x0000484e, 0x0000485d, 0x00004865, 0x0000486c,
-	0x00004874, 0x0000487c, 0x0000488a, 0x00004898,
-	0x000048ae, 0x000048c3, 0x000048d4, 0x000048da,
-	0x000048e1, 0x000048ea, 0x00004906, 0x0000490f,
-	0x00004919, 0x00004922, 0x0000492b, 0x00004934,
+	0x000048d6, 0x000048df, 0x000048e3, 0x000048e6,
+	0x000048f2, 0x00004900, 0x0000490d, 0x0000491e,
+	0x0000492d, 0x00004944, 0x00004957, 0x00004967,
+	0x00004976, 0x00004985, 0x0000498d, 0x00004994,
+	0x0000499c, 0x000049a4, 0x000049b2, 0x000049c0,
+	0x000049d6, 0x000049eb, 0x000049fc, 0x00004a02,
+	0x00004a09, 0x00004a12, 0x00004a2e, 0x00004a37,
+	0x00004a41, 0x00004a4a, 0x00004a53, 0x00004a5c,
 	// Entry 1E0 - 1FF
-	0x0000494b, 0x00004953, 0x00004961, 0x0000498d,
-	0x00004999, 0x000049a7, 0x000049ed, 0x000049f9,
-	0x00004a01, 0x00004a2c, 0x00004a77, 0x00004b39,
-	0x00004b3d, 0x00004b63, 0x00004b8b, 0x00004bee,
-	0x00004bf3, 0x00004c0e, 0x00004c1f, 0x00004c2b,
-	0x00004c33, 0x00004c65, 0x00004c6e, 0x00004c77,
-	0x00004c93, 0x00004cf4, 0x00004d01, 0x00004d38,
-	0x00004d67, 0x00004db7, 0x00004df2, 0x00004e00,
+	0x00004a73, 0x00004a7b, 0x00004a89, 0x00004ab5,
+	0x00004ac1, 0x00004acf, 0x00004b15, 0x00004b21,
+	0x00004b29, 0x00004b54, 0x00004b9f, 0x00004c61,
+	0x00004c65, 0x00004c8b, 0x00004cb3, 0x00004d16,
+	0x00004d1b, 0x00004d36, 0x00004d47, 0x00004d53,
+	0x00004d5b, 0x00004d8d, 0x00004d96, 0x00004d9f,
+	0x00004dbb, 0x00004e1c, 0x00004e29, 0x00004e60,
+	0x00004e8f, 0x00004edf, 0x00004f1a, 0x00004f28,
 	// Entry 200 - 21F
-	0x00004e2c, 0x00004e52, 0x00004e73, 0x00004e7e,
-	0x00004eac, 0x00004ec9, 0x00004ef8, 0x00004f2a,
-	0x00004f48, 0x00004f7d, 0x00004f99, 0x00004fb8,
-	0x00005013, 0x00005022, 0x0000502f, 0x0000503d,
-	0x0000504a, 0x00005053, 0x0000506e, 0x0000509e,
-	0x000050b9, 0x000050c3, 0x00005115, 0x000051d5,
-	0x00005231, 0x000052af, 0x00005325, 0x000053f8,
-	0x000054bb, 0x000054f3, 0x00005553, 0x00005580,
+	0x00004f54, 0x00004f7a, 0x00004f9b, 0x00004fa6,
+	0x00004fd4, 0x00004ff1, 0x00005020, 0x00005052,
+	0x00005070, 0x000050a5, 0x000050c1, 0x000050e0,
+	0x0000513b, 0x0000514a, 0x00005157, 0x00005165,
+	0x00005172, 0x0000517b, 0x00005196, 0x000051c6,
+	0x000051e1, 0x000051eb, 0x0000523d, 0x000052fd,
+	0x00005359, 0x000053d7, 0x0000544d, 0x00005520,
+	0x000055e3, 0x0000561b, 0x0000567b, 0x000056a8,
 	// Entry 220 - 23F
-	0x000055ba, 0x000056c7, 0x000056e7, 0x0000570d,
-	0x00005737, 0x000057a8, 0x000057e5, 0x00005809,
-	0x000058ad, 0x000058d2, 0x00005901, 0x00005961,
-	0x000059ba, 0x00005a14, 0x00005a2e, 0x00005a4c,
-	0x00005a80, 0x00005ac0, 0x00005aea, 0x00005af9,
-	0x00005bc4, 0x00005bf5, 0x00005c24, 0x00005c37,
-	0x00005cac, 0x00005cbf, 0x00005cf3, 0x00005d27,
-	0x00005d37, 0x00005d7e, 0x00005dab, 0x00005db8,
+	0x000056e2, 0x000057ef, 0x0000580f, 0x00005835,
+	0x0000585f, 0x000058d0, 0x0000590d, 0x00005931,
+	0x000059d5, 0x000059fa, 0x00005a29, 0x00005a89,
+	0x00005ae2, 0x00005b3c, 0x00005b56, 0x00005b74,
+	0x00005ba8, 0x00005be8, 0x00005c12, 0x00005c21,
+	0x00005cec, 0x00005d1d, 0x00005d4c, 0x00005d5f,
+	0x00005dd4, 0x00005de7, 0x00005e1b, 0x00005e4f,
+	0x00005e5f, 0x00005ea6, 0x00005ed3, 0x00005ee0,
 	// Entry 240 - 25F
-	0x00005dc8, 0x00005df8, 0x00005e32, 0x00005e55,
-	0x00005ecc, 0x00005f4e, 0x00005fd3, 0x00005fe2,
-	0x00006032, 0x00006092, 0x000060fe, 0x00006175,
-	0x0000617d, 0x00006195, 0x000061b2, 0x000061c0,
-	0x000061d1, 0x000061d9, 0x000061e4, 0x00006225,
-	0x0000625d, 0x00006271, 0x000062a1, 0x000062dc,
-	0x000062ec, 0x0000632b, 0x0000633c, 0x0000634e,
-	0x0000635a, 0x0000636b, 0x00006385, 0x0000638d,
+	0x00005ef0, 0x00005f20, 0x00005f5a, 0x00005f7d,
+	0x00005ff4, 0x00006076, 0x000060fb, 0x0000610a,
+	0x0000615a, 0x000061ba, 0x00006226, 0x0000629d,
+	0x000062a5, 0x000062bd, 0x000062da, 0x000062e8,
+	0x000062f9, 0x00006301, 0x0000630c, 0x0000634d,
+	0x00006385, 0x00006399, 0x000063c9, 0x00006404,
+	0x00006414, 0x00006453, 0x00006464, 0x00006476,
+	0x00006482, 0x00006493, 0x000064ad, 0x000064b5,
 	// Entry 260 - 27F
-	0x0000639e, 0x000063a4, 0x000063b8, 0x000063d0,
-	0x000063f5, 0x00006403, 0x00006441, 0x0000647e,
-	0x000064aa, 0x000064e7, 0x000064f6, 0x00006507,
-	0x0000650f, 0x0000651c, 0x0000652c, 0x00006543,
-	0x0000654e, 0x0000655d, 0x00006563, 0x00006571,
-	0x0000657b, 0x00006586, 0x00006590, 0x000065a3,
-	0x000065c8, 0x000065f3, 0x00006684, 0x000066bf,
-	0x000066de, 0x0000671c, 0x00006753, 0x00006781,
+	0x000064c6, 0x000064cc, 0x000064e0, 0x000064f8,
+	0x0000651d, 0x0000652b, 0x00006569, 0x000065a6,
+	0x000065d2, 0x0000660f, 0x0000661e, 0x0000662f,
+	0x00006637, 0x00006644, 0x00006654, 0x0000666b,
+	0x00006676, 0x00006685, 0x0000668b, 0x00006699,
+	0x000066a3, 0x000066ae, 0x000066b8, 0x000066cb,
+	0x000066f0, 0x0000671b, 0x000067ac, 0x000067e7,
+	0x00006806, 0x00006844, 0x0000687b, 0x000068a9,
 	// Entry 280 - 29F
-	0x0000678f, 0x0000682e, 0x0000684c, 0x000069a3,
-	0x000069b1, 0x000069c5, 0x000069e6, 0x000069fa,
-	0x00006a2a, 0x00006a30, 0x00006a44, 0x00006a5c,
-	0x00006a6f, 0x00006aac, 0x00006b1f, 0x00006b6c,
-	0x00006b7d, 0x00006b94, 0x00006bb1, 0x00006bbf,
-	0x00006bcd, 0x00006bd8, 0x00006bde, 0x00006cd0,
-	0x00006cd6, 0x00006d08, 0x00006d0d, 0x00006d1d,
-	0x00006d28, 0x00006d31, 0x00006d41, 0x00006d4d,
+	0x000068b7, 0x00006956, 0x00006974, 0x00006acb,
+	0x00006ad9, 0x00006aed, 0x00006b0e, 0x00006b22,
+	0x00006b52, 0x00006b58, 0x00006b6c, 0x00006b84,
+	0x00006b97, 0x00006bd4, 0x00006c47, 0x00006c94,
+	0x00006ca5, 0x00006cbc, 0x00006cd9, 0x00006ce7,
+	0x00006cf5, 0x00006d00, 0x00006d06, 0x00006df8,
+	0x00006dfe, 0x00006e30, 0x00006e35, 0x00006e45,
+	0x00006e50, 0x00006e59, 0x00006e69, 0x00006e75,
 	// Entry 2A0 - 2BF
-	0x00006d81, 0x00006db4, 0x00006dce, 0x00006e73,
-	0x00006e89, 0x00006f0e, 0x00006f88, 0x00006f97,
-	0x00007051, 0x000070a2, 0x000070a7, 0x000070b5,
-	0x000070c5, 0x000070d1, 0x000070e1, 0x000070ef,
-	0x000070ff, 0x00007109, 0x0000712c, 0x00007145,
-	0x00007158, 0x000071c4, 0x000071ea, 0x000071f9,
-	0x00007207, 0x00007223, 0x00007232, 0x00007248,
-	0x00007281, 0x000072b3, 0x0000730b, 0x00007342,
+	0x00006ea9, 0x00006edc, 0x00006ef6, 0x00006f9b,
+	0x00006fb1, 0x00007036, 0x000070b0, 0x000070bf,
+	0x00007179, 0x000071ca, 0x000071cf, 0x000071dd,
+	0x000071ed, 0x000071f9, 0x00007209, 0x00007217,
+	0x00007227, 0x00007231, 0x00007254, 0x0000726d,
+	0x00007280, 0x000072ec, 0x00007312, 0x00007321,
+	0x0000732f, 0x0000734b, 0x0000735a, 0x00007370,
+	0x000073a9, 0x000073db, 0x00007433, 0x0000746a,
 	// Entry 2C0 - 2DF
-	0x00007359, 0x00007367, 0x000073ab, 0x000073d0,
-	0x00007447, 0x0000745d, 0x00007474, 0x000074a2,
-	0x000074b5, 0x000074dd, 0x00007561, 0x00007568,
-	0x000075d0, 0x000075fa, 0x0000762a, 0x000076fd,
-	0x00007837, 0x000078d7, 0x000078eb, 0x00007946,
-	0x000079f1, 0x00007a73, 0x00007b4c, 0x00007b54,
-	0x00007b8f, 0x00007b95, 0x00007c27, 0x00007cbf,
-	0x00007ceb, 0x00007d16, 0x00007d64, 0x00007dd0,
+	0x00007481, 0x0000748f, 0x000074d3, 0x000074f8,
+	0x0000756f, 0x00007585, 0x0000759c, 0x000075ca,
+	0x000075dd, 0x00007605, 0x00007689, 0x00007690,
+	0x000076f8, 0x00007722, 0x00007752, 0x00007825,
+	0x0000795f, 0x000079ff, 0x00007a13, 0x00007a6e,
+	0x00007b19, 0x00007b9b, 0x00007c74, 0x00007c7c,
+	0x00007cb7, 0x00007cbd, 0x00007d4f, 0x00007de7,
+	0x00007e13, 0x00007e3e, 0x00007e8c, 0x00007ef8,
 	// Entry 2E0 - 2FF
-	0x00007e77, 0x00007e92, 0x00007e9c, 0x00007ea1,
-	0x00007eab, 0x00007eb3, 0x00007eb9, 0x00007ec1,
-	0x00007ecf, 0x00007ed9, 0x00007ee6, 0x00007ef9,
-	0x00007f1d, 0x00007f9d, 0x00007fae, 0x00007fb6,
-	0x0000802b, 0x0000807f, 0x000080c7, 0x000080d6,
-	0x000080e9, 0x000080f5, 0x00008131, 0x0000816b,
-	0x00008179, 0x00008186, 0x00008194, 0x000081a2,
-	0x000081b0, 0x000081e2, 0x00008212, 0x0000826e,
+	0x00007f9f, 0x00007fba, 0x00007fc4, 0x00007fc9,
+	0x00007fd3, 0x00007fdb, 0x00007fe1, 0x00007fe9,
+	0x00007ff7, 0x00008001, 0x0000800e, 0x00008021,
+	0x00008045, 0x000080c5, 0x000080d6, 0x000080de,
+	0x00008153, 0x000081a7, 0x000081ef, 0x000081fe,
+	0x00008211, 0x0000821d, 0x00008259, 0x00008293,
+	0x000082a1, 0x000082ae, 0x000082bc, 0x000082ca,
+	0x000082d8, 0x0000830a, 0x0000833a, 0x00008396,
 	// Entry 300 - 31F
-	0x0000827b, 0x0000829b, 0x000082a6, 0x000082c0,
-	0x000082c5, 0x000082d6, 0x0000835c, 0x00008381,
-	0x00008388, 0x00008391, 0x000083a4, 0x000083ae,
-	0x000083b8, 0x000083c2, 0x000083da, 0x000083f0,
-	0x000083fc, 0x0000841e, 0x00008425, 0x00008432,
-	0x00008443, 0x0000846a, 0x0000847a, 0x00008499,
-	0x000084b9, 0x00008591, 0x00008672, 0x000086c6,
-	0x00008716, 0x00008776, 0x000087c9, 0x00008801,
+	0x000083a3, 0x000083c3, 0x000083ce, 0x000083e8,
+	0x000083ed, 0x000083fe, 0x00008484, 0x000084a9,
+	0x000084b0, 0x000084b9, 0x000084cc, 0x000084d6,
+	0x000084e0, 0x000084ea, 0x00008502, 0x00008518,
+	0x00008524, 0x00008546, 0x0000854d, 0x0000855a,
+	0x0000856b, 0x00008592, 0x000085a2, 0x000085c1,
+	0x000085e1, 0x000086b9, 0x0000879a, 0x000087ee,
+	0x0000883e, 0x0000889e, 0x000088f1, 0x00008929,
 	// Entry 320 - 33F
-	0x00008832, 0x00008882, 0x000088b6, 0x000088d4,
-	0x000088f3, 0x00008912, 0x00008932,
+	0x0000895a, 0x000089aa, 0x000089de, 0x000089fc,
+	0x00008a1b, 0x00008a3a, 0x00008a5a,
 } // Size: 3252 bytes
 
-const enData string = "" + // Size: 35122 bytes
+const enData string = "" + // Size: 35418 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1161,456 +1161,461 @@ const enData string = "" + // Size: 35122 bytes
 	"t applies to the instances of every process.\x02any\x02Process\x02Versio" +
 	"n\x02Status\x02Business key\x02Error code\x02Held at a node of\x02Create" +
 	"d from\x02Created to\x02By process and error code\x02Instances\x02The %[" +
-	"1]d largest groups; the filter matches more.\x02Some of them failed with" +
-	" outcome_unknown or deadline_exceeded: a push call among them may have b" +
-	"een carried out all the same (its answer was lost, or came after the tim" +
-	"eout). Check at the destination that it did not act before retrying, or " +
-	"it acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01" +
-	"\x02%[1]d more held instance failed before any attempt (its inputs could" +
-	" not be built): it cannot be retried and is left out. Abandon or stop it" +
-	".\x00\x96\x01\x02%[1]d more held instances failed before any attempt (th" +
-	"eir inputs could not be built): they cannot be retried and are left out." +
-	" Abandon or stop them.\x02Cannot act on this filter\x02Unknown consumer." +
-	"\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1" +
-	"]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02No defini" +
-	"tion has the key “%[1]s”.\x02Definition %[1]s has no revision %[2]d.\x02" +
-	"The confirmed count is missing: start again from the list.\x02The count " +
-	"changed since you confirmed it (it was %[1]d): instances were settled, r" +
-	"etried or acted on meanwhile. Nothing was done; check the new count and " +
-	"confirm again.\x02This bulk action was already applied (the form was sen" +
-	"t again): its records are in the audit log. Nothing more was done.\x14" +
-	"\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk " +
-	"%[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skip" +
-	"ped: it changed after the count (settled, or acted on by someone else)." +
-	"\x00T\x02%[1]d skipped: they changed after the count (settled, or acted " +
-	"on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Ac" +
-	"tion\x02Reason\x02Process instance\x02Occurrence offered again\x02Bulk a" +
-	"ction\x02deleted\x02Audit log\x02Every retry, abandon and stop an operat" +
-	"or applied, and every erasure an administrator made, with its reason. Re" +
-	"veals of sensitive values have their own log, which administrators read " +
-	"on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02a token’s" +
-	" name, exact\x02from\x02to\x02Apply filters\x02Clear filters\x02No opera" +
-	"tor action matches.\x02All actions\x02The process instance must be a who" +
-	"le instance id (a UUID): the lists show the end of each id; open the ins" +
-	"tance, or copy its link, for the whole id.\x02The bulk action must be it" +
-	"s id (a UUID).\x02Operator actions, newest first\x02No bulk action has t" +
-	"he id %[1]s: check the link, or open the action from the audit log.\x14" +
-	"\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk action %[2]s ch" +
-	"anged. While it runs, each reload shows how far it got.\x00h\x02Showing " +
-	"the %[1]d instances bulk action %[2]s changed. While it runs, each reloa" +
-	"d shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied t" +
-	"o %[4]d of the %[5]d instances counted, %[6]d skipped (they changed afte" +
-	"r the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was" +
-	" stopped by an error after %[4]d of the %[5]d instances counted (%[6]d s" +
-	"kipped). What it applied stays; act on the filter again for the rest." +
-	"\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d i" +
-	"nstances counted done so far (%[6]d skipped). Each reload shows how far " +
-	"it got.\x02No progress since %[1]s: the replica running it may have stop" +
-	"ped. What it applied stays; act on the filter again for the rest.\x02Rel" +
-	"ais console\x02Language\x02Skip to content\x02Main navigation\x02Health" +
-	"\x02External tasks\x02Processes\x02Find an instance or occurrence\x02id " +
-	"or business key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destin" +
-	"ations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
-	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
-	"[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s\x02Time" +
-	"s in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02This page r" +
-	"eloads every %[1]d seconds.\x02Pause reloading\x02Not allowed\x02Your ro" +
-	"le can read definitions and processes only: external tasks and process i" +
-	"nstances are for operators and administrators.\x02Invalid request\x02The" +
-	" field “%[1]s” holds a NUL character or bytes that are not UTF-8 text: c" +
-	"orrect it and try again.\x02Back to external tasks\x02Back to sign-in" +
-	"\x02Back to definitions\x02Nothing exists at this address, or it is not " +
-	"visible to you.\x02Nothing exists at this address, or it is not visible " +
-	"to you. An ended instance is deleted, with its occurrences and attempts," +
-	" once the retention period (RELAIS_RETENTION) has passed, or at once whe" +
-	"n an administrator erases it; the audit log keeps the operator actions t" +
-	"aken on it.\x02“%[1]s” is not a whole id (a UUID): the lists show the en" +
-	"d of each id; open the row, or copy its link, for the whole id.\x02Not f" +
-	"ound\x02This instance was erased by %[1]s on %[2]s, for this reason: “%[" +
-	"3]s”. Its inputs, occurrences and attempts were deleted with it; the aud" +
-	"it log keeps the operator actions taken on it.\x02Form refused\x02This f" +
-	"orm was not sent from this console session, or it has expired: nothing w" +
-	"as done. Open the form again and send it anew.\x02Back to the form\x02Fo" +
-	"rm too large\x02This form is larger than %[1]d KiB: nothing was done. Sh" +
-	"orten what you typed and send it again.\x02Form not received\x02This for" +
-	"m did not arrive in time: nothing was done. Send it again.\x02This form " +
-	"could not be read: nothing was done. Send it again.\x02Temporarily unava" +
-	"ilable\x02The database cannot be reached right now. Try again in a few s" +
-	"econds.\x02Something went wrong\x02The console could not show this page." +
-	" Try again; if it persists, give your administrator the request id %[1]s" +
-	".\x02No consumer yet.\x02No more consumers.\x02The external services tha" +
-	"t take tasks, and the definitions each may take. Create consumers, chang" +
-	"e their grants and rotate their tokens through the API (/api/v1/consumer" +
-	"s); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02" +
-	"Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant:" +
-	" it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revis" +
-	"ion, present and future\x02%[1]s: revision %[2]s\x02%[1]s: revisions %[2" +
-	"]s\x02Counting the occurrences; the counts appear when you reload the pa" +
-	"ge.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
-	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
-	"Working copy\x02The only mutable part of a definition. Processes never u" +
-	"se it directly: they pin a revision.\x02Routing output\x02Last saved\x02" +
-	"Revisions\x02No revision yet: the Working copy has never been snapshotte" +
-	"d.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Pub" +
-	"lished\x02Compare revisions\x02Lists every change from one revision to a" +
-	"nother, and whom it may break.\x02From revision\x02To revision\x02Compar" +
-	"e\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These rev" +
-	"isions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the" +
-	" working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
-	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
-	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
-	"s of revision %[1]d\x02The Working copy has changes not yet snapshotted:" +
-	" they are in no revision (workers and processes use revision %[1]d at mo" +
-	"st) until a snapshot makes them revision %[2]d.\x02Since revision %[1]d:" +
-	"\x02the contracts are the same (the name or a description changed).\x02C" +
-	"hanges of the Working copy since revision %[1]d\x02Choose two existing r" +
-	"evisions to compare.\x02From revision %[1]d to revision %[2]d:\x02Lowers" +
-	" protection: %[1]s. Under the newer contract these fields’ values are le" +
-	"ss protected than under the older one.\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
-	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
-	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
-	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
-	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
-	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
-	"k contracts: their Working copy, immutable revisions and named releases." +
-	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
-	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
-	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
-	"dpoints push nodes call. Values of the URL's query and of the headers, a" +
-	"nd signing secrets, are sealed and never shown. Create, change and delet" +
-	"e destinations with relais apply (kind: Destination documents) or throug" +
-	"h the API (/api/v1/destinations).\x02Destinations by name\x02masked valu" +
-	"e\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header" +
-	"\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the in" +
-	"stance\x02Say why, for whoever reads the log later: at most %[1]d charac" +
-	"ters. It is kept after the erasure, whatever the retention: write the re" +
-	"quest’s reference, not the person’s name.\x02Erase process instance %[1]" +
-	"s\x02Erase this instance now? It is deleted with its occurrences and the" +
-	"ir attempts, as retention would delete it.\x02Its inputs, outputs, busin" +
-	"ess key and the workers’ messages go with it; this cannot be undone. The" +
-	" audit records naming it stay (who did what, and why), and so do backups" +
-	" until they expire.\x02Erase the instance\x02This instance is %[1]s: onl" +
-	"y an ended instance can be erased. Stop it first.\x02Erased: instance %[" +
-	"1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the au" +
-	"dit log.\x02This instance had already been erased, by %[1]s at %[2]s; no" +
-	"thing changed and nothing was recorded.\x02on error\x02any other error" +
-	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
-	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
-	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left is not counted, its occurrence" +
-	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
-	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
-	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
-	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
-	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02no" +
-	" worker\x02Show all definitions\x02No definition %[1]s has occurrences: " +
-	"check the key, or show all definitions.\x02All definitions\x02Completion" +
-	"s and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]" +
-	"s, %[2]s. The table after the chart gives each 5-minute slot.\x02Complet" +
-	"ed\x02The chart’s numbers\x02Completions and failures per 5-minute slot," +
-	" oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02" +
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4" +
-	"]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d" +
-	" h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug" +
-	"\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
-	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
-	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
-	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
-	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
-	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
-	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
-	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
-	" acted on this instance.\x02Operator actions on this instance, newest fi" +
-	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
-	"labelled by process version %[1]d's contract\x02This process takes no in" +
-	"puts.\x02Erase this instance…\x02This instance has ended. As an administ" +
-	"rator you may erase it now rather than wait for retention (a data subjec" +
-	"t’s request): it is deleted with its occurrences and attempts.\x02This i" +
-	"nstance is held at a failed node: an incident. It cannot be retried: its" +
-	" occurrence at node %[1]s failed before any attempt (its inputs could no" +
-	"t be built), so it would fail the same way. Abandon fails the instance; " +
-	"stop cancels it. Each asks for a reason, recorded in the audit log.\x02T" +
-	"his instance is held at a failed node: an incident. Retry offers the fai" +
-	"led occurrence again; abandon fails the instance; stop cancels it. Each " +
-	"asks for a reason, recorded in the audit log.\x02Stopping cancels the in" +
-	"stance and its open occurrences. It does not complete anything.\x02Stopp" +
-	"ed by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02The version must be a whole number from 1.\x02" +
-	"A version is a process’s: choose the process too.\x02Creation date\x02Th" +
-	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
-	"case-sensitive\x02Act on every instance this filter matches\x02The next " +
-	"page counts them and asks for a reason before anything changes.\x02Proce" +
-	"ss instances, newest first\x02Instance\x02End node or error\x02No instan" +
-	"ce matches these filters.\x02All processes\x02Any definition\x02All stat" +
-	"uses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is th" +
-	"e status of an instance, not of a task: the Instances page lists the ins" +
-	"tances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02d" +
-	"eferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expire" +
-	"d\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
-	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
-	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02Mode\x02Reason given by the worke" +
-	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
-	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
-	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
-	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
-	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
-	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
-	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
-	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
-	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
-	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
-	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
-	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
-	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
-	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
-	"atever the retention: write no customer data in it.\x02Available from" +
-	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
-	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
-	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
-	"ion’s answer could not be used: it must be one JSON object whose outputs" +
-	" member matches the revision’s outputs contract, and nothing after it. I" +
-	"ts message says what was wrong.\x02The destination did not answer within" +
-	" the call’s timeout: it may have acted all the same.\x02The destination " +
-	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
-	"the same, so check before retrying.\x02The destination did not answer wi" +
-	"thin the call’s timeout: it may have acted all the same, so check before" +
-	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
-	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
-	" attempts): the worker answered, and its answer must change, not its loc" +
-	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
-	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
-	" answered, and its answer must change, not its lock.\x02The last attempt" +
-	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
-	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
-	"deadline passed before a result arrived.\x02The result did not match the" +
-	" revision's outputs contract.\x02The answer to the call was lost (the co" +
-	"nnection broke after the request was sent, or Relais stopped or could no" +
-	"t reach its database before recording it): whether the destination acted" +
-	" is unknown, so Relais does not call it again by itself (an operator’s r" +
-	"etry does).\x02The call could not be prepared.\x02The destination could " +
-	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
-	"ttempt ended without a result (its lock expired, or its worker’s stream " +
-	"ended) with no attempt left.\x02The inputs could not be built from the p" +
-	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
-	" worker reported a failure with no retries left (retries: 0, no retries " +
-	"sent, which Camunda reads as 0, or a budget already spent): it is not ru" +
-	"n again.\x02The destination answered HTTP %[1]s.\x02No live worker takes" +
-	" %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the l" +
-	"ive workers of %[2]s declare inputs it does not have.\x02No live worker " +
-	"takes revision %[1]d: the live workers of %[2]s take revision %[3]d only" +
-	".\x02No live worker takes revision %[1]d: the live workers of %[2]s take" +
-	" revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s " +
-	"— %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiti" +
-	"ng for Relais to call the destination since %[1]s (%[2]s).\x02Waiting fo" +
-	"r a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (" +
-	"%[1]s) ended %[2]s without its result recorded: the replica making it ma" +
-	"y have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask th" +
-	"e destination whether it took effect.\x02Relais is calling the destinati" +
-	"on (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Res" +
-	"erved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same co" +
-	"nsumer, or a front end with a settle token, completes it later.\x02Compl" +
-	"eted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02" +
-	"Its instance went on along the node’s error path.\x02Failed (%[1]s).\x02" +
-	"Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Canc" +
-	"elled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[" +
-	"1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferre" +
-	"d; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled " +
-	"by %[2]s)\x02The instance was stopped while the worker held the task: it" +
-	"s report is refused, but it may already have done the work.\x02The insta" +
-	"nce was stopped during the call, which was aborted: the destination may " +
-	"already have acted on the request (check there).\x02The instance was sto" +
-	"pped while the task was deferred: a settlement by id is refused, but the" +
-	" work it waited for may already be done.\x02%[1]s at %[2]s\x02Relais ref" +
-	"used a report of this attempt at %[1]s (%[2]s) before taking another." +
-	"\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (%[3" +
-	"]s), before taking another.\x02Relais refused this attempt’s report at %" +
-	"[1]s (%[2]s): its worker answered, and the answer was not taken.\x02Rela" +
-	"is refused %[1]s reports of this attempt, the last at %[2]s (%[3]s): its" +
-	" worker answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusa" +
-	"ble body\x02no answer within the timeout\x02no connection\x02answer too " +
-	"large\x02unknown\x02[redacted]\x02Message from the worker (its own words" +
-	", protected values masked)\x02Message from Relais, quoting the destinati" +
-	"on’s answer\x02Message from Relais\x02The revision must be a whole numbe" +
-	"r, 1 or more.\x02A revision is a definition’s: choose the definition too" +
-	".\x02Settlement date\x02More filters: instance, revision, consumer, dest" +
-	"ination, dates\x02Push destination\x02its name, exactly\x02instance id" +
-	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
-	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
-	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
-	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
-	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
-	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
-	"ollow the longest path from the start node. Solid arrows are successes (" +
-	"labelled with their route), dashed ones failures (labelled with their er" +
-	"ror codes). Each box says how many of this version’s occurrences are at " +
-	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
-	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
-	" now\x02Inputs from\x02No inputs: an instance starts with an empty objec" +
-	"t.\x02Inputs an instance of this version is started with\x02Instances of" +
-	" this version\x02Columns follow the longest path from the start node. So" +
-	"lid arrows are successes (labelled with their route), dashed ones failur" +
-	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
-	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
-	"ble below lists every node with its routes and counts.\x02This version h" +
-	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
-	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
-	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
-	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for a" +
-	"n operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
-	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
-	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
-	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
-	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
-	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
-	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
-	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
-	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
-	"administrator revealed: who, when, which field and why. The values thems" +
-	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
-	" and no instance has it as its business key. An ended instance is delete" +
-	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
-	"RETENTION) has passed, or at once when an administrator erases it; the a" +
-	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02The token you signed in with is revoked, and you are s" +
-	"igned out: sign in with another one.\x02Your session had ended (inactivi" +
-	"ty, a sign-out elsewhere, a revoked token or a restart of the server), s" +
-	"o your last action was not applied. Sign in again, then repeat it.\x02Yo" +
-	"ur session has ended (inactivity, a sign-out elsewhere, a token revoked " +
-	"or expired, or a restart of the server). Sign in again.\x02A token in th" +
-	"e address is not used: paste it in the field below. The address has put " +
-	"it in your browser’s history, and perhaps in a proxy’s logs: if others m" +
-	"ay read them, have the token revoked and use a new one.\x02Sign in\x02Si" +
-	"gn in with an operator, designer or administrator token.\x02Token\x02The" +
-	" token is checked once and never stored in your browser; a session cooki" +
-	"e stands for it for up to 8 hours of inactivity, and 12 hours at most." +
-	"\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address." +
-	" Try again in %[1]d second.\x00H\x02Too many failed sign-ins from your a" +
-	"ddress. Try again in %[1]d seconds.\x02Paste your token in the field: it" +
-	" is empty.\x02This token is unknown, revoked or expired.\x02A %[1]s toke" +
-	"n cannot open the console: it is a worker’s token, for the API.\x02Only " +
-	"administrators see this page: tokens, consumers, destinations, the revea" +
-	"l log and erasures are theirs.\x02Staff tokens (administrators, designer" +
-	"s, operators) that are not revoked. Consumer tokens are managed with the" +
-	"ir consumers. Revoking a token refuses its next request.\x02Staff tokens" +
-	", oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02" +
-	"not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]" +
-	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
-	" console sessions opened with it end. This cannot be undone: whoever use" +
-	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
-	"ken you signed in with: revoking it signs you out. Its next request is r" +
-	"efused. This cannot be undone.\x02This is the last usable administrator " +
-	"token: create another one before revoking it.\x02The token “%[1]s” (%[2]" +
-	"s) was revoked: its next request is refused.\x02routing output\x02each i" +
-	"tem of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]" +
-	"d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
-	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
-	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
-	"connected by a stream, and polling workers by their last fetch. A worker" +
-	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
-	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
-	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
-	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02stre" +
-	"am\x02long polling\x02Camunda 7 facade\x02every revision its consumer is" +
-	" granted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no work" +
-	"er takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no l" +
-	"ive worker takes it: subscribe workers to it, with their consumers grant" +
-	"ed it (a worker naming no revision takes those its consumer is granted; " +
-	"a process version pins it).\x02Occurrences of revisions %[1]s wait, and " +
-	"no live worker takes them: subscribe workers to them, with their consume" +
-	"rs granted them (a worker naming no revision takes those its consumer is" +
-	" granted; a process version pins them).\x02No worker serves this definit" +
-	"ion: its occurrences wait until one connects or polls.\x02No process use" +
-	"s this definition yet: it needs a worker once a process pulls it.\x02No " +
-	"process pulls this definition: Relais calls its destinations (push), and" +
-	" it needs no worker.\x02No worker is connected for this definition; none" +
-	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
-	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every re" +
-	"vision its consumer is granted.\x02Revisions they take: %[1]s; some take" +
-	" every revision their consumer is granted.\x02They take every revision t" +
-	"heir consumer is granted.\x02It takes revision %[1]d only.\x02They take " +
-	"revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revi" +
-	"sions %[1]s only."
+	"1]d largest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x99" +
+	"\x02\x02%[1]d of them is held at a push call that ended outcome_unknown " +
+	"or deadline_exceeded: it may have been carried out all the same (its ans" +
+	"wer was lost, or came after the timeout). Check at the destination that " +
+	"it did not act before retrying, or it acts twice (a card charged twice)." +
+	"\x00\x9a\x02\x02%[1]d of them are held at a push call that ended outcome" +
+	"_unknown or deadline_exceeded: it may have been carried out all the same" +
+	" (its answer was lost, or came after the timeout). Check at the destinat" +
+	"ion that it did not act before retrying, or it acts twice (a card charge" +
+	"d twice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance fa" +
+	"iled before any attempt (its inputs could not be built): it cannot be re" +
+	"tried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more hel" +
+	"d instances failed before any attempt (their inputs could not be built):" +
+	" they cannot be retried and are left out. Abandon or stop them.\x02Canno" +
+	"t act on this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”" +
+	".\x02Did you mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No " +
+	"process has the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02De" +
+	"finition %[1]s has no revision %[2]d.\x02The confirmed count is missing:" +
+	" start again from the list.\x02The count changed since you confirmed it " +
+	"(it was %[1]d): instances were settled, retried or acted on meanwhile. N" +
+	"othing was done; check the new count and confirm again.\x02This bulk act" +
+	"ion was already applied (the form was sent again): its records are in th" +
+	"e audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s a" +
+	"pplied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
+	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
+	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
+	"ed after the count (settled, or acted on by someone else).\x02%[1]s (tok" +
+	"en #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance" +
+	"\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02E" +
+	"very retry, abandon and stop an operator applied, and every erasure an a" +
+	"dministrator made, with its reason. Reveals of sensitive values have the" +
+	"ir own log, which administrators read on the Reveals page (GET /api/v1/a" +
+	"udit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Appl" +
+	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
+	"\x02The process instance must be a whole instance id (a UUID): the lists" +
+	" show the end of each id; open the instance, or copy its link, for the w" +
+	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
+	", newest first\x02No bulk action has the id %[1]s: check the link, or op" +
+	"en the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing th" +
+	"e %[1]d instance bulk action %[2]s changed. While it runs, each reload s" +
+	"hows how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2" +
+	"]s changed. While it runs, each reload shows how far it got.\x02Bulk %[1" +
+	"]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances coun" +
+	"ted, %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bu" +
+	"lk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of" +
+	" the %[5]d instances counted (%[6]d skipped). What it applied stays; act" +
+	" on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s" +
+	", is running: %[4]d of the %[5]d instances counted done so far (%[6]d sk" +
+	"ipped). Each reload shows how far it got.\x02No progress since %[1]s: th" +
+	"e replica running it may have stopped. What it applied stays; act on the" +
+	" filter again for the rest.\x02Relais console\x02Language\x02Skip to con" +
+	"tent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find" +
+	" an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
+	"\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed " +
+	"in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02" +
+	"Display settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s" +
+	" · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading " +
+	"paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause relo" +
+	"ading\x02Not allowed\x02Your role can read definitions and processes onl" +
+	"y: external tasks and process instances are for operators and administra" +
+	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
+	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
+	"nal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at" +
+	" this address, or it is not visible to you.\x02Nothing exists at this ad" +
+	"dress, or it is not visible to you. An ended instance is deleted, with i" +
+	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
+	") has passed, or at once when an administrator erases it; the audit log " +
+	"keeps the operator actions taken on it.\x02“%[1]s” is not a whole id (a " +
+	"UUID): the lists show the end of each id; open the row, or copy its link" +
+	", for the whole id.\x02Not found\x02This instance was erased by %[1]s on" +
+	" %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attempts w" +
+	"ere deleted with it; the audit log keeps the operator actions taken on i" +
+	"t.\x02Form refused\x02This form was not sent from this console session, " +
+	"or it has expired: nothing was done. Open the form again and send it ane" +
+	"w.\x02Back to the form\x02Form too large\x02This form is larger than %[1" +
+	"]d KiB: nothing was done. Shorten what you typed and send it again.\x02F" +
+	"orm not received\x02This form did not arrive in time: nothing was done. " +
+	"Send it again.\x02This form could not be read: nothing was done. Send it" +
+	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
+	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
+	"le could not show this page. Try again; if it persists, give your admini" +
+	"strator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
+	"\x02The external services that take tasks, and the definitions each may " +
+	"take. Create consumers, change their grants and rotate their tokens thro" +
+	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
+	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
+	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
+	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
+	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
+	"appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
+	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
+	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
+	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
+	"change from one revision to another, and whom it may break.\x02From revi" +
+	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
+	"act these fields’ values are less protected than under the older one." +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
+	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
+	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
+	"of the URL's query and of the headers, and signing secrets, are sealed a" +
+	"nd never shown. Create, change and delete destinations with relais apply" +
+	" (kind: Destination documents) or through the API (/api/v1/destinations)" +
+	".\x02Destinations by name\x02masked value\x02URL\x02Headers sent\x02Long" +
+	"est timeout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls " +
+	"signed (Relais-Signature)\x02Keep the instance\x02Say why, for whoever r" +
+	"eads the log later: at most %[1]d characters. It is kept after the erasu" +
+	"re, whatever the retention: write the request’s reference, not the perso" +
+	"n’s name.\x02Erase process instance %[1]s\x02Erase this instance now? It" +
+	" is deleted with its occurrences and their attempts, as retention would " +
+	"delete it.\x02Its inputs, outputs, business key and the workers’ message" +
+	"s go with it; this cannot be undone. The audit records naming it stay (w" +
+	"ho did what, and why), and so do backups until they expire.\x02Erase the" +
+	" instance\x02This instance is %[1]s: only an ended instance can be erase" +
+	"d. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences: %[2" +
+	"]d, attempts: %[3]d). Recorded in the audit log.\x02This instance had al" +
+	"ready been erased, by %[1]s at %[2]s; nothing changed and nothing was re" +
+	"corded.\x02on error\x02any other error\x02held for an operator\x02an inc" +
+	"ident: retry, abandon or stop\x02end: completes the instance\x02end: fai" +
+	"ls the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Ea" +
+	"ch definition’s queue and incidents now, and what its workers finished i" +
+	"n the last hour: occurrences that ended completed or failed. An occurren" +
+	"ce retried since counts where it ends next; a failed attempt with attemp" +
+	"ts left is not counted, its occurrence’s page lists it.\x02Completions a" +
+	"nd failures, last hour\x02Definitions, those needing attention first\x02" +
+	"Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
+	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
+	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
+	"mable since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02N" +
+	"o definition %[1]s has occurrences: check the key, or show all definitio" +
+	"ns.\x02All definitions\x02Completions and failures per 5 minutes, last h" +
+	"our: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart " +
+	"gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Complet" +
+	"ions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s" +
+	"\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
+	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
+	"\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%" +
+	"[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just " +
+	"now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar" +
+	"\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 sec" +
+	"onds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d m" +
+	"s\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02Th" +
+	"e nodes this instance reached, in order, each with its occurrence.\x02No" +
+	"des reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Cre" +
+	"ated\x02Settled\x02This instance has not reached a task yet.\x02Recorded" +
+	" operator actions\x02No operator has acted on this instance.\x02Operator" +
+	" actions on this instance, newest first\x02Value\x02Process inputs\x02In" +
+	"puts the instance was started with, labelled by process version %[1]d's " +
+	"contract\x02This process takes no inputs.\x02Erase this instance…\x02Thi" +
+	"s instance has ended. As an administrator you may erase it now rather th" +
+	"an wait for retention (a data subject’s request): it is deleted with its" +
+	" occurrences and attempts.\x02This instance is held at a failed node: an" +
+	" incident. It cannot be retried: its occurrence at node %[1]s failed bef" +
+	"ore any attempt (its inputs could not be built), so it would fail the sa" +
+	"me way. Abandon fails the instance; stop cancels it. Each asks for a rea" +
+	"son, recorded in the audit log.\x02This instance is held at a failed nod" +
+	"e: an incident. Retry offers the failed occurrence again; abandon fails " +
+	"the instance; stop cancels it. Each asks for a reason, recorded in the a" +
+	"udit log.\x02Stopping cancels the instance and its open occurrences. It " +
+	"does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Ab" +
+	"andoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]" +
+	"s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
+	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
+	"d by an operator\x02held, then abandoned by an operator\x02The version m" +
+	"ust be a whole number from 1.\x02A version is a process’s: choose the pr" +
+	"ocess too.\x02Creation date\x02The page size must be between 1 and %[1]d" +
+	".\x02Process instances\x02exact, case-sensitive\x02Act on every instance" +
+	" this filter matches\x02The next page counts them and asks for a reason " +
+	"before anything changes.\x02Process instances, newest first\x02Instance" +
+	"\x02End node or error\x02No instance matches these filters.\x02All proce" +
+	"sses\x02Any definition\x02All statuses\x02Unknown status “%[1]s” (did yo" +
+	"u mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a task" +
+	": the Instances page lists the instances with it.\x02Unknown status “%[1" +
+	"]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02canc" +
+	"elled\x02running\x02held\x02expired\x02rejected\x02released\x02disconnec" +
+	"ted\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02" +
+	"choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sen" +
+	"sitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Relais" +
+	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No worker has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
+	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
+	"s not called the destination yet.\x02Relais never called the destination" +
+	": the occurrence ended before any call.\x02Relais keeps the destination’" +
+	"s status code only when it refused the call (destination_http_NNN); a co" +
+	"mpleted call answered 2xx. The duration runs from the claim of the call " +
+	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
+	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
+	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before a result a" +
+	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
+	"The answer to the call was lost (the connection broke after the request " +
+	"was sent, or Relais stopped or could not reach its database before recor" +
+	"ding it): whether the destination acted is unknown, so Relais does not c" +
+	"all it again by itself (an operator’s retry does).\x02The call could not" +
+	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
+	"n’s answer was too large.\x02The last attempt ended without a result (it" +
+	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
+	"he inputs could not be built from the process’s bindings.\x02An operator" +
+	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
+	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
+	"r a budget already spent): it is not run again.\x02The destination answe" +
+	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
+	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
+	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
+	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
+	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
+	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
+	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
+	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
+	"lt recorded: the replica making it may have stopped. If so, it fails out" +
+	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
+	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
+	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
+	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
+	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
+	"ld here, waiting for an operator.\x02Its instance went on along the node" +
+	"’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopp" +
+	"ed by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (" +
+	"%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled w" +
+	"ith its settle token)\x02%[1]s (deferred; settled with its settle token," +
+	" as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance was sto" +
+	"pped while the worker held the task: its report is refused, but it may a" +
+	"lready have done the work.\x02The instance was stopped during the call, " +
+	"which was aborted: the destination may already have acted on the request" +
+	" (check there).\x02The instance was stopped while the task was deferred:" +
+	" a settlement by id is refused, but the work it waited for may already b" +
+	"e done.\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at " +
+	"%[1]s (%[2]s) before taking another.\x02Relais refused %[1]s reports of " +
+	"this attempt, the last at %[2]s (%[3]s), before taking another.\x02Relai" +
+	"s refused this attempt’s report at %[1]s (%[2]s): its worker answered, a" +
+	"nd the answer was not taken.\x02Relais refused %[1]s reports of this att" +
+	"empt, the last at %[2]s (%[3]s): its worker answered, and no answer was " +
+	"taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
+	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Me" +
+	"ssage from the worker (its own words, protected values masked)\x02Messag" +
+	"e from Relais, quoting the destination’s answer\x02Message from Relais" +
+	"\x02The revision must be a whole number, 1 or more.\x02A revision is a d" +
+	"efinition’s: choose the definition too.\x02Settlement date\x02More filte" +
+	"rs: instance, revision, consumer, destination, dates\x02Push destination" +
+	"\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrences," +
+	" newest first\x02Message\x02Process and node\x02Error\x02Consumer and wo" +
+	"rker\x02Next attempt or settled\x02No occurrence matches these filters." +
+	"\x02All consumers\x02Totals of definition %[1]s, not narrowed by the oth" +
+	"er filters\x02Totals of all definitions, not narrowed by the other filte" +
+	"rs\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
+	"rrences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02cla" +
+	"imable since\x02call in progress since\x02lock until\x02deferred since" +
+	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Ro" +
+	"ws %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fir" +
+	"st day comes after the last.\x02This address holds a parameter that cann" +
+	"ot be read (a percent sign not followed by two hexadecimal digits, or a " +
+	"semicolon): correct the address.\x02Unknown parameter “%[1]s” (did you m" +
+	"ean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is" +
+	" given %[2]d times: give it once.\x02The page cursor is invalid: go back" +
+	" to the first page.\x02These settings are kept in this browser only.\x02" +
+	"Show times in\x02The console runs no script, so it cannot read your comp" +
+	"uter’s time zone: choose a place, whose daylight saving time is followed" +
+	", or a fixed offset from UTC.\x02Reload lists and detail pages\x02A relo" +
+	"ad empties what you typed but did not apply (filters, the search box) an" +
+	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
+	"ry page that reloads, stops it until you resume. Pages where you type a " +
+	"reason (confirmations, and occurrences with a value to reveal) never rel" +
+	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
+	"thout saving\x02UTC (coordinated universal time)\x02Local time in %[1]s" +
+	"\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[" +
+	"1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloadin" +
+	"g paused: this page stays as it is until you resume.\x02Published proces" +
+	"s versions: their nodes, routes and pinned revisions, drawn, with where " +
+	"their occurrences are now.\x02Published process versions: their nodes, r" +
+	"outes and pinned revisions, drawn.\x02Processes by key\x02Versions, newe" +
+	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
+	"]s\x02Start node\x02Graph\x02Columns follow the longest path from the st" +
+	"art node. Solid arrows are successes (labelled with their route), dashed" +
+	" ones failures (labelled with their error codes). Each box says how many" +
+	" of this version’s occurrences are at that node now.\x02Nodes\x02Nodes o" +
+	"f this version, with their occurrences now\x02Kind\x02Pinned revision" +
+	"\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02No input" +
+	"s: an instance starts with an empty object.\x02Inputs an instance of thi" +
+	"s version is started with\x02Instances of this version\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes).\x02Nodes of this version\x02This version has %[1]d nodes: too man" +
+	"y to draw legibly (at most %[2]d). The table below lists every node with" +
+	" its routes and counts.\x02This version has %[1]d nodes: too many to dra" +
+	"w legibly (at most %[2]d). The table below lists every node with its rou" +
+	"tes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting " +
+	"at %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
+	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
+	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
+	"y why you reveal this value: the reason is recorded with the reveal in t" +
+	"he audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page sh" +
+	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
+	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
+	", which field and why. The values themselves are never kept.\x02Reveals," +
+	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
+	" were asked for)\x02Method not allowed\x02This page does not accept that" +
+	" request.\x02This form was sent from another site: the console takes its" +
+	" forms from its own pages only. Open the console and send it from there." +
+	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
+	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance has “%[1]s” as its business key. A business key is found" +
+	" only whole and exactly as given, capitals and accents included: a list " +
+	"shows a long one shortened, so copy it from its instance’s page.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02You are signed out.\x02The token you" +
+	" signed in with is revoked, and you are signed out: sign in with another" +
+	" one.\x02Your session had ended (inactivity, a sign-out elsewhere, a rev" +
+	"oked token or a restart of the server), so your last action was not appl" +
+	"ied. Sign in again, then repeat it.\x02Your session has ended (inactivit" +
+	"y, a sign-out elsewhere, a token revoked or expired, or a restart of the" +
+	" server). Sign in again.\x02A token in the address is not used: paste it" +
+	" in the field below. The address has put it in your browser’s history, a" +
+	"nd perhaps in a proxy’s logs: if others may read them, have the token re" +
+	"voked and use a new one.\x02Sign in\x02Sign in with an operator, designe" +
+	"r or administrator token.\x02Token\x02The token is checked once and neve" +
+	"r stored in your browser; a session cookie stands for it for up to 8 hou" +
+	"rs of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too " +
+	"many failed sign-ins from your address. Try again in %[1]d second.\x00H" +
+	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
+	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
+	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
+	" a worker’s token, for the API.\x02Only administrators see this page: to" +
+	"kens, consumers, destinations, the reveal log and erasures are theirs." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
 var frIndex = []uint32{ // 807 elements
 	// Entry 0 - 1F
@@ -1638,212 +1643,212 @@ var frIndex = []uint32{ // 807 elements
 	0x00001a3a, 0x00001ae3, 0x00001aef, 0x00001af9,
 	0x00001b01, 0x00001b08, 0x00001b15, 0x00001b25,
 	0x00001b3d, 0x00001b50, 0x00001b64, 0x00001b85,
-	0x00001b8f, 0x00001bd7, 0x00001d2c, 0x00001ed8,
-	0x00001efa, 0x00001f10, 0x00001f36, 0x00001f5c,
+	0x00001b8f, 0x00001bd7, 0x00001eaa, 0x00002056,
+	0x00002078, 0x0000208e, 0x000020b4, 0x000020da,
 	// Entry 60 - 7F
-	0x00001f8b, 0x00001fba, 0x00001fec, 0x0000201f,
-	0x00002054, 0x0000213c, 0x000021e5, 0x0000225a,
-	0x0000233d, 0x0000235d, 0x00002363, 0x00002367,
-	0x0000236e, 0x00002374, 0x0000238a, 0x000023aa,
-	0x000023ba, 0x000023c5, 0x000023d7, 0x000024ed,
-	0x000024f5, 0x00002510, 0x00002513, 0x00002516,
-	0x0000252c, 0x00002547, 0x00002573, 0x00002586,
-	0x00002659, 0x000026a2, 0x000026d8, 0x00002754,
+	0x00002109, 0x00002138, 0x0000216a, 0x0000219d,
+	0x000021d2, 0x000022ba, 0x00002363, 0x000023d8,
+	0x000024bb, 0x000024db, 0x000024e1, 0x000024e5,
+	0x000024ec, 0x000024f2, 0x00002508, 0x00002528,
+	0x00002538, 0x00002543, 0x00002555, 0x0000266b,
+	0x00002673, 0x0000268e, 0x00002691, 0x00002694,
+	0x000026aa, 0x000026c5, 0x000026f1, 0x00002704,
+	0x000027d7, 0x00002820, 0x00002856, 0x000028d2,
 	// Entry 80 - 9F
-	0x00002875, 0x00002939, 0x00002a34, 0x00002afa,
-	0x00002bb1, 0x00002bc0, 0x00002bc7, 0x00002bd8,
-	0x00002bee, 0x00002bf4, 0x00002c05, 0x00002c0f,
-	0x00002c36, 0x00002c52, 0x00002c5a, 0x00002c67,
-	0x00002c73, 0x00002c81, 0x00002c8e, 0x00002c95,
-	0x00002ca3, 0x00002cc7, 0x00002cd7, 0x00002cef,
-	0x00002d10, 0x00002d42, 0x00002d7e, 0x00002db8,
-	0x00002dce, 0x00002de8, 0x00002e1a, 0x00002e34,
+	0x000029f3, 0x00002ab7, 0x00002bb2, 0x00002c78,
+	0x00002d2f, 0x00002d3e, 0x00002d45, 0x00002d56,
+	0x00002d6c, 0x00002d72, 0x00002d83, 0x00002d8d,
+	0x00002db4, 0x00002dd0, 0x00002dd8, 0x00002de5,
+	0x00002df1, 0x00002dff, 0x00002e0c, 0x00002e13,
+	0x00002e21, 0x00002e45, 0x00002e55, 0x00002e6d,
+	0x00002e8e, 0x00002ec0, 0x00002efc, 0x00002f36,
+	0x00002f4c, 0x00002f66, 0x00002f98, 0x00002fb2,
 	// Entry A0 - BF
-	0x00002e43, 0x00002ef7, 0x00002f09, 0x00002f89,
-	0x00002fa5, 0x00002fbc, 0x00002fd4, 0x00003017,
-	0x00003165, 0x0000321e, 0x0000322a, 0x00003315,
-	0x00003328, 0x000033cd, 0x000033e2, 0x000033fd,
-	0x00003479, 0x0000348e, 0x000034eb, 0x00003541,
-	0x0000355d, 0x000035b4, 0x000035cc, 0x00003664,
-	0x00003689, 0x000036a3, 0x00003794, 0x000037c2,
-	0x000037c5, 0x000037c9, 0x000037d0, 0x000037da,
+	0x00002fc1, 0x00003075, 0x00003087, 0x00003107,
+	0x00003123, 0x0000313a, 0x00003152, 0x00003195,
+	0x000032e3, 0x0000339c, 0x000033a8, 0x00003493,
+	0x000034a6, 0x0000354b, 0x00003560, 0x0000357b,
+	0x000035f7, 0x0000360c, 0x00003669, 0x000036bf,
+	0x000036db, 0x00003732, 0x0000374a, 0x000037e2,
+	0x00003807, 0x00003821, 0x00003912, 0x00003940,
+	0x00003943, 0x00003947, 0x0000394e, 0x00003958,
 	// Entry C0 - DF
-	0x000037e0, 0x000037e8, 0x000037ee, 0x000037f8,
-	0x00003819, 0x00003832, 0x00003845, 0x0000387d,
-	0x00003897, 0x000038b2, 0x00003918, 0x0000394a,
-	0x00003950, 0x00003955, 0x00003961, 0x00003970,
-	0x0000397c, 0x00003988, 0x0000399a, 0x000039ab,
-	0x00003a2f, 0x00003a41, 0x00003a58, 0x00003a63,
-	0x00003ab8, 0x00003ac5, 0x00003aea, 0x00003af6,
-	0x00003b00, 0x00003b06, 0x00003b12, 0x00003b2a,
+	0x0000395e, 0x00003966, 0x0000396c, 0x00003976,
+	0x00003997, 0x000039b0, 0x000039c3, 0x000039fb,
+	0x00003a15, 0x00003a30, 0x00003a96, 0x00003ac8,
+	0x00003ace, 0x00003ad3, 0x00003adf, 0x00003aee,
+	0x00003afa, 0x00003b06, 0x00003b18, 0x00003b29,
+	0x00003bad, 0x00003bbf, 0x00003bd6, 0x00003be1,
+	0x00003c36, 0x00003c43, 0x00003c68, 0x00003c74,
+	0x00003c7e, 0x00003c84, 0x00003c90, 0x00003ca8,
 	// Entry E0 - FF
-	0x00003b7c, 0x00003b8c, 0x00003b9c, 0x00003ba5,
-	0x00003bb0, 0x00003bb8, 0x00003bd8, 0x00003bfa,
-	0x00003c22, 0x00003c2b, 0x00003c3b, 0x00003c5b,
-	0x00003c63, 0x00003c72, 0x00003c91, 0x00003cbc,
-	0x00003ce2, 0x00003cf2, 0x00003cfc, 0x00003d06,
-	0x00003d25, 0x00003d43, 0x00003e1b, 0x00003e39,
-	0x00003e7d, 0x00003eba, 0x00003eed, 0x00003f1d,
-	0x00003fa6, 0x00003fd2, 0x00004002, 0x00004024,
+	0x00003cfa, 0x00003d0a, 0x00003d1a, 0x00003d23,
+	0x00003d2e, 0x00003d36, 0x00003d56, 0x00003d78,
+	0x00003da0, 0x00003da9, 0x00003db9, 0x00003dd9,
+	0x00003de1, 0x00003df0, 0x00003e0f, 0x00003e3a,
+	0x00003e60, 0x00003e70, 0x00003e7a, 0x00003e84,
+	0x00003ea3, 0x00003ec1, 0x00003f99, 0x00003fb7,
+	0x00003ffb, 0x00004038, 0x0000406b, 0x0000409b,
+	0x00004124, 0x00004150, 0x00004180, 0x000041a2,
 	// Entry 100 - 11F
-	0x0000403f, 0x0000405a, 0x00004076, 0x00004092,
-	0x000040a8, 0x000040c2, 0x000040f9, 0x0000412f,
-	0x0000414f, 0x0000416e, 0x00004175, 0x000041df,
-	0x000041f5, 0x000041fa, 0x0000420e, 0x00004226,
-	0x0000424b, 0x00004279, 0x0000429e, 0x000042b8,
-	0x000043f4, 0x00004409, 0x00004419, 0x0000441d,
-	0x00004430, 0x0000443f, 0x00004456, 0x00004465,
-	0x0000446c, 0x00004477, 0x00004499, 0x000044ad,
+	0x000041bd, 0x000041d8, 0x000041f4, 0x00004210,
+	0x00004226, 0x00004240, 0x00004277, 0x000042ad,
+	0x000042cd, 0x000042ec, 0x000042f3, 0x0000435d,
+	0x00004373, 0x00004378, 0x0000438c, 0x000043a4,
+	0x000043c9, 0x000043f7, 0x0000441c, 0x00004436,
+	0x00004572, 0x00004587, 0x00004597, 0x0000459b,
+	0x000045ae, 0x000045bd, 0x000045d4, 0x000045e3,
+	0x000045ea, 0x000045f5, 0x00004617, 0x0000462b,
 	// Entry 120 - 13F
-	0x0000458b, 0x000045b3, 0x0000463c, 0x00004742,
-	0x00004757, 0x000047bd, 0x00004842, 0x000048b7,
-	0x000048c9, 0x000048dc, 0x000048f8, 0x00004925,
-	0x00004942, 0x00004965, 0x00004970, 0x0000497b,
-	0x00004992, 0x00004af9, 0x00004b20, 0x00004b5e,
-	0x00004b6a, 0x00004b73, 0x00004b87, 0x00004b91,
-	0x00004bb8, 0x00004bd4, 0x00004bef, 0x00004c1f,
-	0x00004c5e, 0x00004c79, 0x00004c88, 0x00004c99,
+	0x00004709, 0x00004731, 0x000047ba, 0x000048c0,
+	0x000048d5, 0x0000493b, 0x000049c0, 0x00004a35,
+	0x00004a47, 0x00004a5a, 0x00004a76, 0x00004aa3,
+	0x00004ac0, 0x00004ae3, 0x00004aee, 0x00004af9,
+	0x00004b10, 0x00004c77, 0x00004c9e, 0x00004cdc,
+	0x00004ce8, 0x00004cf1, 0x00004d05, 0x00004d0f,
+	0x00004d36, 0x00004d52, 0x00004d6d, 0x00004d9d,
+	0x00004ddc, 0x00004df7, 0x00004e06, 0x00004e17,
 	// Entry 140 - 15F
-	0x00004cba, 0x00004d25, 0x00004d3d, 0x00004d84,
-	0x00004def, 0x00004dfa, 0x00004e14, 0x00004e5e,
-	0x00004e66, 0x00004e74, 0x00004e84, 0x00004eae,
-	0x00004ed7, 0x00004ee7, 0x00004f06, 0x00004f12,
-	0x00004f2b, 0x00004f36, 0x00004f43, 0x00004f52,
-	0x00004f5a, 0x00004f64, 0x00004f6c, 0x00004f74,
-	0x00004f7a, 0x00004f81, 0x00004f86, 0x00004f8b,
-	0x00004f8f, 0x00004f94, 0x00004f9a, 0x00004fa0,
+	0x00004e38, 0x00004ea3, 0x00004ebb, 0x00004f02,
+	0x00004f6d, 0x00004f78, 0x00004f92, 0x00004fdc,
+	0x00004fe4, 0x00004ff2, 0x00005002, 0x0000502c,
+	0x00005055, 0x00005065, 0x00005084, 0x00005090,
+	0x000050a9, 0x000050b4, 0x000050c1, 0x000050d0,
+	0x000050d8, 0x000050e2, 0x000050ea, 0x000050f2,
+	0x000050f8, 0x000050ff, 0x00005104, 0x00005109,
+	0x0000510d, 0x00005112, 0x00005118, 0x0000511e,
 	// Entry 160 - 17F
-	0x00004fa6, 0x00004fab, 0x00004fb0, 0x00004fb6,
-	0x00004fc0, 0x00004fe0, 0x00005002, 0x00005026,
-	0x0000504c, 0x00005055, 0x00005071, 0x0000507a,
-	0x00005092, 0x0000509b, 0x000050ef, 0x0000510f,
-	0x00005115, 0x00005120, 0x00005126, 0x00005134,
-	0x0000513f, 0x0000514d, 0x00005180, 0x000051a4,
-	0x000051d3, 0x0000521c, 0x00005223, 0x00005239,
-	0x000052ac, 0x000052d2, 0x000052ec, 0x000053d4,
+	0x00005124, 0x00005129, 0x0000512e, 0x00005134,
+	0x0000513e, 0x0000515e, 0x00005180, 0x000051a4,
+	0x000051ca, 0x000051d3, 0x000051ef, 0x000051f8,
+	0x00005210, 0x00005219, 0x0000526d, 0x0000528d,
+	0x00005293, 0x0000529e, 0x000052a4, 0x000052b2,
+	0x000052bd, 0x000052cb, 0x000052fe, 0x00005322,
+	0x00005351, 0x0000539a, 0x000053a1, 0x000053b7,
+	0x0000542a, 0x00005450, 0x0000546a, 0x00005552,
 	// Entry 180 - 19F
-	0x00005563, 0x0000566a, 0x000056ba, 0x000056eb,
-	0x0000571e, 0x0000574d, 0x00005758, 0x0000575c,
-	0x0000576e, 0x00005783, 0x00005791, 0x0000579e,
-	0x000057b3, 0x000057c6, 0x000057f1, 0x0000581e,
-	0x00005855, 0x0000589f, 0x000058b1, 0x000058e9,
-	0x00005900, 0x00005917, 0x0000594b, 0x00005995,
-	0x000059ca, 0x000059d3, 0x000059ea, 0x00005a18,
-	0x00005a2b, 0x00005a3d, 0x00005a4e, 0x00005a9a,
+	0x000056e1, 0x000057e8, 0x00005838, 0x00005869,
+	0x0000589c, 0x000058cb, 0x000058d6, 0x000058da,
+	0x000058ec, 0x00005901, 0x0000590f, 0x0000591c,
+	0x00005931, 0x00005944, 0x0000596f, 0x0000599c,
+	0x000059d3, 0x00005a1d, 0x00005a2f, 0x00005a67,
+	0x00005a7e, 0x00005a95, 0x00005ac9, 0x00005b13,
+	0x00005b48, 0x00005b51, 0x00005b68, 0x00005b96,
+	0x00005ba9, 0x00005bbb, 0x00005bcc, 0x00005c18,
 	// Entry 1A0 - 1BF
-	0x00005b14, 0x00005b38, 0x00005b43, 0x00005b4e,
-	0x00005b59, 0x00005b63, 0x00005b6d, 0x00005b76,
-	0x00005b7f, 0x00005b88, 0x00005b91, 0x00005b9a,
-	0x00005ba1, 0x00005baf, 0x00005bb5, 0x00005bbc,
-	0x00005bc3, 0x00005bcc, 0x00005bd1, 0x00005bdf,
-	0x00005be5, 0x00005beb, 0x00005bf1, 0x00005bf9,
-	0x00005c02, 0x00005c0b, 0x00005c1e, 0x00005c2f,
-	0x00005c52, 0x00005c73, 0x00005c82, 0x00005c8d,
+	0x00005c92, 0x00005cb6, 0x00005cc1, 0x00005ccc,
+	0x00005cd7, 0x00005ce1, 0x00005ceb, 0x00005cf4,
+	0x00005cfd, 0x00005d06, 0x00005d0f, 0x00005d18,
+	0x00005d1f, 0x00005d2d, 0x00005d33, 0x00005d3a,
+	0x00005d41, 0x00005d4a, 0x00005d4f, 0x00005d5d,
+	0x00005d63, 0x00005d69, 0x00005d6f, 0x00005d77,
+	0x00005d80, 0x00005d89, 0x00005d9c, 0x00005dad,
+	0x00005dd0, 0x00005df1, 0x00005e00, 0x00005e0b,
 	// Entry 1C0 - 1DF
-	0x00005c98, 0x00005ca5, 0x00005ca9, 0x00005cad,
-	0x00005cbb, 0x00005cc9, 0x00005cd7, 0x00005cf7,
-	0x00005d0a, 0x00005d23, 0x00005d38, 0x00005d49,
-	0x00005d5b, 0x00005d6d, 0x00005d73, 0x00005d7a,
-	0x00005d82, 0x00005d8a, 0x00005da8, 0x00005dc6,
-	0x00005ddd, 0x00005df2, 0x00005e03, 0x00005e09,
-	0x00005e22, 0x00005e2d, 0x00005e61, 0x00005e6e,
-	0x00005e8c, 0x00005e9a, 0x00005ea3, 0x00005eaa,
+	0x00005e16, 0x00005e23, 0x00005e27, 0x00005e2b,
+	0x00005e39, 0x00005e47, 0x00005e55, 0x00005e75,
+	0x00005e88, 0x00005ea1, 0x00005eb6, 0x00005ec7,
+	0x00005ed9, 0x00005eeb, 0x00005ef1, 0x00005ef8,
+	0x00005f00, 0x00005f08, 0x00005f26, 0x00005f44,
+	0x00005f5b, 0x00005f70, 0x00005f81, 0x00005f87,
+	0x00005fa0, 0x00005fab, 0x00005fdf, 0x00005fec,
+	0x0000600a, 0x00006018, 0x00006021, 0x00006028,
 	// Entry 1E0 - 1FF
-	0x00005ec5, 0x00005ecf, 0x00005ee2, 0x00005f1c,
-	0x00005f25, 0x00005f34, 0x00005f98, 0x00005fa4,
-	0x00005fae, 0x00005fde, 0x00006039, 0x00006120,
-	0x0000612b, 0x0000615e, 0x0000619c, 0x00006215,
-	0x0000621a, 0x0000623a, 0x00006257, 0x00006277,
-	0x0000628c, 0x000062cd, 0x000062d8, 0x000062e2,
-	0x0000630b, 0x00006380, 0x00006391, 0x000063ce,
-	0x00006402, 0x00006463, 0x000064ad, 0x000064bb,
+	0x00006043, 0x0000604d, 0x00006060, 0x0000609a,
+	0x000060a3, 0x000060b2, 0x00006116, 0x00006122,
+	0x0000612c, 0x0000615c, 0x000061b7, 0x0000629e,
+	0x000062a9, 0x000062dc, 0x0000631a, 0x00006393,
+	0x00006398, 0x000063b8, 0x000063d5, 0x000063f5,
+	0x0000640a, 0x0000644b, 0x00006456, 0x00006460,
+	0x00006489, 0x000064fe, 0x0000650f, 0x0000654c,
+	0x00006580, 0x000065e1, 0x0000662b, 0x00006639,
 	// Entry 200 - 21F
-	0x000064f7, 0x00006521, 0x00006566, 0x0000658e,
-	0x000065cd, 0x000065ee, 0x0000662c, 0x0000666c,
-	0x0000668c, 0x000066cd, 0x000066f7, 0x0000671e,
-	0x000067a1, 0x000067b9, 0x000067cd, 0x000067e4,
-	0x000067f2, 0x000067fd, 0x00006820, 0x0000685e,
-	0x0000687d, 0x00006899, 0x00006907, 0x000069d9,
-	0x00006a38, 0x00006abd, 0x00006b3a, 0x00006c4e,
-	0x00006d51, 0x00006d98, 0x00006e25, 0x00006e65,
+	0x00006675, 0x0000669f, 0x000066e4, 0x0000670c,
+	0x0000674b, 0x0000676c, 0x000067aa, 0x000067ea,
+	0x0000680a, 0x0000684b, 0x00006875, 0x0000689c,
+	0x0000691f, 0x00006937, 0x0000694b, 0x00006962,
+	0x00006970, 0x0000697b, 0x0000699e, 0x000069dc,
+	0x000069fb, 0x00006a17, 0x00006a85, 0x00006b57,
+	0x00006bb6, 0x00006c3b, 0x00006cb8, 0x00006dcc,
+	0x00006ecf, 0x00006f16, 0x00006fa3, 0x00006fe3,
 	// Entry 220 - 23F
-	0x00006eab, 0x00006ff8, 0x00007020, 0x00007043,
-	0x0000707a, 0x0000710b, 0x0000715e, 0x00007187,
-	0x00007269, 0x0000728f, 0x000072d6, 0x0000735a,
-	0x000073d5, 0x00007452, 0x0000747a, 0x000074a2,
-	0x000074e9, 0x00007533, 0x00007566, 0x00007579,
-	0x00007681, 0x000076af, 0x000076eb, 0x00007701,
-	0x00007795, 0x000077a8, 0x000077e5, 0x00007821,
-	0x00007834, 0x00007888, 0x000078bd, 0x000078cf,
+	0x00007029, 0x00007176, 0x0000719e, 0x000071c1,
+	0x000071f8, 0x00007289, 0x000072dc, 0x00007305,
+	0x000073e7, 0x0000740d, 0x00007454, 0x000074d8,
+	0x00007553, 0x000075d0, 0x000075f8, 0x00007620,
+	0x00007667, 0x000076b1, 0x000076e4, 0x000076f7,
+	0x000077ff, 0x0000782d, 0x00007869, 0x0000787f,
+	0x00007913, 0x00007926, 0x00007963, 0x0000799f,
+	0x000079b2, 0x00007a06, 0x00007a3b, 0x00007a4d,
 	// Entry 240 - 25F
-	0x000078e6, 0x00007925, 0x00007977, 0x000079a3,
-	0x00007a40, 0x00007ae6, 0x00007b93, 0x00007ba3,
-	0x00007c03, 0x00007c74, 0x00007cf9, 0x00007d8e,
-	0x00007d99, 0x00007db6, 0x00007dd5, 0x00007de6,
-	0x00007e00, 0x00007e09, 0x00007e13, 0x00007e61,
-	0x00007ea6, 0x00007ec5, 0x00007efa, 0x00007f4b,
-	0x00007f5c, 0x00007fa6, 0x00007fbc, 0x00007fd0,
-	0x00007fe9, 0x00007fff, 0x00008029, 0x00008031,
+	0x00007a64, 0x00007aa3, 0x00007af5, 0x00007b21,
+	0x00007bbe, 0x00007c64, 0x00007d11, 0x00007d21,
+	0x00007d81, 0x00007df2, 0x00007e77, 0x00007f0c,
+	0x00007f17, 0x00007f34, 0x00007f53, 0x00007f64,
+	0x00007f7e, 0x00007f87, 0x00007f91, 0x00007fdf,
+	0x00008024, 0x00008043, 0x00008078, 0x000080c9,
+	0x000080da, 0x00008124, 0x0000813a, 0x0000814e,
+	0x00008167, 0x0000817d, 0x000081a7, 0x000081af,
 	// Entry 260 - 27F
-	0x00008044, 0x0000804b, 0x00008066, 0x00008086,
-	0x000080b6, 0x000080cd, 0x00008105, 0x00008140,
-	0x0000816c, 0x000081c0, 0x000081d1, 0x000081eb,
-	0x000081f6, 0x0000820a, 0x0000821c, 0x00008232,
-	0x00008244, 0x00008256, 0x0000825c, 0x0000826e,
-	0x0000827c, 0x0000828b, 0x00008297, 0x000082ad,
-	0x000082d7, 0x0000830a, 0x000083b2, 0x00008402,
-	0x0000842a, 0x0000847c, 0x000084be, 0x000084fa,
+	0x000081c2, 0x000081c9, 0x000081e4, 0x00008204,
+	0x00008234, 0x0000824b, 0x00008283, 0x000082be,
+	0x000082ea, 0x0000833e, 0x0000834f, 0x00008369,
+	0x00008374, 0x00008388, 0x0000839a, 0x000083b0,
+	0x000083c2, 0x000083d4, 0x000083da, 0x000083ec,
+	0x000083fa, 0x00008409, 0x00008415, 0x0000842b,
+	0x00008455, 0x00008488, 0x00008530, 0x00008580,
+	0x000085a8, 0x000085fa, 0x0000863c, 0x00008678,
 	// Entry 280 - 29F
-	0x00008511, 0x000085db, 0x00008608, 0x000087c2,
-	0x000087dc, 0x000087f5, 0x00008816, 0x0000882d,
-	0x0000885a, 0x00008861, 0x0000887b, 0x000088a1,
-	0x000088b6, 0x00008910, 0x000089a5, 0x00008a08,
-	0x00008a1b, 0x00008a42, 0x00008a6a, 0x00008a78,
-	0x00008a88, 0x00008a99, 0x00008aa0, 0x00008bd6,
-	0x00008bdd, 0x00008c17, 0x00008c1c, 0x00008c31,
-	0x00008c45, 0x00008c57, 0x00008c6d, 0x00008c7d,
+	0x0000868f, 0x00008759, 0x00008786, 0x00008940,
+	0x0000895a, 0x00008973, 0x00008994, 0x000089ab,
+	0x000089d8, 0x000089df, 0x000089f9, 0x00008a1f,
+	0x00008a34, 0x00008a8e, 0x00008b23, 0x00008b86,
+	0x00008b99, 0x00008bc0, 0x00008be8, 0x00008bf6,
+	0x00008c06, 0x00008c17, 0x00008c1e, 0x00008d54,
+	0x00008d5b, 0x00008d95, 0x00008d9a, 0x00008daf,
+	0x00008dc3, 0x00008dd5, 0x00008deb, 0x00008dfb,
 	// Entry 2A0 - 2BF
-	0x00008cba, 0x00008cfa, 0x00008d15, 0x00008dea,
-	0x00008e02, 0x00008ea3, 0x00008f32, 0x00008f42,
-	0x0000901c, 0x000090de, 0x000090e3, 0x000090f3,
-	0x00009101, 0x00009111, 0x00009121, 0x0000912f,
-	0x0000913f, 0x00009149, 0x00009172, 0x0000918c,
-	0x000091a7, 0x00009235, 0x00009273, 0x00009284,
-	0x00009291, 0x000092ac, 0x000092c0, 0x000092de,
-	0x00009329, 0x0000936a, 0x000093e0, 0x00009426,
+	0x00008e38, 0x00008e78, 0x00008e93, 0x00008f68,
+	0x00008f80, 0x00009021, 0x000090b0, 0x000090c0,
+	0x0000919a, 0x0000925c, 0x00009261, 0x00009271,
+	0x0000927f, 0x0000928f, 0x0000929f, 0x000092ad,
+	0x000092bd, 0x000092c7, 0x000092f0, 0x0000930a,
+	0x00009325, 0x000093b3, 0x000093f1, 0x00009402,
+	0x0000940f, 0x0000942a, 0x0000943e, 0x0000945c,
+	0x000094a7, 0x000094e8, 0x0000955e, 0x000095a4,
 	// Entry 2C0 - 2DF
-	0x0000943f, 0x00009457, 0x000094aa, 0x000094e5,
-	0x0000957d, 0x000095a9, 0x000095cf, 0x00009603,
-	0x0000961b, 0x00009646, 0x000096ef, 0x000096f9,
-	0x00009781, 0x000097b6, 0x000097f7, 0x000098dc,
-	0x00009a57, 0x00009b30, 0x00009b49, 0x00009bc5,
-	0x00009c8e, 0x00009d17, 0x00009e33, 0x00009e40,
-	0x00009e92, 0x00009e98, 0x00009f4c, 0x00009ffc,
-	0x0000a02e, 0x0000a05a, 0x0000a0c3, 0x0000a16a,
+	0x000095bd, 0x000095d5, 0x00009628, 0x00009663,
+	0x000096fb, 0x00009727, 0x0000974d, 0x00009781,
+	0x00009799, 0x000097c4, 0x0000986d, 0x00009877,
+	0x000098ff, 0x00009934, 0x00009975, 0x00009a5a,
+	0x00009bd5, 0x00009cae, 0x00009cc7, 0x00009d43,
+	0x00009e0c, 0x00009e95, 0x00009fb1, 0x00009fbe,
+	0x0000a010, 0x0000a016, 0x0000a0ca, 0x0000a17a,
+	0x0000a1ac, 0x0000a1d8, 0x0000a241, 0x0000a2e8,
 	// Entry 2E0 - 2FF
-	0x0000a22c, 0x0000a25c, 0x0000a269, 0x0000a26f,
-	0x0000a285, 0x0000a290, 0x0000a297, 0x0000a2a2,
-	0x0000a2b0, 0x0000a2bd, 0x0000a2cb, 0x0000a2e4,
-	0x0000a311, 0x0000a3ba, 0x0000a3cd, 0x0000a3d7,
-	0x0000a466, 0x0000a4c7, 0x0000a523, 0x0000a535,
-	0x0000a54f, 0x0000a562, 0x0000a5a0, 0x0000a5dc,
-	0x0000a5f9, 0x0000a606, 0x0000a614, 0x0000a622,
-	0x0000a632, 0x0000a66e, 0x0000a6a8, 0x0000a725,
+	0x0000a3aa, 0x0000a3da, 0x0000a3e7, 0x0000a3ed,
+	0x0000a403, 0x0000a40e, 0x0000a415, 0x0000a420,
+	0x0000a42e, 0x0000a43b, 0x0000a449, 0x0000a462,
+	0x0000a48f, 0x0000a538, 0x0000a54b, 0x0000a555,
+	0x0000a5e4, 0x0000a645, 0x0000a6a1, 0x0000a6b3,
+	0x0000a6cd, 0x0000a6e0, 0x0000a71e, 0x0000a75a,
+	0x0000a777, 0x0000a784, 0x0000a792, 0x0000a7a0,
+	0x0000a7b0, 0x0000a7ec, 0x0000a826, 0x0000a8a3,
 	// Entry 300 - 31F
-	0x0000a730, 0x0000a75a, 0x0000a767, 0x0000a783,
-	0x0000a787, 0x0000a799, 0x0000a85b, 0x0000a88e,
-	0x0000a899, 0x0000a8a3, 0x0000a8b8, 0x0000a8c1,
-	0x0000a8cb, 0x0000a8e0, 0x0000a904, 0x0000a91e,
-	0x0000a933, 0x0000a95f, 0x0000a964, 0x0000a979,
-	0x0000a98b, 0x0000a9c0, 0x0000a9d1, 0x0000a9fe,
-	0x0000aa2d, 0x0000ab4f, 0x0000ac71, 0x0000ace7,
-	0x0000ad72, 0x0000ae01, 0x0000ae68, 0x0000aeaa,
+	0x0000a8ae, 0x0000a8d8, 0x0000a8e5, 0x0000a901,
+	0x0000a905, 0x0000a917, 0x0000a9d9, 0x0000aa0c,
+	0x0000aa17, 0x0000aa21, 0x0000aa36, 0x0000aa3f,
+	0x0000aa49, 0x0000aa5e, 0x0000aa82, 0x0000aa9c,
+	0x0000aab1, 0x0000aadd, 0x0000aae2, 0x0000aaf7,
+	0x0000ab09, 0x0000ab3e, 0x0000ab4f, 0x0000ab7c,
+	0x0000abab, 0x0000accd, 0x0000adef, 0x0000ae65,
+	0x0000aef0, 0x0000af7f, 0x0000afe6, 0x0000b028,
 	// Entry 320 - 33F
-	0x0000aef2, 0x0000af65, 0x0000afad, 0x0000afdb,
-	0x0000b009, 0x0000b03c, 0x0000b06f,
+	0x0000b070, 0x0000b0e3, 0x0000b12b, 0x0000b159,
+	0x0000b187, 0x0000b1ba, 0x0000b1ed,
 } // Size: 3252 bytes
 
-const frData string = "" + // Size: 45167 bytes
+const frData string = "" + // Size: 45549 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1945,560 +1950,565 @@ const frData string = "" + // Size: 45167 bytes
 	"rsion\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de" +
 	"\x02Créées depuis le\x02Créées jusqu’au\x02Par processus et code d’erreu" +
 	"r\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le filtre e" +
-	"n trouve d’autres.\x02Certaines ont échoué avec outcome_unknown ou deadl" +
-	"ine_exceeded\u202f: un appel push parmi elles a peut-être été exécuté ma" +
-	"lgré tout (sa réponse a été perdue, ou est arrivée après le délai). Véri" +
-	"fiez auprès de la destination qu’elle n’a pas agi avant de reprendre, si" +
-	"non elle agira deux fois (une carte débitée deux fois).\x14\x01\x81\x01" +
-	"\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant toute te" +
-	"ntative (ses entrées n’ont pas pu être construites)\u202f: elle ne peut " +
-	"pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00" +
-	"\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute tenta" +
-	"tive (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuve" +
-	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
-	"les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02Dest" +
-	"ination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s" +
-	"\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun " +
-	"processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la cl" +
-	"é «\u202f%[1]s\u202f».\x02La définition %[1]s n’a pas de révision %[2]d" +
-	".\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre" +
-	" a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: ent" +
-	"re-temps, des instances ont été clôturées, reprises ou traitées. Rien n’" +
-	"a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
-	"\x02Cette action groupée a déjà été appliquée (le formulaire a été envoy" +
-	"é de nouveau)\u202f: ses traces sont dans le journal d’audit. Rien de p" +
-	"lus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliqu" +
-	"ée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d i" +
-	"nstances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé" +
-	" après le comptage (clôturée, ou traitée par quelqu’un d’autre).\x00p" +
-	"\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clôturées," +
-	" ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]" +
-	"s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurr" +
-	"ence proposée de nouveau\x02Action groupée\x02supprimée\x02Journal d’aud" +
-	"it\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, et cha" +
-	"que effacement fait par un administrateur, avec son motif. Les révélatio" +
-	"ns de valeurs sensibles ont leur propre journal, que les administrateurs" +
-	" lisent sur la page Révélations (GET /api/v1/audit/reveals).\x02Filtres" +
-	"\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les filtres\x02Réi" +
-	"nitialiser les filtres\x02Aucune action d’opérateur ne correspond.\x02To" +
-	"utes les actions\x02L’instance de processus doit être un identifiant d’i" +
-	"nstance complet (un UUID)\u202f: les listes montrent la fin de chaque id" +
-	"entifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifia" +
-	"nt complet.\x02L’action groupée doit être désignée par son identifiant (" +
-	"un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Aucune a" +
-	"ction groupée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez" +
-	" l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02" +
-	"Voici l’instance que l’action groupée %[2]s a modifiée. Tant qu’elle s’e" +
-	"xécute, chaque rechargement montre où elle en est.\x00\x8f\x01\x02Voici " +
-	"les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’elle" +
-	" s’exécute, chaque rechargement montre où elle en est.\x02Action groupée" +
-	" (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: %[5]d" +
-	", traitées\u202f: %[4]d, ignorées car changées après le compte\u202f: %[" +
-	"6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, " +
-	"commencée le %[3]s, arrêtée par une erreur — instances comptées\u202f: %" +
-	"[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqu" +
-	"é reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
-	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en cours — ins" +
-	"tances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées" +
-	"\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Aucun progr" +
-	"ès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté." +
-	" Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le f" +
-	"iltre pour le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02" +
-	"Navigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver" +
-	" une instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
-	"\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons" +
-	"\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:" +
-	"\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau horair" +
-	"e\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horaire\u202f" +
-	": %[1]s · sans rechargement automatique\x02Rechargement suspendu\x02Repr" +
-	"endre le rechargement\x02Cette page se recharge toutes les %[1]d seconde" +
-	"s.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet " +
-	"de lire que les définitions et les processus\u202f: les tâches externes " +
-	"et les instances de processus sont réservées aux opérateurs et aux admin" +
-	"istrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient" +
-	" le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: co" +
-	"rrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour à la con" +
-	"nexion\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à r" +
-	"ien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien q" +
-	"ue vous puissiez voir. Une instance terminée est supprimée, avec ses occ" +
-	"urrences et ses tentatives, une fois la durée de conservation (RELAIS_RE" +
-	"TENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jo" +
-	"urnal d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%" +
-	"[1]s\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes" +
-	" montrent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez" +
-	" son lien, pour l’identifiant complet.\x02Introuvable\x02Cette instance " +
-	"a été effacée par %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s" +
-	"\u202f». Ses entrées, occurrences et tentatives ont été supprimées avec " +
-	"elle\u202f; le journal d’audit garde les actions d’opérateur menées sur " +
-	"elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis ce" +
-	"tte session de la console, ou il a expiré\u202f: rien n’a été fait. Rouv" +
-	"rez le formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02F" +
-	"ormulaire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f:" +
-	" rien n’a été fait. Raccourcissez ce que vous avez saisi et envoyez-le d" +
-	"e nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas arrivé à te" +
-	"mps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce formulaire n’" +
-	"a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Tem" +
-	"porairement indisponible\x02La base de données est injoignable pour le m" +
-	"oment. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02L" +
-	"a console n’a pas pu afficher cette page. Réessayez\u202f; si le problèm" +
-	"e persiste, donnez à votre administrateur l’identifiant de requête %[1]s" +
-	".\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02" +
-	"Les services externes qui prennent des tâches, et les définitions que ch" +
-	"acun peut prendre. Créez les consommateurs, modifiez leurs droits et ren" +
-	"ouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne " +
-	"sont jamais affichés.\x02Consommateurs, du plus ancien au plus récent" +
-	"\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué" +
-	"\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Tou" +
-	"tes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à veni" +
-	"r\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Déco" +
-	"mpte des occurrences en cours\u202f; les décomptes s’afficheront quand v" +
-	"ous rechargerez la page.\x02Les décomptes sont indisponibles pour le mom" +
-	"ent.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes" +
-	"\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule part" +
-	"ie modifiable d’une définition. Les processus ne l’utilisent jamais dire" +
-	"ctement\u202f: ils épinglent une révision.\x02Sortie de routage\x02Derni" +
-	"er enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: " +
-	"la copie de travail n’a jamais été figée.\x02Publications\x02Aucune publ" +
-	"ication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée l" +
-	"e\x02Comparer des révisions\x02Liste chaque changement d’une révision à " +
-	"l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02C" +
-	"omparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02In" +
-	"compatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
-	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
-	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
-	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
-	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
-	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
-	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
-	"[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le pl" +
-	"us récent, les valeurs de ces champs sont moins protégées qu’avec l’anci" +
-	"en.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
-	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
-	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
-	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s" +
-	"\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f:" +
-	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
-	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
-	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Cont" +
-	"rats de tâches\u202f: leur copie de travail, leurs révisions immuables e" +
-	"t leurs publications nommées.\x02Définitions par clé\x02Clé\x02Dernière " +
-	"révision\x02aucune pour l’instant\x02Aucune définition pour l’instant." +
-	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
-	"cations\x02Aucune destination pour l’instant.\x02Aucune autre destinatio" +
-	"n.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les valeurs d" +
-	"es paramètres de l’URL et des en-têtes, et les secrets de signature, son" +
-	"t scellés et jamais affichés. Créez, modifiez et supprimez les destinati" +
-	"ons avec relais apply (documents de type Destination) ou par l’API (/api" +
-	"/v1/destinations).\x02Destinations par nom\x02valeur masquée\x02URL\x02E" +
-	"n-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tê" +
-	"te\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)\x02Garder" +
-	" l’instance\x02Dites pourquoi, pour qui lira le journal plus tard\u202f:" +
-	" %[1]d caractères au plus. Il est conservé après l’effacement, quelle qu" +
-	"e soit la rétention\u202f: écrivez la référence de la demande, pas le no" +
-	"m de la personne.\x02Effacer l’instance de processus %[1]s\x02Effacer ce" +
-	"tte instance maintenant\u202f? Elle est supprimée avec ses occurrences e" +
-	"t leurs tentatives, comme la rétention la supprimerait.\x02Ses entrées, " +
-	"ses sorties, sa clé métier et les messages des exécutants partent avec e" +
-	"lle\u202f; c’est irréversible. Les enregistrements d’audit qui la nommen" +
-	"t restent (qui a fait quoi, et pourquoi), de même que les sauvegardes ju" +
-	"squ’à leur expiration.\x02Effacer l’instance\x02Cette instance est %[1]s" +
-	"\u202f: seule une instance terminée peut être effacée. Arrêtez-la d’abor" +
-	"d.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurrences" +
-	"\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d’audi" +
-	"t.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s\u202f; r" +
-	"ien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02toute aut" +
-	"re erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, aba" +
-	"ndonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’in" +
-	"stance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s" +
-	"\x02La file d’attente et les incidents de chaque définition maintenant, " +
-	"et ce que ses exécutants ont terminé dans la dernière heure\u202f: les o" +
-	"ccurrences achevées, avec succès ou en échec. Une occurrence reprise dep" +
-	"uis compte là où elle se termine ensuite\u202f; un échec qui laisse des " +
-	"tentatives n’est pas compté, la page de son occurrence le montre.\x02Réu" +
-	"ssites et échecs, dernière heure\x02Définitions, celles qui demandent de" +
-	" l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02" +
-	"En échec\x02Attente de la plus ancienne disponible\x02Terminées, dernièr" +
-	"e heure\x02En échec, dernière heure\x02Aucune définition n’a encore d’oc" +
-	"currence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes env" +
-	"iron.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant" +
-	"\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d’occ" +
-	"urrences\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02" +
-	"Toutes les définitions\x02Réussites et échecs par tranche de 5\u00a0min," +
-	" dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2" +
-	"]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min." +
-	"\x02Terminées\x02Les chiffres du graphique\x02Réussites et échecs par tr" +
-	"anche de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]" +
-	"s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée" +
-	"\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en éche" +
-	"c\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, " +
-	"%[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02" +
-	"il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
-	"j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02s" +
-	"ept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1" +
-	"]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
-	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d secon" +
-	"de\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
-	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
-	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
-	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
-	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
-	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
-	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
-	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
-	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
-	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
-	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
-	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
-	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
-	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
-	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
-	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
-	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
-	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
-	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
-	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
-	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
-	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
-	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
-	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
-	"nce en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En " +
-	"échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
-	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
-	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
-	"omprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse com" +
-	"prise\x02Agir sur toutes les instances que ce filtre retient\x02La page " +
-	"suivante les compte et demande un motif avant que rien ne change.\x02Ins" +
-	"tances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fi" +
-	"n ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les " +
-	"processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
-	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
-	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
-	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
-	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
-	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
-	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
-	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
-	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
-	"outes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tenta" +
-	"tives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucun" +
-	"e\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
-	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
-	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
-	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
-	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
-	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
-	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant l’" +
-	"arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de so" +
-	"rties de la révision.\x02La réponse à l’appel a été perdue (la connexion" +
-	" s’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
-	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
-	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
-	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
-	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
-	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
-	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
-	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
-	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
-	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
-	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
-	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
-	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
-	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
-	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
-	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
-	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
-	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
-	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
-	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
-	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
-	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
-	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
-	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
-	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
-	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
-	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
-	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
-	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
-	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
-	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
-	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
-	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
-	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
-	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
-	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de l" +
-	"a définition %[1]s, sans les autres filtres\x02Totaux de toutes les défi" +
-	"nitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d oc" +
-	"currence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les déc" +
-	"omptes sont actualisés toutes les 5 secondes environ.\x02révision\u00a0%" +
-	"[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative" +
-	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
-	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
-	"ge\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écr" +
-	"it 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier." +
-	"\x02Cette adresse contient un paramètre illisible (un signe pour cent qu" +
-	"i n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)" +
-	"\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
-	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
-	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
-	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
-	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
-	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
-	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
-	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
-	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
-	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
-	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
-	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
-	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
-	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
-	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
-	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
-	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
-	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
-	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
-	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
-	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
-	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02Les colon" +
-	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
-	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
-	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
-	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
-	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
-	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
-	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
-	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
-	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
-	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
-	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
-	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
-	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
-	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
-	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
-	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
-	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
-	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
-	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
-	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
-	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
-	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
-	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
-	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
-	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
-	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
-	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
-	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
-	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
-	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
-	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
-	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
-	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
-	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
-	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
-	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
-	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
-	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
-	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
-	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
-	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
-	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
-	"t entier.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous éti" +
-	"ez connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous a" +
-	"vec un autre.\x02Votre session avait pris fin (inactivité, déconnexion a" +
-	"illeurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière " +
-	"action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Vot" +
-	"re session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué o" +
-	"u expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Un jeton dans" +
-	" l’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. " +
-	"L’adresse l’a mis dans l’historique de votre navigateur, et peut-être da" +
-	"ns les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites r" +
-	"évoquer le jeton et utilisez-en un nouveau.\x02Se connecter\x02Connecte" +
-	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
-	"Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans vot" +
-	"re navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heu" +
-	"res d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S" +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d seconde.\x00T\x02Trop de connexions échouées depuis votre adresse. Ré" +
-	"essayez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: " +
-	"il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de " +
-	"rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécuta" +
-	"nt, pour l’API.\x02Seuls les administrateurs voient cette page\u202f: le" +
-	"s jetons, les consommateurs, les destinations, le journal des révélation" +
-	"s et les effacements sont de leur ressort.\x02Jetons du personnel (admin" +
-	"istrateurs, concepteurs, opérateurs) non révoqués. Les jetons des consom" +
-	"mateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa " +
-	"requête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Au" +
-	"cun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pa" +
-	"s encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le je" +
-	"ton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa re" +
-	"quête suivante est refusée et les sessions de console ouvertes avec lui " +
-	"prennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un n" +
-	"ouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec l" +
-	"equel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête " +
-	"suivante est refusée. C’est irréversible.\x02C’est le dernier jeton admi" +
-	"nistrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02" +
-	"Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine r" +
-	"equête sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02" +
-	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression r" +
-	"égulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
-	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
-	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
-	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
-	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
-	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
-	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont " +
-	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
-	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
-	"essus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et a" +
-	"ucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants don" +
-	"t le consommateur y a droit (un exécutant qui ne nomme aucune révision p" +
-	"rend celles auxquelles son consommateur a droit\u202f; une version de pr" +
-	"ocessus les épingle).\x02Aucun exécutant ne sert cette définition\u202f:" +
-	" ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02" +
-	"Aucun processus n’utilise encore cette définition\u202f: elle aura besoi" +
-	"n d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun p" +
-	"rocessus n’utilise cette définition en mode pull\u202f: Relais appelle s" +
-	"es destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exéc" +
-	"utant n’est connecté pour cette définition\u202f; aucune de ses occurren" +
-	"ces n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécuta" +
-	"nt\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accord" +
-	"ées au consommateur sont prises en charge.\x02Révisions prises en charg" +
-	"e\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à" +
-	" leur consommateur.\x02Toutes les révisions accordées au consommateur so" +
-	"nt prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02" +
-	"Seule la révision %[1]d est prise en charge.\x02Seules les révisions %[1" +
-	"]s sont prises en charge.\x02Seules les révisions %[1]s sont prises en c" +
-	"harge."
+	"n trouve d’autres.\x14\x01\x81\x01\x00\x02\xe3\x02\x02%[1]d d’entre elle" +
+	"s est bloquée à un appel push terminé par outcome_unknown ou deadline_ex" +
+	"ceeded\u202f: il a peut-être été exécuté malgré tout (sa réponse a été p" +
+	"erdue, ou est arrivée après le délai). Vérifiez auprès de la destination" +
+	" qu’elle n’a pas agi avant de reprendre, sinon elle agira deux fois (une" +
+	" carte débitée deux fois).\x00\xe5\x02\x02%[1]d d’entre elles sont bloqu" +
+	"ées à un appel push terminé par outcome_unknown ou deadline_exceeded" +
+	"\u202f: il a peut-être été exécuté malgré tout (sa réponse a été perdue," +
+	" ou est arrivée après le délai). Vérifiez auprès de la destination qu’el" +
+	"le n’a pas agi avant de reprendre, sinon elle agira deux fois (une carte" +
+	" débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre inst" +
+	"ance bloquée a échoué avant toute tentative (ses entrées n’ont pas pu êt" +
+	"re construites)\u202f: elle ne peut pas être reprise et n’est pas compté" +
+	"e. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bl" +
+	"oquées ont échoué avant toute tentative (leurs entrées n’ont pas pu être" +
+	" construites)\u202f: elles ne peuvent pas être reprises et ne sont pas c" +
+	"omptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filt" +
+	"re\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue." +
+	"\x02Vouliez-vous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n" +
+	"’a pas de version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s" +
+	"\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02La défi" +
+	"nition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé manque" +
+	"\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous l’av" +
+	"ez confirmé (il était de %[1]d)\u202f: entre-temps, des instances ont ét" +
+	"é clôturées, reprises ou traitées. Rien n’a été fait\u202f; vérifiez le" +
+	" nouveau nombre et confirmez de nouveau.\x02Cette action groupée a déjà " +
+	"été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses traces" +
+	" sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80" +
+	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
+	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôturée," +
+	" ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles " +
+	"ont changé après le comptage (clôturées, ou traitées par quelqu’un d’aut" +
+	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
+	"Motif\x02Instance de processus\x02Occurrence proposée de nouveau\x02Acti" +
+	"on groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et" +
+	" arrêt appliqué par un opérateur, et chaque effacement fait par un admin" +
+	"istrateur, avec son motif. Les révélations de valeurs sensibles ont leur" +
+	" propre journal, que les administrateurs lisent sur la page Révélations " +
+	"(GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02d" +
+	"u\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune " +
+	"action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de" +
+	" processus doit être un identifiant d’instance complet (un UUID)\u202f: " +
+	"les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instanc" +
+	"e, ou copiez son lien, pour l’identifiant complet.\x02L’action groupée d" +
+	"oit être désignée par son identifiant (un UUID).\x02Actions d’opérateurs" +
+	", les plus récentes d’abord\x02Aucune action groupée n’a l’identifiant %" +
+	"[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’aud" +
+	"it.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action gro" +
+	"upée %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montr" +
+	"e où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action " +
+	"groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement m" +
+	"ontre où elle en est.\x02Action groupée (%[1]s) par %[2]s, commencée le " +
+	"%[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées" +
+	" car changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s" +
+	".\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par u" +
+	"ne erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, igno" +
+	"rées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez d" +
+	"e nouveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2" +
+	"]s, commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, trai" +
+	"tées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement " +
+	"montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica q" +
+	"ui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqu" +
+	"é\u202f; agissez de nouveau sur le filtre pour le reste.\x02Console Rel" +
+	"ais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâ" +
+	"ches externes\x02Processus\x02Trouver une instance ou une occurrence\x02" +
+	"identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Con" +
+	"sommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté en tant " +
+	"que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
+	"\x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rec" +
+	"hargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargement toutes " +
+	"les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement automatiq" +
+	"ue\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cette page s" +
+	"e recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Ac" +
+	"cès refusé\x02Votre rôle ne permet de lire que les définitions et les pr" +
+	"ocessus\u202f: les tâches externes et les instances de processus sont ré" +
+	"servées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le" +
+	" champ «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui n" +
+	"e sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux" +
+	" tâches externes\x02Retour à la connexion\x02Retour aux définitions\x02C" +
+	"ette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette " +
+	"adresse ne mène à rien, ou à rien que vous puissiez voir. Une instance t" +
+	"erminée est supprimée, avec ses occurrences et ses tentatives, une fois " +
+	"la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un a" +
+	"dministrateur l’efface\u202f; le journal d’audit garde les actions d’opé" +
+	"rateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant " +
+	"complet (un UUID)\u202f: les listes montrent la fin de chaque identifian" +
+	"t\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet" +
+	".\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]s, pou" +
+	"r ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tenta" +
+	"tives ont été supprimées avec elle\u202f; le journal d’audit garde les a" +
+	"ctions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulair" +
+	"e n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	"\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de nouvea" +
+	"u.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce formulair" +
+	"e dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que " +
+	"vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce f" +
+	"ormulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le " +
+	"de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait" +
+	". Envoyez-le de nouveau.\x02Temporairement indisponible\x02La base de do" +
+	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
+	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
+	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
+	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
+	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
+	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
+	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
+	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
+	"es révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1" +
+	"]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; le" +
+	"s décomptes s’afficheront quand vous rechargerez la page.\x02Les décompt" +
+	"es sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
+	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
+	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
+	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
+	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
+	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
+	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la protection" +
+	"\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de ces champs" +
+	" sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%" +
+	"[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
+	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
+	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
+	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
+	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
+	"type %[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultati" +
+	"f de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de tra" +
+	"vail, leurs révisions immuables et leurs publications nommées.\x02Défini" +
+	"tions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Au" +
+	"cune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d pub" +
+	"lication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’inst" +
+	"ant.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellen" +
+	"t les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, e" +
+	"t les secrets de signature, sont scellés et jamais affichés. Créez, modi" +
+	"fiez et supprimez les destinations avec relais apply (documents de type " +
+	"Destination) ou par l’API (/api/v1/destinations).\x02Destinations par no" +
+	"m\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Derni" +
+	"ère modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels sig" +
+	"nés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui " +
+	"lira le journal plus tard\u202f: %[1]d caractères au plus. Il est conser" +
+	"vé après l’effacement, quelle que soit la rétention\u202f: écrivez la ré" +
+	"férence de la demande, pas le nom de la personne.\x02Effacer l’instance " +
+	"de processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est " +
+	"supprimée avec ses occurrences et leurs tentatives, comme la rétention l" +
+	"a supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messag" +
+	"es des exécutants partent avec elle\u202f; c’est irréversible. Les enreg" +
+	"istrements d’audit qui la nomment restent (qui a fait quoi, et pourquoi)" +
+	", de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’inst" +
+	"ance\x02Cette instance est %[1]s\u202f: seule une instance terminée peut" +
+	" être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s" +
+	" est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Cons" +
+	"igné dans le journal d’audit.\x02Cette instance avait déjà été effacée, " +
+	"par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02e" +
+	"n cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inc" +
+	"ident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’inst" +
+	"ance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
+	"\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de c" +
+	"haque définition maintenant, et ce que ses exécutants ont terminé dans l" +
+	"a dernière heure\u202f: les occurrences achevées, avec succès ou en éche" +
+	"c. Une occurrence reprise depuis compte là où elle se termine ensuite" +
+	"\u202f; un échec qui laisse des tentatives n’est pas compté, la page de " +
+	"son occurrence le montre.\x02Réussites et échecs, dernière heure\x02Défi" +
+	"nitions, celles qui demandent de l’attention d’abord\x02Définition\x02Ou" +
+	"vertes\x02Instances bloquées\x02En échec\x02Attente de la plus ancienne " +
+	"disponible\x02Terminées, dernière heure\x02En échec, dernière heure\x02A" +
+	"ucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; act" +
+	"ualisé toutes les 5 secondes environ.\x02disponible depuis le %[1]s\x02a" +
+	"ttente longue\x02aucun exécutant\x02Afficher toutes les définitions\x02A" +
+	"ucune définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affi" +
+	"chez toutes les définitions.\x02Toutes les définitions\x02Réussites et é" +
+	"checs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la " +
+	"dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique don" +
+	"ne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphiq" +
+	"ue\x02Réussites et échecs par tranche de 5\u00a0min, les plus anciennes " +
+	"d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s" +
+	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
+	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
+	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
+	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
+	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
+	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
+	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
+	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
+	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
+	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
+	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
+	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
+	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
+	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
+	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
+	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
+	"if, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et se" +
+	"s occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœu" +
+	"d de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrê" +
+	"tée par un opérateur\x02bloquée, puis abandonnée par un opérateur\x02La " +
+	"version doit être un nombre entier à partir de 1.\x02Une version est cel" +
+	"le d’un processus\u202f: choisissez aussi le processus.\x02Date de créat" +
+	"ion\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instanc" +
+	"es de processus\x02exacte, casse comprise\x02Agir sur toutes les instanc" +
+	"es que ce filtre retient\x02La page suivante les compte et demande un mo" +
+	"tif avant que rien ne change.\x02Instances de processus, les plus récent" +
+	"es d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne co" +
+	"rrespond à ces filtres.\x02Tous les processus\x02Toute définition\x02Tou" +
+	"s les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
+	" dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut " +
+	"d’une instance, pas d’une tâche\u202f: la page Instances liste les insta" +
+	"nces qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponi" +
+	"ble\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cou" +
+	"rs\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
+	"et\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02ma" +
+	"squé (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle" +
+	" le service)\x02administrateur\x02opérateur\x02concepteur\x02consommateu" +
+	"r\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02carac" +
+	"tère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
+	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
+	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
+	"currences/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant" +
+	"\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02No" +
+	"uvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d’e" +
+	"rreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la pl" +
+	"us haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d" +
+	"’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’app" +
+	"el\x02%[1]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]" +
+	"s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié " +
+	"par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[" +
+	"1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au p" +
+	"lus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opérateur" +
+	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentati" +
+	"ves\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f" +
+	"\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d r" +
+	"estante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contra" +
+	"t de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nomm" +
+	"ées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
+	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
+	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
+	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
+	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
+	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
+	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
+	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
+	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
+	"%[1]d)\x02La réponse de la destination est inutilisable\u202f: elle doit" +
+	" être un seul objet JSON, rien après, dont le membre outputs respecte le" +
+	" contrat de sorties de la révision. Son message dit ce qui n’allait pas." +
+	"\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle " +
+	"a pu agir malgré tout.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de r" +
+	"eprendre.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02Le v" +
+	"errou de la dernière tentative a expiré sans tentative restante, après q" +
+	"ue Relais a refusé le rapport de son exécutant (%[1]s\u202f; voir les te" +
+	"ntatives de l’occurrence en échec)\u202f: l’exécutant a répondu, et c’es" +
+	"t sa réponse qui doit changer, pas son verrou.\x02Le verrou de la derniè" +
+	"re tentative a expiré sans tentative restante, après que Relais a refusé" +
+	" le rapport de son exécutant (%[1]s\u202f; voir les tentatives ci-dessou" +
+	"s)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, p" +
+	"as son verrou.\x02Le verrou de la dernière tentative a expiré sans tenta" +
+	"tive restante.\x02Le flux de l’exécutant de la dernière tentative s’est " +
+	"terminé (l’exécutant est parti ou a été écarté) sans tentative restante." +
+	"\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat " +
+	"ne respectait pas le contrat de sorties de la révision.\x02La réponse à " +
+	"l’appel a été perdue (la connexion s’est rompue après l’envoi de la requ" +
+	"ête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données av" +
+	"ant de l’enregistrer)\u202f: on ignore si la destination a agi, donc Rel" +
+	"ais ne l’appelle pas de nouveau de lui-même (la reprise par un opérateur" +
+	" le fait).\x02L’appel n’a pas pu être préparé.\x02La destination était i" +
+	"njoignable.\x02La réponse de la destination était trop volumineuse.\x02L" +
+	"a dernière tentative a pris fin sans résultat (son verrou a expiré, ou l" +
+	"e flux de son exécutant s’est terminé), sans tentative restante.\x02Les " +
+	"entrées n’ont pas pu être construites à partir des liaisons du processus" +
+	".\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a si" +
+	"gnalé un échec sans nouvelle tentative restante (retries\u202f: 0, aucun" +
+	" retries envoyé, que Camunda lit comme 0, ou un budget déjà épuisé)" +
+	"\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination a " +
+	"répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment" +
+	" (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a" +
+	" pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exé" +
+	"cutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exéc" +
+	"utant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %" +
+	"[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative\u202f: %" +
+	"[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à " +
+	"%[1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel " +
+	"de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exéc" +
+	"utant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel " +
+	"(%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la" +
+	" réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue " +
+	"en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il" +
+	" a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réser" +
+	"vée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s" +
+	".\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommat" +
+	"eur, ou une interface munie d’un jeton de règlement, la terminera plus t" +
+	"ard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’" +
+	"un opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
+	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
+	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
+	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
+	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
+	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
+	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
+	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
+	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
+	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
+	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
+	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
+	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
+	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
+	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
+	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
+	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
+	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
+	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
+	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
+	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
+	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
+	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
+	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
+	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
+	"es 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
+	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
+	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
+	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
+	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
+	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
+	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
+	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
+	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
+	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
+	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
+	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
+	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
+	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
+	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
+	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
+	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
+	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
+	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
+	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
+	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
+	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
+	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
+	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
+	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
+	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
+	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
+	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
+	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
+	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
+	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
+	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
+	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
+	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
+	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
+	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
+	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
+	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
+	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
+	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
+	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
+	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
+	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
+	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
+	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
+	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
+	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
+	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
+	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
+	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
+	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
+	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Le j" +
+	"eton avec lequel vous vous étiez connecté est révoqué, et vous êtes déco" +
+	"nnecté\u202f: connectez-vous avec un autre.\x02Votre session avait pris " +
+	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
+	"erveur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-" +
+	"vous, puis refaites-la.\x02Votre session a pris fin (inactivité, déconne" +
+	"xion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reco" +
+	"nnectez-vous.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez" +
+	"-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de vot" +
+	"re navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’aut" +
+	"res peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau" +
+	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concep" +
+	"teur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n" +
+	"’est jamais conservé dans votre navigateur\u202f; un cookie de session" +
+	" le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au pl" +
+	"us.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre" +
+	" adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échou" +
+	"ées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votr" +
+	"e jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoq" +
+	"ué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
+	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
+	"tions, le journal des révélations et les effacements sont de leur ressor" +
+	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
+	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
+	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
+	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
+	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
+	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
+	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 86793 bytes (84KiB); checksum: 219FD576
+	// Total table size 87471 bytes (85KiB); checksum: D49A04D

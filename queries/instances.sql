@@ -138,7 +138,16 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
 -- largest groups first: the confirmation says what the count is made of
 -- (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
 -- The same instances InstanceCount counts: the groups add up to its count.
-select process_key, error_code, count(*)::bigint as count from instances
+-- may_have_acted counts those held at a push call that ended
+-- outcome_unknown or deadline_exceeded, which may have been carried out
+-- (a retry calls again); the case keeps the lookup to those codes.
+select process_key, error_code, count(*)::bigint as count,
+  count(*) filter (where case when error_code in ('outcome_unknown', 'deadline_exceeded') then (
+      select p.mode from occurrences p
+      where p.instance_id = instances.id and p.status = 'failed'
+      order by p.settled_at desc, p.created_at desc
+      limit 1) = 'push' else false end)::bigint as may_have_acted
+from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('version')::int is null or version = sqlc.narg('version'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))

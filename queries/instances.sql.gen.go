@@ -26,7 +26,13 @@ func (q *Queries) Clock(ctx context.Context, now *time.Time) (time.Time, error) 
 }
 
 const instanceBreakdownForAction = `-- name: InstanceBreakdownForAction :many
-select process_key, error_code, count(*)::bigint as count from instances
+select process_key, error_code, count(*)::bigint as count,
+  count(*) filter (where case when error_code in ('outcome_unknown', 'deadline_exceeded') then (
+      select p.mode from occurrences p
+      where p.instance_id = instances.id and p.status = 'failed'
+      order by p.settled_at desc, p.created_at desc
+      limit 1) = 'push' else false end)::bigint as may_have_acted
+from instances
 where ($1::text is null or process_key = $1)
   and ($2::int is null or version = $2)
   and ($3::text is null or status = $3)
@@ -79,15 +85,19 @@ type InstanceBreakdownForActionParams struct {
 }
 
 type InstanceBreakdownForActionRow struct {
-	ProcessKey string
-	ErrorCode  *string
-	Count      int64
+	ProcessKey   string
+	ErrorCode    *string
+	Count        int64
+	MayHaveActed int64
 }
 
 // What a bulk action's filter matches now, by process and error code, the
 // largest groups first: the confirmation says what the count is made of
 // (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
 // The same instances InstanceCount counts: the groups add up to its count.
+// may_have_acted counts those held at a push call that ended
+// outcome_unknown or deadline_exceeded, which may have been carried out
+// (a retry calls again); the case keeps the lookup to those codes.
 func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBreakdownForActionParams) ([]InstanceBreakdownForActionRow, error) {
 	rows, err := q.db.Query(ctx, instanceBreakdownForAction,
 		arg.ProcessKey,
@@ -112,7 +122,12 @@ func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBr
 	items := []InstanceBreakdownForActionRow{}
 	for rows.Next() {
 		var i InstanceBreakdownForActionRow
-		if err := rows.Scan(&i.ProcessKey, &i.ErrorCode, &i.Count); err != nil {
+		if err := rows.Scan(
+			&i.ProcessKey,
+			&i.ErrorCode,
+			&i.Count,
+			&i.MayHaveActed,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
