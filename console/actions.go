@@ -766,21 +766,24 @@ func (c *Console) unknownOccurrenceKeys(ctx context.Context, ef engine.Occurrenc
 		errs.add(T(ctx, "Unknown consumer."), "consumer")
 	}
 	if u.Destination {
-		errs.add(T(ctx, "Unknown destination “%s”.", ef.Destination), "destination")
+		errs.add(withMeant(ctx, u, T(ctx, "Unknown destination “%s”.", ef.Destination), "destination"), "destination")
 	}
 	return errs, nil
+}
+
+// withMeant is msg with the key u says param's is likely a typo of, as a
+// start's refusal says it.
+func withMeant(ctx context.Context, u engine.UnknownKeys, msg, param string) string {
+	if m, ok := u.Meant[param]; ok {
+		return msg + " " + T(ctx, "Did you mean “%s”?", m)
+	}
+	return msg
 }
 
 // unknownKeyMessages says which of the keys u found nothing for.
 func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process string, version int, heldAt, definition string, revision int) filterProblems {
 	var errs filterProblems
-	// With the key it is likely a typo of, as a start's refusal says.
-	meant := func(msg, param string) string {
-		if m, ok := u.Meant[param]; ok {
-			return msg + " " + T(ctx, "Did you mean “%s”?", m)
-		}
-		return msg
-	}
+	meant := func(msg, param string) string { return withMeant(ctx, u, msg, param) }
 	switch {
 	case u.Version:
 		errs.add(T(ctx, "Process %s has no version %d.", process, version), "version")

@@ -57,7 +57,7 @@ func (c *Console) destinationList(w http.ResponseWriter, r *http.Request) {
 	v := destinationListView{
 		Chrome: c.chrome(r, T(ctx, "Destinations"), "destinations"),
 		List: newCardList(ctx, "destinations",
-			T(ctx, "The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations)."),
+			T(ctx, "The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them."),
 			T(ctx, "Destinations by name"), empty, errs),
 		Masked:   T(ctx, "masked value"),
 		HeadName: T(ctx, "Name"), HeadURL: T(ctx, "URL"), HeadHeaders: T(ctx, "Headers sent"), HeadTimeout: T(ctx, "Longest timeout"),

@@ -59,6 +59,12 @@ func supportedTag(code string) (language.Tag, bool) {
 	return language.Tag{}, false
 }
 
+// supportedTagOK reports whether code names a supported language.
+func supportedTagOK(code string) bool {
+	_, ok := supportedTag(code)
+	return ok
+}
+
 // negotiate picks the request's language: the switcher's cookie, else the
 // best Accept-Language match, else English.
 func negotiate(r *http.Request) language.Tag {
@@ -88,8 +94,8 @@ func negotiate(r *http.Request) language.Tag {
 func withLanguage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query(); q.Has(langCookie) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			if _, ok := supportedTag(q.Get(langCookie)); ok {
-				http.SetCookie(w, preferenceCookie(r, langCookie, q.Get(langCookie), langCookieAge))
+			if code := strings.ToLower(q.Get(langCookie)); supportedTagOK(code) {
+				http.SetCookie(w, preferenceCookie(r, langCookie, code, langCookieAge))
 			}
 			q.Del(langCookie)
 			u := *r.URL

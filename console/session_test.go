@@ -606,6 +606,9 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 	if r := b.mustGet("/console/instances?status=held", 200); text(r, "page-title") != "Instances de processus" {
 		t.Errorf("after ?lang=fr the page is in %q", text(r, "page-title"))
 	}
+	if r := b.get("/console/instances?lang=EN"); r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Set-Cookie"), "lang=en") {
+		t.Errorf("?lang=EN: %d %q", r.status, r.header.Get("Set-Cookie"))
+	}
 	if r := b.get("/console/instances?lang=xx"); r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/instances" || r.header.Get("Set-Cookie") != "" {
 		t.Errorf("?lang=xx: %d %q %q", r.status, r.header.Get("Location"), r.header.Get("Set-Cookie"))
 	}

@@ -1012,7 +1012,8 @@ var reservedCodes = map[string]string{
 // ReservedCode reports whether code is Relais's alone: no worker may
 // report it.
 func ReservedCode(code string) bool {
-	_, ok := reservedCodes[code]
+	// In any case: "Abandoned" would pass for it as well, beside it.
+	_, ok := reservedCodes[strings.ToLower(code)]
 	return ok
 }
 
@@ -1026,7 +1027,7 @@ func (e *Engine) checkFailure(f Failure) error {
 	case !process.ErrorCodePattern.MatchString(f.ErrorCode):
 		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "must be 1 to 64 letters, digits or _ . : -"})
 	case ReservedCode(f.ErrorCode):
-		errs = append(errs, fault.FieldError{Path: "/error_code", Message: fmt.Sprintf("%s is Relais's code for %s, which filters and the console read it as: report a code of your own", f.ErrorCode, reservedCodes[f.ErrorCode])})
+		errs = append(errs, fault.FieldError{Path: "/error_code", Message: fmt.Sprintf("%s is Relais's code for %s, as filters and the console read it: report a code of your own", f.ErrorCode, reservedCodes[strings.ToLower(f.ErrorCode)])})
 	}
 	if f.RetryDelay != nil && !f.Retryable && !f.FinalDelayIgnored {
 		errs = append(errs, fault.FieldError{Path: "/retry_delay", Message: "is only taken with retryable true: without it the failure is terminal and the delay would be ignored"})

@@ -558,9 +558,9 @@ var messageKeyToIndex = map[string]int{
 	"That is too long to be an id or a business key.":                                           717,
 	"The %d largest groups; the filter matches more.":                                           88,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 494,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create, change and delete destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations).":       275,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                         245,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).": 544,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 275,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    245,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            544,
 	"The bulk action must be its id (a UUID).": 124,
 	"The call could not be prepared.":          545,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 563,
@@ -926,159 +926,159 @@ var enIndex = []uint32{ // 807 elements
 	0x00003334, 0x00003351, 0x00003356, 0x000033a2,
 	0x000033b5, 0x000033b9, 0x000033c9, 0x000033d2,
 	0x000033e5, 0x0000340b, 0x0000341f, 0x00003435,
-	0x0000353a, 0x0000354f, 0x0000355c, 0x00003560,
-	0x0000356d, 0x0000357d, 0x0000358a, 0x00003594,
-	0x0000359a, 0x000035a4, 0x000035c4, 0x000035d6,
+	0x0000354b, 0x00003560, 0x0000356d, 0x00003571,
+	0x0000357e, 0x0000358e, 0x0000359b, 0x000035a5,
+	0x000035ab, 0x000035b5, 0x000035d5, 0x000035e7,
 	// Entry 120 - 13F
-	0x0000368a, 0x000036a7, 0x00003715, 0x000037d5,
-	0x000037e8, 0x00003835, 0x00003899, 0x000038fd,
-	0x00003906, 0x00003916, 0x0000392b, 0x0000394f,
-	0x0000396b, 0x00003983, 0x0000398e, 0x00003999,
-	0x000039ad, 0x00003ac3, 0x00003ae7, 0x00003b12,
-	0x00003b1d, 0x00003b22, 0x00003b31, 0x00003b38,
-	0x00003b4f, 0x00003b64, 0x00003b76, 0x00003b99,
-	0x00003bcb, 0x00003be1, 0x00003beb, 0x00003bf5,
+	0x0000369b, 0x000036b8, 0x00003726, 0x000037e6,
+	0x000037f9, 0x00003846, 0x000038aa, 0x0000390e,
+	0x00003917, 0x00003927, 0x0000393c, 0x00003960,
+	0x0000397c, 0x00003994, 0x0000399f, 0x000039aa,
+	0x000039be, 0x00003ad4, 0x00003af8, 0x00003b23,
+	0x00003b2e, 0x00003b33, 0x00003b42, 0x00003b49,
+	0x00003b60, 0x00003b75, 0x00003b87, 0x00003baa,
+	0x00003bdc, 0x00003bf2, 0x00003bfc, 0x00003c06,
 	// Entry 140 - 15F
-	0x00003c0a, 0x00003c57, 0x00003c67, 0x00003ca0,
-	0x00003cf4, 0x00003cfe, 0x00003d14, 0x00003d4d,
-	0x00003d52, 0x00003d60, 0x00003d6d, 0x00003d96,
-	0x00003db9, 0x00003dc6, 0x00003de6, 0x00003df2,
-	0x00003e0b, 0x00003e14, 0x00003e1e, 0x00003e27,
-	0x00003e2f, 0x00003e39, 0x00003e41, 0x00003e49,
-	0x00003e4d, 0x00003e51, 0x00003e55, 0x00003e59,
-	0x00003e5d, 0x00003e61, 0x00003e65, 0x00003e69,
+	0x00003c1b, 0x00003c68, 0x00003c78, 0x00003cb1,
+	0x00003d05, 0x00003d0f, 0x00003d25, 0x00003d5e,
+	0x00003d63, 0x00003d71, 0x00003d7e, 0x00003da7,
+	0x00003dca, 0x00003dd7, 0x00003df7, 0x00003e03,
+	0x00003e1c, 0x00003e25, 0x00003e2f, 0x00003e38,
+	0x00003e40, 0x00003e4a, 0x00003e52, 0x00003e5a,
+	0x00003e5e, 0x00003e62, 0x00003e66, 0x00003e6a,
+	0x00003e6e, 0x00003e72, 0x00003e76, 0x00003e7a,
 	// Entry 160 - 17F
-	0x00003e6d, 0x00003e71, 0x00003e75, 0x00003e79,
-	0x00003e83, 0x00003ea1, 0x00003ec1, 0x00003ee5,
-	0x00003f09, 0x00003f12, 0x00003f29, 0x00003f31,
-	0x00003f42, 0x00003f47, 0x00003f8c, 0x00003fa4,
-	0x00003fa9, 0x00003fb4, 0x00003fba, 0x00003fc4,
-	0x00003fcc, 0x00003fd4, 0x00003ffe, 0x00004018,
-	0x00004040, 0x00004070, 0x00004076, 0x00004085,
-	0x000040d8, 0x000040f6, 0x0000410d, 0x000041bd,
+	0x00003e7e, 0x00003e82, 0x00003e86, 0x00003e8a,
+	0x00003e94, 0x00003eb2, 0x00003ed2, 0x00003ef6,
+	0x00003f1a, 0x00003f23, 0x00003f3a, 0x00003f42,
+	0x00003f53, 0x00003f58, 0x00003f9d, 0x00003fb5,
+	0x00003fba, 0x00003fc5, 0x00003fcb, 0x00003fd5,
+	0x00003fdd, 0x00003fe5, 0x0000400f, 0x00004029,
+	0x00004051, 0x00004081, 0x00004087, 0x00004096,
+	0x000040e9, 0x00004107, 0x0000411e, 0x000041ce,
 	// Entry 180 - 19F
-	0x000042df, 0x0000439e, 0x000043f5, 0x0000441f,
-	0x0000444b, 0x00004475, 0x0000447d, 0x00004483,
-	0x00004490, 0x000044a2, 0x000044ab, 0x000044b4,
-	0x000044c6, 0x000044d5, 0x000044f7, 0x0000451b,
-	0x00004546, 0x0000457a, 0x00004588, 0x000045b3,
-	0x000045c5, 0x000045db, 0x00004605, 0x0000464e,
-	0x0000466e, 0x00004677, 0x00004689, 0x000046ac,
-	0x000046ba, 0x000046c9, 0x000046d6, 0x0000470e,
+	0x000042f0, 0x000043af, 0x00004406, 0x00004430,
+	0x0000445c, 0x00004486, 0x0000448e, 0x00004494,
+	0x000044a1, 0x000044b3, 0x000044bc, 0x000044c5,
+	0x000044d7, 0x000044e6, 0x00004508, 0x0000452c,
+	0x00004557, 0x0000458b, 0x00004599, 0x000045c4,
+	0x000045d6, 0x000045ec, 0x00004616, 0x0000465f,
+	0x0000467f, 0x00004688, 0x0000469a, 0x000046bd,
+	0x000046cb, 0x000046da, 0x000046e7, 0x0000471f,
 	// Entry 1A0 - 1BF
-	0x00004777, 0x00004793, 0x0000479d, 0x000047a6,
-	0x000047af, 0x000047b9, 0x000047c0, 0x000047ca,
-	0x000047d2, 0x000047d7, 0x000047df, 0x000047e8,
-	0x000047f1, 0x000047fe, 0x00004803, 0x0000480b,
-	0x00004812, 0x0000481a, 0x0000481f, 0x0000482d,
-	0x00004834, 0x0000483b, 0x00004840, 0x00004847,
-	0x00004851, 0x00004858, 0x0000486b, 0x0000487b,
-	0x00004896, 0x000048b6, 0x000048c4, 0x000048cd,
+	0x00004788, 0x000047a4, 0x000047ae, 0x000047b7,
+	0x000047c0, 0x000047ca, 0x000047d1, 0x000047db,
+	0x000047e3, 0x000047e8, 0x000047f0, 0x000047f9,
+	0x00004802, 0x0000480f, 0x00004814, 0x0000481c,
+	0x00004823, 0x0000482b, 0x00004830, 0x0000483e,
+	0x00004845, 0x0000484c, 0x00004851, 0x00004858,
+	0x00004862, 0x00004869, 0x0000487c, 0x0000488c,
+	0x000048a7, 0x000048c7, 0x000048d5, 0x000048de,
 	// Entry 1C0 - 1DF
-	0x000048d6, 0x000048df, 0x000048e3, 0x000048e6,
-	0x000048f2, 0x00004900, 0x0000490d, 0x0000491e,
-	0x0000492d, 0x00004944, 0x00004957, 0x00004967,
-	0x00004976, 0x00004985, 0x0000498d, 0x00004994,
-	0x0000499c, 0x000049a4, 0x000049b2, 0x000049c0,
-	0x000049d6, 0x000049eb, 0x000049fc, 0x00004a02,
-	0x00004a09, 0x00004a12, 0x00004a2e, 0x00004a37,
-	0x00004a41, 0x00004a4a, 0x00004a53, 0x00004a5c,
+	0x000048e7, 0x000048f0, 0x000048f4, 0x000048f7,
+	0x00004903, 0x00004911, 0x0000491e, 0x0000492f,
+	0x0000493e, 0x00004955, 0x00004968, 0x00004978,
+	0x00004987, 0x00004996, 0x0000499e, 0x000049a5,
+	0x000049ad, 0x000049b5, 0x000049c3, 0x000049d1,
+	0x000049e7, 0x000049fc, 0x00004a0d, 0x00004a13,
+	0x00004a1a, 0x00004a23, 0x00004a3f, 0x00004a48,
+	0x00004a52, 0x00004a5b, 0x00004a64, 0x00004a6d,
 	// Entry 1E0 - 1FF
-	0x00004a73, 0x00004a7b, 0x00004a89, 0x00004ab5,
-	0x00004ac1, 0x00004acf, 0x00004b15, 0x00004b21,
-	0x00004b29, 0x00004b54, 0x00004b9f, 0x00004c61,
-	0x00004c65, 0x00004c8b, 0x00004cb3, 0x00004d16,
-	0x00004d1b, 0x00004d36, 0x00004d47, 0x00004d53,
-	0x00004d5b, 0x00004d8d, 0x00004d96, 0x00004d9f,
-	0x00004dbb, 0x00004e1c, 0x00004e29, 0x00004e60,
-	0x00004e8f, 0x00004edf, 0x00004f1a, 0x00004f28,
+	0x00004a84, 0x00004a8c, 0x00004a9a, 0x00004ac6,
+	0x00004ad2, 0x00004ae0, 0x00004b26, 0x00004b32,
+	0x00004b3a, 0x00004b65, 0x00004bb0, 0x00004c72,
+	0x00004c76, 0x00004c9c, 0x00004cc4, 0x00004d27,
+	0x00004d2c, 0x00004d47, 0x00004d58, 0x00004d64,
+	0x00004d6c, 0x00004d9e, 0x00004da7, 0x00004db0,
+	0x00004dcc, 0x00004e2d, 0x00004e3a, 0x00004e71,
+	0x00004ea0, 0x00004ef0, 0x00004f2b, 0x00004f39,
 	// Entry 200 - 21F
-	0x00004f54, 0x00004f7a, 0x00004f9b, 0x00004fa6,
-	0x00004fd4, 0x00004ff1, 0x00005020, 0x00005052,
-	0x00005070, 0x000050a5, 0x000050c1, 0x000050e0,
-	0x0000513b, 0x0000514a, 0x00005157, 0x00005165,
-	0x00005172, 0x0000517b, 0x00005196, 0x000051c6,
-	0x000051e1, 0x000051eb, 0x0000523d, 0x000052fd,
-	0x00005359, 0x000053d7, 0x0000544d, 0x00005520,
-	0x000055e3, 0x0000561b, 0x0000567b, 0x000056a8,
+	0x00004f65, 0x00004f8b, 0x00004fac, 0x00004fb7,
+	0x00004fe5, 0x00005002, 0x00005031, 0x00005063,
+	0x00005081, 0x000050b6, 0x000050d2, 0x000050f1,
+	0x0000514c, 0x0000515b, 0x00005168, 0x00005176,
+	0x00005183, 0x0000518c, 0x000051a7, 0x000051d7,
+	0x000051f2, 0x000051fc, 0x0000524e, 0x0000530e,
+	0x0000536a, 0x000053e8, 0x0000545e, 0x00005531,
+	0x000055f4, 0x0000562c, 0x0000568c, 0x000056b9,
 	// Entry 220 - 23F
-	0x000056e2, 0x000057ef, 0x0000580f, 0x00005835,
-	0x0000585f, 0x000058d0, 0x0000590d, 0x00005931,
-	0x000059d5, 0x000059fa, 0x00005a29, 0x00005a89,
-	0x00005ae2, 0x00005b3c, 0x00005b56, 0x00005b74,
-	0x00005ba8, 0x00005be8, 0x00005c12, 0x00005c21,
-	0x00005cec, 0x00005d1d, 0x00005d4c, 0x00005d5f,
-	0x00005dd4, 0x00005de7, 0x00005e1b, 0x00005e4f,
-	0x00005e5f, 0x00005ea6, 0x00005ed3, 0x00005ee0,
+	0x000056f3, 0x00005800, 0x00005820, 0x00005846,
+	0x00005870, 0x000058e1, 0x0000591e, 0x00005942,
+	0x000059e6, 0x00005a0b, 0x00005a3a, 0x00005a9a,
+	0x00005af3, 0x00005b4d, 0x00005b67, 0x00005b85,
+	0x00005bb9, 0x00005bf9, 0x00005c23, 0x00005c32,
+	0x00005cfd, 0x00005d2e, 0x00005d5d, 0x00005d70,
+	0x00005de5, 0x00005df8, 0x00005e2c, 0x00005e60,
+	0x00005e70, 0x00005eb7, 0x00005ee4, 0x00005ef1,
 	// Entry 240 - 25F
-	0x00005ef0, 0x00005f20, 0x00005f5a, 0x00005f7d,
-	0x00005ff4, 0x00006076, 0x000060fb, 0x0000610a,
-	0x0000615a, 0x000061ba, 0x00006226, 0x0000629d,
-	0x000062a5, 0x000062bd, 0x000062da, 0x000062e8,
-	0x000062f9, 0x00006301, 0x0000630c, 0x0000634d,
-	0x00006385, 0x00006399, 0x000063c9, 0x00006404,
-	0x00006414, 0x00006453, 0x00006464, 0x00006476,
-	0x00006482, 0x00006493, 0x000064ad, 0x000064b5,
+	0x00005f01, 0x00005f31, 0x00005f6b, 0x00005f8e,
+	0x00006005, 0x00006087, 0x0000610c, 0x0000611b,
+	0x0000616b, 0x000061cb, 0x00006237, 0x000062ae,
+	0x000062b6, 0x000062ce, 0x000062eb, 0x000062f9,
+	0x0000630a, 0x00006312, 0x0000631d, 0x0000635e,
+	0x00006396, 0x000063aa, 0x000063da, 0x00006415,
+	0x00006425, 0x00006464, 0x00006475, 0x00006487,
+	0x00006493, 0x000064a4, 0x000064be, 0x000064c6,
 	// Entry 260 - 27F
-	0x000064c6, 0x000064cc, 0x000064e0, 0x000064f8,
-	0x0000651d, 0x0000652b, 0x00006569, 0x000065a6,
-	0x000065d2, 0x0000660f, 0x0000661e, 0x0000662f,
-	0x00006637, 0x00006644, 0x00006654, 0x0000666b,
-	0x00006676, 0x00006685, 0x0000668b, 0x00006699,
-	0x000066a3, 0x000066ae, 0x000066b8, 0x000066cb,
-	0x000066f0, 0x0000671b, 0x000067ac, 0x000067e7,
-	0x00006806, 0x00006844, 0x0000687b, 0x000068a9,
+	0x000064d7, 0x000064dd, 0x000064f1, 0x00006509,
+	0x0000652e, 0x0000653c, 0x0000657a, 0x000065b7,
+	0x000065e3, 0x00006620, 0x0000662f, 0x00006640,
+	0x00006648, 0x00006655, 0x00006665, 0x0000667c,
+	0x00006687, 0x00006696, 0x0000669c, 0x000066aa,
+	0x000066b4, 0x000066bf, 0x000066c9, 0x000066dc,
+	0x00006701, 0x0000672c, 0x000067bd, 0x000067f8,
+	0x00006817, 0x00006855, 0x0000688c, 0x000068ba,
 	// Entry 280 - 29F
-	0x000068b7, 0x00006956, 0x00006974, 0x00006acb,
-	0x00006ad9, 0x00006aed, 0x00006b0e, 0x00006b22,
-	0x00006b52, 0x00006b58, 0x00006b6c, 0x00006b84,
-	0x00006b97, 0x00006bd4, 0x00006c47, 0x00006c94,
-	0x00006ca5, 0x00006cbc, 0x00006cd9, 0x00006ce7,
-	0x00006cf5, 0x00006d00, 0x00006d06, 0x00006df8,
-	0x00006dfe, 0x00006e30, 0x00006e35, 0x00006e45,
-	0x00006e50, 0x00006e59, 0x00006e69, 0x00006e75,
+	0x000068c8, 0x00006967, 0x00006985, 0x00006adc,
+	0x00006aea, 0x00006afe, 0x00006b1f, 0x00006b33,
+	0x00006b63, 0x00006b69, 0x00006b7d, 0x00006b95,
+	0x00006ba8, 0x00006be5, 0x00006c58, 0x00006ca5,
+	0x00006cb6, 0x00006ccd, 0x00006cea, 0x00006cf8,
+	0x00006d06, 0x00006d11, 0x00006d17, 0x00006e09,
+	0x00006e0f, 0x00006e41, 0x00006e46, 0x00006e56,
+	0x00006e61, 0x00006e6a, 0x00006e7a, 0x00006e86,
 	// Entry 2A0 - 2BF
-	0x00006ea9, 0x00006edc, 0x00006ef6, 0x00006f9b,
-	0x00006fb1, 0x00007036, 0x000070b0, 0x000070bf,
-	0x00007179, 0x000071ca, 0x000071cf, 0x000071dd,
-	0x000071ed, 0x000071f9, 0x00007209, 0x00007217,
-	0x00007227, 0x00007231, 0x00007254, 0x0000726d,
-	0x00007280, 0x000072ec, 0x00007312, 0x00007321,
-	0x0000732f, 0x0000734b, 0x0000735a, 0x00007370,
-	0x000073a9, 0x000073db, 0x00007433, 0x0000746a,
+	0x00006eba, 0x00006eed, 0x00006f07, 0x00006fac,
+	0x00006fc2, 0x00007047, 0x000070c1, 0x000070d0,
+	0x0000718a, 0x000071db, 0x000071e0, 0x000071ee,
+	0x000071fe, 0x0000720a, 0x0000721a, 0x00007228,
+	0x00007238, 0x00007242, 0x00007265, 0x0000727e,
+	0x00007291, 0x000072fd, 0x00007323, 0x00007332,
+	0x00007340, 0x0000735c, 0x0000736b, 0x00007381,
+	0x000073ba, 0x000073ec, 0x00007444, 0x0000747b,
 	// Entry 2C0 - 2DF
-	0x00007481, 0x0000748f, 0x000074d3, 0x000074f8,
-	0x0000756f, 0x00007585, 0x0000759c, 0x000075ca,
-	0x000075dd, 0x00007605, 0x00007689, 0x00007690,
-	0x000076f8, 0x00007722, 0x00007752, 0x00007825,
-	0x0000795f, 0x000079ff, 0x00007a13, 0x00007a6e,
-	0x00007b19, 0x00007b9b, 0x00007c74, 0x00007c7c,
-	0x00007cb7, 0x00007cbd, 0x00007d4f, 0x00007de7,
-	0x00007e13, 0x00007e3e, 0x00007e8c, 0x00007ef8,
+	0x00007492, 0x000074a0, 0x000074e4, 0x00007509,
+	0x00007580, 0x00007596, 0x000075ad, 0x000075db,
+	0x000075ee, 0x00007616, 0x0000769a, 0x000076a1,
+	0x00007709, 0x00007733, 0x00007763, 0x00007836,
+	0x00007970, 0x00007a10, 0x00007a24, 0x00007a7f,
+	0x00007b2a, 0x00007bac, 0x00007c85, 0x00007c8d,
+	0x00007cc8, 0x00007cce, 0x00007d60, 0x00007df8,
+	0x00007e24, 0x00007e4f, 0x00007e9d, 0x00007f09,
 	// Entry 2E0 - 2FF
-	0x00007f9f, 0x00007fba, 0x00007fc4, 0x00007fc9,
-	0x00007fd3, 0x00007fdb, 0x00007fe1, 0x00007fe9,
-	0x00007ff7, 0x00008001, 0x0000800e, 0x00008021,
-	0x00008045, 0x000080c5, 0x000080d6, 0x000080de,
-	0x00008153, 0x000081a7, 0x000081ef, 0x000081fe,
-	0x00008211, 0x0000821d, 0x00008259, 0x00008293,
-	0x000082a1, 0x000082ae, 0x000082bc, 0x000082ca,
-	0x000082d8, 0x0000830a, 0x0000833a, 0x00008396,
+	0x00007fb0, 0x00007fcb, 0x00007fd5, 0x00007fda,
+	0x00007fe4, 0x00007fec, 0x00007ff2, 0x00007ffa,
+	0x00008008, 0x00008012, 0x0000801f, 0x00008032,
+	0x00008056, 0x000080d6, 0x000080e7, 0x000080ef,
+	0x00008164, 0x000081b8, 0x00008200, 0x0000820f,
+	0x00008222, 0x0000822e, 0x0000826a, 0x000082a4,
+	0x000082b2, 0x000082bf, 0x000082cd, 0x000082db,
+	0x000082e9, 0x0000831b, 0x0000834b, 0x000083a7,
 	// Entry 300 - 31F
-	0x000083a3, 0x000083c3, 0x000083ce, 0x000083e8,
-	0x000083ed, 0x000083fe, 0x00008484, 0x000084a9,
-	0x000084b0, 0x000084b9, 0x000084cc, 0x000084d6,
-	0x000084e0, 0x000084ea, 0x00008502, 0x00008518,
-	0x00008524, 0x00008546, 0x0000854d, 0x0000855a,
-	0x0000856b, 0x00008592, 0x000085a2, 0x000085c1,
-	0x000085e1, 0x000086b9, 0x0000879a, 0x000087ee,
-	0x0000883e, 0x0000889e, 0x000088f1, 0x00008929,
+	0x000083b4, 0x000083d4, 0x000083df, 0x000083f9,
+	0x000083fe, 0x0000840f, 0x00008495, 0x000084ba,
+	0x000084c1, 0x000084ca, 0x000084dd, 0x000084e7,
+	0x000084f1, 0x000084fb, 0x00008513, 0x00008529,
+	0x00008535, 0x00008557, 0x0000855e, 0x0000856b,
+	0x0000857c, 0x000085a3, 0x000085b3, 0x000085d2,
+	0x000085f2, 0x000086ca, 0x000087ab, 0x000087ff,
+	0x0000884f, 0x000088af, 0x00008902, 0x0000893a,
 	// Entry 320 - 33F
-	0x0000895a, 0x000089aa, 0x000089de, 0x000089fc,
-	0x00008a1b, 0x00008a3a, 0x00008a5a,
+	0x0000896b, 0x000089bb, 0x000089ef, 0x00008a0d,
+	0x00008a2c, 0x00008a4b, 0x00008a6b,
 } // Size: 3252 bytes
 
-const enData string = "" + // Size: 35418 bytes
+const enData string = "" + // Size: 35435 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1283,317 +1283,317 @@ const enData string = "" + // Size: 35418 bytes
 	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
 	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
 	"of the URL's query and of the headers, and signing secrets, are sealed a" +
-	"nd never shown. Create, change and delete destinations with relais apply" +
-	" (kind: Destination documents) or through the API (/api/v1/destinations)" +
-	".\x02Destinations by name\x02masked value\x02URL\x02Headers sent\x02Long" +
-	"est timeout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls " +
-	"signed (Relais-Signature)\x02Keep the instance\x02Say why, for whoever r" +
-	"eads the log later: at most %[1]d characters. It is kept after the erasu" +
-	"re, whatever the retention: write the request’s reference, not the perso" +
-	"n’s name.\x02Erase process instance %[1]s\x02Erase this instance now? It" +
-	" is deleted with its occurrences and their attempts, as retention would " +
-	"delete it.\x02Its inputs, outputs, business key and the workers’ message" +
-	"s go with it; this cannot be undone. The audit records naming it stay (w" +
-	"ho did what, and why), and so do backups until they expire.\x02Erase the" +
-	" instance\x02This instance is %[1]s: only an ended instance can be erase" +
-	"d. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences: %[2" +
-	"]d, attempts: %[3]d). Recorded in the audit log.\x02This instance had al" +
-	"ready been erased, by %[1]s at %[2]s; nothing changed and nothing was re" +
-	"corded.\x02on error\x02any other error\x02held for an operator\x02an inc" +
-	"ident: retry, abandon or stop\x02end: completes the instance\x02end: fai" +
-	"ls the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Ea" +
-	"ch definition’s queue and incidents now, and what its workers finished i" +
-	"n the last hour: occurrences that ended completed or failed. An occurren" +
-	"ce retried since counts where it ends next; a failed attempt with attemp" +
-	"ts left is not counted, its occurrence’s page lists it.\x02Completions a" +
-	"nd failures, last hour\x02Definitions, those needing attention first\x02" +
-	"Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
-	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
-	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
-	"mable since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02N" +
-	"o definition %[1]s has occurrences: check the key, or show all definitio" +
-	"ns.\x02All definitions\x02Completions and failures per 5 minutes, last h" +
-	"our: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart " +
-	"gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Complet" +
-	"ions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s" +
-	"\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
-	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
-	"\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%" +
-	"[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just " +
-	"now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar" +
-	"\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 sec" +
-	"onds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d m" +
-	"s\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02Th" +
-	"e nodes this instance reached, in order, each with its occurrence.\x02No" +
-	"des reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Cre" +
-	"ated\x02Settled\x02This instance has not reached a task yet.\x02Recorded" +
-	" operator actions\x02No operator has acted on this instance.\x02Operator" +
-	" actions on this instance, newest first\x02Value\x02Process inputs\x02In" +
-	"puts the instance was started with, labelled by process version %[1]d's " +
-	"contract\x02This process takes no inputs.\x02Erase this instance…\x02Thi" +
-	"s instance has ended. As an administrator you may erase it now rather th" +
-	"an wait for retention (a data subject’s request): it is deleted with its" +
-	" occurrences and attempts.\x02This instance is held at a failed node: an" +
-	" incident. It cannot be retried: its occurrence at node %[1]s failed bef" +
-	"ore any attempt (its inputs could not be built), so it would fail the sa" +
-	"me way. Abandon fails the instance; stop cancels it. Each asks for a rea" +
-	"son, recorded in the audit log.\x02This instance is held at a failed nod" +
-	"e: an incident. Retry offers the failed occurrence again; abandon fails " +
-	"the instance; stop cancels it. Each asks for a reason, recorded in the a" +
-	"udit log.\x02Stopping cancels the instance and its open occurrences. It " +
-	"does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Ab" +
-	"andoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]" +
-	"s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
-	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
-	"d by an operator\x02held, then abandoned by an operator\x02The version m" +
-	"ust be a whole number from 1.\x02A version is a process’s: choose the pr" +
-	"ocess too.\x02Creation date\x02The page size must be between 1 and %[1]d" +
-	".\x02Process instances\x02exact, case-sensitive\x02Act on every instance" +
-	" this filter matches\x02The next page counts them and asks for a reason " +
-	"before anything changes.\x02Process instances, newest first\x02Instance" +
-	"\x02End node or error\x02No instance matches these filters.\x02All proce" +
-	"sses\x02Any definition\x02All statuses\x02Unknown status “%[1]s” (did yo" +
-	"u mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a task" +
-	": the Instances page lists the instances with it.\x02Unknown status “%[1" +
-	"]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02canc" +
-	"elled\x02running\x02held\x02expired\x02rejected\x02released\x02disconnec" +
-	"ted\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02" +
-	"choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sen" +
-	"sitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Relais" +
-	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No worker has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
-	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
-	"s not called the destination yet.\x02Relais never called the destination" +
-	": the occurrence ended before any call.\x02Relais keeps the destination’" +
-	"s status code only when it refused the call (destination_http_NNN); a co" +
-	"mpleted call answered 2xx. The duration runs from the claim of the call " +
-	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
-	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
-	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02M" +
-	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
-	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
-	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
-	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
-	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
-	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
-	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
-	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
-	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
-	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
-	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
-	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
-	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
-	" must be one JSON object whose outputs member matches the revision’s out" +
-	"puts contract, and nothing after it. Its message says what was wrong." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same.\x02The destination did not answer within the call’" +
-	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
-	"ing.\x02The destination did not answer within the call’s timeout: it may" +
-	" have acted all the same, so check before retrying.\x02The last attempt’" +
-	"s lock expired with no attempt left, after Relais refused its worker’s r" +
-	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
-	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
-	"xpired with no attempt left, after Relais refused its worker’s report (%" +
-	"[1]s; see the attempts below): the worker answered, and its answer must " +
-	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
-	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
-	" dropped) with no attempt left.\x02The deadline passed before a result a" +
-	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
-	"The answer to the call was lost (the connection broke after the request " +
-	"was sent, or Relais stopped or could not reach its database before recor" +
-	"ding it): whether the destination acted is unknown, so Relais does not c" +
-	"all it again by itself (an operator’s retry does).\x02The call could not" +
-	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
-	"n’s answer was too large.\x02The last attempt ended without a result (it" +
-	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
-	"he inputs could not be built from the process’s bindings.\x02An operator" +
-	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
-	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
-	"r a budget already spent): it is not run again.\x02The destination answe" +
-	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
-	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
-	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
-	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
-	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
-	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
-	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
-	"lt recorded: the replica making it may have stopped. If so, it fails out" +
-	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
-	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
-	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
-	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
-	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
-	"ld here, waiting for an operator.\x02Its instance went on along the node" +
-	"’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopp" +
-	"ed by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (" +
-	"%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled w" +
-	"ith its settle token)\x02%[1]s (deferred; settled with its settle token," +
-	" as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance was sto" +
-	"pped while the worker held the task: its report is refused, but it may a" +
-	"lready have done the work.\x02The instance was stopped during the call, " +
-	"which was aborted: the destination may already have acted on the request" +
-	" (check there).\x02The instance was stopped while the task was deferred:" +
-	" a settlement by id is refused, but the work it waited for may already b" +
-	"e done.\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at " +
-	"%[1]s (%[2]s) before taking another.\x02Relais refused %[1]s reports of " +
-	"this attempt, the last at %[2]s (%[3]s), before taking another.\x02Relai" +
-	"s refused this attempt’s report at %[1]s (%[2]s): its worker answered, a" +
-	"nd the answer was not taken.\x02Relais refused %[1]s reports of this att" +
-	"empt, the last at %[2]s (%[3]s): its worker answered, and no answer was " +
-	"taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
-	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Me" +
-	"ssage from the worker (its own words, protected values masked)\x02Messag" +
-	"e from Relais, quoting the destination’s answer\x02Message from Relais" +
-	"\x02The revision must be a whole number, 1 or more.\x02A revision is a d" +
-	"efinition’s: choose the definition too.\x02Settlement date\x02More filte" +
-	"rs: instance, revision, consumer, destination, dates\x02Push destination" +
-	"\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrences," +
-	" newest first\x02Message\x02Process and node\x02Error\x02Consumer and wo" +
-	"rker\x02Next attempt or settled\x02No occurrence matches these filters." +
-	"\x02All consumers\x02Totals of definition %[1]s, not narrowed by the oth" +
-	"er filters\x02Totals of all definitions, not narrowed by the other filte" +
-	"rs\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
-	"rrences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02cla" +
-	"imable since\x02call in progress since\x02lock until\x02deferred since" +
-	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Ro" +
-	"ws %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fir" +
-	"st day comes after the last.\x02This address holds a parameter that cann" +
-	"ot be read (a percent sign not followed by two hexadecimal digits, or a " +
-	"semicolon): correct the address.\x02Unknown parameter “%[1]s” (did you m" +
-	"ean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is" +
-	" given %[2]d times: give it once.\x02The page cursor is invalid: go back" +
-	" to the first page.\x02These settings are kept in this browser only.\x02" +
-	"Show times in\x02The console runs no script, so it cannot read your comp" +
-	"uter’s time zone: choose a place, whose daylight saving time is followed" +
-	", or a fixed offset from UTC.\x02Reload lists and detail pages\x02A relo" +
-	"ad empties what you typed but did not apply (filters, the search box) an" +
-	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
-	"ry page that reloads, stops it until you resume. Pages where you type a " +
-	"reason (confirmations, and occurrences with a value to reveal) never rel" +
-	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
-	"thout saving\x02UTC (coordinated universal time)\x02Local time in %[1]s" +
-	"\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[" +
-	"1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloadin" +
-	"g paused: this page stays as it is until you resume.\x02Published proces" +
-	"s versions: their nodes, routes and pinned revisions, drawn, with where " +
-	"their occurrences are now.\x02Published process versions: their nodes, r" +
-	"outes and pinned revisions, drawn.\x02Processes by key\x02Versions, newe" +
-	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
-	"]s\x02Start node\x02Graph\x02Columns follow the longest path from the st" +
-	"art node. Solid arrows are successes (labelled with their route), dashed" +
-	" ones failures (labelled with their error codes). Each box says how many" +
-	" of this version’s occurrences are at that node now.\x02Nodes\x02Nodes o" +
-	"f this version, with their occurrences now\x02Kind\x02Pinned revision" +
-	"\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02No input" +
-	"s: an instance starts with an empty object.\x02Inputs an instance of thi" +
-	"s version is started with\x02Instances of this version\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes).\x02Nodes of this version\x02This version has %[1]d nodes: too man" +
-	"y to draw legibly (at most %[2]d). The table below lists every node with" +
-	" its routes and counts.\x02This version has %[1]d nodes: too many to dra" +
-	"w legibly (at most %[2]d). The table below lists every node with its rou" +
-	"tes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting " +
-	"at %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
-	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
-	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
-	"y why you reveal this value: the reason is recorded with the reveal in t" +
-	"he audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page sh" +
-	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
-	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
-	", which field and why. The values themselves are never kept.\x02Reveals," +
-	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
-	" were asked for)\x02Method not allowed\x02This page does not accept that" +
-	" request.\x02This form was sent from another site: the console takes its" +
-	" forms from its own pages only. Open the console and send it from there." +
-	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
-	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
-	"arch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance has “%[1]s” as its business key. A business key is found" +
-	" only whole and exactly as given, capitals and accents included: a list " +
-	"shows a long one shortened, so copy it from its instance’s page.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02You are signed out.\x02The token you" +
-	" signed in with is revoked, and you are signed out: sign in with another" +
-	" one.\x02Your session had ended (inactivity, a sign-out elsewhere, a rev" +
-	"oked token or a restart of the server), so your last action was not appl" +
-	"ied. Sign in again, then repeat it.\x02Your session has ended (inactivit" +
-	"y, a sign-out elsewhere, a token revoked or expired, or a restart of the" +
-	" server). Sign in again.\x02A token in the address is not used: paste it" +
-	" in the field below. The address has put it in your browser’s history, a" +
-	"nd perhaps in a proxy’s logs: if others may read them, have the token re" +
-	"voked and use a new one.\x02Sign in\x02Sign in with an operator, designe" +
-	"r or administrator token.\x02Token\x02The token is checked once and neve" +
-	"r stored in your browser; a session cookie stands for it for up to 8 hou" +
-	"rs of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too " +
-	"many failed sign-ins from your address. Try again in %[1]d second.\x00H" +
-	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
-	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
-	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
-	" a worker’s token, for the API.\x02Only administrators see this page: to" +
-	"kens, consumers, destinations, the reveal log and erasures are theirs." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"nd never shown. Create and change destinations with relais apply (kind: " +
+	"Destination documents) or through the API (/api/v1/destinations), which " +
+	"also deletes them.\x02Destinations by name\x02masked value\x02URL\x02Hea" +
+	"ders sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02It" +
+	"s calls\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say w" +
+	"hy, for whoever reads the log later: at most %[1]d characters. It is kep" +
+	"t after the erasure, whatever the retention: write the request’s referen" +
+	"ce, not the person’s name.\x02Erase process instance %[1]s\x02Erase this" +
+	" instance now? It is deleted with its occurrences and their attempts, as" +
+	" retention would delete it.\x02Its inputs, outputs, business key and the" +
+	" workers’ messages go with it; this cannot be undone. The audit records " +
+	"naming it stay (who did what, and why), and so do backups until they exp" +
+	"ire.\x02Erase the instance\x02This instance is %[1]s: only an ended inst" +
+	"ance can be erased. Stop it first.\x02Erased: instance %[1]s is deleted " +
+	"(occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02Thi" +
+	"s instance had already been erased, by %[1]s at %[2]s; nothing changed a" +
+	"nd nothing was recorded.\x02on error\x02any other error\x02held for an o" +
+	"perator\x02an incident: retry, abandon or stop\x02end: completes the ins" +
+	"tance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %" +
+	"[2]s: %[3]s\x02Each definition’s queue and incidents now, and what its w" +
+	"orkers finished in the last hour: occurrences that ended completed or fa" +
+	"iled. An occurrence retried since counts where it ends next; a failed at" +
+	"tempt with attempts left is not counted, its occurrence’s page lists it." +
+	"\x02Completions and failures, last hour\x02Definitions, those needing at" +
+	"tention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldes" +
+	"t claimable waits\x02Completed, last hour\x02Failed, last hour\x02No def" +
+	"inition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few" +
+	" seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all" +
+	" definitions\x02No definition %[1]s has occurrences: check the key, or s" +
+	"how all definitions.\x02All definitions\x02Completions and failures per " +
+	"5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table" +
+	" after the chart gives each 5-minute slot.\x02Completed\x02The chart’s n" +
+	"umbers\x02Completions and failures per 5-minute slot, oldest first\x02Sl" +
+	"ot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d c" +
+	"ompleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d" +
+	" failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %" +
+	"[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1" +
+	"]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
+	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
+	"stance…\x02This instance has ended. As an administrator you may erase it" +
+	" now rather than wait for retention (a data subject’s request): it is de" +
+	"leted with its occurrences and attempts.\x02This instance is held at a f" +
+	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
+	"1]s failed before any attempt (its inputs could not be built), so it wou" +
+	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
+	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
+	"t a failed node: an incident. Retry offers the failed occurrence again; " +
+	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02Stopping cancels the instance and its open oc" +
+	"currences. It does not complete anything.\x02Stopped by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at" +
+	" %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrenc" +
+	"e\x02Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
+	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
+	"The version must be a whole number from 1.\x02A version is a process’s: " +
+	"choose the process too.\x02Creation date\x02The page size must be betwee" +
+	"n 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on e" +
+	"very instance this filter matches\x02The next page counts them and asks " +
+	"for a reason before anything changes.\x02Process instances, newest first" +
+	"\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02All processes\x02Any definition\x02All statuses\x02Unknown status “%" +
+	"[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, " +
+	"not of a task: the Instances page lists the instances with it.\x02Unknow" +
+	"n status “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02f" +
+	"ailed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
+	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
+	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
+	"\x02hidden (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)" +
+	"\x02push (Relais calls the service)\x02administrator\x02operator\x02desi" +
+	"gner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type ch" +
+	"anged\x02required changed\x02values changed\x02classification changed" +
+	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
+	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
+	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
+	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
+	"tion’s answer\x02Outcome\x02Error message\x02No worker has reserved this" +
+	" occurrence yet.\x02in progress\x02Whole message\x02No worker ever reser" +
+	"ved this occurrence: it ended before any attempt.\x02Destination\x02Repl" +
+	"ica\x02Relais has not called the destination yet.\x02Relais never called" +
+	" the destination: the occurrence ended before any call.\x02Relais keeps " +
+	"the destination’s status code only when it refused the call (destination" +
+	"_http_NNN); a completed call answered 2xx. The duration runs from the cl" +
+	"aim of the call to its settlement.\x02Now\x02Retry or abandon it from it" +
+	"s instance\x02The latest %[1]d attempts, oldest first\x02The %[1]s earli" +
+	"er attempts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s list" +
+	"s them all.\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
+	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
+	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; i" +
+	"ts last call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_T" +
+	"IMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination" +
+	"’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[" +
+	"1]s, multiplied by %[2]s after each failure, up to %[3]s (Relais’s ceili" +
+	"ng)\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at " +
+	"most %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81" +
+	"\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d ha" +
+	"nded back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[" +
+	"1]d's contract\x02This contract has no inputs.\x02Outputs, labelled by r" +
+	"evision %[1]d's contract\x02No outputs yet: the occurrence has not compl" +
+	"eted.\x02This contract has no outputs.\x02No outputs: the occurrence end" +
+	"ed without completing.\x02Reveal — this is recorded\x02Why (recorded wit" +
+	"h the reveal)\x02Every admin reads it, and it is kept whatever the reten" +
+	"tion: write no customer data in it.\x02Available from\x02Next attempt" +
+	"\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1" +
+	"]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (before " +
+	"any attempt)\x02Retryable\x02no: the worker marked this failure as not r" +
+	"etryable (attempts left unused: %[1]d)\x02The destination’s answer could" +
+	" not be used: it must be one JSON object whose outputs member matches th" +
+	"e revision’s outputs contract, and nothing after it. Its message says wh" +
+	"at was wrong.\x02The destination did not answer within the call’s timeou" +
+	"t: it may have acted all the same.\x02The destination did not answer wit" +
+	"hin the call’s timeout (%[1]s): it may have acted all the same, so check" +
+	" before retrying.\x02The destination did not answer within the call’s ti" +
+	"meout: it may have acted all the same, so check before retrying.\x02The " +
+	"last attempt’s lock expired with no attempt left, after Relais refused i" +
+	"ts worker’s report (%[1]s; see the failed occurrence’s attempts): the wo" +
+	"rker answered, and its answer must change, not its lock.\x02The last att" +
+	"empt’s lock expired with no attempt left, after Relais refused its worke" +
+	"r’s report (%[1]s; see the attempts below): the worker answered, and its" +
+	" answer must change, not its lock.\x02The last attempt’s lock expired wi" +
+	"th no attempt left.\x02The last attempt’s worker stream ended (its worke" +
+	"r left or was dropped) with no attempt left.\x02The deadline passed befo" +
+	"re a result arrived.\x02The result did not match the revision's outputs " +
+	"contract.\x02The answer to the call was lost (the connection broke after" +
+	" the request was sent, or Relais stopped or could not reach its database" +
+	" before recording it): whether the destination acted is unknown, so Rela" +
+	"is does not call it again by itself (an operator’s retry does).\x02The c" +
+	"all could not be prepared.\x02The destination could not be reached.\x02T" +
+	"he destination’s answer was too large.\x02The last attempt ended without" +
+	" a result (its lock expired, or its worker’s stream ended) with no attem" +
+	"pt left.\x02The inputs could not be built from the process’s bindings." +
+	"\x02An operator abandoned the instance.\x02A Camunda 7 worker reported a" +
+	" failure with no retries left (retries: 0, no retries sent, which Camund" +
+	"a reads as 0, or a budget already spent): it is not run again.\x02The de" +
+	"stination answered HTTP %[1]s.\x02No live worker takes %[1]s now (Worker" +
+	"s page).\x02No live worker takes revision %[1]d: the live workers of %[2" +
+	"]s declare inputs it does not have.\x02No live worker takes revision %[1" +
+	"]d: the live workers of %[2]s take revision %[3]d only.\x02No live worke" +
+	"r takes revision %[1]d: the live workers of %[2]s take revisions %[3]s o" +
+	"nly.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock e" +
+	"xpired %[1]s — waiting to be offered again.\x02Waiting for Relais to cal" +
+	"l the destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1" +
+	"]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s w" +
+	"ithout its result recorded: the replica making it may have stopped. If s" +
+	"o, it fails outcome_unknown at %[3]s (%[4]s): ask the destination whethe" +
+	"r it took effect.\x02Relais is calling the destination (since %[1]s)." +
+	"\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s." +
+	"\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a fr" +
+	"ont end with a settle token, completes it later.\x02Completed (%[1]s)." +
+	"\x02Its instance is held here, waiting for an operator.\x02Its instance " +
+	"went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: th" +
+	"e instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the in" +
+	"stance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s " +
+	"(deferred; settled with its settle token)\x02%[1]s (deferred; settled wi" +
+	"th its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02" +
+	"The instance was stopped while the worker held the task: its report is r" +
+	"efused, but it may already have done the work.\x02The instance was stopp" +
+	"ed during the call, which was aborted: the destination may already have " +
+	"acted on the request (check there).\x02The instance was stopped while th" +
+	"e task was deferred: a settlement by id is refused, but the work it wait" +
+	"ed for may already be done.\x02%[1]s at %[2]s\x02Relais refused a report" +
+	" of this attempt at %[1]s (%[2]s) before taking another.\x02Relais refus" +
+	"ed %[1]s reports of this attempt, the last at %[2]s (%[3]s), before taki" +
+	"ng another.\x02Relais refused this attempt’s report at %[1]s (%[2]s): it" +
+	"s worker answered, and the answer was not taken.\x02Relais refused %[1]s" +
+	" reports of this attempt, the last at %[2]s (%[3]s): its worker answered" +
+	", and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no a" +
+	"nswer within the timeout\x02no connection\x02answer too large\x02unknown" +
+	"\x02[redacted]\x02Message from the worker (its own words, protected valu" +
+	"es masked)\x02Message from Relais, quoting the destination’s answer\x02M" +
+	"essage from Relais\x02The revision must be a whole number, 1 or more." +
+	"\x02A revision is a definition’s: choose the definition too.\x02Settleme" +
+	"nt date\x02More filters: instance, revision, consumer, destination, date" +
+	"s\x02Push destination\x02its name, exactly\x02instance id\x02Counts by s" +
+	"tatus\x02Occurrences, newest first\x02Message\x02Process and node\x02Err" +
+	"or\x02Consumer and worker\x02Next attempt or settled\x02No occurrence ma" +
+	"tches these filters.\x02All consumers\x02Totals of definition %[1]s, not" +
+	" narrowed by the other filters\x02Totals of all definitions, not narrowe" +
+	"d by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
+	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
+	"a parameter that cannot be read (a percent sign not followed by two hexa" +
+	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
+	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
+	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
+	"r is invalid: go back to the first page.\x02These settings are kept in t" +
+	"his browser only.\x02Show times in\x02The console runs no script, so it " +
+	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
+	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
+	"etail pages\x02A reload empties what you typed but did not apply (filter" +
+	"s, the search box) and moves the focus back to the top of the page: “Pau" +
+	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
+	"ges where you type a reason (confirmations, and occurrences with a value" +
+	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
+	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
+	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
+	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
+	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
+	"ons, drawn, with where their occurrences are now.\x02Published process v" +
+	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
+	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
+	"on %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	" Each box says how many of this version’s occurrences are at that node n" +
+	"ow.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kin" +
+	"d\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inp" +
+	"uts from\x02No inputs: an instance starts with an empty object.\x02Input" +
+	"s an instance of this version is started with\x02Instances of this versi" +
+	"on\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
+	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
+	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
+	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
+	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
+	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
+	" can never be revealed.\x02Every sensitive value an administrator reveal" +
+	"ed: who, when, which field and why. The values themselves are never kept" +
+	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
+	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
+	"t accept that request.\x02This form was sent from another site: the cons" +
+	"ole takes its forms from its own pages only. Open the console and send i" +
+	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
+	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
+	" find: the search box is empty.\x02That is too long to be an id or a bus" +
+	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
+	"y is found only whole and exactly as given, capitals and accents include" +
+	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
+	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
+	"it as its business key. An ended instance is deleted, with its occurrenc" +
+	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
+	", or at once when an administrator erases it; the audit log keeps the op" +
+	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
+	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
+	"e row, or copy its link, for the whole id.\x02You are signed out.\x02The" +
+	" token you signed in with is revoked, and you are signed out: sign in wi" +
+	"th another one.\x02Your session had ended (inactivity, a sign-out elsewh" +
+	"ere, a revoked token or a restart of the server), so your last action wa" +
+	"s not applied. Sign in again, then repeat it.\x02Your session has ended " +
+	"(inactivity, a sign-out elsewhere, a token revoked or expired, or a rest" +
+	"art of the server). Sign in again.\x02A token in the address is not used" +
+	": paste it in the field below. The address has put it in your browser’s " +
+	"history, and perhaps in a proxy’s logs: if others may read them, have th" +
+	"e token revoked and use a new one.\x02Sign in\x02Sign in with an operato" +
+	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
+	"\x02G\x02Too many failed sign-ins from your address. Try again in %[1]d " +
+	"second.\x00H\x02Too many failed sign-ins from your address. Try again in" +
+	" %[1]d seconds.\x02Paste your token in the field: it is empty.\x02This t" +
+	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
+	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
+	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
+	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
+	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
+	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
+	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
+	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
+	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
+	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
+	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
+	"th: revoking it signs you out. Its next request is refused. This cannot " +
+	"be undone.\x02This is the last usable administrator token: create anothe" +
+	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
+	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
+	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
+	"m, and polling workers by their last fetch. A worker is listed while it " +
+	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
+	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
 	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
 	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
 	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
@@ -1696,159 +1696,159 @@ var frIndex = []uint32{ // 807 elements
 	0x000042cd, 0x000042ec, 0x000042f3, 0x0000435d,
 	0x00004373, 0x00004378, 0x0000438c, 0x000043a4,
 	0x000043c9, 0x000043f7, 0x0000441c, 0x00004436,
-	0x00004572, 0x00004587, 0x00004597, 0x0000459b,
-	0x000045ae, 0x000045bd, 0x000045d4, 0x000045e3,
-	0x000045ea, 0x000045f5, 0x00004617, 0x0000462b,
+	0x0000457f, 0x00004594, 0x000045a4, 0x000045a8,
+	0x000045bb, 0x000045ca, 0x000045e1, 0x000045f0,
+	0x000045f7, 0x00004602, 0x00004624, 0x00004638,
 	// Entry 120 - 13F
-	0x00004709, 0x00004731, 0x000047ba, 0x000048c0,
-	0x000048d5, 0x0000493b, 0x000049c0, 0x00004a35,
-	0x00004a47, 0x00004a5a, 0x00004a76, 0x00004aa3,
-	0x00004ac0, 0x00004ae3, 0x00004aee, 0x00004af9,
-	0x00004b10, 0x00004c77, 0x00004c9e, 0x00004cdc,
-	0x00004ce8, 0x00004cf1, 0x00004d05, 0x00004d0f,
-	0x00004d36, 0x00004d52, 0x00004d6d, 0x00004d9d,
-	0x00004ddc, 0x00004df7, 0x00004e06, 0x00004e17,
+	0x00004716, 0x0000473e, 0x000047c7, 0x000048cd,
+	0x000048e2, 0x00004948, 0x000049cd, 0x00004a42,
+	0x00004a54, 0x00004a67, 0x00004a83, 0x00004ab0,
+	0x00004acd, 0x00004af0, 0x00004afb, 0x00004b06,
+	0x00004b1d, 0x00004c84, 0x00004cab, 0x00004ce9,
+	0x00004cf5, 0x00004cfe, 0x00004d12, 0x00004d1c,
+	0x00004d43, 0x00004d5f, 0x00004d7a, 0x00004daa,
+	0x00004de9, 0x00004e04, 0x00004e13, 0x00004e24,
 	// Entry 140 - 15F
-	0x00004e38, 0x00004ea3, 0x00004ebb, 0x00004f02,
-	0x00004f6d, 0x00004f78, 0x00004f92, 0x00004fdc,
-	0x00004fe4, 0x00004ff2, 0x00005002, 0x0000502c,
-	0x00005055, 0x00005065, 0x00005084, 0x00005090,
-	0x000050a9, 0x000050b4, 0x000050c1, 0x000050d0,
-	0x000050d8, 0x000050e2, 0x000050ea, 0x000050f2,
-	0x000050f8, 0x000050ff, 0x00005104, 0x00005109,
-	0x0000510d, 0x00005112, 0x00005118, 0x0000511e,
+	0x00004e45, 0x00004eb0, 0x00004ec8, 0x00004f0f,
+	0x00004f7a, 0x00004f85, 0x00004f9f, 0x00004fe9,
+	0x00004ff1, 0x00004fff, 0x0000500f, 0x00005039,
+	0x00005062, 0x00005072, 0x00005091, 0x0000509d,
+	0x000050b6, 0x000050c1, 0x000050ce, 0x000050dd,
+	0x000050e5, 0x000050ef, 0x000050f7, 0x000050ff,
+	0x00005105, 0x0000510c, 0x00005111, 0x00005116,
+	0x0000511a, 0x0000511f, 0x00005125, 0x0000512b,
 	// Entry 160 - 17F
-	0x00005124, 0x00005129, 0x0000512e, 0x00005134,
-	0x0000513e, 0x0000515e, 0x00005180, 0x000051a4,
-	0x000051ca, 0x000051d3, 0x000051ef, 0x000051f8,
-	0x00005210, 0x00005219, 0x0000526d, 0x0000528d,
-	0x00005293, 0x0000529e, 0x000052a4, 0x000052b2,
-	0x000052bd, 0x000052cb, 0x000052fe, 0x00005322,
-	0x00005351, 0x0000539a, 0x000053a1, 0x000053b7,
-	0x0000542a, 0x00005450, 0x0000546a, 0x00005552,
+	0x00005131, 0x00005136, 0x0000513b, 0x00005141,
+	0x0000514b, 0x0000516b, 0x0000518d, 0x000051b1,
+	0x000051d7, 0x000051e0, 0x000051fc, 0x00005205,
+	0x0000521d, 0x00005226, 0x0000527a, 0x0000529a,
+	0x000052a0, 0x000052ab, 0x000052b1, 0x000052bf,
+	0x000052ca, 0x000052d8, 0x0000530b, 0x0000532f,
+	0x0000535e, 0x000053a7, 0x000053ae, 0x000053c4,
+	0x00005437, 0x0000545d, 0x00005477, 0x0000555f,
 	// Entry 180 - 19F
-	0x000056e1, 0x000057e8, 0x00005838, 0x00005869,
-	0x0000589c, 0x000058cb, 0x000058d6, 0x000058da,
-	0x000058ec, 0x00005901, 0x0000590f, 0x0000591c,
-	0x00005931, 0x00005944, 0x0000596f, 0x0000599c,
-	0x000059d3, 0x00005a1d, 0x00005a2f, 0x00005a67,
-	0x00005a7e, 0x00005a95, 0x00005ac9, 0x00005b13,
-	0x00005b48, 0x00005b51, 0x00005b68, 0x00005b96,
-	0x00005ba9, 0x00005bbb, 0x00005bcc, 0x00005c18,
+	0x000056ee, 0x000057f5, 0x00005845, 0x00005876,
+	0x000058a9, 0x000058d8, 0x000058e3, 0x000058e7,
+	0x000058f9, 0x0000590e, 0x0000591c, 0x00005929,
+	0x0000593e, 0x00005951, 0x0000597c, 0x000059a9,
+	0x000059e0, 0x00005a2a, 0x00005a3c, 0x00005a74,
+	0x00005a8b, 0x00005aa2, 0x00005ad6, 0x00005b20,
+	0x00005b55, 0x00005b5e, 0x00005b75, 0x00005ba3,
+	0x00005bb6, 0x00005bc8, 0x00005bd9, 0x00005c25,
 	// Entry 1A0 - 1BF
-	0x00005c92, 0x00005cb6, 0x00005cc1, 0x00005ccc,
-	0x00005cd7, 0x00005ce1, 0x00005ceb, 0x00005cf4,
-	0x00005cfd, 0x00005d06, 0x00005d0f, 0x00005d18,
-	0x00005d1f, 0x00005d2d, 0x00005d33, 0x00005d3a,
-	0x00005d41, 0x00005d4a, 0x00005d4f, 0x00005d5d,
-	0x00005d63, 0x00005d69, 0x00005d6f, 0x00005d77,
-	0x00005d80, 0x00005d89, 0x00005d9c, 0x00005dad,
-	0x00005dd0, 0x00005df1, 0x00005e00, 0x00005e0b,
+	0x00005c9f, 0x00005cc3, 0x00005cce, 0x00005cd9,
+	0x00005ce4, 0x00005cee, 0x00005cf8, 0x00005d01,
+	0x00005d0a, 0x00005d13, 0x00005d1c, 0x00005d25,
+	0x00005d2c, 0x00005d3a, 0x00005d40, 0x00005d47,
+	0x00005d4e, 0x00005d57, 0x00005d5c, 0x00005d6a,
+	0x00005d70, 0x00005d76, 0x00005d7c, 0x00005d84,
+	0x00005d8d, 0x00005d96, 0x00005da9, 0x00005dba,
+	0x00005ddd, 0x00005dfe, 0x00005e0d, 0x00005e18,
 	// Entry 1C0 - 1DF
-	0x00005e16, 0x00005e23, 0x00005e27, 0x00005e2b,
-	0x00005e39, 0x00005e47, 0x00005e55, 0x00005e75,
-	0x00005e88, 0x00005ea1, 0x00005eb6, 0x00005ec7,
-	0x00005ed9, 0x00005eeb, 0x00005ef1, 0x00005ef8,
-	0x00005f00, 0x00005f08, 0x00005f26, 0x00005f44,
-	0x00005f5b, 0x00005f70, 0x00005f81, 0x00005f87,
-	0x00005fa0, 0x00005fab, 0x00005fdf, 0x00005fec,
-	0x0000600a, 0x00006018, 0x00006021, 0x00006028,
+	0x00005e23, 0x00005e30, 0x00005e34, 0x00005e38,
+	0x00005e46, 0x00005e54, 0x00005e62, 0x00005e82,
+	0x00005e95, 0x00005eae, 0x00005ec3, 0x00005ed4,
+	0x00005ee6, 0x00005ef8, 0x00005efe, 0x00005f05,
+	0x00005f0d, 0x00005f15, 0x00005f33, 0x00005f51,
+	0x00005f68, 0x00005f7d, 0x00005f8e, 0x00005f94,
+	0x00005fad, 0x00005fb8, 0x00005fec, 0x00005ff9,
+	0x00006017, 0x00006025, 0x0000602e, 0x00006035,
 	// Entry 1E0 - 1FF
-	0x00006043, 0x0000604d, 0x00006060, 0x0000609a,
-	0x000060a3, 0x000060b2, 0x00006116, 0x00006122,
-	0x0000612c, 0x0000615c, 0x000061b7, 0x0000629e,
-	0x000062a9, 0x000062dc, 0x0000631a, 0x00006393,
-	0x00006398, 0x000063b8, 0x000063d5, 0x000063f5,
-	0x0000640a, 0x0000644b, 0x00006456, 0x00006460,
-	0x00006489, 0x000064fe, 0x0000650f, 0x0000654c,
-	0x00006580, 0x000065e1, 0x0000662b, 0x00006639,
+	0x00006050, 0x0000605a, 0x0000606d, 0x000060a7,
+	0x000060b0, 0x000060bf, 0x00006123, 0x0000612f,
+	0x00006139, 0x00006169, 0x000061c4, 0x000062ab,
+	0x000062b6, 0x000062e9, 0x00006327, 0x000063a0,
+	0x000063a5, 0x000063c5, 0x000063e2, 0x00006402,
+	0x00006417, 0x00006458, 0x00006463, 0x0000646d,
+	0x00006496, 0x0000650b, 0x0000651c, 0x00006559,
+	0x0000658d, 0x000065ee, 0x00006638, 0x00006646,
 	// Entry 200 - 21F
-	0x00006675, 0x0000669f, 0x000066e4, 0x0000670c,
-	0x0000674b, 0x0000676c, 0x000067aa, 0x000067ea,
-	0x0000680a, 0x0000684b, 0x00006875, 0x0000689c,
-	0x0000691f, 0x00006937, 0x0000694b, 0x00006962,
-	0x00006970, 0x0000697b, 0x0000699e, 0x000069dc,
-	0x000069fb, 0x00006a17, 0x00006a85, 0x00006b57,
-	0x00006bb6, 0x00006c3b, 0x00006cb8, 0x00006dcc,
-	0x00006ecf, 0x00006f16, 0x00006fa3, 0x00006fe3,
+	0x00006682, 0x000066ac, 0x000066f1, 0x00006719,
+	0x00006758, 0x00006779, 0x000067b7, 0x000067f7,
+	0x00006817, 0x00006858, 0x00006882, 0x000068a9,
+	0x0000692c, 0x00006944, 0x00006958, 0x0000696f,
+	0x0000697d, 0x00006988, 0x000069ab, 0x000069e9,
+	0x00006a08, 0x00006a24, 0x00006a92, 0x00006b64,
+	0x00006bc3, 0x00006c48, 0x00006cc5, 0x00006dd9,
+	0x00006edc, 0x00006f23, 0x00006fb0, 0x00006ff0,
 	// Entry 220 - 23F
-	0x00007029, 0x00007176, 0x0000719e, 0x000071c1,
-	0x000071f8, 0x00007289, 0x000072dc, 0x00007305,
-	0x000073e7, 0x0000740d, 0x00007454, 0x000074d8,
-	0x00007553, 0x000075d0, 0x000075f8, 0x00007620,
-	0x00007667, 0x000076b1, 0x000076e4, 0x000076f7,
-	0x000077ff, 0x0000782d, 0x00007869, 0x0000787f,
-	0x00007913, 0x00007926, 0x00007963, 0x0000799f,
-	0x000079b2, 0x00007a06, 0x00007a3b, 0x00007a4d,
+	0x00007036, 0x00007183, 0x000071ab, 0x000071ce,
+	0x00007205, 0x00007296, 0x000072e9, 0x00007312,
+	0x000073f4, 0x0000741a, 0x00007461, 0x000074e5,
+	0x00007560, 0x000075dd, 0x00007605, 0x0000762d,
+	0x00007674, 0x000076be, 0x000076f1, 0x00007704,
+	0x0000780c, 0x0000783a, 0x00007876, 0x0000788c,
+	0x00007920, 0x00007933, 0x00007970, 0x000079ac,
+	0x000079bf, 0x00007a13, 0x00007a48, 0x00007a5a,
 	// Entry 240 - 25F
-	0x00007a64, 0x00007aa3, 0x00007af5, 0x00007b21,
-	0x00007bbe, 0x00007c64, 0x00007d11, 0x00007d21,
-	0x00007d81, 0x00007df2, 0x00007e77, 0x00007f0c,
-	0x00007f17, 0x00007f34, 0x00007f53, 0x00007f64,
-	0x00007f7e, 0x00007f87, 0x00007f91, 0x00007fdf,
-	0x00008024, 0x00008043, 0x00008078, 0x000080c9,
-	0x000080da, 0x00008124, 0x0000813a, 0x0000814e,
-	0x00008167, 0x0000817d, 0x000081a7, 0x000081af,
+	0x00007a71, 0x00007ab0, 0x00007b02, 0x00007b2e,
+	0x00007bcb, 0x00007c71, 0x00007d1e, 0x00007d2e,
+	0x00007d8e, 0x00007dff, 0x00007e84, 0x00007f19,
+	0x00007f24, 0x00007f41, 0x00007f60, 0x00007f71,
+	0x00007f8b, 0x00007f94, 0x00007f9e, 0x00007fec,
+	0x00008031, 0x00008050, 0x00008085, 0x000080d6,
+	0x000080e7, 0x00008131, 0x00008147, 0x0000815b,
+	0x00008174, 0x0000818a, 0x000081b4, 0x000081bc,
 	// Entry 260 - 27F
-	0x000081c2, 0x000081c9, 0x000081e4, 0x00008204,
-	0x00008234, 0x0000824b, 0x00008283, 0x000082be,
-	0x000082ea, 0x0000833e, 0x0000834f, 0x00008369,
-	0x00008374, 0x00008388, 0x0000839a, 0x000083b0,
-	0x000083c2, 0x000083d4, 0x000083da, 0x000083ec,
-	0x000083fa, 0x00008409, 0x00008415, 0x0000842b,
-	0x00008455, 0x00008488, 0x00008530, 0x00008580,
-	0x000085a8, 0x000085fa, 0x0000863c, 0x00008678,
+	0x000081cf, 0x000081d6, 0x000081f1, 0x00008211,
+	0x00008241, 0x00008258, 0x00008290, 0x000082cb,
+	0x000082f7, 0x0000834b, 0x0000835c, 0x00008376,
+	0x00008381, 0x00008395, 0x000083a7, 0x000083bd,
+	0x000083cf, 0x000083e1, 0x000083e7, 0x000083f9,
+	0x00008407, 0x00008416, 0x00008422, 0x00008438,
+	0x00008462, 0x00008495, 0x0000853d, 0x0000858d,
+	0x000085b5, 0x00008607, 0x00008649, 0x00008685,
 	// Entry 280 - 29F
-	0x0000868f, 0x00008759, 0x00008786, 0x00008940,
-	0x0000895a, 0x00008973, 0x00008994, 0x000089ab,
-	0x000089d8, 0x000089df, 0x000089f9, 0x00008a1f,
-	0x00008a34, 0x00008a8e, 0x00008b23, 0x00008b86,
-	0x00008b99, 0x00008bc0, 0x00008be8, 0x00008bf6,
-	0x00008c06, 0x00008c17, 0x00008c1e, 0x00008d54,
-	0x00008d5b, 0x00008d95, 0x00008d9a, 0x00008daf,
-	0x00008dc3, 0x00008dd5, 0x00008deb, 0x00008dfb,
+	0x0000869c, 0x00008766, 0x00008793, 0x0000894d,
+	0x00008967, 0x00008980, 0x000089a1, 0x000089b8,
+	0x000089e5, 0x000089ec, 0x00008a06, 0x00008a2c,
+	0x00008a41, 0x00008a9b, 0x00008b30, 0x00008b93,
+	0x00008ba6, 0x00008bcd, 0x00008bf5, 0x00008c03,
+	0x00008c13, 0x00008c24, 0x00008c2b, 0x00008d61,
+	0x00008d68, 0x00008da2, 0x00008da7, 0x00008dbc,
+	0x00008dd0, 0x00008de2, 0x00008df8, 0x00008e08,
 	// Entry 2A0 - 2BF
-	0x00008e38, 0x00008e78, 0x00008e93, 0x00008f68,
-	0x00008f80, 0x00009021, 0x000090b0, 0x000090c0,
-	0x0000919a, 0x0000925c, 0x00009261, 0x00009271,
-	0x0000927f, 0x0000928f, 0x0000929f, 0x000092ad,
-	0x000092bd, 0x000092c7, 0x000092f0, 0x0000930a,
-	0x00009325, 0x000093b3, 0x000093f1, 0x00009402,
-	0x0000940f, 0x0000942a, 0x0000943e, 0x0000945c,
-	0x000094a7, 0x000094e8, 0x0000955e, 0x000095a4,
+	0x00008e45, 0x00008e85, 0x00008ea0, 0x00008f75,
+	0x00008f8d, 0x0000902e, 0x000090bd, 0x000090cd,
+	0x000091a7, 0x00009269, 0x0000926e, 0x0000927e,
+	0x0000928c, 0x0000929c, 0x000092ac, 0x000092ba,
+	0x000092ca, 0x000092d4, 0x000092fd, 0x00009317,
+	0x00009332, 0x000093c0, 0x000093fe, 0x0000940f,
+	0x0000941c, 0x00009437, 0x0000944b, 0x00009469,
+	0x000094b4, 0x000094f5, 0x0000956b, 0x000095b1,
 	// Entry 2C0 - 2DF
-	0x000095bd, 0x000095d5, 0x00009628, 0x00009663,
-	0x000096fb, 0x00009727, 0x0000974d, 0x00009781,
-	0x00009799, 0x000097c4, 0x0000986d, 0x00009877,
-	0x000098ff, 0x00009934, 0x00009975, 0x00009a5a,
-	0x00009bd5, 0x00009cae, 0x00009cc7, 0x00009d43,
-	0x00009e0c, 0x00009e95, 0x00009fb1, 0x00009fbe,
-	0x0000a010, 0x0000a016, 0x0000a0ca, 0x0000a17a,
-	0x0000a1ac, 0x0000a1d8, 0x0000a241, 0x0000a2e8,
+	0x000095ca, 0x000095e2, 0x00009635, 0x00009670,
+	0x00009708, 0x00009734, 0x0000975a, 0x0000978e,
+	0x000097a6, 0x000097d1, 0x0000987a, 0x00009884,
+	0x0000990c, 0x00009941, 0x00009982, 0x00009a67,
+	0x00009be2, 0x00009cbb, 0x00009cd4, 0x00009d50,
+	0x00009e19, 0x00009ea2, 0x00009fbe, 0x00009fcb,
+	0x0000a01d, 0x0000a023, 0x0000a0d7, 0x0000a187,
+	0x0000a1b9, 0x0000a1e5, 0x0000a24e, 0x0000a2f5,
 	// Entry 2E0 - 2FF
-	0x0000a3aa, 0x0000a3da, 0x0000a3e7, 0x0000a3ed,
-	0x0000a403, 0x0000a40e, 0x0000a415, 0x0000a420,
-	0x0000a42e, 0x0000a43b, 0x0000a449, 0x0000a462,
-	0x0000a48f, 0x0000a538, 0x0000a54b, 0x0000a555,
-	0x0000a5e4, 0x0000a645, 0x0000a6a1, 0x0000a6b3,
-	0x0000a6cd, 0x0000a6e0, 0x0000a71e, 0x0000a75a,
-	0x0000a777, 0x0000a784, 0x0000a792, 0x0000a7a0,
-	0x0000a7b0, 0x0000a7ec, 0x0000a826, 0x0000a8a3,
+	0x0000a3b7, 0x0000a3e7, 0x0000a3f4, 0x0000a3fa,
+	0x0000a410, 0x0000a41b, 0x0000a422, 0x0000a42d,
+	0x0000a43b, 0x0000a448, 0x0000a456, 0x0000a46f,
+	0x0000a49c, 0x0000a545, 0x0000a558, 0x0000a562,
+	0x0000a5f1, 0x0000a652, 0x0000a6ae, 0x0000a6c0,
+	0x0000a6da, 0x0000a6ed, 0x0000a72b, 0x0000a767,
+	0x0000a784, 0x0000a791, 0x0000a79f, 0x0000a7ad,
+	0x0000a7bd, 0x0000a7f9, 0x0000a833, 0x0000a8b0,
 	// Entry 300 - 31F
-	0x0000a8ae, 0x0000a8d8, 0x0000a8e5, 0x0000a901,
-	0x0000a905, 0x0000a917, 0x0000a9d9, 0x0000aa0c,
-	0x0000aa17, 0x0000aa21, 0x0000aa36, 0x0000aa3f,
-	0x0000aa49, 0x0000aa5e, 0x0000aa82, 0x0000aa9c,
-	0x0000aab1, 0x0000aadd, 0x0000aae2, 0x0000aaf7,
-	0x0000ab09, 0x0000ab3e, 0x0000ab4f, 0x0000ab7c,
-	0x0000abab, 0x0000accd, 0x0000adef, 0x0000ae65,
-	0x0000aef0, 0x0000af7f, 0x0000afe6, 0x0000b028,
+	0x0000a8bb, 0x0000a8e5, 0x0000a8f2, 0x0000a90e,
+	0x0000a912, 0x0000a924, 0x0000a9e6, 0x0000aa19,
+	0x0000aa24, 0x0000aa2e, 0x0000aa43, 0x0000aa4c,
+	0x0000aa56, 0x0000aa6b, 0x0000aa8f, 0x0000aaa9,
+	0x0000aabe, 0x0000aaea, 0x0000aaef, 0x0000ab04,
+	0x0000ab16, 0x0000ab4b, 0x0000ab5c, 0x0000ab89,
+	0x0000abb8, 0x0000acda, 0x0000adfc, 0x0000ae72,
+	0x0000aefd, 0x0000af8c, 0x0000aff3, 0x0000b035,
 	// Entry 320 - 33F
-	0x0000b070, 0x0000b0e3, 0x0000b12b, 0x0000b159,
-	0x0000b187, 0x0000b1ba, 0x0000b1ed,
+	0x0000b07d, 0x0000b0f0, 0x0000b138, 0x0000b166,
+	0x0000b194, 0x0000b1c7, 0x0000b1fa,
 } // Size: 3252 bytes
 
-const frData string = "" + // Size: 45549 bytes
+const frData string = "" + // Size: 45562 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2103,412 +2103,412 @@ const frData string = "" + // Size: 45549 bytes
 	"lication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’inst" +
 	"ant.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellen" +
 	"t les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, e" +
-	"t les secrets de signature, sont scellés et jamais affichés. Créez, modi" +
-	"fiez et supprimez les destinations avec relais apply (documents de type " +
-	"Destination) ou par l’API (/api/v1/destinations).\x02Destinations par no" +
-	"m\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Derni" +
-	"ère modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels sig" +
-	"nés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui " +
-	"lira le journal plus tard\u202f: %[1]d caractères au plus. Il est conser" +
-	"vé après l’effacement, quelle que soit la rétention\u202f: écrivez la ré" +
-	"férence de la demande, pas le nom de la personne.\x02Effacer l’instance " +
-	"de processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est " +
-	"supprimée avec ses occurrences et leurs tentatives, comme la rétention l" +
-	"a supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messag" +
-	"es des exécutants partent avec elle\u202f; c’est irréversible. Les enreg" +
-	"istrements d’audit qui la nomment restent (qui a fait quoi, et pourquoi)" +
-	", de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’inst" +
-	"ance\x02Cette instance est %[1]s\u202f: seule une instance terminée peut" +
-	" être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s" +
-	" est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Cons" +
-	"igné dans le journal d’audit.\x02Cette instance avait déjà été effacée, " +
-	"par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02e" +
-	"n cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inc" +
-	"ident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’inst" +
-	"ance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
-	"\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de c" +
-	"haque définition maintenant, et ce que ses exécutants ont terminé dans l" +
-	"a dernière heure\u202f: les occurrences achevées, avec succès ou en éche" +
-	"c. Une occurrence reprise depuis compte là où elle se termine ensuite" +
-	"\u202f; un échec qui laisse des tentatives n’est pas compté, la page de " +
-	"son occurrence le montre.\x02Réussites et échecs, dernière heure\x02Défi" +
-	"nitions, celles qui demandent de l’attention d’abord\x02Définition\x02Ou" +
-	"vertes\x02Instances bloquées\x02En échec\x02Attente de la plus ancienne " +
-	"disponible\x02Terminées, dernière heure\x02En échec, dernière heure\x02A" +
-	"ucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; act" +
-	"ualisé toutes les 5 secondes environ.\x02disponible depuis le %[1]s\x02a" +
-	"ttente longue\x02aucun exécutant\x02Afficher toutes les définitions\x02A" +
-	"ucune définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affi" +
-	"chez toutes les définitions.\x02Toutes les définitions\x02Réussites et é" +
-	"checs par tranche de 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la " +
-	"dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique don" +
-	"ne chaque tranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphiq" +
-	"ue\x02Réussites et échecs par tranche de 5\u00a0min, les plus anciennes " +
-	"d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s" +
-	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
-	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
-	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
-	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
-	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
-	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
-	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
-	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
-	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
-	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
-	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
-	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
-	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
-	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
-	"if, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et se" +
-	"s occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœu" +
-	"d de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrê" +
-	"tée par un opérateur\x02bloquée, puis abandonnée par un opérateur\x02La " +
-	"version doit être un nombre entier à partir de 1.\x02Une version est cel" +
-	"le d’un processus\u202f: choisissez aussi le processus.\x02Date de créat" +
-	"ion\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instanc" +
-	"es de processus\x02exacte, casse comprise\x02Agir sur toutes les instanc" +
-	"es que ce filtre retient\x02La page suivante les compte et demande un mo" +
-	"tif avant que rien ne change.\x02Instances de processus, les plus récent" +
-	"es d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne co" +
-	"rrespond à ces filtres.\x02Tous les processus\x02Toute définition\x02Tou" +
-	"s les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
-	" dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut " +
-	"d’une instance, pas d’une tâche\u202f: la page Instances liste les insta" +
-	"nces qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponi" +
-	"ble\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cou" +
-	"rs\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
-	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
-	"et\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02ma" +
-	"squé (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle" +
-	" le service)\x02administrateur\x02opérateur\x02concepteur\x02consommateu" +
-	"r\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02carac" +
-	"tère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Les %[" +
-	"1]d dernières tentatives, les plus anciennes d’abord\x02Les %[1]s tentat" +
-	"ives antérieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/oc" +
-	"currences/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant" +
-	"\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02No" +
-	"uvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d’e" +
-	"rreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la pl" +
-	"us haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d" +
-	"’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’app" +
-	"el\x02%[1]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]" +
-	"s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié " +
-	"par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[" +
-	"1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au p" +
-	"lus %[1]d\x02au plus %[1]d depuis la dernière reprise par un opérateur" +
-	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentati" +
-	"ves\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f" +
-	"\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d r" +
-	"estante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contra" +
-	"t de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nomm" +
-	"ées d’après le contrat de la révision %[1]d\x02Pas encore de sorties" +
-	"\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie" +
-	".\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02R" +
-	"évéler — cette action est consignée\x02Motif (consigné avec la révélati" +
-	"on)\x02Tous les administrateurs le lisent, et il est conservé quelle que" +
-	" soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’é" +
-	"chéance est passée après la tentative %[1]d)\x02Erreur (avant toute tent" +
-	"ative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signal" +
-	"é cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
-	"%[1]d)\x02La réponse de la destination est inutilisable\u202f: elle doit" +
-	" être un seul objet JSON, rien après, dont le membre outputs respecte le" +
-	" contrat de sorties de la révision. Son message dit ce qui n’allait pas." +
-	"\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle " +
-	"a pu agir malgré tout.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de r" +
-	"eprendre.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02Le v" +
-	"errou de la dernière tentative a expiré sans tentative restante, après q" +
-	"ue Relais a refusé le rapport de son exécutant (%[1]s\u202f; voir les te" +
-	"ntatives de l’occurrence en échec)\u202f: l’exécutant a répondu, et c’es" +
-	"t sa réponse qui doit changer, pas son verrou.\x02Le verrou de la derniè" +
-	"re tentative a expiré sans tentative restante, après que Relais a refusé" +
-	" le rapport de son exécutant (%[1]s\u202f; voir les tentatives ci-dessou" +
-	"s)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, p" +
-	"as son verrou.\x02Le verrou de la dernière tentative a expiré sans tenta" +
-	"tive restante.\x02Le flux de l’exécutant de la dernière tentative s’est " +
-	"terminé (l’exécutant est parti ou a été écarté) sans tentative restante." +
-	"\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat " +
-	"ne respectait pas le contrat de sorties de la révision.\x02La réponse à " +
-	"l’appel a été perdue (la connexion s’est rompue après l’envoi de la requ" +
-	"ête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données av" +
-	"ant de l’enregistrer)\u202f: on ignore si la destination a agi, donc Rel" +
-	"ais ne l’appelle pas de nouveau de lui-même (la reprise par un opérateur" +
-	" le fait).\x02L’appel n’a pas pu être préparé.\x02La destination était i" +
-	"njoignable.\x02La réponse de la destination était trop volumineuse.\x02L" +
-	"a dernière tentative a pris fin sans résultat (son verrou a expiré, ou l" +
-	"e flux de son exécutant s’est terminé), sans tentative restante.\x02Les " +
-	"entrées n’ont pas pu être construites à partir des liaisons du processus" +
-	".\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a si" +
-	"gnalé un échec sans nouvelle tentative restante (retries\u202f: 0, aucun" +
-	" retries envoyé, que Camunda lit comme 0, ou un budget déjà épuisé)" +
-	"\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination a " +
-	"répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment" +
-	" (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a" +
-	" pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exé" +
-	"cutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exéc" +
-	"utant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %" +
-	"[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative\u202f: %" +
-	"[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à " +
-	"%[1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel " +
-	"de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exéc" +
-	"utant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel " +
-	"(%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la" +
-	" réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue " +
-	"en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il" +
-	" a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réser" +
-	"vée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s" +
-	".\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommat" +
-	"eur, ou une interface munie d’un jeton de règlement, la terminera plus t" +
-	"ard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’" +
-	"un opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
-	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
-	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
-	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
-	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
-	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
-	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
-	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
-	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
-	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
-	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
-	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
-	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
-	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
-	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
-	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"t les secrets de signature, sont scellés et jamais affichés. Créez et mo" +
+	"difiez les destinations avec relais apply (documents de type Destination" +
+	") ou par l’API (/api/v1/destinations), qui les supprime aussi.\x02Destin" +
+	"ations par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai max" +
+	"imal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels" +
+	"\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourq" +
+	"uoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au plus." +
+	" Il est conservé après l’effacement, quelle que soit la rétention\u202f:" +
+	" écrivez la référence de la demande, pas le nom de la personne.\x02Effac" +
+	"er l’instance de processus %[1]s\x02Effacer cette instance maintenant" +
+	"\u202f? Elle est supprimée avec ses occurrences et leurs tentatives, com" +
+	"me la rétention la supprimerait.\x02Ses entrées, ses sorties, sa clé mét" +
+	"ier et les messages des exécutants partent avec elle\u202f; c’est irréve" +
+	"rsible. Les enregistrements d’audit qui la nomment restent (qui a fait q" +
+	"uoi, et pourquoi), de même que les sauvegardes jusqu’à leur expiration." +
+	"\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une inst" +
+	"ance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f" +
+	": l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives" +
+	"\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance avai" +
+	"t déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’" +
+	"a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour" +
+	" un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
+	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
+	"s ont terminé dans la dernière heure\u202f: les occurrences achevées, av" +
+	"ec succès ou en échec. Une occurrence reprise depuis compte là où elle s" +
+	"e termine ensuite\u202f; un échec qui laisse des tentatives n’est pas co" +
+	"mpté, la page de son occurrence le montre.\x02Réussites et échecs, derni" +
+	"ère heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
+	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
+	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
+	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
+	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
+	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
+	"ns\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure" +
+	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
+	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
+	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5" +
+	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Effacer cette instance…\x02C" +
+	"ette instance est terminée. En tant qu’administrateur, vous pouvez l’eff" +
+	"acer maintenant plutôt qu’attendre la rétention (demande d’une personne " +
+	"concernée)\u202f: elle est supprimée avec ses occurrences et ses tentati" +
+	"ves.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un in" +
+	"cident. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]" +
+	"s a échoué avant toute tentative (ses entrées n’ont pas pu être construi" +
+	"tes), une reprise échouerait donc de la même façon. L’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné" +
+	" dans le journal d’audit.\x02Cette instance est bloquée à un nœud en éch" +
+	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
+	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
+	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
+	"Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s" +
+	" le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec" +
+	"\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœu" +
+	"d\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée " +
+	"par un opérateur\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir" +
+	" sur toutes les instances que ce filtre retient\x02La page suivante les " +
+	"compte et demande un motif avant que rien ne change.\x02Instances de pro" +
+	"cessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
+	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
+	"\x02Toute définition\x02Tous les statuts\x02Statut inconnu\u202f: «" +
+	"\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«" +
+	"\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche\u202f: " +
+	"la page Instances liste les instances qui l’ont.\x02Statut inconnu\u202f" +
+	": «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02terminée" +
+	"\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02" +
+	"rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date" +
+	"\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02s" +
+	"ecrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécutant la " +
+	"récupère)\x02push (Relais appelle le service)\x02administrateur\x02opéra" +
+	"teur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02cham" +
+	"p retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs mod" +
+	"ifiées\x02classification modifiée\x02contrainte modifiée\x02routage modi" +
+	"fié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mini" +
+	"mum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
+	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
+	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
+	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
+	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
+	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
+	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
+	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
+	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
+	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
+	"onner depuis son instance\x02Les %[1]d dernières tentatives, les plus an" +
+	"ciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont " +
+	"pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02" +
+	"Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02D" +
+	"élai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: " +
+	"un appel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorit" +
+	"é\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son derni" +
+	"er appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX" +
+	"_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le ma" +
+	"x_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX" +
+	"_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à" +
+	" %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après " +
+	"chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la " +
+	"dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"entative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1" +
+	"]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
+	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
+	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
+	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
+	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
+	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
+	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
+	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
+	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
+	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
+	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
+	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
+	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
+	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
+	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
+	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
+	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
+	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
+	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
+	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
+	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
+	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
+	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
+	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
+	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
+	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
+	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
+	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
+	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
+	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
+	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
+	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
+	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
+	".\x02La destination était injoignable.\x02La réponse de la destination é" +
+	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
+	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
+	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
+	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
+	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
+	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
+	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
+	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
+	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
+	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
+	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
+	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
+	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
+	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
+	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
+	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
+	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
+	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
+	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
+	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
+	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
+	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
+	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
+	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
+	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
+	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
+	"oquée ici, en attente d’un opérateur.\x02Son instance a continué par le " +
+	"chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instan" +
+	"ce a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
+	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
+	"teur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règle" +
+	"ment)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en" +
+	" tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’inst" +
+	"ance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son " +
+	"compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’" +
+	"instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: la d" +
+	"estination a peut-être déjà donné suite à la requête (vérifiez-le chez e" +
+	"lle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
+	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
+	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
+	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
 	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
-	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
-	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
-	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
-	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
-	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
-	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
-	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
-	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
-	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
-	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
-	"es 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
-	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
-	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
-	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
-	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
-	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
-	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
-	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
-	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
-	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
-	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
-	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
-	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
-	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
-	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
-	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
-	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
-	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
-	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
-	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
-	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
-	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
-	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
-	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
-	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
-	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
-	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
-	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
-	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
-	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
-	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
-	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
-	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
-	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
-	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
-	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
-	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
-	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
-	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
-	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
-	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
-	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
-	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
-	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
-	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
-	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
-	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
-	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
-	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Le j" +
-	"eton avec lequel vous vous étiez connecté est révoqué, et vous êtes déco" +
-	"nnecté\u202f: connectez-vous avec un autre.\x02Votre session avait pris " +
-	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
-	"erveur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-" +
-	"vous, puis refaites-la.\x02Votre session a pris fin (inactivité, déconne" +
-	"xion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reco" +
-	"nnectez-vous.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez" +
-	"-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de vot" +
-	"re navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’aut" +
-	"res peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau" +
-	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concep" +
-	"teur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n" +
-	"’est jamais conservé dans votre navigateur\u202f; un cookie de session" +
-	" le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au pl" +
-	"us.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre" +
-	" adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échou" +
-	"ées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votr" +
-	"e jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoq" +
-	"ué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
-	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
-	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
-	"tions, le journal des révélations et les effacements sont de leur ressor" +
-	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
-	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
-	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
-	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
-	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
-	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
-	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
-	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
-	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
+	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
+	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
+	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
+	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
+	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
+	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
+	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
+	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
+	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
+	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
+	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
+	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
+	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
+	"spond à ces filtres.\x02Tous les consommateurs\x02Totaux de la définitio" +
+	"n %[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sa" +
+	"ns les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes s" +
+	"ont actualisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d\x02" +
+	"Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02dispon" +
+	"ible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depui" +
+	"s\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne" +
+	" %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-" +
+	"01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adr" +
+	"esse contient un paramètre illisible (un signe pour cent qui n’est pas s" +
+	"uivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez" +
+	" l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vou" +
+	"s dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%" +
+	"[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
+	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
+	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
+	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
+	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
+	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
+	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
+	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
+	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
+	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
+	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
+	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
+	"ion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes" +
+	" suivent le plus long chemin depuis le nœud de départ. Les flèches plein" +
+	"es sont les réussites (étiquetées par leur route), les pointillées les é" +
+	"checs (étiquetées par leurs codes d’erreur). Chaque case indique combien" +
+	" d’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance d" +
+	"émarre avec un objet vide.\x02Entrées avec lesquelles démarre une insta" +
+	"nce de cette version\x02Instances de cette version\x02Les colonnes suive" +
+	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
+	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
+	"(étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cett" +
+	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
+	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et se" +
+	"s décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessine" +
+	"r lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud a" +
+	"vec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœu" +
+	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, rou" +
+	"tes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-" +
+	"dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
+	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
+	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
+	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
+	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
+	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
+	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
+	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
+	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
+	"d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instan" +
+	"ces bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%" +
+	"[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admi" +
+	"nistrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous " +
+	"révélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
+	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
+	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
+	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
+	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
+	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
+	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
+	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
+	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
+	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
+	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
+	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
+	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
+	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
+	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
+	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
+	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
+	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
+	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
+	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
+	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
+	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
+	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
+	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
+	"Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connecté e" +
+	"st révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un autre." +
+	"\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, jeto" +
+	"n révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a pa" +
+	"s été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a " +
+	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou " +
+	"redémarrage du serveur). Reconnectez-vous.\x02Un jeton dans l’adresse n’" +
+	"est pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l’a" +
+	" mis dans l’historique de votre navigateur, et peut-être dans les journa" +
+	"ux d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le je" +
+	"ton et utilisez-en un nouveau.\x02Se connecter\x02Connectez-vous avec un" +
+	" jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le je" +
+	"ton est vérifié une fois et n’est jamais conservé dans votre navigateur" +
+	"\u202f; un cookie de session le remplace jusqu’à 8\u00a0heures d’inactiv" +
+	"ité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de conn" +
+	"exions échouées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T" +
+	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
+	"]d secondes.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02" +
+	"Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne pe" +
+	"ut pas ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’API." +
+	"\x02Seuls les administrateurs voient cette page\u202f: les jetons, les c" +
+	"onsommateurs, les destinations, le journal des révélations et les efface" +
+	"ments sont de leur ressort.\x02Jetons du personnel (administrateurs, con" +
+	"cepteurs, opérateurs) non révoqués. Les jetons des consommateurs se gère" +
+	"nt avec leurs consommateurs. Révoquer un jeton refuse sa requête suivant" +
+	"e.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02R" +
+	"ôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Je" +
+	"ton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02R" +
+	"évoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivant" +
+	"e est refusée et les sessions de console ouvertes avec lui prennent fin." +
+	" C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton." +
+	"\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êt" +
+	"es connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est " +
+	"refusée. C’est irréversible.\x02C’est le dernier jeton administrateur ut" +
+	"ilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «" +
+	"\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête ser" +
+	"a refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque él" +
+	"ément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
+	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
+	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régulière" +
+	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
+	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
+	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
+	"ment\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont p" +
+	"as affichées\u202f: la page montre les %[2]d premières, le détail de l’A" +
+	"PI les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères " +
+	"en tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un " +
+	"flux, et ceux qui interrogent par leur dernière demande. Un exécutant es" +
+	"t listé tant qu’il s’est manifesté dans les trois derniers battements de" +
+	" cœur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
+	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
+	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
+	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
+	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
+	"ions accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant " +
+	"ne prend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1" +
+	"]s\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant" +
+	" connecté ne la prend\u202f: abonnez-y des exécutants dont le consommate" +
+	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
+	"quelles son consommateur a droit\u202f; une version de processus l’éping" +
+	"le).\x02Des occurrences des révisions %[1]s attendent, et aucun exécutan" +
+	"t connecté ne les prend\u202f: abonnez-y des exécutants dont le consomma" +
+	"teur y a droit (un exécutant qui ne nomme aucune révision prend celles a" +
+	"uxquelles son consommateur a droit\u202f; une version de processus les é" +
+	"pingle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurren" +
+	"ces attendent qu’un exécutant se connecte ou interroge.\x02Aucun process" +
+	"us n’utilise encore cette définition\u202f: elle aura besoin d’un exécut" +
+	"ant quand un processus l’utilisera en mode pull.\x02Aucun processus n’ut" +
+	"ilise cette définition en mode pull\u202f: Relais appelle ses destinatio" +
+	"ns (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est c" +
+	"onnecté pour cette définition\u202f; aucune de ses occurrences n’en atte" +
+	"nd.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
+	"\x02Servie par %[1]d exécutants\x02Toutes les révisions accordées au con" +
+	"sommateur sont prises en charge.\x02Révisions prises en charge\u202f: %[" +
+	"1]s\u202f; certains prennent toutes les révisions accordées à leur conso" +
+	"mmateur.\x02Toutes les révisions accordées au consommateur sont prises e" +
+	"n charge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la ré" +
+	"vision %[1]d est prise en charge.\x02Seules les révisions %[1]s sont pri" +
+	"ses en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 87471 bytes (85KiB); checksum: D49A04D
+	// Total table size 87501 bytes (85KiB); checksum: 38EDA2F6

@@ -713,7 +713,7 @@ func TestSettlementsNameWhatTheyLack(t *testing.T) {
 	}
 	// A code of Relais's own would pass for what Relais did (an
 	// operator's abandon, in filters and the console): refused, naming it.
-	for _, code := range []string{"abandoned", "attempts_exhausted", "outcome_unknown"} {
+	for _, code := range []string{"abandoned", "attempts_exhausted", "outcome_unknown", "Abandoned", "OUTCOME_UNKNOWN"} {
 		p := wantProblem(t, "fail with "+code, act(env, consumer, id, "fail", map[string]any{"worker_id": "w1", "error_code": code}), 400, "invalid_request")
 		if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["path"] != "/error_code" ||
 			!strings.Contains(fmt.Sprint(errs[0].(map[string]any)["message"]), code+" is Relais's code for") {

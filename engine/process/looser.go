@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/relais/relais/contracts"
 )
@@ -42,10 +44,18 @@ func Looser(p *Process, r Resolver) []string {
 			if !ok {
 				continue
 			}
-			if gaps := looser(sf, tf, ""); len(gaps) > 0 {
-				out = append(out, fmt.Sprintf("node %s's input %s is fed from %s, which lacks the field's %s: a value outside it holds the instance at %s (invalid_inputs) after it started; give the source the same constraint for the start to refuse it",
-					name, target, from, strings.Join(gaps, ", "), name))
+			gaps := looser(sf, tf, "")
+			if len(gaps) == 0 {
+				continue
 			}
+			// Where the value comes from says who can refuse it first:
+			// the start judges process inputs, a completion its outputs.
+			fix := "give the source the same constraint for the start to refuse such a value"
+			if !strings.HasPrefix(from, srcInput+".") {
+				fix = "give that output the same constraint, in a new revision of its definition, for the completion to be refused (invalid_outputs) instead"
+			}
+			out = append(out, fmt.Sprintf("node %s's input %s is fed from %s, which lacks or loosens the field's %s: a value outside it fails node %s (invalid_inputs) after the instance started, held or failed as its on_error says; %s",
+				name, target, from, strings.Join(gaps, ", "), name, fix))
 		}
 	}
 	return out
@@ -75,6 +85,28 @@ func sourceField(p *Process, r Resolver, from string) (contracts.Field, bool) {
 	return contracts.Field{}, false
 }
 
+// valuesOutside lists a choice's values that text field t refuses, each
+// with the constraint it breaks.
+func valuesOutside(values []string, t contracts.Field, at func(string) string) []string {
+	var out []string
+	var re *regexp.Regexp
+	if t.Pattern != "" {
+		re, _ = regexp.Compile(t.Pattern)
+	}
+	for _, v := range values {
+		n := int64(utf8.RuneCountInString(v))
+		switch {
+		case re != nil && !re.MatchString(v):
+			out = append(out, at(fmt.Sprintf("pattern %q (the choice %q does not match it)", t.Pattern, v)))
+		case t.MaxLength != nil && n > *t.MaxLength:
+			out = append(out, at(fmt.Sprintf("max_length %d (the choice %q is longer)", *t.MaxLength, v)))
+		case t.MinLength != nil && n < *t.MinLength:
+			out = append(out, at(fmt.Sprintf("min_length %d (the choice %q is shorter)", *t.MinLength, v)))
+		}
+	}
+	return out
+}
+
 // looser lists the constraints of t that s lacks or has looser, where
 // names t's place (an object's members and a list's items are compared
 // too).
@@ -91,9 +123,10 @@ func looser(s, t contracts.Field, where string) []string {
 	case s.Type == t.Type:
 	case numeric(s.Type) && numeric(t.Type):
 	case s.Type == contracts.TypeChoice && t.Type == contracts.TypeText:
-		// Its values are all it can hold: judged by the checks on them,
-		// not by constraints a choice does not have.
-		return nil
+		// Its values are all it can hold: each judged against the text's
+		// constraints (verifier QA: a choice's "Big" fed a lower-case
+		// pattern unsaid).
+		return valuesOutside(s.Values, t, at)
 	default:
 		return nil // a type mismatch, which Check refuses
 	}

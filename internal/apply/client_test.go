@@ -86,7 +86,7 @@ func TestClientReportsServerRefusalsAsFilePointerMessage(t *testing.T) {
 	crm["description"] = "revision 2"
 	def2 := apply.Document{File: "defs/crm.yaml", Kind: apply.KindDefinition, ID: "add_company_to_crm", Body: crm}
 	results, got := lines([]apply.Document{def2, doc}, true)
-	if len(got) != 0 || len(results) != 2 || !strings.HasPrefix(results[1], "process crm_only: published (version 1, checked against the definitions or destinations this apply would create first)\n  note: node crm's input company_name is fed from input.name, which lacks the field's max_length 200") {
+	if len(got) != 0 || len(results) != 2 || !strings.HasPrefix(results[1], "process crm_only: published (version 1, checked against the definitions or destinations this apply would create first)\n  note: node crm's input company_name is fed from input.name, which lacks or loosens the field's max_length 200") {
 		t.Errorf("dry run of a process on a planned revision: results %q, problems %q", results, got)
 	}
 

@@ -522,7 +522,9 @@ func (c Config) check(sources map[string]string) []string {
 			p = append(p, fmt.Sprintf("%s: %s is below the floor %s of a push budget", named(d.env), isoduration.Format(d.v), isoduration.Format(process.MinPushTimeout)))
 		}
 	}
-	if c.Push.DefaultTimeout > c.Push.MaxTimeout {
+	if c.Push.DefaultTimeout > c.Push.MaxTimeout && c.Push.MaxTimeout >= process.MinPushTimeout {
+		// (A ceiling under the floor is refused above: lowering the
+		// default to it would not do.)
 		aboveCeiling("RELAIS_PUSH_DEFAULT_TIMEOUT", c.Push.DefaultTimeout, "RELAIS_PUSH_MAX_TIMEOUT", c.Push.MaxTimeout)
 	}
 	// Values that parse yet would harm the replica or its users: a timer

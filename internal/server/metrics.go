@@ -437,7 +437,13 @@ func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge,
 			closeConn()
 			up.Set(0)
 			observe(err)
-			if wasUp {
+			switch {
+			case !wasUp:
+			case pgfault.CredentialsRefused(err):
+				// It answered: the URL's role is refused (verifier QA:
+				// "does not answer" sent an SRE to the network).
+				logger.Warn("database probe: PostgreSQL refuses the URL's credentials", "err", pgfault.WithoutTLSAttempt(err))
+			default:
 				logger.Warn("database probe: PostgreSQL does not answer", "err", pgfault.WithoutTLSAttempt(err))
 			}
 			wasUp = false
