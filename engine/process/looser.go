@@ -15,14 +15,15 @@ import (
 
 // Looser lists, for people, the bindings whose source admits values the
 // field it feeds refuses: a constraint of the field's (a pattern, a
-// length, a bound, a format, a list's size) that the source, a process
-// input or an earlier node's output, lacks or has looser. Such a version
-// publishes, since the source may only ever hold values that fit; but one
-// that does not holds the instance at that node (invalid_inputs) after it
-// started, where a Camunda user expects the start itself refused (designer
-// QA: a start with country "fr" was held at check). Giving the source the
-// field's constraint makes the start refuse it instead. Bindings r cannot
-// resolve are left out: Check reports those.
+// length, a bound, a format, a list's size; a choice's values for a text)
+// that the source, a process input or an earlier node's output, lacks or
+// has looser. Such a version publishes, since the source may only ever
+// hold values that fit; but one that does not fails that node
+// (invalid_inputs) after the instance started, where a Camunda user
+// expects the start itself refused (designer QA: a start with country
+// "fr" was held at check). Giving a process input the field's constraint
+// makes the start refuse it instead, an output the completion. Bindings r
+// cannot resolve are left out: Check reports those.
 func Looser(p *Process, r Resolver) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(p.Nodes)) {
