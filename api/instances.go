@@ -290,7 +290,8 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 	f := engine.InstanceFilter{ProcessKey: textParam(q, "process", &errs), Status: q.Get("status"),
 		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs), HeldAt: textParam(q, "held_at", &errs)}
 	if f.Status != "" && !instanceStatuses[f.Status] {
-		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled"})
+		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled" +
+			suggest.Hint(f.Status, []string{engine.InstanceRunning, engine.InstanceHeld, engine.InstanceCompleted, engine.InstanceFailed, engine.InstanceCancelled})})
 	}
 	if s := q.Get("version"); s != "" {
 		n, err := strconv.Atoi(s)

@@ -15,6 +15,7 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/suggest"
 )
 
 type policyJSON struct {
@@ -168,7 +169,12 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 	f := engine.OccurrenceFilter{Definition: q.Get("definition"), Status: q.Get("status")}
 	var errs []fault.FieldError
 	if f.Status != "" && !occurrenceStatus(f.Status) {
-		errs = append(errs, fault.FieldError{Path: "status", Message: "must be one of " + strings.Join(engine.OccurrenceStatuses, ", ")})
+		msg := "must be one of " + strings.Join(engine.OccurrenceStatuses, ", ") + suggest.Hint(f.Status, engine.OccurrenceStatuses)
+		if f.Status == engine.InstanceHeld || f.Status == engine.InstanceRunning {
+			// An instance's status (operator QA): said so.
+			msg += "; " + f.Status + " is an instance's status (GET /instances?status=" + f.Status + ")"
+		}
+		errs = append(errs, fault.FieldError{Path: "status", Message: msg})
 	}
 	if s := q.Get("instance"); s != "" {
 		id, err := uuid.Parse(s)

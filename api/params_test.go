@@ -99,6 +99,9 @@ func TestListsRefuseKeysNothingHas(t *testing.T) {
 		"/api/v1/instances?process=crm_onyl":               `no process has the key \"crm_onyl\" (did you mean \"crm_only\"?)`,
 		"/api/v1/instances?held_at=add_company_to_cmr":     `(did you mean \"add_company_to_crm\"?)`,
 		"/api/v1/occurrences?definition=add_company_to_cm": `(did you mean \"add_company_to_crm\"?)`,
+		"/api/v1/instances?status=hled":                    `(did you mean \"held\"?)`,
+		"/api/v1/occurrences?status=held":                  `held is an instance's status (GET /instances?status=held)`,
+		"/api/v1/occurrences?status=faild":                 `(did you mean \"failed\"?)`,
 		"/api/v1/instances?status=held&held_at=check":      `held_at takes a definition's key: the one the node an instance is held at runs, not the node's name`,
 	} {
 		if r := env.Do("GET", path, env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), want) {
