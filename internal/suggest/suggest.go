@@ -4,6 +4,7 @@ package suggest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -24,14 +25,21 @@ func Meant(name string) string { return fmt.Sprintf(" (did you mean %q?)", name)
 // be a typo of it: at most two edits (a swap of two neighbours is one) and
 // fewer than half of name's length. A candidate equal to name is no typo:
 // then, as when none is close, ok is false. Ties go to the earlier
-// candidate. With none close, a name without its namespace (approve for
-// suppliers.approve) means the one candidate it ends.
+// candidate. A candidate that differs only in letter case is meant first
+// (QA_PUSH_SLOW for qa_push_slow, too far apart in edits). With none
+// close, a name without its namespace (approve for suppliers.approve)
+// means the one candidate it ends.
 func Closest(name string, candidates []string) (best string, ok bool) {
+	if slices.Contains(candidates, name) {
+		return "", false
+	}
+	for _, c := range candidates {
+		if strings.EqualFold(c, name) {
+			return c, true
+		}
+	}
 	bestD := 0
 	for _, c := range candidates {
-		if c == name {
-			return "", false
-		}
 		d := distance(name, c)
 		if d <= 2 && 2*d < len([]rune(name)) && (!ok || d < bestD) {
 			best, bestD, ok = c, d, true

@@ -20,6 +20,8 @@ func TestHint(t *testing.T) {
 		{"ab", []string{"ac"}, ""},     // too short to guess
 		{"wxyz", []string{"abcd"}, ""}, // four edits
 		{"dat", []string{"date", "data"}, ` (did you mean "date"?)`}, // the earlier of a tie
+		// One in another letter case, however long.
+		{"QA_PUSH_SLOW", []string{"qa_push_fast", "qa_push_slow"}, ` (did you mean "qa_push_slow"?)`},
 		// A key without its namespace means the one key it ends.
 		{"approve", []string{"suppliers.approve", "suppliers.check_vat"}, ` (did you mean "suppliers.approve"?)`},
 		{"approve", []string{"suppliers.approve", "buyers.approve"}, ""}, // which one?
