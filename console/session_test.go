@@ -596,6 +596,14 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 			t.Errorf("sign-in with a token in its address (%s): %q, want %q…", lang, text(r, "sign-in-error"), want)
 		}
 	}
+	// Nor is one carried from another page's address into sign-in's next.
+	r := newBrowser(t, env.URL, "en").get("/console/instances?status=held&token=rls_x")
+	if loc := r.header.Get("Location"); r.status != http.StatusSeeOther || strings.Contains(loc, "rls_x") || !strings.Contains(loc, "address-token=1") {
+		t.Errorf("a page with a token in its address: %d %q, want sign-in without the token, saying so", r.status, loc)
+	}
+	if r := newBrowser(t, env.URL, "en").mustGet("/console/sign-in?token=", 200); text(r, "sign-in-error") != "" {
+		t.Errorf("an empty token parameter: %q, want no notice", text(r, "sign-in-error"))
+	}
 	// A link shared in a language (?lang=fr) switches as the switcher
 	// does, and serves the page again without the parameter, which no
 	// filter takes; one in a language the console lacks is served as is.

@@ -24,6 +24,10 @@ type signInView struct {
 	SignedOut  string
 }
 
+// addressTokenParam tells sign-in that the page it comes from had a token
+// in its address, left out of next.
+const addressTokenParam = "address-token"
+
 // signInPage shows the form. A browser that is already signed in goes on.
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
@@ -43,7 +47,7 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Query().Get("ended") == "1":
 		v.SignedOut = T(r.Context(), "Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.")
 	}
-	if r.URL.Query().Has("token") {
+	if q := r.URL.Query(); q.Get("token") != "" || q.Get(addressTokenParam) == "1" {
 		// Not used, and said so: a bookmark holding it keeps a token in
 		// the browser's history and the proxies' logs (security QA).
 		v.Error = T(r.Context(), "A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.")
