@@ -604,7 +604,9 @@ func answerOf(data []byte) engine.PushResult {
 	var answer map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&answer); err != nil || answer == nil {
-		return invalid("the response is not a JSON object")
+		// Quoted as an error answer's body is (operator QA: an HTML page
+		// behind a 200 was not shown); the engine scrubs and bounds it.
+		return engine.PushResult{ErrorCode: engine.CodeInvalidOutputs, Message: `the response is not a JSON object (a destination answers {"outputs": {...}}): ` + snippet(data)}
 	}
 	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 {
 		// A second document (two answers concatenated, a stray byte):
