@@ -104,6 +104,15 @@ func TestFetchVariablesAreDeclaredFields(t *testing.T) {
 	if strings.Contains(string(res.Body), "~1") {
 		t.Errorf("the refusal escapes the name as a pointer: %s", res.Body)
 	}
+	// Every problem of the variables in one answer, each at its own index
+	// (verifier QA: the name's first, the others a round later).
+	res = f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"nope", "crm_id", "a/b~c", "name"}}}})
+	mustException(t, res, 400, "InvalidRequestException", `/topics/0/variables/0`, `"nope" is no input's name`,
+		`/topics/0/variables/1`, `"crm_id" is an output`, `/topics/0/variables/2`, `"a/b~c" is no input's name`)
+	if strings.Contains(string(res.Body), "variables/3") {
+		t.Errorf("a valid variable is refused: %s", res.Body)
+	}
 	tasks := f.fetch("w", 1, map[string]any{"topicName": typedKey, "lockDuration": 60000, "variables": []any{"name", "address"}})
 	vars := tasks[0]["variables"].(map[string]any)
 	if len(vars) != 2 || vars["name"] == nil || vars["address"] == nil {

@@ -2,7 +2,9 @@ package camunda
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,6 +170,12 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	subs := make([]engine.Subscription, len(req.Topics))
 	locks := make([]time.Duration, len(req.Topics))
 	lock := time.Duration(0)
+	// A name no input can have is left out of the subscription and said
+	// with what the engine finds of the others, in one answer (verifier
+	// QA: two rounds); fieldAt maps each field the engine judges back to
+	// its index in the topic's variables.
+	var nameErrs []fault.FieldError
+	fieldAt := make([][]int, len(req.Topics))
 	for i, t := range req.Topics {
 		at := "/topics/" + strconv.Itoa(i)
 		if t.TopicName == "" {
@@ -190,9 +198,12 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 				if !contracts.IsFieldName(name) {
 					// Said as the name sent, not as the pointer made of it
 					// (Camunda QA: "obj/a" came back as /obj~1a).
-					return badRequest(at+"/variables/"+strconv.Itoa(j), "%q is no input's name: a variable is a top-level input, named in lower-case letters, digits and _, from a letter", name)
+					nameErrs = append(nameErrs, fault.FieldError{Path: at + "/variables/" + strconv.Itoa(j),
+						Message: fmt.Sprintf("%q is no input's name: a variable is a top-level input, named in lower-case letters, digits and _, from a letter", name)})
+					continue
 				}
 				subs[i].Fields = append(subs[i].Fields, jsontree.Pointer("", name))
+				fieldAt[i] = append(fieldAt[i], j)
 			}
 		}
 	}
@@ -203,7 +214,20 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	caller, _ := auth.FromContext(r.Context())
 	pairs, err := f.eng.ResolveSubscriptionsLoosely(r.Context(), caller.ConsumerID, subs)
 	if err != nil {
-		return renamePaths(err, req.Topics)
+		err = renamePaths(err, req.Topics, fieldAt)
+	}
+	if len(nameErrs) > 0 {
+		// With the engine's problems of the same kind (a variable the
+		// inputs lack, an output); another (a topic not granted) waits
+		// for the names to be fixed.
+		if fe, ok := fault.As(err); ok && fe.Kind == fault.BadRequest {
+			nameErrs = append(nameErrs, fe.Errors...)
+		}
+		slices.SortStableFunc(nameErrs, func(a, b fault.FieldError) int { return comparePaths(a.Path, b.Path) })
+		return fault.New(fault.BadRequest, "invalid_request", "the request is invalid").WithErrors(nameErrs)
+	}
+	if err != nil {
+		return err
 	}
 	if *req.MaxTasks == 0 {
 		// Asks for nothing, but its topics are judged as a fetch's: a
@@ -281,7 +305,7 @@ func (f *Facade) shortenLock(ctx context.Context, consumerID int64, workerID str
 // renamePaths rewrites the pointers of the engine's subscription problems
 // (/subscriptions/N/definition, /subscriptions/N/fields/M) into the
 // request's (/topics/N/topicName, /topics/N/variables/M).
-func renamePaths(err error, topics []topicJSON) error {
+func renamePaths(err error, topics []topicJSON, fieldAt [][]int) error {
 	fe, ok := fault.As(err)
 	if !ok || len(fe.Errors) == 0 {
 		return err
@@ -297,6 +321,7 @@ func renamePaths(err error, topics []topicJSON) error {
 				toks[2] = "topicName"
 			case "fields":
 				toks[2] = "variables"
+				toks = variableAt(toks, fieldAt)
 				e.Message = byName(e.Message, toks, topics)
 			}
 			e.Path = jsontree.Pointer("", toks...)
@@ -304,6 +329,39 @@ func renamePaths(err error, topics []topicJSON) error {
 		out.Errors[i] = e
 	}
 	return &out
+}
+
+// variableAt maps the index of a field the engine judged
+// (/topics/N/variables/M, M among the fields subscribed) to the index of
+// its variable in the request, names refused before it left out.
+func variableAt(toks []string, fieldAt [][]int) []string {
+	if len(toks) != 4 {
+		return toks
+	}
+	i, err1 := strconv.Atoi(toks[1])
+	j, err2 := strconv.Atoi(toks[3])
+	if err1 == nil && err2 == nil && i < len(fieldAt) && j < len(fieldAt[i]) {
+		toks[3] = strconv.Itoa(fieldAt[i][j])
+	}
+	return toks
+}
+
+// comparePaths orders pointers as a reader expects: /topics/2 before
+// /topics/10.
+func comparePaths(a, b string) int {
+	ta, _ := jsontree.SplitPointer(a)
+	tb, _ := jsontree.SplitPointer(b)
+	for k := range min(len(ta), len(tb)) {
+		x, errx := strconv.Atoi(ta[k])
+		y, erry := strconv.Atoi(tb[k])
+		switch {
+		case errx == nil && erry == nil && x != y:
+			return x - y
+		case ta[k] != tb[k]:
+			return strings.Compare(ta[k], tb[k])
+		}
+	}
+	return len(ta) - len(tb)
 }
 
 // byName says a variable the engine judged as a declared field's pointer
