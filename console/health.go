@@ -96,7 +96,9 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	scope := strings.TrimSpace(r.URL.Query().Get("definition"))
 	v := healthView{
 		Chrome:       c.liveChrome(r, T(ctx, "Health"), "health"),
-		Intro:        T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it."),
+		Intro:        T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.") + " " +
+			// Two columns of one incident (operator QA: read as 24 problems).
+			T(ctx, "A held instance’s failed occurrence counts in both Held instances and Failed."),
 		ChartLabel:   T(ctx, "Completions and failures, last hour"),
 		TableCaption: T(ctx, "Definitions, those needing attention first"),
 		HeadKey:      T(ctx, "Definition"), HeadOpen: T(ctx, "Open"), HeadHeld: T(ctx, "Held instances"),

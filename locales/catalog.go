@@ -39,114 +39,115 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              334,
-	"%[1]s %[2]s, %[3]s %[4]s":                 335,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          333,
-	"%[1]s; %[2]s":                             332,
-	"%d (0 lowest, 9 highest)":                 503,
-	"%d attempts":                              512,
-	"%d attempts, retry after %s, priority %d": 692,
+	"%[1]s %[2]s":                              335,
+	"%[1]s %[2]s, %[3]s %[4]s":                 336,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          334,
+	"%[1]s; %[2]s":                             333,
+	"%d (0 lowest, 9 highest)":                 504,
+	"%d attempts":                              513,
+	"%d attempts, retry after %s, priority %d": 693,
 	"%d breaking":                              253,
 	"%d changes":                               252,
-	"%d completed":                             330,
-	"%d d":                                     342,
-	"%d days":                                  356,
-	"%d failed":                                331,
-	"%d h":                                     341,
+	"%d completed":                             331,
+	"%d d":                                     343,
+	"%d days":                                  357,
+	"%d failed":                                332,
+	"%d h":                                     342,
 	"%d held instances match now.":             63,
-	"%d hours":                                 357,
-	"%d items":                                 768,
-	"%d left":                                  514,
-	"%d min":                                   340,
-	"%d minutes":                               358,
+	"%d hours":                                 358,
+	"%d items":                                 769,
+	"%d left":                                  515,
+	"%d min":                                   341,
+	"%d minutes":                               359,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 90,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              766,
-	"%d ms": 360,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         680,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 679,
-	"%d occurrences": 615,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              767,
+	"%d ms": 361,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         681,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 680,
+	"%d occurrences": 616,
 	"%d of them are held at a push call that ended outcome_unknown or deadline_exceeded: it may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 89,
 	"%d releases":                             272,
 	"%d running instances match now.":         70,
 	"%d running or held instances match now.": 72,
-	"%d s":       339,
-	"%d seconds": 359,
+	"%d s":       340,
+	"%d seconds": 360,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 103,
-	"%s (a fixed offset, no daylight saving time)":                                     647,
-	"%s (deferred; settled by %s)":                                                     578,
-	"%s (deferred; settled with its settle token)":                                     576,
-	"%s (deferred; settled with its settle token, as %s)":                              577,
+	"%s (a fixed offset, no daylight saving time)":                                     648,
+	"%s (deferred; settled by %s)":                                                     579,
+	"%s (deferred; settled with its settle token)":                                     577,
+	"%s (deferred; settled with its settle token, as %s)":                              578,
 	"%s (token #%d, %s)":                                                               104,
-	"%s = %s":                                                                          686,
-	"%s ago":                                                                           337,
-	"%s at %s":                                                                         582,
-	"%s so far":                                                                        574,
-	"%s ← %s":                                                                          685,
-	"%s → %s":                                                                          687,
+	"%s = %s":                                                                          687,
+	"%s ago":                                                                           338,
+	"%s at %s":                                                                         583,
+	"%s so far":                                                                        575,
+	"%s ← %s":                                                                          686,
+	"%s → %s":                                                                          688,
 	"%s, %s: %s":                                                                       303,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         507,
-	"%s, cut to %s by the destination’s max_timeout":                                   506,
-	"%s, multiplied by %s after each failure, up to %s":                                509,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 508,
-	"%s, revision %s":                         467,
-	"%s, version %s":                          468,
-	"%s: %s":                                  329,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         508,
+	"%s, cut to %s by the destination’s max_timeout":                                   507,
+	"%s, multiplied by %s after each failure, up to %s":                                510,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 509,
+	"%s, revision %s":                         468,
+	"%s, version %s":                          469,
+	"%s: %s":                                  330,
 	"%s: %s → %s":                             260,
-	"%s: a date is written 2026-12-01.":       631,
+	"%s: a date is written 2026-12-01.":       632,
 	"%s: every revision, present and future":  198,
 	"%s: revision %s":                         199,
 	"%s: revisions %s":                        200,
-	"%s: the first day comes after the last.": 632,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 504,
-	"%s–%s":                         328,
-	"(%d characters in all)":        770,
-	"(%d handed back, not counted)": 513,
-	"(each item)":                   756,
-	"(in %s)":                       769,
-	"(worker %s)":                   562,
-	"0 seconds":                     355,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            733,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 551,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 642,
-	"A revision is a definition’s: choose the definition too.": 598,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 725,
-	"A version is a process’s: choose the process too.":              400,
+	"%s: the first day comes after the last.": 633,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 505,
+	"%s–%s":                         329,
+	"(%d characters in all)":        771,
+	"(%d handed back, not counted)": 514,
+	"(each item)":                   757,
+	"(in %s)":                       770,
+	"(worker %s)":                   563,
+	"0 seconds":                     356,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            734,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 552,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       305,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 643,
+	"A revision is a definition’s: choose the definition too.": 599,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 726,
+	"A version is a process’s: choose the process too.":              401,
 	"Abandon %d instances":                                           67,
 	"Abandon every held instance this filter matches":                65,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              395,
-	"Abandoned by %s at %s — “%s”":                                   387,
+	"Abandoned at node":                                              396,
+	"Abandoned by %s at %s — “%s”":                                   388,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 48,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 405,
+	"Act on every instance this filter matches": 406,
 	"Action":                              107,
 	"All actions":                         122,
-	"All consumers":                       612,
-	"All definitions":                     321,
+	"All consumers":                       613,
+	"All definitions":                     322,
 	"All its tasks":                       197,
-	"All processes":                       411,
-	"All statuses":                        413,
-	"All workers":                         783,
-	"An operator abandoned the instance.": 550,
-	"Any definition":                      412,
+	"All processes":                       412,
+	"All statuses":                        414,
+	"All workers":                         784,
+	"An operator abandoned the instance.": 551,
+	"Any definition":                      413,
 	"Apply filters":                       119,
-	"Apr":                                 346,
-	"As of %s (%s); refreshed every few seconds.": 315,
-	"Attempts":                         472,
+	"Apr":                                 347,
+	"As of %s (%s); refreshed every few seconds.": 316,
+	"Attempts":                         473,
 	"Audit log":                        113,
-	"Aug":                              350,
-	"Available from":                   524,
+	"Aug":                              351,
+	"Available from":                   525,
 	"Back to definitions":              165,
 	"Back to external tasks":           163,
 	"Back to sign-in":                  164,
 	"Back to the form":                 173,
 	"Back to the instance":             32,
 	"Back to the list":                 58,
-	"Back to the occurrence":           703,
-	"Back without saving":              644,
+	"Back to the occurrence":           704,
+	"Back without saving":              645,
 	"Breaks processes":                 229,
 	"Breaks workers":                   230,
 	"Bulk %s applied to %d instances.": 102,
@@ -156,109 +157,109 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     111,
 	"Business key":                    81,
 	"By process and error code":       86,
-	"Call timeout":                    505,
+	"Call timeout":                    506,
 	"Calls":                           283,
 	"Calls signed (Relais-Signature)": 285,
-	"Camunda 7 facade":                787,
-	"Cancelled: the instance was stopped (%s).":               573,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 572,
+	"Camunda 7 facade":                788,
+	"Cancelled: the instance was stopped (%s).":               574,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 573,
 	"Cannot act on this filter":                               91,
 	"Cannot act on this instance":                             31,
-	"Cannot reveal":                                           704,
+	"Cannot reveal":                                           705,
 	"Change":                                                  227,
 	"Changes between the two revisions":                       239,
 	"Changes of the Working copy since revision %d":           248,
 	"Choose two existing revisions to compare.":               249,
 	"Classification":                                          206,
 	"Clear filters":                                           120,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            674,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 662,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            675,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 663,
 	"Compare":              226,
 	"Compare revisions":    222,
-	"Completed":            324,
-	"Completed (%s).":      568,
-	"Completed, last hour": 312,
-	"Completions and failures per 5 minutes, last hour: %s":    322,
-	"Completions and failures per 5-minute slot, oldest first": 326,
-	"Completions and failures, last hour":                      305,
-	"Connected":                                                779,
+	"Completed":            325,
+	"Completed (%s).":      569,
+	"Completed, last hour": 313,
+	"Completions and failures per 5 minutes, last hour: %s":    323,
+	"Completions and failures per 5-minute slot, oldest first": 327,
+	"Completions and failures, last hour":                      306,
+	"Connected":                                                780,
 	"Constraints":                                              207,
-	"Consumer":                                                 474,
-	"Consumer and worker":                                      609,
+	"Consumer":                                                 475,
+	"Consumer and worker":                                      610,
 	"Consumers":                                                144,
 	"Consumers, oldest first":                                  186,
 	"Counting the occurrences; the counts appear when you reload the page.": 201,
 	"Counts are unavailable right now.":                                     202,
-	"Counts as of %s (%s); refreshed every few seconds.":                    699,
-	"Counts by status": 604,
-	"Created":          371,
+	"Counts as of %s (%s); refreshed every few seconds.":                    700,
+	"Counts by status": 605,
+	"Created":          372,
 	"Created from":     84,
 	"Created on":       190,
 	"Created to":       85,
-	"Creation date":    401,
-	"Dates":            470,
-	"Deadline":         501,
-	"Dec":              354,
-	"Deferred":         528,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 567,
-	"Definition":                                 307,
+	"Creation date":    402,
+	"Dates":            471,
+	"Deadline":         502,
+	"Dec":              355,
+	"Deferred":         529,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 568,
+	"Definition":                                 308,
 	"Definition %s":                              209,
 	"Definition %s has no revision %d.":          98,
 	"Definitions":                                142,
 	"Definitions by key":                         267,
-	"Definitions served":                         777,
-	"Definitions, those needing attention first": 306,
+	"Definitions served":                         778,
+	"Definitions, those needing attention first": 307,
 	"Description":                                208,
-	"Destination":                                486,
+	"Destination":                                487,
 	"Destinations":                               145,
 	"Destinations by name":                       276,
-	"Destination’s answer":                       479,
+	"Destination’s answer":                       480,
 	"Detail":                                     228,
 	"Did you mean “%s”?":                         94,
 	"Digest":                                     242,
 	"Display settings":                           150,
-	"Display settings saved.":                    650,
+	"Display settings saved.":                    651,
 	"Display settings: ":                         151,
-	"Duration":                                   478,
+	"Duration":                                   479,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 304,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  73,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     66,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 62,
-	"Earlier attempt:":          618,
-	"End node":                  394,
-	"End node or error":         409,
-	"Ended":                     390,
+	"Earlier attempt:":          619,
+	"End node":                  395,
+	"End node or error":         410,
+	"Ended":                     391,
 	"Erase process instance %s": 288,
 	"Erase the instance":        291,
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 289,
-	"Erase this instance…": 381,
+	"Erase this instance…": 382,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 293,
-	"Error":                      608,
-	"Error (before any attempt)": 531,
-	"Error (the deadline passed after attempt %d)": 530,
+	"Error":                      609,
+	"Error (before any attempt)": 532,
+	"Error (the deadline passed after attempt %d)": 531,
 	"Error code":       82,
-	"Error message":    481,
-	"Every %d seconds": 649,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 523,
-	"Every attempt, oldest first": 473,
+	"Error message":    482,
+	"Every %d seconds": 650,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 524,
+	"Every attempt, oldest first": 474,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 114,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  707,
-	"Expired token":                        743,
-	"Expires":                              740,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  708,
+	"Expired token":                        744,
+	"Expires":                              741,
 	"External tasks":                       137,
-	"Failed":                               310,
-	"Failed (%s).":                         571,
-	"Failed at node":                       396,
-	"Failed occurrence":                    392,
-	"Failed, last hour":                    313,
-	"Feb":                                  344,
+	"Failed":                               311,
+	"Failed (%s).":                         572,
+	"Failed at node":                       397,
+	"Failed occurrence":                    393,
+	"Failed, last hour":                    314,
+	"Feb":                                  345,
 	"Field":                                203,
 	"Filter":                               56,
 	"Filters":                              115,
 	"Find":                                 141,
 	"Find an instance or occurrence":       139,
-	"Finished":                             477,
-	"First page":                           628,
+	"Finished":                             478,
+	"First page":                           629,
 	"Follow it in the audit log (new tab)": 60,
 	"Form not received":                    176,
 	"Form refused":                         171,
@@ -267,273 +268,273 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     250,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 51,
 	"Grants":                  189,
-	"Graph":                   661,
-	"Graph of %s":             678,
-	"HTTP 2xx, unusable body": 588,
+	"Graph":                   662,
+	"Graph of %s":             679,
+	"HTTP 2xx, unusable body": 589,
 	"Headers sent":            279,
 	"Health":                  136,
 	"Held at a node of":       83,
-	"Held at node":            391,
-	"Held for":                393,
-	"Held instances":          309,
+	"Held at node":            392,
+	"Held for":                394,
+	"Held instances":          310,
 	"ID":                      187,
-	"In flight":               778,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 323,
+	"In flight":               779,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 324,
 	"Inputs": 232,
-	"Inputs an instance of this version is started with": 672,
-	"Inputs from":                670,
+	"Inputs an instance of this version is started with": 673,
+	"Inputs from":                671,
 	"Inputs of revision %d":      243,
 	"Inputs of the working copy": 234,
-	"Inputs the instance was started with, labelled by process version %d's contract": 379,
-	"Inputs, labelled by revision %d's contract":                                      515,
-	"Instance":                  408,
+	"Inputs the instance was started with, labelled by process version %d's contract": 380,
+	"Inputs, labelled by revision %d's contract":                                      516,
+	"Instance":                  409,
 	"Instances":                 87,
-	"Instances of this version": 673,
+	"Instances of this version": 674,
 	"Invalid request":           161,
-	"It takes every revision its consumer is granted.": 799,
-	"It takes revision %d only.":                       802,
-	"It takes revisions %s only.":                      804,
+	"It takes every revision its consumer is granted.": 800,
+	"It takes revision %d only.":                       803,
+	"It takes revisions %s only.":                      805,
 	"Its calls":                                        284,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 290,
-	"Its instance is held here, waiting for an operator.": 569,
-	"Its instance went on along the node’s error path.":   570,
+	"Its instance is held here, waiting for an operator.": 570,
+	"Its instance went on along the node’s error path.":   571,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               748,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               749,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          43,
-	"Jan":                     343,
-	"Jul":                     349,
-	"Jun":                     348,
-	"Keep it":                 750,
+	"Jan":                     344,
+	"Jul":                     350,
+	"Jun":                     349,
+	"Keep it":                 751,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       286,
 	"Key":                     268,
-	"Kind":                    665,
+	"Kind":                    666,
 	"Language":                133,
 	"Last changed":            281,
-	"Last error (attempt %d)": 529,
-	"Last reserved":           526,
+	"Last error (attempt %d)": 530,
+	"Last reserved":           527,
 	"Last saved":              213,
-	"Last seen":               780,
-	"Last used":               739,
+	"Last seen":               781,
+	"Last used":               740,
 	"Latest revision":         269,
 	"Lists every change from one revision to another, and whom it may break.": 223,
-	"Local time in %s": 646,
-	"Lock expired %s — waiting to be offered again.": 559,
-	"Lock expires":    527,
+	"Local time in %s": 647,
+	"Lock expired %s — waiting to be offered again.": 560,
+	"Lock expires":    528,
 	"Longest timeout": 280,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 251,
 	"Main navigation":     135,
-	"Mar":                 345,
-	"Maximum attempts":    497,
-	"May":                 347,
-	"Message":             606,
-	"Message from Relais": 596,
-	"Message from Relais, quoting the destination’s answer":            595,
-	"Message from the worker (its own words, protected values masked)": 594,
-	"Method not allowed": 711,
-	"Mode":               495,
-	"More filters: instance, revision, consumer, destination, dates": 600,
+	"Mar":                 346,
+	"Maximum attempts":    498,
+	"May":                 348,
+	"Message":             607,
+	"Message from Relais": 597,
+	"Message from Relais, quoting the destination’s answer":            596,
+	"Message from the worker (its own words, protected values masked)": 595,
+	"Method not allowed": 712,
+	"Mode":               496,
+	"More filters: instance, revision, consumer, destination, dates": 601,
 	"Name":                    188,
-	"Never":                   648,
-	"Next attempt":            525,
-	"Next attempt or settled": 610,
-	"Next node":               370,
-	"Next page":               627,
+	"Never":                   649,
+	"Next attempt":            526,
+	"Next attempt or settled": 611,
+	"Next node":               371,
+	"Next page":               628,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 126,
 	"No consumer yet.": 183,
-	"No definition %s has occurrences: check the key, or show all definitions.": 320,
-	"No definition has occurrences yet.":                                        314,
+	"No definition %s has occurrences: check the key, or show all definitions.": 321,
+	"No definition has occurrences yet.":                                        315,
 	"No definition has the key “%s”.":                                           97,
 	"No definition yet.":                                                        271,
 	"No destination yet.":                                                       273,
 	"No inputs.":                                                                233,
-	"No inputs: an instance starts with an empty object.":                       671,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  720,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 718,
-	"No instance matches these filters.": 410,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 719,
-	"No live worker takes %s now (Workers page).":                                               553,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 554,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           555,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          556,
+	"No inputs: an instance starts with an empty object.":                       672,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  721,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 719,
+	"No instance matches these filters.": 411,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 720,
+	"No live worker takes %s now (Workers page).":                                               554,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 555,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           556,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          557,
 	"No more consumers.":                                   184,
 	"No more destinations.":                                274,
-	"No occurrence matches these filters.":                 611,
+	"No occurrence matches these filters.":                 612,
 	"No operator action matches.":                          121,
-	"No operator has acted on this instance.":              375,
-	"No outputs yet: the occurrence has not completed.":    518,
+	"No operator has acted on this instance.":              376,
+	"No outputs yet: the occurrence has not completed.":    519,
 	"No outputs.":                                          236,
-	"No outputs: the occurrence ended without completing.": 520,
+	"No outputs: the occurrence ended without completing.": 521,
 	"No process has the key “%s”.":                         96,
-	"No process is published yet.":                         657,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             796,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             795,
+	"No process is published yet.":                         658,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             797,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             796,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    76,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 131,
 	"No release yet.": 217,
 	"No revision yet: the Working copy has never been snapshotted.": 215,
-	"No token.":              737,
-	"No value was revealed.": 709,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              485,
-	"No worker has reserved this occurrence yet.":                                        482,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 797,
-	"No worker is connected.":           781,
-	"No worker serves this definition.": 784,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 794,
-	"Node":                  367,
-	"Nodes":                 663,
-	"Nodes of this version": 675,
-	"Nodes of this version, with their occurrences now": 664,
-	"Nodes reached, in order":                           366,
+	"No token.":              738,
+	"No value was revealed.": 710,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              486,
+	"No worker has reserved this occurrence yet.":                                        483,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 798,
+	"No worker is connected.":           782,
+	"No worker serves this definition.": 785,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 795,
+	"Node":                  368,
+	"Nodes":                 664,
+	"Nodes of this version": 676,
+	"Nodes of this version, with their occurrences now": 665,
+	"Nodes reached, in order":                           367,
 	"Not allowed":                                       159,
 	"Not found":                                         169,
 	"Notes":                                             220,
 	"Nothing exists at this address, or it is not visible to you.": 166,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 167,
 	"Nothing to do: no instance this action applies to matches the filter.": 75,
-	"Nothing to find: the search box is empty.":                             716,
+	"Nothing to find: the search box is empty.":                             717,
 	"Nothing was done.":        30,
-	"Nov":                      353,
-	"Now":                      491,
-	"Occurrence":               368,
-	"Occurrence %s":            469,
+	"Nov":                      354,
+	"Now":                      492,
+	"Occurrence":               369,
+	"Occurrence %s":            470,
 	"Occurrence offered again": 110,
-	"Occurrences now":          669,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          792,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 793,
-	"Occurrences, newest first": 605,
-	"Oct":                       352,
-	"Offered from %s — %s.":     558,
-	"Oldest claimable waits":    311,
-	"On error":                  668,
-	"On success":                667,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         705,
-	"Only administrators may reveal a sensitive value.":                                                           700,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 734,
-	"Open":             308,
-	"Operator actions": 363,
-	"Operator actions on this instance, newest first": 376,
+	"Occurrences now":          670,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          793,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 794,
+	"Occurrences, newest first": 606,
+	"Oct":                       353,
+	"Offered from %s — %s.":     559,
+	"Oldest claimable waits":    312,
+	"On error":                  669,
+	"On success":                668,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         706,
+	"Only administrators may reveal a sensitive value.":                                                           701,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 735,
+	"Open":             309,
+	"Operator actions": 364,
+	"Operator actions on this instance, newest first": 377,
 	"Operator actions, newest first":                  125,
-	"Outcome":                                         480,
+	"Outcome":                                         481,
 	"Outputs":                                         235,
 	"Outputs of revision %d":                          244,
 	"Outputs of the working copy":                     237,
-	"Outputs, labelled by revision %d's contract":     517,
-	"Pages": 625,
-	"Paste your token in the field: it is empty.": 731,
-	"Path":                            364,
+	"Outputs, labelled by revision %d's contract":     518,
+	"Pages": 626,
+	"Paste your token in the field: it is empty.": 732,
+	"Path":                            365,
 	"Pause reloading":                 158,
-	"Pinned revision":                 666,
-	"Policy":                          471,
-	"Previous page":                   626,
-	"Priority":                        502,
+	"Pinned revision":                 667,
+	"Policy":                          472,
+	"Previous page":                   627,
+	"Priority":                        503,
 	"Process":                         78,
-	"Process %s":                      659,
+	"Process %s":                      660,
 	"Process %s has no version %d.":   95,
-	"Process and node":                607,
-	"Process inputs":                  378,
+	"Process and node":                608,
+	"Process inputs":                  379,
 	"Process instance":                109,
-	"Process instance %s":             361,
-	"Process instances":               403,
-	"Process instances, newest first": 407,
+	"Process instance %s":             362,
+	"Process instances":               404,
+	"Process instances, newest first": 408,
 	"Processes":                       138,
-	"Processes by key":                655,
-	"Protocol":                        776,
+	"Processes by key":                656,
+	"Protocol":                        777,
 	"Published":                       221,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 653,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       654,
-	"Push destination": 601,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 654,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       655,
+	"Push destination": 602,
 	"Reason":           108,
 	"Reason (recorded in the audit log for every instance)": 57,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            496,
-	"Recorded operator actions":                             374,
+	"Reason given by the worker":                            497,
+	"Recorded operator actions":                             375,
 	"Relais console":                                        132,
-	"Relais has not called the destination yet.":            488,
-	"Relais is calling the destination (since %s).":         564,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 490,
-	"Relais never called the destination: the occurrence ended before any call.":                                    489,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        584,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 586,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     583,
+	"Relais has not called the destination yet.":            489,
+	"Relais is calling the destination (since %s).":         565,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 491,
+	"Relais never called the destination: the occurrence ended before any call.":                                    490,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        585,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 587,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     584,
 	"Relais refused the action. Nothing was done.":                                                                  50,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           585,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           586,
 	"Release":                       218,
 	"Releases":                      216,
 	"Releases, oldest first":        238,
-	"Reload lists and detail pages": 641,
+	"Reload lists and detail pages": 642,
 	"Reloading paused":              155,
-	"Reloading paused: this page stays as it is until you resume.": 652,
-	"Reloading resumed.":                  651,
-	"Replica":                             487,
+	"Reloading paused: this page stays as it is until you resume.": 653,
+	"Reloading resumed.":                  652,
+	"Replica":                             488,
 	"Required":                            205,
-	"Reserved":                            476,
-	"Reserved by %s.":                     566,
-	"Reserved by %s; lock until %s — %s.": 565,
+	"Reserved":                            477,
+	"Reserved by %s.":                     567,
+	"Reserved by %s; lock until %s — %s.": 566,
 	"Reserved now":                        196,
 	"Resume":                              156,
-	"Retried by %s at %s — “%s”":          388,
+	"Retried by %s at %s — “%s”":          389,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 47,
-	"Retries":            499,
+	"Retries":            500,
 	"Retry %d instances": 64,
-	"Retry at %s — %s.":  557,
-	"Retry delay":        498,
+	"Retry at %s — %s.":  558,
+	"Retry delay":        499,
 	"Retry every held instance this filter matches": 61,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         492,
+	"Retry or abandon it from its instance":         493,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 532,
+	"Retryable": 533,
 	"Retrying and abandoning apply to held instances, not %s ones.": 55,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 521,
-	"Revealed by %s at %s; recorded in the audit log.": 702,
+	"Reveal — this is recorded": 522,
+	"Revealed by %s at %s; recorded in the audit log.": 703,
 	"Reveals":               147,
-	"Reveals, newest first": 708,
+	"Reveals, newest first": 709,
 	"Revision":              219,
 	"Revision %d":           240,
 	"Revisions":             214,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 800,
-	"Revoke the %s token “%s”?": 747,
-	"Revoke the token":          749,
-	"Revoke token %d":           746,
-	"Revoke…":                   744,
-	"Role":                      738,
-	"Route":                     369,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 801,
+	"Revoke the %s token “%s”?": 748,
+	"Revoke the token":          750,
+	"Revoke token %d":           747,
+	"Revoke…":                   745,
+	"Role":                      739,
+	"Route":                     370,
 	"Routing output":            212,
-	"Row %s":                    629,
-	"Rows %s–%s":                630,
-	"Save settings":             643,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      701,
+	"Row %s":                    630,
+	"Rows %s–%s":                631,
+	"Save settings":             644,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      702,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 287,
-	"Search":                               714,
-	"Secret values can never be revealed.": 706,
-	"Sep":                                  351,
-	"Served by %d workers":                 798,
-	"Settled":                              372,
-	"Settlement date":                      599,
-	"Show all definitions":                 319,
-	"Show times in":                        639,
+	"Search":                               715,
+	"Secret values can never be revealed.": 707,
+	"Sep":                                  352,
+	"Served by %d workers":                 799,
+	"Settled":                              373,
+	"Settlement date":                      600,
+	"Show all definitions":                 320,
+	"Show times in":                        640,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 127,
-	"Sign in": 726,
-	"Sign in with an operator, designer or administrator token.": 727,
+	"Sign in": 727,
+	"Sign in with an operator, designer or administrator token.": 728,
 	"Sign out":             149,
 	"Signed in as %s (%s)": 148,
 	"Since revision %d:":   246,
 	"Skip to content":      134,
-	"Slot":                 327,
+	"Slot":                 328,
 	"Snapshotted":          241,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 33,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                40,
 	"Something went wrong": 181,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 735,
-	"Staff tokens, oldest first": 736,
-	"Start node":                 660,
-	"Started":                    389,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 736,
+	"Staff tokens, oldest first": 737,
+	"Start node":                 661,
+	"Started":                    390,
 	"State":                      191,
 	"Status":                     80,
 	"Stop %d instances":          74,
@@ -547,307 +548,307 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              386,
+	"Stopped by %s at %s — “%s”":                              387,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 49,
 	"Stopping applies to running or held instances, not %s ones.":                              54,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   385,
-	"Summary": 362,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   386,
+	"Summary": 363,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 266,
 	"Tasks":                   192,
 	"Temporarily unavailable": 179,
-	"That is too long to be an id or a business key.":                                           717,
+	"That is too long to be an id or a business key.":                                           718,
 	"The %d largest groups; the filter matches more.":                                           88,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 494,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 495,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 275,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    245,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            544,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            545,
 	"The bulk action must be its id (a UUID).": 124,
-	"The call could not be prepared.":          545,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 563,
-	"The chart’s numbers": 325,
+	"The call could not be prepared.":          546,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 564,
+	"The chart’s numbers": 326,
 	"The confirmed count is missing: start again from the list.":                                                                                                            99,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           182,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          640,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          641,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 100,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 180,
-	"The deadline passed before a result arrived.":                                                                                                                          542,
-	"The destination answered HTTP %s.":     552,
-	"The destination could not be reached.": 546,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    536,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         537,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   535,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 534,
-	"The destination’s answer was too large.": 547,
+	"The deadline passed before a result arrived.":                                                                                                                          543,
+	"The destination answered HTTP %s.":     553,
+	"The destination could not be reached.": 547,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    537,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         538,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   536,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 535,
+	"The destination’s answer was too large.": 548,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      185,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          162,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                549,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         580,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      581,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    579,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            548,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               539,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 538,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     540,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             541,
-	"The latest %d attempts, oldest first":                                                         493,
-	"The next page counts them and asks for a reason before anything changes.":                     406,
-	"The nodes this instance reached, in order, each with its occurrence.":                         365,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                550,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         581,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      582,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    580,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            549,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               540,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 539,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     541,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             542,
+	"The latest %d attempts, oldest first":                                                         494,
+	"The next page counts them and asks for a reason before anything changes.":                     407,
+	"The nodes this instance reached, in order, each with its occurrence.":                         366,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 211,
-	"The page cursor is invalid: go back to the first page.":                                       637,
-	"The page size must be between 1 and %d.":                                                      402,
-	"The parameter “%s” is given %d times: give it once.":                                          636,
+	"The page cursor is invalid: go back to the first page.":                                       638,
+	"The page size must be between 1 and %d.":                                                      403,
+	"The parameter “%s” is given %d times: give it once.":                                          637,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 123,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 52,
 	"The reason you gave, not recorded:":                        45,
-	"The result did not match the revision's outputs contract.": 543,
-	"The revision must be a whole number, 1 or more.":           597,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 729,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        722,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     753,
-	"The version must be a whole number from 1.":                                                                                                        399,
+	"The result did not match the revision's outputs contract.": 544,
+	"The revision must be a whole number, 1 or more.":           598,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 730,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        723,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     754,
+	"The version must be a whole number from 1.":                                                                                                        400,
 	"These revisions have the same contracts.":                                                                                                          231,
-	"These settings are kept in this browser only.":                                                                                                     638,
-	"They take every revision their consumer is granted.":                                                                                               801,
-	"They take revision %d only.":                                                                                                                       803,
-	"They take revisions %s only.":                                                                                                                      805,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 633,
+	"These settings are kept in this browser only.":                                                                                                     639,
+	"They take every revision their consumer is granted.":                                                                                               802,
+	"They take revision %d only.":                                                                                                                       804,
+	"They take revisions %s only.":                                                                                                                      806,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 634,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         101,
-	"This contract has no inputs.":                                                                                                        516,
-	"This contract has no outputs.":                                                                                                       519,
+	"This contract has no inputs.":                                                                                                        517,
+	"This contract has no outputs.":                                                                                                       520,
 	"This form could not be read: nothing was done. Send it again.":                                                                       178,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                  177,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        175,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        172,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 713,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 714,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 294,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              34,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    42,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 382,
-	"This instance has not reached a task yet.":                   373,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 383,
+	"This instance has not reached a task yet.":                   374,
 	"This instance is %s, not held: there is nothing to abandon.": 38,
 	"This instance is %s, not held: there is nothing to retry.":   37,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 36,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 292,
 	"This instance is %s: there is nothing to stop.":                            39,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 383,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 384,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 384,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 385,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               35,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          41,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      46,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   44,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  170,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            752,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           751,
-	"This page does not accept that request.": 712,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            753,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           752,
+	"This page does not accept that request.": 713,
 	"This page reloads every %d seconds.":     157,
-	"This process takes no inputs.":           380,
+	"This process takes no inputs.":           381,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 59,
-	"This token is unknown, revoked or expired.": 732,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 676,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            677,
+	"This token is unknown, revoked or expired.": 733,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 677,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            678,
 	"Times in %s · no auto-reload":    154,
 	"Times in %s · reload every %d s": 153,
 	"Times in %s · reloading paused":  152,
 	"To revision":                     225,
-	"Token":                           728,
+	"Token":                           729,
 	"Tokens":                          146,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 730,
-	"Totals of all definitions, not narrowed by the other filters":         614,
-	"Totals of definition %s, not narrowed by the other filters":           613,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 731,
+	"Totals of all definitions, not narrowed by the other filters":         615,
+	"Totals of definition %s, not narrowed by the other filters":           614,
 	"Type": 204,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 715,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 716,
 	"URL":                              278,
-	"UTC (coordinated universal time)": 645,
+	"UTC (coordinated universal time)": 646,
 	"Unknown action.":                  53,
 	"Unknown consumer.":                92,
 	"Unknown destination “%s”.":        93,
-	"Unknown parameter “%s” (did you mean “%s”?).": 634,
-	"Unknown parameter “%s”.":                      635,
-	"Unknown status “%s” (did you mean “%s”?).":    414,
-	"Unknown status “%s”.":                         416,
-	"Value":                                        377,
+	"Unknown parameter “%s” (did you mean “%s”?).": 635,
+	"Unknown parameter “%s”.":                      636,
+	"Unknown status “%s” (did you mean “%s”?).":    415,
+	"Unknown status “%s”.":                         417,
+	"Value":                                        378,
 	"Version":                                      79,
-	"Versions, newest first":                       656,
-	"Waiting for Relais to call the destination since %s (%s).": 560,
-	"Waiting for a worker since %s (%s).":                       561,
+	"Versions, newest first":                       657,
+	"Waiting for Relais to call the destination since %s (%s).": 561,
+	"Waiting for a worker since %s (%s).":                       562,
 	"When":                                                      105,
 	"Who":                                                       106,
-	"Whole message":                                             484,
-	"Why (recorded with the reveal)":                            522,
-	"Worker":                                                    775,
-	"Worker id":                                                 475,
+	"Whole message":                                             485,
+	"Why (recorded with the reveal)":                            523,
+	"Worker":                                                    776,
+	"Worker id":                                                 476,
 	"Workers":                                                   143,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        773,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        774,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 774,
-	"Workers serving %s":                   782,
+	"Workers seen within three heartbeats": 775,
+	"Workers serving %s":                   783,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        210,
-	"You are signed out.": 721,
+	"You are signed out.": 722,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              160,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 723,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          724,
-	"[redacted]":                          593,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 724,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          725,
+	"[redacted]":                          594,
 	"a token’s name, exact":               116,
 	"abandon":                             4,
 	"active":                              193,
-	"administrator":                       445,
+	"administrator":                       446,
 	"an incident: retry, abandon or stop": 298,
-	"answer too large":                    591,
+	"answer too large":                    592,
 	"any":                                 77,
-	"any other code → %s":                 690,
+	"any other code → %s":                 691,
 	"any other error":                     296,
-	"as of %s (%s); counts are refreshed every few seconds.": 616,
-	"at least %d characters":                                 757,
-	"at least %d items":                                      764,
-	"at most %d":                                             510,
-	"at most %d characters":                                  758,
-	"at most %d items":                                       765,
-	"at most %d since the last operator retry":               511,
-	"available":                                              417,
-	"boolean":                                                432,
-	"call in progress since":                                 622,
-	"cancelled":                                              422,
-	"choice":                                                 435,
-	"claimable since":                                        621,
-	"claimable since %s":                                     316,
-	"classification changed":                                 456,
-	"completed":                                              420,
-	"constraint changed":                                     457,
-	"consumer":                                               448,
-	"consumer #%s":                                           575,
-	"date":                                                   433,
-	"date and time":                                          434,
-	"deadline %s":                                            694,
-	"deferred":                                               419,
-	"deferred since":                                         624,
+	"as of %s (%s); counts are refreshed every few seconds.": 617,
+	"at least %d characters":                                 758,
+	"at least %d items":                                      765,
+	"at most %d":                                             511,
+	"at most %d characters":                                  759,
+	"at most %d items":                                       766,
+	"at most %d since the last operator retry":               512,
+	"available":                                              418,
+	"boolean":                                                433,
+	"call in progress since":                                 623,
+	"cancelled":                                              423,
+	"choice":                                                 436,
+	"claimable since":                                        622,
+	"claimable since %s":                                     317,
+	"classification changed":                                 457,
+	"completed":                                              421,
+	"constraint changed":                                     458,
+	"consumer":                                               449,
+	"consumer #%s":                                           576,
+	"date":                                                   434,
+	"date and time":                                          435,
+	"deadline %s":                                            695,
+	"deferred":                                               420,
+	"deferred since":                                         625,
 	"deleted":                                                112,
-	"designer":                                               447,
-	"disconnected":                                           428,
-	"each item of %s":                                        755,
-	"end (completes)":                                        683,
-	"end (fails)":                                            684,
+	"designer":                                               448,
+	"disconnected":                                           429,
+	"each item of %s":                                        756,
+	"end (completes)":                                        684,
+	"end (fails)":                                            685,
 	"end: completes the instance":                            299,
 	"end: fails the instance":                                300,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 788,
-	"exact, case-sensitive":                                  404,
-	"expired":                                                425,
-	"failed":                                                 421,
-	"fails the instance":                                     691,
-	"field added":                                            451,
-	"field removed":                                          452,
-	"format":                                                 462,
-	"format %s":                                              760,
+	"every revision its consumer is granted":                 789,
+	"exact, case-sensitive":                                  405,
+	"expired":                                                426,
+	"failed":                                                 422,
+	"fails the instance":                                     692,
+	"field added":                                            452,
+	"field removed":                                          453,
+	"format":                                                 463,
+	"format %s":                                              761,
 	"from":                                                   117,
-	"held":                                                   424,
+	"held":                                                   425,
 	"held for an operator":                                   297,
-	"held, then abandoned by an operator":                    398,
-	"held, then stopped by an operator":                      397,
-	"hidden (secret)":                                        442,
-	"hidden (sensitive)":                                     441,
-	"hold (an incident for an operator)":                     689,
+	"held, then abandoned by an operator":                    399,
+	"held, then stopped by an operator":                      398,
+	"hidden (secret)":                                        443,
+	"hidden (sensitive)":                                     442,
+	"hold (an incident for an operator)":                     690,
 	"id or business key":                                     140,
-	"in %s":                                                  336,
-	"in progress":                                            483,
-	"instance id":                                            603,
-	"instances held":                                         697,
-	"instances held: %s":                                     698,
-	"integer":                                                430,
-	"its name, exactly":                                      602,
-	"just now":                                               338,
-	"list":                                                   437,
-	"lock until":                                             623,
-	"long polling":                                           786,
-	"long wait":                                              317,
+	"in %s":                                                  337,
+	"in progress":                                            484,
+	"instance id":                                            604,
+	"instances held":                                         698,
+	"instances held: %s":                                     699,
+	"integer":                                                431,
+	"its name, exactly":                                      603,
+	"just now":                                               339,
+	"list":                                                   438,
+	"lock until":                                             624,
+	"long polling":                                           787,
+	"long wait":                                              318,
 	"masked value":                                           277,
-	"maximum":                                                464,
-	"maximum %s":                                             762,
-	"maximum items":                                          466,
-	"maximum length":                                         460,
-	"minimum":                                                463,
-	"minimum %s":                                             761,
-	"minimum items":                                          465,
-	"minimum length":                                         459,
-	"never":                                                  741,
-	"next attempt":                                           620,
-	"no":                                                     450,
-	"no answer within the timeout":                           589,
-	"no connection":                                          590,
+	"maximum":                                                465,
+	"maximum %s":                                             763,
+	"maximum items":                                          467,
+	"maximum length":                                         461,
+	"minimum":                                                464,
+	"minimum %s":                                             762,
+	"minimum items":                                          466,
+	"minimum length":                                         460,
+	"never":                                                  742,
+	"next attempt":                                           621,
+	"no":                                                     451,
+	"no answer within the timeout":                           590,
+	"no connection":                                          591,
 	"no grant: it takes nothing":                             195,
 	"no header":                                              282,
-	"no worker":                                              318,
-	"no worker takes revision %d":                            790,
-	"no worker takes revisions %s":                           791,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 533,
+	"no worker":                                              319,
+	"no worker takes revision %d":                            791,
+	"no worker takes revisions %s":                           792,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 534,
 	"none": 265,
-	"none (revealed before reasons were asked for)": 710,
+	"none (revealed before reasons were asked for)": 711,
 	"none yet": 270,
-	"none: a failed call takes the node’s error path": 500,
-	"normal":                             438,
-	"not provided":                       767,
-	"not yet":                            742,
-	"null":                               771,
-	"number":                             431,
-	"object":                             436,
+	"none: a failed call takes the node’s error path": 501,
+	"normal":                             439,
+	"not provided":                       768,
+	"not yet":                            743,
+	"null":                               772,
+	"number":                             432,
+	"object":                             437,
 	"on error":                           295,
-	"one attempt, no retry, priority %d": 693,
-	"one of: %s":                         763,
-	"operator":                           446,
+	"one attempt, no retry, priority %d": 694,
+	"one of: %s":                         764,
+	"operator":                           447,
 	"optional %s field of type %s":       262,
 	"optional field of type %s":          264,
 	"optional → required":                255,
-	"pattern":                            461,
-	"pattern %s":                         759,
-	"pull":                               681,
+	"pattern":                            462,
+	"pattern %s":                         760,
+	"pull":                               682,
 	"pull %s":                            302,
-	"pull (a worker fetches it)":         443,
+	"pull (a worker fetches it)":         444,
 	"push %s":                            301,
-	"push (Relais calls the service)":    444,
-	"push to %s":                         682,
-	"rejected":                           426,
-	"released":                           427,
+	"push (Relais calls the service)":    445,
+	"push to %s":                         683,
+	"rejected":                           427,
+	"released":                           428,
 	"required %s field of type %s":       261,
-	"required changed":                   454,
+	"required changed":                   455,
 	"required field of type %s":          263,
 	"required → optional":                256,
-	"reserved":                           418,
+	"reserved":                           419,
 	"retry":                              3,
-	"revision %d":                        617,
-	"revisions %s":                       789,
+	"revision %d":                        618,
+	"revisions %s":                       790,
 	"revoked":                            194,
-	"routing changed":                    458,
-	"routing output":                     754,
+	"routing changed":                    459,
+	"routing output":                     755,
 	"routing output %s → %s":             254,
-	"running":                            423,
-	"secret":                             440,
-	"sensitive":                          439,
-	"settled":                            619,
+	"running":                            424,
+	"secret":                             441,
+	"sensitive":                          440,
+	"settled":                            620,
 	"stop":                               5,
-	"stream":                             785,
-	"text":                               429,
+	"stream":                             786,
+	"text":                               430,
 	"the contracts are the same (the name or a description changed).": 247,
-	"this session":             745,
-	"timeout %s":               695,
-	"timeout %s (the default)": 696,
+	"this session":             746,
+	"timeout %s":               696,
+	"timeout %s (the default)": 697,
 	"to":                       118,
-	"type changed":             453,
-	"unexpected value":         772,
-	"unknown":                  592,
+	"type changed":             454,
+	"unexpected value":         773,
+	"unknown":                  593,
 	"values added: %s":         257,
-	"values changed":           455,
+	"values changed":           456,
 	"values removed: %s":       258,
 	"values reordered":         259,
-	"version %d":               658,
-	"waiting":                  587,
-	"yes":                      449,
+	"version %d":               659,
+	"waiting":                  588,
+	"yes":                      450,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 168,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     415,
-	"→ %s": 688,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     416,
+	"→ %s": 689,
 }
 
-var enIndex = []uint32{ // 807 elements
+var enIndex = []uint32{ // 808 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -934,151 +935,151 @@ var enIndex = []uint32{ // 807 elements
 	0x000037f9, 0x00003846, 0x000038aa, 0x0000390e,
 	0x00003917, 0x00003927, 0x0000393c, 0x00003960,
 	0x0000397c, 0x00003994, 0x0000399f, 0x000039aa,
-	0x000039be, 0x00003ad4, 0x00003af8, 0x00003b23,
-	0x00003b2e, 0x00003b33, 0x00003b42, 0x00003b49,
-	0x00003b60, 0x00003b75, 0x00003b87, 0x00003baa,
-	0x00003bdc, 0x00003bf2, 0x00003bfc, 0x00003c06,
+	0x000039be, 0x00003ad4, 0x00003b24, 0x00003b48,
+	0x00003b73, 0x00003b7e, 0x00003b83, 0x00003b92,
+	0x00003b99, 0x00003bb0, 0x00003bc5, 0x00003bd7,
+	0x00003bfa, 0x00003c2c, 0x00003c42, 0x00003c4c,
 	// Entry 140 - 15F
-	0x00003c1b, 0x00003c68, 0x00003c78, 0x00003cb1,
-	0x00003d05, 0x00003d0f, 0x00003d25, 0x00003d5e,
-	0x00003d63, 0x00003d71, 0x00003d7e, 0x00003da7,
-	0x00003dca, 0x00003dd7, 0x00003df7, 0x00003e03,
-	0x00003e1c, 0x00003e25, 0x00003e2f, 0x00003e38,
-	0x00003e40, 0x00003e4a, 0x00003e52, 0x00003e5a,
-	0x00003e5e, 0x00003e62, 0x00003e66, 0x00003e6a,
-	0x00003e6e, 0x00003e72, 0x00003e76, 0x00003e7a,
+	0x00003c56, 0x00003c6b, 0x00003cb8, 0x00003cc8,
+	0x00003d01, 0x00003d55, 0x00003d5f, 0x00003d75,
+	0x00003dae, 0x00003db3, 0x00003dc1, 0x00003dce,
+	0x00003df7, 0x00003e1a, 0x00003e27, 0x00003e47,
+	0x00003e53, 0x00003e6c, 0x00003e75, 0x00003e7f,
+	0x00003e88, 0x00003e90, 0x00003e9a, 0x00003ea2,
+	0x00003eaa, 0x00003eae, 0x00003eb2, 0x00003eb6,
+	0x00003eba, 0x00003ebe, 0x00003ec2, 0x00003ec6,
 	// Entry 160 - 17F
-	0x00003e7e, 0x00003e82, 0x00003e86, 0x00003e8a,
-	0x00003e94, 0x00003eb2, 0x00003ed2, 0x00003ef6,
-	0x00003f1a, 0x00003f23, 0x00003f3a, 0x00003f42,
-	0x00003f53, 0x00003f58, 0x00003f9d, 0x00003fb5,
-	0x00003fba, 0x00003fc5, 0x00003fcb, 0x00003fd5,
-	0x00003fdd, 0x00003fe5, 0x0000400f, 0x00004029,
-	0x00004051, 0x00004081, 0x00004087, 0x00004096,
-	0x000040e9, 0x00004107, 0x0000411e, 0x000041ce,
+	0x00003eca, 0x00003ece, 0x00003ed2, 0x00003ed6,
+	0x00003eda, 0x00003ee4, 0x00003f02, 0x00003f22,
+	0x00003f46, 0x00003f6a, 0x00003f73, 0x00003f8a,
+	0x00003f92, 0x00003fa3, 0x00003fa8, 0x00003fed,
+	0x00004005, 0x0000400a, 0x00004015, 0x0000401b,
+	0x00004025, 0x0000402d, 0x00004035, 0x0000405f,
+	0x00004079, 0x000040a1, 0x000040d1, 0x000040d7,
+	0x000040e6, 0x00004139, 0x00004157, 0x0000416e,
 	// Entry 180 - 19F
-	0x000042f0, 0x000043af, 0x00004406, 0x00004430,
-	0x0000445c, 0x00004486, 0x0000448e, 0x00004494,
-	0x000044a1, 0x000044b3, 0x000044bc, 0x000044c5,
-	0x000044d7, 0x000044e6, 0x00004508, 0x0000452c,
-	0x00004557, 0x0000458b, 0x00004599, 0x000045c4,
-	0x000045d6, 0x000045ec, 0x00004616, 0x0000465f,
-	0x0000467f, 0x00004688, 0x0000469a, 0x000046bd,
-	0x000046cb, 0x000046da, 0x000046e7, 0x0000471f,
+	0x0000421e, 0x00004340, 0x000043ff, 0x00004456,
+	0x00004480, 0x000044ac, 0x000044d6, 0x000044de,
+	0x000044e4, 0x000044f1, 0x00004503, 0x0000450c,
+	0x00004515, 0x00004527, 0x00004536, 0x00004558,
+	0x0000457c, 0x000045a7, 0x000045db, 0x000045e9,
+	0x00004614, 0x00004626, 0x0000463c, 0x00004666,
+	0x000046af, 0x000046cf, 0x000046d8, 0x000046ea,
+	0x0000470d, 0x0000471b, 0x0000472a, 0x00004737,
 	// Entry 1A0 - 1BF
-	0x00004788, 0x000047a4, 0x000047ae, 0x000047b7,
-	0x000047c0, 0x000047ca, 0x000047d1, 0x000047db,
-	0x000047e3, 0x000047e8, 0x000047f0, 0x000047f9,
-	0x00004802, 0x0000480f, 0x00004814, 0x0000481c,
-	0x00004823, 0x0000482b, 0x00004830, 0x0000483e,
-	0x00004845, 0x0000484c, 0x00004851, 0x00004858,
-	0x00004862, 0x00004869, 0x0000487c, 0x0000488c,
-	0x000048a7, 0x000048c7, 0x000048d5, 0x000048de,
+	0x0000476f, 0x000047d8, 0x000047f4, 0x000047fe,
+	0x00004807, 0x00004810, 0x0000481a, 0x00004821,
+	0x0000482b, 0x00004833, 0x00004838, 0x00004840,
+	0x00004849, 0x00004852, 0x0000485f, 0x00004864,
+	0x0000486c, 0x00004873, 0x0000487b, 0x00004880,
+	0x0000488e, 0x00004895, 0x0000489c, 0x000048a1,
+	0x000048a8, 0x000048b2, 0x000048b9, 0x000048cc,
+	0x000048dc, 0x000048f7, 0x00004917, 0x00004925,
 	// Entry 1C0 - 1DF
-	0x000048e7, 0x000048f0, 0x000048f4, 0x000048f7,
-	0x00004903, 0x00004911, 0x0000491e, 0x0000492f,
-	0x0000493e, 0x00004955, 0x00004968, 0x00004978,
-	0x00004987, 0x00004996, 0x0000499e, 0x000049a5,
-	0x000049ad, 0x000049b5, 0x000049c3, 0x000049d1,
-	0x000049e7, 0x000049fc, 0x00004a0d, 0x00004a13,
-	0x00004a1a, 0x00004a23, 0x00004a3f, 0x00004a48,
-	0x00004a52, 0x00004a5b, 0x00004a64, 0x00004a6d,
+	0x0000492e, 0x00004937, 0x00004940, 0x00004944,
+	0x00004947, 0x00004953, 0x00004961, 0x0000496e,
+	0x0000497f, 0x0000498e, 0x000049a5, 0x000049b8,
+	0x000049c8, 0x000049d7, 0x000049e6, 0x000049ee,
+	0x000049f5, 0x000049fd, 0x00004a05, 0x00004a13,
+	0x00004a21, 0x00004a37, 0x00004a4c, 0x00004a5d,
+	0x00004a63, 0x00004a6a, 0x00004a73, 0x00004a8f,
+	0x00004a98, 0x00004aa2, 0x00004aab, 0x00004ab4,
 	// Entry 1E0 - 1FF
-	0x00004a84, 0x00004a8c, 0x00004a9a, 0x00004ac6,
-	0x00004ad2, 0x00004ae0, 0x00004b26, 0x00004b32,
-	0x00004b3a, 0x00004b65, 0x00004bb0, 0x00004c72,
-	0x00004c76, 0x00004c9c, 0x00004cc4, 0x00004d27,
-	0x00004d2c, 0x00004d47, 0x00004d58, 0x00004d64,
-	0x00004d6c, 0x00004d9e, 0x00004da7, 0x00004db0,
-	0x00004dcc, 0x00004e2d, 0x00004e3a, 0x00004e71,
-	0x00004ea0, 0x00004ef0, 0x00004f2b, 0x00004f39,
+	0x00004abd, 0x00004ad4, 0x00004adc, 0x00004aea,
+	0x00004b16, 0x00004b22, 0x00004b30, 0x00004b76,
+	0x00004b82, 0x00004b8a, 0x00004bb5, 0x00004c00,
+	0x00004cc2, 0x00004cc6, 0x00004cec, 0x00004d14,
+	0x00004d77, 0x00004d7c, 0x00004d97, 0x00004da8,
+	0x00004db4, 0x00004dbc, 0x00004dee, 0x00004df7,
+	0x00004e00, 0x00004e1c, 0x00004e7d, 0x00004e8a,
+	0x00004ec1, 0x00004ef0, 0x00004f40, 0x00004f7b,
 	// Entry 200 - 21F
-	0x00004f65, 0x00004f8b, 0x00004fac, 0x00004fb7,
-	0x00004fe5, 0x00005002, 0x00005031, 0x00005063,
-	0x00005081, 0x000050b6, 0x000050d2, 0x000050f1,
-	0x0000514c, 0x0000515b, 0x00005168, 0x00005176,
-	0x00005183, 0x0000518c, 0x000051a7, 0x000051d7,
-	0x000051f2, 0x000051fc, 0x0000524e, 0x0000530e,
-	0x0000536a, 0x000053e8, 0x0000545e, 0x00005531,
-	0x000055f4, 0x0000562c, 0x0000568c, 0x000056b9,
+	0x00004f89, 0x00004fb5, 0x00004fdb, 0x00004ffc,
+	0x00005007, 0x00005035, 0x00005052, 0x00005081,
+	0x000050b3, 0x000050d1, 0x00005106, 0x00005122,
+	0x00005141, 0x0000519c, 0x000051ab, 0x000051b8,
+	0x000051c6, 0x000051d3, 0x000051dc, 0x000051f7,
+	0x00005227, 0x00005242, 0x0000524c, 0x0000529e,
+	0x0000535e, 0x000053ba, 0x00005438, 0x000054ae,
+	0x00005581, 0x00005644, 0x0000567c, 0x000056dc,
 	// Entry 220 - 23F
-	0x000056f3, 0x00005800, 0x00005820, 0x00005846,
-	0x00005870, 0x000058e1, 0x0000591e, 0x00005942,
-	0x000059e6, 0x00005a0b, 0x00005a3a, 0x00005a9a,
-	0x00005af3, 0x00005b4d, 0x00005b67, 0x00005b85,
-	0x00005bb9, 0x00005bf9, 0x00005c23, 0x00005c32,
-	0x00005cfd, 0x00005d2e, 0x00005d5d, 0x00005d70,
-	0x00005de5, 0x00005df8, 0x00005e2c, 0x00005e60,
-	0x00005e70, 0x00005eb7, 0x00005ee4, 0x00005ef1,
+	0x00005709, 0x00005743, 0x00005850, 0x00005870,
+	0x00005896, 0x000058c0, 0x00005931, 0x0000596e,
+	0x00005992, 0x00005a36, 0x00005a5b, 0x00005a8a,
+	0x00005aea, 0x00005b43, 0x00005b9d, 0x00005bb7,
+	0x00005bd5, 0x00005c09, 0x00005c49, 0x00005c73,
+	0x00005c82, 0x00005d4d, 0x00005d7e, 0x00005dad,
+	0x00005dc0, 0x00005e35, 0x00005e48, 0x00005e7c,
+	0x00005eb0, 0x00005ec0, 0x00005f07, 0x00005f34,
 	// Entry 240 - 25F
-	0x00005f01, 0x00005f31, 0x00005f6b, 0x00005f8e,
-	0x00006005, 0x00006087, 0x0000610c, 0x0000611b,
-	0x0000616b, 0x000061cb, 0x00006237, 0x000062ae,
-	0x000062b6, 0x000062ce, 0x000062eb, 0x000062f9,
-	0x0000630a, 0x00006312, 0x0000631d, 0x0000635e,
-	0x00006396, 0x000063aa, 0x000063da, 0x00006415,
-	0x00006425, 0x00006464, 0x00006475, 0x00006487,
-	0x00006493, 0x000064a4, 0x000064be, 0x000064c6,
+	0x00005f41, 0x00005f51, 0x00005f81, 0x00005fbb,
+	0x00005fde, 0x00006055, 0x000060d7, 0x0000615c,
+	0x0000616b, 0x000061bb, 0x0000621b, 0x00006287,
+	0x000062fe, 0x00006306, 0x0000631e, 0x0000633b,
+	0x00006349, 0x0000635a, 0x00006362, 0x0000636d,
+	0x000063ae, 0x000063e6, 0x000063fa, 0x0000642a,
+	0x00006465, 0x00006475, 0x000064b4, 0x000064c5,
+	0x000064d7, 0x000064e3, 0x000064f4, 0x0000650e,
 	// Entry 260 - 27F
-	0x000064d7, 0x000064dd, 0x000064f1, 0x00006509,
-	0x0000652e, 0x0000653c, 0x0000657a, 0x000065b7,
-	0x000065e3, 0x00006620, 0x0000662f, 0x00006640,
-	0x00006648, 0x00006655, 0x00006665, 0x0000667c,
-	0x00006687, 0x00006696, 0x0000669c, 0x000066aa,
-	0x000066b4, 0x000066bf, 0x000066c9, 0x000066dc,
-	0x00006701, 0x0000672c, 0x000067bd, 0x000067f8,
-	0x00006817, 0x00006855, 0x0000688c, 0x000068ba,
+	0x00006516, 0x00006527, 0x0000652d, 0x00006541,
+	0x00006559, 0x0000657e, 0x0000658c, 0x000065ca,
+	0x00006607, 0x00006633, 0x00006670, 0x0000667f,
+	0x00006690, 0x00006698, 0x000066a5, 0x000066b5,
+	0x000066cc, 0x000066d7, 0x000066e6, 0x000066ec,
+	0x000066fa, 0x00006704, 0x0000670f, 0x00006719,
+	0x0000672c, 0x00006751, 0x0000677c, 0x0000680d,
+	0x00006848, 0x00006867, 0x000068a5, 0x000068dc,
 	// Entry 280 - 29F
-	0x000068c8, 0x00006967, 0x00006985, 0x00006adc,
-	0x00006aea, 0x00006afe, 0x00006b1f, 0x00006b33,
-	0x00006b63, 0x00006b69, 0x00006b7d, 0x00006b95,
-	0x00006ba8, 0x00006be5, 0x00006c58, 0x00006ca5,
-	0x00006cb6, 0x00006ccd, 0x00006cea, 0x00006cf8,
-	0x00006d06, 0x00006d11, 0x00006d17, 0x00006e09,
-	0x00006e0f, 0x00006e41, 0x00006e46, 0x00006e56,
-	0x00006e61, 0x00006e6a, 0x00006e7a, 0x00006e86,
+	0x0000690a, 0x00006918, 0x000069b7, 0x000069d5,
+	0x00006b2c, 0x00006b3a, 0x00006b4e, 0x00006b6f,
+	0x00006b83, 0x00006bb3, 0x00006bb9, 0x00006bcd,
+	0x00006be5, 0x00006bf8, 0x00006c35, 0x00006ca8,
+	0x00006cf5, 0x00006d06, 0x00006d1d, 0x00006d3a,
+	0x00006d48, 0x00006d56, 0x00006d61, 0x00006d67,
+	0x00006e59, 0x00006e5f, 0x00006e91, 0x00006e96,
+	0x00006ea6, 0x00006eb1, 0x00006eba, 0x00006eca,
 	// Entry 2A0 - 2BF
-	0x00006eba, 0x00006eed, 0x00006f07, 0x00006fac,
-	0x00006fc2, 0x00007047, 0x000070c1, 0x000070d0,
-	0x0000718a, 0x000071db, 0x000071e0, 0x000071ee,
-	0x000071fe, 0x0000720a, 0x0000721a, 0x00007228,
-	0x00007238, 0x00007242, 0x00007265, 0x0000727e,
-	0x00007291, 0x000072fd, 0x00007323, 0x00007332,
-	0x00007340, 0x0000735c, 0x0000736b, 0x00007381,
-	0x000073ba, 0x000073ec, 0x00007444, 0x0000747b,
+	0x00006ed6, 0x00006f0a, 0x00006f3d, 0x00006f57,
+	0x00006ffc, 0x00007012, 0x00007097, 0x00007111,
+	0x00007120, 0x000071da, 0x0000722b, 0x00007230,
+	0x0000723e, 0x0000724e, 0x0000725a, 0x0000726a,
+	0x00007278, 0x00007288, 0x00007292, 0x000072b5,
+	0x000072ce, 0x000072e1, 0x0000734d, 0x00007373,
+	0x00007382, 0x00007390, 0x000073ac, 0x000073bb,
+	0x000073d1, 0x0000740a, 0x0000743c, 0x00007494,
 	// Entry 2C0 - 2DF
-	0x00007492, 0x000074a0, 0x000074e4, 0x00007509,
-	0x00007580, 0x00007596, 0x000075ad, 0x000075db,
-	0x000075ee, 0x00007616, 0x0000769a, 0x000076a1,
-	0x00007709, 0x00007733, 0x00007763, 0x00007836,
-	0x00007970, 0x00007a10, 0x00007a24, 0x00007a7f,
-	0x00007b2a, 0x00007bac, 0x00007c85, 0x00007c8d,
-	0x00007cc8, 0x00007cce, 0x00007d60, 0x00007df8,
-	0x00007e24, 0x00007e4f, 0x00007e9d, 0x00007f09,
+	0x000074cb, 0x000074e2, 0x000074f0, 0x00007534,
+	0x00007559, 0x000075d0, 0x000075e6, 0x000075fd,
+	0x0000762b, 0x0000763e, 0x00007666, 0x000076ea,
+	0x000076f1, 0x00007759, 0x00007783, 0x000077b3,
+	0x00007886, 0x000079c0, 0x00007a60, 0x00007a74,
+	0x00007acf, 0x00007b7a, 0x00007bfc, 0x00007cd5,
+	0x00007cdd, 0x00007d18, 0x00007d1e, 0x00007db0,
+	0x00007e48, 0x00007e74, 0x00007e9f, 0x00007eed,
 	// Entry 2E0 - 2FF
-	0x00007fb0, 0x00007fcb, 0x00007fd5, 0x00007fda,
-	0x00007fe4, 0x00007fec, 0x00007ff2, 0x00007ffa,
-	0x00008008, 0x00008012, 0x0000801f, 0x00008032,
-	0x00008056, 0x000080d6, 0x000080e7, 0x000080ef,
-	0x00008164, 0x000081b8, 0x00008200, 0x0000820f,
-	0x00008222, 0x0000822e, 0x0000826a, 0x000082a4,
-	0x000082b2, 0x000082bf, 0x000082cd, 0x000082db,
-	0x000082e9, 0x0000831b, 0x0000834b, 0x000083a7,
+	0x00007f59, 0x00008000, 0x0000801b, 0x00008025,
+	0x0000802a, 0x00008034, 0x0000803c, 0x00008042,
+	0x0000804a, 0x00008058, 0x00008062, 0x0000806f,
+	0x00008082, 0x000080a6, 0x00008126, 0x00008137,
+	0x0000813f, 0x000081b4, 0x00008208, 0x00008250,
+	0x0000825f, 0x00008272, 0x0000827e, 0x000082ba,
+	0x000082f4, 0x00008302, 0x0000830f, 0x0000831d,
+	0x0000832b, 0x00008339, 0x0000836b, 0x0000839b,
 	// Entry 300 - 31F
-	0x000083b4, 0x000083d4, 0x000083df, 0x000083f9,
-	0x000083fe, 0x0000840f, 0x00008495, 0x000084ba,
-	0x000084c1, 0x000084ca, 0x000084dd, 0x000084e7,
-	0x000084f1, 0x000084fb, 0x00008513, 0x00008529,
-	0x00008535, 0x00008557, 0x0000855e, 0x0000856b,
-	0x0000857c, 0x000085a3, 0x000085b3, 0x000085d2,
-	0x000085f2, 0x000086ca, 0x000087ab, 0x000087ff,
-	0x0000884f, 0x000088af, 0x00008902, 0x0000893a,
+	0x000083f7, 0x00008404, 0x00008424, 0x0000842f,
+	0x00008449, 0x0000844e, 0x0000845f, 0x000084e5,
+	0x0000850a, 0x00008511, 0x0000851a, 0x0000852d,
+	0x00008537, 0x00008541, 0x0000854b, 0x00008563,
+	0x00008579, 0x00008585, 0x000085a7, 0x000085ae,
+	0x000085bb, 0x000085cc, 0x000085f3, 0x00008603,
+	0x00008622, 0x00008642, 0x0000871a, 0x000087fb,
+	0x0000884f, 0x0000889f, 0x000088ff, 0x00008952,
 	// Entry 320 - 33F
-	0x0000896b, 0x000089bb, 0x000089ef, 0x00008a0d,
-	0x00008a2c, 0x00008a4b, 0x00008a6b,
-} // Size: 3252 bytes
+	0x0000898a, 0x000089bb, 0x00008a0b, 0x00008a3f,
+	0x00008a5d, 0x00008a7c, 0x00008a9b, 0x00008abb,
+} // Size: 3256 bytes
 
-const enData string = "" + // Size: 35435 bytes
+const enData string = "" + // Size: 35515 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1306,318 +1307,319 @@ const enData string = "" + // Size: 35435 bytes
 	"orkers finished in the last hour: occurrences that ended completed or fa" +
 	"iled. An occurrence retried since counts where it ends next; a failed at" +
 	"tempt with attempts left is not counted, its occurrence’s page lists it." +
-	"\x02Completions and failures, last hour\x02Definitions, those needing at" +
-	"tention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldes" +
-	"t claimable waits\x02Completed, last hour\x02Failed, last hour\x02No def" +
-	"inition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few" +
-	" seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all" +
-	" definitions\x02No definition %[1]s has occurrences: check the key, or s" +
-	"how all definitions.\x02All definitions\x02Completions and failures per " +
-	"5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table" +
-	" after the chart gives each 5-minute slot.\x02Completed\x02The chart’s n" +
-	"umbers\x02Completions and failures per 5-minute slot, oldest first\x02Sl" +
-	"ot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d c" +
-	"ompleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d" +
-	" failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %" +
-	"[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1" +
-	"]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
-	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
-	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
-	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
-	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
-	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
-	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02Erase this in" +
-	"stance…\x02This instance has ended. As an administrator you may erase it" +
-	" now rather than wait for retention (a data subject’s request): it is de" +
-	"leted with its occurrences and attempts.\x02This instance is held at a f" +
-	"ailed node: an incident. It cannot be retried: its occurrence at node %[" +
-	"1]s failed before any attempt (its inputs could not be built), so it wou" +
-	"ld fail the same way. Abandon fails the instance; stop cancels it. Each " +
-	"asks for a reason, recorded in the audit log.\x02This instance is held a" +
-	"t a failed node: an incident. Retry offers the failed occurrence again; " +
-	"abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
-	"orded in the audit log.\x02Stopping cancels the instance and its open oc" +
-	"currences. It does not complete anything.\x02Stopped by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at" +
-	" %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrenc" +
-	"e\x02Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held" +
-	", then stopped by an operator\x02held, then abandoned by an operator\x02" +
-	"The version must be a whole number from 1.\x02A version is a process’s: " +
-	"choose the process too.\x02Creation date\x02The page size must be betwee" +
-	"n 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on e" +
-	"very instance this filter matches\x02The next page counts them and asks " +
-	"for a reason before anything changes.\x02Process instances, newest first" +
-	"\x02Instance\x02End node or error\x02No instance matches these filters." +
-	"\x02All processes\x02Any definition\x02All statuses\x02Unknown status “%" +
-	"[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, " +
-	"not of a task: the Instances page lists the instances with it.\x02Unknow" +
-	"n status “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02f" +
-	"ailed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
-	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
-	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02hidden (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)" +
-	"\x02push (Relais calls the service)\x02administrator\x02operator\x02desi" +
-	"gner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type ch" +
-	"anged\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
-	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
-	"tion’s answer\x02Outcome\x02Error message\x02No worker has reserved this" +
-	" occurrence yet.\x02in progress\x02Whole message\x02No worker ever reser" +
-	"ved this occurrence: it ended before any attempt.\x02Destination\x02Repl" +
-	"ica\x02Relais has not called the destination yet.\x02Relais never called" +
-	" the destination: the occurrence ended before any call.\x02Relais keeps " +
-	"the destination’s status code only when it refused the call (destination" +
-	"_http_NNN); a completed call answered 2xx. The duration runs from the cl" +
-	"aim of the call to its settlement.\x02Now\x02Retry or abandon it from it" +
-	"s instance\x02The latest %[1]d attempts, oldest first\x02The %[1]s earli" +
-	"er attempts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s list" +
-	"s them all.\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
-	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
-	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; i" +
-	"ts last call had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_T" +
-	"IMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination" +
-	"’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[" +
-	"1]s, multiplied by %[2]s after each failure, up to %[3]s (Relais’s ceili" +
-	"ng)\x02%[1]s, multiplied by %[2]s after each failure, up to %[3]s\x02at " +
-	"most %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81" +
-	"\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d ha" +
-	"nded back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[" +
-	"1]d's contract\x02This contract has no inputs.\x02Outputs, labelled by r" +
-	"evision %[1]d's contract\x02No outputs yet: the occurrence has not compl" +
-	"eted.\x02This contract has no outputs.\x02No outputs: the occurrence end" +
-	"ed without completing.\x02Reveal — this is recorded\x02Why (recorded wit" +
-	"h the reveal)\x02Every admin reads it, and it is kept whatever the reten" +
-	"tion: write no customer data in it.\x02Available from\x02Next attempt" +
-	"\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1" +
-	"]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (before " +
-	"any attempt)\x02Retryable\x02no: the worker marked this failure as not r" +
-	"etryable (attempts left unused: %[1]d)\x02The destination’s answer could" +
-	" not be used: it must be one JSON object whose outputs member matches th" +
-	"e revision’s outputs contract, and nothing after it. Its message says wh" +
-	"at was wrong.\x02The destination did not answer within the call’s timeou" +
-	"t: it may have acted all the same.\x02The destination did not answer wit" +
-	"hin the call’s timeout (%[1]s): it may have acted all the same, so check" +
-	" before retrying.\x02The destination did not answer within the call’s ti" +
-	"meout: it may have acted all the same, so check before retrying.\x02The " +
-	"last attempt’s lock expired with no attempt left, after Relais refused i" +
-	"ts worker’s report (%[1]s; see the failed occurrence’s attempts): the wo" +
-	"rker answered, and its answer must change, not its lock.\x02The last att" +
-	"empt’s lock expired with no attempt left, after Relais refused its worke" +
-	"r’s report (%[1]s; see the attempts below): the worker answered, and its" +
-	" answer must change, not its lock.\x02The last attempt’s lock expired wi" +
-	"th no attempt left.\x02The last attempt’s worker stream ended (its worke" +
-	"r left or was dropped) with no attempt left.\x02The deadline passed befo" +
-	"re a result arrived.\x02The result did not match the revision's outputs " +
-	"contract.\x02The answer to the call was lost (the connection broke after" +
-	" the request was sent, or Relais stopped or could not reach its database" +
-	" before recording it): whether the destination acted is unknown, so Rela" +
-	"is does not call it again by itself (an operator’s retry does).\x02The c" +
-	"all could not be prepared.\x02The destination could not be reached.\x02T" +
-	"he destination’s answer was too large.\x02The last attempt ended without" +
-	" a result (its lock expired, or its worker’s stream ended) with no attem" +
-	"pt left.\x02The inputs could not be built from the process’s bindings." +
-	"\x02An operator abandoned the instance.\x02A Camunda 7 worker reported a" +
-	" failure with no retries left (retries: 0, no retries sent, which Camund" +
-	"a reads as 0, or a budget already spent): it is not run again.\x02The de" +
-	"stination answered HTTP %[1]s.\x02No live worker takes %[1]s now (Worker" +
-	"s page).\x02No live worker takes revision %[1]d: the live workers of %[2" +
-	"]s declare inputs it does not have.\x02No live worker takes revision %[1" +
-	"]d: the live workers of %[2]s take revision %[3]d only.\x02No live worke" +
-	"r takes revision %[1]d: the live workers of %[2]s take revisions %[3]s o" +
-	"nly.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock e" +
-	"xpired %[1]s — waiting to be offered again.\x02Waiting for Relais to cal" +
-	"l the destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1" +
-	"]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s w" +
-	"ithout its result recorded: the replica making it may have stopped. If s" +
-	"o, it fails outcome_unknown at %[3]s (%[4]s): ask the destination whethe" +
-	"r it took effect.\x02Relais is calling the destination (since %[1]s)." +
-	"\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s." +
-	"\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a fr" +
-	"ont end with a settle token, completes it later.\x02Completed (%[1]s)." +
-	"\x02Its instance is held here, waiting for an operator.\x02Its instance " +
-	"went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: th" +
-	"e instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the in" +
-	"stance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s " +
-	"(deferred; settled with its settle token)\x02%[1]s (deferred; settled wi" +
-	"th its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02" +
-	"The instance was stopped while the worker held the task: its report is r" +
-	"efused, but it may already have done the work.\x02The instance was stopp" +
-	"ed during the call, which was aborted: the destination may already have " +
-	"acted on the request (check there).\x02The instance was stopped while th" +
-	"e task was deferred: a settlement by id is refused, but the work it wait" +
-	"ed for may already be done.\x02%[1]s at %[2]s\x02Relais refused a report" +
-	" of this attempt at %[1]s (%[2]s) before taking another.\x02Relais refus" +
-	"ed %[1]s reports of this attempt, the last at %[2]s (%[3]s), before taki" +
-	"ng another.\x02Relais refused this attempt’s report at %[1]s (%[2]s): it" +
-	"s worker answered, and the answer was not taken.\x02Relais refused %[1]s" +
-	" reports of this attempt, the last at %[2]s (%[3]s): its worker answered" +
-	", and no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no a" +
-	"nswer within the timeout\x02no connection\x02answer too large\x02unknown" +
-	"\x02[redacted]\x02Message from the worker (its own words, protected valu" +
-	"es masked)\x02Message from Relais, quoting the destination’s answer\x02M" +
-	"essage from Relais\x02The revision must be a whole number, 1 or more." +
-	"\x02A revision is a definition’s: choose the definition too.\x02Settleme" +
-	"nt date\x02More filters: instance, revision, consumer, destination, date" +
-	"s\x02Push destination\x02its name, exactly\x02instance id\x02Counts by s" +
-	"tatus\x02Occurrences, newest first\x02Message\x02Process and node\x02Err" +
-	"or\x02Consumer and worker\x02Next attempt or settled\x02No occurrence ma" +
-	"tches these filters.\x02All consumers\x02Totals of definition %[1]s, not" +
-	" narrowed by the other filters\x02Totals of all definitions, not narrowe" +
-	"d by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
-	"ed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
-	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
-	"a parameter that cannot be read (a percent sign not followed by two hexa" +
-	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
-	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
-	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
-	"r is invalid: go back to the first page.\x02These settings are kept in t" +
-	"his browser only.\x02Show times in\x02The console runs no script, so it " +
-	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
-	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
-	"etail pages\x02A reload empties what you typed but did not apply (filter" +
-	"s, the search box) and moves the focus back to the top of the page: “Pau" +
-	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
-	"ges where you type a reason (confirmations, and occurrences with a value" +
-	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
-	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving tim" +
-	"e)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloadi" +
-	"ng resumed.\x02Reloading paused: this page stays as it is until you resu" +
-	"me.\x02Published process versions: their nodes, routes and pinned revisi" +
-	"ons, drawn, with where their occurrences are now.\x02Published process v" +
-	"ersions: their nodes, routes and pinned revisions, drawn.\x02Processes b" +
-	"y key\x02Versions, newest first\x02No process is published yet.\x02versi" +
-	"on %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	" Each box says how many of this version’s occurrences are at that node n" +
-	"ow.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kin" +
-	"d\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inp" +
-	"uts from\x02No inputs: an instance starts with an empty object.\x02Input" +
-	"s an instance of this version is started with\x02Instances of this versi" +
-	"on\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
-	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
-	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
-	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
-	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
-	"he reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value" +
-	" this page shows as hidden (sensitive) can be revealed.\x02Secret values" +
-	" can never be revealed.\x02Every sensitive value an administrator reveal" +
-	"ed: who, when, which field and why. The values themselves are never kept" +
-	".\x02Reveals, newest first\x02No value was revealed.\x02none (revealed b" +
-	"efore reasons were asked for)\x02Method not allowed\x02This page does no" +
-	"t accept that request.\x02This form was sent from another site: the cons" +
-	"ole takes its forms from its own pages only. Open the console and send i" +
-	"t from there.\x02Search\x02Type an instance or occurrence id (a whole UU" +
-	"ID, as the title of its page shows it), or a business key.\x02Nothing to" +
-	" find: the search box is empty.\x02That is too long to be an id or a bus" +
-	"iness key.\x02No instance has “%[1]s” as its business key. A business ke" +
-	"y is found only whole and exactly as given, capitals and accents include" +
-	"d: a list shows a long one shortened, so copy it from its instance’s pag" +
-	"e.\x02No instance or occurrence has the id “%[1]s”, and no instance has " +
-	"it as its business key. An ended instance is deleted, with its occurrenc" +
-	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
-	", or at once when an administrator erases it; the audit log keeps the op" +
-	"erator actions taken on it.\x02No instance has “%[1]s” as its business k" +
-	"ey, and it is not a whole id: the lists show the end of each id. Open th" +
-	"e row, or copy its link, for the whole id.\x02You are signed out.\x02The" +
-	" token you signed in with is revoked, and you are signed out: sign in wi" +
-	"th another one.\x02Your session had ended (inactivity, a sign-out elsewh" +
-	"ere, a revoked token or a restart of the server), so your last action wa" +
-	"s not applied. Sign in again, then repeat it.\x02Your session has ended " +
-	"(inactivity, a sign-out elsewhere, a token revoked or expired, or a rest" +
-	"art of the server). Sign in again.\x02A token in the address is not used" +
-	": paste it in the field below. The address has put it in your browser’s " +
-	"history, and perhaps in a proxy’s logs: if others may read them, have th" +
-	"e token revoked and use a new one.\x02Sign in\x02Sign in with an operato" +
-	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
-	"\x02G\x02Too many failed sign-ins from your address. Try again in %[1]d " +
-	"second.\x00H\x02Too many failed sign-ins from your address. Try again in" +
-	" %[1]d seconds.\x02Paste your token in the field: it is empty.\x02This t" +
-	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
-	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
-	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
-	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
-	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
-	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
-	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
-	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
-	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
-	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
-	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
-	"th: revoking it signs you out. Its next request is refused. This cannot " +
-	"be undone.\x02This is the last usable administrator token: create anothe" +
-	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
-	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
-	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
-	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
-	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
-	"m, and polling workers by their last fetch. A worker is listed while it " +
-	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
-	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	"\x02A held instance’s failed occurrence counts in both Held instances an" +
+	"d Failed.\x02Completions and failures, last hour\x02Definitions, those n" +
+	"eeding attention first\x02Definition\x02Open\x02Held instances\x02Failed" +
+	"\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last hour" +
+	"\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed" +
+	" every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
+	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
+	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
+	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
+	"s. The table after the chart gives each 5-minute slot.\x02Completed\x02T" +
+	"he chart’s numbers\x02Completions and failures per 5-minute slot, oldest" +
+	" first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
+	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
+	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
+	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02The version must be a whole number from 1.\x02" +
+	"A version is a process’s: choose the process too.\x02Creation date\x02Th" +
+	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
+	"case-sensitive\x02Act on every instance this filter matches\x02The next " +
+	"page counts them and asks for a reason before anything changes.\x02Proce" +
+	"ss instances, newest first\x02Instance\x02End node or error\x02No instan" +
+	"ce matches these filters.\x02All processes\x02Any definition\x02All stat" +
+	"uses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is th" +
+	"e status of an instance, not of a task: the Instances page lists the ins" +
+	"tances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02d" +
+	"eferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expire" +
+	"d\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
+	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
+	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
+	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
+	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
+	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
+	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
+	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
+	"atever the retention: write no customer data in it.\x02Available from" +
+	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
+	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
+	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
+	"ion’s answer could not be used: it must be one JSON object whose outputs" +
+	" member matches the revision’s outputs contract, and nothing after it. I" +
+	"ts message says what was wrong.\x02The destination did not answer within" +
+	" the call’s timeout: it may have acted all the same.\x02The destination " +
+	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
+	"the same, so check before retrying.\x02The destination did not answer wi" +
+	"thin the call’s timeout: it may have acted all the same, so check before" +
+	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
+	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
+	" attempts): the worker answered, and its answer must change, not its loc" +
+	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
+	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
+	" answered, and its answer must change, not its lock.\x02The last attempt" +
+	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
+	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
+	"deadline passed before a result arrived.\x02The result did not match the" +
+	" revision's outputs contract.\x02The answer to the call was lost (the co" +
+	"nnection broke after the request was sent, or Relais stopped or could no" +
+	"t reach its database before recording it): whether the destination acted" +
+	" is unknown, so Relais does not call it again by itself (an operator’s r" +
+	"etry does).\x02The call could not be prepared.\x02The destination could " +
+	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
+	"ttempt ended without a result (its lock expired, or its worker’s stream " +
+	"ended) with no attempt left.\x02The inputs could not be built from the p" +
+	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
+	" worker reported a failure with no retries left (retries: 0, no retries " +
+	"sent, which Camunda reads as 0, or a budget already spent): it is not ru" +
+	"n again.\x02The destination answered HTTP %[1]s.\x02No live worker takes" +
+	" %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the l" +
+	"ive workers of %[2]s declare inputs it does not have.\x02No live worker " +
+	"takes revision %[1]d: the live workers of %[2]s take revision %[3]d only" +
+	".\x02No live worker takes revision %[1]d: the live workers of %[2]s take" +
+	" revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s " +
+	"— %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiti" +
+	"ng for Relais to call the destination since %[1]s (%[2]s).\x02Waiting fo" +
+	"r a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (" +
+	"%[1]s) ended %[2]s without its result recorded: the replica making it ma" +
+	"y have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask th" +
+	"e destination whether it took effect.\x02Relais is calling the destinati" +
+	"on (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Res" +
+	"erved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same co" +
+	"nsumer, or a front end with a settle token, completes it later.\x02Compl" +
+	"eted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02" +
+	"Its instance went on along the node’s error path.\x02Failed (%[1]s).\x02" +
+	"Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Canc" +
+	"elled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[" +
+	"1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferre" +
+	"d; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled " +
+	"by %[2]s)\x02The instance was stopped while the worker held the task: it" +
+	"s report is refused, but it may already have done the work.\x02The insta" +
+	"nce was stopped during the call, which was aborted: the destination may " +
+	"already have acted on the request (check there).\x02The instance was sto" +
+	"pped while the task was deferred: a settlement by id is refused, but the" +
+	" work it waited for may already be done.\x02%[1]s at %[2]s\x02Relais ref" +
+	"used a report of this attempt at %[1]s (%[2]s) before taking another." +
+	"\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (%[3" +
+	"]s), before taking another.\x02Relais refused this attempt’s report at %" +
+	"[1]s (%[2]s): its worker answered, and the answer was not taken.\x02Rela" +
+	"is refused %[1]s reports of this attempt, the last at %[2]s (%[3]s): its" +
+	" worker answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusa" +
+	"ble body\x02no answer within the timeout\x02no connection\x02answer too " +
+	"large\x02unknown\x02[redacted]\x02Message from the worker (its own words" +
+	", protected values masked)\x02Message from Relais, quoting the destinati" +
+	"on’s answer\x02Message from Relais\x02The revision must be a whole numbe" +
+	"r, 1 or more.\x02A revision is a definition’s: choose the definition too" +
+	".\x02Settlement date\x02More filters: instance, revision, consumer, dest" +
+	"ination, dates\x02Push destination\x02its name, exactly\x02instance id" +
+	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
+	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
+	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
+	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
+	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
+	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
+	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
+	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
+	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
+	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
+	"dress holds a parameter that cannot be read (a percent sign not followed" +
+	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
+	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
+	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
+	"e page cursor is invalid: go back to the first page.\x02These settings a" +
+	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
+	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
+	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
+	" lists and detail pages\x02A reload empties what you typed but did not a" +
+	"pply (filters, the search box) and moves the focus back to the top of th" +
+	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
+	"u resume. Pages where you type a reason (confirmations, and occurrences " +
+	"with a value to reveal) never reload on their own, nor does a revealed v" +
+	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
+	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
+	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
+	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
+	"il you resume.\x02Published process versions: their nodes, routes and pi" +
+	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
+	"Processes by key\x02Versions, newest first\x02No process is published ye" +
+	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
+	"ollow the longest path from the start node. Solid arrows are successes (" +
+	"labelled with their route), dashed ones failures (labelled with their er" +
+	"ror codes). Each box says how many of this version’s occurrences are at " +
+	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
+	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
+	" now\x02Inputs from\x02No inputs: an instance starts with an empty objec" +
+	"t.\x02Inputs an instance of this version is started with\x02Instances of" +
+	" this version\x02Columns follow the longest path from the start node. So" +
+	"lid arrows are successes (labelled with their route), dashed ones failur" +
+	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
+	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
+	"ble below lists every node with its routes and counts.\x02This version h" +
+	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
+	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
+	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
+	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for a" +
+	"n operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
+	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
+	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
+	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
+	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
+	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
+	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
+	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
+	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
+	"administrator revealed: who, when, which field and why. The values thems" +
+	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
+	" and no instance has it as its business key. An ended instance is delete" +
+	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
+	"RETENTION) has passed, or at once when an administrator erases it; the a" +
+	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02The token you signed in with is revoked, and you are s" +
+	"igned out: sign in with another one.\x02Your session had ended (inactivi" +
+	"ty, a sign-out elsewhere, a revoked token or a restart of the server), s" +
+	"o your last action was not applied. Sign in again, then repeat it.\x02Yo" +
+	"ur session has ended (inactivity, a sign-out elsewhere, a token revoked " +
+	"or expired, or a restart of the server). Sign in again.\x02A token in th" +
+	"e address is not used: paste it in the field below. The address has put " +
+	"it in your browser’s history, and perhaps in a proxy’s logs: if others m" +
+	"ay read them, have the token revoked and use a new one.\x02Sign in\x02Si" +
+	"gn in with an operator, designer or administrator token.\x02Token\x02The" +
+	" token is checked once and never stored in your browser; a session cooki" +
+	"e stands for it for up to 8 hours of inactivity, and 12 hours at most." +
+	"\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address." +
+	" Try again in %[1]d second.\x00H\x02Too many failed sign-ins from your a" +
+	"ddress. Try again in %[1]d seconds.\x02Paste your token in the field: it" +
+	" is empty.\x02This token is unknown, revoked or expired.\x02A %[1]s toke" +
+	"n cannot open the console: it is a worker’s token, for the API.\x02Only " +
+	"administrators see this page: tokens, consumers, destinations, the revea" +
+	"l log and erasures are theirs.\x02Staff tokens (administrators, designer" +
+	"s, operators) that are not revoked. Consumer tokens are managed with the" +
+	"ir consumers. Revoking a token refuses its next request.\x02Staff tokens" +
+	", oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02" +
+	"not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]" +
+	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
+	" console sessions opened with it end. This cannot be undone: whoever use" +
+	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
+	"ken you signed in with: revoking it signs you out. Its next request is r" +
+	"efused. This cannot be undone.\x02This is the last usable administrator " +
+	"token: create another one before revoking it.\x02The token “%[1]s” (%[2]" +
+	"s) was revoked: its next request is refused.\x02routing output\x02each i" +
+	"tem of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]" +
+	"d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
+	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
+	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
+	"connected by a stream, and polling workers by their last fetch. A worker" +
+	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
+	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
+	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
+	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02stre" +
+	"am\x02long polling\x02Camunda 7 facade\x02every revision its consumer is" +
+	" granted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no work" +
+	"er takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no l" +
+	"ive worker takes it: subscribe workers to it, with their consumers grant" +
+	"ed it (a worker naming no revision takes those its consumer is granted; " +
+	"a process version pins it).\x02Occurrences of revisions %[1]s wait, and " +
+	"no live worker takes them: subscribe workers to them, with their consume" +
+	"rs granted them (a worker naming no revision takes those its consumer is" +
+	" granted; a process version pins them).\x02No worker serves this definit" +
+	"ion: its occurrences wait until one connects or polls.\x02No process use" +
+	"s this definition yet: it needs a worker once a process pulls it.\x02No " +
+	"process pulls this definition: Relais calls its destinations (push), and" +
+	" it needs no worker.\x02No worker is connected for this definition; none" +
+	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
+	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every re" +
+	"vision its consumer is granted.\x02Revisions they take: %[1]s; some take" +
+	" every revision their consumer is granted.\x02They take every revision t" +
+	"heir consumer is granted.\x02It takes revision %[1]d only.\x02They take " +
+	"revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revi" +
+	"sions %[1]s only."
 
-var frIndex = []uint32{ // 807 elements
+var frIndex = []uint32{ // 808 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1704,151 +1706,151 @@ var frIndex = []uint32{ // 807 elements
 	0x000048e2, 0x00004948, 0x000049cd, 0x00004a42,
 	0x00004a54, 0x00004a67, 0x00004a83, 0x00004ab0,
 	0x00004acd, 0x00004af0, 0x00004afb, 0x00004b06,
-	0x00004b1d, 0x00004c84, 0x00004cab, 0x00004ce9,
-	0x00004cf5, 0x00004cfe, 0x00004d12, 0x00004d1c,
-	0x00004d43, 0x00004d5f, 0x00004d7a, 0x00004daa,
-	0x00004de9, 0x00004e04, 0x00004e13, 0x00004e24,
+	0x00004b1d, 0x00004c84, 0x00004cf5, 0x00004d1c,
+	0x00004d5a, 0x00004d66, 0x00004d6f, 0x00004d83,
+	0x00004d8d, 0x00004db4, 0x00004dd0, 0x00004deb,
+	0x00004e1b, 0x00004e5a, 0x00004e75, 0x00004e84,
 	// Entry 140 - 15F
-	0x00004e45, 0x00004eb0, 0x00004ec8, 0x00004f0f,
-	0x00004f7a, 0x00004f85, 0x00004f9f, 0x00004fe9,
-	0x00004ff1, 0x00004fff, 0x0000500f, 0x00005039,
-	0x00005062, 0x00005072, 0x00005091, 0x0000509d,
-	0x000050b6, 0x000050c1, 0x000050ce, 0x000050dd,
-	0x000050e5, 0x000050ef, 0x000050f7, 0x000050ff,
-	0x00005105, 0x0000510c, 0x00005111, 0x00005116,
-	0x0000511a, 0x0000511f, 0x00005125, 0x0000512b,
+	0x00004e95, 0x00004eb6, 0x00004f21, 0x00004f39,
+	0x00004f80, 0x00004feb, 0x00004ff6, 0x00005010,
+	0x0000505a, 0x00005062, 0x00005070, 0x00005080,
+	0x000050aa, 0x000050d3, 0x000050e3, 0x00005102,
+	0x0000510e, 0x00005127, 0x00005132, 0x0000513f,
+	0x0000514e, 0x00005156, 0x00005160, 0x00005168,
+	0x00005170, 0x00005176, 0x0000517d, 0x00005182,
+	0x00005187, 0x0000518b, 0x00005190, 0x00005196,
 	// Entry 160 - 17F
-	0x00005131, 0x00005136, 0x0000513b, 0x00005141,
-	0x0000514b, 0x0000516b, 0x0000518d, 0x000051b1,
-	0x000051d7, 0x000051e0, 0x000051fc, 0x00005205,
-	0x0000521d, 0x00005226, 0x0000527a, 0x0000529a,
-	0x000052a0, 0x000052ab, 0x000052b1, 0x000052bf,
-	0x000052ca, 0x000052d8, 0x0000530b, 0x0000532f,
-	0x0000535e, 0x000053a7, 0x000053ae, 0x000053c4,
-	0x00005437, 0x0000545d, 0x00005477, 0x0000555f,
+	0x0000519c, 0x000051a2, 0x000051a7, 0x000051ac,
+	0x000051b2, 0x000051bc, 0x000051dc, 0x000051fe,
+	0x00005222, 0x00005248, 0x00005251, 0x0000526d,
+	0x00005276, 0x0000528e, 0x00005297, 0x000052eb,
+	0x0000530b, 0x00005311, 0x0000531c, 0x00005322,
+	0x00005330, 0x0000533b, 0x00005349, 0x0000537c,
+	0x000053a0, 0x000053cf, 0x00005418, 0x0000541f,
+	0x00005435, 0x000054a8, 0x000054ce, 0x000054e8,
 	// Entry 180 - 19F
-	0x000056ee, 0x000057f5, 0x00005845, 0x00005876,
-	0x000058a9, 0x000058d8, 0x000058e3, 0x000058e7,
-	0x000058f9, 0x0000590e, 0x0000591c, 0x00005929,
-	0x0000593e, 0x00005951, 0x0000597c, 0x000059a9,
-	0x000059e0, 0x00005a2a, 0x00005a3c, 0x00005a74,
-	0x00005a8b, 0x00005aa2, 0x00005ad6, 0x00005b20,
-	0x00005b55, 0x00005b5e, 0x00005b75, 0x00005ba3,
-	0x00005bb6, 0x00005bc8, 0x00005bd9, 0x00005c25,
+	0x000055d0, 0x0000575f, 0x00005866, 0x000058b6,
+	0x000058e7, 0x0000591a, 0x00005949, 0x00005954,
+	0x00005958, 0x0000596a, 0x0000597f, 0x0000598d,
+	0x0000599a, 0x000059af, 0x000059c2, 0x000059ed,
+	0x00005a1a, 0x00005a51, 0x00005a9b, 0x00005aad,
+	0x00005ae5, 0x00005afc, 0x00005b13, 0x00005b47,
+	0x00005b91, 0x00005bc6, 0x00005bcf, 0x00005be6,
+	0x00005c14, 0x00005c27, 0x00005c39, 0x00005c4a,
 	// Entry 1A0 - 1BF
-	0x00005c9f, 0x00005cc3, 0x00005cce, 0x00005cd9,
-	0x00005ce4, 0x00005cee, 0x00005cf8, 0x00005d01,
-	0x00005d0a, 0x00005d13, 0x00005d1c, 0x00005d25,
-	0x00005d2c, 0x00005d3a, 0x00005d40, 0x00005d47,
-	0x00005d4e, 0x00005d57, 0x00005d5c, 0x00005d6a,
-	0x00005d70, 0x00005d76, 0x00005d7c, 0x00005d84,
-	0x00005d8d, 0x00005d96, 0x00005da9, 0x00005dba,
-	0x00005ddd, 0x00005dfe, 0x00005e0d, 0x00005e18,
+	0x00005c96, 0x00005d10, 0x00005d34, 0x00005d3f,
+	0x00005d4a, 0x00005d55, 0x00005d5f, 0x00005d69,
+	0x00005d72, 0x00005d7b, 0x00005d84, 0x00005d8d,
+	0x00005d96, 0x00005d9d, 0x00005dab, 0x00005db1,
+	0x00005db8, 0x00005dbf, 0x00005dc8, 0x00005dcd,
+	0x00005ddb, 0x00005de1, 0x00005de7, 0x00005ded,
+	0x00005df5, 0x00005dfe, 0x00005e07, 0x00005e1a,
+	0x00005e2b, 0x00005e4e, 0x00005e6f, 0x00005e7e,
 	// Entry 1C0 - 1DF
-	0x00005e23, 0x00005e30, 0x00005e34, 0x00005e38,
-	0x00005e46, 0x00005e54, 0x00005e62, 0x00005e82,
-	0x00005e95, 0x00005eae, 0x00005ec3, 0x00005ed4,
-	0x00005ee6, 0x00005ef8, 0x00005efe, 0x00005f05,
-	0x00005f0d, 0x00005f15, 0x00005f33, 0x00005f51,
-	0x00005f68, 0x00005f7d, 0x00005f8e, 0x00005f94,
-	0x00005fad, 0x00005fb8, 0x00005fec, 0x00005ff9,
-	0x00006017, 0x00006025, 0x0000602e, 0x00006035,
+	0x00005e89, 0x00005e94, 0x00005ea1, 0x00005ea5,
+	0x00005ea9, 0x00005eb7, 0x00005ec5, 0x00005ed3,
+	0x00005ef3, 0x00005f06, 0x00005f1f, 0x00005f34,
+	0x00005f45, 0x00005f57, 0x00005f69, 0x00005f6f,
+	0x00005f76, 0x00005f7e, 0x00005f86, 0x00005fa4,
+	0x00005fc2, 0x00005fd9, 0x00005fee, 0x00005fff,
+	0x00006005, 0x0000601e, 0x00006029, 0x0000605d,
+	0x0000606a, 0x00006088, 0x00006096, 0x0000609f,
 	// Entry 1E0 - 1FF
-	0x00006050, 0x0000605a, 0x0000606d, 0x000060a7,
-	0x000060b0, 0x000060bf, 0x00006123, 0x0000612f,
-	0x00006139, 0x00006169, 0x000061c4, 0x000062ab,
-	0x000062b6, 0x000062e9, 0x00006327, 0x000063a0,
-	0x000063a5, 0x000063c5, 0x000063e2, 0x00006402,
-	0x00006417, 0x00006458, 0x00006463, 0x0000646d,
-	0x00006496, 0x0000650b, 0x0000651c, 0x00006559,
-	0x0000658d, 0x000065ee, 0x00006638, 0x00006646,
+	0x000060a6, 0x000060c1, 0x000060cb, 0x000060de,
+	0x00006118, 0x00006121, 0x00006130, 0x00006194,
+	0x000061a0, 0x000061aa, 0x000061da, 0x00006235,
+	0x0000631c, 0x00006327, 0x0000635a, 0x00006398,
+	0x00006411, 0x00006416, 0x00006436, 0x00006453,
+	0x00006473, 0x00006488, 0x000064c9, 0x000064d4,
+	0x000064de, 0x00006507, 0x0000657c, 0x0000658d,
+	0x000065ca, 0x000065fe, 0x0000665f, 0x000066a9,
 	// Entry 200 - 21F
-	0x00006682, 0x000066ac, 0x000066f1, 0x00006719,
-	0x00006758, 0x00006779, 0x000067b7, 0x000067f7,
-	0x00006817, 0x00006858, 0x00006882, 0x000068a9,
-	0x0000692c, 0x00006944, 0x00006958, 0x0000696f,
-	0x0000697d, 0x00006988, 0x000069ab, 0x000069e9,
-	0x00006a08, 0x00006a24, 0x00006a92, 0x00006b64,
-	0x00006bc3, 0x00006c48, 0x00006cc5, 0x00006dd9,
-	0x00006edc, 0x00006f23, 0x00006fb0, 0x00006ff0,
+	0x000066b7, 0x000066f3, 0x0000671d, 0x00006762,
+	0x0000678a, 0x000067c9, 0x000067ea, 0x00006828,
+	0x00006868, 0x00006888, 0x000068c9, 0x000068f3,
+	0x0000691a, 0x0000699d, 0x000069b5, 0x000069c9,
+	0x000069e0, 0x000069ee, 0x000069f9, 0x00006a1c,
+	0x00006a5a, 0x00006a79, 0x00006a95, 0x00006b03,
+	0x00006bd5, 0x00006c34, 0x00006cb9, 0x00006d36,
+	0x00006e4a, 0x00006f4d, 0x00006f94, 0x00007021,
 	// Entry 220 - 23F
-	0x00007036, 0x00007183, 0x000071ab, 0x000071ce,
-	0x00007205, 0x00007296, 0x000072e9, 0x00007312,
-	0x000073f4, 0x0000741a, 0x00007461, 0x000074e5,
-	0x00007560, 0x000075dd, 0x00007605, 0x0000762d,
-	0x00007674, 0x000076be, 0x000076f1, 0x00007704,
-	0x0000780c, 0x0000783a, 0x00007876, 0x0000788c,
-	0x00007920, 0x00007933, 0x00007970, 0x000079ac,
-	0x000079bf, 0x00007a13, 0x00007a48, 0x00007a5a,
+	0x00007061, 0x000070a7, 0x000071f4, 0x0000721c,
+	0x0000723f, 0x00007276, 0x00007307, 0x0000735a,
+	0x00007383, 0x00007465, 0x0000748b, 0x000074d2,
+	0x00007556, 0x000075d1, 0x0000764e, 0x00007676,
+	0x0000769e, 0x000076e5, 0x0000772f, 0x00007762,
+	0x00007775, 0x0000787d, 0x000078ab, 0x000078e7,
+	0x000078fd, 0x00007991, 0x000079a4, 0x000079e1,
+	0x00007a1d, 0x00007a30, 0x00007a84, 0x00007ab9,
 	// Entry 240 - 25F
-	0x00007a71, 0x00007ab0, 0x00007b02, 0x00007b2e,
-	0x00007bcb, 0x00007c71, 0x00007d1e, 0x00007d2e,
-	0x00007d8e, 0x00007dff, 0x00007e84, 0x00007f19,
-	0x00007f24, 0x00007f41, 0x00007f60, 0x00007f71,
-	0x00007f8b, 0x00007f94, 0x00007f9e, 0x00007fec,
-	0x00008031, 0x00008050, 0x00008085, 0x000080d6,
-	0x000080e7, 0x00008131, 0x00008147, 0x0000815b,
-	0x00008174, 0x0000818a, 0x000081b4, 0x000081bc,
+	0x00007acb, 0x00007ae2, 0x00007b21, 0x00007b73,
+	0x00007b9f, 0x00007c3c, 0x00007ce2, 0x00007d8f,
+	0x00007d9f, 0x00007dff, 0x00007e70, 0x00007ef5,
+	0x00007f8a, 0x00007f95, 0x00007fb2, 0x00007fd1,
+	0x00007fe2, 0x00007ffc, 0x00008005, 0x0000800f,
+	0x0000805d, 0x000080a2, 0x000080c1, 0x000080f6,
+	0x00008147, 0x00008158, 0x000081a2, 0x000081b8,
+	0x000081cc, 0x000081e5, 0x000081fb, 0x00008225,
 	// Entry 260 - 27F
-	0x000081cf, 0x000081d6, 0x000081f1, 0x00008211,
-	0x00008241, 0x00008258, 0x00008290, 0x000082cb,
-	0x000082f7, 0x0000834b, 0x0000835c, 0x00008376,
-	0x00008381, 0x00008395, 0x000083a7, 0x000083bd,
-	0x000083cf, 0x000083e1, 0x000083e7, 0x000083f9,
-	0x00008407, 0x00008416, 0x00008422, 0x00008438,
-	0x00008462, 0x00008495, 0x0000853d, 0x0000858d,
-	0x000085b5, 0x00008607, 0x00008649, 0x00008685,
+	0x0000822d, 0x00008240, 0x00008247, 0x00008262,
+	0x00008282, 0x000082b2, 0x000082c9, 0x00008301,
+	0x0000833c, 0x00008368, 0x000083bc, 0x000083cd,
+	0x000083e7, 0x000083f2, 0x00008406, 0x00008418,
+	0x0000842e, 0x00008440, 0x00008452, 0x00008458,
+	0x0000846a, 0x00008478, 0x00008487, 0x00008493,
+	0x000084a9, 0x000084d3, 0x00008506, 0x000085ae,
+	0x000085fe, 0x00008626, 0x00008678, 0x000086ba,
 	// Entry 280 - 29F
-	0x0000869c, 0x00008766, 0x00008793, 0x0000894d,
-	0x00008967, 0x00008980, 0x000089a1, 0x000089b8,
-	0x000089e5, 0x000089ec, 0x00008a06, 0x00008a2c,
-	0x00008a41, 0x00008a9b, 0x00008b30, 0x00008b93,
-	0x00008ba6, 0x00008bcd, 0x00008bf5, 0x00008c03,
-	0x00008c13, 0x00008c24, 0x00008c2b, 0x00008d61,
-	0x00008d68, 0x00008da2, 0x00008da7, 0x00008dbc,
-	0x00008dd0, 0x00008de2, 0x00008df8, 0x00008e08,
+	0x000086f6, 0x0000870d, 0x000087d7, 0x00008804,
+	0x000089be, 0x000089d8, 0x000089f1, 0x00008a12,
+	0x00008a29, 0x00008a56, 0x00008a5d, 0x00008a77,
+	0x00008a9d, 0x00008ab2, 0x00008b0c, 0x00008ba1,
+	0x00008c04, 0x00008c17, 0x00008c3e, 0x00008c66,
+	0x00008c74, 0x00008c84, 0x00008c95, 0x00008c9c,
+	0x00008dd2, 0x00008dd9, 0x00008e13, 0x00008e18,
+	0x00008e2d, 0x00008e41, 0x00008e53, 0x00008e69,
 	// Entry 2A0 - 2BF
-	0x00008e45, 0x00008e85, 0x00008ea0, 0x00008f75,
-	0x00008f8d, 0x0000902e, 0x000090bd, 0x000090cd,
-	0x000091a7, 0x00009269, 0x0000926e, 0x0000927e,
-	0x0000928c, 0x0000929c, 0x000092ac, 0x000092ba,
-	0x000092ca, 0x000092d4, 0x000092fd, 0x00009317,
-	0x00009332, 0x000093c0, 0x000093fe, 0x0000940f,
-	0x0000941c, 0x00009437, 0x0000944b, 0x00009469,
-	0x000094b4, 0x000094f5, 0x0000956b, 0x000095b1,
+	0x00008e79, 0x00008eb6, 0x00008ef6, 0x00008f11,
+	0x00008fe6, 0x00008ffe, 0x0000909f, 0x0000912e,
+	0x0000913e, 0x00009218, 0x000092da, 0x000092df,
+	0x000092ef, 0x000092fd, 0x0000930d, 0x0000931d,
+	0x0000932b, 0x0000933b, 0x00009345, 0x0000936e,
+	0x00009388, 0x000093a3, 0x00009431, 0x0000946f,
+	0x00009480, 0x0000948d, 0x000094a8, 0x000094bc,
+	0x000094da, 0x00009525, 0x00009566, 0x000095dc,
 	// Entry 2C0 - 2DF
-	0x000095ca, 0x000095e2, 0x00009635, 0x00009670,
-	0x00009708, 0x00009734, 0x0000975a, 0x0000978e,
-	0x000097a6, 0x000097d1, 0x0000987a, 0x00009884,
-	0x0000990c, 0x00009941, 0x00009982, 0x00009a67,
-	0x00009be2, 0x00009cbb, 0x00009cd4, 0x00009d50,
-	0x00009e19, 0x00009ea2, 0x00009fbe, 0x00009fcb,
-	0x0000a01d, 0x0000a023, 0x0000a0d7, 0x0000a187,
-	0x0000a1b9, 0x0000a1e5, 0x0000a24e, 0x0000a2f5,
+	0x00009622, 0x0000963b, 0x00009653, 0x000096a6,
+	0x000096e1, 0x00009779, 0x000097a5, 0x000097cb,
+	0x000097ff, 0x00009817, 0x00009842, 0x000098eb,
+	0x000098f5, 0x0000997d, 0x000099b2, 0x000099f3,
+	0x00009ad8, 0x00009c53, 0x00009d2c, 0x00009d45,
+	0x00009dc1, 0x00009e8a, 0x00009f13, 0x0000a02f,
+	0x0000a03c, 0x0000a08e, 0x0000a094, 0x0000a148,
+	0x0000a1f8, 0x0000a22a, 0x0000a256, 0x0000a2bf,
 	// Entry 2E0 - 2FF
-	0x0000a3b7, 0x0000a3e7, 0x0000a3f4, 0x0000a3fa,
-	0x0000a410, 0x0000a41b, 0x0000a422, 0x0000a42d,
-	0x0000a43b, 0x0000a448, 0x0000a456, 0x0000a46f,
-	0x0000a49c, 0x0000a545, 0x0000a558, 0x0000a562,
-	0x0000a5f1, 0x0000a652, 0x0000a6ae, 0x0000a6c0,
-	0x0000a6da, 0x0000a6ed, 0x0000a72b, 0x0000a767,
-	0x0000a784, 0x0000a791, 0x0000a79f, 0x0000a7ad,
-	0x0000a7bd, 0x0000a7f9, 0x0000a833, 0x0000a8b0,
+	0x0000a366, 0x0000a428, 0x0000a458, 0x0000a465,
+	0x0000a46b, 0x0000a481, 0x0000a48c, 0x0000a493,
+	0x0000a49e, 0x0000a4ac, 0x0000a4b9, 0x0000a4c7,
+	0x0000a4e0, 0x0000a50d, 0x0000a5b6, 0x0000a5c9,
+	0x0000a5d3, 0x0000a662, 0x0000a6c3, 0x0000a71f,
+	0x0000a731, 0x0000a74b, 0x0000a75e, 0x0000a79c,
+	0x0000a7d8, 0x0000a7f5, 0x0000a802, 0x0000a810,
+	0x0000a81e, 0x0000a82e, 0x0000a86a, 0x0000a8a4,
 	// Entry 300 - 31F
-	0x0000a8bb, 0x0000a8e5, 0x0000a8f2, 0x0000a90e,
-	0x0000a912, 0x0000a924, 0x0000a9e6, 0x0000aa19,
-	0x0000aa24, 0x0000aa2e, 0x0000aa43, 0x0000aa4c,
-	0x0000aa56, 0x0000aa6b, 0x0000aa8f, 0x0000aaa9,
-	0x0000aabe, 0x0000aaea, 0x0000aaef, 0x0000ab04,
-	0x0000ab16, 0x0000ab4b, 0x0000ab5c, 0x0000ab89,
-	0x0000abb8, 0x0000acda, 0x0000adfc, 0x0000ae72,
-	0x0000aefd, 0x0000af8c, 0x0000aff3, 0x0000b035,
+	0x0000a921, 0x0000a92c, 0x0000a956, 0x0000a963,
+	0x0000a97f, 0x0000a983, 0x0000a995, 0x0000aa57,
+	0x0000aa8a, 0x0000aa95, 0x0000aa9f, 0x0000aab4,
+	0x0000aabd, 0x0000aac7, 0x0000aadc, 0x0000ab00,
+	0x0000ab1a, 0x0000ab2f, 0x0000ab5b, 0x0000ab60,
+	0x0000ab75, 0x0000ab87, 0x0000abbc, 0x0000abcd,
+	0x0000abfa, 0x0000ac29, 0x0000ad4b, 0x0000ae6d,
+	0x0000aee3, 0x0000af6e, 0x0000affd, 0x0000b064,
 	// Entry 320 - 33F
-	0x0000b07d, 0x0000b0f0, 0x0000b138, 0x0000b166,
-	0x0000b194, 0x0000b1c7, 0x0000b1fa,
-} // Size: 3252 bytes
+	0x0000b0a6, 0x0000b0ee, 0x0000b161, 0x0000b1a9,
+	0x0000b1d7, 0x0000b205, 0x0000b238, 0x0000b26b,
+} // Size: 3256 bytes
 
-const frData string = "" + // Size: 45562 bytes
+const frData string = "" + // Size: 45675 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2131,384 +2133,386 @@ const frData string = "" + // Size: 45562 bytes
 	"s ont terminé dans la dernière heure\u202f: les occurrences achevées, av" +
 	"ec succès ou en échec. Une occurrence reprise depuis compte là où elle s" +
 	"e termine ensuite\u202f; un échec qui laisse des tentatives n’est pas co" +
-	"mpté, la page de son occurrence le montre.\x02Réussites et échecs, derni" +
-	"ère heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
-	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
-	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
-	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
-	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
-	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
-	"ns\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure" +
-	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
-	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
-	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5" +
-	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Effacer cette instance…\x02C" +
-	"ette instance est terminée. En tant qu’administrateur, vous pouvez l’eff" +
-	"acer maintenant plutôt qu’attendre la rétention (demande d’une personne " +
-	"concernée)\u202f: elle est supprimée avec ses occurrences et ses tentati" +
-	"ves.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un in" +
-	"cident. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]" +
-	"s a échoué avant toute tentative (ses entrées n’ont pas pu être construi" +
-	"tes), une reprise échouerait donc de la même façon. L’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné" +
-	" dans le journal d’audit.\x02Cette instance est bloquée à un nœud en éch" +
-	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
-	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
-	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
-	"Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s" +
-	" le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec" +
-	"\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœu" +
-	"d\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée " +
-	"par un opérateur\x02La version doit être un nombre entier à partir de 1." +
-	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
-	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
-	" 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir" +
-	" sur toutes les instances que ce filtre retient\x02La page suivante les " +
-	"compte et demande un motif avant que rien ne change.\x02Instances de pro" +
-	"cessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
-	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
-	"\x02Toute définition\x02Tous les statuts\x02Statut inconnu\u202f: «" +
-	"\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«" +
-	"\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche\u202f: " +
-	"la page Instances liste les instances qui l’ont.\x02Statut inconnu\u202f" +
-	": «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02terminée" +
-	"\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02" +
-	"rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date" +
-	"\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02s" +
-	"ecrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécutant la " +
-	"récupère)\x02push (Relais appelle le service)\x02administrateur\x02opéra" +
-	"teur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02cham" +
-	"p retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs mod" +
-	"ifiées\x02classification modifiée\x02contrainte modifiée\x02routage modi" +
-	"fié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mini" +
-	"mum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
-	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
-	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
-	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
-	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
-	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
-	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
-	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
-	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
-	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
-	"onner depuis son instance\x02Les %[1]d dernières tentatives, les plus an" +
-	"ciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont " +
-	"pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02" +
-	"Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02D" +
-	"élai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: " +
-	"un appel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorit" +
-	"é\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son derni" +
-	"er appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX" +
-	"_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le ma" +
-	"x_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX" +
-	"_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à" +
-	" %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après " +
-	"chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la " +
-	"dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"entative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1" +
-	"]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
-	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
-	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
-	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
-	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
-	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
-	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
-	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
-	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
-	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
-	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
-	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
-	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
-	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
-	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
-	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
-	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
+	"mpté, la page de son occurrence le montre.\x02L’occurrence en échec d’un" +
+	"e instance bloquée compte à la fois dans Instances bloquées et dans En é" +
+	"chec.\x02Réussites et échecs, dernière heure\x02Définitions, celles qui " +
+	"demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances " +
+	"bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Termin" +
+	"ées, dernière heure\x02En échec, dernière heure\x02Aucune définition n’" +
+	"a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5" +
+	" secondes environ.\x02disponible depuis le %[1]s\x02attente longue\x02au" +
+	"cun exécutant\x02Afficher toutes les définitions\x02Aucune définition %[" +
+	"1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes les déf" +
+	"initions.\x02Toutes les définitions\x02Réussites et échecs par tranche d" +
+	"e 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
+	"che de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussite" +
+	"s et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tra" +
+	"nche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
+	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
+	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
+	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
+	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
+	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
+	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
+	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
+	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
+	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
+	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
+	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
+	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
+	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
+	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
+	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
+	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
+	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
+	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
+	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
+	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
+	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
+	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
+	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
+	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
+	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
+	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
+	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
+	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
+	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
+	"rateur\x02bloquée, puis abandonnée par un opérateur\x02La version doit ê" +
+	"tre un nombre entier à partir de 1.\x02Une version est celle d’un proces" +
+	"sus\u202f: choisissez aussi le processus.\x02Date de création\x02La tail" +
+	"le de page doit être comprise entre 1 et %[1]d.\x02Instances de processu" +
+	"s\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filt" +
+	"re retient\x02La page suivante les compte et demande un motif avant que " +
+	"rien ne change.\x02Instances de processus, les plus récentes d’abord\x02" +
+	"Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces" +
+	" filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
+	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f" +
+	"%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instanc" +
+	"e, pas d’une tâche\u202f: la page Instances liste les instances qui l’on" +
+	"t.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réserv" +
+	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
+	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
+	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
+	"normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
+	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
+	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
+	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
+	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
+	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
+	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
+	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
+	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
+	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
+	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
+	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
+	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
+	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
+	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
+	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
+	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
+	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
+	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
+	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
+	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
+	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
+	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
+	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
+	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
+	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
+	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
+	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
+	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
+	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
+	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
+	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
+	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
+	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
+	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
+	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
+	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
 	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
-	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
-	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
-	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
-	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
-	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
-	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
-	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
-	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
-	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
-	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
-	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
-	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
-	".\x02La destination était injoignable.\x02La réponse de la destination é" +
-	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
-	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
-	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
-	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
-	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
-	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
-	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
-	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
-	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
-	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
-	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
-	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
-	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
-	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
-	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
-	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
-	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
-	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
-	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
-	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
-	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
-	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
-	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
-	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
-	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
-	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
-	"oquée ici, en attente d’un opérateur.\x02Son instance a continué par le " +
-	"chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instan" +
-	"ce a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
-	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
-	"teur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règle" +
-	"ment)\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en" +
-	" tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’inst" +
-	"ance a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son " +
-	"compte rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’" +
-	"instance a été arrêtée pendant l’appel, qui a été interrompu\u202f: la d" +
-	"estination a peut-être déjà donné suite à la requête (vérifiez-le chez e" +
-	"lle).\x02L’instance a été arrêtée pendant que la tâche était différée" +
-	"\u202f: sa clôture par identifiant est refusée, mais le travail attendu " +
-	"a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapp" +
-	"ort de cette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s), avant d’en accepter un autre.\x02Relais a refusé le rapport de ce" +
-	"tte tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la répo" +
-	"nse n’a pas été prise.\x02Relais a refusé %[1]s rapports de cette tentat" +
-	"ive, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucun" +
-	"e réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres " +
-	"termes, valeurs protégées masquées)\x02Message de Relais (en anglais), c" +
-	"itant la réponse de la destination\x02Message de Relais (en anglais)\x02" +
-	"La révision doit être un nombre entier, 1 ou plus.\x02Une révision est c" +
-	"elle d’une définition\u202f: choisissez aussi la définition.\x02Date de " +
-	"clôture\x02Plus de filtres\u202f: instance, révision, consommateur, dest" +
-	"ination, dates\x02Destination d’appel\x02son nom, exactement\x02identifi" +
-	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
-	" d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et ex" +
-	"écutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Tous les consommateurs\x02Totaux de la définitio" +
-	"n %[1]s, sans les autres filtres\x02Totaux de toutes les définitions, sa" +
-	"ns les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes s" +
-	"ont actualisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d\x02" +
-	"Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02dispon" +
-	"ible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depui" +
-	"s\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne" +
-	" %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-" +
-	"01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adr" +
-	"esse contient un paramètre illisible (un signe pour cent qui n’est pas s" +
-	"uivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez" +
-	" l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vou" +
-	"s dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%" +
-	"[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
-	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
-	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
-	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
-	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
-	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
-	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
-	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
-	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
-	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
-	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
-	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes" +
-	" suivent le plus long chemin depuis le nœud de départ. Les flèches plein" +
-	"es sont les réussites (étiquetées par leur route), les pointillées les é" +
-	"checs (étiquetées par leurs codes d’erreur). Chaque case indique combien" +
-	" d’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance d" +
-	"émarre avec un objet vide.\x02Entrées avec lesquelles démarre une insta" +
-	"nce de cette version\x02Instances de cette version\x02Les colonnes suive" +
-	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
-	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
-	"(étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cett" +
-	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
-	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et se" +
-	"s décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessine" +
-	"r lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud a" +
-	"vec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœu" +
-	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, rou" +
-	"tes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-" +
-	"dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
-	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
-	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
-	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
-	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
-	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
-	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
-	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
-	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
-	"d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instan" +
-	"ces bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%" +
-	"[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admi" +
-	"nistrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous " +
-	"révélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
-	"s le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans " +
-	"le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ch" +
-	"aque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, q" +
-	"uel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservées" +
-	".\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été rév" +
-	"élée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formulaire a" +
-	" été envoyé depuis un autre site\u202f: la console n’accepte que les for" +
-	"mulaires de ses propres pages. Ouvrez la console et envoyez-le depuis ce" +
-	"lle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurre" +
-	"nce (un UUID complet, tel que le titre de sa page l’affiche) ou une clé " +
-	"métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’e" +
-	"st trop long pour être un identifiant ou une clé métier.\x02Aucune insta" +
-	"nce n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est trouvé" +
-	"e qu’entière et telle quelle, majuscules et accents compris\u202f: une l" +
-	"iste abrège les longues, copiez-la depuis la page de son instance.\x02Au" +
-	"cune instance ni occurrence n’a l’identifiant « %[1]s », et aucune insta" +
-	"nce ne l’a pour clé métier. Une instance terminée est supprimée, avec se" +
-	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
-	"IS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; " +
-	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Auc" +
-	"une instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un" +
-	" identifiant entier\u202f: les listes montrent la fin de chaque identifi" +
-	"ant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02" +
-	"Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connecté e" +
-	"st révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un autre." +
-	"\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, jeto" +
-	"n révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a pa" +
-	"s été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a " +
-	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou " +
-	"redémarrage du serveur). Reconnectez-vous.\x02Un jeton dans l’adresse n’" +
-	"est pas utilisé\u202f: collez-le dans le champ ci-dessous. L’adresse l’a" +
-	" mis dans l’historique de votre navigateur, et peut-être dans les journa" +
-	"ux d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le je" +
-	"ton et utilisez-en un nouveau.\x02Se connecter\x02Connectez-vous avec un" +
-	" jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le je" +
-	"ton est vérifié une fois et n’est jamais conservé dans votre navigateur" +
-	"\u202f; un cookie de session le remplace jusqu’à 8\u00a0heures d’inactiv" +
-	"ité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de conn" +
-	"exions échouées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T" +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d secondes.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02" +
-	"Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne pe" +
-	"ut pas ouvrir la console\u202f: c’est un jeton d’exécutant, pour l’API." +
-	"\x02Seuls les administrateurs voient cette page\u202f: les jetons, les c" +
-	"onsommateurs, les destinations, le journal des révélations et les efface" +
-	"ments sont de leur ressort.\x02Jetons du personnel (administrateurs, con" +
-	"cepteurs, opérateurs) non révoqués. Les jetons des consommateurs se gère" +
-	"nt avec leurs consommateurs. Révoquer un jeton refuse sa requête suivant" +
-	"e.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02R" +
-	"ôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Je" +
-	"ton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02R" +
-	"évoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivant" +
-	"e est refusée et les sessions de console ouvertes avec lui prennent fin." +
-	" C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton." +
-	"\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êt" +
-	"es connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est " +
-	"refusée. C’est irréversible.\x02C’est le dernier jeton administrateur ut" +
-	"ilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «" +
-	"\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête ser" +
-	"a refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque él" +
-	"ément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régulière" +
-	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
-	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
-	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
-	"ment\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont p" +
-	"as affichées\u202f: la page montre les %[2]d premières, le détail de l’A" +
-	"PI les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères " +
-	"en tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un " +
-	"flux, et ceux qui interrogent par leur dernière demande. Un exécutant es" +
-	"t listé tant qu’il s’est manifesté dans les trois derniers battements de" +
-	" cœur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
-	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
-	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
-	"ions accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant " +
-	"ne prend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1" +
-	"]s\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant" +
-	" connecté ne la prend\u202f: abonnez-y des exécutants dont le consommate" +
-	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
-	"quelles son consommateur a droit\u202f; une version de processus l’éping" +
-	"le).\x02Des occurrences des révisions %[1]s attendent, et aucun exécutan" +
-	"t connecté ne les prend\u202f: abonnez-y des exécutants dont le consomma" +
-	"teur y a droit (un exécutant qui ne nomme aucune révision prend celles a" +
-	"uxquelles son consommateur a droit\u202f; une version de processus les é" +
-	"pingle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurren" +
-	"ces attendent qu’un exécutant se connecte ou interroge.\x02Aucun process" +
-	"us n’utilise encore cette définition\u202f: elle aura besoin d’un exécut" +
-	"ant quand un processus l’utilisera en mode pull.\x02Aucun processus n’ut" +
-	"ilise cette définition en mode pull\u202f: Relais appelle ses destinatio" +
-	"ns (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est c" +
-	"onnecté pour cette définition\u202f; aucune de ses occurrences n’en atte" +
-	"nd.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants\x02Toutes les révisions accordées au con" +
-	"sommateur sont prises en charge.\x02Révisions prises en charge\u202f: %[" +
-	"1]s\u202f; certains prennent toutes les révisions accordées à leur conso" +
-	"mmateur.\x02Toutes les révisions accordées au consommateur sont prises e" +
-	"n charge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la ré" +
-	"vision %[1]d est prise en charge.\x02Seules les révisions %[1]s sont pri" +
-	"ses en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
+	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
+	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
+	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
+	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
+	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
+	"strer)\u202f: on ignore si la destination a agi, donc Relais ne l’appell" +
+	"e pas de nouveau de lui-même (la reprise par un opérateur le fait).\x02L" +
+	"’appel n’a pas pu être préparé.\x02La destination était injoignable." +
+	"\x02La réponse de la destination était trop volumineuse.\x02La dernière " +
+	"tentative a pris fin sans résultat (son verrou a expiré, ou le flux de s" +
+	"on exécutant s’est terminé), sans tentative restante.\x02Les entrées n’o" +
+	"nt pas pu être construites à partir des liaisons du processus.\x02Un opé" +
+	"rateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éc" +
+	"hec sans nouvelle tentative restante (retries\u202f: 0, aucun retries en" +
+	"voyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurr" +
+	"ence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1" +
+	"]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutant" +
+	"s).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécu" +
+	"tants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun ex" +
+	"écutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne p" +
+	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
+	" que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
+	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
+	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
+	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
+	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
+	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
+	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
+	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
+	"\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec " +
+	"(%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — " +
+	"«\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)" +
+	".\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; " +
+	"clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée" +
+	" avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
+	"\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’ex" +
+	"écutant détenait la tâche\u202f: son compte rendu est refusé, mais il a" +
+	" peut-être déjà fait le travail.\x02L’instance a été arrêtée pendant l’a" +
+	"ppel, qui a été interrompu\u202f: la destination a peut-être déjà donné " +
+	"suite à la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée " +
+	"pendant que la tâche était différée\u202f: sa clôture par identifiant es" +
+	"t refusée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s s" +
+	"ur %[2]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s" +
+	") avant d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cet" +
+	"te tentative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre." +
+	"\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f:" +
+	" son exécutant a répondu, et la réponse n’a pas été prise.\x02Relais a r" +
+	"efusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)" +
+	"\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02en " +
+	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
+	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
+	"\x02Message de l’exécutant (ses propres termes, valeurs protégées masqué" +
+	"es)\x02Message de Relais (en anglais), citant la réponse de la destinati" +
+	"on\x02Message de Relais (en anglais)\x02La révision doit être un nombre " +
+	"entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: cho" +
+	"isissez aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f" +
+	": instance, révision, consommateur, destination, dates\x02Destination d’" +
+	"appel\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par " +
+	"statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Processus" +
+	" et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative o" +
+	"u clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les " +
+	"consommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
+	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
+	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 s" +
+	"econdes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:" +
+	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
+	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
+	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
+	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
+	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
+	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
+	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
+	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
+	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
+	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
+	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
+	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
+	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
+	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
+	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
+	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
+	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
+	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
+	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
+	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
+	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
+	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
+	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
+	"ure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Ja" +
+	"mais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés." +
+	"\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page rest" +
+	"e telle quelle jusqu’à ce que vous repreniez.\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Les versions de proc" +
+	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
+	"és.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucu" +
+	"n processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis" +
+	"\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02Ent" +
+	"rées avec lesquelles démarre une instance de cette version\x02Instances " +
+	"de cette version\x02Les colonnes suivent le plus long chemin depuis le n" +
+	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
+	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
+	"eur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: tr" +
+	"op pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous " +
+	"donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a %" +
+	"[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le" +
+	" tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]" +
+	"s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau " +
+	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds," +
+	" routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir " +
+	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
+	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
+	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
+	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
+	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
+	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
+	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
+	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
+	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
+	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
+	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
+	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
+	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
+	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
+	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
+	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
+	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
+	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
+	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
+	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Le j" +
+	"eton avec lequel vous vous étiez connecté est révoqué, et vous êtes déco" +
+	"nnecté\u202f: connectez-vous avec un autre.\x02Votre session avait pris " +
+	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
+	"erveur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-" +
+	"vous, puis refaites-la.\x02Votre session a pris fin (inactivité, déconne" +
+	"xion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reco" +
+	"nnectez-vous.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez" +
+	"-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de vot" +
+	"re navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’aut" +
+	"res peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau" +
+	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concep" +
+	"teur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n" +
+	"’est jamais conservé dans votre navigateur\u202f; un cookie de session" +
+	" le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au pl" +
+	"us.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre" +
+	" adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échou" +
+	"ées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votr" +
+	"e jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoq" +
+	"ué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
+	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
+	"tions, le journal des révélations et les effacements sont de leur ressor" +
+	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
+	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
+	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
+	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
+	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
+	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
+	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
+	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
+	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 87501 bytes (85KiB); checksum: 38EDA2F6
+	// Total table size 87702 bytes (85KiB); checksum: 79F1AF8E
