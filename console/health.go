@@ -95,8 +95,8 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	scope := strings.TrimSpace(r.URL.Query().Get("definition"))
 	v := healthView{
-		Chrome:       c.liveChrome(r, T(ctx, "Health"), "health"),
-		Intro:        T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.") + " " +
+		Chrome: c.liveChrome(r, T(ctx, "Health"), "health"),
+		Intro: T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.") + " " +
 			// Two columns of one incident (operator QA: read as 24 problems).
 			T(ctx, "A held instance’s failed occurrence counts in both Held instances and Failed."),
 		ChartLabel:   T(ctx, "Completions and failures, last hour"),
