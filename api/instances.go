@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -291,7 +293,7 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs), HeldAt: textParam(q, "held_at", &errs)}
 	if f.Status != "" && !instanceStatuses[f.Status] {
 		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled" +
-			suggest.Hint(f.Status, []string{engine.InstanceRunning, engine.InstanceHeld, engine.InstanceCompleted, engine.InstanceFailed, engine.InstanceCancelled})})
+			suggest.Hint(f.Status, slices.Sorted(maps.Keys(instanceStatuses)))})
 	}
 	if s := q.Get("version"); s != "" {
 		n, err := strconv.Atoi(s)
