@@ -792,7 +792,13 @@ func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process strin
 	}
 	noDefinition := func(key string) string { return T(ctx, "No definition has the key “%s”.", key) }
 	if u.HeldAt {
-		errs.add(meant(noDefinition(heldAt), "held_at"), "held_at")
+		msg := meant(noDefinition(heldAt), "held_at")
+		if _, guessed := u.Meant["held_at"]; !guessed {
+			// A node's name, most likely (the instance page says "Held at
+			// node check"), as the API says (verifier QA).
+			msg += " " + T(ctx, "This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.")
+		}
+		errs.add(msg, "held_at")
 	}
 	switch {
 	case u.Revision:

@@ -63,6 +63,8 @@ func TestInstancesOfOneVersion(t *testing.T) {
 		"process=crm_ony":            "No process has the key “crm_ony”. Did you mean “crm_only”?",
 		"process=crm_only&version=9": "Process crm_only has no version 9.",
 		"held_at=add_company_to_cmr": "No definition has the key “add_company_to_cmr”. Did you mean “add_company_to_crm”?",
+		// A node's name, with nothing close: what the filter takes.
+		"held_at=crm": "No definition has the key “crm”. This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.",
 	} {
 		r := b.get("/console/instances?" + q)
 		if r.status != http.StatusBadRequest && r.status != http.StatusOK || text(r, "filter-errors") != want {

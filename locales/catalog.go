@@ -39,503 +39,503 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              335,
-	"%[1]s %[2]s, %[3]s %[4]s":                 336,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          334,
-	"%[1]s; %[2]s":                             333,
-	"%d (0 lowest, 9 highest)":                 504,
-	"%d attempts":                              513,
-	"%d attempts, retry after %s, priority %d": 693,
-	"%d breaking":                              253,
-	"%d changes":                               252,
-	"%d completed":                             331,
-	"%d d":                                     343,
-	"%d days":                                  357,
-	"%d failed":                                332,
-	"%d h":                                     342,
+	"%[1]s %[2]s":                              336,
+	"%[1]s %[2]s, %[3]s %[4]s":                 337,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          335,
+	"%[1]s; %[2]s":                             334,
+	"%d (0 lowest, 9 highest)":                 505,
+	"%d attempts":                              514,
+	"%d attempts, retry after %s, priority %d": 694,
+	"%d breaking":                              254,
+	"%d changes":                               253,
+	"%d completed":                             332,
+	"%d d":                                     344,
+	"%d days":                                  358,
+	"%d failed":                                333,
+	"%d h":                                     343,
 	"%d held instances match now.":             63,
-	"%d hours":                                 358,
-	"%d items":                                 769,
-	"%d left":                                  515,
-	"%d min":                                   341,
-	"%d minutes":                               359,
+	"%d hours":                                 359,
+	"%d items":                                 770,
+	"%d left":                                  516,
+	"%d min":                                   342,
+	"%d minutes":                               360,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 90,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              767,
-	"%d ms": 361,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         681,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 680,
-	"%d occurrences": 616,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              768,
+	"%d ms": 362,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         682,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 681,
+	"%d occurrences": 617,
 	"%d of them are held at a push call that ended outcome_unknown or deadline_exceeded: it may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 89,
-	"%d releases":                             272,
+	"%d releases":                             273,
 	"%d running instances match now.":         70,
 	"%d running or held instances match now.": 72,
-	"%d s":       340,
-	"%d seconds": 360,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 103,
-	"%s (a fixed offset, no daylight saving time)":                                     648,
-	"%s (deferred; settled by %s)":                                                     579,
-	"%s (deferred; settled with its settle token)":                                     577,
-	"%s (deferred; settled with its settle token, as %s)":                              578,
-	"%s (token #%d, %s)":                                                               104,
-	"%s = %s":                                                                          687,
-	"%s ago":                                                                           338,
-	"%s at %s":                                                                         583,
-	"%s so far":                                                                        575,
-	"%s ← %s":                                                                          686,
-	"%s → %s":                                                                          688,
-	"%s, %s: %s":                                                                       303,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         508,
-	"%s, cut to %s by the destination’s max_timeout":                                   507,
-	"%s, multiplied by %s after each failure, up to %s":                                510,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 509,
-	"%s, revision %s":                         468,
-	"%s, version %s":                          469,
-	"%s: %s":                                  330,
-	"%s: %s → %s":                             260,
-	"%s: a date is written 2026-12-01.":       632,
-	"%s: every revision, present and future":  198,
-	"%s: revision %s":                         199,
-	"%s: revisions %s":                        200,
-	"%s: the first day comes after the last.": 633,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 505,
-	"%s–%s":                         329,
-	"(%d characters in all)":        771,
-	"(%d handed back, not counted)": 514,
-	"(each item)":                   757,
-	"(in %s)":                       770,
-	"(worker %s)":                   563,
-	"0 seconds":                     356,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            734,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 552,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       305,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 643,
-	"A revision is a definition’s: choose the definition too.": 599,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 726,
-	"A version is a process’s: choose the process too.":              401,
+	"%d s":       341,
+	"%d seconds": 361,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 104,
+	"%s (a fixed offset, no daylight saving time)":                                     649,
+	"%s (deferred; settled by %s)":                                                     580,
+	"%s (deferred; settled with its settle token)":                                     578,
+	"%s (deferred; settled with its settle token, as %s)":                              579,
+	"%s (token #%d, %s)":                                                               105,
+	"%s = %s":                                                                          688,
+	"%s ago":                                                                           339,
+	"%s at %s":                                                                         584,
+	"%s so far":                                                                        576,
+	"%s ← %s":                                                                          687,
+	"%s → %s":                                                                          689,
+	"%s, %s: %s":                                                                       304,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         509,
+	"%s, cut to %s by the destination’s max_timeout":                                   508,
+	"%s, multiplied by %s after each failure, up to %s":                                511,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 510,
+	"%s, revision %s":                         469,
+	"%s, version %s":                          470,
+	"%s: %s":                                  331,
+	"%s: %s → %s":                             261,
+	"%s: a date is written 2026-12-01.":       633,
+	"%s: every revision, present and future":  199,
+	"%s: revision %s":                         200,
+	"%s: revisions %s":                        201,
+	"%s: the first day comes after the last.": 634,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 506,
+	"%s–%s":                         330,
+	"(%d characters in all)":        772,
+	"(%d handed back, not counted)": 515,
+	"(each item)":                   758,
+	"(in %s)":                       771,
+	"(worker %s)":                   564,
+	"0 seconds":                     357,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            735,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 553,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       306,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 644,
+	"A revision is a definition’s: choose the definition too.": 600,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 727,
+	"A version is a process’s: choose the process too.":              402,
 	"Abandon %d instances":                                           67,
 	"Abandon every held instance this filter matches":                65,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              396,
-	"Abandoned by %s at %s — “%s”":                                   388,
+	"Abandoned at node":                                              397,
+	"Abandoned by %s at %s — “%s”":                                   389,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 48,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 406,
-	"Action":                              107,
-	"All actions":                         122,
-	"All consumers":                       613,
-	"All definitions":                     322,
-	"All its tasks":                       197,
-	"All processes":                       412,
-	"All statuses":                        414,
-	"All workers":                         784,
-	"An operator abandoned the instance.": 551,
-	"Any definition":                      413,
-	"Apply filters":                       119,
-	"Apr":                                 347,
-	"As of %s (%s); refreshed every few seconds.": 316,
-	"Attempts":                         473,
-	"Audit log":                        113,
-	"Aug":                              351,
-	"Available from":                   525,
-	"Back to definitions":              165,
-	"Back to external tasks":           163,
-	"Back to sign-in":                  164,
-	"Back to the form":                 173,
+	"Act on every instance this filter matches": 407,
+	"Action":                              108,
+	"All actions":                         123,
+	"All consumers":                       614,
+	"All definitions":                     323,
+	"All its tasks":                       198,
+	"All processes":                       413,
+	"All statuses":                        415,
+	"All workers":                         785,
+	"An operator abandoned the instance.": 552,
+	"Any definition":                      414,
+	"Apply filters":                       120,
+	"Apr":                                 348,
+	"As of %s (%s); refreshed every few seconds.": 317,
+	"Attempts":                         474,
+	"Audit log":                        114,
+	"Aug":                              352,
+	"Available from":                   526,
+	"Back to definitions":              166,
+	"Back to external tasks":           164,
+	"Back to sign-in":                  165,
+	"Back to the form":                 174,
 	"Back to the instance":             32,
 	"Back to the list":                 58,
-	"Back to the occurrence":           704,
-	"Back without saving":              645,
-	"Breaks processes":                 229,
-	"Breaks workers":                   230,
-	"Bulk %s applied to %d instances.": 102,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  130,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 129,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      128,
-	"Bulk action":                     111,
+	"Back to the occurrence":           705,
+	"Back without saving":              646,
+	"Breaks processes":                 230,
+	"Breaks workers":                   231,
+	"Bulk %s applied to %d instances.": 103,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  131,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 130,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      129,
+	"Bulk action":                     112,
 	"Business key":                    81,
 	"By process and error code":       86,
-	"Call timeout":                    506,
-	"Calls":                           283,
-	"Calls signed (Relais-Signature)": 285,
-	"Camunda 7 facade":                788,
-	"Cancelled: the instance was stopped (%s).":               574,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 573,
+	"Call timeout":                    507,
+	"Calls":                           284,
+	"Calls signed (Relais-Signature)": 286,
+	"Camunda 7 facade":                789,
+	"Cancelled: the instance was stopped (%s).":               575,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 574,
 	"Cannot act on this filter":                               91,
 	"Cannot act on this instance":                             31,
-	"Cannot reveal":                                           705,
-	"Change":                                                  227,
-	"Changes between the two revisions":                       239,
-	"Changes of the Working copy since revision %d":           248,
-	"Choose two existing revisions to compare.":               249,
-	"Classification":                                          206,
-	"Clear filters":                                           120,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            675,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 663,
-	"Compare":              226,
-	"Compare revisions":    222,
-	"Completed":            325,
-	"Completed (%s).":      569,
-	"Completed, last hour": 313,
-	"Completions and failures per 5 minutes, last hour: %s":    323,
-	"Completions and failures per 5-minute slot, oldest first": 327,
-	"Completions and failures, last hour":                      306,
-	"Connected":                                                780,
-	"Constraints":                                              207,
-	"Consumer":                                                 475,
-	"Consumer and worker":                                      610,
-	"Consumers":                                                144,
-	"Consumers, oldest first":                                  186,
-	"Counting the occurrences; the counts appear when you reload the page.": 201,
-	"Counts are unavailable right now.":                                     202,
-	"Counts as of %s (%s); refreshed every few seconds.":                    700,
-	"Counts by status": 605,
-	"Created":          372,
+	"Cannot reveal":                                           706,
+	"Change":                                                  228,
+	"Changes between the two revisions":                       240,
+	"Changes of the Working copy since revision %d":           249,
+	"Choose two existing revisions to compare.":               250,
+	"Classification":                                          207,
+	"Clear filters":                                           121,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            676,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 664,
+	"Compare":              227,
+	"Compare revisions":    223,
+	"Completed":            326,
+	"Completed (%s).":      570,
+	"Completed, last hour": 314,
+	"Completions and failures per 5 minutes, last hour: %s":    324,
+	"Completions and failures per 5-minute slot, oldest first": 328,
+	"Completions and failures, last hour":                      307,
+	"Connected":                                                781,
+	"Constraints":                                              208,
+	"Consumer":                                                 476,
+	"Consumer and worker":                                      611,
+	"Consumers":                                                145,
+	"Consumers, oldest first":                                  187,
+	"Counting the occurrences; the counts appear when you reload the page.": 202,
+	"Counts are unavailable right now.":                                     203,
+	"Counts as of %s (%s); refreshed every few seconds.":                    701,
+	"Counts by status": 606,
+	"Created":          373,
 	"Created from":     84,
-	"Created on":       190,
+	"Created on":       191,
 	"Created to":       85,
-	"Creation date":    402,
-	"Dates":            471,
-	"Deadline":         502,
-	"Dec":              355,
-	"Deferred":         529,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 568,
-	"Definition":                                 308,
-	"Definition %s":                              209,
-	"Definition %s has no revision %d.":          98,
-	"Definitions":                                142,
-	"Definitions by key":                         267,
-	"Definitions served":                         778,
-	"Definitions, those needing attention first": 307,
-	"Description":                                208,
-	"Destination":                                487,
-	"Destinations":                               145,
-	"Destinations by name":                       276,
-	"Destination’s answer":                       480,
-	"Detail":                                     228,
+	"Creation date":    403,
+	"Dates":            472,
+	"Deadline":         503,
+	"Dec":              356,
+	"Deferred":         530,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 569,
+	"Definition":                                 309,
+	"Definition %s":                              210,
+	"Definition %s has no revision %d.":          99,
+	"Definitions":                                143,
+	"Definitions by key":                         268,
+	"Definitions served":                         779,
+	"Definitions, those needing attention first": 308,
+	"Description":                                209,
+	"Destination":                                488,
+	"Destinations":                               146,
+	"Destinations by name":                       277,
+	"Destination’s answer":                       481,
+	"Detail":                                     229,
 	"Did you mean “%s”?":                         94,
-	"Digest":                                     242,
-	"Display settings":                           150,
-	"Display settings saved.":                    651,
-	"Display settings: ":                         151,
-	"Duration":                                   479,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 304,
+	"Digest":                                     243,
+	"Display settings":                           151,
+	"Display settings saved.":                    652,
+	"Display settings: ":                         152,
+	"Duration":                                   480,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 305,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  73,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     66,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 62,
-	"Earlier attempt:":          619,
-	"End node":                  395,
-	"End node or error":         410,
-	"Ended":                     391,
-	"Erase process instance %s": 288,
-	"Erase the instance":        291,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 289,
-	"Erase this instance…": 382,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 293,
-	"Error":                      609,
-	"Error (before any attempt)": 532,
-	"Error (the deadline passed after attempt %d)": 531,
+	"Earlier attempt:":          620,
+	"End node":                  396,
+	"End node or error":         411,
+	"Ended":                     392,
+	"Erase process instance %s": 289,
+	"Erase the instance":        292,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 290,
+	"Erase this instance…": 383,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 294,
+	"Error":                      610,
+	"Error (before any attempt)": 533,
+	"Error (the deadline passed after attempt %d)": 532,
 	"Error code":       82,
-	"Error message":    482,
-	"Every %d seconds": 650,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 524,
-	"Every attempt, oldest first": 474,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 114,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  708,
-	"Expired token":                        744,
-	"Expires":                              741,
-	"External tasks":                       137,
-	"Failed":                               311,
-	"Failed (%s).":                         572,
-	"Failed at node":                       397,
-	"Failed occurrence":                    393,
-	"Failed, last hour":                    314,
-	"Feb":                                  345,
-	"Field":                                203,
+	"Error message":    483,
+	"Every %d seconds": 651,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 525,
+	"Every attempt, oldest first": 475,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 115,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  709,
+	"Expired token":                        745,
+	"Expires":                              742,
+	"External tasks":                       138,
+	"Failed":                               312,
+	"Failed (%s).":                         573,
+	"Failed at node":                       398,
+	"Failed occurrence":                    394,
+	"Failed, last hour":                    315,
+	"Feb":                                  346,
+	"Field":                                204,
 	"Filter":                               56,
-	"Filters":                              115,
-	"Find":                                 141,
-	"Find an instance or occurrence":       139,
-	"Finished":                             478,
-	"First page":                           629,
+	"Filters":                              116,
+	"Find":                                 142,
+	"Find an instance or occurrence":       140,
+	"Finished":                             479,
+	"First page":                           630,
 	"Follow it in the audit log (new tab)": 60,
-	"Form not received":                    176,
-	"Form refused":                         171,
-	"Form too large":                       174,
-	"From revision":                        224,
-	"From revision %d to revision %d:":     250,
+	"Form not received":                    177,
+	"Form refused":                         172,
+	"Form too large":                       175,
+	"From revision":                        225,
+	"From revision %d to revision %d:":     251,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 51,
-	"Grants":                  189,
-	"Graph":                   662,
-	"Graph of %s":             679,
-	"HTTP 2xx, unusable body": 589,
-	"Headers sent":            279,
-	"Health":                  136,
+	"Grants":                  190,
+	"Graph":                   663,
+	"Graph of %s":             680,
+	"HTTP 2xx, unusable body": 590,
+	"Headers sent":            280,
+	"Health":                  137,
 	"Held at a node of":       83,
-	"Held at node":            392,
-	"Held for":                394,
-	"Held instances":          310,
-	"ID":                      187,
-	"In flight":               779,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 324,
-	"Inputs": 232,
-	"Inputs an instance of this version is started with": 673,
-	"Inputs from":                671,
-	"Inputs of revision %d":      243,
-	"Inputs of the working copy": 234,
-	"Inputs the instance was started with, labelled by process version %d's contract": 380,
-	"Inputs, labelled by revision %d's contract":                                      516,
-	"Instance":                  409,
+	"Held at node":            393,
+	"Held for":                395,
+	"Held instances":          311,
+	"ID":                      188,
+	"In flight":               780,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 325,
+	"Inputs": 233,
+	"Inputs an instance of this version is started with": 674,
+	"Inputs from":                672,
+	"Inputs of revision %d":      244,
+	"Inputs of the working copy": 235,
+	"Inputs the instance was started with, labelled by process version %d's contract": 381,
+	"Inputs, labelled by revision %d's contract":                                      517,
+	"Instance":                  410,
 	"Instances":                 87,
-	"Instances of this version": 674,
-	"Invalid request":           161,
-	"It takes every revision its consumer is granted.": 800,
-	"It takes revision %d only.":                       803,
-	"It takes revisions %s only.":                      805,
-	"Its calls":                                        284,
+	"Instances of this version": 675,
+	"Invalid request":           162,
+	"It takes every revision its consumer is granted.": 801,
+	"It takes revision %d only.":                       804,
+	"It takes revisions %s only.":                      806,
+	"Its calls":                                        285,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 290,
-	"Its instance is held here, waiting for an operator.": 570,
-	"Its instance went on along the node’s error path.":   571,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 291,
+	"Its instance is held here, waiting for an operator.": 571,
+	"Its instance went on along the node’s error path.":   572,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               749,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               750,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          43,
-	"Jan":                     344,
-	"Jul":                     350,
-	"Jun":                     349,
-	"Keep it":                 751,
+	"Jan":                     345,
+	"Jul":                     351,
+	"Jun":                     350,
+	"Keep it":                 752,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       286,
-	"Key":                     268,
-	"Kind":                    666,
-	"Language":                133,
-	"Last changed":            281,
-	"Last error (attempt %d)": 530,
-	"Last reserved":           527,
-	"Last saved":              213,
-	"Last seen":               781,
-	"Last used":               740,
-	"Latest revision":         269,
-	"Lists every change from one revision to another, and whom it may break.": 223,
-	"Local time in %s": 647,
-	"Lock expired %s — waiting to be offered again.": 560,
-	"Lock expires":    528,
-	"Longest timeout": 280,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 251,
-	"Main navigation":     135,
-	"Mar":                 346,
-	"Maximum attempts":    498,
-	"May":                 348,
-	"Message":             607,
-	"Message from Relais": 597,
-	"Message from Relais, quoting the destination’s answer":            596,
-	"Message from the worker (its own words, protected values masked)": 595,
-	"Method not allowed": 712,
-	"Mode":               496,
-	"More filters: instance, revision, consumer, destination, dates": 601,
-	"Name":                    188,
-	"Never":                   649,
-	"Next attempt":            526,
-	"Next attempt or settled": 611,
-	"Next node":               371,
-	"Next page":               628,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 126,
-	"No consumer yet.": 183,
-	"No definition %s has occurrences: check the key, or show all definitions.": 321,
-	"No definition has occurrences yet.":                                        315,
+	"Keep the instance":       287,
+	"Key":                     269,
+	"Kind":                    667,
+	"Language":                134,
+	"Last changed":            282,
+	"Last error (attempt %d)": 531,
+	"Last reserved":           528,
+	"Last saved":              214,
+	"Last seen":               782,
+	"Last used":               741,
+	"Latest revision":         270,
+	"Lists every change from one revision to another, and whom it may break.": 224,
+	"Local time in %s": 648,
+	"Lock expired %s — waiting to be offered again.": 561,
+	"Lock expires":    529,
+	"Longest timeout": 281,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 252,
+	"Main navigation":     136,
+	"Mar":                 347,
+	"Maximum attempts":    499,
+	"May":                 349,
+	"Message":             608,
+	"Message from Relais": 598,
+	"Message from Relais, quoting the destination’s answer":            597,
+	"Message from the worker (its own words, protected values masked)": 596,
+	"Method not allowed": 713,
+	"Mode":               497,
+	"More filters: instance, revision, consumer, destination, dates": 602,
+	"Name":                    189,
+	"Never":                   650,
+	"Next attempt":            527,
+	"Next attempt or settled": 612,
+	"Next node":               372,
+	"Next page":               629,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 127,
+	"No consumer yet.": 184,
+	"No definition %s has occurrences: check the key, or show all definitions.": 322,
+	"No definition has occurrences yet.":                                        316,
 	"No definition has the key “%s”.":                                           97,
-	"No definition yet.":                                                        271,
-	"No destination yet.":                                                       273,
-	"No inputs.":                                                                233,
-	"No inputs: an instance starts with an empty object.":                       672,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  721,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 719,
-	"No instance matches these filters.": 411,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 720,
-	"No live worker takes %s now (Workers page).":                                               554,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 555,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           556,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          557,
-	"No more consumers.":                                   184,
-	"No more destinations.":                                274,
-	"No occurrence matches these filters.":                 612,
-	"No operator action matches.":                          121,
-	"No operator has acted on this instance.":              376,
-	"No outputs yet: the occurrence has not completed.":    519,
-	"No outputs.":                                          236,
-	"No outputs: the occurrence ended without completing.": 521,
+	"No definition yet.":                                                        272,
+	"No destination yet.":                                                       274,
+	"No inputs.":                                                                234,
+	"No inputs: an instance starts with an empty object.":                       673,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  722,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 720,
+	"No instance matches these filters.": 412,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 721,
+	"No live worker takes %s now (Workers page).":                                               555,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 556,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           557,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          558,
+	"No more consumers.":                                   185,
+	"No more destinations.":                                275,
+	"No occurrence matches these filters.":                 613,
+	"No operator action matches.":                          122,
+	"No operator has acted on this instance.":              377,
+	"No outputs yet: the occurrence has not completed.":    520,
+	"No outputs.":                                          237,
+	"No outputs: the occurrence ended without completing.": 522,
 	"No process has the key “%s”.":                         96,
-	"No process is published yet.":                         658,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             797,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             796,
+	"No process is published yet.":                         659,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             798,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             797,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    76,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 131,
-	"No release yet.": 217,
-	"No revision yet: the Working copy has never been snapshotted.": 215,
-	"No token.":              738,
-	"No value was revealed.": 710,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              486,
-	"No worker has reserved this occurrence yet.":                                        483,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 798,
-	"No worker is connected.":           782,
-	"No worker serves this definition.": 785,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 795,
-	"Node":                  368,
-	"Nodes":                 664,
-	"Nodes of this version": 676,
-	"Nodes of this version, with their occurrences now": 665,
-	"Nodes reached, in order":                           367,
-	"Not allowed":                                       159,
-	"Not found":                                         169,
-	"Notes":                                             220,
-	"Nothing exists at this address, or it is not visible to you.": 166,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 167,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 132,
+	"No release yet.": 218,
+	"No revision yet: the Working copy has never been snapshotted.": 216,
+	"No token.":              739,
+	"No value was revealed.": 711,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              487,
+	"No worker has reserved this occurrence yet.":                                        484,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 799,
+	"No worker is connected.":           783,
+	"No worker serves this definition.": 786,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 796,
+	"Node":                  369,
+	"Nodes":                 665,
+	"Nodes of this version": 677,
+	"Nodes of this version, with their occurrences now": 666,
+	"Nodes reached, in order":                           368,
+	"Not allowed":                                       160,
+	"Not found":                                         170,
+	"Notes":                                             221,
+	"Nothing exists at this address, or it is not visible to you.": 167,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 168,
 	"Nothing to do: no instance this action applies to matches the filter.": 75,
-	"Nothing to find: the search box is empty.":                             717,
+	"Nothing to find: the search box is empty.":                             718,
 	"Nothing was done.":        30,
-	"Nov":                      354,
-	"Now":                      492,
-	"Occurrence":               369,
-	"Occurrence %s":            470,
-	"Occurrence offered again": 110,
-	"Occurrences now":          670,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          793,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 794,
-	"Occurrences, newest first": 606,
-	"Oct":                       353,
-	"Offered from %s — %s.":     559,
-	"Oldest claimable waits":    312,
-	"On error":                  669,
-	"On success":                668,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         706,
-	"Only administrators may reveal a sensitive value.":                                                           701,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 735,
-	"Open":             309,
-	"Operator actions": 364,
-	"Operator actions on this instance, newest first": 377,
-	"Operator actions, newest first":                  125,
-	"Outcome":                                         481,
-	"Outputs":                                         235,
-	"Outputs of revision %d":                          244,
-	"Outputs of the working copy":                     237,
-	"Outputs, labelled by revision %d's contract":     518,
-	"Pages": 626,
-	"Paste your token in the field: it is empty.": 732,
-	"Path":                            365,
-	"Pause reloading":                 158,
-	"Pinned revision":                 667,
-	"Policy":                          472,
-	"Previous page":                   627,
-	"Priority":                        503,
+	"Nov":                      355,
+	"Now":                      493,
+	"Occurrence":               370,
+	"Occurrence %s":            471,
+	"Occurrence offered again": 111,
+	"Occurrences now":          671,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          794,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 795,
+	"Occurrences, newest first": 607,
+	"Oct":                       354,
+	"Offered from %s — %s.":     560,
+	"Oldest claimable waits":    313,
+	"On error":                  670,
+	"On success":                669,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         707,
+	"Only administrators may reveal a sensitive value.":                                                           702,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 736,
+	"Open":             310,
+	"Operator actions": 365,
+	"Operator actions on this instance, newest first": 378,
+	"Operator actions, newest first":                  126,
+	"Outcome":                                         482,
+	"Outputs":                                         236,
+	"Outputs of revision %d":                          245,
+	"Outputs of the working copy":                     238,
+	"Outputs, labelled by revision %d's contract":     519,
+	"Pages": 627,
+	"Paste your token in the field: it is empty.": 733,
+	"Path":                            366,
+	"Pause reloading":                 159,
+	"Pinned revision":                 668,
+	"Policy":                          473,
+	"Previous page":                   628,
+	"Priority":                        504,
 	"Process":                         78,
-	"Process %s":                      660,
+	"Process %s":                      661,
 	"Process %s has no version %d.":   95,
-	"Process and node":                608,
-	"Process inputs":                  379,
-	"Process instance":                109,
-	"Process instance %s":             362,
-	"Process instances":               404,
-	"Process instances, newest first": 408,
-	"Processes":                       138,
-	"Processes by key":                656,
-	"Protocol":                        777,
-	"Published":                       221,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 654,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       655,
-	"Push destination": 602,
-	"Reason":           108,
+	"Process and node":                609,
+	"Process inputs":                  380,
+	"Process instance":                110,
+	"Process instance %s":             363,
+	"Process instances":               405,
+	"Process instances, newest first": 409,
+	"Processes":                       139,
+	"Processes by key":                657,
+	"Protocol":                        778,
+	"Published":                       222,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 655,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       656,
+	"Push destination": 603,
+	"Reason":           109,
 	"Reason (recorded in the audit log for every instance)": 57,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            497,
-	"Recorded operator actions":                             375,
-	"Relais console":                                        132,
-	"Relais has not called the destination yet.":            489,
-	"Relais is calling the destination (since %s).":         565,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 491,
-	"Relais never called the destination: the occurrence ended before any call.":                                    490,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        585,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 587,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     584,
+	"Reason given by the worker":                            498,
+	"Recorded operator actions":                             376,
+	"Relais console":                                        133,
+	"Relais has not called the destination yet.":            490,
+	"Relais is calling the destination (since %s).":         566,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 492,
+	"Relais never called the destination: the occurrence ended before any call.":                                    491,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        586,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 588,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     585,
 	"Relais refused the action. Nothing was done.":                                                                  50,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           586,
-	"Release":                       218,
-	"Releases":                      216,
-	"Releases, oldest first":        238,
-	"Reload lists and detail pages": 642,
-	"Reloading paused":              155,
-	"Reloading paused: this page stays as it is until you resume.": 653,
-	"Reloading resumed.":                  652,
-	"Replica":                             488,
-	"Required":                            205,
-	"Reserved":                            477,
-	"Reserved by %s.":                     567,
-	"Reserved by %s; lock until %s — %s.": 566,
-	"Reserved now":                        196,
-	"Resume":                              156,
-	"Retried by %s at %s — “%s”":          389,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           587,
+	"Release":                       219,
+	"Releases":                      217,
+	"Releases, oldest first":        239,
+	"Reload lists and detail pages": 643,
+	"Reloading paused":              156,
+	"Reloading paused: this page stays as it is until you resume.": 654,
+	"Reloading resumed.":                  653,
+	"Replica":                             489,
+	"Required":                            206,
+	"Reserved":                            478,
+	"Reserved by %s.":                     568,
+	"Reserved by %s; lock until %s — %s.": 567,
+	"Reserved now":                        197,
+	"Resume":                              157,
+	"Retried by %s at %s — “%s”":          390,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 47,
-	"Retries":            500,
+	"Retries":            501,
 	"Retry %d instances": 64,
-	"Retry at %s — %s.":  558,
-	"Retry delay":        499,
+	"Retry at %s — %s.":  559,
+	"Retry delay":        500,
 	"Retry every held instance this filter matches": 61,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         493,
+	"Retry or abandon it from its instance":         494,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 533,
+	"Retryable": 534,
 	"Retrying and abandoning apply to held instances, not %s ones.": 55,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 522,
-	"Revealed by %s at %s; recorded in the audit log.": 703,
-	"Reveals":               147,
-	"Reveals, newest first": 709,
-	"Revision":              219,
-	"Revision %d":           240,
-	"Revisions":             214,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 801,
-	"Revoke the %s token “%s”?": 748,
-	"Revoke the token":          750,
-	"Revoke token %d":           747,
-	"Revoke…":                   745,
-	"Role":                      739,
-	"Route":                     370,
-	"Routing output":            212,
-	"Row %s":                    630,
-	"Rows %s–%s":                631,
-	"Save settings":             644,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      702,
+	"Reveal — this is recorded": 523,
+	"Revealed by %s at %s; recorded in the audit log.": 704,
+	"Reveals":               148,
+	"Reveals, newest first": 710,
+	"Revision":              220,
+	"Revision %d":           241,
+	"Revisions":             215,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 802,
+	"Revoke the %s token “%s”?": 749,
+	"Revoke the token":          751,
+	"Revoke token %d":           748,
+	"Revoke…":                   746,
+	"Role":                      740,
+	"Route":                     371,
+	"Routing output":            213,
+	"Row %s":                    631,
+	"Rows %s–%s":                632,
+	"Save settings":             645,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      703,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 287,
-	"Search":                               715,
-	"Secret values can never be revealed.": 707,
-	"Sep":                                  352,
-	"Served by %d workers":                 799,
-	"Settled":                              373,
-	"Settlement date":                      600,
-	"Show all definitions":                 320,
-	"Show times in":                        640,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 127,
-	"Sign in": 727,
-	"Sign in with an operator, designer or administrator token.": 728,
-	"Sign out":             149,
-	"Signed in as %s (%s)": 148,
-	"Since revision %d:":   246,
-	"Skip to content":      134,
-	"Slot":                 328,
-	"Snapshotted":          241,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 288,
+	"Search":                               716,
+	"Secret values can never be revealed.": 708,
+	"Sep":                                  353,
+	"Served by %d workers":                 800,
+	"Settled":                              374,
+	"Settlement date":                      601,
+	"Show all definitions":                 321,
+	"Show times in":                        641,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 128,
+	"Sign in": 728,
+	"Sign in with an operator, designer or administrator token.": 729,
+	"Sign out":             150,
+	"Signed in as %s (%s)": 149,
+	"Since revision %d:":   247,
+	"Skip to content":      135,
+	"Slot":                 329,
+	"Snapshotted":          242,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 33,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                40,
-	"Something went wrong": 181,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 736,
-	"Staff tokens, oldest first": 737,
-	"Start node":                 661,
-	"Started":                    390,
-	"State":                      191,
+	"Something went wrong": 182,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 737,
+	"Staff tokens, oldest first": 738,
+	"Start node":                 662,
+	"Started":                    391,
+	"State":                      192,
 	"Status":                     80,
 	"Stop %d instances":          74,
 	"Stop every held instance this filter matches":            68,
@@ -548,307 +548,308 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              387,
+	"Stopped by %s at %s — “%s”":                              388,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 49,
 	"Stopping applies to running or held instances, not %s ones.":                              54,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   386,
-	"Summary": 363,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 266,
-	"Tasks":                   192,
-	"Temporarily unavailable": 179,
-	"That is too long to be an id or a business key.":                                           718,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   387,
+	"Summary": 364,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 267,
+	"Tasks":                   193,
+	"Temporarily unavailable": 180,
+	"That is too long to be an id or a business key.":                                           719,
 	"The %d largest groups; the filter matches more.":                                           88,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 495,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 275,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    245,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            545,
-	"The bulk action must be its id (a UUID).": 124,
-	"The call could not be prepared.":          546,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 564,
-	"The chart’s numbers": 326,
-	"The confirmed count is missing: start again from the list.":                                                                                                            99,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           182,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          641,
-	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 100,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 180,
-	"The deadline passed before a result arrived.":                                                                                                                          543,
-	"The destination answered HTTP %s.":     553,
-	"The destination could not be reached.": 547,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    537,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         538,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   536,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 535,
-	"The destination’s answer was too large.": 548,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      185,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          162,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                550,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         581,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      582,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    580,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            549,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               540,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 539,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     541,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             542,
-	"The latest %d attempts, oldest first":                                                         494,
-	"The next page counts them and asks for a reason before anything changes.":                     407,
-	"The nodes this instance reached, in order, each with its occurrence.":                         366,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 211,
-	"The page cursor is invalid: go back to the first page.":                                       638,
-	"The page size must be between 1 and %d.":                                                      403,
-	"The parameter “%s” is given %d times: give it once.":                                          637,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 123,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 496,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 276,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    246,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            546,
+	"The bulk action must be its id (a UUID).": 125,
+	"The call could not be prepared.":          547,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 565,
+	"The chart’s numbers": 327,
+	"The confirmed count is missing: start again from the list.":                                                                                                            100,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           183,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          642,
+	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 101,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 181,
+	"The deadline passed before a result arrived.":                                                                                                                          544,
+	"The destination answered HTTP %s.":     554,
+	"The destination could not be reached.": 548,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    538,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         539,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   537,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 536,
+	"The destination’s answer was too large.": 549,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      186,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          163,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                551,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         582,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      583,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    581,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            550,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               541,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 540,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     542,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             543,
+	"The latest %d attempts, oldest first":                                                         495,
+	"The next page counts them and asks for a reason before anything changes.":                     408,
+	"The nodes this instance reached, in order, each with its occurrence.":                         367,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 212,
+	"The page cursor is invalid: go back to the first page.":                                       639,
+	"The page size must be between 1 and %d.":                                                      404,
+	"The parameter “%s” is given %d times: give it once.":                                          638,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 124,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 52,
 	"The reason you gave, not recorded:":                        45,
-	"The result did not match the revision's outputs contract.": 544,
-	"The revision must be a whole number, 1 or more.":           598,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 730,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        723,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     754,
-	"The version must be a whole number from 1.":                                                                                                        400,
-	"These revisions have the same contracts.":                                                                                                          231,
-	"These settings are kept in this browser only.":                                                                                                     639,
-	"They take every revision their consumer is granted.":                                                                                               802,
-	"They take revision %d only.":                                                                                                                       804,
-	"They take revisions %s only.":                                                                                                                      806,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 634,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         101,
-	"This contract has no inputs.":                                                                                                        517,
-	"This contract has no outputs.":                                                                                                       520,
-	"This form could not be read: nothing was done. Send it again.":                                                                       178,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                  177,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                        175,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":        172,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.": 714,
+	"The result did not match the revision's outputs contract.": 545,
+	"The revision must be a whole number, 1 or more.":           599,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 731,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        724,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     755,
+	"The version must be a whole number from 1.":                                                                                                        401,
+	"These revisions have the same contracts.":                                                                                                          232,
+	"These settings are kept in this browser only.":                                                                                                     640,
+	"They take every revision their consumer is granted.":                                                                                               803,
+	"They take revision %d only.":                                                                                                                       805,
+	"They take revisions %s only.":                                                                                                                      807,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 635,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         102,
+	"This contract has no inputs.":  518,
+	"This contract has no outputs.": 521,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 98,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 179,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            178,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  176,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  173,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           715,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 294,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 295,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              34,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    42,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 383,
-	"This instance has not reached a task yet.":                   374,
-	"This instance is %s, not held: there is nothing to abandon.": 38,
-	"This instance is %s, not held: there is nothing to retry.":   37,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 384,
+	"This instance has not reached a task yet.":                                                                                                                                     375,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   38,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     37,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 36,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 292,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 293,
 	"This instance is %s: there is nothing to stop.":                            39,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 384,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 385,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 385,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 386,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               35,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          41,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      46,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   44,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  170,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            753,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           752,
-	"This page does not accept that request.": 713,
-	"This page reloads every %d seconds.":     157,
-	"This process takes no inputs.":           381,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  171,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            754,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           753,
+	"This page does not accept that request.": 714,
+	"This page reloads every %d seconds.":     158,
+	"This process takes no inputs.":           382,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 59,
-	"This token is unknown, revoked or expired.": 733,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 677,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            678,
-	"Times in %s · no auto-reload":    154,
-	"Times in %s · reload every %d s": 153,
-	"Times in %s · reloading paused":  152,
-	"To revision":                     225,
-	"Token":                           729,
-	"Tokens":                          146,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 731,
-	"Totals of all definitions, not narrowed by the other filters":         615,
-	"Totals of definition %s, not narrowed by the other filters":           614,
-	"Type": 204,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 716,
-	"URL":                              278,
-	"UTC (coordinated universal time)": 646,
+	"This token is unknown, revoked or expired.": 734,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 678,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            679,
+	"Times in %s · no auto-reload":    155,
+	"Times in %s · reload every %d s": 154,
+	"Times in %s · reloading paused":  153,
+	"To revision":                     226,
+	"Token":                           730,
+	"Tokens":                          147,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 732,
+	"Totals of all definitions, not narrowed by the other filters":         616,
+	"Totals of definition %s, not narrowed by the other filters":           615,
+	"Type": 205,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 717,
+	"URL":                              279,
+	"UTC (coordinated universal time)": 647,
 	"Unknown action.":                  53,
 	"Unknown consumer.":                92,
 	"Unknown destination “%s”.":        93,
-	"Unknown parameter “%s” (did you mean “%s”?).": 635,
-	"Unknown parameter “%s”.":                      636,
-	"Unknown status “%s” (did you mean “%s”?).":    415,
-	"Unknown status “%s”.":                         417,
-	"Value":                                        378,
+	"Unknown parameter “%s” (did you mean “%s”?).": 636,
+	"Unknown parameter “%s”.":                      637,
+	"Unknown status “%s” (did you mean “%s”?).":    416,
+	"Unknown status “%s”.":                         418,
+	"Value":                                        379,
 	"Version":                                      79,
-	"Versions, newest first":                       657,
-	"Waiting for Relais to call the destination since %s (%s).": 561,
-	"Waiting for a worker since %s (%s).":                       562,
-	"When":                                                      105,
-	"Who":                                                       106,
-	"Whole message":                                             485,
-	"Why (recorded with the reveal)":                            523,
-	"Worker":                                                    776,
-	"Worker id":                                                 476,
-	"Workers":                                                   143,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        774,
+	"Versions, newest first":                       658,
+	"Waiting for Relais to call the destination since %s (%s).": 562,
+	"Waiting for a worker since %s (%s).":                       563,
+	"When":                                                      106,
+	"Who":                                                       107,
+	"Whole message":                                             486,
+	"Why (recorded with the reveal)":                            524,
+	"Worker":                                                    777,
+	"Worker id":                                                 477,
+	"Workers":                                                   144,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        775,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 775,
-	"Workers serving %s":                   783,
+	"Workers seen within three heartbeats": 776,
+	"Workers serving %s":                   784,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        210,
-	"You are signed out.": 722,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              160,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 724,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          725,
-	"[redacted]":                          594,
-	"a token’s name, exact":               116,
+	"Working copy":        211,
+	"You are signed out.": 723,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              161,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 725,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          726,
+	"[redacted]":                          595,
+	"a token’s name, exact":               117,
 	"abandon":                             4,
-	"active":                              193,
-	"administrator":                       446,
-	"an incident: retry, abandon or stop": 298,
-	"answer too large":                    592,
+	"active":                              194,
+	"administrator":                       447,
+	"an incident: retry, abandon or stop": 299,
+	"answer too large":                    593,
 	"any":                                 77,
-	"any other code → %s":                 691,
-	"any other error":                     296,
-	"as of %s (%s); counts are refreshed every few seconds.": 617,
-	"at least %d characters":                                 758,
-	"at least %d items":                                      765,
-	"at most %d":                                             511,
-	"at most %d characters":                                  759,
-	"at most %d items":                                       766,
-	"at most %d since the last operator retry":               512,
-	"available":                                              418,
-	"boolean":                                                433,
-	"call in progress since":                                 623,
-	"cancelled":                                              423,
-	"choice":                                                 436,
-	"claimable since":                                        622,
-	"claimable since %s":                                     317,
-	"classification changed":                                 457,
-	"completed":                                              421,
-	"constraint changed":                                     458,
-	"consumer":                                               449,
-	"consumer #%s":                                           576,
-	"date":                                                   434,
-	"date and time":                                          435,
-	"deadline %s":                                            695,
-	"deferred":                                               420,
-	"deferred since":                                         625,
-	"deleted":                                                112,
-	"designer":                                               448,
-	"disconnected":                                           429,
-	"each item of %s":                                        756,
-	"end (completes)":                                        684,
-	"end (fails)":                                            685,
-	"end: completes the instance":                            299,
-	"end: fails the instance":                                300,
+	"any other code → %s":                 692,
+	"any other error":                     297,
+	"as of %s (%s); counts are refreshed every few seconds.": 618,
+	"at least %d characters":                                 759,
+	"at least %d items":                                      766,
+	"at most %d":                                             512,
+	"at most %d characters":                                  760,
+	"at most %d items":                                       767,
+	"at most %d since the last operator retry":               513,
+	"available":                                              419,
+	"boolean":                                                434,
+	"call in progress since":                                 624,
+	"cancelled":                                              424,
+	"choice":                                                 437,
+	"claimable since":                                        623,
+	"claimable since %s":                                     318,
+	"classification changed":                                 458,
+	"completed":                                              422,
+	"constraint changed":                                     459,
+	"consumer":                                               450,
+	"consumer #%s":                                           577,
+	"date":                                                   435,
+	"date and time":                                          436,
+	"deadline %s":                                            696,
+	"deferred":                                               421,
+	"deferred since":                                         626,
+	"deleted":                                                113,
+	"designer":                                               449,
+	"disconnected":                                           430,
+	"each item of %s":                                        757,
+	"end (completes)":                                        685,
+	"end (fails)":                                            686,
+	"end: completes the instance":                            300,
+	"end: fails the instance":                                301,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 789,
-	"exact, case-sensitive":                                  405,
-	"expired":                                                426,
-	"failed":                                                 422,
-	"fails the instance":                                     692,
-	"field added":                                            452,
-	"field removed":                                          453,
-	"format":                                                 463,
-	"format %s":                                              761,
-	"from":                                                   117,
-	"held":                                                   425,
-	"held for an operator":                                   297,
-	"held, then abandoned by an operator":                    399,
-	"held, then stopped by an operator":                      398,
-	"hidden (secret)":                                        443,
-	"hidden (sensitive)":                                     442,
-	"hold (an incident for an operator)":                     690,
-	"id or business key":                                     140,
-	"in %s":                                                  337,
-	"in progress":                                            484,
-	"instance id":                                            604,
-	"instances held":                                         698,
-	"instances held: %s":                                     699,
-	"integer":                                                431,
-	"its name, exactly":                                      603,
-	"just now":                                               339,
-	"list":                                                   438,
-	"lock until":                                             624,
-	"long polling":                                           787,
-	"long wait":                                              318,
-	"masked value":                                           277,
-	"maximum":                                                465,
-	"maximum %s":                                             763,
-	"maximum items":                                          467,
-	"maximum length":                                         461,
-	"minimum":                                                464,
-	"minimum %s":                                             762,
-	"minimum items":                                          466,
-	"minimum length":                                         460,
-	"never":                                                  742,
-	"next attempt":                                           621,
-	"no":                                                     451,
-	"no answer within the timeout":                           590,
-	"no connection":                                          591,
-	"no grant: it takes nothing":                             195,
-	"no header":                                              282,
-	"no worker":                                              319,
-	"no worker takes revision %d":                            791,
-	"no worker takes revisions %s":                           792,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 534,
-	"none": 265,
-	"none (revealed before reasons were asked for)": 711,
-	"none yet": 270,
-	"none: a failed call takes the node’s error path": 501,
-	"normal":                             439,
-	"not provided":                       768,
-	"not yet":                            743,
-	"null":                               772,
-	"number":                             432,
-	"object":                             437,
-	"on error":                           295,
-	"one attempt, no retry, priority %d": 694,
-	"one of: %s":                         764,
-	"operator":                           447,
-	"optional %s field of type %s":       262,
-	"optional field of type %s":          264,
-	"optional → required":                255,
-	"pattern":                            462,
-	"pattern %s":                         760,
-	"pull":                               682,
-	"pull %s":                            302,
-	"pull (a worker fetches it)":         444,
-	"push %s":                            301,
-	"push (Relais calls the service)":    445,
-	"push to %s":                         683,
-	"rejected":                           427,
-	"released":                           428,
-	"required %s field of type %s":       261,
-	"required changed":                   455,
-	"required field of type %s":          263,
-	"required → optional":                256,
-	"reserved":                           419,
+	"every revision its consumer is granted":                 790,
+	"exact, case-sensitive":                                  406,
+	"expired":                                                427,
+	"failed":                                                 423,
+	"fails the instance":                                     693,
+	"field added":                                            453,
+	"field removed":                                          454,
+	"format":                                                 464,
+	"format %s":                                              762,
+	"from":                                                   118,
+	"held":                                                   426,
+	"held for an operator":                                   298,
+	"held, then abandoned by an operator":                    400,
+	"held, then stopped by an operator":                      399,
+	"hidden (secret)":                                        444,
+	"hidden (sensitive)":                                     443,
+	"hold (an incident for an operator)":                     691,
+	"id or business key":                                     141,
+	"in %s":                                                  338,
+	"in progress":                                            485,
+	"instance id":                                            605,
+	"instances held":                                         699,
+	"instances held: %s":                                     700,
+	"integer":                                                432,
+	"its name, exactly":                                      604,
+	"just now":                                               340,
+	"list":                                                   439,
+	"lock until":                                             625,
+	"long polling":                                           788,
+	"long wait":                                              319,
+	"masked value":                                           278,
+	"maximum":                                                466,
+	"maximum %s":                                             764,
+	"maximum items":                                          468,
+	"maximum length":                                         462,
+	"minimum":                                                465,
+	"minimum %s":                                             763,
+	"minimum items":                                          467,
+	"minimum length":                                         461,
+	"never":                                                  743,
+	"next attempt":                                           622,
+	"no":                                                     452,
+	"no answer within the timeout":                           591,
+	"no connection":                                          592,
+	"no grant: it takes nothing":                             196,
+	"no header":                                              283,
+	"no worker":                                              320,
+	"no worker takes revision %d":                            792,
+	"no worker takes revisions %s":                           793,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 535,
+	"none": 266,
+	"none (revealed before reasons were asked for)": 712,
+	"none yet": 271,
+	"none: a failed call takes the node’s error path": 502,
+	"normal":                             440,
+	"not provided":                       769,
+	"not yet":                            744,
+	"null":                               773,
+	"number":                             433,
+	"object":                             438,
+	"on error":                           296,
+	"one attempt, no retry, priority %d": 695,
+	"one of: %s":                         765,
+	"operator":                           448,
+	"optional %s field of type %s":       263,
+	"optional field of type %s":          265,
+	"optional → required":                256,
+	"pattern":                            463,
+	"pattern %s":                         761,
+	"pull":                               683,
+	"pull %s":                            303,
+	"pull (a worker fetches it)":         445,
+	"push %s":                            302,
+	"push (Relais calls the service)":    446,
+	"push to %s":                         684,
+	"rejected":                           428,
+	"released":                           429,
+	"required %s field of type %s":       262,
+	"required changed":                   456,
+	"required field of type %s":          264,
+	"required → optional":                257,
+	"reserved":                           420,
 	"retry":                              3,
-	"revision %d":                        618,
-	"revisions %s":                       790,
-	"revoked":                            194,
-	"routing changed":                    459,
-	"routing output":                     755,
-	"routing output %s → %s":             254,
-	"running":                            424,
-	"secret":                             441,
-	"sensitive":                          440,
-	"settled":                            620,
+	"revision %d":                        619,
+	"revisions %s":                       791,
+	"revoked":                            195,
+	"routing changed":                    460,
+	"routing output":                     756,
+	"routing output %s → %s":             255,
+	"running":                            425,
+	"secret":                             442,
+	"sensitive":                          441,
+	"settled":                            621,
 	"stop":                               5,
-	"stream":                             786,
-	"text":                               430,
-	"the contracts are the same (the name or a description changed).": 247,
-	"this session":             746,
-	"timeout %s":               696,
-	"timeout %s (the default)": 697,
-	"to":                       118,
-	"type changed":             454,
-	"unexpected value":         773,
-	"unknown":                  593,
-	"values added: %s":         257,
-	"values changed":           456,
-	"values removed: %s":       258,
-	"values reordered":         259,
-	"version %d":               659,
-	"waiting":                  588,
-	"yes":                      450,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 168,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     416,
-	"→ %s": 689,
+	"stream":                             787,
+	"text":                               431,
+	"the contracts are the same (the name or a description changed).": 248,
+	"this session":             747,
+	"timeout %s":               697,
+	"timeout %s (the default)": 698,
+	"to":                       119,
+	"type changed":             455,
+	"unexpected value":         774,
+	"unknown":                  594,
+	"values added: %s":         258,
+	"values changed":           457,
+	"values removed: %s":       259,
+	"values reordered":         260,
+	"version %d":               660,
+	"waiting":                  589,
+	"yes":                      451,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 169,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     417,
+	"→ %s": 690,
 }
 
-var enIndex = []uint32{ // 808 elements
+var enIndex = []uint32{ // 809 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -877,209 +878,210 @@ var enIndex = []uint32{ // 808 elements
 	0x0000155d, 0x00001590, 0x000017ce, 0x000018fd,
 	0x00001917, 0x00001929, 0x0000194a, 0x00001964,
 	// Entry 60 - 7F
-	0x00001988, 0x000019ac, 0x000019d3, 0x000019fb,
-	0x00001a36, 0x00001adf, 0x00001b58, 0x00001bad,
-	0x00001c5c, 0x00001c78, 0x00001c7d, 0x00001c81,
-	0x00001c88, 0x00001c8f, 0x00001ca0, 0x00001cb9,
-	0x00001cc5, 0x00001ccd, 0x00001cd7, 0x00001dbf,
-	0x00001dc7, 0x00001ddf, 0x00001de4, 0x00001de7,
-	0x00001df5, 0x00001e03, 0x00001e1f, 0x00001e2b,
-	0x00001ec0, 0x00001ee9, 0x00001f08, 0x00001f60,
+	0x00001988, 0x000019ac, 0x000019d3, 0x00001a43,
+	0x00001a6b, 0x00001aa6, 0x00001b4f, 0x00001bc8,
+	0x00001c1d, 0x00001ccc, 0x00001ce8, 0x00001ced,
+	0x00001cf1, 0x00001cf8, 0x00001cff, 0x00001d10,
+	0x00001d29, 0x00001d35, 0x00001d3d, 0x00001d47,
+	0x00001e2f, 0x00001e37, 0x00001e4f, 0x00001e54,
+	0x00001e57, 0x00001e65, 0x00001e73, 0x00001e8f,
+	0x00001e9b, 0x00001f30, 0x00001f59, 0x00001f78,
 	// Entry 80 - 9F
-	0x00002038, 0x000020cb, 0x00002180, 0x00002214,
-	0x00002293, 0x000022a2, 0x000022ab, 0x000022bb,
-	0x000022cb, 0x000022d2, 0x000022e1, 0x000022eb,
-	0x0000230a, 0x0000231d, 0x00002322, 0x0000232e,
-	0x00002336, 0x00002340, 0x0000234d, 0x00002354,
-	0x0000235c, 0x00002377, 0x00002380, 0x00002391,
-	0x000023a8, 0x000023cb, 0x000023f2, 0x00002413,
-	0x00002424, 0x0000242b, 0x00002452, 0x00002462,
+	0x00001fd0, 0x000020a8, 0x0000213b, 0x000021f0,
+	0x00002284, 0x00002303, 0x00002312, 0x0000231b,
+	0x0000232b, 0x0000233b, 0x00002342, 0x00002351,
+	0x0000235b, 0x0000237a, 0x0000238d, 0x00002392,
+	0x0000239e, 0x000023a6, 0x000023b0, 0x000023bd,
+	0x000023c4, 0x000023cc, 0x000023e7, 0x000023f0,
+	0x00002401, 0x00002418, 0x0000243b, 0x00002462,
+	0x00002483, 0x00002494, 0x0000249b, 0x000024c2,
 	// Entry A0 - BF
-	0x0000246e, 0x000024ec, 0x000024fc, 0x00002564,
-	0x0000257b, 0x0000258b, 0x0000259f, 0x000025dc,
-	0x000026f5, 0x00002772, 0x0000277c, 0x00002837,
-	0x00002844, 0x000028c1, 0x000028d2, 0x000028e1,
-	0x00002941, 0x00002953, 0x00002996, 0x000029d4,
-	0x000029ec, 0x00002a32, 0x00002a47, 0x00002ab6,
-	0x00002ac7, 0x00002ada, 0x00002b9f, 0x00002bb7,
-	0x00002bba, 0x00002bbf, 0x00002bc6, 0x00002bd1,
+	0x000024d2, 0x000024de, 0x0000255c, 0x0000256c,
+	0x000025d4, 0x000025eb, 0x000025fb, 0x0000260f,
+	0x0000264c, 0x00002765, 0x000027e2, 0x000027ec,
+	0x000028a7, 0x000028b4, 0x00002931, 0x00002942,
+	0x00002951, 0x000029b1, 0x000029c3, 0x00002a06,
+	0x00002a44, 0x00002a5c, 0x00002aa2, 0x00002ab7,
+	0x00002b26, 0x00002b37, 0x00002b4a, 0x00002c0f,
+	0x00002c27, 0x00002c2a, 0x00002c2f, 0x00002c36,
 	// Entry C0 - DF
-	0x00002bd7, 0x00002bdd, 0x00002be4, 0x00002bec,
-	0x00002c07, 0x00002c14, 0x00002c22, 0x00002c4c,
-	0x00002c62, 0x00002c79, 0x00002cbf, 0x00002ce1,
-	0x00002ce7, 0x00002cec, 0x00002cf5, 0x00002d04,
-	0x00002d10, 0x00002d1c, 0x00002d2d, 0x00002d3a,
-	0x00002d97, 0x00002da6, 0x00002db1, 0x00002dbb,
-	0x00002df9, 0x00002e02, 0x00002e12, 0x00002e1a,
-	0x00002e23, 0x00002e29, 0x00002e33, 0x00002e45,
+	0x00002c41, 0x00002c47, 0x00002c4d, 0x00002c54,
+	0x00002c5c, 0x00002c77, 0x00002c84, 0x00002c92,
+	0x00002cbc, 0x00002cd2, 0x00002ce9, 0x00002d2f,
+	0x00002d51, 0x00002d57, 0x00002d5c, 0x00002d65,
+	0x00002d74, 0x00002d80, 0x00002d8c, 0x00002d9d,
+	0x00002daa, 0x00002e07, 0x00002e16, 0x00002e21,
+	0x00002e2b, 0x00002e69, 0x00002e72, 0x00002e82,
+	0x00002e8a, 0x00002e93, 0x00002e99, 0x00002ea3,
 	// Entry E0 - FF
-	0x00002e8d, 0x00002e9b, 0x00002ea7, 0x00002eaf,
-	0x00002eb6, 0x00002ebd, 0x00002ece, 0x00002edd,
-	0x00002f06, 0x00002f0d, 0x00002f18, 0x00002f33,
-	0x00002f3b, 0x00002f47, 0x00002f63, 0x00002f7a,
-	0x00002f9c, 0x00002fab, 0x00002fb7, 0x00002fbe,
-	0x00002fd7, 0x00002ff1, 0x0000309a, 0x000030b0,
-	0x000030f0, 0x00003121, 0x0000314b, 0x00003172,
-	0x000031e9, 0x0000320d, 0x00003234, 0x00003253,
+	0x00002eb5, 0x00002efd, 0x00002f0b, 0x00002f17,
+	0x00002f1f, 0x00002f26, 0x00002f2d, 0x00002f3e,
+	0x00002f4d, 0x00002f76, 0x00002f7d, 0x00002f88,
+	0x00002fa3, 0x00002fab, 0x00002fb7, 0x00002fd3,
+	0x00002fea, 0x0000300c, 0x0000301b, 0x00003027,
+	0x0000302e, 0x00003047, 0x00003061, 0x0000310a,
+	0x00003120, 0x00003160, 0x00003191, 0x000031bb,
+	0x000031e2, 0x00003259, 0x0000327d, 0x000032a4,
 	// Entry 100 - 11F
-	0x00003269, 0x0000327f, 0x00003293, 0x000032a9,
-	0x000032ba, 0x000032d1, 0x000032f4, 0x00003317,
-	0x00003334, 0x00003351, 0x00003356, 0x000033a2,
-	0x000033b5, 0x000033b9, 0x000033c9, 0x000033d2,
-	0x000033e5, 0x0000340b, 0x0000341f, 0x00003435,
-	0x0000354b, 0x00003560, 0x0000356d, 0x00003571,
-	0x0000357e, 0x0000358e, 0x0000359b, 0x000035a5,
-	0x000035ab, 0x000035b5, 0x000035d5, 0x000035e7,
+	0x000032c3, 0x000032d9, 0x000032ef, 0x00003303,
+	0x00003319, 0x0000332a, 0x00003341, 0x00003364,
+	0x00003387, 0x000033a4, 0x000033c1, 0x000033c6,
+	0x00003412, 0x00003425, 0x00003429, 0x00003439,
+	0x00003442, 0x00003455, 0x0000347b, 0x0000348f,
+	0x000034a5, 0x000035bb, 0x000035d0, 0x000035dd,
+	0x000035e1, 0x000035ee, 0x000035fe, 0x0000360b,
+	0x00003615, 0x0000361b, 0x00003625, 0x00003645,
 	// Entry 120 - 13F
-	0x0000369b, 0x000036b8, 0x00003726, 0x000037e6,
-	0x000037f9, 0x00003846, 0x000038aa, 0x0000390e,
-	0x00003917, 0x00003927, 0x0000393c, 0x00003960,
-	0x0000397c, 0x00003994, 0x0000399f, 0x000039aa,
-	0x000039be, 0x00003ad4, 0x00003b24, 0x00003b48,
-	0x00003b73, 0x00003b7e, 0x00003b83, 0x00003b92,
-	0x00003b99, 0x00003bb0, 0x00003bc5, 0x00003bd7,
-	0x00003bfa, 0x00003c2c, 0x00003c42, 0x00003c4c,
+	0x00003657, 0x0000370b, 0x00003728, 0x00003796,
+	0x00003856, 0x00003869, 0x000038b6, 0x0000391a,
+	0x0000397e, 0x00003987, 0x00003997, 0x000039ac,
+	0x000039d0, 0x000039ec, 0x00003a04, 0x00003a0f,
+	0x00003a1a, 0x00003a2e, 0x00003b44, 0x00003b94,
+	0x00003bb8, 0x00003be3, 0x00003bee, 0x00003bf3,
+	0x00003c02, 0x00003c09, 0x00003c20, 0x00003c35,
+	0x00003c47, 0x00003c6a, 0x00003c9c, 0x00003cb2,
 	// Entry 140 - 15F
-	0x00003c56, 0x00003c6b, 0x00003cb8, 0x00003cc8,
-	0x00003d01, 0x00003d55, 0x00003d5f, 0x00003d75,
-	0x00003dae, 0x00003db3, 0x00003dc1, 0x00003dce,
-	0x00003df7, 0x00003e1a, 0x00003e27, 0x00003e47,
-	0x00003e53, 0x00003e6c, 0x00003e75, 0x00003e7f,
-	0x00003e88, 0x00003e90, 0x00003e9a, 0x00003ea2,
-	0x00003eaa, 0x00003eae, 0x00003eb2, 0x00003eb6,
-	0x00003eba, 0x00003ebe, 0x00003ec2, 0x00003ec6,
+	0x00003cbc, 0x00003cc6, 0x00003cdb, 0x00003d28,
+	0x00003d38, 0x00003d71, 0x00003dc5, 0x00003dcf,
+	0x00003de5, 0x00003e1e, 0x00003e23, 0x00003e31,
+	0x00003e3e, 0x00003e67, 0x00003e8a, 0x00003e97,
+	0x00003eb7, 0x00003ec3, 0x00003edc, 0x00003ee5,
+	0x00003eef, 0x00003ef8, 0x00003f00, 0x00003f0a,
+	0x00003f12, 0x00003f1a, 0x00003f1e, 0x00003f22,
+	0x00003f26, 0x00003f2a, 0x00003f2e, 0x00003f32,
 	// Entry 160 - 17F
-	0x00003eca, 0x00003ece, 0x00003ed2, 0x00003ed6,
-	0x00003eda, 0x00003ee4, 0x00003f02, 0x00003f22,
-	0x00003f46, 0x00003f6a, 0x00003f73, 0x00003f8a,
-	0x00003f92, 0x00003fa3, 0x00003fa8, 0x00003fed,
-	0x00004005, 0x0000400a, 0x00004015, 0x0000401b,
-	0x00004025, 0x0000402d, 0x00004035, 0x0000405f,
-	0x00004079, 0x000040a1, 0x000040d1, 0x000040d7,
-	0x000040e6, 0x00004139, 0x00004157, 0x0000416e,
+	0x00003f36, 0x00003f3a, 0x00003f3e, 0x00003f42,
+	0x00003f46, 0x00003f4a, 0x00003f54, 0x00003f72,
+	0x00003f92, 0x00003fb6, 0x00003fda, 0x00003fe3,
+	0x00003ffa, 0x00004002, 0x00004013, 0x00004018,
+	0x0000405d, 0x00004075, 0x0000407a, 0x00004085,
+	0x0000408b, 0x00004095, 0x0000409d, 0x000040a5,
+	0x000040cf, 0x000040e9, 0x00004111, 0x00004141,
+	0x00004147, 0x00004156, 0x000041a9, 0x000041c7,
 	// Entry 180 - 19F
-	0x0000421e, 0x00004340, 0x000043ff, 0x00004456,
-	0x00004480, 0x000044ac, 0x000044d6, 0x000044de,
-	0x000044e4, 0x000044f1, 0x00004503, 0x0000450c,
-	0x00004515, 0x00004527, 0x00004536, 0x00004558,
-	0x0000457c, 0x000045a7, 0x000045db, 0x000045e9,
-	0x00004614, 0x00004626, 0x0000463c, 0x00004666,
-	0x000046af, 0x000046cf, 0x000046d8, 0x000046ea,
-	0x0000470d, 0x0000471b, 0x0000472a, 0x00004737,
+	0x000041de, 0x0000428e, 0x000043b0, 0x0000446f,
+	0x000044c6, 0x000044f0, 0x0000451c, 0x00004546,
+	0x0000454e, 0x00004554, 0x00004561, 0x00004573,
+	0x0000457c, 0x00004585, 0x00004597, 0x000045a6,
+	0x000045c8, 0x000045ec, 0x00004617, 0x0000464b,
+	0x00004659, 0x00004684, 0x00004696, 0x000046ac,
+	0x000046d6, 0x0000471f, 0x0000473f, 0x00004748,
+	0x0000475a, 0x0000477d, 0x0000478b, 0x0000479a,
 	// Entry 1A0 - 1BF
-	0x0000476f, 0x000047d8, 0x000047f4, 0x000047fe,
-	0x00004807, 0x00004810, 0x0000481a, 0x00004821,
-	0x0000482b, 0x00004833, 0x00004838, 0x00004840,
-	0x00004849, 0x00004852, 0x0000485f, 0x00004864,
-	0x0000486c, 0x00004873, 0x0000487b, 0x00004880,
-	0x0000488e, 0x00004895, 0x0000489c, 0x000048a1,
-	0x000048a8, 0x000048b2, 0x000048b9, 0x000048cc,
-	0x000048dc, 0x000048f7, 0x00004917, 0x00004925,
+	0x000047a7, 0x000047df, 0x00004848, 0x00004864,
+	0x0000486e, 0x00004877, 0x00004880, 0x0000488a,
+	0x00004891, 0x0000489b, 0x000048a3, 0x000048a8,
+	0x000048b0, 0x000048b9, 0x000048c2, 0x000048cf,
+	0x000048d4, 0x000048dc, 0x000048e3, 0x000048eb,
+	0x000048f0, 0x000048fe, 0x00004905, 0x0000490c,
+	0x00004911, 0x00004918, 0x00004922, 0x00004929,
+	0x0000493c, 0x0000494c, 0x00004967, 0x00004987,
 	// Entry 1C0 - 1DF
-	0x0000492e, 0x00004937, 0x00004940, 0x00004944,
-	0x00004947, 0x00004953, 0x00004961, 0x0000496e,
-	0x0000497f, 0x0000498e, 0x000049a5, 0x000049b8,
-	0x000049c8, 0x000049d7, 0x000049e6, 0x000049ee,
-	0x000049f5, 0x000049fd, 0x00004a05, 0x00004a13,
-	0x00004a21, 0x00004a37, 0x00004a4c, 0x00004a5d,
-	0x00004a63, 0x00004a6a, 0x00004a73, 0x00004a8f,
-	0x00004a98, 0x00004aa2, 0x00004aab, 0x00004ab4,
+	0x00004995, 0x0000499e, 0x000049a7, 0x000049b0,
+	0x000049b4, 0x000049b7, 0x000049c3, 0x000049d1,
+	0x000049de, 0x000049ef, 0x000049fe, 0x00004a15,
+	0x00004a28, 0x00004a38, 0x00004a47, 0x00004a56,
+	0x00004a5e, 0x00004a65, 0x00004a6d, 0x00004a75,
+	0x00004a83, 0x00004a91, 0x00004aa7, 0x00004abc,
+	0x00004acd, 0x00004ad3, 0x00004ada, 0x00004ae3,
+	0x00004aff, 0x00004b08, 0x00004b12, 0x00004b1b,
 	// Entry 1E0 - 1FF
-	0x00004abd, 0x00004ad4, 0x00004adc, 0x00004aea,
-	0x00004b16, 0x00004b22, 0x00004b30, 0x00004b76,
-	0x00004b82, 0x00004b8a, 0x00004bb5, 0x00004c00,
-	0x00004cc2, 0x00004cc6, 0x00004cec, 0x00004d14,
-	0x00004d77, 0x00004d7c, 0x00004d97, 0x00004da8,
-	0x00004db4, 0x00004dbc, 0x00004dee, 0x00004df7,
-	0x00004e00, 0x00004e1c, 0x00004e7d, 0x00004e8a,
-	0x00004ec1, 0x00004ef0, 0x00004f40, 0x00004f7b,
+	0x00004b24, 0x00004b2d, 0x00004b44, 0x00004b4c,
+	0x00004b5a, 0x00004b86, 0x00004b92, 0x00004ba0,
+	0x00004be6, 0x00004bf2, 0x00004bfa, 0x00004c25,
+	0x00004c70, 0x00004d32, 0x00004d36, 0x00004d5c,
+	0x00004d84, 0x00004de7, 0x00004dec, 0x00004e07,
+	0x00004e18, 0x00004e24, 0x00004e2c, 0x00004e5e,
+	0x00004e67, 0x00004e70, 0x00004e8c, 0x00004eed,
+	0x00004efa, 0x00004f31, 0x00004f60, 0x00004fb0,
 	// Entry 200 - 21F
-	0x00004f89, 0x00004fb5, 0x00004fdb, 0x00004ffc,
-	0x00005007, 0x00005035, 0x00005052, 0x00005081,
-	0x000050b3, 0x000050d1, 0x00005106, 0x00005122,
-	0x00005141, 0x0000519c, 0x000051ab, 0x000051b8,
-	0x000051c6, 0x000051d3, 0x000051dc, 0x000051f7,
-	0x00005227, 0x00005242, 0x0000524c, 0x0000529e,
-	0x0000535e, 0x000053ba, 0x00005438, 0x000054ae,
-	0x00005581, 0x00005644, 0x0000567c, 0x000056dc,
+	0x00004feb, 0x00004ff9, 0x00005025, 0x0000504b,
+	0x0000506c, 0x00005077, 0x000050a5, 0x000050c2,
+	0x000050f1, 0x00005123, 0x00005141, 0x00005176,
+	0x00005192, 0x000051b1, 0x0000520c, 0x0000521b,
+	0x00005228, 0x00005236, 0x00005243, 0x0000524c,
+	0x00005267, 0x00005297, 0x000052b2, 0x000052bc,
+	0x0000530e, 0x000053ce, 0x0000542a, 0x000054a8,
+	0x0000551e, 0x000055f1, 0x000056b4, 0x000056ec,
 	// Entry 220 - 23F
-	0x00005709, 0x00005743, 0x00005850, 0x00005870,
-	0x00005896, 0x000058c0, 0x00005931, 0x0000596e,
-	0x00005992, 0x00005a36, 0x00005a5b, 0x00005a8a,
-	0x00005aea, 0x00005b43, 0x00005b9d, 0x00005bb7,
-	0x00005bd5, 0x00005c09, 0x00005c49, 0x00005c73,
-	0x00005c82, 0x00005d4d, 0x00005d7e, 0x00005dad,
-	0x00005dc0, 0x00005e35, 0x00005e48, 0x00005e7c,
-	0x00005eb0, 0x00005ec0, 0x00005f07, 0x00005f34,
+	0x0000574c, 0x00005779, 0x000057b3, 0x000058c0,
+	0x000058e0, 0x00005906, 0x00005930, 0x000059a1,
+	0x000059de, 0x00005a02, 0x00005aa6, 0x00005acb,
+	0x00005afa, 0x00005b5a, 0x00005bb3, 0x00005c0d,
+	0x00005c27, 0x00005c45, 0x00005c79, 0x00005cb9,
+	0x00005ce3, 0x00005cf2, 0x00005dbd, 0x00005dee,
+	0x00005e1d, 0x00005e30, 0x00005ea5, 0x00005eb8,
+	0x00005eec, 0x00005f20, 0x00005f30, 0x00005f77,
 	// Entry 240 - 25F
-	0x00005f41, 0x00005f51, 0x00005f81, 0x00005fbb,
-	0x00005fde, 0x00006055, 0x000060d7, 0x0000615c,
-	0x0000616b, 0x000061bb, 0x0000621b, 0x00006287,
-	0x000062fe, 0x00006306, 0x0000631e, 0x0000633b,
-	0x00006349, 0x0000635a, 0x00006362, 0x0000636d,
-	0x000063ae, 0x000063e6, 0x000063fa, 0x0000642a,
-	0x00006465, 0x00006475, 0x000064b4, 0x000064c5,
-	0x000064d7, 0x000064e3, 0x000064f4, 0x0000650e,
+	0x00005fa4, 0x00005fb1, 0x00005fc1, 0x00005ff1,
+	0x0000602b, 0x0000604e, 0x000060c5, 0x00006147,
+	0x000061cc, 0x000061db, 0x0000622b, 0x0000628b,
+	0x000062f7, 0x0000636e, 0x00006376, 0x0000638e,
+	0x000063ab, 0x000063b9, 0x000063ca, 0x000063d2,
+	0x000063dd, 0x0000641e, 0x00006456, 0x0000646a,
+	0x0000649a, 0x000064d5, 0x000064e5, 0x00006524,
+	0x00006535, 0x00006547, 0x00006553, 0x00006564,
 	// Entry 260 - 27F
-	0x00006516, 0x00006527, 0x0000652d, 0x00006541,
-	0x00006559, 0x0000657e, 0x0000658c, 0x000065ca,
-	0x00006607, 0x00006633, 0x00006670, 0x0000667f,
-	0x00006690, 0x00006698, 0x000066a5, 0x000066b5,
-	0x000066cc, 0x000066d7, 0x000066e6, 0x000066ec,
-	0x000066fa, 0x00006704, 0x0000670f, 0x00006719,
-	0x0000672c, 0x00006751, 0x0000677c, 0x0000680d,
-	0x00006848, 0x00006867, 0x000068a5, 0x000068dc,
+	0x0000657e, 0x00006586, 0x00006597, 0x0000659d,
+	0x000065b1, 0x000065c9, 0x000065ee, 0x000065fc,
+	0x0000663a, 0x00006677, 0x000066a3, 0x000066e0,
+	0x000066ef, 0x00006700, 0x00006708, 0x00006715,
+	0x00006725, 0x0000673c, 0x00006747, 0x00006756,
+	0x0000675c, 0x0000676a, 0x00006774, 0x0000677f,
+	0x00006789, 0x0000679c, 0x000067c1, 0x000067ec,
+	0x0000687d, 0x000068b8, 0x000068d7, 0x00006915,
 	// Entry 280 - 29F
-	0x0000690a, 0x00006918, 0x000069b7, 0x000069d5,
-	0x00006b2c, 0x00006b3a, 0x00006b4e, 0x00006b6f,
-	0x00006b83, 0x00006bb3, 0x00006bb9, 0x00006bcd,
-	0x00006be5, 0x00006bf8, 0x00006c35, 0x00006ca8,
-	0x00006cf5, 0x00006d06, 0x00006d1d, 0x00006d3a,
-	0x00006d48, 0x00006d56, 0x00006d61, 0x00006d67,
-	0x00006e59, 0x00006e5f, 0x00006e91, 0x00006e96,
-	0x00006ea6, 0x00006eb1, 0x00006eba, 0x00006eca,
+	0x0000694c, 0x0000697a, 0x00006988, 0x00006a27,
+	0x00006a45, 0x00006b9c, 0x00006baa, 0x00006bbe,
+	0x00006bdf, 0x00006bf3, 0x00006c23, 0x00006c29,
+	0x00006c3d, 0x00006c55, 0x00006c68, 0x00006ca5,
+	0x00006d18, 0x00006d65, 0x00006d76, 0x00006d8d,
+	0x00006daa, 0x00006db8, 0x00006dc6, 0x00006dd1,
+	0x00006dd7, 0x00006ec9, 0x00006ecf, 0x00006f01,
+	0x00006f06, 0x00006f16, 0x00006f21, 0x00006f2a,
 	// Entry 2A0 - 2BF
-	0x00006ed6, 0x00006f0a, 0x00006f3d, 0x00006f57,
-	0x00006ffc, 0x00007012, 0x00007097, 0x00007111,
-	0x00007120, 0x000071da, 0x0000722b, 0x00007230,
-	0x0000723e, 0x0000724e, 0x0000725a, 0x0000726a,
-	0x00007278, 0x00007288, 0x00007292, 0x000072b5,
-	0x000072ce, 0x000072e1, 0x0000734d, 0x00007373,
-	0x00007382, 0x00007390, 0x000073ac, 0x000073bb,
-	0x000073d1, 0x0000740a, 0x0000743c, 0x00007494,
+	0x00006f3a, 0x00006f46, 0x00006f7a, 0x00006fad,
+	0x00006fc7, 0x0000706c, 0x00007082, 0x00007107,
+	0x00007181, 0x00007190, 0x0000724a, 0x0000729b,
+	0x000072a0, 0x000072ae, 0x000072be, 0x000072ca,
+	0x000072da, 0x000072e8, 0x000072f8, 0x00007302,
+	0x00007325, 0x0000733e, 0x00007351, 0x000073bd,
+	0x000073e3, 0x000073f2, 0x00007400, 0x0000741c,
+	0x0000742b, 0x00007441, 0x0000747a, 0x000074ac,
 	// Entry 2C0 - 2DF
-	0x000074cb, 0x000074e2, 0x000074f0, 0x00007534,
-	0x00007559, 0x000075d0, 0x000075e6, 0x000075fd,
-	0x0000762b, 0x0000763e, 0x00007666, 0x000076ea,
-	0x000076f1, 0x00007759, 0x00007783, 0x000077b3,
-	0x00007886, 0x000079c0, 0x00007a60, 0x00007a74,
-	0x00007acf, 0x00007b7a, 0x00007bfc, 0x00007cd5,
-	0x00007cdd, 0x00007d18, 0x00007d1e, 0x00007db0,
-	0x00007e48, 0x00007e74, 0x00007e9f, 0x00007eed,
+	0x00007504, 0x0000753b, 0x00007552, 0x00007560,
+	0x000075a4, 0x000075c9, 0x00007640, 0x00007656,
+	0x0000766d, 0x0000769b, 0x000076ae, 0x000076d6,
+	0x0000775a, 0x00007761, 0x000077c9, 0x000077f3,
+	0x00007823, 0x000078f6, 0x00007a30, 0x00007ad0,
+	0x00007ae4, 0x00007b3f, 0x00007bea, 0x00007c6c,
+	0x00007d45, 0x00007d4d, 0x00007d88, 0x00007d8e,
+	0x00007e20, 0x00007eb8, 0x00007ee4, 0x00007f0f,
 	// Entry 2E0 - 2FF
-	0x00007f59, 0x00008000, 0x0000801b, 0x00008025,
-	0x0000802a, 0x00008034, 0x0000803c, 0x00008042,
-	0x0000804a, 0x00008058, 0x00008062, 0x0000806f,
-	0x00008082, 0x000080a6, 0x00008126, 0x00008137,
-	0x0000813f, 0x000081b4, 0x00008208, 0x00008250,
-	0x0000825f, 0x00008272, 0x0000827e, 0x000082ba,
-	0x000082f4, 0x00008302, 0x0000830f, 0x0000831d,
-	0x0000832b, 0x00008339, 0x0000836b, 0x0000839b,
+	0x00007f5d, 0x00007fc9, 0x00008070, 0x0000808b,
+	0x00008095, 0x0000809a, 0x000080a4, 0x000080ac,
+	0x000080b2, 0x000080ba, 0x000080c8, 0x000080d2,
+	0x000080df, 0x000080f2, 0x00008116, 0x00008196,
+	0x000081a7, 0x000081af, 0x00008224, 0x00008278,
+	0x000082c0, 0x000082cf, 0x000082e2, 0x000082ee,
+	0x0000832a, 0x00008364, 0x00008372, 0x0000837f,
+	0x0000838d, 0x0000839b, 0x000083a9, 0x000083db,
 	// Entry 300 - 31F
-	0x000083f7, 0x00008404, 0x00008424, 0x0000842f,
-	0x00008449, 0x0000844e, 0x0000845f, 0x000084e5,
-	0x0000850a, 0x00008511, 0x0000851a, 0x0000852d,
-	0x00008537, 0x00008541, 0x0000854b, 0x00008563,
-	0x00008579, 0x00008585, 0x000085a7, 0x000085ae,
-	0x000085bb, 0x000085cc, 0x000085f3, 0x00008603,
-	0x00008622, 0x00008642, 0x0000871a, 0x000087fb,
-	0x0000884f, 0x0000889f, 0x000088ff, 0x00008952,
+	0x0000840b, 0x00008467, 0x00008474, 0x00008494,
+	0x0000849f, 0x000084b9, 0x000084be, 0x000084cf,
+	0x00008555, 0x0000857a, 0x00008581, 0x0000858a,
+	0x0000859d, 0x000085a7, 0x000085b1, 0x000085bb,
+	0x000085d3, 0x000085e9, 0x000085f5, 0x00008617,
+	0x0000861e, 0x0000862b, 0x0000863c, 0x00008663,
+	0x00008673, 0x00008692, 0x000086b2, 0x0000878a,
+	0x0000886b, 0x000088bf, 0x0000890f, 0x0000896f,
 	// Entry 320 - 33F
-	0x0000898a, 0x000089bb, 0x00008a0b, 0x00008a3f,
-	0x00008a5d, 0x00008a7c, 0x00008a9b, 0x00008abb,
-} // Size: 3256 bytes
+	0x000089c2, 0x000089fa, 0x00008a2b, 0x00008a7b,
+	0x00008aaf, 0x00008acd, 0x00008aec, 0x00008b0b,
+	0x00008b2b,
+} // Size: 3260 bytes
 
-const enData string = "" + // Size: 35515 bytes
+const enData string = "" + // Size: 35627 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1178,448 +1180,450 @@ const enData string = "" + // Size: 35515 bytes
 	" they cannot be retried and are left out. Abandon or stop them.\x02Canno" +
 	"t act on this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”" +
 	".\x02Did you mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No " +
-	"process has the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02De" +
-	"finition %[1]s has no revision %[2]d.\x02The confirmed count is missing:" +
-	" start again from the list.\x02The count changed since you confirmed it " +
-	"(it was %[1]d): instances were settled, retried or acted on meanwhile. N" +
-	"othing was done; check the new count and confirm again.\x02This bulk act" +
-	"ion was already applied (the form was sent again): its records are in th" +
-	"e audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s a" +
-	"pplied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
-	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
-	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
-	"ed after the count (settled, or acted on by someone else).\x02%[1]s (tok" +
-	"en #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance" +
-	"\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02E" +
-	"very retry, abandon and stop an operator applied, and every erasure an a" +
-	"dministrator made, with its reason. Reveals of sensitive values have the" +
-	"ir own log, which administrators read on the Reveals page (GET /api/v1/a" +
-	"udit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Appl" +
-	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
-	"\x02The process instance must be a whole instance id (a UUID): the lists" +
-	" show the end of each id; open the instance, or copy its link, for the w" +
-	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
-	", newest first\x02No bulk action has the id %[1]s: check the link, or op" +
-	"en the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing th" +
-	"e %[1]d instance bulk action %[2]s changed. While it runs, each reload s" +
-	"hows how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2" +
-	"]s changed. While it runs, each reload shows how far it got.\x02Bulk %[1" +
-	"]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances coun" +
-	"ted, %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bu" +
-	"lk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of" +
-	" the %[5]d instances counted (%[6]d skipped). What it applied stays; act" +
-	" on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s" +
-	", is running: %[4]d of the %[5]d instances counted done so far (%[6]d sk" +
-	"ipped). Each reload shows how far it got.\x02No progress since %[1]s: th" +
-	"e replica running it may have stopped. What it applied stays; act on the" +
-	" filter again for the rest.\x02Relais console\x02Language\x02Skip to con" +
-	"tent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find" +
-	" an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
-	"\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed " +
-	"in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02" +
-	"Display settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s" +
-	" · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading " +
-	"paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause relo" +
-	"ading\x02Not allowed\x02Your role can read definitions and processes onl" +
-	"y: external tasks and process instances are for operators and administra" +
-	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
-	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
-	"nal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at" +
-	" this address, or it is not visible to you.\x02Nothing exists at this ad" +
-	"dress, or it is not visible to you. An ended instance is deleted, with i" +
-	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
-	") has passed, or at once when an administrator erases it; the audit log " +
-	"keeps the operator actions taken on it.\x02“%[1]s” is not a whole id (a " +
-	"UUID): the lists show the end of each id; open the row, or copy its link" +
-	", for the whole id.\x02Not found\x02This instance was erased by %[1]s on" +
-	" %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attempts w" +
-	"ere deleted with it; the audit log keeps the operator actions taken on i" +
-	"t.\x02Form refused\x02This form was not sent from this console session, " +
-	"or it has expired: nothing was done. Open the form again and send it ane" +
-	"w.\x02Back to the form\x02Form too large\x02This form is larger than %[1" +
-	"]d KiB: nothing was done. Shorten what you typed and send it again.\x02F" +
-	"orm not received\x02This form did not arrive in time: nothing was done. " +
-	"Send it again.\x02This form could not be read: nothing was done. Send it" +
-	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
-	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
-	"le could not show this page. Try again; if it persists, give your admini" +
-	"strator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
-	"\x02The external services that take tasks, and the definitions each may " +
-	"take. Create consumers, change their grants and rotate their tokens thro" +
-	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
-	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
-	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
-	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
-	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
-	"appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
-	"act these fields’ values are less protected than under the older one." +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
-	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
-	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
-	"of the URL's query and of the headers, and signing secrets, are sealed a" +
-	"nd never shown. Create and change destinations with relais apply (kind: " +
-	"Destination documents) or through the API (/api/v1/destinations), which " +
-	"also deletes them.\x02Destinations by name\x02masked value\x02URL\x02Hea" +
-	"ders sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02It" +
-	"s calls\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say w" +
-	"hy, for whoever reads the log later: at most %[1]d characters. It is kep" +
-	"t after the erasure, whatever the retention: write the request’s referen" +
-	"ce, not the person’s name.\x02Erase process instance %[1]s\x02Erase this" +
-	" instance now? It is deleted with its occurrences and their attempts, as" +
-	" retention would delete it.\x02Its inputs, outputs, business key and the" +
-	" workers’ messages go with it; this cannot be undone. The audit records " +
-	"naming it stay (who did what, and why), and so do backups until they exp" +
-	"ire.\x02Erase the instance\x02This instance is %[1]s: only an ended inst" +
-	"ance can be erased. Stop it first.\x02Erased: instance %[1]s is deleted " +
-	"(occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02Thi" +
-	"s instance had already been erased, by %[1]s at %[2]s; nothing changed a" +
-	"nd nothing was recorded.\x02on error\x02any other error\x02held for an o" +
-	"perator\x02an incident: retry, abandon or stop\x02end: completes the ins" +
-	"tance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %" +
-	"[2]s: %[3]s\x02Each definition’s queue and incidents now, and what its w" +
-	"orkers finished in the last hour: occurrences that ended completed or fa" +
-	"iled. An occurrence retried since counts where it ends next; a failed at" +
-	"tempt with attempts left is not counted, its occurrence’s page lists it." +
-	"\x02A held instance’s failed occurrence counts in both Held instances an" +
-	"d Failed.\x02Completions and failures, last hour\x02Definitions, those n" +
-	"eeding attention first\x02Definition\x02Open\x02Held instances\x02Failed" +
-	"\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last hour" +
-	"\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed" +
-	" every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
-	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
-	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
-	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
-	"s. The table after the chart gives each 5-minute slot.\x02Completed\x02T" +
-	"he chart’s numbers\x02Completions and failures per 5-minute slot, oldest" +
-	" first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
-	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
-	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
-	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
-	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
-	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
-	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02The version must be a whole number from 1.\x02" +
-	"A version is a process’s: choose the process too.\x02Creation date\x02Th" +
-	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
-	"case-sensitive\x02Act on every instance this filter matches\x02The next " +
-	"page counts them and asks for a reason before anything changes.\x02Proce" +
-	"ss instances, newest first\x02Instance\x02End node or error\x02No instan" +
-	"ce matches these filters.\x02All processes\x02Any definition\x02All stat" +
-	"uses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is th" +
-	"e status of an instance, not of a task: the Instances page lists the ins" +
-	"tances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02d" +
-	"eferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expire" +
-	"d\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
-	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
-	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02Mode\x02Reason given by the worke" +
-	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
-	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
-	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
-	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
-	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
-	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
-	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
-	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
-	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
-	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
-	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
-	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
-	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
-	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
-	"atever the retention: write no customer data in it.\x02Available from" +
-	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
-	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
-	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
-	"ion’s answer could not be used: it must be one JSON object whose outputs" +
-	" member matches the revision’s outputs contract, and nothing after it. I" +
-	"ts message says what was wrong.\x02The destination did not answer within" +
-	" the call’s timeout: it may have acted all the same.\x02The destination " +
-	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
-	"the same, so check before retrying.\x02The destination did not answer wi" +
-	"thin the call’s timeout: it may have acted all the same, so check before" +
-	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
-	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
-	" attempts): the worker answered, and its answer must change, not its loc" +
-	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
-	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
-	" answered, and its answer must change, not its lock.\x02The last attempt" +
-	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
-	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
-	"deadline passed before a result arrived.\x02The result did not match the" +
-	" revision's outputs contract.\x02The answer to the call was lost (the co" +
-	"nnection broke after the request was sent, or Relais stopped or could no" +
-	"t reach its database before recording it): whether the destination acted" +
-	" is unknown, so Relais does not call it again by itself (an operator’s r" +
-	"etry does).\x02The call could not be prepared.\x02The destination could " +
-	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
-	"ttempt ended without a result (its lock expired, or its worker’s stream " +
-	"ended) with no attempt left.\x02The inputs could not be built from the p" +
-	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
-	" worker reported a failure with no retries left (retries: 0, no retries " +
-	"sent, which Camunda reads as 0, or a budget already spent): it is not ru" +
-	"n again.\x02The destination answered HTTP %[1]s.\x02No live worker takes" +
-	" %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the l" +
-	"ive workers of %[2]s declare inputs it does not have.\x02No live worker " +
-	"takes revision %[1]d: the live workers of %[2]s take revision %[3]d only" +
-	".\x02No live worker takes revision %[1]d: the live workers of %[2]s take" +
-	" revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s " +
-	"— %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiti" +
-	"ng for Relais to call the destination since %[1]s (%[2]s).\x02Waiting fo" +
-	"r a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (" +
-	"%[1]s) ended %[2]s without its result recorded: the replica making it ma" +
-	"y have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask th" +
-	"e destination whether it took effect.\x02Relais is calling the destinati" +
-	"on (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Res" +
-	"erved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same co" +
-	"nsumer, or a front end with a settle token, completes it later.\x02Compl" +
-	"eted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02" +
-	"Its instance went on along the node’s error path.\x02Failed (%[1]s).\x02" +
-	"Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Canc" +
-	"elled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[" +
-	"1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferre" +
-	"d; settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled " +
-	"by %[2]s)\x02The instance was stopped while the worker held the task: it" +
-	"s report is refused, but it may already have done the work.\x02The insta" +
-	"nce was stopped during the call, which was aborted: the destination may " +
-	"already have acted on the request (check there).\x02The instance was sto" +
-	"pped while the task was deferred: a settlement by id is refused, but the" +
-	" work it waited for may already be done.\x02%[1]s at %[2]s\x02Relais ref" +
-	"used a report of this attempt at %[1]s (%[2]s) before taking another." +
-	"\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (%[3" +
-	"]s), before taking another.\x02Relais refused this attempt’s report at %" +
-	"[1]s (%[2]s): its worker answered, and the answer was not taken.\x02Rela" +
-	"is refused %[1]s reports of this attempt, the last at %[2]s (%[3]s): its" +
-	" worker answered, and no answer was taken.\x02waiting\x02HTTP 2xx, unusa" +
-	"ble body\x02no answer within the timeout\x02no connection\x02answer too " +
-	"large\x02unknown\x02[redacted]\x02Message from the worker (its own words" +
-	", protected values masked)\x02Message from Relais, quoting the destinati" +
-	"on’s answer\x02Message from Relais\x02The revision must be a whole numbe" +
-	"r, 1 or more.\x02A revision is a definition’s: choose the definition too" +
-	".\x02Settlement date\x02More filters: instance, revision, consumer, dest" +
-	"ination, dates\x02Push destination\x02its name, exactly\x02instance id" +
-	"\x02Counts by status\x02Occurrences, newest first\x02Message\x02Process " +
-	"and node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02N" +
-	"o occurrence matches these filters.\x02All consumers\x02Totals of defini" +
-	"tion %[1]s, not narrowed by the other filters\x02Totals of all definitio" +
-	"ns, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); count" +
-	"s are refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:" +
-	"\x02settled\x02next attempt\x02claimable since\x02call in progress since" +
-	"\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next page" +
-	"\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is writ" +
-	"ten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02This ad" +
-	"dress holds a parameter that cannot be read (a percent sign not followed" +
-	" by two hexadecimal digits, or a semicolon): correct the address.\x02Unk" +
-	"nown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[" +
-	"1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02Th" +
-	"e page cursor is invalid: go back to the first page.\x02These settings a" +
-	"re kept in this browser only.\x02Show times in\x02The console runs no sc" +
-	"ript, so it cannot read your computer’s time zone: choose a place, whose" +
-	" daylight saving time is followed, or a fixed offset from UTC.\x02Reload" +
-	" lists and detail pages\x02A reload empties what you typed but did not a" +
-	"pply (filters, the search box) and moves the focus back to the top of th" +
-	"e page: “Pause reloading”, on every page that reloads, stops it until yo" +
-	"u resume. Pages where you type a reason (confirmations, and occurrences " +
-	"with a value to reveal) never reload on their own, nor does a revealed v" +
-	"alue.\x02Save settings\x02Back without saving\x02UTC (coordinated univer" +
-	"sal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight s" +
-	"aving time)\x02Never\x02Every %[1]d seconds\x02Display settings saved." +
-	"\x02Reloading resumed.\x02Reloading paused: this page stays as it is unt" +
-	"il you resume.\x02Published process versions: their nodes, routes and pi" +
-	"nned revisions, drawn, with where their occurrences are now.\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn.\x02" +
-	"Processes by key\x02Versions, newest first\x02No process is published ye" +
-	"t.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns f" +
-	"ollow the longest path from the start node. Solid arrows are successes (" +
-	"labelled with their route), dashed ones failures (labelled with their er" +
-	"ror codes). Each box says how many of this version’s occurrences are at " +
-	"that node now.\x02Nodes\x02Nodes of this version, with their occurrences" +
-	" now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences" +
-	" now\x02Inputs from\x02No inputs: an instance starts with an empty objec" +
-	"t.\x02Inputs an instance of this version is started with\x02Instances of" +
-	" this version\x02Columns follow the longest path from the start node. So" +
-	"lid arrows are successes (labelled with their route), dashed ones failur" +
-	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
-	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
-	"ble below lists every node with its routes and counts.\x02This version h" +
-	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
-	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
-	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
-	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for a" +
-	"n operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attempt, no" +
-	" retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1" +
-	"]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as" +
-	" of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators m" +
-	"ay reveal a sensitive value.\x02Say why you reveal this value: the reaso" +
-	"n is recorded with the reveal in the audit log.\x02Revealed by %[1]s at " +
-	"%[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot re" +
-	"veal\x02Only a value this page shows as hidden (sensitive) can be reveal" +
-	"ed.\x02Secret values can never be revealed.\x02Every sensitive value an " +
-	"administrator revealed: who, when, which field and why. The values thems" +
-	"elves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page.\x02No instance or occurrence has the id “%[1]s”," +
-	" and no instance has it as its business key. An ended instance is delete" +
-	"d, with its occurrences and attempts, once the retention period (RELAIS_" +
-	"RETENTION) has passed, or at once when an administrator erases it; the a" +
-	"udit log keeps the operator actions taken on it.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02The token you signed in with is revoked, and you are s" +
-	"igned out: sign in with another one.\x02Your session had ended (inactivi" +
-	"ty, a sign-out elsewhere, a revoked token or a restart of the server), s" +
-	"o your last action was not applied. Sign in again, then repeat it.\x02Yo" +
-	"ur session has ended (inactivity, a sign-out elsewhere, a token revoked " +
-	"or expired, or a restart of the server). Sign in again.\x02A token in th" +
-	"e address is not used: paste it in the field below. The address has put " +
-	"it in your browser’s history, and perhaps in a proxy’s logs: if others m" +
-	"ay read them, have the token revoked and use a new one.\x02Sign in\x02Si" +
-	"gn in with an operator, designer or administrator token.\x02Token\x02The" +
-	" token is checked once and never stored in your browser; a session cooki" +
-	"e stands for it for up to 8 hours of inactivity, and 12 hours at most." +
-	"\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address." +
-	" Try again in %[1]d second.\x00H\x02Too many failed sign-ins from your a" +
-	"ddress. Try again in %[1]d seconds.\x02Paste your token in the field: it" +
-	" is empty.\x02This token is unknown, revoked or expired.\x02A %[1]s toke" +
-	"n cannot open the console: it is a worker’s token, for the API.\x02Only " +
-	"administrators see this page: tokens, consumers, destinations, the revea" +
-	"l log and erasures are theirs.\x02Staff tokens (administrators, designer" +
-	"s, operators) that are not revoked. Consumer tokens are managed with the" +
-	"ir consumers. Revoking a token refuses its next request.\x02Staff tokens" +
-	", oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02" +
-	"not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]" +
-	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
-	" console sessions opened with it end. This cannot be undone: whoever use" +
-	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
-	"ken you signed in with: revoking it signs you out. Its next request is r" +
-	"efused. This cannot be undone.\x02This is the last usable administrator " +
-	"token: create another one before revoking it.\x02The token “%[1]s” (%[2]" +
-	"s) was revoked: its next request is refused.\x02routing output\x02each i" +
-	"tem of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]" +
-	"d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
-	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1" +
-	"]s)\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers " +
-	"connected by a stream, and polling workers by their last fetch. A worker" +
-	" is listed while it was seen within three heartbeats.\x02Workers seen wi" +
-	"thin three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In " +
-	"flight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers s" +
-	"erving %[1]s\x02All workers\x02No worker serves this definition.\x02stre" +
-	"am\x02long polling\x02Camunda 7 facade\x02every revision its consumer is" +
-	" granted\x02revisions %[1]s\x02no worker takes revision %[1]d\x02no work" +
-	"er takes revisions %[1]s\x02Occurrences of revision %[1]d wait, and no l" +
-	"ive worker takes it: subscribe workers to it, with their consumers grant" +
-	"ed it (a worker naming no revision takes those its consumer is granted; " +
-	"a process version pins it).\x02Occurrences of revisions %[1]s wait, and " +
-	"no live worker takes them: subscribe workers to them, with their consume" +
-	"rs granted them (a worker naming no revision takes those its consumer is" +
-	" granted; a process version pins them).\x02No worker serves this definit" +
-	"ion: its occurrences wait until one connects or polls.\x02No process use" +
-	"s this definition yet: it needs a worker once a process pulls it.\x02No " +
-	"process pulls this definition: Relais calls its destinations (push), and" +
-	" it needs no worker.\x02No worker is connected for this definition; none" +
-	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
-	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It takes every re" +
-	"vision its consumer is granted.\x02Revisions they take: %[1]s; some take" +
-	" every revision their consumer is granted.\x02They take every revision t" +
-	"heir consumer is granted.\x02It takes revision %[1]d only.\x02They take " +
-	"revision %[1]d only.\x02It takes revisions %[1]s only.\x02They take revi" +
-	"sions %[1]s only."
+	"process has the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Th" +
+	"is filter takes the key of a definition: the one the node an instance is" +
+	" held at runs, not the node’s name.\x02Definition %[1]s has no revision " +
+	"%[2]d.\x02The confirmed count is missing: start again from the list.\x02" +
+	"The count changed since you confirmed it (it was %[1]d): instances were " +
+	"settled, retried or acted on meanwhile. Nothing was done; check the new " +
+	"count and confirm again.\x02This bulk action was already applied (the fo" +
+	"rm was sent again): its records are in the audit log. Nothing more was d" +
+	"one.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'" +
+	"\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%" +
+	"[1]d skipped: it changed after the count (settled, or acted on by someon" +
+	"e else).\x00T\x02%[1]d skipped: they changed after the count (settled, o" +
+	"r acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02W" +
+	"ho\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
+	"\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop" +
+	" an operator applied, and every erasure an administrator made, with its " +
+	"reason. Reveals of sensitive values have their own log, which administra" +
+	"tors read on the Reveals page (GET /api/v1/audit/reveals).\x02Filters" +
+	"\x02a token’s name, exact\x02from\x02to\x02Apply filters\x02Clear filter" +
+	"s\x02No operator action matches.\x02All actions\x02The process instance " +
+	"must be a whole instance id (a UUID): the lists show the end of each id;" +
+	" open the instance, or copy its link, for the whole id.\x02The bulk acti" +
+	"on must be its id (a UUID).\x02Operator actions, newest first\x02No bulk" +
+	" action has the id %[1]s: check the link, or open the action from the au" +
+	"dit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk act" +
+	"ion %[2]s changed. While it runs, each reload shows how far it got.\x00h" +
+	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
+	", each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]" +
+	"s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they " +
+	"changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, starte" +
+	"d %[3]s, was stopped by an error after %[4]d of the %[5]d instances coun" +
+	"ted (%[6]d skipped). What it applied stays; act on the filter again for " +
+	"the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of th" +
+	"e %[5]d instances counted done so far (%[6]d skipped). Each reload shows" +
+	" how far it got.\x02No progress since %[1]s: the replica running it may " +
+	"have stopped. What it applied stays; act on the filter again for the res" +
+	"t.\x02Relais console\x02Language\x02Skip to content\x02Main navigation" +
+	"\x02Health\x02External tasks\x02Processes\x02Find an instance or occurre" +
+	"nce\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consumers" +
+	"\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02S" +
+	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
+	"es in %[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s" +
+	"\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02Thi" +
+	"s page reloads every %[1]d seconds.\x02Pause reloading\x02Not allowed" +
+	"\x02Your role can read definitions and processes only: external tasks an" +
+	"d process instances are for operators and administrators.\x02Invalid req" +
+	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
+	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
+	" sign-in\x02Back to definitions\x02Nothing exists at this address, or it" +
+	" is not visible to you.\x02Nothing exists at this address, or it is not " +
+	"visible to you. An ended instance is deleted, with its occurrences and a" +
+	"ttempts, once the retention period (RELAIS_RETENTION) has passed, or at " +
+	"once when an administrator erases it; the audit log keeps the operator a" +
+	"ctions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists sho" +
+	"w the end of each id; open the row, or copy its link, for the whole id." +
+	"\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this re" +
+	"ason: “%[3]s”. Its inputs, occurrences and attempts were deleted with it" +
+	"; the audit log keeps the operator actions taken on it.\x02Form refused" +
+	"\x02This form was not sent from this console session, or it has expired:" +
+	" nothing was done. Open the form again and send it anew.\x02Back to the " +
+	"form\x02Form too large\x02This form is larger than %[1]d KiB: nothing wa" +
+	"s done. Shorten what you typed and send it again.\x02Form not received" +
+	"\x02This form did not arrive in time: nothing was done. Send it again." +
+	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
+	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
+	"ain in a few seconds.\x02Something went wrong\x02The console could not s" +
+	"how this page. Try again; if it persists, give your administrator the re" +
+	"quest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The externa" +
+	"l services that take tasks, and the definitions each may take. Create co" +
+	"nsumers, change their grants and rotate their tokens through the API (/a" +
+	"pi/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02" +
+	"ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoke" +
+	"d\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]" +
+	"s: every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s:" +
+	" revisions %[2]s\x02Counting the occurrences; the counts appear when you" +
+	" reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
+	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
+	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
+	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
+	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
+	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
+	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
+	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
+	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x02Lowers protection: %[1]s. Under the newer contract these fields’ va" +
+	"lues are less protected than under the older one.\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
+	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
+	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
+	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
+	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
+	"]s\x02none\x02Task contracts: their Working copy, immutable revisions an" +
+	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
+	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
+	"\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more destination" +
+	"s.\x02The HTTP endpoints push nodes call. Values of the URL's query and " +
+	"of the headers, and signing secrets, are sealed and never shown. Create " +
+	"and change destinations with relais apply (kind: Destination documents) " +
+	"or through the API (/api/v1/destinations), which also deletes them.\x02D" +
+	"estinations by name\x02masked value\x02URL\x02Headers sent\x02Longest ti" +
+	"meout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed" +
+	" (Relais-Signature)\x02Keep the instance\x02Say why, for whoever reads t" +
+	"he log later: at most %[1]d characters. It is kept after the erasure, wh" +
+	"atever the retention: write the request’s reference, not the person’s na" +
+	"me.\x02Erase process instance %[1]s\x02Erase this instance now? It is de" +
+	"leted with its occurrences and their attempts, as retention would delete" +
+	" it.\x02Its inputs, outputs, business key and the workers’ messages go w" +
+	"ith it; this cannot be undone. The audit records naming it stay (who did" +
+	" what, and why), and so do backups until they expire.\x02Erase the insta" +
+	"nce\x02This instance is %[1]s: only an ended instance can be erased. Sto" +
+	"p it first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, at" +
+	"tempts: %[3]d). Recorded in the audit log.\x02This instance had already " +
+	"been erased, by %[1]s at %[2]s; nothing changed and nothing was recorded" +
+	".\x02on error\x02any other error\x02held for an operator\x02an incident:" +
+	" retry, abandon or stop\x02end: completes the instance\x02end: fails the" +
+	" instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each def" +
+	"inition’s queue and incidents now, and what its workers finished in the " +
+	"last hour: occurrences that ended completed or failed. An occurrence ret" +
+	"ried since counts where it ends next; a failed attempt with attempts lef" +
+	"t is not counted, its occurrence’s page lists it.\x02A held instance’s f" +
+	"ailed occurrence counts in both Held instances and Failed.\x02Completion" +
+	"s and failures, last hour\x02Definitions, those needing attention first" +
+	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
+	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
+	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
+	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
+	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
+	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
+	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
+	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
+	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
+	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
+	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
+	"\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02" +
+	"just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02" +
+	"Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 " +
+	"seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1" +
+	"]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path" +
+	"\x02The nodes this instance reached, in order, each with its occurrence." +
+	"\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Next node" +
+	"\x02Created\x02Settled\x02This instance has not reached a task yet.\x02R" +
+	"ecorded operator actions\x02No operator has acted on this instance.\x02O" +
+	"perator actions on this instance, newest first\x02Value\x02Process input" +
+	"s\x02Inputs the instance was started with, labelled by process version %" +
+	"[1]d's contract\x02This process takes no inputs.\x02Erase this instance…" +
+	"\x02This instance has ended. As an administrator you may erase it now ra" +
+	"ther than wait for retention (a data subject’s request): it is deleted w" +
+	"ith its occurrences and attempts.\x02This instance is held at a failed n" +
+	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
+	"led before any attempt (its inputs could not be built), so it would fail" +
+	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
+	"led node: an incident. Retry offers the failed occurrence again; abandon" +
+	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
+	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
+	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
+	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
+	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
+	"Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held, the" +
+	"n stopped by an operator\x02held, then abandoned by an operator\x02The v" +
+	"ersion must be a whole number from 1.\x02A version is a process’s: choos" +
+	"e the process too.\x02Creation date\x02The page size must be between 1 a" +
+	"nd %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on every " +
+	"instance this filter matches\x02The next page counts them and asks for a" +
+	" reason before anything changes.\x02Process instances, newest first\x02I" +
+	"nstance\x02End node or error\x02No instance matches these filters.\x02Al" +
+	"l processes\x02Any definition\x02All statuses\x02Unknown status “%[1]s” " +
+	"(did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of" +
+	" a task: the Instances page lists the instances with it.\x02Unknown stat" +
+	"us “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hid" +
+	"den (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push" +
+	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
+	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
+	"\x02required changed\x02values changed\x02classification changed\x02cons" +
+	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
+	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
+	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
+	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
+	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
+	"nswer\x02Outcome\x02Error message\x02No worker has reserved this occurre" +
+	"nce yet.\x02in progress\x02Whole message\x02No worker ever reserved this" +
+	" occurrence: it ended before any attempt.\x02Destination\x02Replica\x02R" +
+	"elais has not called the destination yet.\x02Relais never called the des" +
+	"tination: the occurrence ended before any call.\x02Relais keeps the dest" +
+	"ination’s status code only when it refused the call (destination_http_NN" +
+	"N); a completed call answered 2xx. The duration runs from the claim of t" +
+	"he call to its settlement.\x02Now\x02Retry or abandon it from its instan" +
+	"ce\x02The latest %[1]d attempts, oldest first\x02The %[1]s earlier attem" +
+	"pts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them a" +
+	"ll.\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry d" +
+	"elay\x02Retries\x02none: a failed call takes the node’s error path\x02De" +
+	"adline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last cal" +
+	"l had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut " +
+	"it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_time" +
+	"out\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multipli" +
+	"ed by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s," +
+	" multiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d" +
+	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, n" +
+	"ot counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contra" +
+	"ct\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]" +
+	"d's contract\x02No outputs yet: the occurrence has not completed.\x02Thi" +
+	"s contract has no outputs.\x02No outputs: the occurrence ended without c" +
+	"ompleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal" +
+	")\x02Every admin reads it, and it is kept whatever the retention: write " +
+	"no customer data in it.\x02Available from\x02Next attempt\x02Last reserv" +
+	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (t" +
+	"he deadline passed after attempt %[1]d)\x02Error (before any attempt)" +
+	"\x02Retryable\x02no: the worker marked this failure as not retryable (at" +
+	"tempts left unused: %[1]d)\x02The destination’s answer could not be used" +
+	": it must be one JSON object whose outputs member matches the revision’s" +
+	" outputs contract, and nothing after it. Its message says what was wrong" +
+	".\x02The destination did not answer within the call’s timeout: it may ha" +
+	"ve acted all the same.\x02The destination did not answer within the call" +
+	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
+	"trying.\x02The destination did not answer within the call’s timeout: it " +
+	"may have acted all the same, so check before retrying.\x02The last attem" +
+	"pt’s lock expired with no attempt left, after Relais refused its worker’" +
+	"s report (%[1]s; see the failed occurrence’s attempts): the worker answe" +
+	"red, and its answer must change, not its lock.\x02The last attempt’s loc" +
+	"k expired with no attempt left, after Relais refused its worker’s report" +
+	" (%[1]s; see the attempts below): the worker answered, and its answer mu" +
+	"st change, not its lock.\x02The last attempt’s lock expired with no atte" +
+	"mpt left.\x02The last attempt’s worker stream ended (its worker left or " +
+	"was dropped) with no attempt left.\x02The deadline passed before a resul" +
+	"t arrived.\x02The result did not match the revision's outputs contract." +
+	"\x02The answer to the call was lost (the connection broke after the requ" +
+	"est was sent, or Relais stopped or could not reach its database before r" +
+	"ecording it): whether the destination acted is unknown, so Relais does n" +
+	"ot call it again by itself (an operator’s retry does).\x02The call could" +
+	" not be prepared.\x02The destination could not be reached.\x02The destin" +
+	"ation’s answer was too large.\x02The last attempt ended without a result" +
+	" (its lock expired, or its worker’s stream ended) with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
+	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
+	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
+	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
+	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
+	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
+	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
+	"ts result recorded: the replica making it may have stopped. If so, it fa" +
+	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
+	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
+	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
+	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
+	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
+	"e is held here, waiting for an operator.\x02Its instance went on along t" +
+	"he node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was " +
+	"stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stop" +
+	"ped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; sett" +
+	"led with its settle token)\x02%[1]s (deferred; settled with its settle t" +
+	"oken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance wa" +
+	"s stopped while the worker held the task: its report is refused, but it " +
+	"may already have done the work.\x02The instance was stopped during the c" +
+	"all, which was aborted: the destination may already have acted on the re" +
+	"quest (check there).\x02The instance was stopped while the task was defe" +
+	"rred: a settlement by id is refused, but the work it waited for may alre" +
+	"ady be done.\x02%[1]s at %[2]s\x02Relais refused a report of this attemp" +
+	"t at %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s report" +
+	"s of this attempt, the last at %[2]s (%[3]s), before taking another.\x02" +
+	"Relais refused this attempt’s report at %[1]s (%[2]s): its worker answer" +
+	"ed, and the answer was not taken.\x02Relais refused %[1]s reports of thi" +
+	"s attempt, the last at %[2]s (%[3]s): its worker answered, and no answer" +
+	" was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within th" +
+	"e timeout\x02no connection\x02answer too large\x02unknown\x02[redacted]" +
+	"\x02Message from the worker (its own words, protected values masked)\x02" +
+	"Message from Relais, quoting the destination’s answer\x02Message from Re" +
+	"lais\x02The revision must be a whole number, 1 or more.\x02A revision is" +
+	" a definition’s: choose the definition too.\x02Settlement date\x02More f" +
+	"ilters: instance, revision, consumer, destination, dates\x02Push destina" +
+	"tion\x02its name, exactly\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Message\x02Process and node\x02Error\x02Consumer an" +
+	"d worker\x02Next attempt or settled\x02No occurrence matches these filte" +
+	"rs.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the " +
+	"other filters\x02Totals of all definitions, not narrowed by the other fi" +
+	"lters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d o" +
+	"ccurrences\x02as of %[1]s (%[2]s); counts are refreshed every few second" +
+	"s.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02c" +
+	"laimable since\x02call in progress since\x02lock until\x02deferred since" +
+	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Ro" +
+	"ws %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fir" +
+	"st day comes after the last.\x02This address holds a parameter that cann" +
+	"ot be read (a percent sign not followed by two hexadecimal digits, or a " +
+	"semicolon): correct the address.\x02Unknown parameter “%[1]s” (did you m" +
+	"ean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is" +
+	" given %[2]d times: give it once.\x02The page cursor is invalid: go back" +
+	" to the first page.\x02These settings are kept in this browser only.\x02" +
+	"Show times in\x02The console runs no script, so it cannot read your comp" +
+	"uter’s time zone: choose a place, whose daylight saving time is followed" +
+	", or a fixed offset from UTC.\x02Reload lists and detail pages\x02A relo" +
+	"ad empties what you typed but did not apply (filters, the search box) an" +
+	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
+	"ry page that reloads, stops it until you resume. Pages where you type a " +
+	"reason (confirmations, and occurrences with a value to reveal) never rel" +
+	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
+	"thout saving\x02UTC (coordinated universal time)\x02Local time in %[1]s" +
+	"\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[" +
+	"1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloadin" +
+	"g paused: this page stays as it is until you resume.\x02Published proces" +
+	"s versions: their nodes, routes and pinned revisions, drawn, with where " +
+	"their occurrences are now.\x02Published process versions: their nodes, r" +
+	"outes and pinned revisions, drawn.\x02Processes by key\x02Versions, newe" +
+	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
+	"]s\x02Start node\x02Graph\x02Columns follow the longest path from the st" +
+	"art node. Solid arrows are successes (labelled with their route), dashed" +
+	" ones failures (labelled with their error codes). Each box says how many" +
+	" of this version’s occurrences are at that node now.\x02Nodes\x02Nodes o" +
+	"f this version, with their occurrences now\x02Kind\x02Pinned revision" +
+	"\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02No input" +
+	"s: an instance starts with an empty object.\x02Inputs an instance of thi" +
+	"s version is started with\x02Instances of this version\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes).\x02Nodes of this version\x02This version has %[1]d nodes: too man" +
+	"y to draw legibly (at most %[2]d). The table below lists every node with" +
+	" its routes and counts.\x02This version has %[1]d nodes: too many to dra" +
+	"w legibly (at most %[2]d). The table below lists every node with its rou" +
+	"tes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting " +
+	"at %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
+	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
+	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
+	"y why you reveal this value: the reason is recorded with the reveal in t" +
+	"he audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page sh" +
+	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
+	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
+	", which field and why. The values themselves are never kept.\x02Reveals," +
+	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
+	" were asked for)\x02Method not allowed\x02This page does not accept that" +
+	" request.\x02This form was sent from another site: the console takes its" +
+	" forms from its own pages only. Open the console and send it from there." +
+	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
+	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance has “%[1]s” as its business key. A business key is found" +
+	" only whole and exactly as given, capitals and accents included: a list " +
+	"shows a long one shortened, so copy it from its instance’s page.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02You are signed out.\x02The token you" +
+	" signed in with is revoked, and you are signed out: sign in with another" +
+	" one.\x02Your session had ended (inactivity, a sign-out elsewhere, a rev" +
+	"oked token or a restart of the server), so your last action was not appl" +
+	"ied. Sign in again, then repeat it.\x02Your session has ended (inactivit" +
+	"y, a sign-out elsewhere, a token revoked or expired, or a restart of the" +
+	" server). Sign in again.\x02A token in the address is not used: paste it" +
+	" in the field below. The address has put it in your browser’s history, a" +
+	"nd perhaps in a proxy’s logs: if others may read them, have the token re" +
+	"voked and use a new one.\x02Sign in\x02Sign in with an operator, designe" +
+	"r or administrator token.\x02Token\x02The token is checked once and neve" +
+	"r stored in your browser; a session cookie stands for it for up to 8 hou" +
+	"rs of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too " +
+	"many failed sign-ins from your address. Try again in %[1]d second.\x00H" +
+	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
+	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
+	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
+	" a worker’s token, for the API.\x02Only administrators see this page: to" +
+	"kens, consumers, destinations, the reveal log and erasures are theirs." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
-var frIndex = []uint32{ // 808 elements
+var frIndex = []uint32{ // 809 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1648,209 +1652,210 @@ var frIndex = []uint32{ // 808 elements
 	0x00001b8f, 0x00001bd7, 0x00001eaa, 0x00002056,
 	0x00002078, 0x0000208e, 0x000020b4, 0x000020da,
 	// Entry 60 - 7F
-	0x00002109, 0x00002138, 0x0000216a, 0x0000219d,
-	0x000021d2, 0x000022ba, 0x00002363, 0x000023d8,
-	0x000024bb, 0x000024db, 0x000024e1, 0x000024e5,
-	0x000024ec, 0x000024f2, 0x00002508, 0x00002528,
-	0x00002538, 0x00002543, 0x00002555, 0x0000266b,
-	0x00002673, 0x0000268e, 0x00002691, 0x00002694,
-	0x000026aa, 0x000026c5, 0x000026f1, 0x00002704,
-	0x000027d7, 0x00002820, 0x00002856, 0x000028d2,
+	0x00002109, 0x00002138, 0x0000216a, 0x000021eb,
+	0x0000221e, 0x00002253, 0x0000233b, 0x000023e4,
+	0x00002459, 0x0000253c, 0x0000255c, 0x00002562,
+	0x00002566, 0x0000256d, 0x00002573, 0x00002589,
+	0x000025a9, 0x000025b9, 0x000025c4, 0x000025d6,
+	0x000026ec, 0x000026f4, 0x0000270f, 0x00002712,
+	0x00002715, 0x0000272b, 0x00002746, 0x00002772,
+	0x00002785, 0x00002858, 0x000028a1, 0x000028d7,
 	// Entry 80 - 9F
-	0x000029f3, 0x00002ab7, 0x00002bb2, 0x00002c78,
-	0x00002d2f, 0x00002d3e, 0x00002d45, 0x00002d56,
-	0x00002d6c, 0x00002d72, 0x00002d83, 0x00002d8d,
-	0x00002db4, 0x00002dd0, 0x00002dd8, 0x00002de5,
-	0x00002df1, 0x00002dff, 0x00002e0c, 0x00002e13,
-	0x00002e21, 0x00002e45, 0x00002e55, 0x00002e6d,
-	0x00002e8e, 0x00002ec0, 0x00002efc, 0x00002f36,
-	0x00002f4c, 0x00002f66, 0x00002f98, 0x00002fb2,
+	0x00002953, 0x00002a74, 0x00002b38, 0x00002c33,
+	0x00002cf9, 0x00002db0, 0x00002dbf, 0x00002dc6,
+	0x00002dd7, 0x00002ded, 0x00002df3, 0x00002e04,
+	0x00002e0e, 0x00002e35, 0x00002e51, 0x00002e59,
+	0x00002e66, 0x00002e72, 0x00002e80, 0x00002e8d,
+	0x00002e94, 0x00002ea2, 0x00002ec6, 0x00002ed6,
+	0x00002eee, 0x00002f0f, 0x00002f41, 0x00002f7d,
+	0x00002fb7, 0x00002fcd, 0x00002fe7, 0x00003019,
 	// Entry A0 - BF
-	0x00002fc1, 0x00003075, 0x00003087, 0x00003107,
-	0x00003123, 0x0000313a, 0x00003152, 0x00003195,
-	0x000032e3, 0x0000339c, 0x000033a8, 0x00003493,
-	0x000034a6, 0x0000354b, 0x00003560, 0x0000357b,
-	0x000035f7, 0x0000360c, 0x00003669, 0x000036bf,
-	0x000036db, 0x00003732, 0x0000374a, 0x000037e2,
-	0x00003807, 0x00003821, 0x00003912, 0x00003940,
-	0x00003943, 0x00003947, 0x0000394e, 0x00003958,
+	0x00003033, 0x00003042, 0x000030f6, 0x00003108,
+	0x00003188, 0x000031a4, 0x000031bb, 0x000031d3,
+	0x00003216, 0x00003364, 0x0000341d, 0x00003429,
+	0x00003514, 0x00003527, 0x000035cc, 0x000035e1,
+	0x000035fc, 0x00003678, 0x0000368d, 0x000036ea,
+	0x00003740, 0x0000375c, 0x000037b3, 0x000037cb,
+	0x00003863, 0x00003888, 0x000038a2, 0x00003993,
+	0x000039c1, 0x000039c4, 0x000039c8, 0x000039cf,
 	// Entry C0 - DF
-	0x0000395e, 0x00003966, 0x0000396c, 0x00003976,
-	0x00003997, 0x000039b0, 0x000039c3, 0x000039fb,
-	0x00003a15, 0x00003a30, 0x00003a96, 0x00003ac8,
-	0x00003ace, 0x00003ad3, 0x00003adf, 0x00003aee,
-	0x00003afa, 0x00003b06, 0x00003b18, 0x00003b29,
-	0x00003bad, 0x00003bbf, 0x00003bd6, 0x00003be1,
-	0x00003c36, 0x00003c43, 0x00003c68, 0x00003c74,
-	0x00003c7e, 0x00003c84, 0x00003c90, 0x00003ca8,
+	0x000039d9, 0x000039df, 0x000039e7, 0x000039ed,
+	0x000039f7, 0x00003a18, 0x00003a31, 0x00003a44,
+	0x00003a7c, 0x00003a96, 0x00003ab1, 0x00003b17,
+	0x00003b49, 0x00003b4f, 0x00003b54, 0x00003b60,
+	0x00003b6f, 0x00003b7b, 0x00003b87, 0x00003b99,
+	0x00003baa, 0x00003c2e, 0x00003c40, 0x00003c57,
+	0x00003c62, 0x00003cb7, 0x00003cc4, 0x00003ce9,
+	0x00003cf5, 0x00003cff, 0x00003d05, 0x00003d11,
 	// Entry E0 - FF
-	0x00003cfa, 0x00003d0a, 0x00003d1a, 0x00003d23,
-	0x00003d2e, 0x00003d36, 0x00003d56, 0x00003d78,
-	0x00003da0, 0x00003da9, 0x00003db9, 0x00003dd9,
-	0x00003de1, 0x00003df0, 0x00003e0f, 0x00003e3a,
-	0x00003e60, 0x00003e70, 0x00003e7a, 0x00003e84,
-	0x00003ea3, 0x00003ec1, 0x00003f99, 0x00003fb7,
-	0x00003ffb, 0x00004038, 0x0000406b, 0x0000409b,
-	0x00004124, 0x00004150, 0x00004180, 0x000041a2,
+	0x00003d29, 0x00003d7b, 0x00003d8b, 0x00003d9b,
+	0x00003da4, 0x00003daf, 0x00003db7, 0x00003dd7,
+	0x00003df9, 0x00003e21, 0x00003e2a, 0x00003e3a,
+	0x00003e5a, 0x00003e62, 0x00003e71, 0x00003e90,
+	0x00003ebb, 0x00003ee1, 0x00003ef1, 0x00003efb,
+	0x00003f05, 0x00003f24, 0x00003f42, 0x0000401a,
+	0x00004038, 0x0000407c, 0x000040b9, 0x000040ec,
+	0x0000411c, 0x000041a5, 0x000041d1, 0x00004201,
 	// Entry 100 - 11F
-	0x000041bd, 0x000041d8, 0x000041f4, 0x00004210,
-	0x00004226, 0x00004240, 0x00004277, 0x000042ad,
-	0x000042cd, 0x000042ec, 0x000042f3, 0x0000435d,
-	0x00004373, 0x00004378, 0x0000438c, 0x000043a4,
-	0x000043c9, 0x000043f7, 0x0000441c, 0x00004436,
-	0x0000457f, 0x00004594, 0x000045a4, 0x000045a8,
-	0x000045bb, 0x000045ca, 0x000045e1, 0x000045f0,
-	0x000045f7, 0x00004602, 0x00004624, 0x00004638,
+	0x00004223, 0x0000423e, 0x00004259, 0x00004275,
+	0x00004291, 0x000042a7, 0x000042c1, 0x000042f8,
+	0x0000432e, 0x0000434e, 0x0000436d, 0x00004374,
+	0x000043de, 0x000043f4, 0x000043f9, 0x0000440d,
+	0x00004425, 0x0000444a, 0x00004478, 0x0000449d,
+	0x000044b7, 0x00004600, 0x00004615, 0x00004625,
+	0x00004629, 0x0000463c, 0x0000464b, 0x00004662,
+	0x00004671, 0x00004678, 0x00004683, 0x000046a5,
 	// Entry 120 - 13F
-	0x00004716, 0x0000473e, 0x000047c7, 0x000048cd,
-	0x000048e2, 0x00004948, 0x000049cd, 0x00004a42,
-	0x00004a54, 0x00004a67, 0x00004a83, 0x00004ab0,
-	0x00004acd, 0x00004af0, 0x00004afb, 0x00004b06,
-	0x00004b1d, 0x00004c84, 0x00004cf5, 0x00004d1c,
-	0x00004d5a, 0x00004d66, 0x00004d6f, 0x00004d83,
-	0x00004d8d, 0x00004db4, 0x00004dd0, 0x00004deb,
-	0x00004e1b, 0x00004e5a, 0x00004e75, 0x00004e84,
+	0x000046b9, 0x00004797, 0x000047bf, 0x00004848,
+	0x0000494e, 0x00004963, 0x000049c9, 0x00004a4e,
+	0x00004ac3, 0x00004ad5, 0x00004ae8, 0x00004b04,
+	0x00004b31, 0x00004b4e, 0x00004b71, 0x00004b7c,
+	0x00004b87, 0x00004b9e, 0x00004d05, 0x00004d76,
+	0x00004d9d, 0x00004ddb, 0x00004de7, 0x00004df0,
+	0x00004e04, 0x00004e0e, 0x00004e35, 0x00004e51,
+	0x00004e6c, 0x00004e9c, 0x00004edb, 0x00004ef6,
 	// Entry 140 - 15F
-	0x00004e95, 0x00004eb6, 0x00004f21, 0x00004f39,
-	0x00004f80, 0x00004feb, 0x00004ff6, 0x00005010,
-	0x0000505a, 0x00005062, 0x00005070, 0x00005080,
-	0x000050aa, 0x000050d3, 0x000050e3, 0x00005102,
-	0x0000510e, 0x00005127, 0x00005132, 0x0000513f,
-	0x0000514e, 0x00005156, 0x00005160, 0x00005168,
-	0x00005170, 0x00005176, 0x0000517d, 0x00005182,
-	0x00005187, 0x0000518b, 0x00005190, 0x00005196,
+	0x00004f05, 0x00004f16, 0x00004f37, 0x00004fa2,
+	0x00004fba, 0x00005001, 0x0000506c, 0x00005077,
+	0x00005091, 0x000050db, 0x000050e3, 0x000050f1,
+	0x00005101, 0x0000512b, 0x00005154, 0x00005164,
+	0x00005183, 0x0000518f, 0x000051a8, 0x000051b3,
+	0x000051c0, 0x000051cf, 0x000051d7, 0x000051e1,
+	0x000051e9, 0x000051f1, 0x000051f7, 0x000051fe,
+	0x00005203, 0x00005208, 0x0000520c, 0x00005211,
 	// Entry 160 - 17F
-	0x0000519c, 0x000051a2, 0x000051a7, 0x000051ac,
-	0x000051b2, 0x000051bc, 0x000051dc, 0x000051fe,
-	0x00005222, 0x00005248, 0x00005251, 0x0000526d,
-	0x00005276, 0x0000528e, 0x00005297, 0x000052eb,
-	0x0000530b, 0x00005311, 0x0000531c, 0x00005322,
-	0x00005330, 0x0000533b, 0x00005349, 0x0000537c,
-	0x000053a0, 0x000053cf, 0x00005418, 0x0000541f,
-	0x00005435, 0x000054a8, 0x000054ce, 0x000054e8,
+	0x00005217, 0x0000521d, 0x00005223, 0x00005228,
+	0x0000522d, 0x00005233, 0x0000523d, 0x0000525d,
+	0x0000527f, 0x000052a3, 0x000052c9, 0x000052d2,
+	0x000052ee, 0x000052f7, 0x0000530f, 0x00005318,
+	0x0000536c, 0x0000538c, 0x00005392, 0x0000539d,
+	0x000053a3, 0x000053b1, 0x000053bc, 0x000053ca,
+	0x000053fd, 0x00005421, 0x00005450, 0x00005499,
+	0x000054a0, 0x000054b6, 0x00005529, 0x0000554f,
 	// Entry 180 - 19F
-	0x000055d0, 0x0000575f, 0x00005866, 0x000058b6,
-	0x000058e7, 0x0000591a, 0x00005949, 0x00005954,
-	0x00005958, 0x0000596a, 0x0000597f, 0x0000598d,
-	0x0000599a, 0x000059af, 0x000059c2, 0x000059ed,
-	0x00005a1a, 0x00005a51, 0x00005a9b, 0x00005aad,
-	0x00005ae5, 0x00005afc, 0x00005b13, 0x00005b47,
-	0x00005b91, 0x00005bc6, 0x00005bcf, 0x00005be6,
-	0x00005c14, 0x00005c27, 0x00005c39, 0x00005c4a,
+	0x00005569, 0x00005651, 0x000057e0, 0x000058e7,
+	0x00005937, 0x00005968, 0x0000599b, 0x000059ca,
+	0x000059d5, 0x000059d9, 0x000059eb, 0x00005a00,
+	0x00005a0e, 0x00005a1b, 0x00005a30, 0x00005a43,
+	0x00005a6e, 0x00005a9b, 0x00005ad2, 0x00005b1c,
+	0x00005b2e, 0x00005b66, 0x00005b7d, 0x00005b94,
+	0x00005bc8, 0x00005c12, 0x00005c47, 0x00005c50,
+	0x00005c67, 0x00005c95, 0x00005ca8, 0x00005cba,
 	// Entry 1A0 - 1BF
-	0x00005c96, 0x00005d10, 0x00005d34, 0x00005d3f,
-	0x00005d4a, 0x00005d55, 0x00005d5f, 0x00005d69,
-	0x00005d72, 0x00005d7b, 0x00005d84, 0x00005d8d,
-	0x00005d96, 0x00005d9d, 0x00005dab, 0x00005db1,
-	0x00005db8, 0x00005dbf, 0x00005dc8, 0x00005dcd,
-	0x00005ddb, 0x00005de1, 0x00005de7, 0x00005ded,
-	0x00005df5, 0x00005dfe, 0x00005e07, 0x00005e1a,
-	0x00005e2b, 0x00005e4e, 0x00005e6f, 0x00005e7e,
+	0x00005ccb, 0x00005d17, 0x00005d91, 0x00005db5,
+	0x00005dc0, 0x00005dcb, 0x00005dd6, 0x00005de0,
+	0x00005dea, 0x00005df3, 0x00005dfc, 0x00005e05,
+	0x00005e0e, 0x00005e17, 0x00005e1e, 0x00005e2c,
+	0x00005e32, 0x00005e39, 0x00005e40, 0x00005e49,
+	0x00005e4e, 0x00005e5c, 0x00005e62, 0x00005e68,
+	0x00005e6e, 0x00005e76, 0x00005e7f, 0x00005e88,
+	0x00005e9b, 0x00005eac, 0x00005ecf, 0x00005ef0,
 	// Entry 1C0 - 1DF
-	0x00005e89, 0x00005e94, 0x00005ea1, 0x00005ea5,
-	0x00005ea9, 0x00005eb7, 0x00005ec5, 0x00005ed3,
-	0x00005ef3, 0x00005f06, 0x00005f1f, 0x00005f34,
-	0x00005f45, 0x00005f57, 0x00005f69, 0x00005f6f,
-	0x00005f76, 0x00005f7e, 0x00005f86, 0x00005fa4,
-	0x00005fc2, 0x00005fd9, 0x00005fee, 0x00005fff,
-	0x00006005, 0x0000601e, 0x00006029, 0x0000605d,
-	0x0000606a, 0x00006088, 0x00006096, 0x0000609f,
+	0x00005eff, 0x00005f0a, 0x00005f15, 0x00005f22,
+	0x00005f26, 0x00005f2a, 0x00005f38, 0x00005f46,
+	0x00005f54, 0x00005f74, 0x00005f87, 0x00005fa0,
+	0x00005fb5, 0x00005fc6, 0x00005fd8, 0x00005fea,
+	0x00005ff0, 0x00005ff7, 0x00005fff, 0x00006007,
+	0x00006025, 0x00006043, 0x0000605a, 0x0000606f,
+	0x00006080, 0x00006086, 0x0000609f, 0x000060aa,
+	0x000060de, 0x000060eb, 0x00006109, 0x00006117,
 	// Entry 1E0 - 1FF
-	0x000060a6, 0x000060c1, 0x000060cb, 0x000060de,
-	0x00006118, 0x00006121, 0x00006130, 0x00006194,
-	0x000061a0, 0x000061aa, 0x000061da, 0x00006235,
-	0x0000631c, 0x00006327, 0x0000635a, 0x00006398,
-	0x00006411, 0x00006416, 0x00006436, 0x00006453,
-	0x00006473, 0x00006488, 0x000064c9, 0x000064d4,
-	0x000064de, 0x00006507, 0x0000657c, 0x0000658d,
-	0x000065ca, 0x000065fe, 0x0000665f, 0x000066a9,
+	0x00006120, 0x00006127, 0x00006142, 0x0000614c,
+	0x0000615f, 0x00006199, 0x000061a2, 0x000061b1,
+	0x00006215, 0x00006221, 0x0000622b, 0x0000625b,
+	0x000062b6, 0x0000639d, 0x000063a8, 0x000063db,
+	0x00006419, 0x00006492, 0x00006497, 0x000064b7,
+	0x000064d4, 0x000064f4, 0x00006509, 0x0000654a,
+	0x00006555, 0x0000655f, 0x00006588, 0x000065fd,
+	0x0000660e, 0x0000664b, 0x0000667f, 0x000066e0,
 	// Entry 200 - 21F
-	0x000066b7, 0x000066f3, 0x0000671d, 0x00006762,
-	0x0000678a, 0x000067c9, 0x000067ea, 0x00006828,
-	0x00006868, 0x00006888, 0x000068c9, 0x000068f3,
-	0x0000691a, 0x0000699d, 0x000069b5, 0x000069c9,
-	0x000069e0, 0x000069ee, 0x000069f9, 0x00006a1c,
-	0x00006a5a, 0x00006a79, 0x00006a95, 0x00006b03,
-	0x00006bd5, 0x00006c34, 0x00006cb9, 0x00006d36,
-	0x00006e4a, 0x00006f4d, 0x00006f94, 0x00007021,
+	0x0000672a, 0x00006738, 0x00006774, 0x0000679e,
+	0x000067e3, 0x0000680b, 0x0000684a, 0x0000686b,
+	0x000068a9, 0x000068e9, 0x00006909, 0x0000694a,
+	0x00006974, 0x0000699b, 0x00006a1e, 0x00006a36,
+	0x00006a4a, 0x00006a61, 0x00006a6f, 0x00006a7a,
+	0x00006a9d, 0x00006adb, 0x00006afa, 0x00006b16,
+	0x00006b84, 0x00006c56, 0x00006cb5, 0x00006d3a,
+	0x00006db7, 0x00006ecb, 0x00006fce, 0x00007015,
 	// Entry 220 - 23F
-	0x00007061, 0x000070a7, 0x000071f4, 0x0000721c,
-	0x0000723f, 0x00007276, 0x00007307, 0x0000735a,
-	0x00007383, 0x00007465, 0x0000748b, 0x000074d2,
-	0x00007556, 0x000075d1, 0x0000764e, 0x00007676,
-	0x0000769e, 0x000076e5, 0x0000772f, 0x00007762,
-	0x00007775, 0x0000787d, 0x000078ab, 0x000078e7,
-	0x000078fd, 0x00007991, 0x000079a4, 0x000079e1,
-	0x00007a1d, 0x00007a30, 0x00007a84, 0x00007ab9,
+	0x000070a2, 0x000070e2, 0x00007128, 0x00007275,
+	0x0000729d, 0x000072c0, 0x000072f7, 0x00007388,
+	0x000073db, 0x00007404, 0x000074e6, 0x0000750c,
+	0x00007553, 0x000075d7, 0x00007652, 0x000076cf,
+	0x000076f7, 0x0000771f, 0x00007766, 0x000077b0,
+	0x000077e3, 0x000077f6, 0x000078fe, 0x0000792c,
+	0x00007968, 0x0000797e, 0x00007a12, 0x00007a25,
+	0x00007a62, 0x00007a9e, 0x00007ab1, 0x00007b05,
 	// Entry 240 - 25F
-	0x00007acb, 0x00007ae2, 0x00007b21, 0x00007b73,
-	0x00007b9f, 0x00007c3c, 0x00007ce2, 0x00007d8f,
-	0x00007d9f, 0x00007dff, 0x00007e70, 0x00007ef5,
-	0x00007f8a, 0x00007f95, 0x00007fb2, 0x00007fd1,
-	0x00007fe2, 0x00007ffc, 0x00008005, 0x0000800f,
-	0x0000805d, 0x000080a2, 0x000080c1, 0x000080f6,
-	0x00008147, 0x00008158, 0x000081a2, 0x000081b8,
-	0x000081cc, 0x000081e5, 0x000081fb, 0x00008225,
+	0x00007b3a, 0x00007b4c, 0x00007b63, 0x00007ba2,
+	0x00007bf4, 0x00007c20, 0x00007cbd, 0x00007d63,
+	0x00007e10, 0x00007e20, 0x00007e80, 0x00007ef1,
+	0x00007f76, 0x0000800b, 0x00008016, 0x00008033,
+	0x00008052, 0x00008063, 0x0000807d, 0x00008086,
+	0x00008090, 0x000080de, 0x00008123, 0x00008142,
+	0x00008177, 0x000081c8, 0x000081d9, 0x00008223,
+	0x00008239, 0x0000824d, 0x00008266, 0x0000827c,
 	// Entry 260 - 27F
-	0x0000822d, 0x00008240, 0x00008247, 0x00008262,
-	0x00008282, 0x000082b2, 0x000082c9, 0x00008301,
-	0x0000833c, 0x00008368, 0x000083bc, 0x000083cd,
-	0x000083e7, 0x000083f2, 0x00008406, 0x00008418,
-	0x0000842e, 0x00008440, 0x00008452, 0x00008458,
-	0x0000846a, 0x00008478, 0x00008487, 0x00008493,
-	0x000084a9, 0x000084d3, 0x00008506, 0x000085ae,
-	0x000085fe, 0x00008626, 0x00008678, 0x000086ba,
+	0x000082a6, 0x000082ae, 0x000082c1, 0x000082c8,
+	0x000082e3, 0x00008303, 0x00008333, 0x0000834a,
+	0x00008382, 0x000083bd, 0x000083e9, 0x0000843d,
+	0x0000844e, 0x00008468, 0x00008473, 0x00008487,
+	0x00008499, 0x000084af, 0x000084c1, 0x000084d3,
+	0x000084d9, 0x000084eb, 0x000084f9, 0x00008508,
+	0x00008514, 0x0000852a, 0x00008554, 0x00008587,
+	0x0000862f, 0x0000867f, 0x000086a7, 0x000086f9,
 	// Entry 280 - 29F
-	0x000086f6, 0x0000870d, 0x000087d7, 0x00008804,
-	0x000089be, 0x000089d8, 0x000089f1, 0x00008a12,
-	0x00008a29, 0x00008a56, 0x00008a5d, 0x00008a77,
-	0x00008a9d, 0x00008ab2, 0x00008b0c, 0x00008ba1,
-	0x00008c04, 0x00008c17, 0x00008c3e, 0x00008c66,
-	0x00008c74, 0x00008c84, 0x00008c95, 0x00008c9c,
-	0x00008dd2, 0x00008dd9, 0x00008e13, 0x00008e18,
-	0x00008e2d, 0x00008e41, 0x00008e53, 0x00008e69,
+	0x0000873b, 0x00008777, 0x0000878e, 0x00008858,
+	0x00008885, 0x00008a3f, 0x00008a59, 0x00008a72,
+	0x00008a93, 0x00008aaa, 0x00008ad7, 0x00008ade,
+	0x00008af8, 0x00008b1e, 0x00008b33, 0x00008b8d,
+	0x00008c22, 0x00008c85, 0x00008c98, 0x00008cbf,
+	0x00008ce7, 0x00008cf5, 0x00008d05, 0x00008d16,
+	0x00008d1d, 0x00008e53, 0x00008e5a, 0x00008e94,
+	0x00008e99, 0x00008eae, 0x00008ec2, 0x00008ed4,
 	// Entry 2A0 - 2BF
-	0x00008e79, 0x00008eb6, 0x00008ef6, 0x00008f11,
-	0x00008fe6, 0x00008ffe, 0x0000909f, 0x0000912e,
-	0x0000913e, 0x00009218, 0x000092da, 0x000092df,
-	0x000092ef, 0x000092fd, 0x0000930d, 0x0000931d,
-	0x0000932b, 0x0000933b, 0x00009345, 0x0000936e,
-	0x00009388, 0x000093a3, 0x00009431, 0x0000946f,
-	0x00009480, 0x0000948d, 0x000094a8, 0x000094bc,
-	0x000094da, 0x00009525, 0x00009566, 0x000095dc,
+	0x00008eea, 0x00008efa, 0x00008f37, 0x00008f77,
+	0x00008f92, 0x00009067, 0x0000907f, 0x00009120,
+	0x000091af, 0x000091bf, 0x00009299, 0x0000935b,
+	0x00009360, 0x00009370, 0x0000937e, 0x0000938e,
+	0x0000939e, 0x000093ac, 0x000093bc, 0x000093c6,
+	0x000093ef, 0x00009409, 0x00009424, 0x000094b2,
+	0x000094f0, 0x00009501, 0x0000950e, 0x00009529,
+	0x0000953d, 0x0000955b, 0x000095a6, 0x000095e7,
 	// Entry 2C0 - 2DF
-	0x00009622, 0x0000963b, 0x00009653, 0x000096a6,
-	0x000096e1, 0x00009779, 0x000097a5, 0x000097cb,
-	0x000097ff, 0x00009817, 0x00009842, 0x000098eb,
-	0x000098f5, 0x0000997d, 0x000099b2, 0x000099f3,
-	0x00009ad8, 0x00009c53, 0x00009d2c, 0x00009d45,
-	0x00009dc1, 0x00009e8a, 0x00009f13, 0x0000a02f,
-	0x0000a03c, 0x0000a08e, 0x0000a094, 0x0000a148,
-	0x0000a1f8, 0x0000a22a, 0x0000a256, 0x0000a2bf,
+	0x0000965d, 0x000096a3, 0x000096bc, 0x000096d4,
+	0x00009727, 0x00009762, 0x000097fa, 0x00009826,
+	0x0000984c, 0x00009880, 0x00009898, 0x000098c3,
+	0x0000996c, 0x00009976, 0x000099fe, 0x00009a33,
+	0x00009a74, 0x00009b59, 0x00009cd4, 0x00009dad,
+	0x00009dc6, 0x00009e42, 0x00009f0b, 0x00009f94,
+	0x0000a0b0, 0x0000a0bd, 0x0000a10f, 0x0000a115,
+	0x0000a1c9, 0x0000a279, 0x0000a2ab, 0x0000a2d7,
 	// Entry 2E0 - 2FF
-	0x0000a366, 0x0000a428, 0x0000a458, 0x0000a465,
-	0x0000a46b, 0x0000a481, 0x0000a48c, 0x0000a493,
-	0x0000a49e, 0x0000a4ac, 0x0000a4b9, 0x0000a4c7,
-	0x0000a4e0, 0x0000a50d, 0x0000a5b6, 0x0000a5c9,
-	0x0000a5d3, 0x0000a662, 0x0000a6c3, 0x0000a71f,
-	0x0000a731, 0x0000a74b, 0x0000a75e, 0x0000a79c,
-	0x0000a7d8, 0x0000a7f5, 0x0000a802, 0x0000a810,
-	0x0000a81e, 0x0000a82e, 0x0000a86a, 0x0000a8a4,
+	0x0000a340, 0x0000a3e7, 0x0000a4a9, 0x0000a4d9,
+	0x0000a4e6, 0x0000a4ec, 0x0000a502, 0x0000a50d,
+	0x0000a514, 0x0000a51f, 0x0000a52d, 0x0000a53a,
+	0x0000a548, 0x0000a561, 0x0000a58e, 0x0000a637,
+	0x0000a64a, 0x0000a654, 0x0000a6e3, 0x0000a744,
+	0x0000a7a0, 0x0000a7b2, 0x0000a7cc, 0x0000a7df,
+	0x0000a81d, 0x0000a859, 0x0000a876, 0x0000a883,
+	0x0000a891, 0x0000a89f, 0x0000a8af, 0x0000a8eb,
 	// Entry 300 - 31F
-	0x0000a921, 0x0000a92c, 0x0000a956, 0x0000a963,
-	0x0000a97f, 0x0000a983, 0x0000a995, 0x0000aa57,
-	0x0000aa8a, 0x0000aa95, 0x0000aa9f, 0x0000aab4,
-	0x0000aabd, 0x0000aac7, 0x0000aadc, 0x0000ab00,
-	0x0000ab1a, 0x0000ab2f, 0x0000ab5b, 0x0000ab60,
-	0x0000ab75, 0x0000ab87, 0x0000abbc, 0x0000abcd,
-	0x0000abfa, 0x0000ac29, 0x0000ad4b, 0x0000ae6d,
-	0x0000aee3, 0x0000af6e, 0x0000affd, 0x0000b064,
+	0x0000a925, 0x0000a9a2, 0x0000a9ad, 0x0000a9d7,
+	0x0000a9e4, 0x0000aa00, 0x0000aa04, 0x0000aa16,
+	0x0000aad8, 0x0000ab0b, 0x0000ab16, 0x0000ab20,
+	0x0000ab35, 0x0000ab3e, 0x0000ab48, 0x0000ab5d,
+	0x0000ab81, 0x0000ab9b, 0x0000abb0, 0x0000abdc,
+	0x0000abe1, 0x0000abf6, 0x0000ac08, 0x0000ac3d,
+	0x0000ac4e, 0x0000ac7b, 0x0000acaa, 0x0000adcc,
+	0x0000aeee, 0x0000af64, 0x0000afef, 0x0000b07e,
 	// Entry 320 - 33F
-	0x0000b0a6, 0x0000b0ee, 0x0000b161, 0x0000b1a9,
-	0x0000b1d7, 0x0000b205, 0x0000b238, 0x0000b26b,
-} // Size: 3256 bytes
+	0x0000b0e5, 0x0000b127, 0x0000b16f, 0x0000b1e2,
+	0x0000b22a, 0x0000b258, 0x0000b286, 0x0000b2b9,
+	0x0000b2ec,
+} // Size: 3260 bytes
 
-const frData string = "" + // Size: 45675 bytes
+const frData string = "" + // Size: 45804 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1972,547 +1977,549 @@ const frData string = "" + // Size: 45675 bytes
 	"re\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue." +
 	"\x02Vouliez-vous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n" +
 	"’a pas de version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s" +
-	"\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02La défi" +
-	"nition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé manque" +
-	"\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous l’av" +
-	"ez confirmé (il était de %[1]d)\u202f: entre-temps, des instances ont ét" +
-	"é clôturées, reprises ou traitées. Rien n’a été fait\u202f; vérifiez le" +
-	" nouveau nombre et confirmez de nouveau.\x02Cette action groupée a déjà " +
-	"été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses traces" +
-	" sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80" +
-	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
-	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
-	"\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (clôturée," +
-	" ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles " +
-	"ont changé après le comptage (clôturées, ou traitées par quelqu’un d’aut" +
-	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
-	"Motif\x02Instance de processus\x02Occurrence proposée de nouveau\x02Acti" +
-	"on groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et" +
-	" arrêt appliqué par un opérateur, et chaque effacement fait par un admin" +
-	"istrateur, avec son motif. Les révélations de valeurs sensibles ont leur" +
-	" propre journal, que les administrateurs lisent sur la page Révélations " +
-	"(GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02d" +
-	"u\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres\x02Aucune " +
-	"action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de" +
-	" processus doit être un identifiant d’instance complet (un UUID)\u202f: " +
-	"les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instanc" +
-	"e, ou copiez son lien, pour l’identifiant complet.\x02L’action groupée d" +
-	"oit être désignée par son identifiant (un UUID).\x02Actions d’opérateurs" +
-	", les plus récentes d’abord\x02Aucune action groupée n’a l’identifiant %" +
-	"[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le journal d’aud" +
-	"it.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que l’action gro" +
-	"upée %[2]s a modifiée. Tant qu’elle s’exécute, chaque rechargement montr" +
-	"e où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances que l’action " +
-	"groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement m" +
-	"ontre où elle en est.\x02Action groupée (%[1]s) par %[2]s, commencée le " +
-	"%[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées" +
-	" car changées après le compte\u202f: %[6]d. Elle s’est terminée le %[7]s" +
-	".\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par u" +
-	"ne erreur — instances comptées\u202f: %[5]d, traitées\u202f: %[4]d, igno" +
-	"rées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué\u202f; agissez d" +
-	"e nouveau sur le filtre pour le reste.\x02Action groupée (%[1]s) par %[2" +
-	"]s, commencée le %[3]s, en cours — instances comptées\u202f: %[5]d, trai" +
-	"tées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. Chaque rechargement " +
-	"montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplica q" +
-	"ui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appliqu" +
-	"é\u202f; agissez de nouveau sur le filtre pour le reste.\x02Console Rel" +
-	"ais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâ" +
-	"ches externes\x02Processus\x02Trouver une instance ou une occurrence\x02" +
-	"identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Con" +
-	"sommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté en tant " +
-	"que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
-	"\x1c\x02Réglages d’affichage\u202f:\x02Fuseau horaire\u202f: %[1]s · rec" +
-	"hargement suspendu\x02Fuseau horaire\u202f: %[1]s · rechargement toutes " +
-	"les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans rechargement automatiq" +
-	"ue\x02Rechargement suspendu\x02Reprendre le rechargement\x02Cette page s" +
-	"e recharge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Ac" +
-	"cès refusé\x02Votre rôle ne permet de lire que les définitions et les pr" +
-	"ocessus\u202f: les tâches externes et les instances de processus sont ré" +
-	"servées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le" +
-	" champ «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui n" +
-	"e sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux" +
-	" tâches externes\x02Retour à la connexion\x02Retour aux définitions\x02C" +
-	"ette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette " +
-	"adresse ne mène à rien, ou à rien que vous puissiez voir. Une instance t" +
-	"erminée est supprimée, avec ses occurrences et ses tentatives, une fois " +
-	"la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un a" +
-	"dministrateur l’efface\u202f; le journal d’audit garde les actions d’opé" +
-	"rateur menées sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant " +
-	"complet (un UUID)\u202f: les listes montrent la fin de chaque identifian" +
-	"t\u202f; ouvrez la ligne, ou copiez son lien, pour l’identifiant complet" +
-	".\x02Introuvable\x02Cette instance a été effacée par %[1]s le %[2]s, pou" +
-	"r ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tenta" +
-	"tives ont été supprimées avec elle\u202f; le journal d’audit garde les a" +
-	"ctions d’opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulair" +
-	"e n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
-	"\u202f: rien n’a été fait. Rouvrez le formulaire et envoyez-le de nouvea" +
-	"u.\x02Retour au formulaire\x02Formulaire trop volumineux\x02Ce formulair" +
-	"e dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que " +
-	"vous avez saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce f" +
-	"ormulaire n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le " +
-	"de nouveau.\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait" +
-	". Envoyez-le de nouveau.\x02Temporairement indisponible\x02La base de do" +
-	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
-	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
-	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
-	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
-	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
-	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
-	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
-	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
-	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
-	"es révisions, présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1" +
-	"]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; le" +
-	"s décomptes s’afficheront quand vous rechargerez la page.\x02Les décompt" +
-	"es sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
-	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
-	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
-	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
-	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
-	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
-	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x02Abaisse la protection" +
-	"\u202f: %[1]s. Avec le contrat le plus récent, les valeurs de ces champs" +
-	" sont moins protégées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%" +
-	"[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
-	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
-	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
-	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
-	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
-	"type %[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultati" +
-	"f de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de tra" +
-	"vail, leurs révisions immuables et leurs publications nommées.\x02Défini" +
-	"tions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Au" +
-	"cune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d pub" +
-	"lication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’inst" +
-	"ant.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellen" +
-	"t les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, e" +
-	"t les secrets de signature, sont scellés et jamais affichés. Créez et mo" +
-	"difiez les destinations avec relais apply (documents de type Destination" +
-	") ou par l’API (/api/v1/destinations), qui les supprime aussi.\x02Destin" +
-	"ations par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai max" +
-	"imal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels" +
-	"\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourq" +
-	"uoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au plus." +
-	" Il est conservé après l’effacement, quelle que soit la rétention\u202f:" +
-	" écrivez la référence de la demande, pas le nom de la personne.\x02Effac" +
-	"er l’instance de processus %[1]s\x02Effacer cette instance maintenant" +
-	"\u202f? Elle est supprimée avec ses occurrences et leurs tentatives, com" +
-	"me la rétention la supprimerait.\x02Ses entrées, ses sorties, sa clé mét" +
-	"ier et les messages des exécutants partent avec elle\u202f; c’est irréve" +
-	"rsible. Les enregistrements d’audit qui la nomment restent (qui a fait q" +
-	"uoi, et pourquoi), de même que les sauvegardes jusqu’à leur expiration." +
-	"\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une inst" +
-	"ance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f" +
-	": l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives" +
-	"\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance avai" +
-	"t déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’" +
-	"a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour" +
-	" un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
-	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
-	"s ont terminé dans la dernière heure\u202f: les occurrences achevées, av" +
-	"ec succès ou en échec. Une occurrence reprise depuis compte là où elle s" +
-	"e termine ensuite\u202f; un échec qui laisse des tentatives n’est pas co" +
-	"mpté, la page de son occurrence le montre.\x02L’occurrence en échec d’un" +
-	"e instance bloquée compte à la fois dans Instances bloquées et dans En é" +
-	"chec.\x02Réussites et échecs, dernière heure\x02Définitions, celles qui " +
-	"demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances " +
-	"bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Termin" +
-	"ées, dernière heure\x02En échec, dernière heure\x02Aucune définition n’" +
-	"a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5" +
-	" secondes environ.\x02disponible depuis le %[1]s\x02attente longue\x02au" +
-	"cun exécutant\x02Afficher toutes les définitions\x02Aucune définition %[" +
-	"1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes les déf" +
-	"initions.\x02Toutes les définitions\x02Réussites et échecs par tranche d" +
-	"e 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussite" +
-	"s et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tra" +
-	"nche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
-	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
-	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
-	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
-	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
-	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
-	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
-	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
-	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
-	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
-	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
-	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
-	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
-	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
-	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
-	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
-	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
-	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
-	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
-	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
-	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
-	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
-	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
-	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
-	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
-	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
-	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
-	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
-	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
-	"rateur\x02bloquée, puis abandonnée par un opérateur\x02La version doit ê" +
-	"tre un nombre entier à partir de 1.\x02Une version est celle d’un proces" +
-	"sus\u202f: choisissez aussi le processus.\x02Date de création\x02La tail" +
-	"le de page doit être comprise entre 1 et %[1]d.\x02Instances de processu" +
-	"s\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filt" +
-	"re retient\x02La page suivante les compte et demande un motif avant que " +
-	"rien ne change.\x02Instances de processus, les plus récentes d’abord\x02" +
-	"Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces" +
-	" filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
-	"\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f" +
-	"%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instanc" +
-	"e, pas d’une tâche\u202f: la page Instances liste les instances qui l’on" +
-	"t.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réserv" +
-	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
-	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
-	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
-	"normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secret)" +
-	"\x02pull (un exécutant la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentativ" +
-	"es\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécuta" +
-	"nt n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
-	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
-	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
-	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
-	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
-	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
-	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
-	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
-	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
-	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
-	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
-	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
-	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
-	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
-	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
-	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
-	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
-	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
-	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
-	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
-	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
-	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
-	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
-	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
-	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
-	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
-	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
-	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
-	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
-	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
-	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
-	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
-	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
-	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
-	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
-	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
-	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
-	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
-	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
-	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
-	"strer)\u202f: on ignore si la destination a agi, donc Relais ne l’appell" +
-	"e pas de nouveau de lui-même (la reprise par un opérateur le fait).\x02L" +
-	"’appel n’a pas pu être préparé.\x02La destination était injoignable." +
-	"\x02La réponse de la destination était trop volumineuse.\x02La dernière " +
-	"tentative a pris fin sans résultat (son verrou a expiré, ou le flux de s" +
-	"on exécutant s’est terminé), sans tentative restante.\x02Les entrées n’o" +
-	"nt pas pu être construites à partir des liaisons du processus.\x02Un opé" +
-	"rateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éc" +
-	"hec sans nouvelle tentative restante (retries\u202f: 0, aucun retries en" +
-	"voyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurr" +
-	"ence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1" +
-	"]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutant" +
-	"s).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécu" +
-	"tants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun ex" +
-	"écutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne p" +
-	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
-	" que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
-	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
-	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
-	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
-	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
-	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
-	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
-	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
-	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
-	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
-	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
-	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
-	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
-	"\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec " +
-	"(%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — " +
-	"«\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)" +
-	".\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; " +
-	"clôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée" +
-	" avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
-	"\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’ex" +
-	"écutant détenait la tâche\u202f: son compte rendu est refusé, mais il a" +
-	" peut-être déjà fait le travail.\x02L’instance a été arrêtée pendant l’a" +
-	"ppel, qui a été interrompu\u202f: la destination a peut-être déjà donné " +
-	"suite à la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée " +
-	"pendant que la tâche était différée\u202f: sa clôture par identifiant es" +
-	"t refusée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s s" +
-	"ur %[2]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s" +
-	") avant d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cet" +
-	"te tentative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre." +
-	"\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f:" +
-	" son exécutant a répondu, et la réponse n’a pas été prise.\x02Relais a r" +
-	"efusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)" +
-	"\u202f: son exécutant a répondu, et aucune réponse n’a été prise.\x02en " +
-	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
-	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
-	"\x02Message de l’exécutant (ses propres termes, valeurs protégées masqué" +
-	"es)\x02Message de Relais (en anglais), citant la réponse de la destinati" +
-	"on\x02Message de Relais (en anglais)\x02La révision doit être un nombre " +
-	"entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f: cho" +
-	"isissez aussi la définition.\x02Date de clôture\x02Plus de filtres\u202f" +
-	": instance, révision, consommateur, destination, dates\x02Destination d’" +
-	"appel\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par " +
-	"statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Processus" +
-	" et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative o" +
-	"u clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les " +
-	"consommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
-	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 s" +
-	"econdes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:" +
-	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
-	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
-	"te\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[" +
-	"2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le prem" +
-	"ier jour vient après le dernier.\x02Cette adresse contient un paramètre " +
-	"illisible (un signe pour cent qui n’est pas suivi de deux chiffres hexad" +
-	"écimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre i" +
-	"nconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
-	"\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramèt" +
-	"re «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule f" +
-	"ois.\x02Le curseur de page est invalide\u202f: revenez à la première pag" +
-	"e.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affic" +
-	"her les heures en\x02La console n’exécute aucun script et ne peut donc p" +
-	"as lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu," +
-	" dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC." +
-	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
-	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
-	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
-	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
-	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
-	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
-	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
-	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
-	"ure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Ja" +
-	"mais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés." +
-	"\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page rest" +
-	"e telle quelle jusqu’à ce que vous repreniez.\x02Les versions de process" +
-	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
-	" avec l’emplacement actuel de leurs occurrences.\x02Les versions de proc" +
-	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
-	"és.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucu" +
-	"n processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02" +
-	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
-	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
-	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
-	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis" +
-	"\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02Ent" +
-	"rées avec lesquelles démarre une instance de cette version\x02Instances " +
-	"de cette version\x02Les colonnes suivent le plus long chemin depuis le n" +
-	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
-	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
-	"eur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: tr" +
-	"op pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous " +
-	"donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a %" +
-	"[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le" +
-	" tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]" +
-	"s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau " +
-	"ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds," +
-	" routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir " +
-	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
-	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
-	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
-	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
-	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
-	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
-	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
-	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
-	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
-	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
-	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
-	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
-	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
-	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
-	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
-	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
-	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Le j" +
-	"eton avec lequel vous vous étiez connecté est révoqué, et vous êtes déco" +
-	"nnecté\u202f: connectez-vous avec un autre.\x02Votre session avait pris " +
-	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
-	"erveur)\u202f: votre dernière action n’a pas été appliquée. Reconnectez-" +
-	"vous, puis refaites-la.\x02Votre session a pris fin (inactivité, déconne" +
-	"xion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveur). Reco" +
-	"nnectez-vous.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez" +
-	"-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de vot" +
-	"re navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’aut" +
-	"res peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau" +
-	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concep" +
-	"teur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n" +
-	"’est jamais conservé dans votre navigateur\u202f; un cookie de session" +
-	" le remplace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au pl" +
-	"us.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre" +
-	" adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échou" +
-	"ées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votr" +
-	"e jeton dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoq" +
-	"ué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
-	"\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls les administrat" +
-	"eurs voient cette page\u202f: les jetons, les consommateurs, les destina" +
-	"tions, le journal des révélations et les effacements sont de leur ressor" +
-	"t.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non" +
-	" révoqués. Les jetons des consommateurs se gèrent avec leurs consommateu" +
-	"rs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du personnel" +
-	", les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisati" +
-	"on\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
-	"\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
-	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[" +
-	"2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie d" +
-	"e routage\x02chaque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02expression régulière %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision " +
-	"%[1]d\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences" +
-	" de la révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02Ce filt" +
+	"re prend la clé d’une définition\u202f: celle qu’exécute le nœud où une " +
+	"instance est bloquée, pas le nom du nœud.\x02La définition %[1]s n’a pas" +
+	" de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de la l" +
+	"iste.\x02Le nombre a changé depuis que vous l’avez confirmé (il était de" +
+	" %[1]d)\u202f: entre-temps, des instances ont été clôturées, reprises ou" +
+	" traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confir" +
+	"mez de nouveau.\x02Cette action groupée a déjà été appliquée (le formula" +
+	"ire a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’au" +
+	"dit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (" +
+	"%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliq" +
+	"uée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: " +
+	"elle a changé après le comptage (clôturée, ou traitée par quelqu’un d’au" +
+	"tre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après le comptage (" +
+	"clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%" +
+	"[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
+	"\x02Occurrence proposée de nouveau\x02Action groupée\x02supprimée\x02Jou" +
+	"rnal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérate" +
+	"ur, et chaque effacement fait par un administrateur, avec son motif. Les" +
+	" révélations de valeurs sensibles ont leur propre journal, que les admin" +
+	"istrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)." +
+	"\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les fil" +
+	"tres\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne corres" +
+	"pond.\x02Toutes les actions\x02L’instance de processus doit être un iden" +
+	"tifiant d’instance complet (un UUID)\u202f: les listes montrent la fin d" +
+	"e chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour " +
+	"l’identifiant complet.\x02L’action groupée doit être désignée par son id" +
+	"entifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
+	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
+	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
+	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
+	" qu’elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f" +
+	"\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées" +
+	". Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02" +
+	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptée" +
+	"s\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le co" +
+	"mpte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]" +
+	"s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances com" +
+	"ptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’" +
+	"elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre p" +
+	"our le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, e" +
+	"n cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4" +
+	"]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est." +
+	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
+	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
+	"uveau sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller " +
+	"au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proces" +
+	"sus\x02Trouver une instance ou une occurrence\x02identifiant ou clé méti" +
+	"er\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinati" +
+	"ons\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se" +
+	" déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affi" +
+	"chage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02F" +
+	"useau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau h" +
+	"oraire\u202f: %[1]s · sans rechargement automatique\x02Rechargement susp" +
+	"endu\x02Reprendre le rechargement\x02Cette page se recharge toutes les %" +
+	"[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôl" +
+	"e ne permet de lire que les définitions et les processus\u202f: les tâch" +
+	"es externes et les instances de processus sont réservées aux opérateurs " +
+	"et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
+	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
+	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
+	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
+	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
+	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
+	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
+	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
+	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
+	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
+	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
+	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
+	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
+	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
+	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
+	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
+	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
+	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
+	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
+	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
+	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
+	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
+	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
+	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
+	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
+	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
+	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
+	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
+	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
+	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
+	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
+	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
+	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
+	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
+	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
+	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
+	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
+	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
+	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
+	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
+	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
+	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
+	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
+	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
+	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
+	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
+	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
+	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
+	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
+	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
+	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
+	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
+	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
+	"push. Les valeurs des paramètres de l’URL et des en-têtes, et les secret" +
+	"s de signature, sont scellés et jamais affichés. Créez et modifiez les d" +
+	"estinations avec relais apply (documents de type Destination) ou par l’A" +
+	"PI (/api/v1/destinations), qui les supprime aussi.\x02Destinations par n" +
+	"om\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dern" +
+	"ière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels sig" +
+	"nés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui " +
+	"lira le journal plus tard\u202f: %[1]d caractères au plus. Il est conser" +
+	"vé après l’effacement, quelle que soit la rétention\u202f: écrivez la ré" +
+	"férence de la demande, pas le nom de la personne.\x02Effacer l’instance " +
+	"de processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est " +
+	"supprimée avec ses occurrences et leurs tentatives, comme la rétention l" +
+	"a supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messag" +
+	"es des exécutants partent avec elle\u202f; c’est irréversible. Les enreg" +
+	"istrements d’audit qui la nomment restent (qui a fait quoi, et pourquoi)" +
+	", de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’inst" +
+	"ance\x02Cette instance est %[1]s\u202f: seule une instance terminée peut" +
+	" être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s" +
+	" est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Cons" +
+	"igné dans le journal d’audit.\x02Cette instance avait déjà été effacée, " +
+	"par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02e" +
+	"n cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inc" +
+	"ident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’inst" +
+	"ance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
+	"\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de c" +
+	"haque définition maintenant, et ce que ses exécutants ont terminé dans l" +
+	"a dernière heure\u202f: les occurrences achevées, avec succès ou en éche" +
+	"c. Une occurrence reprise depuis compte là où elle se termine ensuite" +
+	"\u202f; un échec qui laisse des tentatives n’est pas compté, la page de " +
+	"son occurrence le montre.\x02L’occurrence en échec d’une instance bloqué" +
+	"e compte à la fois dans Instances bloquées et dans En échec.\x02Réussite" +
+	"s et échecs, dernière heure\x02Définitions, celles qui demandent de l’at" +
+	"tention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En éc" +
+	"hec\x02Attente de la plus ancienne disponible\x02Terminées, dernière heu" +
+	"re\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurre" +
+	"nce.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ." +
+	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
+	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
+	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
+	"s les définitions\x02Réussites et échecs par tranche de 5\u00a0min, dern" +
+	"ière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. L" +
+	"e tableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02T" +
+	"erminées\x02Les chiffres du graphique\x02Réussites et échecs par tranche" +
+	" de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02" +
+	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
+	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
+	"\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
+	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
+	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
+	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
+	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
+	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
+	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
+	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
+	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
+	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
+	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
+	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
+	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
+	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
+	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
+	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
+	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
+	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
+	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
+	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
+	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
+	"nce en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En " +
+	"échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
+	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
+	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
+	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
+	"omprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse com" +
+	"prise\x02Agir sur toutes les instances que ce filtre retient\x02La page " +
+	"suivante les compte et demande un motif avant que rien ne change.\x02Ins" +
+	"tances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fi" +
+	"n ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les " +
+	"processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
+	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
+	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
+	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
+	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
+	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
+	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
+	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
+	"outes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tenta" +
+	"tives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucun" +
+	"e\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
+	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
+	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
+	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
+	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
+	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
+	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
+	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
+	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
+	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
+	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
+	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
+	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
+	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
+	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
+	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
+	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
+	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
+	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
+	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
+	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
+	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
+	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
+	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
+	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
+	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
+	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
+	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
+	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
+	"a été écarté) sans tentative restante.\x02L’échéance est passée avant l’" +
+	"arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de so" +
+	"rties de la révision.\x02La réponse à l’appel a été perdue (la connexion" +
+	" s’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
+	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
+	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
+	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
+	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
+	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
+	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
+	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
+	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
+	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
+	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
+	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
+	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
+	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
+	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
+	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
+	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
+	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
+	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
+	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
+	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
+	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
+	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
+	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
+	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
+	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
+	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
+	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
+	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
+	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
+	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
+	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
+	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
+	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
+	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
+	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
+	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
+	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de l" +
+	"a définition %[1]s, sans les autres filtres\x02Totaux de toutes les défi" +
+	"nitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d oc" +
+	"currence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les déc" +
+	"omptes sont actualisés toutes les 5 secondes environ.\x02révision\u00a0%" +
+	"[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative" +
+	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
+	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
+	"ge\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écr" +
+	"it 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier." +
+	"\x02Cette adresse contient un paramètre illisible (un signe pour cent qu" +
+	"i n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)" +
+	"\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
+	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
+	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
+	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
+	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
+	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
+	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
+	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
+	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
+	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02Les colon" +
+	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
+	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
+	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
+	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
+	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
+	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
+	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
+	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
+	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
+	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
+	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
+	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
+	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
+	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
+	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
+	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
+	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
+	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
+	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
+	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
+	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
+	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
+	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
+	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
+	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
+	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
+	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
+	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
+	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
+	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
+	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
+	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
+	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
+	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
+	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
+	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
+	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
+	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
+	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
+	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
+	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
+	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
+	"t entier.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous éti" +
+	"ez connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous a" +
+	"vec un autre.\x02Votre session avait pris fin (inactivité, déconnexion a" +
+	"illeurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière " +
+	"action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Vot" +
+	"re session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué o" +
+	"u expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Un jeton dans" +
+	" l’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. " +
+	"L’adresse l’a mis dans l’historique de votre navigateur, et peut-être da" +
+	"ns les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites r" +
+	"évoquer le jeton et utilisez-en un nouveau.\x02Se connecter\x02Connecte" +
+	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
+	"Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans vot" +
+	"re navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heu" +
+	"res d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S" +
+	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
+	"]d seconde.\x00T\x02Trop de connexions échouées depuis votre adresse. Ré" +
+	"essayez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: " +
+	"il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de " +
+	"rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécuta" +
+	"nt, pour l’API.\x02Seuls les administrateurs voient cette page\u202f: le" +
+	"s jetons, les consommateurs, les destinations, le journal des révélation" +
+	"s et les effacements sont de leur ressort.\x02Jetons du personnel (admin" +
+	"istrateurs, concepteurs, opérateurs) non révoqués. Les jetons des consom" +
+	"mateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa " +
+	"requête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Au" +
+	"cun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pa" +
+	"s encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le je" +
+	"ton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa re" +
+	"quête suivante est refusée et les sessions de console ouvertes avec lui " +
+	"prennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un n" +
+	"ouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec l" +
+	"equel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête " +
+	"suivante est refusée. C’est irréversible.\x02C’est le dernier jeton admi" +
+	"nistrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02" +
+	"Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine r" +
+	"equête sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02" +
+	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression r" +
+	"égulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
+	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
+	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
+	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont " +
+	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
+	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
+	"essus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et a" +
+	"ucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants don" +
+	"t le consommateur y a droit (un exécutant qui ne nomme aucune révision p" +
+	"rend celles auxquelles son consommateur a droit\u202f; une version de pr" +
+	"ocessus les épingle).\x02Aucun exécutant ne sert cette définition\u202f:" +
+	" ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02" +
+	"Aucun processus n’utilise encore cette définition\u202f: elle aura besoi" +
+	"n d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun p" +
+	"rocessus n’utilise cette définition en mode pull\u202f: Relais appelle s" +
+	"es destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exéc" +
+	"utant n’est connecté pour cette définition\u202f; aucune de ses occurren" +
+	"ces n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécuta" +
+	"nt\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accord" +
+	"ées au consommateur sont prises en charge.\x02Révisions prises en charg" +
+	"e\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à" +
+	" leur consommateur.\x02Toutes les révisions accordées au consommateur so" +
+	"nt prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02" +
+	"Seule la révision %[1]d est prise en charge.\x02Seules les révisions %[1" +
+	"]s sont prises en charge.\x02Seules les révisions %[1]s sont prises en c" +
+	"harge."
 
-	// Total table size 87702 bytes (85KiB); checksum: 79F1AF8E
+	// Total table size 87951 bytes (85KiB); checksum: D5AA61DD
