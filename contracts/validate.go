@@ -456,6 +456,15 @@ func typeNoun(f Field) string {
 // space between date and time.
 var localDateTime = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$`)
 
+// Other slips a value shows, each said with its fix (verifier QA: the
+// offset's advice alone led to a second refusal): no seconds, a space
+// for the T, an offset without its colon (+0100, as Java writes it).
+var (
+	noSeconds       = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}([Zz]|[+-]\d{2}:?\d{2})$`)
+	spacedDateTime  = regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$`)
+	colonlessOffset = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{4}$`)
+)
+
 // formatMessage says what a value of f's format must be, naming the usual
 // slip when value shows it (never value itself: it may be protected).
 func formatMessage(f Field, value any) string {
@@ -463,8 +472,26 @@ func formatMessage(f Field, value any) string {
 	switch {
 	case f.Type == TypeDate:
 		return "must be a valid date (YYYY-MM-DD)"
+	case f.Type == TypeDatetime && localDateTime.MatchString(s) && (len(s) == len("2026-12-07T10:00") || s[10] == ' '):
+		// Each thing it lacks at once: one at a time, the fix of one
+		// met the refusal of the next.
+		var lacks []string
+		if len(s) == len("2026-12-07T10:00") {
+			lacks = append(lacks, "its seconds")
+		}
+		if s[10] == ' ' {
+			lacks = append(lacks, "a T between date and time, not a space")
+		}
+		lacks = append(lacks, "its offset (Z for UTC, or +01:00 and the like)")
+		return "must be an RFC 3339 date-time, which needs " + strings.Join(lacks, "; ") + ": 2026-12-07T10:00:00Z"
 	case f.Type == TypeDatetime && localDateTime.MatchString(s):
 		return "must be an RFC 3339 date-time with its offset, which this one lacks: end it with Z for UTC, or +01:00 and the like (2026-12-07T10:00:00Z)"
+	case f.Type == TypeDatetime && noSeconds.MatchString(s):
+		return "must be an RFC 3339 date-time, whose seconds this one lacks (2026-12-07T10:00:00Z)"
+	case f.Type == TypeDatetime && spacedDateTime.MatchString(s):
+		return "must be an RFC 3339 date-time, which puts a T between date and time, not a space (2026-12-07T10:00:00Z)"
+	case f.Type == TypeDatetime && colonlessOffset.MatchString(s):
+		return "must be an RFC 3339 date-time, whose offset has a colon (+01:00, not +0100)"
 	case f.Type == TypeDatetime && len(s) == len("2026-12-07") && strings.Count(s, "-") == 2:
 		return "must be an RFC 3339 date-time, which this date lacks the time of (2026-12-07T10:00:00Z); a date alone is a field of type date"
 	case f.Type == TypeDatetime:

@@ -140,7 +140,12 @@ func TestValidateTypesAndOptions(t *testing.T) {
 		{"datetime invalid", `{"type":"datetime"}`, `"2024-05-01 09:30:00 CET"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
 		// The usual slips are named: no offset (Python's utcnow().isoformat()), no time.
 		{"datetime without offset", `{"type":"datetime"}`, `"2026-12-07T10:00:00.123456"`, "/v", "must be an RFC 3339 date-time with its offset, which this one lacks: end it with Z for UTC, or +01:00 and the like (2026-12-07T10:00:00Z)"},
-		{"datetime with a space, without offset", `{"type":"datetime"}`, `"2024-05-01 09:30"`, "/v", "must be an RFC 3339 date-time with its offset, which this one lacks: end it with Z for UTC, or +01:00 and the like (2026-12-07T10:00:00Z)"},
+		{"datetime with a space, without offset", `{"type":"datetime"}`, `"2024-05-01 09:30"`, "/v", "must be an RFC 3339 date-time, which needs its seconds; a T between date and time, not a space; its offset (Z for UTC, or +01:00 and the like): 2026-12-07T10:00:00Z"},
+		{"datetime without seconds nor offset", `{"type":"datetime"}`, `"2026-12-07T10:00"`, "/v", "must be an RFC 3339 date-time, which needs its seconds; its offset (Z for UTC, or +01:00 and the like): 2026-12-07T10:00:00Z"},
+		{"datetime with a space, without offset, with seconds", `{"type":"datetime"}`, `"2026-12-07 10:00:00"`, "/v", "must be an RFC 3339 date-time, which needs a T between date and time, not a space; its offset (Z for UTC, or +01:00 and the like): 2026-12-07T10:00:00Z"},
+		{"datetime without seconds", `{"type":"datetime"}`, `"2026-12-07T10:00Z"`, "/v", "must be an RFC 3339 date-time, whose seconds this one lacks (2026-12-07T10:00:00Z)"},
+		{"datetime with a space", `{"type":"datetime"}`, `"2026-12-07 10:00:00Z"`, "/v", "must be an RFC 3339 date-time, which puts a T between date and time, not a space (2026-12-07T10:00:00Z)"},
+		{"datetime with an offset without its colon", `{"type":"datetime"}`, `"2026-12-07T10:00:00+0100"`, "/v", "must be an RFC 3339 date-time, whose offset has a colon (+01:00, not +0100)"},
 		{"datetime without time", `{"type":"datetime"}`, `"2026-12-07"`, "/v", "must be an RFC 3339 date-time, which this date lacks the time of (2026-12-07T10:00:00Z); a date alone is a field of type date"},
 
 		{"choice valid", `{"type":"choice","values":["a","b"]}`, `"b"`, "", ""},
