@@ -601,6 +601,13 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 	if loc := r.header.Get("Location"); r.status != http.StatusSeeOther || strings.Contains(loc, "rls_x") || !strings.Contains(loc, "address-token=1") {
 		t.Errorf("a page with a token in its address: %d %q, want sign-in without the token, saying so", r.status, loc)
 	}
+	// Signed in already, the page goes on, saying so too.
+	in := signedIn(t, env.URL, "en", env.Operator)
+	if r := in.get("/console/sign-in?token=rls_x"); r.status != http.StatusSeeOther {
+		t.Errorf("signed in, a sign-in with a token in its address: %d, want to go on", r.status)
+	} else if got := text(in.get(r.header.Get("Location")), "flash"); !strings.HasPrefix(got, "A token in the address is not used: you are signed in already.") {
+		t.Errorf("signed in, a sign-in with a token in its address then says %q", got)
+	}
 	if r := newBrowser(t, env.URL, "en").mustGet("/console/sign-in?token=", 200); text(r, "sign-in-error") != "" {
 		t.Errorf("an empty token parameter: %q, want no notice", text(r, "sign-in-error"))
 	}

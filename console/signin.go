@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,11 +29,34 @@ type signInView struct {
 // in its address, left out of next.
 const addressTokenParam = "address-token"
 
+// addressToken reports whether the sign-in page's address holds a token,
+// or says the page it comes from had one.
+func addressToken(r *http.Request) bool {
+	q := r.URL.Query()
+	return q.Get("token") != "" || q.Get(addressTokenParam) == "1"
+}
+
+// addressTokenNotice says the token in the address was not used, and
+// where the address put it.
+func addressTokenNotice(ctx context.Context, signedIn bool) string {
+	if signedIn {
+		return T(ctx, "A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.")
+	}
+	return T(ctx, "A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.")
+}
+
 // signInPage shows the form. A browser that is already signed in goes on.
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
 		if _, ok := c.sessions.get(ck.Value, c.now()); ok {
-			http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+			next := safeNext(r.URL.Query().Get("next"))
+			if addressToken(r) {
+				// Signed in, it goes on, but says so too (verifier QA).
+				// (This page has no session in its context: the cookie's.)
+				path, _, _ := strings.Cut(next, "?")
+				c.sessions.setFlash(ck.Value, path, flash{Text: addressTokenNotice(r.Context(), true), Warning: true})
+			}
+			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
 		}
 	}
@@ -47,10 +71,10 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Query().Get("ended") == "1":
 		v.SignedOut = T(r.Context(), "Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.")
 	}
-	if q := r.URL.Query(); q.Get("token") != "" || q.Get(addressTokenParam) == "1" {
+	if addressToken(r) {
 		// Not used, and said so: a bookmark holding it keeps a token in
 		// the browser's history and the proxies' logs (security QA).
-		v.Error = T(r.Context(), "A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.")
+		v.Error = addressTokenNotice(r.Context(), false)
 	}
 	c.render(w, r, http.StatusOK, signInPage(v))
 }

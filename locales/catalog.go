@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     343,
 	"%d held instances match now.":             63,
 	"%d hours":                                 359,
-	"%d items":                                 770,
+	"%d items":                                 771,
 	"%d left":                                  516,
 	"%d min":                                   342,
 	"%d minutes":                               360,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 90,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              768,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              769,
 	"%d ms": 362,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         682,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 681,
@@ -99,18 +99,19 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 634,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 506,
 	"%s–%s":                         330,
-	"(%d characters in all)":        772,
+	"(%d characters in all)":        773,
 	"(%d handed back, not counted)": 515,
-	"(each item)":                   758,
-	"(in %s)":                       771,
+	"(each item)":                   759,
+	"(in %s)":                       772,
 	"(worker %s)":                   564,
 	"0 seconds":                     357,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            735,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            736,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 553,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       306,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 644,
 	"A revision is a definition’s: choose the definition too.": 600,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 727,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 724,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   723,
 	"A version is a process’s: choose the process too.":              402,
 	"Abandon %d instances":                                           67,
 	"Abandon every held instance this filter matches":                65,
@@ -130,7 +131,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       198,
 	"All processes":                       413,
 	"All statuses":                        415,
-	"All workers":                         785,
+	"All workers":                         786,
 	"An operator abandoned the instance.": 552,
 	"Any definition":                      414,
 	"Apply filters":                       120,
@@ -160,7 +161,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    507,
 	"Calls":                           284,
 	"Calls signed (Relais-Signature)": 286,
-	"Camunda 7 facade":                789,
+	"Camunda 7 facade":                790,
 	"Cancelled: the instance was stopped (%s).":               575,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 574,
 	"Cannot act on this filter":                               91,
@@ -182,7 +183,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    324,
 	"Completions and failures per 5-minute slot, oldest first": 328,
 	"Completions and failures, last hour":                      307,
-	"Connected":                                                781,
+	"Connected":                                                782,
 	"Constraints":                                              208,
 	"Consumer":                                                 476,
 	"Consumer and worker":                                      611,
@@ -207,7 +208,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          99,
 	"Definitions":                                143,
 	"Definitions by key":                         268,
-	"Definitions served":                         779,
+	"Definitions served":                         780,
 	"Definitions, those needing attention first": 308,
 	"Description":                                209,
 	"Destination":                                488,
@@ -244,8 +245,8 @@ var messageKeyToIndex = map[string]int{
 	"Every attempt, oldest first": 475,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 115,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  709,
-	"Expired token":                        745,
-	"Expires":                              742,
+	"Expired token":                        746,
+	"Expires":                              743,
 	"External tasks":                       138,
 	"Failed":                               312,
 	"Failed (%s).":                         573,
@@ -278,7 +279,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                395,
 	"Held instances":          311,
 	"ID":                      188,
-	"In flight":               780,
+	"In flight":               781,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 325,
 	"Inputs": 233,
 	"Inputs an instance of this version is started with": 674,
@@ -291,21 +292,21 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 87,
 	"Instances of this version": 675,
 	"Invalid request":           162,
-	"It takes every revision its consumer is granted.": 801,
-	"It takes revision %d only.":                       804,
-	"It takes revisions %s only.":                      806,
+	"It takes every revision its consumer is granted.": 802,
+	"It takes revision %d only.":                       805,
+	"It takes revisions %s only.":                      807,
 	"Its calls":                                        285,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 291,
 	"Its instance is held here, waiting for an operator.": 571,
 	"Its instance went on along the node’s error path.":   572,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               750,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               751,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          43,
 	"Jan":                     345,
 	"Jul":                     351,
 	"Jun":                     350,
-	"Keep it":                 752,
+	"Keep it":                 753,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       287,
@@ -316,8 +317,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 531,
 	"Last reserved":           528,
 	"Last saved":              214,
-	"Last seen":               782,
-	"Last used":               741,
+	"Last seen":               783,
+	"Last used":               742,
 	"Latest revision":         270,
 	"Lists every change from one revision to another, and whom it may break.": 224,
 	"Local time in %s": 648,
@@ -369,20 +370,20 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 522,
 	"No process has the key “%s”.":                         96,
 	"No process is published yet.":                         659,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             798,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             797,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             799,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             798,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    76,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 132,
 	"No release yet.": 218,
 	"No revision yet: the Working copy has never been snapshotted.": 216,
-	"No token.":              739,
+	"No token.":              740,
 	"No value was revealed.": 711,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              487,
 	"No worker has reserved this occurrence yet.":                                        484,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 799,
-	"No worker is connected.":           783,
-	"No worker serves this definition.": 786,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 796,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 800,
+	"No worker is connected.":           784,
+	"No worker serves this definition.": 787,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 797,
 	"Node":                  369,
 	"Nodes":                 665,
 	"Nodes of this version": 677,
@@ -402,8 +403,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            471,
 	"Occurrence offered again": 111,
 	"Occurrences now":          671,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          794,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 795,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          795,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 796,
 	"Occurrences, newest first": 607,
 	"Oct":                       354,
 	"Offered from %s — %s.":     560,
@@ -412,7 +413,7 @@ var messageKeyToIndex = map[string]int{
 	"On success":                669,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         707,
 	"Only administrators may reveal a sensitive value.":                                                           702,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 736,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 737,
 	"Open":             310,
 	"Operator actions": 365,
 	"Operator actions on this instance, newest first": 378,
@@ -423,7 +424,7 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     238,
 	"Outputs, labelled by revision %d's contract":     519,
 	"Pages": 627,
-	"Paste your token in the field: it is empty.": 733,
+	"Paste your token in the field: it is empty.": 734,
 	"Path":                            366,
 	"Pause reloading":                 159,
 	"Pinned revision":                 668,
@@ -441,7 +442,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 409,
 	"Processes":                       139,
 	"Processes by key":                657,
-	"Protocol":                        778,
+	"Protocol":                        779,
 	"Published":                       222,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 655,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       656,
@@ -497,12 +498,12 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              220,
 	"Revision %d":           241,
 	"Revisions":             215,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 802,
-	"Revoke the %s token “%s”?": 749,
-	"Revoke the token":          751,
-	"Revoke token %d":           748,
-	"Revoke…":                   746,
-	"Role":                      740,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 803,
+	"Revoke the %s token “%s”?": 750,
+	"Revoke the token":          752,
+	"Revoke token %d":           749,
+	"Revoke…":                   747,
+	"Role":                      741,
 	"Route":                     371,
 	"Routing output":            213,
 	"Row %s":                    631,
@@ -514,14 +515,14 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               716,
 	"Secret values can never be revealed.": 708,
 	"Sep":                                  353,
-	"Served by %d workers":                 800,
+	"Served by %d workers":                 801,
 	"Settled":                              374,
 	"Settlement date":                      601,
 	"Show all definitions":                 321,
 	"Show times in":                        641,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 128,
-	"Sign in": 728,
-	"Sign in with an operator, designer or administrator token.": 729,
+	"Sign in": 729,
+	"Sign in with an operator, designer or administrator token.": 730,
 	"Sign out":             150,
 	"Signed in as %s (%s)": 149,
 	"Since revision %d:":   247,
@@ -531,8 +532,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 33,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                40,
 	"Something went wrong": 182,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 737,
-	"Staff tokens, oldest first": 738,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 738,
+	"Staff tokens, oldest first": 739,
 	"Start node":                 662,
 	"Started":                    391,
 	"State":                      192,
@@ -602,15 +603,15 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                        45,
 	"The result did not match the revision's outputs contract.": 545,
 	"The revision must be a whole number, 1 or more.":           599,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 731,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        724,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     755,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 732,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        726,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     756,
 	"The version must be a whole number from 1.":                                                                                                        401,
 	"These revisions have the same contracts.":                                                                                                          232,
 	"These settings are kept in this browser only.":                                                                                                     640,
-	"They take every revision their consumer is granted.":                                                                                               803,
-	"They take revision %d only.":                                                                                                                       805,
-	"They take revisions %s only.":                                                                                                                      807,
+	"They take every revision their consumer is granted.":                                                                                               804,
+	"They take revision %d only.":                                                                                                                       806,
+	"They take revisions %s only.":                                                                                                                      808,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 635,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         102,
 	"This contract has no inputs.":  518,
@@ -639,22 +640,22 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      46,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   44,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  171,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            754,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           753,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            755,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           754,
 	"This page does not accept that request.": 714,
 	"This page reloads every %d seconds.":     158,
 	"This process takes no inputs.":           382,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 59,
-	"This token is unknown, revoked or expired.": 734,
+	"This token is unknown, revoked or expired.": 735,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 678,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            679,
 	"Times in %s · no auto-reload":    155,
 	"Times in %s · reload every %d s": 154,
 	"Times in %s · reloading paused":  153,
 	"To revision":                     226,
-	"Token":                           730,
+	"Token":                           731,
 	"Tokens":                          147,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 732,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 733,
 	"Totals of all definitions, not narrowed by the other filters":         616,
 	"Totals of definition %s, not narrowed by the other filters":           615,
 	"Type": 205,
@@ -677,19 +678,19 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       107,
 	"Whole message":                                             486,
 	"Why (recorded with the reveal)":                            524,
-	"Worker":                                                    777,
+	"Worker":                                                    778,
 	"Worker id":                                                 477,
 	"Workers":                                                   144,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        775,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        776,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 776,
-	"Workers serving %s":                   784,
+	"Workers seen within three heartbeats": 777,
+	"Workers serving %s":                   785,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        211,
-	"You are signed out.": 723,
+	"You are signed out.": 725,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              161,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 725,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          726,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 727,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          728,
 	"[redacted]":                          595,
 	"a token’s name, exact":               117,
 	"abandon":                             4,
@@ -701,11 +702,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 692,
 	"any other error":                     297,
 	"as of %s (%s); counts are refreshed every few seconds.": 618,
-	"at least %d characters":                                 759,
-	"at least %d items":                                      766,
+	"at least %d characters":                                 760,
+	"at least %d items":                                      767,
 	"at most %d":                                             512,
-	"at most %d characters":                                  760,
-	"at most %d items":                                       767,
+	"at most %d characters":                                  761,
+	"at most %d items":                                       768,
 	"at most %d since the last operator retry":               513,
 	"available":                                              419,
 	"boolean":                                                434,
@@ -727,13 +728,13 @@ var messageKeyToIndex = map[string]int{
 	"deleted":                                                113,
 	"designer":                                               449,
 	"disconnected":                                           430,
-	"each item of %s":                                        757,
+	"each item of %s":                                        758,
 	"end (completes)":                                        685,
 	"end (fails)":                                            686,
 	"end: completes the instance":                            300,
 	"end: fails the instance":                                301,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 790,
+	"every revision its consumer is granted":                 791,
 	"exact, case-sensitive":                                  406,
 	"expired":                                                427,
 	"failed":                                                 423,
@@ -741,7 +742,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            453,
 	"field removed":                                          454,
 	"format":                                                 464,
-	"format %s":                                              762,
+	"format %s":                                              763,
 	"from":                                                   118,
 	"held":                                                   426,
 	"held for an operator":                                   298,
@@ -761,18 +762,18 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               340,
 	"list":                                                   439,
 	"lock until":                                             625,
-	"long polling":                                           788,
+	"long polling":                                           789,
 	"long wait":                                              319,
 	"masked value":                                           278,
 	"maximum":                                                466,
-	"maximum %s":                                             764,
+	"maximum %s":                                             765,
 	"maximum items":                                          468,
 	"maximum length":                                         462,
 	"minimum":                                                465,
-	"minimum %s":                                             763,
+	"minimum %s":                                             764,
 	"minimum items":                                          467,
 	"minimum length":                                         461,
-	"never":                                                  743,
+	"never":                                                  744,
 	"next attempt":                                           622,
 	"no":                                                     452,
 	"no answer within the timeout":                           591,
@@ -780,28 +781,28 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             196,
 	"no header":                                              283,
 	"no worker":                                              320,
-	"no worker takes revision %d":                            792,
-	"no worker takes revisions %s":                           793,
+	"no worker takes revision %d":                            793,
+	"no worker takes revisions %s":                           794,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 535,
 	"none": 266,
 	"none (revealed before reasons were asked for)": 712,
 	"none yet": 271,
 	"none: a failed call takes the node’s error path": 502,
 	"normal":                             440,
-	"not provided":                       769,
-	"not yet":                            744,
-	"null":                               773,
+	"not provided":                       770,
+	"not yet":                            745,
+	"null":                               774,
 	"number":                             433,
 	"object":                             438,
 	"on error":                           296,
 	"one attempt, no retry, priority %d": 695,
-	"one of: %s":                         765,
+	"one of: %s":                         766,
 	"operator":                           448,
 	"optional %s field of type %s":       263,
 	"optional field of type %s":          265,
 	"optional → required":                256,
 	"pattern":                            463,
-	"pattern %s":                         761,
+	"pattern %s":                         762,
 	"pull":                               683,
 	"pull %s":                            303,
 	"pull (a worker fetches it)":         445,
@@ -817,25 +818,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           420,
 	"retry":                              3,
 	"revision %d":                        619,
-	"revisions %s":                       791,
+	"revisions %s":                       792,
 	"revoked":                            195,
 	"routing changed":                    460,
-	"routing output":                     756,
+	"routing output":                     757,
 	"routing output %s → %s":             255,
 	"running":                            425,
 	"secret":                             442,
 	"sensitive":                          441,
 	"settled":                            621,
 	"stop":                               5,
-	"stream":                             787,
+	"stream":                             788,
 	"text":                               431,
 	"the contracts are the same (the name or a description changed).": 248,
-	"this session":             747,
+	"this session":             748,
 	"timeout %s":               697,
 	"timeout %s (the default)": 698,
 	"to":                       119,
 	"type changed":             455,
-	"unexpected value":         774,
+	"unexpected value":         775,
 	"unknown":                  594,
 	"values added: %s":         258,
 	"values changed":           457,
@@ -849,7 +850,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s": 690,
 }
 
-var enIndex = []uint32{ // 809 elements
+var enIndex = []uint32{ // 810 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1054,34 +1055,34 @@ var enIndex = []uint32{ // 809 elements
 	0x0000766d, 0x0000769b, 0x000076ae, 0x000076d6,
 	0x0000775a, 0x00007761, 0x000077c9, 0x000077f3,
 	0x00007823, 0x000078f6, 0x00007a30, 0x00007ad0,
-	0x00007ae4, 0x00007b3f, 0x00007bea, 0x00007c6c,
-	0x00007d45, 0x00007d4d, 0x00007d88, 0x00007d8e,
-	0x00007e20, 0x00007eb8, 0x00007ee4, 0x00007f0f,
+	0x00007ba7, 0x00007c80, 0x00007c94, 0x00007cef,
+	0x00007d9a, 0x00007e1c, 0x00007e24, 0x00007e5f,
+	0x00007e65, 0x00007ef7, 0x00007f8f, 0x00007fbb,
 	// Entry 2E0 - 2FF
-	0x00007f5d, 0x00007fc9, 0x00008070, 0x0000808b,
-	0x00008095, 0x0000809a, 0x000080a4, 0x000080ac,
-	0x000080b2, 0x000080ba, 0x000080c8, 0x000080d2,
-	0x000080df, 0x000080f2, 0x00008116, 0x00008196,
-	0x000081a7, 0x000081af, 0x00008224, 0x00008278,
-	0x000082c0, 0x000082cf, 0x000082e2, 0x000082ee,
-	0x0000832a, 0x00008364, 0x00008372, 0x0000837f,
-	0x0000838d, 0x0000839b, 0x000083a9, 0x000083db,
+	0x00007fe6, 0x00008034, 0x000080a0, 0x00008147,
+	0x00008162, 0x0000816c, 0x00008171, 0x0000817b,
+	0x00008183, 0x00008189, 0x00008191, 0x0000819f,
+	0x000081a9, 0x000081b6, 0x000081c9, 0x000081ed,
+	0x0000826d, 0x0000827e, 0x00008286, 0x000082fb,
+	0x0000834f, 0x00008397, 0x000083a6, 0x000083b9,
+	0x000083c5, 0x00008401, 0x0000843b, 0x00008449,
+	0x00008456, 0x00008464, 0x00008472, 0x00008480,
 	// Entry 300 - 31F
-	0x0000840b, 0x00008467, 0x00008474, 0x00008494,
-	0x0000849f, 0x000084b9, 0x000084be, 0x000084cf,
-	0x00008555, 0x0000857a, 0x00008581, 0x0000858a,
-	0x0000859d, 0x000085a7, 0x000085b1, 0x000085bb,
-	0x000085d3, 0x000085e9, 0x000085f5, 0x00008617,
-	0x0000861e, 0x0000862b, 0x0000863c, 0x00008663,
-	0x00008673, 0x00008692, 0x000086b2, 0x0000878a,
-	0x0000886b, 0x000088bf, 0x0000890f, 0x0000896f,
+	0x000084b2, 0x000084e2, 0x0000853e, 0x0000854b,
+	0x0000856b, 0x00008576, 0x00008590, 0x00008595,
+	0x000085a6, 0x0000862c, 0x00008651, 0x00008658,
+	0x00008661, 0x00008674, 0x0000867e, 0x00008688,
+	0x00008692, 0x000086aa, 0x000086c0, 0x000086cc,
+	0x000086ee, 0x000086f5, 0x00008702, 0x00008713,
+	0x0000873a, 0x0000874a, 0x00008769, 0x00008789,
+	0x00008861, 0x00008942, 0x00008996, 0x000089e6,
 	// Entry 320 - 33F
-	0x000089c2, 0x000089fa, 0x00008a2b, 0x00008a7b,
-	0x00008aaf, 0x00008acd, 0x00008aec, 0x00008b0b,
-	0x00008b2b,
-} // Size: 3260 bytes
+	0x00008a46, 0x00008a99, 0x00008ad1, 0x00008b02,
+	0x00008b52, 0x00008b86, 0x00008ba4, 0x00008bc3,
+	0x00008be2, 0x00008c02,
+} // Size: 3264 bytes
 
-const enData string = "" + // Size: 35627 bytes
+const enData string = "" + // Size: 35842 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1556,20 +1557,23 @@ const enData string = "" + // Size: 35627 bytes
 	"ce when an administrator erases it; the audit log keeps the operator act" +
 	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
 	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02You are signed out.\x02The token you" +
-	" signed in with is revoked, and you are signed out: sign in with another" +
-	" one.\x02Your session had ended (inactivity, a sign-out elsewhere, a rev" +
-	"oked token or a restart of the server), so your last action was not appl" +
-	"ied. Sign in again, then repeat it.\x02Your session has ended (inactivit" +
-	"y, a sign-out elsewhere, a token revoked or expired, or a restart of the" +
-	" server). Sign in again.\x02A token in the address is not used: paste it" +
-	" in the field below. The address has put it in your browser’s history, a" +
-	"nd perhaps in a proxy’s logs: if others may read them, have the token re" +
-	"voked and use a new one.\x02Sign in\x02Sign in with an operator, designe" +
-	"r or administrator token.\x02Token\x02The token is checked once and neve" +
-	"r stored in your browser; a session cookie stands for it for up to 8 hou" +
-	"rs of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too " +
-	"many failed sign-ins from your address. Try again in %[1]d second.\x00H" +
+	"copy its link, for the whole id.\x02A token in the address is not used: " +
+	"you are signed in already. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
+	"ste it in the field below. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
+	"igned in with is revoked, and you are signed out: sign in with another o" +
+	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
+	"ed token or a restart of the server), so your last action was not applie" +
+	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
+	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
+	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
+	"or administrator token.\x02Token\x02The token is checked once and never " +
+	"stored in your browser; a session cookie stands for it for up to 8 hours" +
+	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
+	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
 	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
 	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
 	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
@@ -1623,7 +1627,7 @@ const enData string = "" + // Size: 35627 bytes
 	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
 	"."
 
-var frIndex = []uint32{ // 809 elements
+var frIndex = []uint32{ // 810 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1828,34 +1832,34 @@ var frIndex = []uint32{ // 809 elements
 	0x0000984c, 0x00009880, 0x00009898, 0x000098c3,
 	0x0000996c, 0x00009976, 0x000099fe, 0x00009a33,
 	0x00009a74, 0x00009b59, 0x00009cd4, 0x00009dad,
-	0x00009dc6, 0x00009e42, 0x00009f0b, 0x00009f94,
-	0x0000a0b0, 0x0000a0bd, 0x0000a10f, 0x0000a115,
-	0x0000a1c9, 0x0000a279, 0x0000a2ab, 0x0000a2d7,
+	0x00009ec2, 0x00009fde, 0x00009ff7, 0x0000a073,
+	0x0000a13c, 0x0000a1c5, 0x0000a1d2, 0x0000a224,
+	0x0000a22a, 0x0000a2de, 0x0000a38e, 0x0000a3c0,
 	// Entry 2E0 - 2FF
-	0x0000a340, 0x0000a3e7, 0x0000a4a9, 0x0000a4d9,
-	0x0000a4e6, 0x0000a4ec, 0x0000a502, 0x0000a50d,
-	0x0000a514, 0x0000a51f, 0x0000a52d, 0x0000a53a,
-	0x0000a548, 0x0000a561, 0x0000a58e, 0x0000a637,
-	0x0000a64a, 0x0000a654, 0x0000a6e3, 0x0000a744,
-	0x0000a7a0, 0x0000a7b2, 0x0000a7cc, 0x0000a7df,
-	0x0000a81d, 0x0000a859, 0x0000a876, 0x0000a883,
-	0x0000a891, 0x0000a89f, 0x0000a8af, 0x0000a8eb,
+	0x0000a3ec, 0x0000a455, 0x0000a4fc, 0x0000a5be,
+	0x0000a5ee, 0x0000a5fb, 0x0000a601, 0x0000a617,
+	0x0000a622, 0x0000a629, 0x0000a634, 0x0000a642,
+	0x0000a64f, 0x0000a65d, 0x0000a676, 0x0000a6a3,
+	0x0000a74c, 0x0000a75f, 0x0000a769, 0x0000a7f8,
+	0x0000a859, 0x0000a8b5, 0x0000a8c7, 0x0000a8e1,
+	0x0000a8f4, 0x0000a932, 0x0000a96e, 0x0000a98b,
+	0x0000a998, 0x0000a9a6, 0x0000a9b4, 0x0000a9c4,
 	// Entry 300 - 31F
-	0x0000a925, 0x0000a9a2, 0x0000a9ad, 0x0000a9d7,
-	0x0000a9e4, 0x0000aa00, 0x0000aa04, 0x0000aa16,
-	0x0000aad8, 0x0000ab0b, 0x0000ab16, 0x0000ab20,
-	0x0000ab35, 0x0000ab3e, 0x0000ab48, 0x0000ab5d,
-	0x0000ab81, 0x0000ab9b, 0x0000abb0, 0x0000abdc,
-	0x0000abe1, 0x0000abf6, 0x0000ac08, 0x0000ac3d,
-	0x0000ac4e, 0x0000ac7b, 0x0000acaa, 0x0000adcc,
-	0x0000aeee, 0x0000af64, 0x0000afef, 0x0000b07e,
+	0x0000aa00, 0x0000aa3a, 0x0000aab7, 0x0000aac2,
+	0x0000aaec, 0x0000aaf9, 0x0000ab15, 0x0000ab19,
+	0x0000ab2b, 0x0000abed, 0x0000ac20, 0x0000ac2b,
+	0x0000ac35, 0x0000ac4a, 0x0000ac53, 0x0000ac5d,
+	0x0000ac72, 0x0000ac96, 0x0000acb0, 0x0000acc5,
+	0x0000acf1, 0x0000acf6, 0x0000ad0b, 0x0000ad1d,
+	0x0000ad52, 0x0000ad63, 0x0000ad90, 0x0000adbf,
+	0x0000aee1, 0x0000b003, 0x0000b079, 0x0000b104,
 	// Entry 320 - 33F
-	0x0000b0e5, 0x0000b127, 0x0000b16f, 0x0000b1e2,
-	0x0000b22a, 0x0000b258, 0x0000b286, 0x0000b2b9,
-	0x0000b2ec,
-} // Size: 3260 bytes
+	0x0000b193, 0x0000b1fa, 0x0000b23c, 0x0000b284,
+	0x0000b2f7, 0x0000b33f, 0x0000b36d, 0x0000b39b,
+	0x0000b3ce, 0x0000b401,
+} // Size: 3264 bytes
 
-const frData string = "" + // Size: 45804 bytes
+const frData string = "" + // Size: 46081 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2440,86 +2444,89 @@ const frData string = "" + // Size: 45804 bytes
 	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
 	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
 	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
-	"t entier.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous éti" +
-	"ez connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous a" +
-	"vec un autre.\x02Votre session avait pris fin (inactivité, déconnexion a" +
-	"illeurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière " +
-	"action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Vot" +
-	"re session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué o" +
-	"u expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Un jeton dans" +
-	" l’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. " +
-	"L’adresse l’a mis dans l’historique de votre navigateur, et peut-être da" +
-	"ns les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites r" +
-	"évoquer le jeton et utilisez-en un nouveau.\x02Se connecter\x02Connecte" +
-	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
-	"Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans vot" +
-	"re navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heu" +
-	"res d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S" +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d seconde.\x00T\x02Trop de connexions échouées depuis votre adresse. Ré" +
-	"essayez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: " +
-	"il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de " +
-	"rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécuta" +
-	"nt, pour l’API.\x02Seuls les administrateurs voient cette page\u202f: le" +
-	"s jetons, les consommateurs, les destinations, le journal des révélation" +
-	"s et les effacements sont de leur ressort.\x02Jetons du personnel (admin" +
-	"istrateurs, concepteurs, opérateurs) non révoqués. Les jetons des consom" +
-	"mateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa " +
-	"requête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Au" +
-	"cun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pa" +
-	"s encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le je" +
-	"ton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa re" +
-	"quête suivante est refusée et les sessions de console ouvertes avec lui " +
-	"prennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un n" +
-	"ouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec l" +
-	"equel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête " +
-	"suivante est refusée. C’est irréversible.\x02C’est le dernier jeton admi" +
-	"nistrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02" +
-	"Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine r" +
-	"equête sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02" +
-	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression r" +
-	"égulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
-	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
-	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
-	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02auc" +
-	"un exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les " +
-	"révisions %[1]s\x02Des occurrences de la révision %[1]d attendent, et au" +
-	"cun exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont " +
-	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
-	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
-	"essus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et a" +
-	"ucun exécutant connecté ne les prend\u202f: abonnez-y des exécutants don" +
-	"t le consommateur y a droit (un exécutant qui ne nomme aucune révision p" +
-	"rend celles auxquelles son consommateur a droit\u202f; une version de pr" +
-	"ocessus les épingle).\x02Aucun exécutant ne sert cette définition\u202f:" +
-	" ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02" +
-	"Aucun processus n’utilise encore cette définition\u202f: elle aura besoi" +
-	"n d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun p" +
-	"rocessus n’utilise cette définition en mode pull\u202f: Relais appelle s" +
-	"es destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exéc" +
-	"utant n’est connecté pour cette définition\u202f; aucune de ses occurren" +
-	"ces n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécuta" +
-	"nt\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accord" +
-	"ées au consommateur sont prises en charge.\x02Révisions prises en charg" +
-	"e\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à" +
-	" leur consommateur.\x02Toutes les révisions accordées au consommateur so" +
-	"nt prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02" +
-	"Seule la révision %[1]d est prise en charge.\x02Seules les révisions %[1" +
-	"]s sont prises en charge.\x02Seules les révisions %[1]s sont prises en c" +
-	"harge."
+	"t entier.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes " +
+	"déjà connecté. L’adresse l’a mis dans l’historique de votre navigateur, " +
+	"et peut-être dans les journaux d’un proxy\u202f: si d’autres peuvent les" +
+	" lire, faites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton d" +
+	"ans l’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessou" +
+	"s. L’adresse l’a mis dans l’historique de votre navigateur, et peut-être" +
+	" dans les journaux d’un proxy\u202f: si d’autres peuvent les lire, faite" +
+	"s révoquer le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté." +
+	"\x02Le jeton avec lequel vous vous étiez connecté est révoqué, et vous ê" +
+	"tes déconnecté\u202f: connectez-vous avec un autre.\x02Votre session ava" +
+	"it pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
+	"age du serveur)\u202f: votre dernière action n’a pas été appliquée. Reco" +
+	"nnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité," +
+	" déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveu" +
+	"r). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’" +
+	"opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est v" +
+	"érifié une fois et n’est jamais conservé dans votre navigateur\u202f; u" +
+	"n cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 1" +
+	"2\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop " +
+	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
+	"es.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton " +
+	"est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ou" +
+	"vrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls " +
+	"les administrateurs voient cette page\u202f: les jetons, les consommateu" +
+	"rs, les destinations, le journal des révélations et les effacements sont" +
+	" de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, " +
+	"opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec le" +
+	"urs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeto" +
+	"ns du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Der" +
+	"nière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
+	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
+	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
+	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
+	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
+	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
+	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
+	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
+	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
+	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
+	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
+	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
+	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
+	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
+	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
+	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
+	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
+	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
+	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
+	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
+	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
+	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
+	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
+	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
+	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
+	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
+	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
+	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
+	"quelles son consommateur a droit\u202f; une version de processus les épi" +
+	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
+	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
+	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
+	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 87951 bytes (85KiB); checksum: D5AA61DD
+	// Total table size 88451 bytes (86KiB); checksum: E10EFC04
