@@ -223,7 +223,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.BadRequest {
 			nameErrs = append(nameErrs, fe.Errors...)
 		}
-		slices.SortStableFunc(nameErrs, func(a, b fault.FieldError) int { return comparePaths(a.Path, b.Path) })
+		slices.SortStableFunc(nameErrs, func(a, b fault.FieldError) int { return jsontree.ComparePointers(a.Path, b.Path) })
 		return fault.New(fault.BadRequest, "invalid_request", "the request is invalid").WithErrors(nameErrs)
 	}
 	if err != nil {
@@ -321,8 +321,7 @@ func renamePaths(err error, topics []topicJSON, fieldAt [][]int) error {
 				toks[2] = "topicName"
 			case "fields":
 				toks[2] = "variables"
-				toks = variableAt(toks, fieldAt)
-				e.Message = byName(e.Message, toks, topics)
+				e.Message = variableAt(toks, e.Message, topics, fieldAt)
 			}
 			e.Path = jsontree.Pointer("", toks...)
 		}
@@ -331,51 +330,23 @@ func renamePaths(err error, topics []topicJSON, fieldAt [][]int) error {
 	return &out
 }
 
-// variableAt maps the index of a field the engine judged
-// (/topics/N/variables/M, M among the fields subscribed) to the index of
-// its variable in the request, names refused before it left out.
-func variableAt(toks []string, fieldAt [][]int) []string {
-	if len(toks) != 4 {
-		return toks
-	}
-	i, err1 := strconv.Atoi(toks[1])
-	j, err2 := strconv.Atoi(toks[3])
-	if err1 == nil && err2 == nil && i < len(fieldAt) && j < len(fieldAt[i]) {
-		toks[3] = strconv.Itoa(fieldAt[i][j])
-	}
-	return toks
-}
-
-// comparePaths orders pointers as a reader expects: /topics/2 before
-// /topics/10.
-func comparePaths(a, b string) int {
-	ta, _ := jsontree.SplitPointer(a)
-	tb, _ := jsontree.SplitPointer(b)
-	for k := range min(len(ta), len(tb)) {
-		x, errx := strconv.Atoi(ta[k])
-		y, erry := strconv.Atoi(tb[k])
-		switch {
-		case errx == nil && erry == nil && x != y:
-			return x - y
-		case ta[k] != tb[k]:
-			return strings.Compare(ta[k], tb[k])
-		}
-	}
-	return len(ta) - len(tb)
-}
-
-// byName says a variable the engine judged as a declared field's pointer
-// by the name the worker sent (Camunda QA: "nope" came back as
-// `"/nope" has no input at /nope`).
-func byName(msg string, toks []string, topics []topicJSON) string {
+// variableAt rewrites a problem of a field the engine judged
+// (/topics/N/variables/M in toks, M among the fields subscribed): M
+// becomes the index of its variable in the request, names refused before
+// it left out, and msg says the variable by the name the worker sent
+// (Camunda QA: "nope" came back as `"/nope" has no input at /nope`),
+// which it returns.
+func variableAt(toks []string, msg string, topics []topicJSON, fieldAt [][]int) string {
 	if len(toks) != 4 {
 		return msg
 	}
 	i, err1 := strconv.Atoi(toks[1])
 	j, err2 := strconv.Atoi(toks[3])
-	if err1 != nil || err2 != nil || i >= len(topics) || j >= len(topics[i].Variables) {
+	if err1 != nil || err2 != nil || i >= len(fieldAt) || j >= len(fieldAt[i]) {
 		return msg
 	}
+	j = fieldAt[i][j]
+	toks[3] = strconv.Itoa(j)
 	name := topics[i].Variables[j]
 	pointer := jsontree.Pointer("", name)
 	msg = strings.Replace(msg, strconv.Quote(pointer)+" has no input at "+pointer, strconv.Quote(name)+" is no input's name", 1)

@@ -542,7 +542,7 @@ func normalize(vs []Violation) []Violation {
 		return nil
 	}
 	sort.Slice(vs, func(i, j int) bool {
-		if c := comparePointers(vs[i].Path, vs[j].Path); c != 0 {
+		if c := jsontree.ComparePointers(vs[i].Path, vs[j].Path); c != 0 {
 			return c < 0
 		}
 		return vs[i].Message < vs[j].Message
@@ -554,43 +554,6 @@ func normalize(vs []Violation) []Violation {
 		}
 	}
 	return out
-}
-
-// comparePointers orders pointers token by token, numeric tokens by value.
-func comparePointers(a, b string) int {
-	for a != "" && b != "" {
-		var ta, tb string
-		ta, a = nextToken(a)
-		tb, b = nextToken(b)
-		if ta == tb {
-			continue
-		}
-		na, ea := strconv.Atoi(ta)
-		nb, eb := strconv.Atoi(tb)
-		if ea == nil && eb == nil && na != nb {
-			if na < nb {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(ta, tb)
-	}
-	switch {
-	case a == "" && b == "":
-		return 0
-	case a == "":
-		return -1
-	}
-	return 1
-}
-
-// nextToken splits "/a/b" into "a" and "/b".
-func nextToken(p string) (string, string) {
-	p = p[1:]
-	if i := strings.IndexByte(p, '/'); i >= 0 {
-		return p[:i], p[i:]
-	}
-	return p, ""
 }
 
 // Cache holds compiled validators keyed by revision digest, so that each

@@ -54,3 +54,41 @@ func SplitPointer(p string) ([]string, error) {
 	}
 	return parts, nil
 }
+
+// ComparePointers orders pointers token by token, numeric tokens by
+// value, as a reader expects: /items/2 before /items/10.
+func ComparePointers(a, b string) int {
+	for a != "" && b != "" {
+		var ta, tb string
+		ta, a = nextToken(a)
+		tb, b = nextToken(b)
+		if ta == tb {
+			continue
+		}
+		na, ea := strconv.Atoi(ta)
+		nb, eb := strconv.Atoi(tb)
+		if ea == nil && eb == nil && na != nb {
+			if na < nb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(ta, tb)
+	}
+	switch {
+	case a == "" && b == "":
+		return 0
+	case a == "":
+		return -1
+	}
+	return 1
+}
+
+// nextToken splits "/a/b" into "a" and "/b".
+func nextToken(p string) (string, string) {
+	p = p[1:]
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
+}
