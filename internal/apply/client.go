@@ -731,6 +731,12 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 			return Result{}, err
 		}
 	}
+	// published is the result of the version said, with what is said of
+	// every version published: what it breaks and changes, and its notes.
+	published := func(version string) Result {
+		return Result{Doc: d, Action: "published", Detail: version + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
+			Changes: changes, Since: latest, Notes: c.looser(ctx, parsed, pl)}
+	}
 	if dryRun {
 		// The server runs every publication check without storing.
 		var plan struct {
@@ -750,8 +756,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 			if err := c.checkAgainstPlan(ctx, parsed, pl, rest); err != nil {
 				return Result{}, err
 			}
-			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-				Changes: changes, Since: latest, Notes: c.looser(ctx, parsed, pl)}, nil
+			return published(fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1)), nil
 		}
 		if parsed != nil && pl.putsDestinationOf(parsed) {
 			// The server judged the nodes' timeouts against its
@@ -762,8 +767,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 				return Result{}, err
 			}
 		}
-		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-			Changes: changes, Since: latest, Notes: c.looser(ctx, parsed, pl)}, nil
+		return published(fmt.Sprintf("version %d", plan.Version)), nil
 	}
 	var out struct {
 		Version int `json:"version"`
@@ -776,8 +780,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		// the same, under the version said.
 		return Result{}, err
 	}
-	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-		Changes: changes, Since: latest, Notes: c.looser(ctx, parsed, pl)}, nil
+	return published(fmt.Sprintf("version %d", out.Version)), nil
 }
 
 // looser lists the bindings of p that admit values their fields refuse
@@ -1284,6 +1287,15 @@ type planResolver struct {
 	c   *Client
 	pl  plan
 	err error // the first failure to read the server
+	// read holds the revisions read from the server: Looser asks again
+	// for each binding from an earlier node's outputs.
+	read map[revisionRef]contracts.Working
+}
+
+// revisionRef names a definition's revision.
+type revisionRef struct {
+	key string
+	n   int
 }
 
 func (r *planResolver) Revision(key string, n int) (contracts.Working, bool) {
@@ -1292,6 +1304,21 @@ func (r *planResolver) Revision(key string, n int) (contracts.Working, bool) {
 			return w, true
 		}
 	}
+	if w, ok := r.read[revisionRef{key, n}]; ok {
+		return w, true
+	}
+	w, ok := r.fetch(key, n)
+	if ok {
+		if r.read == nil {
+			r.read = map[revisionRef]contracts.Working{}
+		}
+		r.read[revisionRef{key, n}] = w
+	}
+	return w, ok
+}
+
+// fetch reads revision n of key from the server.
+func (r *planResolver) fetch(key string, n int) (contracts.Working, bool) {
 	doc, err := r.c.document(r.ctx, "/api/v1/definitions/"+esc(key)+"/revisions/"+strconv.Itoa(n))
 	if err != nil {
 		if !isNotFound(err) && r.err == nil {
