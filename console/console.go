@@ -247,15 +247,14 @@ func redirectToSignIn(w http.ResponseWriter, r *http.Request, ended bool) {
 	q := url.Values{}
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path != basePath && r.URL.Path != basePath+"/":
-		next := *r.URL
-		if nq := next.Query(); nq.Has("token") {
+		next := r.URL.RequestURI()
+		if r.URL.Query().Has("token") {
 			// A token in the address is not carried on into the next
 			// one (verifier QA), and sign-in says where it went.
-			nq.Del("token")
-			next.RawQuery = nq.Encode()
+			next = withoutParam(r.URL, "token")
 			q.Set(addressTokenParam, "1")
 		}
-		q.Set("next", next.RequestURI())
+		q.Set("next", next)
 	case r.Method == http.MethodPost:
 		if from := postedFrom(r); from != "" {
 			q.Set("next", withDraftReason(w, r, from))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -59,12 +60,6 @@ func supportedTag(code string) (language.Tag, bool) {
 	return language.Tag{}, false
 }
 
-// supportedTagOK reports whether code names a supported language.
-func supportedTagOK(code string) bool {
-	_, ok := supportedTag(code)
-	return ok
-}
-
 // negotiate picks the request's language: the switcher's cookie, else the
 // best Accept-Language match, else English.
 func negotiate(r *http.Request) language.Tag {
@@ -87,20 +82,27 @@ func negotiate(r *http.Request) language.Tag {
 	return supported[0]
 }
 
+// withoutParam is u's request URI without the query parameter name.
+func withoutParam(u *url.URL, name string) string {
+	q := u.Query()
+	q.Del(name)
+	out := *u
+	out.RawQuery = q.Encode()
+	return out.RequestURI()
+}
+
 // withLanguage puts the negotiated locale in the request's context. A
 // page asked for with ?lang=fr (a link shared in a language: designer QA)
 // is the switcher's: the choice is remembered, and the page served again
 // without the parameter, which no page's filters take.
 func withLanguage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if q := r.URL.Query(); q.Has(langCookie) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			if code := strings.ToLower(q.Get(langCookie)); supportedTagOK(code) {
+		if r.URL.Query().Has(langCookie) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			code := strings.ToLower(r.URL.Query().Get(langCookie))
+			if _, ok := supportedTag(code); ok {
 				http.SetCookie(w, preferenceCookie(r, langCookie, code, langCookieAge))
 			}
-			q.Del(langCookie)
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			http.Redirect(w, r, withoutParam(r.URL, langCookie), http.StatusSeeOther)
 			return
 		}
 		ctx := context.WithValue(r.Context(), localeKey{}, newLocale(negotiate(r)))

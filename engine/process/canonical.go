@@ -63,12 +63,8 @@ func appendNode(b []byte, n *Node) []byte {
 	b = jsontree.AppendString(b, string(n.Kind))
 	switch n.Kind {
 	case KindEnd:
-		status := n.Status
-		if status == "" {
-			status = StatusCompleted
-		}
 		b = append(b, `,"status":`...)
-		b = jsontree.AppendString(b, status)
+		b = jsontree.AppendString(b, endStatus(n))
 	case KindPull, KindPush:
 		b = append(b, `,"definition":`...)
 		b = jsontree.AppendString(b, n.Definition)

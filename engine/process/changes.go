@@ -63,6 +63,8 @@ func describeNode(n *Node) string {
 	return fmt.Sprintf("%s %s@%d", n.Kind, n.Definition, n.Revision)
 }
 
+// endStatus is the status an end node sets: its own, completed when a
+// hand-built node has none.
 func endStatus(n *Node) string {
 	if n.Status == "" {
 		return StatusCompleted
