@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
+
 	"github.com/relais/relais/internal/relaistest"
 )
 
@@ -64,6 +66,82 @@ func TestHeldInstancePage(t *testing.T) {
 		page := signedIn(t, other.URL, lang, other.Operator).mustGet("/console/instances/"+abandoned, 200)
 		if got, want := text(page, "step-next"), []string{"held, then abandoned by an operator", "bloquée, puis abandonnée par un opérateur"}[i]; got != want {
 			t.Errorf("%s: after abandon, the failed crm step leads to %q, want %q", lang, got, want)
+		}
+	}
+}
+
+// TestFailureHoldingItsInstanceIsMarked: in the tasks list, a failure its
+// instance is held at (an incident) is marked and leads to the instance's
+// actions; a failure the instance went past along the node's error path,
+// to be held at a later node, is not, and its page says the instance is
+// held further on, not here.
+func TestFailureHoldingItsInstanceIsMarked(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	doc := relaistest.CRMProcess(nil)
+	nodes := doc["nodes"].(map[string]any)
+	crm := nodes["crm"].(map[string]any)
+	crm["on_error"] = map[string]any{"*": "crm_again"}
+	again := map[string]any{}
+	for k, v := range crm {
+		again[k] = v
+	}
+	again["on_error"] = map[string]any{"CRM_LOCKED": "hold", "*": "failed"}
+	nodes["crm_again"] = again
+	env.Process("crm_twice", doc)
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	id := env.Must(201, "POST", "/api/v1/processes/crm_twice/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	failNext := func(code string) string {
+		occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+		if len(occ) != 1 {
+			t.Fatalf("fetch: %v", occ)
+		}
+		occID := occ[0].(map[string]any)["id"].(string)
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+occID+"/fail", consumer, map[string]any{"worker_id": "w",
+			"error_code": code, "message": "no", "retryable": false})
+		return occID
+	}
+	past, holding := failNext("CRM_DOWN"), failNext("CRM_LOCKED")
+	if s := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)["status"]; s != "held" {
+		t.Fatalf("instance %v, want held", s)
+	}
+
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		list := b.mustGet("/console/occurrences?status=failed", 200)
+		marks := map[string]string{}
+		list.doc.Find(`[data-testid=occurrence-row]`).Each(func(_ int, row *goquery.Selection) {
+			occID, _ := row.Attr("data-id")
+			mark := row.Find(`[data-testid=occurrence-holds]`)
+			href, _ := mark.Attr("href")
+			marks[occID] = strings.TrimSpace(mark.Text()) + " " + href
+		})
+		if got, want := marks[holding], []string{"instance held here", "instance bloquée ici"}[i]+" /console/instances/"+id+"#actions"; got != want {
+			t.Errorf("%s: the failure holding its instance is marked %q, want %q", lang, got, want)
+		}
+		if got := marks[past]; strings.TrimSpace(got) != "" {
+			t.Errorf("%s: the failure the instance went past is marked %q, want nothing", lang, got)
+		}
+		if len(marks) != 2 {
+			t.Errorf("%s: %d failed rows, want 2", lang, len(marks))
+		}
+
+		page := b.mustGet("/console/occurrences/"+past, 200)
+		if got, want := text(page, "state-note"), []string{"later node", "nœud suivant"}[i]; !strings.Contains(got, want) {
+			t.Errorf("%s: the page of the failure gone past says %q, want it held at a %q", lang, got, want)
+		}
+		if page.doc.Find(`[data-testid=instance-actions-link]`).Length() != 0 {
+			t.Errorf("%s: the failure gone past offers its instance's actions as if it held it", lang)
+		}
+		page = b.mustGet("/console/occurrences/"+holding, 200)
+		if got, want := text(page, "state-note"), []string{"held here", "bloquée ici"}[i]; !strings.Contains(got, want) {
+			t.Errorf("%s: the holding failure's page says %q, want %q", lang, got, want)
+		}
+		if page.doc.Find(`[data-testid=instance-actions-link]`).Length() != 1 {
+			t.Errorf("%s: the holding failure's page does not lead to its instance's actions", lang)
 		}
 	}
 }

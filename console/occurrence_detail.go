@@ -183,12 +183,22 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	if err != nil {
 		return occurrenceView{}, err
 	}
+	holds := false
+	if inst.Status == engine.InstanceHeld && o.Status == engine.StatusFailed {
+		// Held here, or past this failure along an error path and held
+		// at a later node: only the instance's latest failure holds it.
+		held, err := c.eng.HoldingInstance(ctx, []uuid.UUID{o.ID})
+		if err != nil {
+			return occurrenceView{}, err
+		}
+		holds = held[o.ID]
+	}
 	push := o.Mode == "push"
 	limits, destCap := c.eng.ProcessLimits(), c.destinationCap(ctx, o)
 	v := occurrenceView{
 		Chrome:          c.liveChrome(r, T(ctx, "Occurrence %s", id), "occurrences"),
 		SummaryLabel:    T(ctx, "Summary"),
-		Summary:         c.occurrenceSummary(ctx, o, inst),
+		Summary:         c.occurrenceSummary(ctx, o, inst, holds),
 		DatesLabel:      T(ctx, "Dates"),
 		Dates:           occurrenceDates(ctx, o),
 		PolicyLabel:     T(ctx, "Policy"),
@@ -223,11 +233,11 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		budget := engine.CallBudget(*o.Timeout, destCap, limits.MaxPushTimeout)
 		called.Timeout = &budget
 	}
-	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, called, inst, stop)
+	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, called, inst, holds, stop)
 	if v.StateNote == "" {
 		v.StateNote = c.nobodyTakes(ctx, o, rev)
 	}
-	if inst.Status == engine.InstanceHeld && o.Status == engine.StatusFailed {
+	if holds {
 		v.ActionHref, v.ActionLabel = instanceHref(inst.ID)+"#actions", T(ctx, "Retry or abandon it from its instance")
 	}
 	v.AttemptsSummary = c.attemptsSummary(ctx, o, inst)
@@ -254,7 +264,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 
 // occurrenceSummary is what the occurrence is: where it comes from, its
 // state, and its last error.
-func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, inst engine.Instance) []fact {
+func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, inst engine.Instance, holds bool) []fact {
 	fs := []fact{
 		{Label: T(ctx, "Definition"), Value: definitionAtRevision(ctx, o.Definition, o.Revision),
 			Href: revisionHref(o.Definition, o.Revision), TestID: "definition-link"},
@@ -270,7 +280,7 @@ func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, in
 	if o.Route != nil {
 		fs = append(fs, fact{Label: T(ctx, "Route"), Value: *o.Route, Code: true, TestID: "route"})
 	}
-	fs = append(fs, c.lastError(ctx, o, inst)...)
+	fs = append(fs, c.lastError(ctx, o, holds)...)
 	// Kept once settled: who waited for what, and how long, is the
 	// history an operator reads after a person's decision.
 	if o.DeferReason != nil {
@@ -500,8 +510,9 @@ func occurrenceDates(ctx context.Context, o engine.Occurrence) []fact {
 // which attempt, while it matters (the occurrence failed, or waits to be
 // tried again after it); a completed occurrence's earlier failures stay in
 // its attempts. Advice to check before retrying is given only while it
-// may be retried: its instance held, or a retry of its own due.
-func (c *Console) lastError(ctx context.Context, o engine.Occurrence, inst engine.Instance) []fact {
+// may be retried: its instance held at it (holds), or a retry of its own
+// due.
+func (c *Console) lastError(ctx context.Context, o engine.Occurrence, holds bool) []fact {
 	if o.ErrorCode == nil || o.Status == engine.StatusCompleted {
 		return nil
 	}
@@ -529,7 +540,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence, inst engin
 	case n == 0:
 		label = T(ctx, "Error (before any attempt)")
 	}
-	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o, inst.Status == engine.InstanceHeld || o.Status == engine.StatusAvailable, true)}}
+	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o, holds || o.Status == engine.StatusAvailable, true)}}
 	if f, ok := errorMessageFact(ctx, code, &o); ok {
 		fs = append(fs, f)
 	}
@@ -787,8 +798,9 @@ func (c *Console) nobodyTakes(ctx context.Context, o engine.Occurrence, rev *eng
 }
 
 // occurrenceState says in words what the occurrence is doing or waiting
-// for, with the instant that matters and how far it is.
-func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Instance, stop *engine.OperatorAction) (string, timeView, string) {
+// for, with the instant that matters and how far it is. holds says a
+// failed o is the failure its held instance waits at.
+func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Instance, holds bool, stop *engine.OperatorAction) (string, timeView, string) {
 	now := prefsOf(ctx).now
 	var last *engine.Attempt
 	if n := len(o.AttemptList); n > 0 {
@@ -848,10 +860,12 @@ func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Insta
 	case engine.StatusFailed:
 		t := formatTimePtr(ctx, o.SettledAt)
 		note := ""
-		switch inst.Status {
-		case engine.InstanceHeld:
+		switch {
+		case holds:
 			note = T(ctx, "Its instance is held here, waiting for an operator.")
-		case engine.InstanceRunning:
+		case inst.Status == engine.InstanceHeld:
+			note = T(ctx, "Its instance went on along the node’s error path, and is held at a later node.")
+		case inst.Status == engine.InstanceRunning:
 			note = T(ctx, "Its instance went on along the node’s error path.")
 		}
 		return T(ctx, "Failed (%s).", t.Rel), t, note

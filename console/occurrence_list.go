@@ -186,6 +186,10 @@ type occurrenceRow struct {
 	When                     timeView
 	Created                  timeView
 	InstanceID, InstanceHref string
+	// Holds marks a failure its instance is held at (an incident), which
+	// the status alone reads as one that failed its instance; HoldsHref
+	// leads to the instance's actions.
+	Holds, HoldsHref string
 }
 
 // occurrenceHeads are the column names, also each card's labels.
@@ -307,9 +311,24 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		var failed []uuid.UUID
+		for _, o := range occs {
+			if o.Status == engine.StatusFailed {
+				failed = append(failed, o.ID)
+			}
+		}
+		holding, err := c.eng.HoldingInstance(ctx, failed)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
 		ids := make([]string, len(occs))
 		for i, o := range occs {
-			v.Rows = append(v.Rows, occurrenceRowOf(ctx, o))
+			row := occurrenceRowOf(ctx, o)
+			if holding[o.ID] {
+				row.Holds, row.HoldsHref = T(ctx, "instance held here"), instanceHref(o.InstanceID)+"#actions"
+			}
+			v.Rows = append(v.Rows, row)
 			ids[i] = o.ID.String()
 		}
 		cur := f.Page

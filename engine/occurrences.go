@@ -292,3 +292,22 @@ func (e *Engine) InstanceOccurrences(ctx context.Context, id uuid.UUID) ([]Occur
 	}
 	return e.observations(ctx, xs)
 }
+
+// HoldingInstance returns, of the given occurrences, the failed ones their
+// instance is held at (an incident): its latest failure while it is held.
+// An earlier failure the instance went past along an error path is not
+// one, though its instance may be held elsewhere now.
+func (e *Engine) HoldingInstance(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	held, err := e.q.OccurrencesHoldingInstance(ctx, ids)
+	if err != nil {
+		return nil, wrap("occurrences holding their instance", err)
+	}
+	out := make(map[uuid.UUID]bool, len(held))
+	for _, id := range held {
+		out[id] = true
+	}
+	return out, nil
+}

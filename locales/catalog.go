@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             334,
 	"%d (0 lowest, 9 highest)":                 505,
 	"%d attempts":                              514,
-	"%d attempts, retry after %s, priority %d": 694,
+	"%d attempts, retry after %s, priority %d": 696,
 	"%d breaking":                              254,
 	"%d changes":                               253,
 	"%d completed":                             332,
@@ -55,16 +55,16 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     343,
 	"%d held instances match now.":             63,
 	"%d hours":                                 359,
-	"%d items":                                 771,
+	"%d items":                                 773,
 	"%d left":                                  516,
 	"%d min":                                   342,
 	"%d minutes":                               360,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 90,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              769,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              771,
 	"%d ms": 362,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         682,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 681,
-	"%d occurrences": 617,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         684,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 683,
+	"%d occurrences": 619,
 	"%d of them are held at a push call that ended outcome_unknown or deadline_exceeded: it may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 89,
 	"%d releases":                             273,
 	"%d running instances match now.":         70,
@@ -72,17 +72,17 @@ var messageKeyToIndex = map[string]int{
 	"%d s":       341,
 	"%d seconds": 361,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 104,
-	"%s (a fixed offset, no daylight saving time)":                                     649,
-	"%s (deferred; settled by %s)":                                                     580,
-	"%s (deferred; settled with its settle token)":                                     578,
-	"%s (deferred; settled with its settle token, as %s)":                              579,
+	"%s (a fixed offset, no daylight saving time)":                                     651,
+	"%s (deferred; settled by %s)":                                                     581,
+	"%s (deferred; settled with its settle token)":                                     579,
+	"%s (deferred; settled with its settle token, as %s)":                              580,
 	"%s (token #%d, %s)":                                                               105,
-	"%s = %s":                                                                          688,
+	"%s = %s":                                                                          690,
 	"%s ago":                                                                           339,
-	"%s at %s":                                                                         584,
-	"%s so far":                                                                        576,
-	"%s ← %s":                                                                          687,
-	"%s → %s":                                                                          689,
+	"%s at %s":                                                                         585,
+	"%s so far":                                                                        577,
+	"%s ← %s":                                                                          689,
+	"%s → %s":                                                                          691,
 	"%s, %s: %s":                                                                       304,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         509,
 	"%s, cut to %s by the destination’s max_timeout":                                   508,
@@ -92,26 +92,26 @@ var messageKeyToIndex = map[string]int{
 	"%s, version %s":                          470,
 	"%s: %s":                                  331,
 	"%s: %s → %s":                             261,
-	"%s: a date is written 2026-12-01.":       633,
+	"%s: a date is written 2026-12-01.":       635,
 	"%s: every revision, present and future":  199,
 	"%s: revision %s":                         200,
 	"%s: revisions %s":                        201,
-	"%s: the first day comes after the last.": 634,
+	"%s: the first day comes after the last.": 636,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 506,
 	"%s–%s":                         330,
-	"(%d characters in all)":        773,
+	"(%d characters in all)":        775,
 	"(%d handed back, not counted)": 515,
-	"(each item)":                   759,
-	"(in %s)":                       772,
+	"(each item)":                   761,
+	"(in %s)":                       774,
 	"(worker %s)":                   564,
 	"0 seconds":                     357,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            736,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            738,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 553,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       306,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 644,
-	"A revision is a definition’s: choose the definition too.": 600,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 724,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   723,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 646,
+	"A revision is a definition’s: choose the definition too.": 601,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 726,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   725,
 	"A version is a process’s: choose the process too.":              402,
 	"Abandon %d instances":                                           67,
 	"Abandon every held instance this filter matches":                65,
@@ -126,12 +126,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 407,
 	"Action":                              108,
 	"All actions":                         123,
-	"All consumers":                       614,
+	"All consumers":                       615,
 	"All definitions":                     323,
 	"All its tasks":                       198,
 	"All processes":                       413,
 	"All statuses":                        415,
-	"All workers":                         786,
+	"All workers":                         788,
 	"An operator abandoned the instance.": 552,
 	"Any definition":                      414,
 	"Apply filters":                       120,
@@ -147,8 +147,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 174,
 	"Back to the instance":             32,
 	"Back to the list":                 58,
-	"Back to the occurrence":           705,
-	"Back without saving":              646,
+	"Back to the occurrence":           707,
+	"Back without saving":              648,
 	"Breaks processes":                 230,
 	"Breaks workers":                   231,
 	"Bulk %s applied to %d instances.": 103,
@@ -161,20 +161,20 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    507,
 	"Calls":                           284,
 	"Calls signed (Relais-Signature)": 286,
-	"Camunda 7 facade":                790,
-	"Cancelled: the instance was stopped (%s).":               575,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 574,
+	"Camunda 7 facade":                792,
+	"Cancelled: the instance was stopped (%s).":               576,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 575,
 	"Cannot act on this filter":                               91,
 	"Cannot act on this instance":                             31,
-	"Cannot reveal":                                           706,
+	"Cannot reveal":                                           708,
 	"Change":                                                  228,
 	"Changes between the two revisions":                       240,
 	"Changes of the Working copy since revision %d":           249,
 	"Choose two existing revisions to compare.":               250,
 	"Classification":                                          207,
 	"Clear filters":                                           121,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            676,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 664,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            678,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 666,
 	"Compare":              227,
 	"Compare revisions":    223,
 	"Completed":            326,
@@ -183,16 +183,16 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    324,
 	"Completions and failures per 5-minute slot, oldest first": 328,
 	"Completions and failures, last hour":                      307,
-	"Connected":                                                782,
+	"Connected":                                                784,
 	"Constraints":                                              208,
 	"Consumer":                                                 476,
-	"Consumer and worker":                                      611,
+	"Consumer and worker":                                      612,
 	"Consumers":                                                145,
 	"Consumers, oldest first":                                  187,
 	"Counting the occurrences; the counts appear when you reload the page.": 202,
 	"Counts are unavailable right now.":                                     203,
-	"Counts as of %s (%s); refreshed every few seconds.":                    701,
-	"Counts by status": 606,
+	"Counts as of %s (%s); refreshed every few seconds.":                    703,
+	"Counts by status": 607,
 	"Created":          373,
 	"Created from":     84,
 	"Created on":       191,
@@ -208,7 +208,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          99,
 	"Definitions":                                143,
 	"Definitions by key":                         268,
-	"Definitions served":                         780,
+	"Definitions served":                         782,
 	"Definitions, those needing attention first": 308,
 	"Description":                                209,
 	"Destination":                                488,
@@ -219,14 +219,14 @@ var messageKeyToIndex = map[string]int{
 	"Did you mean “%s”?":                         94,
 	"Digest":                                     243,
 	"Display settings":                           151,
-	"Display settings saved.":                    652,
+	"Display settings saved.":                    654,
 	"Display settings: ":                         152,
 	"Duration":                                   480,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 305,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  73,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     66,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 62,
-	"Earlier attempt:":          620,
+	"Earlier attempt:":          622,
 	"End node":                  396,
 	"End node or error":         411,
 	"Ended":                     392,
@@ -235,21 +235,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 290,
 	"Erase this instance…": 383,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 294,
-	"Error":                      610,
+	"Error":                      611,
 	"Error (before any attempt)": 533,
 	"Error (the deadline passed after attempt %d)": 532,
 	"Error code":       82,
 	"Error message":    483,
-	"Every %d seconds": 651,
+	"Every %d seconds": 653,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 525,
 	"Every attempt, oldest first": 475,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 115,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  709,
-	"Expired token":                        746,
-	"Expires":                              743,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  711,
+	"Expired token":                        748,
+	"Expires":                              745,
 	"External tasks":                       138,
 	"Failed":                               312,
-	"Failed (%s).":                         573,
+	"Failed (%s).":                         574,
 	"Failed at node":                       398,
 	"Failed occurrence":                    394,
 	"Failed, last hour":                    315,
@@ -260,7 +260,7 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 142,
 	"Find an instance or occurrence":       140,
 	"Finished":                             479,
-	"First page":                           630,
+	"First page":                           632,
 	"Follow it in the audit log (new tab)": 60,
 	"Form not received":                    177,
 	"Form refused":                         172,
@@ -269,9 +269,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     251,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 51,
 	"Grants":                  190,
-	"Graph":                   663,
-	"Graph of %s":             680,
-	"HTTP 2xx, unusable body": 590,
+	"Graph":                   665,
+	"Graph of %s":             682,
+	"HTTP 2xx, unusable body": 591,
 	"Headers sent":            280,
 	"Health":                  137,
 	"Held at a node of":       83,
@@ -279,49 +279,50 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                395,
 	"Held instances":          311,
 	"ID":                      188,
-	"In flight":               781,
+	"In flight":               783,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 325,
 	"Inputs": 233,
-	"Inputs an instance of this version is started with": 674,
-	"Inputs from":                672,
+	"Inputs an instance of this version is started with": 676,
+	"Inputs from":                674,
 	"Inputs of revision %d":      244,
 	"Inputs of the working copy": 235,
 	"Inputs the instance was started with, labelled by process version %d's contract": 381,
 	"Inputs, labelled by revision %d's contract":                                      517,
 	"Instance":                  410,
 	"Instances":                 87,
-	"Instances of this version": 675,
+	"Instances of this version": 677,
 	"Invalid request":           162,
-	"It takes every revision its consumer is granted.": 802,
-	"It takes revision %d only.":                       805,
-	"It takes revisions %s only.":                      807,
+	"It takes every revision its consumer is granted.": 804,
+	"It takes revision %d only.":                       807,
+	"It takes revisions %s only.":                      809,
 	"Its calls":                                        285,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 291,
-	"Its instance is held here, waiting for an operator.": 571,
-	"Its instance went on along the node’s error path.":   572,
+	"Its instance is held here, waiting for an operator.":                            571,
+	"Its instance went on along the node’s error path, and is held at a later node.": 572,
+	"Its instance went on along the node’s error path.":                              573,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               751,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               753,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          43,
 	"Jan":                     345,
 	"Jul":                     351,
 	"Jun":                     350,
-	"Keep it":                 753,
+	"Keep it":                 755,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       287,
 	"Key":                     269,
-	"Kind":                    667,
+	"Kind":                    669,
 	"Language":                134,
 	"Last changed":            282,
 	"Last error (attempt %d)": 531,
 	"Last reserved":           528,
 	"Last saved":              214,
-	"Last seen":               783,
-	"Last used":               742,
+	"Last seen":               785,
+	"Last used":               744,
 	"Latest revision":         270,
 	"Lists every change from one revision to another, and whom it may break.": 224,
-	"Local time in %s": 648,
+	"Local time in %s": 650,
 	"Lock expired %s — waiting to be offered again.": 561,
 	"Lock expires":    529,
 	"Longest timeout": 281,
@@ -330,19 +331,19 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                 347,
 	"Maximum attempts":    499,
 	"May":                 349,
-	"Message":             608,
-	"Message from Relais": 598,
-	"Message from Relais, quoting the destination’s answer":            597,
-	"Message from the worker (its own words, protected values masked)": 596,
-	"Method not allowed": 713,
+	"Message":             609,
+	"Message from Relais": 599,
+	"Message from Relais, quoting the destination’s answer":            598,
+	"Message from the worker (its own words, protected values masked)": 597,
+	"Method not allowed": 715,
 	"Mode":               497,
-	"More filters: instance, revision, consumer, destination, dates": 602,
+	"More filters: instance, revision, consumer, destination, dates": 603,
 	"Name":                    189,
-	"Never":                   650,
+	"Never":                   652,
 	"Next attempt":            527,
-	"Next attempt or settled": 612,
+	"Next attempt or settled": 613,
 	"Next node":               372,
-	"Next page":               629,
+	"Next page":               631,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 127,
 	"No consumer yet.": 184,
 	"No definition %s has occurrences: check the key, or show all definitions.": 322,
@@ -351,43 +352,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        272,
 	"No destination yet.":                                                       274,
 	"No inputs.":                                                                234,
-	"No inputs: an instance starts with an empty object.":                       673,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  722,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 720,
+	"No inputs: an instance starts with an empty object.":                       675,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  724,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 722,
 	"No instance matches these filters.": 412,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 721,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 723,
 	"No live worker takes %s now (Workers page).":                                               555,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 556,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           557,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          558,
 	"No more consumers.":                                   185,
 	"No more destinations.":                                275,
-	"No occurrence matches these filters.":                 613,
+	"No occurrence matches these filters.":                 614,
 	"No operator action matches.":                          122,
 	"No operator has acted on this instance.":              377,
 	"No outputs yet: the occurrence has not completed.":    520,
 	"No outputs.":                                          237,
 	"No outputs: the occurrence ended without completing.": 522,
 	"No process has the key “%s”.":                         96,
-	"No process is published yet.":                         659,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             799,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             798,
+	"No process is published yet.":                         661,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             801,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             800,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    76,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 132,
 	"No release yet.": 218,
 	"No revision yet: the Working copy has never been snapshotted.": 216,
-	"No token.":              740,
-	"No value was revealed.": 711,
+	"No token.":              742,
+	"No value was revealed.": 713,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              487,
 	"No worker has reserved this occurrence yet.":                                        484,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 800,
-	"No worker is connected.":           784,
-	"No worker serves this definition.": 787,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 797,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 802,
+	"No worker is connected.":           786,
+	"No worker serves this definition.": 789,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 799,
 	"Node":                  369,
-	"Nodes":                 665,
-	"Nodes of this version": 677,
-	"Nodes of this version, with their occurrences now": 666,
+	"Nodes":                 667,
+	"Nodes of this version": 679,
+	"Nodes of this version, with their occurrences now": 668,
 	"Nodes reached, in order":                           368,
 	"Not allowed":                                       160,
 	"Not found":                                         170,
@@ -395,25 +396,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 167,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 168,
 	"Nothing to do: no instance this action applies to matches the filter.": 75,
-	"Nothing to find: the search box is empty.":                             718,
+	"Nothing to find: the search box is empty.":                             720,
 	"Nothing was done.":        30,
 	"Nov":                      355,
 	"Now":                      493,
 	"Occurrence":               370,
 	"Occurrence %s":            471,
 	"Occurrence offered again": 111,
-	"Occurrences now":          671,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          795,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 796,
-	"Occurrences, newest first": 607,
+	"Occurrences now":          673,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          797,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 798,
+	"Occurrences, newest first": 608,
 	"Oct":                       354,
 	"Offered from %s — %s.":     560,
 	"Oldest claimable waits":    313,
-	"On error":                  670,
-	"On success":                669,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         707,
-	"Only administrators may reveal a sensitive value.":                                                           702,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 737,
+	"On error":                  672,
+	"On success":                671,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         709,
+	"Only administrators may reveal a sensitive value.":                                                           704,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 739,
 	"Open":             310,
 	"Operator actions": 365,
 	"Operator actions on this instance, newest first": 378,
@@ -423,30 +424,30 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          245,
 	"Outputs of the working copy":                     238,
 	"Outputs, labelled by revision %d's contract":     519,
-	"Pages": 627,
-	"Paste your token in the field: it is empty.": 734,
+	"Pages": 629,
+	"Paste your token in the field: it is empty.": 736,
 	"Path":                            366,
 	"Pause reloading":                 159,
-	"Pinned revision":                 668,
+	"Pinned revision":                 670,
 	"Policy":                          473,
-	"Previous page":                   628,
+	"Previous page":                   630,
 	"Priority":                        504,
 	"Process":                         78,
-	"Process %s":                      661,
+	"Process %s":                      663,
 	"Process %s has no version %d.":   95,
-	"Process and node":                609,
+	"Process and node":                610,
 	"Process inputs":                  380,
 	"Process instance":                110,
 	"Process instance %s":             363,
 	"Process instances":               405,
 	"Process instances, newest first": 409,
 	"Processes":                       139,
-	"Processes by key":                657,
-	"Protocol":                        779,
+	"Processes by key":                659,
+	"Protocol":                        781,
 	"Published":                       222,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 655,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       656,
-	"Push destination": 603,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 657,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       658,
+	"Push destination": 604,
 	"Reason":           109,
 	"Reason (recorded in the audit log for every instance)": 57,
 	"Reason (recorded in the audit log)":                    13,
@@ -457,18 +458,18 @@ var messageKeyToIndex = map[string]int{
 	"Relais is calling the destination (since %s).":         566,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 492,
 	"Relais never called the destination: the occurrence ended before any call.":                                    491,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        586,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 588,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     585,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        587,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 589,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     586,
 	"Relais refused the action. Nothing was done.":                                                                  50,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           587,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           588,
 	"Release":                       219,
 	"Releases":                      217,
 	"Releases, oldest first":        239,
-	"Reload lists and detail pages": 643,
+	"Reload lists and detail pages": 645,
 	"Reloading paused":              156,
-	"Reloading paused: this page stays as it is until you resume.": 654,
-	"Reloading resumed.":                  653,
+	"Reloading paused: this page stays as it is until you resume.": 656,
+	"Reloading resumed.":                  655,
 	"Replica":                             489,
 	"Required":                            206,
 	"Reserved":                            478,
@@ -492,37 +493,37 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 55,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 523,
-	"Revealed by %s at %s; recorded in the audit log.": 704,
+	"Revealed by %s at %s; recorded in the audit log.": 706,
 	"Reveals":               148,
-	"Reveals, newest first": 710,
+	"Reveals, newest first": 712,
 	"Revision":              220,
 	"Revision %d":           241,
 	"Revisions":             215,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 803,
-	"Revoke the %s token “%s”?": 750,
-	"Revoke the token":          752,
-	"Revoke token %d":           749,
-	"Revoke…":                   747,
-	"Role":                      741,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 805,
+	"Revoke the %s token “%s”?": 752,
+	"Revoke the token":          754,
+	"Revoke token %d":           751,
+	"Revoke…":                   749,
+	"Role":                      743,
 	"Route":                     371,
 	"Routing output":            213,
-	"Row %s":                    631,
-	"Rows %s–%s":                632,
-	"Save settings":             645,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      703,
+	"Row %s":                    633,
+	"Rows %s–%s":                634,
+	"Save settings":             647,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      705,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 288,
-	"Search":                               716,
-	"Secret values can never be revealed.": 708,
+	"Search":                               718,
+	"Secret values can never be revealed.": 710,
 	"Sep":                                  353,
-	"Served by %d workers":                 801,
+	"Served by %d workers":                 803,
 	"Settled":                              374,
-	"Settlement date":                      601,
+	"Settlement date":                      602,
 	"Show all definitions":                 321,
-	"Show times in":                        641,
+	"Show times in":                        643,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 128,
-	"Sign in": 729,
-	"Sign in with an operator, designer or administrator token.": 730,
+	"Sign in": 731,
+	"Sign in with an operator, designer or administrator token.": 732,
 	"Sign out":             150,
 	"Signed in as %s (%s)": 149,
 	"Since revision %d:":   247,
@@ -532,9 +533,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 33,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                40,
 	"Something went wrong": 182,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 738,
-	"Staff tokens, oldest first": 739,
-	"Start node":                 662,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 740,
+	"Staff tokens, oldest first": 741,
+	"Start node":                 664,
 	"Started":                    391,
 	"State":                      192,
 	"Status":                     80,
@@ -557,7 +558,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 267,
 	"Tasks":                   193,
 	"Temporarily unavailable": 180,
-	"That is too long to be an id or a business key.":                                           719,
+	"That is too long to be an id or a business key.":                                           721,
 	"The %d largest groups; the filter matches more.":                                           88,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 496,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 276,
@@ -569,7 +570,7 @@ var messageKeyToIndex = map[string]int{
 	"The chart’s numbers": 327,
 	"The confirmed count is missing: start again from the list.":                                                                                                            100,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           183,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          642,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          644,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 101,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 181,
 	"The deadline passed before a result arrived.":                                                                                                                          544,
@@ -583,9 +584,9 @@ var messageKeyToIndex = map[string]int{
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      186,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          163,
 	"The inputs could not be built from the process’s bindings.":                                                                                                                                                551,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         582,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      583,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    581,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         583,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      584,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    582,
 	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            550,
 	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               541,
 	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 540,
@@ -595,24 +596,24 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                     408,
 	"The nodes this instance reached, in order, each with its occurrence.":                         367,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 212,
-	"The page cursor is invalid: go back to the first page.":                                       639,
+	"The page cursor is invalid: go back to the first page.":                                       641,
 	"The page size must be between 1 and %d.":                                                      404,
-	"The parameter “%s” is given %d times: give it once.":                                          638,
+	"The parameter “%s” is given %d times: give it once.":                                          640,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 124,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 52,
 	"The reason you gave, not recorded:":                        45,
 	"The result did not match the revision's outputs contract.": 545,
-	"The revision must be a whole number, 1 or more.":           599,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 732,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        726,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     756,
+	"The revision must be a whole number, 1 or more.":           600,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 734,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        728,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     758,
 	"The version must be a whole number from 1.":                                                                                                        401,
 	"These revisions have the same contracts.":                                                                                                          232,
-	"These settings are kept in this browser only.":                                                                                                     640,
-	"They take every revision their consumer is granted.":                                                                                               804,
-	"They take revision %d only.":                                                                                                                       806,
-	"They take revisions %s only.":                                                                                                                      808,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 635,
+	"These settings are kept in this browser only.":                                                                                                     642,
+	"They take every revision their consumer is granted.":                                                                                               806,
+	"They take revision %d only.":                                                                                                                       808,
+	"They take revisions %s only.":                                                                                                                      810,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 637,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         102,
 	"This contract has no inputs.":  518,
 	"This contract has no outputs.": 521,
@@ -621,7 +622,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            178,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  176,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  173,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           715,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           717,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 295,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              34,
@@ -640,109 +641,109 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      46,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   44,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  171,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            755,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           754,
-	"This page does not accept that request.": 714,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            757,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           756,
+	"This page does not accept that request.": 716,
 	"This page reloads every %d seconds.":     158,
 	"This process takes no inputs.":           382,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 59,
-	"This token is unknown, revoked or expired.": 735,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 678,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            679,
+	"This token is unknown, revoked or expired.": 737,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 680,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            681,
 	"Times in %s · no auto-reload":    155,
 	"Times in %s · reload every %d s": 154,
 	"Times in %s · reloading paused":  153,
 	"To revision":                     226,
-	"Token":                           731,
+	"Token":                           733,
 	"Tokens":                          147,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 733,
-	"Totals of all definitions, not narrowed by the other filters":         616,
-	"Totals of definition %s, not narrowed by the other filters":           615,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 735,
+	"Totals of all definitions, not narrowed by the other filters":         618,
+	"Totals of definition %s, not narrowed by the other filters":           617,
 	"Type": 205,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 717,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 719,
 	"URL":                              279,
-	"UTC (coordinated universal time)": 647,
+	"UTC (coordinated universal time)": 649,
 	"Unknown action.":                  53,
 	"Unknown consumer.":                92,
 	"Unknown destination “%s”.":        93,
-	"Unknown parameter “%s” (did you mean “%s”?).": 636,
-	"Unknown parameter “%s”.":                      637,
+	"Unknown parameter “%s” (did you mean “%s”?).": 638,
+	"Unknown parameter “%s”.":                      639,
 	"Unknown status “%s” (did you mean “%s”?).":    416,
 	"Unknown status “%s”.":                         418,
 	"Value":                                        379,
 	"Version":                                      79,
-	"Versions, newest first":                       658,
+	"Versions, newest first":                       660,
 	"Waiting for Relais to call the destination since %s (%s).": 562,
 	"Waiting for a worker since %s (%s).":                       563,
 	"When":                                                      106,
 	"Who":                                                       107,
 	"Whole message":                                             486,
 	"Why (recorded with the reveal)":                            524,
-	"Worker":                                                    778,
+	"Worker":                                                    780,
 	"Worker id":                                                 477,
 	"Workers":                                                   144,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        776,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        778,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 777,
-	"Workers serving %s":                   785,
+	"Workers seen within three heartbeats": 779,
+	"Workers serving %s":                   787,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        211,
-	"You are signed out.": 725,
+	"You are signed out.": 727,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              161,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 727,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          728,
-	"[redacted]":                          595,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 729,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          730,
+	"[redacted]":                          596,
 	"a token’s name, exact":               117,
 	"abandon":                             4,
 	"active":                              194,
 	"administrator":                       447,
 	"an incident: retry, abandon or stop": 299,
-	"answer too large":                    593,
+	"answer too large":                    594,
 	"any":                                 77,
-	"any other code → %s":                 692,
+	"any other code → %s":                 694,
 	"any other error":                     297,
-	"as of %s (%s); counts are refreshed every few seconds.": 618,
-	"at least %d characters":                                 760,
-	"at least %d items":                                      767,
+	"as of %s (%s); counts are refreshed every few seconds.": 620,
+	"at least %d characters":                                 762,
+	"at least %d items":                                      769,
 	"at most %d":                                             512,
-	"at most %d characters":                                  761,
-	"at most %d items":                                       768,
+	"at most %d characters":                                  763,
+	"at most %d items":                                       770,
 	"at most %d since the last operator retry":               513,
 	"available":                                              419,
 	"boolean":                                                434,
-	"call in progress since":                                 624,
+	"call in progress since":                                 626,
 	"cancelled":                                              424,
 	"choice":                                                 437,
-	"claimable since":                                        623,
+	"claimable since":                                        625,
 	"claimable since %s":                                     318,
 	"classification changed":                                 458,
 	"completed":                                              422,
 	"constraint changed":                                     459,
 	"consumer":                                               450,
-	"consumer #%s":                                           577,
+	"consumer #%s":                                           578,
 	"date":                                                   435,
 	"date and time":                                          436,
-	"deadline %s":                                            696,
+	"deadline %s":                                            698,
 	"deferred":                                               421,
-	"deferred since":                                         626,
+	"deferred since":                                         628,
 	"deleted":                                                113,
 	"designer":                                               449,
 	"disconnected":                                           430,
-	"each item of %s":                                        758,
-	"end (completes)":                                        685,
-	"end (fails)":                                            686,
+	"each item of %s":                                        760,
+	"end (completes)":                                        687,
+	"end (fails)":                                            688,
 	"end: completes the instance":                            300,
 	"end: fails the instance":                                301,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 791,
+	"every revision its consumer is granted":                 793,
 	"exact, case-sensitive":                                  406,
 	"expired":                                                427,
 	"failed":                                                 423,
-	"fails the instance":                                     693,
+	"fails the instance":                                     695,
 	"field added":                                            453,
 	"field removed":                                          454,
 	"format":                                                 464,
-	"format %s":                                              763,
+	"format %s":                                              765,
 	"from":                                                   118,
 	"held":                                                   426,
 	"held for an operator":                                   298,
@@ -750,65 +751,66 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":                      399,
 	"hidden (secret)":                                        444,
 	"hidden (sensitive)":                                     443,
-	"hold (an incident for an operator)":                     691,
+	"hold (an incident for an operator)":                     693,
 	"id or business key":                                     141,
 	"in %s":                                                  338,
 	"in progress":                                            485,
-	"instance id":                                            605,
-	"instances held":                                         699,
-	"instances held: %s":                                     700,
+	"instance held here":                                     616,
+	"instance id":                                            606,
+	"instances held":                                         701,
+	"instances held: %s":                                     702,
 	"integer":                                                432,
-	"its name, exactly":                                      604,
+	"its name, exactly":                                      605,
 	"just now":                                               340,
 	"list":                                                   439,
-	"lock until":                                             625,
-	"long polling":                                           789,
+	"lock until":                                             627,
+	"long polling":                                           791,
 	"long wait":                                              319,
 	"masked value":                                           278,
 	"maximum":                                                466,
-	"maximum %s":                                             765,
+	"maximum %s":                                             767,
 	"maximum items":                                          468,
 	"maximum length":                                         462,
 	"minimum":                                                465,
-	"minimum %s":                                             764,
+	"minimum %s":                                             766,
 	"minimum items":                                          467,
 	"minimum length":                                         461,
-	"never":                                                  744,
-	"next attempt":                                           622,
+	"never":                                                  746,
+	"next attempt":                                           624,
 	"no":                                                     452,
-	"no answer within the timeout":                           591,
-	"no connection":                                          592,
+	"no answer within the timeout":                           592,
+	"no connection":                                          593,
 	"no grant: it takes nothing":                             196,
 	"no header":                                              283,
 	"no worker":                                              320,
-	"no worker takes revision %d":                            793,
-	"no worker takes revisions %s":                           794,
+	"no worker takes revision %d":                            795,
+	"no worker takes revisions %s":                           796,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 535,
 	"none": 266,
-	"none (revealed before reasons were asked for)": 712,
+	"none (revealed before reasons were asked for)": 714,
 	"none yet": 271,
 	"none: a failed call takes the node’s error path": 502,
 	"normal":                             440,
-	"not provided":                       770,
-	"not yet":                            745,
-	"null":                               774,
+	"not provided":                       772,
+	"not yet":                            747,
+	"null":                               776,
 	"number":                             433,
 	"object":                             438,
 	"on error":                           296,
-	"one attempt, no retry, priority %d": 695,
-	"one of: %s":                         766,
+	"one attempt, no retry, priority %d": 697,
+	"one of: %s":                         768,
 	"operator":                           448,
 	"optional %s field of type %s":       263,
 	"optional field of type %s":          265,
 	"optional → required":                256,
 	"pattern":                            463,
-	"pattern %s":                         762,
-	"pull":                               683,
+	"pattern %s":                         764,
+	"pull":                               685,
 	"pull %s":                            303,
 	"pull (a worker fetches it)":         445,
 	"push %s":                            302,
 	"push (Relais calls the service)":    446,
-	"push to %s":                         684,
+	"push to %s":                         686,
 	"rejected":                           428,
 	"released":                           429,
 	"required %s field of type %s":       262,
@@ -817,40 +819,40 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":                257,
 	"reserved":                           420,
 	"retry":                              3,
-	"revision %d":                        619,
-	"revisions %s":                       792,
+	"revision %d":                        621,
+	"revisions %s":                       794,
 	"revoked":                            195,
 	"routing changed":                    460,
-	"routing output":                     757,
+	"routing output":                     759,
 	"routing output %s → %s":             255,
 	"running":                            425,
 	"secret":                             442,
 	"sensitive":                          441,
-	"settled":                            621,
+	"settled":                            623,
 	"stop":                               5,
-	"stream":                             788,
+	"stream":                             790,
 	"text":                               431,
 	"the contracts are the same (the name or a description changed).": 248,
-	"this session":             748,
-	"timeout %s":               697,
-	"timeout %s (the default)": 698,
+	"this session":             750,
+	"timeout %s":               699,
+	"timeout %s (the default)": 700,
 	"to":                       119,
 	"type changed":             455,
-	"unexpected value":         775,
-	"unknown":                  594,
+	"unexpected value":         777,
+	"unknown":                  595,
 	"values added: %s":         258,
 	"values changed":           457,
 	"values removed: %s":       259,
 	"values reordered":         260,
-	"version %d":               660,
-	"waiting":                  589,
+	"version %d":               662,
+	"waiting":                  590,
 	"yes":                      451,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 169,
 	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     417,
-	"→ %s": 690,
+	"→ %s": 692,
 }
 
-var enIndex = []uint32{ // 810 elements
+var enIndex = []uint32{ // 812 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1012,77 +1014,77 @@ var enIndex = []uint32{ // 810 elements
 	0x00005c27, 0x00005c45, 0x00005c79, 0x00005cb9,
 	0x00005ce3, 0x00005cf2, 0x00005dbd, 0x00005dee,
 	0x00005e1d, 0x00005e30, 0x00005ea5, 0x00005eb8,
-	0x00005eec, 0x00005f20, 0x00005f30, 0x00005f77,
+	0x00005eec, 0x00005f3d, 0x00005f71, 0x00005f81,
 	// Entry 240 - 25F
-	0x00005fa4, 0x00005fb1, 0x00005fc1, 0x00005ff1,
-	0x0000602b, 0x0000604e, 0x000060c5, 0x00006147,
-	0x000061cc, 0x000061db, 0x0000622b, 0x0000628b,
-	0x000062f7, 0x0000636e, 0x00006376, 0x0000638e,
-	0x000063ab, 0x000063b9, 0x000063ca, 0x000063d2,
-	0x000063dd, 0x0000641e, 0x00006456, 0x0000646a,
-	0x0000649a, 0x000064d5, 0x000064e5, 0x00006524,
-	0x00006535, 0x00006547, 0x00006553, 0x00006564,
+	0x00005fc8, 0x00005ff5, 0x00006002, 0x00006012,
+	0x00006042, 0x0000607c, 0x0000609f, 0x00006116,
+	0x00006198, 0x0000621d, 0x0000622c, 0x0000627c,
+	0x000062dc, 0x00006348, 0x000063bf, 0x000063c7,
+	0x000063df, 0x000063fc, 0x0000640a, 0x0000641b,
+	0x00006423, 0x0000642e, 0x0000646f, 0x000064a7,
+	0x000064bb, 0x000064eb, 0x00006526, 0x00006536,
+	0x00006575, 0x00006586, 0x00006598, 0x000065a4,
 	// Entry 260 - 27F
-	0x0000657e, 0x00006586, 0x00006597, 0x0000659d,
-	0x000065b1, 0x000065c9, 0x000065ee, 0x000065fc,
-	0x0000663a, 0x00006677, 0x000066a3, 0x000066e0,
-	0x000066ef, 0x00006700, 0x00006708, 0x00006715,
-	0x00006725, 0x0000673c, 0x00006747, 0x00006756,
-	0x0000675c, 0x0000676a, 0x00006774, 0x0000677f,
-	0x00006789, 0x0000679c, 0x000067c1, 0x000067ec,
-	0x0000687d, 0x000068b8, 0x000068d7, 0x00006915,
+	0x000065b5, 0x000065cf, 0x000065d7, 0x000065e8,
+	0x000065ee, 0x00006602, 0x0000661a, 0x0000663f,
+	0x0000664d, 0x00006660, 0x0000669e, 0x000066db,
+	0x00006707, 0x00006744, 0x00006753, 0x00006764,
+	0x0000676c, 0x00006779, 0x00006789, 0x000067a0,
+	0x000067ab, 0x000067ba, 0x000067c0, 0x000067ce,
+	0x000067d8, 0x000067e3, 0x000067ed, 0x00006800,
+	0x00006825, 0x00006850, 0x000068e1, 0x0000691c,
 	// Entry 280 - 29F
-	0x0000694c, 0x0000697a, 0x00006988, 0x00006a27,
-	0x00006a45, 0x00006b9c, 0x00006baa, 0x00006bbe,
-	0x00006bdf, 0x00006bf3, 0x00006c23, 0x00006c29,
-	0x00006c3d, 0x00006c55, 0x00006c68, 0x00006ca5,
-	0x00006d18, 0x00006d65, 0x00006d76, 0x00006d8d,
-	0x00006daa, 0x00006db8, 0x00006dc6, 0x00006dd1,
-	0x00006dd7, 0x00006ec9, 0x00006ecf, 0x00006f01,
-	0x00006f06, 0x00006f16, 0x00006f21, 0x00006f2a,
+	0x0000693b, 0x00006979, 0x000069b0, 0x000069de,
+	0x000069ec, 0x00006a8b, 0x00006aa9, 0x00006c00,
+	0x00006c0e, 0x00006c22, 0x00006c43, 0x00006c57,
+	0x00006c87, 0x00006c8d, 0x00006ca1, 0x00006cb9,
+	0x00006ccc, 0x00006d09, 0x00006d7c, 0x00006dc9,
+	0x00006dda, 0x00006df1, 0x00006e0e, 0x00006e1c,
+	0x00006e2a, 0x00006e35, 0x00006e3b, 0x00006f2d,
+	0x00006f33, 0x00006f65, 0x00006f6a, 0x00006f7a,
 	// Entry 2A0 - 2BF
-	0x00006f3a, 0x00006f46, 0x00006f7a, 0x00006fad,
-	0x00006fc7, 0x0000706c, 0x00007082, 0x00007107,
-	0x00007181, 0x00007190, 0x0000724a, 0x0000729b,
-	0x000072a0, 0x000072ae, 0x000072be, 0x000072ca,
-	0x000072da, 0x000072e8, 0x000072f8, 0x00007302,
-	0x00007325, 0x0000733e, 0x00007351, 0x000073bd,
-	0x000073e3, 0x000073f2, 0x00007400, 0x0000741c,
-	0x0000742b, 0x00007441, 0x0000747a, 0x000074ac,
+	0x00006f85, 0x00006f8e, 0x00006f9e, 0x00006faa,
+	0x00006fde, 0x00007011, 0x0000702b, 0x000070d0,
+	0x000070e6, 0x0000716b, 0x000071e5, 0x000071f4,
+	0x000072ae, 0x000072ff, 0x00007304, 0x00007312,
+	0x00007322, 0x0000732e, 0x0000733e, 0x0000734c,
+	0x0000735c, 0x00007366, 0x00007389, 0x000073a2,
+	0x000073b5, 0x00007421, 0x00007447, 0x00007456,
+	0x00007464, 0x00007480, 0x0000748f, 0x000074a5,
 	// Entry 2C0 - 2DF
-	0x00007504, 0x0000753b, 0x00007552, 0x00007560,
-	0x000075a4, 0x000075c9, 0x00007640, 0x00007656,
-	0x0000766d, 0x0000769b, 0x000076ae, 0x000076d6,
-	0x0000775a, 0x00007761, 0x000077c9, 0x000077f3,
-	0x00007823, 0x000078f6, 0x00007a30, 0x00007ad0,
-	0x00007ba7, 0x00007c80, 0x00007c94, 0x00007cef,
-	0x00007d9a, 0x00007e1c, 0x00007e24, 0x00007e5f,
-	0x00007e65, 0x00007ef7, 0x00007f8f, 0x00007fbb,
+	0x000074de, 0x00007510, 0x00007568, 0x0000759f,
+	0x000075b6, 0x000075c4, 0x00007608, 0x0000762d,
+	0x000076a4, 0x000076ba, 0x000076d1, 0x000076ff,
+	0x00007712, 0x0000773a, 0x000077be, 0x000077c5,
+	0x0000782d, 0x00007857, 0x00007887, 0x0000795a,
+	0x00007a94, 0x00007b34, 0x00007c0b, 0x00007ce4,
+	0x00007cf8, 0x00007d53, 0x00007dfe, 0x00007e80,
+	0x00007e88, 0x00007ec3, 0x00007ec9, 0x00007f5b,
 	// Entry 2E0 - 2FF
-	0x00007fe6, 0x00008034, 0x000080a0, 0x00008147,
-	0x00008162, 0x0000816c, 0x00008171, 0x0000817b,
-	0x00008183, 0x00008189, 0x00008191, 0x0000819f,
-	0x000081a9, 0x000081b6, 0x000081c9, 0x000081ed,
-	0x0000826d, 0x0000827e, 0x00008286, 0x000082fb,
-	0x0000834f, 0x00008397, 0x000083a6, 0x000083b9,
-	0x000083c5, 0x00008401, 0x0000843b, 0x00008449,
-	0x00008456, 0x00008464, 0x00008472, 0x00008480,
+	0x00007ff3, 0x0000801f, 0x0000804a, 0x00008098,
+	0x00008104, 0x000081ab, 0x000081c6, 0x000081d0,
+	0x000081d5, 0x000081df, 0x000081e7, 0x000081ed,
+	0x000081f5, 0x00008203, 0x0000820d, 0x0000821a,
+	0x0000822d, 0x00008251, 0x000082d1, 0x000082e2,
+	0x000082ea, 0x0000835f, 0x000083b3, 0x000083fb,
+	0x0000840a, 0x0000841d, 0x00008429, 0x00008465,
+	0x0000849f, 0x000084ad, 0x000084ba, 0x000084c8,
 	// Entry 300 - 31F
-	0x000084b2, 0x000084e2, 0x0000853e, 0x0000854b,
-	0x0000856b, 0x00008576, 0x00008590, 0x00008595,
-	0x000085a6, 0x0000862c, 0x00008651, 0x00008658,
-	0x00008661, 0x00008674, 0x0000867e, 0x00008688,
-	0x00008692, 0x000086aa, 0x000086c0, 0x000086cc,
-	0x000086ee, 0x000086f5, 0x00008702, 0x00008713,
-	0x0000873a, 0x0000874a, 0x00008769, 0x00008789,
-	0x00008861, 0x00008942, 0x00008996, 0x000089e6,
+	0x000084d6, 0x000084e4, 0x00008516, 0x00008546,
+	0x000085a2, 0x000085af, 0x000085cf, 0x000085da,
+	0x000085f4, 0x000085f9, 0x0000860a, 0x00008690,
+	0x000086b5, 0x000086bc, 0x000086c5, 0x000086d8,
+	0x000086e2, 0x000086ec, 0x000086f6, 0x0000870e,
+	0x00008724, 0x00008730, 0x00008752, 0x00008759,
+	0x00008766, 0x00008777, 0x0000879e, 0x000087ae,
+	0x000087cd, 0x000087ed, 0x000088c5, 0x000089a6,
 	// Entry 320 - 33F
-	0x00008a46, 0x00008a99, 0x00008ad1, 0x00008b02,
-	0x00008b52, 0x00008b86, 0x00008ba4, 0x00008bc3,
-	0x00008be2, 0x00008c02,
-} // Size: 3264 bytes
+	0x000089fa, 0x00008a4a, 0x00008aaa, 0x00008afd,
+	0x00008b35, 0x00008b66, 0x00008bb6, 0x00008bea,
+	0x00008c08, 0x00008c27, 0x00008c46, 0x00008c66,
+} // Size: 3272 bytes
 
-const enData string = "" + // Size: 35842 bytes
+const enData string = "" + // Size: 35942 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1452,182 +1454,183 @@ const enData string = "" + // Size: 35842 bytes
 	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
 	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
 	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was " +
-	"stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stop" +
-	"ped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; sett" +
-	"led with its settle token)\x02%[1]s (deferred; settled with its settle t" +
-	"oken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instance wa" +
-	"s stopped while the worker held the task: its report is refused, but it " +
-	"may already have done the work.\x02The instance was stopped during the c" +
-	"all, which was aborted: the destination may already have acted on the re" +
-	"quest (check there).\x02The instance was stopped while the task was defe" +
-	"rred: a settlement by id is refused, but the work it waited for may alre" +
-	"ady be done.\x02%[1]s at %[2]s\x02Relais refused a report of this attemp" +
-	"t at %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s report" +
-	"s of this attempt, the last at %[2]s (%[3]s), before taking another.\x02" +
-	"Relais refused this attempt’s report at %[1]s (%[2]s): its worker answer" +
-	"ed, and the answer was not taken.\x02Relais refused %[1]s reports of thi" +
-	"s attempt, the last at %[2]s (%[3]s): its worker answered, and no answer" +
-	" was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer within th" +
-	"e timeout\x02no connection\x02answer too large\x02unknown\x02[redacted]" +
-	"\x02Message from the worker (its own words, protected values masked)\x02" +
-	"Message from Relais, quoting the destination’s answer\x02Message from Re" +
-	"lais\x02The revision must be a whole number, 1 or more.\x02A revision is" +
-	" a definition’s: choose the definition too.\x02Settlement date\x02More f" +
-	"ilters: instance, revision, consumer, destination, dates\x02Push destina" +
-	"tion\x02its name, exactly\x02instance id\x02Counts by status\x02Occurren" +
-	"ces, newest first\x02Message\x02Process and node\x02Error\x02Consumer an" +
-	"d worker\x02Next attempt or settled\x02No occurrence matches these filte" +
-	"rs.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the " +
-	"other filters\x02Totals of all definitions, not narrowed by the other fi" +
-	"lters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d o" +
-	"ccurrences\x02as of %[1]s (%[2]s); counts are refreshed every few second" +
-	"s.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02c" +
-	"laimable since\x02call in progress since\x02lock until\x02deferred since" +
-	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Ro" +
-	"ws %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fir" +
-	"st day comes after the last.\x02This address holds a parameter that cann" +
-	"ot be read (a percent sign not followed by two hexadecimal digits, or a " +
-	"semicolon): correct the address.\x02Unknown parameter “%[1]s” (did you m" +
-	"ean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is" +
-	" given %[2]d times: give it once.\x02The page cursor is invalid: go back" +
-	" to the first page.\x02These settings are kept in this browser only.\x02" +
-	"Show times in\x02The console runs no script, so it cannot read your comp" +
-	"uter’s time zone: choose a place, whose daylight saving time is followed" +
-	", or a fixed offset from UTC.\x02Reload lists and detail pages\x02A relo" +
-	"ad empties what you typed but did not apply (filters, the search box) an" +
-	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
-	"ry page that reloads, stops it until you resume. Pages where you type a " +
-	"reason (confirmations, and occurrences with a value to reveal) never rel" +
-	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
-	"thout saving\x02UTC (coordinated universal time)\x02Local time in %[1]s" +
-	"\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[" +
-	"1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloadin" +
-	"g paused: this page stays as it is until you resume.\x02Published proces" +
-	"s versions: their nodes, routes and pinned revisions, drawn, with where " +
-	"their occurrences are now.\x02Published process versions: their nodes, r" +
-	"outes and pinned revisions, drawn.\x02Processes by key\x02Versions, newe" +
-	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
-	"]s\x02Start node\x02Graph\x02Columns follow the longest path from the st" +
-	"art node. Solid arrows are successes (labelled with their route), dashed" +
-	" ones failures (labelled with their error codes). Each box says how many" +
-	" of this version’s occurrences are at that node now.\x02Nodes\x02Nodes o" +
-	"f this version, with their occurrences now\x02Kind\x02Pinned revision" +
-	"\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02No input" +
-	"s: an instance starts with an empty object.\x02Inputs an instance of thi" +
-	"s version is started with\x02Instances of this version\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes).\x02Nodes of this version\x02This version has %[1]d nodes: too man" +
-	"y to draw legibly (at most %[2]d). The table below lists every node with" +
-	" its routes and counts.\x02This version has %[1]d nodes: too many to dra" +
-	"w legibly (at most %[2]d). The table below lists every node with its rou" +
-	"tes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting " +
-	"at %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
-	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
-	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
-	"y why you reveal this value: the reason is recorded with the reveal in t" +
-	"he audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page sh" +
-	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
-	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
-	", which field and why. The values themselves are never kept.\x02Reveals," +
-	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
-	" were asked for)\x02Method not allowed\x02This page does not accept that" +
-	" request.\x02This form was sent from another site: the console takes its" +
-	" forms from its own pages only. Open the console and send it from there." +
-	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
-	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
-	"arch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance has “%[1]s” as its business key. A business key is found" +
-	" only whole and exactly as given, capitals and accents included: a list " +
-	"shows a long one shortened, so copy it from its instance’s page.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02A token in the address is not used: " +
-	"you are signed in already. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
-	"ste it in the field below. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
-	"igned in with is revoked, and you are signed out: sign in with another o" +
-	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
-	"ed token or a restart of the server), so your last action was not applie" +
-	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
-	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
-	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
-	"or administrator token.\x02Token\x02The token is checked once and never " +
-	"stored in your browser; a session cookie stands for it for up to 8 hours" +
-	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
-	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
-	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
-	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
-	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
-	" a worker’s token, for the API.\x02Only administrators see this page: to" +
-	"kens, consumers, destinations, the reveal log and erasures are theirs." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	"he node’s error path, and is held at a later node.\x02Its instance went " +
+	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
+	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
+	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
+	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
+	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
+	"nstance was stopped while the worker held the task: its report is refuse" +
+	"d, but it may already have done the work.\x02The instance was stopped du" +
+	"ring the call, which was aborted: the destination may already have acted" +
+	" on the request (check there).\x02The instance was stopped while the tas" +
+	"k was deferred: a settlement by id is refused, but the work it waited fo" +
+	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
+	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
+	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
+	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
+	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
+	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
+	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
+	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
+	"redacted]\x02Message from the worker (its own words, protected values ma" +
+	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
+	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
+	"vision is a definition’s: choose the definition too.\x02Settlement date" +
+	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
+	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
+	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
+	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
+	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
+	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
+	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
+	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
+	"his address holds a parameter that cannot be read (a percent sign not fo" +
+	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose a place" +
+	", whose daylight saving time is followed, or a fixed offset from UTC." +
+	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
+	" did not apply (filters, the search box) and moves the focus back to the" +
+	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
+	"t until you resume. Pages where you type a reason (confirmations, and oc" +
+	"currences with a value to reveal) never reload on their own, nor does a " +
+	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
+	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
+	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
+	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
+	"t is until you resume.\x02Published process versions: their nodes, route" +
+	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
+	"Published process versions: their nodes, routes and pinned revisions, dr" +
+	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
+	"ished yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02C" +
+	"olumns follow the longest path from the start node. Solid arrows are suc" +
+	"cesses (labelled with their route), dashed ones failures (labelled with " +
+	"their error codes). Each box says how many of this version’s occurrences" +
+	" are at that node now.\x02Nodes\x02Nodes of this version, with their occ" +
+	"urrences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occ" +
+	"urrences now\x02Inputs from\x02No inputs: an instance starts with an emp" +
+	"ty object.\x02Inputs an instance of this version is started with\x02Inst" +
+	"ances of this version\x02Columns follow the longest path from the start " +
+	"node. Solid arrows are successes (labelled with their route), dashed one" +
+	"s failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
+	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
+	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
+	"t, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeou" +
+	"t %[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Coun" +
+	"ts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrat" +
+	"ors may reveal a sensitive value.\x02Say why you reveal this value: the " +
+	"reason is recorded with the reveal in the audit log.\x02Revealed by %[1]" +
+	"s at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cann" +
+	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
+	"evealed.\x02Secret values can never be revealed.\x02Every sensitive valu" +
+	"e an administrator revealed: who, when, which field and why. The values " +
+	"themselves are never kept.\x02Reveals, newest first\x02No value was reve" +
+	"aled.\x02none (revealed before reasons were asked for)\x02Method not all" +
+	"owed\x02This page does not accept that request.\x02This form was sent fr" +
+	"om another site: the console takes its forms from its own pages only. Op" +
+	"en the console and send it from there.\x02Search\x02Type an instance or " +
+	"occurrence id (a whole UUID, as the title of its page shows it), or a bu" +
+	"siness key.\x02Nothing to find: the search box is empty.\x02That is too " +
+	"long to be an id or a business key.\x02No instance has “%[1]s” as its bu" +
+	"siness key. A business key is found only whole and exactly as given, cap" +
+	"itals and accents included: a list shows a long one shortened, so copy i" +
+	"t from its instance’s page.\x02No instance or occurrence has the id “%[1" +
+	"]s”, and no instance has it as its business key. An ended instance is de" +
+	"leted, with its occurrences and attempts, once the retention period (REL" +
+	"AIS_RETENTION) has passed, or at once when an administrator erases it; t" +
+	"he audit log keeps the operator actions taken on it.\x02No instance has " +
+	"“%[1]s” as its business key, and it is not a whole id: the lists show " +
+	"the end of each id. Open the row, or copy its link, for the whole id." +
+	"\x02A token in the address is not used: you are signed in already. The a" +
+	"ddress has put it in your browser’s history, and perhaps in a proxy’s lo" +
+	"gs: if others may read them, have the token revoked and use a new one." +
+	"\x02A token in the address is not used: paste it in the field below. The" +
+	" address has put it in your browser’s history, and perhaps in a proxy’s " +
+	"logs: if others may read them, have the token revoked and use a new one." +
+	"\x02You are signed out.\x02The token you signed in with is revoked, and " +
+	"you are signed out: sign in with another one.\x02Your session had ended " +
+	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
+	"erver), so your last action was not applied. Sign in again, then repeat " +
+	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a token" +
+	" revoked or expired, or a restart of the server). Sign in again.\x02Sign" +
+	" in\x02Sign in with an operator, designer or administrator token.\x02Tok" +
+	"en\x02The token is checked once and never stored in your browser; a sess" +
+	"ion cookie stands for it for up to 8 hours of inactivity, and 12 hours a" +
+	"t most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your a" +
+	"ddress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from" +
+	" your address. Try again in %[1]d seconds.\x02Paste your token in the fi" +
+	"eld: it is empty.\x02This token is unknown, revoked or expired.\x02A %[1" +
+	"]s token cannot open the console: it is a worker’s token, for the API." +
+	"\x02Only administrators see this page: tokens, consumers, destinations, " +
+	"the reveal log and erasures are theirs.\x02Staff tokens (administrators," +
+	" designers, operators) that are not revoked. Consumer tokens are managed" +
+	" with their consumers. Revoking a token refuses its next request.\x02Sta" +
+	"ff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02" +
+	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke t" +
+	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
+	"used, and console sessions opened with it end. This cannot be undone: wh" +
+	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
+	"is the token you signed in with: revoking it signs you out. Its next req" +
+	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
+	"istrator token: create another one before revoking it.\x02The token “%[1" +
+	"]s” (%[2]s) was revoked: its next request is refused.\x02routing output" +
+	"\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at " +
+	"least %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81" +
+	"\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d cha" +
+	"racters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1" +
+	"]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item" +
+	"\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most " +
+	"%[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown" +
+	": the page shows the first %[2]d, the API's detail has them all.\x02not " +
+	"provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d item" +
+	"s\x02(in %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value" +
+	"\x02Workers connected by a stream, and polling workers by their last fet" +
+	"ch. A worker is listed while it was seen within three heartbeats.\x02Wor" +
+	"kers seen within three heartbeats\x02Worker\x02Protocol\x02Definitions s" +
+	"erved\x02In flight\x02Connected\x02Last seen\x02No worker is connected." +
+	"\x02Workers serving %[1]s\x02All workers\x02No worker serves this defini" +
+	"tion.\x02stream\x02long polling\x02Camunda 7 facade\x02every revision it" +
+	"s consumer is granted\x02revisions %[1]s\x02no worker takes revision %[1" +
+	"]d\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d w" +
+	"ait, and no live worker takes it: subscribe workers to it, with their co" +
+	"nsumers granted it (a worker naming no revision takes those its consumer" +
+	" is granted; a process version pins it).\x02Occurrences of revisions %[1" +
+	"]s wait, and no live worker takes them: subscribe workers to them, with " +
+	"their consumers granted them (a worker naming no revision takes those it" +
+	"s consumer is granted; a process version pins them).\x02No worker serves" +
+	" this definition: its occurrences wait until one connects or polls.\x02N" +
+	"o process uses this definition yet: it needs a worker once a process pul" +
+	"ls it.\x02No process pulls this definition: Relais calls its destination" +
+	"s (push), and it needs no worker.\x02No worker is connected for this def" +
+	"inition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
+	"takes every revision its consumer is granted.\x02Revisions they take: %[" +
+	"1]s; some take every revision their consumer is granted.\x02They take ev" +
+	"ery revision their consumer is granted.\x02It takes revision %[1]d only." +
+	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
+	"They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 810 elements
+var frIndex = []uint32{ // 812 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1789,77 +1792,77 @@ var frIndex = []uint32{ // 810 elements
 	0x000076f7, 0x0000771f, 0x00007766, 0x000077b0,
 	0x000077e3, 0x000077f6, 0x000078fe, 0x0000792c,
 	0x00007968, 0x0000797e, 0x00007a12, 0x00007a25,
-	0x00007a62, 0x00007a9e, 0x00007ab1, 0x00007b05,
+	0x00007a62, 0x00007abb, 0x00007af7, 0x00007b0a,
 	// Entry 240 - 25F
-	0x00007b3a, 0x00007b4c, 0x00007b63, 0x00007ba2,
-	0x00007bf4, 0x00007c20, 0x00007cbd, 0x00007d63,
-	0x00007e10, 0x00007e20, 0x00007e80, 0x00007ef1,
-	0x00007f76, 0x0000800b, 0x00008016, 0x00008033,
-	0x00008052, 0x00008063, 0x0000807d, 0x00008086,
-	0x00008090, 0x000080de, 0x00008123, 0x00008142,
-	0x00008177, 0x000081c8, 0x000081d9, 0x00008223,
-	0x00008239, 0x0000824d, 0x00008266, 0x0000827c,
+	0x00007b5e, 0x00007b93, 0x00007ba5, 0x00007bbc,
+	0x00007bfb, 0x00007c4d, 0x00007c79, 0x00007d16,
+	0x00007dbc, 0x00007e69, 0x00007e79, 0x00007ed9,
+	0x00007f4a, 0x00007fcf, 0x00008064, 0x0000806f,
+	0x0000808c, 0x000080ab, 0x000080bc, 0x000080d6,
+	0x000080df, 0x000080e9, 0x00008137, 0x0000817c,
+	0x0000819b, 0x000081d0, 0x00008221, 0x00008232,
+	0x0000827c, 0x00008292, 0x000082a6, 0x000082bf,
 	// Entry 260 - 27F
-	0x000082a6, 0x000082ae, 0x000082c1, 0x000082c8,
-	0x000082e3, 0x00008303, 0x00008333, 0x0000834a,
-	0x00008382, 0x000083bd, 0x000083e9, 0x0000843d,
-	0x0000844e, 0x00008468, 0x00008473, 0x00008487,
-	0x00008499, 0x000084af, 0x000084c1, 0x000084d3,
-	0x000084d9, 0x000084eb, 0x000084f9, 0x00008508,
-	0x00008514, 0x0000852a, 0x00008554, 0x00008587,
-	0x0000862f, 0x0000867f, 0x000086a7, 0x000086f9,
+	0x000082d5, 0x000082ff, 0x00008307, 0x0000831a,
+	0x00008321, 0x0000833c, 0x0000835c, 0x0000838c,
+	0x000083a3, 0x000083b9, 0x000083f1, 0x0000842c,
+	0x00008458, 0x000084ac, 0x000084bd, 0x000084d7,
+	0x000084e2, 0x000084f6, 0x00008508, 0x0000851e,
+	0x00008530, 0x00008542, 0x00008548, 0x0000855a,
+	0x00008568, 0x00008577, 0x00008583, 0x00008599,
+	0x000085c3, 0x000085f6, 0x0000869e, 0x000086ee,
 	// Entry 280 - 29F
-	0x0000873b, 0x00008777, 0x0000878e, 0x00008858,
-	0x00008885, 0x00008a3f, 0x00008a59, 0x00008a72,
-	0x00008a93, 0x00008aaa, 0x00008ad7, 0x00008ade,
-	0x00008af8, 0x00008b1e, 0x00008b33, 0x00008b8d,
-	0x00008c22, 0x00008c85, 0x00008c98, 0x00008cbf,
-	0x00008ce7, 0x00008cf5, 0x00008d05, 0x00008d16,
-	0x00008d1d, 0x00008e53, 0x00008e5a, 0x00008e94,
-	0x00008e99, 0x00008eae, 0x00008ec2, 0x00008ed4,
+	0x00008716, 0x00008768, 0x000087aa, 0x000087e6,
+	0x000087fd, 0x000088c7, 0x000088f4, 0x00008aae,
+	0x00008ac8, 0x00008ae1, 0x00008b02, 0x00008b19,
+	0x00008b46, 0x00008b4d, 0x00008b67, 0x00008b8d,
+	0x00008ba2, 0x00008bfc, 0x00008c91, 0x00008cf4,
+	0x00008d07, 0x00008d2e, 0x00008d56, 0x00008d64,
+	0x00008d74, 0x00008d85, 0x00008d8c, 0x00008ec2,
+	0x00008ec9, 0x00008f03, 0x00008f08, 0x00008f1d,
 	// Entry 2A0 - 2BF
-	0x00008eea, 0x00008efa, 0x00008f37, 0x00008f77,
-	0x00008f92, 0x00009067, 0x0000907f, 0x00009120,
-	0x000091af, 0x000091bf, 0x00009299, 0x0000935b,
-	0x00009360, 0x00009370, 0x0000937e, 0x0000938e,
-	0x0000939e, 0x000093ac, 0x000093bc, 0x000093c6,
-	0x000093ef, 0x00009409, 0x00009424, 0x000094b2,
-	0x000094f0, 0x00009501, 0x0000950e, 0x00009529,
-	0x0000953d, 0x0000955b, 0x000095a6, 0x000095e7,
+	0x00008f31, 0x00008f43, 0x00008f59, 0x00008f69,
+	0x00008fa6, 0x00008fe6, 0x00009001, 0x000090d6,
+	0x000090ee, 0x0000918f, 0x0000921e, 0x0000922e,
+	0x00009308, 0x000093ca, 0x000093cf, 0x000093df,
+	0x000093ed, 0x000093fd, 0x0000940d, 0x0000941b,
+	0x0000942b, 0x00009435, 0x0000945e, 0x00009478,
+	0x00009493, 0x00009521, 0x0000955f, 0x00009570,
+	0x0000957d, 0x00009598, 0x000095ac, 0x000095ca,
 	// Entry 2C0 - 2DF
-	0x0000965d, 0x000096a3, 0x000096bc, 0x000096d4,
-	0x00009727, 0x00009762, 0x000097fa, 0x00009826,
-	0x0000984c, 0x00009880, 0x00009898, 0x000098c3,
-	0x0000996c, 0x00009976, 0x000099fe, 0x00009a33,
-	0x00009a74, 0x00009b59, 0x00009cd4, 0x00009dad,
-	0x00009ec2, 0x00009fde, 0x00009ff7, 0x0000a073,
-	0x0000a13c, 0x0000a1c5, 0x0000a1d2, 0x0000a224,
-	0x0000a22a, 0x0000a2de, 0x0000a38e, 0x0000a3c0,
+	0x00009615, 0x00009656, 0x000096cc, 0x00009712,
+	0x0000972b, 0x00009743, 0x00009796, 0x000097d1,
+	0x00009869, 0x00009895, 0x000098bb, 0x000098ef,
+	0x00009907, 0x00009932, 0x000099db, 0x000099e5,
+	0x00009a6d, 0x00009aa2, 0x00009ae3, 0x00009bc8,
+	0x00009d43, 0x00009e1c, 0x00009f31, 0x0000a04d,
+	0x0000a066, 0x0000a0e2, 0x0000a1ab, 0x0000a234,
+	0x0000a241, 0x0000a293, 0x0000a299, 0x0000a34d,
 	// Entry 2E0 - 2FF
-	0x0000a3ec, 0x0000a455, 0x0000a4fc, 0x0000a5be,
-	0x0000a5ee, 0x0000a5fb, 0x0000a601, 0x0000a617,
-	0x0000a622, 0x0000a629, 0x0000a634, 0x0000a642,
-	0x0000a64f, 0x0000a65d, 0x0000a676, 0x0000a6a3,
-	0x0000a74c, 0x0000a75f, 0x0000a769, 0x0000a7f8,
-	0x0000a859, 0x0000a8b5, 0x0000a8c7, 0x0000a8e1,
-	0x0000a8f4, 0x0000a932, 0x0000a96e, 0x0000a98b,
-	0x0000a998, 0x0000a9a6, 0x0000a9b4, 0x0000a9c4,
+	0x0000a3fd, 0x0000a42f, 0x0000a45b, 0x0000a4c4,
+	0x0000a56b, 0x0000a62d, 0x0000a65d, 0x0000a66a,
+	0x0000a670, 0x0000a686, 0x0000a691, 0x0000a698,
+	0x0000a6a3, 0x0000a6b1, 0x0000a6be, 0x0000a6cc,
+	0x0000a6e5, 0x0000a712, 0x0000a7bb, 0x0000a7ce,
+	0x0000a7d8, 0x0000a867, 0x0000a8c8, 0x0000a924,
+	0x0000a936, 0x0000a950, 0x0000a963, 0x0000a9a1,
+	0x0000a9dd, 0x0000a9fa, 0x0000aa07, 0x0000aa15,
 	// Entry 300 - 31F
-	0x0000aa00, 0x0000aa3a, 0x0000aab7, 0x0000aac2,
-	0x0000aaec, 0x0000aaf9, 0x0000ab15, 0x0000ab19,
-	0x0000ab2b, 0x0000abed, 0x0000ac20, 0x0000ac2b,
-	0x0000ac35, 0x0000ac4a, 0x0000ac53, 0x0000ac5d,
-	0x0000ac72, 0x0000ac96, 0x0000acb0, 0x0000acc5,
-	0x0000acf1, 0x0000acf6, 0x0000ad0b, 0x0000ad1d,
-	0x0000ad52, 0x0000ad63, 0x0000ad90, 0x0000adbf,
-	0x0000aee1, 0x0000b003, 0x0000b079, 0x0000b104,
+	0x0000aa23, 0x0000aa33, 0x0000aa6f, 0x0000aaa9,
+	0x0000ab26, 0x0000ab31, 0x0000ab5b, 0x0000ab68,
+	0x0000ab84, 0x0000ab88, 0x0000ab9a, 0x0000ac5c,
+	0x0000ac8f, 0x0000ac9a, 0x0000aca4, 0x0000acb9,
+	0x0000acc2, 0x0000accc, 0x0000ace1, 0x0000ad05,
+	0x0000ad1f, 0x0000ad34, 0x0000ad60, 0x0000ad65,
+	0x0000ad7a, 0x0000ad8c, 0x0000adc1, 0x0000add2,
+	0x0000adff, 0x0000ae2e, 0x0000af50, 0x0000b072,
 	// Entry 320 - 33F
-	0x0000b193, 0x0000b1fa, 0x0000b23c, 0x0000b284,
-	0x0000b2f7, 0x0000b33f, 0x0000b36d, 0x0000b39b,
-	0x0000b3ce, 0x0000b401,
-} // Size: 3264 bytes
+	0x0000b0e8, 0x0000b173, 0x0000b202, 0x0000b269,
+	0x0000b2ab, 0x0000b2f3, 0x0000b366, 0x0000b3ae,
+	0x0000b3dc, 0x0000b40a, 0x0000b43d, 0x0000b470,
+} // Size: 3272 bytes
 
-const frData string = "" + // Size: 46081 bytes
+const frData string = "" + // Size: 46192 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2314,219 +2317,221 @@ const frData string = "" + // Size: 46081 bytes
 	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
 	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
 	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
-	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
-	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
-	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
-	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
-	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
-	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
-	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
-	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
-	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
-	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
-	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
-	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
-	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
-	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
-	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
-	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
-	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
-	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de l" +
-	"a définition %[1]s, sans les autres filtres\x02Totaux de toutes les défi" +
-	"nitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d oc" +
-	"currence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les déc" +
-	"omptes sont actualisés toutes les 5 secondes environ.\x02révision\u00a0%" +
-	"[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative" +
-	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
-	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
-	"ge\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écr" +
-	"it 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier." +
-	"\x02Cette adresse contient un paramètre illisible (un signe pour cent qu" +
-	"i n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)" +
-	"\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
-	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
-	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
-	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
-	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
-	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
-	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
-	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
-	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
-	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
-	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
-	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
-	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
-	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
-	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
-	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
-	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
-	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
-	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
-	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
-	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
-	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02Les colon" +
-	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
-	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
-	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
-	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
-	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
-	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
-	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
-	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
-	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
-	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
-	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
-	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
-	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
-	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
-	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
-	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
-	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
-	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
-	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
-	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
-	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
-	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
-	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
-	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
-	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
-	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
-	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
-	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
-	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
-	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
-	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
-	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
-	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
-	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
-	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
-	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
-	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
-	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
-	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
-	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
-	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
-	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
-	"t entier.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes " +
-	"déjà connecté. L’adresse l’a mis dans l’historique de votre navigateur, " +
-	"et peut-être dans les journaux d’un proxy\u202f: si d’autres peuvent les" +
-	" lire, faites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton d" +
-	"ans l’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessou" +
-	"s. L’adresse l’a mis dans l’historique de votre navigateur, et peut-être" +
-	" dans les journaux d’un proxy\u202f: si d’autres peuvent les lire, faite" +
-	"s révoquer le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté." +
-	"\x02Le jeton avec lequel vous vous étiez connecté est révoqué, et vous ê" +
-	"tes déconnecté\u202f: connectez-vous avec un autre.\x02Votre session ava" +
-	"it pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
-	"age du serveur)\u202f: votre dernière action n’a pas été appliquée. Reco" +
-	"nnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité," +
-	" déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveu" +
-	"r). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’" +
-	"opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est v" +
-	"érifié une fois et n’est jamais conservé dans votre navigateur\u202f; u" +
-	"n cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 1" +
-	"2\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop " +
-	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
-	"es.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton " +
-	"est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ou" +
-	"vrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls " +
-	"les administrateurs voient cette page\u202f: les jetons, les consommateu" +
-	"rs, les destinations, le journal des révélations et les effacements sont" +
-	" de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, " +
-	"opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec le" +
-	"urs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeto" +
-	"ns du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Der" +
-	"nière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
-	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
-	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
-	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
-	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
-	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
-	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
-	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
-	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
-	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
-	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
-	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
-	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
-	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
-	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
-	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
-	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
-	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
-	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
-	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
-	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
-	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
-	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
-	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
-	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
-	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
-	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
-	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
-	"quelles son consommateur a droit\u202f; une version de processus les épi" +
-	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
-	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
-	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
-	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
-	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
-	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
-	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
-	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
-	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
-	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
+	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
+	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
+	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
+	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
+	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
+	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
+	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
+	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
+	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
+	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
+	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
+	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
+	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
+	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
+	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
+	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
+	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
+	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
+	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
+	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
+	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
+	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
+	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
+	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
+	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
+	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
+	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
+	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
+	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
+	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
+	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
+	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
+	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
+	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes" +
+	" les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
+	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
+	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
+	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
+	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
+	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
+	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
+	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
+	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
+	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
+	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
+	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
+	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
+	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
+	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
+	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
+	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
+	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
+	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
+	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
+	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
+	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
+	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
+	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
+	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
+	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
+	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
+	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
+	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
+	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
+	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
+	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
+	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
+	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
+	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
+	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
+	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
+	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
+	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
+	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
+	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
+	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
+	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
+	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
+	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
+	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
+	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
+	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
+	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
+	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
+	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
+	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est" +
+	" pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’hi" +
+	"storique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: co" +
+	"llez-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de" +
+	" votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d" +
+	"’autres peuvent les lire, faites révoquer le jeton et utilisez-en un n" +
+	"ouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez" +
+	" connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous ave" +
+	"c un autre.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
+	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
+	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
+	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
+	"expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
+	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
+	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
+	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
+	"à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81" +
+	"\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réess" +
+	"ayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votr" +
+	"e adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le " +
+	"champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un" +
+	" jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient cett" +
+	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
+	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
+	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
+	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
+	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
+	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
+	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 88451 bytes (86KiB); checksum: E10EFC04
+	// Total table size 88678 bytes (86KiB); checksum: 5016F59B

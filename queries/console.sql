@@ -92,3 +92,19 @@ where settled_at > coalesce(sqlc.narg('now')::timestamptz, now()) - interval '1 
   and settled_at <= coalesce(sqlc.narg('now')::timestamptz, now())
   and status in ('completed', 'failed')
 group by definition_key, status, bucket;
+
+-- name: OccurrencesHoldingInstance :many
+-- Of the given occurrences, the failed ones their instance is held at: a
+-- held instance's latest failure (as InstanceHeldAt places it). A failure
+-- whose instance went on along the node's error path, to be held later at
+-- another node, is not one. The console marks them in a list of tasks,
+-- where a failure that holds its instance (an incident) would otherwise
+-- read as one that failed it.
+select o.id from occurrences o
+join instances i on i.id = o.instance_id and i.status = 'held'
+where o.id = any(@ids::uuid[]) and o.status = 'failed'
+  and o.id = (
+    select x.id from occurrences x
+    where x.instance_id = o.instance_id and x.status = 'failed'
+    order by x.settled_at desc, x.created_at desc
+    limit 1);

@@ -8,6 +8,8 @@ package queries
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const occurrenceCountByDefinitionStatus = `-- name: OccurrenceCountByDefinitionStatus :many
@@ -326,6 +328,43 @@ func (q *Queries) OccurrenceSettledBuckets(ctx context.Context, now *time.Time) 
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrencesHoldingInstance = `-- name: OccurrencesHoldingInstance :many
+select o.id from occurrences o
+join instances i on i.id = o.instance_id and i.status = 'held'
+where o.id = any($1::uuid[]) and o.status = 'failed'
+  and o.id = (
+    select x.id from occurrences x
+    where x.instance_id = o.instance_id and x.status = 'failed'
+    order by x.settled_at desc, x.created_at desc
+    limit 1)
+`
+
+// Of the given occurrences, the failed ones their instance is held at: a
+// held instance's latest failure (as InstanceHeldAt places it). A failure
+// whose instance went on along the node's error path, to be held later at
+// another node, is not one. The console marks them in a list of tasks,
+// where a failure that holds its instance (an incident) would otherwise
+// read as one that failed it.
+func (q *Queries) OccurrencesHoldingInstance(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, occurrencesHoldingInstance, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
