@@ -40,7 +40,7 @@ func toWorkerJSON(w engine.Worker) workerJSON {
 		out.Transport = &w.Transport
 	}
 	for i, s := range w.Subscriptions {
-		out.Subscriptions[i] = subscriptionJSON(s)
+		out.Subscriptions[i] = subscriptionJSON{Definition: s.Definition, Revisions: s.Revisions, Fields: s.Fields}
 	}
 	if out.Definitions == nil {
 		out.Definitions = []string{}

@@ -128,6 +128,36 @@ func TestFetchVariablesAreDeclaredFields(t *testing.T) {
 	}
 }
 
+// variables choose what a task carries, not which tasks come (Camunda QA:
+// a worker updated to read a variable a new revision adds silently stopped
+// taking the older revision's tasks): a revision without a name is fetched
+// without it; only a name no revision has is refused.
+func TestFetchVariablesChooseWhatATaskCarriesNotWhichTasks(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	_, first := f.start("Acme")
+	_, second := f.start("Beta")
+	w := typedWorking()
+	ins := w["inputs"].(map[string]any)
+	ins["fields"] = append(ins["fields"].([]any), map[string]any{"name": "channel", "type": "text"})
+	f.Must(200, "PUT", "/api/v1/definitions/"+typedKey+"/working", f.Designer, w)
+	f.Must(201, "POST", "/api/v1/definitions/"+typedKey+"/revisions", f.Designer, nil)
+
+	for i, topic := range []string{typedKey, "crm.*"} {
+		tasks := f.fetch("w", 1, map[string]any{"topicName": topic, "lockDuration": 60000, "variables": []any{"name", "channel"}})
+		if len(tasks) != 1 || tasks[0]["id"] != []string{first, second}[i] {
+			t.Fatalf("%s: fetched %v, want the revision 1 task %s though it has no channel", topic, tasks, []string{first, second}[i])
+		}
+		vars := tasks[0]["variables"].(map[string]any)
+		if len(vars) != 1 || vars["name"] == nil {
+			t.Errorf("%s: variables %v, want name alone (revision 1 has no channel)", topic, vars)
+		}
+	}
+	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"name", "chanel"}}}})
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", `"chanel" is no input's name`)
+}
+
 func mustMarshal(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b

@@ -188,7 +188,10 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		lock = max(lock, locks[i])
-		subs[i] = engine.Subscription{Definition: t.TopicName}
+		// variables choose what a task carries, not which tasks come:
+		// a revision without one of them is fetched all the same, as
+		// Camunda answers a variable no task has with nothing.
+		subs[i] = engine.Subscription{Definition: t.TopicName, Project: true}
 		if len(t.Variables) > engine.MaxDeclaredFields {
 			return boundExceeded(at+"/variables", engine.MaxDeclaredFields, "names")
 		}

@@ -74,6 +74,12 @@ type Subscription struct {
 	Definition string
 	Revisions  []int
 	Fields     []string
+	// Project makes Fields a projection alone, as Camunda's variables
+	// filter is: every revision is taken, each delivered with those of
+	// the fields it has, and only a field no revision has is refused. By
+	// default a revision that lacks a declared field is not taken, since a
+	// native worker declares what it needs.
+	Project bool
 }
 
 // Pairs is a resolved subscription list: parallel definition keys and
@@ -338,7 +344,7 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: keyError(s.Definition)})
 			continue
 		}
-		fields, resolved, ferrs, err := e.checkFields(ctx, at, s.Fields, resolved, len(s.Revisions) == 0)
+		fields, resolved, ferrs, err := e.checkFields(ctx, at, s, resolved)
 		if err != nil {
 			return Pairs{}, err
 		}
@@ -471,8 +477,10 @@ const MaxDeclaredFields = 100
 // granted, or a pattern) takes those its fields fit and leaves out the
 // others: a revision published later without a declared field, for other
 // workers, must not stop a live worker's fetches. Only when none fits, or
-// when a listed revision does not, is it refused.
-func (e *Engine) checkFields(ctx context.Context, at string, fields []string, resolved []revisionKey, implicit bool) ([]string, []revisionKey, []fault.FieldError, error) {
+// when a listed revision does not, is it refused. A projection (s.Project)
+// takes every revision, and refuses only a field none of them has.
+func (e *Engine) checkFields(ctx context.Context, at string, s Subscription, resolved []revisionKey) ([]string, []revisionKey, []fault.FieldError, error) {
+	fields, implicit := s.Fields, len(s.Revisions) == 0
 	if fields == nil {
 		return nil, resolved, nil, nil
 	}
@@ -481,6 +489,10 @@ func (e *Engine) checkFields(ctx context.Context, at string, fields []string, re
 	}
 	var errs []fault.FieldError
 	var fit []revisionKey
+	// For a projection: the field each error is about, and the fields
+	// some revision has.
+	var errField []int
+	somewhere := make([]bool, len(fields))
 	for _, k := range resolved {
 		rev, err := e.revision(ctx, e.q, k.key, k.rev)
 		if err != nil {
@@ -488,7 +500,9 @@ func (e *Engine) checkFields(ctx context.Context, at string, fields []string, re
 		}
 		fits := true
 		for j, f := range fields {
-			if err := rev.Working.Inputs.FieldPointer(f); err != nil {
+			if err := rev.Working.Inputs.FieldPointer(f); err == nil {
+				somewhere[j] = true
+			} else {
 				if rev.Working.Outputs.FieldPointer(f) == nil {
 					// A worker asking for what it will write: say so,
 					// not only that the inputs lack it.
@@ -497,11 +511,24 @@ func (e *Engine) checkFields(ctx context.Context, at string, fields []string, re
 				fits = false
 				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/fields/%d", at, j),
 					Message: fmt.Sprintf("%s revision %d: %q %v", k.key, k.rev, f, err)})
+				errField = append(errField, j)
 			}
 		}
 		if fits {
 			fit = append(fit, k)
 		}
+	}
+	if s.Project {
+		// Each revision is delivered what it has of the fields (Project
+		// leaves out what an input lacks); the errors are those of the
+		// fields no revision has.
+		var missing []fault.FieldError
+		for i, fe := range errs {
+			if !somewhere[errField[i]] {
+				missing = append(missing, fe)
+			}
+		}
+		return slices.Clone(fields), resolved, missing, nil
 	}
 	if implicit && len(fit) > 0 {
 		return slices.Clone(fields), fit, nil, nil

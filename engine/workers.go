@@ -66,6 +66,7 @@ type subscriptionJSON struct {
 	Definition string   `json:"definition"`
 	Revisions  []int    `json:"revisions,omitempty"`
 	Fields     []string `json:"fields,omitempty"`
+	Project    bool     `json:"project,omitempty"`
 }
 
 func encodeSubscriptions(subs []Subscription) json.RawMessage {
