@@ -204,6 +204,18 @@ func TestCompleteWithTypedVariables(t *testing.T) {
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", body))
 	other := map[string]any{"workerId": "w", "variables": map[string]any{"result": map[string]any{"value": "existing"}, "crm_id": map[string]any{"value": "C-1"}}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", other), 404, "RestException", "already_settled")
+	// So is one whose variables do not convert, and a failure the facade
+	// cannot take: the task is done, whatever the report carried
+	// (Camunda QA: told its date did not convert, a worker fixes it for
+	// nothing).
+	bad := map[string]any{"workerId": "w", "variables": map[string]any{"due": map[string]any{"value": "2026-12-24T10:00:00", "type": "Date"}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", bad), 404, "RestException", "already_settled")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": -1}), 404, "RestException", "already_settled")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/bpmnError", map[string]any{"workerId": "w", "errorCode": "X",
+		"variables": map[string]any{"a": map[string]any{"value": 1}}}), 404, "RestException", "already_settled")
+	if refused := f.refusedReports(occ); refused != nil {
+		t.Errorf("reports to a settled task noted as refused on its attempt: %v", refused)
+	}
 }
 
 // Variables that violate the pinned revision are 400 with every pointer in
@@ -358,6 +370,7 @@ func TestFailureRetries(t *testing.T) {
 	if task["retries"] != 2.0 || task["errorMessage"] != "CRM timed out" {
 		t.Fatalf("second fetch %v, want retries 2 with the last error message", task)
 	}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": -1}), 400, "InvalidRequestException", "/retries")
 	// retries lowered to 0: terminal now, on_error "*" decides (the retryTimeout Camunda clients send with every failure is ignored, as Camunda does).
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "errorMessage": "gave up", "retries": 0, "retryTimeout": 1000}))
 	if o := f.occurrence(occ); o["status"] != "failed" {
@@ -366,7 +379,9 @@ func TestFailureRetries(t *testing.T) {
 	if ended := f.WaitEnded(inst, 5*time.Second); ended["end_node"] != "failed" {
 		t.Errorf("instance ended at %v, want failed (on_error *)", ended["end_node"])
 	}
-	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": -1}), 400, "InvalidRequestException", "/retries")
+	// Settled, the task is gone, whatever the report (a 400 would send
+	// its worker to fix what no longer matters).
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": -1}), 404, "RestException", "already_settled")
 }
 
 // A failure without retries is terminal, as in Camunda, whose REST API

@@ -68,8 +68,30 @@ func (f *Facade) ref(r *http.Request, workerID string) (engine.WorkerRef, error)
 // engine sees them (a variable it cannot convert), and a Camunda client
 // only logs the refusal, its lock then lapsing as if it never answered.
 func (f *Facade) refused(r *http.Request, ref engine.WorkerRef, err error) error {
+	if moot := f.moot(r, ref, err); moot != nil {
+		return moot
+	}
 	f.eng.NoteRefusedReport(r.Context(), ref, err)
 	return err
+}
+
+// moot returns why ref could not settle its task whatever its report
+// carried (the task settled, its lock lapsed or another worker's), when
+// err is a problem of the report itself, or nil: fixing the report would
+// not help (Camunda QA: a completion sent again after its 204 was told a
+// date did not convert, where Camunda says the task is gone).
+func (f *Facade) moot(r *http.Request, ref engine.WorkerRef, err error) error {
+	fe, ok := fault.As(err)
+	if !ok || fe.Kind != fault.BadRequest && fe.Kind != fault.Unprocessable {
+		return nil
+	}
+	standing := f.eng.Standing(r.Context(), ref)
+	if _, ok := fault.As(standing); !ok {
+		// Standing, or unknown (the database did not answer): the
+		// report's own problem is still true.
+		return nil
+	}
+	return taskError(ref.Occurrence, standing)
 }
 
 // refusedUnsupported refuses a report's member at path that Relais cannot
@@ -77,6 +99,9 @@ func (f *Facade) refused(r *http.Request, ref engine.WorkerRef, err error) error
 // detail alone (see unsupported), the note keeps pointers only.
 func (f *Facade) refusedUnsupported(r *http.Request, ref engine.WorkerRef, path, why string) error {
 	err := unsupported(path, why)
+	if moot := f.moot(r, ref, err); moot != nil {
+		return moot
+	}
 	noted := *err
 	noted.Errors = []fault.FieldError{{Path: path}}
 	f.eng.NoteRefusedReport(r.Context(), ref, &noted)

@@ -529,6 +529,23 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 	return r, o, nil
 }
 
+// Standing is what any report of ref would be refused for now, whatever
+// it carries (a settled occurrence, a lapsed lock or another worker's, an
+// earlier attempt), or nil while ref may settle it. The Camunda facade
+// judges a report's variables before the engine sees them: a completion
+// of a task already done is told so, not that its variables do not
+// convert. Advisory: the settlement's own transaction decides.
+func (e *Engine) Standing(ctx context.Context, ref WorkerRef) error {
+	o, err := e.q.OccurrenceGet(ctx, ref.Occurrence)
+	if isNoRows(err) {
+		return notKeptForConsumer(ref.Occurrence)
+	}
+	if err != nil {
+		return wrap("standing of "+ref.Occurrence.String(), err)
+	}
+	return lockRefusal(o, ref, e.Now())
+}
+
 // lockRefusal explains why ref may not settle o, or returns nil when it
 // holds a live lock on it (or o is deferred by ref's consumer). Past the
 // occurrence's deadline its holder is refused with deadline_exceeded,
