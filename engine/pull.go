@@ -1336,6 +1336,32 @@ func BoundExceeded(field string, ceiling any) *fault.Error {
 	return fe
 }
 
+// Refusal is a request's refusal of its problems (nil when it has none):
+// the ceilings passed alone are bound_exceeded naming the first's field
+// and ceiling, every one at its pointer; with other problems it is
+// invalid_request listing them all, the ceilings' among them, in pointer
+// order, so that one round of corrections fixes the request. what names
+// the request ("the fetch").
+func Refusal(what string, errs []fault.FieldError, over []*fault.Error) error {
+	if len(errs) == 0 && len(over) == 0 {
+		return nil
+	}
+	if len(errs) == 0 {
+		first := *over[0]
+		first.Errors = slices.Clone(first.Errors)
+		for _, o := range over[1:] {
+			first.Errors = append(first.Errors, o.Errors...)
+		}
+		return &first
+	}
+	all := slices.Clone(errs)
+	for _, o := range over {
+		all = append(all, o.Errors...)
+	}
+	slices.SortStableFunc(all, func(a, b fault.FieldError) int { return jsontree.ComparePointers(a.Path, b.Path) })
+	return fault.New(fault.BadRequest, "invalid_request", "%s is invalid", what).WithErrors(all)
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""

@@ -318,12 +318,9 @@ func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.
 	if req.Wait != nil {
 		wait = req.Wait.Std()
 	}
-	if len(errs) > 0 {
-		return 0, 0, 0, fault.New(fault.BadRequest, "invalid_request", "the fetch is invalid").WithErrors(errs)
-	}
-	// Every value over its ceiling is named at its pointer; field and
-	// ceiling are the first's.
-	var over *fault.Error
+	// Every value over its ceiling is named at its pointer, with the
+	// other problems if any (engine.Refusal).
+	var over []*fault.Error
 	for _, b := range []struct {
 		field   string
 		above   bool
@@ -333,16 +330,12 @@ func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.
 		{"lock_duration", lock > p.bounds.MaxLockDuration, p.bounds.MaxLockDuration},
 		{"wait", wait > p.bounds.MaxWait, p.bounds.MaxWait},
 	} {
-		switch {
-		case !b.above:
-		case over == nil:
-			over = engine.BoundExceeded(b.field, b.ceiling)
-		default:
-			over.Errors = append(over.Errors, engine.BoundExceeded(b.field, b.ceiling).Errors...)
+		if b.above {
+			over = append(over, engine.BoundExceeded(b.field, b.ceiling))
 		}
 	}
-	if over != nil {
-		return 0, 0, 0, over
+	if err := engine.Refusal("the fetch", errs, over); err != nil {
+		return 0, 0, 0, err
 	}
 	return maxTasks, lock, wait, nil
 }

@@ -538,6 +538,18 @@ func TestBoundsAreRejections(t *testing.T) {
 		t.Errorf("fetch over three ceilings: errors %v, want max_tasks, lock_duration and wait", errs)
 	}
 	wantBound("fetch wait PT11S", post(fetchBody("w1", "wait", "PT11S")), "wait", 10*time.Second)
+	// With other problems, every one in one answer, the ceiling's among
+	// them (evaluator QA: the ceiling came a round later).
+	mixed := post(fetchBody("", "max_tasks", 6, "lock_duration", "PT0S"))
+	if p := wantProblem(t, "fetch over a ceiling, without worker_id, lock PT0S", mixed, 400, "invalid_request"); len(p) > 0 {
+		var paths []string
+		for _, e := range p["errors"].([]any) {
+			paths = append(paths, e.(map[string]any)["path"].(string))
+		}
+		if got := strings.Join(paths, " "); got != "/lock_duration /max_tasks /worker_id" {
+			t.Errorf("fetch over a ceiling with other problems: errors at %s, want /lock_duration /max_tasks /worker_id", got)
+		}
+	}
 	// A lock below a second would lapse before its completion came back,
 	// spending an attempt: refused, as a stream's subscription refuses it.
 	for _, d := range []string{"PT0.1S", "PT0S"} {

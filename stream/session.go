@@ -299,16 +299,14 @@ func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribePara
 		}
 	}
 	p.resume, errs = resumeList(m, errs)
-	if len(errs) > 0 {
-		return p, fault.New(fault.BadRequest, "invalid_request", "the subscription is invalid").WithErrors(errs)
+	var over []*fault.Error
+	if p.credit > svc.cfg.Stream.MaxInFlight {
+		over = append(over, engine.BoundExceeded("max_in_flight", svc.cfg.Stream.MaxInFlight))
 	}
-	switch {
-	case p.credit > svc.cfg.Stream.MaxInFlight:
-		return p, engine.BoundExceeded("max_in_flight", svc.cfg.Stream.MaxInFlight)
-	case p.lock > svc.cfg.Pull.MaxLockDuration:
-		return p, engine.BoundExceeded("lock_duration", svc.cfg.Pull.MaxLockDuration)
+	if p.lock > svc.cfg.Pull.MaxLockDuration {
+		over = append(over, engine.BoundExceeded("lock_duration", svc.cfg.Pull.MaxLockDuration))
 	}
-	return p, nil
+	return p, engine.Refusal("the subscription", errs, over)
 }
 
 // resumeList reads the assignments a subscription resumes, adding what is
