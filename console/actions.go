@@ -233,7 +233,11 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 	if a == engine.ActionRetry && held.Mode == engine.ModePush && held.ErrorCode != nil && mayHaveActed(*held.ErrorCode) {
 		// Said where it is confirmed (operator QA: only the stop's page
 		// warned of a card charged).
-		v.Consequence += " " + T(ctx, "Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).")
+		if *held.ErrorCode == engine.CodeInvalidOutputs {
+			v.Consequence += " " + T(ctx, "Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).")
+		} else {
+			v.Consequence += " " + T(ctx, "Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).")
+		}
 	}
 	last, err := c.eng.LastAction(ctx, id)
 	if err != nil {
@@ -671,16 +675,18 @@ func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action,
 			// those shown (operator QA: only the stop's page warned of a
 			// card charged; verifier QA: one group past the tenth said
 			// nothing).
-			v.MayHaveActed = T(ctx, "%d of them are held at a push call that ended outcome_unknown or deadline_exceeded: it may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).", b.MayHaveActed)
+			v.MayHaveActed = T(ctx, "%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).", b.MayHaveActed)
 		}
 	}
 	return c.leaveOut(ctx, v, a, ef, count)
 }
 
 // mayHaveActed reports whether a push call that failed with code may
-// have been carried out all the same: its answer lost, or too late.
+// have been carried out all the same: its answer lost, too late, or a
+// success whose outputs the contract refused (evaluator QA: the checkout
+// example refused an order its card was charged for).
 func mayHaveActed(code string) bool {
-	return code == engine.CodeOutcomeUnknown || code == engine.CodeDeadlineExceeded
+	return code == engine.CodeOutcomeUnknown || code == engine.CodeDeadlineExceeded || code == engine.CodeInvalidOutputs
 }
 
 // leaveOut says, for a bulk retry, how many held instances f matches

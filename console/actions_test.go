@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -1414,6 +1415,36 @@ func TestRetryWarnsOfACallThatMayHaveActed(t *testing.T) {
 		}
 		if got := text(b.mustGet("/console/instances/bulk?action=retry&status=held&error_code=destination_http_503", 200), "bulk-may-have-acted"); got != "" {
 			t.Errorf("%s: the bulk retry of refused calls warns %q", lang, got)
+		}
+	}
+
+	// A success whose outputs the contract refuses acted (evaluator QA:
+	// the example refused an order whose card was charged): held by the
+	// example, and its retry warned of.
+	sloppy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"outputs":{"outcome":"approved","authorization_code":"A2"}}`))
+	}))
+	t.Cleanup(sloppy.Close)
+	env.Must(201, "PUT", "/api/v1/destinations/sloppypay", env.Admin, map[string]any{"url": sloppy.URL, "max_timeout": "PT5S"})
+	charge["destination"], charge["timeout"] = "sloppypay", "PT5S"
+	env.Process("sloppy_checkout", checkout)
+	id = env.Must(201, "POST", "/api/v1/processes/sloppy_checkout/instances", env.Operator, map[string]any{"business_key": "order-sloppy",
+		"inputs": map[string]any{"order_id": "order-sloppy", "amount_cents": 4200, "currency": "EUR", "card_token": "tok_visa_4242",
+			"cardholder": map[string]any{"name": "Jo", "email": "jo@example.com"}}}).JSON(t)["id"].(string)
+	relaistest.WaitFor(t, 10*time.Second, "the sloppy order held", func() (bool, string) {
+		s := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)
+		return s["status"] == "held", fmt.Sprint(s["status"], " ", s["error_code"])
+	})
+	for _, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		want := map[string]string{"en": "the destination most likely acted", "fr": "la destination a très probablement agi"}[lang]
+		if got := b.mustGet("/console/instances/"+id+"/retry", 200).body; !strings.Contains(got, want) {
+			t.Errorf("%s: the retry of a call answered with refused outputs does not warn that it acted", lang)
+		}
+		got := text(b.mustGet("/console/instances/bulk?action=retry&status=held&error_code=invalid_outputs", 200), "bulk-may-have-acted")
+		if one := map[string]string{"en": "1 of them is held", "fr": "1 d’entre elles est bloquée"}[lang]; !strings.HasPrefix(got, one) || !strings.Contains(got, "invalid_outputs") {
+			t.Errorf("%s: the bulk retry of calls answered with refused outputs warns %q", lang, got)
 		}
 	}
 }

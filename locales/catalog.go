@@ -39,820 +39,821 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              336,
-	"%[1]s %[2]s, %[3]s %[4]s":                 337,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          335,
-	"%[1]s; %[2]s":                             334,
-	"%d (0 lowest, 9 highest)":                 505,
-	"%d attempts":                              514,
-	"%d attempts, retry after %s, priority %d": 696,
-	"%d breaking":                              254,
-	"%d changes":                               253,
-	"%d completed":                             332,
-	"%d d":                                     344,
-	"%d days":                                  358,
-	"%d failed":                                333,
-	"%d h":                                     343,
-	"%d held instances match now.":             63,
-	"%d hours":                                 359,
-	"%d items":                                 773,
-	"%d left":                                  516,
-	"%d min":                                   342,
-	"%d minutes":                               360,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 90,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              771,
-	"%d ms": 362,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         684,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 683,
-	"%d occurrences": 619,
-	"%d of them are held at a push call that ended outcome_unknown or deadline_exceeded: it may have been carried out all the same (its answer was lost, or came after the timeout). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 89,
-	"%d releases":                             273,
-	"%d running instances match now.":         70,
-	"%d running or held instances match now.": 72,
-	"%d s":       341,
-	"%d seconds": 361,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 104,
-	"%s (a fixed offset, no daylight saving time)":                                     651,
-	"%s (deferred; settled by %s)":                                                     581,
-	"%s (deferred; settled with its settle token)":                                     579,
-	"%s (deferred; settled with its settle token, as %s)":                              580,
-	"%s (token #%d, %s)":                                                               105,
-	"%s = %s":                                                                          690,
-	"%s ago":                                                                           339,
-	"%s at %s":                                                                         585,
-	"%s so far":                                                                        577,
-	"%s ← %s":                                                                          689,
-	"%s → %s":                                                                          691,
-	"%s, %s: %s":                                                                       304,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         509,
-	"%s, cut to %s by the destination’s max_timeout":                                   508,
-	"%s, multiplied by %s after each failure, up to %s":                                511,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 510,
-	"%s, revision %s":                         469,
-	"%s, version %s":                          470,
-	"%s: %s":                                  331,
-	"%s: %s → %s":                             261,
-	"%s: a date is written 2026-12-01.":       635,
-	"%s: every revision, present and future":  199,
-	"%s: revision %s":                         200,
-	"%s: revisions %s":                        201,
-	"%s: the first day comes after the last.": 636,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 506,
-	"%s–%s":                         330,
-	"(%d characters in all)":        775,
-	"(%d handed back, not counted)": 515,
-	"(each item)":                   761,
-	"(in %s)":                       774,
-	"(worker %s)":                   564,
-	"0 seconds":                     357,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            738,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 553,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       306,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 646,
-	"A revision is a definition’s: choose the definition too.": 601,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 726,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   725,
-	"A version is a process’s: choose the process too.":              402,
-	"Abandon %d instances":                                           67,
-	"Abandon every held instance this filter matches":                65,
+	"%[1]s %[2]s":                              337,
+	"%[1]s %[2]s, %[3]s %[4]s":                 338,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          336,
+	"%[1]s; %[2]s":                             335,
+	"%d (0 lowest, 9 highest)":                 506,
+	"%d attempts":                              515,
+	"%d attempts, retry after %s, priority %d": 697,
+	"%d breaking":                              255,
+	"%d changes":                               254,
+	"%d completed":                             333,
+	"%d d":                                     345,
+	"%d days":                                  359,
+	"%d failed":                                334,
+	"%d h":                                     344,
+	"%d held instances match now.":             64,
+	"%d hours":                                 360,
+	"%d items":                                 774,
+	"%d left":                                  517,
+	"%d min":                                   343,
+	"%d minutes":                               361,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 91,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              772,
+	"%d ms": 363,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         685,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 684,
+	"%d occurrences": 620,
+	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 90,
+	"%d releases":                             274,
+	"%d running instances match now.":         71,
+	"%d running or held instances match now.": 73,
+	"%d s":       342,
+	"%d seconds": 362,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 105,
+	"%s (a fixed offset, no daylight saving time)":                                     652,
+	"%s (deferred; settled by %s)":                                                     582,
+	"%s (deferred; settled with its settle token)":                                     580,
+	"%s (deferred; settled with its settle token, as %s)":                              581,
+	"%s (token #%d, %s)":                                                               106,
+	"%s = %s":                                                                          691,
+	"%s ago":                                                                           340,
+	"%s at %s":                                                                         586,
+	"%s so far":                                                                        578,
+	"%s ← %s":                                                                          690,
+	"%s → %s":                                                                          692,
+	"%s, %s: %s":                                                                       305,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         510,
+	"%s, cut to %s by the destination’s max_timeout":                                   509,
+	"%s, multiplied by %s after each failure, up to %s":                                512,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 511,
+	"%s, revision %s":                         470,
+	"%s, version %s":                          471,
+	"%s: %s":                                  332,
+	"%s: %s → %s":                             262,
+	"%s: a date is written 2026-12-01.":       636,
+	"%s: every revision, present and future":  200,
+	"%s: revision %s":                         201,
+	"%s: revisions %s":                        202,
+	"%s: the first day comes after the last.": 637,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 507,
+	"%s–%s":                         331,
+	"(%d characters in all)":        776,
+	"(%d handed back, not counted)": 516,
+	"(each item)":                   762,
+	"(in %s)":                       775,
+	"(worker %s)":                   565,
+	"0 seconds":                     358,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            739,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 554,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       307,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 647,
+	"A revision is a definition’s: choose the definition too.": 602,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 727,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   726,
+	"A version is a process’s: choose the process too.":              403,
+	"Abandon %d instances":                                           68,
+	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              397,
-	"Abandoned by %s at %s — “%s”":                                   389,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 48,
+	"Abandoned at node":                                              398,
+	"Abandoned by %s at %s — “%s”":                                   390,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 407,
-	"Action":                              108,
-	"All actions":                         123,
-	"All consumers":                       615,
-	"All definitions":                     323,
-	"All its tasks":                       198,
-	"All processes":                       413,
-	"All statuses":                        415,
-	"All workers":                         788,
-	"An operator abandoned the instance.": 552,
-	"Any definition":                      414,
-	"Apply filters":                       120,
-	"Apr":                                 348,
-	"As of %s (%s); refreshed every few seconds.": 317,
-	"Attempts":                         474,
-	"Audit log":                        114,
-	"Aug":                              352,
-	"Available from":                   526,
-	"Back to definitions":              166,
-	"Back to external tasks":           164,
-	"Back to sign-in":                  165,
-	"Back to the form":                 174,
-	"Back to the instance":             32,
-	"Back to the list":                 58,
-	"Back to the occurrence":           707,
-	"Back without saving":              648,
-	"Breaks processes":                 230,
-	"Breaks workers":                   231,
-	"Bulk %s applied to %d instances.": 103,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  131,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 130,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      129,
-	"Bulk action":                     112,
-	"Business key":                    81,
-	"By process and error code":       86,
-	"Call timeout":                    507,
-	"Calls":                           284,
-	"Calls signed (Relais-Signature)": 286,
-	"Camunda 7 facade":                792,
-	"Cancelled: the instance was stopped (%s).":               576,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 575,
-	"Cannot act on this filter":                               91,
-	"Cannot act on this instance":                             31,
-	"Cannot reveal":                                           708,
-	"Change":                                                  228,
-	"Changes between the two revisions":                       240,
-	"Changes of the Working copy since revision %d":           249,
-	"Choose two existing revisions to compare.":               250,
-	"Classification":                                          207,
-	"Clear filters":                                           121,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            678,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 666,
-	"Compare":              227,
-	"Compare revisions":    223,
-	"Completed":            326,
-	"Completed (%s).":      570,
-	"Completed, last hour": 314,
-	"Completions and failures per 5 minutes, last hour: %s":    324,
-	"Completions and failures per 5-minute slot, oldest first": 328,
-	"Completions and failures, last hour":                      307,
-	"Connected":                                                784,
-	"Constraints":                                              208,
-	"Consumer":                                                 476,
-	"Consumer and worker":                                      612,
-	"Consumers":                                                145,
-	"Consumers, oldest first":                                  187,
-	"Counting the occurrences; the counts appear when you reload the page.": 202,
-	"Counts are unavailable right now.":                                     203,
-	"Counts as of %s (%s); refreshed every few seconds.":                    703,
-	"Counts by status": 607,
-	"Created":          373,
-	"Created from":     84,
-	"Created on":       191,
-	"Created to":       85,
-	"Creation date":    403,
-	"Dates":            472,
-	"Deadline":         503,
-	"Dec":              356,
-	"Deferred":         530,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 569,
-	"Definition":                                 309,
-	"Definition %s":                              210,
-	"Definition %s has no revision %d.":          99,
-	"Definitions":                                143,
-	"Definitions by key":                         268,
-	"Definitions served":                         782,
-	"Definitions, those needing attention first": 308,
-	"Description":                                209,
-	"Destination":                                488,
-	"Destinations":                               146,
-	"Destinations by name":                       277,
-	"Destination’s answer":                       481,
-	"Detail":                                     229,
-	"Did you mean “%s”?":                         94,
-	"Digest":                                     243,
-	"Display settings":                           151,
-	"Display settings saved.":                    654,
-	"Display settings: ":                         152,
-	"Duration":                                   480,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 305,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  73,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     66,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 62,
-	"Earlier attempt:":          622,
-	"End node":                  396,
-	"End node or error":         411,
-	"Ended":                     392,
-	"Erase process instance %s": 289,
-	"Erase the instance":        292,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 290,
-	"Erase this instance…": 383,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 294,
-	"Error":                      611,
-	"Error (before any attempt)": 533,
-	"Error (the deadline passed after attempt %d)": 532,
-	"Error code":       82,
-	"Error message":    483,
-	"Every %d seconds": 653,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 525,
-	"Every attempt, oldest first": 475,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 115,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  711,
-	"Expired token":                        748,
-	"Expires":                              745,
-	"External tasks":                       138,
-	"Failed":                               312,
-	"Failed (%s).":                         574,
-	"Failed at node":                       398,
-	"Failed occurrence":                    394,
-	"Failed, last hour":                    315,
-	"Feb":                                  346,
-	"Field":                                204,
-	"Filter":                               56,
-	"Filters":                              116,
-	"Find":                                 142,
-	"Find an instance or occurrence":       140,
-	"Finished":                             479,
-	"First page":                           632,
-	"Follow it in the audit log (new tab)": 60,
-	"Form not received":                    177,
-	"Form refused":                         172,
-	"Form too large":                       175,
-	"From revision":                        225,
-	"From revision %d to revision %d:":     251,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 51,
-	"Grants":                  190,
-	"Graph":                   665,
-	"Graph of %s":             682,
-	"HTTP 2xx, unusable body": 591,
-	"Headers sent":            280,
-	"Health":                  137,
-	"Held at a node of":       83,
-	"Held at node":            393,
-	"Held for":                395,
-	"Held instances":          311,
-	"ID":                      188,
-	"In flight":               783,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 325,
-	"Inputs": 233,
-	"Inputs an instance of this version is started with": 676,
-	"Inputs from":                674,
-	"Inputs of revision %d":      244,
-	"Inputs of the working copy": 235,
-	"Inputs the instance was started with, labelled by process version %d's contract": 381,
-	"Inputs, labelled by revision %d's contract":                                      517,
-	"Instance":                  410,
-	"Instances":                 87,
-	"Instances of this version": 677,
-	"Invalid request":           162,
-	"It takes every revision its consumer is granted.": 804,
-	"It takes revision %d only.":                       807,
-	"It takes revisions %s only.":                      809,
-	"Its calls":                                        285,
+	"Act on every instance this filter matches": 408,
+	"Action":                              109,
+	"All actions":                         124,
+	"All consumers":                       616,
+	"All definitions":                     324,
+	"All its tasks":                       199,
+	"All processes":                       414,
+	"All statuses":                        416,
+	"All workers":                         789,
+	"An operator abandoned the instance.": 553,
+	"Any definition":                      415,
+	"Apply filters":                       121,
+	"Apr":                                 349,
+	"As of %s (%s); refreshed every few seconds.": 318,
+	"Attempts":                         475,
+	"Audit log":                        115,
+	"Aug":                              353,
+	"Available from":                   527,
+	"Back to definitions":              167,
+	"Back to external tasks":           165,
+	"Back to sign-in":                  166,
+	"Back to the form":                 175,
+	"Back to the instance":             33,
+	"Back to the list":                 59,
+	"Back to the occurrence":           708,
+	"Back without saving":              649,
+	"Breaks processes":                 231,
+	"Breaks workers":                   232,
+	"Bulk %s applied to %d instances.": 104,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  132,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 131,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      130,
+	"Bulk action":                     113,
+	"Business key":                    82,
+	"By process and error code":       87,
+	"Call timeout":                    508,
+	"Calls":                           285,
+	"Calls signed (Relais-Signature)": 287,
+	"Camunda 7 facade":                793,
+	"Cancelled: the instance was stopped (%s).":               577,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 576,
+	"Cannot act on this filter":                               92,
+	"Cannot act on this instance":                             32,
+	"Cannot reveal":                                           709,
+	"Change":                                                  229,
+	"Changes between the two revisions":                       241,
+	"Changes of the Working copy since revision %d":           250,
+	"Choose two existing revisions to compare.":               251,
+	"Classification":                                          208,
+	"Clear filters":                                           122,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            679,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 667,
+	"Compare":              228,
+	"Compare revisions":    224,
+	"Completed":            327,
+	"Completed (%s).":      571,
+	"Completed, last hour": 315,
+	"Completions and failures per 5 minutes, last hour: %s":    325,
+	"Completions and failures per 5-minute slot, oldest first": 329,
+	"Completions and failures, last hour":                      308,
+	"Connected":                                                785,
+	"Constraints":                                              209,
+	"Consumer":                                                 477,
+	"Consumer and worker":                                      613,
+	"Consumers":                                                146,
+	"Consumers, oldest first":                                  188,
+	"Counting the occurrences; the counts appear when you reload the page.": 203,
+	"Counts are unavailable right now.":                                     204,
+	"Counts as of %s (%s); refreshed every few seconds.":                    704,
+	"Counts by status": 608,
+	"Created":          374,
+	"Created from":     85,
+	"Created on":       192,
+	"Created to":       86,
+	"Creation date":    404,
+	"Dates":            473,
+	"Deadline":         504,
+	"Dec":              357,
+	"Deferred":         531,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 570,
+	"Definition":                                 310,
+	"Definition %s":                              211,
+	"Definition %s has no revision %d.":          100,
+	"Definitions":                                144,
+	"Definitions by key":                         269,
+	"Definitions served":                         783,
+	"Definitions, those needing attention first": 309,
+	"Description":                                210,
+	"Destination":                                489,
+	"Destinations":                               147,
+	"Destinations by name":                       278,
+	"Destination’s answer":                       482,
+	"Detail":                                     230,
+	"Did you mean “%s”?":                         95,
+	"Digest":                                     244,
+	"Display settings":                           152,
+	"Display settings saved.":                    655,
+	"Display settings: ":                         153,
+	"Duration":                                   481,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 306,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
+	"Earlier attempt:":          623,
+	"End node":                  397,
+	"End node or error":         412,
+	"Ended":                     393,
+	"Erase process instance %s": 290,
+	"Erase the instance":        293,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 291,
+	"Erase this instance…": 384,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 295,
+	"Error":                      612,
+	"Error (before any attempt)": 534,
+	"Error (the deadline passed after attempt %d)": 533,
+	"Error code":       83,
+	"Error message":    484,
+	"Every %d seconds": 654,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 526,
+	"Every attempt, oldest first": 476,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 116,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  712,
+	"Expired token":                        749,
+	"Expires":                              746,
+	"External tasks":                       139,
+	"Failed":                               313,
+	"Failed (%s).":                         575,
+	"Failed at node":                       399,
+	"Failed occurrence":                    395,
+	"Failed, last hour":                    316,
+	"Feb":                                  347,
+	"Field":                                205,
+	"Filter":                               57,
+	"Filters":                              117,
+	"Find":                                 143,
+	"Find an instance or occurrence":       141,
+	"Finished":                             480,
+	"First page":                           633,
+	"Follow it in the audit log (new tab)": 61,
+	"Form not received":                    178,
+	"Form refused":                         173,
+	"Form too large":                       176,
+	"From revision":                        226,
+	"From revision %d to revision %d:":     252,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
+	"Grants":                  191,
+	"Graph":                   666,
+	"Graph of %s":             683,
+	"HTTP 2xx, unusable body": 592,
+	"Headers sent":            281,
+	"Health":                  138,
+	"Held at a node of":       84,
+	"Held at node":            394,
+	"Held for":                396,
+	"Held instances":          312,
+	"ID":                      189,
+	"In flight":               784,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 326,
+	"Inputs": 234,
+	"Inputs an instance of this version is started with": 677,
+	"Inputs from":                675,
+	"Inputs of revision %d":      245,
+	"Inputs of the working copy": 236,
+	"Inputs the instance was started with, labelled by process version %d's contract": 382,
+	"Inputs, labelled by revision %d's contract":                                      518,
+	"Instance":                  411,
+	"Instances":                 88,
+	"Instances of this version": 678,
+	"Invalid request":           163,
+	"It takes every revision its consumer is granted.": 805,
+	"It takes revision %d only.":                       808,
+	"It takes revisions %s only.":                      810,
+	"Its calls":                                        286,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 291,
-	"Its instance is held here, waiting for an operator.":                            571,
-	"Its instance went on along the node’s error path, and is held at a later node.": 572,
-	"Its instance went on along the node’s error path.":                              573,
-	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               753,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          43,
-	"Jan":                     345,
-	"Jul":                     351,
-	"Jun":                     350,
-	"Keep it":                 755,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 292,
+	"Its instance is held here, waiting for an operator.":                            572,
+	"Its instance went on along the node’s error path, and is held at a later node.": 573,
+	"Its instance went on along the node’s error path.":                              574,
+	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
+	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               754,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
+	"Jan":                     346,
+	"Jul":                     352,
+	"Jun":                     351,
+	"Keep it":                 756,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       287,
-	"Key":                     269,
-	"Kind":                    669,
-	"Language":                134,
-	"Last changed":            282,
-	"Last error (attempt %d)": 531,
-	"Last reserved":           528,
-	"Last saved":              214,
-	"Last seen":               785,
-	"Last used":               744,
-	"Latest revision":         270,
-	"Lists every change from one revision to another, and whom it may break.": 224,
-	"Local time in %s": 650,
-	"Lock expired %s — waiting to be offered again.": 561,
-	"Lock expires":    529,
-	"Longest timeout": 281,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 252,
-	"Main navigation":     136,
-	"Mar":                 347,
-	"Maximum attempts":    499,
-	"May":                 349,
-	"Message":             609,
-	"Message from Relais": 599,
-	"Message from Relais, quoting the destination’s answer":            598,
-	"Message from the worker (its own words, protected values masked)": 597,
-	"Method not allowed": 715,
-	"Mode":               497,
-	"More filters: instance, revision, consumer, destination, dates": 603,
-	"Name":                    189,
-	"Never":                   652,
-	"Next attempt":            527,
-	"Next attempt or settled": 613,
-	"Next node":               372,
-	"Next page":               631,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 127,
-	"No consumer yet.": 184,
-	"No definition %s has occurrences: check the key, or show all definitions.": 322,
-	"No definition has occurrences yet.":                                        316,
-	"No definition has the key “%s”.":                                           97,
-	"No definition yet.":                                                        272,
-	"No destination yet.":                                                       274,
-	"No inputs.":                                                                234,
-	"No inputs: an instance starts with an empty object.":                       675,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  724,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 722,
-	"No instance matches these filters.": 412,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 723,
-	"No live worker takes %s now (Workers page).":                                               555,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 556,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           557,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          558,
-	"No more consumers.":                                   185,
-	"No more destinations.":                                275,
-	"No occurrence matches these filters.":                 614,
-	"No operator action matches.":                          122,
-	"No operator has acted on this instance.":              377,
-	"No outputs yet: the occurrence has not completed.":    520,
-	"No outputs.":                                          237,
-	"No outputs: the occurrence ended without completing.": 522,
-	"No process has the key “%s”.":                         96,
-	"No process is published yet.":                         661,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             801,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             800,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    76,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 132,
-	"No release yet.": 218,
-	"No revision yet: the Working copy has never been snapshotted.": 216,
-	"No token.":              742,
-	"No value was revealed.": 713,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              487,
-	"No worker has reserved this occurrence yet.":                                        484,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 802,
-	"No worker is connected.":           786,
-	"No worker serves this definition.": 789,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 799,
-	"Node":                  369,
-	"Nodes":                 667,
-	"Nodes of this version": 679,
-	"Nodes of this version, with their occurrences now": 668,
-	"Nodes reached, in order":                           368,
-	"Not allowed":                                       160,
-	"Not found":                                         170,
-	"Notes":                                             221,
-	"Nothing exists at this address, or it is not visible to you.": 167,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 168,
-	"Nothing to do: no instance this action applies to matches the filter.": 75,
-	"Nothing to find: the search box is empty.":                             720,
-	"Nothing was done.":        30,
-	"Nov":                      355,
-	"Now":                      493,
-	"Occurrence":               370,
-	"Occurrence %s":            471,
-	"Occurrence offered again": 111,
-	"Occurrences now":          673,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          797,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 798,
-	"Occurrences, newest first": 608,
-	"Oct":                       354,
-	"Offered from %s — %s.":     560,
-	"Oldest claimable waits":    313,
-	"On error":                  672,
-	"On success":                671,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         709,
-	"Only administrators may reveal a sensitive value.":                                                           704,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 739,
-	"Open":             310,
-	"Operator actions": 365,
-	"Operator actions on this instance, newest first": 378,
-	"Operator actions, newest first":                  126,
-	"Outcome":                                         482,
-	"Outputs":                                         236,
-	"Outputs of revision %d":                          245,
-	"Outputs of the working copy":                     238,
-	"Outputs, labelled by revision %d's contract":     519,
-	"Pages": 629,
-	"Paste your token in the field: it is empty.": 736,
-	"Path":                            366,
-	"Pause reloading":                 159,
-	"Pinned revision":                 670,
-	"Policy":                          473,
-	"Previous page":                   630,
-	"Priority":                        504,
-	"Process":                         78,
-	"Process %s":                      663,
-	"Process %s has no version %d.":   95,
-	"Process and node":                610,
-	"Process inputs":                  380,
-	"Process instance":                110,
-	"Process instance %s":             363,
-	"Process instances":               405,
-	"Process instances, newest first": 409,
-	"Processes":                       139,
-	"Processes by key":                659,
-	"Protocol":                        781,
-	"Published":                       222,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 657,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       658,
-	"Push destination": 604,
-	"Reason":           109,
-	"Reason (recorded in the audit log for every instance)": 57,
+	"Keep the instance":       288,
+	"Key":                     270,
+	"Kind":                    670,
+	"Language":                135,
+	"Last changed":            283,
+	"Last error (attempt %d)": 532,
+	"Last reserved":           529,
+	"Last saved":              215,
+	"Last seen":               786,
+	"Last used":               745,
+	"Latest revision":         271,
+	"Lists every change from one revision to another, and whom it may break.": 225,
+	"Local time in %s": 651,
+	"Lock expired %s — waiting to be offered again.": 562,
+	"Lock expires":    530,
+	"Longest timeout": 282,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 253,
+	"Main navigation":     137,
+	"Mar":                 348,
+	"Maximum attempts":    500,
+	"May":                 350,
+	"Message":             610,
+	"Message from Relais": 600,
+	"Message from Relais, quoting the destination’s answer":            599,
+	"Message from the worker (its own words, protected values masked)": 598,
+	"Method not allowed": 716,
+	"Mode":               498,
+	"More filters: instance, revision, consumer, destination, dates": 604,
+	"Name":                    190,
+	"Never":                   653,
+	"Next attempt":            528,
+	"Next attempt or settled": 614,
+	"Next node":               373,
+	"Next page":               632,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 128,
+	"No consumer yet.": 185,
+	"No definition %s has occurrences: check the key, or show all definitions.": 323,
+	"No definition has occurrences yet.":                                        317,
+	"No definition has the key “%s”.":                                           98,
+	"No definition yet.":                                                        273,
+	"No destination yet.":                                                       275,
+	"No inputs.":                                                                235,
+	"No inputs: an instance starts with an empty object.":                       676,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  725,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 723,
+	"No instance matches these filters.": 413,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 724,
+	"No live worker takes %s now (Workers page).":                                               556,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 557,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           558,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          559,
+	"No more consumers.":                                   186,
+	"No more destinations.":                                276,
+	"No occurrence matches these filters.":                 615,
+	"No operator action matches.":                          123,
+	"No operator has acted on this instance.":              378,
+	"No outputs yet: the occurrence has not completed.":    521,
+	"No outputs.":                                          238,
+	"No outputs: the occurrence ended without completing.": 523,
+	"No process has the key “%s”.":                         97,
+	"No process is published yet.":                         662,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             802,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             801,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 133,
+	"No release yet.": 219,
+	"No revision yet: the Working copy has never been snapshotted.": 217,
+	"No token.":              743,
+	"No value was revealed.": 714,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              488,
+	"No worker has reserved this occurrence yet.":                                        485,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 803,
+	"No worker is connected.":           787,
+	"No worker serves this definition.": 790,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 800,
+	"Node":                  370,
+	"Nodes":                 668,
+	"Nodes of this version": 680,
+	"Nodes of this version, with their occurrences now": 669,
+	"Nodes reached, in order":                           369,
+	"Not allowed":                                       161,
+	"Not found":                                         171,
+	"Notes":                                             222,
+	"Nothing exists at this address, or it is not visible to you.": 168,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 169,
+	"Nothing to do: no instance this action applies to matches the filter.": 76,
+	"Nothing to find: the search box is empty.":                             721,
+	"Nothing was done.":        31,
+	"Nov":                      356,
+	"Now":                      494,
+	"Occurrence":               371,
+	"Occurrence %s":            472,
+	"Occurrence offered again": 112,
+	"Occurrences now":          674,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          798,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 799,
+	"Occurrences, newest first": 609,
+	"Oct":                       355,
+	"Offered from %s — %s.":     561,
+	"Oldest claimable waits":    314,
+	"On error":                  673,
+	"On success":                672,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         710,
+	"Only administrators may reveal a sensitive value.":                                                           705,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 740,
+	"Open":             311,
+	"Operator actions": 366,
+	"Operator actions on this instance, newest first": 379,
+	"Operator actions, newest first":                  127,
+	"Outcome":                                         483,
+	"Outputs":                                         237,
+	"Outputs of revision %d":                          246,
+	"Outputs of the working copy":                     239,
+	"Outputs, labelled by revision %d's contract":     520,
+	"Pages": 630,
+	"Paste your token in the field: it is empty.": 737,
+	"Path":                            367,
+	"Pause reloading":                 160,
+	"Pinned revision":                 671,
+	"Policy":                          474,
+	"Previous page":                   631,
+	"Priority":                        505,
+	"Process":                         79,
+	"Process %s":                      664,
+	"Process %s has no version %d.":   96,
+	"Process and node":                611,
+	"Process inputs":                  381,
+	"Process instance":                111,
+	"Process instance %s":             364,
+	"Process instances":               406,
+	"Process instances, newest first": 410,
+	"Processes":                       140,
+	"Processes by key":                660,
+	"Protocol":                        782,
+	"Published":                       223,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 658,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       659,
+	"Push destination": 605,
+	"Reason":           110,
+	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            498,
-	"Recorded operator actions":                             376,
-	"Relais console":                                        133,
-	"Relais has not called the destination yet.":            490,
-	"Relais is calling the destination (since %s).":         566,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 492,
-	"Relais never called the destination: the occurrence ended before any call.":                                    491,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        587,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 589,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     586,
-	"Relais refused the action. Nothing was done.":                                                                  50,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           588,
-	"Release":                       219,
-	"Releases":                      217,
-	"Releases, oldest first":        239,
-	"Reload lists and detail pages": 645,
-	"Reloading paused":              156,
-	"Reloading paused: this page stays as it is until you resume.": 656,
-	"Reloading resumed.":                  655,
-	"Replica":                             489,
-	"Required":                            206,
-	"Reserved":                            478,
-	"Reserved by %s.":                     568,
-	"Reserved by %s; lock until %s — %s.": 567,
-	"Reserved now":                        197,
-	"Resume":                              157,
-	"Retried by %s at %s — “%s”":          390,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 47,
-	"Retries":            501,
-	"Retry %d instances": 64,
-	"Retry at %s — %s.":  559,
-	"Retry delay":        500,
-	"Retry every held instance this filter matches": 61,
+	"Reason given by the worker":                            499,
+	"Recorded operator actions":                             377,
+	"Relais console":                                        134,
+	"Relais has not called the destination yet.":            491,
+	"Relais is calling the destination (since %s).":         567,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 493,
+	"Relais never called the destination: the occurrence ended before any call.":                                    492,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        588,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 590,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     587,
+	"Relais refused the action. Nothing was done.":                                                                  51,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           589,
+	"Release":                       220,
+	"Releases":                      218,
+	"Releases, oldest first":        240,
+	"Reload lists and detail pages": 646,
+	"Reloading paused":              157,
+	"Reloading paused: this page stays as it is until you resume.": 657,
+	"Reloading resumed.":                  656,
+	"Replica":                             490,
+	"Required":                            207,
+	"Reserved":                            479,
+	"Reserved by %s.":                     569,
+	"Reserved by %s; lock until %s — %s.": 568,
+	"Reserved now":                        198,
+	"Resume":                              158,
+	"Retried by %s at %s — “%s”":          391,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
+	"Retries":            502,
+	"Retry %d instances": 65,
+	"Retry at %s — %s.":  560,
+	"Retry delay":        501,
+	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         494,
+	"Retry or abandon it from its instance":         495,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 534,
-	"Retrying and abandoning apply to held instances, not %s ones.": 55,
+	"Retryable": 535,
+	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 523,
-	"Revealed by %s at %s; recorded in the audit log.": 706,
-	"Reveals":               148,
-	"Reveals, newest first": 712,
-	"Revision":              220,
-	"Revision %d":           241,
-	"Revisions":             215,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 805,
-	"Revoke the %s token “%s”?": 752,
-	"Revoke the token":          754,
-	"Revoke token %d":           751,
-	"Revoke…":                   749,
-	"Role":                      743,
-	"Route":                     371,
-	"Routing output":            213,
-	"Row %s":                    633,
-	"Rows %s–%s":                634,
-	"Save settings":             647,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      705,
+	"Reveal — this is recorded": 524,
+	"Revealed by %s at %s; recorded in the audit log.": 707,
+	"Reveals":               149,
+	"Reveals, newest first": 713,
+	"Revision":              221,
+	"Revision %d":           242,
+	"Revisions":             216,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 806,
+	"Revoke the %s token “%s”?": 753,
+	"Revoke the token":          755,
+	"Revoke token %d":           752,
+	"Revoke…":                   750,
+	"Role":                      744,
+	"Route":                     372,
+	"Routing output":            214,
+	"Row %s":                    634,
+	"Rows %s–%s":                635,
+	"Save settings":             648,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      706,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 288,
-	"Search":                               718,
-	"Secret values can never be revealed.": 710,
-	"Sep":                                  353,
-	"Served by %d workers":                 803,
-	"Settled":                              374,
-	"Settlement date":                      602,
-	"Show all definitions":                 321,
-	"Show times in":                        643,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 128,
-	"Sign in": 731,
-	"Sign in with an operator, designer or administrator token.": 732,
-	"Sign out":             150,
-	"Signed in as %s (%s)": 149,
-	"Since revision %d:":   247,
-	"Skip to content":      135,
-	"Slot":                 329,
-	"Snapshotted":          242,
-	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 33,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                40,
-	"Something went wrong": 182,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 740,
-	"Staff tokens, oldest first": 741,
-	"Start node":                 664,
-	"Started":                    391,
-	"State":                      192,
-	"Status":                     80,
-	"Stop %d instances":          74,
-	"Stop every held instance this filter matches":            68,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 289,
+	"Search":                               719,
+	"Secret values can never be revealed.": 711,
+	"Sep":                                  354,
+	"Served by %d workers":                 804,
+	"Settled":                              375,
+	"Settlement date":                      603,
+	"Show all definitions":                 322,
+	"Show times in":                        644,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 129,
+	"Sign in": 732,
+	"Sign in with an operator, designer or administrator token.": 733,
+	"Sign out":             151,
+	"Signed in as %s (%s)": 150,
+	"Since revision %d:":   248,
+	"Skip to content":      136,
+	"Slot":                 330,
+	"Snapshotted":          243,
+	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
+	"Something went wrong": 183,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 741,
+	"Staff tokens, oldest first": 742,
+	"Start node":                 665,
+	"Started":                    392,
+	"State":                      193,
+	"Status":                     81,
+	"Stop %d instances":          75,
+	"Stop every held instance this filter matches":            69,
 	"Stop every held instance…":                               9,
-	"Stop every running instance this filter matches":         69,
+	"Stop every running instance this filter matches":         70,
 	"Stop every running instance…":                            10,
-	"Stop every running or held instance this filter matches": 71,
+	"Stop every running or held instance this filter matches": 72,
 	"Stop every running or held instance…":                    11,
 	"Stop process instance %s":                                24,
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              388,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 49,
-	"Stopping applies to running or held instances, not %s ones.":                              54,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   387,
-	"Summary": 364,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 267,
-	"Tasks":                   193,
-	"Temporarily unavailable": 180,
-	"That is too long to be an id or a business key.":                                           721,
-	"The %d largest groups; the filter matches more.":                                           88,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 496,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 276,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    246,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            546,
-	"The bulk action must be its id (a UUID).": 125,
-	"The call could not be prepared.":          547,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 565,
-	"The chart’s numbers": 327,
-	"The confirmed count is missing: start again from the list.":                                                                                                            100,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           183,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          644,
-	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 101,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 181,
-	"The deadline passed before a result arrived.":                                                                                                                          544,
-	"The destination answered HTTP %s.":     554,
-	"The destination could not be reached.": 548,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    538,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         539,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   537,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 536,
-	"The destination’s answer was too large.": 549,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      186,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          163,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                551,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         583,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      584,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    582,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            550,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               541,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 540,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     542,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             543,
-	"The latest %d attempts, oldest first":                                                         495,
-	"The next page counts them and asks for a reason before anything changes.":                     408,
-	"The nodes this instance reached, in order, each with its occurrence.":                         367,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 212,
-	"The page cursor is invalid: go back to the first page.":                                       641,
-	"The page size must be between 1 and %d.":                                                      404,
-	"The parameter “%s” is given %d times: give it once.":                                          640,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 124,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 52,
-	"The reason you gave, not recorded:":                        45,
-	"The result did not match the revision's outputs contract.": 545,
-	"The revision must be a whole number, 1 or more.":           600,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 734,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        728,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     758,
-	"The version must be a whole number from 1.":                                                                                                        401,
-	"These revisions have the same contracts.":                                                                                                          232,
-	"These settings are kept in this browser only.":                                                                                                     642,
-	"They take every revision their consumer is granted.":                                                                                               806,
-	"They take revision %d only.":                                                                                                                       808,
-	"They take revisions %s only.":                                                                                                                      810,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 637,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         102,
-	"This contract has no inputs.":  518,
-	"This contract has no outputs.": 521,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 98,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 179,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            178,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  176,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  173,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           717,
+	"Stopped by %s at %s — “%s”":                              389,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
+	"Stopping applies to running or held instances, not %s ones.":                              55,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   388,
+	"Summary": 365,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 268,
+	"Tasks":                   194,
+	"Temporarily unavailable": 181,
+	"That is too long to be an id or a business key.":                                           722,
+	"The %d largest groups; the filter matches more.":                                           89,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 497,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 277,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    247,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            547,
+	"The bulk action must be its id (a UUID).": 126,
+	"The call could not be prepared.":          548,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 566,
+	"The chart’s numbers": 328,
+	"The confirmed count is missing: start again from the list.":                                                                                                            101,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           184,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          645,
+	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 102,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 182,
+	"The deadline passed before a result arrived.":                                                                                                                          545,
+	"The destination answered HTTP %s.":     555,
+	"The destination could not be reached.": 549,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    539,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         540,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   538,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 537,
+	"The destination’s answer was too large.": 550,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      187,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          164,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                552,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         584,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      585,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    583,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            551,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               542,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 541,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     543,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             544,
+	"The latest %d attempts, oldest first":                                                         496,
+	"The next page counts them and asks for a reason before anything changes.":                     409,
+	"The nodes this instance reached, in order, each with its occurrence.":                         368,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 213,
+	"The page cursor is invalid: go back to the first page.":                                       642,
+	"The page size must be between 1 and %d.":                                                      405,
+	"The parameter “%s” is given %d times: give it once.":                                          641,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 125,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
+	"The reason you gave, not recorded:":                        46,
+	"The result did not match the revision's outputs contract.": 546,
+	"The revision must be a whole number, 1 or more.":           601,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 735,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        729,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     759,
+	"The version must be a whole number from 1.":                                                                                                        402,
+	"These revisions have the same contracts.":                                                                                                          233,
+	"These settings are kept in this browser only.":                                                                                                     643,
+	"They take every revision their consumer is granted.":                                                                                               807,
+	"They take revision %d only.":                                                                                                                       809,
+	"They take revisions %s only.":                                                                                                                      811,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 638,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         103,
+	"This contract has no inputs.":  519,
+	"This contract has no outputs.": 522,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 99,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 180,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            179,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  177,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  174,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           718,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 295,
-	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              34,
-	"This instance has already ended; there is nothing to stop.":                                                                                                                    42,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 384,
-	"This instance has not reached a task yet.":                                                                                                                                     375,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   38,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     37,
-	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 36,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 293,
-	"This instance is %s: there is nothing to stop.":                            39,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 385,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 386,
-	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               35,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          41,
-	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      46,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   44,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  171,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            757,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           756,
-	"This page does not accept that request.": 716,
-	"This page reloads every %d seconds.":     158,
-	"This process takes no inputs.":           382,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 59,
-	"This token is unknown, revoked or expired.": 737,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 680,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            681,
-	"Times in %s · no auto-reload":    155,
-	"Times in %s · reload every %d s": 154,
-	"Times in %s · reloading paused":  153,
-	"To revision":                     226,
-	"Token":                           733,
-	"Tokens":                          147,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 735,
-	"Totals of all definitions, not narrowed by the other filters":         618,
-	"Totals of definition %s, not narrowed by the other filters":           617,
-	"Type": 205,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 719,
-	"URL":                              279,
-	"UTC (coordinated universal time)": 649,
-	"Unknown action.":                  53,
-	"Unknown consumer.":                92,
-	"Unknown destination “%s”.":        93,
-	"Unknown parameter “%s” (did you mean “%s”?).": 638,
-	"Unknown parameter “%s”.":                      639,
-	"Unknown status “%s” (did you mean “%s”?).":    416,
-	"Unknown status “%s”.":                         418,
-	"Value":                                        379,
-	"Version":                                      79,
-	"Versions, newest first":                       660,
-	"Waiting for Relais to call the destination since %s (%s).": 562,
-	"Waiting for a worker since %s (%s).":                       563,
-	"When":                                                      106,
-	"Who":                                                       107,
-	"Whole message":                                             486,
-	"Why (recorded with the reveal)":                            524,
-	"Worker":                                                    780,
-	"Worker id":                                                 477,
-	"Workers":                                                   144,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        778,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 296,
+	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
+	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 385,
+	"This instance has not reached a task yet.":                                                                                                                                     376,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
+	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 294,
+	"This instance is %s: there is nothing to stop.":                            40,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 386,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 387,
+	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
+	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  172,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            758,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           757,
+	"This page does not accept that request.": 717,
+	"This page reloads every %d seconds.":     159,
+	"This process takes no inputs.":           383,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 60,
+	"This token is unknown, revoked or expired.": 738,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 681,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            682,
+	"Times in %s · no auto-reload":    156,
+	"Times in %s · reload every %d s": 155,
+	"Times in %s · reloading paused":  154,
+	"To revision":                     227,
+	"Token":                           734,
+	"Tokens":                          148,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 736,
+	"Totals of all definitions, not narrowed by the other filters":         619,
+	"Totals of definition %s, not narrowed by the other filters":           618,
+	"Type": 206,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 720,
+	"URL":                              280,
+	"UTC (coordinated universal time)": 650,
+	"Unknown action.":                  54,
+	"Unknown consumer.":                93,
+	"Unknown destination “%s”.":        94,
+	"Unknown parameter “%s” (did you mean “%s”?).": 639,
+	"Unknown parameter “%s”.":                      640,
+	"Unknown status “%s” (did you mean “%s”?).":    417,
+	"Unknown status “%s”.":                         419,
+	"Value":                                        380,
+	"Version":                                      80,
+	"Versions, newest first":                       661,
+	"Waiting for Relais to call the destination since %s (%s).": 563,
+	"Waiting for a worker since %s (%s).":                       564,
+	"When":                                                      107,
+	"Who":                                                       108,
+	"Whole message":                                             487,
+	"Why (recorded with the reveal)":                            525,
+	"Worker":                                                    781,
+	"Worker id":                                                 478,
+	"Workers":                                                   145,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        779,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 779,
-	"Workers serving %s":                   787,
+	"Workers seen within three heartbeats": 780,
+	"Workers serving %s":                   788,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        211,
-	"You are signed out.": 727,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              161,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 729,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          730,
-	"[redacted]":                          596,
-	"a token’s name, exact":               117,
+	"Working copy":        212,
+	"You are signed out.": 728,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              162,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 730,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          731,
+	"[redacted]":                          597,
+	"a token’s name, exact":               118,
 	"abandon":                             4,
-	"active":                              194,
-	"administrator":                       447,
-	"an incident: retry, abandon or stop": 299,
-	"answer too large":                    594,
-	"any":                                 77,
-	"any other code → %s":                 694,
-	"any other error":                     297,
-	"as of %s (%s); counts are refreshed every few seconds.": 620,
-	"at least %d characters":                                 762,
-	"at least %d items":                                      769,
-	"at most %d":                                             512,
-	"at most %d characters":                                  763,
-	"at most %d items":                                       770,
-	"at most %d since the last operator retry":               513,
-	"available":                                              419,
-	"boolean":                                                434,
-	"call in progress since":                                 626,
-	"cancelled":                                              424,
-	"choice":                                                 437,
-	"claimable since":                                        625,
-	"claimable since %s":                                     318,
-	"classification changed":                                 458,
-	"completed":                                              422,
-	"constraint changed":                                     459,
-	"consumer":                                               450,
-	"consumer #%s":                                           578,
-	"date":                                                   435,
-	"date and time":                                          436,
-	"deadline %s":                                            698,
-	"deferred":                                               421,
-	"deferred since":                                         628,
-	"deleted":                                                113,
-	"designer":                                               449,
-	"disconnected":                                           430,
-	"each item of %s":                                        760,
-	"end (completes)":                                        687,
-	"end (fails)":                                            688,
-	"end: completes the instance":                            300,
-	"end: fails the instance":                                301,
+	"active":                              195,
+	"administrator":                       448,
+	"an incident: retry, abandon or stop": 300,
+	"answer too large":                    595,
+	"any":                                 78,
+	"any other code → %s":                 695,
+	"any other error":                     298,
+	"as of %s (%s); counts are refreshed every few seconds.": 621,
+	"at least %d characters":                                 763,
+	"at least %d items":                                      770,
+	"at most %d":                                             513,
+	"at most %d characters":                                  764,
+	"at most %d items":                                       771,
+	"at most %d since the last operator retry":               514,
+	"available":                                              420,
+	"boolean":                                                435,
+	"call in progress since":                                 627,
+	"cancelled":                                              425,
+	"choice":                                                 438,
+	"claimable since":                                        626,
+	"claimable since %s":                                     319,
+	"classification changed":                                 459,
+	"completed":                                              423,
+	"constraint changed":                                     460,
+	"consumer":                                               451,
+	"consumer #%s":                                           579,
+	"date":                                                   436,
+	"date and time":                                          437,
+	"deadline %s":                                            699,
+	"deferred":                                               422,
+	"deferred since":                                         629,
+	"deleted":                                                114,
+	"designer":                                               450,
+	"disconnected":                                           431,
+	"each item of %s":                                        761,
+	"end (completes)":                                        688,
+	"end (fails)":                                            689,
+	"end: completes the instance":                            301,
+	"end: fails the instance":                                302,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 793,
-	"exact, case-sensitive":                                  406,
-	"expired":                                                427,
-	"failed":                                                 423,
-	"fails the instance":                                     695,
-	"field added":                                            453,
-	"field removed":                                          454,
-	"format":                                                 464,
-	"format %s":                                              765,
-	"from":                                                   118,
-	"held":                                                   426,
-	"held for an operator":                                   298,
-	"held, then abandoned by an operator":                    400,
-	"held, then stopped by an operator":                      399,
-	"hidden (secret)":                                        444,
-	"hidden (sensitive)":                                     443,
-	"hold (an incident for an operator)":                     693,
-	"id or business key":                                     141,
-	"in %s":                                                  338,
-	"in progress":                                            485,
-	"instance held here":                                     616,
-	"instance id":                                            606,
-	"instances held":                                         701,
-	"instances held: %s":                                     702,
-	"integer":                                                432,
-	"its name, exactly":                                      605,
-	"just now":                                               340,
-	"list":                                                   439,
-	"lock until":                                             627,
-	"long polling":                                           791,
-	"long wait":                                              319,
-	"masked value":                                           278,
-	"maximum":                                                466,
-	"maximum %s":                                             767,
-	"maximum items":                                          468,
-	"maximum length":                                         462,
-	"minimum":                                                465,
-	"minimum %s":                                             766,
-	"minimum items":                                          467,
-	"minimum length":                                         461,
-	"never":                                                  746,
-	"next attempt":                                           624,
-	"no":                                                     452,
-	"no answer within the timeout":                           592,
-	"no connection":                                          593,
-	"no grant: it takes nothing":                             196,
-	"no header":                                              283,
-	"no worker":                                              320,
-	"no worker takes revision %d":                            795,
-	"no worker takes revisions %s":                           796,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 535,
-	"none": 266,
-	"none (revealed before reasons were asked for)": 714,
-	"none yet": 271,
-	"none: a failed call takes the node’s error path": 502,
-	"normal":                             440,
-	"not provided":                       772,
-	"not yet":                            747,
-	"null":                               776,
-	"number":                             433,
-	"object":                             438,
-	"on error":                           296,
-	"one attempt, no retry, priority %d": 697,
-	"one of: %s":                         768,
-	"operator":                           448,
-	"optional %s field of type %s":       263,
-	"optional field of type %s":          265,
-	"optional → required":                256,
-	"pattern":                            463,
-	"pattern %s":                         764,
-	"pull":                               685,
-	"pull %s":                            303,
-	"pull (a worker fetches it)":         445,
-	"push %s":                            302,
-	"push (Relais calls the service)":    446,
-	"push to %s":                         686,
-	"rejected":                           428,
-	"released":                           429,
-	"required %s field of type %s":       262,
-	"required changed":                   456,
-	"required field of type %s":          264,
-	"required → optional":                257,
-	"reserved":                           420,
+	"every revision its consumer is granted":                 794,
+	"exact, case-sensitive":                                  407,
+	"expired":                                                428,
+	"failed":                                                 424,
+	"fails the instance":                                     696,
+	"field added":                                            454,
+	"field removed":                                          455,
+	"format":                                                 465,
+	"format %s":                                              766,
+	"from":                                                   119,
+	"held":                                                   427,
+	"held for an operator":                                   299,
+	"held, then abandoned by an operator":                    401,
+	"held, then stopped by an operator":                      400,
+	"hidden (secret)":                                        445,
+	"hidden (sensitive)":                                     444,
+	"hold (an incident for an operator)":                     694,
+	"id or business key":                                     142,
+	"in %s":                                                  339,
+	"in progress":                                            486,
+	"instance held here":                                     617,
+	"instance id":                                            607,
+	"instances held":                                         702,
+	"instances held: %s":                                     703,
+	"integer":                                                433,
+	"its name, exactly":                                      606,
+	"just now":                                               341,
+	"list":                                                   440,
+	"lock until":                                             628,
+	"long polling":                                           792,
+	"long wait":                                              320,
+	"masked value":                                           279,
+	"maximum":                                                467,
+	"maximum %s":                                             768,
+	"maximum items":                                          469,
+	"maximum length":                                         463,
+	"minimum":                                                466,
+	"minimum %s":                                             767,
+	"minimum items":                                          468,
+	"minimum length":                                         462,
+	"never":                                                  747,
+	"next attempt":                                           625,
+	"no":                                                     453,
+	"no answer within the timeout":                           593,
+	"no connection":                                          594,
+	"no grant: it takes nothing":                             197,
+	"no header":                                              284,
+	"no worker":                                              321,
+	"no worker takes revision %d":                            796,
+	"no worker takes revisions %s":                           797,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 536,
+	"none": 267,
+	"none (revealed before reasons were asked for)": 715,
+	"none yet": 272,
+	"none: a failed call takes the node’s error path": 503,
+	"normal":                             441,
+	"not provided":                       773,
+	"not yet":                            748,
+	"null":                               777,
+	"number":                             434,
+	"object":                             439,
+	"on error":                           297,
+	"one attempt, no retry, priority %d": 698,
+	"one of: %s":                         769,
+	"operator":                           449,
+	"optional %s field of type %s":       264,
+	"optional field of type %s":          266,
+	"optional → required":                257,
+	"pattern":                            464,
+	"pattern %s":                         765,
+	"pull":                               686,
+	"pull %s":                            304,
+	"pull (a worker fetches it)":         446,
+	"push %s":                            303,
+	"push (Relais calls the service)":    447,
+	"push to %s":                         687,
+	"rejected":                           429,
+	"released":                           430,
+	"required %s field of type %s":       263,
+	"required changed":                   457,
+	"required field of type %s":          265,
+	"required → optional":                258,
+	"reserved":                           421,
 	"retry":                              3,
-	"revision %d":                        621,
-	"revisions %s":                       794,
-	"revoked":                            195,
-	"routing changed":                    460,
-	"routing output":                     759,
-	"routing output %s → %s":             255,
-	"running":                            425,
-	"secret":                             442,
-	"sensitive":                          441,
-	"settled":                            623,
+	"revision %d":                        622,
+	"revisions %s":                       795,
+	"revoked":                            196,
+	"routing changed":                    461,
+	"routing output":                     760,
+	"routing output %s → %s":             256,
+	"running":                            426,
+	"secret":                             443,
+	"sensitive":                          442,
+	"settled":                            624,
 	"stop":                               5,
-	"stream":                             790,
-	"text":                               431,
-	"the contracts are the same (the name or a description changed).": 248,
-	"this session":             750,
-	"timeout %s":               699,
-	"timeout %s (the default)": 700,
-	"to":                       119,
-	"type changed":             455,
-	"unexpected value":         777,
-	"unknown":                  595,
-	"values added: %s":         258,
-	"values changed":           457,
-	"values removed: %s":       259,
-	"values reordered":         260,
-	"version %d":               662,
-	"waiting":                  590,
-	"yes":                      451,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 169,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     417,
-	"→ %s": 692,
+	"stream":                             791,
+	"text":                               432,
+	"the contracts are the same (the name or a description changed).": 249,
+	"this session":             751,
+	"timeout %s":               700,
+	"timeout %s (the default)": 701,
+	"to":                       120,
+	"type changed":             456,
+	"unexpected value":         778,
+	"unknown":                  596,
+	"values added: %s":         259,
+	"values changed":           458,
+	"values removed: %s":       260,
+	"values reordered":         261,
+	"version %d":               663,
+	"waiting":                  591,
+	"yes":                      452,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 170,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     418,
+	"→ %s": 693,
 }
 
-var enIndex = []uint32{ // 812 elements
+var enIndex = []uint32{ // 813 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -861,230 +862,231 @@ var enIndex = []uint32{ // 812 elements
 	0x000001c3, 0x000001e0, 0x0000024b, 0x000002fa,
 	0x0000030d, 0x0000032c, 0x0000036b, 0x000003e1,
 	0x000003f6, 0x00000412, 0x0000044a, 0x00000575,
-	0x00000587, 0x00000633, 0x00000701, 0x00000713,
+	0x00000587, 0x00000633, 0x000006f5, 0x000007c3,
 	// Entry 20 - 3F
-	0x0000072f, 0x00000744, 0x000007cb, 0x00000858,
-	0x000008e5, 0x000009dd, 0x00000a1a, 0x00000a59,
-	0x00000a8b, 0x00000afa, 0x00000b63, 0x00000b9e,
-	0x00000c43, 0x00000c90, 0x00000cb3, 0x00000d13,
-	0x00000d66, 0x00000dbf, 0x00000e18, 0x00000e45,
-	0x00000ea2, 0x00000efd, 0x00000f0d, 0x00000f4c,
-	0x00000f8d, 0x00000f94, 0x00000fca, 0x00000fdb,
-	0x00001056, 0x0000107b, 0x000010a9, 0x00001125,
+	0x000007d5, 0x000007f1, 0x00000806, 0x0000088d,
+	0x0000091a, 0x000009a7, 0x00000a9f, 0x00000adc,
+	0x00000b1b, 0x00000b4d, 0x00000bbc, 0x00000c25,
+	0x00000c60, 0x00000d05, 0x00000d52, 0x00000d75,
+	0x00000dd5, 0x00000e28, 0x00000e81, 0x00000eda,
+	0x00000f07, 0x00000f64, 0x00000fbf, 0x00000fcf,
+	0x0000100e, 0x0000104f, 0x00001056, 0x0000108c,
+	0x0000109d, 0x00001118, 0x0000113d, 0x0000116b,
 	// Entry 40 - 5F
-	0x0000116f, 0x000011a3, 0x000011d3, 0x00001217,
-	0x0000124f, 0x0000127c, 0x000012ac, 0x000012fc,
-	0x00001334, 0x00001394, 0x000013eb, 0x0000141d,
-	0x00001463, 0x000014dc, 0x000014e0, 0x000014e8,
-	0x000014f0, 0x000014f7, 0x00001504, 0x0000150f,
-	0x00001521, 0x0000152e, 0x00001539, 0x00001553,
-	0x0000155d, 0x00001590, 0x000017ce, 0x000018fd,
-	0x00001917, 0x00001929, 0x0000194a, 0x00001964,
+	0x000011e7, 0x00001231, 0x00001265, 0x00001295,
+	0x000012d9, 0x00001311, 0x0000133e, 0x0000136e,
+	0x000013be, 0x000013f6, 0x00001456, 0x000014ad,
+	0x000014df, 0x00001525, 0x0000159e, 0x000015a2,
+	0x000015aa, 0x000015b2, 0x000015b9, 0x000015c6,
+	0x000015d1, 0x000015e3, 0x000015f0, 0x000015fb,
+	0x00001615, 0x0000161f, 0x00001652, 0x00001948,
+	0x00001a77, 0x00001a91, 0x00001aa3, 0x00001ac4,
 	// Entry 60 - 7F
-	0x00001988, 0x000019ac, 0x000019d3, 0x00001a43,
-	0x00001a6b, 0x00001aa6, 0x00001b4f, 0x00001bc8,
-	0x00001c1d, 0x00001ccc, 0x00001ce8, 0x00001ced,
-	0x00001cf1, 0x00001cf8, 0x00001cff, 0x00001d10,
-	0x00001d29, 0x00001d35, 0x00001d3d, 0x00001d47,
-	0x00001e2f, 0x00001e37, 0x00001e4f, 0x00001e54,
-	0x00001e57, 0x00001e65, 0x00001e73, 0x00001e8f,
-	0x00001e9b, 0x00001f30, 0x00001f59, 0x00001f78,
+	0x00001ade, 0x00001b02, 0x00001b26, 0x00001b4d,
+	0x00001bbd, 0x00001be5, 0x00001c20, 0x00001cc9,
+	0x00001d42, 0x00001d97, 0x00001e46, 0x00001e62,
+	0x00001e67, 0x00001e6b, 0x00001e72, 0x00001e79,
+	0x00001e8a, 0x00001ea3, 0x00001eaf, 0x00001eb7,
+	0x00001ec1, 0x00001fa9, 0x00001fb1, 0x00001fc9,
+	0x00001fce, 0x00001fd1, 0x00001fdf, 0x00001fed,
+	0x00002009, 0x00002015, 0x000020aa, 0x000020d3,
 	// Entry 80 - 9F
-	0x00001fd0, 0x000020a8, 0x0000213b, 0x000021f0,
-	0x00002284, 0x00002303, 0x00002312, 0x0000231b,
-	0x0000232b, 0x0000233b, 0x00002342, 0x00002351,
-	0x0000235b, 0x0000237a, 0x0000238d, 0x00002392,
-	0x0000239e, 0x000023a6, 0x000023b0, 0x000023bd,
-	0x000023c4, 0x000023cc, 0x000023e7, 0x000023f0,
-	0x00002401, 0x00002418, 0x0000243b, 0x00002462,
-	0x00002483, 0x00002494, 0x0000249b, 0x000024c2,
+	0x000020f2, 0x0000214a, 0x00002222, 0x000022b5,
+	0x0000236a, 0x000023fe, 0x0000247d, 0x0000248c,
+	0x00002495, 0x000024a5, 0x000024b5, 0x000024bc,
+	0x000024cb, 0x000024d5, 0x000024f4, 0x00002507,
+	0x0000250c, 0x00002518, 0x00002520, 0x0000252a,
+	0x00002537, 0x0000253e, 0x00002546, 0x00002561,
+	0x0000256a, 0x0000257b, 0x00002592, 0x000025b5,
+	0x000025dc, 0x000025fd, 0x0000260e, 0x00002615,
 	// Entry A0 - BF
-	0x000024d2, 0x000024de, 0x0000255c, 0x0000256c,
-	0x000025d4, 0x000025eb, 0x000025fb, 0x0000260f,
-	0x0000264c, 0x00002765, 0x000027e2, 0x000027ec,
-	0x000028a7, 0x000028b4, 0x00002931, 0x00002942,
-	0x00002951, 0x000029b1, 0x000029c3, 0x00002a06,
-	0x00002a44, 0x00002a5c, 0x00002aa2, 0x00002ab7,
-	0x00002b26, 0x00002b37, 0x00002b4a, 0x00002c0f,
-	0x00002c27, 0x00002c2a, 0x00002c2f, 0x00002c36,
+	0x0000263c, 0x0000264c, 0x00002658, 0x000026d6,
+	0x000026e6, 0x0000274e, 0x00002765, 0x00002775,
+	0x00002789, 0x000027c6, 0x000028df, 0x0000295c,
+	0x00002966, 0x00002a21, 0x00002a2e, 0x00002aab,
+	0x00002abc, 0x00002acb, 0x00002b2b, 0x00002b3d,
+	0x00002b80, 0x00002bbe, 0x00002bd6, 0x00002c1c,
+	0x00002c31, 0x00002ca0, 0x00002cb1, 0x00002cc4,
+	0x00002d89, 0x00002da1, 0x00002da4, 0x00002da9,
 	// Entry C0 - DF
-	0x00002c41, 0x00002c47, 0x00002c4d, 0x00002c54,
-	0x00002c5c, 0x00002c77, 0x00002c84, 0x00002c92,
-	0x00002cbc, 0x00002cd2, 0x00002ce9, 0x00002d2f,
-	0x00002d51, 0x00002d57, 0x00002d5c, 0x00002d65,
-	0x00002d74, 0x00002d80, 0x00002d8c, 0x00002d9d,
-	0x00002daa, 0x00002e07, 0x00002e16, 0x00002e21,
-	0x00002e2b, 0x00002e69, 0x00002e72, 0x00002e82,
-	0x00002e8a, 0x00002e93, 0x00002e99, 0x00002ea3,
+	0x00002db0, 0x00002dbb, 0x00002dc1, 0x00002dc7,
+	0x00002dce, 0x00002dd6, 0x00002df1, 0x00002dfe,
+	0x00002e0c, 0x00002e36, 0x00002e4c, 0x00002e63,
+	0x00002ea9, 0x00002ecb, 0x00002ed1, 0x00002ed6,
+	0x00002edf, 0x00002eee, 0x00002efa, 0x00002f06,
+	0x00002f17, 0x00002f24, 0x00002f81, 0x00002f90,
+	0x00002f9b, 0x00002fa5, 0x00002fe3, 0x00002fec,
+	0x00002ffc, 0x00003004, 0x0000300d, 0x00003013,
 	// Entry E0 - FF
-	0x00002eb5, 0x00002efd, 0x00002f0b, 0x00002f17,
-	0x00002f1f, 0x00002f26, 0x00002f2d, 0x00002f3e,
-	0x00002f4d, 0x00002f76, 0x00002f7d, 0x00002f88,
-	0x00002fa3, 0x00002fab, 0x00002fb7, 0x00002fd3,
-	0x00002fea, 0x0000300c, 0x0000301b, 0x00003027,
-	0x0000302e, 0x00003047, 0x00003061, 0x0000310a,
-	0x00003120, 0x00003160, 0x00003191, 0x000031bb,
-	0x000031e2, 0x00003259, 0x0000327d, 0x000032a4,
+	0x0000301d, 0x0000302f, 0x00003077, 0x00003085,
+	0x00003091, 0x00003099, 0x000030a0, 0x000030a7,
+	0x000030b8, 0x000030c7, 0x000030f0, 0x000030f7,
+	0x00003102, 0x0000311d, 0x00003125, 0x00003131,
+	0x0000314d, 0x00003164, 0x00003186, 0x00003195,
+	0x000031a1, 0x000031a8, 0x000031c1, 0x000031db,
+	0x00003284, 0x0000329a, 0x000032da, 0x0000330b,
+	0x00003335, 0x0000335c, 0x000033d3, 0x000033f7,
 	// Entry 100 - 11F
-	0x000032c3, 0x000032d9, 0x000032ef, 0x00003303,
-	0x00003319, 0x0000332a, 0x00003341, 0x00003364,
-	0x00003387, 0x000033a4, 0x000033c1, 0x000033c6,
-	0x00003412, 0x00003425, 0x00003429, 0x00003439,
-	0x00003442, 0x00003455, 0x0000347b, 0x0000348f,
-	0x000034a5, 0x000035bb, 0x000035d0, 0x000035dd,
-	0x000035e1, 0x000035ee, 0x000035fe, 0x0000360b,
-	0x00003615, 0x0000361b, 0x00003625, 0x00003645,
+	0x0000341e, 0x0000343d, 0x00003453, 0x00003469,
+	0x0000347d, 0x00003493, 0x000034a4, 0x000034bb,
+	0x000034de, 0x00003501, 0x0000351e, 0x0000353b,
+	0x00003540, 0x0000358c, 0x0000359f, 0x000035a3,
+	0x000035b3, 0x000035bc, 0x000035cf, 0x000035f5,
+	0x00003609, 0x0000361f, 0x00003735, 0x0000374a,
+	0x00003757, 0x0000375b, 0x00003768, 0x00003778,
+	0x00003785, 0x0000378f, 0x00003795, 0x0000379f,
 	// Entry 120 - 13F
-	0x00003657, 0x0000370b, 0x00003728, 0x00003796,
-	0x00003856, 0x00003869, 0x000038b6, 0x0000391a,
-	0x0000397e, 0x00003987, 0x00003997, 0x000039ac,
-	0x000039d0, 0x000039ec, 0x00003a04, 0x00003a0f,
-	0x00003a1a, 0x00003a2e, 0x00003b44, 0x00003b94,
-	0x00003bb8, 0x00003be3, 0x00003bee, 0x00003bf3,
-	0x00003c02, 0x00003c09, 0x00003c20, 0x00003c35,
-	0x00003c47, 0x00003c6a, 0x00003c9c, 0x00003cb2,
+	0x000037bf, 0x000037d1, 0x00003885, 0x000038a2,
+	0x00003910, 0x000039d0, 0x000039e3, 0x00003a30,
+	0x00003a94, 0x00003af8, 0x00003b01, 0x00003b11,
+	0x00003b26, 0x00003b4a, 0x00003b66, 0x00003b7e,
+	0x00003b89, 0x00003b94, 0x00003ba8, 0x00003cbe,
+	0x00003d0e, 0x00003d32, 0x00003d5d, 0x00003d68,
+	0x00003d6d, 0x00003d7c, 0x00003d83, 0x00003d9a,
+	0x00003daf, 0x00003dc1, 0x00003de4, 0x00003e16,
 	// Entry 140 - 15F
-	0x00003cbc, 0x00003cc6, 0x00003cdb, 0x00003d28,
-	0x00003d38, 0x00003d71, 0x00003dc5, 0x00003dcf,
-	0x00003de5, 0x00003e1e, 0x00003e23, 0x00003e31,
-	0x00003e3e, 0x00003e67, 0x00003e8a, 0x00003e97,
-	0x00003eb7, 0x00003ec3, 0x00003edc, 0x00003ee5,
-	0x00003eef, 0x00003ef8, 0x00003f00, 0x00003f0a,
-	0x00003f12, 0x00003f1a, 0x00003f1e, 0x00003f22,
-	0x00003f26, 0x00003f2a, 0x00003f2e, 0x00003f32,
+	0x00003e2c, 0x00003e36, 0x00003e40, 0x00003e55,
+	0x00003ea2, 0x00003eb2, 0x00003eeb, 0x00003f3f,
+	0x00003f49, 0x00003f5f, 0x00003f98, 0x00003f9d,
+	0x00003fab, 0x00003fb8, 0x00003fe1, 0x00004004,
+	0x00004011, 0x00004031, 0x0000403d, 0x00004056,
+	0x0000405f, 0x00004069, 0x00004072, 0x0000407a,
+	0x00004084, 0x0000408c, 0x00004094, 0x00004098,
+	0x0000409c, 0x000040a0, 0x000040a4, 0x000040a8,
 	// Entry 160 - 17F
-	0x00003f36, 0x00003f3a, 0x00003f3e, 0x00003f42,
-	0x00003f46, 0x00003f4a, 0x00003f54, 0x00003f72,
-	0x00003f92, 0x00003fb6, 0x00003fda, 0x00003fe3,
-	0x00003ffa, 0x00004002, 0x00004013, 0x00004018,
-	0x0000405d, 0x00004075, 0x0000407a, 0x00004085,
-	0x0000408b, 0x00004095, 0x0000409d, 0x000040a5,
-	0x000040cf, 0x000040e9, 0x00004111, 0x00004141,
-	0x00004147, 0x00004156, 0x000041a9, 0x000041c7,
+	0x000040ac, 0x000040b0, 0x000040b4, 0x000040b8,
+	0x000040bc, 0x000040c0, 0x000040c4, 0x000040ce,
+	0x000040ec, 0x0000410c, 0x00004130, 0x00004154,
+	0x0000415d, 0x00004174, 0x0000417c, 0x0000418d,
+	0x00004192, 0x000041d7, 0x000041ef, 0x000041f4,
+	0x000041ff, 0x00004205, 0x0000420f, 0x00004217,
+	0x0000421f, 0x00004249, 0x00004263, 0x0000428b,
+	0x000042bb, 0x000042c1, 0x000042d0, 0x00004323,
 	// Entry 180 - 19F
-	0x000041de, 0x0000428e, 0x000043b0, 0x0000446f,
-	0x000044c6, 0x000044f0, 0x0000451c, 0x00004546,
-	0x0000454e, 0x00004554, 0x00004561, 0x00004573,
-	0x0000457c, 0x00004585, 0x00004597, 0x000045a6,
-	0x000045c8, 0x000045ec, 0x00004617, 0x0000464b,
-	0x00004659, 0x00004684, 0x00004696, 0x000046ac,
-	0x000046d6, 0x0000471f, 0x0000473f, 0x00004748,
-	0x0000475a, 0x0000477d, 0x0000478b, 0x0000479a,
+	0x00004341, 0x00004358, 0x00004408, 0x0000452a,
+	0x000045e9, 0x00004640, 0x0000466a, 0x00004696,
+	0x000046c0, 0x000046c8, 0x000046ce, 0x000046db,
+	0x000046ed, 0x000046f6, 0x000046ff, 0x00004711,
+	0x00004720, 0x00004742, 0x00004766, 0x00004791,
+	0x000047c5, 0x000047d3, 0x000047fe, 0x00004810,
+	0x00004826, 0x00004850, 0x00004899, 0x000048b9,
+	0x000048c2, 0x000048d4, 0x000048f7, 0x00004905,
 	// Entry 1A0 - 1BF
-	0x000047a7, 0x000047df, 0x00004848, 0x00004864,
-	0x0000486e, 0x00004877, 0x00004880, 0x0000488a,
-	0x00004891, 0x0000489b, 0x000048a3, 0x000048a8,
-	0x000048b0, 0x000048b9, 0x000048c2, 0x000048cf,
-	0x000048d4, 0x000048dc, 0x000048e3, 0x000048eb,
-	0x000048f0, 0x000048fe, 0x00004905, 0x0000490c,
-	0x00004911, 0x00004918, 0x00004922, 0x00004929,
-	0x0000493c, 0x0000494c, 0x00004967, 0x00004987,
+	0x00004914, 0x00004921, 0x00004959, 0x000049c2,
+	0x000049de, 0x000049e8, 0x000049f1, 0x000049fa,
+	0x00004a04, 0x00004a0b, 0x00004a15, 0x00004a1d,
+	0x00004a22, 0x00004a2a, 0x00004a33, 0x00004a3c,
+	0x00004a49, 0x00004a4e, 0x00004a56, 0x00004a5d,
+	0x00004a65, 0x00004a6a, 0x00004a78, 0x00004a7f,
+	0x00004a86, 0x00004a8b, 0x00004a92, 0x00004a9c,
+	0x00004aa3, 0x00004ab6, 0x00004ac6, 0x00004ae1,
 	// Entry 1C0 - 1DF
-	0x00004995, 0x0000499e, 0x000049a7, 0x000049b0,
-	0x000049b4, 0x000049b7, 0x000049c3, 0x000049d1,
-	0x000049de, 0x000049ef, 0x000049fe, 0x00004a15,
-	0x00004a28, 0x00004a38, 0x00004a47, 0x00004a56,
-	0x00004a5e, 0x00004a65, 0x00004a6d, 0x00004a75,
-	0x00004a83, 0x00004a91, 0x00004aa7, 0x00004abc,
-	0x00004acd, 0x00004ad3, 0x00004ada, 0x00004ae3,
-	0x00004aff, 0x00004b08, 0x00004b12, 0x00004b1b,
+	0x00004b01, 0x00004b0f, 0x00004b18, 0x00004b21,
+	0x00004b2a, 0x00004b2e, 0x00004b31, 0x00004b3d,
+	0x00004b4b, 0x00004b58, 0x00004b69, 0x00004b78,
+	0x00004b8f, 0x00004ba2, 0x00004bb2, 0x00004bc1,
+	0x00004bd0, 0x00004bd8, 0x00004bdf, 0x00004be7,
+	0x00004bef, 0x00004bfd, 0x00004c0b, 0x00004c21,
+	0x00004c36, 0x00004c47, 0x00004c4d, 0x00004c54,
+	0x00004c5d, 0x00004c79, 0x00004c82, 0x00004c8c,
 	// Entry 1E0 - 1FF
-	0x00004b24, 0x00004b2d, 0x00004b44, 0x00004b4c,
-	0x00004b5a, 0x00004b86, 0x00004b92, 0x00004ba0,
-	0x00004be6, 0x00004bf2, 0x00004bfa, 0x00004c25,
-	0x00004c70, 0x00004d32, 0x00004d36, 0x00004d5c,
-	0x00004d84, 0x00004de7, 0x00004dec, 0x00004e07,
-	0x00004e18, 0x00004e24, 0x00004e2c, 0x00004e5e,
-	0x00004e67, 0x00004e70, 0x00004e8c, 0x00004eed,
-	0x00004efa, 0x00004f31, 0x00004f60, 0x00004fb0,
+	0x00004c95, 0x00004c9e, 0x00004ca7, 0x00004cbe,
+	0x00004cc6, 0x00004cd4, 0x00004d00, 0x00004d0c,
+	0x00004d1a, 0x00004d60, 0x00004d6c, 0x00004d74,
+	0x00004d9f, 0x00004dea, 0x00004eac, 0x00004eb0,
+	0x00004ed6, 0x00004efe, 0x00004f61, 0x00004f66,
+	0x00004f81, 0x00004f92, 0x00004f9e, 0x00004fa6,
+	0x00004fd8, 0x00004fe1, 0x00004fea, 0x00005006,
+	0x00005067, 0x00005074, 0x000050ab, 0x000050da,
 	// Entry 200 - 21F
-	0x00004feb, 0x00004ff9, 0x00005025, 0x0000504b,
-	0x0000506c, 0x00005077, 0x000050a5, 0x000050c2,
-	0x000050f1, 0x00005123, 0x00005141, 0x00005176,
-	0x00005192, 0x000051b1, 0x0000520c, 0x0000521b,
-	0x00005228, 0x00005236, 0x00005243, 0x0000524c,
-	0x00005267, 0x00005297, 0x000052b2, 0x000052bc,
-	0x0000530e, 0x000053ce, 0x0000542a, 0x000054a8,
-	0x0000551e, 0x000055f1, 0x000056b4, 0x000056ec,
+	0x0000512a, 0x00005165, 0x00005173, 0x0000519f,
+	0x000051c5, 0x000051e6, 0x000051f1, 0x0000521f,
+	0x0000523c, 0x0000526b, 0x0000529d, 0x000052bb,
+	0x000052f0, 0x0000530c, 0x0000532b, 0x00005386,
+	0x00005395, 0x000053a2, 0x000053b0, 0x000053bd,
+	0x000053c6, 0x000053e1, 0x00005411, 0x0000542c,
+	0x00005436, 0x00005488, 0x00005548, 0x000055a4,
+	0x00005622, 0x00005698, 0x0000576b, 0x0000582e,
 	// Entry 220 - 23F
-	0x0000574c, 0x00005779, 0x000057b3, 0x000058c0,
-	0x000058e0, 0x00005906, 0x00005930, 0x000059a1,
-	0x000059de, 0x00005a02, 0x00005aa6, 0x00005acb,
-	0x00005afa, 0x00005b5a, 0x00005bb3, 0x00005c0d,
-	0x00005c27, 0x00005c45, 0x00005c79, 0x00005cb9,
-	0x00005ce3, 0x00005cf2, 0x00005dbd, 0x00005dee,
-	0x00005e1d, 0x00005e30, 0x00005ea5, 0x00005eb8,
-	0x00005eec, 0x00005f3d, 0x00005f71, 0x00005f81,
+	0x00005866, 0x000058c6, 0x000058f3, 0x0000592d,
+	0x00005a3a, 0x00005a5a, 0x00005a80, 0x00005aaa,
+	0x00005b1b, 0x00005b58, 0x00005b7c, 0x00005c20,
+	0x00005c45, 0x00005c74, 0x00005cd4, 0x00005d2d,
+	0x00005d87, 0x00005da1, 0x00005dbf, 0x00005df3,
+	0x00005e33, 0x00005e5d, 0x00005e6c, 0x00005f37,
+	0x00005f68, 0x00005f97, 0x00005faa, 0x0000601f,
+	0x00006032, 0x00006066, 0x000060b7, 0x000060eb,
 	// Entry 240 - 25F
-	0x00005fc8, 0x00005ff5, 0x00006002, 0x00006012,
-	0x00006042, 0x0000607c, 0x0000609f, 0x00006116,
-	0x00006198, 0x0000621d, 0x0000622c, 0x0000627c,
-	0x000062dc, 0x00006348, 0x000063bf, 0x000063c7,
-	0x000063df, 0x000063fc, 0x0000640a, 0x0000641b,
-	0x00006423, 0x0000642e, 0x0000646f, 0x000064a7,
-	0x000064bb, 0x000064eb, 0x00006526, 0x00006536,
-	0x00006575, 0x00006586, 0x00006598, 0x000065a4,
+	0x000060fb, 0x00006142, 0x0000616f, 0x0000617c,
+	0x0000618c, 0x000061bc, 0x000061f6, 0x00006219,
+	0x00006290, 0x00006312, 0x00006397, 0x000063a6,
+	0x000063f6, 0x00006456, 0x000064c2, 0x00006539,
+	0x00006541, 0x00006559, 0x00006576, 0x00006584,
+	0x00006595, 0x0000659d, 0x000065a8, 0x000065e9,
+	0x00006621, 0x00006635, 0x00006665, 0x000066a0,
+	0x000066b0, 0x000066ef, 0x00006700, 0x00006712,
 	// Entry 260 - 27F
-	0x000065b5, 0x000065cf, 0x000065d7, 0x000065e8,
-	0x000065ee, 0x00006602, 0x0000661a, 0x0000663f,
-	0x0000664d, 0x00006660, 0x0000669e, 0x000066db,
-	0x00006707, 0x00006744, 0x00006753, 0x00006764,
-	0x0000676c, 0x00006779, 0x00006789, 0x000067a0,
-	0x000067ab, 0x000067ba, 0x000067c0, 0x000067ce,
-	0x000067d8, 0x000067e3, 0x000067ed, 0x00006800,
-	0x00006825, 0x00006850, 0x000068e1, 0x0000691c,
+	0x0000671e, 0x0000672f, 0x00006749, 0x00006751,
+	0x00006762, 0x00006768, 0x0000677c, 0x00006794,
+	0x000067b9, 0x000067c7, 0x000067da, 0x00006818,
+	0x00006855, 0x00006881, 0x000068be, 0x000068cd,
+	0x000068de, 0x000068e6, 0x000068f3, 0x00006903,
+	0x0000691a, 0x00006925, 0x00006934, 0x0000693a,
+	0x00006948, 0x00006952, 0x0000695d, 0x00006967,
+	0x0000697a, 0x0000699f, 0x000069ca, 0x00006a5b,
 	// Entry 280 - 29F
-	0x0000693b, 0x00006979, 0x000069b0, 0x000069de,
-	0x000069ec, 0x00006a8b, 0x00006aa9, 0x00006c00,
-	0x00006c0e, 0x00006c22, 0x00006c43, 0x00006c57,
-	0x00006c87, 0x00006c8d, 0x00006ca1, 0x00006cb9,
-	0x00006ccc, 0x00006d09, 0x00006d7c, 0x00006dc9,
-	0x00006dda, 0x00006df1, 0x00006e0e, 0x00006e1c,
-	0x00006e2a, 0x00006e35, 0x00006e3b, 0x00006f2d,
-	0x00006f33, 0x00006f65, 0x00006f6a, 0x00006f7a,
+	0x00006a96, 0x00006ab5, 0x00006af3, 0x00006b2a,
+	0x00006b58, 0x00006b66, 0x00006c05, 0x00006c23,
+	0x00006d7a, 0x00006d88, 0x00006d9c, 0x00006dbd,
+	0x00006dd1, 0x00006e01, 0x00006e07, 0x00006e1b,
+	0x00006e33, 0x00006e46, 0x00006e83, 0x00006ef6,
+	0x00006f43, 0x00006f54, 0x00006f6b, 0x00006f88,
+	0x00006f96, 0x00006fa4, 0x00006faf, 0x00006fb5,
+	0x000070a7, 0x000070ad, 0x000070df, 0x000070e4,
 	// Entry 2A0 - 2BF
-	0x00006f85, 0x00006f8e, 0x00006f9e, 0x00006faa,
-	0x00006fde, 0x00007011, 0x0000702b, 0x000070d0,
-	0x000070e6, 0x0000716b, 0x000071e5, 0x000071f4,
-	0x000072ae, 0x000072ff, 0x00007304, 0x00007312,
-	0x00007322, 0x0000732e, 0x0000733e, 0x0000734c,
-	0x0000735c, 0x00007366, 0x00007389, 0x000073a2,
-	0x000073b5, 0x00007421, 0x00007447, 0x00007456,
-	0x00007464, 0x00007480, 0x0000748f, 0x000074a5,
+	0x000070f4, 0x000070ff, 0x00007108, 0x00007118,
+	0x00007124, 0x00007158, 0x0000718b, 0x000071a5,
+	0x0000724a, 0x00007260, 0x000072e5, 0x0000735f,
+	0x0000736e, 0x00007428, 0x00007479, 0x0000747e,
+	0x0000748c, 0x0000749c, 0x000074a8, 0x000074b8,
+	0x000074c6, 0x000074d6, 0x000074e0, 0x00007503,
+	0x0000751c, 0x0000752f, 0x0000759b, 0x000075c1,
+	0x000075d0, 0x000075de, 0x000075fa, 0x00007609,
 	// Entry 2C0 - 2DF
-	0x000074de, 0x00007510, 0x00007568, 0x0000759f,
-	0x000075b6, 0x000075c4, 0x00007608, 0x0000762d,
-	0x000076a4, 0x000076ba, 0x000076d1, 0x000076ff,
-	0x00007712, 0x0000773a, 0x000077be, 0x000077c5,
-	0x0000782d, 0x00007857, 0x00007887, 0x0000795a,
-	0x00007a94, 0x00007b34, 0x00007c0b, 0x00007ce4,
-	0x00007cf8, 0x00007d53, 0x00007dfe, 0x00007e80,
-	0x00007e88, 0x00007ec3, 0x00007ec9, 0x00007f5b,
+	0x0000761f, 0x00007658, 0x0000768a, 0x000076e2,
+	0x00007719, 0x00007730, 0x0000773e, 0x00007782,
+	0x000077a7, 0x0000781e, 0x00007834, 0x0000784b,
+	0x00007879, 0x0000788c, 0x000078b4, 0x00007938,
+	0x0000793f, 0x000079a7, 0x000079d1, 0x00007a01,
+	0x00007ad4, 0x00007c0e, 0x00007cae, 0x00007d85,
+	0x00007e5e, 0x00007e72, 0x00007ecd, 0x00007f78,
+	0x00007ffa, 0x00008002, 0x0000803d, 0x00008043,
 	// Entry 2E0 - 2FF
-	0x00007ff3, 0x0000801f, 0x0000804a, 0x00008098,
-	0x00008104, 0x000081ab, 0x000081c6, 0x000081d0,
-	0x000081d5, 0x000081df, 0x000081e7, 0x000081ed,
-	0x000081f5, 0x00008203, 0x0000820d, 0x0000821a,
-	0x0000822d, 0x00008251, 0x000082d1, 0x000082e2,
-	0x000082ea, 0x0000835f, 0x000083b3, 0x000083fb,
-	0x0000840a, 0x0000841d, 0x00008429, 0x00008465,
-	0x0000849f, 0x000084ad, 0x000084ba, 0x000084c8,
+	0x000080d5, 0x0000816d, 0x00008199, 0x000081c4,
+	0x00008212, 0x0000827e, 0x00008325, 0x00008340,
+	0x0000834a, 0x0000834f, 0x00008359, 0x00008361,
+	0x00008367, 0x0000836f, 0x0000837d, 0x00008387,
+	0x00008394, 0x000083a7, 0x000083cb, 0x0000844b,
+	0x0000845c, 0x00008464, 0x000084d9, 0x0000852d,
+	0x00008575, 0x00008584, 0x00008597, 0x000085a3,
+	0x000085df, 0x00008619, 0x00008627, 0x00008634,
 	// Entry 300 - 31F
-	0x000084d6, 0x000084e4, 0x00008516, 0x00008546,
-	0x000085a2, 0x000085af, 0x000085cf, 0x000085da,
-	0x000085f4, 0x000085f9, 0x0000860a, 0x00008690,
-	0x000086b5, 0x000086bc, 0x000086c5, 0x000086d8,
-	0x000086e2, 0x000086ec, 0x000086f6, 0x0000870e,
-	0x00008724, 0x00008730, 0x00008752, 0x00008759,
-	0x00008766, 0x00008777, 0x0000879e, 0x000087ae,
-	0x000087cd, 0x000087ed, 0x000088c5, 0x000089a6,
+	0x00008642, 0x00008650, 0x0000865e, 0x00008690,
+	0x000086c0, 0x0000871c, 0x00008729, 0x00008749,
+	0x00008754, 0x0000876e, 0x00008773, 0x00008784,
+	0x0000880a, 0x0000882f, 0x00008836, 0x0000883f,
+	0x00008852, 0x0000885c, 0x00008866, 0x00008870,
+	0x00008888, 0x0000889e, 0x000088aa, 0x000088cc,
+	0x000088d3, 0x000088e0, 0x000088f1, 0x00008918,
+	0x00008928, 0x00008947, 0x00008967, 0x00008a3f,
 	// Entry 320 - 33F
-	0x000089fa, 0x00008a4a, 0x00008aaa, 0x00008afd,
-	0x00008b35, 0x00008b66, 0x00008bb6, 0x00008bea,
-	0x00008c08, 0x00008c27, 0x00008c46, 0x00008c66,
-} // Size: 3272 bytes
+	0x00008b20, 0x00008b74, 0x00008bc4, 0x00008c24,
+	0x00008c77, 0x00008caf, 0x00008ce0, 0x00008d30,
+	0x00008d64, 0x00008d82, 0x00008da1, 0x00008dc0,
+	0x00008de0,
+} // Size: 3276 bytes
 
-const enData string = "" + // Size: 35942 bytes
+const enData string = "" + // Size: 36320 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1108,144 +1110,149 @@ const enData string = "" + // Size: 35942 bytes
 	"e cannot be resumed.\x02Stop the instance\x02This instance cannot be ret" +
 	"ried: its occurrence at node %[1]s failed before any attempt (its inputs" +
 	" could not be built), so it would fail the same way. Abandon or stop it." +
-	"\x02Its last call may have been carried out all the same (its answer was" +
-	" lost, or came after the timeout): check at the destination that it did " +
-	"not act before retrying, or it acts twice (a card charged twice).\x02Not" +
-	"hing was done.\x02Cannot act on this instance\x02Back to the instance" +
-	"\x02Someone acted on this instance after this page was opened (%[1]s by " +
-	"%[2]s, %[3]s). Nothing was done: look at it again before deciding.\x02Th" +
-	"is instance has already ended (it is %[1]s now): someone acted on it aft" +
-	"er this page was opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02Th" +
-	"is instance is no longer held (it is %[1]s now): someone acted on it aft" +
-	"er this page was opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02Th" +
-	"is instance is %[1]s, not held: there is nothing to retry. A failure end" +
-	"s its instance unless the node’s on_error leads to hold (an incident wai" +
-	"ting for an operator); start a new instance (with a new Idempotency-Key," +
-	" or none) to redo the work.\x02This instance is %[1]s, not held: there i" +
-	"s nothing to retry.\x02This instance is %[1]s, not held: there is nothin" +
-	"g to abandon.\x02This instance is %[1]s: there is nothing to stop.\x02So" +
-	"meone acted on this instance after this page was opened. Nothing was don" +
-	"e: look at it again before deciding.\x02This instance is no longer held " +
-	"(it is %[1]s now): someone may have acted on it first. Nothing was done." +
-	"\x02This instance has already ended; there is nothing to stop.\x02Its oc" +
-	"currence failed before any attempt: its inputs could not be built, so a " +
-	"retry would fail the same way. Abandon or stop the instance instead. Not" +
-	"hing was done.\x02This instance was already stopped; nothing changed and" +
-	" nothing was recorded.\x02The reason you gave, not recorded:\x02This ins" +
-	"tance was already stopped, by %[1]s at %[2]s; nothing changed and nothin" +
-	"g was recorded.\x02Retried: the occurrence at node %[1]s is offered agai" +
-	"n. Recorded in the audit log.\x02Abandoned: the instance failed with the" +
-	" error code abandoned. Recorded in the audit log.\x02Stopped: the instan" +
-	"ce and its open occurrences are cancelled. Recorded in the audit log." +
-	"\x02Relais refused the action. Nothing was done.\x02Give a reason: it is" +
-	" recorded in the audit log (at most %[1]d characters). Nothing was done." +
-	"\x02The reason is too long: %[1]d characters, for at most %[2]d. Shorten" +
-	" it. Nothing was done.\x02Unknown action.\x02Stopping applies to running" +
-	" or held instances, not %[1]s ones.\x02Retrying and abandoning apply to " +
-	"held instances, not %[1]s ones.\x02Filter\x02Reason (recorded in the aud" +
-	"it log for every instance)\x02Back to the list\x02This takes about %[1]s" +
-	". Keep this page open until it answers: if it stops waiting first, the a" +
-	"ction still runs to its end.\x02Follow it in the audit log (new tab)\x02" +
-	"Retry every held instance this filter matches\x02Each one’s failed occur" +
-	"rence is offered again with a fresh budget of attempts. Nothing is compl" +
-	"eted on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance" +
-	" matches now.\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01" +
-	"\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instances" +
-	"\x02Abandon every held instance this filter matches\x02Each one fails wi" +
-	"th the error code abandoned and cannot be resumed.\x14\x01\x81\x01\x00" +
-	"\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instances" +
-	"\x02Stop every held instance this filter matches\x02Stop every running i" +
-	"nstance this filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running in" +
-	"stance matches now.\x00#\x02%[1]d running instances match now.\x02Stop e" +
-	"very running or held instance this filter matches\x14\x01\x81\x01\x00" +
-	"\x02,\x02%[1]d running or held instance matches now.\x00+\x02%[1]d runni" +
-	"ng or held instances match now.\x02Each one and its open occurrences are" +
-	" cancelled; a stopped instance cannot be resumed.\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances\x02Nothi" +
-	"ng to do: no instance this action applies to matches the filter.\x02No p" +
-	"rocess, business key, error code or creation date narrows this filter: i" +
-	"t applies to the instances of every process.\x02any\x02Process\x02Versio" +
-	"n\x02Status\x02Business key\x02Error code\x02Held at a node of\x02Create" +
-	"d from\x02Created to\x02By process and error code\x02Instances\x02The %[" +
-	"1]d largest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x99" +
-	"\x02\x02%[1]d of them is held at a push call that ended outcome_unknown " +
-	"or deadline_exceeded: it may have been carried out all the same (its ans" +
-	"wer was lost, or came after the timeout). Check at the destination that " +
-	"it did not act before retrying, or it acts twice (a card charged twice)." +
-	"\x00\x9a\x02\x02%[1]d of them are held at a push call that ended outcome" +
-	"_unknown or deadline_exceeded: it may have been carried out all the same" +
-	" (its answer was lost, or came after the timeout). Check at the destinat" +
-	"ion that it did not act before retrying, or it acts twice (a card charge" +
-	"d twice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance fa" +
-	"iled before any attempt (its inputs could not be built): it cannot be re" +
-	"tried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more hel" +
-	"d instances failed before any attempt (their inputs could not be built):" +
-	" they cannot be retried and are left out. Abandon or stop them.\x02Canno" +
-	"t act on this filter\x02Unknown consumer.\x02Unknown destination “%[1]s”" +
-	".\x02Did you mean “%[1]s”?\x02Process %[1]s has no version %[2]d.\x02No " +
-	"process has the key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Th" +
-	"is filter takes the key of a definition: the one the node an instance is" +
-	" held at runs, not the node’s name.\x02Definition %[1]s has no revision " +
-	"%[2]d.\x02The confirmed count is missing: start again from the list.\x02" +
-	"The count changed since you confirmed it (it was %[1]d): instances were " +
-	"settled, retried or acted on meanwhile. Nothing was done; check the new " +
-	"count and confirm again.\x02This bulk action was already applied (the fo" +
-	"rm was sent again): its records are in the audit log. Nothing more was d" +
-	"one.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'" +
-	"\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%" +
-	"[1]d skipped: it changed after the count (settled, or acted on by someon" +
-	"e else).\x00T\x02%[1]d skipped: they changed after the count (settled, o" +
-	"r acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02W" +
-	"ho\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
-	"\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop" +
-	" an operator applied, and every erasure an administrator made, with its " +
-	"reason. Reveals of sensitive values have their own log, which administra" +
-	"tors read on the Reveals page (GET /api/v1/audit/reveals).\x02Filters" +
-	"\x02a token’s name, exact\x02from\x02to\x02Apply filters\x02Clear filter" +
-	"s\x02No operator action matches.\x02All actions\x02The process instance " +
-	"must be a whole instance id (a UUID): the lists show the end of each id;" +
-	" open the instance, or copy its link, for the whole id.\x02The bulk acti" +
-	"on must be its id (a UUID).\x02Operator actions, newest first\x02No bulk" +
-	" action has the id %[1]s: check the link, or open the action from the au" +
-	"dit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instance bulk act" +
-	"ion %[2]s changed. While it runs, each reload shows how far it got.\x00h" +
-	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
-	", each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]" +
-	"s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they " +
-	"changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, starte" +
-	"d %[3]s, was stopped by an error after %[4]d of the %[5]d instances coun" +
-	"ted (%[6]d skipped). What it applied stays; act on the filter again for " +
-	"the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of th" +
-	"e %[5]d instances counted done so far (%[6]d skipped). Each reload shows" +
-	" how far it got.\x02No progress since %[1]s: the replica running it may " +
-	"have stopped. What it applied stays; act on the filter again for the res" +
-	"t.\x02Relais console\x02Language\x02Skip to content\x02Main navigation" +
-	"\x02Health\x02External tasks\x02Processes\x02Find an instance or occurre" +
-	"nce\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consumers" +
-	"\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02S" +
-	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
-	"es in %[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s" +
-	"\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02Thi" +
-	"s page reloads every %[1]d seconds.\x02Pause reloading\x02Not allowed" +
-	"\x02Your role can read definitions and processes only: external tasks an" +
-	"d process instances are for operators and administrators.\x02Invalid req" +
-	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
-	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
-	" sign-in\x02Back to definitions\x02Nothing exists at this address, or it" +
-	" is not visible to you.\x02Nothing exists at this address, or it is not " +
-	"visible to you. An ended instance is deleted, with its occurrences and a" +
-	"ttempts, once the retention period (RELAIS_RETENTION) has passed, or at " +
-	"once when an administrator erases it; the audit log keeps the operator a" +
-	"ctions taken on it.\x02“%[1]s” is not a whole id (a UUID): the lists sho" +
-	"w the end of each id; open the row, or copy its link, for the whole id." +
-	"\x02Not found\x02This instance was erased by %[1]s on %[2]s, for this re" +
-	"ason: “%[3]s”. Its inputs, occurrences and attempts were deleted with it" +
-	"; the audit log keeps the operator actions taken on it.\x02Form refused" +
-	"\x02This form was not sent from this console session, or it has expired:" +
-	" nothing was done. Open the form again and send it anew.\x02Back to the " +
-	"form\x02Form too large\x02This form is larger than %[1]d KiB: nothing wa" +
-	"s done. Shorten what you typed and send it again.\x02Form not received" +
-	"\x02This form did not arrive in time: nothing was done. Send it again." +
+	"\x02Its last call was answered as a success, with outputs the contract r" +
+	"efused: the destination most likely acted. Check at the destination befo" +
+	"re retrying, or it acts twice (a card charged twice).\x02Its last call m" +
+	"ay have been carried out all the same (its answer was lost, or came afte" +
+	"r the timeout): check at the destination that it did not act before retr" +
+	"ying, or it acts twice (a card charged twice).\x02Nothing was done.\x02C" +
+	"annot act on this instance\x02Back to the instance\x02Someone acted on t" +
+	"his instance after this page was opened (%[1]s by %[2]s, %[3]s). Nothing" +
+	" was done: look at it again before deciding.\x02This instance has alread" +
+	"y ended (it is %[1]s now): someone acted on it after this page was opene" +
+	"d (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance is no long" +
+	"er held (it is %[1]s now): someone acted on it after this page was opene" +
+	"d (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This instance is %[1]s, " +
+	"not held: there is nothing to retry. A failure ends its instance unless " +
+	"the node’s on_error leads to hold (an incident waiting for an operator);" +
+	" start a new instance (with a new Idempotency-Key, or none) to redo the " +
+	"work.\x02This instance is %[1]s, not held: there is nothing to retry." +
+	"\x02This instance is %[1]s, not held: there is nothing to abandon.\x02Th" +
+	"is instance is %[1]s: there is nothing to stop.\x02Someone acted on this" +
+	" instance after this page was opened. Nothing was done: look at it again" +
+	" before deciding.\x02This instance is no longer held (it is %[1]s now): " +
+	"someone may have acted on it first. Nothing was done.\x02This instance h" +
+	"as already ended; there is nothing to stop.\x02Its occurrence failed bef" +
+	"ore any attempt: its inputs could not be built, so a retry would fail th" +
+	"e same way. Abandon or stop the instance instead. Nothing was done.\x02T" +
+	"his instance was already stopped; nothing changed and nothing was record" +
+	"ed.\x02The reason you gave, not recorded:\x02This instance was already s" +
+	"topped, by %[1]s at %[2]s; nothing changed and nothing was recorded.\x02" +
+	"Retried: the occurrence at node %[1]s is offered again. Recorded in the " +
+	"audit log.\x02Abandoned: the instance failed with the error code abandon" +
+	"ed. Recorded in the audit log.\x02Stopped: the instance and its open occ" +
+	"urrences are cancelled. Recorded in the audit log.\x02Relais refused the" +
+	" action. Nothing was done.\x02Give a reason: it is recorded in the audit" +
+	" log (at most %[1]d characters). Nothing was done.\x02The reason is too " +
+	"long: %[1]d characters, for at most %[2]d. Shorten it. Nothing was done." +
+	"\x02Unknown action.\x02Stopping applies to running or held instances, no" +
+	"t %[1]s ones.\x02Retrying and abandoning apply to held instances, not %[" +
+	"1]s ones.\x02Filter\x02Reason (recorded in the audit log for every insta" +
+	"nce)\x02Back to the list\x02This takes about %[1]s. Keep this page open " +
+	"until it answers: if it stops waiting first, the action still runs to it" +
+	"s end.\x02Follow it in the audit log (new tab)\x02Retry every held insta" +
+	"nce this filter matches\x02Each one’s failed occurrence is offered again" +
+	" with a fresh budget of attempts. Nothing is completed on anyone’s behal" +
+	"f.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02" +
+	"%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1" +
+	"]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every held insta" +
+	"nce this filter matches\x02Each one fails with the error code abandoned " +
+	"and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d inst" +
+	"ance\x00\x18\x02Abandon %[1]d instances\x02Stop every held instance this" +
+	" filter matches\x02Stop every running instance this filter matches\x14" +
+	"\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1" +
+	"]d running instances match now.\x02Stop every running or held instance t" +
+	"his filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held ins" +
+	"tance matches now.\x00+\x02%[1]d running or held instances match now." +
+	"\x02Each one and its open occurrences are cancelled; a stopped instance " +
+	"cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance" +
+	"\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this acti" +
+	"on applies to matches the filter.\x02No process, business key, error cod" +
+	"e or creation date narrows this filter: it applies to the instances of e" +
+	"very process.\x02any\x02Process\x02Version\x02Status\x02Business key\x02" +
+	"Error code\x02Held at a node of\x02Created from\x02Created to\x02By proc" +
+	"ess and error code\x02Instances\x02The %[1]d largest groups; the filter " +
+	"matches more.\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is held a" +
+	"t a push call that may have been carried out all the same: it ended outc" +
+	"ome_unknown or deadline_exceeded (its answer was lost, or came after the" +
+	" timeout), or invalid_outputs (the destination answered a success whose " +
+	"outputs the contract refused). Check at the destination that it did not " +
+	"act before retrying, or it acts twice (a card charged twice).\x00\xf6" +
+	"\x02\x02%[1]d of them are held at a push call that may have been carried" +
+	" out all the same: it ended outcome_unknown or deadline_exceeded (its an" +
+	"swer was lost, or came after the timeout), or invalid_outputs (the desti" +
+	"nation answered a success whose outputs the contract refused). Check at " +
+	"the destination that it did not act before retrying, or it acts twice (a" +
+	" card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held" +
+	" instance failed before any attempt (its inputs could not be built): it " +
+	"cannot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[" +
+	"1]d more held instances failed before any attempt (their inputs could no" +
+	"t be built): they cannot be retried and are left out. Abandon or stop th" +
+	"em.\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown destina" +
+	"tion “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1]s has no version %" +
+	"[2]d.\x02No process has the key “%[1]s”.\x02No definition has the key “%" +
+	"[1]s”.\x02This filter takes the key of a definition: the one the node an" +
+	" instance is held at runs, not the node’s name.\x02Definition %[1]s has " +
+	"no revision %[2]d.\x02The confirmed count is missing: start again from t" +
+	"he list.\x02The count changed since you confirmed it (it was %[1]d): ins" +
+	"tances were settled, retried or acted on meanwhile. Nothing was done; ch" +
+	"eck the new count and confirm again.\x02This bulk action was already app" +
+	"lied (the form was sent again): its records are in the audit log. Nothin" +
+	"g more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d ins" +
+	"tance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01" +
+	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
+	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
+	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
+	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
+	"ffered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aban" +
+	"don and stop an operator applied, and every erasure an administrator mad" +
+	"e, with its reason. Reveals of sensitive values have their own log, whic" +
+	"h administrators read on the Reveals page (GET /api/v1/audit/reveals)." +
+	"\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply filters\x02C" +
+	"lear filters\x02No operator action matches.\x02All actions\x02The proces" +
+	"s instance must be a whole instance id (a UUID): the lists show the end " +
+	"of each id; open the instance, or copy its link, for the whole id.\x02Th" +
+	"e bulk action must be its id (a UUID).\x02Operator actions, newest first" +
+	"\x02No bulk action has the id %[1]s: check the link, or open the action " +
+	"from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instan" +
+	"ce bulk action %[2]s changed. While it runs, each reload shows how far i" +
+	"t got.\x00h\x02Showing the %[1]d instances bulk action %[2]s changed. Wh" +
+	"ile it runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, s" +
+	"tarted %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d ski" +
+	"pped (they changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[" +
+	"2]s, started %[3]s, was stopped by an error after %[4]d of the %[5]d ins" +
+	"tances counted (%[6]d skipped). What it applied stays; act on the filter" +
+	" again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: " +
+	"%[4]d of the %[5]d instances counted done so far (%[6]d skipped). Each r" +
+	"eload shows how far it got.\x02No progress since %[1]s: the replica runn" +
+	"ing it may have stopped. What it applied stays; act on the filter again " +
+	"for the rest.\x02Relais console\x02Language\x02Skip to content\x02Main n" +
+	"avigation\x02Health\x02External tasks\x02Processes\x02Find an instance o" +
+	"r occurrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02" +
+	"Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[" +
+	"2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display setting" +
+	"s:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every" +
+	" %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resum" +
+	"e\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not al" +
+	"lowed\x02Your role can read definitions and processes only: external tas" +
+	"ks and process instances are for operators and administrators.\x02Invali" +
+	"d request\x02The field “%[1]s” holds a NUL character or bytes that are n" +
+	"ot UTF-8 text: correct it and try again.\x02Back to external tasks\x02Ba" +
+	"ck to sign-in\x02Back to definitions\x02Nothing exists at this address, " +
+	"or it is not visible to you.\x02Nothing exists at this address, or it is" +
+	" not visible to you. An ended instance is deleted, with its occurrences " +
+	"and attempts, once the retention period (RELAIS_RETENTION) has passed, o" +
+	"r at once when an administrator erases it; the audit log keeps the opera" +
+	"tor actions taken on it.\x02“%[1]s” is not a whole id (a UUID): the list" +
+	"s show the end of each id; open the row, or copy its link, for the whole" +
+	" id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, for thi" +
+	"s reason: “%[3]s”. Its inputs, occurrences and attempts were deleted wit" +
+	"h it; the audit log keeps the operator actions taken on it.\x02Form refu" +
+	"sed\x02This form was not sent from this console session, or it has expir" +
+	"ed: nothing was done. Open the form again and send it anew.\x02Back to t" +
+	"he form\x02Form too large\x02This form is larger than %[1]d KiB: nothing" +
+	" was done. Shorten what you typed and send it again.\x02Form not receive" +
+	"d\x02This form did not arrive in time: nothing was done. Send it again." +
 	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
 	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
 	"ain in a few seconds.\x02Something went wrong\x02The console could not s" +
@@ -1630,7 +1637,7 @@ const enData string = "" + // Size: 35942 bytes
 	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
 	"They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 812 elements
+var frIndex = []uint32{ // 813 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1639,230 +1646,231 @@ var frIndex = []uint32{ // 812 elements
 	0x00000263, 0x0000028d, 0x0000030f, 0x000003f7,
 	0x0000040e, 0x00000439, 0x0000048f, 0x00000515,
 	0x0000052d, 0x00000556, 0x0000059b, 0x000006fb,
-	0x00000711, 0x000007fd, 0x00000908, 0x0000091f,
+	0x00000711, 0x000007fd, 0x000008fd, 0x00000a08,
 	// Entry 20 - 3F
-	0x00000946, 0x0000095d, 0x00000a03, 0x00000ab6,
-	0x00000b6a, 0x00000c8f, 0x00000cd8, 0x00000d22,
-	0x00000d5c, 0x00000de9, 0x00000e6e, 0x00000eb3,
-	0x00000f8b, 0x00000fe8, 0x00001019, 0x0000108a,
-	0x000010f3, 0x0000116a, 0x000011d3, 0x00001207,
-	0x0000127c, 0x000012e7, 0x000012f8, 0x0000135e,
-	0x000013c9, 0x000013d0, 0x00001411, 0x00001425,
-	0x000014c3, 0x000014f7, 0x00001536, 0x000015c7,
+	0x00000a1f, 0x00000a46, 0x00000a5d, 0x00000b03,
+	0x00000bb6, 0x00000c6a, 0x00000d8f, 0x00000dd8,
+	0x00000e22, 0x00000e5c, 0x00000ee9, 0x00000f6e,
+	0x00000fb3, 0x0000108b, 0x000010e8, 0x00001119,
+	0x0000118a, 0x000011f3, 0x0000126a, 0x000012d3,
+	0x00001307, 0x0000137c, 0x000013e7, 0x000013f8,
+	0x0000145e, 0x000014c9, 0x000014d0, 0x00001511,
+	0x00001525, 0x000015c3, 0x000015f7, 0x00001636,
 	// Entry 40 - 5F
-	0x00001647, 0x00001683, 0x000016c3, 0x0000171c,
-	0x0000175a, 0x00001798, 0x000017d5, 0x00001854,
-	0x0000189e, 0x00001936, 0x0000199f, 0x000019d9,
-	0x00001a3a, 0x00001ae3, 0x00001aef, 0x00001af9,
-	0x00001b01, 0x00001b08, 0x00001b15, 0x00001b25,
-	0x00001b3d, 0x00001b50, 0x00001b64, 0x00001b85,
-	0x00001b8f, 0x00001bd7, 0x00001eaa, 0x00002056,
-	0x00002078, 0x0000208e, 0x000020b4, 0x000020da,
+	0x000016c7, 0x00001747, 0x00001783, 0x000017c3,
+	0x0000181c, 0x0000185a, 0x00001898, 0x000018d5,
+	0x00001954, 0x0000199e, 0x00001a36, 0x00001a9f,
+	0x00001ad9, 0x00001b3a, 0x00001be3, 0x00001bef,
+	0x00001bf9, 0x00001c01, 0x00001c08, 0x00001c15,
+	0x00001c25, 0x00001c3d, 0x00001c50, 0x00001c64,
+	0x00001c85, 0x00001c8f, 0x00001cd7, 0x0000208c,
+	0x00002238, 0x0000225a, 0x00002270, 0x00002296,
 	// Entry 60 - 7F
-	0x00002109, 0x00002138, 0x0000216a, 0x000021eb,
-	0x0000221e, 0x00002253, 0x0000233b, 0x000023e4,
-	0x00002459, 0x0000253c, 0x0000255c, 0x00002562,
-	0x00002566, 0x0000256d, 0x00002573, 0x00002589,
-	0x000025a9, 0x000025b9, 0x000025c4, 0x000025d6,
-	0x000026ec, 0x000026f4, 0x0000270f, 0x00002712,
-	0x00002715, 0x0000272b, 0x00002746, 0x00002772,
-	0x00002785, 0x00002858, 0x000028a1, 0x000028d7,
+	0x000022bc, 0x000022eb, 0x0000231a, 0x0000234c,
+	0x000023cd, 0x00002400, 0x00002435, 0x0000251d,
+	0x000025c6, 0x0000263b, 0x0000271e, 0x0000273e,
+	0x00002744, 0x00002748, 0x0000274f, 0x00002755,
+	0x0000276b, 0x0000278b, 0x0000279b, 0x000027a6,
+	0x000027b8, 0x000028ce, 0x000028d6, 0x000028f1,
+	0x000028f4, 0x000028f7, 0x0000290d, 0x00002928,
+	0x00002954, 0x00002967, 0x00002a3a, 0x00002a83,
 	// Entry 80 - 9F
-	0x00002953, 0x00002a74, 0x00002b38, 0x00002c33,
-	0x00002cf9, 0x00002db0, 0x00002dbf, 0x00002dc6,
-	0x00002dd7, 0x00002ded, 0x00002df3, 0x00002e04,
-	0x00002e0e, 0x00002e35, 0x00002e51, 0x00002e59,
-	0x00002e66, 0x00002e72, 0x00002e80, 0x00002e8d,
-	0x00002e94, 0x00002ea2, 0x00002ec6, 0x00002ed6,
-	0x00002eee, 0x00002f0f, 0x00002f41, 0x00002f7d,
-	0x00002fb7, 0x00002fcd, 0x00002fe7, 0x00003019,
+	0x00002ab9, 0x00002b35, 0x00002c56, 0x00002d1a,
+	0x00002e15, 0x00002edb, 0x00002f92, 0x00002fa1,
+	0x00002fa8, 0x00002fb9, 0x00002fcf, 0x00002fd5,
+	0x00002fe6, 0x00002ff0, 0x00003017, 0x00003033,
+	0x0000303b, 0x00003048, 0x00003054, 0x00003062,
+	0x0000306f, 0x00003076, 0x00003084, 0x000030a8,
+	0x000030b8, 0x000030d0, 0x000030f1, 0x00003123,
+	0x0000315f, 0x00003199, 0x000031af, 0x000031c9,
 	// Entry A0 - BF
-	0x00003033, 0x00003042, 0x000030f6, 0x00003108,
-	0x00003188, 0x000031a4, 0x000031bb, 0x000031d3,
-	0x00003216, 0x00003364, 0x0000341d, 0x00003429,
-	0x00003514, 0x00003527, 0x000035cc, 0x000035e1,
-	0x000035fc, 0x00003678, 0x0000368d, 0x000036ea,
-	0x00003740, 0x0000375c, 0x000037b3, 0x000037cb,
-	0x00003863, 0x00003888, 0x000038a2, 0x00003993,
-	0x000039c1, 0x000039c4, 0x000039c8, 0x000039cf,
+	0x000031fb, 0x00003215, 0x00003224, 0x000032d8,
+	0x000032ea, 0x0000336a, 0x00003386, 0x0000339d,
+	0x000033b5, 0x000033f8, 0x00003546, 0x000035ff,
+	0x0000360b, 0x000036f6, 0x00003709, 0x000037ae,
+	0x000037c3, 0x000037de, 0x0000385a, 0x0000386f,
+	0x000038cc, 0x00003922, 0x0000393e, 0x00003995,
+	0x000039ad, 0x00003a45, 0x00003a6a, 0x00003a84,
+	0x00003b75, 0x00003ba3, 0x00003ba6, 0x00003baa,
 	// Entry C0 - DF
-	0x000039d9, 0x000039df, 0x000039e7, 0x000039ed,
-	0x000039f7, 0x00003a18, 0x00003a31, 0x00003a44,
-	0x00003a7c, 0x00003a96, 0x00003ab1, 0x00003b17,
-	0x00003b49, 0x00003b4f, 0x00003b54, 0x00003b60,
-	0x00003b6f, 0x00003b7b, 0x00003b87, 0x00003b99,
-	0x00003baa, 0x00003c2e, 0x00003c40, 0x00003c57,
-	0x00003c62, 0x00003cb7, 0x00003cc4, 0x00003ce9,
-	0x00003cf5, 0x00003cff, 0x00003d05, 0x00003d11,
+	0x00003bb1, 0x00003bbb, 0x00003bc1, 0x00003bc9,
+	0x00003bcf, 0x00003bd9, 0x00003bfa, 0x00003c13,
+	0x00003c26, 0x00003c5e, 0x00003c78, 0x00003c93,
+	0x00003cf9, 0x00003d2b, 0x00003d31, 0x00003d36,
+	0x00003d42, 0x00003d51, 0x00003d5d, 0x00003d69,
+	0x00003d7b, 0x00003d8c, 0x00003e10, 0x00003e22,
+	0x00003e39, 0x00003e44, 0x00003e99, 0x00003ea6,
+	0x00003ecb, 0x00003ed7, 0x00003ee1, 0x00003ee7,
 	// Entry E0 - FF
-	0x00003d29, 0x00003d7b, 0x00003d8b, 0x00003d9b,
-	0x00003da4, 0x00003daf, 0x00003db7, 0x00003dd7,
-	0x00003df9, 0x00003e21, 0x00003e2a, 0x00003e3a,
-	0x00003e5a, 0x00003e62, 0x00003e71, 0x00003e90,
-	0x00003ebb, 0x00003ee1, 0x00003ef1, 0x00003efb,
-	0x00003f05, 0x00003f24, 0x00003f42, 0x0000401a,
-	0x00004038, 0x0000407c, 0x000040b9, 0x000040ec,
-	0x0000411c, 0x000041a5, 0x000041d1, 0x00004201,
+	0x00003ef3, 0x00003f0b, 0x00003f5d, 0x00003f6d,
+	0x00003f7d, 0x00003f86, 0x00003f91, 0x00003f99,
+	0x00003fb9, 0x00003fdb, 0x00004003, 0x0000400c,
+	0x0000401c, 0x0000403c, 0x00004044, 0x00004053,
+	0x00004072, 0x0000409d, 0x000040c3, 0x000040d3,
+	0x000040dd, 0x000040e7, 0x00004106, 0x00004124,
+	0x000041fc, 0x0000421a, 0x0000425e, 0x0000429b,
+	0x000042ce, 0x000042fe, 0x00004387, 0x000043b3,
 	// Entry 100 - 11F
-	0x00004223, 0x0000423e, 0x00004259, 0x00004275,
-	0x00004291, 0x000042a7, 0x000042c1, 0x000042f8,
-	0x0000432e, 0x0000434e, 0x0000436d, 0x00004374,
-	0x000043de, 0x000043f4, 0x000043f9, 0x0000440d,
-	0x00004425, 0x0000444a, 0x00004478, 0x0000449d,
-	0x000044b7, 0x00004600, 0x00004615, 0x00004625,
-	0x00004629, 0x0000463c, 0x0000464b, 0x00004662,
-	0x00004671, 0x00004678, 0x00004683, 0x000046a5,
+	0x000043e3, 0x00004405, 0x00004420, 0x0000443b,
+	0x00004457, 0x00004473, 0x00004489, 0x000044a3,
+	0x000044da, 0x00004510, 0x00004530, 0x0000454f,
+	0x00004556, 0x000045c0, 0x000045d6, 0x000045db,
+	0x000045ef, 0x00004607, 0x0000462c, 0x0000465a,
+	0x0000467f, 0x00004699, 0x000047e2, 0x000047f7,
+	0x00004807, 0x0000480b, 0x0000481e, 0x0000482d,
+	0x00004844, 0x00004853, 0x0000485a, 0x00004865,
 	// Entry 120 - 13F
-	0x000046b9, 0x00004797, 0x000047bf, 0x00004848,
-	0x0000494e, 0x00004963, 0x000049c9, 0x00004a4e,
-	0x00004ac3, 0x00004ad5, 0x00004ae8, 0x00004b04,
-	0x00004b31, 0x00004b4e, 0x00004b71, 0x00004b7c,
-	0x00004b87, 0x00004b9e, 0x00004d05, 0x00004d76,
-	0x00004d9d, 0x00004ddb, 0x00004de7, 0x00004df0,
-	0x00004e04, 0x00004e0e, 0x00004e35, 0x00004e51,
-	0x00004e6c, 0x00004e9c, 0x00004edb, 0x00004ef6,
+	0x00004887, 0x0000489b, 0x00004979, 0x000049a1,
+	0x00004a2a, 0x00004b30, 0x00004b45, 0x00004bab,
+	0x00004c30, 0x00004ca5, 0x00004cb7, 0x00004cca,
+	0x00004ce6, 0x00004d13, 0x00004d30, 0x00004d53,
+	0x00004d5e, 0x00004d69, 0x00004d80, 0x00004ee7,
+	0x00004f58, 0x00004f7f, 0x00004fbd, 0x00004fc9,
+	0x00004fd2, 0x00004fe6, 0x00004ff0, 0x00005017,
+	0x00005033, 0x0000504e, 0x0000507e, 0x000050bd,
 	// Entry 140 - 15F
-	0x00004f05, 0x00004f16, 0x00004f37, 0x00004fa2,
-	0x00004fba, 0x00005001, 0x0000506c, 0x00005077,
-	0x00005091, 0x000050db, 0x000050e3, 0x000050f1,
-	0x00005101, 0x0000512b, 0x00005154, 0x00005164,
-	0x00005183, 0x0000518f, 0x000051a8, 0x000051b3,
-	0x000051c0, 0x000051cf, 0x000051d7, 0x000051e1,
-	0x000051e9, 0x000051f1, 0x000051f7, 0x000051fe,
-	0x00005203, 0x00005208, 0x0000520c, 0x00005211,
+	0x000050d8, 0x000050e7, 0x000050f8, 0x00005119,
+	0x00005184, 0x0000519c, 0x000051e3, 0x0000524e,
+	0x00005259, 0x00005273, 0x000052bd, 0x000052c5,
+	0x000052d3, 0x000052e3, 0x0000530d, 0x00005336,
+	0x00005346, 0x00005365, 0x00005371, 0x0000538a,
+	0x00005395, 0x000053a2, 0x000053b1, 0x000053b9,
+	0x000053c3, 0x000053cb, 0x000053d3, 0x000053d9,
+	0x000053e0, 0x000053e5, 0x000053ea, 0x000053ee,
 	// Entry 160 - 17F
-	0x00005217, 0x0000521d, 0x00005223, 0x00005228,
-	0x0000522d, 0x00005233, 0x0000523d, 0x0000525d,
-	0x0000527f, 0x000052a3, 0x000052c9, 0x000052d2,
-	0x000052ee, 0x000052f7, 0x0000530f, 0x00005318,
-	0x0000536c, 0x0000538c, 0x00005392, 0x0000539d,
-	0x000053a3, 0x000053b1, 0x000053bc, 0x000053ca,
-	0x000053fd, 0x00005421, 0x00005450, 0x00005499,
-	0x000054a0, 0x000054b6, 0x00005529, 0x0000554f,
+	0x000053f3, 0x000053f9, 0x000053ff, 0x00005405,
+	0x0000540a, 0x0000540f, 0x00005415, 0x0000541f,
+	0x0000543f, 0x00005461, 0x00005485, 0x000054ab,
+	0x000054b4, 0x000054d0, 0x000054d9, 0x000054f1,
+	0x000054fa, 0x0000554e, 0x0000556e, 0x00005574,
+	0x0000557f, 0x00005585, 0x00005593, 0x0000559e,
+	0x000055ac, 0x000055df, 0x00005603, 0x00005632,
+	0x0000567b, 0x00005682, 0x00005698, 0x0000570b,
 	// Entry 180 - 19F
-	0x00005569, 0x00005651, 0x000057e0, 0x000058e7,
-	0x00005937, 0x00005968, 0x0000599b, 0x000059ca,
-	0x000059d5, 0x000059d9, 0x000059eb, 0x00005a00,
-	0x00005a0e, 0x00005a1b, 0x00005a30, 0x00005a43,
-	0x00005a6e, 0x00005a9b, 0x00005ad2, 0x00005b1c,
-	0x00005b2e, 0x00005b66, 0x00005b7d, 0x00005b94,
-	0x00005bc8, 0x00005c12, 0x00005c47, 0x00005c50,
-	0x00005c67, 0x00005c95, 0x00005ca8, 0x00005cba,
+	0x00005731, 0x0000574b, 0x00005833, 0x000059c2,
+	0x00005ac9, 0x00005b19, 0x00005b4a, 0x00005b7d,
+	0x00005bac, 0x00005bb7, 0x00005bbb, 0x00005bcd,
+	0x00005be2, 0x00005bf0, 0x00005bfd, 0x00005c12,
+	0x00005c25, 0x00005c50, 0x00005c7d, 0x00005cb4,
+	0x00005cfe, 0x00005d10, 0x00005d48, 0x00005d5f,
+	0x00005d76, 0x00005daa, 0x00005df4, 0x00005e29,
+	0x00005e32, 0x00005e49, 0x00005e77, 0x00005e8a,
 	// Entry 1A0 - 1BF
-	0x00005ccb, 0x00005d17, 0x00005d91, 0x00005db5,
-	0x00005dc0, 0x00005dcb, 0x00005dd6, 0x00005de0,
-	0x00005dea, 0x00005df3, 0x00005dfc, 0x00005e05,
-	0x00005e0e, 0x00005e17, 0x00005e1e, 0x00005e2c,
-	0x00005e32, 0x00005e39, 0x00005e40, 0x00005e49,
-	0x00005e4e, 0x00005e5c, 0x00005e62, 0x00005e68,
-	0x00005e6e, 0x00005e76, 0x00005e7f, 0x00005e88,
-	0x00005e9b, 0x00005eac, 0x00005ecf, 0x00005ef0,
+	0x00005e9c, 0x00005ead, 0x00005ef9, 0x00005f73,
+	0x00005f97, 0x00005fa2, 0x00005fad, 0x00005fb8,
+	0x00005fc2, 0x00005fcc, 0x00005fd5, 0x00005fde,
+	0x00005fe7, 0x00005ff0, 0x00005ff9, 0x00006000,
+	0x0000600e, 0x00006014, 0x0000601b, 0x00006022,
+	0x0000602b, 0x00006030, 0x0000603e, 0x00006044,
+	0x0000604a, 0x00006050, 0x00006058, 0x00006061,
+	0x0000606a, 0x0000607d, 0x0000608e, 0x000060b1,
 	// Entry 1C0 - 1DF
-	0x00005eff, 0x00005f0a, 0x00005f15, 0x00005f22,
-	0x00005f26, 0x00005f2a, 0x00005f38, 0x00005f46,
-	0x00005f54, 0x00005f74, 0x00005f87, 0x00005fa0,
-	0x00005fb5, 0x00005fc6, 0x00005fd8, 0x00005fea,
-	0x00005ff0, 0x00005ff7, 0x00005fff, 0x00006007,
-	0x00006025, 0x00006043, 0x0000605a, 0x0000606f,
-	0x00006080, 0x00006086, 0x0000609f, 0x000060aa,
-	0x000060de, 0x000060eb, 0x00006109, 0x00006117,
+	0x000060d2, 0x000060e1, 0x000060ec, 0x000060f7,
+	0x00006104, 0x00006108, 0x0000610c, 0x0000611a,
+	0x00006128, 0x00006136, 0x00006156, 0x00006169,
+	0x00006182, 0x00006197, 0x000061a8, 0x000061ba,
+	0x000061cc, 0x000061d2, 0x000061d9, 0x000061e1,
+	0x000061e9, 0x00006207, 0x00006225, 0x0000623c,
+	0x00006251, 0x00006262, 0x00006268, 0x00006281,
+	0x0000628c, 0x000062c0, 0x000062cd, 0x000062eb,
 	// Entry 1E0 - 1FF
-	0x00006120, 0x00006127, 0x00006142, 0x0000614c,
-	0x0000615f, 0x00006199, 0x000061a2, 0x000061b1,
-	0x00006215, 0x00006221, 0x0000622b, 0x0000625b,
-	0x000062b6, 0x0000639d, 0x000063a8, 0x000063db,
-	0x00006419, 0x00006492, 0x00006497, 0x000064b7,
-	0x000064d4, 0x000064f4, 0x00006509, 0x0000654a,
-	0x00006555, 0x0000655f, 0x00006588, 0x000065fd,
-	0x0000660e, 0x0000664b, 0x0000667f, 0x000066e0,
+	0x000062f9, 0x00006302, 0x00006309, 0x00006324,
+	0x0000632e, 0x00006341, 0x0000637b, 0x00006384,
+	0x00006393, 0x000063f7, 0x00006403, 0x0000640d,
+	0x0000643d, 0x00006498, 0x0000657f, 0x0000658a,
+	0x000065bd, 0x000065fb, 0x00006674, 0x00006679,
+	0x00006699, 0x000066b6, 0x000066d6, 0x000066eb,
+	0x0000672c, 0x00006737, 0x00006741, 0x0000676a,
+	0x000067df, 0x000067f0, 0x0000682d, 0x00006861,
 	// Entry 200 - 21F
-	0x0000672a, 0x00006738, 0x00006774, 0x0000679e,
-	0x000067e3, 0x0000680b, 0x0000684a, 0x0000686b,
-	0x000068a9, 0x000068e9, 0x00006909, 0x0000694a,
-	0x00006974, 0x0000699b, 0x00006a1e, 0x00006a36,
-	0x00006a4a, 0x00006a61, 0x00006a6f, 0x00006a7a,
-	0x00006a9d, 0x00006adb, 0x00006afa, 0x00006b16,
-	0x00006b84, 0x00006c56, 0x00006cb5, 0x00006d3a,
-	0x00006db7, 0x00006ecb, 0x00006fce, 0x00007015,
+	0x000068c2, 0x0000690c, 0x0000691a, 0x00006956,
+	0x00006980, 0x000069c5, 0x000069ed, 0x00006a2c,
+	0x00006a4d, 0x00006a8b, 0x00006acb, 0x00006aeb,
+	0x00006b2c, 0x00006b56, 0x00006b7d, 0x00006c00,
+	0x00006c18, 0x00006c2c, 0x00006c43, 0x00006c51,
+	0x00006c5c, 0x00006c7f, 0x00006cbd, 0x00006cdc,
+	0x00006cf8, 0x00006d66, 0x00006e38, 0x00006e97,
+	0x00006f1c, 0x00006f99, 0x000070ad, 0x000071b0,
 	// Entry 220 - 23F
-	0x000070a2, 0x000070e2, 0x00007128, 0x00007275,
-	0x0000729d, 0x000072c0, 0x000072f7, 0x00007388,
-	0x000073db, 0x00007404, 0x000074e6, 0x0000750c,
-	0x00007553, 0x000075d7, 0x00007652, 0x000076cf,
-	0x000076f7, 0x0000771f, 0x00007766, 0x000077b0,
-	0x000077e3, 0x000077f6, 0x000078fe, 0x0000792c,
-	0x00007968, 0x0000797e, 0x00007a12, 0x00007a25,
-	0x00007a62, 0x00007abb, 0x00007af7, 0x00007b0a,
+	0x000071f7, 0x00007284, 0x000072c4, 0x0000730a,
+	0x00007457, 0x0000747f, 0x000074a2, 0x000074d9,
+	0x0000756a, 0x000075bd, 0x000075e6, 0x000076c8,
+	0x000076ee, 0x00007735, 0x000077b9, 0x00007834,
+	0x000078b1, 0x000078d9, 0x00007901, 0x00007948,
+	0x00007992, 0x000079c5, 0x000079d8, 0x00007ae0,
+	0x00007b0e, 0x00007b4a, 0x00007b60, 0x00007bf4,
+	0x00007c07, 0x00007c44, 0x00007c9d, 0x00007cd9,
 	// Entry 240 - 25F
-	0x00007b5e, 0x00007b93, 0x00007ba5, 0x00007bbc,
-	0x00007bfb, 0x00007c4d, 0x00007c79, 0x00007d16,
-	0x00007dbc, 0x00007e69, 0x00007e79, 0x00007ed9,
-	0x00007f4a, 0x00007fcf, 0x00008064, 0x0000806f,
-	0x0000808c, 0x000080ab, 0x000080bc, 0x000080d6,
-	0x000080df, 0x000080e9, 0x00008137, 0x0000817c,
-	0x0000819b, 0x000081d0, 0x00008221, 0x00008232,
-	0x0000827c, 0x00008292, 0x000082a6, 0x000082bf,
+	0x00007cec, 0x00007d40, 0x00007d75, 0x00007d87,
+	0x00007d9e, 0x00007ddd, 0x00007e2f, 0x00007e5b,
+	0x00007ef8, 0x00007f9e, 0x0000804b, 0x0000805b,
+	0x000080bb, 0x0000812c, 0x000081b1, 0x00008246,
+	0x00008251, 0x0000826e, 0x0000828d, 0x0000829e,
+	0x000082b8, 0x000082c1, 0x000082cb, 0x00008319,
+	0x0000835e, 0x0000837d, 0x000083b2, 0x00008403,
+	0x00008414, 0x0000845e, 0x00008474, 0x00008488,
 	// Entry 260 - 27F
-	0x000082d5, 0x000082ff, 0x00008307, 0x0000831a,
-	0x00008321, 0x0000833c, 0x0000835c, 0x0000838c,
-	0x000083a3, 0x000083b9, 0x000083f1, 0x0000842c,
-	0x00008458, 0x000084ac, 0x000084bd, 0x000084d7,
-	0x000084e2, 0x000084f6, 0x00008508, 0x0000851e,
-	0x00008530, 0x00008542, 0x00008548, 0x0000855a,
-	0x00008568, 0x00008577, 0x00008583, 0x00008599,
-	0x000085c3, 0x000085f6, 0x0000869e, 0x000086ee,
+	0x000084a1, 0x000084b7, 0x000084e1, 0x000084e9,
+	0x000084fc, 0x00008503, 0x0000851e, 0x0000853e,
+	0x0000856e, 0x00008585, 0x0000859b, 0x000085d3,
+	0x0000860e, 0x0000863a, 0x0000868e, 0x0000869f,
+	0x000086b9, 0x000086c4, 0x000086d8, 0x000086ea,
+	0x00008700, 0x00008712, 0x00008724, 0x0000872a,
+	0x0000873c, 0x0000874a, 0x00008759, 0x00008765,
+	0x0000877b, 0x000087a5, 0x000087d8, 0x00008880,
 	// Entry 280 - 29F
-	0x00008716, 0x00008768, 0x000087aa, 0x000087e6,
-	0x000087fd, 0x000088c7, 0x000088f4, 0x00008aae,
-	0x00008ac8, 0x00008ae1, 0x00008b02, 0x00008b19,
-	0x00008b46, 0x00008b4d, 0x00008b67, 0x00008b8d,
-	0x00008ba2, 0x00008bfc, 0x00008c91, 0x00008cf4,
-	0x00008d07, 0x00008d2e, 0x00008d56, 0x00008d64,
-	0x00008d74, 0x00008d85, 0x00008d8c, 0x00008ec2,
-	0x00008ec9, 0x00008f03, 0x00008f08, 0x00008f1d,
+	0x000088d0, 0x000088f8, 0x0000894a, 0x0000898c,
+	0x000089c8, 0x000089df, 0x00008aa9, 0x00008ad6,
+	0x00008c90, 0x00008caa, 0x00008cc3, 0x00008ce4,
+	0x00008cfb, 0x00008d28, 0x00008d2f, 0x00008d49,
+	0x00008d6f, 0x00008d84, 0x00008dde, 0x00008e73,
+	0x00008ed6, 0x00008ee9, 0x00008f10, 0x00008f38,
+	0x00008f46, 0x00008f56, 0x00008f67, 0x00008f6e,
+	0x000090a4, 0x000090ab, 0x000090e5, 0x000090ea,
 	// Entry 2A0 - 2BF
-	0x00008f31, 0x00008f43, 0x00008f59, 0x00008f69,
-	0x00008fa6, 0x00008fe6, 0x00009001, 0x000090d6,
-	0x000090ee, 0x0000918f, 0x0000921e, 0x0000922e,
-	0x00009308, 0x000093ca, 0x000093cf, 0x000093df,
-	0x000093ed, 0x000093fd, 0x0000940d, 0x0000941b,
-	0x0000942b, 0x00009435, 0x0000945e, 0x00009478,
-	0x00009493, 0x00009521, 0x0000955f, 0x00009570,
-	0x0000957d, 0x00009598, 0x000095ac, 0x000095ca,
+	0x000090ff, 0x00009113, 0x00009125, 0x0000913b,
+	0x0000914b, 0x00009188, 0x000091c8, 0x000091e3,
+	0x000092b8, 0x000092d0, 0x00009371, 0x00009400,
+	0x00009410, 0x000094ea, 0x000095ac, 0x000095b1,
+	0x000095c1, 0x000095cf, 0x000095df, 0x000095ef,
+	0x000095fd, 0x0000960d, 0x00009617, 0x00009640,
+	0x0000965a, 0x00009675, 0x00009703, 0x00009741,
+	0x00009752, 0x0000975f, 0x0000977a, 0x0000978e,
 	// Entry 2C0 - 2DF
-	0x00009615, 0x00009656, 0x000096cc, 0x00009712,
-	0x0000972b, 0x00009743, 0x00009796, 0x000097d1,
-	0x00009869, 0x00009895, 0x000098bb, 0x000098ef,
-	0x00009907, 0x00009932, 0x000099db, 0x000099e5,
-	0x00009a6d, 0x00009aa2, 0x00009ae3, 0x00009bc8,
-	0x00009d43, 0x00009e1c, 0x00009f31, 0x0000a04d,
-	0x0000a066, 0x0000a0e2, 0x0000a1ab, 0x0000a234,
-	0x0000a241, 0x0000a293, 0x0000a299, 0x0000a34d,
+	0x000097ac, 0x000097f7, 0x00009838, 0x000098ae,
+	0x000098f4, 0x0000990d, 0x00009925, 0x00009978,
+	0x000099b3, 0x00009a4b, 0x00009a77, 0x00009a9d,
+	0x00009ad1, 0x00009ae9, 0x00009b14, 0x00009bbd,
+	0x00009bc7, 0x00009c4f, 0x00009c84, 0x00009cc5,
+	0x00009daa, 0x00009f25, 0x00009ffe, 0x0000a113,
+	0x0000a22f, 0x0000a248, 0x0000a2c4, 0x0000a38d,
+	0x0000a416, 0x0000a423, 0x0000a475, 0x0000a47b,
 	// Entry 2E0 - 2FF
-	0x0000a3fd, 0x0000a42f, 0x0000a45b, 0x0000a4c4,
-	0x0000a56b, 0x0000a62d, 0x0000a65d, 0x0000a66a,
-	0x0000a670, 0x0000a686, 0x0000a691, 0x0000a698,
-	0x0000a6a3, 0x0000a6b1, 0x0000a6be, 0x0000a6cc,
-	0x0000a6e5, 0x0000a712, 0x0000a7bb, 0x0000a7ce,
-	0x0000a7d8, 0x0000a867, 0x0000a8c8, 0x0000a924,
-	0x0000a936, 0x0000a950, 0x0000a963, 0x0000a9a1,
-	0x0000a9dd, 0x0000a9fa, 0x0000aa07, 0x0000aa15,
+	0x0000a52f, 0x0000a5df, 0x0000a611, 0x0000a63d,
+	0x0000a6a6, 0x0000a74d, 0x0000a80f, 0x0000a83f,
+	0x0000a84c, 0x0000a852, 0x0000a868, 0x0000a873,
+	0x0000a87a, 0x0000a885, 0x0000a893, 0x0000a8a0,
+	0x0000a8ae, 0x0000a8c7, 0x0000a8f4, 0x0000a99d,
+	0x0000a9b0, 0x0000a9ba, 0x0000aa49, 0x0000aaaa,
+	0x0000ab06, 0x0000ab18, 0x0000ab32, 0x0000ab45,
+	0x0000ab83, 0x0000abbf, 0x0000abdc, 0x0000abe9,
 	// Entry 300 - 31F
-	0x0000aa23, 0x0000aa33, 0x0000aa6f, 0x0000aaa9,
-	0x0000ab26, 0x0000ab31, 0x0000ab5b, 0x0000ab68,
-	0x0000ab84, 0x0000ab88, 0x0000ab9a, 0x0000ac5c,
-	0x0000ac8f, 0x0000ac9a, 0x0000aca4, 0x0000acb9,
-	0x0000acc2, 0x0000accc, 0x0000ace1, 0x0000ad05,
-	0x0000ad1f, 0x0000ad34, 0x0000ad60, 0x0000ad65,
-	0x0000ad7a, 0x0000ad8c, 0x0000adc1, 0x0000add2,
-	0x0000adff, 0x0000ae2e, 0x0000af50, 0x0000b072,
+	0x0000abf7, 0x0000ac05, 0x0000ac15, 0x0000ac51,
+	0x0000ac8b, 0x0000ad08, 0x0000ad13, 0x0000ad3d,
+	0x0000ad4a, 0x0000ad66, 0x0000ad6a, 0x0000ad7c,
+	0x0000ae3e, 0x0000ae71, 0x0000ae7c, 0x0000ae86,
+	0x0000ae9b, 0x0000aea4, 0x0000aeae, 0x0000aec3,
+	0x0000aee7, 0x0000af01, 0x0000af16, 0x0000af42,
+	0x0000af47, 0x0000af5c, 0x0000af6e, 0x0000afa3,
+	0x0000afb4, 0x0000afe1, 0x0000b010, 0x0000b132,
 	// Entry 320 - 33F
-	0x0000b0e8, 0x0000b173, 0x0000b202, 0x0000b269,
-	0x0000b2ab, 0x0000b2f3, 0x0000b366, 0x0000b3ae,
-	0x0000b3dc, 0x0000b40a, 0x0000b43d, 0x0000b470,
-} // Size: 3272 bytes
+	0x0000b254, 0x0000b2ca, 0x0000b355, 0x0000b3e4,
+	0x0000b44b, 0x0000b48d, 0x0000b4d5, 0x0000b548,
+	0x0000b590, 0x0000b5be, 0x0000b5ec, 0x0000b61f,
+	0x0000b652,
+} // Size: 3276 bytes
 
-const frData string = "" + // Size: 46192 bytes
+const frData string = "" + // Size: 46674 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1891,647 +1899,653 @@ const frData string = "" + // Size: 46192 bytes
 	"\x02Arrêter l’instance\x02Cette instance ne peut pas être reprise\u202f:" +
 	" son occurrence au nœud %[1]s a échoué avant toute tentative (ses entrée" +
 	"s n’ont pas pu être construites), une reprise échouerait donc de la même" +
-	" façon. Abandonnez-la ou arrêtez-la.\x02Son dernier appel a peut-être ét" +
-	"é exécuté malgré tout (sa réponse a été perdue, ou est arrivée après le" +
-	" délai)\u202f: vérifiez auprès de la destination qu’elle n’a pas agi ava" +
-	"nt de reprendre, sinon elle agira deux fois (une carte débitée deux fois" +
-	").\x02Rien n’a été fait.\x02Impossible d’agir sur cette instance\x02Reto" +
-	"ur à l’instance\x02Quelqu’un a agi sur cette instance après l’ouverture " +
-	"de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: regarde" +
-	"z-la de nouveau avant de décider.\x02Cette instance est déjà terminée (e" +
-	"lle est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’ouvertu" +
-	"re de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette i" +
-	"nstance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a" +
-	" agi sur elle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). " +
-	"Rien n’a été fait.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’" +
-	"y a rien à reprendre. Un échec termine son instance, sauf si le on_error" +
-	" du nœud mène à hold (un incident qui attend un opérateur)\u202f; démarr" +
-	"ez une nouvelle instance (avec une nouvelle Idempotency-Key, ou sans) po" +
-	"ur refaire le travail.\x02Cette instance est %[1]s, pas bloquée\u202f: i" +
-	"l n’y a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f" +
-	": il n’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y " +
-	"a rien à arrêter.\x02Quelqu’un a agi sur cette instance après l’ouvertur" +
-	"e de cette page. Rien n’a été fait\u202f: regardez-la de nouveau avant d" +
-	"e décider.\x02Cette instance n’est plus bloquée (elle est %[1]s désormai" +
-	"s)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02C" +
-	"ette instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Son o" +
-	"ccurrence a échoué avant toute tentative\u202f: ses entrées n’ont pas pu" +
-	" être construites, une reprise échouerait donc de la même façon. Abandon" +
-	"nez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette instance é" +
-	"tait déjà arrêtée\u202f; rien n’a changé et rien n’a été consigné.\x02Le" +
-	" motif que vous avez donné, non consigné\u202f:\x02Cette instance était " +
-	"déjà arrêtée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été " +
-	"consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de n" +
-	"ouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’instance e" +
-	"st passée en échec avec le code d’erreur abandoned. Consigné dans le jou" +
-	"rnal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes son" +
-	"t annulées. Consigné dans le journal d’audit.\x02Relais a refusé l’actio" +
-	"n. Rien n’a été fait.\x02Indiquez un motif\u202f: il est consigné dans l" +
-	"e journal d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le m" +
-	"otif est trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourc" +
-	"issez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique a" +
-	"ux instances en cours ou bloquées, pas à celles au statut «\u202f%[1]s" +
-	"\u202f».\x02La reprise et l’abandon s’appliquent aux instances bloquées," +
-	" pas à celles au statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consign" +
-	"é dans le journal d’audit pour chaque instance)\x02Revenir à la liste" +
-	"\x02Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à sa répon" +
-	"se\u202f: si elle cesse d’attendre avant, l’action va tout de même jusqu" +
-	"’au bout.\x02La suivre dans le journal d’audit (nouvel onglet)\x02Repr" +
-	"endre toutes les instances bloquées que ce filtre retient\x02L’occurrenc" +
-	"e en échec de chacune est proposée de nouveau, avec un budget de tentati" +
-	"ves neuf. Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01" +
-	"\x00\x029\x02%[1]d instance bloquée correspond au filtre maintenant.\x00" +
-	">\x02%[1]d instances bloquées correspondent au filtre maintenant.\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendr" +
-	"e %[1]d instances\x02Abandonner toutes les instances bloquées que ce fil" +
-	"tre retient\x02Chacune passe en échec avec le code d’erreur abandoned et" +
-	" ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[" +
-	"1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les" +
-	" instances bloquées que ce filtre retient\x02Arrêter toutes les instance" +
-	"s en cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d insta" +
-	"nce en cours correspond au filtre maintenant.\x00=\x02%[1]d instances en" +
-	" cours correspondent au filtre maintenant.\x02Arrêter toutes les instanc" +
-	"es en cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E" +
-	"\x02%[1]d instance en cours ou bloquée correspond au filtre maintenant." +
-	"\x00J\x02%[1]d instances en cours ou bloquées correspondent au filtre ma" +
-	"intenant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f; un" +
-	"e instance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à " +
-	"faire\u202f: aucune instance à laquelle cette action s’applique ne corre" +
-	"spond au filtre.\x02Aucun processus, aucune clé métier, aucun code d’err" +
-	"eur ni date de création ne restreint ce filtre\u202f: l’action s’appliqu" +
-	"e aux instances de tous les processus.\x02sans filtre\x02Processus\x02Ve" +
-	"rsion\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de" +
-	"\x02Créées depuis le\x02Créées jusqu’au\x02Par processus et code d’erreu" +
-	"r\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le filtre e" +
-	"n trouve d’autres.\x14\x01\x81\x01\x00\x02\xe3\x02\x02%[1]d d’entre elle" +
-	"s est bloquée à un appel push terminé par outcome_unknown ou deadline_ex" +
-	"ceeded\u202f: il a peut-être été exécuté malgré tout (sa réponse a été p" +
-	"erdue, ou est arrivée après le délai). Vérifiez auprès de la destination" +
-	" qu’elle n’a pas agi avant de reprendre, sinon elle agira deux fois (une" +
-	" carte débitée deux fois).\x00\xe5\x02\x02%[1]d d’entre elles sont bloqu" +
-	"ées à un appel push terminé par outcome_unknown ou deadline_exceeded" +
-	"\u202f: il a peut-être été exécuté malgré tout (sa réponse a été perdue," +
-	" ou est arrivée après le délai). Vérifiez auprès de la destination qu’el" +
-	"le n’a pas agi avant de reprendre, sinon elle agira deux fois (une carte" +
-	" débitée deux fois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre inst" +
-	"ance bloquée a échoué avant toute tentative (ses entrées n’ont pas pu êt" +
-	"re construites)\u202f: elle ne peut pas être reprise et n’est pas compté" +
-	"e. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bl" +
-	"oquées ont échoué avant toute tentative (leurs entrées n’ont pas pu être" +
-	" construites)\u202f: elles ne peuvent pas être reprises et ne sont pas c" +
-	"omptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filt" +
-	"re\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue." +
-	"\x02Vouliez-vous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n" +
-	"’a pas de version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s" +
-	"\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02Ce filt" +
-	"re prend la clé d’une définition\u202f: celle qu’exécute le nœud où une " +
-	"instance est bloquée, pas le nom du nœud.\x02La définition %[1]s n’a pas" +
-	" de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de la l" +
-	"iste.\x02Le nombre a changé depuis que vous l’avez confirmé (il était de" +
-	" %[1]d)\u202f: entre-temps, des instances ont été clôturées, reprises ou" +
-	" traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confir" +
-	"mez de nouveau.\x02Cette action groupée a déjà été appliquée (le formula" +
-	"ire a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’au" +
-	"dit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (" +
-	"%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliq" +
-	"uée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: " +
-	"elle a changé après le comptage (clôturée, ou traitée par quelqu’un d’au" +
-	"tre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après le comptage (" +
-	"clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%" +
-	"[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
-	"\x02Occurrence proposée de nouveau\x02Action groupée\x02supprimée\x02Jou" +
-	"rnal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérate" +
-	"ur, et chaque effacement fait par un administrateur, avec son motif. Les" +
-	" révélations de valeurs sensibles ont leur propre journal, que les admin" +
-	"istrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)." +
-	"\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les fil" +
-	"tres\x02Réinitialiser les filtres\x02Aucune action d’opérateur ne corres" +
-	"pond.\x02Toutes les actions\x02L’instance de processus doit être un iden" +
-	"tifiant d’instance complet (un UUID)\u202f: les listes montrent la fin d" +
-	"e chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour " +
-	"l’identifiant complet.\x02L’action groupée doit être désignée par son id" +
-	"entifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
-	"\x02Aucune action groupée n’a l’identifiant %[1]s\u202f: vérifiez le lie" +
-	"n, ou ouvrez l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02" +
-	"\x87\x01\x02Voici l’instance que l’action groupée %[2]s a modifiée. Tant" +
-	" qu’elle s’exécute, chaque rechargement montre où elle en est.\x00\x8f" +
-	"\x01\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées" +
-	". Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02" +
-	"Action groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptée" +
-	"s\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le co" +
-	"mpte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]" +
-	"s) par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances com" +
-	"ptées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’" +
-	"elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre p" +
-	"our le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, e" +
-	"n cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4" +
-	"]d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est." +
-	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
-	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
-	"uveau sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller " +
-	"au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proces" +
-	"sus\x02Trouver une instance ou une occurrence\x02identifiant ou clé méti" +
-	"er\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinati" +
-	"ons\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se" +
-	" déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affi" +
-	"chage\u202f:\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02F" +
-	"useau horaire\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau h" +
-	"oraire\u202f: %[1]s · sans rechargement automatique\x02Rechargement susp" +
-	"endu\x02Reprendre le rechargement\x02Cette page se recharge toutes les %" +
-	"[1]d secondes.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôl" +
-	"e ne permet de lire que les définitions et les processus\u202f: les tâch" +
-	"es externes et les instances de processus sont réservées aux opérateurs " +
-	"et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
-	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
-	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour à la connexion\x02Retour aux définitions\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène " +
-	"à rien, ou à rien que vous puissiez voir. Une instance terminée est sup" +
-	"primée, avec ses occurrences et ses tentatives, une fois la durée de con" +
-	"servation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l" +
-	"’efface\u202f; le journal d’audit garde les actions d’opérateur menées" +
-	" sur elle.\x02«\u202f%[1]s\u202f» n’est pas un identifiant complet (un U" +
-	"UID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvr" +
-	"ez la ligne, ou copiez son lien, pour l’identifiant complet.\x02Introuva" +
-	"ble\x02Cette instance a été effacée par %[1]s le %[2]s, pour ce motif" +
-	"\u202f: «\u202f%[3]s\u202f». Ses entrées, occurrences et tentatives ont " +
-	"été supprimées avec elle\u202f; le journal d’audit garde les actions d’" +
-	"opérateur menées sur elle.\x02Formulaire refusé\x02Ce formulaire n’a pas" +
-	" été envoyé depuis cette session de la console, ou il a expiré\u202f: ri" +
-	"en n’a été fait. Rouvrez le formulaire et envoyez-le de nouveau.\x02Reto" +
-	"ur au formulaire\x02Formulaire trop volumineux\x02Ce formulaire dépasse " +
-	"%[1]d\u00a0Kio\u202f: rien n’a été fait. Raccourcissez ce que vous avez " +
-	"saisi et envoyez-le de nouveau.\x02Formulaire non reçu\x02Ce formulaire " +
-	"n’est pas arrivé à temps\u202f: rien n’a été fait. Envoyez-le de nouveau" +
-	".\x02Ce formulaire n’a pas pu être lu\u202f: rien n’a été fait. Envoyez-" +
-	"le de nouveau.\x02Temporairement indisponible\x02La base de données est " +
-	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
-	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
-	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
-	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
-	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
-	" présentes et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: rév" +
-	"isions %[2]s\x02Décompte des occurrences en cours\u202f; les décomptes s" +
-	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
-	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
-	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
-	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
-	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Sortie " +
-	"de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pou" +
-	"r l’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicat" +
-	"ions\x02Aucune publication pour l’instant.\x02Publication\x02Révision" +
-	"\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque change" +
-	"ment d’une révision à l’autre et ce qu’il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible av" +
-	"ec les processus\x02Incompatible avec les exécutants\x02Ces révisions on" +
-	"t les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copi" +
-	"e de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de trav" +
-	"ail\x02Publications, les plus anciennes d’abord\x02Changements entre les" +
-	" deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de" +
-	" la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de travai" +
-	"l a des changements pas encore figés\u202f: ils ne sont dans aucune révi" +
-	"sion (exécutants et processus utilisent au plus la révision %[1]d) tant " +
-	"qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision %[" +
-	"1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a c" +
-	"hangé).\x02Changements de la copie de travail depuis la révision %[1]d" +
-	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
-	"[1]d à la révision %[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. A" +
-	"vec le contrat le plus récent, les valeurs de ces champs sont moins prot" +
-	"égées qu’avec l’ancien.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
-	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
-	"push. Les valeurs des paramètres de l’URL et des en-têtes, et les secret" +
-	"s de signature, sont scellés et jamais affichés. Créez et modifiez les d" +
-	"estinations avec relais apply (documents de type Destination) ou par l’A" +
-	"PI (/api/v1/destinations), qui les supprime aussi.\x02Destinations par n" +
-	"om\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dern" +
-	"ière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels sig" +
-	"nés (Relais-Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui " +
-	"lira le journal plus tard\u202f: %[1]d caractères au plus. Il est conser" +
-	"vé après l’effacement, quelle que soit la rétention\u202f: écrivez la ré" +
-	"férence de la demande, pas le nom de la personne.\x02Effacer l’instance " +
-	"de processus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est " +
-	"supprimée avec ses occurrences et leurs tentatives, comme la rétention l" +
-	"a supprimerait.\x02Ses entrées, ses sorties, sa clé métier et les messag" +
-	"es des exécutants partent avec elle\u202f; c’est irréversible. Les enreg" +
-	"istrements d’audit qui la nomment restent (qui a fait quoi, et pourquoi)" +
-	", de même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’inst" +
-	"ance\x02Cette instance est %[1]s\u202f: seule une instance terminée peut" +
-	" être effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s" +
-	" est supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Cons" +
-	"igné dans le journal d’audit.\x02Cette instance avait déjà été effacée, " +
-	"par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02e" +
-	"n cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inc" +
-	"ident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’inst" +
-	"ance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
-	"\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de c" +
-	"haque définition maintenant, et ce que ses exécutants ont terminé dans l" +
-	"a dernière heure\u202f: les occurrences achevées, avec succès ou en éche" +
-	"c. Une occurrence reprise depuis compte là où elle se termine ensuite" +
-	"\u202f; un échec qui laisse des tentatives n’est pas compté, la page de " +
-	"son occurrence le montre.\x02L’occurrence en échec d’une instance bloqué" +
-	"e compte à la fois dans Instances bloquées et dans En échec.\x02Réussite" +
-	"s et échecs, dernière heure\x02Définitions, celles qui demandent de l’at" +
-	"tention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En éc" +
-	"hec\x02Attente de la plus ancienne disponible\x02Terminées, dernière heu" +
-	"re\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurre" +
-	"nce.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ." +
-	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
-	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
-	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
-	"s les définitions\x02Réussites et échecs par tranche de 5\u00a0min, dern" +
-	"ière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. L" +
-	"e tableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02T" +
-	"erminées\x02Les chiffres du graphique\x02Réussites et échecs par tranche" +
-	" de 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02" +
-	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
-	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
-	"\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
-	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
-	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
-	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
-	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
-	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
-	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
-	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
-	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
-	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
-	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
-	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
-	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
-	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
-	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
-	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
-	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
-	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
-	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
-	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
-	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
-	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
-	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
-	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
-	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
-	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
-	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
-	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
-	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
-	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
-	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
-	"nce en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En " +
-	"échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, pui" +
-	"s abandonnée par un opérateur\x02La version doit être un nombre entier à" +
-	" partir de 1.\x02Une version est celle d’un processus\u202f: choisissez " +
-	"aussi le processus.\x02Date de création\x02La taille de page doit être c" +
-	"omprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse com" +
-	"prise\x02Agir sur toutes les instances que ce filtre retient\x02La page " +
-	"suivante les compte et demande un motif avant que rien ne change.\x02Ins" +
-	"tances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fi" +
-	"n ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les " +
-	"processus\x02Toute définition\x02Tous les statuts\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche" +
-	"\u202f: la page Instances liste les instances qui l’ont.\x02Statut incon" +
-	"nu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02" +
-	"terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rej" +
-	"etée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen" +
-	"\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensi" +
-	"ble\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Les %[1]d dernières tentatives, l" +
-	"es plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s" +
-	") ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste t" +
-	"outes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tenta" +
-	"tives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucun" +
-	"e\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f;" +
-	" son dernier appel a eu %[2]s (le max_timeout d’une destination ou RELAI" +
-	"S_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s" +
-	" par le max_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAI" +
-	"S_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque éche" +
-	"c, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[" +
-	"2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est consig" +
-	"née\x02Motif (consigné avec la révélation)\x02Tous les administrateurs l" +
-	"e lisent, et il est conservé quelle que soit la rétention\u202f: n’y écr" +
-	"ivez aucune donnée de client.\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après la tenta" +
-	"tive %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative poss" +
-	"ible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tent" +
-	"atives restantes non utilisées\u202f: %[1]d)\x02La réponse de la destina" +
-	"tion est inutilisable\u202f: elle doit être un seul objet JSON, rien apr" +
-	"ès, dont le membre outputs respecte le contrat de sorties de la révisio" +
-	"n. Son message dit ce qui n’allait pas.\x02La destination n’a pas répond" +
-	"u dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02La dest" +
-	"ination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a p" +
-	"u agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a p" +
-	"as répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02Le verrou de la dernière tentative a exp" +
-	"iré sans tentative restante, après que Relais a refusé le rapport de son" +
-	" exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en échec)" +
-	"\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer, pas" +
-	" son verrou.\x02Le verrou de la dernière tentative a expiré sans tentati" +
-	"ve restante, après que Relais a refusé le rapport de son exécutant (%[1]" +
-	"s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répondu, e" +
-	"t c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de la " +
-	"dernière tentative a expiré sans tentative restante.\x02Le flux de l’exé" +
-	"cutant de la dernière tentative s’est terminé (l’exécutant est parti ou " +
-	"a été écarté) sans tentative restante.\x02L’échéance est passée avant l’" +
-	"arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de so" +
-	"rties de la révision.\x02La réponse à l’appel a été perdue (la connexion" +
-	" s’est rompue après l’envoi de la requête, ou Relais s’est arrêté ou n’a" +
-	" pas pu joindre sa base de données avant de l’enregistrer)\u202f: on ign" +
-	"ore si la destination a agi, donc Relais ne l’appelle pas de nouveau de " +
-	"lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas pu êt" +
-	"re préparé.\x02La destination était injoignable.\x02La réponse de la des" +
-	"tination était trop volumineuse.\x02La dernière tentative a pris fin san" +
-	"s résultat (son verrou a expiré, ou le flux de son exécutant s’est termi" +
-	"né), sans tentative restante.\x02Les entrées n’ont pas pu être construit" +
-	"es à partir des liaisons du processus.\x02Un opérateur a abandonné l’ins" +
-	"tance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentat" +
-	"ive restante (retries\u202f: 0, aucun retries envoyé, que Camunda lit co" +
-	"mme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée " +
-	"de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant a" +
-	"ctif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécutant a" +
-	"ctif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s dé" +
-	"clarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend l" +
-	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
-	"a révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que les révisions %[3" +
-	"]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
-	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
-	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
-	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
-	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
-	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
-	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
-	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
-	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
-	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
-	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
-	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
-	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
-	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
-	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
-	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
-	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
-	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
-	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
-	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
-	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
-	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
-	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
-	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
-	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
-	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
-	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
-	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
-	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
-	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
-	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
-	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
-	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
-	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
-	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes" +
-	" les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
-	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
-	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
-	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
-	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
-	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
-	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
-	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
-	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
-	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
-	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
-	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
-	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
-	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
-	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
-	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
-	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
-	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
-	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
-	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
-	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
-	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
-	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
-	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
-	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
-	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
-	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
-	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
-	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
-	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
-	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
-	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
-	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
-	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
-	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
-	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
-	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
-	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
-	"tif est consigné avec la révélation dans le journal d’audit.\x02Révélé p" +
-	"ar %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l" +
-	"’occurrence\x02Révélation impossible\x02Seule une valeur que cette pag" +
-	"e affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes " +
-	"ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adminis" +
-	"trateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs" +
-	" elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récente" +
-	"s d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que " +
-	"le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte " +
-	"pas cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
-	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est" +
-	" pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’hi" +
-	"storique de votre navigateur, et peut-être dans les journaux d’un proxy" +
-	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
-	"ez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: co" +
-	"llez-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de" +
-	" votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d" +
-	"’autres peuvent les lire, faites révoquer le jeton et utilisez-en un n" +
-	"ouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez" +
-	" connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous ave" +
-	"c un autre.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
-	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
-	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
-	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
-	"expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
-	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
-	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
-	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
-	"à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81" +
-	"\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réess" +
-	"ayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votr" +
-	"e adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le " +
-	"champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un" +
-	" jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient cett" +
-	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
-	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
-	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
-	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
-	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
-	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
-	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	" façon. Abandonnez-la ou arrêtez-la.\x02Son dernier appel a reçu une rép" +
+	"onse de succès, avec des sorties que le contrat a refusées\u202f: la des" +
+	"tination a très probablement agi. Vérifiez auprès de la destination avan" +
+	"t de reprendre, sinon elle agira deux fois (une carte débitée deux fois)" +
+	".\x02Son dernier appel a peut-être été exécuté malgré tout (sa réponse a" +
+	" été perdue, ou est arrivée après le délai)\u202f: vérifiez auprès de la" +
+	" destination qu’elle n’a pas agi avant de reprendre, sinon elle agira de" +
+	"ux fois (une carte débitée deux fois).\x02Rien n’a été fait.\x02Impossib" +
+	"le d’agir sur cette instance\x02Retour à l’instance\x02Quelqu’un a agi s" +
+	"ur cette instance après l’ouverture de cette page (%[1]s par %[2]s, %[3]" +
+	"s). Rien n’a été fait\u202f: regardez-la de nouveau avant de décider." +
+	"\x02Cette instance est déjà terminée (elle est %[1]s désormais)\u202f: q" +
+	"uelqu’un a agi sur elle après l’ouverture de cette page (%[2]s par %[3]s" +
+	", %[4]s). Rien n’a été fait.\x02Cette instance n’est plus bloquée (elle " +
+	"est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’ouverture d" +
+	"e cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette insta" +
+	"nce est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre. Un échec te" +
+	"rmine son instance, sauf si le on_error du nœud mène à hold (un incident" +
+	" qui attend un opérateur)\u202f; démarrez une nouvelle instance (avec un" +
+	"e nouvelle Idempotency-Key, ou sans) pour refaire le travail.\x02Cette i" +
+	"nstance est %[1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cett" +
+	"e instance est %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02" +
+	"Cette instance est %[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a " +
+	"agi sur cette instance après l’ouverture de cette page. Rien n’a été fai" +
+	"t\u202f: regardez-la de nouveau avant de décider.\x02Cette instance n’es" +
+	"t plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a sans doute " +
+	"agi avant vous. Rien n’a été fait.\x02Cette instance est déjà terminée" +
+	"\u202f; il n’y a rien à arrêter.\x02Son occurrence a échoué avant toute " +
+	"tentative\u202f: ses entrées n’ont pas pu être construites, une reprise " +
+	"échouerait donc de la même façon. Abandonnez ou arrêtez plutôt l’instan" +
+	"ce. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien " +
+	"n’a changé et rien n’a été consigné.\x02Le motif que vous avez donné, no" +
+	"n consigné\u202f:\x02Cette instance était déjà arrêtée, par %[1]s le %[2" +
+	"]s\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l’" +
+	"occurrence du nœud %[1]s est proposée de nouveau. Consigné dans le journ" +
+	"al d’audit.\x02Abandon\u202f: l’instance est passée en échec avec le cod" +
+	"e d’erreur abandoned. Consigné dans le journal d’audit.\x02Arrêt\u202f: " +
+	"l’instance et ses occurrences ouvertes sont annulées. Consigné dans le j" +
+	"ournal d’audit.\x02Relais a refusé l’action. Rien n’a été fait.\x02Indiq" +
+	"uez un motif\u202f: il est consigné dans le journal d’audit (%[1]d carac" +
+	"tères au plus). Rien n’a été fait.\x02Le motif est trop long\u202f: %[1]" +
+	"d caractères, pour %[2]d au plus. Raccourcissez-le. Rien n’a été fait." +
+	"\x02Action inconnue.\x02L’arrêt s’applique aux instances en cours ou blo" +
+	"quées, pas à celles au statut «\u202f%[1]s\u202f».\x02La reprise et l’ab" +
+	"andon s’appliquent aux instances bloquées, pas à celles au statut «" +
+	"\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans le journal d’audit" +
+	" pour chaque instance)\x02Revenir à la liste\x02Cela prend environ %[1]s" +
+	". Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle cesse d’at" +
+	"tendre avant, l’action va tout de même jusqu’au bout.\x02La suivre dans " +
+	"le journal d’audit (nouvel onglet)\x02Reprendre toutes les instances blo" +
+	"quées que ce filtre retient\x02L’occurrence en échec de chacune est prop" +
+	"osée de nouveau, avec un budget de tentatives neuf. Rien n’est terminé à" +
+	" la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloqu" +
+	"ée correspond au filtre maintenant.\x00>\x02%[1]d instances bloquées co" +
+	"rrespondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprend" +
+	"re %[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner tou" +
+	"tes les instances bloquées que ce filtre retient\x02Chacune passe en éch" +
+	"ec avec le code d’erreur abandoned et ne peut plus être reprise.\x14\x01" +
+	"\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner " +
+	"%[1]d instances\x02Arrêter toutes les instances bloquées que ce filtre r" +
+	"etient\x02Arrêter toutes les instances en cours que ce filtre retient" +
+	"\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtr" +
+	"e maintenant.\x00=\x02%[1]d instances en cours correspondent au filtre m" +
+	"aintenant.\x02Arrêter toutes les instances en cours ou bloquées que ce f" +
+	"iltre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou blo" +
+	"quée correspond au filtre maintenant.\x00J\x02%[1]d instances en cours o" +
+	"u bloquées correspondent au filtre maintenant.\x02Chacune est annulée av" +
+	"ec ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas être" +
+	" reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19" +
+	"\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laq" +
+	"uelle cette action s’applique ne correspond au filtre.\x02Aucun processu" +
+	"s, aucune clé métier, aucun code d’erreur ni date de création ne restrei" +
+	"nt ce filtre\u202f: l’action s’applique aux instances de tous les proces" +
+	"sus.\x02sans filtre\x02Processus\x02Version\x02Statut\x02Clé métier\x02C" +
+	"ode d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu" +
+	"’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d groupe" +
+	"s les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01" +
+	"\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un appel push qui " +
+	"a peut-être été exécuté malgré tout\u202f: il s’est terminé par outcome_" +
+	"unknown ou deadline_exceeded (sa réponse a été perdue, ou est arrivée ap" +
+	"rès le délai), ou par invalid_outputs (la destination a répondu un succè" +
+	"s dont le contrat a refusé les sorties). Vérifiez auprès de la destinati" +
+	"on qu’elle n’a pas agi avant de reprendre, sinon elle agira deux fois (u" +
+	"ne carte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont blo" +
+	"quées à un appel push qui a peut-être été exécuté malgré tout\u202f: il " +
+	"s’est terminé par outcome_unknown ou deadline_exceeded (sa réponse a été" +
+	" perdue, ou est arrivée après le délai), ou par invalid_outputs (la dest" +
+	"ination a répondu un succès dont le contrat a refusé les sorties). Vérif" +
+	"iez auprès de la destination qu’elle n’a pas agi avant de reprendre, sin" +
+	"on elle agira deux fois (une carte débitée deux fois).\x14\x01\x81\x01" +
+	"\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant toute te" +
+	"ntative (ses entrées n’ont pas pu être construites)\u202f: elle ne peut " +
+	"pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00" +
+	"\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute tenta" +
+	"tive (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuve" +
+	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
+	"les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02Dest" +
+	"ination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s" +
+	"\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun " +
+	"processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la cl" +
+	"é «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition\u202f" +
+	": celle qu’exécute le nœud où une instance est bloquée, pas le nom du nœ" +
+	"ud.\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confi" +
+	"rmé manque\u202f: repartez de la liste.\x02Le nombre a changé depuis que" +
+	" vous l’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instan" +
+	"ces ont été clôturées, reprises ou traitées. Rien n’a été fait\u202f; vé" +
+	"rifiez le nouveau nombre et confirmez de nouveau.\x02Cette action groupé" +
+	"e a déjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: se" +
+	"s traces sont dans le journal d’audit. Rien de plus n’a été fait.\x14" +
+	"\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance." +
+	"\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81" +
+	"\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (c" +
+	"lôturée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f" +
+	": elles ont changé après le comptage (clôturées, ou traitées par quelqu’" +
+	"un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Ac" +
+	"tion\x02Motif\x02Instance de processus\x02Occurrence proposée de nouveau" +
+	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
+	"andon et arrêt appliqué par un opérateur, et chaque effacement fait par " +
+	"un administrateur, avec son motif. Les révélations de valeurs sensibles " +
+	"ont leur propre journal, que les administrateurs lisent sur la page Révé" +
+	"lations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, ex" +
+	"act\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres" +
+	"\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’" +
+	"instance de processus doit être un identifiant d’instance complet (un UU" +
+	"ID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvre" +
+	"z l’instance, ou copiez son lien, pour l’identifiant complet.\x02L’actio" +
+	"n groupée doit être désignée par son identifiant (un UUID).\x02Actions d" +
+	"’opérateurs, les plus récentes d’abord\x02Aucune action groupée n’a l’" +
+	"identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le " +
+	"journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que" +
+	" l’action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque recha" +
+	"rgement montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances " +
+	"que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque r" +
+	"echargement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, " +
+	"commencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[" +
+	"4]d, ignorées car changées après le compte\u202f: %[6]d. Elle s’est term" +
+	"inée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, " +
+	"arrêtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f" +
+	": %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué" +
+	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Action groupé" +
+	"e (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances comptées" +
+	"\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. C" +
+	"haque rechargement montre où elle en est.\x02Aucun progrès depuis %[1]s" +
+	"\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a ap" +
+	"pliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le re" +
+	"ste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation princ" +
+	"ipale\x02État\x02Tâches externes\x02Processus\x02Trouver une instance ou" +
+	" une occurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions" +
+	"\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations" +
+	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
+	"ffichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horai" +
+	"re\u202f: %[1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s ·" +
+	" rechargement toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans r" +
+	"echargement automatique\x02Rechargement suspendu\x02Reprendre le recharg" +
+	"ement\x02Cette page se recharge toutes les %[1]d secondes.\x02Suspendre " +
+	"le rechargement\x02Accès refusé\x02Votre rôle ne permet de lire que les " +
+	"définitions et les processus\u202f: les tâches externes et les instances" +
+	" de processus sont réservées aux opérateurs et aux administrateurs.\x02R" +
+	"equête invalide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NU" +
+	"L ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et rée" +
+	"ssayez.\x02Retour aux tâches externes\x02Retour à la connexion\x02Retour" +
+	" aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous pui" +
+	"ssiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissiez" +
+	" voir. Une instance terminée est supprimée, avec ses occurrences et ses " +
+	"tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoulée" +
+	", ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit ga" +
+	"rde les actions d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’es" +
+	"t pas un identifiant complet (un UUID)\u202f: les listes montrent la fin" +
+	" de chaque identifiant\u202f; ouvrez la ligne, ou copiez son lien, pour " +
+	"l’identifiant complet.\x02Introuvable\x02Cette instance a été effacée pa" +
+	"r %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées," +
+	" occurrences et tentatives ont été supprimées avec elle\u202f; le journa" +
+	"l d’audit garde les actions d’opérateur menées sur elle.\x02Formulaire r" +
+	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
+	"sole, ou il a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et " +
+	"envoyez-le de nouveau.\x02Retour au formulaire\x02Formulaire trop volumi" +
+	"neux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. R" +
+	"accourcissez ce que vous avez saisi et envoyez-le de nouveau.\x02Formula" +
+	"ire non reçu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a é" +
+	"té fait. Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu" +
+	"\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Temporairement indi" +
+	"sponible\x02La base de données est injoignable pour le moment. Réessayez" +
+	" dans quelques secondes.\x02Une erreur est survenue\x02La console n’a pa" +
+	"s pu afficher cette page. Réessayez\u202f; si le problème persiste, donn" +
+	"ez à votre administrateur l’identifiant de requête %[1]s.\x02Aucun conso" +
+	"mmateur pour l’instant.\x02Aucun autre consommateur.\x02Les services ext" +
+	"ernes qui prennent des tâches, et les définitions que chacun peut prendr" +
+	"e. Créez les consommateurs, modifiez leurs droits et renouvelez leurs je" +
+	"tons par l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais affi" +
+	"chés.\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Dr" +
+	"oits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit" +
+	"\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâches" +
+	"\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]s" +
+	"\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des o" +
+	"ccurrences en cours\u202f; les décomptes s’afficheront quand vous rechar" +
+	"gerez la page.\x02Les décomptes sont indisponibles pour le moment.\x02Ch" +
+	"amp\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Descripti" +
+	"on\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiable" +
+	" d’une définition. Les processus ne l’utilisent jamais directement\u202f" +
+	": ils épinglent une révision.\x02Sortie de routage\x02Dernier enregistre" +
+	"ment\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de t" +
+	"ravail n’a jamais été figée.\x02Publications\x02Aucune publication pour " +
+	"l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer" +
+	" des révisions\x02Liste chaque changement d’une révision à l’autre et ce" +
+	" qu’il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Ch" +
+	"angement\x02Détail\x02Incompatible avec les processus\x02Incompatible av" +
+	"ec les exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées" +
+	"\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucun" +
+	"e sortie.\x02Sorties de la copie de travail\x02Publications, les plus an" +
+	"ciennes d’abord\x02Changements entre les deux révisions\x02Révision %[1]" +
+	"d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de" +
+	" la révision %[1]d\x02La copie de travail a des changements pas encore f" +
+	"igés\u202f: ils ne sont dans aucune révision (exécutants et processus ut" +
+	"ilisent au plus la révision %[1]d) tant qu’un figement n’en fait pas la " +
+	"révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont " +
+	"les mêmes (le nom ou une description a changé).\x02Changements de la cop" +
+	"ie de travail depuis la révision %[1]d\x02Choisissez deux révisions exis" +
+	"tantes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:" +
+	"\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le plus récent, " +
+	"les valeurs de ces champs sont moins protégées qu’avec l’ancien.\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inco" +
+	"mpatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire" +
+	"\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs" +
+	" retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[" +
+	"3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ f" +
+	"acultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de t" +
+	"ype %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâc" +
+	"hes\u202f: leur copie de travail, leurs révisions immuables et leurs pub" +
+	"lications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
+	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs des para" +
+	"mètres de l’URL et des en-têtes, et les secrets de signature, sont scell" +
+	"és et jamais affichés. Créez et modifiez les destinations avec relais a" +
+	"pply (documents de type Destination) ou par l’API (/api/v1/destinations)" +
+	", qui les supprime aussi.\x02Destinations par nom\x02valeur masquée\x02U" +
+	"RL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucu" +
+	"n en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)" +
+	"\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal plus t" +
+	"ard\u202f: %[1]d caractères au plus. Il est conservé après l’effacement," +
+	" quelle que soit la rétention\u202f: écrivez la référence de la demande," +
+	" pas le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02" +
+	"Effacer cette instance maintenant\u202f? Elle est supprimée avec ses occ" +
+	"urrences et leurs tentatives, comme la rétention la supprimerait.\x02Ses" +
+	" entrées, ses sorties, sa clé métier et les messages des exécutants part" +
+	"ent avec elle\u202f; c’est irréversible. Les enregistrements d’audit qui" +
+	" la nomment restent (qui a fait quoi, et pourquoi), de même que les sauv" +
+	"egardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance" +
+	" est %[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez" +
+	"-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurr" +
+	"ences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d" +
+	"’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s" +
+	"\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02" +
+	"toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: repre" +
+	"ndre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f:" +
+	" met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s" +
+	"\u202f: %[3]s\x02La file d’attente et les incidents de chaque définition" +
+	" maintenant, et ce que ses exécutants ont terminé dans la dernière heure" +
+	"\u202f: les occurrences achevées, avec succès ou en échec. Une occurrenc" +
+	"e reprise depuis compte là où elle se termine ensuite\u202f; un échec qu" +
+	"i laisse des tentatives n’est pas compté, la page de son occurrence le m" +
+	"ontre.\x02L’occurrence en échec d’une instance bloquée compte à la fois " +
+	"dans Instances bloquées et dans En échec.\x02Réussites et échecs, derniè" +
+	"re heure\x02Définitions, celles qui demandent de l’attention d’abord\x02" +
+	"Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de l" +
+	"a plus ancienne disponible\x02Terminées, dernière heure\x02En échec, der" +
+	"nière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%" +
+	"[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible depu" +
+	"is le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les " +
+	"définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez" +
+	" la clé, ou affichez toutes les définitions.\x02Toutes les définitions" +
+	"\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure\u202f:" +
+	" %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui sui" +
+	"t le graphique donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les c" +
+	"hiffres du graphique\x02Réussites et échecs par tranche de 5\u00a0min, l" +
+	"es plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminé" +
+	"es\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éch" +
+	"ec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
+	"s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’insta" +
+	"nt\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02ma" +
+	"rs\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02d" +
+	"éc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%" +
+	"[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d h" +
+	"eures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minut" +
+	"es\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d seconde" +
+	"s\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opér" +
+	"ateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordr" +
+	"e, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
+	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
+	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
+	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
+	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
+	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
+	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
+	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
+	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
+	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
+	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
+	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
+	"un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance" +
+	" et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s l" +
+	"e %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f" +
+	"%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Déma" +
+	"rrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour" +
+	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
+	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
+	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
+	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
+	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
+	"Instances de processus\x02exacte, casse comprise\x02Agir sur toutes les " +
+	"instances que ce filtre retient\x02La page suivante les compte et demand" +
+	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
+	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
+	"e ne correspond à ces filtres.\x02Tous les processus\x02Toute définition" +
+	"\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouli" +
+	"ez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le " +
+	"statut d’une instance, pas d’une tâche\u202f: la page Instances liste le" +
+	"s instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02" +
+	"disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée" +
+	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
+	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
+	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
+	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
+	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
+	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
+	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
+	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
+	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
+	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
+	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
+	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
+	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
+	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
+	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
+	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
+	"T /api/v1/occurrences/%[3]s les liste toutes.\x02Mode\x02Motif donné par" +
+	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
+	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
+	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
+	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
+	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
+	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
+	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
+	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
+	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
+	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
+	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
+	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
+	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
+	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
+	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
+	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
+	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
+	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
+	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
+	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
+	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
+	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
+	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
+	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
+	"la dernière tentative a expiré sans tentative restante, après que Relais" +
+	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
+	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
+	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
+	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
+	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
+	"restante.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le " +
+	"résultat ne respectait pas le contrat de sorties de la révision.\x02La r" +
+	"éponse à l’appel a été perdue (la connexion s’est rompue après l’envoi " +
+	"de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de d" +
+	"onnées avant de l’enregistrer)\u202f: on ignore si la destination a agi," +
+	" donc Relais ne l’appelle pas de nouveau de lui-même (la reprise par un " +
+	"opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destinatio" +
+	"n était injoignable.\x02La réponse de la destination était trop volumine" +
+	"use.\x02La dernière tentative a pris fin sans résultat (son verrou a exp" +
+	"iré, ou le flux de son exécutant s’est terminé), sans tentative restante" +
+	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
+	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
+	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
+	" 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épu" +
+	"isé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destinatio" +
+	"n a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mo" +
+	"ment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[" +
+	"1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle " +
+	"n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les " +
+	"exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun e" +
+	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative\u202f" +
+	": %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré" +
+	" à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’app" +
+	"el de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un e" +
+	"xécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’app" +
+	"el (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f:" +
+	" la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il écho" +
+	"ue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s" +
+	"’il a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02" +
+	"Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par " +
+	"%[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même cons" +
+	"ommateur, ou une interface munie d’un jeton de règlement, la terminera p" +
+	"lus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en atten" +
+	"te d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœud, e" +
+	"t est bloquée à un nœud suivant.\x02Son instance a continué par le chemi" +
+	"n d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a " +
+	"été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: " +
+	"l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° " +
+	"%[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)" +
+	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant" +
+	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’instance " +
+	"a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son compt" +
+	"e rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’insta" +
+	"nce a été arrêtée pendant l’appel, qui a été interrompu\u202f: la destin" +
+	"ation a peut-être déjà donné suite à la requête (vérifiez-le chez elle)." +
+	"\x02L’instance a été arrêtée pendant que la tâche était différée\u202f: " +
+	"sa clôture par identifiant est refusée, mais le travail attendu a peut-ê" +
+	"tre déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de c" +
+	"ette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a" +
+	" refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), a" +
+	"vant d’en accepter un autre.\x02Relais a refusé le rapport de cette tent" +
+	"ative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a " +
+	"pas été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le " +
+	"dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune répons" +
+	"e n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
+	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
+	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
+	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
+	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
+	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
+	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
+	"ces filtres.\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux" +
+	" de la définition %[1]s, sans les autres filtres\x02Totaux de toutes les" +
+	" définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; le" +
+	"s décomptes sont actualisés toutes les 5 secondes environ.\x02révision" +
+	"\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tent" +
+	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
+	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
+	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
+	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
+	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
+	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
+	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
+	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
+	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
+	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
+	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
+	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
+	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
+	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
+	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02Les colon" +
+	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
+	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
+	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
+	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
+	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
+	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
+	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
+	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
+	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
+	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
+	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
+	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
+	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
+	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
+	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
+	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
+	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
+	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
+	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
+	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
+	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
+	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
+	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
+	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
+	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
+	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
+	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
+	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
+	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
+	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
+	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
+	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
+	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
+	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
+	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
+	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
+	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
+	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
+	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
+	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
+	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
+	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
+	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
+	"t entier.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes " +
+	"déjà connecté. L’adresse l’a mis dans l’historique de votre navigateur, " +
+	"et peut-être dans les journaux d’un proxy\u202f: si d’autres peuvent les" +
+	" lire, faites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton d" +
+	"ans l’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessou" +
+	"s. L’adresse l’a mis dans l’historique de votre navigateur, et peut-être" +
+	" dans les journaux d’un proxy\u202f: si d’autres peuvent les lire, faite" +
+	"s révoquer le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté." +
+	"\x02Le jeton avec lequel vous vous étiez connecté est révoqué, et vous ê" +
+	"tes déconnecté\u202f: connectez-vous avec un autre.\x02Votre session ava" +
+	"it pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
+	"age du serveur)\u202f: votre dernière action n’a pas été appliquée. Reco" +
+	"nnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité," +
+	" déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveu" +
+	"r). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’" +
+	"opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est v" +
+	"érifié une fois et n’est jamais conservé dans votre navigateur\u202f; u" +
+	"n cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 1" +
+	"2\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop " +
+	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
+	"es.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton " +
+	"est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ou" +
+	"vrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls " +
+	"les administrateurs voient cette page\u202f: les jetons, les consommateu" +
+	"rs, les destinations, le journal des révélations et les effacements sont" +
+	" de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, " +
+	"opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec le" +
+	"urs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeto" +
+	"ns du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Der" +
+	"nière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
+	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
+	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
+	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
+	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
+	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
+	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
+	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
+	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
+	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
+	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
+	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
+	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
+	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
+	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
+	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
+	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
+	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
+	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
+	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
+	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
+	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
+	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
+	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
+	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
+	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
+	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
+	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
+	"quelles son consommateur a droit\u202f; une version de processus les épi" +
+	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
+	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
+	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
+	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 88678 bytes (86KiB); checksum: 5016F59B
+	// Total table size 89546 bytes (87KiB); checksum: 904FB401

@@ -139,10 +139,11 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
 -- (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
 -- The same instances InstanceCount counts: the groups add up to its count.
 -- may_have_acted counts those held at a push call that ended
--- outcome_unknown or deadline_exceeded, which may have been carried out
--- (a retry calls again); the case keeps the lookup to those codes.
+-- outcome_unknown, deadline_exceeded or invalid_outputs (a success whose
+-- outputs the contract refused), which may have been carried out (a retry
+-- calls again); the case keeps the lookup to those codes.
 select process_key, error_code, count(*)::bigint as count,
-  count(*) filter (where case when error_code in ('outcome_unknown', 'deadline_exceeded') then (
+  count(*) filter (where case when error_code in ('outcome_unknown', 'deadline_exceeded', 'invalid_outputs') then (
       select p.mode from occurrences p
       where p.instance_id = instances.id and p.status = 'failed'
       order by p.settled_at desc, p.created_at desc

@@ -27,7 +27,7 @@ func (q *Queries) Clock(ctx context.Context, now *time.Time) (time.Time, error) 
 
 const instanceBreakdownForAction = `-- name: InstanceBreakdownForAction :many
 select process_key, error_code, count(*)::bigint as count,
-  count(*) filter (where case when error_code in ('outcome_unknown', 'deadline_exceeded') then (
+  count(*) filter (where case when error_code in ('outcome_unknown', 'deadline_exceeded', 'invalid_outputs') then (
       select p.mode from occurrences p
       where p.instance_id = instances.id and p.status = 'failed'
       order by p.settled_at desc, p.created_at desc
@@ -96,8 +96,9 @@ type InstanceBreakdownForActionRow struct {
 // (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
 // The same instances InstanceCount counts: the groups add up to its count.
 // may_have_acted counts those held at a push call that ended
-// outcome_unknown or deadline_exceeded, which may have been carried out
-// (a retry calls again); the case keeps the lookup to those codes.
+// outcome_unknown, deadline_exceeded or invalid_outputs (a success whose
+// outputs the contract refused), which may have been carried out (a retry
+// calls again); the case keeps the lookup to those codes.
 func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBreakdownForActionParams) ([]InstanceBreakdownForActionRow, error) {
 	rows, err := q.db.Query(ctx, instanceBreakdownForAction,
 		arg.ProcessKey,
