@@ -53,11 +53,23 @@ type database struct {
 func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, attach bool) (*database, error) {
 	db := &database{url: cfg.DatabaseURL, logger: logger}
 	if db.url == "" {
+		// The binaries first: a start that cannot run PostgreSQL leaves
+		// no empty data directory behind (evaluator QA).
+		bin, err := embeddedpg.FindBinDir(cfg.PGBin)
+		if err != nil {
+			if cfg.PGBin != "" {
+				err = fmt.Errorf("%s: %w", cfg.Named("RELAIS_PG_BIN"), err)
+			}
+			if !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") {
+				err = fmt.Errorf("%w; or set RELAIS_DATABASE_URL to use an existing PostgreSQL server", err)
+			}
+			return nil, err
+		}
 		dir, err := clusterDir(cfg.DataDir, logger)
 		if err != nil {
 			return nil, err
 		}
-		db.clusterOpts = embeddedpg.Options{Dir: dir, BinDir: cfg.PGBin, Logger: logger}
+		db.clusterOpts = embeddedpg.Options{Dir: dir, BinDir: bin, Logger: logger}
 		c, err := embeddedpg.Start(ctx, db.clusterOpts)
 		if errors.Is(err, embeddedpg.ErrInUse) && attach {
 			// A relais serve runs this cluster: use it rather than fight it.
@@ -77,7 +89,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 			}
 			if errors.Is(err, fs.ErrPermission) {
 				// The folder is the operator's setting: name it.
-				err = fmt.Errorf("RELAIS_DATA_DIR %s: %w (the embedded cluster's files go there: make it writable by this process, or give another)", cfg.DataDir, err)
+				err = fmt.Errorf("%s %s: %w (the embedded cluster's files go there: make it writable by this process, or give another)", cfg.Named("RELAIS_DATA_DIR"), cfg.DataDir, err)
 			}
 			return nil, err
 		} else {

@@ -197,8 +197,19 @@ func TestNoServerBinariesExplainsWhatToDo(t *testing.T) {
 	err := run(t.Context(), []string{"serve"}, func(k string) string {
 		return map[string]string{"RELAIS_PG_BIN": empty, "RELAIS_DATA_DIR": filepath.Join(empty, "d"), "RELAIS_LISTEN": "127.0.0.1:0"}[k]
 	}, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), empty) {
-		t.Fatalf("err = %v; want one naming the folder and RELAIS_DATABASE_URL", err)
+	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "RELAIS_PG_BIN:") {
+		t.Fatalf("err = %v; want one naming RELAIS_PG_BIN, the folder and RELAIS_DATABASE_URL", err)
+	}
+	if _, err := os.Stat(filepath.Join(empty, "d")); !os.IsNotExist(err) {
+		t.Errorf("a start without PostgreSQL binaries left its data directory behind (%v)", err)
+	}
+	// Given as a flag, the setting is named with it (evaluator QA: the
+	// variable alone sent the operator through an environment untouched).
+	err = run(t.Context(), []string{"serve", "--pg-bin", empty}, func(k string) string {
+		return map[string]string{"RELAIS_DATA_DIR": filepath.Join(empty, "d"), "RELAIS_LISTEN": "127.0.0.1:0"}[k]
+	}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "RELAIS_PG_BIN (flag --pg-bin): ") {
+		t.Errorf("err = %v; want RELAIS_PG_BIN named with its flag", err)
 	}
 }
 
@@ -238,6 +249,12 @@ func TestServeThatCannotListenCreatesNothing(t *testing.T) {
 		if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
 			t.Errorf("%s: the data folder was created (%v)", c.name, err)
 		}
+	}
+	err = run(t.Context(), []string{"serve", "--listen", taken.Addr().String()}, func(k string) string {
+		return map[string]string{"RELAIS_DATA_DIR": filepath.Join(dir, "flag")}[k]
+	}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "RELAIS_LISTEN (flag --listen) "+taken.Addr().String()) {
+		t.Errorf("port in use given by flag: err = %v; want RELAIS_LISTEN named with its flag", err)
 	}
 }
 

@@ -105,17 +105,17 @@ func configuredKeys(cfg config.Config) (*keyring.Keyring, error) {
 	case cfg.DataKeys != "":
 		ring, err := keyring.Parse(cfg.DataKeys)
 		if err != nil {
-			return nil, fmt.Errorf("RELAIS_DATA_KEYS: %w", err)
+			return nil, fmt.Errorf("%s: %w", cfg.Named("RELAIS_DATA_KEYS"), err)
 		}
 		return ring, nil
 	case cfg.DataKeyFile != "":
 		b, err := os.ReadFile(cfg.DataKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("RELAIS_DATA_KEY_FILE: %w", err)
+			return nil, fmt.Errorf("%s: %w", cfg.Named("RELAIS_DATA_KEY_FILE"), err)
 		}
 		ring, err := keyring.ParseFile(string(b))
 		if err != nil {
-			return nil, fmt.Errorf("RELAIS_DATA_KEY_FILE %s: %w", cfg.DataKeyFile, err)
+			return nil, fmt.Errorf("%s %s: %w", cfg.Named("RELAIS_DATA_KEY_FILE"), cfg.DataKeyFile, err)
 		}
 		return ring, nil
 	}

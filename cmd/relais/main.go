@@ -2,6 +2,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -96,11 +97,24 @@ command takes --help.
 var commands = []string{"serve", "migrate", "token", "apply", "consumer", "keys", "backup", "restore", "version", "help"}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	err := dispatch(ctx, args, getenv, stdout, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		// The help was asked for and written: not a failure.
-		return nil
+	if !wantsHelp(args) {
+		err := dispatch(ctx, args, getenv, stdout, stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
 	}
+	// Help asked for is the command's output, on stdout, so that it pipes
+	// (relais serve --help | grep retention; evaluator QA): the commands
+	// write their usage where they write refusals, which go to stderr
+	// when the help was not what came of it (a bad flag beside --help).
+	var written bytes.Buffer
+	err := dispatch(ctx, args, getenv, stdout, &written)
+	if errors.Is(err, flag.ErrHelp) || err == nil {
+		_, werr := written.WriteTo(stdout)
+		return werr
+	}
+	_, _ = written.WriteTo(stderr)
 	return err
 }
 

@@ -55,7 +55,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("RELAIS_LISTEN %s: %w", cfg.Listen, err)
+		return fmt.Errorf("%s %s: %w", cfg.Named("RELAIS_LISTEN"), cfg.Listen, err)
 	}
 	serving := false
 	defer func() {

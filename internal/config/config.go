@@ -461,6 +461,22 @@ func parseValue(s Setting, raw string) (any, error) {
 	}
 }
 
+// Named is a setting as a message names it: its variable, with the flag
+// it was given by when it was ("RELAIS_LISTEN (flag --listen)"), as a
+// refusal of its value says it; the variable alone would send an operator
+// who gave a flag through an environment they never touched.
+func (c Config) Named(env string) string {
+	if !slices.Contains(c.Flagged, env) {
+		return env
+	}
+	for _, s := range Settings {
+		if s.Env == env {
+			return env + " (flag --" + s.Flag + ")"
+		}
+	}
+	return env
+}
+
 // check validates relations between settings. sources says where each
 // setting's value came from ("default", "environment", "flag --x"), so that
 // a message names the flag a value was given with, as parseValue's do, and

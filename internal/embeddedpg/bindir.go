@@ -38,7 +38,7 @@ func FindBinDir(explicit string) (string, error) {
 			return "", fmt.Errorf("embeddedpg: PostgreSQL binary folder %q: %w", explicit, err)
 		}
 		if missing := missingBinaries(abs); len(missing) > 0 {
-			return "", fmt.Errorf("%w: the PostgreSQL binary folder %s (RELAIS_PG_BIN) has no executable %s; point it at the folder holding initdb and postgres",
+			return "", fmt.Errorf("%w: the PostgreSQL binary folder %s has no executable %s; point it at the folder holding initdb and postgres",
 				ErrNoServerBinaries, abs, strings.Join(missing, " or "))
 		}
 		return abs, nil
