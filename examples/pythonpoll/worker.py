@@ -56,6 +56,9 @@ if not url or not token:
     print(f"RELAIS_URL and RELAIS_TOKEN (a consumer token granted {DEFINITION}) are required", file=sys.stderr)
     sys.exit(2)
 base = urlparse(url)
+# Relais behind a proxy under a path (https://example.com/relais): the
+# routes are under it, as the Go SDK's URL takes them.
+prefix = base.path.rstrip("/")
 # Unique to the process: two processes with one worker id would settle each
 # other's tasks.
 worker_id = os.environ.get("WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -104,7 +107,7 @@ def post(path, body, timeout=30, hold=False):
             fetching = c
             if stopping.is_set():
                 raise OSError("stopping")
-        c.request("POST", "/api/v1/pull" + path, json.dumps(body),
+        c.request("POST", prefix + "/api/v1/pull" + path, json.dumps(body),
                   {"Authorization": "Bearer " + token, "Content-Type": "application/json"})
         r = c.getresponse()
         data = r.read()

@@ -48,6 +48,9 @@ if not url or not token:
     print("RELAIS_URL and RELAIS_TOKEN (a consumer token granted add_company_to_crm) are required", file=sys.stderr)
     sys.exit(2)
 base = urlparse(url)
+# Relais behind a proxy under a path (https://example.com/relais): the
+# service is under it, as the Go SDK's URL takes it.
+SERVICE = base.path.rstrip("/") + SERVICE
 # One worker id per process: two processes sharing one replace each other's
 # streams, and each replacement hands back what the other held, an attempt
 # spent. Set WORKER_ID only to something unique, such as a pod name.
