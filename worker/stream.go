@@ -1096,8 +1096,9 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 				return false, fmt.Errorf("worker: subscribe: no worker stream at %s (an older Relais, or a URL that is not Relais's root): %w", w.cfg.URL, err)
 			}
 			if !w.transient(err) {
+				// Logged once, where Run stops with it (evaluator QA:
+				// said here too, a refusal read as two).
 				err = r.nameSubscriptions(err)
-				w.log.Error("subscription refused; stopping", "err", err)
 				return false, fmt.Errorf("worker: subscribe: %w", err)
 			}
 			d := max(bo.next(), retryAfter(err))

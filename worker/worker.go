@@ -878,8 +878,8 @@ func (r *run) fetchLoop(ctx context.Context) error {
 				return nil
 			}
 			if !w.transient(err) {
+				// Logged once, where Run stops with it.
 				err = r.nameSubscriptions(err)
-				w.log.Error("fetch refused; stopping", "err", err)
 				return fmt.Errorf("worker: fetch-and-lock: %w", err)
 			}
 			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized && w.cfg.TokenFunc != nil && !rotated {
