@@ -438,3 +438,48 @@ func TestWorkingDryRun(t *testing.T) {
 		t.Errorf("a refused dry_run value stored the definition: %d", r.Status)
 	}
 }
+
+// A definition's revisions and a process's versions are listed where they
+// are made, oldest first, a page at a time (evaluator QA: GET answered 405
+// there); an unknown key is 404.
+func TestRevisionsAndVersionsAreListed(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key, doc := exampleWorking(t, "add_company_to_crm.yaml")
+	env.Must(201, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, doc)
+	env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+	doc["description"] = "second"
+	env.Must(200, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, doc)
+	env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+	first := relaistest.CRMProcess(nil)
+	env.Process("crm_listed", first)
+	first["nodes"].(map[string]any)["known"] = map[string]any{"kind": "end", "status": "failed"}
+	env.Process("crm_listed", first)
+
+	for _, c := range []struct{ path, member string }{
+		{"/api/v1/definitions/" + key + "/revisions", "revision"},
+		{"/api/v1/processes/crm_listed/versions", "version"},
+	} {
+		page := env.Must(200, "GET", c.path+"?limit=1", env.Operator, nil).JSON(t)
+		items, next := page["items"].([]any), page["next_cursor"]
+		if len(items) != 1 || items[0].(map[string]any)[c.member] != 1.0 || next == nil {
+			t.Fatalf("%s first page: %v; want %s 1 and a next cursor", c.path, page, c.member)
+		}
+		if _, ok := items[0].(map[string]any)["digest"].(string); !ok {
+			t.Errorf("%s: an item without its digest: %v", c.path, items[0])
+		}
+		page = env.Must(200, "GET", c.path+"?limit=1&cursor="+next.(string), env.Designer, nil).JSON(t)
+		items = page["items"].([]any)
+		if len(items) != 1 || items[0].(map[string]any)[c.member] != 2.0 {
+			t.Fatalf("%s second page: %v; want %s 2", c.path, page, c.member)
+		}
+		if page := env.Must(200, "GET", c.path, env.Operator, nil).JSON(t); len(page["items"].([]any)) != 2 || page["next_cursor"] != nil {
+			t.Errorf("%s whole: %v; want both, no next cursor", c.path, page)
+		}
+	}
+	env.Must(404, "GET", "/api/v1/definitions/no_such_thing/revisions", env.Operator, nil)
+	env.Must(404, "GET", "/api/v1/processes/no_such_thing/versions", env.Operator, nil)
+	if r := env.Do("GET", "/api/v1/definitions/"+key+"/revisions", env.Consumer("c", key), nil); r.Status != 403 {
+		t.Errorf("a consumer lists revisions: %d, want 403", r.Status)
+	}
+}

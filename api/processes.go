@@ -117,6 +117,28 @@ func (a *API) getProcess() http.Handler {
 	})
 }
 
+// listProcessVersions lists a process's versions, oldest first, without
+// their documents, as GET /processes/{key} does, a page at a time.
+func (a *API) listProcessVersions() http.Handler {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
+		after, limit, err := httpjson.PageParams[int](r)
+		if err != nil {
+			return err
+		}
+		key := chi.URLParam(r, "key")
+		vs, err := a.eng.ListProcessVersions(r.Context(), key)
+		if err != nil {
+			return err
+		}
+		vs = pageAfter(vs, after, limit, func(v engine.ProcessVersion) int { return v.Version })
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(vs, limit, func(v engine.ProcessVersion) any { return v.Version },
+			func(v engine.ProcessVersion) processVersionJSON {
+				return processVersionJSON{Process: key, Version: v.Version, Digest: v.Digest, CreatedAt: v.CreatedAt}
+			}))
+		return nil
+	})
+}
+
 func (a *API) getProcessVersion() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		v, err := strconv.Atoi(chi.URLParam(r, "v"))
