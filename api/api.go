@@ -5,12 +5,15 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/fault"
@@ -26,12 +29,24 @@ type API struct {
 	// allow sets a 405's Allow header from the replica's routes (paths
 	// from the root).
 	allow *httpjson.Allow
+	// ends holds the reads of an instance that wait for it to end, up to
+	// maxWait each.
+	ends    EndWaiter
+	maxWait time.Duration
+}
+
+// EndWaiter holds reads that wait for an instance to leave running
+// (internal/endwait): Wait returns once it did, d passed, ctx ended or the
+// replica stops; an error refuses the wait (the replica holds its most).
+type EndWaiter interface {
+	Wait(ctx context.Context, id uuid.UUID, d time.Duration) error
 }
 
 // New returns the API on eng, reading bodies of up to maxBody bytes;
-// allow answers which methods a path takes.
-func New(logger *slog.Logger, maxBody int64, eng *engine.Engine, allow *httpjson.Allow) *API {
-	return &API{logger: logger, maxBody: maxBody, eng: eng, allow: allow}
+// allow answers which methods a path takes; ends holds the reads that
+// wait for an instance to end, up to maxWait.
+func New(logger *slog.Logger, maxBody int64, eng *engine.Engine, allow *httpjson.Allow, ends EndWaiter, maxWait time.Duration) *API {
+	return &API{logger: logger, maxBody: maxBody, eng: eng, allow: allow, ends: ends, maxWait: maxWait}
 }
 
 // handle adapts an error-returning handler for a route that reads no

@@ -189,15 +189,36 @@ func idParam(r *http.Request, what string) (uuid.UUID, error) {
 	return id, nil
 }
 
+// getInstance reads an instance; with ?wait=, one still running is read
+// once it no longer runs (completed, failed, cancelled, or held for an
+// operator), or when the wait ends, whichever comes first: a caller that
+// wants the outcome of what it started waits here instead of polling.
 func (a *API) getInstance() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := idParam(r, "instance")
+		if err != nil {
+			return err
+		}
+		wait, err := httpjson.Wait(r, a.maxWait)
 		if err != nil {
 			return err
 		}
 		inst, err := a.eng.GetInstance(r.Context(), id)
 		if err != nil {
 			return err
+		}
+		if wait > 0 && inst.Status == engine.InstanceRunning {
+			if err := a.ends.Wait(r.Context(), id, wait); err != nil {
+				fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of waiting reads; read again shortly, or without wait")
+				fe.RetryAfter = time.Second
+				return fe
+			}
+			if r.Context().Err() != nil {
+				return r.Context().Err()
+			}
+			if inst, err = a.eng.GetInstance(r.Context(), id); err != nil {
+				return err
+			}
 		}
 		return a.writeInstance(w, r, inst, http.StatusOK)
 	})

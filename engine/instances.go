@@ -673,3 +673,17 @@ func (f *InstanceFilter) PinMatched(at time.Time) {
 	}
 	f.MatchedBefore = &at
 }
+
+// InstanceStatuses returns the status of each of ids that exists, for
+// the reads that wait for instances to end (internal/endwait).
+func (e *Engine) InstanceStatuses(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
+	rows, err := e.q.InstanceStatuses(ctx, ids)
+	if err != nil {
+		return nil, wrap("instance statuses", err)
+	}
+	out := make(map[uuid.UUID]string, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Status
+	}
+	return out, nil
+}

@@ -405,3 +405,8 @@ delete from retention_settings where replica = @replica::text;
 -- have, and a later run of its host forgets it at once (see noteRetention).
 update retention_settings set noted_at = least(noted_at, now() - make_interval(secs => @live_seconds::bigint))
 where replica = @replica::text;
+
+-- name: InstanceStatuses :many
+-- The statuses of the instances reads wait on (internal/endwait), by
+-- their primary key: one statement a tick for them all.
+select id, status from instances where id = any(@ids::uuid[]);

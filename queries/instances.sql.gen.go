@@ -1081,6 +1081,37 @@ func (q *Queries) InstanceResume(ctx context.Context, id uuid.UUID) (int64, erro
 	return result.RowsAffected(), nil
 }
 
+const instanceStatuses = `-- name: InstanceStatuses :many
+select id, status from instances where id = any($1::uuid[])
+`
+
+type InstanceStatusesRow struct {
+	ID     uuid.UUID
+	Status string
+}
+
+// The statuses of the instances reads wait on (internal/endwait), by
+// their primary key: one statement a tick for them all.
+func (q *Queries) InstanceStatuses(ctx context.Context, ids []uuid.UUID) ([]InstanceStatusesRow, error) {
+	rows, err := q.db.Query(ctx, instanceStatuses, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InstanceStatusesRow{}
+	for rows.Next() {
+		var i InstanceStatusesRow
+		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const retentionForget = `-- name: RetentionForget :exec
 delete from retention_settings
 `

@@ -22,6 +22,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/relaistest"
 	"github.com/relais/relais/internal/testlog"
 )
 
@@ -329,8 +330,10 @@ func TestTokenCreateCommand(t *testing.T) {
 	}
 }
 
-// TestShutdownDrainsLongPolls stops a server while a worker long-polls: the
-// poll is answered at once with no occurrence, and serve returns cleanly.
+// TestShutdownDrainsLongPolls stops a server while a worker long-polls and
+// a read waits for an instance to end: the poll is answered at once with
+// no occurrence, the read with the instance running, and serve returns
+// cleanly.
 func TestShutdownDrainsLongPolls(t *testing.T) {
 	t.Parallel()
 	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap, "RELAIS_DATA_KEYS": testDataKeys})
@@ -338,24 +341,35 @@ func TestShutdownDrainsLongPolls(t *testing.T) {
 		t.Fatalf("apply: %v\n%s", err, stderr)
 	}
 	consumer := must(t, 201, callH(t, "POST", r.base+"/api/v1/consumers", bootstrap, map[string]any{"name": "c",
-		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}))["token"].(string)
+		"grants": []any{map[string]any{"definition": "score_company", "revisions": "all"}}}))["token"].(string)
 	type result struct {
 		res response
 		at  time.Time
 	}
+	// A read waiting for an instance to end is answered too, with the
+	// instance as it is.
+	must(t, 201, callH(t, "POST", r.base+"/api/v1/processes/crm_only/versions", bootstrap, relaistest.CRMProcess(nil)))
+	instance := must(t, 201, callH(t, "POST", r.base+"/api/v1/processes/crm_only/instances", bootstrap, map[string]any{
+		"inputs": map[string]any{"name": "Acme"}}))["id"].(string)
 	done := make(chan result, 1)
+	read := make(chan result, 1)
 	go func() {
 		res := callH(t, "POST", r.base+"/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
-			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "wait": "PT30S"})
+			"subscriptions": []any{map[string]any{"definition": "score_company"}}, "wait": "PT30S"})
 		done <- result{res, time.Now()}
 	}()
-	// Let the poll reach its wait.
+	go func() {
+		res := callH(t, "GET", r.base+"/api/v1/instances/"+instance+"?wait=PT30S", bootstrap, nil)
+		read <- result{res, time.Now()}
+	}()
+	// Let the poll and the read reach their waits.
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if strings.Contains(string(call(t, "GET", r.base+"/metrics", "", nil).body), "relais_pull_waiters 1") {
+		metrics := string(call(t, "GET", r.base+"/metrics", "", nil).body)
+		if strings.Contains(metrics, "relais_pull_waiters 1") && strings.Contains(metrics, "relais_instance_waiters 1") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the long poll never waited")
+			t.Fatal("the long poll or the read never waited")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -367,6 +381,13 @@ func TestShutdownDrainsLongPolls(t *testing.T) {
 	}
 	if d := got.at.Sub(stopAt); d > 3*time.Second {
 		t.Errorf("the poll was answered %v after shutdown began; want at once", d)
+	}
+	got = <-read
+	if got.res.status != 200 || !strings.Contains(string(got.res.body), `"status":"running"`) {
+		t.Fatalf("drained read answered %d %s", got.res.status, got.res.body)
+	}
+	if d := got.at.Sub(stopAt); d > 3*time.Second {
+		t.Errorf("the read was answered %v after shutdown began; want at once", d)
 	}
 }
 

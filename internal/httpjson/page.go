@@ -12,8 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // Page is a list answer (DESIGN §9): {"items": [...], "next_cursor": "..."},
@@ -174,4 +176,36 @@ func DryRun(r *http.Request) (bool, error) {
 	}
 	return false, fault.New(fault.BadRequest, "invalid_request", "query parameter dry_run must be true or false").
 		WithErrors([]fault.FieldError{{Path: "dry_run", Message: "must be true or false"}})
+}
+
+// Wait reads a read route's only query parameter, ?wait=: an ISO-8601
+// duration up to ceiling (0 when absent: no wait). Anything else is 400:
+// invalid_request for what is no duration (or a negative one),
+// bound_exceeded above the ceiling, naming it, as a fetch's wait is.
+func Wait(r *http.Request, ceiling time.Duration) (time.Duration, error) {
+	q := r.URL.Query()
+	if err := knownParams(q, []string{"wait"}, "wait"); err != nil {
+		return 0, err
+	}
+	v, given := q["wait"]
+	if !given {
+		return 0, nil
+	}
+	d, err := isoduration.Parse(v[0])
+	if err != nil || d < 0 {
+		msg := "must be an ISO-8601 duration such as PT20S"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		return 0, fault.New(fault.BadRequest, "invalid_request", "query parameter wait %s", msg).
+			WithErrors([]fault.FieldError{{Path: "wait", Message: msg}})
+	}
+	if d > ceiling {
+		c := isoduration.Format(ceiling)
+		fe := fault.New(fault.BadRequest, "bound_exceeded", "wait is above the ceiling %s", c)
+		fe.Errors = []fault.FieldError{{Path: "wait", Message: "must be at most " + c}}
+		fe.Extra = map[string]any{"field": "wait", "ceiling": c}
+		return 0, fe
+	}
+	return d, nil
 }

@@ -31,7 +31,7 @@ func bodyServer(t *testing.T) (*httptest.Server, string) {
 	logger := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
 	d := Deps{Logger: logger, Config: config.Default(), Engine: engine.New(dbtest.Pool(t), engine.Options{Logger: logger}), Registry: reg}
-	mux := newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), newDatabaseGate()).(*chi.Mux)
+	mux := newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), newDatabaseGate(), newEndHub(d)).(*chi.Mux)
 	mux.Post("/test/slow-answer", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -249,7 +249,7 @@ func TestClosedGateAnswersTheWorkerProtocolUnavailable(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	d := Deps{Logger: logger, Config: config.Default(), Engine: engine.New(dbtest.Pool(t), engine.Options{Logger: logger}), Registry: reg}
 	gate := newDatabaseGate()
-	srv := httptest.NewServer(newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), gate))
+	srv := httptest.NewServer(newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), gate, newEndHub(d)))
 	t.Cleanup(srv.Close)
 	gate.set(false)
 	req, _ := http.NewRequest("POST", srv.URL+"/relais.worker.v1.WorkerService/Complete",

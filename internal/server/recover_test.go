@@ -31,7 +31,7 @@ func panicServer(t *testing.T) (*httptest.Server, *testlog.Buffer) {
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	reg := prometheus.NewRegistry()
 	d := Deps{Logger: logger, Config: config.Default(), Engine: engine.New(dbtest.Pool(t), engine.Options{Logger: logger}), Registry: reg}
-	h := newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), newDatabaseGate())
+	h := newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), newDatabaseGate(), newEndHub(d))
 	mux, ok := h.(*chi.Mux)
 	if !ok {
 		t.Fatalf("the replica's handler is a %T, not a *chi.Mux", h)

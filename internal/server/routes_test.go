@@ -36,7 +36,7 @@ func TestDocumentListsEveryRoute(t *testing.T) {
 	// No query runs while the router is assembled: the engine needs no
 	// database here.
 	d := Deps{Logger: logger, Config: config.Default(), Engine: engine.New(nil, engine.Options{Logger: logger}), Registry: reg}
-	mux, ok := newHandler(d, longpoll.NewHub(1, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), newDatabaseGate()).(chi.Routes)
+	mux, ok := newHandler(d, longpoll.NewHub(1, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), newDatabaseGate(), newEndHub(d)).(chi.Routes)
 	if !ok {
 		t.Fatal("the replica's handler is not a chi router")
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/endwait"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpauth"
@@ -57,6 +58,7 @@ type Deps struct {
 type Replica struct {
 	Handler http.Handler
 	hub     *longpoll.Hub
+	ends    *endwait.Hub
 	streams *stream.Service
 	runner  *push.Runner
 	eng     *engine.Engine
@@ -76,9 +78,11 @@ func Start(ctx context.Context, d Deps) *Replica {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	hub := longpoll.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
+	ends := newEndHub(d)
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	streams := stream.New(d.Logger, d.Config, d.Engine, lookup, d.Registry)
-	rep := &Replica{hub: hub, streams: streams, eng: d.Engine, streamDrain: d.Config.ShutdownTimeout, cancel: cancel}
+	rep := &Replica{hub: hub, ends: ends, streams: streams, eng: d.Engine, streamDrain: d.Config.ShutdownTimeout, cancel: cancel}
+	rep.done.Go(func() { ends.Run(ctx) })
 	listener := notify.New(d.Engine.Pool(), d.Logger)
 	listener.Handle(engine.ChannelOccurrence, hub.Notify)
 	listener.OnReconnect(hub.WakeAll)
@@ -114,8 +118,11 @@ func Start(ctx context.Context, d Deps) *Replica {
 	dataKeys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relais_data_keys",
 		Help: "How many data keys this replica has; 0: it refuses every sensitive and secret value (503 encryption_unavailable) until restarted with RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE."},
 		func() float64 { return float64(d.Engine.DataKeys()) })
+	endWaiters := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relais_instance_waiters",
+		Help: "Reads of an instance (GET /api/v1/instances/{id}?wait=) waiting on this replica for it to end."},
+		func() float64 { return float64(ends.Waiting()) })
 	gate := newDatabaseGate()
-	d.Registry.MustRegister(databaseUp, keyRetired, dataKeys, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine), newInstanceCounts(d.Engine))
+	d.Registry.MustRegister(endWaiters, databaseUp, keyRetired, dataKeys, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine), newInstanceCounts(d.Engine))
 	rep.done.Go(func() {
 		wasDown := false
 		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
@@ -147,7 +154,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 		d.Logger.Warn("notification listener not ready after 10s; long polls fall back to polling until it is")
 	case <-ctx.Done():
 	}
-	rep.Handler = newHandler(d, hub, streams, gate)
+	rep.Handler = newHandler(d, hub, streams, gate, ends)
 	return rep
 }
 
@@ -161,6 +168,7 @@ func (r *Replica) Drain() {
 	r.eng.StopBulkActions()
 	r.runner.Drain()
 	r.hub.Close()
+	r.ends.Close()
 	// Streams still running past the timeout are cut by the HTTP server's
 	// shutdown; their locks lapse like a dead replica's.
 	r.streams.Close(r.streamDrain)
@@ -177,7 +185,17 @@ func (r *Replica) Stop() {
 	r.done.Wait()
 }
 
-func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databaseGate) http.Handler {
+// endTick is how often a replica reads the statuses of the instances
+// reads wait on: how late, at most, a waiting read learns of an end.
+const endTick = 50 * time.Millisecond
+
+// newEndHub holds the reads that wait for an instance to end, as many as
+// the long-polling fetches a replica holds (RELAIS_PULL_MAX_WAITERS).
+func newEndHub(d Deps) *endwait.Hub {
+	return endwait.New(d.Engine.InstanceStatuses, engine.InstanceRunning, endTick, d.Config.Pull.MaxWaiters, d.Logger)
+}
+
+func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databaseGate, ends *endwait.Hub) http.Handler {
 	r := chi.NewRouter()
 	r.Use(requestID(newRequestIDs()))
 	r.Use(forwarded.Middleware(d.Config.TrustedProxies))
@@ -252,7 +270,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 		anyone := httpauth.Require(lookup, d.Logger, auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
 		r.NotFound(anyone(http.HandlerFunc(notFound)).ServeHTTP)
 		r.MethodNotAllowed(anyone(http.HandlerFunc(methodNotAllowed)).ServeHTTP)
-		api.New(d.Logger, d.Config.MaxBodyBytes, d.Engine, allow).Routes(r, lookup)
+		api.New(d.Logger, d.Config.MaxBodyBytes, d.Engine, allow, ends, d.Config.Pull.MaxWait).Routes(r, lookup)
 		r.Route("/pull", func(r chi.Router) {
 			p := pull.New(d.Logger, d.Config.Polling(), d.Engine, hub, d.Registry)
 			p.OnSettled(streams.SettledElsewhere)
