@@ -622,16 +622,29 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	if len(crit) == 0 || len(crit) == 1 && crit.Has("status") {
 		v.Unfiltered = T(ctx, "No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.")
 	}
-	all := T(ctx, "any")
-	v.Filter = []fact{
-		{Label: T(ctx, "Process"), Value: orAll(f.Process, all), Code: f.Process != ""},
-		{Label: T(ctx, "Version"), Value: orAll(f.Version, all), TestID: "bulk-filter-version"},
-		{Label: T(ctx, "Status"), Value: orAll(statusLabel(ctx, f.Status), all)},
-		{Label: T(ctx, "Business key"), Value: orAll(f.BusinessKey, all), Code: f.BusinessKey != ""},
-		{Label: T(ctx, "Error code"), Value: orAll(f.ErrorCode, all), Code: f.ErrorCode != ""},
-		{Label: T(ctx, "Held at a node of"), Value: orAll(f.HeldAt, all), Code: f.HeldAt != ""},
-		{Label: T(ctx, "Created from"), Value: orAll(f.CreatedFrom, all)},
-		{Label: T(ctx, "Created to"), Value: orAll(f.CreatedTo, all)},
+	// The criteria given, then the others in one line: listed each as
+	// "any", eight rows pushed the count below a phone's first screen
+	// (operator QA).
+	status := ""
+	if f.Status != "" {
+		status = statusLabel(ctx, f.Status)
+	}
+	for _, c := range []fact{
+		{Label: T(ctx, "Process"), Value: f.Process, Code: true},
+		{Label: T(ctx, "Version"), Value: f.Version, TestID: "bulk-filter-version"},
+		{Label: T(ctx, "Status"), Value: status},
+		{Label: T(ctx, "Business key"), Value: f.BusinessKey, Code: true},
+		{Label: T(ctx, "Error code"), Value: f.ErrorCode, Code: true},
+		{Label: T(ctx, "Held at a node of"), Value: f.HeldAt, Code: true},
+		{Label: T(ctx, "Created from"), Value: f.CreatedFrom},
+		{Label: T(ctx, "Created to"), Value: f.CreatedTo},
+	} {
+		if c.Value != "" {
+			v.Filter = append(v.Filter, c)
+		}
+	}
+	if len(v.Filter) < 8 {
+		v.Filter = append(v.Filter, fact{Label: T(ctx, "Other criteria"), Value: T(ctx, "any"), TestID: "bulk-filter-others"})
 	}
 	for _, k := range slices.Sorted(maps.Keys(crit)) {
 		v.Hidden = append(v.Hidden, option{Value: crit.Get(k), Label: k})
@@ -706,13 +719,6 @@ func (c *Console) leaveOut(ctx context.Context, v *bulkView, a engine.Action, f 
 		v.LeftOut = T(ctx, "%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.", n)
 	}
 	return nil
-}
-
-func orAll(s, all string) string {
-	if s == "" {
-		return all
-	}
-	return s
 }
 
 // bulkConfirm counts what the action would change and asks to confirm

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
+
 	"github.com/relais/relais/internal/relaistest"
 )
 
@@ -43,6 +45,13 @@ func TestInstancesOfOneVersion(t *testing.T) {
 	confirm := b.mustGet(bulk, 200)
 	if !strings.Contains(text(confirm, "bulk-count"), "1 ") || !strings.Contains(text(confirm, "bulk-filter-version"), "1") {
 		t.Errorf("the bulk stop of version 1 counts %q, filter version %q", text(confirm, "bulk-count"), text(confirm, "bulk-filter-version"))
+	}
+	// The criteria given, the others in one line (operator QA: eight
+	// rows of "any" pushed the count below a phone's first screen).
+	var labels []string
+	confirm.doc.Find(`[data-testid=bulk-confirm] dl.facts dt`).Each(func(_ int, s *goquery.Selection) { labels = append(labels, s.Text()) })
+	if got := strings.Join(labels, ", "); got != "Process, Version, Other criteria" || text(confirm, "bulk-filter-others") != "any" {
+		t.Errorf("the bulk stop's filter lists %q (others %q); want the criteria given, then the others as any", got, text(confirm, "bulk-filter-others"))
 	}
 	// A key or a version nothing has is refused, not counted 0, with the
 	// key it is likely a typo of.

@@ -39,507 +39,508 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              337,
-	"%[1]s %[2]s, %[3]s %[4]s":                 338,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          336,
-	"%[1]s; %[2]s":                             335,
-	"%d (0 lowest, 9 highest)":                 506,
-	"%d attempts":                              515,
-	"%d attempts, retry after %s, priority %d": 697,
-	"%d breaking":                              255,
-	"%d changes":                               254,
-	"%d completed":                             333,
-	"%d d":                                     345,
-	"%d days":                                  359,
-	"%d failed":                                334,
-	"%d h":                                     344,
+	"%[1]s %[2]s":                              338,
+	"%[1]s %[2]s, %[3]s %[4]s":                 339,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          337,
+	"%[1]s; %[2]s":                             336,
+	"%d (0 lowest, 9 highest)":                 507,
+	"%d attempts":                              516,
+	"%d attempts, retry after %s, priority %d": 698,
+	"%d breaking":                              256,
+	"%d changes":                               255,
+	"%d completed":                             334,
+	"%d d":                                     346,
+	"%d days":                                  360,
+	"%d failed":                                335,
+	"%d h":                                     345,
 	"%d held instances match now.":             64,
-	"%d hours":                                 360,
-	"%d items":                                 774,
-	"%d left":                                  517,
-	"%d min":                                   343,
-	"%d minutes":                               361,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 91,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              772,
-	"%d ms": 363,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         685,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 684,
-	"%d occurrences": 620,
-	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 90,
-	"%d releases":                             274,
+	"%d hours":                                 361,
+	"%d items":                                 775,
+	"%d left":                                  518,
+	"%d min":                                   344,
+	"%d minutes":                               362,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              773,
+	"%d ms": 364,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         686,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 685,
+	"%d occurrences": 621,
+	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 91,
+	"%d releases":                             275,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       342,
-	"%d seconds": 362,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 105,
-	"%s (a fixed offset, no daylight saving time)":                                     652,
-	"%s (deferred; settled by %s)":                                                     582,
-	"%s (deferred; settled with its settle token)":                                     580,
-	"%s (deferred; settled with its settle token, as %s)":                              581,
-	"%s (token #%d, %s)":                                                               106,
-	"%s = %s":                                                                          691,
-	"%s ago":                                                                           340,
-	"%s at %s":                                                                         586,
-	"%s so far":                                                                        578,
-	"%s ← %s":                                                                          690,
-	"%s → %s":                                                                          692,
-	"%s, %s: %s":                                                                       305,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         510,
-	"%s, cut to %s by the destination’s max_timeout":                                   509,
-	"%s, multiplied by %s after each failure, up to %s":                                512,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 511,
-	"%s, revision %s":                         470,
-	"%s, version %s":                          471,
-	"%s: %s":                                  332,
-	"%s: %s → %s":                             262,
-	"%s: a date is written 2026-12-01.":       636,
-	"%s: every revision, present and future":  200,
-	"%s: revision %s":                         201,
-	"%s: revisions %s":                        202,
-	"%s: the first day comes after the last.": 637,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 507,
-	"%s–%s":                         331,
-	"(%d characters in all)":        776,
-	"(%d handed back, not counted)": 516,
-	"(each item)":                   762,
-	"(in %s)":                       775,
-	"(worker %s)":                   565,
-	"0 seconds":                     358,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            739,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 554,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       307,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 647,
-	"A revision is a definition’s: choose the definition too.": 602,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 727,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   726,
-	"A version is a process’s: choose the process too.":              403,
+	"%d s":       343,
+	"%d seconds": 363,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 106,
+	"%s (a fixed offset, no daylight saving time)":                                     653,
+	"%s (deferred; settled by %s)":                                                     583,
+	"%s (deferred; settled with its settle token)":                                     581,
+	"%s (deferred; settled with its settle token, as %s)":                              582,
+	"%s (token #%d, %s)":                                                               107,
+	"%s = %s":                                                                          692,
+	"%s ago":                                                                           341,
+	"%s at %s":                                                                         587,
+	"%s so far":                                                                        579,
+	"%s ← %s":                                                                          691,
+	"%s → %s":                                                                          693,
+	"%s, %s: %s":                                                                       306,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         511,
+	"%s, cut to %s by the destination’s max_timeout":                                   510,
+	"%s, multiplied by %s after each failure, up to %s":                                513,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 512,
+	"%s, revision %s":                         471,
+	"%s, version %s":                          472,
+	"%s: %s":                                  333,
+	"%s: %s → %s":                             263,
+	"%s: a date is written 2026-12-01.":       637,
+	"%s: every revision, present and future":  201,
+	"%s: revision %s":                         202,
+	"%s: revisions %s":                        203,
+	"%s: the first day comes after the last.": 638,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 508,
+	"%s–%s":                         332,
+	"(%d characters in all)":        777,
+	"(%d handed back, not counted)": 517,
+	"(each item)":                   763,
+	"(in %s)":                       776,
+	"(worker %s)":                   566,
+	"0 seconds":                     359,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            740,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 555,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       308,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 648,
+	"A revision is a definition’s: choose the definition too.": 603,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 728,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   727,
+	"A version is a process’s: choose the process too.":              404,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              398,
-	"Abandoned by %s at %s — “%s”":                                   390,
+	"Abandoned at node":                                              399,
+	"Abandoned by %s at %s — “%s”":                                   391,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 408,
-	"Action":                              109,
-	"All actions":                         124,
-	"All consumers":                       616,
-	"All definitions":                     324,
-	"All its tasks":                       199,
-	"All processes":                       414,
-	"All statuses":                        416,
-	"All workers":                         789,
-	"An operator abandoned the instance.": 553,
-	"Any definition":                      415,
-	"Apply filters":                       121,
-	"Apr":                                 349,
-	"As of %s (%s); refreshed every few seconds.": 318,
-	"Attempts":                         475,
-	"Audit log":                        115,
-	"Aug":                              353,
-	"Available from":                   527,
-	"Back to definitions":              167,
-	"Back to external tasks":           165,
-	"Back to sign-in":                  166,
-	"Back to the form":                 175,
+	"Act on every instance this filter matches": 409,
+	"Action":                              110,
+	"All actions":                         125,
+	"All consumers":                       617,
+	"All definitions":                     325,
+	"All its tasks":                       200,
+	"All processes":                       415,
+	"All statuses":                        417,
+	"All workers":                         790,
+	"An operator abandoned the instance.": 554,
+	"Any definition":                      416,
+	"Apply filters":                       122,
+	"Apr":                                 350,
+	"As of %s (%s); refreshed every few seconds.": 319,
+	"Attempts":                         476,
+	"Audit log":                        116,
+	"Aug":                              354,
+	"Available from":                   528,
+	"Back to definitions":              168,
+	"Back to external tasks":           166,
+	"Back to sign-in":                  167,
+	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           708,
-	"Back without saving":              649,
-	"Breaks processes":                 231,
-	"Breaks workers":                   232,
-	"Bulk %s applied to %d instances.": 104,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  132,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 131,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      130,
-	"Bulk action":                     113,
-	"Business key":                    82,
-	"By process and error code":       87,
-	"Call timeout":                    508,
-	"Calls":                           285,
-	"Calls signed (Relais-Signature)": 287,
-	"Camunda 7 facade":                793,
-	"Cancelled: the instance was stopped (%s).":               577,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 576,
-	"Cannot act on this filter":                               92,
+	"Back to the occurrence":           709,
+	"Back without saving":              650,
+	"Breaks processes":                 232,
+	"Breaks workers":                   233,
+	"Bulk %s applied to %d instances.": 105,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  133,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 132,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      131,
+	"Bulk action":                     114,
+	"Business key":                    81,
+	"By process and error code":       88,
+	"Call timeout":                    509,
+	"Calls":                           286,
+	"Calls signed (Relais-Signature)": 288,
+	"Camunda 7 facade":                794,
+	"Cancelled: the instance was stopped (%s).":               578,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 577,
+	"Cannot act on this filter":                               93,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           709,
-	"Change":                                                  229,
-	"Changes between the two revisions":                       241,
-	"Changes of the Working copy since revision %d":           250,
-	"Choose two existing revisions to compare.":               251,
-	"Classification":                                          208,
-	"Clear filters":                                           122,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            679,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 667,
-	"Compare":              228,
-	"Compare revisions":    224,
-	"Completed":            327,
-	"Completed (%s).":      571,
-	"Completed, last hour": 315,
-	"Completions and failures per 5 minutes, last hour: %s":    325,
-	"Completions and failures per 5-minute slot, oldest first": 329,
-	"Completions and failures, last hour":                      308,
-	"Connected":                                                785,
-	"Constraints":                                              209,
-	"Consumer":                                                 477,
-	"Consumer and worker":                                      613,
-	"Consumers":                                                146,
-	"Consumers, oldest first":                                  188,
-	"Counting the occurrences; the counts appear when you reload the page.": 203,
-	"Counts are unavailable right now.":                                     204,
-	"Counts as of %s (%s); refreshed every few seconds.":                    704,
-	"Counts by status": 608,
-	"Created":          374,
-	"Created from":     85,
-	"Created on":       192,
-	"Created to":       86,
-	"Creation date":    404,
-	"Dates":            473,
-	"Deadline":         504,
-	"Dec":              357,
-	"Deferred":         531,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 570,
-	"Definition":                                 310,
-	"Definition %s":                              211,
-	"Definition %s has no revision %d.":          100,
-	"Definitions":                                144,
-	"Definitions by key":                         269,
-	"Definitions served":                         783,
-	"Definitions, those needing attention first": 309,
-	"Description":                                210,
-	"Destination":                                489,
-	"Destinations":                               147,
-	"Destinations by name":                       278,
-	"Destination’s answer":                       482,
-	"Detail":                                     230,
-	"Did you mean “%s”?":                         95,
-	"Digest":                                     244,
-	"Display settings":                           152,
-	"Display settings saved.":                    655,
-	"Display settings: ":                         153,
-	"Duration":                                   481,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 306,
+	"Cannot reveal":                                           710,
+	"Change":                                                  230,
+	"Changes between the two revisions":                       242,
+	"Changes of the Working copy since revision %d":           251,
+	"Choose two existing revisions to compare.":               252,
+	"Classification":                                          209,
+	"Clear filters":                                           123,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            680,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 668,
+	"Compare":              229,
+	"Compare revisions":    225,
+	"Completed":            328,
+	"Completed (%s).":      572,
+	"Completed, last hour": 316,
+	"Completions and failures per 5 minutes, last hour: %s":    326,
+	"Completions and failures per 5-minute slot, oldest first": 330,
+	"Completions and failures, last hour":                      309,
+	"Connected":                                                786,
+	"Constraints":                                              210,
+	"Consumer":                                                 478,
+	"Consumer and worker":                                      614,
+	"Consumers":                                                147,
+	"Consumers, oldest first":                                  189,
+	"Counting the occurrences; the counts appear when you reload the page.": 204,
+	"Counts are unavailable right now.":                                     205,
+	"Counts as of %s (%s); refreshed every few seconds.":                    705,
+	"Counts by status": 609,
+	"Created":          375,
+	"Created from":     84,
+	"Created on":       193,
+	"Created to":       85,
+	"Creation date":    405,
+	"Dates":            474,
+	"Deadline":         505,
+	"Dec":              358,
+	"Deferred":         532,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 571,
+	"Definition":                                 311,
+	"Definition %s":                              212,
+	"Definition %s has no revision %d.":          101,
+	"Definitions":                                145,
+	"Definitions by key":                         270,
+	"Definitions served":                         784,
+	"Definitions, those needing attention first": 310,
+	"Description":                                211,
+	"Destination":                                490,
+	"Destinations":                               148,
+	"Destinations by name":                       279,
+	"Destination’s answer":                       483,
+	"Detail":                                     231,
+	"Did you mean “%s”?":                         96,
+	"Digest":                                     245,
+	"Display settings":                           153,
+	"Display settings saved.":                    656,
+	"Display settings: ":                         154,
+	"Duration":                                   482,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 307,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          623,
-	"End node":                  397,
-	"End node or error":         412,
-	"Ended":                     393,
-	"Erase process instance %s": 290,
-	"Erase the instance":        293,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 291,
-	"Erase this instance…": 384,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 295,
-	"Error":                      612,
-	"Error (before any attempt)": 534,
-	"Error (the deadline passed after attempt %d)": 533,
-	"Error code":       83,
-	"Error message":    484,
-	"Every %d seconds": 654,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 526,
-	"Every attempt, oldest first": 476,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 116,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  712,
-	"Expired token":                        749,
-	"Expires":                              746,
-	"External tasks":                       139,
-	"Failed":                               313,
-	"Failed (%s).":                         575,
-	"Failed at node":                       399,
-	"Failed occurrence":                    395,
-	"Failed, last hour":                    316,
-	"Feb":                                  347,
-	"Field":                                205,
+	"Earlier attempt:":          624,
+	"End node":                  398,
+	"End node or error":         413,
+	"Ended":                     394,
+	"Erase process instance %s": 291,
+	"Erase the instance":        294,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 292,
+	"Erase this instance…": 385,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 296,
+	"Error":                      613,
+	"Error (before any attempt)": 535,
+	"Error (the deadline passed after attempt %d)": 534,
+	"Error code":       82,
+	"Error message":    485,
+	"Every %d seconds": 655,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 527,
+	"Every attempt, oldest first": 477,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  713,
+	"Expired token":                        750,
+	"Expires":                              747,
+	"External tasks":                       140,
+	"Failed":                               314,
+	"Failed (%s).":                         576,
+	"Failed at node":                       400,
+	"Failed occurrence":                    396,
+	"Failed, last hour":                    317,
+	"Feb":                                  348,
+	"Field":                                206,
 	"Filter":                               57,
-	"Filters":                              117,
-	"Find":                                 143,
-	"Find an instance or occurrence":       141,
-	"Finished":                             480,
-	"First page":                           633,
+	"Filters":                              118,
+	"Find":                                 144,
+	"Find an instance or occurrence":       142,
+	"Finished":                             481,
+	"First page":                           634,
 	"Follow it in the audit log (new tab)": 61,
-	"Form not received":                    178,
-	"Form refused":                         173,
-	"Form too large":                       176,
-	"From revision":                        226,
-	"From revision %d to revision %d:":     252,
+	"Form not received":                    179,
+	"Form refused":                         174,
+	"Form too large":                       177,
+	"From revision":                        227,
+	"From revision %d to revision %d:":     253,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
-	"Grants":                  191,
-	"Graph":                   666,
-	"Graph of %s":             683,
-	"HTTP 2xx, unusable body": 592,
-	"Headers sent":            281,
-	"Health":                  138,
-	"Held at a node of":       84,
-	"Held at node":            394,
-	"Held for":                396,
-	"Held instances":          312,
-	"ID":                      189,
-	"In flight":               784,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 326,
-	"Inputs": 234,
-	"Inputs an instance of this version is started with": 677,
-	"Inputs from":                675,
-	"Inputs of revision %d":      245,
-	"Inputs of the working copy": 236,
-	"Inputs the instance was started with, labelled by process version %d's contract": 382,
-	"Inputs, labelled by revision %d's contract":                                      518,
-	"Instance":                  411,
-	"Instances":                 88,
-	"Instances of this version": 678,
-	"Invalid request":           163,
-	"It takes every revision its consumer is granted.": 805,
-	"It takes revision %d only.":                       808,
-	"It takes revisions %s only.":                      810,
-	"Its calls":                                        286,
+	"Grants":                  192,
+	"Graph":                   667,
+	"Graph of %s":             684,
+	"HTTP 2xx, unusable body": 593,
+	"Headers sent":            282,
+	"Health":                  139,
+	"Held at a node of":       83,
+	"Held at node":            395,
+	"Held for":                397,
+	"Held instances":          313,
+	"ID":                      190,
+	"In flight":               785,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 327,
+	"Inputs": 235,
+	"Inputs an instance of this version is started with": 678,
+	"Inputs from":                676,
+	"Inputs of revision %d":      246,
+	"Inputs of the working copy": 237,
+	"Inputs the instance was started with, labelled by process version %d's contract": 383,
+	"Inputs, labelled by revision %d's contract":                                      519,
+	"Instance":                  412,
+	"Instances":                 89,
+	"Instances of this version": 679,
+	"Invalid request":           164,
+	"It takes every revision its consumer is granted.": 806,
+	"It takes revision %d only.":                       809,
+	"It takes revisions %s only.":                      811,
+	"Its calls":                                        287,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 292,
-	"Its instance is held here, waiting for an operator.":                            572,
-	"Its instance went on along the node’s error path, and is held at a later node.": 573,
-	"Its instance went on along the node’s error path.":                              574,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 293,
+	"Its instance is held here, waiting for an operator.":                            573,
+	"Its instance went on along the node’s error path, and is held at a later node.": 574,
+	"Its instance went on along the node’s error path.":                              575,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               754,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               755,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     346,
-	"Jul":                     352,
-	"Jun":                     351,
-	"Keep it":                 756,
+	"Jan":                     347,
+	"Jul":                     353,
+	"Jun":                     352,
+	"Keep it":                 757,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       288,
-	"Key":                     270,
-	"Kind":                    670,
-	"Language":                135,
-	"Last changed":            283,
-	"Last error (attempt %d)": 532,
-	"Last reserved":           529,
-	"Last saved":              215,
-	"Last seen":               786,
-	"Last used":               745,
-	"Latest revision":         271,
-	"Lists every change from one revision to another, and whom it may break.": 225,
-	"Local time in %s": 651,
-	"Lock expired %s — waiting to be offered again.": 562,
-	"Lock expires":    530,
-	"Longest timeout": 282,
-	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 253,
-	"Main navigation":     137,
-	"Mar":                 348,
-	"Maximum attempts":    500,
-	"May":                 350,
-	"Message":             610,
-	"Message from Relais": 600,
-	"Message from Relais, quoting the destination’s answer":            599,
-	"Message from the worker (its own words, protected values masked)": 598,
-	"Method not allowed": 716,
-	"Mode":               498,
-	"More filters: instance, revision, consumer, destination, dates": 604,
-	"Name":                    190,
-	"Never":                   653,
-	"Next attempt":            528,
-	"Next attempt or settled": 614,
-	"Next node":               373,
-	"Next page":               632,
-	"No bulk action has the id %s: check the link, or open the action from the audit log.": 128,
-	"No consumer yet.": 185,
-	"No definition %s has occurrences: check the key, or show all definitions.": 323,
-	"No definition has occurrences yet.":                                        317,
-	"No definition has the key “%s”.":                                           98,
-	"No definition yet.":                                                        273,
-	"No destination yet.":                                                       275,
-	"No inputs.":                                                                235,
-	"No inputs: an instance starts with an empty object.":                       676,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  725,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 723,
-	"No instance matches these filters.": 413,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 724,
-	"No live worker takes %s now (Workers page).":                                               556,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 557,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           558,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          559,
-	"No more consumers.":                                   186,
-	"No more destinations.":                                276,
-	"No occurrence matches these filters.":                 615,
-	"No operator action matches.":                          123,
-	"No operator has acted on this instance.":              378,
-	"No outputs yet: the occurrence has not completed.":    521,
-	"No outputs.":                                          238,
-	"No outputs: the occurrence ended without completing.": 523,
-	"No process has the key “%s”.":                         97,
-	"No process is published yet.":                         662,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             802,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             801,
+	"Keep the instance":       289,
+	"Key":                     271,
+	"Kind":                    671,
+	"Language":                136,
+	"Last changed":            284,
+	"Last error (attempt %d)": 533,
+	"Last reserved":           530,
+	"Last saved":              216,
+	"Last seen":               787,
+	"Last used":               746,
+	"Latest revision":         272,
+	"Lists every change from one revision to another, and whom it may break.": 226,
+	"Local time in %s": 652,
+	"Lock expired %s — waiting to be offered again.": 563,
+	"Lock expires":    531,
+	"Longest timeout": 283,
+	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 254,
+	"Main navigation":     138,
+	"Mar":                 349,
+	"Maximum attempts":    501,
+	"May":                 351,
+	"Message":             611,
+	"Message from Relais": 601,
+	"Message from Relais, quoting the destination’s answer":            600,
+	"Message from the worker (its own words, protected values masked)": 599,
+	"Method not allowed": 717,
+	"Mode":               499,
+	"More filters: instance, revision, consumer, destination, dates": 605,
+	"Name":                    191,
+	"Never":                   654,
+	"Next attempt":            529,
+	"Next attempt or settled": 615,
+	"Next node":               374,
+	"Next page":               633,
+	"No bulk action has the id %s: check the link, or open the action from the audit log.": 129,
+	"No consumer yet.": 186,
+	"No definition %s has occurrences: check the key, or show all definitions.": 324,
+	"No definition has occurrences yet.":                                        318,
+	"No definition has the key “%s”.":                                           99,
+	"No definition yet.":                                                        274,
+	"No destination yet.":                                                       276,
+	"No inputs.":                                                                236,
+	"No inputs: an instance starts with an empty object.":                       677,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  726,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 724,
+	"No instance matches these filters.": 414,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 725,
+	"No live worker takes %s now (Workers page).":                                               557,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 558,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           559,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          560,
+	"No more consumers.":                                   187,
+	"No more destinations.":                                277,
+	"No occurrence matches these filters.":                 616,
+	"No operator action matches.":                          124,
+	"No operator has acted on this instance.":              379,
+	"No outputs yet: the occurrence has not completed.":    522,
+	"No outputs.":                                          239,
+	"No outputs: the occurrence ended without completing.": 524,
+	"No process has the key “%s”.":                         98,
+	"No process is published yet.":                         663,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             803,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             802,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 133,
-	"No release yet.": 219,
-	"No revision yet: the Working copy has never been snapshotted.": 217,
-	"No token.":              743,
-	"No value was revealed.": 714,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              488,
-	"No worker has reserved this occurrence yet.":                                        485,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 803,
-	"No worker is connected.":           787,
-	"No worker serves this definition.": 790,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 800,
-	"Node":                  370,
-	"Nodes":                 668,
-	"Nodes of this version": 680,
-	"Nodes of this version, with their occurrences now": 669,
-	"Nodes reached, in order":                           369,
-	"Not allowed":                                       161,
-	"Not found":                                         171,
-	"Notes":                                             222,
-	"Nothing exists at this address, or it is not visible to you.": 168,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 169,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
+	"No release yet.": 220,
+	"No revision yet: the Working copy has never been snapshotted.": 218,
+	"No token.":              744,
+	"No value was revealed.": 715,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              489,
+	"No worker has reserved this occurrence yet.":                                        486,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 804,
+	"No worker is connected.":           788,
+	"No worker serves this definition.": 791,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 801,
+	"Node":                  371,
+	"Nodes":                 669,
+	"Nodes of this version": 681,
+	"Nodes of this version, with their occurrences now": 670,
+	"Nodes reached, in order":                           370,
+	"Not allowed":                                       162,
+	"Not found":                                         172,
+	"Notes":                                             223,
+	"Nothing exists at this address, or it is not visible to you.": 169,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             721,
+	"Nothing to find: the search box is empty.":                             722,
 	"Nothing was done.":        31,
-	"Nov":                      356,
-	"Now":                      494,
-	"Occurrence":               371,
-	"Occurrence %s":            472,
-	"Occurrence offered again": 112,
-	"Occurrences now":          674,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          798,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 799,
-	"Occurrences, newest first": 609,
-	"Oct":                       355,
-	"Offered from %s — %s.":     561,
-	"Oldest claimable waits":    314,
-	"On error":                  673,
-	"On success":                672,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         710,
-	"Only administrators may reveal a sensitive value.":                                                           705,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 740,
-	"Open":             311,
-	"Operator actions": 366,
-	"Operator actions on this instance, newest first": 379,
-	"Operator actions, newest first":                  127,
-	"Outcome":                                         483,
-	"Outputs":                                         237,
-	"Outputs of revision %d":                          246,
-	"Outputs of the working copy":                     239,
-	"Outputs, labelled by revision %d's contract":     520,
-	"Pages": 630,
-	"Paste your token in the field: it is empty.": 737,
-	"Path":                            367,
-	"Pause reloading":                 160,
-	"Pinned revision":                 671,
-	"Policy":                          474,
-	"Previous page":                   631,
-	"Priority":                        505,
-	"Process":                         79,
-	"Process %s":                      664,
-	"Process %s has no version %d.":   96,
-	"Process and node":                611,
-	"Process inputs":                  381,
-	"Process instance":                111,
-	"Process instance %s":             364,
-	"Process instances":               406,
-	"Process instances, newest first": 410,
-	"Processes":                       140,
-	"Processes by key":                660,
-	"Protocol":                        782,
-	"Published":                       223,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 658,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       659,
-	"Push destination": 605,
-	"Reason":           110,
+	"Nov":                      357,
+	"Now":                      495,
+	"Occurrence":               372,
+	"Occurrence %s":            473,
+	"Occurrence offered again": 113,
+	"Occurrences now":          675,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          799,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 800,
+	"Occurrences, newest first": 610,
+	"Oct":                       356,
+	"Offered from %s — %s.":     562,
+	"Oldest claimable waits":    315,
+	"On error":                  674,
+	"On success":                673,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         711,
+	"Only administrators may reveal a sensitive value.":                                                           706,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 741,
+	"Open":             312,
+	"Operator actions": 367,
+	"Operator actions on this instance, newest first": 380,
+	"Operator actions, newest first":                  128,
+	"Other criteria":                                  86,
+	"Outcome":                                         484,
+	"Outputs":                                         238,
+	"Outputs of revision %d":                          247,
+	"Outputs of the working copy":                     240,
+	"Outputs, labelled by revision %d's contract":     521,
+	"Pages": 631,
+	"Paste your token in the field: it is empty.": 738,
+	"Path":                            368,
+	"Pause reloading":                 161,
+	"Pinned revision":                 672,
+	"Policy":                          475,
+	"Previous page":                   632,
+	"Priority":                        506,
+	"Process":                         78,
+	"Process %s":                      665,
+	"Process %s has no version %d.":   97,
+	"Process and node":                612,
+	"Process inputs":                  382,
+	"Process instance":                112,
+	"Process instance %s":             365,
+	"Process instances":               407,
+	"Process instances, newest first": 411,
+	"Processes":                       141,
+	"Processes by key":                661,
+	"Protocol":                        783,
+	"Published":                       224,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 659,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       660,
+	"Push destination": 606,
+	"Reason":           111,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            499,
-	"Recorded operator actions":                             377,
-	"Relais console":                                        134,
-	"Relais has not called the destination yet.":            491,
-	"Relais is calling the destination (since %s).":         567,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 493,
-	"Relais never called the destination: the occurrence ended before any call.":                                    492,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        588,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 590,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     587,
+	"Reason given by the worker":                            500,
+	"Recorded operator actions":                             378,
+	"Relais console":                                        135,
+	"Relais has not called the destination yet.":            492,
+	"Relais is calling the destination (since %s).":         568,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 494,
+	"Relais never called the destination: the occurrence ended before any call.":                                    493,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        589,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 591,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     588,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           589,
-	"Release":                       220,
-	"Releases":                      218,
-	"Releases, oldest first":        240,
-	"Reload lists and detail pages": 646,
-	"Reloading paused":              157,
-	"Reloading paused: this page stays as it is until you resume.": 657,
-	"Reloading resumed.":                  656,
-	"Replica":                             490,
-	"Required":                            207,
-	"Reserved":                            479,
-	"Reserved by %s.":                     569,
-	"Reserved by %s; lock until %s — %s.": 568,
-	"Reserved now":                        198,
-	"Resume":                              158,
-	"Retried by %s at %s — “%s”":          391,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           590,
+	"Release":                       221,
+	"Releases":                      219,
+	"Releases, oldest first":        241,
+	"Reload lists and detail pages": 647,
+	"Reloading paused":              158,
+	"Reloading paused: this page stays as it is until you resume.": 658,
+	"Reloading resumed.":                  657,
+	"Replica":                             491,
+	"Required":                            208,
+	"Reserved":                            480,
+	"Reserved by %s.":                     570,
+	"Reserved by %s; lock until %s — %s.": 569,
+	"Reserved now":                        199,
+	"Resume":                              159,
+	"Retried by %s at %s — “%s”":          392,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            502,
+	"Retries":            503,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  560,
-	"Retry delay":        501,
+	"Retry at %s — %s.":  561,
+	"Retry delay":        502,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         495,
+	"Retry or abandon it from its instance":         496,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 535,
+	"Retryable": 536,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 524,
-	"Revealed by %s at %s; recorded in the audit log.": 707,
-	"Reveals":               149,
-	"Reveals, newest first": 713,
-	"Revision":              221,
-	"Revision %d":           242,
-	"Revisions":             216,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 806,
-	"Revoke the %s token “%s”?": 753,
-	"Revoke the token":          755,
-	"Revoke token %d":           752,
-	"Revoke…":                   750,
-	"Role":                      744,
-	"Route":                     372,
-	"Routing output":            214,
-	"Row %s":                    634,
-	"Rows %s–%s":                635,
-	"Save settings":             648,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      706,
+	"Reveal — this is recorded": 525,
+	"Revealed by %s at %s; recorded in the audit log.": 708,
+	"Reveals":               150,
+	"Reveals, newest first": 714,
+	"Revision":              222,
+	"Revision %d":           243,
+	"Revisions":             217,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 807,
+	"Revoke the %s token “%s”?": 754,
+	"Revoke the token":          756,
+	"Revoke token %d":           753,
+	"Revoke…":                   751,
+	"Role":                      745,
+	"Route":                     373,
+	"Routing output":            215,
+	"Row %s":                    635,
+	"Rows %s–%s":                636,
+	"Save settings":             649,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      707,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 289,
-	"Search":                               719,
-	"Secret values can never be revealed.": 711,
-	"Sep":                                  354,
-	"Served by %d workers":                 804,
-	"Settled":                              375,
-	"Settlement date":                      603,
-	"Show all definitions":                 322,
-	"Show times in":                        644,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 129,
-	"Sign in": 732,
-	"Sign in with an operator, designer or administrator token.": 733,
-	"Sign out":             151,
-	"Signed in as %s (%s)": 150,
-	"Since revision %d:":   248,
-	"Skip to content":      136,
-	"Slot":                 330,
-	"Snapshotted":          243,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 290,
+	"Search":                               720,
+	"Secret values can never be revealed.": 712,
+	"Sep":                                  355,
+	"Served by %d workers":                 805,
+	"Settled":                              376,
+	"Settlement date":                      604,
+	"Show all definitions":                 323,
+	"Show times in":                        645,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
+	"Sign in": 733,
+	"Sign in with an operator, designer or administrator token.": 734,
+	"Sign out":             152,
+	"Signed in as %s (%s)": 151,
+	"Since revision %d:":   249,
+	"Skip to content":      137,
+	"Slot":                 331,
+	"Snapshotted":          244,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
-	"Something went wrong": 183,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 741,
-	"Staff tokens, oldest first": 742,
-	"Start node":                 665,
-	"Started":                    392,
-	"State":                      193,
-	"Status":                     81,
+	"Something went wrong": 184,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 742,
+	"Staff tokens, oldest first": 743,
+	"Start node":                 666,
+	"Started":                    393,
+	"State":                      194,
+	"Status":                     80,
 	"Stop %d instances":          75,
 	"Stop every held instance this filter matches":            69,
 	"Stop every held instance…":                               9,
@@ -551,309 +552,309 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              389,
+	"Stopped by %s at %s — “%s”":                              390,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   388,
-	"Summary": 365,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 268,
-	"Tasks":                   194,
-	"Temporarily unavailable": 181,
-	"That is too long to be an id or a business key.":                                           722,
-	"The %d largest groups; the filter matches more.":                                           89,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 497,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 277,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    247,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            547,
-	"The bulk action must be its id (a UUID).": 126,
-	"The call could not be prepared.":          548,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 566,
-	"The chart’s numbers": 328,
-	"The confirmed count is missing: start again from the list.":                                                                                                            101,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           184,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          645,
-	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 102,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 182,
-	"The deadline passed before a result arrived.":                                                                                                                          545,
-	"The destination answered HTTP %s.":     555,
-	"The destination could not be reached.": 549,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    539,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         540,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   538,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 537,
-	"The destination’s answer was too large.": 550,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      187,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          164,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                552,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         584,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      585,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    583,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            551,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               542,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 541,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     543,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             544,
-	"The latest %d attempts, oldest first":                                                         496,
-	"The next page counts them and asks for a reason before anything changes.":                     409,
-	"The nodes this instance reached, in order, each with its occurrence.":                         368,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 213,
-	"The page cursor is invalid: go back to the first page.":                                       642,
-	"The page size must be between 1 and %d.":                                                      405,
-	"The parameter “%s” is given %d times: give it once.":                                          641,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 125,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   389,
+	"Summary": 366,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 269,
+	"Tasks":                   195,
+	"Temporarily unavailable": 182,
+	"That is too long to be an id or a business key.":                                           723,
+	"The %d largest groups; the filter matches more.":                                           90,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 498,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 278,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    248,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            548,
+	"The bulk action must be its id (a UUID).": 127,
+	"The call could not be prepared.":          549,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 567,
+	"The chart’s numbers": 329,
+	"The confirmed count is missing: start again from the list.":                                                                                                            102,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           185,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          646,
+	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 103,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 183,
+	"The deadline passed before a result arrived.":                                                                                                                          546,
+	"The destination answered HTTP %s.":     556,
+	"The destination could not be reached.": 550,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    540,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         541,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   539,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 538,
+	"The destination’s answer was too large.": 551,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      188,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          165,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                553,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         585,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      586,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    584,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            552,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               543,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 542,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     544,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             545,
+	"The latest %d attempts, oldest first":                                                         497,
+	"The next page counts them and asks for a reason before anything changes.":                     410,
+	"The nodes this instance reached, in order, each with its occurrence.":                         369,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 214,
+	"The page cursor is invalid: go back to the first page.":                                       643,
+	"The page size must be between 1 and %d.":                                                      406,
+	"The parameter “%s” is given %d times: give it once.":                                          642,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 126,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 546,
-	"The revision must be a whole number, 1 or more.":           601,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 735,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        729,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     759,
-	"The version must be a whole number from 1.":                                                                                                        402,
-	"These revisions have the same contracts.":                                                                                                          233,
-	"These settings are kept in this browser only.":                                                                                                     643,
-	"They take every revision their consumer is granted.":                                                                                               807,
-	"They take revision %d only.":                                                                                                                       809,
-	"They take revisions %s only.":                                                                                                                      811,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 638,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         103,
-	"This contract has no inputs.":  519,
-	"This contract has no outputs.": 522,
-	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 99,
-	"This form could not be read: nothing was done. Send it again.":                                                                                                                 180,
-	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            179,
-	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  177,
-	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  174,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           718,
+	"The result did not match the revision's outputs contract.": 547,
+	"The revision must be a whole number, 1 or more.":           602,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 736,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        730,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     760,
+	"The version must be a whole number from 1.":                                                                                                        403,
+	"These revisions have the same contracts.":                                                                                                          234,
+	"These settings are kept in this browser only.":                                                                                                     644,
+	"They take every revision their consumer is granted.":                                                                                               808,
+	"They take revision %d only.":                                                                                                                       810,
+	"They take revisions %s only.":                                                                                                                      812,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 639,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
+	"This contract has no inputs.":  520,
+	"This contract has no outputs.": 523,
+	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 100,
+	"This form could not be read: nothing was done. Send it again.":                                                                                                                 181,
+	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
+	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
+	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           719,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 296,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 297,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 385,
-	"This instance has not reached a task yet.":                                                                                                                                     376,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 386,
+	"This instance has not reached a task yet.":                                                                                                                                     377,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 294,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 295,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 386,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 387,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 387,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 388,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
-	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  172,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            758,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           757,
-	"This page does not accept that request.": 717,
-	"This page reloads every %d seconds.":     159,
-	"This process takes no inputs.":           383,
+	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            759,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           758,
+	"This page does not accept that request.": 718,
+	"This page reloads every %d seconds.":     160,
+	"This process takes no inputs.":           384,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 60,
-	"This token is unknown, revoked or expired.": 738,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 681,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            682,
-	"Times in %s · no auto-reload":    156,
-	"Times in %s · reload every %d s": 155,
-	"Times in %s · reloading paused":  154,
-	"To revision":                     227,
-	"Token":                           734,
-	"Tokens":                          148,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 736,
-	"Totals of all definitions, not narrowed by the other filters":         619,
-	"Totals of definition %s, not narrowed by the other filters":           618,
-	"Type": 206,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 720,
-	"URL":                              280,
-	"UTC (coordinated universal time)": 650,
+	"This token is unknown, revoked or expired.": 739,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 682,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            683,
+	"Times in %s · no auto-reload":    157,
+	"Times in %s · reload every %d s": 156,
+	"Times in %s · reloading paused":  155,
+	"To revision":                     228,
+	"Token":                           735,
+	"Tokens":                          149,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 737,
+	"Totals of all definitions, not narrowed by the other filters":         620,
+	"Totals of definition %s, not narrowed by the other filters":           619,
+	"Type": 207,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 721,
+	"URL":                              281,
+	"UTC (coordinated universal time)": 651,
 	"Unknown action.":                  54,
-	"Unknown consumer.":                93,
-	"Unknown destination “%s”.":        94,
-	"Unknown parameter “%s” (did you mean “%s”?).": 639,
-	"Unknown parameter “%s”.":                      640,
-	"Unknown status “%s” (did you mean “%s”?).":    417,
-	"Unknown status “%s”.":                         419,
-	"Value":                                        380,
-	"Version":                                      80,
-	"Versions, newest first":                       661,
-	"Waiting for Relais to call the destination since %s (%s).": 563,
-	"Waiting for a worker since %s (%s).":                       564,
-	"When":                                                      107,
-	"Who":                                                       108,
-	"Whole message":                                             487,
-	"Why (recorded with the reveal)":                            525,
-	"Worker":                                                    781,
-	"Worker id":                                                 478,
-	"Workers":                                                   145,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        779,
+	"Unknown consumer.":                94,
+	"Unknown destination “%s”.":        95,
+	"Unknown parameter “%s” (did you mean “%s”?).": 640,
+	"Unknown parameter “%s”.":                      641,
+	"Unknown status “%s” (did you mean “%s”?).":    418,
+	"Unknown status “%s”.":                         420,
+	"Value":                                        381,
+	"Version":                                      79,
+	"Versions, newest first":                       662,
+	"Waiting for Relais to call the destination since %s (%s).": 564,
+	"Waiting for a worker since %s (%s).":                       565,
+	"When":                                                      108,
+	"Who":                                                       109,
+	"Whole message":                                             488,
+	"Why (recorded with the reveal)":                            526,
+	"Worker":                                                    782,
+	"Worker id":                                                 479,
+	"Workers":                                                   146,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        780,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 780,
-	"Workers serving %s":                   788,
+	"Workers seen within three heartbeats": 781,
+	"Workers serving %s":                   789,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Working copy":        212,
-	"You are signed out.": 728,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              162,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 730,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          731,
-	"[redacted]":                          597,
-	"a token’s name, exact":               118,
+	"Working copy":        213,
+	"You are signed out.": 729,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 731,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          732,
+	"[redacted]":                          598,
+	"a token’s name, exact":               119,
 	"abandon":                             4,
-	"active":                              195,
-	"administrator":                       448,
-	"an incident: retry, abandon or stop": 300,
-	"answer too large":                    595,
-	"any":                                 78,
-	"any other code → %s":                 695,
-	"any other error":                     298,
-	"as of %s (%s); counts are refreshed every few seconds.": 621,
-	"at least %d characters":                                 763,
-	"at least %d items":                                      770,
-	"at most %d":                                             513,
-	"at most %d characters":                                  764,
-	"at most %d items":                                       771,
-	"at most %d since the last operator retry":               514,
-	"available":                                              420,
-	"boolean":                                                435,
-	"call in progress since":                                 627,
-	"cancelled":                                              425,
-	"choice":                                                 438,
-	"claimable since":                                        626,
-	"claimable since %s":                                     319,
-	"classification changed":                                 459,
-	"completed":                                              423,
-	"constraint changed":                                     460,
-	"consumer":                                               451,
-	"consumer #%s":                                           579,
-	"date":                                                   436,
-	"date and time":                                          437,
-	"deadline %s":                                            699,
-	"deferred":                                               422,
-	"deferred since":                                         629,
-	"deleted":                                                114,
-	"designer":                                               450,
-	"disconnected":                                           431,
-	"each item of %s":                                        761,
-	"end (completes)":                                        688,
-	"end (fails)":                                            689,
-	"end: completes the instance":                            301,
-	"end: fails the instance":                                302,
+	"active":                              196,
+	"administrator":                       449,
+	"an incident: retry, abandon or stop": 301,
+	"answer too large":                    596,
+	"any":                                 87,
+	"any other code → %s":                 696,
+	"any other error":                     299,
+	"as of %s (%s); counts are refreshed every few seconds.": 622,
+	"at least %d characters":                                 764,
+	"at least %d items":                                      771,
+	"at most %d":                                             514,
+	"at most %d characters":                                  765,
+	"at most %d items":                                       772,
+	"at most %d since the last operator retry":               515,
+	"available":                                              421,
+	"boolean":                                                436,
+	"call in progress since":                                 628,
+	"cancelled":                                              426,
+	"choice":                                                 439,
+	"claimable since":                                        627,
+	"claimable since %s":                                     320,
+	"classification changed":                                 460,
+	"completed":                                              424,
+	"constraint changed":                                     461,
+	"consumer":                                               452,
+	"consumer #%s":                                           580,
+	"date":                                                   437,
+	"date and time":                                          438,
+	"deadline %s":                                            700,
+	"deferred":                                               423,
+	"deferred since":                                         630,
+	"deleted":                                                115,
+	"designer":                                               451,
+	"disconnected":                                           432,
+	"each item of %s":                                        762,
+	"end (completes)":                                        689,
+	"end (fails)":                                            690,
+	"end: completes the instance":                            302,
+	"end: fails the instance":                                303,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 794,
-	"exact, case-sensitive":                                  407,
-	"expired":                                                428,
-	"failed":                                                 424,
-	"fails the instance":                                     696,
-	"field added":                                            454,
-	"field removed":                                          455,
-	"format":                                                 465,
-	"format %s":                                              766,
-	"from":                                                   119,
-	"held":                                                   427,
-	"held for an operator":                                   299,
-	"held, then abandoned by an operator":                    401,
-	"held, then stopped by an operator":                      400,
-	"hidden (secret)":                                        445,
-	"hidden (sensitive)":                                     444,
-	"hold (an incident for an operator)":                     694,
-	"id or business key":                                     142,
-	"in %s":                                                  339,
-	"in progress":                                            486,
-	"instance held here":                                     617,
-	"instance id":                                            607,
-	"instances held":                                         702,
-	"instances held: %s":                                     703,
-	"integer":                                                433,
-	"its name, exactly":                                      606,
-	"just now":                                               341,
-	"list":                                                   440,
-	"lock until":                                             628,
-	"long polling":                                           792,
-	"long wait":                                              320,
-	"masked value":                                           279,
-	"maximum":                                                467,
-	"maximum %s":                                             768,
-	"maximum items":                                          469,
-	"maximum length":                                         463,
-	"minimum":                                                466,
-	"minimum %s":                                             767,
-	"minimum items":                                          468,
-	"minimum length":                                         462,
-	"never":                                                  747,
-	"next attempt":                                           625,
-	"no":                                                     453,
-	"no answer within the timeout":                           593,
-	"no connection":                                          594,
-	"no grant: it takes nothing":                             197,
-	"no header":                                              284,
-	"no worker":                                              321,
-	"no worker takes revision %d":                            796,
-	"no worker takes revisions %s":                           797,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 536,
-	"none": 267,
-	"none (revealed before reasons were asked for)": 715,
-	"none yet": 272,
-	"none: a failed call takes the node’s error path": 503,
-	"normal":                             441,
-	"not provided":                       773,
-	"not yet":                            748,
-	"null":                               777,
-	"number":                             434,
-	"object":                             439,
-	"on error":                           297,
-	"one attempt, no retry, priority %d": 698,
-	"one of: %s":                         769,
-	"operator":                           449,
-	"optional %s field of type %s":       264,
-	"optional field of type %s":          266,
-	"optional → required":                257,
-	"pattern":                            464,
-	"pattern %s":                         765,
-	"pull":                               686,
-	"pull %s":                            304,
-	"pull (a worker fetches it)":         446,
-	"push %s":                            303,
-	"push (Relais calls the service)":    447,
-	"push to %s":                         687,
-	"rejected":                           429,
-	"released":                           430,
-	"required %s field of type %s":       263,
-	"required changed":                   457,
-	"required field of type %s":          265,
-	"required → optional":                258,
-	"reserved":                           421,
+	"every revision its consumer is granted":                 795,
+	"exact, case-sensitive":                                  408,
+	"expired":                                                429,
+	"failed":                                                 425,
+	"fails the instance":                                     697,
+	"field added":                                            455,
+	"field removed":                                          456,
+	"format":                                                 466,
+	"format %s":                                              767,
+	"from":                                                   120,
+	"held":                                                   428,
+	"held for an operator":                                   300,
+	"held, then abandoned by an operator":                    402,
+	"held, then stopped by an operator":                      401,
+	"hidden (secret)":                                        446,
+	"hidden (sensitive)":                                     445,
+	"hold (an incident for an operator)":                     695,
+	"id or business key":                                     143,
+	"in %s":                                                  340,
+	"in progress":                                            487,
+	"instance held here":                                     618,
+	"instance id":                                            608,
+	"instances held":                                         703,
+	"instances held: %s":                                     704,
+	"integer":                                                434,
+	"its name, exactly":                                      607,
+	"just now":                                               342,
+	"list":                                                   441,
+	"lock until":                                             629,
+	"long polling":                                           793,
+	"long wait":                                              321,
+	"masked value":                                           280,
+	"maximum":                                                468,
+	"maximum %s":                                             769,
+	"maximum items":                                          470,
+	"maximum length":                                         464,
+	"minimum":                                                467,
+	"minimum %s":                                             768,
+	"minimum items":                                          469,
+	"minimum length":                                         463,
+	"never":                                                  748,
+	"next attempt":                                           626,
+	"no":                                                     454,
+	"no answer within the timeout":                           594,
+	"no connection":                                          595,
+	"no grant: it takes nothing":                             198,
+	"no header":                                              285,
+	"no worker":                                              322,
+	"no worker takes revision %d":                            797,
+	"no worker takes revisions %s":                           798,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 537,
+	"none": 268,
+	"none (revealed before reasons were asked for)": 716,
+	"none yet": 273,
+	"none: a failed call takes the node’s error path": 504,
+	"normal":                             442,
+	"not provided":                       774,
+	"not yet":                            749,
+	"null":                               778,
+	"number":                             435,
+	"object":                             440,
+	"on error":                           298,
+	"one attempt, no retry, priority %d": 699,
+	"one of: %s":                         770,
+	"operator":                           450,
+	"optional %s field of type %s":       265,
+	"optional field of type %s":          267,
+	"optional → required":                258,
+	"pattern":                            465,
+	"pattern %s":                         766,
+	"pull":                               687,
+	"pull %s":                            305,
+	"pull (a worker fetches it)":         447,
+	"push %s":                            304,
+	"push (Relais calls the service)":    448,
+	"push to %s":                         688,
+	"rejected":                           430,
+	"released":                           431,
+	"required %s field of type %s":       264,
+	"required changed":                   458,
+	"required field of type %s":          266,
+	"required → optional":                259,
+	"reserved":                           422,
 	"retry":                              3,
-	"revision %d":                        622,
-	"revisions %s":                       795,
-	"revoked":                            196,
-	"routing changed":                    461,
-	"routing output":                     760,
-	"routing output %s → %s":             256,
-	"running":                            426,
-	"secret":                             443,
-	"sensitive":                          442,
-	"settled":                            624,
+	"revision %d":                        623,
+	"revisions %s":                       796,
+	"revoked":                            197,
+	"routing changed":                    462,
+	"routing output":                     761,
+	"routing output %s → %s":             257,
+	"running":                            427,
+	"secret":                             444,
+	"sensitive":                          443,
+	"settled":                            625,
 	"stop":                               5,
-	"stream":                             791,
-	"text":                               432,
-	"the contracts are the same (the name or a description changed).": 249,
-	"this session":             751,
-	"timeout %s":               700,
-	"timeout %s (the default)": 701,
-	"to":                       120,
-	"type changed":             456,
-	"unexpected value":         778,
-	"unknown":                  596,
-	"values added: %s":         259,
-	"values changed":           458,
-	"values removed: %s":       260,
-	"values reordered":         261,
-	"version %d":               663,
-	"waiting":                  591,
-	"yes":                      452,
-	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 170,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     418,
-	"→ %s": 693,
+	"stream":                             792,
+	"text":                               433,
+	"the contracts are the same (the name or a description changed).": 250,
+	"this session":             752,
+	"timeout %s":               701,
+	"timeout %s (the default)": 702,
+	"to":                       121,
+	"type changed":             457,
+	"unexpected value":         779,
+	"unknown":                  597,
+	"values added: %s":         260,
+	"values changed":           459,
+	"values removed: %s":       261,
+	"values reordered":         262,
+	"version %d":               664,
+	"waiting":                  592,
+	"yes":                      453,
+	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 171,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     419,
+	"→ %s": 694,
 }
 
-var enIndex = []uint32{ // 813 elements
+var enIndex = []uint32{ // 814 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -876,217 +877,217 @@ var enIndex = []uint32{ // 813 elements
 	0x000011e7, 0x00001231, 0x00001265, 0x00001295,
 	0x000012d9, 0x00001311, 0x0000133e, 0x0000136e,
 	0x000013be, 0x000013f6, 0x00001456, 0x000014ad,
-	0x000014df, 0x00001525, 0x0000159e, 0x000015a2,
-	0x000015aa, 0x000015b2, 0x000015b9, 0x000015c6,
-	0x000015d1, 0x000015e3, 0x000015f0, 0x000015fb,
-	0x00001615, 0x0000161f, 0x00001652, 0x00001948,
-	0x00001a77, 0x00001a91, 0x00001aa3, 0x00001ac4,
+	0x000014df, 0x00001525, 0x0000159e, 0x000015a6,
+	0x000015ae, 0x000015b5, 0x000015c2, 0x000015cd,
+	0x000015df, 0x000015ec, 0x000015f7, 0x00001606,
+	0x0000160a, 0x00001624, 0x0000162e, 0x00001661,
+	0x00001957, 0x00001a86, 0x00001aa0, 0x00001ab2,
 	// Entry 60 - 7F
-	0x00001ade, 0x00001b02, 0x00001b26, 0x00001b4d,
-	0x00001bbd, 0x00001be5, 0x00001c20, 0x00001cc9,
-	0x00001d42, 0x00001d97, 0x00001e46, 0x00001e62,
-	0x00001e67, 0x00001e6b, 0x00001e72, 0x00001e79,
-	0x00001e8a, 0x00001ea3, 0x00001eaf, 0x00001eb7,
-	0x00001ec1, 0x00001fa9, 0x00001fb1, 0x00001fc9,
-	0x00001fce, 0x00001fd1, 0x00001fdf, 0x00001fed,
-	0x00002009, 0x00002015, 0x000020aa, 0x000020d3,
+	0x00001ad3, 0x00001aed, 0x00001b11, 0x00001b35,
+	0x00001b5c, 0x00001bcc, 0x00001bf4, 0x00001c2f,
+	0x00001cd8, 0x00001d51, 0x00001da6, 0x00001e55,
+	0x00001e71, 0x00001e76, 0x00001e7a, 0x00001e81,
+	0x00001e88, 0x00001e99, 0x00001eb2, 0x00001ebe,
+	0x00001ec6, 0x00001ed0, 0x00001fb8, 0x00001fc0,
+	0x00001fd8, 0x00001fdd, 0x00001fe0, 0x00001fee,
+	0x00001ffc, 0x00002018, 0x00002024, 0x000020b9,
 	// Entry 80 - 9F
-	0x000020f2, 0x0000214a, 0x00002222, 0x000022b5,
-	0x0000236a, 0x000023fe, 0x0000247d, 0x0000248c,
-	0x00002495, 0x000024a5, 0x000024b5, 0x000024bc,
-	0x000024cb, 0x000024d5, 0x000024f4, 0x00002507,
-	0x0000250c, 0x00002518, 0x00002520, 0x0000252a,
-	0x00002537, 0x0000253e, 0x00002546, 0x00002561,
-	0x0000256a, 0x0000257b, 0x00002592, 0x000025b5,
-	0x000025dc, 0x000025fd, 0x0000260e, 0x00002615,
+	0x000020e2, 0x00002101, 0x00002159, 0x00002231,
+	0x000022c4, 0x00002379, 0x0000240d, 0x0000248c,
+	0x0000249b, 0x000024a4, 0x000024b4, 0x000024c4,
+	0x000024cb, 0x000024da, 0x000024e4, 0x00002503,
+	0x00002516, 0x0000251b, 0x00002527, 0x0000252f,
+	0x00002539, 0x00002546, 0x0000254d, 0x00002555,
+	0x00002570, 0x00002579, 0x0000258a, 0x000025a1,
+	0x000025c4, 0x000025eb, 0x0000260c, 0x0000261d,
 	// Entry A0 - BF
-	0x0000263c, 0x0000264c, 0x00002658, 0x000026d6,
-	0x000026e6, 0x0000274e, 0x00002765, 0x00002775,
-	0x00002789, 0x000027c6, 0x000028df, 0x0000295c,
-	0x00002966, 0x00002a21, 0x00002a2e, 0x00002aab,
-	0x00002abc, 0x00002acb, 0x00002b2b, 0x00002b3d,
-	0x00002b80, 0x00002bbe, 0x00002bd6, 0x00002c1c,
-	0x00002c31, 0x00002ca0, 0x00002cb1, 0x00002cc4,
-	0x00002d89, 0x00002da1, 0x00002da4, 0x00002da9,
+	0x00002624, 0x0000264b, 0x0000265b, 0x00002667,
+	0x000026e5, 0x000026f5, 0x0000275d, 0x00002774,
+	0x00002784, 0x00002798, 0x000027d5, 0x000028ee,
+	0x0000296b, 0x00002975, 0x00002a30, 0x00002a3d,
+	0x00002aba, 0x00002acb, 0x00002ada, 0x00002b3a,
+	0x00002b4c, 0x00002b8f, 0x00002bcd, 0x00002be5,
+	0x00002c2b, 0x00002c40, 0x00002caf, 0x00002cc0,
+	0x00002cd3, 0x00002d98, 0x00002db0, 0x00002db3,
 	// Entry C0 - DF
-	0x00002db0, 0x00002dbb, 0x00002dc1, 0x00002dc7,
-	0x00002dce, 0x00002dd6, 0x00002df1, 0x00002dfe,
-	0x00002e0c, 0x00002e36, 0x00002e4c, 0x00002e63,
-	0x00002ea9, 0x00002ecb, 0x00002ed1, 0x00002ed6,
-	0x00002edf, 0x00002eee, 0x00002efa, 0x00002f06,
-	0x00002f17, 0x00002f24, 0x00002f81, 0x00002f90,
-	0x00002f9b, 0x00002fa5, 0x00002fe3, 0x00002fec,
-	0x00002ffc, 0x00003004, 0x0000300d, 0x00003013,
+	0x00002db8, 0x00002dbf, 0x00002dca, 0x00002dd0,
+	0x00002dd6, 0x00002ddd, 0x00002de5, 0x00002e00,
+	0x00002e0d, 0x00002e1b, 0x00002e45, 0x00002e5b,
+	0x00002e72, 0x00002eb8, 0x00002eda, 0x00002ee0,
+	0x00002ee5, 0x00002eee, 0x00002efd, 0x00002f09,
+	0x00002f15, 0x00002f26, 0x00002f33, 0x00002f90,
+	0x00002f9f, 0x00002faa, 0x00002fb4, 0x00002ff2,
+	0x00002ffb, 0x0000300b, 0x00003013, 0x0000301c,
 	// Entry E0 - FF
-	0x0000301d, 0x0000302f, 0x00003077, 0x00003085,
-	0x00003091, 0x00003099, 0x000030a0, 0x000030a7,
-	0x000030b8, 0x000030c7, 0x000030f0, 0x000030f7,
-	0x00003102, 0x0000311d, 0x00003125, 0x00003131,
-	0x0000314d, 0x00003164, 0x00003186, 0x00003195,
-	0x000031a1, 0x000031a8, 0x000031c1, 0x000031db,
-	0x00003284, 0x0000329a, 0x000032da, 0x0000330b,
-	0x00003335, 0x0000335c, 0x000033d3, 0x000033f7,
+	0x00003022, 0x0000302c, 0x0000303e, 0x00003086,
+	0x00003094, 0x000030a0, 0x000030a8, 0x000030af,
+	0x000030b6, 0x000030c7, 0x000030d6, 0x000030ff,
+	0x00003106, 0x00003111, 0x0000312c, 0x00003134,
+	0x00003140, 0x0000315c, 0x00003173, 0x00003195,
+	0x000031a4, 0x000031b0, 0x000031b7, 0x000031d0,
+	0x000031ea, 0x00003293, 0x000032a9, 0x000032e9,
+	0x0000331a, 0x00003344, 0x0000336b, 0x000033e2,
 	// Entry 100 - 11F
-	0x0000341e, 0x0000343d, 0x00003453, 0x00003469,
-	0x0000347d, 0x00003493, 0x000034a4, 0x000034bb,
-	0x000034de, 0x00003501, 0x0000351e, 0x0000353b,
-	0x00003540, 0x0000358c, 0x0000359f, 0x000035a3,
-	0x000035b3, 0x000035bc, 0x000035cf, 0x000035f5,
-	0x00003609, 0x0000361f, 0x00003735, 0x0000374a,
-	0x00003757, 0x0000375b, 0x00003768, 0x00003778,
-	0x00003785, 0x0000378f, 0x00003795, 0x0000379f,
+	0x00003406, 0x0000342d, 0x0000344c, 0x00003462,
+	0x00003478, 0x0000348c, 0x000034a2, 0x000034b3,
+	0x000034ca, 0x000034ed, 0x00003510, 0x0000352d,
+	0x0000354a, 0x0000354f, 0x0000359b, 0x000035ae,
+	0x000035b2, 0x000035c2, 0x000035cb, 0x000035de,
+	0x00003604, 0x00003618, 0x0000362e, 0x00003744,
+	0x00003759, 0x00003766, 0x0000376a, 0x00003777,
+	0x00003787, 0x00003794, 0x0000379e, 0x000037a4,
 	// Entry 120 - 13F
-	0x000037bf, 0x000037d1, 0x00003885, 0x000038a2,
-	0x00003910, 0x000039d0, 0x000039e3, 0x00003a30,
-	0x00003a94, 0x00003af8, 0x00003b01, 0x00003b11,
-	0x00003b26, 0x00003b4a, 0x00003b66, 0x00003b7e,
-	0x00003b89, 0x00003b94, 0x00003ba8, 0x00003cbe,
-	0x00003d0e, 0x00003d32, 0x00003d5d, 0x00003d68,
-	0x00003d6d, 0x00003d7c, 0x00003d83, 0x00003d9a,
-	0x00003daf, 0x00003dc1, 0x00003de4, 0x00003e16,
+	0x000037ae, 0x000037ce, 0x000037e0, 0x00003894,
+	0x000038b1, 0x0000391f, 0x000039df, 0x000039f2,
+	0x00003a3f, 0x00003aa3, 0x00003b07, 0x00003b10,
+	0x00003b20, 0x00003b35, 0x00003b59, 0x00003b75,
+	0x00003b8d, 0x00003b98, 0x00003ba3, 0x00003bb7,
+	0x00003ccd, 0x00003d1d, 0x00003d41, 0x00003d6c,
+	0x00003d77, 0x00003d7c, 0x00003d8b, 0x00003d92,
+	0x00003da9, 0x00003dbe, 0x00003dd0, 0x00003df3,
 	// Entry 140 - 15F
-	0x00003e2c, 0x00003e36, 0x00003e40, 0x00003e55,
-	0x00003ea2, 0x00003eb2, 0x00003eeb, 0x00003f3f,
-	0x00003f49, 0x00003f5f, 0x00003f98, 0x00003f9d,
-	0x00003fab, 0x00003fb8, 0x00003fe1, 0x00004004,
-	0x00004011, 0x00004031, 0x0000403d, 0x00004056,
-	0x0000405f, 0x00004069, 0x00004072, 0x0000407a,
-	0x00004084, 0x0000408c, 0x00004094, 0x00004098,
-	0x0000409c, 0x000040a0, 0x000040a4, 0x000040a8,
+	0x00003e25, 0x00003e3b, 0x00003e45, 0x00003e4f,
+	0x00003e64, 0x00003eb1, 0x00003ec1, 0x00003efa,
+	0x00003f4e, 0x00003f58, 0x00003f6e, 0x00003fa7,
+	0x00003fac, 0x00003fba, 0x00003fc7, 0x00003ff0,
+	0x00004013, 0x00004020, 0x00004040, 0x0000404c,
+	0x00004065, 0x0000406e, 0x00004078, 0x00004081,
+	0x00004089, 0x00004093, 0x0000409b, 0x000040a3,
+	0x000040a7, 0x000040ab, 0x000040af, 0x000040b3,
 	// Entry 160 - 17F
-	0x000040ac, 0x000040b0, 0x000040b4, 0x000040b8,
-	0x000040bc, 0x000040c0, 0x000040c4, 0x000040ce,
-	0x000040ec, 0x0000410c, 0x00004130, 0x00004154,
-	0x0000415d, 0x00004174, 0x0000417c, 0x0000418d,
-	0x00004192, 0x000041d7, 0x000041ef, 0x000041f4,
-	0x000041ff, 0x00004205, 0x0000420f, 0x00004217,
-	0x0000421f, 0x00004249, 0x00004263, 0x0000428b,
-	0x000042bb, 0x000042c1, 0x000042d0, 0x00004323,
+	0x000040b7, 0x000040bb, 0x000040bf, 0x000040c3,
+	0x000040c7, 0x000040cb, 0x000040cf, 0x000040d3,
+	0x000040dd, 0x000040fb, 0x0000411b, 0x0000413f,
+	0x00004163, 0x0000416c, 0x00004183, 0x0000418b,
+	0x0000419c, 0x000041a1, 0x000041e6, 0x000041fe,
+	0x00004203, 0x0000420e, 0x00004214, 0x0000421e,
+	0x00004226, 0x0000422e, 0x00004258, 0x00004272,
+	0x0000429a, 0x000042ca, 0x000042d0, 0x000042df,
 	// Entry 180 - 19F
-	0x00004341, 0x00004358, 0x00004408, 0x0000452a,
-	0x000045e9, 0x00004640, 0x0000466a, 0x00004696,
-	0x000046c0, 0x000046c8, 0x000046ce, 0x000046db,
-	0x000046ed, 0x000046f6, 0x000046ff, 0x00004711,
-	0x00004720, 0x00004742, 0x00004766, 0x00004791,
-	0x000047c5, 0x000047d3, 0x000047fe, 0x00004810,
-	0x00004826, 0x00004850, 0x00004899, 0x000048b9,
-	0x000048c2, 0x000048d4, 0x000048f7, 0x00004905,
+	0x00004332, 0x00004350, 0x00004367, 0x00004417,
+	0x00004539, 0x000045f8, 0x0000464f, 0x00004679,
+	0x000046a5, 0x000046cf, 0x000046d7, 0x000046dd,
+	0x000046ea, 0x000046fc, 0x00004705, 0x0000470e,
+	0x00004720, 0x0000472f, 0x00004751, 0x00004775,
+	0x000047a0, 0x000047d4, 0x000047e2, 0x0000480d,
+	0x0000481f, 0x00004835, 0x0000485f, 0x000048a8,
+	0x000048c8, 0x000048d1, 0x000048e3, 0x00004906,
 	// Entry 1A0 - 1BF
-	0x00004914, 0x00004921, 0x00004959, 0x000049c2,
-	0x000049de, 0x000049e8, 0x000049f1, 0x000049fa,
-	0x00004a04, 0x00004a0b, 0x00004a15, 0x00004a1d,
-	0x00004a22, 0x00004a2a, 0x00004a33, 0x00004a3c,
-	0x00004a49, 0x00004a4e, 0x00004a56, 0x00004a5d,
-	0x00004a65, 0x00004a6a, 0x00004a78, 0x00004a7f,
-	0x00004a86, 0x00004a8b, 0x00004a92, 0x00004a9c,
-	0x00004aa3, 0x00004ab6, 0x00004ac6, 0x00004ae1,
+	0x00004914, 0x00004923, 0x00004930, 0x00004968,
+	0x000049d1, 0x000049ed, 0x000049f7, 0x00004a00,
+	0x00004a09, 0x00004a13, 0x00004a1a, 0x00004a24,
+	0x00004a2c, 0x00004a31, 0x00004a39, 0x00004a42,
+	0x00004a4b, 0x00004a58, 0x00004a5d, 0x00004a65,
+	0x00004a6c, 0x00004a74, 0x00004a79, 0x00004a87,
+	0x00004a8e, 0x00004a95, 0x00004a9a, 0x00004aa1,
+	0x00004aab, 0x00004ab2, 0x00004ac5, 0x00004ad5,
 	// Entry 1C0 - 1DF
-	0x00004b01, 0x00004b0f, 0x00004b18, 0x00004b21,
-	0x00004b2a, 0x00004b2e, 0x00004b31, 0x00004b3d,
-	0x00004b4b, 0x00004b58, 0x00004b69, 0x00004b78,
-	0x00004b8f, 0x00004ba2, 0x00004bb2, 0x00004bc1,
-	0x00004bd0, 0x00004bd8, 0x00004bdf, 0x00004be7,
-	0x00004bef, 0x00004bfd, 0x00004c0b, 0x00004c21,
-	0x00004c36, 0x00004c47, 0x00004c4d, 0x00004c54,
-	0x00004c5d, 0x00004c79, 0x00004c82, 0x00004c8c,
+	0x00004af0, 0x00004b10, 0x00004b1e, 0x00004b27,
+	0x00004b30, 0x00004b39, 0x00004b3d, 0x00004b40,
+	0x00004b4c, 0x00004b5a, 0x00004b67, 0x00004b78,
+	0x00004b87, 0x00004b9e, 0x00004bb1, 0x00004bc1,
+	0x00004bd0, 0x00004bdf, 0x00004be7, 0x00004bee,
+	0x00004bf6, 0x00004bfe, 0x00004c0c, 0x00004c1a,
+	0x00004c30, 0x00004c45, 0x00004c56, 0x00004c5c,
+	0x00004c63, 0x00004c6c, 0x00004c88, 0x00004c91,
 	// Entry 1E0 - 1FF
-	0x00004c95, 0x00004c9e, 0x00004ca7, 0x00004cbe,
-	0x00004cc6, 0x00004cd4, 0x00004d00, 0x00004d0c,
-	0x00004d1a, 0x00004d60, 0x00004d6c, 0x00004d74,
-	0x00004d9f, 0x00004dea, 0x00004eac, 0x00004eb0,
-	0x00004ed6, 0x00004efe, 0x00004f61, 0x00004f66,
-	0x00004f81, 0x00004f92, 0x00004f9e, 0x00004fa6,
-	0x00004fd8, 0x00004fe1, 0x00004fea, 0x00005006,
-	0x00005067, 0x00005074, 0x000050ab, 0x000050da,
+	0x00004c9b, 0x00004ca4, 0x00004cad, 0x00004cb6,
+	0x00004ccd, 0x00004cd5, 0x00004ce3, 0x00004d0f,
+	0x00004d1b, 0x00004d29, 0x00004d6f, 0x00004d7b,
+	0x00004d83, 0x00004dae, 0x00004df9, 0x00004ebb,
+	0x00004ebf, 0x00004ee5, 0x00004f0d, 0x00004f70,
+	0x00004f75, 0x00004f90, 0x00004fa1, 0x00004fad,
+	0x00004fb5, 0x00004fe7, 0x00004ff0, 0x00004ff9,
+	0x00005015, 0x00005076, 0x00005083, 0x000050ba,
 	// Entry 200 - 21F
-	0x0000512a, 0x00005165, 0x00005173, 0x0000519f,
-	0x000051c5, 0x000051e6, 0x000051f1, 0x0000521f,
-	0x0000523c, 0x0000526b, 0x0000529d, 0x000052bb,
-	0x000052f0, 0x0000530c, 0x0000532b, 0x00005386,
-	0x00005395, 0x000053a2, 0x000053b0, 0x000053bd,
-	0x000053c6, 0x000053e1, 0x00005411, 0x0000542c,
-	0x00005436, 0x00005488, 0x00005548, 0x000055a4,
-	0x00005622, 0x00005698, 0x0000576b, 0x0000582e,
+	0x000050e9, 0x00005139, 0x00005174, 0x00005182,
+	0x000051ae, 0x000051d4, 0x000051f5, 0x00005200,
+	0x0000522e, 0x0000524b, 0x0000527a, 0x000052ac,
+	0x000052ca, 0x000052ff, 0x0000531b, 0x0000533a,
+	0x00005395, 0x000053a4, 0x000053b1, 0x000053bf,
+	0x000053cc, 0x000053d5, 0x000053f0, 0x00005420,
+	0x0000543b, 0x00005445, 0x00005497, 0x00005557,
+	0x000055b3, 0x00005631, 0x000056a7, 0x0000577a,
 	// Entry 220 - 23F
-	0x00005866, 0x000058c6, 0x000058f3, 0x0000592d,
-	0x00005a3a, 0x00005a5a, 0x00005a80, 0x00005aaa,
-	0x00005b1b, 0x00005b58, 0x00005b7c, 0x00005c20,
-	0x00005c45, 0x00005c74, 0x00005cd4, 0x00005d2d,
-	0x00005d87, 0x00005da1, 0x00005dbf, 0x00005df3,
-	0x00005e33, 0x00005e5d, 0x00005e6c, 0x00005f37,
-	0x00005f68, 0x00005f97, 0x00005faa, 0x0000601f,
-	0x00006032, 0x00006066, 0x000060b7, 0x000060eb,
+	0x0000583d, 0x00005875, 0x000058d5, 0x00005902,
+	0x0000593c, 0x00005a49, 0x00005a69, 0x00005a8f,
+	0x00005ab9, 0x00005b2a, 0x00005b67, 0x00005b8b,
+	0x00005c2f, 0x00005c54, 0x00005c83, 0x00005ce3,
+	0x00005d3c, 0x00005d96, 0x00005db0, 0x00005dce,
+	0x00005e02, 0x00005e42, 0x00005e6c, 0x00005e7b,
+	0x00005f46, 0x00005f77, 0x00005fa6, 0x00005fb9,
+	0x0000602e, 0x00006041, 0x00006075, 0x000060c6,
 	// Entry 240 - 25F
-	0x000060fb, 0x00006142, 0x0000616f, 0x0000617c,
-	0x0000618c, 0x000061bc, 0x000061f6, 0x00006219,
-	0x00006290, 0x00006312, 0x00006397, 0x000063a6,
-	0x000063f6, 0x00006456, 0x000064c2, 0x00006539,
-	0x00006541, 0x00006559, 0x00006576, 0x00006584,
-	0x00006595, 0x0000659d, 0x000065a8, 0x000065e9,
-	0x00006621, 0x00006635, 0x00006665, 0x000066a0,
-	0x000066b0, 0x000066ef, 0x00006700, 0x00006712,
+	0x000060fa, 0x0000610a, 0x00006151, 0x0000617e,
+	0x0000618b, 0x0000619b, 0x000061cb, 0x00006205,
+	0x00006228, 0x0000629f, 0x00006321, 0x000063a6,
+	0x000063b5, 0x00006405, 0x00006465, 0x000064d1,
+	0x00006548, 0x00006550, 0x00006568, 0x00006585,
+	0x00006593, 0x000065a4, 0x000065ac, 0x000065b7,
+	0x000065f8, 0x00006630, 0x00006644, 0x00006674,
+	0x000066af, 0x000066bf, 0x000066fe, 0x0000670f,
 	// Entry 260 - 27F
-	0x0000671e, 0x0000672f, 0x00006749, 0x00006751,
-	0x00006762, 0x00006768, 0x0000677c, 0x00006794,
-	0x000067b9, 0x000067c7, 0x000067da, 0x00006818,
-	0x00006855, 0x00006881, 0x000068be, 0x000068cd,
-	0x000068de, 0x000068e6, 0x000068f3, 0x00006903,
-	0x0000691a, 0x00006925, 0x00006934, 0x0000693a,
-	0x00006948, 0x00006952, 0x0000695d, 0x00006967,
-	0x0000697a, 0x0000699f, 0x000069ca, 0x00006a5b,
+	0x00006721, 0x0000672d, 0x0000673e, 0x00006758,
+	0x00006760, 0x00006771, 0x00006777, 0x0000678b,
+	0x000067a3, 0x000067c8, 0x000067d6, 0x000067e9,
+	0x00006827, 0x00006864, 0x00006890, 0x000068cd,
+	0x000068dc, 0x000068ed, 0x000068f5, 0x00006902,
+	0x00006912, 0x00006929, 0x00006934, 0x00006943,
+	0x00006949, 0x00006957, 0x00006961, 0x0000696c,
+	0x00006976, 0x00006989, 0x000069ae, 0x000069d9,
 	// Entry 280 - 29F
-	0x00006a96, 0x00006ab5, 0x00006af3, 0x00006b2a,
-	0x00006b58, 0x00006b66, 0x00006c05, 0x00006c23,
-	0x00006d7a, 0x00006d88, 0x00006d9c, 0x00006dbd,
-	0x00006dd1, 0x00006e01, 0x00006e07, 0x00006e1b,
-	0x00006e33, 0x00006e46, 0x00006e83, 0x00006ef6,
-	0x00006f43, 0x00006f54, 0x00006f6b, 0x00006f88,
-	0x00006f96, 0x00006fa4, 0x00006faf, 0x00006fb5,
-	0x000070a7, 0x000070ad, 0x000070df, 0x000070e4,
+	0x00006a6a, 0x00006aa5, 0x00006ac4, 0x00006b02,
+	0x00006b39, 0x00006b67, 0x00006b75, 0x00006c14,
+	0x00006c32, 0x00006d89, 0x00006d97, 0x00006dab,
+	0x00006dcc, 0x00006de0, 0x00006e10, 0x00006e16,
+	0x00006e2a, 0x00006e42, 0x00006e55, 0x00006e92,
+	0x00006f05, 0x00006f52, 0x00006f63, 0x00006f7a,
+	0x00006f97, 0x00006fa5, 0x00006fb3, 0x00006fbe,
+	0x00006fc4, 0x000070b6, 0x000070bc, 0x000070ee,
 	// Entry 2A0 - 2BF
-	0x000070f4, 0x000070ff, 0x00007108, 0x00007118,
-	0x00007124, 0x00007158, 0x0000718b, 0x000071a5,
-	0x0000724a, 0x00007260, 0x000072e5, 0x0000735f,
-	0x0000736e, 0x00007428, 0x00007479, 0x0000747e,
-	0x0000748c, 0x0000749c, 0x000074a8, 0x000074b8,
-	0x000074c6, 0x000074d6, 0x000074e0, 0x00007503,
-	0x0000751c, 0x0000752f, 0x0000759b, 0x000075c1,
-	0x000075d0, 0x000075de, 0x000075fa, 0x00007609,
+	0x000070f3, 0x00007103, 0x0000710e, 0x00007117,
+	0x00007127, 0x00007133, 0x00007167, 0x0000719a,
+	0x000071b4, 0x00007259, 0x0000726f, 0x000072f4,
+	0x0000736e, 0x0000737d, 0x00007437, 0x00007488,
+	0x0000748d, 0x0000749b, 0x000074ab, 0x000074b7,
+	0x000074c7, 0x000074d5, 0x000074e5, 0x000074ef,
+	0x00007512, 0x0000752b, 0x0000753e, 0x000075aa,
+	0x000075d0, 0x000075df, 0x000075ed, 0x00007609,
 	// Entry 2C0 - 2DF
-	0x0000761f, 0x00007658, 0x0000768a, 0x000076e2,
-	0x00007719, 0x00007730, 0x0000773e, 0x00007782,
-	0x000077a7, 0x0000781e, 0x00007834, 0x0000784b,
-	0x00007879, 0x0000788c, 0x000078b4, 0x00007938,
-	0x0000793f, 0x000079a7, 0x000079d1, 0x00007a01,
-	0x00007ad4, 0x00007c0e, 0x00007cae, 0x00007d85,
-	0x00007e5e, 0x00007e72, 0x00007ecd, 0x00007f78,
-	0x00007ffa, 0x00008002, 0x0000803d, 0x00008043,
+	0x00007618, 0x0000762e, 0x00007667, 0x00007699,
+	0x000076f1, 0x00007728, 0x0000773f, 0x0000774d,
+	0x00007791, 0x000077b6, 0x0000782d, 0x00007843,
+	0x0000785a, 0x00007888, 0x0000789b, 0x000078c3,
+	0x00007947, 0x0000794e, 0x000079b6, 0x000079e0,
+	0x00007a10, 0x00007ae3, 0x00007c1d, 0x00007cbd,
+	0x00007d94, 0x00007e6d, 0x00007e81, 0x00007edc,
+	0x00007f87, 0x00008009, 0x00008011, 0x0000804c,
 	// Entry 2E0 - 2FF
-	0x000080d5, 0x0000816d, 0x00008199, 0x000081c4,
-	0x00008212, 0x0000827e, 0x00008325, 0x00008340,
-	0x0000834a, 0x0000834f, 0x00008359, 0x00008361,
-	0x00008367, 0x0000836f, 0x0000837d, 0x00008387,
-	0x00008394, 0x000083a7, 0x000083cb, 0x0000844b,
-	0x0000845c, 0x00008464, 0x000084d9, 0x0000852d,
-	0x00008575, 0x00008584, 0x00008597, 0x000085a3,
-	0x000085df, 0x00008619, 0x00008627, 0x00008634,
+	0x00008052, 0x000080e4, 0x0000817c, 0x000081a8,
+	0x000081d3, 0x00008221, 0x0000828d, 0x00008334,
+	0x0000834f, 0x00008359, 0x0000835e, 0x00008368,
+	0x00008370, 0x00008376, 0x0000837e, 0x0000838c,
+	0x00008396, 0x000083a3, 0x000083b6, 0x000083da,
+	0x0000845a, 0x0000846b, 0x00008473, 0x000084e8,
+	0x0000853c, 0x00008584, 0x00008593, 0x000085a6,
+	0x000085b2, 0x000085ee, 0x00008628, 0x00008636,
 	// Entry 300 - 31F
-	0x00008642, 0x00008650, 0x0000865e, 0x00008690,
-	0x000086c0, 0x0000871c, 0x00008729, 0x00008749,
-	0x00008754, 0x0000876e, 0x00008773, 0x00008784,
-	0x0000880a, 0x0000882f, 0x00008836, 0x0000883f,
-	0x00008852, 0x0000885c, 0x00008866, 0x00008870,
-	0x00008888, 0x0000889e, 0x000088aa, 0x000088cc,
-	0x000088d3, 0x000088e0, 0x000088f1, 0x00008918,
-	0x00008928, 0x00008947, 0x00008967, 0x00008a3f,
+	0x00008643, 0x00008651, 0x0000865f, 0x0000866d,
+	0x0000869f, 0x000086cf, 0x0000872b, 0x00008738,
+	0x00008758, 0x00008763, 0x0000877d, 0x00008782,
+	0x00008793, 0x00008819, 0x0000883e, 0x00008845,
+	0x0000884e, 0x00008861, 0x0000886b, 0x00008875,
+	0x0000887f, 0x00008897, 0x000088ad, 0x000088b9,
+	0x000088db, 0x000088e2, 0x000088ef, 0x00008900,
+	0x00008927, 0x00008937, 0x00008956, 0x00008976,
 	// Entry 320 - 33F
-	0x00008b20, 0x00008b74, 0x00008bc4, 0x00008c24,
-	0x00008c77, 0x00008caf, 0x00008ce0, 0x00008d30,
-	0x00008d64, 0x00008d82, 0x00008da1, 0x00008dc0,
-	0x00008de0,
-} // Size: 3276 bytes
+	0x00008a4e, 0x00008b2f, 0x00008b83, 0x00008bd3,
+	0x00008c33, 0x00008c86, 0x00008cbe, 0x00008cef,
+	0x00008d3f, 0x00008d73, 0x00008d91, 0x00008db0,
+	0x00008dcf, 0x00008def,
+} // Size: 3280 bytes
 
-const enData string = "" + // Size: 36320 bytes
+const enData string = "" + // Size: 36335 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1169,475 +1170,476 @@ const enData string = "" + // Size: 36320 bytes
 	"\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this acti" +
 	"on applies to matches the filter.\x02No process, business key, error cod" +
 	"e or creation date narrows this filter: it applies to the instances of e" +
-	"very process.\x02any\x02Process\x02Version\x02Status\x02Business key\x02" +
-	"Error code\x02Held at a node of\x02Created from\x02Created to\x02By proc" +
-	"ess and error code\x02Instances\x02The %[1]d largest groups; the filter " +
-	"matches more.\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d of them is held a" +
-	"t a push call that may have been carried out all the same: it ended outc" +
-	"ome_unknown or deadline_exceeded (its answer was lost, or came after the" +
-	" timeout), or invalid_outputs (the destination answered a success whose " +
-	"outputs the contract refused). Check at the destination that it did not " +
-	"act before retrying, or it acts twice (a card charged twice).\x00\xf6" +
-	"\x02\x02%[1]d of them are held at a push call that may have been carried" +
-	" out all the same: it ended outcome_unknown or deadline_exceeded (its an" +
-	"swer was lost, or came after the timeout), or invalid_outputs (the desti" +
-	"nation answered a success whose outputs the contract refused). Check at " +
-	"the destination that it did not act before retrying, or it acts twice (a" +
-	" card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held" +
-	" instance failed before any attempt (its inputs could not be built): it " +
-	"cannot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[" +
-	"1]d more held instances failed before any attempt (their inputs could no" +
-	"t be built): they cannot be retried and are left out. Abandon or stop th" +
-	"em.\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown destina" +
-	"tion “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1]s has no version %" +
-	"[2]d.\x02No process has the key “%[1]s”.\x02No definition has the key “%" +
-	"[1]s”.\x02This filter takes the key of a definition: the one the node an" +
-	" instance is held at runs, not the node’s name.\x02Definition %[1]s has " +
-	"no revision %[2]d.\x02The confirmed count is missing: start again from t" +
-	"he list.\x02The count changed since you confirmed it (it was %[1]d): ins" +
-	"tances were settled, retried or acted on meanwhile. Nothing was done; ch" +
-	"eck the new count and confirm again.\x02This bulk action was already app" +
-	"lied (the form was sent again): its records are in the audit log. Nothin" +
-	"g more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d ins" +
-	"tance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01" +
-	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
-	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
-	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
-	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
-	"ffered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aban" +
-	"don and stop an operator applied, and every erasure an administrator mad" +
-	"e, with its reason. Reveals of sensitive values have their own log, whic" +
-	"h administrators read on the Reveals page (GET /api/v1/audit/reveals)." +
-	"\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply filters\x02C" +
-	"lear filters\x02No operator action matches.\x02All actions\x02The proces" +
-	"s instance must be a whole instance id (a UUID): the lists show the end " +
-	"of each id; open the instance, or copy its link, for the whole id.\x02Th" +
-	"e bulk action must be its id (a UUID).\x02Operator actions, newest first" +
-	"\x02No bulk action has the id %[1]s: check the link, or open the action " +
-	"from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing the %[1]d instan" +
-	"ce bulk action %[2]s changed. While it runs, each reload shows how far i" +
-	"t got.\x00h\x02Showing the %[1]d instances bulk action %[2]s changed. Wh" +
-	"ile it runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, s" +
-	"tarted %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d ski" +
-	"pped (they changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[" +
-	"2]s, started %[3]s, was stopped by an error after %[4]d of the %[5]d ins" +
-	"tances counted (%[6]d skipped). What it applied stays; act on the filter" +
-	" again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: " +
-	"%[4]d of the %[5]d instances counted done so far (%[6]d skipped). Each r" +
-	"eload shows how far it got.\x02No progress since %[1]s: the replica runn" +
-	"ing it may have stopped. What it applied stays; act on the filter again " +
-	"for the rest.\x02Relais console\x02Language\x02Skip to content\x02Main n" +
-	"avigation\x02Health\x02External tasks\x02Processes\x02Find an instance o" +
-	"r occurrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02" +
-	"Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[" +
-	"2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display setting" +
-	"s:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every" +
-	" %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resum" +
-	"e\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not al" +
-	"lowed\x02Your role can read definitions and processes only: external tas" +
-	"ks and process instances are for operators and administrators.\x02Invali" +
-	"d request\x02The field “%[1]s” holds a NUL character or bytes that are n" +
-	"ot UTF-8 text: correct it and try again.\x02Back to external tasks\x02Ba" +
-	"ck to sign-in\x02Back to definitions\x02Nothing exists at this address, " +
-	"or it is not visible to you.\x02Nothing exists at this address, or it is" +
-	" not visible to you. An ended instance is deleted, with its occurrences " +
-	"and attempts, once the retention period (RELAIS_RETENTION) has passed, o" +
-	"r at once when an administrator erases it; the audit log keeps the opera" +
-	"tor actions taken on it.\x02“%[1]s” is not a whole id (a UUID): the list" +
-	"s show the end of each id; open the row, or copy its link, for the whole" +
-	" id.\x02Not found\x02This instance was erased by %[1]s on %[2]s, for thi" +
-	"s reason: “%[3]s”. Its inputs, occurrences and attempts were deleted wit" +
-	"h it; the audit log keeps the operator actions taken on it.\x02Form refu" +
-	"sed\x02This form was not sent from this console session, or it has expir" +
-	"ed: nothing was done. Open the form again and send it anew.\x02Back to t" +
-	"he form\x02Form too large\x02This form is larger than %[1]d KiB: nothing" +
-	" was done. Shorten what you typed and send it again.\x02Form not receive" +
-	"d\x02This form did not arrive in time: nothing was done. Send it again." +
-	"\x02This form could not be read: nothing was done. Send it again.\x02Tem" +
-	"porarily unavailable\x02The database cannot be reached right now. Try ag" +
-	"ain in a few seconds.\x02Something went wrong\x02The console could not s" +
-	"how this page. Try again; if it persists, give your administrator the re" +
-	"quest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The externa" +
-	"l services that take tasks, and the definitions each may take. Create co" +
-	"nsumers, change their grants and rotate their tokens through the API (/a" +
-	"pi/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02" +
-	"ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoke" +
-	"d\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]" +
-	"s: every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s:" +
-	" revisions %[2]s\x02Counting the occurrences; the counts appear when you" +
-	" reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
-	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
-	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
-	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
-	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
-	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
-	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
-	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
-	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x02Lowers protection: %[1]s. Under the newer contract these fields’ va" +
-	"lues are less protected than under the older one.\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
-	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
-	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
-	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
-	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
-	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
-	"]s\x02none\x02Task contracts: their Working copy, immutable revisions an" +
-	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
-	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
-	"\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more destination" +
-	"s.\x02The HTTP endpoints push nodes call. Values of the URL's query and " +
-	"of the headers, and signing secrets, are sealed and never shown. Create " +
-	"and change destinations with relais apply (kind: Destination documents) " +
-	"or through the API (/api/v1/destinations), which also deletes them.\x02D" +
-	"estinations by name\x02masked value\x02URL\x02Headers sent\x02Longest ti" +
-	"meout\x02Last changed\x02no header\x02Calls\x02Its calls\x02Calls signed" +
-	" (Relais-Signature)\x02Keep the instance\x02Say why, for whoever reads t" +
-	"he log later: at most %[1]d characters. It is kept after the erasure, wh" +
-	"atever the retention: write the request’s reference, not the person’s na" +
-	"me.\x02Erase process instance %[1]s\x02Erase this instance now? It is de" +
-	"leted with its occurrences and their attempts, as retention would delete" +
-	" it.\x02Its inputs, outputs, business key and the workers’ messages go w" +
-	"ith it; this cannot be undone. The audit records naming it stay (who did" +
-	" what, and why), and so do backups until they expire.\x02Erase the insta" +
-	"nce\x02This instance is %[1]s: only an ended instance can be erased. Sto" +
-	"p it first.\x02Erased: instance %[1]s is deleted (occurrences: %[2]d, at" +
-	"tempts: %[3]d). Recorded in the audit log.\x02This instance had already " +
-	"been erased, by %[1]s at %[2]s; nothing changed and nothing was recorded" +
-	".\x02on error\x02any other error\x02held for an operator\x02an incident:" +
-	" retry, abandon or stop\x02end: completes the instance\x02end: fails the" +
-	" instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each def" +
-	"inition’s queue and incidents now, and what its workers finished in the " +
-	"last hour: occurrences that ended completed or failed. An occurrence ret" +
-	"ried since counts where it ends next; a failed attempt with attempts lef" +
-	"t is not counted, its occurrence’s page lists it.\x02A held instance’s f" +
-	"ailed occurrence counts in both Held instances and Failed.\x02Completion" +
-	"s and failures, last hour\x02Definitions, those needing attention first" +
-	"\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable w" +
-	"aits\x02Completed, last hour\x02Failed, last hour\x02No definition has o" +
-	"ccurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02" +
-	"claimable since %[1]s\x02long wait\x02no worker\x02Show all definitions" +
-	"\x02No definition %[1]s has occurrences: check the key, or show all defi" +
-	"nitions.\x02All definitions\x02Completions and failures per 5 minutes, l" +
-	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
-	"hart gives each 5-minute slot.\x02Completed\x02The chart’s numbers\x02Co" +
-	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02%[1]s–" +
-	"%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00" +
-	"\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00" +
-	"\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02" +
-	"just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02" +
-	"Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 " +
-	"seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1" +
-	"]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path" +
-	"\x02The nodes this instance reached, in order, each with its occurrence." +
-	"\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Next node" +
-	"\x02Created\x02Settled\x02This instance has not reached a task yet.\x02R" +
-	"ecorded operator actions\x02No operator has acted on this instance.\x02O" +
-	"perator actions on this instance, newest first\x02Value\x02Process input" +
-	"s\x02Inputs the instance was started with, labelled by process version %" +
-	"[1]d's contract\x02This process takes no inputs.\x02Erase this instance…" +
-	"\x02This instance has ended. As an administrator you may erase it now ra" +
-	"ther than wait for retention (a data subject’s request): it is deleted w" +
-	"ith its occurrences and attempts.\x02This instance is held at a failed n" +
-	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
-	"led before any attempt (its inputs could not be built), so it would fail" +
-	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
-	"led node: an incident. Retry offers the failed occurrence again; abandon" +
-	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
-	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
-	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
-	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
-	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
-	"Held for\x02End node\x02Abandoned at node\x02Failed at node\x02held, the" +
-	"n stopped by an operator\x02held, then abandoned by an operator\x02The v" +
-	"ersion must be a whole number from 1.\x02A version is a process’s: choos" +
-	"e the process too.\x02Creation date\x02The page size must be between 1 a" +
-	"nd %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on every " +
-	"instance this filter matches\x02The next page counts them and asks for a" +
-	" reason before anything changes.\x02Process instances, newest first\x02I" +
-	"nstance\x02End node or error\x02No instance matches these filters.\x02Al" +
-	"l processes\x02Any definition\x02All statuses\x02Unknown status “%[1]s” " +
-	"(did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of" +
-	" a task: the Instances page lists the instances with it.\x02Unknown stat" +
-	"us “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hid" +
-	"den (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push" +
-	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
-	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
-	"\x02required changed\x02values changed\x02classification changed\x02cons" +
-	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
-	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
-	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
-	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
-	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
-	"nswer\x02Outcome\x02Error message\x02No worker has reserved this occurre" +
-	"nce yet.\x02in progress\x02Whole message\x02No worker ever reserved this" +
-	" occurrence: it ended before any attempt.\x02Destination\x02Replica\x02R" +
-	"elais has not called the destination yet.\x02Relais never called the des" +
-	"tination: the occurrence ended before any call.\x02Relais keeps the dest" +
-	"ination’s status code only when it refused the call (destination_http_NN" +
-	"N); a completed call answered 2xx. The duration runs from the claim of t" +
-	"he call to its settlement.\x02Now\x02Retry or abandon it from its instan" +
-	"ce\x02The latest %[1]d attempts, oldest first\x02The %[1]s earlier attem" +
-	"pts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them a" +
-	"ll.\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry d" +
-	"elay\x02Retries\x02none: a failed call takes the node’s error path\x02De" +
-	"adline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last cal" +
-	"l had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut " +
-	"it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_time" +
-	"out\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multipli" +
-	"ed by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s," +
-	" multiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d" +
-	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, n" +
-	"ot counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contra" +
-	"ct\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]" +
-	"d's contract\x02No outputs yet: the occurrence has not completed.\x02Thi" +
-	"s contract has no outputs.\x02No outputs: the occurrence ended without c" +
-	"ompleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal" +
-	")\x02Every admin reads it, and it is kept whatever the retention: write " +
-	"no customer data in it.\x02Available from\x02Next attempt\x02Last reserv" +
-	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (t" +
-	"he deadline passed after attempt %[1]d)\x02Error (before any attempt)" +
-	"\x02Retryable\x02no: the worker marked this failure as not retryable (at" +
-	"tempts left unused: %[1]d)\x02The destination’s answer could not be used" +
-	": it must be one JSON object whose outputs member matches the revision’s" +
-	" outputs contract, and nothing after it. Its message says what was wrong" +
-	".\x02The destination did not answer within the call’s timeout: it may ha" +
-	"ve acted all the same.\x02The destination did not answer within the call" +
-	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
-	"trying.\x02The destination did not answer within the call’s timeout: it " +
-	"may have acted all the same, so check before retrying.\x02The last attem" +
-	"pt’s lock expired with no attempt left, after Relais refused its worker’" +
-	"s report (%[1]s; see the failed occurrence’s attempts): the worker answe" +
-	"red, and its answer must change, not its lock.\x02The last attempt’s loc" +
-	"k expired with no attempt left, after Relais refused its worker’s report" +
-	" (%[1]s; see the attempts below): the worker answered, and its answer mu" +
-	"st change, not its lock.\x02The last attempt’s lock expired with no atte" +
-	"mpt left.\x02The last attempt’s worker stream ended (its worker left or " +
-	"was dropped) with no attempt left.\x02The deadline passed before a resul" +
-	"t arrived.\x02The result did not match the revision's outputs contract." +
-	"\x02The answer to the call was lost (the connection broke after the requ" +
-	"est was sent, or Relais stopped or could not reach its database before r" +
-	"ecording it): whether the destination acted is unknown, so Relais does n" +
-	"ot call it again by itself (an operator’s retry does).\x02The call could" +
-	" not be prepared.\x02The destination could not be reached.\x02The destin" +
-	"ation’s answer was too large.\x02The last attempt ended without a result" +
-	" (its lock expired, or its worker’s stream ended) with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path, and is held at a later node.\x02Its instance went " +
-	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
-	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
-	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
-	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
-	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
-	"nstance was stopped while the worker held the task: its report is refuse" +
-	"d, but it may already have done the work.\x02The instance was stopped du" +
-	"ring the call, which was aborted: the destination may already have acted" +
-	" on the request (check there).\x02The instance was stopped while the tas" +
-	"k was deferred: a settlement by id is refused, but the work it waited fo" +
-	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
-	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
-	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
-	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
-	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
-	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
-	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
-	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
-	"redacted]\x02Message from the worker (its own words, protected values ma" +
-	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
-	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
-	"vision is a definition’s: choose the definition too.\x02Settlement date" +
-	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
-	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
-	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
-	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
-	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
-	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
-	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
-	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
-	"his address holds a parameter that cannot be read (a percent sign not fo" +
-	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose a place" +
-	", whose daylight saving time is followed, or a fixed offset from UTC." +
-	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
-	" did not apply (filters, the search box) and moves the focus back to the" +
-	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
-	"t until you resume. Pages where you type a reason (confirmations, and oc" +
-	"currences with a value to reveal) never reload on their own, nor does a " +
-	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
-	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
-	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
-	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
-	"t is until you resume.\x02Published process versions: their nodes, route" +
-	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
-	"Published process versions: their nodes, routes and pinned revisions, dr" +
-	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
-	"ished yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02C" +
-	"olumns follow the longest path from the start node. Solid arrows are suc" +
-	"cesses (labelled with their route), dashed ones failures (labelled with " +
-	"their error codes). Each box says how many of this version’s occurrences" +
-	" are at that node now.\x02Nodes\x02Nodes of this version, with their occ" +
-	"urrences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occ" +
-	"urrences now\x02Inputs from\x02No inputs: an instance starts with an emp" +
-	"ty object.\x02Inputs an instance of this version is started with\x02Inst" +
-	"ances of this version\x02Columns follow the longest path from the start " +
-	"node. Solid arrows are successes (labelled with their route), dashed one" +
-	"s failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
-	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
-	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
-	"t, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeou" +
-	"t %[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Coun" +
-	"ts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrat" +
-	"ors may reveal a sensitive value.\x02Say why you reveal this value: the " +
-	"reason is recorded with the reveal in the audit log.\x02Revealed by %[1]" +
-	"s at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cann" +
-	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
-	"evealed.\x02Secret values can never be revealed.\x02Every sensitive valu" +
-	"e an administrator revealed: who, when, which field and why. The values " +
-	"themselves are never kept.\x02Reveals, newest first\x02No value was reve" +
-	"aled.\x02none (revealed before reasons were asked for)\x02Method not all" +
-	"owed\x02This page does not accept that request.\x02This form was sent fr" +
-	"om another site: the console takes its forms from its own pages only. Op" +
-	"en the console and send it from there.\x02Search\x02Type an instance or " +
-	"occurrence id (a whole UUID, as the title of its page shows it), or a bu" +
-	"siness key.\x02Nothing to find: the search box is empty.\x02That is too " +
-	"long to be an id or a business key.\x02No instance has “%[1]s” as its bu" +
-	"siness key. A business key is found only whole and exactly as given, cap" +
-	"itals and accents included: a list shows a long one shortened, so copy i" +
-	"t from its instance’s page.\x02No instance or occurrence has the id “%[1" +
-	"]s”, and no instance has it as its business key. An ended instance is de" +
-	"leted, with its occurrences and attempts, once the retention period (REL" +
-	"AIS_RETENTION) has passed, or at once when an administrator erases it; t" +
-	"he audit log keeps the operator actions taken on it.\x02No instance has " +
-	"“%[1]s” as its business key, and it is not a whole id: the lists show " +
-	"the end of each id. Open the row, or copy its link, for the whole id." +
-	"\x02A token in the address is not used: you are signed in already. The a" +
-	"ddress has put it in your browser’s history, and perhaps in a proxy’s lo" +
-	"gs: if others may read them, have the token revoked and use a new one." +
-	"\x02A token in the address is not used: paste it in the field below. The" +
-	" address has put it in your browser’s history, and perhaps in a proxy’s " +
-	"logs: if others may read them, have the token revoked and use a new one." +
-	"\x02You are signed out.\x02The token you signed in with is revoked, and " +
-	"you are signed out: sign in with another one.\x02Your session had ended " +
-	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
-	"erver), so your last action was not applied. Sign in again, then repeat " +
-	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a token" +
-	" revoked or expired, or a restart of the server). Sign in again.\x02Sign" +
-	" in\x02Sign in with an operator, designer or administrator token.\x02Tok" +
-	"en\x02The token is checked once and never stored in your browser; a sess" +
-	"ion cookie stands for it for up to 8 hours of inactivity, and 12 hours a" +
-	"t most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your a" +
-	"ddress. Try again in %[1]d second.\x00H\x02Too many failed sign-ins from" +
-	" your address. Try again in %[1]d seconds.\x02Paste your token in the fi" +
-	"eld: it is empty.\x02This token is unknown, revoked or expired.\x02A %[1" +
-	"]s token cannot open the console: it is a worker’s token, for the API." +
-	"\x02Only administrators see this page: tokens, consumers, destinations, " +
-	"the reveal log and erasures are theirs.\x02Staff tokens (administrators," +
-	" designers, operators) that are not revoked. Consumer tokens are managed" +
-	" with their consumers. Revoking a token refuses its next request.\x02Sta" +
-	"ff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02" +
-	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke t" +
-	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
-	"used, and console sessions opened with it end. This cannot be undone: wh" +
-	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
-	"is the token you signed in with: revoking it signs you out. Its next req" +
-	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
-	"istrator token: create another one before revoking it.\x02The token “%[1" +
-	"]s” (%[2]s) was revoked: its next request is refused.\x02routing output" +
-	"\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at " +
-	"least %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81" +
-	"\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d cha" +
-	"racters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1" +
-	"]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item" +
-	"\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most " +
-	"%[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown" +
-	": the page shows the first %[2]d, the API's detail has them all.\x02not " +
-	"provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d item" +
-	"s\x02(in %[1]s)\x02(%[1]d characters in all)\x02null\x02unexpected value" +
-	"\x02Workers connected by a stream, and polling workers by their last fet" +
-	"ch. A worker is listed while it was seen within three heartbeats.\x02Wor" +
-	"kers seen within three heartbeats\x02Worker\x02Protocol\x02Definitions s" +
-	"erved\x02In flight\x02Connected\x02Last seen\x02No worker is connected." +
-	"\x02Workers serving %[1]s\x02All workers\x02No worker serves this defini" +
-	"tion.\x02stream\x02long polling\x02Camunda 7 facade\x02every revision it" +
-	"s consumer is granted\x02revisions %[1]s\x02no worker takes revision %[1" +
-	"]d\x02no worker takes revisions %[1]s\x02Occurrences of revision %[1]d w" +
-	"ait, and no live worker takes it: subscribe workers to it, with their co" +
-	"nsumers granted it (a worker naming no revision takes those its consumer" +
-	" is granted; a process version pins it).\x02Occurrences of revisions %[1" +
-	"]s wait, and no live worker takes them: subscribe workers to them, with " +
-	"their consumers granted them (a worker naming no revision takes those it" +
-	"s consumer is granted; a process version pins them).\x02No worker serves" +
-	" this definition: its occurrences wait until one connects or polls.\x02N" +
-	"o process uses this definition yet: it needs a worker once a process pul" +
-	"ls it.\x02No process pulls this definition: Relais calls its destination" +
-	"s (push), and it needs no worker.\x02No worker is connected for this def" +
-	"inition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02It " +
-	"takes every revision its consumer is granted.\x02Revisions they take: %[" +
-	"1]s; some take every revision their consumer is granted.\x02They take ev" +
-	"ery revision their consumer is granted.\x02It takes revision %[1]d only." +
-	"\x02They take revision %[1]d only.\x02It takes revisions %[1]s only.\x02" +
-	"They take revisions %[1]s only."
+	"very process.\x02Process\x02Version\x02Status\x02Business key\x02Error c" +
+	"ode\x02Held at a node of\x02Created from\x02Created to\x02Other criteria" +
+	"\x02any\x02By process and error code\x02Instances\x02The %[1]d largest g" +
+	"roups; the filter matches more.\x14\x01\x81\x01\x00\x02\xf5\x02\x02%[1]d" +
+	" of them is held at a push call that may have been carried out all the s" +
+	"ame: it ended outcome_unknown or deadline_exceeded (its answer was lost," +
+	" or came after the timeout), or invalid_outputs (the destination answere" +
+	"d a success whose outputs the contract refused). Check at the destinatio" +
+	"n that it did not act before retrying, or it acts twice (a card charged " +
+	"twice).\x00\xf6\x02\x02%[1]d of them are held at a push call that may ha" +
+	"ve been carried out all the same: it ended outcome_unknown or deadline_e" +
+	"xceeded (its answer was lost, or came after the timeout), or invalid_out" +
+	"puts (the destination answered a success whose outputs the contract refu" +
+	"sed). Check at the destination that it did not act before retrying, or i" +
+	"t acts twice (a card charged twice).\x14\x01\x81\x01\x00\x02\x8e\x01\x02" +
+	"%[1]d more held instance failed before any attempt (its inputs could not" +
+	" be built): it cannot be retried and is left out. Abandon or stop it." +
+	"\x00\x96\x01\x02%[1]d more held instances failed before any attempt (the" +
+	"ir inputs could not be built): they cannot be retried and are left out. " +
+	"Abandon or stop them.\x02Cannot act on this filter\x02Unknown consumer." +
+	"\x02Unknown destination “%[1]s”.\x02Did you mean “%[1]s”?\x02Process %[1" +
+	"]s has no version %[2]d.\x02No process has the key “%[1]s”.\x02No defini" +
+	"tion has the key “%[1]s”.\x02This filter takes the key of a definition: " +
+	"the one the node an instance is held at runs, not the node’s name.\x02De" +
+	"finition %[1]s has no revision %[2]d.\x02The confirmed count is missing:" +
+	" start again from the list.\x02The count changed since you confirmed it " +
+	"(it was %[1]d): instances were settled, retried or acted on meanwhile. N" +
+	"othing was done; check the new count and confirm again.\x02This bulk act" +
+	"ion was already applied (the form was sent again): its records are in th" +
+	"e audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s a" +
+	"pplied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
+	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
+	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
+	"ed after the count (settled, or acted on by someone else).\x02%[1]s (tok" +
+	"en #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance" +
+	"\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02E" +
+	"very retry, abandon and stop an operator applied, and every erasure an a" +
+	"dministrator made, with its reason. Reveals of sensitive values have the" +
+	"ir own log, which administrators read on the Reveals page (GET /api/v1/a" +
+	"udit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Appl" +
+	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
+	"\x02The process instance must be a whole instance id (a UUID): the lists" +
+	" show the end of each id; open the instance, or copy its link, for the w" +
+	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
+	", newest first\x02No bulk action has the id %[1]s: check the link, or op" +
+	"en the action from the audit log.\x14\x01\x81\x01\x00\x02g\x02Showing th" +
+	"e %[1]d instance bulk action %[2]s changed. While it runs, each reload s" +
+	"hows how far it got.\x00h\x02Showing the %[1]d instances bulk action %[2" +
+	"]s changed. While it runs, each reload shows how far it got.\x02Bulk %[1" +
+	"]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances coun" +
+	"ted, %[6]d skipped (they changed after the count). It ended %[7]s.\x02Bu" +
+	"lk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[4]d of" +
+	" the %[5]d instances counted (%[6]d skipped). What it applied stays; act" +
+	" on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s" +
+	", is running: %[4]d of the %[5]d instances counted done so far (%[6]d sk" +
+	"ipped). Each reload shows how far it got.\x02No progress since %[1]s: th" +
+	"e replica running it may have stopped. What it applied stays; act on the" +
+	" filter again for the rest.\x02Relais console\x02Language\x02Skip to con" +
+	"tent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find" +
+	" an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
+	"\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed " +
+	"in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02" +
+	"Display settings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s" +
+	" · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading " +
+	"paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pause relo" +
+	"ading\x02Not allowed\x02Your role can read definitions and processes onl" +
+	"y: external tasks and process instances are for operators and administra" +
+	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
+	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
+	"nal tasks\x02Back to sign-in\x02Back to definitions\x02Nothing exists at" +
+	" this address, or it is not visible to you.\x02Nothing exists at this ad" +
+	"dress, or it is not visible to you. An ended instance is deleted, with i" +
+	"ts occurrences and attempts, once the retention period (RELAIS_RETENTION" +
+	") has passed, or at once when an administrator erases it; the audit log " +
+	"keeps the operator actions taken on it.\x02“%[1]s” is not a whole id (a " +
+	"UUID): the lists show the end of each id; open the row, or copy its link" +
+	", for the whole id.\x02Not found\x02This instance was erased by %[1]s on" +
+	" %[2]s, for this reason: “%[3]s”. Its inputs, occurrences and attempts w" +
+	"ere deleted with it; the audit log keeps the operator actions taken on i" +
+	"t.\x02Form refused\x02This form was not sent from this console session, " +
+	"or it has expired: nothing was done. Open the form again and send it ane" +
+	"w.\x02Back to the form\x02Form too large\x02This form is larger than %[1" +
+	"]d KiB: nothing was done. Shorten what you typed and send it again.\x02F" +
+	"orm not received\x02This form did not arrive in time: nothing was done. " +
+	"Send it again.\x02This form could not be read: nothing was done. Send it" +
+	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
+	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
+	"le could not show this page. Try again; if it persists, give your admini" +
+	"strator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
+	"\x02The external services that take tasks, and the definitions each may " +
+	"take. Create consumers, change their grants and rotate their tokens thro" +
+	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
+	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
+	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
+	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revision " +
+	"%[2]s\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts " +
+	"appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
+	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
+	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
+	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
+	"change from one revision to another, and whom it may break.\x02From revi" +
+	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x02Lowers protection: %[1]s. Under the newer contr" +
+	"act these fields’ values are less protected than under the older one." +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
+	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
+	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
+	"of the URL's query and of the headers, and signing secrets, are sealed a" +
+	"nd never shown. Create and change destinations with relais apply (kind: " +
+	"Destination documents) or through the API (/api/v1/destinations), which " +
+	"also deletes them.\x02Destinations by name\x02masked value\x02URL\x02Hea" +
+	"ders sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02It" +
+	"s calls\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say w" +
+	"hy, for whoever reads the log later: at most %[1]d characters. It is kep" +
+	"t after the erasure, whatever the retention: write the request’s referen" +
+	"ce, not the person’s name.\x02Erase process instance %[1]s\x02Erase this" +
+	" instance now? It is deleted with its occurrences and their attempts, as" +
+	" retention would delete it.\x02Its inputs, outputs, business key and the" +
+	" workers’ messages go with it; this cannot be undone. The audit records " +
+	"naming it stay (who did what, and why), and so do backups until they exp" +
+	"ire.\x02Erase the instance\x02This instance is %[1]s: only an ended inst" +
+	"ance can be erased. Stop it first.\x02Erased: instance %[1]s is deleted " +
+	"(occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02Thi" +
+	"s instance had already been erased, by %[1]s at %[2]s; nothing changed a" +
+	"nd nothing was recorded.\x02on error\x02any other error\x02held for an o" +
+	"perator\x02an incident: retry, abandon or stop\x02end: completes the ins" +
+	"tance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %" +
+	"[2]s: %[3]s\x02Each definition’s queue and incidents now, and what its w" +
+	"orkers finished in the last hour: occurrences that ended completed or fa" +
+	"iled. An occurrence retried since counts where it ends next; a failed at" +
+	"tempt with attempts left is not counted, its occurrence’s page lists it." +
+	"\x02A held instance’s failed occurrence counts in both Held instances an" +
+	"d Failed.\x02Completions and failures, last hour\x02Definitions, those n" +
+	"eeding attention first\x02Definition\x02Open\x02Held instances\x02Failed" +
+	"\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last hour" +
+	"\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed" +
+	" every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
+	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
+	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
+	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
+	"s. The table after the chart gives each 5-minute slot.\x02Completed\x02T" +
+	"he chart’s numbers\x02Completions and failures per 5-minute slot, oldest" +
+	" first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
+	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
+	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
+	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02The version must be a whole number from 1.\x02" +
+	"A version is a process’s: choose the process too.\x02Creation date\x02Th" +
+	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
+	"case-sensitive\x02Act on every instance this filter matches\x02The next " +
+	"page counts them and asks for a reason before anything changes.\x02Proce" +
+	"ss instances, newest first\x02Instance\x02End node or error\x02No instan" +
+	"ce matches these filters.\x02All processes\x02Any definition\x02All stat" +
+	"uses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is th" +
+	"e status of an instance, not of a task: the Instances page lists the ins" +
+	"tances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02d" +
+	"eferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expire" +
+	"d\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
+	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
+	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
+	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
+	".\x02Relais never called the destination: the occurrence ended before an" +
+	"y call.\x02Relais keeps the destination’s status code only when it refus" +
+	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
+	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
+	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
+	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
+	"1/occurrences/%[3]s lists them all.\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
+	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
+	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
+	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
+	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
+	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
+	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
+	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
+	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
+	"atever the retention: write no customer data in it.\x02Available from" +
+	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
+	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
+	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
+	"ion’s answer could not be used: it must be one JSON object whose outputs" +
+	" member matches the revision’s outputs contract, and nothing after it. I" +
+	"ts message says what was wrong.\x02The destination did not answer within" +
+	" the call’s timeout: it may have acted all the same.\x02The destination " +
+	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
+	"the same, so check before retrying.\x02The destination did not answer wi" +
+	"thin the call’s timeout: it may have acted all the same, so check before" +
+	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
+	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
+	" attempts): the worker answered, and its answer must change, not its loc" +
+	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
+	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
+	" answered, and its answer must change, not its lock.\x02The last attempt" +
+	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
+	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
+	"deadline passed before a result arrived.\x02The result did not match the" +
+	" revision's outputs contract.\x02The answer to the call was lost (the co" +
+	"nnection broke after the request was sent, or Relais stopped or could no" +
+	"t reach its database before recording it): whether the destination acted" +
+	" is unknown, so Relais does not call it again by itself (an operator’s r" +
+	"etry does).\x02The call could not be prepared.\x02The destination could " +
+	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
+	"ttempt ended without a result (its lock expired, or its worker’s stream " +
+	"ended) with no attempt left.\x02The inputs could not be built from the p" +
+	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
+	" worker reported a failure with no retries left (retries: 0, no retries " +
+	"sent, which Camunda reads as 0, or a budget already spent): it is not ru" +
+	"n again.\x02The destination answered HTTP %[1]s.\x02No live worker takes" +
+	" %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the l" +
+	"ive workers of %[2]s declare inputs it does not have.\x02No live worker " +
+	"takes revision %[1]d: the live workers of %[2]s take revision %[3]d only" +
+	".\x02No live worker takes revision %[1]d: the live workers of %[2]s take" +
+	" revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s " +
+	"— %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiti" +
+	"ng for Relais to call the destination since %[1]s (%[2]s).\x02Waiting fo" +
+	"r a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (" +
+	"%[1]s) ended %[2]s without its result recorded: the replica making it ma" +
+	"y have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask th" +
+	"e destination whether it took effect.\x02Relais is calling the destinati" +
+	"on (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Res" +
+	"erved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same co" +
+	"nsumer, or a front end with a settle token, completes it later.\x02Compl" +
+	"eted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02" +
+	"Its instance went on along the node’s error path, and is held at a later" +
+	" node.\x02Its instance went on along the node’s error path.\x02Failed (%" +
+	"[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s" +
+	"”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02" +
+	"consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[" +
+	"1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferr" +
+	"ed; settled by %[2]s)\x02The instance was stopped while the worker held " +
+	"the task: its report is refused, but it may already have done the work." +
+	"\x02The instance was stopped during the call, which was aborted: the des" +
+	"tination may already have acted on the request (check there).\x02The ins" +
+	"tance was stopped while the task was deferred: a settlement by id is ref" +
+	"used, but the work it waited for may already be done.\x02%[1]s at %[2]s" +
+	"\x02Relais refused a report of this attempt at %[1]s (%[2]s) before taki" +
+	"ng another.\x02Relais refused %[1]s reports of this attempt, the last at" +
+	" %[2]s (%[3]s), before taking another.\x02Relais refused this attempt’s " +
+	"report at %[1]s (%[2]s): its worker answered, and the answer was not tak" +
+	"en.\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (" +
+	"%[3]s): its worker answered, and no answer was taken.\x02waiting\x02HTTP" +
+	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
+	"answer too large\x02unknown\x02[redacted]\x02Message from the worker (it" +
+	"s own words, protected values masked)\x02Message from Relais, quoting th" +
+	"e destination’s answer\x02Message from Relais\x02The revision must be a " +
+	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
+	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
+	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
+	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02inst" +
+	"ance held here\x02Totals of definition %[1]s, not narrowed by the other " +
+	"filters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02cla" +
+	"imable since\x02call in progress since\x02lock until\x02deferred since" +
+	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Ro" +
+	"ws %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fir" +
+	"st day comes after the last.\x02This address holds a parameter that cann" +
+	"ot be read (a percent sign not followed by two hexadecimal digits, or a " +
+	"semicolon): correct the address.\x02Unknown parameter “%[1]s” (did you m" +
+	"ean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is" +
+	" given %[2]d times: give it once.\x02The page cursor is invalid: go back" +
+	" to the first page.\x02These settings are kept in this browser only.\x02" +
+	"Show times in\x02The console runs no script, so it cannot read your comp" +
+	"uter’s time zone: choose a place, whose daylight saving time is followed" +
+	", or a fixed offset from UTC.\x02Reload lists and detail pages\x02A relo" +
+	"ad empties what you typed but did not apply (filters, the search box) an" +
+	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
+	"ry page that reloads, stops it until you resume. Pages where you type a " +
+	"reason (confirmations, and occurrences with a value to reveal) never rel" +
+	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
+	"thout saving\x02UTC (coordinated universal time)\x02Local time in %[1]s" +
+	"\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[" +
+	"1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloadin" +
+	"g paused: this page stays as it is until you resume.\x02Published proces" +
+	"s versions: their nodes, routes and pinned revisions, drawn, with where " +
+	"their occurrences are now.\x02Published process versions: their nodes, r" +
+	"outes and pinned revisions, drawn.\x02Processes by key\x02Versions, newe" +
+	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
+	"]s\x02Start node\x02Graph\x02Columns follow the longest path from the st" +
+	"art node. Solid arrows are successes (labelled with their route), dashed" +
+	" ones failures (labelled with their error codes). Each box says how many" +
+	" of this version’s occurrences are at that node now.\x02Nodes\x02Nodes o" +
+	"f this version, with their occurrences now\x02Kind\x02Pinned revision" +
+	"\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02No input" +
+	"s: an instance starts with an empty object.\x02Inputs an instance of thi" +
+	"s version is started with\x02Instances of this version\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes).\x02Nodes of this version\x02This version has %[1]d nodes: too man" +
+	"y to draw legibly (at most %[2]d). The table below lists every node with" +
+	" its routes and counts.\x02This version has %[1]d nodes: too many to dra" +
+	"w legibly (at most %[2]d). The table below lists every node with its rou" +
+	"tes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting " +
+	"at %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
+	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
+	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
+	"y why you reveal this value: the reason is recorded with the reveal in t" +
+	"he audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page sh" +
+	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
+	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
+	", which field and why. The values themselves are never kept.\x02Reveals," +
+	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
+	" were asked for)\x02Method not allowed\x02This page does not accept that" +
+	" request.\x02This form was sent from another site: the console takes its" +
+	" forms from its own pages only. Open the console and send it from there." +
+	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
+	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance has “%[1]s” as its business key. A business key is found" +
+	" only whole and exactly as given, capitals and accents included: a list " +
+	"shows a long one shortened, so copy it from its instance’s page.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02A token in the address is not used: " +
+	"you are signed in already. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
+	"ste it in the field below. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
+	"igned in with is revoked, and you are signed out: sign in with another o" +
+	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
+	"ed token or a restart of the server), so your last action was not applie" +
+	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
+	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
+	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
+	"or administrator token.\x02Token\x02The token is checked once and never " +
+	"stored in your browser; a session cookie stands for it for up to 8 hours" +
+	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
+	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
+	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
+	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
+	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
+	" a worker’s token, for the API.\x02Only administrators see this page: to" +
+	"kens, consumers, destinations, the reveal log and erasures are theirs." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
+	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
+	"t: subscribe workers to it, with their consumers granted it (a worker na" +
+	"ming no revision takes those its consumer is granted; a process version " +
+	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
+	"es them: subscribe workers to them, with their consumers granted them (a" +
+	" worker naming no revision takes those its consumer is granted; a proces" +
+	"s version pins them).\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No process uses this definition " +
+	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
+	" definition: Relais calls its destinations (push), and it needs no worke" +
+	"r.\x02No worker is connected for this definition; none of its occurrence" +
+	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
+	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
+	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
+	"their consumer is granted.\x02They take every revision their consumer is" +
+	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
+	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
+	"."
 
-var frIndex = []uint32{ // 813 elements
+var frIndex = []uint32{ // 814 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1660,217 +1662,217 @@ var frIndex = []uint32{ // 813 elements
 	0x000016c7, 0x00001747, 0x00001783, 0x000017c3,
 	0x0000181c, 0x0000185a, 0x00001898, 0x000018d5,
 	0x00001954, 0x0000199e, 0x00001a36, 0x00001a9f,
-	0x00001ad9, 0x00001b3a, 0x00001be3, 0x00001bef,
-	0x00001bf9, 0x00001c01, 0x00001c08, 0x00001c15,
-	0x00001c25, 0x00001c3d, 0x00001c50, 0x00001c64,
-	0x00001c85, 0x00001c8f, 0x00001cd7, 0x0000208c,
-	0x00002238, 0x0000225a, 0x00002270, 0x00002296,
+	0x00001ad9, 0x00001b3a, 0x00001be3, 0x00001bed,
+	0x00001bf5, 0x00001bfc, 0x00001c09, 0x00001c19,
+	0x00001c31, 0x00001c44, 0x00001c58, 0x00001c69,
+	0x00001c75, 0x00001c96, 0x00001ca0, 0x00001ce8,
+	0x0000209d, 0x00002249, 0x0000226b, 0x00002281,
 	// Entry 60 - 7F
-	0x000022bc, 0x000022eb, 0x0000231a, 0x0000234c,
-	0x000023cd, 0x00002400, 0x00002435, 0x0000251d,
-	0x000025c6, 0x0000263b, 0x0000271e, 0x0000273e,
-	0x00002744, 0x00002748, 0x0000274f, 0x00002755,
-	0x0000276b, 0x0000278b, 0x0000279b, 0x000027a6,
-	0x000027b8, 0x000028ce, 0x000028d6, 0x000028f1,
-	0x000028f4, 0x000028f7, 0x0000290d, 0x00002928,
-	0x00002954, 0x00002967, 0x00002a3a, 0x00002a83,
+	0x000022a7, 0x000022cd, 0x000022fc, 0x0000232b,
+	0x0000235d, 0x000023de, 0x00002411, 0x00002446,
+	0x0000252e, 0x000025d7, 0x0000264c, 0x0000272f,
+	0x0000274f, 0x00002755, 0x00002759, 0x00002760,
+	0x00002766, 0x0000277c, 0x0000279c, 0x000027ac,
+	0x000027b7, 0x000027c9, 0x000028df, 0x000028e7,
+	0x00002902, 0x00002905, 0x00002908, 0x0000291e,
+	0x00002939, 0x00002965, 0x00002978, 0x00002a4b,
 	// Entry 80 - 9F
-	0x00002ab9, 0x00002b35, 0x00002c56, 0x00002d1a,
-	0x00002e15, 0x00002edb, 0x00002f92, 0x00002fa1,
-	0x00002fa8, 0x00002fb9, 0x00002fcf, 0x00002fd5,
-	0x00002fe6, 0x00002ff0, 0x00003017, 0x00003033,
-	0x0000303b, 0x00003048, 0x00003054, 0x00003062,
-	0x0000306f, 0x00003076, 0x00003084, 0x000030a8,
-	0x000030b8, 0x000030d0, 0x000030f1, 0x00003123,
-	0x0000315f, 0x00003199, 0x000031af, 0x000031c9,
+	0x00002a94, 0x00002aca, 0x00002b46, 0x00002c67,
+	0x00002d2b, 0x00002e26, 0x00002eec, 0x00002fa3,
+	0x00002fb2, 0x00002fb9, 0x00002fca, 0x00002fe0,
+	0x00002fe6, 0x00002ff7, 0x00003001, 0x00003028,
+	0x00003044, 0x0000304c, 0x00003059, 0x00003065,
+	0x00003073, 0x00003080, 0x00003087, 0x00003095,
+	0x000030b9, 0x000030c9, 0x000030e1, 0x00003102,
+	0x00003134, 0x00003170, 0x000031aa, 0x000031c0,
 	// Entry A0 - BF
-	0x000031fb, 0x00003215, 0x00003224, 0x000032d8,
-	0x000032ea, 0x0000336a, 0x00003386, 0x0000339d,
-	0x000033b5, 0x000033f8, 0x00003546, 0x000035ff,
-	0x0000360b, 0x000036f6, 0x00003709, 0x000037ae,
-	0x000037c3, 0x000037de, 0x0000385a, 0x0000386f,
-	0x000038cc, 0x00003922, 0x0000393e, 0x00003995,
-	0x000039ad, 0x00003a45, 0x00003a6a, 0x00003a84,
-	0x00003b75, 0x00003ba3, 0x00003ba6, 0x00003baa,
+	0x000031da, 0x0000320c, 0x00003226, 0x00003235,
+	0x000032e9, 0x000032fb, 0x0000337b, 0x00003397,
+	0x000033ae, 0x000033c6, 0x00003409, 0x00003557,
+	0x00003610, 0x0000361c, 0x00003707, 0x0000371a,
+	0x000037bf, 0x000037d4, 0x000037ef, 0x0000386b,
+	0x00003880, 0x000038dd, 0x00003933, 0x0000394f,
+	0x000039a6, 0x000039be, 0x00003a56, 0x00003a7b,
+	0x00003a95, 0x00003b86, 0x00003bb4, 0x00003bb7,
 	// Entry C0 - DF
-	0x00003bb1, 0x00003bbb, 0x00003bc1, 0x00003bc9,
-	0x00003bcf, 0x00003bd9, 0x00003bfa, 0x00003c13,
-	0x00003c26, 0x00003c5e, 0x00003c78, 0x00003c93,
-	0x00003cf9, 0x00003d2b, 0x00003d31, 0x00003d36,
-	0x00003d42, 0x00003d51, 0x00003d5d, 0x00003d69,
-	0x00003d7b, 0x00003d8c, 0x00003e10, 0x00003e22,
-	0x00003e39, 0x00003e44, 0x00003e99, 0x00003ea6,
-	0x00003ecb, 0x00003ed7, 0x00003ee1, 0x00003ee7,
+	0x00003bbb, 0x00003bc2, 0x00003bcc, 0x00003bd2,
+	0x00003bda, 0x00003be0, 0x00003bea, 0x00003c0b,
+	0x00003c24, 0x00003c37, 0x00003c6f, 0x00003c89,
+	0x00003ca4, 0x00003d0a, 0x00003d3c, 0x00003d42,
+	0x00003d47, 0x00003d53, 0x00003d62, 0x00003d6e,
+	0x00003d7a, 0x00003d8c, 0x00003d9d, 0x00003e21,
+	0x00003e33, 0x00003e4a, 0x00003e55, 0x00003eaa,
+	0x00003eb7, 0x00003edc, 0x00003ee8, 0x00003ef2,
 	// Entry E0 - FF
-	0x00003ef3, 0x00003f0b, 0x00003f5d, 0x00003f6d,
-	0x00003f7d, 0x00003f86, 0x00003f91, 0x00003f99,
-	0x00003fb9, 0x00003fdb, 0x00004003, 0x0000400c,
-	0x0000401c, 0x0000403c, 0x00004044, 0x00004053,
-	0x00004072, 0x0000409d, 0x000040c3, 0x000040d3,
-	0x000040dd, 0x000040e7, 0x00004106, 0x00004124,
-	0x000041fc, 0x0000421a, 0x0000425e, 0x0000429b,
-	0x000042ce, 0x000042fe, 0x00004387, 0x000043b3,
+	0x00003ef8, 0x00003f04, 0x00003f1c, 0x00003f6e,
+	0x00003f7e, 0x00003f8e, 0x00003f97, 0x00003fa2,
+	0x00003faa, 0x00003fca, 0x00003fec, 0x00004014,
+	0x0000401d, 0x0000402d, 0x0000404d, 0x00004055,
+	0x00004064, 0x00004083, 0x000040ae, 0x000040d4,
+	0x000040e4, 0x000040ee, 0x000040f8, 0x00004117,
+	0x00004135, 0x0000420d, 0x0000422b, 0x0000426f,
+	0x000042ac, 0x000042df, 0x0000430f, 0x00004398,
 	// Entry 100 - 11F
-	0x000043e3, 0x00004405, 0x00004420, 0x0000443b,
-	0x00004457, 0x00004473, 0x00004489, 0x000044a3,
-	0x000044da, 0x00004510, 0x00004530, 0x0000454f,
-	0x00004556, 0x000045c0, 0x000045d6, 0x000045db,
-	0x000045ef, 0x00004607, 0x0000462c, 0x0000465a,
-	0x0000467f, 0x00004699, 0x000047e2, 0x000047f7,
-	0x00004807, 0x0000480b, 0x0000481e, 0x0000482d,
-	0x00004844, 0x00004853, 0x0000485a, 0x00004865,
+	0x000043c4, 0x000043f4, 0x00004416, 0x00004431,
+	0x0000444c, 0x00004468, 0x00004484, 0x0000449a,
+	0x000044b4, 0x000044eb, 0x00004521, 0x00004541,
+	0x00004560, 0x00004567, 0x000045d1, 0x000045e7,
+	0x000045ec, 0x00004600, 0x00004618, 0x0000463d,
+	0x0000466b, 0x00004690, 0x000046aa, 0x000047f3,
+	0x00004808, 0x00004818, 0x0000481c, 0x0000482f,
+	0x0000483e, 0x00004855, 0x00004864, 0x0000486b,
 	// Entry 120 - 13F
-	0x00004887, 0x0000489b, 0x00004979, 0x000049a1,
-	0x00004a2a, 0x00004b30, 0x00004b45, 0x00004bab,
-	0x00004c30, 0x00004ca5, 0x00004cb7, 0x00004cca,
-	0x00004ce6, 0x00004d13, 0x00004d30, 0x00004d53,
-	0x00004d5e, 0x00004d69, 0x00004d80, 0x00004ee7,
-	0x00004f58, 0x00004f7f, 0x00004fbd, 0x00004fc9,
-	0x00004fd2, 0x00004fe6, 0x00004ff0, 0x00005017,
-	0x00005033, 0x0000504e, 0x0000507e, 0x000050bd,
+	0x00004876, 0x00004898, 0x000048ac, 0x0000498a,
+	0x000049b2, 0x00004a3b, 0x00004b41, 0x00004b56,
+	0x00004bbc, 0x00004c41, 0x00004cb6, 0x00004cc8,
+	0x00004cdb, 0x00004cf7, 0x00004d24, 0x00004d41,
+	0x00004d64, 0x00004d6f, 0x00004d7a, 0x00004d91,
+	0x00004ef8, 0x00004f69, 0x00004f90, 0x00004fce,
+	0x00004fda, 0x00004fe3, 0x00004ff7, 0x00005001,
+	0x00005028, 0x00005044, 0x0000505f, 0x0000508f,
 	// Entry 140 - 15F
-	0x000050d8, 0x000050e7, 0x000050f8, 0x00005119,
-	0x00005184, 0x0000519c, 0x000051e3, 0x0000524e,
-	0x00005259, 0x00005273, 0x000052bd, 0x000052c5,
-	0x000052d3, 0x000052e3, 0x0000530d, 0x00005336,
-	0x00005346, 0x00005365, 0x00005371, 0x0000538a,
-	0x00005395, 0x000053a2, 0x000053b1, 0x000053b9,
-	0x000053c3, 0x000053cb, 0x000053d3, 0x000053d9,
-	0x000053e0, 0x000053e5, 0x000053ea, 0x000053ee,
+	0x000050ce, 0x000050e9, 0x000050f8, 0x00005109,
+	0x0000512a, 0x00005195, 0x000051ad, 0x000051f4,
+	0x0000525f, 0x0000526a, 0x00005284, 0x000052ce,
+	0x000052d6, 0x000052e4, 0x000052f4, 0x0000531e,
+	0x00005347, 0x00005357, 0x00005376, 0x00005382,
+	0x0000539b, 0x000053a6, 0x000053b3, 0x000053c2,
+	0x000053ca, 0x000053d4, 0x000053dc, 0x000053e4,
+	0x000053ea, 0x000053f1, 0x000053f6, 0x000053fb,
 	// Entry 160 - 17F
-	0x000053f3, 0x000053f9, 0x000053ff, 0x00005405,
-	0x0000540a, 0x0000540f, 0x00005415, 0x0000541f,
-	0x0000543f, 0x00005461, 0x00005485, 0x000054ab,
-	0x000054b4, 0x000054d0, 0x000054d9, 0x000054f1,
-	0x000054fa, 0x0000554e, 0x0000556e, 0x00005574,
-	0x0000557f, 0x00005585, 0x00005593, 0x0000559e,
-	0x000055ac, 0x000055df, 0x00005603, 0x00005632,
-	0x0000567b, 0x00005682, 0x00005698, 0x0000570b,
+	0x000053ff, 0x00005404, 0x0000540a, 0x00005410,
+	0x00005416, 0x0000541b, 0x00005420, 0x00005426,
+	0x00005430, 0x00005450, 0x00005472, 0x00005496,
+	0x000054bc, 0x000054c5, 0x000054e1, 0x000054ea,
+	0x00005502, 0x0000550b, 0x0000555f, 0x0000557f,
+	0x00005585, 0x00005590, 0x00005596, 0x000055a4,
+	0x000055af, 0x000055bd, 0x000055f0, 0x00005614,
+	0x00005643, 0x0000568c, 0x00005693, 0x000056a9,
 	// Entry 180 - 19F
-	0x00005731, 0x0000574b, 0x00005833, 0x000059c2,
-	0x00005ac9, 0x00005b19, 0x00005b4a, 0x00005b7d,
-	0x00005bac, 0x00005bb7, 0x00005bbb, 0x00005bcd,
-	0x00005be2, 0x00005bf0, 0x00005bfd, 0x00005c12,
-	0x00005c25, 0x00005c50, 0x00005c7d, 0x00005cb4,
-	0x00005cfe, 0x00005d10, 0x00005d48, 0x00005d5f,
-	0x00005d76, 0x00005daa, 0x00005df4, 0x00005e29,
-	0x00005e32, 0x00005e49, 0x00005e77, 0x00005e8a,
+	0x0000571c, 0x00005742, 0x0000575c, 0x00005844,
+	0x000059d3, 0x00005ada, 0x00005b2a, 0x00005b5b,
+	0x00005b8e, 0x00005bbd, 0x00005bc8, 0x00005bcc,
+	0x00005bde, 0x00005bf3, 0x00005c01, 0x00005c0e,
+	0x00005c23, 0x00005c36, 0x00005c61, 0x00005c8e,
+	0x00005cc5, 0x00005d0f, 0x00005d21, 0x00005d59,
+	0x00005d70, 0x00005d87, 0x00005dbb, 0x00005e05,
+	0x00005e3a, 0x00005e43, 0x00005e5a, 0x00005e88,
 	// Entry 1A0 - 1BF
-	0x00005e9c, 0x00005ead, 0x00005ef9, 0x00005f73,
-	0x00005f97, 0x00005fa2, 0x00005fad, 0x00005fb8,
-	0x00005fc2, 0x00005fcc, 0x00005fd5, 0x00005fde,
-	0x00005fe7, 0x00005ff0, 0x00005ff9, 0x00006000,
-	0x0000600e, 0x00006014, 0x0000601b, 0x00006022,
-	0x0000602b, 0x00006030, 0x0000603e, 0x00006044,
-	0x0000604a, 0x00006050, 0x00006058, 0x00006061,
-	0x0000606a, 0x0000607d, 0x0000608e, 0x000060b1,
+	0x00005e9b, 0x00005ead, 0x00005ebe, 0x00005f0a,
+	0x00005f84, 0x00005fa8, 0x00005fb3, 0x00005fbe,
+	0x00005fc9, 0x00005fd3, 0x00005fdd, 0x00005fe6,
+	0x00005fef, 0x00005ff8, 0x00006001, 0x0000600a,
+	0x00006011, 0x0000601f, 0x00006025, 0x0000602c,
+	0x00006033, 0x0000603c, 0x00006041, 0x0000604f,
+	0x00006055, 0x0000605b, 0x00006061, 0x00006069,
+	0x00006072, 0x0000607b, 0x0000608e, 0x0000609f,
 	// Entry 1C0 - 1DF
-	0x000060d2, 0x000060e1, 0x000060ec, 0x000060f7,
-	0x00006104, 0x00006108, 0x0000610c, 0x0000611a,
-	0x00006128, 0x00006136, 0x00006156, 0x00006169,
-	0x00006182, 0x00006197, 0x000061a8, 0x000061ba,
-	0x000061cc, 0x000061d2, 0x000061d9, 0x000061e1,
-	0x000061e9, 0x00006207, 0x00006225, 0x0000623c,
-	0x00006251, 0x00006262, 0x00006268, 0x00006281,
-	0x0000628c, 0x000062c0, 0x000062cd, 0x000062eb,
+	0x000060c2, 0x000060e3, 0x000060f2, 0x000060fd,
+	0x00006108, 0x00006115, 0x00006119, 0x0000611d,
+	0x0000612b, 0x00006139, 0x00006147, 0x00006167,
+	0x0000617a, 0x00006193, 0x000061a8, 0x000061b9,
+	0x000061cb, 0x000061dd, 0x000061e3, 0x000061ea,
+	0x000061f2, 0x000061fa, 0x00006218, 0x00006236,
+	0x0000624d, 0x00006262, 0x00006273, 0x00006279,
+	0x00006292, 0x0000629d, 0x000062d1, 0x000062de,
 	// Entry 1E0 - 1FF
-	0x000062f9, 0x00006302, 0x00006309, 0x00006324,
-	0x0000632e, 0x00006341, 0x0000637b, 0x00006384,
-	0x00006393, 0x000063f7, 0x00006403, 0x0000640d,
-	0x0000643d, 0x00006498, 0x0000657f, 0x0000658a,
-	0x000065bd, 0x000065fb, 0x00006674, 0x00006679,
-	0x00006699, 0x000066b6, 0x000066d6, 0x000066eb,
-	0x0000672c, 0x00006737, 0x00006741, 0x0000676a,
-	0x000067df, 0x000067f0, 0x0000682d, 0x00006861,
+	0x000062fc, 0x0000630a, 0x00006313, 0x0000631a,
+	0x00006335, 0x0000633f, 0x00006352, 0x0000638c,
+	0x00006395, 0x000063a4, 0x00006408, 0x00006414,
+	0x0000641e, 0x0000644e, 0x000064a9, 0x00006590,
+	0x0000659b, 0x000065ce, 0x0000660c, 0x00006685,
+	0x0000668a, 0x000066aa, 0x000066c7, 0x000066e7,
+	0x000066fc, 0x0000673d, 0x00006748, 0x00006752,
+	0x0000677b, 0x000067f0, 0x00006801, 0x0000683e,
 	// Entry 200 - 21F
-	0x000068c2, 0x0000690c, 0x0000691a, 0x00006956,
-	0x00006980, 0x000069c5, 0x000069ed, 0x00006a2c,
-	0x00006a4d, 0x00006a8b, 0x00006acb, 0x00006aeb,
-	0x00006b2c, 0x00006b56, 0x00006b7d, 0x00006c00,
-	0x00006c18, 0x00006c2c, 0x00006c43, 0x00006c51,
-	0x00006c5c, 0x00006c7f, 0x00006cbd, 0x00006cdc,
-	0x00006cf8, 0x00006d66, 0x00006e38, 0x00006e97,
-	0x00006f1c, 0x00006f99, 0x000070ad, 0x000071b0,
+	0x00006872, 0x000068d3, 0x0000691d, 0x0000692b,
+	0x00006967, 0x00006991, 0x000069d6, 0x000069fe,
+	0x00006a3d, 0x00006a5e, 0x00006a9c, 0x00006adc,
+	0x00006afc, 0x00006b3d, 0x00006b67, 0x00006b8e,
+	0x00006c11, 0x00006c29, 0x00006c3d, 0x00006c54,
+	0x00006c62, 0x00006c6d, 0x00006c90, 0x00006cce,
+	0x00006ced, 0x00006d09, 0x00006d77, 0x00006e49,
+	0x00006ea8, 0x00006f2d, 0x00006faa, 0x000070be,
 	// Entry 220 - 23F
-	0x000071f7, 0x00007284, 0x000072c4, 0x0000730a,
-	0x00007457, 0x0000747f, 0x000074a2, 0x000074d9,
-	0x0000756a, 0x000075bd, 0x000075e6, 0x000076c8,
-	0x000076ee, 0x00007735, 0x000077b9, 0x00007834,
-	0x000078b1, 0x000078d9, 0x00007901, 0x00007948,
-	0x00007992, 0x000079c5, 0x000079d8, 0x00007ae0,
-	0x00007b0e, 0x00007b4a, 0x00007b60, 0x00007bf4,
-	0x00007c07, 0x00007c44, 0x00007c9d, 0x00007cd9,
+	0x000071c1, 0x00007208, 0x00007295, 0x000072d5,
+	0x0000731b, 0x00007468, 0x00007490, 0x000074b3,
+	0x000074ea, 0x0000757b, 0x000075ce, 0x000075f7,
+	0x000076d9, 0x000076ff, 0x00007746, 0x000077ca,
+	0x00007845, 0x000078c2, 0x000078ea, 0x00007912,
+	0x00007959, 0x000079a3, 0x000079d6, 0x000079e9,
+	0x00007af1, 0x00007b1f, 0x00007b5b, 0x00007b71,
+	0x00007c05, 0x00007c18, 0x00007c55, 0x00007cae,
 	// Entry 240 - 25F
-	0x00007cec, 0x00007d40, 0x00007d75, 0x00007d87,
-	0x00007d9e, 0x00007ddd, 0x00007e2f, 0x00007e5b,
-	0x00007ef8, 0x00007f9e, 0x0000804b, 0x0000805b,
-	0x000080bb, 0x0000812c, 0x000081b1, 0x00008246,
-	0x00008251, 0x0000826e, 0x0000828d, 0x0000829e,
-	0x000082b8, 0x000082c1, 0x000082cb, 0x00008319,
-	0x0000835e, 0x0000837d, 0x000083b2, 0x00008403,
-	0x00008414, 0x0000845e, 0x00008474, 0x00008488,
+	0x00007cea, 0x00007cfd, 0x00007d51, 0x00007d86,
+	0x00007d98, 0x00007daf, 0x00007dee, 0x00007e40,
+	0x00007e6c, 0x00007f09, 0x00007faf, 0x0000805c,
+	0x0000806c, 0x000080cc, 0x0000813d, 0x000081c2,
+	0x00008257, 0x00008262, 0x0000827f, 0x0000829e,
+	0x000082af, 0x000082c9, 0x000082d2, 0x000082dc,
+	0x0000832a, 0x0000836f, 0x0000838e, 0x000083c3,
+	0x00008414, 0x00008425, 0x0000846f, 0x00008485,
 	// Entry 260 - 27F
-	0x000084a1, 0x000084b7, 0x000084e1, 0x000084e9,
-	0x000084fc, 0x00008503, 0x0000851e, 0x0000853e,
-	0x0000856e, 0x00008585, 0x0000859b, 0x000085d3,
-	0x0000860e, 0x0000863a, 0x0000868e, 0x0000869f,
-	0x000086b9, 0x000086c4, 0x000086d8, 0x000086ea,
-	0x00008700, 0x00008712, 0x00008724, 0x0000872a,
-	0x0000873c, 0x0000874a, 0x00008759, 0x00008765,
-	0x0000877b, 0x000087a5, 0x000087d8, 0x00008880,
+	0x00008499, 0x000084b2, 0x000084c8, 0x000084f2,
+	0x000084fa, 0x0000850d, 0x00008514, 0x0000852f,
+	0x0000854f, 0x0000857f, 0x00008596, 0x000085ac,
+	0x000085e4, 0x0000861f, 0x0000864b, 0x0000869f,
+	0x000086b0, 0x000086ca, 0x000086d5, 0x000086e9,
+	0x000086fb, 0x00008711, 0x00008723, 0x00008735,
+	0x0000873b, 0x0000874d, 0x0000875b, 0x0000876a,
+	0x00008776, 0x0000878c, 0x000087b6, 0x000087e9,
 	// Entry 280 - 29F
-	0x000088d0, 0x000088f8, 0x0000894a, 0x0000898c,
-	0x000089c8, 0x000089df, 0x00008aa9, 0x00008ad6,
-	0x00008c90, 0x00008caa, 0x00008cc3, 0x00008ce4,
-	0x00008cfb, 0x00008d28, 0x00008d2f, 0x00008d49,
-	0x00008d6f, 0x00008d84, 0x00008dde, 0x00008e73,
-	0x00008ed6, 0x00008ee9, 0x00008f10, 0x00008f38,
-	0x00008f46, 0x00008f56, 0x00008f67, 0x00008f6e,
-	0x000090a4, 0x000090ab, 0x000090e5, 0x000090ea,
+	0x00008891, 0x000088e1, 0x00008909, 0x0000895b,
+	0x0000899d, 0x000089d9, 0x000089f0, 0x00008aba,
+	0x00008ae7, 0x00008ca1, 0x00008cbb, 0x00008cd4,
+	0x00008cf5, 0x00008d0c, 0x00008d39, 0x00008d40,
+	0x00008d5a, 0x00008d80, 0x00008d95, 0x00008def,
+	0x00008e84, 0x00008ee7, 0x00008efa, 0x00008f21,
+	0x00008f49, 0x00008f57, 0x00008f67, 0x00008f78,
+	0x00008f7f, 0x000090b5, 0x000090bc, 0x000090f6,
 	// Entry 2A0 - 2BF
-	0x000090ff, 0x00009113, 0x00009125, 0x0000913b,
-	0x0000914b, 0x00009188, 0x000091c8, 0x000091e3,
-	0x000092b8, 0x000092d0, 0x00009371, 0x00009400,
-	0x00009410, 0x000094ea, 0x000095ac, 0x000095b1,
-	0x000095c1, 0x000095cf, 0x000095df, 0x000095ef,
-	0x000095fd, 0x0000960d, 0x00009617, 0x00009640,
-	0x0000965a, 0x00009675, 0x00009703, 0x00009741,
-	0x00009752, 0x0000975f, 0x0000977a, 0x0000978e,
+	0x000090fb, 0x00009110, 0x00009124, 0x00009136,
+	0x0000914c, 0x0000915c, 0x00009199, 0x000091d9,
+	0x000091f4, 0x000092c9, 0x000092e1, 0x00009382,
+	0x00009411, 0x00009421, 0x000094fb, 0x000095bd,
+	0x000095c2, 0x000095d2, 0x000095e0, 0x000095f0,
+	0x00009600, 0x0000960e, 0x0000961e, 0x00009628,
+	0x00009651, 0x0000966b, 0x00009686, 0x00009714,
+	0x00009752, 0x00009763, 0x00009770, 0x0000978b,
 	// Entry 2C0 - 2DF
-	0x000097ac, 0x000097f7, 0x00009838, 0x000098ae,
-	0x000098f4, 0x0000990d, 0x00009925, 0x00009978,
-	0x000099b3, 0x00009a4b, 0x00009a77, 0x00009a9d,
-	0x00009ad1, 0x00009ae9, 0x00009b14, 0x00009bbd,
-	0x00009bc7, 0x00009c4f, 0x00009c84, 0x00009cc5,
-	0x00009daa, 0x00009f25, 0x00009ffe, 0x0000a113,
-	0x0000a22f, 0x0000a248, 0x0000a2c4, 0x0000a38d,
-	0x0000a416, 0x0000a423, 0x0000a475, 0x0000a47b,
+	0x0000979f, 0x000097bd, 0x00009808, 0x00009849,
+	0x000098bf, 0x00009905, 0x0000991e, 0x00009936,
+	0x00009989, 0x000099c4, 0x00009a5c, 0x00009a88,
+	0x00009aae, 0x00009ae2, 0x00009afa, 0x00009b25,
+	0x00009bce, 0x00009bd8, 0x00009c60, 0x00009c95,
+	0x00009cd6, 0x00009dbb, 0x00009f36, 0x0000a00f,
+	0x0000a124, 0x0000a240, 0x0000a259, 0x0000a2d5,
+	0x0000a39e, 0x0000a427, 0x0000a434, 0x0000a486,
 	// Entry 2E0 - 2FF
-	0x0000a52f, 0x0000a5df, 0x0000a611, 0x0000a63d,
-	0x0000a6a6, 0x0000a74d, 0x0000a80f, 0x0000a83f,
-	0x0000a84c, 0x0000a852, 0x0000a868, 0x0000a873,
-	0x0000a87a, 0x0000a885, 0x0000a893, 0x0000a8a0,
-	0x0000a8ae, 0x0000a8c7, 0x0000a8f4, 0x0000a99d,
-	0x0000a9b0, 0x0000a9ba, 0x0000aa49, 0x0000aaaa,
-	0x0000ab06, 0x0000ab18, 0x0000ab32, 0x0000ab45,
-	0x0000ab83, 0x0000abbf, 0x0000abdc, 0x0000abe9,
+	0x0000a48c, 0x0000a540, 0x0000a5f0, 0x0000a622,
+	0x0000a64e, 0x0000a6b7, 0x0000a75e, 0x0000a820,
+	0x0000a850, 0x0000a85d, 0x0000a863, 0x0000a879,
+	0x0000a884, 0x0000a88b, 0x0000a896, 0x0000a8a4,
+	0x0000a8b1, 0x0000a8bf, 0x0000a8d8, 0x0000a905,
+	0x0000a9ae, 0x0000a9c1, 0x0000a9cb, 0x0000aa5a,
+	0x0000aabb, 0x0000ab17, 0x0000ab29, 0x0000ab43,
+	0x0000ab56, 0x0000ab94, 0x0000abd0, 0x0000abed,
 	// Entry 300 - 31F
-	0x0000abf7, 0x0000ac05, 0x0000ac15, 0x0000ac51,
-	0x0000ac8b, 0x0000ad08, 0x0000ad13, 0x0000ad3d,
-	0x0000ad4a, 0x0000ad66, 0x0000ad6a, 0x0000ad7c,
-	0x0000ae3e, 0x0000ae71, 0x0000ae7c, 0x0000ae86,
-	0x0000ae9b, 0x0000aea4, 0x0000aeae, 0x0000aec3,
-	0x0000aee7, 0x0000af01, 0x0000af16, 0x0000af42,
-	0x0000af47, 0x0000af5c, 0x0000af6e, 0x0000afa3,
-	0x0000afb4, 0x0000afe1, 0x0000b010, 0x0000b132,
+	0x0000abfa, 0x0000ac08, 0x0000ac16, 0x0000ac26,
+	0x0000ac62, 0x0000ac9c, 0x0000ad19, 0x0000ad24,
+	0x0000ad4e, 0x0000ad5b, 0x0000ad77, 0x0000ad7b,
+	0x0000ad8d, 0x0000ae4f, 0x0000ae82, 0x0000ae8d,
+	0x0000ae97, 0x0000aeac, 0x0000aeb5, 0x0000aebf,
+	0x0000aed4, 0x0000aef8, 0x0000af12, 0x0000af27,
+	0x0000af53, 0x0000af58, 0x0000af6d, 0x0000af7f,
+	0x0000afb4, 0x0000afc5, 0x0000aff2, 0x0000b021,
 	// Entry 320 - 33F
-	0x0000b254, 0x0000b2ca, 0x0000b355, 0x0000b3e4,
-	0x0000b44b, 0x0000b48d, 0x0000b4d5, 0x0000b548,
-	0x0000b590, 0x0000b5be, 0x0000b5ec, 0x0000b61f,
-	0x0000b652,
-} // Size: 3276 bytes
+	0x0000b143, 0x0000b265, 0x0000b2db, 0x0000b366,
+	0x0000b3f5, 0x0000b45c, 0x0000b49e, 0x0000b4e6,
+	0x0000b559, 0x0000b5a1, 0x0000b5cf, 0x0000b5fd,
+	0x0000b630, 0x0000b663,
+} // Size: 3280 bytes
 
-const frData string = "" + // Size: 46674 bytes
+const frData string = "" + // Size: 46691 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1972,580 +1974,581 @@ const frData string = "" + // Size: 46674 bytes
 	"uelle cette action s’applique ne correspond au filtre.\x02Aucun processu" +
 	"s, aucune clé métier, aucun code d’erreur ni date de création ne restrei" +
 	"nt ce filtre\u202f: l’action s’applique aux instances de tous les proces" +
-	"sus.\x02sans filtre\x02Processus\x02Version\x02Statut\x02Clé métier\x02C" +
-	"ode d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu" +
-	"’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d groupe" +
-	"s les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01" +
-	"\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée à un appel push qui " +
-	"a peut-être été exécuté malgré tout\u202f: il s’est terminé par outcome_" +
-	"unknown ou deadline_exceeded (sa réponse a été perdue, ou est arrivée ap" +
-	"rès le délai), ou par invalid_outputs (la destination a répondu un succè" +
-	"s dont le contrat a refusé les sorties). Vérifiez auprès de la destinati" +
-	"on qu’elle n’a pas agi avant de reprendre, sinon elle agira deux fois (u" +
-	"ne carte débitée deux fois).\x00\xd6\x03\x02%[1]d d’entre elles sont blo" +
-	"quées à un appel push qui a peut-être été exécuté malgré tout\u202f: il " +
-	"s’est terminé par outcome_unknown ou deadline_exceeded (sa réponse a été" +
-	" perdue, ou est arrivée après le délai), ou par invalid_outputs (la dest" +
-	"ination a répondu un succès dont le contrat a refusé les sorties). Vérif" +
-	"iez auprès de la destination qu’elle n’a pas agi avant de reprendre, sin" +
-	"on elle agira deux fois (une carte débitée deux fois).\x14\x01\x81\x01" +
-	"\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant toute te" +
-	"ntative (ses entrées n’ont pas pu être construites)\u202f: elle ne peut " +
-	"pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00" +
-	"\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute tenta" +
-	"tive (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuve" +
-	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
-	"les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02Dest" +
-	"ination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-vous dire «\u202f%[1]s" +
-	"\u202f»\u202f?\x02Le processus %[1]s n’a pas de version %[2]d.\x02Aucun " +
-	"processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune définition n’a la cl" +
-	"é «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’une définition\u202f" +
-	": celle qu’exécute le nœud où une instance est bloquée, pas le nom du nœ" +
-	"ud.\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confi" +
-	"rmé manque\u202f: repartez de la liste.\x02Le nombre a changé depuis que" +
-	" vous l’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instan" +
-	"ces ont été clôturées, reprises ou traitées. Rien n’a été fait\u202f; vé" +
-	"rifiez le nouveau nombre et confirmez de nouveau.\x02Cette action groupé" +
-	"e a déjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: se" +
-	"s traces sont dans le journal d’audit. Rien de plus n’a été fait.\x14" +
-	"\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance." +
-	"\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81" +
-	"\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé après le comptage (c" +
-	"lôturée, ou traitée par quelqu’un d’autre).\x00p\x02%[1]d ignorées\u202f" +
-	": elles ont changé après le comptage (clôturées, ou traitées par quelqu’" +
-	"un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Ac" +
-	"tion\x02Motif\x02Instance de processus\x02Occurrence proposée de nouveau" +
-	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
-	"andon et arrêt appliqué par un opérateur, et chaque effacement fait par " +
-	"un administrateur, avec son motif. Les révélations de valeurs sensibles " +
-	"ont leur propre journal, que les administrateurs lisent sur la page Révé" +
-	"lations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, ex" +
-	"act\x02du\x02au\x02Appliquer les filtres\x02Réinitialiser les filtres" +
-	"\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’" +
-	"instance de processus doit être un identifiant d’instance complet (un UU" +
-	"ID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvre" +
-	"z l’instance, ou copiez son lien, pour l’identifiant complet.\x02L’actio" +
-	"n groupée doit être désignée par son identifiant (un UUID).\x02Actions d" +
-	"’opérateurs, les plus récentes d’abord\x02Aucune action groupée n’a l’" +
-	"identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez l’action depuis le " +
-	"journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02Voici l’instance que" +
-	" l’action groupée %[2]s a modifiée. Tant qu’elle s’exécute, chaque recha" +
-	"rgement montre où elle en est.\x00\x8f\x01\x02Voici les %[1]d instances " +
-	"que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque r" +
-	"echargement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, " +
-	"commencée le %[3]s — instances comptées\u202f: %[5]d, traitées\u202f: %[" +
-	"4]d, ignorées car changées après le compte\u202f: %[6]d. Elle s’est term" +
-	"inée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, " +
-	"arrêtée par une erreur — instances comptées\u202f: %[5]d, traitées\u202f" +
-	": %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqué reste appliqué" +
-	"\u202f; agissez de nouveau sur le filtre pour le reste.\x02Action groupé" +
-	"e (%[1]s) par %[2]s, commencée le %[3]s, en cours — instances comptées" +
-	"\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées\u202f: %[6]d. C" +
-	"haque rechargement montre où elle en est.\x02Aucun progrès depuis %[1]s" +
-	"\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a ap" +
-	"pliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le re" +
-	"ste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation princ" +
-	"ipale\x02État\x02Tâches externes\x02Processus\x02Trouver une instance ou" +
-	" une occurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions" +
-	"\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations" +
-	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
-	"ffichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Fuseau horai" +
-	"re\u202f: %[1]s · rechargement suspendu\x02Fuseau horaire\u202f: %[1]s ·" +
-	" rechargement toutes les %[2]d s\x02Fuseau horaire\u202f: %[1]s · sans r" +
-	"echargement automatique\x02Rechargement suspendu\x02Reprendre le recharg" +
-	"ement\x02Cette page se recharge toutes les %[1]d secondes.\x02Suspendre " +
-	"le rechargement\x02Accès refusé\x02Votre rôle ne permet de lire que les " +
-	"définitions et les processus\u202f: les tâches externes et les instances" +
-	" de processus sont réservées aux opérateurs et aux administrateurs.\x02R" +
-	"equête invalide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NU" +
-	"L ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et rée" +
-	"ssayez.\x02Retour aux tâches externes\x02Retour à la connexion\x02Retour" +
-	" aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous pui" +
-	"ssiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissiez" +
-	" voir. Une instance terminée est supprimée, avec ses occurrences et ses " +
-	"tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoulée" +
-	", ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit ga" +
-	"rde les actions d’opérateur menées sur elle.\x02«\u202f%[1]s\u202f» n’es" +
-	"t pas un identifiant complet (un UUID)\u202f: les listes montrent la fin" +
-	" de chaque identifiant\u202f; ouvrez la ligne, ou copiez son lien, pour " +
-	"l’identifiant complet.\x02Introuvable\x02Cette instance a été effacée pa" +
-	"r %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s\u202f». Ses entrées," +
-	" occurrences et tentatives ont été supprimées avec elle\u202f; le journa" +
-	"l d’audit garde les actions d’opérateur menées sur elle.\x02Formulaire r" +
-	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
-	"sole, ou il a expiré\u202f: rien n’a été fait. Rouvrez le formulaire et " +
-	"envoyez-le de nouveau.\x02Retour au formulaire\x02Formulaire trop volumi" +
-	"neux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f: rien n’a été fait. R" +
-	"accourcissez ce que vous avez saisi et envoyez-le de nouveau.\x02Formula" +
-	"ire non reçu\x02Ce formulaire n’est pas arrivé à temps\u202f: rien n’a é" +
-	"té fait. Envoyez-le de nouveau.\x02Ce formulaire n’a pas pu être lu" +
-	"\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Temporairement indi" +
-	"sponible\x02La base de données est injoignable pour le moment. Réessayez" +
-	" dans quelques secondes.\x02Une erreur est survenue\x02La console n’a pa" +
-	"s pu afficher cette page. Réessayez\u202f; si le problème persiste, donn" +
-	"ez à votre administrateur l’identifiant de requête %[1]s.\x02Aucun conso" +
-	"mmateur pour l’instant.\x02Aucun autre consommateur.\x02Les services ext" +
-	"ernes qui prennent des tâches, et les définitions que chacun peut prendr" +
-	"e. Créez les consommateurs, modifiez leurs droits et renouvelez leurs je" +
-	"tons par l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais affi" +
-	"chés.\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Dr" +
-	"oits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit" +
-	"\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâches" +
-	"\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]s" +
-	"\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Décompte des o" +
-	"ccurrences en cours\u202f; les décomptes s’afficheront quand vous rechar" +
-	"gerez la page.\x02Les décomptes sont indisponibles pour le moment.\x02Ch" +
-	"amp\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Descripti" +
-	"on\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiable" +
-	" d’une définition. Les processus ne l’utilisent jamais directement\u202f" +
-	": ils épinglent une révision.\x02Sortie de routage\x02Dernier enregistre" +
-	"ment\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de t" +
-	"ravail n’a jamais été figée.\x02Publications\x02Aucune publication pour " +
-	"l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer" +
-	" des révisions\x02Liste chaque changement d’une révision à l’autre et ce" +
-	" qu’il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Ch" +
-	"angement\x02Détail\x02Incompatible avec les processus\x02Incompatible av" +
-	"ec les exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées" +
-	"\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucun" +
-	"e sortie.\x02Sorties de la copie de travail\x02Publications, les plus an" +
-	"ciennes d’abord\x02Changements entre les deux révisions\x02Révision %[1]" +
-	"d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de" +
-	" la révision %[1]d\x02La copie de travail a des changements pas encore f" +
-	"igés\u202f: ils ne sont dans aucune révision (exécutants et processus ut" +
-	"ilisent au plus la révision %[1]d) tant qu’un figement n’en fait pas la " +
-	"révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont " +
-	"les mêmes (le nom ou une description a changé).\x02Changements de la cop" +
-	"ie de travail depuis la révision %[1]d\x02Choisissez deux révisions exis" +
-	"tantes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:" +
-	"\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le plus récent, " +
-	"les valeurs de ces champs sont moins protégées qu’avec l’ancien.\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inco" +
-	"mpatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire" +
-	"\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs" +
-	" retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[" +
-	"3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ f" +
-	"acultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de t" +
-	"ype %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâc" +
-	"hes\u202f: leur copie de travail, leurs révisions immuables et leurs pub" +
-	"lications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
-	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
-	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
-	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
-	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs des para" +
-	"mètres de l’URL et des en-têtes, et les secrets de signature, sont scell" +
-	"és et jamais affichés. Créez et modifiez les destinations avec relais a" +
-	"pply (documents de type Destination) ou par l’API (/api/v1/destinations)" +
-	", qui les supprime aussi.\x02Destinations par nom\x02valeur masquée\x02U" +
-	"RL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification\x02aucu" +
-	"n en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signature)" +
-	"\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal plus t" +
-	"ard\u202f: %[1]d caractères au plus. Il est conservé après l’effacement," +
-	" quelle que soit la rétention\u202f: écrivez la référence de la demande," +
-	" pas le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02" +
-	"Effacer cette instance maintenant\u202f? Elle est supprimée avec ses occ" +
-	"urrences et leurs tentatives, comme la rétention la supprimerait.\x02Ses" +
-	" entrées, ses sorties, sa clé métier et les messages des exécutants part" +
-	"ent avec elle\u202f; c’est irréversible. Les enregistrements d’audit qui" +
-	" la nomment restent (qui a fait quoi, et pourquoi), de même que les sauv" +
-	"egardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance" +
-	" est %[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez" +
-	"-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurr" +
-	"ences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d" +
-	"’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s" +
-	"\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02" +
-	"toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: repre" +
-	"ndre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f:" +
-	" met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s" +
-	"\u202f: %[3]s\x02La file d’attente et les incidents de chaque définition" +
-	" maintenant, et ce que ses exécutants ont terminé dans la dernière heure" +
-	"\u202f: les occurrences achevées, avec succès ou en échec. Une occurrenc" +
-	"e reprise depuis compte là où elle se termine ensuite\u202f; un échec qu" +
-	"i laisse des tentatives n’est pas compté, la page de son occurrence le m" +
-	"ontre.\x02L’occurrence en échec d’une instance bloquée compte à la fois " +
-	"dans Instances bloquées et dans En échec.\x02Réussites et échecs, derniè" +
-	"re heure\x02Définitions, celles qui demandent de l’attention d’abord\x02" +
-	"Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de l" +
-	"a plus ancienne disponible\x02Terminées, dernière heure\x02En échec, der" +
-	"nière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%" +
-	"[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible depu" +
-	"is le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les " +
-	"définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez" +
-	" la clé, ou affichez toutes les définitions.\x02Toutes les définitions" +
-	"\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure\u202f:" +
-	" %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui sui" +
-	"t le graphique donne chaque tranche de 5\u00a0min.\x02Terminées\x02Les c" +
-	"hiffres du graphique\x02Réussites et échecs par tranche de 5\u00a0min, l" +
-	"es plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminé" +
-	"es\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éch" +
-	"ec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
-	"s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’insta" +
-	"nt\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02ma" +
-	"rs\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02d" +
-	"éc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%" +
-	"[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d h" +
-	"eures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minut" +
-	"es\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d seconde" +
-	"s\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opér" +
-	"ateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordr" +
-	"e, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
-	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
-	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
-	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
-	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
-	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
-	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
-	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
-	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
-	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
-	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
-	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
-	"un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance" +
-	" et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s l" +
-	"e %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f" +
-	"%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Déma" +
-	"rrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour" +
-	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
-	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
-	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
-	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
-	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
-	"Instances de processus\x02exacte, casse comprise\x02Agir sur toutes les " +
-	"instances que ce filtre retient\x02La page suivante les compte et demand" +
-	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
-	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
-	"e ne correspond à ces filtres.\x02Tous les processus\x02Toute définition" +
-	"\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouli" +
-	"ez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le " +
-	"statut d’une instance, pas d’une tâche\u202f: la page Instances liste le" +
-	"s instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02" +
-	"disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée" +
-	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
-	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
-	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
-	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
-	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
-	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
-	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
-	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
-	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
-	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
-	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
-	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
-	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
-	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
-	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
-	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
-	"T /api/v1/occurrences/%[3]s les liste toutes.\x02Mode\x02Motif donné par" +
-	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
-	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
-	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
-	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
-	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
-	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
-	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
-	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
-	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
-	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
-	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
-	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
-	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
-	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
-	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
-	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
-	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
-	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
-	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
-	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
-	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
-	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
-	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
-	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
-	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
-	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
-	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
-	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
-	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
-	"la dernière tentative a expiré sans tentative restante, après que Relais" +
-	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
-	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
-	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
-	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
-	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
-	"restante.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le " +
-	"résultat ne respectait pas le contrat de sorties de la révision.\x02La r" +
-	"éponse à l’appel a été perdue (la connexion s’est rompue après l’envoi " +
-	"de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de d" +
-	"onnées avant de l’enregistrer)\u202f: on ignore si la destination a agi," +
-	" donc Relais ne l’appelle pas de nouveau de lui-même (la reprise par un " +
-	"opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destinatio" +
-	"n était injoignable.\x02La réponse de la destination était trop volumine" +
-	"use.\x02La dernière tentative a pris fin sans résultat (son verrou a exp" +
-	"iré, ou le flux de son exécutant s’est terminé), sans tentative restante" +
-	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
-	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
-	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
-	" 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épu" +
-	"isé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destinatio" +
-	"n a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mo" +
-	"ment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[" +
-	"1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle " +
-	"n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les " +
-	"exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun e" +
-	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative\u202f" +
-	": %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré" +
-	" à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’app" +
-	"el de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un e" +
-	"xécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’app" +
-	"el (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f:" +
-	" la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il écho" +
-	"ue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s" +
-	"’il a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02" +
-	"Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par " +
-	"%[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même cons" +
-	"ommateur, ou une interface munie d’un jeton de règlement, la terminera p" +
-	"lus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en atten" +
-	"te d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœud, e" +
-	"t est bloquée à un nœud suivant.\x02Son instance a continué par le chemi" +
-	"n d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a " +
-	"été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: " +
-	"l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° " +
-	"%[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)" +
-	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant" +
-	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’instance " +
-	"a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son compt" +
-	"e rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’insta" +
-	"nce a été arrêtée pendant l’appel, qui a été interrompu\u202f: la destin" +
-	"ation a peut-être déjà donné suite à la requête (vérifiez-le chez elle)." +
-	"\x02L’instance a été arrêtée pendant que la tâche était différée\u202f: " +
-	"sa clôture par identifiant est refusée, mais le travail attendu a peut-ê" +
-	"tre déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de c" +
-	"ette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a" +
-	" refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), a" +
-	"vant d’en accepter un autre.\x02Relais a refusé le rapport de cette tent" +
-	"ative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a " +
-	"pas été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le " +
-	"dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune répons" +
-	"e n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
-	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
-	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
-	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
-	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
-	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
-	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux" +
-	" de la définition %[1]s, sans les autres filtres\x02Totaux de toutes les" +
-	" définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; le" +
-	"s décomptes sont actualisés toutes les 5 secondes environ.\x02révision" +
-	"\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tent" +
-	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
-	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
-	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
-	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
-	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
-	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
-	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
-	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
-	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
-	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
-	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
-	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
-	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
-	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
-	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
-	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
-	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
-	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
-	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
-	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
-	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
-	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
-	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
-	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
-	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
-	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
-	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02Les colon" +
-	"nes suivent le plus long chemin depuis le nœud de départ. Les flèches pl" +
-	"eines sont les réussites (étiquetées par leur route), les pointillées le" +
-	"s échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette versio" +
-	"n\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisibleme" +
-	"nt (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rou" +
-	"tes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour le" +
-	"s dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaq" +
-	"ue nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02" +
-	"%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le t" +
-	"ableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
-	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
-	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s" +
-	"\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident po" +
-	"ur un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02une seule tentative, sans nouvelle tentative, p" +
-	"riorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
-	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
-	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Dites po" +
-	"urquoi vous révélez cette valeur\u202f: le motif est consigné avec la ré" +
-	"vélation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; co" +
-	"nsigné dans le journal d’audit.\x02Retour à l’occurrence\x02Révélation i" +
-	"mpossible\x02Seule une valeur que cette page affiche masquée (sensible) " +
-	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
-	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
-	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
-	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
-	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
-	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce form" +
-	"ulaire a été envoyé depuis un autre site\u202f: la console n’accepte que" +
-	" les formulaires de ses propres pages. Ouvrez la console et envoyez-le d" +
-	"epuis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID complet, tel que le titre de sa page l’affiche) o" +
-	"u une clé métier.\x02Rien à chercher\u202f: le champ de recherche est vi" +
-	"de.\x02C’est trop long pour être un identifiant ou une clé métier.\x02Au" +
-	"cune instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’" +
-	"est trouvée qu’entière et telle quelle, majuscules et accents compris" +
-	"\u202f: une liste abrège les longues, copiez-la depuis la page de son in" +
-	"stance.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et" +
-	" aucune instance ne l’a pour clé métier. Une instance terminée est suppr" +
-	"imée, avec ses occurrences et ses tentatives, une fois la durée de conse" +
-	"rvation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’e" +
-	"fface\u202f; le journal d’audit garde les actions d’opérateur menées sur" +
-	" elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce" +
-	" n’est pas un identifiant entier\u202f: les listes montrent la fin de ch" +
-	"aque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifian" +
-	"t entier.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes " +
-	"déjà connecté. L’adresse l’a mis dans l’historique de votre navigateur, " +
-	"et peut-être dans les journaux d’un proxy\u202f: si d’autres peuvent les" +
-	" lire, faites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton d" +
-	"ans l’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessou" +
-	"s. L’adresse l’a mis dans l’historique de votre navigateur, et peut-être" +
-	" dans les journaux d’un proxy\u202f: si d’autres peuvent les lire, faite" +
-	"s révoquer le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté." +
-	"\x02Le jeton avec lequel vous vous étiez connecté est révoqué, et vous ê" +
-	"tes déconnecté\u202f: connectez-vous avec un autre.\x02Votre session ava" +
-	"it pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
-	"age du serveur)\u202f: votre dernière action n’a pas été appliquée. Reco" +
-	"nnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité," +
-	" déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveu" +
-	"r). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’" +
-	"opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est v" +
-	"érifié une fois et n’est jamais conservé dans votre navigateur\u202f; u" +
-	"n cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 1" +
-	"2\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop " +
-	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
-	"es.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton " +
-	"est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ou" +
-	"vrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls " +
-	"les administrateurs voient cette page\u202f: les jetons, les consommateu" +
-	"rs, les destinations, le journal des révélations et les effacements sont" +
-	" de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, " +
-	"opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec le" +
-	"urs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeto" +
-	"ns du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Der" +
-	"nière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
-	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
-	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
-	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
-	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
-	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
-	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
-	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
-	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
-	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
-	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
-	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
-	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
-	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
-	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
-	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
-	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
-	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
-	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
-	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
-	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
-	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
-	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
-	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
-	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
-	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
-	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
-	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
-	"quelles son consommateur a droit\u202f; une version de processus les épi" +
-	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
-	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
-	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
-	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
-	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
-	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
-	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
-	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
-	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
-	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"sus.\x02Processus\x02Version\x02Statut\x02Clé métier\x02Code d’erreur" +
+	"\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Autre" +
+	"s critères\x02sans filtre\x02Par processus et code d’erreur\x02Instances" +
+	"\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve d’aut" +
+	"res.\x14\x01\x81\x01\x00\x02\xd4\x03\x02%[1]d d’entre elles est bloquée " +
+	"à un appel push qui a peut-être été exécuté malgré tout\u202f: il s’est" +
+	" terminé par outcome_unknown ou deadline_exceeded (sa réponse a été perd" +
+	"ue, ou est arrivée après le délai), ou par invalid_outputs (la destinati" +
+	"on a répondu un succès dont le contrat a refusé les sorties). Vérifiez a" +
+	"uprès de la destination qu’elle n’a pas agi avant de reprendre, sinon el" +
+	"le agira deux fois (une carte débitée deux fois).\x00\xd6\x03\x02%[1]d d" +
+	"’entre elles sont bloquées à un appel push qui a peut-être été exécuté" +
+	" malgré tout\u202f: il s’est terminé par outcome_unknown ou deadline_exc" +
+	"eeded (sa réponse a été perdue, ou est arrivée après le délai), ou par i" +
+	"nvalid_outputs (la destination a répondu un succès dont le contrat a ref" +
+	"usé les sorties). Vérifiez auprès de la destination qu’elle n’a pas agi " +
+	"avant de reprendre, sinon elle agira deux fois (une carte débitée deux f" +
+	"ois).\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a " +
+	"échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
+	")\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-" +
+	"la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont éch" +
+	"oué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
+	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
+	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
+	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Vouliez-v" +
+	"ous dire «\u202f%[1]s\u202f»\u202f?\x02Le processus %[1]s n’a pas de ver" +
+	"sion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune" +
+	" définition n’a la clé «\u202f%[1]s\u202f».\x02Ce filtre prend la clé d’" +
+	"une définition\u202f: celle qu’exécute le nœud où une instance est bloqu" +
+	"ée, pas le nom du nœud.\x02La définition %[1]s n’a pas de révision %[2]" +
+	"d.\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombr" +
+	"e a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: en" +
+	"tre-temps, des instances ont été clôturées, reprises ou traitées. Rien n" +
+	"’a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
+	"\x02Cette action groupée a déjà été appliquée (le formulaire a été envoy" +
+	"é de nouveau)\u202f: ses traces sont dans le journal d’audit. Rien de p" +
+	"lus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliqu" +
+	"ée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d i" +
+	"nstances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: elle a changé" +
+	" après le comptage (clôturée, ou traitée par quelqu’un d’autre).\x00p" +
+	"\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clôturées," +
+	" ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]" +
+	"s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurr" +
+	"ence proposée de nouveau\x02Action groupée\x02supprimée\x02Journal d’aud" +
+	"it\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, et cha" +
+	"que effacement fait par un administrateur, avec son motif. Les révélatio" +
+	"ns de valeurs sensibles ont leur propre journal, que les administrateurs" +
+	" lisent sur la page Révélations (GET /api/v1/audit/reveals).\x02Filtres" +
+	"\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les filtres\x02Réi" +
+	"nitialiser les filtres\x02Aucune action d’opérateur ne correspond.\x02To" +
+	"utes les actions\x02L’instance de processus doit être un identifiant d’i" +
+	"nstance complet (un UUID)\u202f: les listes montrent la fin de chaque id" +
+	"entifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifia" +
+	"nt complet.\x02L’action groupée doit être désignée par son identifiant (" +
+	"un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Aucune a" +
+	"ction groupée n’a l’identifiant %[1]s\u202f: vérifiez le lien, ou ouvrez" +
+	" l’action depuis le journal d’audit.\x14\x01\x81\x01\x00\x02\x87\x01\x02" +
+	"Voici l’instance que l’action groupée %[2]s a modifiée. Tant qu’elle s’e" +
+	"xécute, chaque rechargement montre où elle en est.\x00\x8f\x01\x02Voici " +
+	"les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’elle" +
+	" s’exécute, chaque rechargement montre où elle en est.\x02Action groupée" +
+	" (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: %[5]d" +
+	", traitées\u202f: %[4]d, ignorées car changées après le compte\u202f: %[" +
+	"6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, " +
+	"commencée le %[3]s, arrêtée par une erreur — instances comptées\u202f: %" +
+	"[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle a appliqu" +
+	"é reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en cours — ins" +
+	"tances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, ignorées" +
+	"\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Aucun progr" +
+	"ès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté." +
+	" Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le f" +
+	"iltre pour le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02" +
+	"Navigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver" +
+	" une instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
+	"\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons" +
+	"\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
+	"\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:" +
+	"\x02Fuseau horaire\u202f: %[1]s · rechargement suspendu\x02Fuseau horair" +
+	"e\u202f: %[1]s · rechargement toutes les %[2]d s\x02Fuseau horaire\u202f" +
+	": %[1]s · sans rechargement automatique\x02Rechargement suspendu\x02Repr" +
+	"endre le rechargement\x02Cette page se recharge toutes les %[1]d seconde" +
+	"s.\x02Suspendre le rechargement\x02Accès refusé\x02Votre rôle ne permet " +
+	"de lire que les définitions et les processus\u202f: les tâches externes " +
+	"et les instances de processus sont réservées aux opérateurs et aux admin" +
+	"istrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient" +
+	" le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: co" +
+	"rrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour à la con" +
+	"nexion\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à r" +
+	"ien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien q" +
+	"ue vous puissiez voir. Une instance terminée est supprimée, avec ses occ" +
+	"urrences et ses tentatives, une fois la durée de conservation (RELAIS_RE" +
+	"TENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; le jo" +
+	"urnal d’audit garde les actions d’opérateur menées sur elle.\x02«\u202f%" +
+	"[1]s\u202f» n’est pas un identifiant complet (un UUID)\u202f: les listes" +
+	" montrent la fin de chaque identifiant\u202f; ouvrez la ligne, ou copiez" +
+	" son lien, pour l’identifiant complet.\x02Introuvable\x02Cette instance " +
+	"a été effacée par %[1]s le %[2]s, pour ce motif\u202f: «\u202f%[3]s" +
+	"\u202f». Ses entrées, occurrences et tentatives ont été supprimées avec " +
+	"elle\u202f; le journal d’audit garde les actions d’opérateur menées sur " +
+	"elle.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis ce" +
+	"tte session de la console, ou il a expiré\u202f: rien n’a été fait. Rouv" +
+	"rez le formulaire et envoyez-le de nouveau.\x02Retour au formulaire\x02F" +
+	"ormulaire trop volumineux\x02Ce formulaire dépasse %[1]d\u00a0Kio\u202f:" +
+	" rien n’a été fait. Raccourcissez ce que vous avez saisi et envoyez-le d" +
+	"e nouveau.\x02Formulaire non reçu\x02Ce formulaire n’est pas arrivé à te" +
+	"mps\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Ce formulaire n’" +
+	"a pas pu être lu\u202f: rien n’a été fait. Envoyez-le de nouveau.\x02Tem" +
+	"porairement indisponible\x02La base de données est injoignable pour le m" +
+	"oment. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02L" +
+	"a console n’a pas pu afficher cette page. Réessayez\u202f; si le problèm" +
+	"e persiste, donnez à votre administrateur l’identifiant de requête %[1]s" +
+	".\x02Aucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02" +
+	"Les services externes qui prennent des tâches, et les définitions que ch" +
+	"acun peut prendre. Créez les consommateurs, modifiez leurs droits et ren" +
+	"ouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne " +
+	"sont jamais affichés.\x02Consommateurs, du plus ancien au plus récent" +
+	"\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué" +
+	"\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Tou" +
+	"tes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et à veni" +
+	"r\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[2]s\x02Déco" +
+	"mpte des occurrences en cours\u202f; les décomptes s’afficheront quand v" +
+	"ous rechargerez la page.\x02Les décomptes sont indisponibles pour le mom" +
+	"ent.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes" +
+	"\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule part" +
+	"ie modifiable d’une définition. Les processus ne l’utilisent jamais dire" +
+	"ctement\u202f: ils épinglent une révision.\x02Sortie de routage\x02Derni" +
+	"er enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: " +
+	"la copie de travail n’a jamais été figée.\x02Publications\x02Aucune publ" +
+	"ication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée l" +
+	"e\x02Comparer des révisions\x02Liste chaque changement d’une révision à " +
+	"l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02C" +
+	"omparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02In" +
+	"compatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
+	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
+	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
+	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
+	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
+	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
+	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
+	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
+	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
+	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
+	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
+	"[2]d\u202f:\x02Abaisse la protection\u202f: %[1]s. Avec le contrat le pl" +
+	"us récent, les valeurs de ces champs sont moins protégées qu’avec l’anci" +
+	"en.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
+	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
+	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
+	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s" +
+	"\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f:" +
+	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
+	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
+	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Cont" +
+	"rats de tâches\u202f: leur copie de travail, leurs révisions immuables e" +
+	"t leurs publications nommées.\x02Définitions par clé\x02Clé\x02Dernière " +
+	"révision\x02aucune pour l’instant\x02Aucune définition pour l’instant." +
+	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
+	"cations\x02Aucune destination pour l’instant.\x02Aucune autre destinatio" +
+	"n.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les valeurs d" +
+	"es paramètres de l’URL et des en-têtes, et les secrets de signature, son" +
+	"t scellés et jamais affichés. Créez et modifiez les destinations avec re" +
+	"lais apply (documents de type Destination) ou par l’API (/api/v1/destina" +
+	"tions), qui les supprime aussi.\x02Destinations par nom\x02valeur masqué" +
+	"e\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification" +
+	"\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signa" +
+	"ture)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal p" +
+	"lus tard\u202f: %[1]d caractères au plus. Il est conservé après l’efface" +
+	"ment, quelle que soit la rétention\u202f: écrivez la référence de la dem" +
+	"ande, pas le nom de la personne.\x02Effacer l’instance de processus %[1]" +
+	"s\x02Effacer cette instance maintenant\u202f? Elle est supprimée avec se" +
+	"s occurrences et leurs tentatives, comme la rétention la supprimerait." +
+	"\x02Ses entrées, ses sorties, sa clé métier et les messages des exécutan" +
+	"ts partent avec elle\u202f; c’est irréversible. Les enregistrements d’au" +
+	"dit qui la nomment restent (qui a fait quoi, et pourquoi), de même que l" +
+	"es sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette i" +
+	"nstance est %[1]s\u202f: seule une instance terminée peut être effacée. " +
+	"Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée " +
+	"(occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le jo" +
+	"urnal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[" +
+	"2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur" +
+	"\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: r" +
+	"eprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
+	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[" +
+	"2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque définit" +
+	"ion maintenant, et ce que ses exécutants ont terminé dans la dernière he" +
+	"ure\u202f: les occurrences achevées, avec succès ou en échec. Une occurr" +
+	"ence reprise depuis compte là où elle se termine ensuite\u202f; un échec" +
+	" qui laisse des tentatives n’est pas compté, la page de son occurrence l" +
+	"e montre.\x02L’occurrence en échec d’une instance bloquée compte à la fo" +
+	"is dans Instances bloquées et dans En échec.\x02Réussites et échecs, der" +
+	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
+	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
+	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
+	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
+	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
+	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
+	"ns\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure" +
+	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
+	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
+	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5" +
+	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Effacer cette instance…\x02C" +
+	"ette instance est terminée. En tant qu’administrateur, vous pouvez l’eff" +
+	"acer maintenant plutôt qu’attendre la rétention (demande d’une personne " +
+	"concernée)\u202f: elle est supprimée avec ses occurrences et ses tentati" +
+	"ves.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un in" +
+	"cident. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]" +
+	"s a échoué avant toute tentative (ses entrées n’ont pas pu être construi" +
+	"tes), une reprise échouerait donc de la même façon. L’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné" +
+	" dans le journal d’audit.\x02Cette instance est bloquée à un nœud en éch" +
+	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
+	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
+	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
+	"Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s" +
+	" le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec" +
+	"\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœu" +
+	"d\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée " +
+	"par un opérateur\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir" +
+	" sur toutes les instances que ce filtre retient\x02La page suivante les " +
+	"compte et demande un motif avant que rien ne change.\x02Instances de pro" +
+	"cessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
+	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
+	"\x02Toute définition\x02Tous les statuts\x02Statut inconnu\u202f: «" +
+	"\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«" +
+	"\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche\u202f: " +
+	"la page Instances liste les instances qui l’ont.\x02Statut inconnu\u202f" +
+	": «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02terminée" +
+	"\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02" +
+	"rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date" +
+	"\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02s" +
+	"ecrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécutant la " +
+	"récupère)\x02push (Relais appelle le service)\x02administrateur\x02opéra" +
+	"teur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02cham" +
+	"p retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs mod" +
+	"ifiées\x02classification modifiée\x02contrainte modifiée\x02routage modi" +
+	"fié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mini" +
+	"mum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
+	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
+	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
+	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
+	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
+	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
+	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
+	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
+	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
+	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
+	"onner depuis son instance\x02Les %[1]d dernières tentatives, les plus an" +
+	"ciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont " +
+	"pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02" +
+	"Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02D" +
+	"élai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: " +
+	"un appel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorit" +
+	"é\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son derni" +
+	"er appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX" +
+	"_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le ma" +
+	"x_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX" +
+	"_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à" +
+	" %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après " +
+	"chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la " +
+	"dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"entative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1" +
+	"]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
+	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
+	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
+	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
+	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
+	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
+	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
+	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
+	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
+	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
+	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
+	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
+	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
+	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
+	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
+	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
+	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
+	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
+	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
+	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
+	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
+	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
+	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
+	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
+	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
+	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
+	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
+	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
+	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
+	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
+	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
+	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
+	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
+	".\x02La destination était injoignable.\x02La réponse de la destination é" +
+	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
+	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
+	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
+	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
+	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
+	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
+	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
+	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
+	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
+	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
+	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
+	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
+	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
+	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
+	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
+	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
+	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
+	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
+	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
+	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
+	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
+	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
+	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
+	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
+	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
+	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
+	"oquée ici, en attente d’un opérateur.\x02Son instance a suivi le chemin " +
+	"d’erreur du nœud, et est bloquée à un nœud suivant.\x02Son instance a co" +
+	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
+	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
+	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
+	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
+	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
+	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
+	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
+	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
+	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
+	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
+	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
+	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
+	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
+	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
+	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
+	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
+	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
+	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
+	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
+	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
+	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
+	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
+	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes env" +
+	"iron.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée" +
+	"\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
+	"e suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[" +
+	"1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour " +
+	"vient après le dernier.\x02Cette adresse contient un paramètre illisible" +
+	" (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, " +
+	"ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
+	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
+	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
+	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
+	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
+	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
+	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
+	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
+	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
+	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
+	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
+	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
+	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
+	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
+	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
+	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
+	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
+	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
+	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
+	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
+	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
+	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
+	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
+	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
+	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
+	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
+	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
+	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
+	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02A" +
+	"ucune entrée\u202f: une instance démarre avec un objet vide.\x02Entrées " +
+	"avec lesquelles démarre une instance de cette version\x02Instances de ce" +
+	"tte version\x02Les colonnes suivent le plus long chemin depuis le nœud d" +
+	"e départ. Les flèches pleines sont les réussites (étiquetées par leur ro" +
+	"ute), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02dé" +
+	"lai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f" +
+	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
+	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
+	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
+	" consigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]" +
+	"s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurr" +
+	"ence\x02Révélation impossible\x02Seule une valeur que cette page affiche" +
+	" masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuven" +
+	"t jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a" +
+	" révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mê" +
+	"mes ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
+	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
+	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
+	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
+	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
+	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
+	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
+	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
+	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
+	" page de son instance.\x02Aucune instance ni occurrence n’a l’identifian" +
+	"t « %[1]s », et aucune instance ne l’a pour clé métier. Une instance ter" +
+	"minée est supprimée, avec ses occurrences et ses tentatives, une fois la" +
+	" durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un adm" +
+	"inistrateur l’efface\u202f; le journal d’audit garde les actions d’opéra" +
+	"teur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour cl" +
+	"é métier, et ce n’est pas un identifiant entier\u202f: les listes montr" +
+	"ent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, p" +
+	"our l’identifiant entier.\x02Un jeton dans l’adresse n’est pas utilisé" +
+	"\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’historique de " +
+	"votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’" +
+	"autres peuvent les lire, faites révoquer le jeton et utilisez-en un nouv" +
+	"eau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-le dans " +
+	"le champ ci-dessous. L’adresse l’a mis dans l’historique de votre naviga" +
+	"teur, et peut-être dans les journaux d’un proxy\u202f: si d’autres peuve" +
+	"nt les lire, faites révoquer le jeton et utilisez-en un nouveau.\x02Vous" +
+	" êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connecté est r" +
+	"évoqué, et vous êtes déconnecté\u202f: connectez-vous avec un autre." +
+	"\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, jeto" +
+	"n révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a pa" +
+	"s été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a " +
+	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou " +
+	"redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-" +
+	"vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Je" +
+	"ton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre" +
+	" navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heure" +
+	"s d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02T" +
+	"rop de connexions échouées depuis votre adresse. Réessayez dans %[1]d se" +
+	"conde.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessay" +
+	"ez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il es" +
+	"t vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle " +
+	"%[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, p" +
+	"our l’API.\x02Seuls les administrateurs voient cette page\u202f: les jet" +
+	"ons, les consommateurs, les destinations, le journal des révélations et " +
+	"les effacements sont de leur ressort.\x02Jetons du personnel (administra" +
+	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
+	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
+	"te suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun j" +
+	"eton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas enc" +
+	"ore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %" +
+	"[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête" +
+	" suivante est refusée et les sessions de console ouvertes avec lui prenn" +
+	"ent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouvea" +
+	"u jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel" +
+	" vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suiva" +
+	"nte est refusée. C’est irréversible.\x02C’est le dernier jeton administr" +
+	"ateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le je" +
+	"ton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
+	"e sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaq" +
+	"ue élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
+	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
+	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
+	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
+	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
+	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
+	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
+	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
+	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
+	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
+	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
+	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
+	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
+	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
+	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
+	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
+	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
+	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
+	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
+	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
+	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
+	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
+	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
+	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
+	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
+	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
+	"arge."
 
-	// Total table size 89546 bytes (87KiB); checksum: 904FB401
+	// Total table size 89586 bytes (87KiB); checksum: CD511094
