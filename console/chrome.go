@@ -261,8 +261,14 @@ func shortIDText(id string) string {
 // after each separator of its words (_ . - @ : /): a code that must wrap
 // (code.wrap) wraps there first, destination_|http_503 rather than
 // destination_ht|tp_503, and within a piece only when it is longer than
-// unbrokenRunes. A <wbr> adds no character to what is read or copied.
+// unbrokenRunes. A code of at most wholeRunes never breaks: a short key,
+// charge_card, broken as charge_|card in a laptop's squeezed column read
+// as two (operator QA). A <wbr> adds no character to what is read or
+// copied.
 func breakable(s string) string {
+	if utf8.RuneCountInString(s) <= wholeRunes {
+		return html.EscapeString(s)
+	}
 	var b strings.Builder
 	segment := func(part string) {
 		if utf8.RuneCountInString(part) > unbrokenRunes {
@@ -289,6 +295,10 @@ func breakable(s string) string {
 // may break anywhere, in a span of class long, rather than widen a phone's
 // page.
 const unbrokenRunes = 16
+
+// wholeRunes is the longest code shown whole, never broken: a short key
+// or node name keeps its column a little wider rather than wrap.
+const wholeRunes = 14
 
 // clipRunes is the longest value a list shows whole (three lines of a
 // laptop's column): longer business keys and worker ids (up to 200

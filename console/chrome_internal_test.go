@@ -8,12 +8,17 @@ func TestBreakable(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
 		"":                     "",
-		"SCORER_DOWN":          "SCORER_<wbr>DOWN",
 		"destination_http_503": "destination_<wbr>http_<wbr>503",
-		"relais-push@vm:5807":  "relais-<wbr>push@<wbr>vm:<wbr>5807",
-		"crm.sync_":            "crm.<wbr>sync_",
-		"a<b>&c_d":             "a&lt;b&gt;&amp;c_<wbr>d",
-		"é_à":                  "é_<wbr>à",
+		"relais-push@vm:58071": "relais-<wbr>push@<wbr>vm:<wbr>58071",
+		"crm.sync_companies":   "crm.<wbr>sync_<wbr>companies",
+		"a<b>&c_d<e>&f_g<h>":   "a&lt;b&gt;&amp;c_<wbr>d&lt;e&gt;&amp;f_<wbr>g&lt;h&gt;",
+		"é_à_é_à_é_à_é_à":      "é_<wbr>à_<wbr>é_<wbr>à_<wbr>é_<wbr>à_<wbr>é_<wbr>à",
+		// A short code is never broken (operator QA: charge_|card read
+		// as two words in a laptop's squeezed column).
+		"charge_card":     "charge_card",
+		"SCORER_DOWN":     "SCORER_DOWN",
+		"a<b>&c_d":        "a&lt;b&gt;&amp;c_d",
+		"payments.refund": "payments.<wbr>refund",
 		// A long piece may break anywhere; a short one never.
 		"charge_card_ABCDEFGHIJKLMNOPQRSTUVWXYZ": `charge_<wbr>card_<wbr><span class="long">ABCDEFGHIJKLMNOPQRSTUVWXYZ</span>`,
 	} {
