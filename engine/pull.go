@@ -235,7 +235,7 @@ func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.O
 	if err == nil {
 		return got, nil
 	}
-	if !errors.Is(err, keyring.ErrNoKey) && !fault.HasCode(err, "encryption_unavailable") {
+	if !keyMissing(err) {
 		return nil, err
 	}
 	if !replay {
@@ -252,6 +252,12 @@ func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.O
 		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: start every replica with the data keys the others use, RELAIS_DATA_KEYS); %s", then)
 	fe.RetryAfter = time.Second
 	return nil, fe
+}
+
+// keyMissing reports whether err is a value this replica cannot open for
+// want of a data key: sealed with one it lacks, or it has none.
+func keyMissing(err error) bool {
+	return errors.Is(err, keyring.ErrNoKey) || fault.HasCode(err, "encryption_unavailable")
 }
 
 // handBackClaim releases what a claim reserved and could not deliver, no

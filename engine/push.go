@@ -69,6 +69,11 @@ type PushCall struct {
 type PushReservation struct {
 	ID      uuid.UUID
 	Attempt int
+	// KeyMissing says this replica cannot open the call's values (sealed
+	// with a data key it lacks, or it has none): handed back, the call is
+	// made by a replica that has the key, and this one claims no more
+	// for a while.
+	KeyMissing bool
 }
 
 // ClaimPush reserves up to max push occurrences for this replica (workerID
@@ -77,7 +82,10 @@ type PushReservation struct {
 // kept from being prepared (it went away after the claim's COMMIT) come
 // back as unprepared: no request was sent, and the caller hands each back
 // with HandBackPush once the database answers, rather than leave it for
-// the timers to fail as outcome_unknown.
+// the timers to fail as outcome_unknown. So do calls whose values this
+// replica cannot open for want of a data key (KeyMissing): failed
+// push_unprepared, a payment would be refused for good for a replica's
+// configuration (lifecycle QA: 28 orders during a key roll-out).
 func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) (calls []PushCall, unprepared []PushReservation, err error) {
 	rows, err := e.hot.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: e.at(), MaxTasks: int32(max), WorkerID: &workerID, Grace: PushGrace,
 		Turn: int64(e.pushClaims.Add(1) % math.MaxInt32)})
@@ -91,6 +99,12 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) (calls
 		if err != nil && pgfault.Unreachable(err) {
 			e.logger.Warn("push occurrence not prepared: the database is unavailable; it is handed back once the database answers", "occurrence", o.ID, "err", err)
 			unprepared = append(unprepared, PushReservation{ID: o.ID, Attempt: int(o.Attempts)})
+			continue
+		}
+		if err != nil && keyMissing(err) {
+			e.logger.Error("push occurrence cannot be opened by this replica: sealed with a data key it lacks (start every replica with the data keys the others use, RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE); handed back for a replica that has it, no attempt spent",
+				"occurrence", o.ID, "err", err)
+			unprepared = append(unprepared, PushReservation{ID: o.ID, Attempt: int(o.Attempts), KeyMissing: true})
 			continue
 		}
 		if err != nil {

@@ -211,27 +211,38 @@ func TestKeyRotationWaitsForLockedRows(t *testing.T) {
 }
 
 // A replica that does not have the key a push occurrence's inputs were
-// sealed with (a key rotation half rolled out) fails the occurrence at
-// once as push_unprepared: no call was made. It used to leave it reserved,
-// for the timer to fail as outcome_unknown, which says the call may have
-// happened and holds what holds on that code.
-func TestUnopenablePushInputsFailAsUnprepared(t *testing.T) {
+// sealed with (a key rotation half rolled out) makes no call and hands the
+// occurrence back, no attempt spent, for a replica that has the key
+// (lifecycle QA: failed push_unprepared, 28 payment orders were refused
+// for good during a roll-out); that replica then makes the call.
+func TestUnopenablePushInputsAreHandedBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	upgraded, lagging := keyRollFixture(t, "pushed", "push")
 	if _, _, err := upgraded.StartInstance(ctx, StartRequest{ProcessKey: "pushed", Inputs: json.RawMessage(`{"tok":"sealed-with-new"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	calls, _, err := lagging.ClaimPush(ctx, "replica-lagging", 10)
-	if err != nil || len(calls) != 0 {
-		t.Fatalf("claim by the replica without the key: %d calls, %v; want none", len(calls), err)
+	calls, unprepared, err := lagging.ClaimPush(ctx, "replica-lagging", 10)
+	if err != nil || len(calls) != 0 || len(unprepared) != 1 || !unprepared[0].KeyMissing {
+		t.Fatalf("claim by the replica without the key: %d calls, %v unprepared, %v; want none, one handed back for its key", len(calls), unprepared, err)
+	}
+	if err := lagging.HandBackPush(ctx, unprepared[0]); err != nil {
+		t.Fatal(err)
 	}
 	var status, code string
 	if err := upgraded.pool.QueryRow(ctx, `select status, coalesce(error_code, '') from occurrences where definition_key = 'crm'`).Scan(&status, &code); err != nil {
 		t.Fatal(err)
 	}
-	if status != StatusFailed || code != CodePushUnprepared {
-		t.Errorf("occurrence %s (%s); want failed push_unprepared at once", status, code)
+	if status != StatusAvailable || code != "" {
+		t.Fatalf("occurrence %s (%s) after the hand-back; want available, no error", status, code)
+	}
+	calls, _, err = upgraded.ClaimPush(ctx, "replica-upgraded", 10)
+	if err != nil || len(calls) != 1 || !strings.Contains(string(calls[0].Inputs), "sealed-with-new") {
+		t.Fatalf("claim by a replica with the key: %+v, %v; want the call, its inputs opened", calls, err)
+	}
+	var credit int
+	if err := upgraded.pool.QueryRow(ctx, `select attempt_credit from occurrences where definition_key = 'crm'`).Scan(&credit); err != nil || credit != 1 {
+		t.Errorf("attempt credit %d (%v); want the handed-back attempt given back", credit, err)
 	}
 }
 

@@ -148,6 +148,12 @@ func (r *Runner) Run(ctx context.Context) {
 	defer timer.Stop()
 	defer r.calls.Wait()
 	claims := outage.New(r.logger, "push claim")
+	// A replica lacking a data key hands back what it cannot open and
+	// pauses its claims, doubling from 1 s to 30 s: the replicas that
+	// have the key make those calls meanwhile, and this one does not
+	// claim them again at every wake-up.
+	var paused time.Duration
+	var pausedUntil time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -165,6 +171,10 @@ func (r *Runner) Run(ctx context.Context) {
 		default:
 		}
 		free := r.cfg.Concurrency - len(slots)
+		if wait := time.Until(pausedUntil); wait > 0 {
+			timer.Reset(wait)
+			continue
+		}
 		if free > 0 {
 			// A claim runs to its end: cancelled as its COMMIT went out,
 			// it could reserve calls that are never made (and failed
@@ -178,8 +188,18 @@ func (r *Runner) Run(ctx context.Context) {
 			case ctx.Err() == nil:
 				claims.Failed(err)
 			}
+			keyless := false
 			for _, u := range unprepared {
+				keyless = keyless || u.KeyMissing
 				r.calls.Go(func() { r.handBack(ctx, u) })
+			}
+			switch {
+			case keyless:
+				paused = min(max(2*paused, time.Second), 30*time.Second)
+				pausedUntil = time.Now().Add(paused)
+				r.logger.Warn("push claims paused: this replica lacks a data key the calls were sealed with; the replicas that have it make them", "for", paused)
+			case len(calls) > 0:
+				paused = 0
 			}
 			for _, c := range calls {
 				slots <- struct{}{}
