@@ -11,6 +11,7 @@ import (
 
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/keyring"
 )
 
 // Canaries stored in protected fields of the reveal fixture.
@@ -274,5 +275,25 @@ func TestRevealOutputsAndListReveals(t *testing.T) {
 	rest, err := e.ListReveals(ctx, RevealFilter{Occurrence: &occ, Before: mine[1].ID, Limit: 2})
 	if err != nil || len(rest) != 1 || rest[0].Field != "/note" {
 		t.Fatalf("second page of occ's reveals: %+v, %v", rest, err)
+	}
+}
+
+// A replica without the data key a value was sealed with answers a reveal
+// 503 data_key_missing, records nothing, and another replica reveals it
+// (lifecycle QA: a 500 said nothing of why).
+func TestRevealOnAReplicaWithoutTheKey(t *testing.T) {
+	t.Parallel()
+	e, occ, admin, _ := revealFixture(t)
+	other, _ := keyring.Parse(keyring.NewKeySpec("other"))
+	lacking := New(e.pool, Options{Keys: other})
+	_, err := lacking.RevealValue(context.Background(), admin, occ, SideInputs, "/contact/email", "support ticket 42")
+	if fe, ok := fault.As(err); !ok || fe.Code != "data_key_missing" || fe.Kind != fault.Unavailable || fe.RetryAfter <= 0 {
+		t.Fatalf("reveal without the key: %v; want 503 data_key_missing with Retry-After", err)
+	}
+	if n := auditCount(t, e, occ); n != 0 {
+		t.Errorf("%d reveals recorded; want none for a value not revealed", n)
+	}
+	if got, err := e.RevealValue(context.Background(), admin, occ, SideInputs, "/contact/email", "support ticket 42"); err != nil || !strings.Contains(string(got.Value), revealSensitive) {
+		t.Errorf("reveal with the key: %v, %v", got.Value, err)
 	}
 }

@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     345,
 	"%d held instances match now.":             64,
 	"%d hours":                                 361,
-	"%d items":                                 775,
+	"%d items":                                 777,
 	"%d left":                                  518,
 	"%d min":                                   344,
 	"%d minutes":                               362,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              773,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              775,
 	"%d ms": 364,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         686,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 685,
@@ -99,19 +99,19 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 638,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 508,
 	"%s–%s":                         332,
-	"(%d characters in all)":        777,
+	"(%d characters in all)":        779,
 	"(%d handed back, not counted)": 517,
-	"(each item)":                   763,
-	"(in %s)":                       776,
+	"(each item)":                   765,
+	"(in %s)":                       778,
 	"(worker %s)":                   566,
 	"0 seconds":                     359,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            740,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            742,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 555,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       308,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 648,
 	"A revision is a definition’s: choose the definition too.": 603,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 728,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   727,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 730,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   729,
 	"A version is a process’s: choose the process too.":              404,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
@@ -131,7 +131,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       200,
 	"All processes":                       415,
 	"All statuses":                        417,
-	"All workers":                         790,
+	"All workers":                         792,
 	"An operator abandoned the instance.": 554,
 	"Any definition":                      416,
 	"Apply filters":                       122,
@@ -147,7 +147,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           709,
+	"Back to the occurrence":           711,
 	"Back without saving":              650,
 	"Breaks processes":                 232,
 	"Breaks workers":                   233,
@@ -161,12 +161,13 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    509,
 	"Calls":                           286,
 	"Calls signed (Relais-Signature)": 288,
-	"Camunda 7 facade":                794,
+	"Camunda 7 facade":                796,
 	"Cancelled: the instance was stopped (%s).":               578,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 577,
 	"Cannot act on this filter":                               93,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           710,
+	"Cannot reveal":                                           712,
+	"Cannot reveal it here":                                   708,
 	"Change":                                                  230,
 	"Changes between the two revisions":                       242,
 	"Changes of the Working copy since revision %d":           251,
@@ -183,7 +184,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    326,
 	"Completions and failures per 5-minute slot, oldest first": 330,
 	"Completions and failures, last hour":                      309,
-	"Connected":                                                786,
+	"Connected":                                                788,
 	"Constraints":                                              210,
 	"Consumer":                                                 478,
 	"Consumer and worker":                                      614,
@@ -208,7 +209,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          101,
 	"Definitions":                                145,
 	"Definitions by key":                         270,
-	"Definitions served":                         784,
+	"Definitions served":                         786,
 	"Definitions, those needing attention first": 310,
 	"Description":                                211,
 	"Destination":                                490,
@@ -244,9 +245,9 @@ var messageKeyToIndex = map[string]int{
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 527,
 	"Every attempt, oldest first": 477,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  713,
-	"Expired token":                        750,
-	"Expires":                              747,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  715,
+	"Expired token":                        752,
+	"Expires":                              749,
 	"External tasks":                       140,
 	"Failed":                               314,
 	"Failed (%s).":                         576,
@@ -279,7 +280,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                397,
 	"Held instances":          313,
 	"ID":                      190,
-	"In flight":               785,
+	"In flight":               787,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 327,
 	"Inputs": 235,
 	"Inputs an instance of this version is started with": 678,
@@ -292,9 +293,9 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 89,
 	"Instances of this version": 679,
 	"Invalid request":           164,
-	"It takes every revision its consumer is granted.": 806,
-	"It takes revision %d only.":                       809,
-	"It takes revisions %s only.":                      811,
+	"It takes every revision its consumer is granted.": 808,
+	"It takes revision %d only.":                       811,
+	"It takes revisions %s only.":                      813,
 	"Its calls":                                        287,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 293,
@@ -303,12 +304,12 @@ var messageKeyToIndex = map[string]int{
 	"Its instance went on along the node’s error path.":                              575,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               755,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               757,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
 	"Jan":                     347,
 	"Jul":                     353,
 	"Jun":                     352,
-	"Keep it":                 757,
+	"Keep it":                 759,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       289,
@@ -319,8 +320,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 533,
 	"Last reserved":           530,
 	"Last saved":              216,
-	"Last seen":               787,
-	"Last used":               746,
+	"Last seen":               789,
+	"Last used":               748,
 	"Latest revision":         272,
 	"Lists every change from one revision to another, and whom it may break.": 226,
 	"Local time in %s": 652,
@@ -336,7 +337,7 @@ var messageKeyToIndex = map[string]int{
 	"Message from Relais": 601,
 	"Message from Relais, quoting the destination’s answer":            600,
 	"Message from the worker (its own words, protected values masked)": 599,
-	"Method not allowed": 717,
+	"Method not allowed": 719,
 	"Mode":               499,
 	"More filters: instance, revision, consumer, destination, dates": 605,
 	"Name":                    191,
@@ -354,10 +355,10 @@ var messageKeyToIndex = map[string]int{
 	"No destination yet.":                                                       276,
 	"No inputs.":                                                                236,
 	"No inputs: an instance starts with an empty object.":                       677,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  726,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 724,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  728,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 726,
 	"No instance matches these filters.": 414,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 725,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 727,
 	"No live worker takes %s now (Workers page).":                                               557,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 558,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           559,
@@ -372,20 +373,20 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 524,
 	"No process has the key “%s”.":                         98,
 	"No process is published yet.":                         663,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             803,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             802,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             805,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             804,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
 	"No release yet.": 220,
 	"No revision yet: the Working copy has never been snapshotted.": 218,
-	"No token.":              744,
-	"No value was revealed.": 715,
+	"No token.":              746,
+	"No value was revealed.": 717,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              489,
 	"No worker has reserved this occurrence yet.":                                        486,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 804,
-	"No worker is connected.":           788,
-	"No worker serves this definition.": 791,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 801,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 806,
+	"No worker is connected.":           790,
+	"No worker serves this definition.": 793,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 803,
 	"Node":                  371,
 	"Nodes":                 669,
 	"Nodes of this version": 681,
@@ -397,7 +398,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 169,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             722,
+	"Nothing to find: the search box is empty.":                             724,
 	"Nothing was done.":        31,
 	"Nov":                      357,
 	"Now":                      495,
@@ -405,17 +406,17 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            473,
 	"Occurrence offered again": 113,
 	"Occurrences now":          675,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          799,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 800,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          801,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 802,
 	"Occurrences, newest first": 610,
 	"Oct":                       356,
 	"Offered from %s — %s.":     562,
 	"Oldest claimable waits":    315,
 	"On error":                  674,
 	"On success":                673,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         711,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         713,
 	"Only administrators may reveal a sensitive value.":                                                           706,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 741,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 743,
 	"Open":             312,
 	"Operator actions": 367,
 	"Operator actions on this instance, newest first": 380,
@@ -427,7 +428,7 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     240,
 	"Outputs, labelled by revision %d's contract":     521,
 	"Pages": 631,
-	"Paste your token in the field: it is empty.": 738,
+	"Paste your token in the field: it is empty.": 740,
 	"Path":                            368,
 	"Pause reloading":                 161,
 	"Pinned revision":                 672,
@@ -445,7 +446,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 411,
 	"Processes":                       141,
 	"Processes by key":                661,
-	"Protocol":                        783,
+	"Protocol":                        785,
 	"Published":                       224,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 659,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       660,
@@ -495,18 +496,18 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 525,
-	"Revealed by %s at %s; recorded in the audit log.": 708,
+	"Revealed by %s at %s; recorded in the audit log.": 710,
 	"Reveals":               150,
-	"Reveals, newest first": 714,
+	"Reveals, newest first": 716,
 	"Revision":              222,
 	"Revision %d":           243,
 	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 807,
-	"Revoke the %s token “%s”?": 754,
-	"Revoke the token":          756,
-	"Revoke token %d":           753,
-	"Revoke…":                   751,
-	"Role":                      745,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 809,
+	"Revoke the %s token “%s”?": 756,
+	"Revoke the token":          758,
+	"Revoke token %d":           755,
+	"Revoke…":                   753,
+	"Role":                      747,
 	"Route":                     373,
 	"Routing output":            215,
 	"Row %s":                    635,
@@ -515,17 +516,17 @@ var messageKeyToIndex = map[string]int{
 	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      707,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 290,
-	"Search":                               720,
-	"Secret values can never be revealed.": 712,
+	"Search":                               722,
+	"Secret values can never be revealed.": 714,
 	"Sep":                                  355,
-	"Served by %d workers":                 805,
+	"Served by %d workers":                 807,
 	"Settled":                              376,
 	"Settlement date":                      604,
 	"Show all definitions":                 323,
 	"Show times in":                        645,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
-	"Sign in": 733,
-	"Sign in with an operator, designer or administrator token.": 734,
+	"Sign in": 735,
+	"Sign in with an operator, designer or administrator token.": 736,
 	"Sign out":             152,
 	"Signed in as %s (%s)": 151,
 	"Since revision %d:":   249,
@@ -535,8 +536,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
 	"Something went wrong": 184,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 742,
-	"Staff tokens, oldest first": 743,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 744,
+	"Staff tokens, oldest first": 745,
 	"Start node":                 666,
 	"Started":                    393,
 	"State":                      194,
@@ -560,7 +561,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 269,
 	"Tasks":                   195,
 	"Temporarily unavailable": 182,
-	"That is too long to be an id or a business key.":                                           723,
+	"That is too long to be an id or a business key.":                                           725,
 	"The %d largest groups; the filter matches more.":                                           90,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 498,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 278,
@@ -606,15 +607,15 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                        46,
 	"The result did not match the revision's outputs contract.": 547,
 	"The revision must be a whole number, 1 or more.":           602,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 736,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        730,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     760,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 738,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        732,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     762,
 	"The version must be a whole number from 1.":                                                                                                        403,
 	"These revisions have the same contracts.":                                                                                                          234,
 	"These settings are kept in this browser only.":                                                                                                     644,
-	"They take every revision their consumer is granted.":                                                                                               808,
-	"They take revision %d only.":                                                                                                                       810,
-	"They take revisions %s only.":                                                                                                                      812,
+	"They take every revision their consumer is granted.":                                                                                               810,
+	"They take revision %d only.":                                                                                                                       812,
+	"They take revisions %s only.":                                                                                                                      814,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 639,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
 	"This contract has no inputs.":  520,
@@ -624,7 +625,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           719,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           721,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 297,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
@@ -643,26 +644,27 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            759,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           758,
-	"This page does not accept that request.": 718,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            761,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           760,
+	"This page does not accept that request.": 720,
 	"This page reloads every %d seconds.":     160,
 	"This process takes no inputs.":           384,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 60,
-	"This token is unknown, revoked or expired.": 739,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 709,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
+	"This token is unknown, revoked or expired.": 741,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 682,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            683,
 	"Times in %s · no auto-reload":    157,
 	"Times in %s · reload every %d s": 156,
 	"Times in %s · reloading paused":  155,
 	"To revision":                     228,
-	"Token":                           735,
+	"Token":                           737,
 	"Tokens":                          149,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 737,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 739,
 	"Totals of all definitions, not narrowed by the other filters":         620,
 	"Totals of definition %s, not narrowed by the other filters":           619,
 	"Type": 207,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 721,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 723,
 	"URL":                              281,
 	"UTC (coordinated universal time)": 651,
 	"Unknown action.":                  54,
@@ -681,19 +683,19 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       109,
 	"Whole message":                                             488,
 	"Why (recorded with the reveal)":                            526,
-	"Worker":                                                    782,
+	"Worker":                                                    784,
 	"Worker id":                                                 479,
 	"Workers":                                                   146,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        780,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        782,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 781,
-	"Workers serving %s":                   789,
+	"Workers seen within three heartbeats": 783,
+	"Workers serving %s":                   791,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        213,
-	"You are signed out.": 729,
+	"You are signed out.": 731,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 731,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          732,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 733,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          734,
 	"[redacted]":                          598,
 	"a token’s name, exact":               119,
 	"abandon":                             4,
@@ -705,11 +707,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 696,
 	"any other error":                     299,
 	"as of %s (%s); counts are refreshed every few seconds.": 622,
-	"at least %d characters":                                 764,
-	"at least %d items":                                      771,
+	"at least %d characters":                                 766,
+	"at least %d items":                                      773,
 	"at most %d":                                             514,
-	"at most %d characters":                                  765,
-	"at most %d items":                                       772,
+	"at most %d characters":                                  767,
+	"at most %d items":                                       774,
 	"at most %d since the last operator retry":               515,
 	"available":                                              421,
 	"boolean":                                                436,
@@ -731,13 +733,13 @@ var messageKeyToIndex = map[string]int{
 	"deleted":                                                115,
 	"designer":                                               451,
 	"disconnected":                                           432,
-	"each item of %s":                                        762,
+	"each item of %s":                                        764,
 	"end (completes)":                                        689,
 	"end (fails)":                                            690,
 	"end: completes the instance":                            302,
 	"end: fails the instance":                                303,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 795,
+	"every revision its consumer is granted":                 797,
 	"exact, case-sensitive":                                  408,
 	"expired":                                                429,
 	"failed":                                                 425,
@@ -745,7 +747,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            455,
 	"field removed":                                          456,
 	"format":                                                 466,
-	"format %s":                                              767,
+	"format %s":                                              769,
 	"from":                                                   120,
 	"held":                                                   428,
 	"held for an operator":                                   300,
@@ -766,18 +768,18 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               342,
 	"list":                                                   441,
 	"lock until":                                             629,
-	"long polling":                                           793,
+	"long polling":                                           795,
 	"long wait":                                              321,
 	"masked value":                                           280,
 	"maximum":                                                468,
-	"maximum %s":                                             769,
+	"maximum %s":                                             771,
 	"maximum items":                                          470,
 	"maximum length":                                         464,
 	"minimum":                                                467,
-	"minimum %s":                                             768,
+	"minimum %s":                                             770,
 	"minimum items":                                          469,
 	"minimum length":                                         463,
-	"never":                                                  748,
+	"never":                                                  750,
 	"next attempt":                                           626,
 	"no":                                                     454,
 	"no answer within the timeout":                           594,
@@ -785,28 +787,28 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":                             198,
 	"no header":                                              285,
 	"no worker":                                              322,
-	"no worker takes revision %d":                            797,
-	"no worker takes revisions %s":                           798,
+	"no worker takes revision %d":                            799,
+	"no worker takes revisions %s":                           800,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 537,
 	"none": 268,
-	"none (revealed before reasons were asked for)": 716,
+	"none (revealed before reasons were asked for)": 718,
 	"none yet": 273,
 	"none: a failed call takes the node’s error path": 504,
 	"normal":                             442,
-	"not provided":                       774,
-	"not yet":                            749,
-	"null":                               778,
+	"not provided":                       776,
+	"not yet":                            751,
+	"null":                               780,
 	"number":                             435,
 	"object":                             440,
 	"on error":                           298,
 	"one attempt, no retry, priority %d": 699,
-	"one of: %s":                         770,
+	"one of: %s":                         772,
 	"operator":                           450,
 	"optional %s field of type %s":       265,
 	"optional field of type %s":          267,
 	"optional → required":                258,
 	"pattern":                            465,
-	"pattern %s":                         766,
+	"pattern %s":                         768,
 	"pull":                               687,
 	"pull %s":                            305,
 	"pull (a worker fetches it)":         447,
@@ -822,25 +824,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           422,
 	"retry":                              3,
 	"revision %d":                        623,
-	"revisions %s":                       796,
+	"revisions %s":                       798,
 	"revoked":                            197,
 	"routing changed":                    462,
-	"routing output":                     761,
+	"routing output":                     763,
 	"routing output %s → %s":             257,
 	"running":                            427,
 	"secret":                             444,
 	"sensitive":                          443,
 	"settled":                            625,
 	"stop":                               5,
-	"stream":                             792,
+	"stream":                             794,
 	"text":                               433,
 	"the contracts are the same (the name or a description changed).": 250,
-	"this session":             752,
+	"this session":             754,
 	"timeout %s":               701,
 	"timeout %s (the default)": 702,
 	"to":                       121,
 	"type changed":             457,
-	"unexpected value":         779,
+	"unexpected value":         781,
 	"unknown":                  597,
 	"values added: %s":         260,
 	"values changed":           459,
@@ -854,7 +856,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s": 694,
 }
 
-var enIndex = []uint32{ // 814 elements
+var enIndex = []uint32{ // 816 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1055,39 +1057,39 @@ var enIndex = []uint32{ // 814 elements
 	0x000075d0, 0x000075df, 0x000075ed, 0x00007609,
 	// Entry 2C0 - 2DF
 	0x00007618, 0x0000762e, 0x00007667, 0x00007699,
-	0x000076f1, 0x00007728, 0x0000773f, 0x0000774d,
-	0x00007791, 0x000077b6, 0x0000782d, 0x00007843,
-	0x0000785a, 0x00007888, 0x0000789b, 0x000078c3,
-	0x00007947, 0x0000794e, 0x000079b6, 0x000079e0,
-	0x00007a10, 0x00007ae3, 0x00007c1d, 0x00007cbd,
-	0x00007d94, 0x00007e6d, 0x00007e81, 0x00007edc,
-	0x00007f87, 0x00008009, 0x00008011, 0x0000804c,
+	0x000076f1, 0x00007707, 0x000077d5, 0x0000780c,
+	0x00007823, 0x00007831, 0x00007875, 0x0000789a,
+	0x00007911, 0x00007927, 0x0000793e, 0x0000796c,
+	0x0000797f, 0x000079a7, 0x00007a2b, 0x00007a32,
+	0x00007a9a, 0x00007ac4, 0x00007af4, 0x00007bc7,
+	0x00007d01, 0x00007da1, 0x00007e78, 0x00007f51,
+	0x00007f65, 0x00007fc0, 0x0000806b, 0x000080ed,
 	// Entry 2E0 - 2FF
-	0x00008052, 0x000080e4, 0x0000817c, 0x000081a8,
-	0x000081d3, 0x00008221, 0x0000828d, 0x00008334,
-	0x0000834f, 0x00008359, 0x0000835e, 0x00008368,
-	0x00008370, 0x00008376, 0x0000837e, 0x0000838c,
-	0x00008396, 0x000083a3, 0x000083b6, 0x000083da,
-	0x0000845a, 0x0000846b, 0x00008473, 0x000084e8,
-	0x0000853c, 0x00008584, 0x00008593, 0x000085a6,
-	0x000085b2, 0x000085ee, 0x00008628, 0x00008636,
+	0x000080f5, 0x00008130, 0x00008136, 0x000081c8,
+	0x00008260, 0x0000828c, 0x000082b7, 0x00008305,
+	0x00008371, 0x00008418, 0x00008433, 0x0000843d,
+	0x00008442, 0x0000844c, 0x00008454, 0x0000845a,
+	0x00008462, 0x00008470, 0x0000847a, 0x00008487,
+	0x0000849a, 0x000084be, 0x0000853e, 0x0000854f,
+	0x00008557, 0x000085cc, 0x00008620, 0x00008668,
+	0x00008677, 0x0000868a, 0x00008696, 0x000086d2,
 	// Entry 300 - 31F
-	0x00008643, 0x00008651, 0x0000865f, 0x0000866d,
-	0x0000869f, 0x000086cf, 0x0000872b, 0x00008738,
-	0x00008758, 0x00008763, 0x0000877d, 0x00008782,
-	0x00008793, 0x00008819, 0x0000883e, 0x00008845,
-	0x0000884e, 0x00008861, 0x0000886b, 0x00008875,
-	0x0000887f, 0x00008897, 0x000088ad, 0x000088b9,
-	0x000088db, 0x000088e2, 0x000088ef, 0x00008900,
-	0x00008927, 0x00008937, 0x00008956, 0x00008976,
+	0x0000870c, 0x0000871a, 0x00008727, 0x00008735,
+	0x00008743, 0x00008751, 0x00008783, 0x000087b3,
+	0x0000880f, 0x0000881c, 0x0000883c, 0x00008847,
+	0x00008861, 0x00008866, 0x00008877, 0x000088fd,
+	0x00008922, 0x00008929, 0x00008932, 0x00008945,
+	0x0000894f, 0x00008959, 0x00008963, 0x0000897b,
+	0x00008991, 0x0000899d, 0x000089bf, 0x000089c6,
+	0x000089d3, 0x000089e4, 0x00008a0b, 0x00008a1b,
 	// Entry 320 - 33F
-	0x00008a4e, 0x00008b2f, 0x00008b83, 0x00008bd3,
-	0x00008c33, 0x00008c86, 0x00008cbe, 0x00008cef,
-	0x00008d3f, 0x00008d73, 0x00008d91, 0x00008db0,
-	0x00008dcf, 0x00008def,
-} // Size: 3280 bytes
+	0x00008a3a, 0x00008a5a, 0x00008b32, 0x00008c13,
+	0x00008c67, 0x00008cb7, 0x00008d17, 0x00008d6a,
+	0x00008da2, 0x00008dd3, 0x00008e23, 0x00008e57,
+	0x00008e75, 0x00008e94, 0x00008eb3, 0x00008ed3,
+} // Size: 3288 bytes
 
-const enData string = "" + // Size: 36335 bytes
+const enData string = "" + // Size: 36563 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1548,74 +1550,77 @@ const enData string = "" + // Size: 36335 bytes
 	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
 	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
 	"y why you reveal this value: the reason is recorded with the reveal in t" +
-	"he audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Back to the occurrence\x02Cannot reveal\x02Only a value this page sh" +
-	"ows as hidden (sensitive) can be revealed.\x02Secret values can never be" +
-	" revealed.\x02Every sensitive value an administrator revealed: who, when" +
-	", which field and why. The values themselves are never kept.\x02Reveals," +
-	" newest first\x02No value was revealed.\x02none (revealed before reasons" +
-	" were asked for)\x02Method not allowed\x02This page does not accept that" +
-	" request.\x02This form was sent from another site: the console takes its" +
-	" forms from its own pages only. Open the console and send it from there." +
-	"\x02Search\x02Type an instance or occurrence id (a whole UUID, as the ti" +
-	"tle of its page shows it), or a business key.\x02Nothing to find: the se" +
-	"arch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance has “%[1]s” as its business key. A business key is found" +
-	" only whole and exactly as given, capitals and accents included: a list " +
-	"shows a long one shortened, so copy it from its instance’s page.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02A token in the address is not used: " +
-	"you are signed in already. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
-	"ste it in the field below. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
-	"igned in with is revoked, and you are signed out: sign in with another o" +
-	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
-	"ed token or a restart of the server), so your last action was not applie" +
-	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
-	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
-	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
-	"or administrator token.\x02Token\x02The token is checked once and never " +
-	"stored in your browser; a session cookie stands for it for up to 8 hours" +
-	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
-	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
-	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
-	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
-	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
-	" a worker’s token, for the API.\x02Only administrators see this page: to" +
-	"kens, consumers, destinations, the reveal log and erasures are theirs." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"he audit log.\x02Cannot reveal it here\x02This replica lacks the data ke" +
+	"y the value was sealed with, so it cannot open it (nothing was recorded)" +
+	". Another replica may reveal it; ask your administrator to start every r" +
+	"eplica with the same data keys.\x02Revealed by %[1]s at %[2]s; recorded " +
+	"in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a v" +
+	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
+	"lues can never be revealed.\x02Every sensitive value an administrator re" +
+	"vealed: who, when, which field and why. The values themselves are never " +
+	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
+	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
+	"s not accept that request.\x02This form was sent from another site: the " +
+	"console takes its forms from its own pages only. Open the console and se" +
+	"nd it from there.\x02Search\x02Type an instance or occurrence id (a whol" +
+	"e UUID, as the title of its page shows it), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance has “%[1]s” as its business key. A busines" +
+	"s key is found only whole and exactly as given, capitals and accents inc" +
+	"luded: a list shows a long one shortened, so copy it from its instance’s" +
+	" page.\x02No instance or occurrence has the id “%[1]s”, and no instance " +
+	"has it as its business key. An ended instance is deleted, with its occur" +
+	"rences and attempts, once the retention period (RELAIS_RETENTION) has pa" +
+	"ssed, or at once when an administrator erases it; the audit log keeps th" +
+	"e operator actions taken on it.\x02No instance has “%[1]s” as its busine" +
+	"ss key, and it is not a whole id: the lists show the end of each id. Ope" +
+	"n the row, or copy its link, for the whole id.\x02A token in the address" +
+	" is not used: you are signed in already. The address has put it in your " +
+	"browser’s history, and perhaps in a proxy’s logs: if others may read the" +
+	"m, have the token revoked and use a new one.\x02A token in the address i" +
+	"s not used: paste it in the field below. The address has put it in your " +
+	"browser’s history, and perhaps in a proxy’s logs: if others may read the" +
+	"m, have the token revoked and use a new one.\x02You are signed out.\x02T" +
+	"he token you signed in with is revoked, and you are signed out: sign in " +
+	"with another one.\x02Your session had ended (inactivity, a sign-out else" +
+	"where, a revoked token or a restart of the server), so your last action " +
+	"was not applied. Sign in again, then repeat it.\x02Your session has ende" +
+	"d (inactivity, a sign-out elsewhere, a token revoked or expired, or a re" +
+	"start of the server). Sign in again.\x02Sign in\x02Sign in with an opera" +
+	"tor, designer or administrator token.\x02Token\x02The token is checked o" +
+	"nce and never stored in your browser; a session cookie stands for it for" +
+	" up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
+	"\x02G\x02Too many failed sign-ins from your address. Try again in %[1]d " +
+	"second.\x00H\x02Too many failed sign-ins from your address. Try again in" +
+	" %[1]d seconds.\x02Paste your token in the field: it is empty.\x02This t" +
+	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
+	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
+	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
+	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
+	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
+	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
+	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
+	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
+	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
+	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
+	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
+	"th: revoking it signs you out. Its next request is refused. This cannot " +
+	"be undone.\x02This is the last usable administrator token: create anothe" +
+	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
+	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
+	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
+	"m, and polling workers by their last fetch. A worker is listed while it " +
+	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
+	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
 	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
 	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
 	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
@@ -1639,7 +1644,7 @@ const enData string = "" + // Size: 36335 bytes
 	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
 	"."
 
-var frIndex = []uint32{ // 814 elements
+var frIndex = []uint32{ // 816 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1840,39 +1845,39 @@ var frIndex = []uint32{ // 814 elements
 	0x00009752, 0x00009763, 0x00009770, 0x0000978b,
 	// Entry 2C0 - 2DF
 	0x0000979f, 0x000097bd, 0x00009808, 0x00009849,
-	0x000098bf, 0x00009905, 0x0000991e, 0x00009936,
-	0x00009989, 0x000099c4, 0x00009a5c, 0x00009a88,
-	0x00009aae, 0x00009ae2, 0x00009afa, 0x00009b25,
-	0x00009bce, 0x00009bd8, 0x00009c60, 0x00009c95,
-	0x00009cd6, 0x00009dbb, 0x00009f36, 0x0000a00f,
-	0x0000a124, 0x0000a240, 0x0000a259, 0x0000a2d5,
-	0x0000a39e, 0x0000a427, 0x0000a434, 0x0000a486,
+	0x000098bf, 0x000098de, 0x000099f4, 0x00009a3a,
+	0x00009a53, 0x00009a6b, 0x00009abe, 0x00009af9,
+	0x00009b91, 0x00009bbd, 0x00009be3, 0x00009c17,
+	0x00009c2f, 0x00009c5a, 0x00009d03, 0x00009d0d,
+	0x00009d95, 0x00009dca, 0x00009e0b, 0x00009ef0,
+	0x0000a06b, 0x0000a144, 0x0000a259, 0x0000a375,
+	0x0000a38e, 0x0000a40a, 0x0000a4d3, 0x0000a55c,
 	// Entry 2E0 - 2FF
-	0x0000a48c, 0x0000a540, 0x0000a5f0, 0x0000a622,
-	0x0000a64e, 0x0000a6b7, 0x0000a75e, 0x0000a820,
-	0x0000a850, 0x0000a85d, 0x0000a863, 0x0000a879,
-	0x0000a884, 0x0000a88b, 0x0000a896, 0x0000a8a4,
-	0x0000a8b1, 0x0000a8bf, 0x0000a8d8, 0x0000a905,
-	0x0000a9ae, 0x0000a9c1, 0x0000a9cb, 0x0000aa5a,
-	0x0000aabb, 0x0000ab17, 0x0000ab29, 0x0000ab43,
-	0x0000ab56, 0x0000ab94, 0x0000abd0, 0x0000abed,
+	0x0000a569, 0x0000a5bb, 0x0000a5c1, 0x0000a675,
+	0x0000a725, 0x0000a757, 0x0000a783, 0x0000a7ec,
+	0x0000a893, 0x0000a955, 0x0000a985, 0x0000a992,
+	0x0000a998, 0x0000a9ae, 0x0000a9b9, 0x0000a9c0,
+	0x0000a9cb, 0x0000a9d9, 0x0000a9e6, 0x0000a9f4,
+	0x0000aa0d, 0x0000aa3a, 0x0000aae3, 0x0000aaf6,
+	0x0000ab00, 0x0000ab8f, 0x0000abf0, 0x0000ac4c,
+	0x0000ac5e, 0x0000ac78, 0x0000ac8b, 0x0000acc9,
 	// Entry 300 - 31F
-	0x0000abfa, 0x0000ac08, 0x0000ac16, 0x0000ac26,
-	0x0000ac62, 0x0000ac9c, 0x0000ad19, 0x0000ad24,
-	0x0000ad4e, 0x0000ad5b, 0x0000ad77, 0x0000ad7b,
-	0x0000ad8d, 0x0000ae4f, 0x0000ae82, 0x0000ae8d,
-	0x0000ae97, 0x0000aeac, 0x0000aeb5, 0x0000aebf,
-	0x0000aed4, 0x0000aef8, 0x0000af12, 0x0000af27,
-	0x0000af53, 0x0000af58, 0x0000af6d, 0x0000af7f,
-	0x0000afb4, 0x0000afc5, 0x0000aff2, 0x0000b021,
+	0x0000ad05, 0x0000ad22, 0x0000ad2f, 0x0000ad3d,
+	0x0000ad4b, 0x0000ad5b, 0x0000ad97, 0x0000add1,
+	0x0000ae4e, 0x0000ae59, 0x0000ae83, 0x0000ae90,
+	0x0000aeac, 0x0000aeb0, 0x0000aec2, 0x0000af84,
+	0x0000afb7, 0x0000afc2, 0x0000afcc, 0x0000afe1,
+	0x0000afea, 0x0000aff4, 0x0000b009, 0x0000b02d,
+	0x0000b047, 0x0000b05c, 0x0000b088, 0x0000b08d,
+	0x0000b0a2, 0x0000b0b4, 0x0000b0e9, 0x0000b0fa,
 	// Entry 320 - 33F
-	0x0000b143, 0x0000b265, 0x0000b2db, 0x0000b366,
-	0x0000b3f5, 0x0000b45c, 0x0000b49e, 0x0000b4e6,
-	0x0000b559, 0x0000b5a1, 0x0000b5cf, 0x0000b5fd,
-	0x0000b630, 0x0000b663,
-} // Size: 3280 bytes
+	0x0000b127, 0x0000b156, 0x0000b278, 0x0000b39a,
+	0x0000b410, 0x0000b49b, 0x0000b52a, 0x0000b591,
+	0x0000b5d3, 0x0000b61b, 0x0000b68e, 0x0000b6d6,
+	0x0000b704, 0x0000b732, 0x0000b765, 0x0000b798,
+} // Size: 3288 bytes
 
-const frData string = "" + // Size: 46691 bytes
+const frData string = "" + // Size: 47000 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2439,116 +2444,120 @@ const frData string = "" + // Size: 46691 bytes
 	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
 	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
 	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
-	" consigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]" +
-	"s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurr" +
-	"ence\x02Révélation impossible\x02Seule une valeur que cette page affiche" +
-	" masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuven" +
-	"t jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a" +
-	" révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mê" +
-	"mes ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Ce formulaire a été envoyé depuis un autre site\u202f: la c" +
-	"onsole n’accepte que les formulaires de ses propres pages. Ouvrez la con" +
-	"sole et envoyez-le depuis celle-ci.\x02Recherche\x02Saisissez un identif" +
-	"iant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa" +
-	" page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ d" +
-	"e recherche est vide.\x02C’est trop long pour être un identifiant ou une" +
-	" clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier." +
-	" Une clé métier n’est trouvée qu’entière et telle quelle, majuscules et " +
-	"accents compris\u202f: une liste abrège les longues, copiez-la depuis la" +
-	" page de son instance.\x02Aucune instance ni occurrence n’a l’identifian" +
-	"t « %[1]s », et aucune instance ne l’a pour clé métier. Une instance ter" +
-	"minée est supprimée, avec ses occurrences et ses tentatives, une fois la" +
-	" durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt qu’un adm" +
-	"inistrateur l’efface\u202f; le journal d’audit garde les actions d’opéra" +
-	"teur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour cl" +
-	"é métier, et ce n’est pas un identifiant entier\u202f: les listes montr" +
-	"ent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, p" +
-	"our l’identifiant entier.\x02Un jeton dans l’adresse n’est pas utilisé" +
-	"\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’historique de " +
-	"votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’" +
-	"autres peuvent les lire, faites révoquer le jeton et utilisez-en un nouv" +
-	"eau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-le dans " +
-	"le champ ci-dessous. L’adresse l’a mis dans l’historique de votre naviga" +
-	"teur, et peut-être dans les journaux d’un proxy\u202f: si d’autres peuve" +
-	"nt les lire, faites révoquer le jeton et utilisez-en un nouveau.\x02Vous" +
-	" êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connecté est r" +
-	"évoqué, et vous êtes déconnecté\u202f: connectez-vous avec un autre." +
-	"\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, jeto" +
-	"n révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a pa" +
-	"s été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a " +
-	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, ou " +
-	"redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-" +
-	"vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Je" +
-	"ton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre" +
-	" navigateur\u202f; un cookie de session le remplace jusqu’à 8\u00a0heure" +
-	"s d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02T" +
-	"rop de connexions échouées depuis votre adresse. Réessayez dans %[1]d se" +
-	"conde.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Collez votre jeton dans le champ\u202f: il es" +
-	"t vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle " +
-	"%[1]s ne peut pas ouvrir la console\u202f: c’est un jeton d’exécutant, p" +
-	"our l’API.\x02Seuls les administrateurs voient cette page\u202f: les jet" +
-	"ons, les consommateurs, les destinations, le journal des révélations et " +
-	"les effacements sont de leur ressort.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun j" +
-	"eton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas enc" +
-	"ore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %" +
-	"[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête" +
-	" suivante est refusée et les sessions de console ouvertes avec lui prenn" +
-	"ent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouvea" +
-	"u jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel" +
-	" vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suiva" +
-	"nte est refusée. C’est irréversible.\x02C’est le dernier jeton administr" +
-	"ateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le je" +
-	"ton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
-	"e sera refusée.\x02sortie de routage\x02chaque élément de %[1]s\x02(chaq" +
-	"ue élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
-	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
-	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02expression régul" +
-	"ière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
-	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
-	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02aucun" +
-	" exécutant ne prend la révision %[1]d\x02aucun exécutant ne prend les ré" +
-	"visions %[1]s\x02Des occurrences de la révision %[1]d attendent, et aucu" +
-	"n exécutant connecté ne la prend\u202f: abonnez-y des exécutants dont le" +
-	" consommateur y a droit (un exécutant qui ne nomme aucune révision prend" +
-	" celles auxquelles son consommateur a droit\u202f; une version de proces" +
-	"sus l’épingle).\x02Des occurrences des révisions %[1]s attendent, et auc" +
-	"un exécutant connecté ne les prend\u202f: abonnez-y des exécutants dont " +
-	"le consommateur y a droit (un exécutant qui ne nomme aucune révision pre" +
-	"nd celles auxquelles son consommateur a droit\u202f; une version de proc" +
-	"essus les épingle).\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions accordée" +
-	"s au consommateur sont prises en charge.\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]" +
-	"s sont prises en charge.\x02Seules les révisions %[1]s sont prises en ch" +
-	"arge."
+	" consigné avec la révélation dans le journal d’audit.\x02Impossible de l" +
+	"a révéler ici\x02Cette réplique n’a pas la clé de données qui a scellé l" +
+	"a valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une aut" +
+	"re réplique peut la révéler\u202f; demandez à votre administrateur de dé" +
+	"marrer toutes les répliques avec les mêmes clés de données.\x02Révélé pa" +
+	"r %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’" +
+	"occurrence\x02Révélation impossible\x02Seule une valeur que cette page a" +
+	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
+	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
+	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
+	"les-mêmes ne sont jamais conservées.\x02Révélations, les plus récentes d" +
+	"’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que l" +
+	"e motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte p" +
+	"as cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
+	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
+	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
+	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
+	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est" +
+	" pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’hi" +
+	"storique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: co" +
+	"llez-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de" +
+	" votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d" +
+	"’autres peuvent les lire, faites révoquer le jeton et utilisez-en un n" +
+	"ouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez" +
+	" connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous ave" +
+	"c un autre.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
+	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
+	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
+	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
+	"expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
+	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
+	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
+	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
+	"à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81" +
+	"\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réess" +
+	"ayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votr" +
+	"e adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le " +
+	"champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un" +
+	" jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient cett" +
+	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
+	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
+	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
+	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
+	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
+	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
+	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 89586 bytes (87KiB); checksum: CD511094
+	// Total table size 90139 bytes (88KiB); checksum: 6AC35B58
