@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"reflect"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,7 +153,7 @@ func Typed[In, Out any](h func(ctx context.Context, t *Task, in In) (Out, error)
 	return func(ctx context.Context, t *Task) (any, error) {
 		var in In
 		if err := json.Unmarshal(t.Inputs, &in); err != nil {
-			return nil, &BusinessError{Code: codeInputsUndecodable, Message: undecodable[In](err)}
+			return nil, &BusinessError{Code: codeInputsUndecodable, Message: undecodable[In](t.Inputs, err)}
 		}
 		out, err := h(ctx, t, in)
 		if err != nil {
@@ -169,7 +172,7 @@ func Typed[In, Out any](h func(ctx context.Context, t *Task, in In) (Out, error)
 // and the types but never the value: encoding/json quotes some values in
 // its errors (a number that does not fit, a time that does not parse), and
 // the message is stored and shown where the value itself may be masked.
-func undecodable[T any](err error) string {
+func undecodable[T any](inputs json.RawMessage, err error) string {
 	msg := "the inputs do not decode into " + reflect.TypeFor[T]().String()
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		field := te.Field
@@ -180,7 +183,105 @@ func undecodable[T any](err error) string {
 		kind, _, _ := strings.Cut(te.Value, " ")
 		return msg + ": " + field + " is a JSON " + kind + ", which " + te.Type.String() + " cannot hold"
 	}
-	return msg + " (a field's value does not parse as its Go type)"
+	// A type's own UnmarshalJSON (time.Time's) refused a value, and
+	// encoding/json names no field for it: found by decoding each alone
+	// (Go SDK QA: a date read into time.Time failed every task, unnamed).
+	field, typ := failingField(inputs, reflect.TypeFor[T](), "")
+	if field == "" {
+		return msg + " (a field's value does not parse as its Go type)"
+	}
+	msg += ": " + field + " does not parse as " + typ.String()
+	if typ == reflect.TypeFor[time.Time]() {
+		msg += " (time.Time reads RFC 3339 date-times; a contract date, without a time, is read into worker.Date)"
+	}
+	return msg
+}
+
+// failingField finds the member of doc that does not decode into its Go
+// field of t, by decoding each alone, and returns its path (address.city,
+// lines.2.qty, as encoding/json names a field) and the Go type that
+// refused it; "" when none does alone. It reads no value into the answer.
+func failingField(doc json.RawMessage, t reflect.Type, path string) (string, reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	try := func(raw json.RawMessage, ft reflect.Type, p string) (string, reflect.Type) {
+		if json.Unmarshal(raw, reflect.New(ft).Interface()) == nil {
+			return "", nil
+		}
+		if deeper, dt := failingField(raw, ft, p); deeper != "" {
+			return deeper, dt
+		}
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem() // an optional field's type is its value's
+		}
+		return p, ft
+	}
+	join := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if t.Implements(reflect.TypeFor[json.Unmarshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+			return "", nil // decoded whole, by its own method
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(doc, &members) != nil {
+			return "", nil
+		}
+		for _, f := range reflect.VisibleFields(t) {
+			if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			raw, ok := members[name]
+			if !ok {
+				// encoding/json matches a member case-insensitively too.
+				for k, v := range members {
+					if strings.EqualFold(k, name) {
+						raw, ok = v, true
+						break
+					}
+				}
+			}
+			if !ok {
+				continue
+			}
+			if p, ft := try(raw, f.Type, join(name)); p != "" {
+				return p, ft
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(doc, &items) != nil {
+			return "", nil
+		}
+		for i, item := range items {
+			if p, ft := try(item, t.Elem(), join(strconv.Itoa(i))); p != "" {
+				return p, ft
+			}
+		}
+	case reflect.Map:
+		var members map[string]json.RawMessage
+		if json.Unmarshal(doc, &members) != nil {
+			return "", nil
+		}
+		for _, k := range slices.Sorted(maps.Keys(members)) {
+			if p, ft := try(members[k], t.Elem(), join(k)); p != "" {
+				return p, ft
+			}
+		}
+	}
+	return "", nil
 }
 
 func taskAttrs(t *Task) []any {
@@ -448,7 +549,10 @@ func timeoutFailure(d time.Duration) failRequest {
 // invoke calls h, turning a panic into a retryable failure. Relais gets
 // the panic value (it scrubs protected values from messages); the log
 // gets the stack, which locates the bug, but not the value, which may
-// quote inputs.
+// quote inputs. The error h returns is read here, where a panic of its
+// Error method (a typed nil pointer returned as an error, the usual slip)
+// is the handler's too: read later, it crashed the worker process (Go
+// SDK QA).
 func invoke(ctx context.Context, h Handler, t *Task, log *slog.Logger) (outputs any, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -456,7 +560,11 @@ func invoke(ctx context.Context, h Handler, t *Task, log *slog.Logger) (outputs 
 			outputs, err = nil, &RetryableError{Code: codeHandlerPanic, Err: fmt.Errorf("panic: %v", v)}
 		}
 	}()
-	return h(ctx, t)
+	outputs, err = h(ctx, t)
+	if err != nil {
+		_ = err.Error()
+	}
+	return outputs, err
 }
 
 // failureOf maps a handler error to the failure reported.
@@ -717,14 +825,26 @@ func encodingReason(err error) string {
 		return "unsupported value " + uve.Str
 	case errors.As(err, &me):
 		return "MarshalJSON of " + me.Type.String() + " failed"
+	case errors.Is(err, errMarshalPanicked):
+		return "a MarshalJSON or MarshalText method panicked"
 	}
 	return "unknown"
 }
 
-func encodeOutputs(outputs any) (json.RawMessage, error) {
+// errMarshalPanicked is a handler's outputs whose MarshalJSON (or
+// MarshalText) panicked: the task fails invalid_outputs, where the panic
+// crashed the worker process (Go SDK QA).
+var errMarshalPanicked = errors.New("a MarshalJSON or MarshalText method of the outputs panicked")
+
+func encodeOutputs(outputs any) (_ json.RawMessage, err error) {
 	if outputs == nil {
 		return json.RawMessage("{}"), nil
 	}
+	defer func() {
+		if recover() != nil {
+			err = errMarshalPanicked
+		}
+	}()
 	b, err := json.Marshal(outputs)
 	if err != nil {
 		return nil, err

@@ -224,6 +224,16 @@ func TestFailures(t *testing.T) {
 			failRecord{ErrorCode: "invalid_outputs", Message: `the outputs violate the contract: /outputs/crm_id: is required`, Retryable: false}, 1},
 		{"unencodable outputs", func(context.Context, *Task) (any, error) { return map[string]any{"crm_id": make(chan int)}, nil },
 			failRecord{ErrorCode: "invalid_outputs", Message: "the handler's outputs cannot be encoded as JSON", Retryable: false}, 0},
+		// A handler's mistakes that panic where the SDK reads what it
+		// returned fail the task; they crashed the worker process (Go SDK
+		// QA), and the task every worker that took it again.
+		{"typed nil error", func(context.Context, *Task) (any, error) {
+			var e *panickyError
+			return nil, e
+		}, failRecord{ErrorCode: "handler_panic", Message: "panic: runtime error: invalid memory address or nil pointer dereference", Retryable: true}, 0},
+		{"outputs whose MarshalJSON panics", func(context.Context, *Task) (any, error) {
+			return map[string]any{"crm_id": &panickyOutput{}}, nil
+		}, failRecord{ErrorCode: "invalid_outputs", Message: "the handler's outputs cannot be encoded as JSON", Retryable: false}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -384,14 +394,23 @@ func TestTypedHandler(t *testing.T) {
 // What Typed says of inputs that do not decode names the field and the
 // types, never the value (encoding/json quotes numbers and times).
 func TestTypedNamesNoValue(t *testing.T) {
+	type line struct {
+		On  *time.Time `json:"on"`
+		Qty int        `json:"qty"`
+	}
 	type in struct {
-		Count int       `json:"count"`
-		Since time.Time `json:"since"`
+		Count int            `json:"count"`
+		Since time.Time      `json:"since"`
+		Lines []line         `json:"lines"`
+		Meta  map[string]any `json:"meta"`
 	}
 	h := Typed(func(context.Context, *Task, in) (any, error) { return nil, nil })
 	for inputs, want := range map[string]string{
-		`{"count":123456.5}`:     "count is a JSON number, which int cannot hold",
-		`{"since":"1984-03-07"}`: "(a field's value does not parse as its Go type)",
+		`{"count":123456.5}`: "count is a JSON number, which int cannot hold",
+		// A type's own method refused it: the field is named all the
+		// same (Go SDK QA), with the way to read a date.
+		`{"since":"1984-03-07"}`: "since does not parse as time.Time (time.Time reads RFC 3339 date-times; a contract date, without a time, is read into worker.Date)",
+		`{"count":1,"lines":[{"qty":1},{"on":"1984-03-07","qty":2}]}`: "lines.1.on does not parse as time.Time",
 	} {
 		_, err := h(context.Background(), &Task{Inputs: json.RawMessage(inputs)})
 		var be *BusinessError
@@ -1723,5 +1742,48 @@ func TestEncodingReasonNamesNoValue(t *testing.T) {
 		if got := encodingReason(err); got != tt.want {
 			t.Errorf("encodingReason(%v) = %q, want %q", err, got, tt.want)
 		}
+	}
+}
+
+// panickyError's Error dereferences its message: a typed nil one panics.
+type panickyError struct{ msg *string }
+
+func (e *panickyError) Error() string { return *e.msg }
+
+// panickyOutput's MarshalJSON dereferences a nil field.
+type panickyOutput struct{ pages *[]int }
+
+func (p *panickyOutput) MarshalJSON() ([]byte, error) { return json.Marshal(len(*p.pages)) }
+
+// A contract date reads into Date and is written back as one; a value
+// that is no date is refused without quoting it.
+func TestDate(t *testing.T) {
+	var in struct {
+		On  Date  `json:"on"`
+		Opt *Date `json:"opt"`
+	}
+	if err := json.Unmarshal([]byte(`{"on":"2026-12-01","opt":null}`), &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.On.String() != "2026-12-01" || !in.On.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) || in.Opt != nil {
+		t.Errorf("decoded %v %v", in.On, in.Opt)
+	}
+	out, err := json.Marshal(map[string]any{"due": DateOf(time.Date(2026, 12, 24, 23, 30, 0, 0, time.FixedZone("", -5*3600)))})
+	if err != nil || string(out) != `{"due":"2026-12-24"}` {
+		t.Errorf("encoded %s, %v; want the date in its own location", out, err)
+	}
+	var d Date
+	for _, bad := range []string{`"2026-12-01T10:00:00Z"`, `"1984-13-40"`, `20261201`} {
+		if err := json.Unmarshal([]byte(bad), &d); err == nil || strings.Contains(err.Error(), "1984") || strings.Contains(err.Error(), "2026") {
+			t.Errorf("%s: %v; want a refusal quoting no value", bad, err)
+		}
+	}
+	h := Typed(func(context.Context, *Task, struct {
+		On Date `json:"on"`
+	}) (any, error) {
+		return nil, nil
+	})
+	if _, err := h(context.Background(), &Task{Inputs: json.RawMessage(`{"on":"1984-03-07T10:00:00Z"}`)}); err == nil || !strings.Contains(err.Error(), "on does not parse as worker.Date") {
+		t.Errorf("a date-time into a Date: %v; want the field named", err)
 	}
 }
