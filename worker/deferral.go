@@ -235,7 +235,7 @@ func (w *Worker) retried(ctx context.Context, action string, send func(ctx conte
 			return unanswered(ctx, action, err)
 		}
 		d := max(bo.next(), retryAfter(err))
-		w.log.Log(ctx, retryLevel(try), "a request about a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
+		w.log.Log(ctx, retryLevel(try), "a request about a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d.String())
 		if !w.sleep(ctx, d) {
 			return unanswered(ctx, action, err)
 		}

@@ -1110,7 +1110,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 			if ae != nil && ae.Status == http.StatusUnauthorized && w.cfg.TokenFunc != nil {
 				msg = "subscribing failed: the token does not authenticate; retrying, TokenFunc read again before each try"
 			}
-			w.log.Warn(msg, "err", err, "delay", d)
+			w.log.Warn(msg, "err", err, "delay", d.String())
 			if !r.awaitSubscribe(ctx, d, &bo) {
 				return false, nil
 			}
@@ -1146,7 +1146,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 			d = 0
 		}
 		if d > 0 {
-			w.log.Info("reconnecting the stream", "delay", d.Round(time.Millisecond))
+			w.log.Info("reconnecting the stream", "delay", d.Round(time.Millisecond).String())
 		}
 		if !w.sleep(ctx, d) {
 			return false, nil

@@ -475,7 +475,7 @@ func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.Can
 		return
 	case errors.Is(cause, ErrHandlerTimeout):
 		// Whatever it returned once cut short is not the work asked for.
-		log.Warn("handler timed out; failing the task", "timeout", rt.timeout)
+		log.Warn("handler timed out; failing the task", "timeout", rt.timeout.String())
 		r.settleFail(t, timeoutFailure(rt.timeout), log)
 	case err == nil:
 		r.complete(t, outputs, log)
@@ -682,7 +682,7 @@ func (r *run) extend(ctx context.Context, id string, attempt int, expiry time.Ti
 		// Warned once per extension, its tries at debug level: an outage
 		// of seconds would write a line per second and task.
 		if !warned {
-			log.Warn("extending the lock failed; retrying until it expires", "err", err, "lock_left", time.Until(expiry).Round(time.Millisecond))
+			log.Warn("extending the lock failed; retrying until it expires", "err", err, "lock_left", time.Until(expiry).Round(time.Millisecond).String())
 			warned = true
 		} else {
 			log.Debug("extending the lock failed; retrying", "err", err)
@@ -1163,7 +1163,7 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 		if err == nil {
 			w.reached()
 			if attempt > 1 {
-				log.Info("reported to Relais after retrying", "action", action, "tries", attempt, "after", time.Since(since).Round(time.Millisecond))
+				log.Info("reported to Relais after retrying", "action", action, "tries", attempt, "after", time.Since(since).Round(time.Millisecond).String())
 			}
 			return nil
 		}
@@ -1181,12 +1181,12 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 				return err
 			}
 			d = min(d, left)
-			log.Log(base, retryLevel(attempt), "reporting to Relais failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
+			log.Log(base, retryLevel(attempt), "reporting to Relais failed; retrying until the lock expires", "action", action, "err", err, "delay", d.String(), "lock_left", left.Round(time.Millisecond).String())
 		} else {
 			if attempt == settleAttempts {
 				return err
 			}
-			log.Log(base, retryLevel(attempt), "reporting to Relais failed; retrying", "action", action, "err", err, "delay", d)
+			log.Log(base, retryLevel(attempt), "reporting to Relais failed; retrying", "action", action, "err", err, "delay", d.String())
 		}
 		if !w.sleep(base, d) {
 			return err

@@ -888,7 +888,7 @@ func (r *run) fetchLoop(ctx context.Context) error {
 				continue
 			}
 			d := max(bo.next(), retryAfter(err))
-			w.log.Warn("fetch failed; retrying", "err", err, "delay", d)
+			w.log.Warn("fetch failed; retrying", "err", err, "delay", d.String())
 			if !w.sleep(ctx, d) {
 				return nil
 			}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -897,6 +898,15 @@ func TestBackoffOnServerErrors(t *testing.T) {
 	s.inject("fetch", fault{status: 503, code: "unavailable"}, fault{status: 500, code: "internal"}, fault{status: 503, code: "unavailable"})
 	id := s.add(def, 1, `{"company_name":"acme"}`)
 	h := newHarness(t, s, Config{Wait: 100 * time.Millisecond})
+	logs := &testlog.Buffer{}
+	h.w.log = slog.New(slog.NewJSONHandler(logs, nil))
+	defer func() {
+		// Durations as text, in JSON as in text logs (Go SDK QA: JSON
+		// logs read "delay":705095099).
+		if got := logs.String(); !regexp.MustCompile(`"msg":"fetch failed; retrying".*"delay":"[0-9.]+(ms|µs|s)"`).MatchString(got) {
+			t.Errorf("logs:\n%s\nwant the retry's delay written as a duration", got)
+		}
+	}()
 	h.w.Handle(def, nil, created)
 	h.start()
 	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
