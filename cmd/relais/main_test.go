@@ -398,7 +398,7 @@ func TestAdminCommandsNeedAnExistingDatabase(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "elsewhere")
 	env := func(k string) string { return map[string]string{"RELAIS_DATA_DIR": dir}[k] }
-	for _, args := range [][]string{{"token", "create", "--role", "operator", "--name", "ops"}, {"keys", "rotate"}} {
+	for _, args := range [][]string{{"token", "create", "--role", "operator", "--name", "ops"}, {"keys", "rotate"}, {"migrate", "status"}} {
 		err := run(context.Background(), args, env, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "no Relais database in "+dir) || !strings.Contains(err.Error(), "RELAIS_DATA_DIR") {
 			t.Errorf("%v: err = %v, want one saying %s holds no Relais database", args, err, dir)

@@ -277,6 +277,12 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 // migrationStatus says what relais migrate would apply, applying nothing:
 // what a DBA reads before an upgrade.
 func migrationStatus(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout io.Writer) error {
+	// Reading applies nothing, and creates nothing either: a mistyped
+	// RELAIS_DATA_DIR made a cluster and read "schema version 0"
+	// (lifecycle QA).
+	if err := requireExistingDatabase(cfg); err != nil {
+		return err
+	}
 	db, err := openDatabase(ctx, cfg, logger, true)
 	if err != nil {
 		return err
