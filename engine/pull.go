@@ -249,7 +249,7 @@ func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.O
 		then = "they stay this worker's: the same request_id replays them from a replica that has the key"
 	}
 	fe := fault.New(fault.Unavailable, "data_key_missing",
-		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: start every replica with the data keys the others use, RELAIS_DATA_KEYS); %s", then)
+		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: start every replica with the data keys the others use, RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE); %s", then)
 	fe.RetryAfter = time.Second
 	return nil, fe
 }

@@ -38,11 +38,13 @@ type RotationProgress struct {
 // interrupted and run again (it resumes where it stopped: rows already
 // under the primary key are not selected). Once nothing is left under an
 // older key, that key is marked retired and may be removed from the
-// configuration. Replicas must already run with the new key first in their
-// keyring, or they would keep sealing with the old one.
-func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)) error {
+// configuration; retired names the keys this run retired (none when
+// every key but the primary was retired before). Replicas must already
+// run with the new key first in their keyring, or they would keep sealing
+// with the old one.
+func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)) (retired []string, err error) {
 	if e.keys == nil {
-		return fmt.Errorf("engine: rotate: no data key configured")
+		return nil, fmt.Errorf("engine: rotate: no data key configured")
 	}
 	primary := e.keys.Primary()
 	totals := map[string]int{}
@@ -53,11 +55,11 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 	stalled, fewest, pause := time.Now(), int64(-1), rotateRetryPause
 	for {
 		if err := e.rotatePass(ctx, totals, progress); err != nil {
-			return err
+			return nil, err
 		}
 		left, err := e.q.SealedUnderOtherKeys(ctx, primary)
 		if err != nil {
-			return fmt.Errorf("engine: rotate: %w", err)
+			return nil, fmt.Errorf("engine: rotate: %w", err)
 		}
 		if left == 0 {
 			break
@@ -67,11 +69,11 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 		if fewest < 0 || left < fewest {
 			stalled, fewest, pause = time.Now(), left, rotateRetryPause
 		} else if time.Since(stalled) > rotateStallLimit {
-			return fmt.Errorf("engine: rotate: %d values are still under older keys after %s without progress: rows held locked by running work, or a replica still sealing with an older key (every replica must run with %q first); no key was retired: run the rotation again", left, rotateStallLimit, primary)
+			return nil, fmt.Errorf("engine: rotate: %d values are still under older keys after %s without progress: rows held locked by running work, or a replica still sealing with an older key (every replica must run with %q first); no key was retired: run the rotation again", left, rotateStallLimit, primary)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("engine: rotate: %w (%d values still under older keys; no key was retired)", ctx.Err(), left)
+			return nil, fmt.Errorf("engine: rotate: %w (%d values still under older keys; no key was retired)", ctx.Err(), left)
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, rotateMaxPause)
@@ -187,25 +189,27 @@ func (e *Engine) resealDestinations(ctx context.Context, q *queries.Queries) (in
 }
 
 // retireOlderKeys marks retired every key but primary, once no value is
-// sealed under one, and tells every replica.
-func (e *Engine) retireOlderKeys(ctx context.Context, primary string) error {
+// sealed under one, tells every replica, and returns the keys it retired.
+func (e *Engine) retireOlderKeys(ctx context.Context, primary string) ([]string, error) {
 	rows, err := e.q.DataKeyList(ctx)
 	if err != nil {
-		return fmt.Errorf("engine: rotate: %w", err)
+		return nil, fmt.Errorf("engine: rotate: %w", err)
 	}
+	var retired []string
 	for _, r := range rows {
 		if r.ID != primary && r.RetiredAt == nil {
 			if err := e.q.DataKeyRetire(ctx, r.ID); err != nil {
-				return fmt.Errorf("engine: rotate: retire %s: %w", r.ID, err)
+				return retired, fmt.Errorf("engine: rotate: retire %s: %w", r.ID, err)
 			}
+			retired = append(retired, r.ID)
 		}
 	}
 	// A replica still running with a retired key first must stop sealing
 	// with it (see sealable).
 	if err := e.q.Notify(ctx, queries.NotifyParams{Channel: ChannelInvalidate, Payload: "keys"}); err != nil {
-		return fmt.Errorf("engine: rotate: announce the retired keys: %w", err)
+		return retired, fmt.Errorf("engine: rotate: announce the retired keys: %w", err)
 	}
-	return nil
+	return retired, nil
 }
 
 // reseal opens a value under whatever key sealed it and seals it under the

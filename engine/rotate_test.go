@@ -69,7 +69,7 @@ func TestKeyRotation(t *testing.T) {
 	r := New(e.pool, Options{Keys: both})
 	start(r, "new-secret")
 	var batches int
-	if err := r.RotateKeys(ctx, func(RotationProgress) { batches++ }); err != nil {
+	if _, err := r.RotateKeys(ctx, func(RotationProgress) { batches++ }); err != nil {
 		t.Fatal(err)
 	}
 	var stale int
@@ -82,7 +82,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("%d values still under the old key after rotation (%v, %d batches)", stale, err, batches)
 	}
 	// Rotating again is a no-op (resumable).
-	if err := r.RotateKeys(ctx, func(p RotationProgress) { t.Errorf("second rotation re-encrypted %v", p) }); err != nil {
+	if retired, err := r.RotateKeys(ctx, func(p RotationProgress) { t.Errorf("second rotation re-encrypted %v", p) }); err != nil || len(retired) != 0 {
 		t.Fatal(err)
 	}
 
@@ -179,7 +179,7 @@ func TestKeyRotationWaitsForLockedRows(t *testing.T) {
 	}
 	r := New(e.pool, Options{Keys: both})
 	done := make(chan error, 1)
-	go func() { done <- r.RotateKeys(ctx, nil) }()
+	go func() { _, err := r.RotateKeys(ctx, nil); done <- err }()
 	select {
 	case err := <-done:
 		t.Fatalf("the rotation ended (%v) while a row under the old key was still locked", err)
@@ -332,7 +332,7 @@ func TestARecordedKeyThatSealedNothingIsRetiredByARotation(t *testing.T) {
 	if err := CheckKeysForRotation(ctx, base.pool, mainRing); err != nil {
 		t.Fatalf("a rotation without the stray key: %v", err)
 	}
-	if err := New(base.pool, Options{Keys: mainRing}).RotateKeys(ctx, func(RotationProgress) {}); err != nil {
+	if _, err := New(base.pool, Options{Keys: mainRing}).RotateKeys(ctx, func(RotationProgress) {}); err != nil {
 		t.Fatal(err)
 	}
 	if err := CheckKeys(ctx, base.pool, mainRing); err != nil {

@@ -40,7 +40,7 @@ func (e *Engine) sealable() error {
 	}
 	if e.primaryRetired.Load() {
 		fe := fault.New(fault.Unavailable, "data_key_retired",
-			"this replica's first data key %q was retired by a key rotation: restart it with the newer key first in RELAIS_DATA_KEYS", e.keys.Primary())
+			"this replica's first data key %q was retired by a key rotation: restart it with the newer key first (in RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE, whichever it reads)", e.keys.Primary())
 		// Another replica, already restarted, can take the request.
 		fe.RetryAfter = time.Second
 		return fe

@@ -149,13 +149,19 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	eng := engine.New(db.pool, engine.Options{Logger: logger, Keys: ring})
 	fmt.Fprintf(stdout, "re-encrypting sensitive and secret values with key %q\n", ring.Primary())
-	err = eng.RotateKeys(ctx, func(p engine.RotationProgress) {
+	retired, err := eng.RotateKeys(ctx, func(p engine.RotationProgress) {
 		fmt.Fprintf(stdout, "  %s: %d re-encrypted\n", p.Table, p.Total)
 	})
 	if err != nil {
 		return fmt.Errorf("%w (run the command again to resume)", err)
 	}
-	fmt.Fprintf(stdout, "done: every sealed value is sealed with %q; older keys are retired and may be removed from the configuration of every replica (a replica still sealing with an older key now refuses to, 503 data_key_retired, until it restarts with %q first)\n", ring.Primary(), ring.Primary())
+	if len(retired) == 0 {
+		// Nothing to retire: said so, not that keys were (lifecycle QA).
+		fmt.Fprintf(stdout, "done: every sealed value is sealed with %q; no other key was left to retire\n", ring.Primary())
+		return nil
+	}
+	fmt.Fprintf(stdout, "done: every sealed value is sealed with %q; retired %s, which may now be removed from the configuration of every replica (a replica still sealing with a retired key now refuses to, 503 data_key_retired, until it restarts with %q first); keep each apart for as long as a backup taken before this rotation is kept: restoring one needs it\n",
+		ring.Primary(), strings.Join(retired, ", "), ring.Primary())
 	return nil
 }
 

@@ -54,8 +54,18 @@ func TestKeysRotateCommand(t *testing.T) {
 	if err := run(context.Background(), []string{"keys", "rotate"}, func(k string) string { return env[k] }, &out, io.Discard); err != nil {
 		t.Fatalf("keys rotate: %v", err)
 	}
-	if !strings.Contains(out.String(), "destinations: 1 re-encrypted") || !strings.Contains(out.String(), "done") {
-		t.Errorf("rotate output:\n%s", out.String())
+	oldID, _, _ := strings.Cut(testDataKeys, ":")
+	if !strings.Contains(out.String(), "destinations: 1 re-encrypted") || !strings.Contains(out.String(), "retired "+oldID+",") {
+		t.Errorf("rotate output:\n%s\nwant the old key %s said retired", out.String(), oldID)
+	}
+	// Run again, nothing is left to retire, and it says so (lifecycle QA:
+	// it said older keys were retired).
+	out.Reset()
+	if err := run(context.Background(), []string{"keys", "rotate"}, func(k string) string { return env[k] }, &out, io.Discard); err != nil {
+		t.Fatalf("keys rotate again: %v", err)
+	}
+	if !strings.Contains(out.String(), "no other key was left to retire") {
+		t.Errorf("rotate again output:\n%s\nwant nothing said retired", out.String())
 	}
 	startServe(t, map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_DATA_KEYS": strings.Split(both, ",")[0]})
 }
