@@ -221,6 +221,12 @@ func (e *Engine) replayStart(ctx context.Context, q *queries.Queries, req StartR
 	}
 	if existing.RequestDigest == nil || !e.sameDigest(canonical, *existing.RequestDigest) &&
 		!e.sameDigest(legacyCanonicalRequest(req), *existing.RequestDigest) {
+		if id, held := e.keys.DigestKey(deref(existing.RequestDigest)); id != "" && !held {
+			// Not "a different request": nothing can tell (lifecycle QA:
+			// an identical retry was sent hunting a client bug).
+			return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused",
+				"the idempotency key %q was used with this process before data key %q, which made its digest, was removed: whether this is the same request cannot be told; send it with a new idempotency key", req.IdempotencyKey, id)
+		}
 		return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused",
 			"the idempotency key %q was used with this process for a different request (another version, business key or inputs; JSON formatting, key order and how a number is written do not count)", req.IdempotencyKey)
 	}

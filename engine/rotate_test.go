@@ -388,3 +388,26 @@ func keyRollFixture(t *testing.T, process, kind string) (upgraded, lagging *Engi
 	}
 	return upgraded, New(base.pool, Options{Keys: oldRing})
 }
+
+// A start replayed after the key that digested its first request was
+// removed cannot be told the same or another: it is refused saying so,
+// naming the key, not as a different request (lifecycle QA).
+func TestAReplayDigestedByARemovedKeySaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	upgraded, _ := keyRollFixture(t, "sealed", "pull")
+	req := StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"t"}`), IdempotencyKey: "order-9"}
+	if _, _, err := upgraded.StartInstance(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := keyring.Parse(keyring.NewKeySpec("other"))
+	without := New(upgraded.pool, Options{Keys: other})
+	_, _, err := without.StartInstance(ctx, req)
+	if fe, ok := fault.As(err); !ok || fe.Code != "idempotency_key_reused" || !strings.Contains(fe.Detail, `data key "new"`) || strings.Contains(fe.Detail, "different request") {
+		t.Fatalf("the replay without the digest's key: %v; want it said the key that made the digest was removed", err)
+	}
+	req.Inputs = json.RawMessage(`{"tok":"u"}`)
+	if _, _, err := upgraded.StartInstance(ctx, req); !fault.HasCode(err, "idempotency_key_reused") || !strings.Contains(err.Error(), "different request") {
+		t.Fatalf("another request with the key, the digest's key held: %v; want a different request", err)
+	}
+}

@@ -236,6 +236,17 @@ func (k *Keyring) MatchDigest(data []byte, d string) bool {
 	return err == nil && hmac.Equal(want, k.mac(id, data))
 }
 
+// DigestKey is the id of the key a digest made by Digest names, and
+// whether the ring still holds it; "" for a digest Digest did not make.
+func (k *Keyring) DigestKey(d string) (id string, held bool) {
+	rest, ok := strings.CutPrefix(d, digestPrefix)
+	if !ok {
+		return "", false
+	}
+	id, _, _ = strings.Cut(rest, ":")
+	return id, k != nil && k.macKeys[id] != nil
+}
+
 // IsKeyedDigest reports whether d was made by Digest.
 func IsKeyedDigest(d string) bool { return strings.HasPrefix(d, digestPrefix) }
 
