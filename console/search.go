@@ -77,7 +77,7 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	// Not an id: what was typed is read as a business key, which matches
 	// only whole and exact (console QA: the start of a long key, as a list
 	// shows it, was told it is no id).
-	v.Message = T(ctx, "No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.", q)
+	v.Message = T(ctx, "No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.", q)
 	if _, err := uuid.Parse(q); err == nil {
 		// A whole id that was once shown, most likely: say where it may
 		// have gone, as the page at its address does.

@@ -355,8 +355,8 @@ var messageKeyToIndex = map[string]int{
 	"No destination yet.":                                                       276,
 	"No inputs.":                                                                236,
 	"No inputs: an instance starts with an empty object.":                       677,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                  728,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page.": 726,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    728,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 726,
 	"No instance matches these filters.": 414,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 727,
 	"No live worker takes %s now (Workers page).":                                               557,
@@ -1061,35 +1061,35 @@ var enIndex = []uint32{ // 816 elements
 	0x00007823, 0x00007831, 0x00007875, 0x0000789a,
 	0x00007911, 0x00007927, 0x0000793e, 0x0000796c,
 	0x0000797f, 0x000079a7, 0x00007a2b, 0x00007a32,
-	0x00007a9a, 0x00007ac4, 0x00007af4, 0x00007bc7,
-	0x00007d01, 0x00007da1, 0x00007e78, 0x00007f51,
-	0x00007f65, 0x00007fc0, 0x0000806b, 0x000080ed,
+	0x00007a9a, 0x00007ac4, 0x00007af4, 0x00007c49,
+	0x00007d83, 0x00007e23, 0x00007efa, 0x00007fd3,
+	0x00007fe7, 0x00008042, 0x000080ed, 0x0000816f,
 	// Entry 2E0 - 2FF
-	0x000080f5, 0x00008130, 0x00008136, 0x000081c8,
-	0x00008260, 0x0000828c, 0x000082b7, 0x00008305,
-	0x00008371, 0x00008418, 0x00008433, 0x0000843d,
-	0x00008442, 0x0000844c, 0x00008454, 0x0000845a,
-	0x00008462, 0x00008470, 0x0000847a, 0x00008487,
-	0x0000849a, 0x000084be, 0x0000853e, 0x0000854f,
-	0x00008557, 0x000085cc, 0x00008620, 0x00008668,
-	0x00008677, 0x0000868a, 0x00008696, 0x000086d2,
+	0x00008177, 0x000081b2, 0x000081b8, 0x0000824a,
+	0x000082e2, 0x0000830e, 0x00008339, 0x00008387,
+	0x000083f3, 0x0000849a, 0x000084b5, 0x000084bf,
+	0x000084c4, 0x000084ce, 0x000084d6, 0x000084dc,
+	0x000084e4, 0x000084f2, 0x000084fc, 0x00008509,
+	0x0000851c, 0x00008540, 0x000085c0, 0x000085d1,
+	0x000085d9, 0x0000864e, 0x000086a2, 0x000086ea,
+	0x000086f9, 0x0000870c, 0x00008718, 0x00008754,
 	// Entry 300 - 31F
-	0x0000870c, 0x0000871a, 0x00008727, 0x00008735,
-	0x00008743, 0x00008751, 0x00008783, 0x000087b3,
-	0x0000880f, 0x0000881c, 0x0000883c, 0x00008847,
-	0x00008861, 0x00008866, 0x00008877, 0x000088fd,
-	0x00008922, 0x00008929, 0x00008932, 0x00008945,
-	0x0000894f, 0x00008959, 0x00008963, 0x0000897b,
-	0x00008991, 0x0000899d, 0x000089bf, 0x000089c6,
-	0x000089d3, 0x000089e4, 0x00008a0b, 0x00008a1b,
+	0x0000878e, 0x0000879c, 0x000087a9, 0x000087b7,
+	0x000087c5, 0x000087d3, 0x00008805, 0x00008835,
+	0x00008891, 0x0000889e, 0x000088be, 0x000088c9,
+	0x000088e3, 0x000088e8, 0x000088f9, 0x0000897f,
+	0x000089a4, 0x000089ab, 0x000089b4, 0x000089c7,
+	0x000089d1, 0x000089db, 0x000089e5, 0x000089fd,
+	0x00008a13, 0x00008a1f, 0x00008a41, 0x00008a48,
+	0x00008a55, 0x00008a66, 0x00008a8d, 0x00008a9d,
 	// Entry 320 - 33F
-	0x00008a3a, 0x00008a5a, 0x00008b32, 0x00008c13,
-	0x00008c67, 0x00008cb7, 0x00008d17, 0x00008d6a,
-	0x00008da2, 0x00008dd3, 0x00008e23, 0x00008e57,
-	0x00008e75, 0x00008e94, 0x00008eb3, 0x00008ed3,
+	0x00008abc, 0x00008adc, 0x00008bb4, 0x00008c95,
+	0x00008ce9, 0x00008d39, 0x00008d99, 0x00008dec,
+	0x00008e24, 0x00008e55, 0x00008ea5, 0x00008ed9,
+	0x00008ef7, 0x00008f16, 0x00008f35, 0x00008f55,
 } // Size: 3288 bytes
 
-const enData string = "" + // Size: 36563 bytes
+const enData string = "" + // Size: 36693 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1568,59 +1568,61 @@ const enData string = "" + // Size: 36563 bytes
 	" business key.\x02No instance has “%[1]s” as its business key. A busines" +
 	"s key is found only whole and exactly as given, capitals and accents inc" +
 	"luded: a list shows a long one shortened, so copy it from its instance’s" +
-	" page.\x02No instance or occurrence has the id “%[1]s”, and no instance " +
-	"has it as its business key. An ended instance is deleted, with its occur" +
-	"rences and attempts, once the retention period (RELAIS_RETENTION) has pa" +
-	"ssed, or at once when an administrator erases it; the audit log keeps th" +
-	"e operator actions taken on it.\x02No instance has “%[1]s” as its busine" +
-	"ss key, and it is not a whole id: the lists show the end of each id. Ope" +
-	"n the row, or copy its link, for the whole id.\x02A token in the address" +
-	" is not used: you are signed in already. The address has put it in your " +
-	"browser’s history, and perhaps in a proxy’s logs: if others may read the" +
-	"m, have the token revoked and use a new one.\x02A token in the address i" +
-	"s not used: paste it in the field below. The address has put it in your " +
-	"browser’s history, and perhaps in a proxy’s logs: if others may read the" +
-	"m, have the token revoked and use a new one.\x02You are signed out.\x02T" +
-	"he token you signed in with is revoked, and you are signed out: sign in " +
-	"with another one.\x02Your session had ended (inactivity, a sign-out else" +
-	"where, a revoked token or a restart of the server), so your last action " +
-	"was not applied. Sign in again, then repeat it.\x02Your session has ende" +
-	"d (inactivity, a sign-out elsewhere, a token revoked or expired, or a re" +
-	"start of the server). Sign in again.\x02Sign in\x02Sign in with an opera" +
-	"tor, designer or administrator token.\x02Token\x02The token is checked o" +
-	"nce and never stored in your browser; a session cookie stands for it for" +
-	" up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00" +
-	"\x02G\x02Too many failed sign-ins from your address. Try again in %[1]d " +
-	"second.\x00H\x02Too many failed sign-ins from your address. Try again in" +
-	" %[1]d seconds.\x02Paste your token in the field: it is empty.\x02This t" +
-	"oken is unknown, revoked or expired.\x02A %[1]s token cannot open the co" +
-	"nsole: it is a worker’s token, for the API.\x02Only administrators see t" +
-	"his page: tokens, consumers, destinations, the reveal log and erasures a" +
-	"re theirs.\x02Staff tokens (administrators, designers, operators) that a" +
-	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
-	"ng a token refuses its next request.\x02Staff tokens, oldest first\x02No" +
-	" token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired t" +
-	"oken\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]" +
-	"s token “%[2]s”?\x02Its next request is refused, and console sessions op" +
-	"ened with it end. This cannot be undone: whoever uses it needs a new tok" +
-	"en.\x02Revoke the token\x02Keep it\x02This is the token you signed in wi" +
-	"th: revoking it signs you out. Its next request is refused. This cannot " +
-	"be undone.\x02This is the last usable administrator token: create anothe" +
-	"r one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its " +
-	"next request is refused.\x02routing output\x02each item of %[1]s\x02(eac" +
-	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
-	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d charac" +
-	"ters in all)\x02null\x02unexpected value\x02Workers connected by a strea" +
-	"m, and polling workers by their last fetch. A worker is listed while it " +
-	"was seen within three heartbeats.\x02Workers seen within three heartbeat" +
-	"s\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	" page. An ended instance is deleted once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02A token in the address is not used: " +
+	"you are signed in already. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
+	"ste it in the field below. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
+	"igned in with is revoked, and you are signed out: sign in with another o" +
+	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
+	"ed token or a restart of the server), so your last action was not applie" +
+	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
+	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
+	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
+	"or administrator token.\x02Token\x02The token is checked once and never " +
+	"stored in your browser; a session cookie stands for it for up to 8 hours" +
+	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
+	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
+	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
+	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
+	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
+	" a worker’s token, for the API.\x02Only administrators see this page: to" +
+	"kens, consumers, destinations, the reveal log and erasures are theirs." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
 	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
 	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
 	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
@@ -1849,35 +1851,35 @@ var frIndex = []uint32{ // 816 elements
 	0x00009a53, 0x00009a6b, 0x00009abe, 0x00009af9,
 	0x00009b91, 0x00009bbd, 0x00009be3, 0x00009c17,
 	0x00009c2f, 0x00009c5a, 0x00009d03, 0x00009d0d,
-	0x00009d95, 0x00009dca, 0x00009e0b, 0x00009ef0,
-	0x0000a06b, 0x0000a144, 0x0000a259, 0x0000a375,
-	0x0000a38e, 0x0000a40a, 0x0000a4d3, 0x0000a55c,
+	0x00009d95, 0x00009dca, 0x00009e0b, 0x00009f87,
+	0x0000a102, 0x0000a1db, 0x0000a2f0, 0x0000a40c,
+	0x0000a425, 0x0000a4a1, 0x0000a56a, 0x0000a5f3,
 	// Entry 2E0 - 2FF
-	0x0000a569, 0x0000a5bb, 0x0000a5c1, 0x0000a675,
-	0x0000a725, 0x0000a757, 0x0000a783, 0x0000a7ec,
-	0x0000a893, 0x0000a955, 0x0000a985, 0x0000a992,
-	0x0000a998, 0x0000a9ae, 0x0000a9b9, 0x0000a9c0,
-	0x0000a9cb, 0x0000a9d9, 0x0000a9e6, 0x0000a9f4,
-	0x0000aa0d, 0x0000aa3a, 0x0000aae3, 0x0000aaf6,
-	0x0000ab00, 0x0000ab8f, 0x0000abf0, 0x0000ac4c,
-	0x0000ac5e, 0x0000ac78, 0x0000ac8b, 0x0000acc9,
+	0x0000a600, 0x0000a652, 0x0000a658, 0x0000a70c,
+	0x0000a7bc, 0x0000a7ee, 0x0000a81a, 0x0000a883,
+	0x0000a92a, 0x0000a9ec, 0x0000aa1c, 0x0000aa29,
+	0x0000aa2f, 0x0000aa45, 0x0000aa50, 0x0000aa57,
+	0x0000aa62, 0x0000aa70, 0x0000aa7d, 0x0000aa8b,
+	0x0000aaa4, 0x0000aad1, 0x0000ab7a, 0x0000ab8d,
+	0x0000ab97, 0x0000ac26, 0x0000ac87, 0x0000ace3,
+	0x0000acf5, 0x0000ad0f, 0x0000ad22, 0x0000ad60,
 	// Entry 300 - 31F
-	0x0000ad05, 0x0000ad22, 0x0000ad2f, 0x0000ad3d,
-	0x0000ad4b, 0x0000ad5b, 0x0000ad97, 0x0000add1,
-	0x0000ae4e, 0x0000ae59, 0x0000ae83, 0x0000ae90,
-	0x0000aeac, 0x0000aeb0, 0x0000aec2, 0x0000af84,
-	0x0000afb7, 0x0000afc2, 0x0000afcc, 0x0000afe1,
-	0x0000afea, 0x0000aff4, 0x0000b009, 0x0000b02d,
-	0x0000b047, 0x0000b05c, 0x0000b088, 0x0000b08d,
-	0x0000b0a2, 0x0000b0b4, 0x0000b0e9, 0x0000b0fa,
+	0x0000ad9c, 0x0000adb9, 0x0000adc6, 0x0000add4,
+	0x0000ade2, 0x0000adf2, 0x0000ae2e, 0x0000ae68,
+	0x0000aee5, 0x0000aef0, 0x0000af1a, 0x0000af27,
+	0x0000af43, 0x0000af47, 0x0000af59, 0x0000b01b,
+	0x0000b04e, 0x0000b059, 0x0000b063, 0x0000b078,
+	0x0000b081, 0x0000b08b, 0x0000b0a0, 0x0000b0c4,
+	0x0000b0de, 0x0000b0f3, 0x0000b11f, 0x0000b124,
+	0x0000b139, 0x0000b14b, 0x0000b180, 0x0000b191,
 	// Entry 320 - 33F
-	0x0000b127, 0x0000b156, 0x0000b278, 0x0000b39a,
-	0x0000b410, 0x0000b49b, 0x0000b52a, 0x0000b591,
-	0x0000b5d3, 0x0000b61b, 0x0000b68e, 0x0000b6d6,
-	0x0000b704, 0x0000b732, 0x0000b765, 0x0000b798,
+	0x0000b1be, 0x0000b1ed, 0x0000b30f, 0x0000b431,
+	0x0000b4a7, 0x0000b532, 0x0000b5c1, 0x0000b628,
+	0x0000b66a, 0x0000b6b2, 0x0000b725, 0x0000b76d,
+	0x0000b79b, 0x0000b7c9, 0x0000b7fc, 0x0000b82f,
 } // Size: 3288 bytes
 
-const frData string = "" + // Size: 47000 bytes
+const frData string = "" + // Size: 47151 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2466,98 +2468,100 @@ const frData string = "" + // Size: 47000 bytes
 	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
 	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
 	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance.\x02Aucune instance ni occurrence n’a " +
-	"l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une " +
-	"instance terminée est supprimée, avec ses occurrences et ses tentatives," +
-	" une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussit" +
-	"ôt qu’un administrateur l’efface\u202f; le journal d’audit garde les ac" +
-	"tions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est" +
-	" pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’hi" +
-	"storique de votre navigateur, et peut-être dans les journaux d’un proxy" +
-	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
-	"ez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: co" +
-	"llez-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de" +
-	" votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d" +
-	"’autres peuvent les lire, faites révoquer le jeton et utilisez-en un n" +
-	"ouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez" +
-	" connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous ave" +
-	"c un autre.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
-	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
-	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
-	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
-	"expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
-	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
-	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
-	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
-	"à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81" +
-	"\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réess" +
-	"ayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votr" +
-	"e adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le " +
-	"champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un" +
-	" jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient cett" +
-	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
-	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
-	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
-	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
-	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
-	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
-	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	"la depuis la page de son instance. Une instance terminée est supprimée u" +
+	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
+	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
+	"dentifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une ins" +
+	"tance terminée est supprimée, avec ses occurrences et ses tentatives, un" +
+	"e fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt " +
+	"qu’un administrateur l’efface\u202f; le journal d’audit garde les action" +
+	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
+	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
+	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
+	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
+	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
+	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
+	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
+	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
+	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
+	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
+	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
+	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
+	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
+	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
+	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
+	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
+	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
+	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
+	"[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne" +
+	" prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atten" +
+	"dent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécu" +
+	"tants dont le consommateur y a droit (un exécutant qui ne nomme aucune r" +
+	"évision prend celles auxquelles son consommateur a droit\u202f; une ver" +
+	"sion de processus l’épingle).\x02Des occurrences des révisions %[1]s att" +
+	"endent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des ex" +
+	"écutants dont le consommateur y a droit (un exécutant qui ne nomme aucu" +
+	"ne révision prend celles auxquelles son consommateur a droit\u202f; une " +
+	"version de processus les épingle).\x02Aucun exécutant ne sert cette défi" +
+	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
+	"nterroge.\x02Aucun processus n’utilise encore cette définition\u202f: el" +
+	"le aura besoin d’un exécutant quand un processus l’utilisera en mode pul" +
+	"l.\x02Aucun processus n’utilise cette définition en mode pull\u202f: Rel" +
+	"ais appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
+	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
+	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
+	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les ré" +
+	"visions accordées au consommateur sont prises en charge.\x02Révisions pr" +
+	"ises en charge\u202f: %[1]s\u202f; certains prennent toutes les révision" +
+	"s accordées à leur consommateur.\x02Toutes les révisions accordées au co" +
+	"nsommateur sont prises en charge.\x02Seule la révision %[1]d est prise e" +
+	"n charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les " +
+	"révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s son" +
+	"t prises en charge."
 
-	// Total table size 90139 bytes (88KiB); checksum: 6AC35B58
+	// Total table size 90420 bytes (88KiB); checksum: EC76D4F8
