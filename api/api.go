@@ -37,9 +37,10 @@ type API struct {
 
 // EndWaiter holds reads that wait for an instance to leave running
 // (internal/endwait): Wait returns once it did, d passed, ctx ended or the
-// replica stops; an error refuses the wait (the replica holds its most).
+// replica stops; an error refuses the wait (the replica holds its most),
+// or is still's, which checks the caller's credentials when tokens change.
 type EndWaiter interface {
-	Wait(ctx context.Context, id uuid.UUID, d time.Duration) error
+	Wait(ctx context.Context, id uuid.UUID, d time.Duration, still func(context.Context) error) error
 }
 
 // New returns the API on eng, reading bodies of up to maxBody bytes;

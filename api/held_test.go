@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -83,6 +84,24 @@ func TestReadingAnInstanceWaitsForItsEnd(t *testing.T) {
 	held := other.HeldCRMInstance("Initech")
 	if s := other.Must(200, "GET", "/api/v1/instances/"+held+"?wait=PT15S", other.Operator, nil).JSON(t)["status"]; s != "held" {
 		t.Errorf("a held instance read with a wait: %v, want held at once", s)
+	}
+
+	// A token revoked while its read waits is refused then, not at the
+	// wait's end, as a waiting fetch's is.
+	second := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": "Beta"}}).JSON(t)["id"].(string)
+	staff := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "watcher", "role": "operator"}).JSON(t)
+	go func() {
+		began := time.Now()
+		res := env.Do("GET", "/api/v1/instances/"+second+"?wait=PT15S", staff["token"].(string), nil)
+		got <- answer{res, time.Since(began)}
+	}()
+	time.Sleep(300 * time.Millisecond) // the read waits meanwhile
+	if r := env.Do("DELETE", fmt.Sprintf("/api/v1/tokens/%v", staff["id"]), env.Admin, nil); r.Status != 204 {
+		t.Fatalf("revoke: %d %s", r.Status, r.Body)
+	}
+	if a := <-got; a.res.Status != 401 || a.took > 10*time.Second {
+		t.Errorf("the read of a token revoked while it waited: %d %s after %v; want 401 at the revocation", a.res.Status, a.res.Body, a.took)
 	}
 
 	for q, code := range map[string]string{"wait=soon": "invalid_request", "wait=PT21S": "bound_exceeded", "wait=PT1S&wait=PT2S": "invalid_request",

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/suggest"
 )
@@ -193,7 +195,7 @@ func idParam(r *http.Request, what string) (uuid.UUID, error) {
 // once it no longer runs (completed, failed, cancelled, or held for an
 // operator), or when the wait ends, whichever comes first: a caller that
 // wants the outcome of what it started waits here instead of polling.
-func (a *API) getInstance() http.Handler {
+func (a *API) getInstance(lookup auth.Lookup) http.Handler {
 	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := idParam(r, "instance")
 		if err != nil {
@@ -208,13 +210,22 @@ func (a *API) getInstance() http.Handler {
 			return err
 		}
 		if wait > 0 && inst.Status == engine.InstanceRunning {
-			if err := a.ends.Wait(r.Context(), id, wait); err != nil {
-				fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of waiting reads; read again shortly, or without wait")
-				fe.RetryAfter = time.Second
-				return fe
+			// A token revoked or expired while its read waits is refused
+			// then, as a waiting fetch's is: revocation is at once.
+			token, _ := httpauth.Bearer(r.Header)
+			still := func(ctx context.Context) error {
+				_, err := auth.Authenticate(ctx, lookup, token)
+				return err
+			}
+			if err := a.ends.Wait(r.Context(), id, wait, still); err != nil {
+				return err
 			}
 			if r.Context().Err() != nil {
 				return r.Context().Err()
+			}
+			// Expired meanwhile, with no change to wake the wait.
+			if err := still(r.Context()); err != nil {
+				return err
 			}
 			if inst, err = a.eng.GetInstance(r.Context(), id); err != nil {
 				return err

@@ -71,7 +71,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	})
 	r.Route("/instances", func(r chi.Router) {
 		r.With(operator).Method("GET", "/", a.listInstances())
-		r.With(operator).Method("GET", "/{id}", a.getInstance())
+		r.With(operator).Method("GET", "/{id}", a.getInstance(lookup))
 		r.With(operator).Method("POST", "/{id}/stop", a.actOnInstance(engine.ActionStop))
 		r.With(operator).Method("POST", "/{id}/retry", a.actOnInstance(engine.ActionRetry))
 		r.With(operator).Method("POST", "/{id}/abandon", a.actOnInstance(engine.ActionAbandon))

@@ -12,16 +12,23 @@ package endwait
 
 import (
 	"context"
-	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/relais/relais/internal/fault"
 )
 
-// ErrFull refuses a read that would wait while the hub holds its maximum.
-var ErrFull = errors.New("endwait: the hub holds its maximum of waiting reads")
+// ErrFull refuses a read that would wait while the hub holds its maximum:
+// 429 too_many_waiters, to read again shortly.
+var ErrFull = func() *fault.Error {
+	fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of waiting reads; read again shortly, or without wait")
+	fe.RetryAfter = time.Second
+	return fe
+}()
 
 // Statuses reads the status of each instance of ids that exists.
 type Statuses func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error)
@@ -40,6 +47,9 @@ type Hub struct {
 	count   int
 	closed  bool
 	closing chan struct{}
+	// recheck is closed, and replaced, when tokens or grants change: the
+	// waiting reads check their caller's credentials again.
+	recheck chan struct{}
 }
 
 // New returns a hub holding at most max waiting reads, which reads the
@@ -47,32 +57,56 @@ type Hub struct {
 // instance's status is other than running.
 func New(statuses Statuses, running string, tick time.Duration, max int, logger *slog.Logger) *Hub {
 	return &Hub{statuses: statuses, running: running, tick: tick, max: max, logger: logger,
-		waiting: map[uuid.UUID][]chan struct{}{}, closing: make(chan struct{})}
+		waiting: map[uuid.UUID][]chan struct{}{}, closing: make(chan struct{}), recheck: make(chan struct{})}
 }
 
 // Wait returns once id is no longer running, d has passed, ctx ended or
 // the hub closed (the replica stopping: the read answers what it has,
 // as a fetch does). The caller reads the instance first and again after:
 // Wait says nothing of why it returned. ErrFull refuses a read when the
-// hub holds its maximum.
-func (h *Hub) Wait(ctx context.Context, id uuid.UUID, d time.Duration) error {
-	ch, err := h.register(id)
-	if err != nil {
-		return err
+// hub holds its maximum. still, when tokens or grants change meanwhile,
+// checks that the caller's credentials hold, and its error ends the wait:
+// a token revoked while its read waits is refused then, not at the end.
+func (h *Hub) Wait(ctx context.Context, id uuid.UUID, d time.Duration, still func(context.Context) error) error {
+	ch, full := h.register(id)
+	if full != nil {
+		return full
 	}
 	defer h.unregister(id, ch)
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-	case <-ctx.Done():
-	case <-h.closing:
+	for {
+		h.mu.Lock()
+		recheck := h.recheck
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-h.closing:
+		case <-recheck:
+			if err := still(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		return nil
 	}
-	return nil
 }
 
-func (h *Hub) register(id uuid.UUID) (chan struct{}, error) {
+// Invalidate handles a ChannelInvalidate payload: a change of tokens or
+// grants makes every waiting read check its caller's credentials again.
+func (h *Hub) Invalidate(payload string) {
+	switch kind, _, _ := strings.Cut(payload, ":"); kind {
+	case "tokens", "grants":
+		h.mu.Lock()
+		close(h.recheck)
+		h.recheck = make(chan struct{})
+		h.mu.Unlock()
+	}
+}
+
+func (h *Hub) register(id uuid.UUID) (chan struct{}, *fault.Error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {

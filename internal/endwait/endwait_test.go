@@ -55,10 +55,13 @@ func start(t *testing.T, tab *table, max int) *Hub {
 	return h
 }
 
+// holds is the credentials check of a caller whose token holds.
+func holds(context.Context) error { return nil }
+
 // waitFor runs Wait in the background and returns when it returned.
 func waitFor(h *Hub, id uuid.UUID, d time.Duration) <-chan error {
 	got := make(chan error, 1)
-	go func() { got <- h.Wait(context.Background(), id, d) }()
+	go func() { got <- h.Wait(context.Background(), id, d, holds) }()
 	return got
 }
 
@@ -108,7 +111,7 @@ func TestBoundsFailuresAndClose(t *testing.T) {
 	for h.Waiting() != 1 {
 		time.Sleep(time.Millisecond)
 	}
-	if err := h.Wait(context.Background(), id, time.Minute); !errors.Is(err, ErrFull) {
+	if err := h.Wait(context.Background(), id, time.Minute, holds); !errors.Is(err, ErrFull) {
 		t.Fatalf("a read past the maximum: %v, want ErrFull", err)
 	}
 	tab.set(id, "completed") // unread: every statement fails
@@ -118,7 +121,7 @@ func TestBoundsFailuresAndClose(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	began := time.Now()
-	if err := h.Wait(context.Background(), uuid.New(), 20*time.Millisecond); !errors.Is(err, ErrFull) {
+	if err := h.Wait(context.Background(), uuid.New(), 20*time.Millisecond, holds); !errors.Is(err, ErrFull) {
 		t.Fatalf("full: %v", err)
 	}
 	h.Close()
@@ -127,7 +130,7 @@ func TestBoundsFailuresAndClose(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close left a read waiting")
 	}
-	if err := h.Wait(context.Background(), id, time.Minute); err != nil || time.Since(began) > 5*time.Second {
+	if err := h.Wait(context.Background(), id, time.Minute, holds); err != nil || time.Since(began) > 5*time.Second {
 		t.Fatalf("a read after Close: %v after %v, want at once", err, time.Since(began))
 	}
 }
@@ -137,7 +140,7 @@ func TestDeadlineAndCancel(t *testing.T) {
 	id := uuid.New()
 	h := start(t, &table{s: map[uuid.UUID]string{id: "running"}}, 10)
 	began := time.Now()
-	if err := h.Wait(context.Background(), id, 30*time.Millisecond); err != nil {
+	if err := h.Wait(context.Background(), id, 30*time.Millisecond, holds); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(began); d < 30*time.Millisecond {
@@ -145,11 +148,68 @@ func TestDeadlineAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan error, 1)
-	go func() { got <- h.Wait(ctx, id, time.Minute) }()
+	go func() { got <- h.Wait(ctx, id, time.Minute, holds) }()
 	cancel()
 	select {
 	case <-got:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a cancelled read still waits")
+	}
+}
+
+// A change of tokens or grants makes a waiting read check its caller's
+// credentials: one that holds waits on, one that no longer does ends the
+// wait with its error; other changes check nothing.
+func TestTokenChangesRecheckTheCaller(t *testing.T) {
+	id := uuid.New()
+	h := start(t, &table{s: map[uuid.UUID]string{id: "running"}}, 10)
+	var mu sync.Mutex
+	checks, revoked := 0, false
+	still := func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		checks++
+		if revoked {
+			return errors.New("revoked")
+		}
+		return nil
+	}
+	got := make(chan error, 1)
+	go func() { got <- h.Wait(context.Background(), id, time.Minute, still) }()
+	for h.Waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	h.Invalidate("definitions:crm")
+	h.Invalidate("tokens")
+	for {
+		mu.Lock()
+		n := checks
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("the wait ended (%v) though the credentials hold", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	mu.Lock()
+	revoked = true
+	mu.Unlock()
+	h.Invalidate("tokens")
+	select {
+	case err := <-got:
+		if err == nil || err.Error() != "revoked" {
+			t.Fatalf("the wait ended with %v; want the check's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a read of a revoked token still waits")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if checks != 2 {
+		t.Errorf("%d checks; want one per change of tokens, none for a definition's", checks)
 	}
 }

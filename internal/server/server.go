@@ -95,6 +95,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 	// afresh.
 	listener.Handle(engine.ChannelInvalidate, streams.Invalidate)
 	listener.Handle(engine.ChannelInvalidate, hub.Invalidate)
+	listener.Handle(engine.ChannelInvalidate, ends.Invalidate)
 	listener.Handle(engine.ChannelIncident, d.Engine.Incident)
 	listener.OnListening(d.Engine.SetListening)
 	runner := push.NewRunner(d.Engine, d.Logger, d.Config.Push, d.Registry)
