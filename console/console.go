@@ -459,6 +459,12 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 			detail = erased
 		}
 	}
+	if p, ok := auth.FromContext(ctx); ok && p.Role != auth.RoleDesigner && strings.HasPrefix(r.URL.Path, basePath+"/instances/") {
+		// An instance gone (erased, retention's): back to the instances,
+		// where its reader came from (lifecycle QA).
+		c.instancesErrorPage(w, r, http.StatusNotFound, T(ctx, "Not found"), detail)
+		return
+	}
 	c.errorPage(w, r, http.StatusNotFound, T(ctx, "Not found"), detail)
 }
 

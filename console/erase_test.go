@@ -60,6 +60,8 @@ func TestEraseAnInstanceFromItsPage(t *testing.T) {
 	if r := en.get(inst); r.status != http.StatusNotFound || !strings.HasPrefix(text(r, "error-message"), "This instance was erased by admin on ") ||
 		!strings.Contains(text(r, "error-message"), "“DSR-2291”") {
 		t.Errorf("the erased instance's page: %d %q, want 404 saying who erased it and why", r.status, text(r, "error-message"))
+	} else if back, _ := r.doc.Find(`main a[href="/console/instances"]`).Attr("href"); back == "" {
+		t.Errorf("the erased instance's page leads back to %v; want the instances (lifecycle QA: it led to external tasks)", r.doc.Find("main p a").AttrOr("href", ""))
 	}
 	if got := text(signedIn(t, f.env.URL, "fr", f.env.Operator).get(inst), "error-message"); !strings.HasPrefix(got, "Cette instance a été effacée par admin le ") {
 		t.Errorf("the erased instance's page, in French: %q", got)
