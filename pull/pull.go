@@ -348,7 +348,8 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		return 0, err
 	}
 	maxTasks, lock, wait, err := p.fetchParams(req)
-	if err != nil {
+	over, _ := fault.As(err)
+	if err != nil && (over == nil || over.Code != "bound_exceeded") {
 		return 0, err
 	}
 	principal, _ := auth.FromContext(r.Context())
@@ -357,6 +358,15 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		subs[i] = engine.Subscription{Definition: s.Definition, Revisions: s.Revisions, Fields: s.Fields}
 	}
 	pairs, err := p.eng.ResolveSubscriptions(r.Context(), principal.ConsumerID, subs)
+	if over != nil {
+		// A ceiling alone in the request's own members: the
+		// subscriptions' problems, which the database tells, come in the
+		// same answer (verifier QA: a round later).
+		if fe, ok := fault.As(err); ok && fe.Kind == fault.BadRequest {
+			return 0, engine.Refusal("the fetch", fe.Errors, []*fault.Error{over})
+		}
+		return 0, over
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -540,6 +540,14 @@ func TestBoundsAreRejections(t *testing.T) {
 	wantBound("fetch wait PT11S", post(fetchBody("w1", "wait", "PT11S")), "wait", 10*time.Second)
 	// With other problems, every one in one answer, the ceiling's among
 	// them (evaluator QA: the ceiling came a round later).
+	// And the subscriptions' problems, which the database tells.
+	badField := fetchBody("w1", "max_tasks", 6)
+	badField["subscriptions"] = []any{map[string]any{"definition": crmKey, "fields": []any{"bad"}}}
+	if p := wantProblem(t, "fetch over a ceiling with a bad field", post(badField), 400, "invalid_request"); len(p) > 0 {
+		if errs := fmt.Sprint(p["errors"]); !strings.Contains(errs, "/max_tasks") || !strings.Contains(errs, "/subscriptions/0/fields/0") {
+			t.Errorf("fetch over a ceiling with a bad field: errors %s, want both", errs)
+		}
+	}
 	mixed := post(fetchBody("", "max_tasks", 6, "lock_duration", "PT0S"))
 	if p := wantProblem(t, "fetch over a ceiling, without worker_id, lock PT0S", mixed, 400, "invalid_request"); len(p) > 0 {
 		var paths []string
