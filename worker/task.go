@@ -705,8 +705,14 @@ func (r *run) extend(ctx context.Context, id string, attempt int, expiry time.Ti
 func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 	body, err := encodeOutputs(outputs)
 	if err != nil {
-		log.Error("outputs cannot be encoded as JSON; failing the task", "err_type", fmt.Sprintf("%T", err), "reason", encodingReason(err))
-		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "the handler's outputs cannot be encoded as JSON"}, log)
+		attrs := []any{"err_type", fmt.Sprintf("%T", err), "reason", encodingReason(err)}
+		message := "the handler's outputs cannot be encoded as JSON"
+		if mp, ok := errors.AsType[*marshalPanic](err); ok {
+			attrs = []any{"outputs_type", fmt.Sprintf("%T", outputs), "reason", encodingReason(err), "stack", string(mp.stack)}
+			message += ": " + encodingReason(err)
+		}
+		log.Error("outputs cannot be encoded as JSON; failing the task", attrs...)
+		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: message}, log)
 		return
 	}
 	var res completeResult
@@ -836,13 +842,20 @@ func encodingReason(err error) string {
 // crashed the worker process (Go SDK QA).
 var errMarshalPanicked = errors.New("a MarshalJSON or MarshalText method of the outputs panicked")
 
+// marshalPanic is errMarshalPanicked with where it panicked: the stack
+// locates the method (a log's, never the value, which may quote inputs).
+type marshalPanic struct{ stack []byte }
+
+func (p *marshalPanic) Error() string { return errMarshalPanicked.Error() }
+func (p *marshalPanic) Unwrap() error { return errMarshalPanicked }
+
 func encodeOutputs(outputs any) (_ json.RawMessage, err error) {
 	if outputs == nil {
 		return json.RawMessage("{}"), nil
 	}
 	defer func() {
 		if recover() != nil {
-			err = errMarshalPanicked
+			err = &marshalPanic{stack: debug.Stack()}
 		}
 	}()
 	b, err := json.Marshal(outputs)

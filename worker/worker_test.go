@@ -234,7 +234,7 @@ func TestFailures(t *testing.T) {
 		}, failRecord{ErrorCode: "handler_panic", Message: "panic: runtime error: invalid memory address or nil pointer dereference", Retryable: true}, 0},
 		{"outputs whose MarshalJSON panics", func(context.Context, *Task) (any, error) {
 			return map[string]any{"crm_id": &panickyOutput{}}, nil
-		}, failRecord{ErrorCode: "invalid_outputs", Message: "the handler's outputs cannot be encoded as JSON", Retryable: false}, 0},
+		}, failRecord{ErrorCode: "invalid_outputs", Message: "the handler's outputs cannot be encoded as JSON: a MarshalJSON or MarshalText method panicked", Retryable: false}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
