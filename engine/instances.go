@@ -225,7 +225,7 @@ func (e *Engine) replayStart(ctx context.Context, q *queries.Queries, req StartR
 			// Not "a different request": nothing can tell (lifecycle QA:
 			// an identical retry was sent hunting a client bug).
 			return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused",
-				"the idempotency key %q was used with this process before data key %q, which made its digest, was removed: whether this is the same request cannot be told; send it with a new idempotency key", req.IdempotencyKey, id)
+				"the idempotency key %q was used with this process, for instance %s, before data key %q, which made its digest, was removed: whether this is the same request cannot be told; read that instance before sending it with a new idempotency key, or it may run twice", req.IdempotencyKey, existing.ID, id)
 		}
 		return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused",
 			"the idempotency key %q was used with this process for a different request (another version, business key or inputs; JSON formatting, key order and how a number is written do not count)", req.IdempotencyKey)

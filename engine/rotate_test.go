@@ -397,14 +397,16 @@ func TestAReplayDigestedByARemovedKeySaysSo(t *testing.T) {
 	ctx := context.Background()
 	upgraded, _ := keyRollFixture(t, "sealed", "pull")
 	req := StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"t"}`), IdempotencyKey: "order-9"}
-	if _, _, err := upgraded.StartInstance(ctx, req); err != nil {
+	first, _, err := upgraded.StartInstance(ctx, req)
+	if err != nil {
 		t.Fatal(err)
 	}
 	other, _ := keyring.Parse(keyring.NewKeySpec("other"))
 	without := New(upgraded.pool, Options{Keys: other})
-	_, _, err := without.StartInstance(ctx, req)
-	if fe, ok := fault.As(err); !ok || fe.Code != "idempotency_key_reused" || !strings.Contains(fe.Detail, `data key "new"`) || strings.Contains(fe.Detail, "different request") {
-		t.Fatalf("the replay without the digest's key: %v; want it said the key that made the digest was removed", err)
+	_, _, err = without.StartInstance(ctx, req)
+	if fe, ok := fault.As(err); !ok || fe.Code != "idempotency_key_reused" || !strings.Contains(fe.Detail, `data key "new"`) || strings.Contains(fe.Detail, "different request") ||
+		!strings.Contains(fe.Detail, first.ID.String()) {
+		t.Fatalf("the replay without the digest's key: %v; want it said the key that made the digest was removed, naming the instance to read before sending it again", err)
 	}
 	req.Inputs = json.RawMessage(`{"tok":"u"}`)
 	if _, _, err := upgraded.StartInstance(ctx, req); !fault.HasCode(err, "idempotency_key_reused") || !strings.Contains(err.Error(), "different request") {
