@@ -94,8 +94,9 @@ func (c *Console) occurrenceReveal(w http.ResponseWriter, r *http.Request) {
 		case fe != nil && fe.Code == "data_key_missing":
 			// Not the database's absence, which the 503 page says.
 			w.Header().Set("Retry-After", "1")
-			c.errorPage(w, r, http.StatusServiceUnavailable, T(ctx, "Cannot reveal it here"),
-				T(ctx, "This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys."))
+			c.errorPageBack(w, r, http.StatusServiceUnavailable, T(ctx, "Cannot reveal it here"),
+				T(ctx, "This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys."),
+				"occurrences", T(ctx, "Back to the occurrence"), occurrenceHref(id))
 		default:
 			c.fail(w, r, err)
 		}

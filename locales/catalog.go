@@ -147,7 +147,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           711,
+	"Back to the occurrence":           710,
 	"Back without saving":              650,
 	"Breaks processes":                 232,
 	"Breaks workers":                   233,
@@ -496,7 +496,7 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 525,
-	"Revealed by %s at %s; recorded in the audit log.": 710,
+	"Revealed by %s at %s; recorded in the audit log.": 711,
 	"Reveals":               150,
 	"Reveals, newest first": 716,
 	"Revision":              222,
@@ -1057,7 +1057,7 @@ var enIndex = []uint32{ // 816 elements
 	0x000075d0, 0x000075df, 0x000075ed, 0x00007609,
 	// Entry 2C0 - 2DF
 	0x00007618, 0x0000762e, 0x00007667, 0x00007699,
-	0x000076f1, 0x00007707, 0x000077d5, 0x0000780c,
+	0x000076f1, 0x00007707, 0x000077d5, 0x000077ec,
 	0x00007823, 0x00007831, 0x00007875, 0x0000789a,
 	0x00007911, 0x00007927, 0x0000793e, 0x0000796c,
 	0x0000797f, 0x000079a7, 0x00007a2b, 0x00007a32,
@@ -1553,8 +1553,8 @@ const enData string = "" + // Size: 36693 bytes
 	"he audit log.\x02Cannot reveal it here\x02This replica lacks the data ke" +
 	"y the value was sealed with, so it cannot open it (nothing was recorded)" +
 	". Another replica may reveal it; ask your administrator to start every r" +
-	"eplica with the same data keys.\x02Revealed by %[1]s at %[2]s; recorded " +
-	"in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a v" +
+	"eplica with the same data keys.\x02Back to the occurrence\x02Revealed by" +
+	" %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a v" +
 	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
 	"lues can never be revealed.\x02Every sensitive value an administrator re" +
 	"vealed: who, when, which field and why. The values themselves are never " +
@@ -1847,7 +1847,7 @@ var frIndex = []uint32{ // 816 elements
 	0x00009752, 0x00009763, 0x00009770, 0x0000978b,
 	// Entry 2C0 - 2DF
 	0x0000979f, 0x000097bd, 0x00009808, 0x00009849,
-	0x000098bf, 0x000098de, 0x000099f4, 0x00009a3a,
+	0x000098bf, 0x000098de, 0x000099f4, 0x00009a0d,
 	0x00009a53, 0x00009a6b, 0x00009abe, 0x00009af9,
 	0x00009b91, 0x00009bbd, 0x00009be3, 0x00009c17,
 	0x00009c2f, 0x00009c5a, 0x00009d03, 0x00009d0d,
@@ -2450,9 +2450,9 @@ const frData string = "" + // Size: 47151 bytes
 	"a révéler ici\x02Cette réplique n’a pas la clé de données qui a scellé l" +
 	"a valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une aut" +
 	"re réplique peut la révéler\u202f; demandez à votre administrateur de dé" +
-	"marrer toutes les répliques avec les mêmes clés de données.\x02Révélé pa" +
-	"r %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’" +
-	"occurrence\x02Révélation impossible\x02Seule une valeur que cette page a" +
+	"marrer toutes les répliques avec les mêmes clés de données.\x02Retour à " +
+	"l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journa" +
+	"l d’audit.\x02Révélation impossible\x02Seule une valeur que cette page a" +
 	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
 	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
 	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
@@ -2564,4 +2564,4 @@ const frData string = "" + // Size: 47151 bytes
 	"révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s son" +
 	"t prises en charge."
 
-	// Total table size 90420 bytes (88KiB); checksum: EC76D4F8
+	// Total table size 90420 bytes (88KiB); checksum: 175A70C8

@@ -97,6 +97,11 @@ command takes --help.
 var commands = []string{"serve", "migrate", "token", "apply", "consumer", "keys", "backup", "restore", "version", "help"}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 2 && args[1] == "help" && args[0] != "help" {
+		// relais consumer help, as relais help: the command's help
+		// (verifier QA: "unknown subcommand").
+		args = []string{args[0], "--help"}
+	}
 	if !wantsHelp(args) {
 		err := dispatch(ctx, args, getenv, stdout, stderr)
 		if errors.Is(err, flag.ErrHelp) {

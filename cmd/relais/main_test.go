@@ -432,6 +432,8 @@ func TestEveryCommandTakesHelp(t *testing.T) {
 		{[]string{"restore", "--help"}, "usage: relais restore FILE"},
 		{[]string{"consumer", "--help"}, "usage: relais consumer"},
 		{[]string{"consumer", "create", "--help"}, "usage: relais consumer"},
+		{[]string{"consumer", "help"}, "usage: relais consumer"},
+		{[]string{"token", "help"}, "usage: relais token create"},
 	} {
 		var stdout, stderr bytes.Buffer
 		// No database is configured: answering by opening one would fail.
