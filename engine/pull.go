@@ -223,8 +223,10 @@ const handBackTimeout = 10 * time.Second
 // deliver makes the reservations of what a claim took. When one cannot be
 // delivered for want of a data key (its values sealed with a key this
 // replica lacks, as when a key rotation ran before every replica had the
-// new key, or this replica has none), the whole claim is handed back, no
-// attempt spent, and the fetch is refused with 503 data_key_missing: a
+// new key, or this replica has none), what it can open is delivered and
+// the rest handed back, no attempt spent; when it can open none (or the
+// claim has a request_id, whose replay answers it whole), the whole claim
+// is handed back and the fetch is refused with 503 data_key_missing: a
 // worker that retries may reach a replica that has the key, and none burns
 // its budget on tasks it never received. A replay (the same request_id
 // again) hands nothing back: the worker may hold those tasks from the
@@ -237,6 +239,33 @@ func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.O
 	}
 	if !keyMissing(err) {
 		return nil, err
+	}
+	if !replay && req.RequestID == "" && len(occs) > 1 {
+		// What this replica can open is delivered, the rest handed back
+		// (security QA: a worker on a replica without one key got none of
+		// the tasks it could open while one it could not came with them).
+		// Not for a claim with a request_id, whose replay answers it whole.
+		var open []Reservation
+		var closed []queries.Occurrence
+		for _, o := range occs {
+			r, err := e.reservations([]queries.Occurrence{o}, req.Pairs)
+			switch {
+			case err == nil:
+				open = append(open, r...)
+			case keyMissing(err):
+				closed = append(closed, o)
+			default:
+				return nil, err
+			}
+		}
+		if len(open) > 0 {
+			e.logger.Error("a claim cannot be delivered whole; handing back the tasks sealed with a data key this replica lacks", "err", err,
+				"delivered", len(open), "handed_back", len(closed), "worker_id", req.WorkerID)
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+			defer cancel()
+			e.handBackClaim(hctx, req.ConsumerID, req.WorkerID, closed)
+			return open, nil
+		}
 	}
 	if !replay {
 		e.logger.Error("a claim cannot be delivered; handing it back", "err", err, "occurrences", len(occs), "worker_id", req.WorkerID)

@@ -301,6 +301,35 @@ func TestUndeliverableClaimIsHandedBack(t *testing.T) {
 	}
 }
 
+// A claim on a replica without one data key delivers the tasks it can
+// open and hands back only the others, no attempt spent (security QA: the
+// whole claim went back, so a worker stuck on that replica got nothing).
+func TestAClaimDeliversWhatItCanOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	upgraded, lagging := keyRollFixture(t, "sealed", "pull")
+	if _, _, err := upgraded.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"sealed-with-new"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := lagging.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"sealed-with-old"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	c := consumer(t, upgraded)
+	req := ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}}, MaxTasks: 10, LockDuration: time.Minute}
+	got, err := lagging.Claim(ctx, req)
+	if err != nil || len(got) != 1 || !strings.Contains(string(got[0].Inputs), "sealed-with-old") {
+		t.Fatalf("claim by the replica with the old key only: %v, %v; want the task it can open", got, err)
+	}
+	var available int
+	if err := upgraded.pool.QueryRow(ctx, `select count(*) from occurrences where definition_key = 'crm' and status = 'available'`).Scan(&available); err != nil || available != 1 {
+		t.Fatalf("%d available after the claim (%v); want the other handed back", available, err)
+	}
+	got, err = upgraded.Claim(ctx, req)
+	if err != nil || len(got) != 1 || !strings.Contains(string(got[0].Inputs), "sealed-with-new") || got[0].AttemptsLeft != 2 {
+		t.Fatalf("claim by a replica with the key: %v, %v; want the handed-back task, its budget whole", got, err)
+	}
+}
+
 // TestARecordedKeyThatSealedNothingIsRetiredByARotation: a replica started
 // once with a key (which the database recorded) and then discarded leaves a
 // key no other replica has. Serving without it is refused, saying it
