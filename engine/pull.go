@@ -1397,6 +1397,17 @@ func Refusal(what string, errs []fault.FieldError, over []*fault.Error) error {
 	return fault.New(fault.BadRequest, "invalid_request", "%s is invalid", what).WithErrors(all)
 }
 
+// CeilingWith is over, a bound_exceeded refusal of a request's own
+// members, joined by the problems a later check of the request found
+// (err, when it is an invalid_request: what the database tells of its
+// subscriptions), in one invalid_request; over alone otherwise.
+func CeilingWith(what string, over *fault.Error, err error) error {
+	if fe, ok := fault.As(err); ok && fe.Kind == fault.BadRequest {
+		return Refusal(what, fe.Errors, []*fault.Error{over})
+	}
+	return over
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""

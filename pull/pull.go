@@ -362,10 +362,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		// A ceiling alone in the request's own members: the
 		// subscriptions' problems, which the database tells, come in the
 		// same answer (verifier QA: a round later).
-		if fe, ok := fault.As(err); ok && fe.Kind == fault.BadRequest {
-			return 0, engine.Refusal("the fetch", fe.Errors, []*fault.Error{over})
-		}
-		return 0, over
+		return 0, engine.CeilingWith("the fetch", over, err)
 	}
 	if err != nil {
 		return 0, err

@@ -352,10 +352,16 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 		return svc.refuseSetup(setup, err)
 	}
 	p, err := svc.subscribeParams(req.Msg)
-	if err != nil {
+	over, _ := fault.As(err)
+	if err != nil && (over == nil || over.Code != "bound_exceeded") {
 		return svc.refuseSetup(setup, err)
 	}
 	pairs, err := svc.eng.ResolveSubscriptions(setup, principal.ConsumerID, p.subs)
+	if over != nil {
+		// With the subscriptions' problems the database tells, in one
+		// answer, as a fetch's.
+		return svc.refuseSetup(setup, engine.CeilingWith("the subscription", over, err))
+	}
 	if err != nil {
 		return svc.refuseSetup(setup, err)
 	}

@@ -208,6 +208,9 @@ func TestSubscribeRefusals(t *testing.T) {
 		// With another problem, both in one answer (evaluator QA: the
 		// ceiling came a round later).
 		{"credit over, no worker id", f.consumer, subscribeRequest("", 11), "invalid_argument", "invalid_request", "/max_in_flight"},
+		// And with the subscriptions' problems the database tells.
+		{"credit over, a field no input has", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 11,
+			Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm", Fields: []string{"/company_name", "/no/such"}}}}, "invalid_argument", "invalid_request", "/subscriptions/0/fields/1"},
 		{"lock above the ceiling", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
 			LockDuration: durationpb.New(time.Hour)}, "invalid_argument", "bound_exceeded", "/lock_duration"},
 		{"lock under a second", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
