@@ -573,3 +573,43 @@ func TestApplyGuessesANameTheSameApplyCreates(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyNotesWorkersANewPinBreaks: a process version that moves a pull
+// node to a revision whose changes break the workers built for the one
+// before (an output added required) says so, naming the node, the
+// revisions and the change, in a dry run (the revision only planned) and
+// once applied (Go SDK QA: workers naming no revision took it silently,
+// and failed its tasks invalid_outputs).
+func TestApplyNotesWorkersANewPinBreaks(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+	dir := t.TempDir()
+	write := func(outputs string, revision int) {
+		t.Helper()
+		def := "kind: Definition\nkey: review\nname: Review an order\ninputs:\n  fields:\n    - {name: order, type: text, required: true}\n" +
+			"outputs:\n  fields:\n    - {name: decision, type: choice, required: true, values: [approve, reject]}\n" + outputs
+		proc := fmt.Sprintf("kind: Process\nkey: reviewing\ninputs:\n  fields:\n    - {name: order, type: text, required: true}\nstart: review\nnodes:\n"+
+			"  review: {kind: pull, definition: review, revision: %d, inputs: {order: {from: input.order}}, next: done}\n  done: {kind: end}\n", revision)
+		for name, body := range map[string]string{"1-review.yaml": def, "2-reviewing.yaml": proc} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("", 1)
+	if out, stderr, err := applyRun(t, r.base, "-f", dir); err != nil || strings.Contains(out, "note:") {
+		t.Fatalf("first apply: %q, %v\n%s", out, err, stderr)
+	}
+	write("    - {name: currency, type: choice, required: true, values: [EUR, USD]}\n", 2)
+	want := "note: node review moves from review revision 1 to 2, whose changes break workers built for revision 1: /outputs/currency (added required choice field)"
+	for _, args := range [][]string{{"-f", dir, "--dry-run"}, {"-f", dir}} {
+		if out, stderr, err := applyRun(t, r.base, args...); err != nil || !strings.Contains(out, want) {
+			t.Errorf("apply %v: %q, %v\n%s\nwant %q", args, out, err, stderr, want)
+		}
+	}
+	// A compatible revision says nothing of workers.
+	write("    - {name: currency, type: choice, required: true, values: [EUR, USD]}\n    - {name: note, type: text}\n", 3)
+	if out, _, err := applyRun(t, r.base, "-f", dir); err != nil || strings.Contains(out, "break workers") {
+		t.Errorf("a compatible revision: %q, %v; want no note on workers", out, err)
+	}
+}

@@ -726,8 +726,9 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 	}
 	breaking := ""
 	var changes []string
+	var before *process.Process
 	if latest > 0 && parsed != nil {
-		if breaking, changes, err = c.sinceLatest(ctx, base, latest, parsed); err != nil {
+		if breaking, changes, before, err = c.sinceLatest(ctx, base, latest, parsed); err != nil {
 			return Result{}, err
 		}
 	}
@@ -735,7 +736,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 	// every version published: what it breaks and changes, and its notes.
 	published := func(version string) Result {
 		return Result{Doc: d, Action: "published", Detail: version + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-			Changes: changes, Since: latest, Notes: c.looser(ctx, parsed, pl)}
+			Changes: changes, Since: latest, Notes: append(c.looser(ctx, parsed, pl), c.workerBreaks(ctx, before, parsed, pl)...)}
 	}
 	if dryRun {
 		// The server runs every publication check without storing.
@@ -1103,14 +1104,14 @@ func (c *Client) document(ctx context.Context, path string) (json.RawMessage, er
 // failing the moment it is published ("" when every such start still
 // fits). And it lists what the new version changes, its inputs and its
 // graph (process.Changes).
-func (c *Client) sinceLatest(ctx context.Context, base string, latest int, next *process.Process) (string, []string, error) {
+func (c *Client) sinceLatest(ctx context.Context, base string, latest int, next *process.Process) (string, []string, *process.Process, error) {
 	doc, err := c.document(ctx, fmt.Sprintf("%s/versions/%d", base, latest))
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	old, violations := process.Parse(doc)
 	if len(violations) > 0 {
-		return "", nil, nil // a version this client cannot read
+		return "", nil, nil, nil // a version this client cannot read
 	}
 	var paths []string
 	changes := contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: next.Inputs})
@@ -1132,7 +1133,44 @@ func (c *Client) sinceLatest(ctx context.Context, base string, latest int, next 
 	for _, ch := range changes {
 		list = append(list, ch.Path+": "+ch.Detail)
 	}
-	return out, append(list, process.Changes(old, next)...), nil
+	return out, append(list, process.Changes(old, next)...), old, nil
+}
+
+// workerBreaks notes each pull node that next moves to another revision
+// of its definition whose changes break the workers built for the one
+// before (an output added required, an input's type changed): a worker
+// that names no revision takes the new one, and fails its tasks (Go SDK
+// QA: a revision's "may break workers" said nothing of the live workers
+// the process would send it to). None when a revision cannot be read
+// (the note is a courtesy).
+func (c *Client) workerBreaks(ctx context.Context, before, next *process.Process, pl plan) []string {
+	if before == nil || next == nil {
+		return nil
+	}
+	r := &planResolver{ctx: ctx, c: c, pl: pl}
+	var notes []string
+	for _, name := range slices.Sorted(maps.Keys(next.Nodes)) {
+		n, o := next.Nodes[name], before.Nodes[name]
+		if n.Kind != process.KindPull || o == nil || o.Kind != process.KindPull || o.Definition != n.Definition || o.Revision == n.Revision {
+			continue
+		}
+		from, ok := r.Revision(n.Definition, o.Revision)
+		to, ok2 := r.Revision(n.Definition, n.Revision)
+		if !ok || !ok2 {
+			continue
+		}
+		var paths []string
+		for _, ch := range contracts.Diff(from, to) {
+			if ch.BreaksWorkers {
+				paths = append(paths, ch.Path+" ("+ch.Detail+")")
+			}
+		}
+		if len(paths) > 0 {
+			notes = append(notes, fmt.Sprintf("node %s moves from %s revision %d to %d, whose changes break workers built for revision %d: %s; a worker that names no revision (the Go SDK's Handle(%q, nil, …)) takes revision %d from now on: update the workers first, or pin them to revision %d until they are",
+				name, n.Definition, o.Revision, n.Revision, o.Revision, strings.Join(paths, ", "), n.Definition, n.Revision, o.Revision))
+		}
+	}
+	return notes
 }
 
 // protectionNote says what lowering each of lowered (as
