@@ -100,7 +100,9 @@ func nodeChanges(o, n *Node) []string {
 	if o.Policy != n.Policy {
 		a, b := o.Policy, n.Policy
 		scalar("max_attempts", strconv.Itoa(a.MaxAttempts), strconv.Itoa(b.MaxAttempts))
-		scalar("retry_delay", durationOr(a.RetryDelay, "(none)"), durationOr(b.RetryDelay, "(none)"))
+		// A retry delay is always one (its default filled in): zero is
+		// an immediate retry, PT0S, not no setting (designer QA).
+		scalar("retry_delay", isoduration.Format(a.RetryDelay), isoduration.Format(b.RetryDelay))
 		scalar("retry_backoff", strconv.FormatFloat(a.Backoff(), 'f', -1, 64), strconv.FormatFloat(b.Backoff(), 'f', -1, 64))
 		scalar("max_retry_delay", durationOr(a.MaxRetryDelay, "(ceiling)"), durationOr(b.MaxRetryDelay, "(ceiling)"))
 		scalar("deadline", durationOr(a.Deadline, "(none)"), durationOr(b.Deadline, "(none)"))

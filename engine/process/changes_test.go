@@ -21,6 +21,7 @@ func TestChangesNameWhatAVersionChanges(t *testing.T) {
 	next := mustParse(t, edit(t, validDoc, func(m map[string]any) {
 		m["description"] = "changed"
 		sub(node(m, "crm"), "policy")["max_attempts"] = 5
+		sub(node(m, "crm"), "policy")["retry_delay"] = "PT0S"
 		delete(sub(node(m, "crm"), "policy"), "deadline")
 		sub(node(m, "crm"), "inputs")["source"] = map[string]any{"value": "partner"}
 		node(m, "score")["timeout"] = "PT4S"
@@ -34,7 +35,7 @@ func TestChangesNameWhatAVersionChanges(t *testing.T) {
 		"description",
 		"node audit added (pull noop@1)",
 		"node charge: on_error",
-		"node crm: inputs, max_attempts 3 → 5, deadline P1D → (none)",
+		"node crm: inputs, max_attempts 3 → 5, retry_delay PT10S → PT0S, deadline P1D → (none)",
 		"node failed: status failed → completed",
 		"node score: next charge → audit, timeout PT3S → PT4S",
 	}
