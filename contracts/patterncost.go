@@ -31,11 +31,15 @@ func PatternSteps(pattern string) int {
 	return len(prog.Inst)
 }
 
-// CostlyPatterns lists the patterns of c, at pointers under base (a
-// contract's pointer, "/inputs"), whose programs exceed MaxPatternSteps.
-// It is checked when a Working is saved or a process published, not when
-// a stored one is read: a revision saved before the bound stays readable.
-func CostlyPatterns(c Contract, base string) []Violation {
+// PatternProblems lists the patterns of c, at pointers under base (a
+// contract's pointer, "/inputs"), whose programs exceed MaxPatternSteps,
+// or that open a repeat count they never close (^[A-Z]{2 for ^[A-Z]{2}:
+// RE2 reads it as the characters themselves, so the field would refuse
+// every value meant, designer QA; ECMA-262, which JSON Schema's patterns
+// follow, refuses it). It is checked when a Working is saved or a process
+// published, not when a stored one is read: a revision saved before a
+// rule stays readable.
+func PatternProblems(c Contract, base string) []Violation {
 	var out []Violation
 	var walk func(fs []Field, at string)
 	var field func(f Field, at string)
@@ -45,6 +49,11 @@ func CostlyPatterns(c Contract, base string) []Violation {
 				out = append(out, Violation{Path: at + "/pattern", Message: fmt.Sprintf(
 					"pattern is too costly to check: it compiles to %d steps per character, at most %d (a counted repetition such as {1000} repeats its part that many times: bound the length with max_length instead)",
 					n, MaxPatternSteps)})
+			}
+			if i := unclosedRepeat(f.Pattern); i >= 0 {
+				out = append(out, Violation{Path: at + "/pattern", Message: fmt.Sprintf(
+					"pattern has a { that opens a repeat it never closes (%q): RE2 would read it as the characters themselves, where a count was meant; close it ({2}) or, for the character, escape it (\\{)",
+					f.Pattern[i:min(len(f.Pattern), i+8)])})
 			}
 		}
 		if f.Items != nil {
@@ -59,4 +68,46 @@ func CostlyPatterns(c Contract, base string) []Violation {
 	}
 	walk(c.Fields, base+"/fields")
 	return out
+}
+
+// unclosedRepeat is the offset of a { that begins a repeat count never
+// closed, or -1. A { in a character class, escaped, or followed by no
+// digit is left alone.
+func unclosedRepeat(p string) int {
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\':
+			i++ // the escaped character
+		case inClass:
+			inClass = c != ']'
+		case c == '[':
+			inClass = true
+			if i+1 < len(p) && p[i+1] == '^' {
+				i++
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				i++ // a leading ] is the character
+			}
+		case c == '{':
+			j := i + 1
+			for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+				j++
+			}
+			if j == i+1 {
+				continue
+			}
+			if j < len(p) && p[j] == ',' {
+				j++
+				for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+					j++
+				}
+			}
+			if j >= len(p) || p[j] != '}' {
+				return i
+			}
+		}
+	}
+	return -1
 }

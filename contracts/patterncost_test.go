@@ -8,7 +8,7 @@ import (
 // A pattern whose program is too large to check values quickly is named
 // at its pointer, nested fields and list items included; a usual one is
 // not.
-func TestCostlyPatterns(t *testing.T) {
+func TestPatternProblems(t *testing.T) {
 	costly := strings.Repeat("[a-z]{1000}", 3) + "!"
 	c := Contract{Fields: []Field{
 		{Name: "email", Type: TypeText, Pattern: `^[^@\s]+@[^@\s]+\.[a-z]{2,}$`},
@@ -18,7 +18,7 @@ func TestCostlyPatterns(t *testing.T) {
 		{Name: "tags", Type: TypeList, Items: &Field{Type: TypeText, Pattern: costly}},
 	}}
 	var got []string
-	for _, v := range CostlyPatterns(c, "/inputs") {
+	for _, v := range PatternProblems(c, "/inputs") {
 		got = append(got, v.Path)
 		if !strings.Contains(v.Message, "at most 2500") {
 			t.Errorf("%s: %q", v.Path, v.Message)
@@ -26,9 +26,33 @@ func TestCostlyPatterns(t *testing.T) {
 	}
 	want := []string{"/inputs/fields/2/pattern", "/inputs/fields/3/fields/0/pattern", "/inputs/fields/4/items/pattern"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("CostlyPatterns = %v, want %v", got, want)
+		t.Errorf("PatternProblems = %v, want %v", got, want)
 	}
 	if n := PatternSteps(`[a-z]{1000}`); n <= 1000 || n > 1100 {
 		t.Errorf("PatternSteps([a-z]{1000}) = %d, want about a thousand", n)
+	}
+}
+
+// A repeat count never closed is refused when a document is saved, with
+// where it begins; closed counts, escaped braces, braces in a class or
+// before no digit are left alone (designer QA: ^[A-Z]{2 refused every
+// country code once pinned).
+func TestUnclosedRepeatIsAPatternProblem(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]int{
+		`^a{2}b{1,}c{1,3}\{2[{3]x{y$`: -1,
+		`[]{2]`:                      -1,
+		`^[A-Z]{2`:                   6,
+		`a{1,3$`:                     1,
+		`\\{2`:                       2,
+	} {
+		if got := unclosedRepeat(p); got != want {
+			t.Errorf("unclosedRepeat(%q) = %d, want %d", p, got, want)
+		}
+	}
+	c := Contract{Fields: []Field{{Name: "o", Type: TypeObject, Fields: []Field{{Name: "country", Type: TypeText, Pattern: `^[A-Z]{2`}}}}}
+	vs := PatternProblems(c, "/inputs")
+	if len(vs) != 1 || vs[0].Path != "/inputs/fields/0/fields/0/pattern" || !strings.Contains(vs[0].Message, `never closes ("{2")`) {
+		t.Errorf("PatternProblems = %+v; want the unclosed count at its pointer", vs)
 	}
 }

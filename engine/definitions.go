@@ -76,7 +76,7 @@ func validWorking(key string, document []byte) (contracts.Working, error) {
 	}
 	w, vs := contracts.ParseWorking(document)
 	if len(vs) == 0 {
-		vs = append(contracts.CostlyPatterns(w.Inputs, "/inputs"), contracts.CostlyPatterns(w.Outputs, "/outputs")...)
+		vs = append(contracts.PatternProblems(w.Inputs, "/inputs"), contracts.PatternProblems(w.Outputs, "/outputs")...)
 	}
 	if len(vs) > 0 {
 		return contracts.Working{}, refuseDocument("the Working", "invalid_contract", vs)

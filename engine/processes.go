@@ -211,7 +211,7 @@ func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) 
 	if err != nil {
 		return nil, resolver{}, err
 	}
-	vs = append(process.Check(p, res, e.processLimits()), contracts.CostlyPatterns(p.Inputs, "/inputs")...)
+	vs = append(process.Check(p, res, e.processLimits()), contracts.PatternProblems(p.Inputs, "/inputs")...)
 	if len(vs) > 0 {
 		return nil, resolver{}, violations("invalid_process", "the process is invalid", vs)
 	}
