@@ -41,10 +41,10 @@ func TestUnclosedRepeatIsAPatternProblem(t *testing.T) {
 	t.Parallel()
 	for p, want := range map[string]int{
 		`^a{2}b{1,}c{1,3}\{2[{3]x{y$`: -1,
-		`[]{2]`:                      -1,
-		`^[A-Z]{2`:                   6,
-		`a{1,3$`:                     1,
-		`\\{2`:                       2,
+		`[]{2]`:                       -1,
+		`^[A-Z]{2`:                    6,
+		`a{1,3$`:                      1,
+		`\\{2`:                        2,
 	} {
 		if got := unclosedRepeat(p); got != want {
 			t.Errorf("unclosedRepeat(%q) = %d, want %d", p, got, want)
