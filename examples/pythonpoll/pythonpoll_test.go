@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,36 @@ func TestPythonPollingWorkerReportsFailures(t *testing.T) {
 	})
 	if n := len(w.Events("failed")); n != 1 {
 		t.Errorf("%d failures logged; want 1\n%s", n, w.Output())
+	}
+}
+
+// Outputs the contract refuses fail the task at once, the failure saying
+// what the contract refused (designer QA: "the contract refused the
+// outputs" told the operator nothing; the pointers were in an attempt's
+// note alone).
+func TestPythonPollingWorkerSaysWhatTheContractRefused(t *testing.T) {
+	t.Parallel()
+	relaistest.RequirePython(t, "the Python long-polling example worker's test")
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	working := env.Must(200, "GET", "/api/v1/definitions/add_company_to_crm", env.Designer, nil).JSON(t)["working"].(map[string]any)
+	for _, f := range working["outputs"].(map[string]any)["fields"].([]any) {
+		if f := f.(map[string]any); f["name"] == "crm_id" {
+			f["pattern"] = "^SF-[0-9]+$" // the example answers CRM-0001
+		}
+	}
+	env.Must(200, "PUT", "/api/v1/definitions/add_company_to_crm/working", env.Designer, working)
+	env.Must(201, "POST", "/api/v1/definitions/add_company_to_crm/revisions", env.Designer, nil)
+	doc := relaistest.CRMProcess(nil)
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = 2
+	env.Process("crm_strict", doc)
+	w := relaistest.StartScript(t, ".", "python3", "worker.py", "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+env.Consumer("crm-sync", "add_company_to_crm"))
+	id := env.Must(201, "POST", "/api/v1/processes/crm_strict/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	if got := env.WaitEnded(id, 20*time.Second); got["status"] != "failed" {
+		t.Fatalf("instance %v; want failed\n%s", got["status"], w.Output())
+	}
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
+	if msg, _ := occ["error_message"].(string); occ["error_code"] != "invalid_outputs" || !strings.Contains(msg, "/outputs/crm_id") {
+		t.Errorf("occurrence failed with %v: %q; want invalid_outputs naming /outputs/crm_id\n%s", occ["error_code"], msg, w.Output())
 	}
 }

@@ -207,11 +207,15 @@ def run(task):
                 # classifies as sensitive.
                 log("completed", occurrence=occurrence, attempt=task["attempt"], route=res.get("route"))
                 return
-            if settle_refusal.get(occurrence) != "invalid_outputs":
+            refusal = settle_refusal.get(occurrence)
+            if refusal is None or refusal.problem.get("code") != "invalid_outputs":
                 return
             # Outputs the contract refuses will be refused again: fail the
-            # task rather than leave it to its lock's expiry and a rerun.
-            failure = {"error_code": "invalid_outputs", "message": "the contract refused the outputs", "retryable": False}
+            # task rather than leave it to its lock's expiry and a rerun,
+            # saying what the contract refused (its pointers and rules, not
+            # the values), for the operator who reads the failure.
+            why = "; ".join(f"{e.get('path')}: {e.get('message')}" for e in refusal.problem.get("errors", []))
+            failure = {"error_code": "invalid_outputs", "message": ("the outputs violate the contract: " + why)[:2000], "retryable": False}
         res = settle(task, "fail", failure)
         if res is not None:
             log("failed", occurrence=occurrence, attempt=task["attempt"], error_code=failure["error_code"],
@@ -222,7 +226,7 @@ def run(task):
         slots.release()
 
 
-settle_refusal = {}  # occurrence → the code of its last refused settlement
+settle_refusal = {}  # occurrence → its last refused settlement (a Refused)
 
 
 def settle(task, action, body):
@@ -241,7 +245,7 @@ def settle(task, action, body):
                 log("cancelled", occurrence=occurrence, code=code)  # no longer wanted
                 return None
             if err.status not in (429, 500, 502, 503, 504) or time.monotonic() > give_up:
-                settle_refusal[occurrence] = code
+                settle_refusal[occurrence] = err
                 log("refused", occurrence=occurrence, action=action, **err.fields())  # its lock lost, invalid outputs…
                 return None
             time.sleep(err.retry_after)
