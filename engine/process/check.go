@@ -195,7 +195,13 @@ func (k *checker) onError(at, name string, o OnError) {
 			k.add(tat, "on_error must not point at the node itself")
 		case !k.known(t):
 			// hold is a target too: "hodl" meant it.
-			k.add(tat, "on_error names unknown node %q%s", t, suggest.Hint(t, append(slices.Clone(k.names), Hold)))
+			hint := suggest.Hint(t, append(slices.Clone(k.names), Hold))
+			if hint == "" && (t == "failed" || t == "fail" || t == "error") {
+				// A Camunda or Zeebe habit: there is no built-in end
+				// (designer QA).
+				hint = fmt.Sprintf(" (there is no built-in %q: declare the end node, %s: {kind: end, status: failed}, or hold the instance for an operator with hold)", t, t)
+			}
+			k.add(tat, "on_error names unknown node %q%s", t, hint)
 		}
 	}
 	if o.Codes == nil {

@@ -129,6 +129,10 @@ func TestCheckOnError(t *testing.T) {
 		{"default naming an unknown node", errorDoc, func(m map[string]any) {
 			node(m, "crm")["on_error"].(map[string]any)["*"] = "nowhere"
 		}, []want{{"/nodes/crm/on_error/*", `on_error names unknown node "nowhere"`}}},
+		// A Camunda habit: no built-in end to fail to (designer QA).
+		{"default naming a built-in that is none", errorDoc, func(m map[string]any) {
+			node(m, "crm")["on_error"].(map[string]any)["*"] = "error"
+		}, []want{{"/nodes/crm/on_error/*", `on_error names unknown node "error" (there is no built-in "error": declare the end node, error: {kind: end, status: failed}, or hold the instance for an operator with hold)`}}},
 		{"code naming the node itself", errorDoc, func(m map[string]any) {
 			node(m, "crm")["on_error"].(map[string]any)["CRM_DOWN"] = "crm"
 		}, []want{
