@@ -170,6 +170,17 @@ func spelledOtherwise(s string) string {
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 && s != "0" {
 		return ", as in " + Format(d) + " for " + s
 	}
+	// Days and weeks, which Go's durations do not write (designer QA:
+	// 7d was told only that it must start with P).
+	if n := strings.TrimRight(s, "dDwW"); len(n) == len(s)-1 && n != "" && strings.Trim(n, "0123456789") == "" {
+		days, err := strconv.Atoi(n)
+		if err == nil && days > 0 && days <= 1_000_000 {
+			if strings.ContainsAny(s[len(n):], "wW") {
+				days *= 7
+			}
+			return ", as in P" + strconv.Itoa(days) + "D for " + s
+		}
+	}
 	return ""
 }
 

@@ -50,6 +50,10 @@ func TestParseNamesTheSpellingMeant(t *testing.T) {
 		"10s":    "as in PT10S for 10s",
 		"1h30m":  "as in PT1H30M for 1h30m",
 		"1.5s":   "as in PT1.5S for 1.5s",
+		// Days and weeks too (designer QA: 7d said only "must start
+		// with P").
+		"7d":     "as in P7D for 7d",
+		"2w":     "as in P14D for 2w",
 		"1 hour": "",
 		"pt1x":   "",
 		"-10s":   "",
