@@ -616,7 +616,7 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 			// Failed for a retry with a delay: no fetch takes it before.
 			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved: it waits for its retry, offered again from %s", o.ID, o.AvailableAt.UTC().Format(time.RFC3339Nano))
 		}
-		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved; fetch it first", o.ID)
+		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved; claim it first (a fetch, or a stream's assignment)", o.ID)
 	case StatusDeferred:
 		// No lock to hold: any worker of the consumer that deferred it may
 		// settle it.
@@ -632,7 +632,7 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	if !holder && o.Status == StatusReserved && (o.LockExpiresAt == nil || !o.LockExpiresAt.After(now)) {
 		// Its holder's lock lapsed: nobody holds it, whatever the row
 		// says until the next claim takes it (observed as available).
-		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved (the lock of the worker that held it lapsed); fetch it first", o.ID)
+		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved (the lock of the worker that held it lapsed); claim it first (a fetch, or a stream's assignment)", o.ID)
 	}
 	if o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && o.WorkerID != nil && *o.WorkerID != ref.WorkerID {
 		// The consumer's own worker: named, since a worker_id that differs
