@@ -22,13 +22,14 @@ import (
 	"github.com/relais/relais/internal/fault"
 )
 
-// ErrFull refuses a read that would wait while the hub holds its maximum:
-// 429 too_many_waiters, to read again shortly.
-var ErrFull = func() *fault.Error {
+// full refuses a read that would wait while the hub holds its maximum:
+// 429 too_many_waiters, to read again shortly. A new value each time, as
+// the surfaces that answer it may annotate it.
+func full() *fault.Error {
 	fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of waiting reads; read again shortly, or without wait")
 	fe.RetryAfter = time.Second
 	return fe
-}()
+}
 
 // Statuses reads the status of each instance of ids that exists.
 type Statuses func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error)
@@ -63,14 +64,14 @@ func New(statuses Statuses, running string, tick time.Duration, max int, logger 
 // Wait returns once id is no longer running, d has passed, ctx ended or
 // the hub closed (the replica stopping: the read answers what it has,
 // as a fetch does). The caller reads the instance first and again after:
-// Wait says nothing of why it returned. ErrFull refuses a read when the
-// hub holds its maximum. still, when tokens or grants change meanwhile,
+// Wait says nothing of why it returned. It refuses a read when the
+// hub holds its maximum (429 too_many_waiters). still, when tokens or grants change meanwhile,
 // checks that the caller's credentials hold, and its error ends the wait:
 // a token revoked while its read waits is refused then, not at the end.
 func (h *Hub) Wait(ctx context.Context, id uuid.UUID, d time.Duration, still func(context.Context) error) error {
-	ch, full := h.register(id)
-	if full != nil {
-		return full
+	ch, refused := h.register(id)
+	if refused != nil {
+		return refused
 	}
 	defer h.unregister(id, ch)
 	timer := time.NewTimer(d)
@@ -116,7 +117,7 @@ func (h *Hub) register(id uuid.UUID) (chan struct{}, *fault.Error) {
 		return ch, nil
 	}
 	if h.count >= h.max {
-		return nil, ErrFull
+		return nil, full()
 	}
 	ch := make(chan struct{})
 	h.waiting[id] = append(h.waiting[id], ch)

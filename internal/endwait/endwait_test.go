@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
+
+	"github.com/relais/relais/internal/fault"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -111,8 +113,8 @@ func TestBoundsFailuresAndClose(t *testing.T) {
 	for h.Waiting() != 1 {
 		time.Sleep(time.Millisecond)
 	}
-	if err := h.Wait(context.Background(), id, time.Minute, holds); !errors.Is(err, ErrFull) {
-		t.Fatalf("a read past the maximum: %v, want ErrFull", err)
+	if err := h.Wait(context.Background(), id, time.Minute, holds); !fault.HasCode(err, "too_many_waiters") {
+		t.Fatalf("a read past the maximum: %v, want too_many_waiters", err)
 	}
 	tab.set(id, "completed") // unread: every statement fails
 	select {
@@ -121,7 +123,7 @@ func TestBoundsFailuresAndClose(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	began := time.Now()
-	if err := h.Wait(context.Background(), uuid.New(), 20*time.Millisecond, holds); !errors.Is(err, ErrFull) {
+	if err := h.Wait(context.Background(), uuid.New(), 20*time.Millisecond, holds); !fault.HasCode(err, "too_many_waiters") {
 		t.Fatalf("full: %v", err)
 	}
 	h.Close()
