@@ -221,8 +221,12 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 		return fmt.Errorf("%s restored (schema version %d), but serve will refuse to start on it: %w", file, restored, err)
 	}
 	fmt.Fprintf(stdout, "%s restored: schema version %d", file, restored)
-	if known := engine.LatestSchemaVersion(); restored < known {
+	switch known := engine.LatestSchemaVersion(); {
+	case restored < known:
 		fmt.Fprintf(stdout, " (serve, or relais migrate, applies the %d migrations up to this binary's %d)", known-restored, known)
+	case restored > known:
+		// Going back with a newer backup (lifecycle QA: said nothing).
+		fmt.Fprintf(stdout, " (newer than this binary's %d: a newer relais made it; serve it with that one, as this one would run on a schema it does not know)", known)
 	}
 	if !keysConfigured(cfg, db) {
 		fmt.Fprintln(stdout, "; it holds no sealed value (no data key is configured)")

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/keyring"
 )
@@ -170,5 +173,37 @@ func TestInterruptedToolSaysSo(t *testing.T) {
 	err := runPGTool(ctx, "/bin/true", "postgres://app:pw@db/relais")
 	if err == nil || !strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), "nothing was written") {
 		t.Errorf("an interrupted tool: %v", err)
+	}
+}
+
+// A backup a newer relais made is restored, and said to be newer than this
+// binary (lifecycle QA: it said nothing, where an older one is said to
+// need migrations).
+func TestRestoreSaysABackupIsNewer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	source := dbtest.URL(t)
+	env := map[string]string{"RELAIS_DATABASE_URL": source}
+	relais := func(env map[string]string, args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(ctx, args, func(k string) string { return env[k] }, &out, io.Discard)
+		return out.String(), err
+	}
+	pool, err := pgxpool.New(ctx, source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	known := engine.LatestSchemaVersion()
+	if _, err := pool.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, 'from_the_future')", known+1); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "newer.dump")
+	if _, err := relais(env, "backup", file); err != nil {
+		t.Fatal(err)
+	}
+	out, err := relais(map[string]string{"RELAIS_DATABASE_URL": dbtest.EmptyURL(t)}, "restore", file)
+	if want := fmt.Sprintf("schema version %d (newer than this binary's %d", known+1, known); err != nil || !strings.Contains(out, want) {
+		t.Errorf("restore of a newer backup: %q, %v; want %q", out, err, want)
 	}
 }
