@@ -224,9 +224,8 @@ const handBackTimeout = 10 * time.Second
 // delivered for want of a data key (its values sealed with a key this
 // replica lacks, as when a key rotation ran before every replica had the
 // new key, or this replica has none), what it can open is delivered and
-// the rest handed back, no attempt spent; when it can open none (or the
-// claim has a request_id, whose replay answers it whole), the whole claim
-// is handed back and the fetch is refused with 503 data_key_missing: a
+// the rest handed back, no attempt spent; when it can open none, the whole
+// claim is handed back and the fetch is refused with 503 data_key_missing: a
 // worker that retries may reach a replica that has the key, and none burns
 // its budget on tasks it never received. A replay (the same request_id
 // again) hands nothing back: the worker may hold those tasks from the
@@ -240,11 +239,12 @@ func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.O
 	if !keyMissing(err) {
 		return nil, err
 	}
-	if !replay && req.RequestID == "" && len(occs) > 1 {
+	if !replay && len(occs) > 1 {
 		// What this replica can open is delivered, the rest handed back
 		// (security QA: a worker on a replica without one key got none of
 		// the tasks it could open while one it could not came with them).
-		// Not for a claim with a request_id, whose replay answers it whole.
+		// A replay of a request_id then answers what was delivered: it
+		// finds the reservations still held, and those handed back are not.
 		var open []Reservation
 		var closed []queries.Occurrence
 		for _, o := range occs {

@@ -316,9 +316,17 @@ func TestAClaimDeliversWhatItCanOpen(t *testing.T) {
 	}
 	c := consumer(t, upgraded)
 	req := ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}}, MaxTasks: 10, LockDuration: time.Minute}
-	got, err := lagging.Claim(ctx, req)
+	// With a request_id, as every worker sends one (verifier QA: it was
+	// handed back whole): its replay answers what was delivered.
+	withID := req
+	withID.RequestID, withID.RequestDigest = "r1", []byte("d1")
+	got, err := lagging.Claim(ctx, withID)
 	if err != nil || len(got) != 1 || !strings.Contains(string(got[0].Inputs), "sealed-with-old") {
 		t.Fatalf("claim by the replica with the old key only: %v, %v; want the task it can open", got, err)
+	}
+	replayed, err := upgraded.Claim(ctx, withID)
+	if err != nil || len(replayed) != 1 || replayed[0].ID != got[0].ID || !replayed[0].Replayed {
+		t.Fatalf("replay of the request_id: %v, %v; want the delivered task alone, replayed", replayed, err)
 	}
 	var available int
 	if err := upgraded.pool.QueryRow(ctx, `select count(*) from occurrences where definition_key = 'crm' and status = 'available'`).Scan(&available); err != nil || available != 1 {
