@@ -104,6 +104,15 @@ func TestReadingAnInstanceWaitsForItsEnd(t *testing.T) {
 		t.Errorf("the read of a token revoked while it waited: %d %s after %v; want 401 at the revocation", a.res.Status, a.res.Body, a.took)
 	}
 
+	// One that expires while its read waits, at its expiry.
+	third := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": "Gamma"}}).JSON(t)["id"].(string)
+	brief := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "brief", "role": "operator", "expires_in": "PT2S"}).JSON(t)
+	began = time.Now()
+	if r := env.Do("GET", "/api/v1/instances/"+third+"?wait=PT15S", brief["token"].(string), nil); r.Status != 401 || time.Since(began) > 8*time.Second {
+		t.Errorf("the read of a token expiring while it waited: %d after %v; want 401 at its expiry", r.Status, time.Since(began))
+	}
+
 	for q, code := range map[string]string{"wait=soon": "invalid_request", "wait=PT21S": "bound_exceeded", "wait=PT1S&wait=PT2S": "invalid_request",
 		"wait=": "invalid_request", "limit=5": "invalid_request"} {
 		res := env.Do("GET", path+"?"+q, env.Operator, nil)

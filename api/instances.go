@@ -217,6 +217,11 @@ func (a *API) getInstance(lookup auth.Lookup) http.Handler {
 				_, err := auth.Authenticate(ctx, lookup, token)
 				return err
 			}
+			if p, ok := auth.FromContext(r.Context()); ok && p.ExpiresAt != nil {
+				// Answered 401 at the token's expiry, not at the wait's
+				// end (verifier QA: 15 s past it).
+				wait = min(wait, max(time.Until(*p.ExpiresAt), 0))
+			}
 			if err := a.ends.Wait(r.Context(), id, wait, still); err != nil {
 				return err
 			}
