@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"strings"
 	"fmt"
 	"regexp/syntax"
 	"strconv"
@@ -78,8 +79,20 @@ func unclosedRepeat(p string) int {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		switch {
+		case c == '\\' && i+1 < len(p) && p[i+1] == 'Q':
+			// \Q…\E quotes what it holds (to the end without \E).
+			end := strings.Index(p[i+2:], `\E`)
+			if end < 0 {
+				return -1
+			}
+			i += 2 + end + 1
 		case c == '\\':
 			i++ // the escaped character
+		case inClass && c == '[' && i+1 < len(p) && p[i+1] == ':':
+			// A POSIX class, [:alpha:], inside a class.
+			if end := strings.Index(p[i+2:], ":]"); end >= 0 {
+				i += 2 + end + 1
+			}
 		case inClass:
 			inClass = c != ']'
 		case c == '[':

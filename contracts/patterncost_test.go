@@ -45,6 +45,10 @@ func TestUnclosedRepeatIsAPatternProblem(t *testing.T) {
 		`^[A-Z]{2`:                    6,
 		`a{1,3$`:                      1,
 		`\\{2`:                        2,
+		`\Q{2\E`:                      -1,
+		`\Q{2`:                        -1,
+		`^[[:alpha:]{0-9]+$`:          -1,
+		`\Q{\E{2`:                     5,
 	} {
 		if got := unclosedRepeat(p); got != want {
 			t.Errorf("unclosedRepeat(%q) = %d, want %d", p, got, want)

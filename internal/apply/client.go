@@ -1166,7 +1166,7 @@ func (c *Client) workerBreaks(ctx context.Context, before, next *process.Process
 			}
 		}
 		if len(paths) > 0 {
-			notes = append(notes, fmt.Sprintf("node %s moves from %s revision %d to %d, whose changes break workers built for revision %d: %s; a worker that names no revision (the Go SDK's Handle(%q, nil, …)) takes revision %d from now on: update the workers first, or pin them to revision %d until they are",
+			notes = append(notes, fmt.Sprintf("node %s moves from %s revision %d to %d, whose changes break workers built for revision %d: %s; a worker that names no revision (the Go SDK's Handle(%q, nil, …)), its consumer granted revision %d, takes it from now on: update the workers first, or pin them to revision %d until they are",
 				name, n.Definition, o.Revision, n.Revision, o.Revision, strings.Join(paths, ", "), n.Definition, n.Revision, o.Revision))
 		}
 	}
