@@ -1,10 +1,10 @@
 package contracts
 
 import (
-	"strings"
 	"fmt"
 	"regexp/syntax"
 	"strconv"
+	"strings"
 )
 
 // MaxPatternSteps bounds a pattern's compiled program: Go's regexp runs in
