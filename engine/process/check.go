@@ -196,7 +196,7 @@ func (k *checker) onError(at, name string, o OnError) {
 		case !k.known(t):
 			// hold is a target too: "hodl" meant it.
 			hint := suggest.Hint(t, append(slices.Clone(k.names), Hold))
-			if hint == "" && (t == "failed" || t == "fail" || t == "error") {
+			if lt := strings.ToLower(t); hint == "" && (lt == "failed" || lt == "fail" || lt == "error") {
 				// A Camunda or Zeebe habit: there is no built-in end
 				// (designer QA).
 				hint = fmt.Sprintf(" (there is no built-in %q: declare the end node, %s: {kind: end, status: failed}, or hold the instance for an operator with hold)", t, t)

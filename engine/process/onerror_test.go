@@ -133,6 +133,9 @@ func TestCheckOnError(t *testing.T) {
 		{"default naming a built-in that is none", errorDoc, func(m map[string]any) {
 			node(m, "crm")["on_error"].(map[string]any)["*"] = "error"
 		}, []want{{"/nodes/crm/on_error/*", `on_error names unknown node "error" (there is no built-in "error": declare the end node, error: {kind: end, status: failed}, or hold the instance for an operator with hold)`}}},
+		{"a built-in that is none, in capitals", errorDoc, func(m map[string]any) {
+			node(m, "crm")["on_error"].(map[string]any)["*"] = "Error"
+		}, []want{{"/nodes/crm/on_error/*", `on_error names unknown node "Error" (there is no built-in "Error": declare the end node, Error: {kind: end, status: failed}, or hold the instance for an operator with hold)`}}},
 		{"code naming the node itself", errorDoc, func(m map[string]any) {
 			node(m, "crm")["on_error"].(map[string]any)["CRM_DOWN"] = "crm"
 		}, []want{
