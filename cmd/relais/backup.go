@@ -214,11 +214,17 @@ func restoreCommand(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return err
 	}
+	// A newer backup is said so in every answer (verifier QA: a refusal
+	// of its keys left it out).
+	newer := ""
+	if known := engine.LatestSchemaVersion(); restored > known {
+		newer = fmt.Sprintf(", newer than this binary's %d", known)
+	}
 	if err := engine.ForgetRetentionNotes(ctx, db.pool, restored); err != nil {
-		return fmt.Errorf("%s restored (schema version %d), but: %w", file, restored, err)
+		return fmt.Errorf("%s restored (schema version %d%s), but: %w", file, restored, newer, err)
 	}
 	if _, err := loadKeys(ctx, cfg, configured, db, logger); err != nil {
-		return fmt.Errorf("%s restored (schema version %d), but serve will refuse to start on it: %w", file, restored, err)
+		return fmt.Errorf("%s restored (schema version %d%s), but serve will refuse to start on it: %w", file, restored, newer, err)
 	}
 	fmt.Fprintf(stdout, "%s restored: schema version %d", file, restored)
 	switch known := engine.LatestSchemaVersion(); {
