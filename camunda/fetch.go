@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -226,8 +225,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.BadRequest {
 			nameErrs = append(nameErrs, fe.Errors...)
 		}
-		slices.SortStableFunc(nameErrs, func(a, b fault.FieldError) int { return jsontree.ComparePointers(a.Path, b.Path) })
-		return fault.New(fault.BadRequest, "invalid_request", "the request is invalid").WithErrors(nameErrs)
+		return engine.Refusal("the request", nameErrs, nil)
 	}
 	if err != nil {
 		return err

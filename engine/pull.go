@@ -278,10 +278,14 @@ func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.O
 		then = "they stay this worker's: the same request_id replays them from a replica that has the key"
 	}
 	fe := fault.New(fault.Unavailable, "data_key_missing",
-		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: start every replica with the data keys the others use, RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE); %s", then)
+		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: %s); %s", sameKeys, then)
 	fe.RetryAfter = time.Second
 	return nil, fe
 }
+
+// sameKeys is what to do when a replica lacks a data key, said wherever
+// it is found lacking (a claim, a push call, a reveal).
+const sameKeys = "start every replica with the data keys the others use, RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE"
 
 // keyMissing reports whether err is a value this replica cannot open for
 // want of a data key: sealed with one it lacks, or it has none.
@@ -1365,10 +1369,7 @@ func BoundExceeded(field string, ceiling any) *fault.Error {
 	if d, ok := ceiling.(time.Duration); ok {
 		c = formatDuration(d)
 	}
-	fe := fault.New(fault.BadRequest, "bound_exceeded", "%s is above the ceiling %v", field, c)
-	fe.Errors = []fault.FieldError{{Path: "/" + field, Message: fmt.Sprintf("must be at most %v", c)}}
-	fe.Extra = map[string]any{"field": field, "ceiling": c}
-	return fe
+	return fault.BoundExceeded("/"+field, field, c)
 }
 
 // Refusal is a request's refusal of its problems (nil when it has none):

@@ -92,3 +92,14 @@ func HasCode(err error, code string) bool {
 func NotAnID(what, raw string) *Error {
 	return New(NotFound, "not_found", "%s %q not found: %s ids are UUIDs, as 0192f0c4-5d1e-7c3a-9b8e-2f4a6c8e0a1b", what, raw, what)
 }
+
+// BoundExceeded refuses a value above an operator ceiling (bounds are
+// rejections, never clamps): 400 bound_exceeded naming field and ceiling
+// (as written to the client), the problem at path (a body's pointer, or a
+// query parameter's name).
+func BoundExceeded(path, field string, ceiling any) *Error {
+	fe := New(BadRequest, "bound_exceeded", "%s is above the ceiling %v", field, ceiling)
+	fe.Errors = []FieldError{{Path: path, Message: fmt.Sprintf("must be at most %v", ceiling)}}
+	fe.Extra = map[string]any{"field": field, "ceiling": ceiling}
+	return fe
+}

@@ -201,11 +201,7 @@ func Wait(r *http.Request, ceiling time.Duration) (time.Duration, error) {
 			WithErrors([]fault.FieldError{{Path: "wait", Message: msg}})
 	}
 	if d > ceiling {
-		c := isoduration.Format(ceiling)
-		fe := fault.New(fault.BadRequest, "bound_exceeded", "wait is above the ceiling %s", c)
-		fe.Errors = []fault.FieldError{{Path: "wait", Message: "must be at most " + c}}
-		fe.Extra = map[string]any{"field": "wait", "ceiling": c}
-		return 0, fe
+		return 0, fault.BoundExceeded("wait", "wait", isoduration.Format(ceiling))
 	}
 	return d, nil
 }
