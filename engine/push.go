@@ -102,7 +102,7 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) (calls
 			continue
 		}
 		if err != nil && keyMissing(err) {
-			e.logger.Error("push occurrence cannot be opened by this replica: sealed with a data key it lacks (start every replica with the data keys the others use, RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE); handed back for a replica that has it, no attempt spent",
+			e.logger.Error("push occurrence cannot be opened by this replica: sealed with a data key it lacks ("+sameKeys+"); handed back for a replica that has it, no attempt spent",
 				"occurrence", o.ID, "err", err)
 			unprepared = append(unprepared, PushReservation{ID: o.ID, Attempt: int(o.Attempts), KeyMissing: true})
 			continue

@@ -125,7 +125,7 @@ func (e *Engine) RevealValue(ctx context.Context, p auth.Principal, occurrence u
 			// The replicas that have the key reveal it (lifecycle QA: a
 			// 500 said nothing of why).
 			fe := fault.New(fault.Unavailable, "data_key_missing",
-				"this replica cannot open the value: it was sealed with a data key this replica lacks (start every replica with the data keys the others use, RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE); another replica may reveal it")
+				"this replica cannot open the value: it was sealed with a data key this replica lacks (%s); another replica may reveal it", sameKeys)
 			fe.RetryAfter = time.Second
 			return fe
 		}
