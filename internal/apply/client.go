@@ -736,7 +736,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 	// every version published: what it breaks and changes, and its notes.
 	published := func(version string) Result {
 		return Result{Doc: d, Action: "published", Detail: version + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-			Changes: changes, Since: latest, Notes: append(c.looser(ctx, parsed, pl), c.workerBreaks(ctx, before, parsed, pl)...)}
+			Changes: changes, Since: latest, Notes: c.notes(ctx, before, parsed, pl)}
 	}
 	if dryRun {
 		// The server runs every publication check without storing.
@@ -784,19 +784,21 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 	return published(fmt.Sprintf("version %d", out.Version)), nil
 }
 
-// looser lists the bindings of p that admit values their fields refuse
-// (process.Looser), judged against the revisions as this apply leaves
-// them; none when a revision cannot be read (the note is a courtesy).
-func (c *Client) looser(ctx context.Context, p *process.Process, pl plan) []string {
+// notes are what is noted under a published version p, judged against
+// the revisions as this apply leaves them, each read from the server
+// once: the bindings that admit values their fields refuse
+// (process.Looser; none when a revision cannot be read: the note is a
+// courtesy), then the pins that break workers (workerBreaks).
+func (c *Client) notes(ctx context.Context, before, p *process.Process, pl plan) []string {
 	if p == nil {
 		return nil
 	}
 	r := &planResolver{ctx: ctx, c: c, pl: pl}
 	notes := process.Looser(p, r)
 	if r.err != nil {
-		return nil
+		notes = nil
 	}
-	return notes
+	return append(notes, workerBreaks(before, p, r)...)
 }
 
 // futileRetries names the pull nodes of p whose retries can never run:
@@ -1143,11 +1145,10 @@ func (c *Client) sinceLatest(ctx context.Context, base string, latest int, next 
 // QA: a revision's "may break workers" said nothing of the live workers
 // the process would send it to). None when a revision cannot be read
 // (the note is a courtesy).
-func (c *Client) workerBreaks(ctx context.Context, before, next *process.Process, pl plan) []string {
-	if before == nil || next == nil {
+func workerBreaks(before, next *process.Process, r *planResolver) []string {
+	if before == nil {
 		return nil
 	}
-	r := &planResolver{ctx: ctx, c: c, pl: pl}
 	var notes []string
 	for _, name := range slices.Sorted(maps.Keys(next.Nodes)) {
 		n, o := next.Nodes[name], before.Nodes[name]
