@@ -629,7 +629,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	if f.Status != "" {
 		status = statusLabel(ctx, f.Status)
 	}
-	for _, c := range []fact{
+	criteria := []fact{
 		{Label: T(ctx, "Process"), Value: f.Process, Code: true},
 		{Label: T(ctx, "Version"), Value: f.Version, TestID: "bulk-filter-version"},
 		{Label: T(ctx, "Status"), Value: status},
@@ -638,12 +638,13 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		{Label: T(ctx, "Held at a node of"), Value: f.HeldAt, Code: true},
 		{Label: T(ctx, "Created from"), Value: f.CreatedFrom},
 		{Label: T(ctx, "Created to"), Value: f.CreatedTo},
-	} {
+	}
+	for _, c := range criteria {
 		if c.Value != "" {
 			v.Filter = append(v.Filter, c)
 		}
 	}
-	if len(v.Filter) < 8 {
+	if len(v.Filter) < len(criteria) {
 		v.Filter = append(v.Filter, fact{Label: T(ctx, "Other criteria"), Value: T(ctx, "any"), TestID: "bulk-filter-others"})
 	}
 	for _, k := range slices.Sorted(maps.Keys(crit)) {

@@ -824,6 +824,7 @@ func encodingReason(err error) string {
 	var ute *json.UnsupportedTypeError
 	var uve *json.UnsupportedValueError
 	var me *json.MarshalerError
+	var mp *marshalPanic
 	switch {
 	case errors.As(err, &ute):
 		return "unsupported type " + ute.Type.String()
@@ -831,23 +832,21 @@ func encodingReason(err error) string {
 		return "unsupported value " + uve.Str
 	case errors.As(err, &me):
 		return "MarshalJSON of " + me.Type.String() + " failed"
-	case errors.Is(err, errMarshalPanicked):
+	case errors.As(err, &mp):
 		return "a MarshalJSON or MarshalText method panicked"
 	}
 	return "unknown"
 }
 
-// errMarshalPanicked is a handler's outputs whose MarshalJSON (or
-// MarshalText) panicked: the task fails invalid_outputs, where the panic
-// crashed the worker process (Go SDK QA).
-var errMarshalPanicked = errors.New("a MarshalJSON or MarshalText method of the outputs panicked")
-
-// marshalPanic is errMarshalPanicked with where it panicked: the stack
-// locates the method (a log's, never the value, which may quote inputs).
+// marshalPanic is a handler's outputs whose MarshalJSON (or MarshalText)
+// panicked: the task fails invalid_outputs, where the panic crashed the
+// worker process (Go SDK QA). The stack locates the method (for the log,
+// never the value, which may quote inputs).
 type marshalPanic struct{ stack []byte }
 
-func (p *marshalPanic) Error() string { return errMarshalPanicked.Error() }
-func (p *marshalPanic) Unwrap() error { return errMarshalPanicked }
+func (p *marshalPanic) Error() string {
+	return "a MarshalJSON or MarshalText method of the outputs panicked"
+}
 
 func encodeOutputs(outputs any) (_ json.RawMessage, err error) {
 	if outputs == nil {

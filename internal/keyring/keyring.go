@@ -224,11 +224,7 @@ func (k *Keyring) Digest(data []byte) string {
 // MatchDigest reports whether d is the digest of data under the key d
 // names; it is false when the ring no longer holds that key.
 func (k *Keyring) MatchDigest(data []byte, d string) bool {
-	rest, ok := strings.CutPrefix(d, digestPrefix)
-	if !ok {
-		return false
-	}
-	id, sum, ok := strings.Cut(rest, ":")
+	id, sum, ok := splitDigest(d)
 	if !ok || k.macKeys[id] == nil {
 		return false
 	}
@@ -239,12 +235,20 @@ func (k *Keyring) MatchDigest(data []byte, d string) bool {
 // DigestKey is the id of the key a digest made by Digest names, and
 // whether the ring still holds it; "" for a digest Digest did not make.
 func (k *Keyring) DigestKey(d string) (id string, held bool) {
-	rest, ok := strings.CutPrefix(d, digestPrefix)
+	id, _, ok := splitDigest(d)
 	if !ok {
 		return "", false
 	}
-	id, _, _ = strings.Cut(rest, ":")
 	return id, k != nil && k.macKeys[id] != nil
+}
+
+// splitDigest is the key id and the hex sum of a digest Digest made.
+func splitDigest(d string) (id, sum string, ok bool) {
+	rest, ok := strings.CutPrefix(d, digestPrefix)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, ":")
 }
 
 // IsKeyedDigest reports whether d was made by Digest.
