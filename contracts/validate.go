@@ -260,7 +260,7 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 	inst := libPointer(ve.InstanceLocation)
 	kw := ve.KeywordLocation
 	keyword := kw[strings.LastIndexByte(kw, '/')+1:]
-	f, container, ok := v.schemaTarget(kw[:max(strings.LastIndexByte(kw, '/'), 0)])
+	f, container, item, ok := v.schemaTarget(kw[:max(strings.LastIndexByte(kw, '/'), 0)])
 	value, _ := resolve(doc, inst)
 	add := func(msg string) { *vs = append(*vs, Violation{Path: inst, Message: msg}) }
 	if !ok {
@@ -269,7 +269,13 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 	}
 	switch keyword {
 	case "type":
-		add(fmt.Sprintf("must be %s, not %s", typeNoun(f), kindOf(value)))
+		msg := fmt.Sprintf("must be %s, not %s", typeNoun(f), kindOf(value))
+		if value == nil && !f.Required && !item {
+			// Python's None, a Go nil pointer and JavaScript's null all
+			// serialise so: the fix is the client's, and says how.
+			msg += " (an optional field is left out, never null)"
+		}
+		add(msg)
 	case "required":
 		// At the missing member's own pointer, as a request body's
 		// refusals are: a client maps it to its form's field.
@@ -326,37 +332,37 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 
 // schemaTarget maps a keyword location such as
 // /properties/company/properties/tags/items to the field it designates
-// (the zero Field for the root) and the field list of that object level.
-func (v *Validator) schemaTarget(loc string) (Field, []Field, bool) {
-	var cur Field
-	container := v.contract.Fields
+// (the zero Field for the root), the field list of that object level, and
+// whether the field is a list's item (which has no "left out").
+func (v *Validator) schemaTarget(loc string) (cur Field, container []Field, item, ok bool) {
+	container = v.contract.Fields
 	tokens, err := jsontree.SplitPointer(libPointer(loc))
 	if err != nil {
-		return cur, nil, false
+		return cur, nil, false, false
 	}
 	for i := 0; i < len(tokens); i++ {
 		switch tokens[i] {
 		case "properties":
 			if i+1 >= len(tokens) {
-				return cur, nil, false
+				return cur, nil, false, false
 			}
 			i++
-			f, ok := find(container, tokens[i])
-			if !ok {
-				return cur, nil, false
+			f, found := find(container, tokens[i])
+			if !found {
+				return cur, nil, false, false
 			}
-			cur, container = f, f.Fields
+			cur, container, item = f, f.Fields, false
 		case "items":
 			if cur.Items == nil {
-				return cur, nil, false
+				return cur, nil, false, false
 			}
-			cur = *cur.Items
+			cur, item = *cur.Items, true
 			container = cur.Fields
 		default:
-			return cur, nil, false
+			return cur, nil, false, false
 		}
 	}
-	return cur, container, true
+	return cur, container, item, true
 }
 
 // libPointer converts the library's locations, whose tokens are also
