@@ -170,18 +170,56 @@ func spelledOtherwise(s string) string {
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 && s != "0" {
 		return ", as in " + Format(d) + " for " + s
 	}
-	// Days and weeks, which Go's durations do not write (designer QA:
-	// 7d was told only that it must start with P).
-	if n := strings.TrimRight(s, "dDwW"); len(n) == len(s)-1 && n != "" && strings.Trim(n, "0123456789") == "" {
-		days, err := strconv.Atoi(n)
-		if err == nil && days > 0 && days <= 1_000_000 {
-			if strings.ContainsAny(s[len(n):], "wW") {
-				days *= 7
-			}
-			return ", as in P" + strconv.Itoa(days) + "D for " + s
-		}
+	// Days and weeks, which Go's durations do not write, and units
+	// spelled out (designer QA: 7d was told only that it must start with
+	// P; 1d2h and 7days then got nothing).
+	if d, ok := shorthand(s); ok {
+		return ", as in " + Format(d) + " for " + s
 	}
 	return ""
+}
+
+// shorthandUnits are the units people write in a duration's shorthand.
+var shorthandUnits = map[string]time.Duration{
+	"w": 7 * 24 * time.Hour, "wk": 7 * 24 * time.Hour, "week": 7 * 24 * time.Hour, "weeks": 7 * 24 * time.Hour,
+	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+	"h": time.Hour, "hr": time.Hour, "hrs": time.Hour, "hour": time.Hour, "hours": time.Hour,
+	"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+}
+
+// shorthand reads whole numbers each followed by a unit, spaces allowed
+// between them (1d2h, 7days, 2 hours 30 min), each unit once; ok is false
+// for anything else, a zero or an overflowing total included.
+func shorthand(s string) (d time.Duration, ok bool) {
+	seen := map[time.Duration]bool{}
+	s = strings.ToLower(strings.TrimSpace(s))
+	for s != "" {
+		i := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == 0 || i > 7 {
+			return 0, false
+		}
+		n, _ := strconv.Atoi(s[:i])
+		s = strings.TrimLeft(s[i:], " ")
+		j := 0
+		for j < len(s) && s[j] >= 'a' && s[j] <= 'z' {
+			j++
+		}
+		unit, known := shorthandUnits[s[:j]]
+		if !known || seen[unit] {
+			return 0, false
+		}
+		seen[unit] = true
+		if time.Duration(n) > (math.MaxInt64-d)/unit {
+			return 0, false
+		}
+		d += time.Duration(n) * unit
+		s = strings.TrimLeft(s[j:], " ")
+	}
+	return d, d > 0
 }
 
 // inUpperCase names s in upper case when that is a duration and s is not

@@ -52,11 +52,19 @@ func TestParseNamesTheSpellingMeant(t *testing.T) {
 		"1.5s":   "as in PT1.5S for 1.5s",
 		// Days and weeks too (designer QA: 7d said only "must start
 		// with P").
-		"7d":     "as in P7D for 7d",
-		"2w":     "as in P14D for 2w",
-		"1 hour": "",
-		"pt1x":   "",
-		"-10s":   "",
+		"7d": "as in P7D for 7d",
+		"2w": "as in P14D for 2w",
+		// And what else people write (1d2h, 7days got nothing).
+		"1d2h":           "as in P1DT2H for 1d2h",
+		"7days":          "as in P7D for 7days",
+		"1 hour":         "as in PT1H for 1 hour",
+		"2 Hours 30 min": "as in PT2H30M for 2 Hours 30 min",
+		"1w1w":           "",
+		"0d":             "",
+		"5 parsecs":      "",
+		"d":              "",
+		"pt1x":           "",
+		"-10s":           "",
 		// Units in lower case after a P (designer QA: PT10m), and months
 		// meant as minutes.
 		"PT10m":  "in upper case: PT10M",
