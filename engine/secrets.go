@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,30 @@ func (e *Engine) DataKeys() int {
 // first data key: it then refuses to seal sensitive and secret values
 // until it restarts with the newer key first.
 func (e *Engine) PrimaryKeyRetired() bool { return e.primaryRetired.Load() }
+
+// MissingDataKeys names the data keys the database records as live that
+// this replica lacks: another replica, started since with a newer key
+// first, seals with it, and this one can open none of those values (it
+// hands such tasks back, and refuses their reveals) until it restarts with
+// that key. Empty without a keyring: such a replica seals and opens
+// nothing.
+func (e *Engine) MissingDataKeys(ctx context.Context) ([]string, error) {
+	if e.keys == nil {
+		return nil, nil
+	}
+	rows, err := e.q.DataKeyList(ctx)
+	if err != nil {
+		return nil, wrap("data keys", err)
+	}
+	held := e.keys.IDs()
+	var missing []string
+	for _, r := range rows {
+		if r.RetiredAt == nil && !slices.Contains(held, r.ID) {
+			missing = append(missing, r.ID)
+		}
+	}
+	return missing, nil
+}
 
 // CheckPrimaryKey notes whether a rotation retired this replica's first
 // data key, which then refuses to seal (see sealable), and logs it. Run at

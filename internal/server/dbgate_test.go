@@ -373,3 +373,46 @@ func TestReadyzWarnsOnceOfANewerSchema(t *testing.T) {
 		t.Errorf("a replica started on the newer schema warned again: %s", logs.String())
 	}
 }
+
+// /readyz stays ready on a replica lacking a data key another replica
+// seals with, or whose first key a rotation retired, and says so
+// (data-lifecycle QA: a roll-out's half-updated replicas looked alike).
+func TestReadyzNamesTheDataKeysAReplicaLacks(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	keys, err := keyring.Parse(keyring.NewKeySpec("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(pool, engine.Options{Keys: keys})
+	if err := engine.CheckKeys(t.Context(), pool, keys); err != nil {
+		t.Fatal(err)
+	}
+	probe := func() (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		readyz(eng, func() bool { return false }, func() bool { return false }, 0).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		var doc map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+		return rec.Code, doc
+	}
+	if code, doc := probe(); code != http.StatusOK || doc["data_keys_missing"] != nil || doc["data_key_retired"] != false {
+		t.Fatalf("with every key: %d %v, want 200 without data_keys_missing, data_key_retired false", code, doc)
+	}
+	// A newer replica recorded k2 (live) and a rotation long ago k0.
+	if _, err := pool.Exec(t.Context(), "insert into data_keys (id, probe, retired_at) values ('k2', '\\x00', null), ('k0', '\\x00', now())"); err != nil {
+		t.Fatal(err)
+	}
+	code, doc := probe()
+	if missing, _ := doc["data_keys_missing"].([]any); code != http.StatusOK || doc["status"] != "ready" || len(missing) != 1 || missing[0] != "k2" {
+		t.Errorf("lacking k2: %d %v, want 200 ready with data_keys_missing [k2] (k0 is retired)", code, doc)
+	}
+	if _, err := pool.Exec(t.Context(), "update data_keys set retired_at = now() where id = 'k1'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.CheckPrimaryKey(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if code, doc := probe(); code != http.StatusOK || doc["data_key_retired"] != true {
+		t.Errorf("its first key retired: %d %v, want 200 with data_key_retired true", code, doc)
+	}
+}

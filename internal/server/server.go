@@ -350,8 +350,19 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool, booted int) http
 			default:
 				// Ready without a data key (a replica on its own
 				// PostgreSQL given none) takes all but sensitive and
-				// secret values: said, for whoever reads it.
-				answer(http.StatusOK, "ready", got)
+				// secret values: said, for whoever reads it. Ready too,
+				// but said, when it lacks a key another replica seals
+				// with, or a rotation retired its first (data-lifecycle
+				// QA: a roll-out's half-updated replicas looked alike):
+				// unready, every replica would go at once when the
+				// rotation came before the restarts, where each still
+				// serves all but those values.
+				body := map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want,
+					"data_keys": eng.DataKeys(), "data_key_retired": eng.PrimaryKeyRetired()}
+				if missing, err := eng.MissingDataKeys(ctx); err == nil && len(missing) > 0 {
+					body["data_keys_missing"] = missing
+				}
+				httpjson.Encode(w, http.StatusOK, body)
 			}
 		}
 	})
