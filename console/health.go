@@ -32,6 +32,7 @@ type definitionHealth struct {
 type healthView struct {
 	Chrome                                           chrome
 	Intro, AsOf                                      string
+	Retention                                        string
 	Missing                                          string
 	ChartLabel, ChartScope, ChartAllHref, ChartAll   string
 	ChartUnknown                                     string
@@ -107,6 +108,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		Empty:  T(ctx, "No definition has occurrences yet."),
 		Errors: queryProblems(ctx, r.URL.RawQuery, "definition"),
 	}
+	v.Retention = retentionText(ctx, c.eng)
 	if len(v.Errors) > 0 {
 		c.render(w, r, http.StatusOK, healthPage(v))
 		return
@@ -328,4 +330,20 @@ func openHref(key string, byStatus map[string]int64) string {
 		}
 	}
 	return occurrenceFilter{Definition: key, Status: only}.href()
+}
+
+// retentionText says how long ended instances are kept, as this replica
+// applies it (empty before its first note): the health page is where an
+// operator looks for the deployment's settings.
+func retentionText(ctx context.Context, eng *engine.Engine) string {
+	r, ok := eng.Retention()
+	switch {
+	case !ok:
+		return ""
+	case r.Applied <= 0:
+		return T(ctx, "Retention: ended instances are kept forever (RELAIS_RETENTION).")
+	case r.Applied != r.Configured:
+		return T(ctx, "Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.", formatDuration(ctx, r.Applied))
+	}
+	return T(ctx, "Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).", formatDuration(ctx, r.Applied))
 }

@@ -106,7 +106,7 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	v := instanceView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instance %s", id), "instances"),
 		SummaryLabel: T(ctx, "Summary"),
-		Summary:      instanceFacts(ctx, inst, occs, pv.Process),
+		Summary:      append(instanceFacts(ctx, inst, occs, pv.Process), retentionFacts(ctx, inst, c.eng)...),
 		Attribution:  attribution(ctx, inst, acts),
 		ActionsLabel: T(ctx, "Operator actions"),
 		PathLabel:    T(ctx, "Path"),
@@ -248,6 +248,27 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 		}
 	}
 	return fs
+}
+
+// retentionFacts says when retention deletes an ended instance (operator
+// QA: the console did not say what the retention was, so a search that
+// found nothing could not tell a typo from a deletion): the applied
+// setting, which is another replica's when theirs is longer. Nothing for
+// a running instance, or before the replica noted its setting.
+func retentionFacts(ctx context.Context, inst engine.Instance, eng *engine.Engine) []fact {
+	r, ok := eng.Retention()
+	if inst.EndedAt == nil || !ok {
+		return nil
+	}
+	if r.Applied <= 0 {
+		return []fact{{Label: T(ctx, "Deleted by retention"), Value: T(ctx, "never: retention keeps ended instances forever (RELAIS_RETENTION)"), TestID: "retention"}}
+	}
+	f := fact{Label: T(ctx, "Deleted by retention"), Time: formatTime(ctx, inst.EndedAt.Add(r.Applied)), TestID: "retention",
+		Note: T(ctx, "ended instances are kept %s (RELAIS_RETENTION)", formatDuration(ctx, r.Applied))}
+	if r.Applied != r.Configured {
+		f.Note = T(ctx, "ended instances are kept %s, another replica’s longer RELAIS_RETENTION", formatDuration(ctx, r.Applied))
+	}
+	return []fact{f}
 }
 
 // endNodeLabel names the node an ended instance stopped at: an end node,

@@ -85,6 +85,9 @@ type Engine struct {
 	// primaryRetired is set once a key rotation retired this replica's
 	// first data key (see sealable).
 	primaryRetired atomic.Bool
+	// retention is this replica's retention as its last note read it
+	// (nil until one), for the console.
+	retention atomic.Pointer[Retention]
 }
 
 // Limits are the operator's bounds the engine enforces.

@@ -69,6 +69,24 @@ type RetentionPass struct {
 	Applied time.Duration
 }
 
+// Retention is a replica's retention as its last note read it.
+type Retention struct {
+	// Configured is this replica's RELAIS_RETENTION (zero: forever).
+	Configured time.Duration
+	// Applied is what its passes apply (zero: forever): the longest of
+	// the replicas' settings noted within a day, its own when they agree.
+	Applied time.Duration
+}
+
+// Retention is the replica's retention as its last note read it; ok is
+// false before a first note (at its start) succeeded.
+func (e *Engine) Retention() (r Retention, ok bool) {
+	if p := e.retention.Load(); p != nil {
+		return *p, true
+	}
+	return Retention{}, false
+}
+
 // firstRetentionPass bounds the wait for a replica's first retention pass.
 const firstRetentionPass = 10 * time.Second
 
@@ -207,6 +225,7 @@ func (e *Engine) noteRetention(ctx context.Context, retention, interval time.Dur
 			e.warnRetention(o.Replica, retention, theirs)
 		}
 	}
+	e.retention.Store(&Retention{Configured: max(retention, 0), Applied: max(effective, 0)})
 	if holder != nil && !holder.Live {
 		// A replica that ran a few minutes (a smoke test, a laptop)
 		// holds this one's deletions back for a day, long after the

@@ -227,8 +227,15 @@ func TestRetentionTakesTheLongestOfTheReplicas(t *testing.T) {
 	if got, err := forever.noteRetention(ctx, 0, time.Minute); err != nil || got != 0 {
 		t.Fatalf("forever alone: %v, %v; want forever", got, err)
 	}
+	if _, ok := short.Retention(); ok {
+		t.Error("Retention known before any note")
+	}
 	if got, err := short.noteRetention(ctx, time.Hour, time.Minute); err != nil || got != 0 {
 		t.Fatalf("PT1H beside a replica keeping everything: %v, %v; want forever", got, err)
+	}
+	// The console says what applies, and that it is not this replica's own.
+	if r, ok := short.Retention(); !ok || r != (Retention{Configured: time.Hour, Applied: 0}) {
+		t.Errorf("Retention after the note = %+v, %v; want PT1H configured, forever applied", r, ok)
 	}
 	exec("delete from retention_settings where replica = 'forever'")
 

@@ -39,116 +39,116 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              338,
-	"%[1]s %[2]s, %[3]s %[4]s":                 339,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          337,
-	"%[1]s; %[2]s":                             336,
-	"%d (0 lowest, 9 highest)":                 507,
-	"%d attempts":                              516,
-	"%d attempts, retry after %s, priority %d": 698,
+	"%[1]s %[2]s":                              341,
+	"%[1]s %[2]s, %[3]s %[4]s":                 342,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          340,
+	"%[1]s; %[2]s":                             339,
+	"%d (0 lowest, 9 highest)":                 514,
+	"%d attempts":                              523,
+	"%d attempts, retry after %s, priority %d": 705,
 	"%d breaking":                              256,
 	"%d changes":                               255,
 	"%d completed":                             334,
-	"%d d":                                     346,
-	"%d days":                                  360,
+	"%d d":                                     349,
+	"%d days":                                  363,
 	"%d failed":                                335,
-	"%d h":                                     345,
+	"%d h":                                     348,
 	"%d held instances match now.":             64,
-	"%d hours":                                 361,
-	"%d items":                                 777,
-	"%d left":                                  518,
-	"%d min":                                   344,
-	"%d minutes":                               362,
+	"%d hours":                                 364,
+	"%d items":                                 784,
+	"%d left":                                  525,
+	"%d min":                                   347,
+	"%d minutes":                               365,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              775,
-	"%d ms": 364,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         686,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 685,
-	"%d occurrences": 621,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              782,
+	"%d ms": 367,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         693,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 692,
+	"%d occurrences": 628,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 91,
 	"%d releases":                             275,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       343,
-	"%d seconds": 363,
+	"%d s":       346,
+	"%d seconds": 366,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 106,
-	"%s (a fixed offset, no daylight saving time)":                                     653,
-	"%s (deferred; settled by %s)":                                                     583,
-	"%s (deferred; settled with its settle token)":                                     581,
-	"%s (deferred; settled with its settle token, as %s)":                              582,
+	"%s (a fixed offset, no daylight saving time)":                                     660,
+	"%s (deferred; settled by %s)":                                                     590,
+	"%s (deferred; settled with its settle token)":                                     588,
+	"%s (deferred; settled with its settle token, as %s)":                              589,
 	"%s (token #%d, %s)":                                                               107,
-	"%s = %s":                                                                          692,
-	"%s ago":                                                                           341,
-	"%s at %s":                                                                         587,
-	"%s so far":                                                                        579,
-	"%s ← %s":                                                                          691,
-	"%s → %s":                                                                          693,
+	"%s = %s":                                                                          699,
+	"%s ago":                                                                           344,
+	"%s at %s":                                                                         594,
+	"%s so far":                                                                        586,
+	"%s ← %s":                                                                          698,
+	"%s → %s":                                                                          700,
 	"%s, %s: %s":                                                                       306,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         511,
-	"%s, cut to %s by the destination’s max_timeout":                                   510,
-	"%s, multiplied by %s after each failure, up to %s":                                513,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 512,
-	"%s, revision %s":                         471,
-	"%s, version %s":                          472,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         518,
+	"%s, cut to %s by the destination’s max_timeout":                                   517,
+	"%s, multiplied by %s after each failure, up to %s":                                520,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 519,
+	"%s, revision %s":                         478,
+	"%s, version %s":                          479,
 	"%s: %s":                                  333,
 	"%s: %s → %s":                             263,
-	"%s: a date is written 2026-12-01.":       637,
+	"%s: a date is written 2026-12-01.":       644,
 	"%s: every revision, present and future":  201,
 	"%s: revision %s":                         202,
 	"%s: revisions %s":                        203,
-	"%s: the first day comes after the last.": 638,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 508,
+	"%s: the first day comes after the last.": 645,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 515,
 	"%s–%s":                         332,
-	"(%d characters in all)":        779,
-	"(%d handed back, not counted)": 517,
-	"(each item)":                   765,
-	"(in %s)":                       778,
-	"(worker %s)":                   566,
-	"0 seconds":                     359,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            742,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 555,
+	"(%d characters in all)":        786,
+	"(%d handed back, not counted)": 524,
+	"(each item)":                   772,
+	"(in %s)":                       785,
+	"(worker %s)":                   573,
+	"0 seconds":                     362,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            749,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 562,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       308,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 648,
-	"A revision is a definition’s: choose the definition too.": 603,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 730,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   729,
-	"A version is a process’s: choose the process too.":              404,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 655,
+	"A revision is a definition’s: choose the definition too.": 610,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 737,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   736,
+	"A version is a process’s: choose the process too.":              411,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              399,
-	"Abandoned by %s at %s — “%s”":                                   391,
+	"Abandoned at node":                                              406,
+	"Abandoned by %s at %s — “%s”":                                   394,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 409,
+	"Act on every instance this filter matches": 416,
 	"Action":                              110,
 	"All actions":                         125,
-	"All consumers":                       617,
+	"All consumers":                       624,
 	"All definitions":                     325,
 	"All its tasks":                       200,
-	"All processes":                       415,
-	"All statuses":                        417,
-	"All workers":                         792,
-	"An operator abandoned the instance.": 554,
-	"Any definition":                      416,
+	"All processes":                       422,
+	"All statuses":                        424,
+	"All workers":                         799,
+	"An operator abandoned the instance.": 561,
+	"Any definition":                      423,
 	"Apply filters":                       122,
-	"Apr":                                 350,
+	"Apr":                                 353,
 	"As of %s (%s); refreshed every few seconds.": 319,
-	"Attempts":                         476,
+	"Attempts":                         483,
 	"Audit log":                        116,
-	"Aug":                              354,
-	"Available from":                   528,
+	"Aug":                              357,
+	"Available from":                   535,
 	"Back to definitions":              168,
 	"Back to external tasks":           166,
 	"Back to sign-in":                  167,
 	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           710,
-	"Back without saving":              650,
+	"Back to the occurrence":           717,
+	"Back without saving":              657,
 	"Breaks processes":                 232,
 	"Breaks workers":                   233,
 	"Bulk %s applied to %d instances.": 105,
@@ -158,110 +158,111 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     114,
 	"Business key":                    81,
 	"By process and error code":       88,
-	"Call timeout":                    509,
+	"Call timeout":                    516,
 	"Calls":                           286,
 	"Calls signed (Relais-Signature)": 288,
-	"Camunda 7 facade":                796,
-	"Cancelled: the instance was stopped (%s).":               578,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 577,
+	"Camunda 7 facade":                803,
+	"Cancelled: the instance was stopped (%s).":               585,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 584,
 	"Cannot act on this filter":                               93,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           712,
-	"Cannot reveal it here":                                   708,
+	"Cannot reveal":                                           719,
+	"Cannot reveal it here":                                   715,
 	"Change":                                                  230,
 	"Changes between the two revisions":                       242,
 	"Changes of the Working copy since revision %d":           251,
 	"Choose two existing revisions to compare.":               252,
 	"Classification":                                          209,
 	"Clear filters":                                           123,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            680,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 668,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            687,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 675,
 	"Compare":              229,
 	"Compare revisions":    225,
 	"Completed":            328,
-	"Completed (%s).":      572,
+	"Completed (%s).":      579,
 	"Completed, last hour": 316,
 	"Completions and failures per 5 minutes, last hour: %s":    326,
 	"Completions and failures per 5-minute slot, oldest first": 330,
 	"Completions and failures, last hour":                      309,
-	"Connected":                                                788,
+	"Connected":                                                795,
 	"Constraints":                                              210,
-	"Consumer":                                                 478,
-	"Consumer and worker":                                      614,
+	"Consumer":                                                 485,
+	"Consumer and worker":                                      621,
 	"Consumers":                                                147,
 	"Consumers, oldest first":                                  189,
 	"Counting the occurrences; the counts appear when you reload the page.": 204,
 	"Counts are unavailable right now.":                                     205,
-	"Counts as of %s (%s); refreshed every few seconds.":                    705,
-	"Counts by status": 609,
-	"Created":          375,
+	"Counts as of %s (%s); refreshed every few seconds.":                    712,
+	"Counts by status": 616,
+	"Created":          378,
 	"Created from":     84,
 	"Created on":       193,
 	"Created to":       85,
-	"Creation date":    405,
-	"Dates":            474,
-	"Deadline":         505,
-	"Dec":              358,
-	"Deferred":         532,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 571,
+	"Creation date":    412,
+	"Dates":            481,
+	"Deadline":         512,
+	"Dec":              361,
+	"Deferred":         539,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 578,
 	"Definition":                                 311,
 	"Definition %s":                              212,
 	"Definition %s has no revision %d.":          101,
 	"Definitions":                                145,
 	"Definitions by key":                         270,
-	"Definitions served":                         786,
+	"Definitions served":                         793,
 	"Definitions, those needing attention first": 310,
+	"Deleted by retention":                       401,
 	"Description":                                211,
-	"Destination":                                490,
+	"Destination":                                497,
 	"Destinations":                               148,
 	"Destinations by name":                       279,
-	"Destination’s answer":                       483,
+	"Destination’s answer":                       490,
 	"Detail":                                     231,
 	"Did you mean “%s”?":                         96,
 	"Digest":                                     245,
 	"Display settings":                           153,
-	"Display settings saved.":                    656,
+	"Display settings saved.":                    663,
 	"Display settings: ":                         154,
-	"Duration":                                   482,
+	"Duration":                                   489,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 307,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          624,
-	"End node":                  398,
-	"End node or error":         413,
-	"Ended":                     394,
+	"Earlier attempt:":          631,
+	"End node":                  405,
+	"End node or error":         420,
+	"Ended":                     397,
 	"Erase process instance %s": 291,
 	"Erase the instance":        294,
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 292,
-	"Erase this instance…": 385,
+	"Erase this instance…": 388,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 296,
-	"Error":                      613,
-	"Error (before any attempt)": 535,
-	"Error (the deadline passed after attempt %d)": 534,
+	"Error":                      620,
+	"Error (before any attempt)": 542,
+	"Error (the deadline passed after attempt %d)": 541,
 	"Error code":       82,
-	"Error message":    485,
-	"Every %d seconds": 655,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 527,
-	"Every attempt, oldest first": 477,
+	"Error message":    492,
+	"Every %d seconds": 662,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 534,
+	"Every attempt, oldest first": 484,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  715,
-	"Expired token":                        752,
-	"Expires":                              749,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  722,
+	"Expired token":                        759,
+	"Expires":                              756,
 	"External tasks":                       140,
 	"Failed":                               314,
-	"Failed (%s).":                         576,
-	"Failed at node":                       400,
-	"Failed occurrence":                    396,
+	"Failed (%s).":                         583,
+	"Failed at node":                       407,
+	"Failed occurrence":                    399,
 	"Failed, last hour":                    317,
-	"Feb":                                  348,
+	"Feb":                                  351,
 	"Field":                                206,
 	"Filter":                               57,
 	"Filters":                              118,
 	"Find":                                 144,
 	"Find an instance or occurrence":       142,
-	"Finished":                             481,
-	"First page":                           634,
+	"Finished":                             488,
+	"First page":                           641,
 	"Follow it in the audit log (new tab)": 61,
 	"Form not received":                    179,
 	"Form refused":                         174,
@@ -270,82 +271,82 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     253,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
 	"Grants":                  192,
-	"Graph":                   667,
-	"Graph of %s":             684,
-	"HTTP 2xx, unusable body": 593,
+	"Graph":                   674,
+	"Graph of %s":             691,
+	"HTTP 2xx, unusable body": 600,
 	"Headers sent":            282,
 	"Health":                  139,
 	"Held at a node of":       83,
-	"Held at node":            395,
-	"Held for":                397,
+	"Held at node":            398,
+	"Held for":                400,
 	"Held instances":          313,
 	"ID":                      190,
-	"In flight":               787,
+	"In flight":               794,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 327,
 	"Inputs": 235,
-	"Inputs an instance of this version is started with": 678,
-	"Inputs from":                676,
+	"Inputs an instance of this version is started with": 685,
+	"Inputs from":                683,
 	"Inputs of revision %d":      246,
 	"Inputs of the working copy": 237,
-	"Inputs the instance was started with, labelled by process version %d's contract": 383,
-	"Inputs, labelled by revision %d's contract":                                      519,
-	"Instance":                  412,
+	"Inputs the instance was started with, labelled by process version %d's contract": 386,
+	"Inputs, labelled by revision %d's contract":                                      526,
+	"Instance":                  419,
 	"Instances":                 89,
-	"Instances of this version": 679,
+	"Instances of this version": 686,
 	"Invalid request":           164,
-	"It takes every revision its consumer is granted.": 808,
-	"It takes revision %d only.":                       811,
-	"It takes revisions %s only.":                      813,
+	"It takes every revision its consumer is granted.": 815,
+	"It takes revision %d only.":                       818,
+	"It takes revisions %s only.":                      820,
 	"Its calls":                                        287,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 293,
-	"Its instance is held here, waiting for an operator.":                            573,
-	"Its instance went on along the node’s error path, and is held at a later node.": 574,
-	"Its instance went on along the node’s error path.":                              575,
+	"Its instance is held here, waiting for an operator.":                            580,
+	"Its instance went on along the node’s error path, and is held at a later node.": 581,
+	"Its instance went on along the node’s error path.":                              582,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               757,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               764,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     347,
-	"Jul":                     353,
-	"Jun":                     352,
-	"Keep it":                 759,
+	"Jan":                     350,
+	"Jul":                     356,
+	"Jun":                     355,
+	"Keep it":                 766,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       289,
 	"Key":                     271,
-	"Kind":                    671,
+	"Kind":                    678,
 	"Language":                136,
 	"Last changed":            284,
-	"Last error (attempt %d)": 533,
-	"Last reserved":           530,
+	"Last error (attempt %d)": 540,
+	"Last reserved":           537,
 	"Last saved":              216,
-	"Last seen":               789,
-	"Last used":               748,
+	"Last seen":               796,
+	"Last used":               755,
 	"Latest revision":         272,
 	"Lists every change from one revision to another, and whom it may break.": 226,
-	"Local time in %s": 652,
-	"Lock expired %s — waiting to be offered again.": 563,
-	"Lock expires":    531,
+	"Local time in %s": 659,
+	"Lock expired %s — waiting to be offered again.": 570,
+	"Lock expires":    538,
 	"Longest timeout": 283,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 254,
 	"Main navigation":     138,
-	"Mar":                 349,
-	"Maximum attempts":    501,
-	"May":                 351,
-	"Message":             611,
-	"Message from Relais": 601,
-	"Message from Relais, quoting the destination’s answer":            600,
-	"Message from the worker (its own words, protected values masked)": 599,
-	"Method not allowed": 719,
-	"Mode":               499,
-	"More filters: instance, revision, consumer, destination, dates": 605,
+	"Mar":                 352,
+	"Maximum attempts":    508,
+	"May":                 354,
+	"Message":             618,
+	"Message from Relais": 608,
+	"Message from Relais, quoting the destination’s answer":            607,
+	"Message from the worker (its own words, protected values masked)": 606,
+	"Method not allowed": 726,
+	"Mode":               506,
+	"More filters: instance, revision, consumer, destination, dates": 612,
 	"Name":                    191,
-	"Never":                   654,
-	"Next attempt":            529,
-	"Next attempt or settled": 615,
-	"Next node":               374,
-	"Next page":               633,
+	"Never":                   661,
+	"Next attempt":            536,
+	"Next attempt or settled": 622,
+	"Next node":               377,
+	"Next page":               640,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 129,
 	"No consumer yet.": 186,
 	"No definition %s has occurrences: check the key, or show all definitions.": 324,
@@ -354,179 +355,182 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        274,
 	"No destination yet.":                                                       276,
 	"No inputs.":                                                                236,
-	"No inputs: an instance starts with an empty object.":                       677,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    728,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 726,
-	"No instance matches these filters.": 414,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 727,
-	"No live worker takes %s now (Workers page).":                                               557,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 558,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           559,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          560,
+	"No inputs: an instance starts with an empty object.":                       684,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    735,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 733,
+	"No instance matches these filters.": 421,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 734,
+	"No live worker takes %s now (Workers page).":                                               564,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 565,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           566,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          567,
 	"No more consumers.":                                   187,
 	"No more destinations.":                                277,
-	"No occurrence matches these filters.":                 616,
+	"No occurrence matches these filters.":                 623,
 	"No operator action matches.":                          124,
-	"No operator has acted on this instance.":              379,
-	"No outputs yet: the occurrence has not completed.":    522,
+	"No operator has acted on this instance.":              382,
+	"No outputs yet: the occurrence has not completed.":    529,
 	"No outputs.":                                          239,
-	"No outputs: the occurrence ended without completing.": 524,
+	"No outputs: the occurrence ended without completing.": 531,
 	"No process has the key “%s”.":                         98,
-	"No process is published yet.":                         663,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             805,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             804,
+	"No process is published yet.":                         670,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             812,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             811,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
 	"No release yet.": 220,
 	"No revision yet: the Working copy has never been snapshotted.": 218,
-	"No token.":              746,
-	"No value was revealed.": 717,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              489,
-	"No worker has reserved this occurrence yet.":                                        486,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 806,
-	"No worker is connected.":           790,
-	"No worker serves this definition.": 793,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 803,
-	"Node":                  371,
-	"Nodes":                 669,
-	"Nodes of this version": 681,
-	"Nodes of this version, with their occurrences now": 670,
-	"Nodes reached, in order":                           370,
+	"No token.":              753,
+	"No value was revealed.": 724,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              496,
+	"No worker has reserved this occurrence yet.":                                        493,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 813,
+	"No worker is connected.":           797,
+	"No worker serves this definition.": 800,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 810,
+	"Node":                  374,
+	"Nodes":                 676,
+	"Nodes of this version": 688,
+	"Nodes of this version, with their occurrences now": 677,
+	"Nodes reached, in order":                           373,
 	"Not allowed":                                       162,
 	"Not found":                                         172,
 	"Notes":                                             223,
 	"Nothing exists at this address, or it is not visible to you.": 169,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             724,
+	"Nothing to find: the search box is empty.":                             731,
 	"Nothing was done.":        31,
-	"Nov":                      357,
-	"Now":                      495,
-	"Occurrence":               372,
-	"Occurrence %s":            473,
+	"Nov":                      360,
+	"Now":                      502,
+	"Occurrence":               375,
+	"Occurrence %s":            480,
 	"Occurrence offered again": 113,
-	"Occurrences now":          675,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          801,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 802,
-	"Occurrences, newest first": 610,
-	"Oct":                       356,
-	"Offered from %s — %s.":     562,
+	"Occurrences now":          682,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          808,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 809,
+	"Occurrences, newest first": 617,
+	"Oct":                       359,
+	"Offered from %s — %s.":     569,
 	"Oldest claimable waits":    315,
-	"On error":                  674,
-	"On success":                673,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         713,
-	"Only administrators may reveal a sensitive value.":                                                           706,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 743,
+	"On error":                  681,
+	"On success":                680,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         720,
+	"Only administrators may reveal a sensitive value.":                                                           713,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 750,
 	"Open":             312,
-	"Operator actions": 367,
-	"Operator actions on this instance, newest first": 380,
+	"Operator actions": 370,
+	"Operator actions on this instance, newest first": 383,
 	"Operator actions, newest first":                  128,
 	"Other criteria":                                  86,
-	"Outcome":                                         484,
+	"Outcome":                                         491,
 	"Outputs":                                         238,
 	"Outputs of revision %d":                          247,
 	"Outputs of the working copy":                     240,
-	"Outputs, labelled by revision %d's contract":     521,
-	"Pages": 631,
-	"Paste your token in the field: it is empty.": 740,
-	"Path":                            368,
+	"Outputs, labelled by revision %d's contract":     528,
+	"Pages": 638,
+	"Paste your token in the field: it is empty.": 747,
+	"Path":                            371,
 	"Pause reloading":                 161,
-	"Pinned revision":                 672,
-	"Policy":                          475,
-	"Previous page":                   632,
-	"Priority":                        506,
+	"Pinned revision":                 679,
+	"Policy":                          482,
+	"Previous page":                   639,
+	"Priority":                        513,
 	"Process":                         78,
-	"Process %s":                      665,
+	"Process %s":                      672,
 	"Process %s has no version %d.":   97,
-	"Process and node":                612,
-	"Process inputs":                  382,
+	"Process and node":                619,
+	"Process inputs":                  385,
 	"Process instance":                112,
-	"Process instance %s":             365,
-	"Process instances":               407,
-	"Process instances, newest first": 411,
+	"Process instance %s":             368,
+	"Process instances":               414,
+	"Process instances, newest first": 418,
 	"Processes":                       141,
-	"Processes by key":                661,
-	"Protocol":                        785,
+	"Processes by key":                668,
+	"Protocol":                        792,
 	"Published":                       224,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 659,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       660,
-	"Push destination": 606,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 666,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       667,
+	"Push destination": 613,
 	"Reason":           111,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            500,
-	"Recorded operator actions":                             378,
+	"Reason given by the worker":                            507,
+	"Recorded operator actions":                             381,
 	"Relais console":                                        135,
-	"Relais has not called the destination yet.":            492,
-	"Relais is calling the destination (since %s).":         568,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 494,
-	"Relais never called the destination: the occurrence ended before any call.":                                    493,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        589,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 591,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     588,
+	"Relais has not called the destination yet.":            499,
+	"Relais is calling the destination (since %s).":         575,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 501,
+	"Relais never called the destination: the occurrence ended before any call.":                                    500,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        596,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 598,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     595,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           590,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           597,
 	"Release":                       221,
 	"Releases":                      219,
 	"Releases, oldest first":        241,
-	"Reload lists and detail pages": 647,
+	"Reload lists and detail pages": 654,
 	"Reloading paused":              158,
-	"Reloading paused: this page stays as it is until you resume.": 658,
-	"Reloading resumed.":                  657,
-	"Replica":                             491,
+	"Reloading paused: this page stays as it is until you resume.": 665,
+	"Reloading resumed.":                  664,
+	"Replica":                             498,
 	"Required":                            208,
-	"Reserved":                            480,
-	"Reserved by %s.":                     570,
-	"Reserved by %s; lock until %s — %s.": 569,
+	"Reserved":                            487,
+	"Reserved by %s.":                     577,
+	"Reserved by %s; lock until %s — %s.": 576,
 	"Reserved now":                        199,
 	"Resume":                              159,
-	"Retried by %s at %s — “%s”":          392,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         338,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 337,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             336,
+	"Retried by %s at %s — “%s”":                                                      395,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            503,
+	"Retries":            510,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  561,
-	"Retry delay":        502,
+	"Retry at %s — %s.":  568,
+	"Retry delay":        509,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         496,
+	"Retry or abandon it from its instance":         503,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 536,
+	"Retryable": 543,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 525,
-	"Revealed by %s at %s; recorded in the audit log.": 711,
+	"Reveal — this is recorded": 532,
+	"Revealed by %s at %s; recorded in the audit log.": 718,
 	"Reveals":               150,
-	"Reveals, newest first": 716,
+	"Reveals, newest first": 723,
 	"Revision":              222,
 	"Revision %d":           243,
 	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 809,
-	"Revoke the %s token “%s”?": 756,
-	"Revoke the token":          758,
-	"Revoke token %d":           755,
-	"Revoke…":                   753,
-	"Role":                      747,
-	"Route":                     373,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 816,
+	"Revoke the %s token “%s”?": 763,
+	"Revoke the token":          765,
+	"Revoke token %d":           762,
+	"Revoke…":                   760,
+	"Role":                      754,
+	"Route":                     376,
 	"Routing output":            215,
-	"Row %s":                    635,
-	"Rows %s–%s":                636,
-	"Save settings":             649,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      707,
+	"Row %s":                    642,
+	"Rows %s–%s":                643,
+	"Save settings":             656,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      714,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 290,
-	"Search":                               722,
-	"Secret values can never be revealed.": 714,
-	"Sep":                                  355,
-	"Served by %d workers":                 807,
-	"Settled":                              376,
-	"Settlement date":                      604,
+	"Search":                               729,
+	"Secret values can never be revealed.": 721,
+	"Sep":                                  358,
+	"Served by %d workers":                 814,
+	"Settled":                              379,
+	"Settlement date":                      611,
 	"Show all definitions":                 323,
-	"Show times in":                        645,
+	"Show times in":                        652,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
-	"Sign in": 735,
-	"Sign in with an operator, designer or administrator token.": 736,
+	"Sign in": 742,
+	"Sign in with an operator, designer or administrator token.": 743,
 	"Sign out":             152,
 	"Signed in as %s (%s)": 151,
 	"Since revision %d:":   249,
@@ -536,10 +540,10 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
 	"Something went wrong": 184,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 744,
-	"Staff tokens, oldest first": 745,
-	"Start node":                 666,
-	"Started":                    393,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 751,
+	"Staff tokens, oldest first": 752,
+	"Start node":                 673,
+	"Started":                    396,
 	"State":                      194,
 	"Status":                     80,
 	"Stop %d instances":          75,
@@ -553,310 +557,313 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              390,
+	"Stopped by %s at %s — “%s”":                              393,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   389,
-	"Summary": 366,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   392,
+	"Summary": 369,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 269,
 	"Tasks":                   195,
 	"Temporarily unavailable": 182,
-	"That is too long to be an id or a business key.":                                           725,
+	"That is too long to be an id or a business key.":                                           732,
 	"The %d largest groups; the filter matches more.":                                           90,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 498,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 505,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 278,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    248,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            548,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            555,
 	"The bulk action must be its id (a UUID).": 127,
-	"The call could not be prepared.":          549,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 567,
+	"The call could not be prepared.":          556,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 574,
 	"The chart’s numbers": 329,
 	"The confirmed count is missing: start again from the list.":                                                                                                            102,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           185,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          646,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          653,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 103,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 183,
-	"The deadline passed before a result arrived.":                                                                                                                          546,
-	"The destination answered HTTP %s.":     556,
-	"The destination could not be reached.": 550,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    540,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         541,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   539,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 538,
-	"The destination’s answer was too large.": 551,
+	"The deadline passed before a result arrived.":                                                                                                                          553,
+	"The destination answered HTTP %s.":     563,
+	"The destination could not be reached.": 557,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    547,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         548,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   546,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 545,
+	"The destination’s answer was too large.": 558,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      188,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          165,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                553,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         585,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      586,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    584,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            552,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               543,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 542,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     544,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             545,
-	"The latest %d attempts, oldest first":                                                         497,
-	"The next page counts them and asks for a reason before anything changes.":                     410,
-	"The nodes this instance reached, in order, each with its occurrence.":                         369,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                560,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         592,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      593,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    591,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            559,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               550,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 549,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     551,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             552,
+	"The latest %d attempts, oldest first":                                                         504,
+	"The next page counts them and asks for a reason before anything changes.":                     417,
+	"The nodes this instance reached, in order, each with its occurrence.":                         372,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 214,
-	"The page cursor is invalid: go back to the first page.":                                       643,
-	"The page size must be between 1 and %d.":                                                      406,
-	"The parameter “%s” is given %d times: give it once.":                                          642,
+	"The page cursor is invalid: go back to the first page.":                                       650,
+	"The page size must be between 1 and %d.":                                                      413,
+	"The parameter “%s” is given %d times: give it once.":                                          649,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 126,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 547,
-	"The revision must be a whole number, 1 or more.":           602,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 738,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        732,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     762,
-	"The version must be a whole number from 1.":                                                                                                        403,
+	"The result did not match the revision's outputs contract.": 554,
+	"The revision must be a whole number, 1 or more.":           609,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 745,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        739,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     769,
+	"The version must be a whole number from 1.":                                                                                                        410,
 	"These revisions have the same contracts.":                                                                                                          234,
-	"These settings are kept in this browser only.":                                                                                                     644,
-	"They take every revision their consumer is granted.":                                                                                               810,
-	"They take revision %d only.":                                                                                                                       812,
-	"They take revisions %s only.":                                                                                                                      814,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 639,
+	"These settings are kept in this browser only.":                                                                                                     651,
+	"They take every revision their consumer is granted.":                                                                                               817,
+	"They take revision %d only.":                                                                                                                       819,
+	"They take revisions %s only.":                                                                                                                      821,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 646,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
-	"This contract has no inputs.":  520,
-	"This contract has no outputs.": 523,
+	"This contract has no inputs.":  527,
+	"This contract has no outputs.": 530,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 100,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                 181,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           721,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           728,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 297,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 386,
-	"This instance has not reached a task yet.":                                                                                                                                     377,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 389,
+	"This instance has not reached a task yet.":                                                                                                                                     380,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 295,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 387,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 388,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 390,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 391,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            761,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           760,
-	"This page does not accept that request.": 720,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            768,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           767,
+	"This page does not accept that request.": 727,
 	"This page reloads every %d seconds.":     160,
-	"This process takes no inputs.":           384,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 709,
+	"This process takes no inputs.":           387,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 716,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 741,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 682,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            683,
+	"This token is unknown, revoked or expired.": 748,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 689,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            690,
 	"Times in %s · no auto-reload":    157,
 	"Times in %s · reload every %d s": 156,
 	"Times in %s · reloading paused":  155,
 	"To revision":                     228,
-	"Token":                           737,
+	"Token":                           744,
 	"Tokens":                          149,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 739,
-	"Totals of all definitions, not narrowed by the other filters":         620,
-	"Totals of definition %s, not narrowed by the other filters":           619,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 746,
+	"Totals of all definitions, not narrowed by the other filters":         627,
+	"Totals of definition %s, not narrowed by the other filters":           626,
 	"Type": 207,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 723,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 730,
 	"URL":                              281,
-	"UTC (coordinated universal time)": 651,
+	"UTC (coordinated universal time)": 658,
 	"Unknown action.":                  54,
 	"Unknown consumer.":                94,
 	"Unknown destination “%s”.":        95,
-	"Unknown parameter “%s” (did you mean “%s”?).": 640,
-	"Unknown parameter “%s”.":                      641,
-	"Unknown status “%s” (did you mean “%s”?).":    418,
-	"Unknown status “%s”.":                         420,
-	"Value":                                        381,
+	"Unknown parameter “%s” (did you mean “%s”?).": 647,
+	"Unknown parameter “%s”.":                      648,
+	"Unknown status “%s” (did you mean “%s”?).":    425,
+	"Unknown status “%s”.":                         427,
+	"Value":                                        384,
 	"Version":                                      79,
-	"Versions, newest first":                       662,
-	"Waiting for Relais to call the destination since %s (%s).": 564,
-	"Waiting for a worker since %s (%s).":                       565,
+	"Versions, newest first":                       669,
+	"Waiting for Relais to call the destination since %s (%s).": 571,
+	"Waiting for a worker since %s (%s).":                       572,
 	"When":                                                      108,
 	"Who":                                                       109,
-	"Whole message":                                             488,
-	"Why (recorded with the reveal)":                            526,
-	"Worker":                                                    784,
-	"Worker id":                                                 479,
+	"Whole message":                                             495,
+	"Why (recorded with the reveal)":                            533,
+	"Worker":                                                    791,
+	"Worker id":                                                 486,
 	"Workers":                                                   146,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        782,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        789,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 783,
-	"Workers serving %s":                   791,
+	"Workers seen within three heartbeats": 790,
+	"Workers serving %s":                   798,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        213,
-	"You are signed out.": 731,
+	"You are signed out.": 738,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 733,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          734,
-	"[redacted]":                          598,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 740,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          741,
+	"[redacted]":                          605,
 	"a token’s name, exact":               119,
 	"abandon":                             4,
 	"active":                              196,
-	"administrator":                       449,
+	"administrator":                       456,
 	"an incident: retry, abandon or stop": 301,
-	"answer too large":                    596,
+	"answer too large":                    603,
 	"any":                                 87,
-	"any other code → %s":                 696,
+	"any other code → %s":                 703,
 	"any other error":                     299,
-	"as of %s (%s); counts are refreshed every few seconds.": 622,
-	"at least %d characters":                                 766,
-	"at least %d items":                                      773,
-	"at most %d":                                             514,
-	"at most %d characters":                                  767,
-	"at most %d items":                                       774,
-	"at most %d since the last operator retry":               515,
-	"available":                                              421,
-	"boolean":                                                436,
-	"call in progress since":                                 628,
-	"cancelled":                                              426,
-	"choice":                                                 439,
-	"claimable since":                                        627,
+	"as of %s (%s); counts are refreshed every few seconds.": 629,
+	"at least %d characters":                                 773,
+	"at least %d items":                                      780,
+	"at most %d":                                             521,
+	"at most %d characters":                                  774,
+	"at most %d items":                                       781,
+	"at most %d since the last operator retry":               522,
+	"available":                                              428,
+	"boolean":                                                443,
+	"call in progress since":                                 635,
+	"cancelled":                                              433,
+	"choice":                                                 446,
+	"claimable since":                                        634,
 	"claimable since %s":                                     320,
-	"classification changed":                                 460,
-	"completed":                                              424,
-	"constraint changed":                                     461,
-	"consumer":                                               452,
-	"consumer #%s":                                           580,
-	"date":                                                   437,
-	"date and time":                                          438,
-	"deadline %s":                                            700,
-	"deferred":                                               423,
-	"deferred since":                                         630,
+	"classification changed":                                 467,
+	"completed":                                              431,
+	"constraint changed":                                     468,
+	"consumer":                                               459,
+	"consumer #%s":                                           587,
+	"date":                                                   444,
+	"date and time":                                          445,
+	"deadline %s":                                            707,
+	"deferred":                                               430,
+	"deferred since":                                         637,
 	"deleted":                                                115,
-	"designer":                                               451,
-	"disconnected":                                           432,
-	"each item of %s":                                        764,
-	"end (completes)":                                        689,
-	"end (fails)":                                            690,
+	"designer":                                               458,
+	"disconnected":                                           439,
+	"each item of %s":                                        771,
+	"end (completes)":                                        696,
+	"end (fails)":                                            697,
 	"end: completes the instance":                            302,
 	"end: fails the instance":                                303,
-	"erase":                                                  6,
-	"every revision its consumer is granted":                 797,
-	"exact, case-sensitive":                                  408,
-	"expired":                                                429,
-	"failed":                                                 425,
-	"fails the instance":                                     697,
-	"field added":                                            455,
-	"field removed":                                          456,
-	"format":                                                 466,
-	"format %s":                                              769,
-	"from":                                                   120,
-	"held":                                                   428,
-	"held for an operator":                                   300,
-	"held, then abandoned by an operator":                    402,
-	"held, then stopped by an operator":                      401,
-	"hidden (secret)":                                        446,
-	"hidden (sensitive)":                                     445,
-	"hold (an incident for an operator)":                     695,
-	"id or business key":                                     143,
-	"in %s":                                                  340,
-	"in progress":                                            487,
-	"instance held here":                                     618,
-	"instance id":                                            608,
-	"instances held":                                         703,
-	"instances held: %s":                                     704,
-	"integer":                                                434,
-	"its name, exactly":                                      607,
-	"just now":                                               342,
-	"list":                                                   441,
-	"lock until":                                             629,
-	"long polling":                                           795,
-	"long wait":                                              321,
-	"masked value":                                           280,
-	"maximum":                                                468,
-	"maximum %s":                                             771,
-	"maximum items":                                          470,
-	"maximum length":                                         464,
-	"minimum":                                                467,
-	"minimum %s":                                             770,
-	"minimum items":                                          469,
-	"minimum length":                                         463,
-	"never":                                                  750,
-	"next attempt":                                           626,
-	"no":                                                     454,
-	"no answer within the timeout":                           594,
-	"no connection":                                          595,
-	"no grant: it takes nothing":                             198,
-	"no header":                                              285,
-	"no worker":                                              322,
-	"no worker takes revision %d":                            799,
-	"no worker takes revisions %s":                           800,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 537,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         403,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 404,
+	"erase":                                  6,
+	"every revision its consumer is granted": 804,
+	"exact, case-sensitive":                  415,
+	"expired":                                436,
+	"failed":                                 432,
+	"fails the instance":                     704,
+	"field added":                            462,
+	"field removed":                          463,
+	"format":                                 473,
+	"format %s":                              776,
+	"from":                                   120,
+	"held":                                   435,
+	"held for an operator":                   300,
+	"held, then abandoned by an operator":    409,
+	"held, then stopped by an operator":      408,
+	"hidden (secret)":                        453,
+	"hidden (sensitive)":                     452,
+	"hold (an incident for an operator)":     702,
+	"id or business key":                     143,
+	"in %s":                                  343,
+	"in progress":                            494,
+	"instance held here":                     625,
+	"instance id":                            615,
+	"instances held":                         710,
+	"instances held: %s":                     711,
+	"integer":                                441,
+	"its name, exactly":                      614,
+	"just now":                               345,
+	"list":                                   448,
+	"lock until":                             636,
+	"long polling":                           802,
+	"long wait":                              321,
+	"masked value":                           280,
+	"maximum":                                475,
+	"maximum %s":                             778,
+	"maximum items":                          477,
+	"maximum length":                         471,
+	"minimum":                                474,
+	"minimum %s":                             777,
+	"minimum items":                          476,
+	"minimum length":                         470,
+	"never":                                  757,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 402,
+	"next attempt":                 633,
+	"no":                           461,
+	"no answer within the timeout": 601,
+	"no connection":                602,
+	"no grant: it takes nothing":   198,
+	"no header":                    285,
+	"no worker":                    322,
+	"no worker takes revision %d":  806,
+	"no worker takes revisions %s": 807,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 544,
 	"none": 268,
-	"none (revealed before reasons were asked for)": 718,
+	"none (revealed before reasons were asked for)": 725,
 	"none yet": 273,
-	"none: a failed call takes the node’s error path": 504,
-	"normal":                             442,
-	"not provided":                       776,
-	"not yet":                            751,
-	"null":                               780,
-	"number":                             435,
-	"object":                             440,
+	"none: a failed call takes the node’s error path": 511,
+	"normal":                             449,
+	"not provided":                       783,
+	"not yet":                            758,
+	"null":                               787,
+	"number":                             442,
+	"object":                             447,
 	"on error":                           298,
-	"one attempt, no retry, priority %d": 699,
-	"one of: %s":                         772,
-	"operator":                           450,
+	"one attempt, no retry, priority %d": 706,
+	"one of: %s":                         779,
+	"operator":                           457,
 	"optional %s field of type %s":       265,
 	"optional field of type %s":          267,
 	"optional → required":                258,
-	"pattern":                            465,
-	"pattern %s":                         768,
-	"pull":                               687,
+	"pattern":                            472,
+	"pattern %s":                         775,
+	"pull":                               694,
 	"pull %s":                            305,
-	"pull (a worker fetches it)":         447,
+	"pull (a worker fetches it)":         454,
 	"push %s":                            304,
-	"push (Relais calls the service)":    448,
-	"push to %s":                         688,
-	"rejected":                           430,
-	"released":                           431,
+	"push (Relais calls the service)":    455,
+	"push to %s":                         695,
+	"rejected":                           437,
+	"released":                           438,
 	"required %s field of type %s":       264,
-	"required changed":                   458,
+	"required changed":                   465,
 	"required field of type %s":          266,
 	"required → optional":                259,
-	"reserved":                           422,
+	"reserved":                           429,
 	"retry":                              3,
-	"revision %d":                        623,
-	"revisions %s":                       798,
+	"revision %d":                        630,
+	"revisions %s":                       805,
 	"revoked":                            197,
-	"routing changed":                    462,
-	"routing output":                     763,
+	"routing changed":                    469,
+	"routing output":                     770,
 	"routing output %s → %s":             257,
-	"running":                            427,
-	"secret":                             444,
-	"sensitive":                          443,
-	"settled":                            625,
+	"running":                            434,
+	"secret":                             451,
+	"sensitive":                          450,
+	"settled":                            632,
 	"stop":                               5,
-	"stream":                             794,
-	"text":                               433,
+	"stream":                             801,
+	"text":                               440,
 	"the contracts are the same (the name or a description changed).": 250,
-	"this session":             754,
-	"timeout %s":               701,
-	"timeout %s (the default)": 702,
+	"this session":             761,
+	"timeout %s":               708,
+	"timeout %s (the default)": 709,
 	"to":                       121,
-	"type changed":             457,
-	"unexpected value":         781,
-	"unknown":                  597,
+	"type changed":             464,
+	"unexpected value":         788,
+	"unknown":                  604,
 	"values added: %s":         260,
-	"values changed":           459,
+	"values changed":           466,
 	"values removed: %s":       261,
 	"values reordered":         262,
-	"version %d":               664,
-	"waiting":                  592,
-	"yes":                      453,
+	"version %d":               671,
+	"waiting":                  599,
+	"yes":                      460,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 171,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     419,
-	"→ %s": 694,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     426,
+	"→ %s": 701,
 }
 
-var enIndex = []uint32{ // 816 elements
+var enIndex = []uint32{ // 823 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -952,144 +959,146 @@ var enIndex = []uint32{ // 816 elements
 	0x00003e64, 0x00003eb1, 0x00003ec1, 0x00003efa,
 	0x00003f4e, 0x00003f58, 0x00003f6e, 0x00003fa7,
 	0x00003fac, 0x00003fba, 0x00003fc7, 0x00003ff0,
-	0x00004013, 0x00004020, 0x00004040, 0x0000404c,
-	0x00004065, 0x0000406e, 0x00004078, 0x00004081,
-	0x00004089, 0x00004093, 0x0000409b, 0x000040a3,
-	0x000040a7, 0x000040ab, 0x000040af, 0x000040b3,
+	0x00004013, 0x00004053, 0x000040d4, 0x0000413b,
+	0x00004148, 0x00004168, 0x00004174, 0x0000418d,
+	0x00004196, 0x000041a0, 0x000041a9, 0x000041b1,
+	0x000041bb, 0x000041c3, 0x000041cb, 0x000041cf,
 	// Entry 160 - 17F
-	0x000040b7, 0x000040bb, 0x000040bf, 0x000040c3,
-	0x000040c7, 0x000040cb, 0x000040cf, 0x000040d3,
-	0x000040dd, 0x000040fb, 0x0000411b, 0x0000413f,
-	0x00004163, 0x0000416c, 0x00004183, 0x0000418b,
-	0x0000419c, 0x000041a1, 0x000041e6, 0x000041fe,
-	0x00004203, 0x0000420e, 0x00004214, 0x0000421e,
-	0x00004226, 0x0000422e, 0x00004258, 0x00004272,
-	0x0000429a, 0x000042ca, 0x000042d0, 0x000042df,
+	0x000041d3, 0x000041d7, 0x000041db, 0x000041df,
+	0x000041e3, 0x000041e7, 0x000041eb, 0x000041ef,
+	0x000041f3, 0x000041f7, 0x000041fb, 0x00004205,
+	0x00004223, 0x00004243, 0x00004267, 0x0000428b,
+	0x00004294, 0x000042ab, 0x000042b3, 0x000042c4,
+	0x000042c9, 0x0000430e, 0x00004326, 0x0000432b,
+	0x00004336, 0x0000433c, 0x00004346, 0x0000434e,
+	0x00004356, 0x00004380, 0x0000439a, 0x000043c2,
 	// Entry 180 - 19F
-	0x00004332, 0x00004350, 0x00004367, 0x00004417,
-	0x00004539, 0x000045f8, 0x0000464f, 0x00004679,
-	0x000046a5, 0x000046cf, 0x000046d7, 0x000046dd,
-	0x000046ea, 0x000046fc, 0x00004705, 0x0000470e,
-	0x00004720, 0x0000472f, 0x00004751, 0x00004775,
-	0x000047a0, 0x000047d4, 0x000047e2, 0x0000480d,
-	0x0000481f, 0x00004835, 0x0000485f, 0x000048a8,
-	0x000048c8, 0x000048d1, 0x000048e3, 0x00004906,
+	0x000043f2, 0x000043f8, 0x00004407, 0x0000445a,
+	0x00004478, 0x0000448f, 0x0000453f, 0x00004661,
+	0x00004720, 0x00004777, 0x000047a1, 0x000047cd,
+	0x000047f7, 0x000047ff, 0x00004805, 0x00004812,
+	0x00004824, 0x0000482d, 0x00004842, 0x00004884,
+	0x000048b6, 0x00004902, 0x0000490b, 0x0000491d,
+	0x0000492c, 0x0000494e, 0x00004972, 0x0000499d,
+	0x000049d1, 0x000049df, 0x00004a0a, 0x00004a1c,
 	// Entry 1A0 - 1BF
-	0x00004914, 0x00004923, 0x00004930, 0x00004968,
-	0x000049d1, 0x000049ed, 0x000049f7, 0x00004a00,
-	0x00004a09, 0x00004a13, 0x00004a1a, 0x00004a24,
-	0x00004a2c, 0x00004a31, 0x00004a39, 0x00004a42,
-	0x00004a4b, 0x00004a58, 0x00004a5d, 0x00004a65,
-	0x00004a6c, 0x00004a74, 0x00004a79, 0x00004a87,
-	0x00004a8e, 0x00004a95, 0x00004a9a, 0x00004aa1,
-	0x00004aab, 0x00004ab2, 0x00004ac5, 0x00004ad5,
+	0x00004a32, 0x00004a5c, 0x00004aa5, 0x00004ac5,
+	0x00004ace, 0x00004ae0, 0x00004b03, 0x00004b11,
+	0x00004b20, 0x00004b2d, 0x00004b65, 0x00004bce,
+	0x00004bea, 0x00004bf4, 0x00004bfd, 0x00004c06,
+	0x00004c10, 0x00004c17, 0x00004c21, 0x00004c29,
+	0x00004c2e, 0x00004c36, 0x00004c3f, 0x00004c48,
+	0x00004c55, 0x00004c5a, 0x00004c62, 0x00004c69,
+	0x00004c71, 0x00004c76, 0x00004c84, 0x00004c8b,
 	// Entry 1C0 - 1DF
-	0x00004af0, 0x00004b10, 0x00004b1e, 0x00004b27,
-	0x00004b30, 0x00004b39, 0x00004b3d, 0x00004b40,
-	0x00004b4c, 0x00004b5a, 0x00004b67, 0x00004b78,
-	0x00004b87, 0x00004b9e, 0x00004bb1, 0x00004bc1,
-	0x00004bd0, 0x00004bdf, 0x00004be7, 0x00004bee,
-	0x00004bf6, 0x00004bfe, 0x00004c0c, 0x00004c1a,
-	0x00004c30, 0x00004c45, 0x00004c56, 0x00004c5c,
-	0x00004c63, 0x00004c6c, 0x00004c88, 0x00004c91,
+	0x00004c92, 0x00004c97, 0x00004c9e, 0x00004ca8,
+	0x00004caf, 0x00004cc2, 0x00004cd2, 0x00004ced,
+	0x00004d0d, 0x00004d1b, 0x00004d24, 0x00004d2d,
+	0x00004d36, 0x00004d3a, 0x00004d3d, 0x00004d49,
+	0x00004d57, 0x00004d64, 0x00004d75, 0x00004d84,
+	0x00004d9b, 0x00004dae, 0x00004dbe, 0x00004dcd,
+	0x00004ddc, 0x00004de4, 0x00004deb, 0x00004df3,
+	0x00004dfb, 0x00004e09, 0x00004e17, 0x00004e2d,
 	// Entry 1E0 - 1FF
-	0x00004c9b, 0x00004ca4, 0x00004cad, 0x00004cb6,
-	0x00004ccd, 0x00004cd5, 0x00004ce3, 0x00004d0f,
-	0x00004d1b, 0x00004d29, 0x00004d6f, 0x00004d7b,
-	0x00004d83, 0x00004dae, 0x00004df9, 0x00004ebb,
-	0x00004ebf, 0x00004ee5, 0x00004f0d, 0x00004f70,
-	0x00004f75, 0x00004f90, 0x00004fa1, 0x00004fad,
-	0x00004fb5, 0x00004fe7, 0x00004ff0, 0x00004ff9,
-	0x00005015, 0x00005076, 0x00005083, 0x000050ba,
+	0x00004e42, 0x00004e53, 0x00004e59, 0x00004e60,
+	0x00004e69, 0x00004e85, 0x00004e8e, 0x00004e98,
+	0x00004ea1, 0x00004eaa, 0x00004eb3, 0x00004eca,
+	0x00004ed2, 0x00004ee0, 0x00004f0c, 0x00004f18,
+	0x00004f26, 0x00004f6c, 0x00004f78, 0x00004f80,
+	0x00004fab, 0x00004ff6, 0x000050b8, 0x000050bc,
+	0x000050e2, 0x0000510a, 0x0000516d, 0x00005172,
+	0x0000518d, 0x0000519e, 0x000051aa, 0x000051b2,
 	// Entry 200 - 21F
-	0x000050e9, 0x00005139, 0x00005174, 0x00005182,
-	0x000051ae, 0x000051d4, 0x000051f5, 0x00005200,
-	0x0000522e, 0x0000524b, 0x0000527a, 0x000052ac,
-	0x000052ca, 0x000052ff, 0x0000531b, 0x0000533a,
-	0x00005395, 0x000053a4, 0x000053b1, 0x000053bf,
-	0x000053cc, 0x000053d5, 0x000053f0, 0x00005420,
-	0x0000543b, 0x00005445, 0x00005497, 0x00005557,
-	0x000055b3, 0x00005631, 0x000056a7, 0x0000577a,
+	0x000051e4, 0x000051ed, 0x000051f6, 0x00005212,
+	0x00005273, 0x00005280, 0x000052b7, 0x000052e6,
+	0x00005336, 0x00005371, 0x0000537f, 0x000053ab,
+	0x000053d1, 0x000053f2, 0x000053fd, 0x0000542b,
+	0x00005448, 0x00005477, 0x000054a9, 0x000054c7,
+	0x000054fc, 0x00005518, 0x00005537, 0x00005592,
+	0x000055a1, 0x000055ae, 0x000055bc, 0x000055c9,
+	0x000055d2, 0x000055ed, 0x0000561d, 0x00005638,
 	// Entry 220 - 23F
-	0x0000583d, 0x00005875, 0x000058d5, 0x00005902,
-	0x0000593c, 0x00005a49, 0x00005a69, 0x00005a8f,
-	0x00005ab9, 0x00005b2a, 0x00005b67, 0x00005b8b,
-	0x00005c2f, 0x00005c54, 0x00005c83, 0x00005ce3,
-	0x00005d3c, 0x00005d96, 0x00005db0, 0x00005dce,
-	0x00005e02, 0x00005e42, 0x00005e6c, 0x00005e7b,
-	0x00005f46, 0x00005f77, 0x00005fa6, 0x00005fb9,
-	0x0000602e, 0x00006041, 0x00006075, 0x000060c6,
+	0x00005642, 0x00005694, 0x00005754, 0x000057b0,
+	0x0000582e, 0x000058a4, 0x00005977, 0x00005a3a,
+	0x00005a72, 0x00005ad2, 0x00005aff, 0x00005b39,
+	0x00005c46, 0x00005c66, 0x00005c8c, 0x00005cb6,
+	0x00005d27, 0x00005d64, 0x00005d88, 0x00005e2c,
+	0x00005e51, 0x00005e80, 0x00005ee0, 0x00005f39,
+	0x00005f93, 0x00005fad, 0x00005fcb, 0x00005fff,
+	0x0000603f, 0x00006069, 0x00006078, 0x00006143,
 	// Entry 240 - 25F
-	0x000060fa, 0x0000610a, 0x00006151, 0x0000617e,
-	0x0000618b, 0x0000619b, 0x000061cb, 0x00006205,
-	0x00006228, 0x0000629f, 0x00006321, 0x000063a6,
-	0x000063b5, 0x00006405, 0x00006465, 0x000064d1,
-	0x00006548, 0x00006550, 0x00006568, 0x00006585,
-	0x00006593, 0x000065a4, 0x000065ac, 0x000065b7,
-	0x000065f8, 0x00006630, 0x00006644, 0x00006674,
-	0x000066af, 0x000066bf, 0x000066fe, 0x0000670f,
+	0x00006174, 0x000061a3, 0x000061b6, 0x0000622b,
+	0x0000623e, 0x00006272, 0x000062c3, 0x000062f7,
+	0x00006307, 0x0000634e, 0x0000637b, 0x00006388,
+	0x00006398, 0x000063c8, 0x00006402, 0x00006425,
+	0x0000649c, 0x0000651e, 0x000065a3, 0x000065b2,
+	0x00006602, 0x00006662, 0x000066ce, 0x00006745,
+	0x0000674d, 0x00006765, 0x00006782, 0x00006790,
+	0x000067a1, 0x000067a9, 0x000067b4, 0x000067f5,
 	// Entry 260 - 27F
-	0x00006721, 0x0000672d, 0x0000673e, 0x00006758,
-	0x00006760, 0x00006771, 0x00006777, 0x0000678b,
-	0x000067a3, 0x000067c8, 0x000067d6, 0x000067e9,
-	0x00006827, 0x00006864, 0x00006890, 0x000068cd,
-	0x000068dc, 0x000068ed, 0x000068f5, 0x00006902,
-	0x00006912, 0x00006929, 0x00006934, 0x00006943,
-	0x00006949, 0x00006957, 0x00006961, 0x0000696c,
-	0x00006976, 0x00006989, 0x000069ae, 0x000069d9,
+	0x0000682d, 0x00006841, 0x00006871, 0x000068ac,
+	0x000068bc, 0x000068fb, 0x0000690c, 0x0000691e,
+	0x0000692a, 0x0000693b, 0x00006955, 0x0000695d,
+	0x0000696e, 0x00006974, 0x00006988, 0x000069a0,
+	0x000069c5, 0x000069d3, 0x000069e6, 0x00006a24,
+	0x00006a61, 0x00006a8d, 0x00006aca, 0x00006ad9,
+	0x00006aea, 0x00006af2, 0x00006aff, 0x00006b0f,
+	0x00006b26, 0x00006b31, 0x00006b40, 0x00006b46,
 	// Entry 280 - 29F
-	0x00006a6a, 0x00006aa5, 0x00006ac4, 0x00006b02,
-	0x00006b39, 0x00006b67, 0x00006b75, 0x00006c14,
-	0x00006c32, 0x00006d89, 0x00006d97, 0x00006dab,
-	0x00006dcc, 0x00006de0, 0x00006e10, 0x00006e16,
-	0x00006e2a, 0x00006e42, 0x00006e55, 0x00006e92,
-	0x00006f05, 0x00006f52, 0x00006f63, 0x00006f7a,
-	0x00006f97, 0x00006fa5, 0x00006fb3, 0x00006fbe,
-	0x00006fc4, 0x000070b6, 0x000070bc, 0x000070ee,
+	0x00006b54, 0x00006b5e, 0x00006b69, 0x00006b73,
+	0x00006b86, 0x00006bab, 0x00006bd6, 0x00006c67,
+	0x00006ca2, 0x00006cc1, 0x00006cff, 0x00006d36,
+	0x00006d64, 0x00006d72, 0x00006e11, 0x00006e2f,
+	0x00006f86, 0x00006f94, 0x00006fa8, 0x00006fc9,
+	0x00006fdd, 0x0000700d, 0x00007013, 0x00007027,
+	0x0000703f, 0x00007052, 0x0000708f, 0x00007102,
+	0x0000714f, 0x00007160, 0x00007177, 0x00007194,
 	// Entry 2A0 - 2BF
-	0x000070f3, 0x00007103, 0x0000710e, 0x00007117,
-	0x00007127, 0x00007133, 0x00007167, 0x0000719a,
-	0x000071b4, 0x00007259, 0x0000726f, 0x000072f4,
-	0x0000736e, 0x0000737d, 0x00007437, 0x00007488,
-	0x0000748d, 0x0000749b, 0x000074ab, 0x000074b7,
-	0x000074c7, 0x000074d5, 0x000074e5, 0x000074ef,
-	0x00007512, 0x0000752b, 0x0000753e, 0x000075aa,
-	0x000075d0, 0x000075df, 0x000075ed, 0x00007609,
+	0x000071a2, 0x000071b0, 0x000071bb, 0x000071c1,
+	0x000072b3, 0x000072b9, 0x000072eb, 0x000072f0,
+	0x00007300, 0x0000730b, 0x00007314, 0x00007324,
+	0x00007330, 0x00007364, 0x00007397, 0x000073b1,
+	0x00007456, 0x0000746c, 0x000074f1, 0x0000756b,
+	0x0000757a, 0x00007634, 0x00007685, 0x0000768a,
+	0x00007698, 0x000076a8, 0x000076b4, 0x000076c4,
+	0x000076d2, 0x000076e2, 0x000076ec, 0x0000770f,
 	// Entry 2C0 - 2DF
-	0x00007618, 0x0000762e, 0x00007667, 0x00007699,
-	0x000076f1, 0x00007707, 0x000077d5, 0x000077ec,
-	0x00007823, 0x00007831, 0x00007875, 0x0000789a,
-	0x00007911, 0x00007927, 0x0000793e, 0x0000796c,
-	0x0000797f, 0x000079a7, 0x00007a2b, 0x00007a32,
-	0x00007a9a, 0x00007ac4, 0x00007af4, 0x00007c49,
-	0x00007d83, 0x00007e23, 0x00007efa, 0x00007fd3,
-	0x00007fe7, 0x00008042, 0x000080ed, 0x0000816f,
+	0x00007728, 0x0000773b, 0x000077a7, 0x000077cd,
+	0x000077dc, 0x000077ea, 0x00007806, 0x00007815,
+	0x0000782b, 0x00007864, 0x00007896, 0x000078ee,
+	0x00007904, 0x000079d2, 0x000079e9, 0x00007a20,
+	0x00007a2e, 0x00007a72, 0x00007a97, 0x00007b0e,
+	0x00007b24, 0x00007b3b, 0x00007b69, 0x00007b7c,
+	0x00007ba4, 0x00007c28, 0x00007c2f, 0x00007c97,
+	0x00007cc1, 0x00007cf1, 0x00007e46, 0x00007f80,
 	// Entry 2E0 - 2FF
-	0x00008177, 0x000081b2, 0x000081b8, 0x0000824a,
-	0x000082e2, 0x0000830e, 0x00008339, 0x00008387,
-	0x000083f3, 0x0000849a, 0x000084b5, 0x000084bf,
-	0x000084c4, 0x000084ce, 0x000084d6, 0x000084dc,
-	0x000084e4, 0x000084f2, 0x000084fc, 0x00008509,
-	0x0000851c, 0x00008540, 0x000085c0, 0x000085d1,
-	0x000085d9, 0x0000864e, 0x000086a2, 0x000086ea,
-	0x000086f9, 0x0000870c, 0x00008718, 0x00008754,
+	0x00008020, 0x000080f7, 0x000081d0, 0x000081e4,
+	0x0000823f, 0x000082ea, 0x0000836c, 0x00008374,
+	0x000083af, 0x000083b5, 0x00008447, 0x000084df,
+	0x0000850b, 0x00008536, 0x00008584, 0x000085f0,
+	0x00008697, 0x000086b2, 0x000086bc, 0x000086c1,
+	0x000086cb, 0x000086d3, 0x000086d9, 0x000086e1,
+	0x000086ef, 0x000086f9, 0x00008706, 0x00008719,
+	0x0000873d, 0x000087bd, 0x000087ce, 0x000087d6,
 	// Entry 300 - 31F
-	0x0000878e, 0x0000879c, 0x000087a9, 0x000087b7,
-	0x000087c5, 0x000087d3, 0x00008805, 0x00008835,
-	0x00008891, 0x0000889e, 0x000088be, 0x000088c9,
-	0x000088e3, 0x000088e8, 0x000088f9, 0x0000897f,
-	0x000089a4, 0x000089ab, 0x000089b4, 0x000089c7,
-	0x000089d1, 0x000089db, 0x000089e5, 0x000089fd,
-	0x00008a13, 0x00008a1f, 0x00008a41, 0x00008a48,
-	0x00008a55, 0x00008a66, 0x00008a8d, 0x00008a9d,
+	0x0000884b, 0x0000889f, 0x000088e7, 0x000088f6,
+	0x00008909, 0x00008915, 0x00008951, 0x0000898b,
+	0x00008999, 0x000089a6, 0x000089b4, 0x000089c2,
+	0x000089d0, 0x00008a02, 0x00008a32, 0x00008a8e,
+	0x00008a9b, 0x00008abb, 0x00008ac6, 0x00008ae0,
+	0x00008ae5, 0x00008af6, 0x00008b7c, 0x00008ba1,
+	0x00008ba8, 0x00008bb1, 0x00008bc4, 0x00008bce,
+	0x00008bd8, 0x00008be2, 0x00008bfa, 0x00008c10,
 	// Entry 320 - 33F
-	0x00008abc, 0x00008adc, 0x00008bb4, 0x00008c95,
-	0x00008ce9, 0x00008d39, 0x00008d99, 0x00008dec,
-	0x00008e24, 0x00008e55, 0x00008ea5, 0x00008ed9,
-	0x00008ef7, 0x00008f16, 0x00008f35, 0x00008f55,
-} // Size: 3288 bytes
+	0x00008c1c, 0x00008c3e, 0x00008c45, 0x00008c52,
+	0x00008c63, 0x00008c8a, 0x00008c9a, 0x00008cb9,
+	0x00008cd9, 0x00008db1, 0x00008e92, 0x00008ee6,
+	0x00008f36, 0x00008f96, 0x00008fe9, 0x00009021,
+	0x00009052, 0x000090a2, 0x000090d6, 0x000090f4,
+	0x00009113, 0x00009132, 0x00009152,
+} // Size: 3316 bytes
 
-const enData string = "" + // Size: 36693 bytes
+const enData string = "" + // Size: 37202 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1337,316 +1346,323 @@ const enData string = "" + // Size: 36693 bytes
 	"he chart’s numbers\x02Completions and failures per 5-minute slot, oldest" +
 	" first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
 	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
-	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
-	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
-	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
-	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
-	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
-	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02The version must be a whole number from 1.\x02" +
-	"A version is a process’s: choose the process too.\x02Creation date\x02Th" +
-	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
-	"case-sensitive\x02Act on every instance this filter matches\x02The next " +
-	"page counts them and asks for a reason before anything changes.\x02Proce" +
-	"ss instances, newest first\x02Instance\x02End node or error\x02No instan" +
-	"ce matches these filters.\x02All processes\x02Any definition\x02All stat" +
-	"uses\x02Unknown status “%[1]s” (did you mean “%[2]s”?).\x02“%[1]s” is th" +
-	"e status of an instance, not of a task: the Instances page lists the ins" +
-	"tances with it.\x02Unknown status “%[1]s”.\x02available\x02reserved\x02d" +
-	"eferred\x02completed\x02failed\x02cancelled\x02running\x02held\x02expire" +
-	"d\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02hidden (sensitive)\x02hidden (secret)\x02pu" +
-	"ll (a worker fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No w" +
-	"orker has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No worker ever reserved this occurrence: it ended before any attempt" +
-	".\x02Destination\x02Replica\x02Relais has not called the destination yet" +
-	".\x02Relais never called the destination: the occurrence ended before an" +
-	"y call.\x02Relais keeps the destination’s status code only when it refus" +
-	"ed the call (destination_http_NNN); a completed call answered 2xx. The d" +
-	"uration runs from the claim of the call to its settlement.\x02Now\x02Ret" +
-	"ry or abandon it from its instance\x02The latest %[1]d attempts, oldest " +
-	"first\x02The %[1]s earlier attempts (of %[2]s) are not shown: GET /api/v" +
-	"1/occurrences/%[3]s lists them all.\x02Mode\x02Reason given by the worke" +
-	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
-	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
-	" highest)\x02%[1]s; its last call had %[2]s (a destination’s max_timeout" +
-	" or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeout\x02%[1]s, cut to %[2" +
-	"]s by the destination’s max_timeout\x02%[1]s, cut to %[2]s by RELAIS_PUS" +
-	"H_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after each failure, up to %[" +
-	"3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2]s after each failure," +
-	" up to %[3]s\x02at most %[1]d\x02at most %[1]d since the last operator r" +
-	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
-	"pts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelle" +
-	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
-	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
-	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
-	"e occurrence ended without completing.\x02Reveal — this is recorded\x02W" +
-	"hy (recorded with the reveal)\x02Every admin reads it, and it is kept wh" +
-	"atever the retention: write no customer data in it.\x02Available from" +
-	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
-	"ror (attempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Retryable\x02no: the worker marked thi" +
-	"s failure as not retryable (attempts left unused: %[1]d)\x02The destinat" +
-	"ion’s answer could not be used: it must be one JSON object whose outputs" +
-	" member matches the revision’s outputs contract, and nothing after it. I" +
-	"ts message says what was wrong.\x02The destination did not answer within" +
-	" the call’s timeout: it may have acted all the same.\x02The destination " +
-	"did not answer within the call’s timeout (%[1]s): it may have acted all " +
-	"the same, so check before retrying.\x02The destination did not answer wi" +
-	"thin the call’s timeout: it may have acted all the same, so check before" +
-	" retrying.\x02The last attempt’s lock expired with no attempt left, afte" +
-	"r Relais refused its worker’s report (%[1]s; see the failed occurrence’s" +
-	" attempts): the worker answered, and its answer must change, not its loc" +
-	"k.\x02The last attempt’s lock expired with no attempt left, after Relais" +
-	" refused its worker’s report (%[1]s; see the attempts below): the worker" +
-	" answered, and its answer must change, not its lock.\x02The last attempt" +
-	"’s lock expired with no attempt left.\x02The last attempt’s worker str" +
-	"eam ended (its worker left or was dropped) with no attempt left.\x02The " +
-	"deadline passed before a result arrived.\x02The result did not match the" +
-	" revision's outputs contract.\x02The answer to the call was lost (the co" +
-	"nnection broke after the request was sent, or Relais stopped or could no" +
-	"t reach its database before recording it): whether the destination acted" +
-	" is unknown, so Relais does not call it again by itself (an operator’s r" +
-	"etry does).\x02The call could not be prepared.\x02The destination could " +
-	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
-	"ttempt ended without a result (its lock expired, or its worker’s stream " +
-	"ended) with no attempt left.\x02The inputs could not be built from the p" +
-	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
-	" worker reported a failure with no retries left (retries: 0, no retries " +
-	"sent, which Camunda reads as 0, or a budget already spent): it is not ru" +
-	"n again.\x02The destination answered HTTP %[1]s.\x02No live worker takes" +
-	" %[1]s now (Workers page).\x02No live worker takes revision %[1]d: the l" +
-	"ive workers of %[2]s declare inputs it does not have.\x02No live worker " +
-	"takes revision %[1]d: the live workers of %[2]s take revision %[3]d only" +
-	".\x02No live worker takes revision %[1]d: the live workers of %[2]s take" +
-	" revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s " +
-	"— %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiti" +
-	"ng for Relais to call the destination since %[1]s (%[2]s).\x02Waiting fo" +
-	"r a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (" +
-	"%[1]s) ended %[2]s without its result recorded: the replica making it ma" +
-	"y have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask th" +
-	"e destination whether it took effect.\x02Relais is calling the destinati" +
-	"on (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Res" +
-	"erved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same co" +
-	"nsumer, or a front end with a settle token, completes it later.\x02Compl" +
-	"eted (%[1]s).\x02Its instance is held here, waiting for an operator.\x02" +
-	"Its instance went on along the node’s error path, and is held at a later" +
-	" node.\x02Its instance went on along the node’s error path.\x02Failed (%" +
-	"[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s" +
-	"”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02" +
-	"consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[" +
-	"1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferr" +
-	"ed; settled by %[2]s)\x02The instance was stopped while the worker held " +
-	"the task: its report is refused, but it may already have done the work." +
-	"\x02The instance was stopped during the call, which was aborted: the des" +
-	"tination may already have acted on the request (check there).\x02The ins" +
-	"tance was stopped while the task was deferred: a settlement by id is ref" +
-	"used, but the work it waited for may already be done.\x02%[1]s at %[2]s" +
-	"\x02Relais refused a report of this attempt at %[1]s (%[2]s) before taki" +
-	"ng another.\x02Relais refused %[1]s reports of this attempt, the last at" +
-	" %[2]s (%[3]s), before taking another.\x02Relais refused this attempt’s " +
-	"report at %[1]s (%[2]s): its worker answered, and the answer was not tak" +
-	"en.\x02Relais refused %[1]s reports of this attempt, the last at %[2]s (" +
-	"%[3]s): its worker answered, and no answer was taken.\x02waiting\x02HTTP" +
-	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
-	"answer too large\x02unknown\x02[redacted]\x02Message from the worker (it" +
-	"s own words, protected values masked)\x02Message from Relais, quoting th" +
-	"e destination’s answer\x02Message from Relais\x02The revision must be a " +
-	"whole number, 1 or more.\x02A revision is a definition’s: choose the def" +
-	"inition too.\x02Settlement date\x02More filters: instance, revision, con" +
-	"sumer, destination, dates\x02Push destination\x02its name, exactly\x02in" +
-	"stance id\x02Counts by status\x02Occurrences, newest first\x02Message" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02inst" +
-	"ance held here\x02Totals of definition %[1]s, not narrowed by the other " +
-	"filters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02Earlier attempt:\x02settled\x02next attempt\x02cla" +
-	"imable since\x02call in progress since\x02lock until\x02deferred since" +
-	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Row %[1]s\x02Ro" +
-	"ws %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fir" +
-	"st day comes after the last.\x02This address holds a parameter that cann" +
-	"ot be read (a percent sign not followed by two hexadecimal digits, or a " +
-	"semicolon): correct the address.\x02Unknown parameter “%[1]s” (did you m" +
-	"ean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is" +
-	" given %[2]d times: give it once.\x02The page cursor is invalid: go back" +
-	" to the first page.\x02These settings are kept in this browser only.\x02" +
-	"Show times in\x02The console runs no script, so it cannot read your comp" +
-	"uter’s time zone: choose a place, whose daylight saving time is followed" +
-	", or a fixed offset from UTC.\x02Reload lists and detail pages\x02A relo" +
-	"ad empties what you typed but did not apply (filters, the search box) an" +
-	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
-	"ry page that reloads, stops it until you resume. Pages where you type a " +
-	"reason (confirmations, and occurrences with a value to reveal) never rel" +
-	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
-	"thout saving\x02UTC (coordinated universal time)\x02Local time in %[1]s" +
-	"\x02%[1]s (a fixed offset, no daylight saving time)\x02Never\x02Every %[" +
-	"1]d seconds\x02Display settings saved.\x02Reloading resumed.\x02Reloadin" +
-	"g paused: this page stays as it is until you resume.\x02Published proces" +
-	"s versions: their nodes, routes and pinned revisions, drawn, with where " +
-	"their occurrences are now.\x02Published process versions: their nodes, r" +
-	"outes and pinned revisions, drawn.\x02Processes by key\x02Versions, newe" +
-	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
-	"]s\x02Start node\x02Graph\x02Columns follow the longest path from the st" +
-	"art node. Solid arrows are successes (labelled with their route), dashed" +
-	" ones failures (labelled with their error codes). Each box says how many" +
-	" of this version’s occurrences are at that node now.\x02Nodes\x02Nodes o" +
-	"f this version, with their occurrences now\x02Kind\x02Pinned revision" +
-	"\x02On success\x02On error\x02Occurrences now\x02Inputs from\x02No input" +
-	"s: an instance starts with an empty object.\x02Inputs an instance of thi" +
-	"s version is started with\x02Instances of this version\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes).\x02Nodes of this version\x02This version has %[1]d nodes: too man" +
-	"y to draw legibly (at most %[2]d). The table below lists every node with" +
-	" its routes and counts.\x02This version has %[1]d nodes: too many to dra" +
-	"w legibly (at most %[2]d). The table below lists every node with its rou" +
-	"tes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting " +
-	"at %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
-	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
-	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
-	"y why you reveal this value: the reason is recorded with the reveal in t" +
-	"he audit log.\x02Cannot reveal it here\x02This replica lacks the data ke" +
-	"y the value was sealed with, so it cannot open it (nothing was recorded)" +
-	". Another replica may reveal it; ask your administrator to start every r" +
-	"eplica with the same data keys.\x02Back to the occurrence\x02Revealed by" +
-	" %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a v" +
-	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
-	"lues can never be revealed.\x02Every sensitive value an administrator re" +
-	"vealed: who, when, which field and why. The values themselves are never " +
-	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
-	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
-	"s not accept that request.\x02This form was sent from another site: the " +
-	"console takes its forms from its own pages only. Open the console and se" +
-	"nd it from there.\x02Search\x02Type an instance or occurrence id (a whol" +
-	"e UUID, as the title of its page shows it), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance has “%[1]s” as its business key. A busines" +
-	"s key is found only whole and exactly as given, capitals and accents inc" +
-	"luded: a list shows a long one shortened, so copy it from its instance’s" +
-	" page. An ended instance is deleted once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key. An ended instance is deleted, with its occurrences and att" +
-	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
-	"ce when an administrator erases it; the audit log keeps the operator act" +
-	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
-	" is not a whole id: the lists show the end of each id. Open the row, or " +
-	"copy its link, for the whole id.\x02A token in the address is not used: " +
-	"you are signed in already. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
-	"ste it in the field below. The address has put it in your browser’s hist" +
-	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
-	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
-	"igned in with is revoked, and you are signed out: sign in with another o" +
-	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
-	"ed token or a restart of the server), so your last action was not applie" +
-	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
-	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
-	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
-	"or administrator token.\x02Token\x02The token is checked once and never " +
-	"stored in your browser; a session cookie stands for it for up to 8 hours" +
-	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
-	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
-	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
-	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
-	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
-	" a worker’s token, for the API.\x02Only administrators see this page: to" +
-	"kens, consumers, destinations, the reveal log and erasures are theirs." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
-	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
-	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
-	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
-	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
-	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
-	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
-	"nd polling workers by their last fetch. A worker is listed while it was " +
-	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
-	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
-	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
-	" workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02no worker takes revision %[1]d\x02no worker takes revisions" +
-	" %[1]s\x02Occurrences of revision %[1]d wait, and no live worker takes i" +
-	"t: subscribe workers to it, with their consumers granted it (a worker na" +
-	"ming no revision takes those its consumer is granted; a process version " +
-	"pins it).\x02Occurrences of revisions %[1]s wait, and no live worker tak" +
-	"es them: subscribe workers to them, with their consumers granted them (a" +
-	" worker naming no revision takes those its consumer is granted; a proces" +
-	"s version pins them).\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No process uses this definition " +
-	"yet: it needs a worker once a process pulls it.\x02No process pulls this" +
-	" definition: Relais calls its destinations (push), and it needs no worke" +
-	"r.\x02No worker is connected for this definition; none of its occurrence" +
-	"s waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker" +
-	"\x00\x18\x02Served by %[1]d workers\x02It takes every revision its consu" +
-	"mer is granted.\x02Revisions they take: %[1]s; some take every revision " +
-	"their consumer is granted.\x02They take every revision their consumer is" +
-	" granted.\x02It takes revision %[1]d only.\x02They take revision %[1]d o" +
-	"nly.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s only" +
-	"."
+	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended ins" +
+	"tances are kept forever (RELAIS_RETENTION).\x02Retention: ended instance" +
+	"s are deleted with their occurrences %[1]s after they end, another repli" +
+	"ca’s longer RELAIS_RETENTION.\x02Retention: ended instances are deleted " +
+	"with their occurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s" +
+	"; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s" +
+	", %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d m" +
+	"in\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Ju" +
+	"l\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
+	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
+	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
+	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
+	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
+	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
+	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
+	"rator has acted on this instance.\x02Operator actions on this instance, " +
+	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
+	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
+	"kes no inputs.\x02Erase this instance…\x02This instance has ended. As an" +
+	" administrator you may erase it now rather than wait for retention (a da" +
+	"ta subject’s request): it is deleted with its occurrences and attempts." +
+	"\x02This instance is held at a failed node: an incident. It cannot be re" +
+	"tried: its occurrence at node %[1]s failed before any attempt (its input" +
+	"s could not be built), so it would fail the same way. Abandon fails the " +
+	"instance; stop cancels it. Each asks for a reason, recorded in the audit" +
+	" log.\x02This instance is held at a failed node: an incident. Retry offe" +
+	"rs the failed occurrence again; abandon fails the instance; stop cancels" +
+	" it. Each asks for a reason, recorded in the audit log.\x02Stopping canc" +
+	"els the instance and its open occurrences. It does not complete anything" +
+	".\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s " +
+	"— “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended" +
+	"\x02Held at node\x02Failed occurrence\x02Held for\x02Deleted by retentio" +
+	"n\x02never: retention keeps ended instances forever (RELAIS_RETENTION)" +
+	"\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended instances" +
+	" are kept %[1]s, another replica’s longer RELAIS_RETENTION\x02End node" +
+	"\x02Abandoned at node\x02Failed at node\x02held, then stopped by an oper" +
+	"ator\x02held, then abandoned by an operator\x02The version must be a who" +
+	"le number from 1.\x02A version is a process’s: choose the process too." +
+	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
+	"ss instances\x02exact, case-sensitive\x02Act on every instance this filt" +
+	"er matches\x02The next page counts them and asks for a reason before any" +
+	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
+	"e or error\x02No instance matches these filters.\x02All processes\x02Any" +
+	" definition\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2" +
+	"]s”?).\x02“%[1]s” is the status of an instance, not of a task: the Insta" +
+	"nces page lists the instances with it.\x02Unknown status “%[1]s”.\x02ava" +
+	"ilable\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02ru" +
+	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
+	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
+	"bject\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02" +
+	"hidden (secret)\x02pull (a worker fetches it)\x02push (Relais calls the " +
+	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
+	"no\x02field added\x02field removed\x02type changed\x02required changed" +
+	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
+	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
+	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
+	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy" +
+	"\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02" +
+	"Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02E" +
+	"rror message\x02No worker has reserved this occurrence yet.\x02in progre" +
+	"ss\x02Whole message\x02No worker ever reserved this occurrence: it ended" +
+	" before any attempt.\x02Destination\x02Replica\x02Relais has not called " +
+	"the destination yet.\x02Relais never called the destination: the occurre" +
+	"nce ended before any call.\x02Relais keeps the destination’s status code" +
+	" only when it refused the call (destination_http_NNN); a completed call " +
+	"answered 2xx. The duration runs from the claim of the call to its settle" +
+	"ment.\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]" +
+	"d attempts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are no" +
+	"t shown: GET /api/v1/occurrences/%[3]s lists them all.\x02Mode\x02Reason" +
+	" given by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02no" +
+	"ne: a failed call takes the node’s error path\x02Deadline\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a des" +
+	"tination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeou" +
+	"t\x02%[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut " +
+	"to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after " +
+	"each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2" +
+	"]s after each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d sin" +
+	"ce the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt" +
+	"\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d " +
+	"left\x02Inputs, labelled by revision %[1]d's contract\x02This contract h" +
+	"as no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No ou" +
+	"tputs yet: the occurrence has not completed.\x02This contract has no out" +
+	"puts.\x02No outputs: the occurrence ended without completing.\x02Reveal " +
+	"— this is recorded\x02Why (recorded with the reveal)\x02Every admin re" +
+	"ads it, and it is kept whatever the retention: write no customer data in" +
+	" it.\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
+	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed" +
+	" after attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
+	"the worker marked this failure as not retryable (attempts left unused: %" +
+	"[1]d)\x02The destination’s answer could not be used: it must be one JSON" +
+	" object whose outputs member matches the revision’s outputs contract, an" +
+	"d nothing after it. Its message says what was wrong.\x02The destination " +
+	"did not answer within the call’s timeout: it may have acted all the same" +
+	".\x02The destination did not answer within the call’s timeout (%[1]s): i" +
+	"t may have acted all the same, so check before retrying.\x02The destinat" +
+	"ion did not answer within the call’s timeout: it may have acted all the " +
+	"same, so check before retrying.\x02The last attempt’s lock expired with " +
+	"no attempt left, after Relais refused its worker’s report (%[1]s; see th" +
+	"e failed occurrence’s attempts): the worker answered, and its answer mus" +
+	"t change, not its lock.\x02The last attempt’s lock expired with no attem" +
+	"pt left, after Relais refused its worker’s report (%[1]s; see the attemp" +
+	"ts below): the worker answered, and its answer must change, not its lock" +
+	".\x02The last attempt’s lock expired with no attempt left.\x02The last a" +
+	"ttempt’s worker stream ended (its worker left or was dropped) with no at" +
+	"tempt left.\x02The deadline passed before a result arrived.\x02The resul" +
+	"t did not match the revision's outputs contract.\x02The answer to the ca" +
+	"ll was lost (the connection broke after the request was sent, or Relais " +
+	"stopped or could not reach its database before recording it): whether th" +
+	"e destination acted is unknown, so Relais does not call it again by itse" +
+	"lf (an operator’s retry does).\x02The call could not be prepared.\x02The" +
+	" destination could not be reached.\x02The destination’s answer was too l" +
+	"arge.\x02The last attempt ended without a result (its lock expired, or i" +
+	"ts worker’s stream ended) with no attempt left.\x02The inputs could not " +
+	"be built from the process’s bindings.\x02An operator abandoned the insta" +
+	"nce.\x02A Camunda 7 worker reported a failure with no retries left (retr" +
+	"ies: 0, no retries sent, which Camunda reads as 0, or a budget already s" +
+	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02N" +
+	"o live worker takes %[1]s now (Workers page).\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s declare inputs it does not have." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
+	"revision %[3]d only.\x02No live worker takes revision %[1]d: the live wo" +
+	"rkers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02" +
+	"Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offere" +
+	"d again.\x02Waiting for Relais to call the destination since %[1]s (%[2]" +
+	"s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Th" +
+	"e call’s budget (%[1]s) ended %[2]s without its result recorded: the rep" +
+	"lica making it may have stopped. If so, it fails outcome_unknown at %[3]" +
+	"s (%[4]s): ask the destination whether it took effect.\x02Relais is call" +
+	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
+	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
+	"er of the same consumer, or a front end with a settle token, completes i" +
+	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
+	" an operator.\x02Its instance went on along the node’s error path, and i" +
+	"s held at a later node.\x02Its instance went on along the node’s error p" +
+	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
+	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
+	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
+	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02The instance was stopped while" +
+	" the worker held the task: its report is refused, but it may already hav" +
+	"e done the work.\x02The instance was stopped during the call, which was " +
+	"aborted: the destination may already have acted on the request (check th" +
+	"ere).\x02The instance was stopped while the task was deferred: a settlem" +
+	"ent by id is refused, but the work it waited for may already be done." +
+	"\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at %[1]s (" +
+	"%[2]s) before taking another.\x02Relais refused %[1]s reports of this at" +
+	"tempt, the last at %[2]s (%[3]s), before taking another.\x02Relais refus" +
+	"ed this attempt’s report at %[1]s (%[2]s): its worker answered, and the " +
+	"answer was not taken.\x02Relais refused %[1]s reports of this attempt, t" +
+	"he last at %[2]s (%[3]s): its worker answered, and no answer was taken." +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from the worker (its own words, protected values masked)\x02Message fr" +
+	"om Relais, quoting the destination’s answer\x02Message from Relais\x02Th" +
+	"e revision must be a whole number, 1 or more.\x02A revision is a definit" +
+	"ion’s: choose the definition too.\x02Settlement date\x02More filters: in" +
+	"stance, revision, consumer, destination, dates\x02Push destination\x02it" +
+	"s name, exactly\x02instance id\x02Counts by status\x02Occurrences, newes" +
+	"t first\x02Message\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02instance held here\x02Totals of definition %[1]s, not na" +
+	"rrowed by the other filters\x02Totals of all definitions, not narrowed b" +
+	"y the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
+	"\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed e" +
+	"very few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02ne" +
+	"xt attempt\x02claimable since\x02call in progress since\x02lock until" +
+	"\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First page" +
+	"\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01" +
+	".\x02%[1]s: the first day comes after the last.\x02This address holds a " +
+	"parameter that cannot be read (a percent sign not followed by two hexade" +
+	"cimal digits, or a semicolon): correct the address.\x02Unknown parameter" +
+	" “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The p" +
+	"arameter “%[1]s” is given %[2]d times: give it once.\x02The page cursor " +
+	"is invalid: go back to the first page.\x02These settings are kept in thi" +
+	"s browser only.\x02Show times in\x02The console runs no script, so it ca" +
+	"nnot read your computer’s time zone: choose a place, whose daylight savi" +
+	"ng time is followed, or a fixed offset from UTC.\x02Reload lists and det" +
+	"ail pages\x02A reload empties what you typed but did not apply (filters," +
+	" the search box) and moves the focus back to the top of the page: “Pause" +
+	" reloading”, on every page that reloads, stops it until you resume. Page" +
+	"s where you type a reason (confirmations, and occurrences with a value t" +
+	"o reveal) never reload on their own, nor does a revealed value.\x02Save " +
+	"settings\x02Back without saving\x02UTC (coordinated universal time)\x02L" +
+	"ocal time in %[1]s\x02%[1]s (a fixed offset, no daylight saving time)" +
+	"\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloading" +
+	" resumed.\x02Reloading paused: this page stays as it is until you resume" +
+	".\x02Published process versions: their nodes, routes and pinned revision" +
+	"s, drawn, with where their occurrences are now.\x02Published process ver" +
+	"sions: their nodes, routes and pinned revisions, drawn.\x02Processes by " +
+	"key\x02Versions, newest first\x02No process is published yet.\x02version" +
+	" %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the lon" +
+	"gest path from the start node. Solid arrows are successes (labelled with" +
+	" their route), dashed ones failures (labelled with their error codes). E" +
+	"ach box says how many of this version’s occurrences are at that node now" +
+	".\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
+	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inpu" +
+	"ts from\x02No inputs: an instance starts with an empty object.\x02Inputs" +
+	" an instance of this version is started with\x02Instances of this versio" +
+	"n\x02Columns follow the longest path from the start node. Solid arrows a" +
+	"re successes (labelled with their route), dashed ones failures (labelled" +
+	" with their error codes).\x02Nodes of this version\x02This version has %" +
+	"[1]d nodes: too many to draw legibly (at most %[2]d). The table below li" +
+	"sts every node with its routes and counts.\x02This version has %[1]d nod" +
+	"es: too many to draw legibly (at most %[2]d). The table below lists ever" +
+	"y node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[" +
+	"1]d node, starting at %[2]s. The table below lists the same nodes, route" +
+	"s and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below li" +
+	"sts the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s" +
+	". The table below lists the same nodes and routes.\x02pull\x02push to %[" +
+	"1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
+	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
+	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
+	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
+	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
+	"he reveal in the audit log.\x02Cannot reveal it here\x02This replica lac" +
+	"ks the data key the value was sealed with, so it cannot open it (nothing" +
+	" was recorded). Another replica may reveal it; ask your administrator to" +
+	" start every replica with the same data keys.\x02Back to the occurrence" +
+	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
+	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
+	"d.\x02Secret values can never be revealed.\x02Every sensitive value an a" +
+	"dministrator revealed: who, when, which field and why. The values themse" +
+	"lves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page. An ended instance is deleted once the retention " +
+	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
+	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
+	"ce has it as its business key. An ended instance is deleted, with its oc" +
+	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
+	" passed, or at once when an administrator erases it; the audit log keeps" +
+	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
+	"iness key, and it is not a whole id: the lists show the end of each id. " +
+	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
+	"ess is not used: you are signed in already. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02A token in the addres" +
+	"s is not used: paste it in the field below. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02You are signed out." +
+	"\x02The token you signed in with is revoked, and you are signed out: sig" +
+	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server), so your last ac" +
+	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
+	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
+	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
+	"operator, designer or administrator token.\x02Token\x02The token is chec" +
+	"ked once and never stored in your browser; a session cookie stands for i" +
+	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
+	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
+	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
+	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
+	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
+	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
+	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
+	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
+	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
+	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
+	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
+	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
+	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
+	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
+	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
+	" in with: revoking it signs you out. Its next request is refused. This c" +
+	"annot be undone.\x02This is the last usable administrator token: create " +
+	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02each item of %[1]s" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
+	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
+	" a stream, and polling workers by their last fetch. A worker is listed w" +
+	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
+	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
+	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
+	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
+	"revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes rev" +
+	"isions %[1]s\x02Occurrences of revision %[1]d wait, and no live worker t" +
+	"akes it: subscribe workers to it, with their consumers granted it (a wor" +
+	"ker naming no revision takes those its consumer is granted; a process ve" +
+	"rsion pins it).\x02Occurrences of revisions %[1]s wait, and no live work" +
+	"er takes them: subscribe workers to them, with their consumers granted t" +
+	"hem (a worker naming no revision takes those its consumer is granted; a " +
+	"process version pins them).\x02No worker serves this definition: its occ" +
+	"urrences wait until one connects or polls.\x02No process uses this defin" +
+	"ition yet: it needs a worker once a process pulls it.\x02No process pull" +
+	"s this definition: Relais calls its destinations (push), and it needs no" +
+	" worker.\x02No worker is connected for this definition; none of its occu" +
+	"rrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d wo" +
+	"rker\x00\x18\x02Served by %[1]d workers\x02It takes every revision its c" +
+	"onsumer is granted.\x02Revisions they take: %[1]s; some take every revis" +
+	"ion their consumer is granted.\x02They take every revision their consume" +
+	"r is granted.\x02It takes revision %[1]d only.\x02They take revision %[1" +
+	"]d only.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s " +
+	"only."
 
-var frIndex = []uint32{ // 816 elements
+var frIndex = []uint32{ // 823 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1742,144 +1758,146 @@ var frIndex = []uint32{ // 816 elements
 	0x0000512a, 0x00005195, 0x000051ad, 0x000051f4,
 	0x0000525f, 0x0000526a, 0x00005284, 0x000052ce,
 	0x000052d6, 0x000052e4, 0x000052f4, 0x0000531e,
-	0x00005347, 0x00005357, 0x00005376, 0x00005382,
-	0x0000539b, 0x000053a6, 0x000053b3, 0x000053c2,
-	0x000053ca, 0x000053d4, 0x000053dc, 0x000053e4,
-	0x000053ea, 0x000053f1, 0x000053f6, 0x000053fb,
+	0x00005347, 0x000053a0, 0x0000543e, 0x000054b8,
+	0x000054c8, 0x000054e7, 0x000054f3, 0x0000550c,
+	0x00005517, 0x00005524, 0x00005533, 0x0000553b,
+	0x00005545, 0x0000554d, 0x00005555, 0x0000555b,
 	// Entry 160 - 17F
-	0x000053ff, 0x00005404, 0x0000540a, 0x00005410,
-	0x00005416, 0x0000541b, 0x00005420, 0x00005426,
-	0x00005430, 0x00005450, 0x00005472, 0x00005496,
-	0x000054bc, 0x000054c5, 0x000054e1, 0x000054ea,
-	0x00005502, 0x0000550b, 0x0000555f, 0x0000557f,
-	0x00005585, 0x00005590, 0x00005596, 0x000055a4,
-	0x000055af, 0x000055bd, 0x000055f0, 0x00005614,
-	0x00005643, 0x0000568c, 0x00005693, 0x000056a9,
+	0x00005562, 0x00005567, 0x0000556c, 0x00005570,
+	0x00005575, 0x0000557b, 0x00005581, 0x00005587,
+	0x0000558c, 0x00005591, 0x00005597, 0x000055a1,
+	0x000055c1, 0x000055e3, 0x00005607, 0x0000562d,
+	0x00005636, 0x00005652, 0x0000565b, 0x00005673,
+	0x0000567c, 0x000056d0, 0x000056f0, 0x000056f6,
+	0x00005701, 0x00005707, 0x00005715, 0x00005720,
+	0x0000572e, 0x00005761, 0x00005785, 0x000057b4,
 	// Entry 180 - 19F
-	0x0000571c, 0x00005742, 0x0000575c, 0x00005844,
-	0x000059d3, 0x00005ada, 0x00005b2a, 0x00005b5b,
-	0x00005b8e, 0x00005bbd, 0x00005bc8, 0x00005bcc,
-	0x00005bde, 0x00005bf3, 0x00005c01, 0x00005c0e,
-	0x00005c23, 0x00005c36, 0x00005c61, 0x00005c8e,
-	0x00005cc5, 0x00005d0f, 0x00005d21, 0x00005d59,
-	0x00005d70, 0x00005d87, 0x00005dbb, 0x00005e05,
-	0x00005e3a, 0x00005e43, 0x00005e5a, 0x00005e88,
+	0x000057fd, 0x00005804, 0x0000581a, 0x0000588d,
+	0x000058b3, 0x000058cd, 0x000059b5, 0x00005b44,
+	0x00005c4b, 0x00005c9b, 0x00005ccc, 0x00005cff,
+	0x00005d2e, 0x00005d39, 0x00005d3d, 0x00005d4f,
+	0x00005d64, 0x00005d72, 0x00005d8f, 0x00005de9,
+	0x00005e2c, 0x00005e93, 0x00005ea0, 0x00005eb5,
+	0x00005ec8, 0x00005ef3, 0x00005f20, 0x00005f57,
+	0x00005fa1, 0x00005fb3, 0x00005feb, 0x00006002,
 	// Entry 1A0 - 1BF
-	0x00005e9b, 0x00005ead, 0x00005ebe, 0x00005f0a,
-	0x00005f84, 0x00005fa8, 0x00005fb3, 0x00005fbe,
-	0x00005fc9, 0x00005fd3, 0x00005fdd, 0x00005fe6,
-	0x00005fef, 0x00005ff8, 0x00006001, 0x0000600a,
-	0x00006011, 0x0000601f, 0x00006025, 0x0000602c,
-	0x00006033, 0x0000603c, 0x00006041, 0x0000604f,
-	0x00006055, 0x0000605b, 0x00006061, 0x00006069,
-	0x00006072, 0x0000607b, 0x0000608e, 0x0000609f,
+	0x00006019, 0x0000604d, 0x00006097, 0x000060cc,
+	0x000060d5, 0x000060ec, 0x0000611a, 0x0000612d,
+	0x0000613f, 0x00006150, 0x0000619c, 0x00006216,
+	0x0000623a, 0x00006245, 0x00006250, 0x0000625b,
+	0x00006265, 0x0000626f, 0x00006278, 0x00006281,
+	0x0000628a, 0x00006293, 0x0000629c, 0x000062a3,
+	0x000062b1, 0x000062b7, 0x000062be, 0x000062c5,
+	0x000062ce, 0x000062d3, 0x000062e1, 0x000062e7,
 	// Entry 1C0 - 1DF
-	0x000060c2, 0x000060e3, 0x000060f2, 0x000060fd,
-	0x00006108, 0x00006115, 0x00006119, 0x0000611d,
-	0x0000612b, 0x00006139, 0x00006147, 0x00006167,
-	0x0000617a, 0x00006193, 0x000061a8, 0x000061b9,
-	0x000061cb, 0x000061dd, 0x000061e3, 0x000061ea,
-	0x000061f2, 0x000061fa, 0x00006218, 0x00006236,
-	0x0000624d, 0x00006262, 0x00006273, 0x00006279,
-	0x00006292, 0x0000629d, 0x000062d1, 0x000062de,
+	0x000062ed, 0x000062f3, 0x000062fb, 0x00006304,
+	0x0000630d, 0x00006320, 0x00006331, 0x00006354,
+	0x00006375, 0x00006384, 0x0000638f, 0x0000639a,
+	0x000063a7, 0x000063ab, 0x000063af, 0x000063bd,
+	0x000063cb, 0x000063d9, 0x000063f9, 0x0000640c,
+	0x00006425, 0x0000643a, 0x0000644b, 0x0000645d,
+	0x0000646f, 0x00006475, 0x0000647c, 0x00006484,
+	0x0000648c, 0x000064aa, 0x000064c8, 0x000064df,
 	// Entry 1E0 - 1FF
-	0x000062fc, 0x0000630a, 0x00006313, 0x0000631a,
-	0x00006335, 0x0000633f, 0x00006352, 0x0000638c,
-	0x00006395, 0x000063a4, 0x00006408, 0x00006414,
-	0x0000641e, 0x0000644e, 0x000064a9, 0x00006590,
-	0x0000659b, 0x000065ce, 0x0000660c, 0x00006685,
-	0x0000668a, 0x000066aa, 0x000066c7, 0x000066e7,
-	0x000066fc, 0x0000673d, 0x00006748, 0x00006752,
-	0x0000677b, 0x000067f0, 0x00006801, 0x0000683e,
+	0x000064f4, 0x00006505, 0x0000650b, 0x00006524,
+	0x0000652f, 0x00006563, 0x00006570, 0x0000658e,
+	0x0000659c, 0x000065a5, 0x000065ac, 0x000065c7,
+	0x000065d1, 0x000065e4, 0x0000661e, 0x00006627,
+	0x00006636, 0x0000669a, 0x000066a6, 0x000066b0,
+	0x000066e0, 0x0000673b, 0x00006822, 0x0000682d,
+	0x00006860, 0x0000689e, 0x00006917, 0x0000691c,
+	0x0000693c, 0x00006959, 0x00006979, 0x0000698e,
 	// Entry 200 - 21F
-	0x00006872, 0x000068d3, 0x0000691d, 0x0000692b,
-	0x00006967, 0x00006991, 0x000069d6, 0x000069fe,
-	0x00006a3d, 0x00006a5e, 0x00006a9c, 0x00006adc,
-	0x00006afc, 0x00006b3d, 0x00006b67, 0x00006b8e,
-	0x00006c11, 0x00006c29, 0x00006c3d, 0x00006c54,
-	0x00006c62, 0x00006c6d, 0x00006c90, 0x00006cce,
-	0x00006ced, 0x00006d09, 0x00006d77, 0x00006e49,
-	0x00006ea8, 0x00006f2d, 0x00006faa, 0x000070be,
+	0x000069cf, 0x000069da, 0x000069e4, 0x00006a0d,
+	0x00006a82, 0x00006a93, 0x00006ad0, 0x00006b04,
+	0x00006b65, 0x00006baf, 0x00006bbd, 0x00006bf9,
+	0x00006c23, 0x00006c68, 0x00006c90, 0x00006ccf,
+	0x00006cf0, 0x00006d2e, 0x00006d6e, 0x00006d8e,
+	0x00006dcf, 0x00006df9, 0x00006e20, 0x00006ea3,
+	0x00006ebb, 0x00006ecf, 0x00006ee6, 0x00006ef4,
+	0x00006eff, 0x00006f22, 0x00006f60, 0x00006f7f,
 	// Entry 220 - 23F
-	0x000071c1, 0x00007208, 0x00007295, 0x000072d5,
-	0x0000731b, 0x00007468, 0x00007490, 0x000074b3,
-	0x000074ea, 0x0000757b, 0x000075ce, 0x000075f7,
-	0x000076d9, 0x000076ff, 0x00007746, 0x000077ca,
-	0x00007845, 0x000078c2, 0x000078ea, 0x00007912,
-	0x00007959, 0x000079a3, 0x000079d6, 0x000079e9,
-	0x00007af1, 0x00007b1f, 0x00007b5b, 0x00007b71,
-	0x00007c05, 0x00007c18, 0x00007c55, 0x00007cae,
+	0x00006f9b, 0x00007009, 0x000070db, 0x0000713a,
+	0x000071bf, 0x0000723c, 0x00007350, 0x00007453,
+	0x0000749a, 0x00007527, 0x00007567, 0x000075ad,
+	0x000076fa, 0x00007722, 0x00007745, 0x0000777c,
+	0x0000780d, 0x00007860, 0x00007889, 0x0000796b,
+	0x00007991, 0x000079d8, 0x00007a5c, 0x00007ad7,
+	0x00007b54, 0x00007b7c, 0x00007ba4, 0x00007beb,
+	0x00007c35, 0x00007c68, 0x00007c7b, 0x00007d83,
 	// Entry 240 - 25F
-	0x00007cea, 0x00007cfd, 0x00007d51, 0x00007d86,
-	0x00007d98, 0x00007daf, 0x00007dee, 0x00007e40,
-	0x00007e6c, 0x00007f09, 0x00007faf, 0x0000805c,
-	0x0000806c, 0x000080cc, 0x0000813d, 0x000081c2,
-	0x00008257, 0x00008262, 0x0000827f, 0x0000829e,
-	0x000082af, 0x000082c9, 0x000082d2, 0x000082dc,
-	0x0000832a, 0x0000836f, 0x0000838e, 0x000083c3,
-	0x00008414, 0x00008425, 0x0000846f, 0x00008485,
+	0x00007db1, 0x00007ded, 0x00007e03, 0x00007e97,
+	0x00007eaa, 0x00007ee7, 0x00007f40, 0x00007f7c,
+	0x00007f8f, 0x00007fe3, 0x00008018, 0x0000802a,
+	0x00008041, 0x00008080, 0x000080d2, 0x000080fe,
+	0x0000819b, 0x00008241, 0x000082ee, 0x000082fe,
+	0x0000835e, 0x000083cf, 0x00008454, 0x000084e9,
+	0x000084f4, 0x00008511, 0x00008530, 0x00008541,
+	0x0000855b, 0x00008564, 0x0000856e, 0x000085bc,
 	// Entry 260 - 27F
-	0x00008499, 0x000084b2, 0x000084c8, 0x000084f2,
-	0x000084fa, 0x0000850d, 0x00008514, 0x0000852f,
-	0x0000854f, 0x0000857f, 0x00008596, 0x000085ac,
-	0x000085e4, 0x0000861f, 0x0000864b, 0x0000869f,
-	0x000086b0, 0x000086ca, 0x000086d5, 0x000086e9,
-	0x000086fb, 0x00008711, 0x00008723, 0x00008735,
-	0x0000873b, 0x0000874d, 0x0000875b, 0x0000876a,
-	0x00008776, 0x0000878c, 0x000087b6, 0x000087e9,
+	0x00008601, 0x00008620, 0x00008655, 0x000086a6,
+	0x000086b7, 0x00008701, 0x00008717, 0x0000872b,
+	0x00008744, 0x0000875a, 0x00008784, 0x0000878c,
+	0x0000879f, 0x000087a6, 0x000087c1, 0x000087e1,
+	0x00008811, 0x00008828, 0x0000883e, 0x00008876,
+	0x000088b1, 0x000088dd, 0x00008931, 0x00008942,
+	0x0000895c, 0x00008967, 0x0000897b, 0x0000898d,
+	0x000089a3, 0x000089b5, 0x000089c7, 0x000089cd,
 	// Entry 280 - 29F
-	0x00008891, 0x000088e1, 0x00008909, 0x0000895b,
-	0x0000899d, 0x000089d9, 0x000089f0, 0x00008aba,
-	0x00008ae7, 0x00008ca1, 0x00008cbb, 0x00008cd4,
-	0x00008cf5, 0x00008d0c, 0x00008d39, 0x00008d40,
-	0x00008d5a, 0x00008d80, 0x00008d95, 0x00008def,
-	0x00008e84, 0x00008ee7, 0x00008efa, 0x00008f21,
-	0x00008f49, 0x00008f57, 0x00008f67, 0x00008f78,
-	0x00008f7f, 0x000090b5, 0x000090bc, 0x000090f6,
+	0x000089df, 0x000089ed, 0x000089fc, 0x00008a08,
+	0x00008a1e, 0x00008a48, 0x00008a7b, 0x00008b23,
+	0x00008b73, 0x00008b9b, 0x00008bed, 0x00008c2f,
+	0x00008c6b, 0x00008c82, 0x00008d4c, 0x00008d79,
+	0x00008f33, 0x00008f4d, 0x00008f66, 0x00008f87,
+	0x00008f9e, 0x00008fcb, 0x00008fd2, 0x00008fec,
+	0x00009012, 0x00009027, 0x00009081, 0x00009116,
+	0x00009179, 0x0000918c, 0x000091b3, 0x000091db,
 	// Entry 2A0 - 2BF
-	0x000090fb, 0x00009110, 0x00009124, 0x00009136,
-	0x0000914c, 0x0000915c, 0x00009199, 0x000091d9,
-	0x000091f4, 0x000092c9, 0x000092e1, 0x00009382,
-	0x00009411, 0x00009421, 0x000094fb, 0x000095bd,
-	0x000095c2, 0x000095d2, 0x000095e0, 0x000095f0,
-	0x00009600, 0x0000960e, 0x0000961e, 0x00009628,
-	0x00009651, 0x0000966b, 0x00009686, 0x00009714,
-	0x00009752, 0x00009763, 0x00009770, 0x0000978b,
+	0x000091e9, 0x000091f9, 0x0000920a, 0x00009211,
+	0x00009347, 0x0000934e, 0x00009388, 0x0000938d,
+	0x000093a2, 0x000093b6, 0x000093c8, 0x000093de,
+	0x000093ee, 0x0000942b, 0x0000946b, 0x00009486,
+	0x0000955b, 0x00009573, 0x00009614, 0x000096a3,
+	0x000096b3, 0x0000978d, 0x0000984f, 0x00009854,
+	0x00009864, 0x00009872, 0x00009882, 0x00009892,
+	0x000098a0, 0x000098b0, 0x000098ba, 0x000098e3,
 	// Entry 2C0 - 2DF
-	0x0000979f, 0x000097bd, 0x00009808, 0x00009849,
-	0x000098bf, 0x000098de, 0x000099f4, 0x00009a0d,
-	0x00009a53, 0x00009a6b, 0x00009abe, 0x00009af9,
-	0x00009b91, 0x00009bbd, 0x00009be3, 0x00009c17,
-	0x00009c2f, 0x00009c5a, 0x00009d03, 0x00009d0d,
-	0x00009d95, 0x00009dca, 0x00009e0b, 0x00009f87,
-	0x0000a102, 0x0000a1db, 0x0000a2f0, 0x0000a40c,
-	0x0000a425, 0x0000a4a1, 0x0000a56a, 0x0000a5f3,
+	0x000098fd, 0x00009918, 0x000099a6, 0x000099e4,
+	0x000099f5, 0x00009a02, 0x00009a1d, 0x00009a31,
+	0x00009a4f, 0x00009a9a, 0x00009adb, 0x00009b51,
+	0x00009b70, 0x00009c86, 0x00009c9f, 0x00009ce5,
+	0x00009cfd, 0x00009d50, 0x00009d8b, 0x00009e23,
+	0x00009e4f, 0x00009e75, 0x00009ea9, 0x00009ec1,
+	0x00009eec, 0x00009f95, 0x00009f9f, 0x0000a027,
+	0x0000a05c, 0x0000a09d, 0x0000a219, 0x0000a394,
 	// Entry 2E0 - 2FF
-	0x0000a600, 0x0000a652, 0x0000a658, 0x0000a70c,
-	0x0000a7bc, 0x0000a7ee, 0x0000a81a, 0x0000a883,
-	0x0000a92a, 0x0000a9ec, 0x0000aa1c, 0x0000aa29,
-	0x0000aa2f, 0x0000aa45, 0x0000aa50, 0x0000aa57,
-	0x0000aa62, 0x0000aa70, 0x0000aa7d, 0x0000aa8b,
-	0x0000aaa4, 0x0000aad1, 0x0000ab7a, 0x0000ab8d,
-	0x0000ab97, 0x0000ac26, 0x0000ac87, 0x0000ace3,
-	0x0000acf5, 0x0000ad0f, 0x0000ad22, 0x0000ad60,
+	0x0000a46d, 0x0000a582, 0x0000a69e, 0x0000a6b7,
+	0x0000a733, 0x0000a7fc, 0x0000a885, 0x0000a892,
+	0x0000a8e4, 0x0000a8ea, 0x0000a99e, 0x0000aa4e,
+	0x0000aa80, 0x0000aaac, 0x0000ab15, 0x0000abbc,
+	0x0000ac7e, 0x0000acae, 0x0000acbb, 0x0000acc1,
+	0x0000acd7, 0x0000ace2, 0x0000ace9, 0x0000acf4,
+	0x0000ad02, 0x0000ad0f, 0x0000ad1d, 0x0000ad36,
+	0x0000ad63, 0x0000ae0c, 0x0000ae1f, 0x0000ae29,
 	// Entry 300 - 31F
-	0x0000ad9c, 0x0000adb9, 0x0000adc6, 0x0000add4,
-	0x0000ade2, 0x0000adf2, 0x0000ae2e, 0x0000ae68,
-	0x0000aee5, 0x0000aef0, 0x0000af1a, 0x0000af27,
-	0x0000af43, 0x0000af47, 0x0000af59, 0x0000b01b,
-	0x0000b04e, 0x0000b059, 0x0000b063, 0x0000b078,
-	0x0000b081, 0x0000b08b, 0x0000b0a0, 0x0000b0c4,
-	0x0000b0de, 0x0000b0f3, 0x0000b11f, 0x0000b124,
-	0x0000b139, 0x0000b14b, 0x0000b180, 0x0000b191,
+	0x0000aeb8, 0x0000af19, 0x0000af75, 0x0000af87,
+	0x0000afa1, 0x0000afb4, 0x0000aff2, 0x0000b02e,
+	0x0000b04b, 0x0000b058, 0x0000b066, 0x0000b074,
+	0x0000b084, 0x0000b0c0, 0x0000b0fa, 0x0000b177,
+	0x0000b182, 0x0000b1ac, 0x0000b1b9, 0x0000b1d5,
+	0x0000b1d9, 0x0000b1eb, 0x0000b2ad, 0x0000b2e0,
+	0x0000b2eb, 0x0000b2f5, 0x0000b30a, 0x0000b313,
+	0x0000b31d, 0x0000b332, 0x0000b356, 0x0000b370,
 	// Entry 320 - 33F
-	0x0000b1be, 0x0000b1ed, 0x0000b30f, 0x0000b431,
-	0x0000b4a7, 0x0000b532, 0x0000b5c1, 0x0000b628,
-	0x0000b66a, 0x0000b6b2, 0x0000b725, 0x0000b76d,
-	0x0000b79b, 0x0000b7c9, 0x0000b7fc, 0x0000b82f,
-} // Size: 3288 bytes
+	0x0000b385, 0x0000b3b1, 0x0000b3b6, 0x0000b3cb,
+	0x0000b3dd, 0x0000b412, 0x0000b423, 0x0000b450,
+	0x0000b47f, 0x0000b5a1, 0x0000b6c3, 0x0000b739,
+	0x0000b7c4, 0x0000b853, 0x0000b8ba, 0x0000b8fc,
+	0x0000b944, 0x0000b9b7, 0x0000b9ff, 0x0000ba2d,
+	0x0000ba5b, 0x0000ba8e, 0x0000bac1,
+} // Size: 3316 bytes
 
-const frData string = "" + // Size: 47151 bytes
+const frData string = "" + // Size: 47809 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2188,380 +2206,389 @@ const frData string = "" + // Size: 47151 bytes
 	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
 	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
 	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Effacer cette instance…\x02C" +
-	"ette instance est terminée. En tant qu’administrateur, vous pouvez l’eff" +
-	"acer maintenant plutôt qu’attendre la rétention (demande d’une personne " +
-	"concernée)\u202f: elle est supprimée avec ses occurrences et ses tentati" +
-	"ves.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un in" +
-	"cident. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]" +
-	"s a échoué avant toute tentative (ses entrées n’ont pas pu être construi" +
-	"tes), une reprise échouerait donc de la même façon. L’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné" +
-	" dans le journal d’audit.\x02Cette instance est bloquée à un nœud en éch" +
-	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
-	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
-	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
-	"Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s" +
-	" le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurrence en échec" +
-	"\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœu" +
-	"d\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée " +
-	"par un opérateur\x02La version doit être un nombre entier à partir de 1." +
-	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
-	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
-	" 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir" +
-	" sur toutes les instances que ce filtre retient\x02La page suivante les " +
-	"compte et demande un motif avant que rien ne change.\x02Instances de pro" +
-	"cessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
-	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
-	"\x02Toute définition\x02Tous les statuts\x02Statut inconnu\u202f: «" +
-	"\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«" +
-	"\u202f%[1]s\u202f» est le statut d’une instance, pas d’une tâche\u202f: " +
-	"la page Instances liste les instances qui l’ont.\x02Statut inconnu\u202f" +
-	": «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différée\x02terminée" +
-	"\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02" +
-	"rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date" +
-	"\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02s" +
-	"ecrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un exécutant la " +
-	"récupère)\x02push (Relais appelle le service)\x02administrateur\x02opéra" +
-	"teur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02cham" +
-	"p retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs mod" +
-	"ifiées\x02classification modifiée\x02contrainte modifiée\x02routage modi" +
-	"fié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mini" +
-	"mum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
-	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
-	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
-	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
-	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
-	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
-	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
-	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
-	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
-	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
-	"onner depuis son instance\x02Les %[1]d dernières tentatives, les plus an" +
-	"ciennes d’abord\x02Les %[1]s tentatives antérieures (sur %[2]s) ne sont " +
-	"pas affichées\u202f: GET /api/v1/occurrences/%[3]s les liste toutes.\x02" +
-	"Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02D" +
-	"élai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: " +
-	"un appel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorit" +
-	"é\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s\u202f; son derni" +
-	"er appel a eu %[2]s (le max_timeout d’une destination ou RELAIS_PUSH_MAX" +
-	"_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené à %[2]s par le ma" +
-	"x_timeout de la destination\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX" +
-	"_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à" +
-	" %[3]s (le plafond de Relais)\x02%[1]s, délai multiplié par %[2]s après " +
-	"chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au plus %[1]d depuis la " +
-	"dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"entative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1" +
-	"]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Ent" +
-	"rées, nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a " +
-	"aucune entrée.\x02Sorties, nommées d’après le contrat de la révision %[1" +
-	"]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02C" +
-	"e contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est consignée\x02Motif " +
-	"(consigné avec la révélation)\x02Tous les administrateurs le lisent, et " +
-	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
-	"onnée de client.\x02Disponible à partir du\x02Prochaine tentative\x02Der" +
-	"nière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tenta" +
-	"tive %[1]d)\x02Erreur (l’échéance est passée après la tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La réponse de la destination est in" +
-	"utilisable\u202f: elle doit être un seul objet JSON, rien après, dont le" +
-	" membre outputs respecte le contrat de sorties de la révision. Son messa" +
-	"ge dit ce qui n’allait pas.\x02La destination n’a pas répondu dans le dé" +
-	"lai de l’appel\u202f: elle a pu agir malgré tout.\x02La destination n’a " +
-	"pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgr" +
-	"é tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu " +
-	"dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez ava" +
-	"nt de reprendre.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"%[1]d en échec\x02Rétention\u202f: les instances terminées sont conservé" +
+	"es sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances ter" +
+	"minées sont supprimées avec leurs occurrences %[1]s après leur fin, le R" +
+	"ELAIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les " +
+	"instances terminées sont supprimées avec leurs occurrences %[1]s après l" +
+	"eur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, " +
+	"%[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02" +
+	"il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
+	"j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02s" +
+	"ept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1" +
+	"]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
+	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d secon" +
+	"de\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
+	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
+	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
+	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
+	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
+	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
+	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
+	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
+	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
+	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
+	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
+	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
+	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
+	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
+	"nce en échec\x02Bloquée pour\x02Supprimée par la rétention\x02jamais" +
+	"\u202f: la rétention conserve les instances terminées sans limite (RELAI" +
+	"S_RETENTION)\x02les instances terminées sont conservées %[1]s (RELAIS_RE" +
+	"TENTION)\x02les instances terminées sont conservées %[1]s, le RELAIS_RET" +
+	"ENTION plus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœ" +
+	"ud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloq" +
+	"uée, puis abandonnée par un opérateur\x02La version doit être un nombre " +
+	"entier à partir de 1.\x02Une version est celle d’un processus\u202f: cho" +
+	"isissez aussi le processus.\x02Date de création\x02La taille de page doi" +
+	"t être comprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, c" +
+	"asse comprise\x02Agir sur toutes les instances que ce filtre retient\x02" +
+	"La page suivante les compte et demande un motif avant que rien ne change" +
+	".\x02Instances de processus, les plus récentes d’abord\x02Instance\x02Nœ" +
+	"ud de fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02T" +
+	"ous les processus\x02Toute définition\x02Tous les statuts\x02Statut inco" +
+	"nnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
+	"\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une" +
+	" tâche\u202f: la page Instances liste les instances qui l’ont.\x02Statut" +
+	" inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différ" +
+	"ée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée" +
+	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
+	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
+	"ensible\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un e" +
+	"xécutant la récupère)\x02push (Relais appelle le service)\x02administrat" +
+	"eur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ aj" +
+	"outé\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
+	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
+	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
+	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
+	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toute" +
+	"s les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifi" +
+	"ant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la " +
+	"destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encor" +
+	"e réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécu" +
+	"tant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant to" +
+	"ute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appel" +
+	"é la destination.\x02Relais n’a jamais appelé la destination\u202f: l’o" +
+	"ccurrence a pris fin avant tout appel.\x02Relais ne conserve le code de " +
+	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
+	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
+	"la prise en charge de l’appel à son règlement.\x02Maintenant\x02La repre" +
+	"ndre ou l’abandonner depuis son instance\x02Les %[1]d dernières tentativ" +
+	"es, les plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur " +
+	"%[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les li" +
+	"ste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de " +
+	"tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02" +
+	"aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéa" +
+	"nce\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s" +
+	"\u202f; son dernier appel a eu %[2]s (le max_timeout d’une destination o" +
+	"u RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené " +
+	"à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à %[2]s p" +
+	"ar RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après cha" +
+	"que échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multipli" +
+	"é par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au pl" +
+	"us %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01" +
+	"\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, n" +
+	"on comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[" +
+	"1]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]" +
+	"d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contra" +
+	"t de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’es" +
+	"t pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f:" +
+	" l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est" +
+	" consignée\x02Motif (consigné avec la révélation)\x02Tous les administra" +
+	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
+	"n’y écrivez aucune donnée de client.\x02Disponible à partir du\x02Procha" +
+	"ine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02De" +
+	"rnière erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après l" +
+	"a tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
+	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
+	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La réponse de la " +
+	"destination est inutilisable\u202f: elle doit être un seul objet JSON, r" +
+	"ien après, dont le membre outputs respecte le contrat de sorties de la r" +
+	"évision. Son message dit ce qui n’allait pas.\x02La destination n’a pas" +
+	" répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: e" +
+	"lle a pu agir malgré tout, vérifiez avant de reprendre.\x02La destinatio" +
+	"n n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré " +
+	"tout, vérifiez avant de reprendre.\x02Le verrou de la dernière tentative" +
+	" a expiré sans tentative restante, après que Relais a refusé le rapport " +
+	"de son exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en éc" +
+	"hec)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer," +
+	" pas son verrou.\x02Le verrou de la dernière tentative a expiré sans ten" +
 	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives de l’occurrence en échec)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante," +
-	" après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; voi" +
-	"r les tentatives ci-dessous)\u202f: l’exécutant a répondu, et c’est sa r" +
-	"éponse qui doit changer, pas son verrou.\x02Le verrou de la dernière te" +
-	"ntative a expiré sans tentative restante.\x02Le flux de l’exécutant de l" +
-	"a dernière tentative s’est terminé (l’exécutant est parti ou a été écart" +
-	"é) sans tentative restante.\x02L’échéance est passée avant l’arrivée d’" +
-	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
-	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
-	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
-	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
-	"destination a agi, donc Relais ne l’appelle pas de nouveau de lui-même (" +
-	"la reprise par un opérateur le fait).\x02L’appel n’a pas pu être préparé" +
-	".\x02La destination était injoignable.\x02La réponse de la destination é" +
-	"tait trop volumineuse.\x02La dernière tentative a pris fin sans résultat" +
-	" (son verrou a expiré, ou le flux de son exécutant s’est terminé), sans " +
-	"tentative restante.\x02Les entrées n’ont pas pu être construites à parti" +
-	"r des liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02" +
-	"Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restan" +
-	"te (retries\u202f: 0, aucun retries envoyé, que Camunda lit comme 0, ou " +
-	"un budget déjà épuisé)\u202f: l’occurrence n’est pas exécutée de nouveau" +
-	".\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pr" +
-	"end %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pr" +
-	"end la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent de" +
-	"s entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision" +
-	" %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision" +
-	" %[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les e" +
-	"xécutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
-	"le tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s" +
-	".\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02E" +
-	"n attente de l’appel de Relais à la destination depuis %[1]s (%[2]s)." +
-	"\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)" +
-	"\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat s" +
-	"oit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée." +
-	" Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demand" +
-	"ez à la destination s’il a pris effet.\x02Relais appelle la destination " +
-	"(depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]" +
-	"s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exé" +
-	"cutant du même consommateur, ou une interface munie d’un jeton de règlem" +
-	"ent, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bl" +
-	"oquée ici, en attente d’un opérateur.\x02Son instance a suivi le chemin " +
-	"d’erreur du nœud, et est bloquée à un nœud suivant.\x02Son instance a co" +
-	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; clôturée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; clôturée avec son jeton de r" +
-	"èglement, en tant que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2" +
-	"]s)\x02L’instance a été arrêtée pendant que l’exécutant détenait la tâch" +
-	"e\u202f: son compte rendu est refusé, mais il a peut-être déjà fait le t" +
-	"ravail.\x02L’instance a été arrêtée pendant l’appel, qui a été interromp" +
-	"u\u202f: la destination a peut-être déjà donné suite à la requête (vérif" +
-	"iez-le chez elle).\x02L’instance a été arrêtée pendant que la tâche étai" +
-	"t différée\u202f: sa clôture par identifiant est refusée, mais le travai" +
-	"l attendu a peut-être déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refu" +
-	"sé un rapport de cette tentative à %[1]s (%[2]s) avant d’en accepter un " +
-	"autre.\x02Relais a refusé %[1]s rapports de cette tentative, le dernier " +
-	"à %[2]s (%[3]s), avant d’en accepter un autre.\x02Relais a refusé le ra" +
-	"pport de cette tentative à %[1]s (%[2]s)\u202f: son exécutant a répondu," +
-	" et la réponse n’a pas été prise.\x02Relais a refusé %[1]s rapports de c" +
-	"ette tentative, le dernier à %[2]s (%[3]s)\u202f: son exécutant a répond" +
-	"u, et aucune réponse n’a été prise.\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses" +
-	" propres termes, valeurs protégées masquées)\x02Message de Relais (en an" +
-	"glais), citant la réponse de la destination\x02Message de Relais (en ang" +
-	"lais)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
-	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02instance bl" +
-	"oquée ici\x02Totaux de la définition %[1]s, sans les autres filtres\x02T" +
-	"otaux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes env" +
-	"iron.\x02révision\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée" +
-	"\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
-	"e suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[" +
-	"1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour " +
-	"vient après le dernier.\x02Cette adresse contient un paramètre illisible" +
-	" (un signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, " +
-	"ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu" +
-	"\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f" +
-	"?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «" +
-	"\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois." +
-	"\x02Le curseur de page est invalide\u202f: revenez à la première page." +
-	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
-	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
-	" lire le fuseau horaire de votre ordinateur\u202f: choisissez un lieu, d" +
-	"ont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC.\x02" +
-	"Recharger les listes et les pages de détail\x02Un rechargement vide ce q" +
-	"ue vous avez saisi sans l’appliquer (filtres, champ de recherche) et ram" +
-	"ène le focus en haut de la page\u202f: «\u202fSuspendre le rechargement" +
-	"\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vous l" +
-	"e repreniez. Les pages où vous saisissez un motif (confirmations, et occ" +
-	"urrences dont une valeur peut être révélée) ne se rechargent jamais d’el" +
-	"les-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)\x02Jamai" +
-	"s\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregistrés.\x02R" +
-	"echargement repris.\x02Rechargement suspendu\u202f: cette page reste tel" +
-	"le quelle jusqu’à ce que vous repreniez.\x02Les versions de processus pu" +
-	"bliées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec" +
-	" l’emplacement actuel de leurs occurrences.\x02Les versions de processus" +
-	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
-	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
-	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
-	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
-	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
-	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
-	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
-	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées depuis\x02A" +
-	"ucune entrée\u202f: une instance démarre avec un objet vide.\x02Entrées " +
-	"avec lesquelles démarre une instance de cette version\x02Instances de ce" +
-	"tte version\x02Les colonnes suivent le plus long chemin depuis le nœud d" +
-	"e départ. Les flèches pleines sont les réussites (étiquetées par leur ro" +
-	"ute), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02dé" +
-	"lai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f" +
-	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
-	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
-	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
-	" consigné avec la révélation dans le journal d’audit.\x02Impossible de l" +
-	"a révéler ici\x02Cette réplique n’a pas la clé de données qui a scellé l" +
-	"a valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une aut" +
-	"re réplique peut la révéler\u202f; demandez à votre administrateur de dé" +
-	"marrer toutes les répliques avec les mêmes clés de données.\x02Retour à " +
-	"l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journa" +
-	"l d’audit.\x02Révélation impossible\x02Seule une valeur que cette page a" +
-	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
-	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
-	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
-	"les-mêmes ne sont jamais conservées.\x02Révélations, les plus récentes d" +
-	"’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que l" +
-	"e motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte p" +
-	"as cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance. Une instance terminée est supprimée u" +
-	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
-	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
-	"dentifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une ins" +
-	"tance terminée est supprimée, avec ses occurrences et ses tentatives, un" +
-	"e fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt " +
-	"qu’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
-	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
-	"[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne" +
-	" prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atten" +
-	"dent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécu" +
-	"tants dont le consommateur y a droit (un exécutant qui ne nomme aucune r" +
-	"évision prend celles auxquelles son consommateur a droit\u202f; une ver" +
-	"sion de processus l’épingle).\x02Des occurrences des révisions %[1]s att" +
-	"endent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des ex" +
-	"écutants dont le consommateur y a droit (un exécutant qui ne nomme aucu" +
-	"ne révision prend celles auxquelles son consommateur a droit\u202f; une " +
-	"version de processus les épingle).\x02Aucun exécutant ne sert cette défi" +
-	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
-	"nterroge.\x02Aucun processus n’utilise encore cette définition\u202f: el" +
-	"le aura besoin d’un exécutant quand un processus l’utilisera en mode pul" +
-	"l.\x02Aucun processus n’utilise cette définition en mode pull\u202f: Rel" +
-	"ais appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
-	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
-	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
-	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les ré" +
-	"visions accordées au consommateur sont prises en charge.\x02Révisions pr" +
-	"ises en charge\u202f: %[1]s\u202f; certains prennent toutes les révision" +
-	"s accordées à leur consommateur.\x02Toutes les révisions accordées au co" +
-	"nsommateur sont prises en charge.\x02Seule la révision %[1]d est prise e" +
-	"n charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les " +
-	"révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s son" +
-	"t prises en charge."
+	"%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répond" +
+	"u, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de" +
+	" la dernière tentative a expiré sans tentative restante.\x02Le flux de l" +
+	"’exécutant de la dernière tentative s’est terminé (l’exécutant est par" +
+	"ti ou a été écarté) sans tentative restante.\x02L’échéance est passée av" +
+	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
+	" de sorties de la révision.\x02La réponse à l’appel a été perdue (la con" +
+	"nexion s’est rompue après l’envoi de la requête, ou Relais s’est arrêté " +
+	"ou n’a pas pu joindre sa base de données avant de l’enregistrer)\u202f: " +
+	"on ignore si la destination a agi, donc Relais ne l’appelle pas de nouve" +
+	"au de lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas" +
+	" pu être préparé.\x02La destination était injoignable.\x02La réponse de " +
+	"la destination était trop volumineuse.\x02La dernière tentative a pris f" +
+	"in sans résultat (son verrou a expiré, ou le flux de son exécutant s’est" +
+	" terminé), sans tentative restante.\x02Les entrées n’ont pas pu être con" +
+	"struites à partir des liaisons du processus.\x02Un opérateur a abandonné" +
+	" l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
+	"tentative restante (retries\u202f: 0, aucun retries envoyé, que Camunda " +
+	"lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exé" +
+	"cutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécu" +
+	"tant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécu" +
+	"tant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[" +
+	"2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne p" +
+	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
+	" que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[" +
+	"1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révisions " +
+	"%[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir " +
+	"de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée " +
+	"de nouveau.\x02En attente de l’appel de Relais à la destination depuis %" +
+	"[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exé" +
+	"cutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que s" +
+	"on résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-" +
+	"être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
+	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
+	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
+	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
+	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
+	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
+	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
+	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
+	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
+	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
+	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
+	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
+	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
+	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
+	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
+	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
+	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
+	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
+	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
+	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
+	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
+	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
+	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
+	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
+	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
+	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
+	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
+	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
+	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
+	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
+	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
+	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
+	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
+	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
+	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
+	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes" +
+	" les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
+	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
+	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
+	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
+	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
+	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
+	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
+	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
+	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
+	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
+	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
+	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
+	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
+	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
+	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
+	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
+	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
+	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
+	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
+	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
+	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
+	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
+	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
+	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
+	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
+	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
+	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
+	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
+	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
+	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
+	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
+	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
+	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
+	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
+	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
+	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
+	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
+	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
+	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
+	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
+	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
+	"tif est consigné avec la révélation dans le journal d’audit.\x02Impossib" +
+	"le de la révéler ici\x02Cette réplique n’a pas la clé de données qui a s" +
+	"cellé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). " +
+	"Une autre réplique peut la révéler\u202f; demandez à votre administrateu" +
+	"r de démarrer toutes les répliques avec les mêmes clés de données.\x02Re" +
+	"tour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le" +
+	" journal d’audit.\x02Révélation impossible\x02Seule une valeur que cette" +
+	" page affiche masquée (sensible) peut être révélée.\x02Les valeurs secrè" +
+	"tes ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adm" +
+	"inistrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les val" +
+	"eurs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus réc" +
+	"entes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant " +
+	"que le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’acce" +
+	"pte pas cette requête.\x02Ce formulaire a été envoyé depuis un autre sit" +
+	"e\u202f: la console n’accepte que les formulaires de ses propres pages. " +
+	"Ouvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisiss" +
+	"ez un identifiant d’instance ou d’occurrence (un UUID complet, tel que l" +
+	"e titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier. Une clé métier n’est trouvée qu’entière et telle que" +
+	"lle, majuscules et accents compris\u202f: une liste abrège les longues, " +
+	"copiez-la depuis la page de son instance. Une instance terminée est supp" +
+	"rimée une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou a" +
+	"ussitôt qu’un administrateur l’efface.\x02Aucune instance ni occurrence " +
+	"n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. " +
+	"Une instance terminée est supprimée, avec ses occurrences et ses tentati" +
+	"ves, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou au" +
+	"ssitôt qu’un administrateur l’efface\u202f; le journal d’audit garde les" +
+	" actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]" +
+	"s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: l" +
+	"es listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou cop" +
+	"iez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’es" +
+	"t pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’h" +
+	"istorique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: co" +
+	"llez-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de" +
+	" votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d" +
+	"’autres peuvent les lire, faites révoquer le jeton et utilisez-en un n" +
+	"ouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez" +
+	" connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous ave" +
+	"c un autre.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
+	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
+	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
+	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
+	"expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
+	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
+	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
+	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
+	"à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81" +
+	"\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réess" +
+	"ayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votr" +
+	"e adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le " +
+	"champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un" +
+	" jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient cett" +
+	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
+	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
+	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
+	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
+	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
+	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
+	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
+	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
+	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
+	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
+	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
+	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
+	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
+	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
+	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
+	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
+	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
+	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
+	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
+	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
+	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
+	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
+	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
+	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
+	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
+	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
+	"es les révisions %[1]s sont prises en charge."
 
-	// Total table size 90420 bytes (88KiB); checksum: 175A70C8
+	// Total table size 91643 bytes (89KiB); checksum: 45CCF32B
