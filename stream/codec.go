@@ -1,9 +1,13 @@
 package stream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -43,34 +47,137 @@ func (c strictJSON) Unmarshal(data []byte, message any) error {
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, m); err != nil {
 		hint := jsonHint(err.Error())
 		if hint == "" {
-			hint = durationHint(data, m.ProtoReflect().Descriptor())
+			hint = shapeHint(data, m.ProtoReflect().Descriptor())
 		}
 		return fmt.Errorf("%w%s", err, hint)
 	}
 	return nil
 }
 
-// durationHint names a duration member of md that data gives as no
-// string (60, {"seconds": 60}): protobuf's JSON then says only "unexpected
-// token", at a column (verifier QA).
-func durationHint(data []byte, md protoreflect.MessageDescriptor) string {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(data, &members) != nil {
+// shapeHint names the first member of data, at any depth, whose JSON
+// type is not what md's field takes (60 or {"seconds": 60} for a
+// duration, "all" for a list of revisions): protobuf's JSON then says only
+// "unexpected token", at a column (verifier QA). Empty when none is found.
+func shapeHint(data []byte, md protoreflect.MessageDescriptor) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
 		return ""
 	}
-	fields := md.Fields()
-	for i := range fields.Len() {
-		f := fields.Get(i)
-		if f.Message() == nil || f.Message().FullName() != "google.protobuf.Duration" {
-			continue
-		}
-		for _, name := range []string{f.JSONName(), string(f.Name())} {
-			if v, ok := members[name]; ok && len(v) > 0 && v[0] != '"' && string(v) != "null" {
-				return fmt.Sprintf(` (%s is a duration: a string of seconds ending in s, as "60s")`, name)
-			}
-		}
+	if at, want := messageMismatch(v, md, ""); at != "" {
+		return " (" + at + " is " + want + ")"
 	}
 	return ""
+}
+
+// messageMismatch finds the first member of v, an object read for md,
+// whose type its field does not take, in key order: its path and what it
+// takes.
+func messageMismatch(v any, md protoreflect.MessageDescriptor, at string) (string, string) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", ""
+	}
+	fields := md.Fields()
+	for _, name := range slices.Sorted(maps.Keys(obj)) {
+		val := obj[name]
+		f := fields.ByJSONName(name)
+		if f == nil {
+			f = fields.ByName(protoreflect.Name(name))
+		}
+		if f == nil || val == nil || f.IsMap() {
+			continue
+		}
+		path := name
+		if at != "" {
+			path = at + "." + name
+		}
+		if f.IsList() {
+			items, ok := val.([]any)
+			if !ok {
+				return path, "a list, as " + listExample(f)
+			}
+			for i, item := range items {
+				if p, want := valueMismatch(item, f, path+"["+strconv.Itoa(i)+"]"); p != "" {
+					return p, want
+				}
+			}
+			continue
+		}
+		if p, want := valueMismatch(val, f, path); p != "" {
+			return p, want
+		}
+	}
+	return "", ""
+}
+
+// valueMismatch is messageMismatch for one value of field f.
+func valueMismatch(v any, f protoreflect.FieldDescriptor, at string) (string, string) {
+	_, isString := v.(string)
+	switch f.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		switch f.Message().FullName() {
+		case "google.protobuf.Duration":
+			if !isString {
+				return at, `a duration: a string of seconds ending in s, as "60s"`
+			}
+		case "google.protobuf.Timestamp":
+			if !isString {
+				return at, `a time: an RFC 3339 string in UTC, as "2026-12-06T10:00:00Z"`
+			}
+		default:
+			if strings.HasPrefix(string(f.Message().FullName()), "google.protobuf.") {
+				return "", "" // wrappers, Struct, Value: protobuf's words do
+			}
+			if _, ok := v.(map[string]any); !ok {
+				return at, "an object"
+			}
+			return messageMismatch(v, f.Message(), at)
+		}
+	case protoreflect.BoolKind:
+		if _, ok := v.(bool); !ok {
+			return at, "true or false"
+		}
+	case protoreflect.StringKind:
+		if !isString {
+			return at, "a string"
+		}
+	case protoreflect.BytesKind:
+		if !isString {
+			return at, "a base64 string"
+		}
+	case protoreflect.EnumKind:
+		if _, ok := v.(json.Number); !ok && !isString {
+			return at, "an enum's name, a string"
+		}
+	default: // numbers, which protobuf's JSON also takes quoted
+		_, isNumber := v.(json.Number)
+		if s, _ := v.(string); !isNumber && (!isString || !isNumeric(s)) {
+			return at, "a number"
+		}
+	}
+	return "", ""
+}
+
+// isNumeric says whether s is a number as protobuf's JSON takes one
+// quoted (NaN and Infinity included).
+func isNumeric(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+// listExample is an example of a list f takes.
+func listExample(f protoreflect.FieldDescriptor) string {
+	switch f.Kind() {
+	case protoreflect.StringKind, protoreflect.EnumKind:
+		return `["…"]`
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return "[{…}]"
+	case protoreflect.BoolKind:
+		return "[true]"
+	}
+	return "[1, 2]"
 }
 
 // jsonHint says how to write what protobuf's JSON refused, where its words
