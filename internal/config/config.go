@@ -51,6 +51,8 @@ type Config struct {
 	// BootstrapToken is an admin token ensured at every start; empty
 	// prints a generated one on an empty database's first start.
 	BootstrapToken string
+	// MetricsToken, when set, is the bearer token /metrics requires.
+	MetricsToken string
 	// PGBin is where initdb and postgres are; empty searches for them.
 	PGBin string
 	// DataKeys and DataKeyFile (one or the other) hold the data keys;
@@ -212,6 +214,8 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.PGBin = v.(string) }},
 	{Env: "RELAIS_BOOTSTRAP_TOKEN", Flag: "bootstrap-token", Description: "admin token ensured at every start (for automation; at least 20 characters, never printed); empty prints a generated one on the first start of an empty database", kind: kindSecret,
 		set: func(c *Config, v any) { c.BootstrapToken = v.(string) }},
+	{Env: "RELAIS_METRICS_TOKEN", Flag: "metrics-token", Description: "bearer token /metrics requires (at least 20 characters; Prometheus's authorization.credentials or credentials_file); empty: /metrics answers whoever reaches the listener", kind: kindSecret,
+		set: func(c *Config, v any) { c.MetricsToken = v.(string) }},
 	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys sealing sensitive and secret values at rest: id:base64-32-bytes[,id:key...], the first one seals (make one with: echo k1:$(head -c32 /dev/urandom | base64))", kind: kindSecret,
 		set: func(c *Config, v any) { c.DataKeys = v.(string) }},
 	{Env: "RELAIS_DATA_KEY_FILE", Flag: "data-key-file", Description: "file holding the keys (same syntax, one per line; blank lines and lines starting with # are skipped); the embedded default generates DATA_DIR/data-keys (0600)", kind: kindString,
@@ -254,6 +258,26 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.LogLevel = v.(slog.Level) }},
 	{Env: "RELAIS_LOG_FORMAT", Flag: "log-format", Default: "text", Description: "text or json", kind: kindFormat,
 		set: func(c *Config, v any) { c.LogFormat = v.(string) }},
+}
+
+// tokenProblems are the refusals of a token setting (name, as named)
+// given token: too short to be a secret, or holding what no Authorization
+// header can carry.
+func tokenProblems(name, token string) []string {
+	var p []string
+	if token != "" && len(token) < 20 {
+		p = append(p, name+": must be at least 20 characters")
+	}
+	if i := strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		// No Authorization header can carry it: the admin it makes could
+		// never sign in (SRE QA: a secret file's trailing newline).
+		where := "holds"
+		if strings.TrimRightFunc(token, unicode.IsSpace) != token {
+			where = "ends with"
+		}
+		p = append(p, name+": "+where+" white space or a control character (a newline left by echo or a secret file?), which no request can present: remove it")
+	}
+	return p
 }
 
 // emptyRefused are the refusals of variables set but empty that say more
@@ -585,18 +609,8 @@ func (c Config) check(sources map[string]string) []string {
 		// small, it fails every answer.
 		p = append(p, fmt.Sprintf("%s: %d is out of range: from %d to %d", named("RELAIS_PUSH_MAX_RESPONSE_BYTES"), c.Push.MaxResponseBytes, MinPushResponseBytes, int64(MaxBodyBytes)))
 	}
-	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
-		p = append(p, named("RELAIS_BOOTSTRAP_TOKEN")+": must be at least 20 characters")
-	}
-	if i := strings.IndexFunc(c.BootstrapToken, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
-		// No Authorization header can carry it: the admin it makes could
-		// never sign in (SRE QA: a secret file's trailing newline).
-		where := "holds"
-		if strings.TrimRightFunc(c.BootstrapToken, unicode.IsSpace) != c.BootstrapToken {
-			where = "ends with"
-		}
-		p = append(p, named("RELAIS_BOOTSTRAP_TOKEN")+": "+where+" white space or a control character (a newline left by echo or a secret file?), which no request can present: remove it")
-	}
+	p = append(p, tokenProblems(named("RELAIS_BOOTSTRAP_TOKEN"), c.BootstrapToken)...)
+	p = append(p, tokenProblems(named("RELAIS_METRICS_TOKEN"), c.MetricsToken)...)
 	switch {
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
 		set, missing := "RELAIS_TLS_CERT_FILE", "RELAIS_TLS_KEY_FILE"

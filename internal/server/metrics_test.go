@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/relaistest"
 )
 
@@ -392,5 +393,27 @@ func TestFailureCountersStartAtZero(t *testing.T) {
 		if n, ok := m.Get(c[0], c[1:]...); !ok || n != 0 {
 			t.Errorf("%s{%s=%q} after a start: %v (present %v), want 0", c[0], c[1], c[2], n, ok)
 		}
+	}
+}
+
+// With RELAIS_METRICS_TOKEN, /metrics answers only its bearer (security
+// QA: the metrics name definitions, consumers and destinations to whoever
+// reaches the listener); an API token is no pass.
+func TestMetricsToken(t *testing.T) {
+	t.Parallel()
+	const token = "metrics-scraper-secret-0001"
+	env := relaistest.New(t, func(c *config.Config) { c.MetricsToken = token })
+	for _, bearer := range []string{"", env.Admin, token + "x", "metrics-scraper-secret-000"} {
+		r := env.Do("GET", "/metrics", bearer, nil)
+		if r.Status != http.StatusUnauthorized || r.Code() != "unauthorized" || !strings.Contains(string(r.Body), "RELAIS_METRICS_TOKEN") || r.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("/metrics with %q: %d %s, want 401 naming RELAIS_METRICS_TOKEN", bearer, r.Status, r.Body)
+		}
+	}
+	if r := env.Do("GET", "/metrics", token, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), "relais_data_keys") {
+		t.Errorf("/metrics with its token: %d %.200s", r.Status, r.Body)
+	}
+	// The probes stay open: a load balancer has no token.
+	if r := env.Do("GET", "/readyz", "", nil); r.Status != http.StatusOK {
+		t.Errorf("/readyz without a token: %d", r.Status)
 	}
 }

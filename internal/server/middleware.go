@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -216,6 +218,28 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 func noSniff(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// metricsToken makes next answer only requests bearing token, when set
+// (security QA: the metrics name definitions, consumers, destinations
+// and their volumes to whoever reaches the listener). Its refusal is a
+// problem as the API's are, without saying what the token should be.
+func metricsToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := sha256.Sum256([]byte(given))
+		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="relais-metrics"`)
+			httpjson.WriteError(w, r, nil, fault.New(fault.Unauthorized, "unauthorized",
+				"/metrics takes the bearer token RELAIS_METRICS_TOKEN sets (Prometheus: authorization's credentials_file)"))
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

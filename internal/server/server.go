@@ -230,7 +230,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	})
 	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping, gate.down.Load, d.SchemaVersion))
 	// Its label values quote names clients chose (routes, definitions).
-	r.Method(http.MethodGet, "/metrics", noSniff(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+	r.Method(http.MethodGet, "/metrics", noSniff(metricsToken(d.Config.MetricsToken, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))))
 	r.Mount("/console", gate.guard(console.New(d.Logger, d.Engine).Handler()))
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
 	// at the paths their clients call; each call authenticates itself.
