@@ -735,8 +735,13 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 	// published is the result of the version said, with what is said of
 	// every version published: what it breaks and changes, and its notes.
 	published := func(version string) Result {
-		return Result{Doc: d, Action: "published", Detail: version + breaking + c.unserved(ctx, parsed) + futileRetries(parsed),
-			Changes: changes, Since: latest, Notes: c.notes(ctx, before, parsed, pl)}
+		// One resolver: the revisions this run makes are read from the
+		// plan (evolution QA: a dry run's revision, not on the server yet,
+		// was "taken as served", and its unserved note came only after the
+		// real publication), the others from the server once.
+		r := &planResolver{ctx: ctx, c: c, pl: pl}
+		return Result{Doc: d, Action: "published", Detail: version + breaking + c.unserved(ctx, parsed, r) + futileRetries(parsed),
+			Changes: changes, Since: latest, Notes: c.notes(before, parsed, r)}
 	}
 	if dryRun {
 		// The server runs every publication check without storing.
@@ -789,11 +794,11 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 // once: the bindings that admit values their fields refuse
 // (process.Looser; none when a revision cannot be read: the note is a
 // courtesy), then the pins that break workers (workerBreaks).
-func (c *Client) notes(ctx context.Context, before, p *process.Process, pl plan) []string {
+func (c *Client) notes(before, p *process.Process, r *planResolver) []string {
 	if p == nil {
 		return nil
 	}
-	r := &planResolver{ctx: ctx, c: c, pl: pl}
+	r.err = nil // a revision unserved could not read is judged again here
 	notes := process.Looser(p, r)
 	if r.err != nil {
 		notes = nil
@@ -837,7 +842,7 @@ func futileRetries(p *process.Process) string {
 // workers come next); a token that may not read the worker catalog (a
 // designer's) is told the check was not made, and nothing is said when it
 // cannot be read: a warning, never a refusal.
-func (c *Client) unserved(ctx context.Context, p *process.Process) string {
+func (c *Client) unserved(ctx context.Context, p *process.Process, r *planResolver) string {
 	if p == nil {
 		return ""
 	}
@@ -855,24 +860,14 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 	var notes []string
 	grants := map[int64]consumerGrants{}
 	workers := map[string][]liveWorker{} // by definition: two nodes' revisions of one read them once
-	inputs := map[pair]*contracts.Contract{}
 	// missing says which of fields the inputs of pr lack (none when they
 	// cannot be read: taken as served, rather than warn wrongly).
 	missing := func(pr pair, fields []string) []string {
-		in, read := inputs[pr]
-		if !read {
-			doc, err := c.document(ctx, fmt.Sprintf("/api/v1/definitions/%s/revisions/%d", esc(pr.key), pr.rev))
-			if err == nil {
-				if w, vs := contracts.ParseWorking(doc); len(vs) == 0 {
-					in = &w.Inputs
-				}
-			}
-			inputs[pr] = in
-		}
-		if in == nil {
+		w, ok := r.Revision(pr.key, pr.rev)
+		if !ok {
 			return nil
 		}
-		return in.LacksFields(fields)
+		return w.Inputs.LacksFields(fields)
 	}
 	for _, pr := range pairs {
 		live, read := workers[pr.key]

@@ -549,6 +549,21 @@ func TestPublishSaysWhenLiveWorkersDeclareFieldsTheRevisionLacks(t *testing.T) {
 	if got := run(process(2, "on revision 2")); strings.Contains(got, "no live worker") {
 		t.Errorf("a version on revision 2, which has /region: %q, want nothing said of workers", got)
 	}
+	// A revision this run would make is judged as the plan has it, in a
+	// dry run too (evolution QA: not on the server yet, it was taken as
+	// served, and the note came only after the real publication).
+	crm := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
+	crm["description"] = "without /region, a third revision"
+	def := apply.Document{File: "defs/crm.yaml", Kind: apply.KindDefinition, ID: key, Body: crm}
+	var results []string
+	c := &apply.Client{URL: env.URL, Token: env.Admin}
+	if problems := c.Apply(context.Background(), []apply.Document{def, process(3, "on revision 3")}, true, func(r apply.Result) { results = append(results, r.String()) }); len(problems) != 0 {
+		t.Fatalf("dry run: %v", problems)
+	}
+	want3 := "no live worker takes add_company_to_crm@3 (its inputs lack /region, which a live worker declares it reads)"
+	if len(results) != 2 || !strings.Contains(results[0], "revision 3") || !strings.Contains(results[1], want3) {
+		t.Errorf("a dry run making revision 3, lacking /region, and pinning it: %q, want %q", results, want3)
+	}
 }
 
 // An apply that replaces a Working someone edited without snapshotting
