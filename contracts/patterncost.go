@@ -51,6 +51,10 @@ func PatternProblems(c Contract, base string) []Violation {
 					"pattern is too costly to check: it compiles to %d steps per character, at most %d (a counted repetition such as {1000} repeats its part that many times: bound the length with max_length instead)",
 					n, MaxPatternSteps)})
 			}
+			if what := ecmaOnly(f.Pattern); what != "" {
+				out = append(out, Violation{Path: at + "/pattern", Message: "pattern uses " + what +
+					" (patterns are published in the JSON Schema, whose readers follow ECMA-262: keep to what it shares with RE2)"})
+			}
 			if i := unclosedRepeat(f.Pattern); i >= 0 {
 				out = append(out, Violation{Path: at + "/pattern", Message: fmt.Sprintf(
 					"pattern has a { that opens a repeat it never closes (%q): RE2 would read it as the characters themselves, where a count was meant; close it ({2}) or, for the character, escape it (\\{)",

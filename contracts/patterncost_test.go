@@ -60,3 +60,42 @@ func TestUnclosedRepeatIsAPatternProblem(t *testing.T) {
 		t.Errorf("PatternProblems = %+v; want the unclosed count at its pointer", vs)
 	}
 }
+
+// What only RE2 reads is refused at save with the common spelling
+// (evolution QA: five such patterns were published silently, and Ajv,
+// which the README recommends to workers, cannot compile them); what
+// both read, escapes and classes included, is left alone.
+func TestECMAOnlyPatternsAreProblems(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]string{
+		`(?i)^fr$`:         `(?i): ECMA-262 has no flags`,
+		`^(?i:fr)$`:        `(?i:: ECMA-262 has no flags`,
+		`(?s).`:            `(?s): ECMA-262 has no flags`,
+		`\A[a-z]+\z`:       `\A: ECMA-262 has no \A; ^`,
+		`^[a-z]+\z`:        `\z: ECMA-262 has no \z; $`,
+		`(?P<x>a)`:         `(?P<…>: ECMA-262 names a group (?<name>…)`,
+		`^[[:alpha:]]+$`:   `[:alpha:]: ECMA-262 has no POSIX classes`,
+		`^[^[:digit:]x]$`:  `[:digit:]: ECMA-262 has no POSIX classes`,
+		`^\p{Greek}+$`:     `\p{Greek}: a script's name, which ECMA-262 writes \p{Script=Greek}`,
+		`^\pL+$`:           `\pL: ECMA-262 takes a class's name in braces only, as \p{L}`,
+		`^\p{^L}$`:         `\p{^L}: ECMA-262 negates a class with \P{…}`,
+		`\Q.*\E`:           `\Q…\E: ECMA-262 has no quoting`,
+		`^\x{263A}$`:       `\x{…}: ECMA-262 reads \x as two hexadecimal digits only`,
+		`^[A-Z]{2}$`:       "",
+		`^\p{Lu}\P{Nd}$`:   "",
+		`^(?:a|b)(?<n>c)$`: "",
+		`^[(?i)]\\A\x41$`:  "",
+		`^\d+\.\w+\s?$`:    "",
+		`^[]\[:a:]]$`:      "",
+	} {
+		got := ecmaOnly(p)
+		if want == "" && got != "" || want != "" && !strings.HasPrefix(got, want) {
+			t.Errorf("ecmaOnly(%q) = %q, want it to begin %q", p, got, want)
+		}
+	}
+	c := Contract{Fields: []Field{{Name: "tags", Type: TypeList, Items: &Field{Type: TypeText, Pattern: `(?i)^[a-z]+$`}}}}
+	vs := PatternProblems(c, "/outputs")
+	if len(vs) != 1 || vs[0].Path != "/outputs/fields/0/items/pattern" || !strings.Contains(vs[0].Message, "pattern uses (?i): ECMA-262 has no flags") {
+		t.Errorf("PatternProblems = %+v; want the flag at its pointer", vs)
+	}
+}
