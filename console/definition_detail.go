@@ -391,10 +391,11 @@ func orNone(ctx context.Context, s string) string {
 	return s
 }
 
-// noneWord translates the diff's "none" (an option that is not set).
+// noneWord translates the diff's "none" (an option that is not set), in
+// words that agree with any option's name.
 func noneWord(ctx context.Context, s string) string {
 	if s == "none" {
-		return T(ctx, "none")
+		return T(ctx, "not set")
 	}
 	return s
 }

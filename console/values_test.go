@@ -86,7 +86,8 @@ func TestDescribeChangeInBothLanguages(t *testing.T) {
 		Inputs: contracts.Contract{Fields: []contracts.Field{
 			{Name: "a", Type: contracts.TypeText, Required: true},
 			{Name: "c", Type: contracts.TypeChoice, Values: []string{"x", "y"}},
-			{Name: "gone", Type: contracts.TypeInteger}}},
+			{Name: "gone", Type: contracts.TypeInteger},
+			{Name: "mail", Type: contracts.TypeText}}},
 		Outputs:       contracts.Contract{Fields: []contracts.Field{{Name: "r", Type: contracts.TypeChoice, Required: true, Values: []string{"ok"}}}},
 		RoutingOutput: "r"}
 	newer := contracts.Working{Name: "x",
@@ -94,7 +95,8 @@ func TestDescribeChangeInBothLanguages(t *testing.T) {
 			{Name: "a", Type: contracts.TypeInteger},
 			{Name: "c", Type: contracts.TypeChoice, Values: []string{"y", "z"}, Classification: contracts.ClassSecret},
 			{Name: "new", Type: contracts.TypeText, Required: true},
-			{Name: "key", Type: contracts.TypeText, Classification: contracts.ClassSecret}}},
+			{Name: "key", Type: contracts.TypeText, Classification: contracts.ClassSecret},
+			{Name: "mail", Type: contracts.TypeText, Format: "email"}}},
 		Outputs: contracts.Contract{Fields: []contracts.Field{{Name: "r", Type: contracts.TypeChoice, Required: true, Values: []string{"ok"}}}}}
 	got := map[string][2]string{}
 	for _, ch := range contracts.Diff(older, newer) {
@@ -109,6 +111,9 @@ func TestDescribeChangeInBothLanguages(t *testing.T) {
 		"added /inputs/new":                {"required field of type text", "champ obligatoire de type texte"},
 		"added /inputs/key":                {"optional secret field of type text", "champ facultatif de type texte (classification secrète)"},
 		"routing_changed /routing_output":  {"routing output r → none", "sortie de routage r → aucune"},
+		// An option's "none" whatever its gender in French (evolution QA:
+		// "format : aucune").
+		"constraint_changed /inputs/mail": {`format: not set → "email"`, "format\u202f: néant → \"email\""},
 	}
 	for k, w := range want {
 		if got[k] != w {

@@ -39,116 +39,116 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              341,
-	"%[1]s %[2]s, %[3]s %[4]s":                 342,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          340,
-	"%[1]s; %[2]s":                             339,
-	"%d (0 lowest, 9 highest)":                 514,
-	"%d attempts":                              523,
-	"%d attempts, retry after %s, priority %d": 705,
+	"%[1]s %[2]s":                              342,
+	"%[1]s %[2]s, %[3]s %[4]s":                 343,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          341,
+	"%[1]s; %[2]s":                             340,
+	"%d (0 lowest, 9 highest)":                 515,
+	"%d attempts":                              524,
+	"%d attempts, retry after %s, priority %d": 706,
 	"%d breaking":                              256,
 	"%d changes":                               255,
-	"%d completed":                             334,
-	"%d d":                                     349,
-	"%d days":                                  363,
-	"%d failed":                                335,
-	"%d h":                                     348,
+	"%d completed":                             335,
+	"%d d":                                     350,
+	"%d days":                                  364,
+	"%d failed":                                336,
+	"%d h":                                     349,
 	"%d held instances match now.":             64,
-	"%d hours":                                 364,
-	"%d items":                                 784,
-	"%d left":                                  525,
-	"%d min":                                   347,
-	"%d minutes":                               365,
+	"%d hours":                                 365,
+	"%d items":                                 785,
+	"%d left":                                  526,
+	"%d min":                                   348,
+	"%d minutes":                               366,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              782,
-	"%d ms": 367,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         693,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 692,
-	"%d occurrences": 628,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              783,
+	"%d ms": 368,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         694,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 693,
+	"%d occurrences": 629,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 91,
-	"%d releases":                             275,
+	"%d releases":                             276,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       346,
-	"%d seconds": 366,
+	"%d s":       347,
+	"%d seconds": 367,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 106,
-	"%s (a fixed offset, no daylight saving time)":                                     660,
-	"%s (deferred; settled by %s)":                                                     590,
-	"%s (deferred; settled with its settle token)":                                     588,
-	"%s (deferred; settled with its settle token, as %s)":                              589,
+	"%s (a fixed offset, no daylight saving time)":                                     661,
+	"%s (deferred; settled by %s)":                                                     591,
+	"%s (deferred; settled with its settle token)":                                     589,
+	"%s (deferred; settled with its settle token, as %s)":                              590,
 	"%s (token #%d, %s)":                                                               107,
-	"%s = %s":                                                                          699,
-	"%s ago":                                                                           344,
-	"%s at %s":                                                                         594,
-	"%s so far":                                                                        586,
-	"%s ← %s":                                                                          698,
-	"%s → %s":                                                                          700,
-	"%s, %s: %s":                                                                       306,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         518,
-	"%s, cut to %s by the destination’s max_timeout":                                   517,
-	"%s, multiplied by %s after each failure, up to %s":                                520,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 519,
-	"%s, revision %s":                         478,
-	"%s, version %s":                          479,
-	"%s: %s":                                  333,
+	"%s = %s":                                                                          700,
+	"%s ago":                                                                           345,
+	"%s at %s":                                                                         595,
+	"%s so far":                                                                        587,
+	"%s ← %s":                                                                          699,
+	"%s → %s":                                                                          701,
+	"%s, %s: %s":                                                                       307,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         519,
+	"%s, cut to %s by the destination’s max_timeout":                                   518,
+	"%s, multiplied by %s after each failure, up to %s":                                521,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 520,
+	"%s, revision %s":                         479,
+	"%s, version %s":                          480,
+	"%s: %s":                                  334,
 	"%s: %s → %s":                             263,
-	"%s: a date is written 2026-12-01.":       644,
+	"%s: a date is written 2026-12-01.":       645,
 	"%s: every revision, present and future":  201,
 	"%s: revision %s":                         202,
 	"%s: revisions %s":                        203,
-	"%s: the first day comes after the last.": 645,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 515,
-	"%s–%s":                         332,
-	"(%d characters in all)":        786,
-	"(%d handed back, not counted)": 524,
-	"(each item)":                   772,
-	"(in %s)":                       785,
-	"(worker %s)":                   573,
-	"0 seconds":                     362,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            749,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 562,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       308,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 655,
-	"A revision is a definition’s: choose the definition too.": 610,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 737,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   736,
-	"A version is a process’s: choose the process too.":              411,
+	"%s: the first day comes after the last.": 646,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 516,
+	"%s–%s":                         333,
+	"(%d characters in all)":        787,
+	"(%d handed back, not counted)": 525,
+	"(each item)":                   773,
+	"(in %s)":                       786,
+	"(worker %s)":                   574,
+	"0 seconds":                     363,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            750,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 563,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       309,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 656,
+	"A revision is a definition’s: choose the definition too.": 611,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 738,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   737,
+	"A version is a process’s: choose the process too.":              412,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              406,
-	"Abandoned by %s at %s — “%s”":                                   394,
+	"Abandoned at node":                                              407,
+	"Abandoned by %s at %s — “%s”":                                   395,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 416,
+	"Act on every instance this filter matches": 417,
 	"Action":                              110,
 	"All actions":                         125,
-	"All consumers":                       624,
-	"All definitions":                     325,
+	"All consumers":                       625,
+	"All definitions":                     326,
 	"All its tasks":                       200,
-	"All processes":                       422,
-	"All statuses":                        424,
-	"All workers":                         799,
-	"An operator abandoned the instance.": 561,
-	"Any definition":                      423,
+	"All processes":                       423,
+	"All statuses":                        425,
+	"All workers":                         800,
+	"An operator abandoned the instance.": 562,
+	"Any definition":                      424,
 	"Apply filters":                       122,
-	"Apr":                                 353,
-	"As of %s (%s); refreshed every few seconds.": 319,
-	"Attempts":                         483,
+	"Apr":                                 354,
+	"As of %s (%s); refreshed every few seconds.": 320,
+	"Attempts":                         484,
 	"Audit log":                        116,
-	"Aug":                              357,
-	"Available from":                   535,
+	"Aug":                              358,
+	"Available from":                   536,
 	"Back to definitions":              168,
 	"Back to external tasks":           166,
 	"Back to sign-in":                  167,
 	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           717,
-	"Back without saving":              657,
+	"Back to the occurrence":           718,
+	"Back without saving":              658,
 	"Breaks processes":                 232,
 	"Breaks workers":                   233,
 	"Bulk %s applied to %d instances.": 105,
@@ -158,111 +158,111 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     114,
 	"Business key":                    81,
 	"By process and error code":       88,
-	"Call timeout":                    516,
-	"Calls":                           286,
-	"Calls signed (Relais-Signature)": 288,
-	"Camunda 7 facade":                803,
-	"Cancelled: the instance was stopped (%s).":               585,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 584,
+	"Call timeout":                    517,
+	"Calls":                           287,
+	"Calls signed (Relais-Signature)": 289,
+	"Camunda 7 facade":                804,
+	"Cancelled: the instance was stopped (%s).":               586,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 585,
 	"Cannot act on this filter":                               93,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           719,
-	"Cannot reveal it here":                                   715,
+	"Cannot reveal":                                           720,
+	"Cannot reveal it here":                                   716,
 	"Change":                                                  230,
 	"Changes between the two revisions":                       242,
 	"Changes of the Working copy since revision %d":           251,
 	"Choose two existing revisions to compare.":               252,
 	"Classification":                                          209,
 	"Clear filters":                                           123,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            687,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 675,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            688,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 676,
 	"Compare":              229,
 	"Compare revisions":    225,
-	"Completed":            328,
-	"Completed (%s).":      579,
-	"Completed, last hour": 316,
-	"Completions and failures per 5 minutes, last hour: %s":    326,
-	"Completions and failures per 5-minute slot, oldest first": 330,
-	"Completions and failures, last hour":                      309,
-	"Connected":                                                795,
+	"Completed":            329,
+	"Completed (%s).":      580,
+	"Completed, last hour": 317,
+	"Completions and failures per 5 minutes, last hour: %s":    327,
+	"Completions and failures per 5-minute slot, oldest first": 331,
+	"Completions and failures, last hour":                      310,
+	"Connected":                                                796,
 	"Constraints":                                              210,
-	"Consumer":                                                 485,
-	"Consumer and worker":                                      621,
+	"Consumer":                                                 486,
+	"Consumer and worker":                                      622,
 	"Consumers":                                                147,
 	"Consumers, oldest first":                                  189,
 	"Counting the occurrences; the counts appear when you reload the page.": 204,
 	"Counts are unavailable right now.":                                     205,
-	"Counts as of %s (%s); refreshed every few seconds.":                    712,
-	"Counts by status": 616,
-	"Created":          378,
+	"Counts as of %s (%s); refreshed every few seconds.":                    713,
+	"Counts by status": 617,
+	"Created":          379,
 	"Created from":     84,
 	"Created on":       193,
 	"Created to":       85,
-	"Creation date":    412,
-	"Dates":            481,
-	"Deadline":         512,
-	"Dec":              361,
-	"Deferred":         539,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 578,
-	"Definition":                                 311,
+	"Creation date":    413,
+	"Dates":            482,
+	"Deadline":         513,
+	"Dec":              362,
+	"Deferred":         540,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 579,
+	"Definition":                                 312,
 	"Definition %s":                              212,
 	"Definition %s has no revision %d.":          101,
 	"Definitions":                                145,
-	"Definitions by key":                         270,
-	"Definitions served":                         793,
-	"Definitions, those needing attention first": 310,
-	"Deleted by retention":                       401,
+	"Definitions by key":                         271,
+	"Definitions served":                         794,
+	"Definitions, those needing attention first": 311,
+	"Deleted by retention":                       402,
 	"Description":                                211,
-	"Destination":                                497,
+	"Destination":                                498,
 	"Destinations":                               148,
-	"Destinations by name":                       279,
-	"Destination’s answer":                       490,
+	"Destinations by name":                       280,
+	"Destination’s answer":                       491,
 	"Detail":                                     231,
 	"Did you mean “%s”?":                         96,
 	"Digest":                                     245,
 	"Display settings":                           153,
-	"Display settings saved.":                    663,
+	"Display settings saved.":                    664,
 	"Display settings: ":                         154,
-	"Duration":                                   489,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 307,
+	"Duration":                                   490,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 308,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          631,
-	"End node":                  405,
-	"End node or error":         420,
-	"Ended":                     397,
-	"Erase process instance %s": 291,
-	"Erase the instance":        294,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 292,
-	"Erase this instance…": 388,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 296,
-	"Error":                      620,
-	"Error (before any attempt)": 542,
-	"Error (the deadline passed after attempt %d)": 541,
+	"Earlier attempt:":          632,
+	"End node":                  406,
+	"End node or error":         421,
+	"Ended":                     398,
+	"Erase process instance %s": 292,
+	"Erase the instance":        295,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 293,
+	"Erase this instance…": 389,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 297,
+	"Error":                      621,
+	"Error (before any attempt)": 543,
+	"Error (the deadline passed after attempt %d)": 542,
 	"Error code":       82,
-	"Error message":    492,
-	"Every %d seconds": 662,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 534,
-	"Every attempt, oldest first": 484,
+	"Error message":    493,
+	"Every %d seconds": 663,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 535,
+	"Every attempt, oldest first": 485,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  722,
-	"Expired token":                        759,
-	"Expires":                              756,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  723,
+	"Expired token":                        760,
+	"Expires":                              757,
 	"External tasks":                       140,
-	"Failed":                               314,
-	"Failed (%s).":                         583,
-	"Failed at node":                       407,
-	"Failed occurrence":                    399,
-	"Failed, last hour":                    317,
-	"Feb":                                  351,
+	"Failed":                               315,
+	"Failed (%s).":                         584,
+	"Failed at node":                       408,
+	"Failed occurrence":                    400,
+	"Failed, last hour":                    318,
+	"Feb":                                  352,
 	"Field":                                206,
 	"Filter":                               57,
 	"Filters":                              118,
 	"Find":                                 144,
 	"Find an instance or occurrence":       142,
-	"Finished":                             488,
-	"First page":                           641,
+	"Finished":                             489,
+	"First page":                           642,
 	"Follow it in the audit log (new tab)": 61,
 	"Form not received":                    179,
 	"Form refused":                         174,
@@ -271,279 +271,279 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     253,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
 	"Grants":                  192,
-	"Graph":                   674,
-	"Graph of %s":             691,
-	"HTTP 2xx, unusable body": 600,
-	"Headers sent":            282,
+	"Graph":                   675,
+	"Graph of %s":             692,
+	"HTTP 2xx, unusable body": 601,
+	"Headers sent":            283,
 	"Health":                  139,
 	"Held at a node of":       83,
-	"Held at node":            398,
-	"Held for":                400,
-	"Held instances":          313,
+	"Held at node":            399,
+	"Held for":                401,
+	"Held instances":          314,
 	"ID":                      190,
-	"In flight":               794,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 327,
+	"In flight":               795,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 328,
 	"Inputs": 235,
-	"Inputs an instance of this version is started with": 685,
-	"Inputs from":                683,
+	"Inputs an instance of this version is started with": 686,
+	"Inputs from":                684,
 	"Inputs of revision %d":      246,
 	"Inputs of the working copy": 237,
-	"Inputs the instance was started with, labelled by process version %d's contract": 386,
-	"Inputs, labelled by revision %d's contract":                                      526,
-	"Instance":                  419,
+	"Inputs the instance was started with, labelled by process version %d's contract": 387,
+	"Inputs, labelled by revision %d's contract":                                      527,
+	"Instance":                  420,
 	"Instances":                 89,
-	"Instances of this version": 686,
+	"Instances of this version": 687,
 	"Invalid request":           164,
-	"It takes every revision its consumer is granted.": 815,
-	"It takes revision %d only.":                       818,
-	"It takes revisions %s only.":                      820,
-	"Its calls":                                        287,
+	"It takes every revision its consumer is granted.": 816,
+	"It takes revision %d only.":                       819,
+	"It takes revisions %s only.":                      821,
+	"Its calls":                                        288,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 293,
-	"Its instance is held here, waiting for an operator.":                            580,
-	"Its instance went on along the node’s error path, and is held at a later node.": 581,
-	"Its instance went on along the node’s error path.":                              582,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 294,
+	"Its instance is held here, waiting for an operator.":                            581,
+	"Its instance went on along the node’s error path, and is held at a later node.": 582,
+	"Its instance went on along the node’s error path.":                              583,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               764,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               765,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     350,
-	"Jul":                     356,
-	"Jun":                     355,
-	"Keep it":                 766,
+	"Jan":                     351,
+	"Jul":                     357,
+	"Jun":                     356,
+	"Keep it":                 767,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       289,
-	"Key":                     271,
-	"Kind":                    678,
+	"Keep the instance":       290,
+	"Key":                     272,
+	"Kind":                    679,
 	"Language":                136,
-	"Last changed":            284,
-	"Last error (attempt %d)": 540,
-	"Last reserved":           537,
+	"Last changed":            285,
+	"Last error (attempt %d)": 541,
+	"Last reserved":           538,
 	"Last saved":              216,
-	"Last seen":               796,
-	"Last used":               755,
-	"Latest revision":         272,
+	"Last seen":               797,
+	"Last used":               756,
+	"Latest revision":         273,
 	"Lists every change from one revision to another, and whom it may break.": 226,
-	"Local time in %s": 659,
-	"Lock expired %s — waiting to be offered again.": 570,
-	"Lock expires":    538,
-	"Longest timeout": 283,
+	"Local time in %s": 660,
+	"Lock expired %s — waiting to be offered again.": 571,
+	"Lock expires":    539,
+	"Longest timeout": 284,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 254,
 	"Main navigation":     138,
-	"Mar":                 352,
-	"Maximum attempts":    508,
-	"May":                 354,
-	"Message":             618,
-	"Message from Relais": 608,
-	"Message from Relais, quoting the destination’s answer":            607,
-	"Message from the worker (its own words, protected values masked)": 606,
-	"Method not allowed": 726,
-	"Mode":               506,
-	"More filters: instance, revision, consumer, destination, dates": 612,
+	"Mar":                 353,
+	"Maximum attempts":    509,
+	"May":                 355,
+	"Message":             619,
+	"Message from Relais": 609,
+	"Message from Relais, quoting the destination’s answer":            608,
+	"Message from the worker (its own words, protected values masked)": 607,
+	"Method not allowed": 727,
+	"Mode":               507,
+	"More filters: instance, revision, consumer, destination, dates": 613,
 	"Name":                    191,
-	"Never":                   661,
-	"Next attempt":            536,
-	"Next attempt or settled": 622,
-	"Next node":               377,
-	"Next page":               640,
+	"Never":                   662,
+	"Next attempt":            537,
+	"Next attempt or settled": 623,
+	"Next node":               378,
+	"Next page":               641,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 129,
 	"No consumer yet.": 186,
-	"No definition %s has occurrences: check the key, or show all definitions.": 324,
-	"No definition has occurrences yet.":                                        318,
+	"No definition %s has occurrences: check the key, or show all definitions.": 325,
+	"No definition has occurrences yet.":                                        319,
 	"No definition has the key “%s”.":                                           99,
-	"No definition yet.":                                                        274,
-	"No destination yet.":                                                       276,
+	"No definition yet.":                                                        275,
+	"No destination yet.":                                                       277,
 	"No inputs.":                                                                236,
-	"No inputs: an instance starts with an empty object.":                       684,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    735,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 733,
-	"No instance matches these filters.": 421,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 734,
-	"No live worker takes %s now (Workers page).":                                               564,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 565,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           566,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          567,
+	"No inputs: an instance starts with an empty object.":                       685,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    736,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 734,
+	"No instance matches these filters.": 422,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 735,
+	"No live worker takes %s now (Workers page).":                                               565,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 566,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           567,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          568,
 	"No more consumers.":                                   187,
-	"No more destinations.":                                277,
-	"No occurrence matches these filters.":                 623,
+	"No more destinations.":                                278,
+	"No occurrence matches these filters.":                 624,
 	"No operator action matches.":                          124,
-	"No operator has acted on this instance.":              382,
-	"No outputs yet: the occurrence has not completed.":    529,
+	"No operator has acted on this instance.":              383,
+	"No outputs yet: the occurrence has not completed.":    530,
 	"No outputs.":                                          239,
-	"No outputs: the occurrence ended without completing.": 531,
+	"No outputs: the occurrence ended without completing.": 532,
 	"No process has the key “%s”.":                         98,
-	"No process is published yet.":                         670,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             812,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             811,
+	"No process is published yet.":                         671,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             813,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             812,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
 	"No release yet.": 220,
 	"No revision yet: the Working copy has never been snapshotted.": 218,
-	"No token.":              753,
-	"No value was revealed.": 724,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              496,
-	"No worker has reserved this occurrence yet.":                                        493,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 813,
-	"No worker is connected.":           797,
-	"No worker serves this definition.": 800,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 810,
-	"Node":                  374,
-	"Nodes":                 676,
-	"Nodes of this version": 688,
-	"Nodes of this version, with their occurrences now": 677,
-	"Nodes reached, in order":                           373,
+	"No token.":              754,
+	"No value was revealed.": 725,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              497,
+	"No worker has reserved this occurrence yet.":                                        494,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 814,
+	"No worker is connected.":           798,
+	"No worker serves this definition.": 801,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 811,
+	"Node":                  375,
+	"Nodes":                 677,
+	"Nodes of this version": 689,
+	"Nodes of this version, with their occurrences now": 678,
+	"Nodes reached, in order":                           374,
 	"Not allowed":                                       162,
 	"Not found":                                         172,
 	"Notes":                                             223,
 	"Nothing exists at this address, or it is not visible to you.": 169,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             731,
+	"Nothing to find: the search box is empty.":                             732,
 	"Nothing was done.":        31,
-	"Nov":                      360,
-	"Now":                      502,
-	"Occurrence":               375,
-	"Occurrence %s":            480,
+	"Nov":                      361,
+	"Now":                      503,
+	"Occurrence":               376,
+	"Occurrence %s":            481,
 	"Occurrence offered again": 113,
-	"Occurrences now":          682,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          808,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 809,
-	"Occurrences, newest first": 617,
-	"Oct":                       359,
-	"Offered from %s — %s.":     569,
-	"Oldest claimable waits":    315,
-	"On error":                  681,
-	"On success":                680,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         720,
-	"Only administrators may reveal a sensitive value.":                                                           713,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 750,
-	"Open":             312,
-	"Operator actions": 370,
-	"Operator actions on this instance, newest first": 383,
+	"Occurrences now":          683,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          809,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 810,
+	"Occurrences, newest first": 618,
+	"Oct":                       360,
+	"Offered from %s — %s.":     570,
+	"Oldest claimable waits":    316,
+	"On error":                  682,
+	"On success":                681,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         721,
+	"Only administrators may reveal a sensitive value.":                                                           714,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 751,
+	"Open":             313,
+	"Operator actions": 371,
+	"Operator actions on this instance, newest first": 384,
 	"Operator actions, newest first":                  128,
 	"Other criteria":                                  86,
-	"Outcome":                                         491,
+	"Outcome":                                         492,
 	"Outputs":                                         238,
 	"Outputs of revision %d":                          247,
 	"Outputs of the working copy":                     240,
-	"Outputs, labelled by revision %d's contract":     528,
-	"Pages": 638,
-	"Paste your token in the field: it is empty.": 747,
-	"Path":                            371,
+	"Outputs, labelled by revision %d's contract":     529,
+	"Pages": 639,
+	"Paste your token in the field: it is empty.": 748,
+	"Path":                            372,
 	"Pause reloading":                 161,
-	"Pinned revision":                 679,
-	"Policy":                          482,
-	"Previous page":                   639,
-	"Priority":                        513,
+	"Pinned revision":                 680,
+	"Policy":                          483,
+	"Previous page":                   640,
+	"Priority":                        514,
 	"Process":                         78,
-	"Process %s":                      672,
+	"Process %s":                      673,
 	"Process %s has no version %d.":   97,
-	"Process and node":                619,
-	"Process inputs":                  385,
+	"Process and node":                620,
+	"Process inputs":                  386,
 	"Process instance":                112,
-	"Process instance %s":             368,
-	"Process instances":               414,
-	"Process instances, newest first": 418,
+	"Process instance %s":             369,
+	"Process instances":               415,
+	"Process instances, newest first": 419,
 	"Processes":                       141,
-	"Processes by key":                668,
-	"Protocol":                        792,
+	"Processes by key":                669,
+	"Protocol":                        793,
 	"Published":                       224,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 666,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       667,
-	"Push destination": 613,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 667,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       668,
+	"Push destination": 614,
 	"Reason":           111,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            507,
-	"Recorded operator actions":                             381,
+	"Reason given by the worker":                            508,
+	"Recorded operator actions":                             382,
 	"Relais console":                                        135,
-	"Relais has not called the destination yet.":            499,
-	"Relais is calling the destination (since %s).":         575,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 501,
-	"Relais never called the destination: the occurrence ended before any call.":                                    500,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        596,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 598,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     595,
+	"Relais has not called the destination yet.":            500,
+	"Relais is calling the destination (since %s).":         576,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 502,
+	"Relais never called the destination: the occurrence ended before any call.":                                    501,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        597,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 599,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     596,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           597,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           598,
 	"Release":                       221,
 	"Releases":                      219,
 	"Releases, oldest first":        241,
-	"Reload lists and detail pages": 654,
+	"Reload lists and detail pages": 655,
 	"Reloading paused":              158,
-	"Reloading paused: this page stays as it is until you resume.": 665,
-	"Reloading resumed.":                  664,
-	"Replica":                             498,
+	"Reloading paused: this page stays as it is until you resume.": 666,
+	"Reloading resumed.":                  665,
+	"Replica":                             499,
 	"Required":                            208,
-	"Reserved":                            487,
-	"Reserved by %s.":                     577,
-	"Reserved by %s; lock until %s — %s.": 576,
+	"Reserved":                            488,
+	"Reserved by %s.":                     578,
+	"Reserved by %s; lock until %s — %s.": 577,
 	"Reserved now":                        199,
 	"Resume":                              159,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         338,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 337,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             336,
-	"Retried by %s at %s — “%s”":                                                      395,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         339,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 338,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             337,
+	"Retried by %s at %s — “%s”":                                                      396,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            510,
+	"Retries":            511,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  568,
-	"Retry delay":        509,
+	"Retry at %s — %s.":  569,
+	"Retry delay":        510,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         503,
+	"Retry or abandon it from its instance":         504,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 543,
+	"Retryable": 544,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 532,
-	"Revealed by %s at %s; recorded in the audit log.": 718,
+	"Reveal — this is recorded": 533,
+	"Revealed by %s at %s; recorded in the audit log.": 719,
 	"Reveals":               150,
-	"Reveals, newest first": 723,
+	"Reveals, newest first": 724,
 	"Revision":              222,
 	"Revision %d":           243,
 	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 816,
-	"Revoke the %s token “%s”?": 763,
-	"Revoke the token":          765,
-	"Revoke token %d":           762,
-	"Revoke…":                   760,
-	"Role":                      754,
-	"Route":                     376,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 817,
+	"Revoke the %s token “%s”?": 764,
+	"Revoke the token":          766,
+	"Revoke token %d":           763,
+	"Revoke…":                   761,
+	"Role":                      755,
+	"Route":                     377,
 	"Routing output":            215,
-	"Row %s":                    642,
-	"Rows %s–%s":                643,
-	"Save settings":             656,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      714,
+	"Row %s":                    643,
+	"Rows %s–%s":                644,
+	"Save settings":             657,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      715,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 290,
-	"Search":                               729,
-	"Secret values can never be revealed.": 721,
-	"Sep":                                  358,
-	"Served by %d workers":                 814,
-	"Settled":                              379,
-	"Settlement date":                      611,
-	"Show all definitions":                 323,
-	"Show times in":                        652,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 291,
+	"Search":                               730,
+	"Secret values can never be revealed.": 722,
+	"Sep":                                  359,
+	"Served by %d workers":                 815,
+	"Settled":                              380,
+	"Settlement date":                      612,
+	"Show all definitions":                 324,
+	"Show times in":                        653,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
-	"Sign in": 742,
-	"Sign in with an operator, designer or administrator token.": 743,
+	"Sign in": 743,
+	"Sign in with an operator, designer or administrator token.": 744,
 	"Sign out":             152,
 	"Signed in as %s (%s)": 151,
 	"Since revision %d:":   249,
 	"Skip to content":      137,
-	"Slot":                 331,
+	"Slot":                 332,
 	"Snapshotted":          244,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
 	"Something went wrong": 184,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 751,
-	"Staff tokens, oldest first": 752,
-	"Start node":                 673,
-	"Started":                    396,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 752,
+	"Staff tokens, oldest first": 753,
+	"Start node":                 674,
+	"Started":                    397,
 	"State":                      194,
 	"Status":                     80,
 	"Stop %d instances":          75,
@@ -557,313 +557,314 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              393,
+	"Stopped by %s at %s — “%s”":                              394,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   392,
-	"Summary": 369,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 269,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   393,
+	"Summary": 370,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 270,
 	"Tasks":                   195,
 	"Temporarily unavailable": 182,
-	"That is too long to be an id or a business key.":                                           732,
+	"That is too long to be an id or a business key.":                                           733,
 	"The %d largest groups; the filter matches more.":                                           90,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 505,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 278,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 506,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 279,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    248,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            555,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            556,
 	"The bulk action must be its id (a UUID).": 127,
-	"The call could not be prepared.":          556,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 574,
-	"The chart’s numbers": 329,
+	"The call could not be prepared.":          557,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 575,
+	"The chart’s numbers": 330,
 	"The confirmed count is missing: start again from the list.":                                                                                                            102,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           185,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          653,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          654,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 103,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 183,
-	"The deadline passed before a result arrived.":                                                                                                                          553,
-	"The destination answered HTTP %s.":     563,
-	"The destination could not be reached.": 557,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    547,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         548,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   546,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 545,
-	"The destination’s answer was too large.": 558,
+	"The deadline passed before a result arrived.":                                                                                                                          554,
+	"The destination answered HTTP %s.":     564,
+	"The destination could not be reached.": 558,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    548,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         549,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   547,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 546,
+	"The destination’s answer was too large.": 559,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      188,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          165,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                560,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         592,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      593,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    591,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            559,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               550,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 549,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     551,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             552,
-	"The latest %d attempts, oldest first":                                                         504,
-	"The next page counts them and asks for a reason before anything changes.":                     417,
-	"The nodes this instance reached, in order, each with its occurrence.":                         372,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                561,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         593,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      594,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    592,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            560,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               551,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 550,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     552,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             553,
+	"The latest %d attempts, oldest first":                                                         505,
+	"The next page counts them and asks for a reason before anything changes.":                     418,
+	"The nodes this instance reached, in order, each with its occurrence.":                         373,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 214,
-	"The page cursor is invalid: go back to the first page.":                                       650,
-	"The page size must be between 1 and %d.":                                                      413,
-	"The parameter “%s” is given %d times: give it once.":                                          649,
+	"The page cursor is invalid: go back to the first page.":                                       651,
+	"The page size must be between 1 and %d.":                                                      414,
+	"The parameter “%s” is given %d times: give it once.":                                          650,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 126,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 554,
-	"The revision must be a whole number, 1 or more.":           609,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 745,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        739,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     769,
-	"The version must be a whole number from 1.":                                                                                                        410,
+	"The result did not match the revision's outputs contract.": 555,
+	"The revision must be a whole number, 1 or more.":           610,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 746,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        740,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     770,
+	"The version must be a whole number from 1.":                                                                                                        411,
 	"These revisions have the same contracts.":                                                                                                          234,
-	"These settings are kept in this browser only.":                                                                                                     651,
-	"They take every revision their consumer is granted.":                                                                                               817,
-	"They take revision %d only.":                                                                                                                       819,
-	"They take revisions %s only.":                                                                                                                      821,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 646,
+	"These settings are kept in this browser only.":                                                                                                     652,
+	"They take every revision their consumer is granted.":                                                                                               818,
+	"They take revision %d only.":                                                                                                                       820,
+	"They take revisions %s only.":                                                                                                                      822,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 647,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
-	"This contract has no inputs.":  527,
-	"This contract has no outputs.": 530,
+	"This contract has no inputs.":  528,
+	"This contract has no outputs.": 531,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 100,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                 181,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           728,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           729,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 297,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 298,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 389,
-	"This instance has not reached a task yet.":                                                                                                                                     380,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 390,
+	"This instance has not reached a task yet.":                                                                                                                                     381,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 295,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 296,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 390,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 391,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 391,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 392,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            768,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           767,
-	"This page does not accept that request.": 727,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            769,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           768,
+	"This page does not accept that request.": 728,
 	"This page reloads every %d seconds.":     160,
-	"This process takes no inputs.":           387,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 716,
+	"This process takes no inputs.":           388,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 717,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 748,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 689,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            690,
+	"This token is unknown, revoked or expired.": 749,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 690,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            691,
 	"Times in %s · no auto-reload":    157,
 	"Times in %s · reload every %d s": 156,
 	"Times in %s · reloading paused":  155,
 	"To revision":                     228,
-	"Token":                           744,
+	"Token":                           745,
 	"Tokens":                          149,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 746,
-	"Totals of all definitions, not narrowed by the other filters":         627,
-	"Totals of definition %s, not narrowed by the other filters":           626,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 747,
+	"Totals of all definitions, not narrowed by the other filters":         628,
+	"Totals of definition %s, not narrowed by the other filters":           627,
 	"Type": 207,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 730,
-	"URL":                              281,
-	"UTC (coordinated universal time)": 658,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 731,
+	"URL":                              282,
+	"UTC (coordinated universal time)": 659,
 	"Unknown action.":                  54,
 	"Unknown consumer.":                94,
 	"Unknown destination “%s”.":        95,
-	"Unknown parameter “%s” (did you mean “%s”?).": 647,
-	"Unknown parameter “%s”.":                      648,
-	"Unknown status “%s” (did you mean “%s”?).":    425,
-	"Unknown status “%s”.":                         427,
-	"Value":                                        384,
+	"Unknown parameter “%s” (did you mean “%s”?).": 648,
+	"Unknown parameter “%s”.":                      649,
+	"Unknown status “%s” (did you mean “%s”?).":    426,
+	"Unknown status “%s”.":                         428,
+	"Value":                                        385,
 	"Version":                                      79,
-	"Versions, newest first":                       669,
-	"Waiting for Relais to call the destination since %s (%s).": 571,
-	"Waiting for a worker since %s (%s).":                       572,
+	"Versions, newest first":                       670,
+	"Waiting for Relais to call the destination since %s (%s).": 572,
+	"Waiting for a worker since %s (%s).":                       573,
 	"When":                                                      108,
 	"Who":                                                       109,
-	"Whole message":                                             495,
-	"Why (recorded with the reveal)":                            533,
-	"Worker":                                                    791,
-	"Worker id":                                                 486,
+	"Whole message":                                             496,
+	"Why (recorded with the reveal)":                            534,
+	"Worker":                                                    792,
+	"Worker id":                                                 487,
 	"Workers":                                                   146,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        789,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        790,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 790,
-	"Workers serving %s":                   798,
+	"Workers seen within three heartbeats": 791,
+	"Workers serving %s":                   799,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        213,
-	"You are signed out.": 738,
+	"You are signed out.": 739,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 740,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          741,
-	"[redacted]":                          605,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 741,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          742,
+	"[redacted]":                          606,
 	"a token’s name, exact":               119,
 	"abandon":                             4,
 	"active":                              196,
-	"administrator":                       456,
-	"an incident: retry, abandon or stop": 301,
-	"answer too large":                    603,
+	"administrator":                       457,
+	"an incident: retry, abandon or stop": 302,
+	"answer too large":                    604,
 	"any":                                 87,
-	"any other code → %s":                 703,
-	"any other error":                     299,
-	"as of %s (%s); counts are refreshed every few seconds.": 629,
-	"at least %d characters":                                 773,
-	"at least %d items":                                      780,
-	"at most %d":                                             521,
-	"at most %d characters":                                  774,
-	"at most %d items":                                       781,
-	"at most %d since the last operator retry":               522,
-	"available":                                              428,
-	"boolean":                                                443,
-	"call in progress since":                                 635,
-	"cancelled":                                              433,
-	"choice":                                                 446,
-	"claimable since":                                        634,
-	"claimable since %s":                                     320,
-	"classification changed":                                 467,
-	"completed":                                              431,
-	"constraint changed":                                     468,
-	"consumer":                                               459,
-	"consumer #%s":                                           587,
-	"date":                                                   444,
-	"date and time":                                          445,
-	"deadline %s":                                            707,
-	"deferred":                                               430,
-	"deferred since":                                         637,
+	"any other code → %s":                 704,
+	"any other error":                     300,
+	"as of %s (%s); counts are refreshed every few seconds.": 630,
+	"at least %d characters":                                 774,
+	"at least %d items":                                      781,
+	"at most %d":                                             522,
+	"at most %d characters":                                  775,
+	"at most %d items":                                       782,
+	"at most %d since the last operator retry":               523,
+	"available":                                              429,
+	"boolean":                                                444,
+	"call in progress since":                                 636,
+	"cancelled":                                              434,
+	"choice":                                                 447,
+	"claimable since":                                        635,
+	"claimable since %s":                                     321,
+	"classification changed":                                 468,
+	"completed":                                              432,
+	"constraint changed":                                     469,
+	"consumer":                                               460,
+	"consumer #%s":                                           588,
+	"date":                                                   445,
+	"date and time":                                          446,
+	"deadline %s":                                            708,
+	"deferred":                                               431,
+	"deferred since":                                         638,
 	"deleted":                                                115,
-	"designer":                                               458,
-	"disconnected":                                           439,
-	"each item of %s":                                        771,
-	"end (completes)":                                        696,
-	"end (fails)":                                            697,
-	"end: completes the instance":                            302,
-	"end: fails the instance":                                303,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         403,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 404,
+	"designer":                                               459,
+	"disconnected":                                           440,
+	"each item of %s":                                        772,
+	"end (completes)":                                        697,
+	"end (fails)":                                            698,
+	"end: completes the instance":                            303,
+	"end: fails the instance":                                304,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         404,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 405,
 	"erase":                                  6,
-	"every revision its consumer is granted": 804,
-	"exact, case-sensitive":                  415,
-	"expired":                                436,
-	"failed":                                 432,
-	"fails the instance":                     704,
-	"field added":                            462,
-	"field removed":                          463,
-	"format":                                 473,
-	"format %s":                              776,
+	"every revision its consumer is granted": 805,
+	"exact, case-sensitive":                  416,
+	"expired":                                437,
+	"failed":                                 433,
+	"fails the instance":                     705,
+	"field added":                            463,
+	"field removed":                          464,
+	"format":                                 474,
+	"format %s":                              777,
 	"from":                                   120,
-	"held":                                   435,
-	"held for an operator":                   300,
-	"held, then abandoned by an operator":    409,
-	"held, then stopped by an operator":      408,
-	"hidden (secret)":                        453,
-	"hidden (sensitive)":                     452,
-	"hold (an incident for an operator)":     702,
+	"held":                                   436,
+	"held for an operator":                   301,
+	"held, then abandoned by an operator":    410,
+	"held, then stopped by an operator":      409,
+	"hidden (secret)":                        454,
+	"hidden (sensitive)":                     453,
+	"hold (an incident for an operator)":     703,
 	"id or business key":                     143,
-	"in %s":                                  343,
-	"in progress":                            494,
-	"instance held here":                     625,
-	"instance id":                            615,
-	"instances held":                         710,
-	"instances held: %s":                     711,
-	"integer":                                441,
-	"its name, exactly":                      614,
-	"just now":                               345,
-	"list":                                   448,
-	"lock until":                             636,
-	"long polling":                           802,
-	"long wait":                              321,
-	"masked value":                           280,
-	"maximum":                                475,
-	"maximum %s":                             778,
-	"maximum items":                          477,
-	"maximum length":                         471,
-	"minimum":                                474,
-	"minimum %s":                             777,
-	"minimum items":                          476,
-	"minimum length":                         470,
-	"never":                                  757,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 402,
-	"next attempt":                 633,
-	"no":                           461,
-	"no answer within the timeout": 601,
-	"no connection":                602,
+	"in %s":                                  344,
+	"in progress":                            495,
+	"instance held here":                     626,
+	"instance id":                            616,
+	"instances held":                         711,
+	"instances held: %s":                     712,
+	"integer":                                442,
+	"its name, exactly":                      615,
+	"just now":                               346,
+	"list":                                   449,
+	"lock until":                             637,
+	"long polling":                           803,
+	"long wait":                              322,
+	"masked value":                           281,
+	"maximum":                                476,
+	"maximum %s":                             779,
+	"maximum items":                          478,
+	"maximum length":                         472,
+	"minimum":                                475,
+	"minimum %s":                             778,
+	"minimum items":                          477,
+	"minimum length":                         471,
+	"never":                                  758,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 403,
+	"next attempt":                 634,
+	"no":                           462,
+	"no answer within the timeout": 602,
+	"no connection":                603,
 	"no grant: it takes nothing":   198,
-	"no header":                    285,
-	"no worker":                    322,
-	"no worker takes revision %d":  806,
-	"no worker takes revisions %s": 807,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 544,
+	"no header":                    286,
+	"no worker":                    323,
+	"no worker takes revision %d":  807,
+	"no worker takes revisions %s": 808,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 545,
 	"none": 268,
-	"none (revealed before reasons were asked for)": 725,
-	"none yet": 273,
-	"none: a failed call takes the node’s error path": 511,
-	"normal":                             449,
-	"not provided":                       783,
-	"not yet":                            758,
-	"null":                               787,
-	"number":                             442,
-	"object":                             447,
-	"on error":                           298,
-	"one attempt, no retry, priority %d": 706,
-	"one of: %s":                         779,
-	"operator":                           457,
+	"none (revealed before reasons were asked for)": 726,
+	"none yet": 274,
+	"none: a failed call takes the node’s error path": 512,
+	"normal":                             450,
+	"not provided":                       784,
+	"not set":                            269,
+	"not yet":                            759,
+	"null":                               788,
+	"number":                             443,
+	"object":                             448,
+	"on error":                           299,
+	"one attempt, no retry, priority %d": 707,
+	"one of: %s":                         780,
+	"operator":                           458,
 	"optional %s field of type %s":       265,
 	"optional field of type %s":          267,
 	"optional → required":                258,
-	"pattern":                            472,
-	"pattern %s":                         775,
-	"pull":                               694,
-	"pull %s":                            305,
-	"pull (a worker fetches it)":         454,
-	"push %s":                            304,
-	"push (Relais calls the service)":    455,
-	"push to %s":                         695,
-	"rejected":                           437,
-	"released":                           438,
+	"pattern":                            473,
+	"pattern %s":                         776,
+	"pull":                               695,
+	"pull %s":                            306,
+	"pull (a worker fetches it)":         455,
+	"push %s":                            305,
+	"push (Relais calls the service)":    456,
+	"push to %s":                         696,
+	"rejected":                           438,
+	"released":                           439,
 	"required %s field of type %s":       264,
-	"required changed":                   465,
+	"required changed":                   466,
 	"required field of type %s":          266,
 	"required → optional":                259,
-	"reserved":                           429,
+	"reserved":                           430,
 	"retry":                              3,
-	"revision %d":                        630,
-	"revisions %s":                       805,
+	"revision %d":                        631,
+	"revisions %s":                       806,
 	"revoked":                            197,
-	"routing changed":                    469,
-	"routing output":                     770,
+	"routing changed":                    470,
+	"routing output":                     771,
 	"routing output %s → %s":             257,
-	"running":                            434,
-	"secret":                             451,
-	"sensitive":                          450,
-	"settled":                            632,
+	"running":                            435,
+	"secret":                             452,
+	"sensitive":                          451,
+	"settled":                            633,
 	"stop":                               5,
-	"stream":                             801,
-	"text":                               440,
+	"stream":                             802,
+	"text":                               441,
 	"the contracts are the same (the name or a description changed).": 250,
-	"this session":             761,
-	"timeout %s":               708,
-	"timeout %s (the default)": 709,
+	"this session":             762,
+	"timeout %s":               709,
+	"timeout %s (the default)": 710,
 	"to":                       121,
-	"type changed":             464,
-	"unexpected value":         788,
-	"unknown":                  604,
+	"type changed":             465,
+	"unexpected value":         789,
+	"unknown":                  605,
 	"values added: %s":         260,
-	"values changed":           466,
+	"values changed":           467,
 	"values removed: %s":       261,
 	"values reordered":         262,
-	"version %d":               671,
-	"waiting":                  599,
-	"yes":                      460,
+	"version %d":               672,
+	"waiting":                  600,
+	"yes":                      461,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 171,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     426,
-	"→ %s": 701,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     427,
+	"→ %s": 702,
 }
 
-var enIndex = []uint32{ // 823 elements
+var enIndex = []uint32{ // 824 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -940,165 +941,165 @@ var enIndex = []uint32{ // 823 elements
 	0x00003406, 0x0000342d, 0x0000344c, 0x00003462,
 	0x00003478, 0x0000348c, 0x000034a2, 0x000034b3,
 	0x000034ca, 0x000034ed, 0x00003510, 0x0000352d,
-	0x0000354a, 0x0000354f, 0x0000359b, 0x000035ae,
-	0x000035b2, 0x000035c2, 0x000035cb, 0x000035de,
-	0x00003604, 0x00003618, 0x0000362e, 0x00003744,
-	0x00003759, 0x00003766, 0x0000376a, 0x00003777,
-	0x00003787, 0x00003794, 0x0000379e, 0x000037a4,
+	0x0000354a, 0x0000354f, 0x00003557, 0x000035a3,
+	0x000035b6, 0x000035ba, 0x000035ca, 0x000035d3,
+	0x000035e6, 0x0000360c, 0x00003620, 0x00003636,
+	0x0000374c, 0x00003761, 0x0000376e, 0x00003772,
+	0x0000377f, 0x0000378f, 0x0000379c, 0x000037a6,
 	// Entry 120 - 13F
-	0x000037ae, 0x000037ce, 0x000037e0, 0x00003894,
-	0x000038b1, 0x0000391f, 0x000039df, 0x000039f2,
-	0x00003a3f, 0x00003aa3, 0x00003b07, 0x00003b10,
-	0x00003b20, 0x00003b35, 0x00003b59, 0x00003b75,
-	0x00003b8d, 0x00003b98, 0x00003ba3, 0x00003bb7,
-	0x00003ccd, 0x00003d1d, 0x00003d41, 0x00003d6c,
-	0x00003d77, 0x00003d7c, 0x00003d8b, 0x00003d92,
-	0x00003da9, 0x00003dbe, 0x00003dd0, 0x00003df3,
+	0x000037ac, 0x000037b6, 0x000037d6, 0x000037e8,
+	0x0000389c, 0x000038b9, 0x00003927, 0x000039e7,
+	0x000039fa, 0x00003a47, 0x00003aab, 0x00003b0f,
+	0x00003b18, 0x00003b28, 0x00003b3d, 0x00003b61,
+	0x00003b7d, 0x00003b95, 0x00003ba0, 0x00003bab,
+	0x00003bbf, 0x00003cd5, 0x00003d25, 0x00003d49,
+	0x00003d74, 0x00003d7f, 0x00003d84, 0x00003d93,
+	0x00003d9a, 0x00003db1, 0x00003dc6, 0x00003dd8,
 	// Entry 140 - 15F
-	0x00003e25, 0x00003e3b, 0x00003e45, 0x00003e4f,
-	0x00003e64, 0x00003eb1, 0x00003ec1, 0x00003efa,
-	0x00003f4e, 0x00003f58, 0x00003f6e, 0x00003fa7,
-	0x00003fac, 0x00003fba, 0x00003fc7, 0x00003ff0,
-	0x00004013, 0x00004053, 0x000040d4, 0x0000413b,
-	0x00004148, 0x00004168, 0x00004174, 0x0000418d,
-	0x00004196, 0x000041a0, 0x000041a9, 0x000041b1,
-	0x000041bb, 0x000041c3, 0x000041cb, 0x000041cf,
+	0x00003dfb, 0x00003e2d, 0x00003e43, 0x00003e4d,
+	0x00003e57, 0x00003e6c, 0x00003eb9, 0x00003ec9,
+	0x00003f02, 0x00003f56, 0x00003f60, 0x00003f76,
+	0x00003faf, 0x00003fb4, 0x00003fc2, 0x00003fcf,
+	0x00003ff8, 0x0000401b, 0x0000405b, 0x000040dc,
+	0x00004143, 0x00004150, 0x00004170, 0x0000417c,
+	0x00004195, 0x0000419e, 0x000041a8, 0x000041b1,
+	0x000041b9, 0x000041c3, 0x000041cb, 0x000041d3,
 	// Entry 160 - 17F
-	0x000041d3, 0x000041d7, 0x000041db, 0x000041df,
-	0x000041e3, 0x000041e7, 0x000041eb, 0x000041ef,
-	0x000041f3, 0x000041f7, 0x000041fb, 0x00004205,
-	0x00004223, 0x00004243, 0x00004267, 0x0000428b,
-	0x00004294, 0x000042ab, 0x000042b3, 0x000042c4,
-	0x000042c9, 0x0000430e, 0x00004326, 0x0000432b,
-	0x00004336, 0x0000433c, 0x00004346, 0x0000434e,
-	0x00004356, 0x00004380, 0x0000439a, 0x000043c2,
+	0x000041d7, 0x000041db, 0x000041df, 0x000041e3,
+	0x000041e7, 0x000041eb, 0x000041ef, 0x000041f3,
+	0x000041f7, 0x000041fb, 0x000041ff, 0x00004203,
+	0x0000420d, 0x0000422b, 0x0000424b, 0x0000426f,
+	0x00004293, 0x0000429c, 0x000042b3, 0x000042bb,
+	0x000042cc, 0x000042d1, 0x00004316, 0x0000432e,
+	0x00004333, 0x0000433e, 0x00004344, 0x0000434e,
+	0x00004356, 0x0000435e, 0x00004388, 0x000043a2,
 	// Entry 180 - 19F
-	0x000043f2, 0x000043f8, 0x00004407, 0x0000445a,
-	0x00004478, 0x0000448f, 0x0000453f, 0x00004661,
-	0x00004720, 0x00004777, 0x000047a1, 0x000047cd,
-	0x000047f7, 0x000047ff, 0x00004805, 0x00004812,
-	0x00004824, 0x0000482d, 0x00004842, 0x00004884,
-	0x000048b6, 0x00004902, 0x0000490b, 0x0000491d,
-	0x0000492c, 0x0000494e, 0x00004972, 0x0000499d,
-	0x000049d1, 0x000049df, 0x00004a0a, 0x00004a1c,
+	0x000043ca, 0x000043fa, 0x00004400, 0x0000440f,
+	0x00004462, 0x00004480, 0x00004497, 0x00004547,
+	0x00004669, 0x00004728, 0x0000477f, 0x000047a9,
+	0x000047d5, 0x000047ff, 0x00004807, 0x0000480d,
+	0x0000481a, 0x0000482c, 0x00004835, 0x0000484a,
+	0x0000488c, 0x000048be, 0x0000490a, 0x00004913,
+	0x00004925, 0x00004934, 0x00004956, 0x0000497a,
+	0x000049a5, 0x000049d9, 0x000049e7, 0x00004a12,
 	// Entry 1A0 - 1BF
-	0x00004a32, 0x00004a5c, 0x00004aa5, 0x00004ac5,
-	0x00004ace, 0x00004ae0, 0x00004b03, 0x00004b11,
-	0x00004b20, 0x00004b2d, 0x00004b65, 0x00004bce,
-	0x00004bea, 0x00004bf4, 0x00004bfd, 0x00004c06,
-	0x00004c10, 0x00004c17, 0x00004c21, 0x00004c29,
-	0x00004c2e, 0x00004c36, 0x00004c3f, 0x00004c48,
-	0x00004c55, 0x00004c5a, 0x00004c62, 0x00004c69,
-	0x00004c71, 0x00004c76, 0x00004c84, 0x00004c8b,
+	0x00004a24, 0x00004a3a, 0x00004a64, 0x00004aad,
+	0x00004acd, 0x00004ad6, 0x00004ae8, 0x00004b0b,
+	0x00004b19, 0x00004b28, 0x00004b35, 0x00004b6d,
+	0x00004bd6, 0x00004bf2, 0x00004bfc, 0x00004c05,
+	0x00004c0e, 0x00004c18, 0x00004c1f, 0x00004c29,
+	0x00004c31, 0x00004c36, 0x00004c3e, 0x00004c47,
+	0x00004c50, 0x00004c5d, 0x00004c62, 0x00004c6a,
+	0x00004c71, 0x00004c79, 0x00004c7e, 0x00004c8c,
 	// Entry 1C0 - 1DF
-	0x00004c92, 0x00004c97, 0x00004c9e, 0x00004ca8,
-	0x00004caf, 0x00004cc2, 0x00004cd2, 0x00004ced,
-	0x00004d0d, 0x00004d1b, 0x00004d24, 0x00004d2d,
-	0x00004d36, 0x00004d3a, 0x00004d3d, 0x00004d49,
-	0x00004d57, 0x00004d64, 0x00004d75, 0x00004d84,
-	0x00004d9b, 0x00004dae, 0x00004dbe, 0x00004dcd,
-	0x00004ddc, 0x00004de4, 0x00004deb, 0x00004df3,
-	0x00004dfb, 0x00004e09, 0x00004e17, 0x00004e2d,
+	0x00004c93, 0x00004c9a, 0x00004c9f, 0x00004ca6,
+	0x00004cb0, 0x00004cb7, 0x00004cca, 0x00004cda,
+	0x00004cf5, 0x00004d15, 0x00004d23, 0x00004d2c,
+	0x00004d35, 0x00004d3e, 0x00004d42, 0x00004d45,
+	0x00004d51, 0x00004d5f, 0x00004d6c, 0x00004d7d,
+	0x00004d8c, 0x00004da3, 0x00004db6, 0x00004dc6,
+	0x00004dd5, 0x00004de4, 0x00004dec, 0x00004df3,
+	0x00004dfb, 0x00004e03, 0x00004e11, 0x00004e1f,
 	// Entry 1E0 - 1FF
-	0x00004e42, 0x00004e53, 0x00004e59, 0x00004e60,
-	0x00004e69, 0x00004e85, 0x00004e8e, 0x00004e98,
-	0x00004ea1, 0x00004eaa, 0x00004eb3, 0x00004eca,
-	0x00004ed2, 0x00004ee0, 0x00004f0c, 0x00004f18,
-	0x00004f26, 0x00004f6c, 0x00004f78, 0x00004f80,
-	0x00004fab, 0x00004ff6, 0x000050b8, 0x000050bc,
-	0x000050e2, 0x0000510a, 0x0000516d, 0x00005172,
-	0x0000518d, 0x0000519e, 0x000051aa, 0x000051b2,
+	0x00004e35, 0x00004e4a, 0x00004e5b, 0x00004e61,
+	0x00004e68, 0x00004e71, 0x00004e8d, 0x00004e96,
+	0x00004ea0, 0x00004ea9, 0x00004eb2, 0x00004ebb,
+	0x00004ed2, 0x00004eda, 0x00004ee8, 0x00004f14,
+	0x00004f20, 0x00004f2e, 0x00004f74, 0x00004f80,
+	0x00004f88, 0x00004fb3, 0x00004ffe, 0x000050c0,
+	0x000050c4, 0x000050ea, 0x00005112, 0x00005175,
+	0x0000517a, 0x00005195, 0x000051a6, 0x000051b2,
 	// Entry 200 - 21F
-	0x000051e4, 0x000051ed, 0x000051f6, 0x00005212,
-	0x00005273, 0x00005280, 0x000052b7, 0x000052e6,
-	0x00005336, 0x00005371, 0x0000537f, 0x000053ab,
-	0x000053d1, 0x000053f2, 0x000053fd, 0x0000542b,
-	0x00005448, 0x00005477, 0x000054a9, 0x000054c7,
-	0x000054fc, 0x00005518, 0x00005537, 0x00005592,
-	0x000055a1, 0x000055ae, 0x000055bc, 0x000055c9,
-	0x000055d2, 0x000055ed, 0x0000561d, 0x00005638,
+	0x000051ba, 0x000051ec, 0x000051f5, 0x000051fe,
+	0x0000521a, 0x0000527b, 0x00005288, 0x000052bf,
+	0x000052ee, 0x0000533e, 0x00005379, 0x00005387,
+	0x000053b3, 0x000053d9, 0x000053fa, 0x00005405,
+	0x00005433, 0x00005450, 0x0000547f, 0x000054b1,
+	0x000054cf, 0x00005504, 0x00005520, 0x0000553f,
+	0x0000559a, 0x000055a9, 0x000055b6, 0x000055c4,
+	0x000055d1, 0x000055da, 0x000055f5, 0x00005625,
 	// Entry 220 - 23F
-	0x00005642, 0x00005694, 0x00005754, 0x000057b0,
-	0x0000582e, 0x000058a4, 0x00005977, 0x00005a3a,
-	0x00005a72, 0x00005ad2, 0x00005aff, 0x00005b39,
-	0x00005c46, 0x00005c66, 0x00005c8c, 0x00005cb6,
-	0x00005d27, 0x00005d64, 0x00005d88, 0x00005e2c,
-	0x00005e51, 0x00005e80, 0x00005ee0, 0x00005f39,
-	0x00005f93, 0x00005fad, 0x00005fcb, 0x00005fff,
-	0x0000603f, 0x00006069, 0x00006078, 0x00006143,
+	0x00005640, 0x0000564a, 0x0000569c, 0x0000575c,
+	0x000057b8, 0x00005836, 0x000058ac, 0x0000597f,
+	0x00005a42, 0x00005a7a, 0x00005ada, 0x00005b07,
+	0x00005b41, 0x00005c4e, 0x00005c6e, 0x00005c94,
+	0x00005cbe, 0x00005d2f, 0x00005d6c, 0x00005d90,
+	0x00005e34, 0x00005e59, 0x00005e88, 0x00005ee8,
+	0x00005f41, 0x00005f9b, 0x00005fb5, 0x00005fd3,
+	0x00006007, 0x00006047, 0x00006071, 0x00006080,
 	// Entry 240 - 25F
-	0x00006174, 0x000061a3, 0x000061b6, 0x0000622b,
-	0x0000623e, 0x00006272, 0x000062c3, 0x000062f7,
-	0x00006307, 0x0000634e, 0x0000637b, 0x00006388,
-	0x00006398, 0x000063c8, 0x00006402, 0x00006425,
-	0x0000649c, 0x0000651e, 0x000065a3, 0x000065b2,
-	0x00006602, 0x00006662, 0x000066ce, 0x00006745,
-	0x0000674d, 0x00006765, 0x00006782, 0x00006790,
-	0x000067a1, 0x000067a9, 0x000067b4, 0x000067f5,
+	0x0000614b, 0x0000617c, 0x000061ab, 0x000061be,
+	0x00006233, 0x00006246, 0x0000627a, 0x000062cb,
+	0x000062ff, 0x0000630f, 0x00006356, 0x00006383,
+	0x00006390, 0x000063a0, 0x000063d0, 0x0000640a,
+	0x0000642d, 0x000064a4, 0x00006526, 0x000065ab,
+	0x000065ba, 0x0000660a, 0x0000666a, 0x000066d6,
+	0x0000674d, 0x00006755, 0x0000676d, 0x0000678a,
+	0x00006798, 0x000067a9, 0x000067b1, 0x000067bc,
 	// Entry 260 - 27F
-	0x0000682d, 0x00006841, 0x00006871, 0x000068ac,
-	0x000068bc, 0x000068fb, 0x0000690c, 0x0000691e,
-	0x0000692a, 0x0000693b, 0x00006955, 0x0000695d,
-	0x0000696e, 0x00006974, 0x00006988, 0x000069a0,
-	0x000069c5, 0x000069d3, 0x000069e6, 0x00006a24,
-	0x00006a61, 0x00006a8d, 0x00006aca, 0x00006ad9,
-	0x00006aea, 0x00006af2, 0x00006aff, 0x00006b0f,
-	0x00006b26, 0x00006b31, 0x00006b40, 0x00006b46,
+	0x000067fd, 0x00006835, 0x00006849, 0x00006879,
+	0x000068b4, 0x000068c4, 0x00006903, 0x00006914,
+	0x00006926, 0x00006932, 0x00006943, 0x0000695d,
+	0x00006965, 0x00006976, 0x0000697c, 0x00006990,
+	0x000069a8, 0x000069cd, 0x000069db, 0x000069ee,
+	0x00006a2c, 0x00006a69, 0x00006a95, 0x00006ad2,
+	0x00006ae1, 0x00006af2, 0x00006afa, 0x00006b07,
+	0x00006b17, 0x00006b2e, 0x00006b39, 0x00006b48,
 	// Entry 280 - 29F
-	0x00006b54, 0x00006b5e, 0x00006b69, 0x00006b73,
-	0x00006b86, 0x00006bab, 0x00006bd6, 0x00006c67,
-	0x00006ca2, 0x00006cc1, 0x00006cff, 0x00006d36,
-	0x00006d64, 0x00006d72, 0x00006e11, 0x00006e2f,
-	0x00006f86, 0x00006f94, 0x00006fa8, 0x00006fc9,
-	0x00006fdd, 0x0000700d, 0x00007013, 0x00007027,
-	0x0000703f, 0x00007052, 0x0000708f, 0x00007102,
-	0x0000714f, 0x00007160, 0x00007177, 0x00007194,
+	0x00006b4e, 0x00006b5c, 0x00006b66, 0x00006b71,
+	0x00006b7b, 0x00006b8e, 0x00006bb3, 0x00006bde,
+	0x00006c6f, 0x00006caa, 0x00006cc9, 0x00006d07,
+	0x00006d3e, 0x00006d6c, 0x00006d7a, 0x00006e19,
+	0x00006e37, 0x00006f8e, 0x00006f9c, 0x00006fb0,
+	0x00006fd1, 0x00006fe5, 0x00007015, 0x0000701b,
+	0x0000702f, 0x00007047, 0x0000705a, 0x00007097,
+	0x0000710a, 0x00007157, 0x00007168, 0x0000717f,
 	// Entry 2A0 - 2BF
-	0x000071a2, 0x000071b0, 0x000071bb, 0x000071c1,
-	0x000072b3, 0x000072b9, 0x000072eb, 0x000072f0,
-	0x00007300, 0x0000730b, 0x00007314, 0x00007324,
-	0x00007330, 0x00007364, 0x00007397, 0x000073b1,
-	0x00007456, 0x0000746c, 0x000074f1, 0x0000756b,
-	0x0000757a, 0x00007634, 0x00007685, 0x0000768a,
-	0x00007698, 0x000076a8, 0x000076b4, 0x000076c4,
-	0x000076d2, 0x000076e2, 0x000076ec, 0x0000770f,
+	0x0000719c, 0x000071aa, 0x000071b8, 0x000071c3,
+	0x000071c9, 0x000072bb, 0x000072c1, 0x000072f3,
+	0x000072f8, 0x00007308, 0x00007313, 0x0000731c,
+	0x0000732c, 0x00007338, 0x0000736c, 0x0000739f,
+	0x000073b9, 0x0000745e, 0x00007474, 0x000074f9,
+	0x00007573, 0x00007582, 0x0000763c, 0x0000768d,
+	0x00007692, 0x000076a0, 0x000076b0, 0x000076bc,
+	0x000076cc, 0x000076da, 0x000076ea, 0x000076f4,
 	// Entry 2C0 - 2DF
-	0x00007728, 0x0000773b, 0x000077a7, 0x000077cd,
-	0x000077dc, 0x000077ea, 0x00007806, 0x00007815,
-	0x0000782b, 0x00007864, 0x00007896, 0x000078ee,
-	0x00007904, 0x000079d2, 0x000079e9, 0x00007a20,
-	0x00007a2e, 0x00007a72, 0x00007a97, 0x00007b0e,
-	0x00007b24, 0x00007b3b, 0x00007b69, 0x00007b7c,
-	0x00007ba4, 0x00007c28, 0x00007c2f, 0x00007c97,
-	0x00007cc1, 0x00007cf1, 0x00007e46, 0x00007f80,
+	0x00007717, 0x00007730, 0x00007743, 0x000077af,
+	0x000077d5, 0x000077e4, 0x000077f2, 0x0000780e,
+	0x0000781d, 0x00007833, 0x0000786c, 0x0000789e,
+	0x000078f6, 0x0000790c, 0x000079da, 0x000079f1,
+	0x00007a28, 0x00007a36, 0x00007a7a, 0x00007a9f,
+	0x00007b16, 0x00007b2c, 0x00007b43, 0x00007b71,
+	0x00007b84, 0x00007bac, 0x00007c30, 0x00007c37,
+	0x00007c9f, 0x00007cc9, 0x00007cf9, 0x00007e4e,
 	// Entry 2E0 - 2FF
-	0x00008020, 0x000080f7, 0x000081d0, 0x000081e4,
-	0x0000823f, 0x000082ea, 0x0000836c, 0x00008374,
-	0x000083af, 0x000083b5, 0x00008447, 0x000084df,
-	0x0000850b, 0x00008536, 0x00008584, 0x000085f0,
-	0x00008697, 0x000086b2, 0x000086bc, 0x000086c1,
-	0x000086cb, 0x000086d3, 0x000086d9, 0x000086e1,
-	0x000086ef, 0x000086f9, 0x00008706, 0x00008719,
-	0x0000873d, 0x000087bd, 0x000087ce, 0x000087d6,
+	0x00007f88, 0x00008028, 0x000080ff, 0x000081d8,
+	0x000081ec, 0x00008247, 0x000082f2, 0x00008374,
+	0x0000837c, 0x000083b7, 0x000083bd, 0x0000844f,
+	0x000084e7, 0x00008513, 0x0000853e, 0x0000858c,
+	0x000085f8, 0x0000869f, 0x000086ba, 0x000086c4,
+	0x000086c9, 0x000086d3, 0x000086db, 0x000086e1,
+	0x000086e9, 0x000086f7, 0x00008701, 0x0000870e,
+	0x00008721, 0x00008745, 0x000087c5, 0x000087d6,
 	// Entry 300 - 31F
-	0x0000884b, 0x0000889f, 0x000088e7, 0x000088f6,
-	0x00008909, 0x00008915, 0x00008951, 0x0000898b,
-	0x00008999, 0x000089a6, 0x000089b4, 0x000089c2,
-	0x000089d0, 0x00008a02, 0x00008a32, 0x00008a8e,
-	0x00008a9b, 0x00008abb, 0x00008ac6, 0x00008ae0,
-	0x00008ae5, 0x00008af6, 0x00008b7c, 0x00008ba1,
-	0x00008ba8, 0x00008bb1, 0x00008bc4, 0x00008bce,
-	0x00008bd8, 0x00008be2, 0x00008bfa, 0x00008c10,
+	0x000087de, 0x00008853, 0x000088a7, 0x000088ef,
+	0x000088fe, 0x00008911, 0x0000891d, 0x00008959,
+	0x00008993, 0x000089a1, 0x000089ae, 0x000089bc,
+	0x000089ca, 0x000089d8, 0x00008a0a, 0x00008a3a,
+	0x00008a96, 0x00008aa3, 0x00008ac3, 0x00008ace,
+	0x00008ae8, 0x00008aed, 0x00008afe, 0x00008b84,
+	0x00008ba9, 0x00008bb0, 0x00008bb9, 0x00008bcc,
+	0x00008bd6, 0x00008be0, 0x00008bea, 0x00008c02,
 	// Entry 320 - 33F
-	0x00008c1c, 0x00008c3e, 0x00008c45, 0x00008c52,
-	0x00008c63, 0x00008c8a, 0x00008c9a, 0x00008cb9,
-	0x00008cd9, 0x00008db1, 0x00008e92, 0x00008ee6,
-	0x00008f36, 0x00008f96, 0x00008fe9, 0x00009021,
-	0x00009052, 0x000090a2, 0x000090d6, 0x000090f4,
-	0x00009113, 0x00009132, 0x00009152,
-} // Size: 3316 bytes
+	0x00008c18, 0x00008c24, 0x00008c46, 0x00008c4d,
+	0x00008c5a, 0x00008c6b, 0x00008c92, 0x00008ca2,
+	0x00008cc1, 0x00008ce1, 0x00008db9, 0x00008e9a,
+	0x00008eee, 0x00008f3e, 0x00008f9e, 0x00008ff1,
+	0x00009029, 0x0000905a, 0x000090aa, 0x000090de,
+	0x000090fc, 0x0000911b, 0x0000913a, 0x0000915a,
+} // Size: 3320 bytes
 
-const enData string = "" + // Size: 37202 bytes
+const enData string = "" + // Size: 37210 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1304,365 +1305,365 @@ const enData string = "" + // Size: 37202 bytes
 	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
 	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
 	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
-	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
-	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
-	"of the URL's query and of the headers, and signing secrets, are sealed a" +
-	"nd never shown. Create and change destinations with relais apply (kind: " +
-	"Destination documents) or through the API (/api/v1/destinations), which " +
-	"also deletes them.\x02Destinations by name\x02masked value\x02URL\x02Hea" +
-	"ders sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02It" +
-	"s calls\x02Calls signed (Relais-Signature)\x02Keep the instance\x02Say w" +
-	"hy, for whoever reads the log later: at most %[1]d characters. It is kep" +
-	"t after the erasure, whatever the retention: write the request’s referen" +
-	"ce, not the person’s name.\x02Erase process instance %[1]s\x02Erase this" +
-	" instance now? It is deleted with its occurrences and their attempts, as" +
-	" retention would delete it.\x02Its inputs, outputs, business key and the" +
-	" workers’ messages go with it; this cannot be undone. The audit records " +
-	"naming it stay (who did what, and why), and so do backups until they exp" +
-	"ire.\x02Erase the instance\x02This instance is %[1]s: only an ended inst" +
-	"ance can be erased. Stop it first.\x02Erased: instance %[1]s is deleted " +
-	"(occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02Thi" +
-	"s instance had already been erased, by %[1]s at %[2]s; nothing changed a" +
-	"nd nothing was recorded.\x02on error\x02any other error\x02held for an o" +
-	"perator\x02an incident: retry, abandon or stop\x02end: completes the ins" +
-	"tance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %" +
-	"[2]s: %[3]s\x02Each definition’s queue and incidents now, and what its w" +
-	"orkers finished in the last hour: occurrences that ended completed or fa" +
-	"iled. An occurrence retried since counts where it ends next; a failed at" +
-	"tempt with attempts left is not counted, its occurrence’s page lists it." +
-	"\x02A held instance’s failed occurrence counts in both Held instances an" +
-	"d Failed.\x02Completions and failures, last hour\x02Definitions, those n" +
-	"eeding attention first\x02Definition\x02Open\x02Held instances\x02Failed" +
-	"\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last hour" +
-	"\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed" +
-	" every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
-	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
-	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
-	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
-	"s. The table after the chart gives each 5-minute slot.\x02Completed\x02T" +
-	"he chart’s numbers\x02Completions and failures per 5-minute slot, oldest" +
-	" first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Retention: ended ins" +
-	"tances are kept forever (RELAIS_RETENTION).\x02Retention: ended instance" +
-	"s are deleted with their occurrences %[1]s after they end, another repli" +
-	"ca’s longer RELAIS_RETENTION.\x02Retention: ended instances are deleted " +
-	"with their occurrences %[1]s after they end (RELAIS_RETENTION).\x02%[1]s" +
-	"; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s" +
-	", %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d m" +
-	"in\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Ju" +
-	"l\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
-	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
-	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
-	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
-	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
-	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
-	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
-	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
-	"rator has acted on this instance.\x02Operator actions on this instance, " +
-	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
-	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
-	"kes no inputs.\x02Erase this instance…\x02This instance has ended. As an" +
-	" administrator you may erase it now rather than wait for retention (a da" +
-	"ta subject’s request): it is deleted with its occurrences and attempts." +
-	"\x02This instance is held at a failed node: an incident. It cannot be re" +
-	"tried: its occurrence at node %[1]s failed before any attempt (its input" +
-	"s could not be built), so it would fail the same way. Abandon fails the " +
-	"instance; stop cancels it. Each asks for a reason, recorded in the audit" +
-	" log.\x02This instance is held at a failed node: an incident. Retry offe" +
-	"rs the failed occurrence again; abandon fails the instance; stop cancels" +
-	" it. Each asks for a reason, recorded in the audit log.\x02Stopping canc" +
-	"els the instance and its open occurrences. It does not complete anything" +
-	".\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s " +
-	"— “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended" +
-	"\x02Held at node\x02Failed occurrence\x02Held for\x02Deleted by retentio" +
-	"n\x02never: retention keeps ended instances forever (RELAIS_RETENTION)" +
-	"\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02ended instances" +
-	" are kept %[1]s, another replica’s longer RELAIS_RETENTION\x02End node" +
-	"\x02Abandoned at node\x02Failed at node\x02held, then stopped by an oper" +
-	"ator\x02held, then abandoned by an operator\x02The version must be a who" +
-	"le number from 1.\x02A version is a process’s: choose the process too." +
-	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
-	"ss instances\x02exact, case-sensitive\x02Act on every instance this filt" +
-	"er matches\x02The next page counts them and asks for a reason before any" +
-	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
-	"e or error\x02No instance matches these filters.\x02All processes\x02Any" +
-	" definition\x02All statuses\x02Unknown status “%[1]s” (did you mean “%[2" +
-	"]s”?).\x02“%[1]s” is the status of an instance, not of a task: the Insta" +
-	"nces page lists the instances with it.\x02Unknown status “%[1]s”.\x02ava" +
-	"ilable\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02ru" +
-	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
-	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
-	"bject\x02list\x02normal\x02sensitive\x02secret\x02hidden (sensitive)\x02" +
-	"hidden (secret)\x02pull (a worker fetches it)\x02push (Relais calls the " +
-	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
-	"no\x02field added\x02field removed\x02type changed\x02required changed" +
-	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
-	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
-	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
-	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy" +
-	"\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02" +
-	"Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02E" +
-	"rror message\x02No worker has reserved this occurrence yet.\x02in progre" +
-	"ss\x02Whole message\x02No worker ever reserved this occurrence: it ended" +
-	" before any attempt.\x02Destination\x02Replica\x02Relais has not called " +
-	"the destination yet.\x02Relais never called the destination: the occurre" +
-	"nce ended before any call.\x02Relais keeps the destination’s status code" +
-	" only when it refused the call (destination_http_NNN); a completed call " +
-	"answered 2xx. The duration runs from the claim of the call to its settle" +
-	"ment.\x02Now\x02Retry or abandon it from its instance\x02The latest %[1]" +
-	"d attempts, oldest first\x02The %[1]s earlier attempts (of %[2]s) are no" +
-	"t shown: GET /api/v1/occurrences/%[3]s lists them all.\x02Mode\x02Reason" +
-	" given by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02no" +
-	"ne: a failed call takes the node’s error path\x02Deadline\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had %[2]s (a des" +
-	"tination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)\x02Call timeou" +
-	"t\x02%[1]s, cut to %[2]s by the destination’s max_timeout\x02%[1]s, cut " +
-	"to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied by %[2]s after " +
-	"each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, multiplied by %[2" +
-	"]s after each failure, up to %[3]s\x02at most %[1]d\x02at most %[1]d sin" +
-	"ce the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt" +
-	"\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d " +
-	"left\x02Inputs, labelled by revision %[1]d's contract\x02This contract h" +
-	"as no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No ou" +
-	"tputs yet: the occurrence has not completed.\x02This contract has no out" +
-	"puts.\x02No outputs: the occurrence ended without completing.\x02Reveal " +
-	"— this is recorded\x02Why (recorded with the reveal)\x02Every admin re" +
-	"ads it, and it is kept whatever the retention: write no customer data in" +
-	" it.\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
-	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (the deadline passed" +
-	" after attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
-	"the worker marked this failure as not retryable (attempts left unused: %" +
-	"[1]d)\x02The destination’s answer could not be used: it must be one JSON" +
-	" object whose outputs member matches the revision’s outputs contract, an" +
-	"d nothing after it. Its message says what was wrong.\x02The destination " +
-	"did not answer within the call’s timeout: it may have acted all the same" +
-	".\x02The destination did not answer within the call’s timeout (%[1]s): i" +
-	"t may have acted all the same, so check before retrying.\x02The destinat" +
-	"ion did not answer within the call’s timeout: it may have acted all the " +
-	"same, so check before retrying.\x02The last attempt’s lock expired with " +
-	"no attempt left, after Relais refused its worker’s report (%[1]s; see th" +
-	"e failed occurrence’s attempts): the worker answered, and its answer mus" +
-	"t change, not its lock.\x02The last attempt’s lock expired with no attem" +
-	"pt left, after Relais refused its worker’s report (%[1]s; see the attemp" +
-	"ts below): the worker answered, and its answer must change, not its lock" +
-	".\x02The last attempt’s lock expired with no attempt left.\x02The last a" +
-	"ttempt’s worker stream ended (its worker left or was dropped) with no at" +
-	"tempt left.\x02The deadline passed before a result arrived.\x02The resul" +
-	"t did not match the revision's outputs contract.\x02The answer to the ca" +
-	"ll was lost (the connection broke after the request was sent, or Relais " +
-	"stopped or could not reach its database before recording it): whether th" +
-	"e destination acted is unknown, so Relais does not call it again by itse" +
-	"lf (an operator’s retry does).\x02The call could not be prepared.\x02The" +
-	" destination could not be reached.\x02The destination’s answer was too l" +
-	"arge.\x02The last attempt ended without a result (its lock expired, or i" +
-	"ts worker’s stream ended) with no attempt left.\x02The inputs could not " +
-	"be built from the process’s bindings.\x02An operator abandoned the insta" +
-	"nce.\x02A Camunda 7 worker reported a failure with no retries left (retr" +
-	"ies: 0, no retries sent, which Camunda reads as 0, or a budget already s" +
-	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02N" +
-	"o live worker takes %[1]s now (Workers page).\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s declare inputs it does not have." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
-	"revision %[3]d only.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02" +
-	"Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offere" +
-	"d again.\x02Waiting for Relais to call the destination since %[1]s (%[2]" +
-	"s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Th" +
-	"e call’s budget (%[1]s) ended %[2]s without its result recorded: the rep" +
-	"lica making it may have stopped. If so, it fails outcome_unknown at %[3]" +
-	"s (%[4]s): ask the destination whether it took effect.\x02Relais is call" +
-	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
-	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
-	"er of the same consumer, or a front end with a settle token, completes i" +
-	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
-	" an operator.\x02Its instance went on along the node’s error path, and i" +
-	"s held at a later node.\x02Its instance went on along the node’s error p" +
-	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
-	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
-	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
-	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02The instance was stopped while" +
-	" the worker held the task: its report is refused, but it may already hav" +
-	"e done the work.\x02The instance was stopped during the call, which was " +
-	"aborted: the destination may already have acted on the request (check th" +
-	"ere).\x02The instance was stopped while the task was deferred: a settlem" +
-	"ent by id is refused, but the work it waited for may already be done." +
-	"\x02%[1]s at %[2]s\x02Relais refused a report of this attempt at %[1]s (" +
-	"%[2]s) before taking another.\x02Relais refused %[1]s reports of this at" +
-	"tempt, the last at %[2]s (%[3]s), before taking another.\x02Relais refus" +
-	"ed this attempt’s report at %[1]s (%[2]s): its worker answered, and the " +
-	"answer was not taken.\x02Relais refused %[1]s reports of this attempt, t" +
-	"he last at %[2]s (%[3]s): its worker answered, and no answer was taken." +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from the worker (its own words, protected values masked)\x02Message fr" +
-	"om Relais, quoting the destination’s answer\x02Message from Relais\x02Th" +
-	"e revision must be a whole number, 1 or more.\x02A revision is a definit" +
-	"ion’s: choose the definition too.\x02Settlement date\x02More filters: in" +
-	"stance, revision, consumer, destination, dates\x02Push destination\x02it" +
-	"s name, exactly\x02instance id\x02Counts by status\x02Occurrences, newes" +
-	"t first\x02Message\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02instance held here\x02Totals of definition %[1]s, not na" +
-	"rrowed by the other filters\x02Totals of all definitions, not narrowed b" +
-	"y the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed e" +
-	"very few seconds.\x02revision %[1]d\x02Earlier attempt:\x02settled\x02ne" +
-	"xt attempt\x02claimable since\x02call in progress since\x02lock until" +
-	"\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First page" +
-	"\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01" +
-	".\x02%[1]s: the first day comes after the last.\x02This address holds a " +
-	"parameter that cannot be read (a percent sign not followed by two hexade" +
-	"cimal digits, or a semicolon): correct the address.\x02Unknown parameter" +
-	" “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The p" +
-	"arameter “%[1]s” is given %[2]d times: give it once.\x02The page cursor " +
-	"is invalid: go back to the first page.\x02These settings are kept in thi" +
-	"s browser only.\x02Show times in\x02The console runs no script, so it ca" +
-	"nnot read your computer’s time zone: choose a place, whose daylight savi" +
-	"ng time is followed, or a fixed offset from UTC.\x02Reload lists and det" +
-	"ail pages\x02A reload empties what you typed but did not apply (filters," +
-	" the search box) and moves the focus back to the top of the page: “Pause" +
-	" reloading”, on every page that reloads, stops it until you resume. Page" +
-	"s where you type a reason (confirmations, and occurrences with a value t" +
-	"o reveal) never reload on their own, nor does a revealed value.\x02Save " +
-	"settings\x02Back without saving\x02UTC (coordinated universal time)\x02L" +
-	"ocal time in %[1]s\x02%[1]s (a fixed offset, no daylight saving time)" +
-	"\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Reloading" +
-	" resumed.\x02Reloading paused: this page stays as it is until you resume" +
-	".\x02Published process versions: their nodes, routes and pinned revision" +
-	"s, drawn, with where their occurrences are now.\x02Published process ver" +
-	"sions: their nodes, routes and pinned revisions, drawn.\x02Processes by " +
-	"key\x02Versions, newest first\x02No process is published yet.\x02version" +
-	" %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the lon" +
-	"gest path from the start node. Solid arrows are successes (labelled with" +
-	" their route), dashed ones failures (labelled with their error codes). E" +
-	"ach box says how many of this version’s occurrences are at that node now" +
-	".\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
-	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inpu" +
-	"ts from\x02No inputs: an instance starts with an empty object.\x02Inputs" +
-	" an instance of this version is started with\x02Instances of this versio" +
-	"n\x02Columns follow the longest path from the start node. Solid arrows a" +
-	"re successes (labelled with their route), dashed ones failures (labelled" +
-	" with their error codes).\x02Nodes of this version\x02This version has %" +
-	"[1]d nodes: too many to draw legibly (at most %[2]d). The table below li" +
-	"sts every node with its routes and counts.\x02This version has %[1]d nod" +
-	"es: too many to draw legibly (at most %[2]d). The table below lists ever" +
-	"y node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[" +
-	"1]d node, starting at %[2]s. The table below lists the same nodes, route" +
-	"s and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below li" +
-	"sts the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s" +
-	". The table below lists the same nodes and routes.\x02pull\x02push to %[" +
-	"1]s\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1" +
-	"]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02" +
-	"instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); r" +
-	"efreshed every few seconds.\x02Only administrators may reveal a sensitiv" +
-	"e value.\x02Say why you reveal this value: the reason is recorded with t" +
-	"he reveal in the audit log.\x02Cannot reveal it here\x02This replica lac" +
-	"ks the data key the value was sealed with, so it cannot open it (nothing" +
-	" was recorded). Another replica may reveal it; ask your administrator to" +
-	" start every replica with the same data keys.\x02Back to the occurrence" +
-	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
-	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
-	"d.\x02Secret values can never be revealed.\x02Every sensitive value an a" +
-	"dministrator revealed: who, when, which field and why. The values themse" +
-	"lves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page. An ended instance is deleted once the retention " +
-	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
-	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
-	"ce has it as its business key. An ended instance is deleted, with its oc" +
-	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
-	" passed, or at once when an administrator erases it; the audit log keeps" +
-	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
-	"iness key, and it is not a whole id: the lists show the end of each id. " +
-	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
-	"ess is not used: you are signed in already. The address has put it in yo" +
-	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
-	"them, have the token revoked and use a new one.\x02A token in the addres" +
-	"s is not used: paste it in the field below. The address has put it in yo" +
-	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
-	"them, have the token revoked and use a new one.\x02You are signed out." +
-	"\x02The token you signed in with is revoked, and you are signed out: sig" +
-	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
-	" elsewhere, a revoked token or a restart of the server), so your last ac" +
-	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
-	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
-	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
-	"operator, designer or administrator token.\x02Token\x02The token is chec" +
-	"ked once and never stored in your browser; a session cookie stands for i" +
-	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
-	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
-	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
-	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
-	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
-	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
-	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
-	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
-	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
-	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
-	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
-	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
-	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
-	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
-	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
-	" in with: revoking it signs you out. Its next request is refused. This c" +
-	"annot be undone.\x02This is the last usable administrator token: create " +
-	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
-	": its next request is refused.\x02routing output\x02each item of %[1]s" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
-	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
-	" a stream, and polling workers by their last fetch. A worker is listed w" +
-	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
-	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
-	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
-	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
-	"revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes rev" +
-	"isions %[1]s\x02Occurrences of revision %[1]d wait, and no live worker t" +
-	"akes it: subscribe workers to it, with their consumers granted it (a wor" +
-	"ker naming no revision takes those its consumer is granted; a process ve" +
-	"rsion pins it).\x02Occurrences of revisions %[1]s wait, and no live work" +
-	"er takes them: subscribe workers to them, with their consumers granted t" +
-	"hem (a worker naming no revision takes those its consumer is granted; a " +
-	"process version pins them).\x02No worker serves this definition: its occ" +
-	"urrences wait until one connects or polls.\x02No process uses this defin" +
-	"ition yet: it needs a worker once a process pulls it.\x02No process pull" +
-	"s this definition: Relais calls its destinations (push), and it needs no" +
-	" worker.\x02No worker is connected for this definition; none of its occu" +
-	"rrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d wo" +
-	"rker\x00\x18\x02Served by %[1]d workers\x02It takes every revision its c" +
-	"onsumer is granted.\x02Revisions they take: %[1]s; some take every revis" +
-	"ion their consumer is granted.\x02They take every revision their consume" +
-	"r is granted.\x02It takes revision %[1]d only.\x02They take revision %[1" +
-	"]d only.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s " +
-	"only."
+	"al field of type %[1]s\x02none\x02not set\x02Task contracts: their Worki" +
+	"ng copy, immutable revisions and named releases.\x02Definitions by key" +
+	"\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81" +
+	"\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destin" +
+	"ation yet.\x02No more destinations.\x02The HTTP endpoints push nodes cal" +
+	"l. Values of the URL's query and of the headers, and signing secrets, ar" +
+	"e sealed and never shown. Create and change destinations with relais app" +
+	"ly (kind: Destination documents) or through the API (/api/v1/destination" +
+	"s), which also deletes them.\x02Destinations by name\x02masked value\x02" +
+	"URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header\x02C" +
+	"alls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the instanc" +
+	"e\x02Say why, for whoever reads the log later: at most %[1]d characters." +
+	" It is kept after the erasure, whatever the retention: write the request" +
+	"’s reference, not the person’s name.\x02Erase process instance %[1]s" +
+	"\x02Erase this instance now? It is deleted with its occurrences and thei" +
+	"r attempts, as retention would delete it.\x02Its inputs, outputs, busine" +
+	"ss key and the workers’ messages go with it; this cannot be undone. The " +
+	"audit records naming it stay (who did what, and why), and so do backups " +
+	"until they expire.\x02Erase the instance\x02This instance is %[1]s: only" +
+	" an ended instance can be erased. Stop it first.\x02Erased: instance %[1" +
+	"]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the aud" +
+	"it log.\x02This instance had already been erased, by %[1]s at %[2]s; not" +
+	"hing changed and nothing was recorded.\x02on error\x02any other error" +
+	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
+	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
+	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left is not counted, its occurrence" +
+	"’s page lists it.\x02A held instance’s failed occurrence counts in bot" +
+	"h Held instances and Failed.\x02Completions and failures, last hour\x02D" +
+	"efinitions, those needing attention first\x02Definition\x02Open\x02Held " +
+	"instances\x02Failed\x02Oldest claimable waits\x02Completed, last hour" +
+	"\x02Failed, last hour\x02No definition has occurrences yet.\x02As of %[1" +
+	"]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02lon" +
+	"g wait\x02no worker\x02Show all definitions\x02No definition %[1]s has o" +
+	"ccurrences: check the key, or show all definitions.\x02All definitions" +
+	"\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In the l" +
+	"ast hour: %[1]s, %[2]s. The table after the chart gives each 5-minute sl" +
+	"ot.\x02Completed\x02The chart’s numbers\x02Completions and failures per " +
+	"5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).\x02Reten" +
+	"tion: ended instances are deleted with their occurrences %[1]s after the" +
+	"y end, another replica’s longer RELAIS_RETENTION.\x02Retention: ended in" +
+	"stances are deleted with their occurrences %[1]s after they end (RELAIS_" +
+	"RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s " +
+	"%[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now" +
+	"\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02A" +
+	"pr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds" +
+	"\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms" +
+	"\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The" +
+	" nodes this instance reached, in order, each with its occurrence.\x02Nod" +
+	"es reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Crea" +
+	"ted\x02Settled\x02This instance has not reached a task yet.\x02Recorded " +
+	"operator actions\x02No operator has acted on this instance.\x02Operator " +
+	"actions on this instance, newest first\x02Value\x02Process inputs\x02Inp" +
+	"uts the instance was started with, labelled by process version %[1]d's c" +
+	"ontract\x02This process takes no inputs.\x02Erase this instance…\x02This" +
+	" instance has ended. As an administrator you may erase it now rather tha" +
+	"n wait for retention (a data subject’s request): it is deleted with its " +
+	"occurrences and attempts.\x02This instance is held at a failed node: an " +
+	"incident. It cannot be retried: its occurrence at node %[1]s failed befo" +
+	"re any attempt (its inputs could not be built), so it would fail the sam" +
+	"e way. Abandon fails the instance; stop cancels it. Each asks for a reas" +
+	"on, recorded in the audit log.\x02This instance is held at a failed node" +
+	": an incident. Retry offers the failed occurrence again; abandon fails t" +
+	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
+	"dit log.\x02Stopping cancels the instance and its open occurrences. It d" +
+	"oes not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aba" +
+	"ndoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s" +
+	"”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
+	"\x02Deleted by retention\x02never: retention keeps ended instances forev" +
+	"er (RELAIS_RETENTION)\x02ended instances are kept %[1]s (RELAIS_RETENTIO" +
+	"N)\x02ended instances are kept %[1]s, another replica’s longer RELAIS_RE" +
+	"TENTION\x02End node\x02Abandoned at node\x02Failed at node\x02held, then" +
+	" stopped by an operator\x02held, then abandoned by an operator\x02The ve" +
+	"rsion must be a whole number from 1.\x02A version is a process’s: choose" +
+	" the process too.\x02Creation date\x02The page size must be between 1 an" +
+	"d %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on every i" +
+	"nstance this filter matches\x02The next page counts them and asks for a " +
+	"reason before anything changes.\x02Process instances, newest first\x02In" +
+	"stance\x02End node or error\x02No instance matches these filters.\x02All" +
+	" processes\x02Any definition\x02All statuses\x02Unknown status “%[1]s” (" +
+	"did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of " +
+	"a task: the Instances page lists the instances with it.\x02Unknown statu" +
+	"s “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hid" +
+	"den (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push" +
+	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
+	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
+	"\x02required changed\x02values changed\x02classification changed\x02cons" +
+	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
+	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
+	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
+	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
+	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
+	"nswer\x02Outcome\x02Error message\x02No worker has reserved this occurre" +
+	"nce yet.\x02in progress\x02Whole message\x02No worker ever reserved this" +
+	" occurrence: it ended before any attempt.\x02Destination\x02Replica\x02R" +
+	"elais has not called the destination yet.\x02Relais never called the des" +
+	"tination: the occurrence ended before any call.\x02Relais keeps the dest" +
+	"ination’s status code only when it refused the call (destination_http_NN" +
+	"N); a completed call answered 2xx. The duration runs from the claim of t" +
+	"he call to its settlement.\x02Now\x02Retry or abandon it from its instan" +
+	"ce\x02The latest %[1]d attempts, oldest first\x02The %[1]s earlier attem" +
+	"pts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them a" +
+	"ll.\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry d" +
+	"elay\x02Retries\x02none: a failed call takes the node’s error path\x02De" +
+	"adline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last cal" +
+	"l had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut " +
+	"it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_time" +
+	"out\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multipli" +
+	"ed by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s," +
+	" multiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d" +
+	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, n" +
+	"ot counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contra" +
+	"ct\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]" +
+	"d's contract\x02No outputs yet: the occurrence has not completed.\x02Thi" +
+	"s contract has no outputs.\x02No outputs: the occurrence ended without c" +
+	"ompleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal" +
+	")\x02Every admin reads it, and it is kept whatever the retention: write " +
+	"no customer data in it.\x02Available from\x02Next attempt\x02Last reserv" +
+	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (t" +
+	"he deadline passed after attempt %[1]d)\x02Error (before any attempt)" +
+	"\x02Retryable\x02no: the worker marked this failure as not retryable (at" +
+	"tempts left unused: %[1]d)\x02The destination’s answer could not be used" +
+	": it must be one JSON object whose outputs member matches the revision’s" +
+	" outputs contract, and nothing after it. Its message says what was wrong" +
+	".\x02The destination did not answer within the call’s timeout: it may ha" +
+	"ve acted all the same.\x02The destination did not answer within the call" +
+	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
+	"trying.\x02The destination did not answer within the call’s timeout: it " +
+	"may have acted all the same, so check before retrying.\x02The last attem" +
+	"pt’s lock expired with no attempt left, after Relais refused its worker’" +
+	"s report (%[1]s; see the failed occurrence’s attempts): the worker answe" +
+	"red, and its answer must change, not its lock.\x02The last attempt’s loc" +
+	"k expired with no attempt left, after Relais refused its worker’s report" +
+	" (%[1]s; see the attempts below): the worker answered, and its answer mu" +
+	"st change, not its lock.\x02The last attempt’s lock expired with no atte" +
+	"mpt left.\x02The last attempt’s worker stream ended (its worker left or " +
+	"was dropped) with no attempt left.\x02The deadline passed before a resul" +
+	"t arrived.\x02The result did not match the revision's outputs contract." +
+	"\x02The answer to the call was lost (the connection broke after the requ" +
+	"est was sent, or Relais stopped or could not reach its database before r" +
+	"ecording it): whether the destination acted is unknown, so Relais does n" +
+	"ot call it again by itself (an operator’s retry does).\x02The call could" +
+	" not be prepared.\x02The destination could not be reached.\x02The destin" +
+	"ation’s answer was too large.\x02The last attempt ended without a result" +
+	" (its lock expired, or its worker’s stream ended) with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
+	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
+	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
+	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
+	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
+	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
+	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
+	"ts result recorded: the replica making it may have stopped. If so, it fa" +
+	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
+	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
+	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
+	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
+	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
+	"e is held here, waiting for an operator.\x02Its instance went on along t" +
+	"he node’s error path, and is held at a later node.\x02Its instance went " +
+	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
+	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
+	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
+	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
+	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
+	"nstance was stopped while the worker held the task: its report is refuse" +
+	"d, but it may already have done the work.\x02The instance was stopped du" +
+	"ring the call, which was aborted: the destination may already have acted" +
+	" on the request (check there).\x02The instance was stopped while the tas" +
+	"k was deferred: a settlement by id is refused, but the work it waited fo" +
+	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
+	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
+	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
+	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
+	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
+	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
+	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
+	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
+	"redacted]\x02Message from the worker (its own words, protected values ma" +
+	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
+	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
+	"vision is a definition’s: choose the definition too.\x02Settlement date" +
+	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
+	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
+	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
+	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
+	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
+	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
+	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
+	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
+	"his address holds a parameter that cannot be read (a percent sign not fo" +
+	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose a place" +
+	", whose daylight saving time is followed, or a fixed offset from UTC." +
+	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
+	" did not apply (filters, the search box) and moves the focus back to the" +
+	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
+	"t until you resume. Pages where you type a reason (confirmations, and oc" +
+	"currences with a value to reveal) never reload on their own, nor does a " +
+	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
+	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
+	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
+	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
+	"t is until you resume.\x02Published process versions: their nodes, route" +
+	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
+	"Published process versions: their nodes, routes and pinned revisions, dr" +
+	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
+	"ished yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02C" +
+	"olumns follow the longest path from the start node. Solid arrows are suc" +
+	"cesses (labelled with their route), dashed ones failures (labelled with " +
+	"their error codes). Each box says how many of this version’s occurrences" +
+	" are at that node now.\x02Nodes\x02Nodes of this version, with their occ" +
+	"urrences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occ" +
+	"urrences now\x02Inputs from\x02No inputs: an instance starts with an emp" +
+	"ty object.\x02Inputs an instance of this version is started with\x02Inst" +
+	"ances of this version\x02Columns follow the longest path from the start " +
+	"node. Solid arrows are successes (labelled with their route), dashed one" +
+	"s failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
+	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
+	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
+	"t, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeou" +
+	"t %[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Coun" +
+	"ts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrat" +
+	"ors may reveal a sensitive value.\x02Say why you reveal this value: the " +
+	"reason is recorded with the reveal in the audit log.\x02Cannot reveal it" +
+	" here\x02This replica lacks the data key the value was sealed with, so i" +
+	"t cannot open it (nothing was recorded). Another replica may reveal it; " +
+	"ask your administrator to start every replica with the same data keys." +
+	"\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; recorded in th" +
+	"e audit log.\x02Cannot reveal\x02Only a value this page shows as hidden " +
+	"(sensitive) can be revealed.\x02Secret values can never be revealed.\x02" +
+	"Every sensitive value an administrator revealed: who, when, which field " +
+	"and why. The values themselves are never kept.\x02Reveals, newest first" +
+	"\x02No value was revealed.\x02none (revealed before reasons were asked f" +
+	"or)\x02Method not allowed\x02This page does not accept that request.\x02" +
+	"This form was sent from another site: the console takes its forms from i" +
+	"ts own pages only. Open the console and send it from there.\x02Search" +
+	"\x02Type an instance or occurrence id (a whole UUID, as the title of its" +
+	" page shows it), or a business key.\x02Nothing to find: the search box i" +
+	"s empty.\x02That is too long to be an id or a business key.\x02No instan" +
+	"ce has “%[1]s” as its business key. A business key is found only whole a" +
+	"nd exactly as given, capitals and accents included: a list shows a long " +
+	"one shortened, so copy it from its instance’s page. An ended instance is" +
+	" deleted once the retention period (RELAIS_RETENTION) has passed, or at " +
+	"once when an administrator erases it.\x02No instance or occurrence has t" +
+	"he id “%[1]s”, and no instance has it as its business key. An ended inst" +
+	"ance is deleted, with its occurrences and attempts, once the retention p" +
+	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
+	"ases it; the audit log keeps the operator actions taken on it.\x02No ins" +
+	"tance has “%[1]s” as its business key, and it is not a whole id: the lis" +
+	"ts show the end of each id. Open the row, or copy its link, for the whol" +
+	"e id.\x02A token in the address is not used: you are signed in already. " +
+	"The address has put it in your browser’s history, and perhaps in a proxy" +
+	"’s logs: if others may read them, have the token revoked and use a new" +
+	" one.\x02A token in the address is not used: paste it in the field below" +
+	". The address has put it in your browser’s history, and perhaps in a pro" +
+	"xy’s logs: if others may read them, have the token revoked and use a new" +
+	" one.\x02You are signed out.\x02The token you signed in with is revoked," +
+	" and you are signed out: sign in with another one.\x02Your session had e" +
+	"nded (inactivity, a sign-out elsewhere, a revoked token or a restart of " +
+	"the server), so your last action was not applied. Sign in again, then re" +
+	"peat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a " +
+	"token revoked or expired, or a restart of the server). Sign in again." +
+	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity, and 12" +
+	" hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins fro" +
+	"m your address. Try again in %[1]d second.\x00H\x02Too many failed sign-" +
+	"ins from your address. Try again in %[1]d seconds.\x02Paste your token i" +
+	"n the field: it is empty.\x02This token is unknown, revoked or expired." +
+	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
+	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
+	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
+	"rators, designers, operators) that are not revoked. Consumer tokens are " +
+	"managed with their consumers. Revoking a token refuses its next request." +
+	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
+	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
+	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
+	"rs by their last fetch. A worker is listed while it was seen within thre" +
+	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
+	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
+	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
+	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
+	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
+	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
+	" to it, with their consumers granted it (a worker naming no revision tak" +
+	"es those its consumer is granted; a process version pins it).\x02Occurre" +
+	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
+	"orkers to them, with their consumers granted them (a worker naming no re" +
+	"vision takes those its consumer is granted; a process version pins them)" +
+	".\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
+	"isions they take: %[1]s; some take every revision their consumer is gran" +
+	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
+	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
+	"ions %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 823 elements
+var frIndex = []uint32{ // 824 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1739,165 +1740,165 @@ var frIndex = []uint32{ // 823 elements
 	0x000043c4, 0x000043f4, 0x00004416, 0x00004431,
 	0x0000444c, 0x00004468, 0x00004484, 0x0000449a,
 	0x000044b4, 0x000044eb, 0x00004521, 0x00004541,
-	0x00004560, 0x00004567, 0x000045d1, 0x000045e7,
-	0x000045ec, 0x00004600, 0x00004618, 0x0000463d,
-	0x0000466b, 0x00004690, 0x000046aa, 0x000047f3,
-	0x00004808, 0x00004818, 0x0000481c, 0x0000482f,
-	0x0000483e, 0x00004855, 0x00004864, 0x0000486b,
+	0x00004560, 0x00004567, 0x0000456e, 0x000045d8,
+	0x000045ee, 0x000045f3, 0x00004607, 0x0000461f,
+	0x00004644, 0x00004672, 0x00004697, 0x000046b1,
+	0x000047fa, 0x0000480f, 0x0000481f, 0x00004823,
+	0x00004836, 0x00004845, 0x0000485c, 0x0000486b,
 	// Entry 120 - 13F
-	0x00004876, 0x00004898, 0x000048ac, 0x0000498a,
-	0x000049b2, 0x00004a3b, 0x00004b41, 0x00004b56,
-	0x00004bbc, 0x00004c41, 0x00004cb6, 0x00004cc8,
-	0x00004cdb, 0x00004cf7, 0x00004d24, 0x00004d41,
-	0x00004d64, 0x00004d6f, 0x00004d7a, 0x00004d91,
-	0x00004ef8, 0x00004f69, 0x00004f90, 0x00004fce,
-	0x00004fda, 0x00004fe3, 0x00004ff7, 0x00005001,
-	0x00005028, 0x00005044, 0x0000505f, 0x0000508f,
+	0x00004872, 0x0000487d, 0x0000489f, 0x000048b3,
+	0x00004991, 0x000049b9, 0x00004a42, 0x00004b48,
+	0x00004b5d, 0x00004bc3, 0x00004c48, 0x00004cbd,
+	0x00004ccf, 0x00004ce2, 0x00004cfe, 0x00004d2b,
+	0x00004d48, 0x00004d6b, 0x00004d76, 0x00004d81,
+	0x00004d98, 0x00004eff, 0x00004f70, 0x00004f97,
+	0x00004fd5, 0x00004fe1, 0x00004fea, 0x00004ffe,
+	0x00005008, 0x0000502f, 0x0000504b, 0x00005066,
 	// Entry 140 - 15F
-	0x000050ce, 0x000050e9, 0x000050f8, 0x00005109,
-	0x0000512a, 0x00005195, 0x000051ad, 0x000051f4,
-	0x0000525f, 0x0000526a, 0x00005284, 0x000052ce,
-	0x000052d6, 0x000052e4, 0x000052f4, 0x0000531e,
-	0x00005347, 0x000053a0, 0x0000543e, 0x000054b8,
-	0x000054c8, 0x000054e7, 0x000054f3, 0x0000550c,
-	0x00005517, 0x00005524, 0x00005533, 0x0000553b,
-	0x00005545, 0x0000554d, 0x00005555, 0x0000555b,
+	0x00005096, 0x000050d5, 0x000050f0, 0x000050ff,
+	0x00005110, 0x00005131, 0x0000519c, 0x000051b4,
+	0x000051fb, 0x00005266, 0x00005271, 0x0000528b,
+	0x000052d5, 0x000052dd, 0x000052eb, 0x000052fb,
+	0x00005325, 0x0000534e, 0x000053a7, 0x00005445,
+	0x000054bf, 0x000054cf, 0x000054ee, 0x000054fa,
+	0x00005513, 0x0000551e, 0x0000552b, 0x0000553a,
+	0x00005542, 0x0000554c, 0x00005554, 0x0000555c,
 	// Entry 160 - 17F
-	0x00005562, 0x00005567, 0x0000556c, 0x00005570,
-	0x00005575, 0x0000557b, 0x00005581, 0x00005587,
-	0x0000558c, 0x00005591, 0x00005597, 0x000055a1,
-	0x000055c1, 0x000055e3, 0x00005607, 0x0000562d,
-	0x00005636, 0x00005652, 0x0000565b, 0x00005673,
-	0x0000567c, 0x000056d0, 0x000056f0, 0x000056f6,
-	0x00005701, 0x00005707, 0x00005715, 0x00005720,
-	0x0000572e, 0x00005761, 0x00005785, 0x000057b4,
+	0x00005562, 0x00005569, 0x0000556e, 0x00005573,
+	0x00005577, 0x0000557c, 0x00005582, 0x00005588,
+	0x0000558e, 0x00005593, 0x00005598, 0x0000559e,
+	0x000055a8, 0x000055c8, 0x000055ea, 0x0000560e,
+	0x00005634, 0x0000563d, 0x00005659, 0x00005662,
+	0x0000567a, 0x00005683, 0x000056d7, 0x000056f7,
+	0x000056fd, 0x00005708, 0x0000570e, 0x0000571c,
+	0x00005727, 0x00005735, 0x00005768, 0x0000578c,
 	// Entry 180 - 19F
-	0x000057fd, 0x00005804, 0x0000581a, 0x0000588d,
-	0x000058b3, 0x000058cd, 0x000059b5, 0x00005b44,
-	0x00005c4b, 0x00005c9b, 0x00005ccc, 0x00005cff,
-	0x00005d2e, 0x00005d39, 0x00005d3d, 0x00005d4f,
-	0x00005d64, 0x00005d72, 0x00005d8f, 0x00005de9,
-	0x00005e2c, 0x00005e93, 0x00005ea0, 0x00005eb5,
-	0x00005ec8, 0x00005ef3, 0x00005f20, 0x00005f57,
-	0x00005fa1, 0x00005fb3, 0x00005feb, 0x00006002,
+	0x000057bb, 0x00005804, 0x0000580b, 0x00005821,
+	0x00005894, 0x000058ba, 0x000058d4, 0x000059bc,
+	0x00005b4b, 0x00005c52, 0x00005ca2, 0x00005cd3,
+	0x00005d06, 0x00005d35, 0x00005d40, 0x00005d44,
+	0x00005d56, 0x00005d6b, 0x00005d79, 0x00005d96,
+	0x00005df0, 0x00005e33, 0x00005e9a, 0x00005ea7,
+	0x00005ebc, 0x00005ecf, 0x00005efa, 0x00005f27,
+	0x00005f5e, 0x00005fa8, 0x00005fba, 0x00005ff2,
 	// Entry 1A0 - 1BF
-	0x00006019, 0x0000604d, 0x00006097, 0x000060cc,
-	0x000060d5, 0x000060ec, 0x0000611a, 0x0000612d,
-	0x0000613f, 0x00006150, 0x0000619c, 0x00006216,
-	0x0000623a, 0x00006245, 0x00006250, 0x0000625b,
-	0x00006265, 0x0000626f, 0x00006278, 0x00006281,
-	0x0000628a, 0x00006293, 0x0000629c, 0x000062a3,
-	0x000062b1, 0x000062b7, 0x000062be, 0x000062c5,
-	0x000062ce, 0x000062d3, 0x000062e1, 0x000062e7,
+	0x00006009, 0x00006020, 0x00006054, 0x0000609e,
+	0x000060d3, 0x000060dc, 0x000060f3, 0x00006121,
+	0x00006134, 0x00006146, 0x00006157, 0x000061a3,
+	0x0000621d, 0x00006241, 0x0000624c, 0x00006257,
+	0x00006262, 0x0000626c, 0x00006276, 0x0000627f,
+	0x00006288, 0x00006291, 0x0000629a, 0x000062a3,
+	0x000062aa, 0x000062b8, 0x000062be, 0x000062c5,
+	0x000062cc, 0x000062d5, 0x000062da, 0x000062e8,
 	// Entry 1C0 - 1DF
-	0x000062ed, 0x000062f3, 0x000062fb, 0x00006304,
-	0x0000630d, 0x00006320, 0x00006331, 0x00006354,
-	0x00006375, 0x00006384, 0x0000638f, 0x0000639a,
-	0x000063a7, 0x000063ab, 0x000063af, 0x000063bd,
-	0x000063cb, 0x000063d9, 0x000063f9, 0x0000640c,
-	0x00006425, 0x0000643a, 0x0000644b, 0x0000645d,
-	0x0000646f, 0x00006475, 0x0000647c, 0x00006484,
-	0x0000648c, 0x000064aa, 0x000064c8, 0x000064df,
+	0x000062ee, 0x000062f4, 0x000062fa, 0x00006302,
+	0x0000630b, 0x00006314, 0x00006327, 0x00006338,
+	0x0000635b, 0x0000637c, 0x0000638b, 0x00006396,
+	0x000063a1, 0x000063ae, 0x000063b2, 0x000063b6,
+	0x000063c4, 0x000063d2, 0x000063e0, 0x00006400,
+	0x00006413, 0x0000642c, 0x00006441, 0x00006452,
+	0x00006464, 0x00006476, 0x0000647c, 0x00006483,
+	0x0000648b, 0x00006493, 0x000064b1, 0x000064cf,
 	// Entry 1E0 - 1FF
-	0x000064f4, 0x00006505, 0x0000650b, 0x00006524,
-	0x0000652f, 0x00006563, 0x00006570, 0x0000658e,
-	0x0000659c, 0x000065a5, 0x000065ac, 0x000065c7,
-	0x000065d1, 0x000065e4, 0x0000661e, 0x00006627,
-	0x00006636, 0x0000669a, 0x000066a6, 0x000066b0,
-	0x000066e0, 0x0000673b, 0x00006822, 0x0000682d,
-	0x00006860, 0x0000689e, 0x00006917, 0x0000691c,
-	0x0000693c, 0x00006959, 0x00006979, 0x0000698e,
+	0x000064e6, 0x000064fb, 0x0000650c, 0x00006512,
+	0x0000652b, 0x00006536, 0x0000656a, 0x00006577,
+	0x00006595, 0x000065a3, 0x000065ac, 0x000065b3,
+	0x000065ce, 0x000065d8, 0x000065eb, 0x00006625,
+	0x0000662e, 0x0000663d, 0x000066a1, 0x000066ad,
+	0x000066b7, 0x000066e7, 0x00006742, 0x00006829,
+	0x00006834, 0x00006867, 0x000068a5, 0x0000691e,
+	0x00006923, 0x00006943, 0x00006960, 0x00006980,
 	// Entry 200 - 21F
-	0x000069cf, 0x000069da, 0x000069e4, 0x00006a0d,
-	0x00006a82, 0x00006a93, 0x00006ad0, 0x00006b04,
-	0x00006b65, 0x00006baf, 0x00006bbd, 0x00006bf9,
-	0x00006c23, 0x00006c68, 0x00006c90, 0x00006ccf,
-	0x00006cf0, 0x00006d2e, 0x00006d6e, 0x00006d8e,
-	0x00006dcf, 0x00006df9, 0x00006e20, 0x00006ea3,
-	0x00006ebb, 0x00006ecf, 0x00006ee6, 0x00006ef4,
-	0x00006eff, 0x00006f22, 0x00006f60, 0x00006f7f,
+	0x00006995, 0x000069d6, 0x000069e1, 0x000069eb,
+	0x00006a14, 0x00006a89, 0x00006a9a, 0x00006ad7,
+	0x00006b0b, 0x00006b6c, 0x00006bb6, 0x00006bc4,
+	0x00006c00, 0x00006c2a, 0x00006c6f, 0x00006c97,
+	0x00006cd6, 0x00006cf7, 0x00006d35, 0x00006d75,
+	0x00006d95, 0x00006dd6, 0x00006e00, 0x00006e27,
+	0x00006eaa, 0x00006ec2, 0x00006ed6, 0x00006eed,
+	0x00006efb, 0x00006f06, 0x00006f29, 0x00006f67,
 	// Entry 220 - 23F
-	0x00006f9b, 0x00007009, 0x000070db, 0x0000713a,
-	0x000071bf, 0x0000723c, 0x00007350, 0x00007453,
-	0x0000749a, 0x00007527, 0x00007567, 0x000075ad,
-	0x000076fa, 0x00007722, 0x00007745, 0x0000777c,
-	0x0000780d, 0x00007860, 0x00007889, 0x0000796b,
-	0x00007991, 0x000079d8, 0x00007a5c, 0x00007ad7,
-	0x00007b54, 0x00007b7c, 0x00007ba4, 0x00007beb,
-	0x00007c35, 0x00007c68, 0x00007c7b, 0x00007d83,
+	0x00006f86, 0x00006fa2, 0x00007010, 0x000070e2,
+	0x00007141, 0x000071c6, 0x00007243, 0x00007357,
+	0x0000745a, 0x000074a1, 0x0000752e, 0x0000756e,
+	0x000075b4, 0x00007701, 0x00007729, 0x0000774c,
+	0x00007783, 0x00007814, 0x00007867, 0x00007890,
+	0x00007972, 0x00007998, 0x000079df, 0x00007a63,
+	0x00007ade, 0x00007b5b, 0x00007b83, 0x00007bab,
+	0x00007bf2, 0x00007c3c, 0x00007c6f, 0x00007c82,
 	// Entry 240 - 25F
-	0x00007db1, 0x00007ded, 0x00007e03, 0x00007e97,
-	0x00007eaa, 0x00007ee7, 0x00007f40, 0x00007f7c,
-	0x00007f8f, 0x00007fe3, 0x00008018, 0x0000802a,
-	0x00008041, 0x00008080, 0x000080d2, 0x000080fe,
-	0x0000819b, 0x00008241, 0x000082ee, 0x000082fe,
-	0x0000835e, 0x000083cf, 0x00008454, 0x000084e9,
-	0x000084f4, 0x00008511, 0x00008530, 0x00008541,
-	0x0000855b, 0x00008564, 0x0000856e, 0x000085bc,
+	0x00007d8a, 0x00007db8, 0x00007df4, 0x00007e0a,
+	0x00007e9e, 0x00007eb1, 0x00007eee, 0x00007f47,
+	0x00007f83, 0x00007f96, 0x00007fea, 0x0000801f,
+	0x00008031, 0x00008048, 0x00008087, 0x000080d9,
+	0x00008105, 0x000081a2, 0x00008248, 0x000082f5,
+	0x00008305, 0x00008365, 0x000083d6, 0x0000845b,
+	0x000084f0, 0x000084fb, 0x00008518, 0x00008537,
+	0x00008548, 0x00008562, 0x0000856b, 0x00008575,
 	// Entry 260 - 27F
-	0x00008601, 0x00008620, 0x00008655, 0x000086a6,
-	0x000086b7, 0x00008701, 0x00008717, 0x0000872b,
-	0x00008744, 0x0000875a, 0x00008784, 0x0000878c,
-	0x0000879f, 0x000087a6, 0x000087c1, 0x000087e1,
-	0x00008811, 0x00008828, 0x0000883e, 0x00008876,
-	0x000088b1, 0x000088dd, 0x00008931, 0x00008942,
-	0x0000895c, 0x00008967, 0x0000897b, 0x0000898d,
-	0x000089a3, 0x000089b5, 0x000089c7, 0x000089cd,
+	0x000085c3, 0x00008608, 0x00008627, 0x0000865c,
+	0x000086ad, 0x000086be, 0x00008708, 0x0000871e,
+	0x00008732, 0x0000874b, 0x00008761, 0x0000878b,
+	0x00008793, 0x000087a6, 0x000087ad, 0x000087c8,
+	0x000087e8, 0x00008818, 0x0000882f, 0x00008845,
+	0x0000887d, 0x000088b8, 0x000088e4, 0x00008938,
+	0x00008949, 0x00008963, 0x0000896e, 0x00008982,
+	0x00008994, 0x000089aa, 0x000089bc, 0x000089ce,
 	// Entry 280 - 29F
-	0x000089df, 0x000089ed, 0x000089fc, 0x00008a08,
-	0x00008a1e, 0x00008a48, 0x00008a7b, 0x00008b23,
-	0x00008b73, 0x00008b9b, 0x00008bed, 0x00008c2f,
-	0x00008c6b, 0x00008c82, 0x00008d4c, 0x00008d79,
-	0x00008f33, 0x00008f4d, 0x00008f66, 0x00008f87,
-	0x00008f9e, 0x00008fcb, 0x00008fd2, 0x00008fec,
-	0x00009012, 0x00009027, 0x00009081, 0x00009116,
-	0x00009179, 0x0000918c, 0x000091b3, 0x000091db,
+	0x000089d4, 0x000089e6, 0x000089f4, 0x00008a03,
+	0x00008a0f, 0x00008a25, 0x00008a4f, 0x00008a82,
+	0x00008b2a, 0x00008b7a, 0x00008ba2, 0x00008bf4,
+	0x00008c36, 0x00008c72, 0x00008c89, 0x00008d53,
+	0x00008d80, 0x00008f3a, 0x00008f54, 0x00008f6d,
+	0x00008f8e, 0x00008fa5, 0x00008fd2, 0x00008fd9,
+	0x00008ff3, 0x00009019, 0x0000902e, 0x00009088,
+	0x0000911d, 0x00009180, 0x00009193, 0x000091ba,
 	// Entry 2A0 - 2BF
-	0x000091e9, 0x000091f9, 0x0000920a, 0x00009211,
-	0x00009347, 0x0000934e, 0x00009388, 0x0000938d,
-	0x000093a2, 0x000093b6, 0x000093c8, 0x000093de,
-	0x000093ee, 0x0000942b, 0x0000946b, 0x00009486,
-	0x0000955b, 0x00009573, 0x00009614, 0x000096a3,
-	0x000096b3, 0x0000978d, 0x0000984f, 0x00009854,
-	0x00009864, 0x00009872, 0x00009882, 0x00009892,
-	0x000098a0, 0x000098b0, 0x000098ba, 0x000098e3,
+	0x000091e2, 0x000091f0, 0x00009200, 0x00009211,
+	0x00009218, 0x0000934e, 0x00009355, 0x0000938f,
+	0x00009394, 0x000093a9, 0x000093bd, 0x000093cf,
+	0x000093e5, 0x000093f5, 0x00009432, 0x00009472,
+	0x0000948d, 0x00009562, 0x0000957a, 0x0000961b,
+	0x000096aa, 0x000096ba, 0x00009794, 0x00009856,
+	0x0000985b, 0x0000986b, 0x00009879, 0x00009889,
+	0x00009899, 0x000098a7, 0x000098b7, 0x000098c1,
 	// Entry 2C0 - 2DF
-	0x000098fd, 0x00009918, 0x000099a6, 0x000099e4,
-	0x000099f5, 0x00009a02, 0x00009a1d, 0x00009a31,
-	0x00009a4f, 0x00009a9a, 0x00009adb, 0x00009b51,
-	0x00009b70, 0x00009c86, 0x00009c9f, 0x00009ce5,
-	0x00009cfd, 0x00009d50, 0x00009d8b, 0x00009e23,
-	0x00009e4f, 0x00009e75, 0x00009ea9, 0x00009ec1,
-	0x00009eec, 0x00009f95, 0x00009f9f, 0x0000a027,
-	0x0000a05c, 0x0000a09d, 0x0000a219, 0x0000a394,
+	0x000098ea, 0x00009904, 0x0000991f, 0x000099ad,
+	0x000099eb, 0x000099fc, 0x00009a09, 0x00009a24,
+	0x00009a38, 0x00009a56, 0x00009aa1, 0x00009ae2,
+	0x00009b58, 0x00009b77, 0x00009c8d, 0x00009ca6,
+	0x00009cec, 0x00009d04, 0x00009d57, 0x00009d92,
+	0x00009e2a, 0x00009e56, 0x00009e7c, 0x00009eb0,
+	0x00009ec8, 0x00009ef3, 0x00009f9c, 0x00009fa6,
+	0x0000a02e, 0x0000a063, 0x0000a0a4, 0x0000a220,
 	// Entry 2E0 - 2FF
-	0x0000a46d, 0x0000a582, 0x0000a69e, 0x0000a6b7,
-	0x0000a733, 0x0000a7fc, 0x0000a885, 0x0000a892,
-	0x0000a8e4, 0x0000a8ea, 0x0000a99e, 0x0000aa4e,
-	0x0000aa80, 0x0000aaac, 0x0000ab15, 0x0000abbc,
-	0x0000ac7e, 0x0000acae, 0x0000acbb, 0x0000acc1,
-	0x0000acd7, 0x0000ace2, 0x0000ace9, 0x0000acf4,
-	0x0000ad02, 0x0000ad0f, 0x0000ad1d, 0x0000ad36,
-	0x0000ad63, 0x0000ae0c, 0x0000ae1f, 0x0000ae29,
+	0x0000a39b, 0x0000a474, 0x0000a589, 0x0000a6a5,
+	0x0000a6be, 0x0000a73a, 0x0000a803, 0x0000a88c,
+	0x0000a899, 0x0000a8eb, 0x0000a8f1, 0x0000a9a5,
+	0x0000aa55, 0x0000aa87, 0x0000aab3, 0x0000ab1c,
+	0x0000abc3, 0x0000ac85, 0x0000acb5, 0x0000acc2,
+	0x0000acc8, 0x0000acde, 0x0000ace9, 0x0000acf0,
+	0x0000acfb, 0x0000ad09, 0x0000ad16, 0x0000ad24,
+	0x0000ad3d, 0x0000ad6a, 0x0000ae13, 0x0000ae26,
 	// Entry 300 - 31F
-	0x0000aeb8, 0x0000af19, 0x0000af75, 0x0000af87,
-	0x0000afa1, 0x0000afb4, 0x0000aff2, 0x0000b02e,
-	0x0000b04b, 0x0000b058, 0x0000b066, 0x0000b074,
-	0x0000b084, 0x0000b0c0, 0x0000b0fa, 0x0000b177,
-	0x0000b182, 0x0000b1ac, 0x0000b1b9, 0x0000b1d5,
-	0x0000b1d9, 0x0000b1eb, 0x0000b2ad, 0x0000b2e0,
-	0x0000b2eb, 0x0000b2f5, 0x0000b30a, 0x0000b313,
-	0x0000b31d, 0x0000b332, 0x0000b356, 0x0000b370,
+	0x0000ae30, 0x0000aebf, 0x0000af20, 0x0000af7c,
+	0x0000af8e, 0x0000afa8, 0x0000afbb, 0x0000aff9,
+	0x0000b035, 0x0000b052, 0x0000b05f, 0x0000b06d,
+	0x0000b07b, 0x0000b08b, 0x0000b0c7, 0x0000b101,
+	0x0000b17e, 0x0000b189, 0x0000b1b3, 0x0000b1c0,
+	0x0000b1dc, 0x0000b1e0, 0x0000b1f2, 0x0000b2b4,
+	0x0000b2e7, 0x0000b2f2, 0x0000b2fc, 0x0000b311,
+	0x0000b31a, 0x0000b324, 0x0000b339, 0x0000b35d,
 	// Entry 320 - 33F
-	0x0000b385, 0x0000b3b1, 0x0000b3b6, 0x0000b3cb,
-	0x0000b3dd, 0x0000b412, 0x0000b423, 0x0000b450,
-	0x0000b47f, 0x0000b5a1, 0x0000b6c3, 0x0000b739,
-	0x0000b7c4, 0x0000b853, 0x0000b8ba, 0x0000b8fc,
-	0x0000b944, 0x0000b9b7, 0x0000b9ff, 0x0000ba2d,
-	0x0000ba5b, 0x0000ba8e, 0x0000bac1,
-} // Size: 3316 bytes
+	0x0000b377, 0x0000b38c, 0x0000b3b8, 0x0000b3bd,
+	0x0000b3d2, 0x0000b3e4, 0x0000b419, 0x0000b42a,
+	0x0000b457, 0x0000b486, 0x0000b5a8, 0x0000b6ca,
+	0x0000b740, 0x0000b7cb, 0x0000b85a, 0x0000b8c1,
+	0x0000b903, 0x0000b94b, 0x0000b9be, 0x0000ba06,
+	0x0000ba34, 0x0000ba62, 0x0000ba95, 0x0000bac8,
+} // Size: 3320 bytes
 
-const frData string = "" + // Size: 47809 bytes
+const frData string = "" + // Size: 47816 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2153,442 +2154,442 @@ const frData string = "" + // Size: 47809 bytes
 	"\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f:" +
 	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
 	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
-	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Cont" +
-	"rats de tâches\u202f: leur copie de travail, leurs révisions immuables e" +
-	"t leurs publications nommées.\x02Définitions par clé\x02Clé\x02Dernière " +
-	"révision\x02aucune pour l’instant\x02Aucune définition pour l’instant." +
-	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
-	"cations\x02Aucune destination pour l’instant.\x02Aucune autre destinatio" +
-	"n.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les valeurs d" +
-	"es paramètres de l’URL et des en-têtes, et les secrets de signature, son" +
-	"t scellés et jamais affichés. Créez et modifiez les destinations avec re" +
-	"lais apply (documents de type Destination) ou par l’API (/api/v1/destina" +
-	"tions), qui les supprime aussi.\x02Destinations par nom\x02valeur masqué" +
-	"e\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modification" +
-	"\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-Signa" +
-	"ture)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le journal p" +
-	"lus tard\u202f: %[1]d caractères au plus. Il est conservé après l’efface" +
-	"ment, quelle que soit la rétention\u202f: écrivez la référence de la dem" +
-	"ande, pas le nom de la personne.\x02Effacer l’instance de processus %[1]" +
-	"s\x02Effacer cette instance maintenant\u202f? Elle est supprimée avec se" +
-	"s occurrences et leurs tentatives, comme la rétention la supprimerait." +
-	"\x02Ses entrées, ses sorties, sa clé métier et les messages des exécutan" +
-	"ts partent avec elle\u202f; c’est irréversible. Les enregistrements d’au" +
-	"dit qui la nomment restent (qui a fait quoi, et pourquoi), de même que l" +
-	"es sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Cette i" +
-	"nstance est %[1]s\u202f: seule une instance terminée peut être effacée. " +
-	"Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est supprimée " +
-	"(occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le jo" +
-	"urnal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s le %[" +
-	"2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’erreur" +
-	"\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: r" +
-	"eprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
-	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[" +
-	"2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque définit" +
-	"ion maintenant, et ce que ses exécutants ont terminé dans la dernière he" +
-	"ure\u202f: les occurrences achevées, avec succès ou en échec. Une occurr" +
-	"ence reprise depuis compte là où elle se termine ensuite\u202f; un échec" +
-	" qui laisse des tentatives n’est pas compté, la page de son occurrence l" +
-	"e montre.\x02L’occurrence en échec d’une instance bloquée compte à la fo" +
-	"is dans Instances bloquées et dans En échec.\x02Réussites et échecs, der" +
-	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
-	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
-	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
-	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
-	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
-	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
-	"ns\x02Réussites et échecs par tranche de 5\u00a0min, dernière heure" +
-	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
-	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Terminées" +
-	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5" +
-	"\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02Rétention\u202f: les instances terminées sont conservé" +
-	"es sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les instances ter" +
-	"minées sont supprimées avec leurs occurrences %[1]s après leur fin, le R" +
-	"ELAIS_RETENTION plus long d’une autre réplique.\x02Rétention\u202f: les " +
-	"instances terminées sont supprimées avec leurs occurrences %[1]s après l" +
-	"eur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, " +
-	"%[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02" +
-	"il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
-	"j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02s" +
-	"ept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1" +
-	"]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
-	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d secon" +
-	"de\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
-	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
-	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
-	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
-	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
-	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
-	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
-	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
-	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
-	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
-	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
-	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
-	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
-	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
-	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
-	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
-	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
-	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
-	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
-	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
-	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
-	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
-	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
-	"— «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée au nœud\x02Occurre" +
-	"nce en échec\x02Bloquée pour\x02Supprimée par la rétention\x02jamais" +
-	"\u202f: la rétention conserve les instances terminées sans limite (RELAI" +
-	"S_RETENTION)\x02les instances terminées sont conservées %[1]s (RELAIS_RE" +
-	"TENTION)\x02les instances terminées sont conservées %[1]s, le RELAIS_RET" +
-	"ENTION plus long d’une autre réplique\x02Nœud de fin\x02Abandonnée au nœ" +
-	"ud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloq" +
-	"uée, puis abandonnée par un opérateur\x02La version doit être un nombre " +
-	"entier à partir de 1.\x02Une version est celle d’un processus\u202f: cho" +
-	"isissez aussi le processus.\x02Date de création\x02La taille de page doi" +
-	"t être comprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, c" +
-	"asse comprise\x02Agir sur toutes les instances que ce filtre retient\x02" +
-	"La page suivante les compte et demande un motif avant que rien ne change" +
-	".\x02Instances de processus, les plus récentes d’abord\x02Instance\x02Nœ" +
-	"ud de fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02T" +
-	"ous les processus\x02Toute définition\x02Tous les statuts\x02Statut inco" +
-	"nnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»" +
-	"\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une instance, pas d’une" +
-	" tâche\u202f: la page Instances liste les instances qui l’ont.\x02Statut" +
-	" inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02réservée\x02différ" +
-	"ée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloquée\x02expirée" +
-	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
-	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
-	"ensible\x02secrète\x02masqué (sensible)\x02masqué (secret)\x02pull (un e" +
-	"xécutant la récupère)\x02push (Relais appelle le service)\x02administrat" +
-	"eur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ aj" +
-	"outé\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
-	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
-	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
-	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
-	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toute" +
-	"s les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifi" +
-	"ant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la " +
-	"destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encor" +
-	"e réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécu" +
-	"tant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant to" +
-	"ute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appel" +
-	"é la destination.\x02Relais n’a jamais appelé la destination\u202f: l’o" +
-	"ccurrence a pris fin avant tout appel.\x02Relais ne conserve le code de " +
-	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
-	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
-	"la prise en charge de l’appel à son règlement.\x02Maintenant\x02La repre" +
-	"ndre ou l’abandonner depuis son instance\x02Les %[1]d dernières tentativ" +
-	"es, les plus anciennes d’abord\x02Les %[1]s tentatives antérieures (sur " +
-	"%[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrences/%[3]s les li" +
-	"ste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de " +
-	"tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02" +
-	"aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéa" +
-	"nce\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02%[1]s" +
-	"\u202f; son dernier appel a eu %[2]s (le max_timeout d’une destination o" +
-	"u RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1]s, ramené " +
-	"à %[2]s par le max_timeout de la destination\x02%[1]s, ramené à %[2]s p" +
-	"ar RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s après cha" +
-	"que échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, délai multipli" +
-	"é par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d\x02au pl" +
-	"us %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01" +
-	"\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, n" +
-	"on comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[" +
-	"1]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]" +
-	"d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contra" +
-	"t de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’es" +
-	"t pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f:" +
-	" l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est" +
-	" consignée\x02Motif (consigné avec la révélation)\x02Tous les administra" +
-	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
-	"n’y écrivez aucune donnée de client.\x02Disponible à partir du\x02Procha" +
-	"ine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02De" +
-	"rnière erreur (tentative %[1]d)\x02Erreur (l’échéance est passée après l" +
-	"a tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
-	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
-	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La réponse de la " +
-	"destination est inutilisable\u202f: elle doit être un seul objet JSON, r" +
-	"ien après, dont le membre outputs respecte le contrat de sorties de la r" +
-	"évision. Son message dit ce qui n’allait pas.\x02La destination n’a pas" +
-	" répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: e" +
-	"lle a pu agir malgré tout, vérifiez avant de reprendre.\x02La destinatio" +
-	"n n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré " +
-	"tout, vérifiez avant de reprendre.\x02Le verrou de la dernière tentative" +
-	" a expiré sans tentative restante, après que Relais a refusé le rapport " +
-	"de son exécutant (%[1]s\u202f; voir les tentatives de l’occurrence en éc" +
-	"hec)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit changer," +
-	" pas son verrou.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante, après que Relais a refusé le rapport de son exécutant (" +
-	"%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exécutant a répond" +
-	"u, et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de" +
-	" la dernière tentative a expiré sans tentative restante.\x02Le flux de l" +
-	"’exécutant de la dernière tentative s’est terminé (l’exécutant est par" +
-	"ti ou a été écarté) sans tentative restante.\x02L’échéance est passée av" +
-	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
-	" de sorties de la révision.\x02La réponse à l’appel a été perdue (la con" +
-	"nexion s’est rompue après l’envoi de la requête, ou Relais s’est arrêté " +
-	"ou n’a pas pu joindre sa base de données avant de l’enregistrer)\u202f: " +
-	"on ignore si la destination a agi, donc Relais ne l’appelle pas de nouve" +
-	"au de lui-même (la reprise par un opérateur le fait).\x02L’appel n’a pas" +
-	" pu être préparé.\x02La destination était injoignable.\x02La réponse de " +
-	"la destination était trop volumineuse.\x02La dernière tentative a pris f" +
-	"in sans résultat (son verrou a expiré, ou le flux de son exécutant s’est" +
-	" terminé), sans tentative restante.\x02Les entrées n’ont pas pu être con" +
-	"struites à partir des liaisons du processus.\x02Un opérateur a abandonné" +
-	" l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
-	"tentative restante (retries\u202f: 0, aucun retries envoyé, que Camunda " +
-	"lit comme 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas exé" +
-	"cutée de nouveau.\x02La destination a répondu HTTP %[1]s.\x02Aucun exécu" +
-	"tant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exécu" +
-	"tant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[" +
-	"2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne p" +
+	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02néan" +
+	"t\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions im" +
+	"muables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02" +
+	"Dernière révision\x02aucune pour l’instant\x02Aucune définition pour l’i" +
+	"nstant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]" +
+	"d publications\x02Aucune destination pour l’instant.\x02Aucune autre des" +
+	"tination.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les va" +
+	"leurs des paramètres de l’URL et des en-têtes, et les secrets de signatu" +
+	"re, sont scellés et jamais affichés. Créez et modifiez les destinations " +
+	"avec relais apply (documents de type Destination) ou par l’API (/api/v1/" +
+	"destinations), qui les supprime aussi.\x02Destinations par nom\x02valeur" +
+	" masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modific" +
+	"ation\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-" +
+	"Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le jour" +
+	"nal plus tard\u202f: %[1]d caractères au plus. Il est conservé après l’e" +
+	"ffacement, quelle que soit la rétention\u202f: écrivez la référence de l" +
+	"a demande, pas le nom de la personne.\x02Effacer l’instance de processus" +
+	" %[1]s\x02Effacer cette instance maintenant\u202f? Elle est supprimée av" +
+	"ec ses occurrences et leurs tentatives, comme la rétention la supprimera" +
+	"it.\x02Ses entrées, ses sorties, sa clé métier et les messages des exécu" +
+	"tants partent avec elle\u202f; c’est irréversible. Les enregistrements d" +
+	"’audit qui la nomment restent (qui a fait quoi, et pourquoi), de même " +
+	"que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Ce" +
+	"tte instance est %[1]s\u202f: seule une instance terminée peut être effa" +
+	"cée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est suppr" +
+	"imée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans " +
+	"le journal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s " +
+	"le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’er" +
+	"reur\x02toute autre erreur\x02bloquée pour un opérateur\x02incident" +
+	"\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
+	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[" +
+	"1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque " +
+	"définition maintenant, et ce que ses exécutants ont terminé dans la dern" +
+	"ière heure\u202f: les occurrences achevées, avec succès ou en échec. Une" +
+	" occurrence reprise depuis compte là où elle se termine ensuite\u202f; u" +
+	"n échec qui laisse des tentatives n’est pas compté, la page de son occur" +
+	"rence le montre.\x02L’occurrence en échec d’une instance bloquée compte " +
+	"à la fois dans Instances bloquées et dans En échec.\x02Réussites et éch" +
+	"ecs, dernière heure\x02Définitions, celles qui demandent de l’attention " +
+	"d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02A" +
+	"ttente de la plus ancienne disponible\x02Terminées, dernière heure\x02En" +
+	" échec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02" +
+	"Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disp" +
+	"onible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher " +
+	"toutes les définitions\x02Aucune définition %[1]s n’a d’occurrences" +
+	"\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toutes l" +
+	"es définitions\x02Réussites et échecs par tranche de 5\u00a0min, dernièr" +
+	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le t" +
+	"ableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Term" +
+	"inées\x02Les chiffres du graphique\x02Réussites et échecs par tranche de" +
+	" 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1" +
+	"]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
+	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
+	"\x10\x02%[1]d en échec\x02Rétention\u202f: les instances terminées sont " +
+	"conservées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les insta" +
+	"nces terminées sont supprimées avec leurs occurrences %[1]s après leur f" +
+	"in, le RELAIS_RETENTION plus long d’une autre réplique.\x02Rétention" +
+	"\u202f: les instances terminées sont supprimées avec leurs occurrences %" +
+	"[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %" +
+	"[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02da" +
+	"ns %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d" +
+	" h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
+	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
+	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
+	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
+	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
+	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02Supprimée par la réte" +
+	"ntion\x02jamais\u202f: la rétention conserve les instances terminées san" +
+	"s limite (RELAIS_RETENTION)\x02les instances terminées sont conservées %" +
+	"[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservées %[1]s" +
+	", le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de fin\x02A" +
+	"bandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un op" +
+	"érateur\x02bloquée, puis abandonnée par un opérateur\x02La version doit" +
+	" être un nombre entier à partir de 1.\x02Une version est celle d’un proc" +
+	"essus\u202f: choisissez aussi le processus.\x02Date de création\x02La ta" +
+	"ille de page doit être comprise entre 1 et %[1]d.\x02Instances de proces" +
+	"sus\x02exacte, casse comprise\x02Agir sur toutes les instances que ce fi" +
+	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
+	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
+	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
+	" ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les stat" +
+	"uts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
+	"\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une i" +
+	"nstance, pas d’une tâche\u202f: la page Instances liste les instances qu" +
+	"i l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02" +
+	"réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02b" +
+	"loquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
+	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
+	"e\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secr" +
+	"et)\x02pull (un exécutant la récupère)\x02push (Relais appelle le servic" +
+	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
+	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
+	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
+	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
+	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
+	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
+	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
+	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
+	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
+	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
+	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
+	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
+	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
+	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
+	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
+	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
+	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
+	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
+	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
+	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
+	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
+	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
+	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
+	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
+	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
+	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
+	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
+	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
+	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
+	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
+	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
+	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
+	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
+	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
+	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
+	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
+	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
+	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
+	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
+	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
+	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
+	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
+	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
+	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
+	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
+	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
+	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
+	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
+	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
+	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
+	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
+	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
+	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
+	"strer)\u202f: on ignore si la destination a agi, donc Relais ne l’appell" +
+	"e pas de nouveau de lui-même (la reprise par un opérateur le fait).\x02L" +
+	"’appel n’a pas pu être préparé.\x02La destination était injoignable." +
+	"\x02La réponse de la destination était trop volumineuse.\x02La dernière " +
+	"tentative a pris fin sans résultat (son verrou a expiré, ou le flux de s" +
+	"on exécutant s’est terminé), sans tentative restante.\x02Les entrées n’o" +
+	"nt pas pu être construites à partir des liaisons du processus.\x02Un opé" +
+	"rateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éc" +
+	"hec sans nouvelle tentative restante (retries\u202f: 0, aucun retries en" +
+	"voyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurr" +
+	"ence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1" +
+	"]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutant" +
+	"s).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécu" +
+	"tants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun ex" +
+	"écutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne p" +
 	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
-	" que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision %[" +
-	"1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révisions " +
-	"%[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s.\x02Proposée à partir " +
-	"de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée " +
-	"de nouveau.\x02En attente de l’appel de Relais à la destination depuis %" +
-	"[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exé" +
-	"cutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que s" +
-	"on résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-" +
-	"être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a s" +
-	"uivi le chemin d’erreur du nœud, et est bloquée à un nœud suivant.\x02So" +
-	"n instance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s" +
-	").\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «" +
-	"\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; c" +
-	"lôturée avec son jeton de règlement)\x02%[1]s (différée\u202f; clôturée " +
-	"avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f" +
-	"; clôturée par %[2]s)\x02L’instance a été arrêtée pendant que l’exécutan" +
-	"t détenait la tâche\u202f: son compte rendu est refusé, mais il a peut-ê" +
-	"tre déjà fait le travail.\x02L’instance a été arrêtée pendant l’appel, q" +
-	"ui a été interrompu\u202f: la destination a peut-être déjà donné suite à" +
-	" la requête (vérifiez-le chez elle).\x02L’instance a été arrêtée pendant" +
-	" que la tâche était différée\u202f: sa clôture par identifiant est refus" +
-	"ée, mais le travail attendu a peut-être déjà été fait.\x02%[1]s sur %[2" +
-	"]s\x02Relais a refusé un rapport de cette tentative à %[1]s (%[2]s) avan" +
-	"t d’en accepter un autre.\x02Relais a refusé %[1]s rapports de cette ten" +
-	"tative, le dernier à %[2]s (%[3]s), avant d’en accepter un autre.\x02Rel" +
-	"ais a refusé le rapport de cette tentative à %[1]s (%[2]s)\u202f: son ex" +
-	"écutant a répondu, et la réponse n’a pas été prise.\x02Relais a refusé " +
-	"%[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s)\u202f: son" +
-	" exécutant a répondu, et aucune réponse n’a été prise.\x02en attente\x02" +
-	"HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de c" +
-	"onnexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message " +
-	"de l’exécutant (ses propres termes, valeurs protégées masquées)\x02Messa" +
-	"ge de Relais (en anglais), citant la réponse de la destination\x02Messag" +
-	"e de Relais (en anglais)\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Une révision est celle d’une définition\u202f: choisissez auss" +
-	"i la définition.\x02Date de clôture\x02Plus de filtres\u202f: instance, " +
-	"révision, consommateur, destination, dates\x02Destination d’appel\x02son" +
-	" nom, exactement\x02identifiant d’instance\x02Décomptes par statut\x02Oc" +
-	"currences, les plus récentes d’abord\x02Message\x02Processus et nœud\x02" +
-	"Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture" +
-	"\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consommat" +
-	"eurs\x02instance bloquée ici\x02Totaux de la définition %[1]s, sans les " +
-	"autres filtres\x02Totaux de toutes les définitions, sans les autres filt" +
-	"res\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
-	"urrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes" +
-	" les 5 secondes environ.\x02révision\u00a0%[1]d\x02Tentative antérieure" +
-	"\u202f:\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel" +
-	" en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page p" +
-	"récédente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1" +
-	"]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: " +
-	"le premier jour vient après le dernier.\x02Cette adresse contient un par" +
-	"amètre illisible (un signe pour cent qui n’est pas suivi de deux chiffre" +
-	"s hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Param" +
-	"ètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" un lieu, dont l’heure d’été est suivie, ou un décalage fixe par rapport" +
-	" à UTC.\x02Recharger les listes et les pages de détail\x02Un rechargemen" +
-	"t vide ce que vous avez saisi sans l’appliquer (filtres, champ de recher" +
-	"che) et ramène le focus en haut de la page\u202f: «\u202fSuspendre le re" +
-	"chargement\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce " +
-	"que vous le repreniez. Les pages où vous saisissez un motif (confirmatio" +
-	"ns, et occurrences dont une valeur peut être révélée) ne se rechargent j" +
-	"amais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale\u202f: %[1]s\x02%[1]s (décalage fixe, sans heure d’été)" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Réglages d’affichage enregist" +
-	"rés.\x02Rechargement repris.\x02Rechargement suspendu\u202f: cette page " +
-	"reste telle quelle jusqu’à ce que vous repreniez.\x02Les versions de pro" +
-	"cessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessi" +
-	"nés, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Entrées dep" +
-	"uis\x02Aucune entrée\u202f: une instance démarre avec un objet vide.\x02" +
-	"Entrées avec lesquelles démarre une instance de cette version\x02Instanc" +
-	"es de cette version\x02Les colonnes suivent le plus long chemin depuis l" +
-	"e nœud de départ. Les flèches pleines sont les réussites (étiquetées par" +
-	" leur route), les pointillées les échecs (étiquetées par leurs codes d’e" +
-	"rreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: " +
-	"trop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessou" +
-	"s donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a" +
-	" %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). " +
-	"Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[" +
-	"1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d" +
-	" nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	", routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir" +
-	" de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02une seule tentative," +
-	" sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]" +
-	"s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquée" +
-	"s\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
-	"s 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une v" +
-	"aleur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le mo" +
-	"tif est consigné avec la révélation dans le journal d’audit.\x02Impossib" +
-	"le de la révéler ici\x02Cette réplique n’a pas la clé de données qui a s" +
-	"cellé la valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). " +
-	"Une autre réplique peut la révéler\u202f; demandez à votre administrateu" +
-	"r de démarrer toutes les répliques avec les mêmes clés de données.\x02Re" +
-	"tour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le" +
-	" journal d’audit.\x02Révélation impossible\x02Seule une valeur que cette" +
-	" page affiche masquée (sensible) peut être révélée.\x02Les valeurs secrè" +
-	"tes ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un adm" +
-	"inistrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les val" +
-	"eurs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus réc" +
-	"entes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant " +
-	"que le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’acce" +
-	"pte pas cette requête.\x02Ce formulaire a été envoyé depuis un autre sit" +
-	"e\u202f: la console n’accepte que les formulaires de ses propres pages. " +
-	"Ouvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisiss" +
-	"ez un identifiant d’instance ou d’occurrence (un UUID complet, tel que l" +
-	"e titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier. Une clé métier n’est trouvée qu’entière et telle que" +
-	"lle, majuscules et accents compris\u202f: une liste abrège les longues, " +
-	"copiez-la depuis la page de son instance. Une instance terminée est supp" +
-	"rimée une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou a" +
-	"ussitôt qu’un administrateur l’efface.\x02Aucune instance ni occurrence " +
-	"n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier. " +
-	"Une instance terminée est supprimée, avec ses occurrences et ses tentati" +
-	"ves, une fois la durée de conservation (RELAIS_RETENTION) écoulée, ou au" +
-	"ssitôt qu’un administrateur l’efface\u202f; le journal d’audit garde les" +
-	" actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]" +
-	"s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: l" +
-	"es listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou cop" +
-	"iez son lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’es" +
-	"t pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’h" +
-	"istorique de votre navigateur, et peut-être dans les journaux d’un proxy" +
-	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
-	"ez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: co" +
-	"llez-le dans le champ ci-dessous. L’adresse l’a mis dans l’historique de" +
-	" votre navigateur, et peut-être dans les journaux d’un proxy\u202f: si d" +
-	"’autres peuvent les lire, faites révoquer le jeton et utilisez-en un n" +
-	"ouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez" +
-	" connecté est révoqué, et vous êtes déconnecté\u202f: connectez-vous ave" +
-	"c un autre.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
-	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
-	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
-	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
-	"expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter" +
-	"\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’adminis" +
-	"trateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conse" +
-	"rvé dans votre navigateur\u202f; un cookie de session le remplace jusqu’" +
-	"à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81" +
-	"\x01\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réess" +
-	"ayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votr" +
-	"e adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le " +
-	"champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un" +
-	" jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient cett" +
-	"e page\u202f: les jetons, les consommateurs, les destinations, le journa" +
-	"l des révélations et les effacements sont de leur ressort.\x02Jetons du " +
-	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
-	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
-	"jeton refuse sa requête suivante.\x02Jetons du personnel, les plus ancie" +
-	"ns d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration" +
-	"\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
-	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
-	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
-	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
-	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
-	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
-	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
-	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
-	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d" +
-	"\x02aucun exécutant ne prend les révisions %[1]s\x02Des occurrences de l" +
-	"a révision %[1]d attendent, et aucun exécutant connecté ne la prend" +
-	"\u202f: abonnez-y des exécutants dont le consommateur y a droit (un exéc" +
-	"utant qui ne nomme aucune révision prend celles auxquelles son consommat" +
-	"eur a droit\u202f; une version de processus l’épingle).\x02Des occurrenc" +
-	"es des révisions %[1]s attendent, et aucun exécutant connecté ne les pre" +
-	"nd\u202f: abonnez-y des exécutants dont le consommateur y a droit (un ex" +
-	"écutant qui ne nomme aucune révision prend celles auxquelles son consom" +
-	"mateur a droit\u202f; une version de processus les épingle).\x02Aucun ex" +
-	"écutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x02Aucun processus n’utilise encore" +
-	" cette définition\u202f: elle aura besoin d’un exécutant quand un proces" +
-	"sus l’utilisera en mode pull.\x02Aucun processus n’utilise cette définit" +
-	"ion en mode pull\u202f: Relais appelle ses destinations (push), elle n’a" +
-	" besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette " +
-	"définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Toutes les révisions accordées au consommateur sont prises " +
-	"en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pr" +
-	"ennent toutes les révisions accordées à leur consommateur.\x02Toutes les" +
-	" révisions accordées au consommateur sont prises en charge.\x02Seule la " +
-	"révision %[1]d est prise en charge.\x02Seule la révision %[1]d est prise" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seul" +
-	"es les révisions %[1]s sont prises en charge."
+	" que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
+	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
+	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
+	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
+	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
+	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
+	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
+	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
+	"\x02Son instance a suivi le chemin d’erreur du nœud, et est bloquée à un" +
+	" nœud suivant.\x02Son instance a continué par le chemin d’erreur du nœud" +
+	".\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[" +
+	"1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été ar" +
+	"rêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
+	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
+	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
+	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
+	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
+	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
+	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
+	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
+	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
+	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
+	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
+	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
+	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
+	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
+	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
+	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
+	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
+	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
+	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
+	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
+	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
+	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux de la défin" +
+	"ition %[1]s, sans les autres filtres\x02Totaux de toutes les définitions" +
+	", sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrenc" +
+	"e\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes " +
+	"sont actualisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d" +
+	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
+	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
+	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
+	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
+	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
+	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
+	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
+	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
+	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
+	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
+	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
+	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
+	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
+	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
+	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
+	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
+	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
+	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
+	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
+	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
+	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
+	"ion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes" +
+	" suivent le plus long chemin depuis le nœud de départ. Les flèches plein" +
+	"es sont les réussites (étiquetées par leur route), les pointillées les é" +
+	"checs (étiquetées par leurs codes d’erreur). Chaque case indique combien" +
+	" d’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance d" +
+	"émarre avec un objet vide.\x02Entrées avec lesquelles démarre une insta" +
+	"nce de cette version\x02Instances de cette version\x02Les colonnes suive" +
+	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
+	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
+	"(étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cett" +
+	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
+	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et se" +
+	"s décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessine" +
+	"r lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud a" +
+	"vec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœu" +
+	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, rou" +
+	"tes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-" +
+	"dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
+	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
+	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
+	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
+	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
+	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
+	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
+	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
+	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
+	"d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instan" +
+	"ces bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%" +
+	"[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admi" +
+	"nistrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous " +
+	"révélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
+	"s le journal d’audit.\x02Impossible de la révéler ici\x02Cette réplique " +
+	"n’a pas la clé de données qui a scellé la valeur et ne peut donc pas l’o" +
+	"uvrir (rien n’a été enregistré). Une autre réplique peut la révéler" +
+	"\u202f; demandez à votre administrateur de démarrer toutes les répliques" +
+	" avec les mêmes clés de données.\x02Retour à l’occurrence\x02Révélé par " +
+	"%[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation im" +
+	"possible\x02Seule une valeur que cette page affiche masquée (sensible) p" +
+	"eut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélée" +
+	"s.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui, " +
+	"quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais co" +
+	"nservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a" +
+	" été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méth" +
+	"ode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formu" +
+	"laire a été envoyé depuis un autre site\u202f: la console n’accepte que " +
+	"les formulaires de ses propres pages. Ouvrez la console et envoyez-le de" +
+	"puis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’" +
+	"occurrence (un UUID complet, tel que le titre de sa page l’affiche) ou u" +
+	"ne clé métier.\x02Rien à chercher\u202f: le champ de recherche est vide." +
+	"\x02C’est trop long pour être un identifiant ou une clé métier.\x02Aucun" +
+	"e instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est" +
+	" trouvée qu’entière et telle quelle, majuscules et accents compris\u202f" +
+	": une liste abrège les longues, copiez-la depuis la page de son instance" +
+	". Une instance terminée est supprimée une fois la durée de conservation " +
+	"(RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface." +
+	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
+	" instance ne l’a pour clé métier. Une instance terminée est supprimée, a" +
+	"vec ses occurrences et ses tentatives, une fois la durée de conservation" +
+	" (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
+	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
+	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
+	"ier.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes déjà " +
+	"connecté. L’adresse l’a mis dans l’historique de votre navigateur, et pe" +
+	"ut-être dans les journaux d’un proxy\u202f: si d’autres peuvent les lire" +
+	", faites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton dans l" +
+	"’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. " +
+	"L’adresse l’a mis dans l’historique de votre navigateur, et peut-être da" +
+	"ns les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites r" +
+	"évoquer le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté." +
+	"\x02Le jeton avec lequel vous vous étiez connecté est révoqué, et vous ê" +
+	"tes déconnecté\u202f: connectez-vous avec un autre.\x02Votre session ava" +
+	"it pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
+	"age du serveur)\u202f: votre dernière action n’a pas été appliquée. Reco" +
+	"nnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité," +
+	" déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveu" +
+	"r). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’" +
+	"opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est v" +
+	"érifié une fois et n’est jamais conservé dans votre navigateur\u202f; u" +
+	"n cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 1" +
+	"2\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop " +
+	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
+	"es.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton " +
+	"est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ou" +
+	"vrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls " +
+	"les administrateurs voient cette page\u202f: les jetons, les consommateu" +
+	"rs, les destinations, le journal des révélations et les effacements sont" +
+	" de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, " +
+	"opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec le" +
+	"urs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeto" +
+	"ns du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Der" +
+	"nière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
+	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
+	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
+	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
+	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
+	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
+	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
+	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
+	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
+	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
+	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
+	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
+	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
+	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
+	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
+	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
+	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
+	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
+	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
+	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
+	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
+	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
+	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
+	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
+	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
+	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
+	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
+	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
+	"quelles son consommateur a droit\u202f; une version de processus les épi" +
+	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
+	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
+	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
+	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 91643 bytes (89KiB); checksum: 45CCF32B
+	// Total table size 91666 bytes (89KiB); checksum: DA8BA1CE
