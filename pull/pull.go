@@ -726,7 +726,11 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 			id = uuid.New()
 		}
 		items[i].Occurrence = id
-		items[i].Outputs = it.Outputs
+		if string(it.Outputs) != "null" {
+			// null reads as absent, as error_code's does: a failure
+			// serialised from a struct with both members.
+			items[i].Outputs = it.Outputs
+		}
 		if fe := checkAttempt(it.Attempt.v, "/items/"+strconv.Itoa(i)+"/attempt"); fe != nil {
 			errs = append(errs, *fe)
 		} else if it.Attempt.v != nil {

@@ -38,11 +38,13 @@ type requestCase struct {
 var deliberatelyStricter = map[string]string{
 	listItemsRequiredNull:   "list items take no required (FieldItems)",
 	completionErrorCodeNull: "a completion takes no error_code (SettleCompletion), so that an item with outputs and an error code does not compile",
+	failureOutputsNull:      "a failure takes no outputs (SettleFailure), likewise",
 }
 
 const (
 	listItemsRequiredNull   = `{"name": "Check", "inputs": {"fields": [{"name": "a", "type": "list", "items": {"type": "text", "required": null}}]}, "outputs": {"fields": []}}`
 	completionErrorCodeNull = `{"worker_id": "w", "items": [{"id": "0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e77", "outputs": {"crm_id": "1"}, "error_code": null, "message": "ignored"}]}`
+	failureOutputsNull      = `{"worker_id": "w", "items": [{"id": "0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e77", "outputs": null, "error_code": "CRM_DOWN"}]}`
 )
 
 // TestRequestSchemasMatchTheServer sends bodies to a server and holds the
@@ -214,7 +216,7 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		settle("a failure with nulls", false, `{"id": "ID", "error_code": "CRM_DOWN", "message": null, "retryable": null, "attempts_left": null}`),
 		settle("a failure with attempts_left -1 (the item's refusal only)", false, `{"id": "ID", "error_code": "CRM_DOWN", "retryable": true, "attempts_left": -1}`),
 		settle("both", true, `{"id": "ID", "outputs": {}, "error_code": "CRM_DOWN"}`),
-		settle("both, outputs null", true, `{"id": "ID", "outputs": null, "error_code": "CRM_DOWN"}`),
+		stricter(requestCase{"settle: a failure, outputs null", "POST", "/api/v1/pull/settle", consumer, failureOutputsNull, false, false}),
 		settle("neither", true, `{"id": "ID", "message": "what happened?"}`),
 		settle("without id", true, `{"outputs": {}}`),
 
