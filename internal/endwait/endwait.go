@@ -25,8 +25,8 @@ import (
 // full refuses a read that would wait while the hub holds its maximum:
 // 429 too_many_waiters, to read again shortly. A new value each time, as
 // the surfaces that answer it may annotate it.
-func full() *fault.Error {
-	fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of waiting reads; read again shortly, or without wait")
+func full(max int) *fault.Error {
+	fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of %d reads waiting for an instance to end (RELAIS_PULL_MAX_WAITERS); read again shortly, or without wait", max)
 	fe.RetryAfter = time.Second
 	return fe
 }
@@ -117,7 +117,7 @@ func (h *Hub) register(id uuid.UUID) (chan struct{}, *fault.Error) {
 		return ch, nil
 	}
 	if h.count >= h.max {
-		return nil, full()
+		return nil, full(h.max)
 	}
 	ch := make(chan struct{})
 	h.waiting[id] = append(h.waiting[id], ch)

@@ -70,6 +70,11 @@ func Parse(s string) (time.Duration, error) {
 	fail := func(why string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q: %w (%s; examples: PT30S, PT5M, PT1H, P1D)", orig, ErrSyntax, why)
 	}
+	if strings.HasPrefix(s, "-") {
+		// -PT1S is ISO 8601's, yet no Relais setting means anything
+		// negative: said, rather than "must start with P" (OpenAPI QA).
+		return fail("a duration here is never negative")
+	}
 	if !strings.HasPrefix(s, "P") {
 		return fail("must start with P" + spelledOtherwise(s))
 	}

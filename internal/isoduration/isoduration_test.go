@@ -64,7 +64,8 @@ func TestParseNamesTheSpellingMeant(t *testing.T) {
 		"5 parsecs":      "",
 		"d":              "",
 		"pt1x":           "",
-		"-10s":           "",
+		"-10s":           "never negative",
+		"-PT1S":          "never negative",
 		// Units in lower case after a P (designer QA: PT10m), and months
 		// meant as minutes.
 		"PT10m":  "in upper case: PT10M",

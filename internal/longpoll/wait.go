@@ -72,7 +72,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 		if got, err := claimFor(ctx, eng, claim); err != nil || len(got) > 0 {
 			return got, err
 		}
-		fe := fault.New(fault.TooManyRequests, CodeTooManyWaiters, "this replica holds its maximum of %d long-polling fetches; retry shortly", h.max)
+		fe := fault.New(fault.TooManyRequests, CodeTooManyWaiters, "this replica holds its maximum of %d long-polling fetches (RELAIS_PULL_MAX_WAITERS); retry shortly", h.max)
 		fe.RetryAfter = time.Second
 		return nil, fe
 	}
