@@ -3,6 +3,7 @@ package openapi_test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -406,9 +407,23 @@ func (ex exchange) http(t *testing.T) (*http.Request, *http.Response) {
 	for k, v := range ex.RequestHeaders {
 		req.Header.Set(k, v)
 	}
-	res := &http.Response{StatusCode: ex.Status, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(ex.ResponseBody)), Request: req}
+	body := ex.ResponseBody
+	if strings.EqualFold(ex.ResponseHeaders["Content-Encoding"], "gzip") {
+		// What the document describes is what the client reads once it
+		// decoded the content coding (the OpenAPI document's own).
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("%s %s: a gzip answer that does not decode: %v", ex.Method, ex.URL, err)
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			t.Fatalf("%s %s: a gzip answer that does not decode: %v", ex.Method, ex.URL, err)
+		}
+	}
+	res := &http.Response{StatusCode: ex.Status, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(body)), Request: req}
 	for k, v := range ex.ResponseHeaders {
-		res.Header.Set(k, v)
+		if !strings.EqualFold(k, "Content-Encoding") {
+			res.Header.Set(k, v)
+		}
 	}
 	return req, res
 }
