@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,13 +18,19 @@ import (
 	"github.com/relais/relais/internal/suggest"
 )
 
-const consumerUsage = `usage: relais consumer <create|list|rotate|revoke> [flags]
+const consumerUsage = `usage: relais consumer <create|list|grant|ungrant|rotate|revoke> [flags]
 
   create --name NAME --grant KEY[=REVISIONS] [--grant …] [--json]
                  create a consumer (a worker's identity) and print its token once;
                  REVISIONS is "all" (the default: every revision, present and
                  future) or a list (1,2); KEY may be a pattern (crm.*)
   list [--json]  list the consumers: id, name, grants, created, revoked
+  grant ID --grant KEY[=REVISIONS] [--grant …] [--json]
+                 add to consumer ID's grants, keeping the others (a revision
+                 added to the ones it has, or a new key)
+  ungrant ID --grant KEY[=REVISIONS] [--grant …] [--json]
+                 withdraw revisions of KEY (KEY alone: the whole grant); its
+                 workers subscribed to them are refused from then on
   rotate ID [--overlap PT10M] [--json]
                  give consumer ID a new token, printed once; the old ones stop
                  at once, or after the overlap
@@ -40,7 +47,7 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 	if len(args) == 0 || wantsHelp(args[:1]) {
 		fmt.Fprint(stderr, consumerUsage)
 		if len(args) == 0 {
-			return errors.New("missing subcommand (create, list, rotate or revoke)")
+			return errors.New("missing subcommand (create, list, grant, ungrant, rotate or revoke)")
 		}
 		return flag.ErrHelp
 	}
@@ -112,6 +119,39 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 			}
 			return tw.Flush()
 		}
+	case "grant", "ungrant":
+		var grants grantList
+		fs.Var(&grants, "grant", "a definition (or pattern) and revisions, KEY or KEY=1,2; repeat for more")
+		flags = []string{"grant", "json"}
+		run = func(c *apply.Client) error {
+			id, err := consumerIDArg(positional, sub+" ID --grant KEY[=REVISIONS] [--grant …]")
+			if err != nil {
+				return err
+			}
+			if len(grants) == 0 {
+				return errors.New("usage: relais consumer " + sub + " ID --grant KEY[=REVISIONS] [--grant …]")
+			}
+			path := "/api/v1/consumers/" + strconv.FormatInt(id, 10)
+			var cur consumerAnswer
+			if err := c.Do(ctx, "GET", path, nil, &cur); err != nil {
+				return err
+			}
+			var next []grantArg
+			if sub == "grant" {
+				next = widen(cur.Grants, grants)
+			} else if next, err = narrow(cur.Grants, grants); err != nil {
+				return fmt.Errorf("consumer %d: %w", id, err)
+			}
+			var out consumerAnswer
+			if err := c.Do(ctx, "PUT", path+"/grants", map[string]any{"grants": next}, &out); err != nil {
+				return err
+			}
+			if *asJSON {
+				return printJSON(stdout, out)
+			}
+			fmt.Fprintf(stdout, "consumer %d %q granted %s (was %s)\n", id, cur.Name, grantsText(out.Grants), grantsText(cur.Grants))
+			return nil
+		}
 	case "rotate":
 		overlap := fs.String("overlap", "", "how long the old tokens keep working (ISO-8601, PT10M; at most P7D); none: they stop at once")
 		flags = []string{"overlap", "json"}
@@ -160,10 +200,10 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 		}
 	default:
 		hint := ""
-		if meant, ok := suggest.Closest(sub, []string{"create", "list", "rotate", "revoke"}); ok {
+		if meant, ok := suggest.Closest(sub, []string{"create", "list", "grant", "ungrant", "rotate", "revoke"}); ok {
 			hint = fmt.Sprintf(" (did you mean %q?)", meant)
 		}
-		return fmt.Errorf("unknown subcommand consumer %q%s: create, list, rotate or revoke", sub, hint)
+		return fmt.Errorf("unknown subcommand consumer %q%s: create, list, grant, ungrant, rotate or revoke", sub, hint)
 	}
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
@@ -184,7 +224,7 @@ func consumerCommand(ctx context.Context, args []string, getenv func(string) str
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if sub != "rotate" && sub != "revoke" && len(positional) > 0 {
+	if sub != "rotate" && sub != "revoke" && sub != "grant" && sub != "ungrant" && len(positional) > 0 {
 		return fmt.Errorf("unexpected argument %q (relais consumer --help lists the flags)", positional[0])
 	}
 	c, err := apiClient(getenv, stderr, "an admin token")
@@ -244,6 +284,92 @@ func (g *grantList) Set(v string) error {
 	}
 	*g = append(*g, ga)
 	return nil
+}
+
+// revisionsOf reads a grant's revisions: all, or the list.
+func revisionsOf(g grantArg) (all bool, revs []int) {
+	if json.Unmarshal(g.Revisions, &revs) != nil {
+		return true, nil
+	}
+	return false, revs
+}
+
+// widen adds more to grants: a key's revisions joined to those it has
+// ("all" with either side "all"), a key it lacks appended; the others
+// kept as they are (evolution QA: PUT replaces the whole list, and an
+// admin meaning to add a revision cut live workers off the others).
+func widen(grants, more []grantArg) []grantArg {
+	out := slices.Clone(grants)
+	for _, m := range more {
+		i := slices.IndexFunc(out, func(g grantArg) bool { return g.Definition == m.Definition })
+		if i < 0 {
+			out = append(out, m)
+			continue
+		}
+		allHad, had := revisionsOf(out[i])
+		allAdded, added := revisionsOf(m)
+		if allHad || allAdded {
+			out[i].Revisions = json.RawMessage(`"all"`)
+			continue
+		}
+		for _, r := range added {
+			if !slices.Contains(had, r) {
+				had = append(had, r)
+			}
+		}
+		slices.Sort(had)
+		out[i].Revisions, _ = json.Marshal(had)
+	}
+	return out
+}
+
+// narrow withdraws less from grants: a key's listed revisions, or the
+// key's whole grant when less names no revisions. Withdrawing some
+// revisions of a grant of every revision is refused: which ones remain
+// is for the admin to list.
+func narrow(grants, less []grantArg) ([]grantArg, error) {
+	out := slices.Clone(grants)
+	for _, l := range less {
+		i := slices.IndexFunc(out, func(g grantArg) bool { return g.Definition == l.Definition })
+		if i < 0 {
+			return nil, fmt.Errorf("%s is not granted (it is granted %s)", l.Definition, grantsText(grants))
+		}
+		allLess, drop := revisionsOf(l)
+		if allLess {
+			out = slices.Delete(out, i, i+1)
+			continue
+		}
+		allHad, had := revisionsOf(out[i])
+		if allHad {
+			return nil, fmt.Errorf("%s is granted every revision, present and future: withdraw the grant (--grant %s) and grant the revisions to keep (relais consumer grant)", l.Definition, l.Definition)
+		}
+		var kept []int
+		for _, r := range had {
+			if !slices.Contains(drop, r) {
+				kept = append(kept, r)
+			}
+		}
+		for _, r := range drop {
+			if !slices.Contains(had, r) {
+				return nil, fmt.Errorf("%s is not granted revision %d (it is granted %s)", l.Definition, r, revisionList(had))
+			}
+		}
+		if len(kept) == 0 {
+			out = slices.Delete(out, i, i+1)
+			continue
+		}
+		out[i].Revisions, _ = json.Marshal(kept)
+	}
+	return out, nil
+}
+
+// revisionList writes revision numbers as the grants text does.
+func revisionList(revs []int) string {
+	parts := make([]string, len(revs))
+	for i, r := range revs {
+		parts[i] = strconv.Itoa(r)
+	}
+	return "revisions " + strings.Join(parts, ",")
 }
 
 // grantsText says a consumer's grants in one line.

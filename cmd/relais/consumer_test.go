@@ -84,6 +84,22 @@ func TestConsumerCommand(t *testing.T) {
 	if works(first) != 200 || works(second) != 200 {
 		t.Errorf("during the overlap: old %d, new %d; want both 200", works(first), works(second))
 	}
+	// Grants added and withdrawn, the others kept (evolution QA: PUT
+	// replaces the list, and adding a revision by hand cut workers off).
+	out, stderr, err = consumerRun(r.base, bootstrap, "grant", "1", "--grant", "score_company=1")
+	if err != nil || out != `consumer 1 "crm-sync" granted add_company_to_crm (all revisions), score_company (revisions 1) (was add_company_to_crm (all revisions))`+"\n" {
+		t.Errorf("grant: %q, %v\n%s", out, err, stderr)
+	}
+	if _, _, err := consumerRun(r.base, bootstrap, "ungrant", "1", "--grant", "add_company_to_crm=1"); err == nil || !strings.Contains(err.Error(), "add_company_to_crm is granted every revision") {
+		t.Errorf("ungrant one revision of every one: %v", err)
+	}
+	out, stderr, err = consumerRun(r.base, bootstrap, "ungrant", "1", "--grant", "score_company")
+	if err != nil || !strings.HasPrefix(out, `consumer 1 "crm-sync" granted add_company_to_crm (all revisions) (was `) {
+		t.Errorf("ungrant: %q, %v\n%s", out, err, stderr)
+	}
+	if _, _, err := consumerRun(r.base, bootstrap, "grant", "1", "--grant", "score_company=9"); err == nil || !strings.Contains(err.Error(), "invalid_grants") {
+		t.Errorf("grant of a revision that does not exist: %v, want invalid_grants", err)
+	}
 	out, _, err = consumerRun(r.base, bootstrap, "revoke", "1")
 	if err != nil || out != "consumer 1 revoked: its tokens no longer work\n" {
 		t.Errorf("revoke: %q, %v", out, err)
@@ -102,6 +118,8 @@ func TestConsumerCommand(t *testing.T) {
 		{[]string{"create", "--name", "x", "--grant", "k=one"}, `revisions are "all" or revision numbers`},
 		{[]string{"rotate", "abc"}, `"abc" is not a consumer id`},
 		{[]string{"revoke"}, "usage: relais consumer revoke ID"},
+		{[]string{"grant", "1"}, "usage: relais consumer grant ID --grant"},
+		{[]string{"grnt"}, `did you mean "grant"?`},
 		{[]string{"list", "extra"}, `unexpected argument "extra"`},
 	} {
 		if _, _, err := consumerRun(r.base, bootstrap, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -110,5 +128,34 @@ func TestConsumerCommand(t *testing.T) {
 	}
 	if _, _, err := consumerRun(r.base, "", "list"); err == nil || !strings.Contains(err.Error(), "RELAIS_TOKEN is required (an admin token)") {
 		t.Errorf("no token: %v", err)
+	}
+}
+
+// widen joins revisions and keys to a consumer's grants, narrow withdraws
+// them, each keeping what it is not told of.
+func TestGrantsWidenAndNarrow(t *testing.T) {
+	t.Parallel()
+	g := func(key, revs string) grantArg { return grantArg{Definition: key, Revisions: json.RawMessage(revs)} }
+	text := func(gs []grantArg) string { return grantsText(gs) }
+	had := []grantArg{g("a", "[1,3]"), g("b", `"all"`), g("c.*", `"all"`)}
+	if got := text(widen(had, []grantArg{g("a", "[2,3]"), g("d", "[1]"), g("b", "[4]")})); got != "a (revisions 1,2,3), b (all revisions), c.* (all revisions), d (revisions 1)" {
+		t.Errorf("widen: %s", got)
+	}
+	if got := text(widen(had, []grantArg{g("a", `"all"`)})); got != "a (all revisions), b (all revisions), c.* (all revisions)" {
+		t.Errorf("widen to all: %s", got)
+	}
+	if text(had) != "a (revisions 1,3), b (all revisions), c.* (all revisions)" {
+		t.Errorf("widen changed its argument: %s", text(had))
+	}
+	if got, err := narrow(had, []grantArg{g("a", "[3]"), g("c.*", `"all"`)}); err != nil || text(got) != "a (revisions 1), b (all revisions)" {
+		t.Errorf("narrow: %s, %v", text(got), err)
+	}
+	if got, err := narrow(had, []grantArg{g("a", "[1,3]")}); err != nil || text(got) != "b (all revisions), c.* (all revisions)" {
+		t.Errorf("narrow to none: %s, %v", text(got), err)
+	}
+	for _, less := range [][]grantArg{{g("a", "[2]")}, {g("b", "[1]")}, {g("z", `"all"`)}} {
+		if _, err := narrow(had, less); err == nil {
+			t.Errorf("narrow by %s: no error", text(less))
+		}
 	}
 }

@@ -952,9 +952,9 @@ func (c *Client) unserved(ctx context.Context, p *process.Process, r *planResolv
 			why = append(why, "its inputs lack "+strings.Join(lacks, ", ")+", which a live worker declares it reads")
 		}
 		if len(ungranted) > 0 {
-			route := "PUT /api/v1/consumers/{id}/grants"
+			route := fmt.Sprintf("relais consumer grant ID --grant %s=%d", pr.key, pr.rev)
 			if len(ungrantedIDs) == 1 {
-				route = fmt.Sprintf("PUT /api/v1/consumers/%d/grants", ungrantedIDs[0])
+				route = fmt.Sprintf("relais consumer grant %d --grant %s=%d", ungrantedIDs[0], pr.key, pr.rev)
 			}
 			why = append(why, fmt.Sprintf("consumer(s) %s are not granted revision %d: add it to their grant (%s) before subscribing their workers to it", strings.Join(ungranted, ", "), pr.rev, route))
 		}

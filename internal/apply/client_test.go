@@ -495,7 +495,7 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	// Its consumer's grant leaves revision 2 out: said too, or a worker
 	// started for it is refused not_granted (newcomer QA).
 	want := "no live worker takes add_company_to_crm@2 (they take revision 1; consumer(s) \"crm-sync\" (id " + consumerID +
-		") are not granted revision 2: add it to their grant (PUT /api/v1/consumers/" + consumerID + "/grants) before subscribing their workers to it): occurrences of it wait until a worker that takes it connects"
+		") are not granted revision 2: add it to their grant (relais consumer grant " + consumerID + " --grant add_company_to_crm=2) before subscribing their workers to it): occurrences of it wait until a worker that takes it connects"
 	if len(got) != 2 || !strings.Contains(got[1], "published (version 2; "+want+")") {
 		t.Errorf("a version on revision 2 with workers on revision 1: %q, want %q", got, want)
 	}
