@@ -384,6 +384,9 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (res R
 			}
 		}
 	}
+	if action == "created" {
+		breaking += c.closeKey(ctx, d.ID)
+	}
 	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next) + breaking, working: working}, next)
 	if dryRun && err == nil {
 		// The server's own checks (the key, the body's size), nothing
@@ -1033,6 +1036,40 @@ func (c *Client) grantedRevisions(ctx context.Context, cache map[int64]consumerG
 		return revs, true
 	}
 	return nil, false // through a pattern: every revision
+}
+
+// closeKey notes a new definition key close to one that exists, which a
+// typo makes (evolution QA: add_company_to_cmr was created without a
+// word, and definitions are never deleted); "" when none is close, or the
+// keys cannot be read.
+func (c *Client) closeKey(ctx context.Context, key string) string {
+	var keys []string
+	for cursor := ""; ; {
+		var page struct {
+			Items []struct {
+				Key string `json:"key"`
+			} `json:"items"`
+			NextCursor string `json:"next_cursor"`
+		}
+		path := "/api/v1/definitions?limit=500"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if _, err := c.call(ctx, "GET", path, nil, &page); err != nil {
+			return ""
+		}
+		for _, it := range page.Items {
+			keys = append(keys, it.Key)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	meant, ok := suggest.Closest(key, keys)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("; a new key, close to %s, which exists: if it is a typo, fix the document before applying (a definition is never deleted)", meant)
 }
 
 // discardedEdits names the unsnapshotted edits of a Working (its

@@ -646,3 +646,32 @@ func TestPlannedProblemsComeInFileOrder(t *testing.T) {
 		t.Errorf("problems %q, want the misspelt next first, then the node it cut off", got)
 	}
 }
+
+// A new definition key one typo away from an existing one is noted, in a
+// dry run as in the real apply (evolution QA: add_company_to_cmr was
+// created without a word, and a definition is never deleted).
+func TestApplyNotesANewKeyCloseToAnExistingOne(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	body := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
+	c := &apply.Client{URL: env.URL, Token: env.Admin}
+	for _, tc := range []struct {
+		key, want string
+		dryRun    bool
+	}{
+		{"add_company_to_cmr", "a new key, close to add_company_to_crm, which exists", true},
+		{"add_company_to_cmr", "a new key, close to add_company_to_crm, which exists", false},
+		{"invoice_customer", "", false},
+	} {
+		var results []string
+		doc := apply.Document{File: "defs/x.yaml", Kind: apply.KindDefinition, ID: tc.key, Body: body}
+		if problems := c.Apply(context.Background(), []apply.Document{doc}, tc.dryRun, func(r apply.Result) { results = append(results, r.String()) }); len(problems) != 0 {
+			t.Fatalf("apply %s: %v", tc.key, problems)
+		}
+		got := strings.Join(results, "\n")
+		if tc.want == "" && strings.Contains(got, "a new key, close to") || !strings.Contains(got, tc.want) || !strings.Contains(got, "created") {
+			t.Errorf("apply %s (dry run %v): %q, want %q", tc.key, tc.dryRun, got, tc.want)
+		}
+	}
+}
