@@ -351,5 +351,9 @@ func variableAt(toks []string, msg string, topics []topicJSON, fieldAt [][]int) 
 	name := topics[i].Variables[j]
 	pointer := jsontree.Pointer("", name)
 	msg = strings.Replace(msg, strconv.Quote(pointer)+" has no input at "+pointer, strconv.Quote(name)+" is no input's name", 1)
+	if before, meant, ok := strings.Cut(msg, " (did you mean /"); ok && !strings.Contains(meant, "/") {
+		// A variable is a name, and so is what it meant.
+		msg = before + " (did you mean " + strconv.Quote(strings.TrimSuffix(meant, "?)")) + "?)"
+	}
 	return strings.Replace(msg, strconv.Quote(pointer), strconv.Quote(name), 1)
 }

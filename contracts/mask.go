@@ -18,6 +18,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // MaskedKey is the single key of the object that replaces a protected
@@ -898,7 +899,15 @@ func (c Contract) FieldPointer(pointer string) error {
 	for i, tok := range tokens {
 		f, ok := find(container, tok)
 		if !ok {
-			return fmt.Errorf("has no input at %s", jsontree.Pointer("", tokens[:i+1]...))
+			names := make([]string, len(container))
+			for k, cf := range container {
+				names[k] = cf.Name
+			}
+			hint := ""
+			if meant, close := suggest.Closest(tok, names); close {
+				hint = " (did you mean " + jsontree.Pointer("", append(slices.Clone(tokens[:i]), meant)...) + "?)"
+			}
+			return fmt.Errorf("has no input at %s%s", jsontree.Pointer("", tokens[:i+1]...), hint)
 		}
 		if i < len(tokens)-1 && f.Type != TypeObject {
 			return fmt.Errorf("%s is a %s: only objects have members to select", jsontree.Pointer("", tokens[:i+1]...), f.Type)

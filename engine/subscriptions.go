@@ -487,11 +487,18 @@ func (e *Engine) checkFields(ctx context.Context, at string, s Subscription, res
 	if len(fields) == 0 || len(fields) > MaxDeclaredFields {
 		return nil, nil, []fault.FieldError{{Path: at + "/fields", Message: fmt.Sprintf("must list 1 to %d JSON pointers, or be omitted for every input", MaxDeclaredFields)}}, nil
 	}
-	var errs []fault.FieldError
 	var fit []revisionKey
-	// For a projection: the field each error is about, and the fields
-	// some revision has.
-	var errField []int
+	// A field's problem, said once for the revisions of a key that have
+	// it (evolution QA: one misspelt field, nine lines alike, one per
+	// revision); for a projection, the field each is about, and the
+	// fields some revision has.
+	type problem struct {
+		field int
+		key   string
+		msg   string
+		revs  []int
+	}
+	var problems []*problem
 	somewhere := make([]bool, len(fields))
 	for _, k := range resolved {
 		rev, err := e.revision(ctx, e.q, k.key, k.rev)
@@ -509,14 +516,25 @@ func (e *Engine) checkFields(ctx context.Context, at string, s Subscription, res
 					err = errors.New("is an output, not an input: a worker is given the inputs and writes the outputs")
 				}
 				fits = false
-				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/fields/%d", at, j),
-					Message: fmt.Sprintf("%s revision %d: %q %v", k.key, k.rev, f, err)})
-				errField = append(errField, j)
+				msg := fmt.Sprintf("%q %v", f, err)
+				i := slices.IndexFunc(problems, func(p *problem) bool { return p.field == j && p.key == k.key && p.msg == msg })
+				if i < 0 {
+					problems = append(problems, &problem{field: j, key: k.key, msg: msg})
+					i = len(problems) - 1
+				}
+				problems[i].revs = append(problems[i].revs, k.rev)
 			}
 		}
 		if fits {
 			fit = append(fit, k)
 		}
+	}
+	var errs []fault.FieldError
+	var errField []int
+	for _, p := range problems {
+		errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/fields/%d", at, p.field),
+			Message: fmt.Sprintf("%s %s: %s", p.key, revisionsText(p.revs), p.msg)})
+		errField = append(errField, p.field)
 	}
 	if s.Project {
 		// Each revision is delivered what it has of the fields (Project
@@ -534,6 +552,32 @@ func (e *Engine) checkFields(ctx context.Context, at string, s Subscription, res
 		return slices.Clone(fields), fit, nil, nil
 	}
 	return slices.Clone(fields), fit, errs, nil
+}
+
+// revisionsText says revisions as a person reads them: "revision 3",
+// "revisions 1, 4", a run of three or more as "revisions 1–9".
+func revisionsText(revs []int) string {
+	if len(revs) == 1 {
+		return "revision " + strconv.Itoa(revs[0])
+	}
+	revs = slices.Sorted(slices.Values(revs))
+	var parts []string
+	for i := 0; i < len(revs); {
+		j := i
+		for j+1 < len(revs) && revs[j+1] == revs[j]+1 {
+			j++
+		}
+		switch {
+		case j-i >= 2:
+			parts = append(parts, strconv.Itoa(revs[i])+"–"+strconv.Itoa(revs[j]))
+		case j > i:
+			parts = append(parts, strconv.Itoa(revs[i]), strconv.Itoa(revs[j]))
+		default:
+			parts = append(parts, strconv.Itoa(revs[i]))
+		}
+		i = j + 1
+	}
+	return "revisions " + strings.Join(parts, ", ")
 }
 
 // granted reports whether a consumer may see revision of key. It reads

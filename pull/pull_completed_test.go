@@ -269,6 +269,14 @@ func TestDeclaredFieldsSkipARevisionWithoutThem(t *testing.T) {
 			t.Errorf("%v: errors %v, want one at /subscriptions/0/fields/0", sub, p["errors"])
 		}
 	}
+	// A field no revision has is said once for them all, with the name
+	// meant (evolution QA: nine lines alike, one per revision).
+	bad := env.Do("POST", "/api/v1/pull/fetch-and-lock", token, subscribe("w1", map[string]any{"definition": "crm.add_company", "fields": []string{"/compnay"}}))
+	p := wantProblem(t, "a misspelt field", bad, 400, "invalid_request")
+	errs, _ := p["errors"].([]any)
+	if len(errs) != 1 || errs[0].(map[string]any)["message"] != `crm.add_company revisions 1, 2: "/compnay" has no input at /compnay (did you mean /company?)` {
+		t.Errorf("a misspelt field: errors %v, want one naming both revisions and /company", errs)
+	}
 }
 
 // Defer hands the occurrence over: no lock, visible as deferred, settled
