@@ -351,7 +351,7 @@ func narrow(grants, less []grantArg) ([]grantArg, error) {
 		}
 		for _, r := range drop {
 			if !slices.Contains(had, r) {
-				return nil, fmt.Errorf("%s is not granted revision %d (it is granted %s)", l.Definition, r, revisionList(had))
+				return nil, fmt.Errorf("%s is not granted revision %d (it is granted %s)", l.Definition, r, grantsText(out[i:i+1]))
 			}
 		}
 		if len(kept) == 0 {
@@ -361,15 +361,6 @@ func narrow(grants, less []grantArg) ([]grantArg, error) {
 		out[i].Revisions, _ = json.Marshal(kept)
 	}
 	return out, nil
-}
-
-// revisionList writes revision numbers as the grants text does.
-func revisionList(revs []int) string {
-	parts := make([]string, len(revs))
-	for i, r := range revs {
-		parts[i] = strconv.Itoa(r)
-	}
-	return "revisions " + strings.Join(parts, ",")
 }
 
 // grantsText says a consumer's grants in one line.
