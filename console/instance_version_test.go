@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -117,5 +118,50 @@ func invalidFields(t *testing.T, r response, page string) {
 	}
 	if n := r.doc.Find(`[aria-invalid=true]`).Length(); n > 2 {
 		t.Errorf("%s: %d fields marked invalid", page, n)
+	}
+}
+
+// A version's page says whether it is the latest, its description, and
+// links the versions beside it; the processes list reaches the versions
+// older than its ten links (evolution QA: version 1 of 11 had no link, and
+// a rollback looked like the roll-forward after it).
+func TestProcessVersionsAreNavigable(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	for n := 1; n <= 12; n++ {
+		doc := relaistest.CRMProcess(nil)
+		doc["description"] = "step " + strconv.Itoa(n)
+		env.Process("crm_only", doc)
+	}
+	en := signedIn(t, env.URL, "en", env.Operator)
+	list := en.mustGet("/console/processes", 200)
+	var labels []string
+	list.doc.Find(`[data-process-key=crm_only] [data-testid=process-version-link], [data-key=crm_only] [data-testid=process-version-link]`).Each(func(_ int, s *goquery.Selection) {
+		labels = append(labels, s.Text()+" "+s.AttrOr("href", ""))
+	})
+	if len(labels) != 11 || labels[0] != "version 12 /console/processes/crm_only/versions/12" ||
+		labels[10] != "older versions, from version 2 (each links the one before) /console/processes/crm_only/versions/2" {
+		t.Errorf("the list's version links: %q", labels)
+	}
+	page := en.mustGet("/console/processes/crm_only/versions/2", 200)
+	if got := text(page, "latest"); got != "no: version 12 is" {
+		t.Errorf("version 2's latest: %q", got)
+	}
+	if got := text(page, "description"); got != "step 2" {
+		t.Errorf("version 2's description: %q", got)
+	}
+	var neighbours []string
+	page.doc.Find(`[data-testid=version-neighbour]`).Each(func(_ int, s *goquery.Selection) { neighbours = append(neighbours, s.AttrOr("href", "")) })
+	if strings.Join(neighbours, " ") != "/console/processes/crm_only/versions/1 /console/processes/crm_only/versions/3" {
+		t.Errorf("version 2's neighbours: %q", neighbours)
+	}
+	fr := signedIn(t, env.URL, "fr", env.Operator)
+	last := fr.mustGet("/console/processes/crm_only/versions/12", 200)
+	if got := text(last, "latest"); got != "oui\u202f: un démarrage qui ne nomme aucune version exécute celle-ci" || count(last, "version-neighbour") != 1 {
+		t.Errorf("the latest, in French: %q, %d neighbours", got, count(last, "version-neighbour"))
+	}
+	if got := text(fr.mustGet("/console/processes/crm_only/versions/1", 200), "version-neighbours"); got != "version 2 →" {
+		t.Errorf("version 1's neighbours: %q", got)
 	}
 }

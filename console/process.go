@@ -80,8 +80,16 @@ func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, p := range procs {
 		row := processRow{Key: p.Key}
-		for n := p.LatestVersion; n >= 1 && n > p.LatestVersion-maxVersionLinks; n-- {
+		n := p.LatestVersion
+		for ; n >= 1 && n > p.LatestVersion-maxVersionLinks; n-- {
 			row.Versions = append(row.Versions, processVersionLink{Label: T(ctx, "version %d", n), Href: processVersionHref(p.Key, n)})
+		}
+		if n >= 1 {
+			// The older ones, which instances may still run (evolution
+			// QA: version 1 of 11 had no link): each version's page links
+			// the one before.
+			row.Versions = append(row.Versions, processVersionLink{Label: T(ctx, "older versions, from version %d (each links the one before)", n),
+				Href: processVersionHref(p.Key, n)})
 		}
 		v.Rows = append(v.Rows, row)
 	}
@@ -127,6 +135,8 @@ type processVersionView struct {
 	// Counts is whether the page shows occurrences by node: operational
 	// data, for operators (a designer reads the version itself).
 	Counts bool
+	// Neighbours link the versions before and after this one.
+	Neighbours []processVersionLink
 }
 
 // processVersion shows a process version, read-only: its graph drawn as
@@ -184,6 +194,25 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Name != "" {
 		v.Summary = append(v.Summary, fact{Label: T(ctx, "Name"), Value: visibleBidi(p.Name)})
+	}
+	if p.Description != "" {
+		// What tells a rollback from a roll-forward, whose documents
+		// may otherwise be the same (evolution QA).
+		v.Summary = append(v.Summary, fact{Label: T(ctx, "Description"), Value: visibleBidi(p.Description), TestID: "description"})
+	}
+	if latest, err := c.eng.GetProcessVersion(ctx, key, 0); err == nil {
+		if latest.Version == n {
+			v.Summary = append(v.Summary, fact{Label: T(ctx, "Latest"), Value: T(ctx, "yes: a start that names no version runs this one"), TestID: "latest"})
+		} else {
+			v.Summary = append(v.Summary, fact{Label: T(ctx, "Latest"), Value: T(ctx, "no: version %d is", latest.Version),
+				Href: processVersionHref(key, latest.Version), TestID: "latest"})
+		}
+		if n > 1 {
+			v.Neighbours = append(v.Neighbours, processVersionLink{Label: T(ctx, "← version %d", n-1), Href: processVersionHref(key, n-1)})
+		}
+		if n < latest.Version {
+			v.Neighbours = append(v.Neighbours, processVersionLink{Label: T(ctx, "version %d →", n+1), Href: processVersionHref(key, n+1)})
+		}
 	}
 	byNode := map[string]map[string]int64{}
 	if seesCounts(ctx) {

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             340,
 	"%d (0 lowest, 9 highest)":                 515,
 	"%d attempts":                              524,
-	"%d attempts, retry after %s, priority %d": 706,
+	"%d attempts, retry after %s, priority %d": 712,
 	"%d breaking":                              256,
 	"%d changes":                               255,
 	"%d completed":                             335,
@@ -55,15 +55,15 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     349,
 	"%d held instances match now.":             64,
 	"%d hours":                                 365,
-	"%d items":                                 785,
+	"%d items":                                 791,
 	"%d left":                                  526,
 	"%d min":                                   348,
 	"%d minutes":                               366,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              783,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              789,
 	"%d ms": 368,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         694,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 693,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         700,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 699,
 	"%d occurrences": 629,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 91,
 	"%d releases":                             276,
@@ -77,12 +77,12 @@ var messageKeyToIndex = map[string]int{
 	"%s (deferred; settled with its settle token)":                                     589,
 	"%s (deferred; settled with its settle token, as %s)":                              590,
 	"%s (token #%d, %s)":                                                               107,
-	"%s = %s":                                                                          700,
+	"%s = %s":                                                                          706,
 	"%s ago":                                                                           345,
 	"%s at %s":                                                                         595,
 	"%s so far":                                                                        587,
-	"%s ← %s":                                                                          699,
-	"%s → %s":                                                                          701,
+	"%s ← %s":                                                                          705,
+	"%s → %s":                                                                          707,
 	"%s, %s: %s":                                                                       307,
 	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         519,
 	"%s, cut to %s by the destination’s max_timeout":                                   518,
@@ -99,19 +99,19 @@ var messageKeyToIndex = map[string]int{
 	"%s: the first day comes after the last.": 646,
 	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 516,
 	"%s–%s":                         333,
-	"(%d characters in all)":        787,
+	"(%d characters in all)":        793,
 	"(%d handed back, not counted)": 525,
-	"(each item)":                   773,
-	"(in %s)":                       786,
+	"(each item)":                   779,
+	"(in %s)":                       792,
 	"(worker %s)":                   574,
 	"0 seconds":                     363,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            750,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            756,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 563,
 	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       309,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 656,
 	"A revision is a definition’s: choose the definition too.": 611,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 738,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   737,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 744,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   743,
 	"A version is a process’s: choose the process too.":              412,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
@@ -131,7 +131,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       200,
 	"All processes":                       423,
 	"All statuses":                        425,
-	"All workers":                         800,
+	"All workers":                         806,
 	"An operator abandoned the instance.": 562,
 	"Any definition":                      424,
 	"Apply filters":                       122,
@@ -147,7 +147,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           718,
+	"Back to the occurrence":           724,
 	"Back without saving":              658,
 	"Breaks processes":                 232,
 	"Breaks workers":                   233,
@@ -161,21 +161,21 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    517,
 	"Calls":                           287,
 	"Calls signed (Relais-Signature)": 289,
-	"Camunda 7 facade":                804,
+	"Camunda 7 facade":                810,
 	"Cancelled: the instance was stopped (%s).":               586,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 585,
 	"Cannot act on this filter":                               93,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           720,
-	"Cannot reveal it here":                                   716,
+	"Cannot reveal":                                           726,
+	"Cannot reveal it here":                                   722,
 	"Change":                                                  230,
 	"Changes between the two revisions":                       242,
 	"Changes of the Working copy since revision %d":           251,
 	"Choose two existing revisions to compare.":               252,
 	"Classification":                                          209,
 	"Clear filters":                                           123,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            688,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 676,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            694,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 677,
 	"Compare":              229,
 	"Compare revisions":    225,
 	"Completed":            329,
@@ -184,7 +184,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    327,
 	"Completions and failures per 5-minute slot, oldest first": 331,
 	"Completions and failures, last hour":                      310,
-	"Connected":                                                796,
+	"Connected":                                                802,
 	"Constraints":                                              210,
 	"Consumer":                                                 486,
 	"Consumer and worker":                                      622,
@@ -192,7 +192,7 @@ var messageKeyToIndex = map[string]int{
 	"Consumers, oldest first":                                  189,
 	"Counting the occurrences; the counts appear when you reload the page.": 204,
 	"Counts are unavailable right now.":                                     205,
-	"Counts as of %s (%s); refreshed every few seconds.":                    713,
+	"Counts as of %s (%s); refreshed every few seconds.":                    719,
 	"Counts by status": 617,
 	"Created":          379,
 	"Created from":     84,
@@ -209,7 +209,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          101,
 	"Definitions":                                145,
 	"Definitions by key":                         271,
-	"Definitions served":                         794,
+	"Definitions served":                         800,
 	"Definitions, those needing attention first": 311,
 	"Deleted by retention":                       402,
 	"Description":                                211,
@@ -246,9 +246,9 @@ var messageKeyToIndex = map[string]int{
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 535,
 	"Every attempt, oldest first": 485,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  723,
-	"Expired token":                        760,
-	"Expires":                              757,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  729,
+	"Expired token":                        766,
+	"Expires":                              763,
 	"External tasks":                       140,
 	"Failed":                               315,
 	"Failed (%s).":                         584,
@@ -271,8 +271,8 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     253,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
 	"Grants":                  192,
-	"Graph":                   675,
-	"Graph of %s":             692,
+	"Graph":                   676,
+	"Graph of %s":             698,
 	"HTTP 2xx, unusable body": 601,
 	"Headers sent":            283,
 	"Health":                  139,
@@ -281,22 +281,22 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                401,
 	"Held instances":          314,
 	"ID":                      190,
-	"In flight":               795,
+	"In flight":               801,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 328,
 	"Inputs": 235,
-	"Inputs an instance of this version is started with": 686,
-	"Inputs from":                684,
+	"Inputs an instance of this version is started with": 687,
+	"Inputs from":                685,
 	"Inputs of revision %d":      246,
 	"Inputs of the working copy": 237,
 	"Inputs the instance was started with, labelled by process version %d's contract": 387,
 	"Inputs, labelled by revision %d's contract":                                      527,
 	"Instance":                  420,
 	"Instances":                 89,
-	"Instances of this version": 687,
+	"Instances of this version": 688,
 	"Invalid request":           164,
-	"It takes every revision its consumer is granted.": 816,
-	"It takes revision %d only.":                       819,
-	"It takes revisions %s only.":                      821,
+	"It takes every revision its consumer is granted.": 822,
+	"It takes revision %d only.":                       825,
+	"It takes revisions %s only.":                      827,
 	"Its calls":                                        288,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 294,
@@ -305,24 +305,25 @@ var messageKeyToIndex = map[string]int{
 	"Its instance went on along the node’s error path.":                              583,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               765,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               771,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
 	"Jan":                     351,
 	"Jul":                     357,
 	"Jun":                     356,
-	"Keep it":                 767,
+	"Keep it":                 773,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       290,
 	"Key":                     272,
-	"Kind":                    679,
+	"Kind":                    680,
 	"Language":                136,
 	"Last changed":            285,
 	"Last error (attempt %d)": 541,
 	"Last reserved":           538,
 	"Last saved":              216,
-	"Last seen":               797,
-	"Last used":               756,
+	"Last seen":               803,
+	"Last used":               762,
+	"Latest":                  689,
 	"Latest revision":         273,
 	"Lists every change from one revision to another, and whom it may break.": 226,
 	"Local time in %s": 660,
@@ -338,7 +339,7 @@ var messageKeyToIndex = map[string]int{
 	"Message from Relais": 609,
 	"Message from Relais, quoting the destination’s answer":            608,
 	"Message from the worker (its own words, protected values masked)": 607,
-	"Method not allowed": 727,
+	"Method not allowed": 733,
 	"Mode":               507,
 	"More filters: instance, revision, consumer, destination, dates": 613,
 	"Name":                    191,
@@ -355,11 +356,11 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        275,
 	"No destination yet.":                                                       277,
 	"No inputs.":                                                                236,
-	"No inputs: an instance starts with an empty object.":                       685,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    736,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 734,
+	"No inputs: an instance starts with an empty object.":                       686,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    742,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 740,
 	"No instance matches these filters.": 422,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 735,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 741,
 	"No live worker takes %s now (Workers page).":                                               565,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 566,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           567,
@@ -374,24 +375,24 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 532,
 	"No process has the key “%s”.":                         98,
 	"No process is published yet.":                         671,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             813,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             812,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             819,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             818,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
 	"No release yet.": 220,
 	"No revision yet: the Working copy has never been snapshotted.": 218,
-	"No token.":              754,
-	"No value was revealed.": 725,
+	"No token.":              760,
+	"No value was revealed.": 731,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              497,
 	"No worker has reserved this occurrence yet.":                                        494,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 814,
-	"No worker is connected.":           798,
-	"No worker serves this definition.": 801,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 811,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 820,
+	"No worker is connected.":           804,
+	"No worker serves this definition.": 807,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 817,
 	"Node":                  375,
-	"Nodes":                 677,
-	"Nodes of this version": 689,
-	"Nodes of this version, with their occurrences now": 678,
+	"Nodes":                 678,
+	"Nodes of this version": 695,
+	"Nodes of this version, with their occurrences now": 679,
 	"Nodes reached, in order":                           374,
 	"Not allowed":                                       162,
 	"Not found":                                         172,
@@ -399,25 +400,25 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 169,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             732,
+	"Nothing to find: the search box is empty.":                             738,
 	"Nothing was done.":        31,
 	"Nov":                      361,
 	"Now":                      503,
 	"Occurrence":               376,
 	"Occurrence %s":            481,
 	"Occurrence offered again": 113,
-	"Occurrences now":          683,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          809,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 810,
+	"Occurrences now":          684,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          815,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 816,
 	"Occurrences, newest first": 618,
 	"Oct":                       360,
 	"Offered from %s — %s.":     570,
 	"Oldest claimable waits":    316,
-	"On error":                  682,
-	"On success":                681,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         721,
-	"Only administrators may reveal a sensitive value.":                                                           714,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 751,
+	"On error":                  683,
+	"On success":                682,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         727,
+	"Only administrators may reveal a sensitive value.":                                                           720,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 757,
 	"Open":             313,
 	"Operator actions": 371,
 	"Operator actions on this instance, newest first": 384,
@@ -429,15 +430,15 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     240,
 	"Outputs, labelled by revision %d's contract":     529,
 	"Pages": 639,
-	"Paste your token in the field: it is empty.": 748,
+	"Paste your token in the field: it is empty.": 754,
 	"Path":                            372,
 	"Pause reloading":                 161,
-	"Pinned revision":                 680,
+	"Pinned revision":                 681,
 	"Policy":                          483,
 	"Previous page":                   640,
 	"Priority":                        514,
 	"Process":                         78,
-	"Process %s":                      673,
+	"Process %s":                      674,
 	"Process %s has no version %d.":   97,
 	"Process and node":                620,
 	"Process inputs":                  386,
@@ -447,7 +448,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 419,
 	"Processes":                       141,
 	"Processes by key":                669,
-	"Protocol":                        793,
+	"Protocol":                        799,
 	"Published":                       224,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 667,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       668,
@@ -500,37 +501,37 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 533,
-	"Revealed by %s at %s; recorded in the audit log.": 719,
+	"Revealed by %s at %s; recorded in the audit log.": 725,
 	"Reveals":               150,
-	"Reveals, newest first": 724,
+	"Reveals, newest first": 730,
 	"Revision":              222,
 	"Revision %d":           243,
 	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 817,
-	"Revoke the %s token “%s”?": 764,
-	"Revoke the token":          766,
-	"Revoke token %d":           763,
-	"Revoke…":                   761,
-	"Role":                      755,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 823,
+	"Revoke the %s token “%s”?": 770,
+	"Revoke the token":          772,
+	"Revoke token %d":           769,
+	"Revoke…":                   767,
+	"Role":                      761,
 	"Route":                     377,
 	"Routing output":            215,
 	"Row %s":                    643,
 	"Rows %s–%s":                644,
 	"Save settings":             657,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      715,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      721,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 291,
-	"Search":                               730,
-	"Secret values can never be revealed.": 722,
+	"Search":                               736,
+	"Secret values can never be revealed.": 728,
 	"Sep":                                  359,
-	"Served by %d workers":                 815,
+	"Served by %d workers":                 821,
 	"Settled":                              380,
 	"Settlement date":                      612,
 	"Show all definitions":                 324,
 	"Show times in":                        653,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
-	"Sign in": 743,
-	"Sign in with an operator, designer or administrator token.": 744,
+	"Sign in": 749,
+	"Sign in with an operator, designer or administrator token.": 750,
 	"Sign out":             152,
 	"Signed in as %s (%s)": 151,
 	"Since revision %d:":   249,
@@ -540,9 +541,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
 	"Something went wrong": 184,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 752,
-	"Staff tokens, oldest first": 753,
-	"Start node":                 674,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 758,
+	"Staff tokens, oldest first": 759,
+	"Start node":                 675,
 	"Started":                    397,
 	"State":                      194,
 	"Status":                     80,
@@ -565,7 +566,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 270,
 	"Tasks":                   195,
 	"Temporarily unavailable": 182,
-	"That is too long to be an id or a business key.":                                           733,
+	"That is too long to be an id or a business key.":                                           739,
 	"The %d largest groups; the filter matches more.":                                           90,
 	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 506,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 279,
@@ -611,15 +612,15 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                        46,
 	"The result did not match the revision's outputs contract.": 555,
 	"The revision must be a whole number, 1 or more.":           610,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 746,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        740,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     770,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 752,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        746,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     776,
 	"The version must be a whole number from 1.":                                                                                                        411,
 	"These revisions have the same contracts.":                                                                                                          234,
 	"These settings are kept in this browser only.":                                                                                                     652,
-	"They take every revision their consumer is granted.":                                                                                               818,
-	"They take revision %d only.":                                                                                                                       820,
-	"They take revisions %s only.":                                                                                                                      822,
+	"They take every revision their consumer is granted.":                                                                                               824,
+	"They take revision %d only.":                                                                                                                       826,
+	"They take revisions %s only.":                                                                                                                      828,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 647,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
 	"This contract has no inputs.":  528,
@@ -629,7 +630,7 @@ var messageKeyToIndex = map[string]int{
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           729,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           735,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 298,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
@@ -648,27 +649,27 @@ var messageKeyToIndex = map[string]int{
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            769,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           768,
-	"This page does not accept that request.": 728,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            775,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           774,
+	"This page does not accept that request.": 734,
 	"This page reloads every %d seconds.":     160,
 	"This process takes no inputs.":           388,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 717,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 723,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 749,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 690,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            691,
+	"This token is unknown, revoked or expired.": 755,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 696,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            697,
 	"Times in %s · no auto-reload":    157,
 	"Times in %s · reload every %d s": 156,
 	"Times in %s · reloading paused":  155,
 	"To revision":                     228,
-	"Token":                           745,
+	"Token":                           751,
 	"Tokens":                          149,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 747,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 753,
 	"Totals of all definitions, not narrowed by the other filters":         628,
 	"Totals of definition %s, not narrowed by the other filters":           627,
 	"Type": 207,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 731,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 737,
 	"URL":                              282,
 	"UTC (coordinated universal time)": 659,
 	"Unknown action.":                  54,
@@ -687,19 +688,19 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       109,
 	"Whole message":                                             496,
 	"Why (recorded with the reveal)":                            534,
-	"Worker":                                                    792,
+	"Worker":                                                    798,
 	"Worker id":                                                 487,
 	"Workers":                                                   146,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        790,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        796,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 791,
-	"Workers serving %s":                   799,
+	"Workers seen within three heartbeats": 797,
+	"Workers serving %s":                   805,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        213,
-	"You are signed out.": 739,
+	"You are signed out.": 745,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 741,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          742,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 747,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          748,
 	"[redacted]":                          606,
 	"a token’s name, exact":               119,
 	"abandon":                             4,
@@ -708,14 +709,14 @@ var messageKeyToIndex = map[string]int{
 	"an incident: retry, abandon or stop": 302,
 	"answer too large":                    604,
 	"any":                                 87,
-	"any other code → %s":                 704,
+	"any other code → %s":                 710,
 	"any other error":                     300,
 	"as of %s (%s); counts are refreshed every few seconds.": 630,
-	"at least %d characters":                                 774,
-	"at least %d items":                                      781,
+	"at least %d characters":                                 780,
+	"at least %d items":                                      787,
 	"at most %d":                                             522,
-	"at most %d characters":                                  775,
-	"at most %d items":                                       782,
+	"at most %d characters":                                  781,
+	"at most %d items":                                       788,
 	"at most %d since the last operator retry":               523,
 	"available":                                              429,
 	"boolean":                                                444,
@@ -731,29 +732,29 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           588,
 	"date":                                                   445,
 	"date and time":                                          446,
-	"deadline %s":                                            708,
+	"deadline %s":                                            714,
 	"deferred":                                               431,
 	"deferred since":                                         638,
 	"deleted":                                                115,
 	"designer":                                               459,
 	"disconnected":                                           440,
-	"each item of %s":                                        772,
-	"end (completes)":                                        697,
-	"end (fails)":                                            698,
+	"each item of %s":                                        778,
+	"end (completes)":                                        703,
+	"end (fails)":                                            704,
 	"end: completes the instance":                            303,
 	"end: fails the instance":                                304,
 	"ended instances are kept %s (RELAIS_RETENTION)":                         404,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 405,
 	"erase":                                  6,
-	"every revision its consumer is granted": 805,
+	"every revision its consumer is granted": 811,
 	"exact, case-sensitive":                  416,
 	"expired":                                437,
 	"failed":                                 433,
-	"fails the instance":                     705,
+	"fails the instance":                     711,
 	"field added":                            463,
 	"field removed":                          464,
 	"format":                                 474,
-	"format %s":                              777,
+	"format %s":                              783,
 	"from":                                   120,
 	"held":                                   436,
 	"held for an operator":                   301,
@@ -761,31 +762,31 @@ var messageKeyToIndex = map[string]int{
 	"held, then stopped by an operator":      409,
 	"hidden (secret)":                        454,
 	"hidden (sensitive)":                     453,
-	"hold (an incident for an operator)":     703,
+	"hold (an incident for an operator)":     709,
 	"id or business key":                     143,
 	"in %s":                                  344,
 	"in progress":                            495,
 	"instance held here":                     626,
 	"instance id":                            616,
-	"instances held":                         711,
-	"instances held: %s":                     712,
+	"instances held":                         717,
+	"instances held: %s":                     718,
 	"integer":                                442,
 	"its name, exactly":                      615,
 	"just now":                               346,
 	"list":                                   449,
 	"lock until":                             637,
-	"long polling":                           803,
+	"long polling":                           809,
 	"long wait":                              322,
 	"masked value":                           281,
 	"maximum":                                476,
-	"maximum %s":                             779,
+	"maximum %s":                             785,
 	"maximum items":                          478,
 	"maximum length":                         472,
 	"minimum":                                475,
-	"minimum %s":                             778,
+	"minimum %s":                             784,
 	"minimum items":                          477,
 	"minimum length":                         471,
-	"never":                                  758,
+	"never":                                  764,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 403,
 	"next attempt":                 634,
 	"no":                           462,
@@ -794,35 +795,37 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":   198,
 	"no header":                    286,
 	"no worker":                    323,
-	"no worker takes revision %d":  807,
-	"no worker takes revisions %s": 808,
+	"no worker takes revision %d":  813,
+	"no worker takes revisions %s": 814,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 545,
-	"none": 268,
-	"none (revealed before reasons were asked for)": 726,
+	"no: version %d is": 691,
+	"none":              268,
+	"none (revealed before reasons were asked for)": 732,
 	"none yet": 274,
 	"none: a failed call takes the node’s error path": 512,
-	"normal":                             450,
-	"not provided":                       784,
-	"not set":                            269,
-	"not yet":                            759,
-	"null":                               788,
-	"number":                             443,
-	"object":                             448,
+	"normal":       450,
+	"not provided": 790,
+	"not set":      269,
+	"not yet":      765,
+	"null":         794,
+	"number":       443,
+	"object":       448,
+	"older versions, from version %d (each links the one before)": 673,
 	"on error":                           299,
-	"one attempt, no retry, priority %d": 707,
-	"one of: %s":                         780,
+	"one attempt, no retry, priority %d": 713,
+	"one of: %s":                         786,
 	"operator":                           458,
 	"optional %s field of type %s":       265,
 	"optional field of type %s":          267,
 	"optional → required":                258,
 	"pattern":                            473,
-	"pattern %s":                         776,
-	"pull":                               695,
+	"pattern %s":                         782,
+	"pull":                               701,
 	"pull %s":                            306,
 	"pull (a worker fetches it)":         455,
 	"push %s":                            305,
 	"push (Relais calls the service)":    456,
-	"push to %s":                         696,
+	"push to %s":                         702,
 	"rejected":                           438,
 	"released":                           439,
 	"required %s field of type %s":       264,
@@ -832,39 +835,42 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           430,
 	"retry":                              3,
 	"revision %d":                        631,
-	"revisions %s":                       806,
+	"revisions %s":                       812,
 	"revoked":                            197,
 	"routing changed":                    470,
-	"routing output":                     771,
+	"routing output":                     777,
 	"routing output %s → %s":             257,
 	"running":                            435,
 	"secret":                             452,
 	"sensitive":                          451,
 	"settled":                            633,
 	"stop":                               5,
-	"stream":                             802,
+	"stream":                             808,
 	"text":                               441,
 	"the contracts are the same (the name or a description changed).": 250,
-	"this session":             762,
-	"timeout %s":               709,
-	"timeout %s (the default)": 710,
+	"this session":             768,
+	"timeout %s":               715,
+	"timeout %s (the default)": 716,
 	"to":                       121,
 	"type changed":             465,
-	"unexpected value":         789,
+	"unexpected value":         795,
 	"unknown":                  605,
 	"values added: %s":         260,
 	"values changed":           467,
 	"values removed: %s":       261,
 	"values reordered":         262,
 	"version %d":               672,
+	"version %d →":             693,
 	"waiting":                  600,
 	"yes":                      461,
+	"yes: a start that names no version runs this one":                                                                      690,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 171,
 	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     427,
-	"→ %s": 702,
+	"← version %d": 692,
+	"→ %s":         708,
 }
 
-var enIndex = []uint32{ // 824 elements
+var enIndex = []uint32{ // 830 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1055,51 +1061,53 @@ var enIndex = []uint32{ // 824 elements
 	0x0000702f, 0x00007047, 0x0000705a, 0x00007097,
 	0x0000710a, 0x00007157, 0x00007168, 0x0000717f,
 	// Entry 2A0 - 2BF
-	0x0000719c, 0x000071aa, 0x000071b8, 0x000071c3,
-	0x000071c9, 0x000072bb, 0x000072c1, 0x000072f3,
-	0x000072f8, 0x00007308, 0x00007313, 0x0000731c,
-	0x0000732c, 0x00007338, 0x0000736c, 0x0000739f,
-	0x000073b9, 0x0000745e, 0x00007474, 0x000074f9,
-	0x00007573, 0x00007582, 0x0000763c, 0x0000768d,
-	0x00007692, 0x000076a0, 0x000076b0, 0x000076bc,
-	0x000076cc, 0x000076da, 0x000076ea, 0x000076f4,
+	0x0000719c, 0x000071aa, 0x000071e9, 0x000071f7,
+	0x00007202, 0x00007208, 0x000072fa, 0x00007300,
+	0x00007332, 0x00007337, 0x00007347, 0x00007352,
+	0x0000735b, 0x0000736b, 0x00007377, 0x000073ab,
+	0x000073de, 0x000073f8, 0x000073ff, 0x00007430,
+	0x00007445, 0x00007457, 0x00007469, 0x0000750e,
+	0x00007524, 0x000075a9, 0x00007623, 0x00007632,
+	0x000076ec, 0x0000773d, 0x00007742, 0x00007750,
 	// Entry 2C0 - 2DF
-	0x00007717, 0x00007730, 0x00007743, 0x000077af,
-	0x000077d5, 0x000077e4, 0x000077f2, 0x0000780e,
-	0x0000781d, 0x00007833, 0x0000786c, 0x0000789e,
-	0x000078f6, 0x0000790c, 0x000079da, 0x000079f1,
-	0x00007a28, 0x00007a36, 0x00007a7a, 0x00007a9f,
-	0x00007b16, 0x00007b2c, 0x00007b43, 0x00007b71,
-	0x00007b84, 0x00007bac, 0x00007c30, 0x00007c37,
-	0x00007c9f, 0x00007cc9, 0x00007cf9, 0x00007e4e,
+	0x00007760, 0x0000776c, 0x0000777c, 0x0000778a,
+	0x0000779a, 0x000077a4, 0x000077c7, 0x000077e0,
+	0x000077f3, 0x0000785f, 0x00007885, 0x00007894,
+	0x000078a2, 0x000078be, 0x000078cd, 0x000078e3,
+	0x0000791c, 0x0000794e, 0x000079a6, 0x000079bc,
+	0x00007a8a, 0x00007aa1, 0x00007ad8, 0x00007ae6,
+	0x00007b2a, 0x00007b4f, 0x00007bc6, 0x00007bdc,
+	0x00007bf3, 0x00007c21, 0x00007c34, 0x00007c5c,
 	// Entry 2E0 - 2FF
-	0x00007f88, 0x00008028, 0x000080ff, 0x000081d8,
-	0x000081ec, 0x00008247, 0x000082f2, 0x00008374,
-	0x0000837c, 0x000083b7, 0x000083bd, 0x0000844f,
-	0x000084e7, 0x00008513, 0x0000853e, 0x0000858c,
-	0x000085f8, 0x0000869f, 0x000086ba, 0x000086c4,
-	0x000086c9, 0x000086d3, 0x000086db, 0x000086e1,
-	0x000086e9, 0x000086f7, 0x00008701, 0x0000870e,
-	0x00008721, 0x00008745, 0x000087c5, 0x000087d6,
+	0x00007ce0, 0x00007ce7, 0x00007d4f, 0x00007d79,
+	0x00007da9, 0x00007efe, 0x00008038, 0x000080d8,
+	0x000081af, 0x00008288, 0x0000829c, 0x000082f7,
+	0x000083a2, 0x00008424, 0x0000842c, 0x00008467,
+	0x0000846d, 0x000084ff, 0x00008597, 0x000085c3,
+	0x000085ee, 0x0000863c, 0x000086a8, 0x0000874f,
+	0x0000876a, 0x00008774, 0x00008779, 0x00008783,
+	0x0000878b, 0x00008791, 0x00008799, 0x000087a7,
 	// Entry 300 - 31F
-	0x000087de, 0x00008853, 0x000088a7, 0x000088ef,
-	0x000088fe, 0x00008911, 0x0000891d, 0x00008959,
-	0x00008993, 0x000089a1, 0x000089ae, 0x000089bc,
-	0x000089ca, 0x000089d8, 0x00008a0a, 0x00008a3a,
-	0x00008a96, 0x00008aa3, 0x00008ac3, 0x00008ace,
-	0x00008ae8, 0x00008aed, 0x00008afe, 0x00008b84,
-	0x00008ba9, 0x00008bb0, 0x00008bb9, 0x00008bcc,
-	0x00008bd6, 0x00008be0, 0x00008bea, 0x00008c02,
+	0x000087b1, 0x000087be, 0x000087d1, 0x000087f5,
+	0x00008875, 0x00008886, 0x0000888e, 0x00008903,
+	0x00008957, 0x0000899f, 0x000089ae, 0x000089c1,
+	0x000089cd, 0x00008a09, 0x00008a43, 0x00008a51,
+	0x00008a5e, 0x00008a6c, 0x00008a7a, 0x00008a88,
+	0x00008aba, 0x00008aea, 0x00008b46, 0x00008b53,
+	0x00008b73, 0x00008b7e, 0x00008b98, 0x00008b9d,
+	0x00008bae, 0x00008c34, 0x00008c59, 0x00008c60,
 	// Entry 320 - 33F
-	0x00008c18, 0x00008c24, 0x00008c46, 0x00008c4d,
-	0x00008c5a, 0x00008c6b, 0x00008c92, 0x00008ca2,
-	0x00008cc1, 0x00008ce1, 0x00008db9, 0x00008e9a,
-	0x00008eee, 0x00008f3e, 0x00008f9e, 0x00008ff1,
-	0x00009029, 0x0000905a, 0x000090aa, 0x000090de,
-	0x000090fc, 0x0000911b, 0x0000913a, 0x0000915a,
-} // Size: 3320 bytes
+	0x00008c69, 0x00008c7c, 0x00008c86, 0x00008c90,
+	0x00008c9a, 0x00008cb2, 0x00008cc8, 0x00008cd4,
+	0x00008cf6, 0x00008cfd, 0x00008d0a, 0x00008d1b,
+	0x00008d42, 0x00008d52, 0x00008d71, 0x00008d91,
+	0x00008e69, 0x00008f4a, 0x00008f9e, 0x00008fee,
+	0x0000904e, 0x000090a1, 0x000090d9, 0x0000910a,
+	0x0000915a, 0x0000918e, 0x000091ac, 0x000091cb,
+	0x000091ea, 0x0000920a,
+} // Size: 3344 bytes
 
-const enData string = "" + // Size: 37210 bytes
+const enData string = "" + // Size: 37386 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1539,131 +1547,134 @@ const enData string = "" + // Size: 37210 bytes
 	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
 	"Published process versions: their nodes, routes and pinned revisions, dr" +
 	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
-	"ished yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02C" +
+	"ished yet.\x02version %[1]d\x02older versions, from version %[1]d (each " +
+	"links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns" +
+	" follow the longest path from the start node. Solid arrows are successes" +
+	" (labelled with their route), dashed ones failures (labelled with their " +
+	"error codes). Each box says how many of this version’s occurrences are a" +
+	"t that node now.\x02Nodes\x02Nodes of this version, with their occurrenc" +
+	"es now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrenc" +
+	"es now\x02Inputs from\x02No inputs: an instance starts with an empty obj" +
+	"ect.\x02Inputs an instance of this version is started with\x02Instances " +
+	"of this version\x02Latest\x02yes: a start that names no version runs thi" +
+	"s one\x02no: version %[1]d is\x02← version %[1]d\x02version %[1]d →\x02C" +
 	"olumns follow the longest path from the start node. Solid arrows are suc" +
 	"cesses (labelled with their route), dashed ones failures (labelled with " +
-	"their error codes). Each box says how many of this version’s occurrences" +
-	" are at that node now.\x02Nodes\x02Nodes of this version, with their occ" +
-	"urrences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occ" +
-	"urrences now\x02Inputs from\x02No inputs: an instance starts with an emp" +
-	"ty object.\x02Inputs an instance of this version is started with\x02Inst" +
-	"ances of this version\x02Columns follow the longest path from the start " +
-	"node. Solid arrows are successes (labelled with their route), dashed one" +
-	"s failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s ← " +
-	"%[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident " +
-	"for an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02one attemp" +
-	"t, no retry, priority %[1]d\x02deadline %[1]s\x02timeout %[1]s\x02timeou" +
-	"t %[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Coun" +
-	"ts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrat" +
-	"ors may reveal a sensitive value.\x02Say why you reveal this value: the " +
-	"reason is recorded with the reveal in the audit log.\x02Cannot reveal it" +
-	" here\x02This replica lacks the data key the value was sealed with, so i" +
-	"t cannot open it (nothing was recorded). Another replica may reveal it; " +
-	"ask your administrator to start every replica with the same data keys." +
-	"\x02Back to the occurrence\x02Revealed by %[1]s at %[2]s; recorded in th" +
-	"e audit log.\x02Cannot reveal\x02Only a value this page shows as hidden " +
-	"(sensitive) can be revealed.\x02Secret values can never be revealed.\x02" +
-	"Every sensitive value an administrator revealed: who, when, which field " +
-	"and why. The values themselves are never kept.\x02Reveals, newest first" +
-	"\x02No value was revealed.\x02none (revealed before reasons were asked f" +
-	"or)\x02Method not allowed\x02This page does not accept that request.\x02" +
-	"This form was sent from another site: the console takes its forms from i" +
-	"ts own pages only. Open the console and send it from there.\x02Search" +
-	"\x02Type an instance or occurrence id (a whole UUID, as the title of its" +
-	" page shows it), or a business key.\x02Nothing to find: the search box i" +
-	"s empty.\x02That is too long to be an id or a business key.\x02No instan" +
-	"ce has “%[1]s” as its business key. A business key is found only whole a" +
-	"nd exactly as given, capitals and accents included: a list shows a long " +
-	"one shortened, so copy it from its instance’s page. An ended instance is" +
-	" deleted once the retention period (RELAIS_RETENTION) has passed, or at " +
-	"once when an administrator erases it.\x02No instance or occurrence has t" +
-	"he id “%[1]s”, and no instance has it as its business key. An ended inst" +
-	"ance is deleted, with its occurrences and attempts, once the retention p" +
-	"eriod (RELAIS_RETENTION) has passed, or at once when an administrator er" +
-	"ases it; the audit log keeps the operator actions taken on it.\x02No ins" +
-	"tance has “%[1]s” as its business key, and it is not a whole id: the lis" +
-	"ts show the end of each id. Open the row, or copy its link, for the whol" +
-	"e id.\x02A token in the address is not used: you are signed in already. " +
-	"The address has put it in your browser’s history, and perhaps in a proxy" +
-	"’s logs: if others may read them, have the token revoked and use a new" +
-	" one.\x02A token in the address is not used: paste it in the field below" +
-	". The address has put it in your browser’s history, and perhaps in a pro" +
-	"xy’s logs: if others may read them, have the token revoked and use a new" +
-	" one.\x02You are signed out.\x02The token you signed in with is revoked," +
-	" and you are signed out: sign in with another one.\x02Your session had e" +
-	"nded (inactivity, a sign-out elsewhere, a revoked token or a restart of " +
-	"the server), so your last action was not applied. Sign in again, then re" +
-	"peat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a " +
-	"token revoked or expired, or a restart of the server). Sign in again." +
-	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity, and 12" +
-	" hours at most.\x14\x01\x81\x01\x00\x02G\x02Too many failed sign-ins fro" +
-	"m your address. Try again in %[1]d second.\x00H\x02Too many failed sign-" +
-	"ins from your address. Try again in %[1]d seconds.\x02Paste your token i" +
-	"n the field: it is empty.\x02This token is unknown, revoked or expired." +
-	"\x02A %[1]s token cannot open the console: it is a worker’s token, for t" +
-	"he API.\x02Only administrators see this page: tokens, consumers, destina" +
-	"tions, the reveal log and erasures are theirs.\x02Staff tokens (administ" +
-	"rators, designers, operators) that are not revoked. Consumer tokens are " +
-	"managed with their consumers. Revoking a token refuses its next request." +
-	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
-	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken “%[1]s” (%[2]s) was revoked: its next request is refused.\x02routin" +
-	"g output\x02each item of %[1]s\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Workers connected by a stream, and polling worke" +
-	"rs by their last fetch. A worker is listed while it was seen within thre" +
-	"e heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Proto" +
-	"col\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No w" +
-	"orker is connected.\x02Workers serving %[1]s\x02All workers\x02No worker" +
-	" serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02no work" +
-	"er takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrence" +
-	"s of revision %[1]d wait, and no live worker takes it: subscribe workers" +
-	" to it, with their consumers granted it (a worker naming no revision tak" +
-	"es those its consumer is granted; a process version pins it).\x02Occurre" +
-	"nces of revisions %[1]s wait, and no live worker takes them: subscribe w" +
-	"orkers to them, with their consumers granted them (a worker naming no re" +
-	"vision takes those its consumer is granted; a process version pins them)" +
-	".\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02It takes every revision its consumer is granted.\x02Rev" +
-	"isions they take: %[1]s; some take every revision their consumer is gran" +
-	"ted.\x02They take every revision their consumer is granted.\x02It takes " +
-	"revision %[1]d only.\x02They take revision %[1]d only.\x02It takes revis" +
-	"ions %[1]s only.\x02They take revisions %[1]s only."
+	"their error codes).\x02Nodes of this version\x02This version has %[1]d n" +
+	"odes: too many to draw legibly (at most %[2]d). The table below lists ev" +
+	"ery node with its routes and counts.\x02This version has %[1]d nodes: to" +
+	"o many to draw legibly (at most %[2]d). The table below lists every node" +
+	" with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
+	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
+	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
+	"e same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The " +
+	"table below lists the same nodes and routes.\x02pull\x02push to %[1]s" +
+	"\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02" +
+	"%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any ot" +
+	"her code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d" +
+	" attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retr" +
+	"y after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d" +
+	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
+	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
+	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
+	"value.\x02Say why you reveal this value: the reason is recorded with the" +
+	" reveal in the audit log.\x02Cannot reveal it here\x02This replica lacks" +
+	" the data key the value was sealed with, so it cannot open it (nothing w" +
+	"as recorded). Another replica may reveal it; ask your administrator to s" +
+	"tart every replica with the same data keys.\x02Back to the occurrence" +
+	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
+	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
+	"d.\x02Secret values can never be revealed.\x02Every sensitive value an a" +
+	"dministrator revealed: who, when, which field and why. The values themse" +
+	"lves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02This form was sent from a" +
+	"nother site: the console takes its forms from its own pages only. Open t" +
+	"he console and send it from there.\x02Search\x02Type an instance or occu" +
+	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
+	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
+	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
+	"ss key. A business key is found only whole and exactly as given, capital" +
+	"s and accents included: a list shows a long one shortened, so copy it fr" +
+	"om its instance’s page. An ended instance is deleted once the retention " +
+	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
+	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
+	"ce has it as its business key. An ended instance is deleted, with its oc" +
+	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
+	" passed, or at once when an administrator erases it; the audit log keeps" +
+	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
+	"iness key, and it is not a whole id: the lists show the end of each id. " +
+	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
+	"ess is not used: you are signed in already. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02A token in the addres" +
+	"s is not used: paste it in the field below. The address has put it in yo" +
+	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
+	"them, have the token revoked and use a new one.\x02You are signed out." +
+	"\x02The token you signed in with is revoked, and you are signed out: sig" +
+	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server), so your last ac" +
+	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
+	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
+	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
+	"operator, designer or administrator token.\x02Token\x02The token is chec" +
+	"ked once and never stored in your browser; a session cookie stands for i" +
+	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
+	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
+	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
+	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
+	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
+	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
+	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
+	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
+	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
+	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
+	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
+	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
+	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
+	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
+	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
+	" in with: revoking it signs you out. Its next request is refused. This c" +
+	"annot be undone.\x02This is the last usable administrator token: create " +
+	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02each item of %[1]s" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
+	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
+	" a stream, and polling workers by their last fetch. A worker is listed w" +
+	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
+	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
+	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
+	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
+	"revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes rev" +
+	"isions %[1]s\x02Occurrences of revision %[1]d wait, and no live worker t" +
+	"akes it: subscribe workers to it, with their consumers granted it (a wor" +
+	"ker naming no revision takes those its consumer is granted; a process ve" +
+	"rsion pins it).\x02Occurrences of revisions %[1]s wait, and no live work" +
+	"er takes them: subscribe workers to them, with their consumers granted t" +
+	"hem (a worker naming no revision takes those its consumer is granted; a " +
+	"process version pins them).\x02No worker serves this definition: its occ" +
+	"urrences wait until one connects or polls.\x02No process uses this defin" +
+	"ition yet: it needs a worker once a process pulls it.\x02No process pull" +
+	"s this definition: Relais calls its destinations (push), and it needs no" +
+	" worker.\x02No worker is connected for this definition; none of its occu" +
+	"rrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d wo" +
+	"rker\x00\x18\x02Served by %[1]d workers\x02It takes every revision its c" +
+	"onsumer is granted.\x02Revisions they take: %[1]s; some take every revis" +
+	"ion their consumer is granted.\x02They take every revision their consume" +
+	"r is granted.\x02It takes revision %[1]d only.\x02They take revision %[1" +
+	"]d only.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s " +
+	"only."
 
-var frIndex = []uint32{ // 824 elements
+var frIndex = []uint32{ // 830 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1854,51 +1865,53 @@ var frIndex = []uint32{ // 824 elements
 	0x00008ff3, 0x00009019, 0x0000902e, 0x00009088,
 	0x0000911d, 0x00009180, 0x00009193, 0x000091ba,
 	// Entry 2A0 - 2BF
-	0x000091e2, 0x000091f0, 0x00009200, 0x00009211,
-	0x00009218, 0x0000934e, 0x00009355, 0x0000938f,
-	0x00009394, 0x000093a9, 0x000093bd, 0x000093cf,
-	0x000093e5, 0x000093f5, 0x00009432, 0x00009472,
-	0x0000948d, 0x00009562, 0x0000957a, 0x0000961b,
-	0x000096aa, 0x000096ba, 0x00009794, 0x00009856,
-	0x0000985b, 0x0000986b, 0x00009879, 0x00009889,
-	0x00009899, 0x000098a7, 0x000098b7, 0x000098c1,
+	0x000091e2, 0x000091f0, 0x00009244, 0x00009254,
+	0x00009265, 0x0000926c, 0x000093a2, 0x000093a9,
+	0x000093e3, 0x000093e8, 0x000093fd, 0x00009411,
+	0x00009423, 0x00009439, 0x00009449, 0x00009486,
+	0x000094c6, 0x000094e1, 0x000094f2, 0x00009536,
+	0x00009557, 0x00009569, 0x0000957b, 0x00009650,
+	0x00009668, 0x00009709, 0x00009798, 0x000097a8,
+	0x00009882, 0x00009944, 0x00009949, 0x00009959,
 	// Entry 2C0 - 2DF
-	0x000098ea, 0x00009904, 0x0000991f, 0x000099ad,
-	0x000099eb, 0x000099fc, 0x00009a09, 0x00009a24,
-	0x00009a38, 0x00009a56, 0x00009aa1, 0x00009ae2,
-	0x00009b58, 0x00009b77, 0x00009c8d, 0x00009ca6,
-	0x00009cec, 0x00009d04, 0x00009d57, 0x00009d92,
-	0x00009e2a, 0x00009e56, 0x00009e7c, 0x00009eb0,
-	0x00009ec8, 0x00009ef3, 0x00009f9c, 0x00009fa6,
-	0x0000a02e, 0x0000a063, 0x0000a0a4, 0x0000a220,
+	0x00009967, 0x00009977, 0x00009987, 0x00009995,
+	0x000099a5, 0x000099af, 0x000099d8, 0x000099f2,
+	0x00009a0d, 0x00009a9b, 0x00009ad9, 0x00009aea,
+	0x00009af7, 0x00009b12, 0x00009b26, 0x00009b44,
+	0x00009b8f, 0x00009bd0, 0x00009c46, 0x00009c65,
+	0x00009d7b, 0x00009d94, 0x00009dda, 0x00009df2,
+	0x00009e45, 0x00009e80, 0x00009f18, 0x00009f44,
+	0x00009f6a, 0x00009f9e, 0x00009fb6, 0x00009fe1,
 	// Entry 2E0 - 2FF
-	0x0000a39b, 0x0000a474, 0x0000a589, 0x0000a6a5,
-	0x0000a6be, 0x0000a73a, 0x0000a803, 0x0000a88c,
-	0x0000a899, 0x0000a8eb, 0x0000a8f1, 0x0000a9a5,
-	0x0000aa55, 0x0000aa87, 0x0000aab3, 0x0000ab1c,
-	0x0000abc3, 0x0000ac85, 0x0000acb5, 0x0000acc2,
-	0x0000acc8, 0x0000acde, 0x0000ace9, 0x0000acf0,
-	0x0000acfb, 0x0000ad09, 0x0000ad16, 0x0000ad24,
-	0x0000ad3d, 0x0000ad6a, 0x0000ae13, 0x0000ae26,
+	0x0000a08a, 0x0000a094, 0x0000a11c, 0x0000a151,
+	0x0000a192, 0x0000a30e, 0x0000a489, 0x0000a562,
+	0x0000a677, 0x0000a793, 0x0000a7ac, 0x0000a828,
+	0x0000a8f1, 0x0000a97a, 0x0000a987, 0x0000a9d9,
+	0x0000a9df, 0x0000aa93, 0x0000ab43, 0x0000ab75,
+	0x0000aba1, 0x0000ac0a, 0x0000acb1, 0x0000ad73,
+	0x0000ada3, 0x0000adb0, 0x0000adb6, 0x0000adcc,
+	0x0000add7, 0x0000adde, 0x0000ade9, 0x0000adf7,
 	// Entry 300 - 31F
-	0x0000ae30, 0x0000aebf, 0x0000af20, 0x0000af7c,
-	0x0000af8e, 0x0000afa8, 0x0000afbb, 0x0000aff9,
-	0x0000b035, 0x0000b052, 0x0000b05f, 0x0000b06d,
-	0x0000b07b, 0x0000b08b, 0x0000b0c7, 0x0000b101,
-	0x0000b17e, 0x0000b189, 0x0000b1b3, 0x0000b1c0,
-	0x0000b1dc, 0x0000b1e0, 0x0000b1f2, 0x0000b2b4,
-	0x0000b2e7, 0x0000b2f2, 0x0000b2fc, 0x0000b311,
-	0x0000b31a, 0x0000b324, 0x0000b339, 0x0000b35d,
+	0x0000ae04, 0x0000ae12, 0x0000ae2b, 0x0000ae58,
+	0x0000af01, 0x0000af14, 0x0000af1e, 0x0000afad,
+	0x0000b00e, 0x0000b06a, 0x0000b07c, 0x0000b096,
+	0x0000b0a9, 0x0000b0e7, 0x0000b123, 0x0000b140,
+	0x0000b14d, 0x0000b15b, 0x0000b169, 0x0000b179,
+	0x0000b1b5, 0x0000b1ef, 0x0000b26c, 0x0000b277,
+	0x0000b2a1, 0x0000b2ae, 0x0000b2ca, 0x0000b2ce,
+	0x0000b2e0, 0x0000b3a2, 0x0000b3d5, 0x0000b3e0,
 	// Entry 320 - 33F
-	0x0000b377, 0x0000b38c, 0x0000b3b8, 0x0000b3bd,
-	0x0000b3d2, 0x0000b3e4, 0x0000b419, 0x0000b42a,
-	0x0000b457, 0x0000b486, 0x0000b5a8, 0x0000b6ca,
-	0x0000b740, 0x0000b7cb, 0x0000b85a, 0x0000b8c1,
-	0x0000b903, 0x0000b94b, 0x0000b9be, 0x0000ba06,
-	0x0000ba34, 0x0000ba62, 0x0000ba95, 0x0000bac8,
-} // Size: 3320 bytes
+	0x0000b3ea, 0x0000b3ff, 0x0000b408, 0x0000b412,
+	0x0000b427, 0x0000b44b, 0x0000b465, 0x0000b47a,
+	0x0000b4a6, 0x0000b4ab, 0x0000b4c0, 0x0000b4d2,
+	0x0000b507, 0x0000b518, 0x0000b545, 0x0000b574,
+	0x0000b696, 0x0000b7b8, 0x0000b82e, 0x0000b8b9,
+	0x0000b948, 0x0000b9af, 0x0000b9f1, 0x0000ba39,
+	0x0000baac, 0x0000baf4, 0x0000bb22, 0x0000bb50,
+	0x0000bb83, 0x0000bbb6,
+} // Size: 3344 bytes
 
-const frData string = "" + // Size: 47816 bytes
+const frData string = "" + // Size: 48054 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2440,156 +2453,160 @@ const frData string = "" + // Size: 47816 bytes
 	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
 	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
 	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes" +
-	" suivent le plus long chemin depuis le nœud de départ. Les flèches plein" +
-	"es sont les réussites (étiquetées par leur route), les pointillées les é" +
-	"checs (étiquetées par leurs codes d’erreur). Chaque case indique combien" +
-	" d’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une instance d" +
-	"émarre avec un objet vide.\x02Entrées avec lesquelles démarre une insta" +
-	"nce de cette version\x02Instances de cette version\x02Les colonnes suive" +
-	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
-	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
-	"(étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cett" +
-	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
-	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et se" +
-	"s décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessine" +
-	"r lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud a" +
-	"vec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœu" +
-	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, rou" +
-	"tes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-" +
-	"dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01" +
-	"\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le" +
-	" tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push v" +
-	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s =" +
-	" %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opéra" +
-	"teur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
-	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
-	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
-	"ité %[3]d\x02une seule tentative, sans nouvelle tentative, priorité %[1]" +
-	"d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instan" +
-	"ces bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%" +
-	"[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les admi" +
-	"nistrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi vous " +
-	"révélez cette valeur\u202f: le motif est consigné avec la révélation dan" +
-	"s le journal d’audit.\x02Impossible de la révéler ici\x02Cette réplique " +
-	"n’a pas la clé de données qui a scellé la valeur et ne peut donc pas l’o" +
-	"uvrir (rien n’a été enregistré). Une autre réplique peut la révéler" +
-	"\u202f; demandez à votre administrateur de démarrer toutes les répliques" +
-	" avec les mêmes clés de données.\x02Retour à l’occurrence\x02Révélé par " +
-	"%[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation im" +
-	"possible\x02Seule une valeur que cette page affiche masquée (sensible) p" +
-	"eut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélée" +
-	"s.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui, " +
-	"quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais co" +
-	"nservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a" +
-	" été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méth" +
-	"ode non autorisée\x02Cette page n’accepte pas cette requête.\x02Ce formu" +
-	"laire a été envoyé depuis un autre site\u202f: la console n’accepte que " +
-	"les formulaires de ses propres pages. Ouvrez la console et envoyez-le de" +
-	"puis celle-ci.\x02Recherche\x02Saisissez un identifiant d’instance ou d’" +
-	"occurrence (un UUID complet, tel que le titre de sa page l’affiche) ou u" +
-	"ne clé métier.\x02Rien à chercher\u202f: le champ de recherche est vide." +
-	"\x02C’est trop long pour être un identifiant ou une clé métier.\x02Aucun" +
-	"e instance n’a «\u202f%[1]s\u202f» pour clé métier. Une clé métier n’est" +
-	" trouvée qu’entière et telle quelle, majuscules et accents compris\u202f" +
-	": une liste abrège les longues, copiez-la depuis la page de son instance" +
-	". Une instance terminée est supprimée une fois la durée de conservation " +
-	"(RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
-	" instance ne l’a pour clé métier. Une instance terminée est supprimée, a" +
-	"vec ses occurrences et ses tentatives, une fois la durée de conservation" +
-	" (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
-	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
-	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
-	"ier.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: vous êtes déjà " +
-	"connecté. L’adresse l’a mis dans l’historique de votre navigateur, et pe" +
-	"ut-être dans les journaux d’un proxy\u202f: si d’autres peuvent les lire" +
-	", faites révoquer le jeton et utilisez-en un nouveau.\x02Un jeton dans l" +
-	"’adresse n’est pas utilisé\u202f: collez-le dans le champ ci-dessous. " +
-	"L’adresse l’a mis dans l’historique de votre navigateur, et peut-être da" +
-	"ns les journaux d’un proxy\u202f: si d’autres peuvent les lire, faites r" +
-	"évoquer le jeton et utilisez-en un nouveau.\x02Vous êtes déconnecté." +
-	"\x02Le jeton avec lequel vous vous étiez connecté est révoqué, et vous ê" +
-	"tes déconnecté\u202f: connectez-vous avec un autre.\x02Votre session ava" +
-	"it pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
-	"age du serveur)\u202f: votre dernière action n’a pas été appliquée. Reco" +
-	"nnectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité," +
-	" déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du serveu" +
-	"r). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’" +
-	"opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est v" +
-	"érifié une fois et n’est jamais conservé dans votre navigateur\u202f; u" +
-	"n cookie de session le remplace jusqu’à 8\u00a0heures d’inactivité, et 1" +
-	"2\u00a0heures au plus.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop " +
-	"de connexions échouées depuis votre adresse. Réessayez dans %[1]d second" +
-	"es.\x02Collez votre jeton dans le champ\u202f: il est vide.\x02Ce jeton " +
-	"est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ou" +
-	"vrir la console\u202f: c’est un jeton d’exécutant, pour l’API.\x02Seuls " +
-	"les administrateurs voient cette page\u202f: les jetons, les consommateu" +
-	"rs, les destinations, le journal des révélations et les effacements sont" +
-	" de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, " +
-	"opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec le" +
-	"urs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeto" +
-	"ns du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Der" +
-	"nière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
-	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
-	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
-	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
-	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton «\u202f%[1]s" +
-	"\u202f» (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02chaque élément de %[1]s\x02(chaque élément)\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
-	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
-	"\x00\x1a\x02au plus %[1]d caractères\x02expression régulière %[1]s\x02fo" +
-	"rmat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
-	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
-	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
-	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
-	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
-	"\x00\x11\x02%[1]d éléments\x02(dans %[1]s)\x02(%[1]d caractères en tout)" +
-	"\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, et" +
-	" ceux qui interrogent par leur dernière demande. Un exécutant est listé " +
-	"tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
-	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
-	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
-	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02aucun exécutant ne p" +
-	"rend la révision %[1]d\x02aucun exécutant ne prend les révisions %[1]s" +
-	"\x02Des occurrences de la révision %[1]d attendent, et aucun exécutant c" +
-	"onnecté ne la prend\u202f: abonnez-y des exécutants dont le consommateur" +
-	" y a droit (un exécutant qui ne nomme aucune révision prend celles auxqu" +
-	"elles son consommateur a droit\u202f; une version de processus l’épingle" +
-	").\x02Des occurrences des révisions %[1]s attendent, et aucun exécutant " +
-	"connecté ne les prend\u202f: abonnez-y des exécutants dont le consommate" +
-	"ur y a droit (un exécutant qui ne nomme aucune révision prend celles aux" +
-	"quelles son consommateur a droit\u202f; une version de processus les épi" +
-	"ngle).\x02Aucun exécutant ne sert cette définition\u202f: ses occurrence" +
-	"s attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus" +
-	" n’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
-	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
-	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
-	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
-	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
-	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
-	"ervie par %[1]d exécutants\x02Toutes les révisions accordées au consomma" +
-	"teur sont prises en charge.\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
+	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
+	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
+	"une instance de cette version\x02Instances de cette version\x02La plus r" +
+	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
+	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
+	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
+	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02dé" +
+	"lai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f" +
+	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
+	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
+	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
+	" consigné avec la révélation dans le journal d’audit.\x02Impossible de l" +
+	"a révéler ici\x02Cette réplique n’a pas la clé de données qui a scellé l" +
+	"a valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une aut" +
+	"re réplique peut la révéler\u202f; demandez à votre administrateur de dé" +
+	"marrer toutes les répliques avec les mêmes clés de données.\x02Retour à " +
+	"l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journa" +
+	"l d’audit.\x02Révélation impossible\x02Seule une valeur que cette page a" +
+	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
+	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
+	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
+	"les-mêmes ne sont jamais conservées.\x02Révélations, les plus récentes d" +
+	"’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que l" +
+	"e motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte p" +
+	"as cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
+	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
+	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
+	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
+	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
+	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
+	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
+	"la depuis la page de son instance. Une instance terminée est supprimée u" +
+	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
+	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
+	"dentifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une ins" +
+	"tance terminée est supprimée, avec ses occurrences et ses tentatives, un" +
+	"e fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt " +
+	"qu’un administrateur l’efface\u202f; le journal d’audit garde les action" +
+	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
+	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
+	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
+	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
+	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
+	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
+	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
+	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
+	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
+	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
+	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
+	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
+	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
+	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
+	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
+	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
+	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
+	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
+	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
+	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
+	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
+	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
+	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
+	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
+	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
+	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
+	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
+	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
+	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
+	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
+	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
+	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
+	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
+	"[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne" +
+	" prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atten" +
+	"dent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécu" +
+	"tants dont le consommateur y a droit (un exécutant qui ne nomme aucune r" +
+	"évision prend celles auxquelles son consommateur a droit\u202f; une ver" +
+	"sion de processus l’épingle).\x02Des occurrences des révisions %[1]s att" +
+	"endent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des ex" +
+	"écutants dont le consommateur y a droit (un exécutant qui ne nomme aucu" +
+	"ne révision prend celles auxquelles son consommateur a droit\u202f; une " +
+	"version de processus les épingle).\x02Aucun exécutant ne sert cette défi" +
+	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
+	"nterroge.\x02Aucun processus n’utilise encore cette définition\u202f: el" +
+	"le aura besoin d’un exécutant quand un processus l’utilisera en mode pul" +
+	"l.\x02Aucun processus n’utilise cette définition en mode pull\u202f: Rel" +
+	"ais appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
+	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
+	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
+	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les ré" +
+	"visions accordées au consommateur sont prises en charge.\x02Révisions pr" +
+	"ises en charge\u202f: %[1]s\u202f; certains prennent toutes les révision" +
+	"s accordées à leur consommateur.\x02Toutes les révisions accordées au co" +
+	"nsommateur sont prises en charge.\x02Seule la révision %[1]d est prise e" +
+	"n charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les " +
+	"révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s son" +
+	"t prises en charge."
 
-	// Total table size 91666 bytes (89KiB); checksum: DA8BA1CE
+	// Total table size 92128 bytes (89KiB); checksum: 53D21A43
