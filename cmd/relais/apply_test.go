@@ -440,8 +440,8 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 	}
 	// Compatible: an optional input added.
 	write("    - {name: amount, type: integer, required: true}\n    - {name: note, type: text}\n")
-	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "updated (revision 2)") || strings.Contains(out, "breaking") {
-		t.Errorf("a compatible update: %q, %v; want revision 2 and no breaking change", out, err)
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "updated (revision 2; 1 change(s) against revision 1, none breaking: /inputs/note (added optional text field))") || strings.Contains(out, "breaking change") {
+		t.Errorf("a compatible update: %q, %v; want revision 2, its change, and no breaking change", out, err)
 	}
 	// Breaking: amount removed (both), a required input added (processes).
 	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n")
@@ -480,6 +480,12 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 		"/inputs/d (added required text field; may break processes), /inputs/e (added required text field; may break processes), and 1 more)"
 	if out, _, err := applyRun(t, r.base, "-f", doc, "--dry-run"); err != nil || !strings.Contains(out, many) {
 		t.Errorf("six breaking changes: %q, %v; want %q", out, err, many)
+	}
+	// A field's description alone still makes a revision: said so
+	// (evolution QA: it read as any update).
+	write("    - {name: note, type: text, description: a free note}\n    - {name: policy, type: text, required: true}\n")
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "updated (revision 6; the contracts are revision 5's: only names or descriptions changed") {
+		t.Errorf("a description's edit: %q, %v", out, err)
 	}
 }
 

@@ -175,7 +175,7 @@ func TestFirstTaskAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply the new field: %v\n%s", err, stderr)
 	}
-	for _, line := range []string{"definition send_invoice: updated (revision 2)", "process invoice_customer: unchanged"} {
+	for _, line := range []string{"definition send_invoice: updated (revision 2; 1 change(s) against revision 1, none breaking: /inputs/due_date (added optional date field))", "process invoice_customer: unchanged"} {
 		says("# " + line)
 		if !strings.Contains(out, line) {
 			t.Errorf("apply said\n%s\nwant %q", out, line)

@@ -471,8 +471,24 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 	// sealed until now would be shown and stored in clear: it is named,
 	// not only counted.
 	protection := protectionNote(lowered, "fields", "revision")
+	if len(changes) == 0 {
+		// Said, since it still makes a revision (evolution QA: a
+		// description's edit read as any update, and workers pinned to
+		// the latest do not take the new one).
+		return fmt.Sprintf("; the contracts are revision %d's: only names or descriptions changed (a worker or process pinned to revision %d stays on it)", latest, latest) + protection, nil
+	}
 	if all == 0 {
-		return protection, nil
+		// What changes, none of it breaking (evolution QA: an added
+		// optional input read as a bare "updated").
+		var named5 []string
+		for i, ch := range changes {
+			if i == named {
+				named5 = append(named5, fmt.Sprintf("and %d more", len(changes)-named))
+				break
+			}
+			named5 = append(named5, ch.Path+" ("+ch.Detail+")")
+		}
+		return fmt.Sprintf("; %d change(s) against revision %d, none breaking: %s", len(changes), latest, strings.Join(named5, ", ")) + protection, nil
 	}
 	where := fmt.Sprintf("GET %s/revisions/%d/diff/%d", base, latest, latest+1)
 	if dryRun {
