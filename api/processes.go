@@ -24,6 +24,10 @@ type processVersionJSON struct {
 	// LowersProtection names the inputs a version just published
 	// protects less than the one before it.
 	LowersProtection []string `json:"lowers_protection,omitempty"`
+	// LatestVersion, in the answer to a document published before, is
+	// the version a start naming none runs: publishing an older document
+	// again does not make it the latest (evolution QA: nothing said so).
+	LatestVersion int `json:"latest_version,omitempty"`
 }
 
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -70,8 +74,16 @@ func (a *API) publishProcess() http.Handler {
 			status = http.StatusCreated
 			located(w, "/api/v1/processes/"+url.PathEscape(pv.Key)+"/versions/"+strconv.Itoa(pv.Version))
 		}
-		httpjson.Encode(w, status, processVersionJSON{Process: pv.Key, Version: pv.Version, Digest: pv.Digest, CreatedAt: pv.CreatedAt, Created: &created,
-			LowersProtection: pv.LoweredProtection})
+		out := processVersionJSON{Process: pv.Key, Version: pv.Version, Digest: pv.Digest, CreatedAt: pv.CreatedAt, Created: &created,
+			LowersProtection: pv.LoweredProtection}
+		if !created {
+			latest, err := a.eng.GetProcessVersion(r.Context(), pv.Key, 0)
+			if err != nil {
+				return err
+			}
+			out.LatestVersion = latest.Version
+		}
+		httpjson.Encode(w, status, out)
 		return nil
 	})
 }

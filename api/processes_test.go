@@ -125,4 +125,13 @@ func TestAVersionLoweringProtectionSaysSo(t *testing.T) {
 	if _, ok := again["lowers_protection"]; ok {
 		t.Errorf("the same document again: %v", again)
 	}
+	// An older document published again answers its version and the
+	// latest, which it does not become (evolution QA: nothing said so).
+	older := env.Must(200, "POST", "/api/v1/processes/memo/versions", env.Designer, withMemo("sensitive")).JSON(t)
+	if older["version"] != 1.0 || older["created"] != false || older["latest_version"] != 2.0 {
+		t.Errorf("version 1's document again: %v, want version 1, latest_version 2", older)
+	}
+	if _, ok := made["latest_version"]; ok {
+		t.Errorf("a new version's answer carries latest_version: %v", made)
+	}
 }
