@@ -105,7 +105,17 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 			Replica: wk.Replica}
 		for _, k := range wk.Definitions {
 			every, revs := revisionsTaken(wk.Subscriptions, k, fitting)
-			row.Definitions = append(row.Definitions, workerDefinition{Key: k, Href: definitionHref(k), Revisions: revisionsText(ctx, every, revs)})
+			text := revisionsText(ctx, every, revs)
+			if every {
+				// The numbers, as the grant makes them now (evolution
+				// QA: "every revision its consumer is granted" did not
+				// say whether the new one is among them).
+				if granted, err := c.eng.GrantedRevisions(ctx, wk.ConsumerID, k); err == nil && len(granted) > 0 {
+					numbers := engine.RevisionRanges(granted)
+					text = T(ctx, "every revision its consumer is granted: %s", numbers)
+				}
+			}
+			row.Definitions = append(row.Definitions, workerDefinition{Key: k, Href: definitionHref(k), Revisions: text})
 		}
 		v.Rows = append(v.Rows, row)
 	}
@@ -310,6 +320,12 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 		fitting := c.fittingRevisions(ctx)
 		for _, wk := range workers {
 			e, rs := revisionsTaken(wk.Subscriptions, key, fitting)
+			if e {
+				// The numbers its grant makes now, beside "every".
+				if granted, err := c.eng.GrantedRevisions(ctx, wk.ConsumerID, key); err == nil {
+					rs = granted
+				}
+			}
 			every = every || e
 			for _, r := range rs {
 				if !slices.Contains(revs, r) {
@@ -317,10 +333,11 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 				}
 			}
 		}
-		slices.Sort(revs)
-		revisions := joinInts(revs)
+		revisions := engine.RevisionRanges(revs)
 		one := n == 1
 		switch {
+		case every && one && len(revs) > 0:
+			s.Revisions = T(ctx, "It takes every revision its consumer is granted: %s.", revisions)
 		case every && one:
 			s.Revisions = T(ctx, "It takes every revision its consumer is granted.")
 		case every && len(revs) > 0:

@@ -2,10 +2,12 @@ package console_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
@@ -50,6 +52,16 @@ func TestWorkersSayWhichRevisions(t *testing.T) {
 	b := signedIn(t, env.URL, "en", env.Operator)
 	if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), "Revisions they take: 1; some take every revision their consumer is granted."; got != want {
 		t.Errorf("definition page with a pattern's worker: %q, want %q", got, want)
+	}
+	// A worker naming no revision: the numbers its grant makes now, so
+	// that a new revision shows among them or not (evolution QA).
+	env.AddInput(key, "region")
+	env.AddInput(key, "segment")
+	page := b.mustGet("/console/workers", 200)
+	var texts []string
+	page.doc.Find(`[data-testid=worker-revisions]`).Each(func(_ int, s *goquery.Selection) { texts = append(texts, strings.Join(strings.Fields(s.Text()), " ")) })
+	if !slices.Contains(texts, "(every revision its consumer is granted: 1–3)") {
+		t.Errorf("workers page: %q, want the pattern's worker to take revisions 1–3", texts)
 	}
 }
 

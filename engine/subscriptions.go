@@ -554,12 +554,44 @@ func (e *Engine) checkFields(ctx context.Context, at string, s Subscription, res
 	return slices.Clone(fields), fit, errs, nil
 }
 
+// GrantedRevisions lists the revisions of key that consumer is granted
+// and that exist now, in order: what one of its workers naming no
+// revision takes (a grant of every revision is every one published).
+func (e *Engine) GrantedRevisions(ctx context.Context, consumerID int64, key string) ([]int, error) {
+	gs, err := grantsOf(ctx, e.memo, e.q, consumerID)
+	if err != nil {
+		return nil, err
+	}
+	some, ok := grantSet(gs).revisions(key)
+	if !ok {
+		return nil, nil
+	}
+	existing, err := e.revisionNumbers(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, r := range existing {
+		if some == nil || slices.Contains(some, int(r)) {
+			out = append(out, int(r))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 // revisionsText says revisions as a person reads them: "revision 3",
-// "revisions 1, 4", a run of three or more as "revisions 1–9".
+// "revisions 1, 4", "revisions 1–9".
 func revisionsText(revs []int) string {
 	if len(revs) == 1 {
 		return "revision " + strconv.Itoa(revs[0])
 	}
+	return "revisions " + RevisionRanges(revs)
+}
+
+// RevisionRanges writes revision numbers in order, a run of three or more
+// as a range: "1–3, 5, 7, 8". The same in every language.
+func RevisionRanges(revs []int) string {
 	revs = slices.Sorted(slices.Values(revs))
 	var parts []string
 	for i := 0; i < len(revs); {
@@ -577,7 +609,7 @@ func revisionsText(revs []int) string {
 		}
 		i = j + 1
 	}
-	return "revisions " + strings.Join(parts, ", ")
+	return strings.Join(parts, ", ")
 }
 
 // granted reports whether a consumer may see revision of key. It reads

@@ -161,7 +161,7 @@ var messageKeyToIndex = map[string]int{
 	"Call timeout":                    517,
 	"Calls":                           287,
 	"Calls signed (Relais-Signature)": 289,
-	"Camunda 7 facade":                810,
+	"Camunda 7 facade":                811,
 	"Cancelled: the instance was stopped (%s).":               586,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 585,
 	"Cannot act on this filter":                               93,
@@ -294,10 +294,11 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 89,
 	"Instances of this version": 688,
 	"Invalid request":           164,
-	"It takes every revision its consumer is granted.": 822,
-	"It takes revision %d only.":                       825,
-	"It takes revisions %s only.":                      827,
-	"Its calls":                                        288,
+	"It takes every revision its consumer is granted.":     824,
+	"It takes every revision its consumer is granted: %s.": 823,
+	"It takes revision %d only.":                           827,
+	"It takes revisions %s only.":                          829,
+	"Its calls":                                            288,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 294,
 	"Its instance is held here, waiting for an operator.":                            581,
@@ -375,8 +376,8 @@ var messageKeyToIndex = map[string]int{
 	"No outputs: the occurrence ended without completing.": 532,
 	"No process has the key “%s”.":                         98,
 	"No process is published yet.":                         671,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             819,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             818,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             820,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             819,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
 	"No release yet.": 220,
@@ -385,10 +386,10 @@ var messageKeyToIndex = map[string]int{
 	"No value was revealed.": 731,
 	"No worker ever reserved this occurrence: it ended before any attempt.":              497,
 	"No worker has reserved this occurrence yet.":                                        494,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 820,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 821,
 	"No worker is connected.":           804,
 	"No worker serves this definition.": 807,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 817,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 818,
 	"Node":                  375,
 	"Nodes":                 678,
 	"Nodes of this version": 695,
@@ -408,8 +409,8 @@ var messageKeyToIndex = map[string]int{
 	"Occurrence %s":            481,
 	"Occurrence offered again": 113,
 	"Occurrences now":          684,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          815,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 816,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          816,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 817,
 	"Occurrences, newest first": 618,
 	"Oct":                       360,
 	"Offered from %s — %s.":     570,
@@ -507,7 +508,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              222,
 	"Revision %d":           243,
 	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 823,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 825,
 	"Revoke the %s token “%s”?": 770,
 	"Revoke the token":          772,
 	"Revoke token %d":           769,
@@ -524,7 +525,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               736,
 	"Secret values can never be revealed.": 728,
 	"Sep":                                  359,
-	"Served by %d workers":                 821,
+	"Served by %d workers":                 822,
 	"Settled":                              380,
 	"Settlement date":                      612,
 	"Show all definitions":                 324,
@@ -618,9 +619,9 @@ var messageKeyToIndex = map[string]int{
 	"The version must be a whole number from 1.":                                                                                                        411,
 	"These revisions have the same contracts.":                                                                                                          234,
 	"These settings are kept in this browser only.":                                                                                                     652,
-	"They take every revision their consumer is granted.":                                                                                               824,
-	"They take revision %d only.":                                                                                                                       826,
-	"They take revisions %s only.":                                                                                                                      828,
+	"They take every revision their consumer is granted.":                                                                                               826,
+	"They take revision %d only.":                                                                                                                       828,
+	"They take revisions %s only.":                                                                                                                      830,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 647,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
 	"This contract has no inputs.":  528,
@@ -746,47 +747,48 @@ var messageKeyToIndex = map[string]int{
 	"ended instances are kept %s (RELAIS_RETENTION)":                         404,
 	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 405,
 	"erase":                                  6,
-	"every revision its consumer is granted": 811,
-	"exact, case-sensitive":                  416,
-	"expired":                                437,
-	"failed":                                 433,
-	"fails the instance":                     711,
-	"field added":                            463,
-	"field removed":                          464,
-	"format":                                 474,
-	"format %s":                              783,
-	"from":                                   120,
-	"held":                                   436,
-	"held for an operator":                   301,
-	"held, then abandoned by an operator":    410,
-	"held, then stopped by an operator":      409,
-	"hidden (secret)":                        454,
-	"hidden (sensitive)":                     453,
-	"hold (an incident for an operator)":     709,
-	"id or business key":                     143,
-	"in %s":                                  344,
-	"in progress":                            495,
-	"instance held here":                     626,
-	"instance id":                            616,
-	"instances held":                         717,
-	"instances held: %s":                     718,
-	"integer":                                442,
-	"its name, exactly":                      615,
-	"just now":                               346,
-	"list":                                   449,
-	"lock until":                             637,
-	"long polling":                           809,
-	"long wait":                              322,
-	"masked value":                           281,
-	"maximum":                                476,
-	"maximum %s":                             785,
-	"maximum items":                          478,
-	"maximum length":                         472,
-	"minimum":                                475,
-	"minimum %s":                             784,
-	"minimum items":                          477,
-	"minimum length":                         471,
-	"never":                                  764,
+	"every revision its consumer is granted": 812,
+	"every revision its consumer is granted: %s": 808,
+	"exact, case-sensitive":                      416,
+	"expired":                                    437,
+	"failed":                                     433,
+	"fails the instance":                         711,
+	"field added":                                463,
+	"field removed":                              464,
+	"format":                                     474,
+	"format %s":                                  783,
+	"from":                                       120,
+	"held":                                       436,
+	"held for an operator":                       301,
+	"held, then abandoned by an operator":        410,
+	"held, then stopped by an operator":          409,
+	"hidden (secret)":                            454,
+	"hidden (sensitive)":                         453,
+	"hold (an incident for an operator)":         709,
+	"id or business key":                         143,
+	"in %s":                                      344,
+	"in progress":                                495,
+	"instance held here":                         626,
+	"instance id":                                616,
+	"instances held":                             717,
+	"instances held: %s":                         718,
+	"integer":                                    442,
+	"its name, exactly":                          615,
+	"just now":                                   346,
+	"list":                                       449,
+	"lock until":                                 637,
+	"long polling":                               810,
+	"long wait":                                  322,
+	"masked value":                               281,
+	"maximum":                                    476,
+	"maximum %s":                                 785,
+	"maximum items":                              478,
+	"maximum length":                             472,
+	"minimum":                                    475,
+	"minimum %s":                                 784,
+	"minimum items":                              477,
+	"minimum length":                             471,
+	"never":                                      764,
 	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 403,
 	"next attempt":                 634,
 	"no":                           462,
@@ -795,8 +797,8 @@ var messageKeyToIndex = map[string]int{
 	"no grant: it takes nothing":   198,
 	"no header":                    286,
 	"no worker":                    323,
-	"no worker takes revision %d":  813,
-	"no worker takes revisions %s": 814,
+	"no worker takes revision %d":  814,
+	"no worker takes revisions %s": 815,
 	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 545,
 	"no: version %d is": 691,
 	"none":              268,
@@ -835,7 +837,7 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                           430,
 	"retry":                              3,
 	"revision %d":                        631,
-	"revisions %s":                       812,
+	"revisions %s":                       813,
 	"revoked":                            197,
 	"routing changed":                    470,
 	"routing output":                     777,
@@ -845,7 +847,7 @@ var messageKeyToIndex = map[string]int{
 	"sensitive":                          451,
 	"settled":                            633,
 	"stop":                               5,
-	"stream":                             808,
+	"stream":                             809,
 	"text":                               441,
 	"the contracts are the same (the name or a description changed).": 250,
 	"this session":             768,
@@ -870,7 +872,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":         708,
 }
 
-var enIndex = []uint32{ // 830 elements
+var enIndex = []uint32{ // 832 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -1099,15 +1101,15 @@ var enIndex = []uint32{ // 830 elements
 	// Entry 320 - 33F
 	0x00008c69, 0x00008c7c, 0x00008c86, 0x00008c90,
 	0x00008c9a, 0x00008cb2, 0x00008cc8, 0x00008cd4,
-	0x00008cf6, 0x00008cfd, 0x00008d0a, 0x00008d1b,
-	0x00008d42, 0x00008d52, 0x00008d71, 0x00008d91,
-	0x00008e69, 0x00008f4a, 0x00008f9e, 0x00008fee,
-	0x0000904e, 0x000090a1, 0x000090d9, 0x0000910a,
-	0x0000915a, 0x0000918e, 0x000091ac, 0x000091cb,
-	0x000091ea, 0x0000920a,
-} // Size: 3344 bytes
+	0x00008cf6, 0x00008d24, 0x00008d2b, 0x00008d38,
+	0x00008d49, 0x00008d70, 0x00008d80, 0x00008d9f,
+	0x00008dbf, 0x00008e97, 0x00008f78, 0x00008fcc,
+	0x0000901c, 0x0000907c, 0x000090cf, 0x00009107,
+	0x0000913f, 0x00009170, 0x000091c0, 0x000091f4,
+	0x00009212, 0x00009231, 0x00009250, 0x00009270,
+} // Size: 3352 bytes
 
-const enData string = "" + // Size: 37386 bytes
+const enData string = "" + // Size: 37488 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1652,29 +1654,30 @@ const enData string = "" + // Size: 37386 bytes
 	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
 	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
 	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
-	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
-	"revisions %[1]s\x02no worker takes revision %[1]d\x02no worker takes rev" +
-	"isions %[1]s\x02Occurrences of revision %[1]d wait, and no live worker t" +
-	"akes it: subscribe workers to it, with their consumers granted it (a wor" +
-	"ker naming no revision takes those its consumer is granted; a process ve" +
-	"rsion pins it).\x02Occurrences of revisions %[1]s wait, and no live work" +
-	"er takes them: subscribe workers to them, with their consumers granted t" +
-	"hem (a worker naming no revision takes those its consumer is granted; a " +
-	"process version pins them).\x02No worker serves this definition: its occ" +
-	"urrences wait until one connects or polls.\x02No process uses this defin" +
-	"ition yet: it needs a worker once a process pulls it.\x02No process pull" +
-	"s this definition: Relais calls its destinations (push), and it needs no" +
-	" worker.\x02No worker is connected for this definition; none of its occu" +
-	"rrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d wo" +
-	"rker\x00\x18\x02Served by %[1]d workers\x02It takes every revision its c" +
-	"onsumer is granted.\x02Revisions they take: %[1]s; some take every revis" +
-	"ion their consumer is granted.\x02They take every revision their consume" +
-	"r is granted.\x02It takes revision %[1]d only.\x02They take revision %[1" +
-	"]d only.\x02It takes revisions %[1]s only.\x02They take revisions %[1]s " +
-	"only."
+	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
+	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
+	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
+	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
+	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
+	"ers to it, with their consumers granted it (a worker naming no revision " +
+	"takes those its consumer is granted; a process version pins it).\x02Occu" +
+	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
+	"e workers to them, with their consumers granted them (a worker naming no" +
+	" revision takes those its consumer is granted; a process version pins th" +
+	"em).\x02No worker serves this definition: its occurrences wait until one" +
+	" connects or polls.\x02No process uses this definition yet: it needs a w" +
+	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
+	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
+	"s connected for this definition; none of its occurrences waits for one." +
+	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
+	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
+	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
+	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
+	"hey take every revision their consumer is granted.\x02It takes revision " +
+	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
+	"s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 830 elements
+var frIndex = []uint32{ // 832 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1903,15 +1906,15 @@ var frIndex = []uint32{ // 830 elements
 	// Entry 320 - 33F
 	0x0000b3ea, 0x0000b3ff, 0x0000b408, 0x0000b412,
 	0x0000b427, 0x0000b44b, 0x0000b465, 0x0000b47a,
-	0x0000b4a6, 0x0000b4ab, 0x0000b4c0, 0x0000b4d2,
-	0x0000b507, 0x0000b518, 0x0000b545, 0x0000b574,
-	0x0000b696, 0x0000b7b8, 0x0000b82e, 0x0000b8b9,
-	0x0000b948, 0x0000b9af, 0x0000b9f1, 0x0000ba39,
-	0x0000baac, 0x0000baf4, 0x0000bb22, 0x0000bb50,
-	0x0000bb83, 0x0000bbb6,
-} // Size: 3344 bytes
+	0x0000b4a6, 0x0000b4e5, 0x0000b4ea, 0x0000b4ff,
+	0x0000b511, 0x0000b546, 0x0000b557, 0x0000b584,
+	0x0000b5b3, 0x0000b6d5, 0x0000b7f7, 0x0000b86d,
+	0x0000b8f8, 0x0000b987, 0x0000b9ee, 0x0000ba30,
+	0x0000ba82, 0x0000baca, 0x0000bb3d, 0x0000bb85,
+	0x0000bbb3, 0x0000bbe1, 0x0000bc14, 0x0000bc47,
+} // Size: 3352 bytes
 
-const frData string = "" + // Size: 48054 bytes
+const frData string = "" + // Size: 48199 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2581,32 +2584,34 @@ const frData string = "" + // Size: 48054 bytes
 	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
 	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
 	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
-	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
-	"[1]s\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne" +
-	" prend les révisions %[1]s\x02Des occurrences de la révision %[1]d atten" +
-	"dent, et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécu" +
-	"tants dont le consommateur y a droit (un exécutant qui ne nomme aucune r" +
-	"évision prend celles auxquelles son consommateur a droit\u202f; une ver" +
-	"sion de processus l’épingle).\x02Des occurrences des révisions %[1]s att" +
-	"endent, et aucun exécutant connecté ne les prend\u202f: abonnez-y des ex" +
-	"écutants dont le consommateur y a droit (un exécutant qui ne nomme aucu" +
-	"ne révision prend celles auxquelles son consommateur a droit\u202f; une " +
-	"version de processus les épingle).\x02Aucun exécutant ne sert cette défi" +
-	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
-	"nterroge.\x02Aucun processus n’utilise encore cette définition\u202f: el" +
-	"le aura besoin d’un exécutant quand un processus l’utilisera en mode pul" +
-	"l.\x02Aucun processus n’utilise cette définition en mode pull\u202f: Rel" +
-	"ais appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
-	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
-	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
-	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les ré" +
-	"visions accordées au consommateur sont prises en charge.\x02Révisions pr" +
-	"ises en charge\u202f: %[1]s\u202f; certains prennent toutes les révision" +
-	"s accordées à leur consommateur.\x02Toutes les révisions accordées au co" +
-	"nsommateur sont prises en charge.\x02Seule la révision %[1]d est prise e" +
-	"n charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les " +
-	"révisions %[1]s sont prises en charge.\x02Seules les révisions %[1]s son" +
-	"t prises en charge."
+	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
+	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
+	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
+	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
+	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
+	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
+	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
+	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
+	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
+	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
+	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
+	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
+	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
+	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
+	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
+	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
+	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
+	"[1]s sont prises en charge."
 
-	// Total table size 92128 bytes (89KiB); checksum: 53D21A43
+	// Total table size 92391 bytes (90KiB); checksum: 720F56B9
