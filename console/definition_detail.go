@@ -2,7 +2,9 @@ package console
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -161,6 +163,13 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 		v.Releases = append(v.Releases, releaseRow{Name: rel.Name, Revision: strconv.Itoa(rel.Revision),
 			RevisionHref: "#revision-" + strconv.Itoa(rel.Revision), Notes: visibleBidi(rel.Notes), Created: formatTime(ctx, rel.CreatedAt)})
 	}
+	// Which process versions pin each revision (evolution QA: nothing
+	// said who was still bound to an old one).
+	pins, err := c.eng.DefinitionPins(ctx, key)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	// Newest first: the revision in use is usually the latest.
 	for i := len(revs) - 1; i >= 0; i-- {
 		rv := revs[i]
@@ -173,6 +182,7 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 				{Label: T(ctx, "Digest"), Value: rv.Digest, Code: true},
 				{Label: T(ctx, "Routing output"), Value: rv.Working.RoutingOutput, Code: true},
 				{Label: T(ctx, "Releases"), Value: strings.Join(releasesOf[rv.Revision], ", ")},
+				pinnedByFact(ctx, pins[rv.Revision]),
 			},
 			Inputs: contractTable{Title: T(ctx, "Inputs"), TestID: "revision-inputs", Empty: T(ctx, "No inputs."),
 				Caption: T(ctx, "Inputs of revision %d", rv.Revision), Rows: contractRows(ctx, rv.Working.Inputs, "")},
@@ -413,4 +423,23 @@ func minus(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// pinnedByFact says which process versions pin a revision: "onboard_company
+// versions 1–8, audit version 2".
+func pinnedByFact(ctx context.Context, byProcess map[string][]int) fact {
+	if len(byProcess) == 0 {
+		return fact{Label: T(ctx, "Pinned by"), Value: T(ctx, "no process version"), TestID: "pinned-by"}
+	}
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(byProcess)) {
+		vs := byProcess[p]
+		numbers := engine.RevisionRanges(vs)
+		if len(vs) == 1 {
+			parts = append(parts, T(ctx, "%s version %s", p, numbers))
+		} else {
+			parts = append(parts, T(ctx, "%s versions %s", p, numbers))
+		}
+	}
+	return fact{Label: T(ctx, "Pinned by"), Value: strings.Join(parts, ", "), TestID: "pinned-by"}
 }

@@ -165,3 +165,26 @@ func TestProcessVersionsAreNavigable(t *testing.T) {
 		t.Errorf("version 1's neighbours: %q", got)
 	}
 }
+
+// A definition's page says which process versions pin each revision
+// (evolution QA: nothing said who was still bound to an old one).
+func TestDefinitionSaysWhichVersionsPinEachRevision(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	for n := 1; n <= 3; n++ {
+		doc := relaistest.CRMProcess(nil)
+		doc["description"] = "step " + strconv.Itoa(n)
+		env.Process("crm_only", doc)
+	}
+	env.AddInput(key, "region")
+	for i, lang := range []string{"en", "fr"} {
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/definitions/"+key, 200)
+		var pins []string
+		page.doc.Find(`[data-testid=pinned-by]`).Each(func(_ int, s *goquery.Selection) { pins = append(pins, strings.TrimSpace(s.Text())) })
+		want := [][]string{{"no process version", "crm_only versions 1–3"}, {"aucune version de processus", "crm_only versions 1–3"}}[i]
+		if strings.Join(pins, " | ") != strings.Join(want, " | ") {
+			t.Errorf("%s: pinned by %q, want %q (newest revision first)", lang, pins, want)
+		}
+	}
+}

@@ -323,6 +323,25 @@ func (e *Engine) DefinitionUse(ctx context.Context, definition string) (Definiti
 	return DefinitionUse{Pulled: row.Pulled, Pushed: row.Pushed}, nil
 }
 
+// DefinitionPins returns, by revision of definition, the versions of each
+// process that pin it: process key → versions, in order.
+func (e *Engine) DefinitionPins(ctx context.Context, definition string) (map[int]map[string][]int, error) {
+	rows, err := e.q.DefinitionPins(ctx, definition)
+	if err != nil {
+		return nil, wrap("definition pins", err)
+	}
+	out := map[int]map[string][]int{}
+	for _, r := range rows {
+		byProcess := out[int(r.Revision)]
+		if byProcess == nil {
+			byProcess = map[string][]int{}
+			out[int(r.Revision)] = byProcess
+		}
+		byProcess[r.ProcessKey] = append(byProcess[r.ProcessKey], int(r.Version))
+	}
+	return out, nil
+}
+
 // pruneBatch bounds one pass over catalog rows that are no longer live.
 const pruneBatch = 100
 

@@ -39,116 +39,118 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              342,
-	"%[1]s %[2]s, %[3]s %[4]s":                 343,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          341,
-	"%[1]s; %[2]s":                             340,
-	"%d (0 lowest, 9 highest)":                 515,
-	"%d attempts":                              524,
-	"%d attempts, retry after %s, priority %d": 712,
+	"%[1]s %[2]s":                              346,
+	"%[1]s %[2]s, %[3]s %[4]s":                 347,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          345,
+	"%[1]s; %[2]s":                             344,
+	"%d (0 lowest, 9 highest)":                 519,
+	"%d attempts":                              528,
+	"%d attempts, retry after %s, priority %d": 716,
 	"%d breaking":                              256,
 	"%d changes":                               255,
-	"%d completed":                             335,
-	"%d d":                                     350,
-	"%d days":                                  364,
-	"%d failed":                                336,
-	"%d h":                                     349,
+	"%d completed":                             339,
+	"%d d":                                     354,
+	"%d days":                                  368,
+	"%d failed":                                340,
+	"%d h":                                     353,
 	"%d held instances match now.":             64,
-	"%d hours":                                 365,
-	"%d items":                                 791,
-	"%d left":                                  526,
-	"%d min":                                   348,
-	"%d minutes":                               366,
+	"%d hours":                                 369,
+	"%d items":                                 795,
+	"%d left":                                  530,
+	"%d min":                                   352,
+	"%d minutes":                               370,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 92,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              789,
-	"%d ms": 368,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         700,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 699,
-	"%d occurrences": 629,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              793,
+	"%d ms": 372,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         704,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 703,
+	"%d occurrences": 633,
 	"%d of them are held at a push call that may have been carried out all the same: it ended outcome_unknown or deadline_exceeded (its answer was lost, or came after the timeout), or invalid_outputs (the destination answered a success whose outputs the contract refused). Check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 91,
-	"%d releases":                             276,
+	"%d releases":                             280,
 	"%d running instances match now.":         71,
 	"%d running or held instances match now.": 73,
-	"%d s":       347,
-	"%d seconds": 367,
+	"%d s":       351,
+	"%d seconds": 371,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 106,
-	"%s (a fixed offset, no daylight saving time)":                                     661,
-	"%s (deferred; settled by %s)":                                                     591,
-	"%s (deferred; settled with its settle token)":                                     589,
-	"%s (deferred; settled with its settle token, as %s)":                              590,
+	"%s (a fixed offset, no daylight saving time)":                                     665,
+	"%s (deferred; settled by %s)":                                                     595,
+	"%s (deferred; settled with its settle token)":                                     593,
+	"%s (deferred; settled with its settle token, as %s)":                              594,
 	"%s (token #%d, %s)":                                                               107,
-	"%s = %s":                                                                          706,
-	"%s ago":                                                                           345,
-	"%s at %s":                                                                         595,
-	"%s so far":                                                                        587,
-	"%s ← %s":                                                                          705,
-	"%s → %s":                                                                          707,
-	"%s, %s: %s":                                                                       307,
-	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         519,
-	"%s, cut to %s by the destination’s max_timeout":                                   518,
-	"%s, multiplied by %s after each failure, up to %s":                                521,
-	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 520,
-	"%s, revision %s":                         479,
-	"%s, version %s":                          480,
-	"%s: %s":                                  334,
+	"%s = %s":                                                                          710,
+	"%s ago":                                                                           349,
+	"%s at %s":                                                                         599,
+	"%s so far":                                                                        591,
+	"%s version %s":                                                                    272,
+	"%s versions %s":                                                                   273,
+	"%s ← %s":                                                                          709,
+	"%s → %s":                                                                          711,
+	"%s, %s: %s":                                                                       311,
+	"%s, cut to %s by RELAIS_PUSH_MAX_TIMEOUT":                                         523,
+	"%s, cut to %s by the destination’s max_timeout":                       522,
+	"%s, multiplied by %s after each failure, up to %s":                    525,
+	"%s, multiplied by %s after each failure, up to %s (Relais’s ceiling)": 524,
+	"%s, revision %s":                         483,
+	"%s, version %s":                          484,
+	"%s: %s":                                  338,
 	"%s: %s → %s":                             263,
-	"%s: a date is written 2026-12-01.":       645,
+	"%s: a date is written 2026-12-01.":       649,
 	"%s: every revision, present and future":  201,
 	"%s: revision %s":                         202,
 	"%s: revisions %s":                        203,
-	"%s: the first day comes after the last.": 646,
-	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 516,
-	"%s–%s":                         333,
-	"(%d characters in all)":        793,
-	"(%d handed back, not counted)": 525,
-	"(each item)":                   779,
-	"(in %s)":                       792,
-	"(worker %s)":                   574,
-	"0 seconds":                     363,
-	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            756,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 563,
-	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       309,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 656,
-	"A revision is a definition’s: choose the definition too.": 611,
-	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 744,
-	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   743,
-	"A version is a process’s: choose the process too.":              412,
+	"%s: the first day comes after the last.": 650,
+	"%s; its last call had %s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)": 520,
+	"%s–%s":                         337,
+	"(%d characters in all)":        797,
+	"(%d handed back, not counted)": 529,
+	"(each item)":                   783,
+	"(in %s)":                       796,
+	"(worker %s)":                   578,
+	"0 seconds":                     367,
+	"A %s token cannot open the console: it is a worker’s token, for the API.":                                                                                            760,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, no retries sent, which Camunda reads as 0, or a budget already spent): it is not run again.": 567,
+	"A held instance’s failed occurrence counts in both Held instances and Failed.":                                                                                       313,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 660,
+	"A revision is a definition’s: choose the definition too.": 615,
+	"A token in the address is not used: paste it in the field below. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.": 748,
+	"A token in the address is not used: you are signed in already. The address has put it in your browser’s history, and perhaps in a proxy’s logs: if others may read them, have the token revoked and use a new one.":   747,
+	"A version is a process’s: choose the process too.":              416,
 	"Abandon %d instances":                                           68,
 	"Abandon every held instance this filter matches":                66,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              407,
-	"Abandoned by %s at %s — “%s”":                                   395,
+	"Abandoned at node":                                              411,
+	"Abandoned by %s at %s — “%s”":                                   399,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 49,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 417,
+	"Act on every instance this filter matches": 421,
 	"Action":                              110,
 	"All actions":                         125,
-	"All consumers":                       625,
-	"All definitions":                     326,
+	"All consumers":                       629,
+	"All definitions":                     330,
 	"All its tasks":                       200,
-	"All processes":                       423,
-	"All statuses":                        425,
-	"All workers":                         806,
-	"An operator abandoned the instance.": 562,
-	"Any definition":                      424,
+	"All processes":                       427,
+	"All statuses":                        429,
+	"All workers":                         810,
+	"An operator abandoned the instance.": 566,
+	"Any definition":                      428,
 	"Apply filters":                       122,
-	"Apr":                                 354,
-	"As of %s (%s); refreshed every few seconds.": 320,
-	"Attempts":                         484,
+	"Apr":                                 358,
+	"As of %s (%s); refreshed every few seconds.": 324,
+	"Attempts":                         488,
 	"Audit log":                        116,
-	"Aug":                              358,
-	"Available from":                   536,
+	"Aug":                              362,
+	"Available from":                   540,
 	"Back to definitions":              168,
 	"Back to external tasks":           166,
 	"Back to sign-in":                  167,
 	"Back to the form":                 176,
 	"Back to the instance":             33,
 	"Back to the list":                 59,
-	"Back to the occurrence":           724,
-	"Back without saving":              658,
+	"Back to the occurrence":           728,
+	"Back without saving":              662,
 	"Breaks processes":                 232,
 	"Breaks workers":                   233,
 	"Bulk %s applied to %d instances.": 105,
@@ -158,111 +160,111 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                     114,
 	"Business key":                    81,
 	"By process and error code":       88,
-	"Call timeout":                    517,
-	"Calls":                           287,
-	"Calls signed (Relais-Signature)": 289,
-	"Camunda 7 facade":                811,
-	"Cancelled: the instance was stopped (%s).":               586,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 585,
+	"Call timeout":                    521,
+	"Calls":                           291,
+	"Calls signed (Relais-Signature)": 293,
+	"Camunda 7 facade":                815,
+	"Cancelled: the instance was stopped (%s).":               590,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 589,
 	"Cannot act on this filter":                               93,
 	"Cannot act on this instance":                             32,
-	"Cannot reveal":                                           726,
-	"Cannot reveal it here":                                   722,
+	"Cannot reveal":                                           730,
+	"Cannot reveal it here":                                   726,
 	"Change":                                                  230,
 	"Changes between the two revisions":                       242,
 	"Changes of the Working copy since revision %d":           251,
 	"Choose two existing revisions to compare.":               252,
 	"Classification":                                          209,
 	"Clear filters":                                           123,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            694,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 677,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            698,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 681,
 	"Compare":              229,
 	"Compare revisions":    225,
-	"Completed":            329,
-	"Completed (%s).":      580,
-	"Completed, last hour": 317,
-	"Completions and failures per 5 minutes, last hour: %s":    327,
-	"Completions and failures per 5-minute slot, oldest first": 331,
-	"Completions and failures, last hour":                      310,
-	"Connected":                                                802,
+	"Completed":            333,
+	"Completed (%s).":      584,
+	"Completed, last hour": 321,
+	"Completions and failures per 5 minutes, last hour: %s":    331,
+	"Completions and failures per 5-minute slot, oldest first": 335,
+	"Completions and failures, last hour":                      314,
+	"Connected":                                                806,
 	"Constraints":                                              210,
-	"Consumer":                                                 486,
-	"Consumer and worker":                                      622,
+	"Consumer":                                                 490,
+	"Consumer and worker":                                      626,
 	"Consumers":                                                147,
 	"Consumers, oldest first":                                  189,
 	"Counting the occurrences; the counts appear when you reload the page.": 204,
 	"Counts are unavailable right now.":                                     205,
-	"Counts as of %s (%s); refreshed every few seconds.":                    719,
-	"Counts by status": 617,
-	"Created":          379,
+	"Counts as of %s (%s); refreshed every few seconds.":                    723,
+	"Counts by status": 621,
+	"Created":          383,
 	"Created from":     84,
 	"Created on":       193,
 	"Created to":       85,
-	"Creation date":    413,
-	"Dates":            482,
-	"Deadline":         513,
-	"Dec":              362,
-	"Deferred":         540,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 579,
-	"Definition":                                 312,
+	"Creation date":    417,
+	"Dates":            486,
+	"Deadline":         517,
+	"Dec":              366,
+	"Deferred":         544,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 583,
+	"Definition":                                 316,
 	"Definition %s":                              212,
 	"Definition %s has no revision %d.":          101,
 	"Definitions":                                145,
-	"Definitions by key":                         271,
-	"Definitions served":                         800,
-	"Definitions, those needing attention first": 311,
-	"Deleted by retention":                       402,
+	"Definitions by key":                         275,
+	"Definitions served":                         804,
+	"Definitions, those needing attention first": 315,
+	"Deleted by retention":                       406,
 	"Description":                                211,
-	"Destination":                                498,
+	"Destination":                                502,
 	"Destinations":                               148,
-	"Destinations by name":                       280,
-	"Destination’s answer":                       491,
+	"Destinations by name":                       284,
+	"Destination’s answer":                       495,
 	"Detail":                                     231,
 	"Did you mean “%s”?":                         96,
 	"Digest":                                     245,
 	"Display settings":                           153,
-	"Display settings saved.":                    664,
+	"Display settings saved.":                    668,
 	"Display settings: ":                         154,
-	"Duration":                                   490,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 308,
+	"Duration":                                   494,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 312,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  74,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     67,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 63,
-	"Earlier attempt:":          632,
-	"End node":                  406,
-	"End node or error":         421,
-	"Ended":                     398,
-	"Erase process instance %s": 292,
-	"Erase the instance":        295,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 293,
-	"Erase this instance…": 389,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 297,
-	"Error":                      621,
-	"Error (before any attempt)": 543,
-	"Error (the deadline passed after attempt %d)": 542,
+	"Earlier attempt:":          636,
+	"End node":                  410,
+	"End node or error":         425,
+	"Ended":                     402,
+	"Erase process instance %s": 296,
+	"Erase the instance":        299,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 297,
+	"Erase this instance…": 393,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 301,
+	"Error":                      625,
+	"Error (before any attempt)": 547,
+	"Error (the deadline passed after attempt %d)": 546,
 	"Error code":       82,
-	"Error message":    493,
-	"Every %d seconds": 663,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 535,
-	"Every attempt, oldest first": 485,
+	"Error message":    497,
+	"Every %d seconds": 667,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 539,
+	"Every attempt, oldest first": 489,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 117,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  729,
-	"Expired token":                        766,
-	"Expires":                              763,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  733,
+	"Expired token":                        770,
+	"Expires":                              767,
 	"External tasks":                       140,
-	"Failed":                               315,
-	"Failed (%s).":                         584,
-	"Failed at node":                       408,
-	"Failed occurrence":                    400,
-	"Failed, last hour":                    318,
-	"Feb":                                  352,
+	"Failed":                               319,
+	"Failed (%s).":                         588,
+	"Failed at node":                       412,
+	"Failed occurrence":                    404,
+	"Failed, last hour":                    322,
+	"Feb":                                  356,
 	"Field":                                206,
 	"Filter":                               57,
 	"Filters":                              118,
 	"Find":                                 144,
 	"Find an instance or occurrence":       142,
-	"Finished":                             489,
-	"First page":                           642,
+	"Finished":                             493,
+	"First page":                           646,
 	"Follow it in the audit log (new tab)": 61,
 	"Form not received":                    179,
 	"Form refused":                         174,
@@ -271,281 +273,282 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:":     253,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 52,
 	"Grants":                  192,
-	"Graph":                   676,
-	"Graph of %s":             698,
-	"HTTP 2xx, unusable body": 601,
-	"Headers sent":            283,
+	"Graph":                   680,
+	"Graph of %s":             702,
+	"HTTP 2xx, unusable body": 605,
+	"Headers sent":            287,
 	"Health":                  139,
 	"Held at a node of":       83,
-	"Held at node":            399,
-	"Held for":                401,
-	"Held instances":          314,
+	"Held at node":            403,
+	"Held for":                405,
+	"Held instances":          318,
 	"ID":                      190,
-	"In flight":               801,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 328,
+	"In flight":               805,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 332,
 	"Inputs": 235,
-	"Inputs an instance of this version is started with": 687,
-	"Inputs from":                685,
+	"Inputs an instance of this version is started with": 691,
+	"Inputs from":                689,
 	"Inputs of revision %d":      246,
 	"Inputs of the working copy": 237,
-	"Inputs the instance was started with, labelled by process version %d's contract": 387,
-	"Inputs, labelled by revision %d's contract":                                      527,
-	"Instance":                  420,
+	"Inputs the instance was started with, labelled by process version %d's contract": 391,
+	"Inputs, labelled by revision %d's contract":                                      531,
+	"Instance":                  424,
 	"Instances":                 89,
-	"Instances of this version": 688,
+	"Instances of this version": 692,
 	"Invalid request":           164,
-	"It takes every revision its consumer is granted.":     824,
-	"It takes every revision its consumer is granted: %s.": 823,
-	"It takes revision %d only.":                           827,
-	"It takes revisions %s only.":                          829,
-	"Its calls":                                            288,
+	"It takes every revision its consumer is granted.":     828,
+	"It takes every revision its consumer is granted: %s.": 827,
+	"It takes revision %d only.":                           831,
+	"It takes revisions %s only.":                          833,
+	"Its calls":                                            292,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 294,
-	"Its instance is held here, waiting for an operator.":                            581,
-	"Its instance went on along the node’s error path, and is held at a later node.": 582,
-	"Its instance went on along the node’s error path.":                              583,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 298,
+	"Its instance is held here, waiting for an operator.":                            585,
+	"Its instance went on along the node’s error path, and is held at a later node.": 586,
+	"Its instance went on along the node’s error path.":                              587,
 	"Its last call may have been carried out all the same (its answer was lost, or came after the timeout): check at the destination that it did not act before retrying, or it acts twice (a card charged twice).": 30,
 	"Its last call was answered as a success, with outputs the contract refused: the destination most likely acted. Check at the destination before retrying, or it acts twice (a card charged twice).":             29,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               771,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                                                               775,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.":                                          44,
-	"Jan":                     351,
-	"Jul":                     357,
-	"Jun":                     356,
-	"Keep it":                 773,
+	"Jan":                     355,
+	"Jul":                     361,
+	"Jun":                     360,
+	"Keep it":                 777,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       290,
-	"Key":                     272,
-	"Kind":                    680,
+	"Keep the instance":       294,
+	"Key":                     276,
+	"Kind":                    684,
 	"Language":                136,
-	"Last changed":            285,
-	"Last error (attempt %d)": 541,
-	"Last reserved":           538,
+	"Last changed":            289,
+	"Last error (attempt %d)": 545,
+	"Last reserved":           542,
 	"Last saved":              216,
-	"Last seen":               803,
-	"Last used":               762,
-	"Latest":                  689,
-	"Latest revision":         273,
+	"Last seen":               807,
+	"Last used":               766,
+	"Latest":                  693,
+	"Latest revision":         277,
 	"Lists every change from one revision to another, and whom it may break.": 226,
-	"Local time in %s": 660,
-	"Lock expired %s — waiting to be offered again.": 571,
-	"Lock expires":    539,
-	"Longest timeout": 284,
+	"Local time in %s": 664,
+	"Lock expired %s — waiting to be offered again.": 575,
+	"Lock expires":    543,
+	"Longest timeout": 288,
 	"Lowers protection: %s. Under the newer contract these fields’ values are less protected than under the older one.": 254,
 	"Main navigation":     138,
-	"Mar":                 353,
-	"Maximum attempts":    509,
-	"May":                 355,
-	"Message":             619,
-	"Message from Relais": 609,
-	"Message from Relais, quoting the destination’s answer":            608,
-	"Message from the worker (its own words, protected values masked)": 607,
-	"Method not allowed": 733,
-	"Mode":               507,
-	"More filters: instance, revision, consumer, destination, dates": 613,
+	"Mar":                 357,
+	"Maximum attempts":    513,
+	"May":                 359,
+	"Message":             623,
+	"Message from Relais": 613,
+	"Message from Relais, quoting the destination’s answer":            612,
+	"Message from the worker (its own words, protected values masked)": 611,
+	"Method not allowed": 737,
+	"Mode":               511,
+	"More filters: instance, revision, consumer, destination, dates": 617,
 	"Name":                    191,
-	"Never":                   662,
-	"Next attempt":            537,
-	"Next attempt or settled": 623,
-	"Next node":               378,
-	"Next page":               641,
+	"Never":                   666,
+	"Next attempt":            541,
+	"Next attempt or settled": 627,
+	"Next node":               382,
+	"Next page":               645,
 	"No bulk action has the id %s: check the link, or open the action from the audit log.": 129,
 	"No consumer yet.": 186,
-	"No definition %s has occurrences: check the key, or show all definitions.": 325,
-	"No definition has occurrences yet.":                                        319,
+	"No definition %s has occurrences: check the key, or show all definitions.": 329,
+	"No definition has occurrences yet.":                                        323,
 	"No definition has the key “%s”.":                                           99,
-	"No definition yet.":                                                        275,
-	"No destination yet.":                                                       277,
+	"No definition yet.":                                                        279,
+	"No destination yet.":                                                       281,
 	"No inputs.":                                                                236,
-	"No inputs: an instance starts with an empty object.":                       686,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    742,
-	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 740,
-	"No instance matches these filters.": 422,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 741,
-	"No live worker takes %s now (Workers page).":                                               565,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 566,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           567,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          568,
+	"No inputs: an instance starts with an empty object.":                       690,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.":                                                                                                                                                                                    746,
+	"No instance has “%s” as its business key. A business key is found only whole and exactly as given, capitals and accents included: a list shows a long one shortened, so copy it from its instance’s page. An ended instance is deleted once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it.": 744,
+	"No instance matches these filters.": 426,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 745,
+	"No live worker takes %s now (Workers page).":                                               569,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 570,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           571,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          572,
 	"No more consumers.":                                   187,
-	"No more destinations.":                                278,
-	"No occurrence matches these filters.":                 624,
+	"No more destinations.":                                282,
+	"No occurrence matches these filters.":                 628,
 	"No operator action matches.":                          124,
-	"No operator has acted on this instance.":              383,
-	"No outputs yet: the occurrence has not completed.":    530,
+	"No operator has acted on this instance.":              387,
+	"No outputs yet: the occurrence has not completed.":    534,
 	"No outputs.":                                          239,
-	"No outputs: the occurrence ended without completing.": 532,
+	"No outputs: the occurrence ended without completing.": 536,
 	"No process has the key “%s”.":                         98,
-	"No process is published yet.":                         671,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             820,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             819,
+	"No process is published yet.":                         675,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             824,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             823,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    77,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 134,
 	"No release yet.": 220,
 	"No revision yet: the Working copy has never been snapshotted.": 218,
-	"No token.":              760,
-	"No value was revealed.": 731,
-	"No worker ever reserved this occurrence: it ended before any attempt.":              497,
-	"No worker has reserved this occurrence yet.":                                        494,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 821,
-	"No worker is connected.":           804,
-	"No worker serves this definition.": 807,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 818,
-	"Node":                  375,
-	"Nodes":                 678,
-	"Nodes of this version": 695,
-	"Nodes of this version, with their occurrences now": 679,
-	"Nodes reached, in order":                           374,
+	"No token.":              764,
+	"No value was revealed.": 735,
+	"No worker ever reserved this occurrence: it ended before any attempt.":              501,
+	"No worker has reserved this occurrence yet.":                                        498,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 825,
+	"No worker is connected.":           808,
+	"No worker serves this definition.": 811,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 822,
+	"Node":                  379,
+	"Nodes":                 682,
+	"Nodes of this version": 699,
+	"Nodes of this version, with their occurrences now": 683,
+	"Nodes reached, in order":                           378,
 	"Not allowed":                                       162,
 	"Not found":                                         172,
 	"Notes":                                             223,
 	"Nothing exists at this address, or it is not visible to you.": 169,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 170,
 	"Nothing to do: no instance this action applies to matches the filter.": 76,
-	"Nothing to find: the search box is empty.":                             738,
+	"Nothing to find: the search box is empty.":                             742,
 	"Nothing was done.":        31,
-	"Nov":                      361,
-	"Now":                      503,
-	"Occurrence":               376,
-	"Occurrence %s":            481,
+	"Nov":                      365,
+	"Now":                      507,
+	"Occurrence":               380,
+	"Occurrence %s":            485,
 	"Occurrence offered again": 113,
-	"Occurrences now":          684,
-	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          816,
-	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 817,
-	"Occurrences, newest first": 618,
-	"Oct":                       360,
-	"Offered from %s — %s.":     570,
-	"Oldest claimable waits":    316,
-	"On error":                  683,
-	"On success":                682,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         727,
-	"Only administrators may reveal a sensitive value.":                                                           720,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 757,
-	"Open":             313,
-	"Operator actions": 371,
-	"Operator actions on this instance, newest first": 384,
+	"Occurrences now":          688,
+	"Occurrences of revision %d wait, and no live worker takes it: subscribe workers to it, with their consumers granted it (a worker naming no revision takes those its consumer is granted; a process version pins it).":          820,
+	"Occurrences of revisions %s wait, and no live worker takes them: subscribe workers to them, with their consumers granted them (a worker naming no revision takes those its consumer is granted; a process version pins them).": 821,
+	"Occurrences, newest first": 622,
+	"Oct":                       364,
+	"Offered from %s — %s.":     574,
+	"Oldest claimable waits":    320,
+	"On error":                  687,
+	"On success":                686,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         731,
+	"Only administrators may reveal a sensitive value.":                                                           724,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 761,
+	"Open":             317,
+	"Operator actions": 375,
+	"Operator actions on this instance, newest first": 388,
 	"Operator actions, newest first":                  128,
 	"Other criteria":                                  86,
-	"Outcome":                                         492,
+	"Outcome":                                         496,
 	"Outputs":                                         238,
 	"Outputs of revision %d":                          247,
 	"Outputs of the working copy":                     240,
-	"Outputs, labelled by revision %d's contract":     529,
-	"Pages": 639,
-	"Paste your token in the field: it is empty.": 754,
-	"Path":                            372,
+	"Outputs, labelled by revision %d's contract":     533,
+	"Pages": 643,
+	"Paste your token in the field: it is empty.": 758,
+	"Path":                            376,
 	"Pause reloading":                 161,
-	"Pinned revision":                 681,
-	"Policy":                          483,
-	"Previous page":                   640,
-	"Priority":                        514,
+	"Pinned by":                       270,
+	"Pinned revision":                 685,
+	"Policy":                          487,
+	"Previous page":                   644,
+	"Priority":                        518,
 	"Process":                         78,
-	"Process %s":                      674,
+	"Process %s":                      678,
 	"Process %s has no version %d.":   97,
-	"Process and node":                620,
-	"Process inputs":                  386,
+	"Process and node":                624,
+	"Process inputs":                  390,
 	"Process instance":                112,
-	"Process instance %s":             369,
-	"Process instances":               415,
-	"Process instances, newest first": 419,
+	"Process instance %s":             373,
+	"Process instances":               419,
+	"Process instances, newest first": 423,
 	"Processes":                       141,
-	"Processes by key":                669,
-	"Protocol":                        799,
+	"Processes by key":                673,
+	"Protocol":                        803,
 	"Published":                       224,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 667,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       668,
-	"Push destination": 614,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 671,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       672,
+	"Push destination": 618,
 	"Reason":           111,
 	"Reason (recorded in the audit log for every instance)": 58,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            508,
-	"Recorded operator actions":                             382,
+	"Reason given by the worker":                            512,
+	"Recorded operator actions":                             386,
 	"Relais console":                                        135,
-	"Relais has not called the destination yet.":            500,
-	"Relais is calling the destination (since %s).":         576,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 502,
-	"Relais never called the destination: the occurrence ended before any call.":                                    501,
-	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        597,
-	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 599,
-	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     596,
+	"Relais has not called the destination yet.":            504,
+	"Relais is calling the destination (since %s).":         580,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 506,
+	"Relais never called the destination: the occurrence ended before any call.":                                    505,
+	"Relais refused %s reports of this attempt, the last at %s (%s), before taking another.":                        601,
+	"Relais refused %s reports of this attempt, the last at %s (%s): its worker answered, and no answer was taken.": 603,
+	"Relais refused a report of this attempt at %s (%s) before taking another.":                                     600,
 	"Relais refused the action. Nothing was done.":                                                                  51,
-	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           598,
+	"Relais refused this attempt’s report at %s (%s): its worker answered, and the answer was not taken.":           602,
 	"Release":                       221,
 	"Releases":                      219,
 	"Releases, oldest first":        241,
-	"Reload lists and detail pages": 655,
+	"Reload lists and detail pages": 659,
 	"Reloading paused":              158,
-	"Reloading paused: this page stays as it is until you resume.": 666,
-	"Reloading resumed.":                  665,
-	"Replica":                             499,
+	"Reloading paused: this page stays as it is until you resume.": 670,
+	"Reloading resumed.":                  669,
+	"Replica":                             503,
 	"Required":                            208,
-	"Reserved":                            488,
-	"Reserved by %s.":                     578,
-	"Reserved by %s; lock until %s — %s.": 577,
+	"Reserved":                            492,
+	"Reserved by %s.":                     582,
+	"Reserved by %s; lock until %s — %s.": 581,
 	"Reserved now":                        199,
 	"Resume":                              159,
-	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         339,
-	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 338,
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             337,
-	"Retried by %s at %s — “%s”":                                                      396,
+	"Retention: ended instances are deleted with their occurrences %s after they end (RELAIS_RETENTION).":                         343,
+	"Retention: ended instances are deleted with their occurrences %s after they end, another replica’s longer RELAIS_RETENTION.": 342,
+	"Retention: ended instances are kept forever (RELAIS_RETENTION).":                                                             341,
+	"Retried by %s at %s — “%s”":                                                      400,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 48,
-	"Retries":            511,
+	"Retries":            515,
 	"Retry %d instances": 65,
-	"Retry at %s — %s.":  569,
-	"Retry delay":        510,
+	"Retry at %s — %s.":  573,
+	"Retry delay":        514,
 	"Retry every held instance this filter matches": 62,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         504,
+	"Retry or abandon it from its instance":         508,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 544,
+	"Retryable": 548,
 	"Retrying and abandoning apply to held instances, not %s ones.": 56,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 533,
-	"Revealed by %s at %s; recorded in the audit log.": 725,
+	"Reveal — this is recorded": 537,
+	"Revealed by %s at %s; recorded in the audit log.": 729,
 	"Reveals":               150,
-	"Reveals, newest first": 730,
+	"Reveals, newest first": 734,
 	"Revision":              222,
 	"Revision %d":           243,
 	"Revisions":             217,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 825,
-	"Revoke the %s token “%s”?": 770,
-	"Revoke the token":          772,
-	"Revoke token %d":           769,
-	"Revoke…":                   767,
-	"Role":                      761,
-	"Route":                     377,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 829,
+	"Revoke the %s token “%s”?": 774,
+	"Revoke the token":          776,
+	"Revoke token %d":           773,
+	"Revoke…":                   771,
+	"Role":                      765,
+	"Route":                     381,
 	"Routing output":            215,
-	"Row %s":                    643,
-	"Rows %s–%s":                644,
-	"Save settings":             657,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      721,
+	"Row %s":                    647,
+	"Rows %s–%s":                648,
+	"Save settings":             661,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      725,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 291,
-	"Search":                               736,
-	"Secret values can never be revealed.": 728,
-	"Sep":                                  359,
-	"Served by %d workers":                 822,
-	"Settled":                              380,
-	"Settlement date":                      612,
-	"Show all definitions":                 324,
-	"Show times in":                        653,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 295,
+	"Search":                               740,
+	"Secret values can never be revealed.": 732,
+	"Sep":                                  363,
+	"Served by %d workers":                 826,
+	"Settled":                              384,
+	"Settlement date":                      616,
+	"Show all definitions":                 328,
+	"Show times in":                        657,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 130,
-	"Sign in": 749,
-	"Sign in with an operator, designer or administrator token.": 750,
+	"Sign in": 753,
+	"Sign in with an operator, designer or administrator token.": 754,
 	"Sign out":             152,
 	"Signed in as %s (%s)": 151,
 	"Since revision %d:":   249,
 	"Skip to content":      137,
-	"Slot":                 332,
+	"Slot":                 336,
 	"Snapshotted":          244,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                41,
 	"Something went wrong": 184,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 758,
-	"Staff tokens, oldest first": 759,
-	"Start node":                 675,
-	"Started":                    397,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 762,
+	"Staff tokens, oldest first": 763,
+	"Start node":                 679,
+	"Started":                    401,
 	"State":                      194,
 	"Status":                     80,
 	"Stop %d instances":          75,
@@ -559,320 +562,321 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              394,
+	"Stopped by %s at %s — “%s”":                              398,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 50,
 	"Stopping applies to running or held instances, not %s ones.":                              55,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   393,
-	"Summary": 370,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 270,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   397,
+	"Summary": 374,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 274,
 	"Tasks":                   195,
 	"Temporarily unavailable": 182,
-	"That is too long to be an id or a business key.":                                           739,
+	"That is too long to be an id or a business key.":                                           743,
 	"The %d largest groups; the filter matches more.":                                           90,
-	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 506,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 279,
+	"The %s earlier attempts (of %s) are not shown: GET /api/v1/occurrences/%s lists them all.": 510,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers, and signing secrets, are sealed and never shown. Create and change destinations with relais apply (kind: Destination documents) or through the API (/api/v1/destinations), which also deletes them.": 283,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                                                                                    248,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            556,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so Relais does not call it again by itself (an operator’s retry does).":            560,
 	"The bulk action must be its id (a UUID).": 127,
-	"The call could not be prepared.":          557,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 575,
-	"The chart’s numbers": 330,
+	"The call could not be prepared.":          561,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 579,
+	"The chart’s numbers": 334,
 	"The confirmed count is missing: start again from the list.":                                                                                                            102,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           185,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          654,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          658,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 103,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 183,
-	"The deadline passed before a result arrived.":                                                                                                                          554,
-	"The destination answered HTTP %s.":     564,
-	"The destination could not be reached.": 558,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    548,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         549,
-	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   547,
-	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 546,
-	"The destination’s answer was too large.": 559,
+	"The deadline passed before a result arrived.":                                                                                                                          558,
+	"The destination answered HTTP %s.":     568,
+	"The destination could not be reached.": 562,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.":                                                                    552,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":                                                                         553,
+	"The destination did not answer within the call’s timeout: it may have acted all the same.":                                                                                                   551,
+	"The destination’s answer could not be used: it must be one JSON object whose outputs member matches the revision’s outputs contract, and nothing after it. Its message says what was wrong.": 550,
+	"The destination’s answer was too large.": 563,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.":      188,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                          165,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                                561,
-	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         593,
-	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      594,
-	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    592,
-	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            560,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               551,
-	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 550,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     552,
-	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             553,
-	"The latest %d attempts, oldest first":                                                         505,
-	"The next page counts them and asks for a reason before anything changes.":                     418,
-	"The nodes this instance reached, in order, each with its occurrence.":                         373,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                                565,
+	"The instance was stopped during the call, which was aborted: the destination may already have acted on the request (check there).":                                                                         597,
+	"The instance was stopped while the task was deferred: a settlement by id is refused, but the work it waited for may already be done.":                                                                      598,
+	"The instance was stopped while the worker held the task: its report is refused, but it may already have done the work.":                                                                                    596,
+	"The last attempt ended without a result (its lock expired, or its worker’s stream ended) with no attempt left.":                                                                                            564,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the attempts below): the worker answered, and its answer must change, not its lock.":               555,
+	"The last attempt’s lock expired with no attempt left, after Relais refused its worker’s report (%s; see the failed occurrence’s attempts): the worker answered, and its answer must change, not its lock.": 554,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                     556,
+	"The last attempt’s worker stream ended (its worker left or was dropped) with no attempt left.":                                                                                                             557,
+	"The latest %d attempts, oldest first":                                                         509,
+	"The next page counts them and asks for a reason before anything changes.":                     422,
+	"The nodes this instance reached, in order, each with its occurrence.":                         377,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.": 214,
-	"The page cursor is invalid: go back to the first page.":                                       651,
-	"The page size must be between 1 and %d.":                                                      414,
-	"The parameter “%s” is given %d times: give it once.":                                          650,
+	"The page cursor is invalid: go back to the first page.":                                       655,
+	"The page size must be between 1 and %d.":                                                      418,
+	"The parameter “%s” is given %d times: give it once.":                                          654,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 126,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 53,
 	"The reason you gave, not recorded:":                        46,
-	"The result did not match the revision's outputs contract.": 555,
-	"The revision must be a whole number, 1 or more.":           610,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 752,
-	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        746,
-	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     776,
-	"The version must be a whole number from 1.":                                                                                                        411,
+	"The result did not match the revision's outputs contract.": 559,
+	"The revision must be a whole number, 1 or more.":           614,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity, and 12 hours at most.": 756,
+	"The token you signed in with is revoked, and you are signed out: sign in with another one.":                                                        750,
+	"The token “%s” (%s) was revoked: its next request is refused.":                                                                                     780,
+	"The version must be a whole number from 1.":                                                                                                        415,
 	"These revisions have the same contracts.":                                                                                                          234,
-	"These settings are kept in this browser only.":                                                                                                     652,
-	"They take every revision their consumer is granted.":                                                                                               826,
-	"They take revision %d only.":                                                                                                                       828,
-	"They take revisions %s only.":                                                                                                                      830,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 647,
+	"These settings are kept in this browser only.":                                                                                                     656,
+	"They take every revision their consumer is granted.":                                                                                               830,
+	"They take revision %d only.":                                                                                                                       832,
+	"They take revisions %s only.":                                                                                                                      834,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 651,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         104,
-	"This contract has no inputs.":  528,
-	"This contract has no outputs.": 531,
+	"This contract has no inputs.":  532,
+	"This contract has no outputs.": 535,
 	"This filter takes the key of a definition: the one the node an instance is held at runs, not the node’s name.":                                                                 100,
 	"This form could not be read: nothing was done. Send it again.":                                                                                                                 181,
 	"This form did not arrive in time: nothing was done. Send it again.":                                                                                                            180,
 	"This form is larger than %d KiB: nothing was done. Shorten what you typed and send it again.":                                                                                  178,
 	"This form was not sent from this console session, or it has expired: nothing was done. Open the form again and send it anew.":                                                  175,
-	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           735,
+	"This form was sent from another site: the console takes its forms from its own pages only. Open the console and send it from there.":                                           739,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 298,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 302,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              35,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    43,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 390,
-	"This instance has not reached a task yet.":                                                                                                                                     381,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 394,
+	"This instance has not reached a task yet.":                                                                                                                                     385,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                                   39,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                     38,
 	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start a new instance (with a new Idempotency-Key, or none) to redo the work.": 37,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 296,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 300,
 	"This instance is %s: there is nothing to stop.":                            40,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 391,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 392,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 395,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 396,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               36,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          42,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      47,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   45,
 	"This instance was erased by %s on %s, for this reason: “%s”. Its inputs, occurrences and attempts were deleted with it; the audit log keeps the operator actions taken on it.":                                                                                                                  173,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            775,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           774,
-	"This page does not accept that request.": 734,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            779,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           778,
+	"This page does not accept that request.": 738,
 	"This page reloads every %d seconds.":     160,
-	"This process takes no inputs.":           388,
-	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 723,
+	"This process takes no inputs.":           392,
+	"This replica lacks the data key the value was sealed with, so it cannot open it (nothing was recorded). Another replica may reveal it; ask your administrator to start every replica with the same data keys.": 727,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.":                                                                                       60,
-	"This token is unknown, revoked or expired.": 755,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 696,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            697,
+	"This token is unknown, revoked or expired.": 759,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 700,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            701,
 	"Times in %s · no auto-reload":    157,
 	"Times in %s · reload every %d s": 156,
 	"Times in %s · reloading paused":  155,
 	"To revision":                     228,
-	"Token":                           751,
+	"Token":                           755,
 	"Tokens":                          149,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 753,
-	"Totals of all definitions, not narrowed by the other filters":         628,
-	"Totals of definition %s, not narrowed by the other filters":           627,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 757,
+	"Totals of all definitions, not narrowed by the other filters":         632,
+	"Totals of definition %s, not narrowed by the other filters":           631,
 	"Type": 207,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 737,
-	"URL":                              282,
-	"UTC (coordinated universal time)": 659,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 741,
+	"URL":                              286,
+	"UTC (coordinated universal time)": 663,
 	"Unknown action.":                  54,
 	"Unknown consumer.":                94,
 	"Unknown destination “%s”.":        95,
-	"Unknown parameter “%s” (did you mean “%s”?).": 648,
-	"Unknown parameter “%s”.":                      649,
-	"Unknown status “%s” (did you mean “%s”?).":    426,
-	"Unknown status “%s”.":                         428,
-	"Value":                                        385,
+	"Unknown parameter “%s” (did you mean “%s”?).": 652,
+	"Unknown parameter “%s”.":                      653,
+	"Unknown status “%s” (did you mean “%s”?).":    430,
+	"Unknown status “%s”.":                         432,
+	"Value":                                        389,
 	"Version":                                      79,
-	"Versions, newest first":                       670,
-	"Waiting for Relais to call the destination since %s (%s).": 572,
-	"Waiting for a worker since %s (%s).":                       573,
+	"Versions, newest first":                       674,
+	"Waiting for Relais to call the destination since %s (%s).": 576,
+	"Waiting for a worker since %s (%s).":                       577,
 	"When":                                                      108,
 	"Who":                                                       109,
-	"Whole message":                                             496,
-	"Why (recorded with the reveal)":                            534,
-	"Worker":                                                    798,
-	"Worker id":                                                 487,
+	"Whole message":                                             500,
+	"Why (recorded with the reveal)":                            538,
+	"Worker":                                                    802,
+	"Worker id":                                                 491,
 	"Workers":                                                   146,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        796,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        800,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 797,
-	"Workers serving %s":                   805,
+	"Workers seen within three heartbeats": 801,
+	"Workers serving %s":                   809,
 	"Workers that hold one of them learn it when they next report, and their results are refused; a push call in flight is aborted, though its destination may already have acted on the request (a card charged: check there). Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Working copy":        213,
-	"You are signed out.": 745,
+	"You are signed out.": 749,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              163,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 747,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          748,
-	"[redacted]":                          606,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 751,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          752,
+	"[redacted]":                          610,
 	"a token’s name, exact":               119,
 	"abandon":                             4,
 	"active":                              196,
-	"administrator":                       457,
-	"an incident: retry, abandon or stop": 302,
-	"answer too large":                    604,
+	"administrator":                       461,
+	"an incident: retry, abandon or stop": 306,
+	"answer too large":                    608,
 	"any":                                 87,
-	"any other code → %s":                 710,
-	"any other error":                     300,
-	"as of %s (%s); counts are refreshed every few seconds.": 630,
-	"at least %d characters":                                 780,
-	"at least %d items":                                      787,
-	"at most %d":                                             522,
-	"at most %d characters":                                  781,
-	"at most %d items":                                       788,
-	"at most %d since the last operator retry":               523,
-	"available":                                              429,
-	"boolean":                                                444,
-	"call in progress since":                                 636,
-	"cancelled":                                              434,
-	"choice":                                                 447,
-	"claimable since":                                        635,
-	"claimable since %s":                                     321,
-	"classification changed":                                 468,
-	"completed":                                              432,
-	"constraint changed":                                     469,
-	"consumer":                                               460,
-	"consumer #%s":                                           588,
-	"date":                                                   445,
-	"date and time":                                          446,
-	"deadline %s":                                            714,
-	"deferred":                                               431,
-	"deferred since":                                         638,
+	"any other code → %s":                 714,
+	"any other error":                     304,
+	"as of %s (%s); counts are refreshed every few seconds.": 634,
+	"at least %d characters":                                 784,
+	"at least %d items":                                      791,
+	"at most %d":                                             526,
+	"at most %d characters":                                  785,
+	"at most %d items":                                       792,
+	"at most %d since the last operator retry":               527,
+	"available":                                              433,
+	"boolean":                                                448,
+	"call in progress since":                                 640,
+	"cancelled":                                              438,
+	"choice":                                                 451,
+	"claimable since":                                        639,
+	"claimable since %s":                                     325,
+	"classification changed":                                 472,
+	"completed":                                              436,
+	"constraint changed":                                     473,
+	"consumer":                                               464,
+	"consumer #%s":                                           592,
+	"date":                                                   449,
+	"date and time":                                          450,
+	"deadline %s":                                            718,
+	"deferred":                                               435,
+	"deferred since":                                         642,
 	"deleted":                                                115,
-	"designer":                                               459,
-	"disconnected":                                           440,
-	"each item of %s":                                        778,
-	"end (completes)":                                        703,
-	"end (fails)":                                            704,
-	"end: completes the instance":                            303,
-	"end: fails the instance":                                304,
-	"ended instances are kept %s (RELAIS_RETENTION)":                         404,
-	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 405,
+	"designer":                                               463,
+	"disconnected":                                           444,
+	"each item of %s":                                        782,
+	"end (completes)":                                        707,
+	"end (fails)":                                            708,
+	"end: completes the instance":                            307,
+	"end: fails the instance":                                308,
+	"ended instances are kept %s (RELAIS_RETENTION)":                         408,
+	"ended instances are kept %s, another replica’s longer RELAIS_RETENTION": 409,
 	"erase":                                  6,
-	"every revision its consumer is granted": 812,
-	"every revision its consumer is granted: %s": 808,
-	"exact, case-sensitive":                      416,
-	"expired":                                    437,
-	"failed":                                     433,
-	"fails the instance":                         711,
-	"field added":                                463,
-	"field removed":                              464,
-	"format":                                     474,
-	"format %s":                                  783,
+	"every revision its consumer is granted": 816,
+	"every revision its consumer is granted: %s": 812,
+	"exact, case-sensitive":                      420,
+	"expired":                                    441,
+	"failed":                                     437,
+	"fails the instance":                         715,
+	"field added":                                467,
+	"field removed":                              468,
+	"format":                                     478,
+	"format %s":                                  787,
 	"from":                                       120,
-	"held":                                       436,
-	"held for an operator":                       301,
-	"held, then abandoned by an operator":        410,
-	"held, then stopped by an operator":          409,
-	"hidden (secret)":                            454,
-	"hidden (sensitive)":                         453,
-	"hold (an incident for an operator)":         709,
+	"held":                                       440,
+	"held for an operator":                       305,
+	"held, then abandoned by an operator":        414,
+	"held, then stopped by an operator":          413,
+	"hidden (secret)":                            458,
+	"hidden (sensitive)":                         457,
+	"hold (an incident for an operator)":         713,
 	"id or business key":                         143,
-	"in %s":                                      344,
-	"in progress":                                495,
-	"instance held here":                         626,
-	"instance id":                                616,
-	"instances held":                             717,
-	"instances held: %s":                         718,
-	"integer":                                    442,
-	"its name, exactly":                          615,
-	"just now":                                   346,
-	"list":                                       449,
-	"lock until":                                 637,
-	"long polling":                               810,
-	"long wait":                                  322,
-	"masked value":                               281,
-	"maximum":                                    476,
-	"maximum %s":                                 785,
-	"maximum items":                              478,
-	"maximum length":                             472,
-	"minimum":                                    475,
-	"minimum %s":                                 784,
-	"minimum items":                              477,
-	"minimum length":                             471,
-	"never":                                      764,
-	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 403,
-	"next attempt":                 634,
-	"no":                           462,
-	"no answer within the timeout": 602,
-	"no connection":                603,
+	"in %s":                                      348,
+	"in progress":                                499,
+	"instance held here":                         630,
+	"instance id":                                620,
+	"instances held":                             721,
+	"instances held: %s":                         722,
+	"integer":                                    446,
+	"its name, exactly":                          619,
+	"just now":                                   350,
+	"list":                                       453,
+	"lock until":                                 641,
+	"long polling":                               814,
+	"long wait":                                  326,
+	"masked value":                               285,
+	"maximum":                                    480,
+	"maximum %s":                                 789,
+	"maximum items":                              482,
+	"maximum length":                             476,
+	"minimum":                                    479,
+	"minimum %s":                                 788,
+	"minimum items":                              481,
+	"minimum length":                             475,
+	"never":                                      768,
+	"never: retention keeps ended instances forever (RELAIS_RETENTION)": 407,
+	"next attempt":                 638,
+	"no":                           466,
+	"no answer within the timeout": 606,
+	"no connection":                607,
 	"no grant: it takes nothing":   198,
-	"no header":                    286,
-	"no worker":                    323,
-	"no worker takes revision %d":  814,
-	"no worker takes revisions %s": 815,
-	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 545,
-	"no: version %d is": 691,
+	"no header":                    290,
+	"no process version":           271,
+	"no worker":                    327,
+	"no worker takes revision %d":  818,
+	"no worker takes revisions %s": 819,
+	"no: the worker marked this failure as not retryable (attempts left unused: %d)": 549,
+	"no: version %d is": 695,
 	"none":              268,
-	"none (revealed before reasons were asked for)": 732,
-	"none yet": 274,
-	"none: a failed call takes the node’s error path": 512,
-	"normal":       450,
-	"not provided": 790,
+	"none (revealed before reasons were asked for)": 736,
+	"none yet": 278,
+	"none: a failed call takes the node’s error path": 516,
+	"normal":       454,
+	"not provided": 794,
 	"not set":      269,
-	"not yet":      765,
-	"null":         794,
-	"number":       443,
-	"object":       448,
-	"older versions, from version %d (each links the one before)": 673,
-	"on error":                           299,
-	"one attempt, no retry, priority %d": 713,
-	"one of: %s":                         786,
-	"operator":                           458,
+	"not yet":      769,
+	"null":         798,
+	"number":       447,
+	"object":       452,
+	"older versions, from version %d (each links the one before)": 677,
+	"on error":                           303,
+	"one attempt, no retry, priority %d": 717,
+	"one of: %s":                         790,
+	"operator":                           462,
 	"optional %s field of type %s":       265,
 	"optional field of type %s":          267,
 	"optional → required":                258,
-	"pattern":                            473,
-	"pattern %s":                         782,
-	"pull":                               701,
-	"pull %s":                            306,
-	"pull (a worker fetches it)":         455,
-	"push %s":                            305,
-	"push (Relais calls the service)":    456,
-	"push to %s":                         702,
-	"rejected":                           438,
-	"released":                           439,
+	"pattern":                            477,
+	"pattern %s":                         786,
+	"pull":                               705,
+	"pull %s":                            310,
+	"pull (a worker fetches it)":         459,
+	"push %s":                            309,
+	"push (Relais calls the service)":    460,
+	"push to %s":                         706,
+	"rejected":                           442,
+	"released":                           443,
 	"required %s field of type %s":       264,
-	"required changed":                   466,
+	"required changed":                   470,
 	"required field of type %s":          266,
 	"required → optional":                259,
-	"reserved":                           430,
+	"reserved":                           434,
 	"retry":                              3,
-	"revision %d":                        631,
-	"revisions %s":                       813,
+	"revision %d":                        635,
+	"revisions %s":                       817,
 	"revoked":                            197,
-	"routing changed":                    470,
-	"routing output":                     777,
+	"routing changed":                    474,
+	"routing output":                     781,
 	"routing output %s → %s":             257,
-	"running":                            435,
-	"secret":                             452,
-	"sensitive":                          451,
-	"settled":                            633,
+	"running":                            439,
+	"secret":                             456,
+	"sensitive":                          455,
+	"settled":                            637,
 	"stop":                               5,
-	"stream":                             809,
-	"text":                               441,
+	"stream":                             813,
+	"text":                               445,
 	"the contracts are the same (the name or a description changed).": 250,
-	"this session":             768,
-	"timeout %s":               715,
-	"timeout %s (the default)": 716,
+	"this session":             772,
+	"timeout %s":               719,
+	"timeout %s (the default)": 720,
 	"to":                       121,
-	"type changed":             465,
-	"unexpected value":         795,
-	"unknown":                  605,
+	"type changed":             469,
+	"unexpected value":         799,
+	"unknown":                  609,
 	"values added: %s":         260,
-	"values changed":           467,
+	"values changed":           471,
 	"values removed: %s":       261,
 	"values reordered":         262,
-	"version %d":               672,
-	"version %d →":             693,
-	"waiting":                  600,
-	"yes":                      461,
-	"yes: a start that names no version runs this one":                                                                      690,
+	"version %d":               676,
+	"version %d →":             697,
+	"waiting":                  604,
+	"yes":                      465,
+	"yes: a start that names no version runs this one":                                                                      694,
 	"“%s” is not a whole id (a UUID): the lists show the end of each id; open the row, or copy its link, for the whole id.": 171,
-	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     427,
-	"← version %d": 692,
-	"→ %s":         708,
+	"“%s” is the status of an instance, not of a task: the Instances page lists the instances with it.":                     431,
+	"← version %d": 696,
+	"→ %s":         712,
 }
 
-var enIndex = []uint32{ // 832 elements
+var enIndex = []uint32{ // 836 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -949,167 +953,169 @@ var enIndex = []uint32{ // 832 elements
 	0x00003406, 0x0000342d, 0x0000344c, 0x00003462,
 	0x00003478, 0x0000348c, 0x000034a2, 0x000034b3,
 	0x000034ca, 0x000034ed, 0x00003510, 0x0000352d,
-	0x0000354a, 0x0000354f, 0x00003557, 0x000035a3,
-	0x000035b6, 0x000035ba, 0x000035ca, 0x000035d3,
-	0x000035e6, 0x0000360c, 0x00003620, 0x00003636,
-	0x0000374c, 0x00003761, 0x0000376e, 0x00003772,
-	0x0000377f, 0x0000378f, 0x0000379c, 0x000037a6,
+	0x0000354a, 0x0000354f, 0x00003557, 0x00003561,
+	0x00003574, 0x00003588, 0x0000359d, 0x000035e9,
+	0x000035fc, 0x00003600, 0x00003610, 0x00003619,
+	0x0000362c, 0x00003652, 0x00003666, 0x0000367c,
+	0x00003792, 0x000037a7, 0x000037b4, 0x000037b8,
 	// Entry 120 - 13F
-	0x000037ac, 0x000037b6, 0x000037d6, 0x000037e8,
-	0x0000389c, 0x000038b9, 0x00003927, 0x000039e7,
-	0x000039fa, 0x00003a47, 0x00003aab, 0x00003b0f,
-	0x00003b18, 0x00003b28, 0x00003b3d, 0x00003b61,
-	0x00003b7d, 0x00003b95, 0x00003ba0, 0x00003bab,
-	0x00003bbf, 0x00003cd5, 0x00003d25, 0x00003d49,
-	0x00003d74, 0x00003d7f, 0x00003d84, 0x00003d93,
-	0x00003d9a, 0x00003db1, 0x00003dc6, 0x00003dd8,
+	0x000037c5, 0x000037d5, 0x000037e2, 0x000037ec,
+	0x000037f2, 0x000037fc, 0x0000381c, 0x0000382e,
+	0x000038e2, 0x000038ff, 0x0000396d, 0x00003a2d,
+	0x00003a40, 0x00003a8d, 0x00003af1, 0x00003b55,
+	0x00003b5e, 0x00003b6e, 0x00003b83, 0x00003ba7,
+	0x00003bc3, 0x00003bdb, 0x00003be6, 0x00003bf1,
+	0x00003c05, 0x00003d1b, 0x00003d6b, 0x00003d8f,
+	0x00003dba, 0x00003dc5, 0x00003dca, 0x00003dd9,
 	// Entry 140 - 15F
-	0x00003dfb, 0x00003e2d, 0x00003e43, 0x00003e4d,
-	0x00003e57, 0x00003e6c, 0x00003eb9, 0x00003ec9,
-	0x00003f02, 0x00003f56, 0x00003f60, 0x00003f76,
-	0x00003faf, 0x00003fb4, 0x00003fc2, 0x00003fcf,
-	0x00003ff8, 0x0000401b, 0x0000405b, 0x000040dc,
-	0x00004143, 0x00004150, 0x00004170, 0x0000417c,
-	0x00004195, 0x0000419e, 0x000041a8, 0x000041b1,
-	0x000041b9, 0x000041c3, 0x000041cb, 0x000041d3,
+	0x00003de0, 0x00003df7, 0x00003e0c, 0x00003e1e,
+	0x00003e41, 0x00003e73, 0x00003e89, 0x00003e93,
+	0x00003e9d, 0x00003eb2, 0x00003eff, 0x00003f0f,
+	0x00003f48, 0x00003f9c, 0x00003fa6, 0x00003fbc,
+	0x00003ff5, 0x00003ffa, 0x00004008, 0x00004015,
+	0x0000403e, 0x00004061, 0x000040a1, 0x00004122,
+	0x00004189, 0x00004196, 0x000041b6, 0x000041c2,
+	0x000041db, 0x000041e4, 0x000041ee, 0x000041f7,
 	// Entry 160 - 17F
-	0x000041d7, 0x000041db, 0x000041df, 0x000041e3,
-	0x000041e7, 0x000041eb, 0x000041ef, 0x000041f3,
-	0x000041f7, 0x000041fb, 0x000041ff, 0x00004203,
-	0x0000420d, 0x0000422b, 0x0000424b, 0x0000426f,
-	0x00004293, 0x0000429c, 0x000042b3, 0x000042bb,
-	0x000042cc, 0x000042d1, 0x00004316, 0x0000432e,
-	0x00004333, 0x0000433e, 0x00004344, 0x0000434e,
-	0x00004356, 0x0000435e, 0x00004388, 0x000043a2,
+	0x000041ff, 0x00004209, 0x00004211, 0x00004219,
+	0x0000421d, 0x00004221, 0x00004225, 0x00004229,
+	0x0000422d, 0x00004231, 0x00004235, 0x00004239,
+	0x0000423d, 0x00004241, 0x00004245, 0x00004249,
+	0x00004253, 0x00004271, 0x00004291, 0x000042b5,
+	0x000042d9, 0x000042e2, 0x000042f9, 0x00004301,
+	0x00004312, 0x00004317, 0x0000435c, 0x00004374,
+	0x00004379, 0x00004384, 0x0000438a, 0x00004394,
 	// Entry 180 - 19F
-	0x000043ca, 0x000043fa, 0x00004400, 0x0000440f,
-	0x00004462, 0x00004480, 0x00004497, 0x00004547,
-	0x00004669, 0x00004728, 0x0000477f, 0x000047a9,
-	0x000047d5, 0x000047ff, 0x00004807, 0x0000480d,
-	0x0000481a, 0x0000482c, 0x00004835, 0x0000484a,
-	0x0000488c, 0x000048be, 0x0000490a, 0x00004913,
-	0x00004925, 0x00004934, 0x00004956, 0x0000497a,
-	0x000049a5, 0x000049d9, 0x000049e7, 0x00004a12,
+	0x0000439c, 0x000043a4, 0x000043ce, 0x000043e8,
+	0x00004410, 0x00004440, 0x00004446, 0x00004455,
+	0x000044a8, 0x000044c6, 0x000044dd, 0x0000458d,
+	0x000046af, 0x0000476e, 0x000047c5, 0x000047ef,
+	0x0000481b, 0x00004845, 0x0000484d, 0x00004853,
+	0x00004860, 0x00004872, 0x0000487b, 0x00004890,
+	0x000048d2, 0x00004904, 0x00004950, 0x00004959,
+	0x0000496b, 0x0000497a, 0x0000499c, 0x000049c0,
 	// Entry 1A0 - 1BF
-	0x00004a24, 0x00004a3a, 0x00004a64, 0x00004aad,
-	0x00004acd, 0x00004ad6, 0x00004ae8, 0x00004b0b,
-	0x00004b19, 0x00004b28, 0x00004b35, 0x00004b6d,
-	0x00004bd6, 0x00004bf2, 0x00004bfc, 0x00004c05,
-	0x00004c0e, 0x00004c18, 0x00004c1f, 0x00004c29,
-	0x00004c31, 0x00004c36, 0x00004c3e, 0x00004c47,
-	0x00004c50, 0x00004c5d, 0x00004c62, 0x00004c6a,
-	0x00004c71, 0x00004c79, 0x00004c7e, 0x00004c8c,
+	0x000049eb, 0x00004a1f, 0x00004a2d, 0x00004a58,
+	0x00004a6a, 0x00004a80, 0x00004aaa, 0x00004af3,
+	0x00004b13, 0x00004b1c, 0x00004b2e, 0x00004b51,
+	0x00004b5f, 0x00004b6e, 0x00004b7b, 0x00004bb3,
+	0x00004c1c, 0x00004c38, 0x00004c42, 0x00004c4b,
+	0x00004c54, 0x00004c5e, 0x00004c65, 0x00004c6f,
+	0x00004c77, 0x00004c7c, 0x00004c84, 0x00004c8d,
+	0x00004c96, 0x00004ca3, 0x00004ca8, 0x00004cb0,
 	// Entry 1C0 - 1DF
-	0x00004c93, 0x00004c9a, 0x00004c9f, 0x00004ca6,
-	0x00004cb0, 0x00004cb7, 0x00004cca, 0x00004cda,
-	0x00004cf5, 0x00004d15, 0x00004d23, 0x00004d2c,
-	0x00004d35, 0x00004d3e, 0x00004d42, 0x00004d45,
-	0x00004d51, 0x00004d5f, 0x00004d6c, 0x00004d7d,
-	0x00004d8c, 0x00004da3, 0x00004db6, 0x00004dc6,
-	0x00004dd5, 0x00004de4, 0x00004dec, 0x00004df3,
-	0x00004dfb, 0x00004e03, 0x00004e11, 0x00004e1f,
+	0x00004cb7, 0x00004cbf, 0x00004cc4, 0x00004cd2,
+	0x00004cd9, 0x00004ce0, 0x00004ce5, 0x00004cec,
+	0x00004cf6, 0x00004cfd, 0x00004d10, 0x00004d20,
+	0x00004d3b, 0x00004d5b, 0x00004d69, 0x00004d72,
+	0x00004d7b, 0x00004d84, 0x00004d88, 0x00004d8b,
+	0x00004d97, 0x00004da5, 0x00004db2, 0x00004dc3,
+	0x00004dd2, 0x00004de9, 0x00004dfc, 0x00004e0c,
+	0x00004e1b, 0x00004e2a, 0x00004e32, 0x00004e39,
 	// Entry 1E0 - 1FF
-	0x00004e35, 0x00004e4a, 0x00004e5b, 0x00004e61,
-	0x00004e68, 0x00004e71, 0x00004e8d, 0x00004e96,
-	0x00004ea0, 0x00004ea9, 0x00004eb2, 0x00004ebb,
-	0x00004ed2, 0x00004eda, 0x00004ee8, 0x00004f14,
-	0x00004f20, 0x00004f2e, 0x00004f74, 0x00004f80,
-	0x00004f88, 0x00004fb3, 0x00004ffe, 0x000050c0,
-	0x000050c4, 0x000050ea, 0x00005112, 0x00005175,
-	0x0000517a, 0x00005195, 0x000051a6, 0x000051b2,
+	0x00004e41, 0x00004e49, 0x00004e57, 0x00004e65,
+	0x00004e7b, 0x00004e90, 0x00004ea1, 0x00004ea7,
+	0x00004eae, 0x00004eb7, 0x00004ed3, 0x00004edc,
+	0x00004ee6, 0x00004eef, 0x00004ef8, 0x00004f01,
+	0x00004f18, 0x00004f20, 0x00004f2e, 0x00004f5a,
+	0x00004f66, 0x00004f74, 0x00004fba, 0x00004fc6,
+	0x00004fce, 0x00004ff9, 0x00005044, 0x00005106,
+	0x0000510a, 0x00005130, 0x00005158, 0x000051bb,
 	// Entry 200 - 21F
-	0x000051ba, 0x000051ec, 0x000051f5, 0x000051fe,
-	0x0000521a, 0x0000527b, 0x00005288, 0x000052bf,
-	0x000052ee, 0x0000533e, 0x00005379, 0x00005387,
-	0x000053b3, 0x000053d9, 0x000053fa, 0x00005405,
-	0x00005433, 0x00005450, 0x0000547f, 0x000054b1,
-	0x000054cf, 0x00005504, 0x00005520, 0x0000553f,
-	0x0000559a, 0x000055a9, 0x000055b6, 0x000055c4,
-	0x000055d1, 0x000055da, 0x000055f5, 0x00005625,
+	0x000051c0, 0x000051db, 0x000051ec, 0x000051f8,
+	0x00005200, 0x00005232, 0x0000523b, 0x00005244,
+	0x00005260, 0x000052c1, 0x000052ce, 0x00005305,
+	0x00005334, 0x00005384, 0x000053bf, 0x000053cd,
+	0x000053f9, 0x0000541f, 0x00005440, 0x0000544b,
+	0x00005479, 0x00005496, 0x000054c5, 0x000054f7,
+	0x00005515, 0x0000554a, 0x00005566, 0x00005585,
+	0x000055e0, 0x000055ef, 0x000055fc, 0x0000560a,
 	// Entry 220 - 23F
-	0x00005640, 0x0000564a, 0x0000569c, 0x0000575c,
-	0x000057b8, 0x00005836, 0x000058ac, 0x0000597f,
-	0x00005a42, 0x00005a7a, 0x00005ada, 0x00005b07,
-	0x00005b41, 0x00005c4e, 0x00005c6e, 0x00005c94,
-	0x00005cbe, 0x00005d2f, 0x00005d6c, 0x00005d90,
-	0x00005e34, 0x00005e59, 0x00005e88, 0x00005ee8,
-	0x00005f41, 0x00005f9b, 0x00005fb5, 0x00005fd3,
-	0x00006007, 0x00006047, 0x00006071, 0x00006080,
+	0x00005617, 0x00005620, 0x0000563b, 0x0000566b,
+	0x00005686, 0x00005690, 0x000056e2, 0x000057a2,
+	0x000057fe, 0x0000587c, 0x000058f2, 0x000059c5,
+	0x00005a88, 0x00005ac0, 0x00005b20, 0x00005b4d,
+	0x00005b87, 0x00005c94, 0x00005cb4, 0x00005cda,
+	0x00005d04, 0x00005d75, 0x00005db2, 0x00005dd6,
+	0x00005e7a, 0x00005e9f, 0x00005ece, 0x00005f2e,
+	0x00005f87, 0x00005fe1, 0x00005ffb, 0x00006019,
 	// Entry 240 - 25F
-	0x0000614b, 0x0000617c, 0x000061ab, 0x000061be,
-	0x00006233, 0x00006246, 0x0000627a, 0x000062cb,
-	0x000062ff, 0x0000630f, 0x00006356, 0x00006383,
-	0x00006390, 0x000063a0, 0x000063d0, 0x0000640a,
-	0x0000642d, 0x000064a4, 0x00006526, 0x000065ab,
-	0x000065ba, 0x0000660a, 0x0000666a, 0x000066d6,
-	0x0000674d, 0x00006755, 0x0000676d, 0x0000678a,
-	0x00006798, 0x000067a9, 0x000067b1, 0x000067bc,
+	0x0000604d, 0x0000608d, 0x000060b7, 0x000060c6,
+	0x00006191, 0x000061c2, 0x000061f1, 0x00006204,
+	0x00006279, 0x0000628c, 0x000062c0, 0x00006311,
+	0x00006345, 0x00006355, 0x0000639c, 0x000063c9,
+	0x000063d6, 0x000063e6, 0x00006416, 0x00006450,
+	0x00006473, 0x000064ea, 0x0000656c, 0x000065f1,
+	0x00006600, 0x00006650, 0x000066b0, 0x0000671c,
+	0x00006793, 0x0000679b, 0x000067b3, 0x000067d0,
 	// Entry 260 - 27F
-	0x000067fd, 0x00006835, 0x00006849, 0x00006879,
-	0x000068b4, 0x000068c4, 0x00006903, 0x00006914,
-	0x00006926, 0x00006932, 0x00006943, 0x0000695d,
-	0x00006965, 0x00006976, 0x0000697c, 0x00006990,
-	0x000069a8, 0x000069cd, 0x000069db, 0x000069ee,
-	0x00006a2c, 0x00006a69, 0x00006a95, 0x00006ad2,
-	0x00006ae1, 0x00006af2, 0x00006afa, 0x00006b07,
-	0x00006b17, 0x00006b2e, 0x00006b39, 0x00006b48,
+	0x000067de, 0x000067ef, 0x000067f7, 0x00006802,
+	0x00006843, 0x0000687b, 0x0000688f, 0x000068bf,
+	0x000068fa, 0x0000690a, 0x00006949, 0x0000695a,
+	0x0000696c, 0x00006978, 0x00006989, 0x000069a3,
+	0x000069ab, 0x000069bc, 0x000069c2, 0x000069d6,
+	0x000069ee, 0x00006a13, 0x00006a21, 0x00006a34,
+	0x00006a72, 0x00006aaf, 0x00006adb, 0x00006b18,
+	0x00006b27, 0x00006b38, 0x00006b40, 0x00006b4d,
 	// Entry 280 - 29F
-	0x00006b4e, 0x00006b5c, 0x00006b66, 0x00006b71,
-	0x00006b7b, 0x00006b8e, 0x00006bb3, 0x00006bde,
-	0x00006c6f, 0x00006caa, 0x00006cc9, 0x00006d07,
-	0x00006d3e, 0x00006d6c, 0x00006d7a, 0x00006e19,
-	0x00006e37, 0x00006f8e, 0x00006f9c, 0x00006fb0,
-	0x00006fd1, 0x00006fe5, 0x00007015, 0x0000701b,
-	0x0000702f, 0x00007047, 0x0000705a, 0x00007097,
-	0x0000710a, 0x00007157, 0x00007168, 0x0000717f,
+	0x00006b5d, 0x00006b74, 0x00006b7f, 0x00006b8e,
+	0x00006b94, 0x00006ba2, 0x00006bac, 0x00006bb7,
+	0x00006bc1, 0x00006bd4, 0x00006bf9, 0x00006c24,
+	0x00006cb5, 0x00006cf0, 0x00006d0f, 0x00006d4d,
+	0x00006d84, 0x00006db2, 0x00006dc0, 0x00006e5f,
+	0x00006e7d, 0x00006fd4, 0x00006fe2, 0x00006ff6,
+	0x00007017, 0x0000702b, 0x0000705b, 0x00007061,
+	0x00007075, 0x0000708d, 0x000070a0, 0x000070dd,
 	// Entry 2A0 - 2BF
-	0x0000719c, 0x000071aa, 0x000071e9, 0x000071f7,
-	0x00007202, 0x00007208, 0x000072fa, 0x00007300,
-	0x00007332, 0x00007337, 0x00007347, 0x00007352,
-	0x0000735b, 0x0000736b, 0x00007377, 0x000073ab,
-	0x000073de, 0x000073f8, 0x000073ff, 0x00007430,
-	0x00007445, 0x00007457, 0x00007469, 0x0000750e,
-	0x00007524, 0x000075a9, 0x00007623, 0x00007632,
-	0x000076ec, 0x0000773d, 0x00007742, 0x00007750,
+	0x00007150, 0x0000719d, 0x000071ae, 0x000071c5,
+	0x000071e2, 0x000071f0, 0x0000722f, 0x0000723d,
+	0x00007248, 0x0000724e, 0x00007340, 0x00007346,
+	0x00007378, 0x0000737d, 0x0000738d, 0x00007398,
+	0x000073a1, 0x000073b1, 0x000073bd, 0x000073f1,
+	0x00007424, 0x0000743e, 0x00007445, 0x00007476,
+	0x0000748b, 0x0000749d, 0x000074af, 0x00007554,
+	0x0000756a, 0x000075ef, 0x00007669, 0x00007678,
 	// Entry 2C0 - 2DF
-	0x00007760, 0x0000776c, 0x0000777c, 0x0000778a,
-	0x0000779a, 0x000077a4, 0x000077c7, 0x000077e0,
-	0x000077f3, 0x0000785f, 0x00007885, 0x00007894,
-	0x000078a2, 0x000078be, 0x000078cd, 0x000078e3,
-	0x0000791c, 0x0000794e, 0x000079a6, 0x000079bc,
-	0x00007a8a, 0x00007aa1, 0x00007ad8, 0x00007ae6,
-	0x00007b2a, 0x00007b4f, 0x00007bc6, 0x00007bdc,
-	0x00007bf3, 0x00007c21, 0x00007c34, 0x00007c5c,
+	0x00007732, 0x00007783, 0x00007788, 0x00007796,
+	0x000077a6, 0x000077b2, 0x000077c2, 0x000077d0,
+	0x000077e0, 0x000077ea, 0x0000780d, 0x00007826,
+	0x00007839, 0x000078a5, 0x000078cb, 0x000078da,
+	0x000078e8, 0x00007904, 0x00007913, 0x00007929,
+	0x00007962, 0x00007994, 0x000079ec, 0x00007a02,
+	0x00007ad0, 0x00007ae7, 0x00007b1e, 0x00007b2c,
+	0x00007b70, 0x00007b95, 0x00007c0c, 0x00007c22,
 	// Entry 2E0 - 2FF
-	0x00007ce0, 0x00007ce7, 0x00007d4f, 0x00007d79,
-	0x00007da9, 0x00007efe, 0x00008038, 0x000080d8,
-	0x000081af, 0x00008288, 0x0000829c, 0x000082f7,
-	0x000083a2, 0x00008424, 0x0000842c, 0x00008467,
-	0x0000846d, 0x000084ff, 0x00008597, 0x000085c3,
-	0x000085ee, 0x0000863c, 0x000086a8, 0x0000874f,
-	0x0000876a, 0x00008774, 0x00008779, 0x00008783,
-	0x0000878b, 0x00008791, 0x00008799, 0x000087a7,
+	0x00007c39, 0x00007c67, 0x00007c7a, 0x00007ca2,
+	0x00007d26, 0x00007d2d, 0x00007d95, 0x00007dbf,
+	0x00007def, 0x00007f44, 0x0000807e, 0x0000811e,
+	0x000081f5, 0x000082ce, 0x000082e2, 0x0000833d,
+	0x000083e8, 0x0000846a, 0x00008472, 0x000084ad,
+	0x000084b3, 0x00008545, 0x000085dd, 0x00008609,
+	0x00008634, 0x00008682, 0x000086ee, 0x00008795,
+	0x000087b0, 0x000087ba, 0x000087bf, 0x000087c9,
 	// Entry 300 - 31F
-	0x000087b1, 0x000087be, 0x000087d1, 0x000087f5,
-	0x00008875, 0x00008886, 0x0000888e, 0x00008903,
-	0x00008957, 0x0000899f, 0x000089ae, 0x000089c1,
-	0x000089cd, 0x00008a09, 0x00008a43, 0x00008a51,
-	0x00008a5e, 0x00008a6c, 0x00008a7a, 0x00008a88,
-	0x00008aba, 0x00008aea, 0x00008b46, 0x00008b53,
-	0x00008b73, 0x00008b7e, 0x00008b98, 0x00008b9d,
-	0x00008bae, 0x00008c34, 0x00008c59, 0x00008c60,
+	0x000087d1, 0x000087d7, 0x000087df, 0x000087ed,
+	0x000087f7, 0x00008804, 0x00008817, 0x0000883b,
+	0x000088bb, 0x000088cc, 0x000088d4, 0x00008949,
+	0x0000899d, 0x000089e5, 0x000089f4, 0x00008a07,
+	0x00008a13, 0x00008a4f, 0x00008a89, 0x00008a97,
+	0x00008aa4, 0x00008ab2, 0x00008ac0, 0x00008ace,
+	0x00008b00, 0x00008b30, 0x00008b8c, 0x00008b99,
+	0x00008bb9, 0x00008bc4, 0x00008bde, 0x00008be3,
 	// Entry 320 - 33F
-	0x00008c69, 0x00008c7c, 0x00008c86, 0x00008c90,
-	0x00008c9a, 0x00008cb2, 0x00008cc8, 0x00008cd4,
-	0x00008cf6, 0x00008d24, 0x00008d2b, 0x00008d38,
-	0x00008d49, 0x00008d70, 0x00008d80, 0x00008d9f,
-	0x00008dbf, 0x00008e97, 0x00008f78, 0x00008fcc,
-	0x0000901c, 0x0000907c, 0x000090cf, 0x00009107,
-	0x0000913f, 0x00009170, 0x000091c0, 0x000091f4,
-	0x00009212, 0x00009231, 0x00009250, 0x00009270,
-} // Size: 3352 bytes
+	0x00008bf4, 0x00008c7a, 0x00008c9f, 0x00008ca6,
+	0x00008caf, 0x00008cc2, 0x00008ccc, 0x00008cd6,
+	0x00008ce0, 0x00008cf8, 0x00008d0e, 0x00008d1a,
+	0x00008d3c, 0x00008d6a, 0x00008d71, 0x00008d7e,
+	0x00008d8f, 0x00008db6, 0x00008dc6, 0x00008de5,
+	0x00008e05, 0x00008edd, 0x00008fbe, 0x00009012,
+	0x00009062, 0x000090c2, 0x00009115, 0x0000914d,
+	0x00009185, 0x000091b6, 0x00009206, 0x0000923a,
+	// Entry 340 - 35F
+	0x00009258, 0x00009277, 0x00009296, 0x000092b6,
+} // Size: 3368 bytes
 
-const enData string = "" + // Size: 37488 bytes
+const enData string = "" + // Size: 37558 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1315,369 +1321,370 @@ const enData string = "" + // Size: 37488 bytes
 	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
 	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
 	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02not set\x02Task contracts: their Worki" +
-	"ng copy, immutable revisions and named releases.\x02Definitions by key" +
-	"\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81" +
-	"\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destin" +
-	"ation yet.\x02No more destinations.\x02The HTTP endpoints push nodes cal" +
-	"l. Values of the URL's query and of the headers, and signing secrets, ar" +
-	"e sealed and never shown. Create and change destinations with relais app" +
-	"ly (kind: Destination documents) or through the API (/api/v1/destination" +
-	"s), which also deletes them.\x02Destinations by name\x02masked value\x02" +
-	"URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no header\x02C" +
-	"alls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the instanc" +
-	"e\x02Say why, for whoever reads the log later: at most %[1]d characters." +
-	" It is kept after the erasure, whatever the retention: write the request" +
-	"’s reference, not the person’s name.\x02Erase process instance %[1]s" +
-	"\x02Erase this instance now? It is deleted with its occurrences and thei" +
-	"r attempts, as retention would delete it.\x02Its inputs, outputs, busine" +
-	"ss key and the workers’ messages go with it; this cannot be undone. The " +
-	"audit records naming it stay (who did what, and why), and so do backups " +
-	"until they expire.\x02Erase the instance\x02This instance is %[1]s: only" +
-	" an ended instance can be erased. Stop it first.\x02Erased: instance %[1" +
-	"]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the aud" +
-	"it log.\x02This instance had already been erased, by %[1]s at %[2]s; not" +
-	"hing changed and nothing was recorded.\x02on error\x02any other error" +
-	"\x02held for an operator\x02an incident: retry, abandon or stop\x02end: " +
-	"completes the instance\x02end: fails the instance\x02push %[1]s\x02pull " +
-	"%[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left is not counted, its occurrence" +
-	"’s page lists it.\x02A held instance’s failed occurrence counts in bot" +
-	"h Held instances and Failed.\x02Completions and failures, last hour\x02D" +
-	"efinitions, those needing attention first\x02Definition\x02Open\x02Held " +
-	"instances\x02Failed\x02Oldest claimable waits\x02Completed, last hour" +
-	"\x02Failed, last hour\x02No definition has occurrences yet.\x02As of %[1" +
-	"]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02lon" +
-	"g wait\x02no worker\x02Show all definitions\x02No definition %[1]s has o" +
-	"ccurrences: check the key, or show all definitions.\x02All definitions" +
-	"\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In the l" +
-	"ast hour: %[1]s, %[2]s. The table after the chart gives each 5-minute sl" +
-	"ot.\x02Completed\x02The chart’s numbers\x02Completions and failures per " +
-	"5-minute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"Retention: ended instances are kept forever (RELAIS_RETENTION).\x02Reten" +
-	"tion: ended instances are deleted with their occurrences %[1]s after the" +
-	"y end, another replica’s longer RELAIS_RETENTION.\x02Retention: ended in" +
-	"stances are deleted with their occurrences %[1]s after they end (RELAIS_" +
-	"RETENTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s " +
-	"%[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now" +
-	"\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02A" +
-	"pr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds" +
-	"\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms" +
-	"\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The" +
-	" nodes this instance reached, in order, each with its occurrence.\x02Nod" +
-	"es reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Crea" +
-	"ted\x02Settled\x02This instance has not reached a task yet.\x02Recorded " +
-	"operator actions\x02No operator has acted on this instance.\x02Operator " +
-	"actions on this instance, newest first\x02Value\x02Process inputs\x02Inp" +
-	"uts the instance was started with, labelled by process version %[1]d's c" +
-	"ontract\x02This process takes no inputs.\x02Erase this instance…\x02This" +
-	" instance has ended. As an administrator you may erase it now rather tha" +
-	"n wait for retention (a data subject’s request): it is deleted with its " +
-	"occurrences and attempts.\x02This instance is held at a failed node: an " +
-	"incident. It cannot be retried: its occurrence at node %[1]s failed befo" +
-	"re any attempt (its inputs could not be built), so it would fail the sam" +
-	"e way. Abandon fails the instance; stop cancels it. Each asks for a reas" +
-	"on, recorded in the audit log.\x02This instance is held at a failed node" +
-	": an incident. Retry offers the failed occurrence again; abandon fails t" +
-	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
-	"dit log.\x02Stopping cancels the instance and its open occurrences. It d" +
-	"oes not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aba" +
-	"ndoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s" +
-	"”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
-	"\x02Deleted by retention\x02never: retention keeps ended instances forev" +
-	"er (RELAIS_RETENTION)\x02ended instances are kept %[1]s (RELAIS_RETENTIO" +
-	"N)\x02ended instances are kept %[1]s, another replica’s longer RELAIS_RE" +
-	"TENTION\x02End node\x02Abandoned at node\x02Failed at node\x02held, then" +
-	" stopped by an operator\x02held, then abandoned by an operator\x02The ve" +
-	"rsion must be a whole number from 1.\x02A version is a process’s: choose" +
-	" the process too.\x02Creation date\x02The page size must be between 1 an" +
-	"d %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on every i" +
-	"nstance this filter matches\x02The next page counts them and asks for a " +
-	"reason before anything changes.\x02Process instances, newest first\x02In" +
-	"stance\x02End node or error\x02No instance matches these filters.\x02All" +
-	" processes\x02Any definition\x02All statuses\x02Unknown status “%[1]s” (" +
-	"did you mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of " +
-	"a task: the Instances page lists the instances with it.\x02Unknown statu" +
-	"s “%[1]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hid" +
-	"den (sensitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push" +
-	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
-	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
-	"\x02required changed\x02values changed\x02classification changed\x02cons" +
-	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
-	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
-	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
-	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
-	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
-	"nswer\x02Outcome\x02Error message\x02No worker has reserved this occurre" +
-	"nce yet.\x02in progress\x02Whole message\x02No worker ever reserved this" +
-	" occurrence: it ended before any attempt.\x02Destination\x02Replica\x02R" +
-	"elais has not called the destination yet.\x02Relais never called the des" +
-	"tination: the occurrence ended before any call.\x02Relais keeps the dest" +
-	"ination’s status code only when it refused the call (destination_http_NN" +
-	"N); a completed call answered 2xx. The duration runs from the claim of t" +
-	"he call to its settlement.\x02Now\x02Retry or abandon it from its instan" +
-	"ce\x02The latest %[1]d attempts, oldest first\x02The %[1]s earlier attem" +
-	"pts (of %[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them a" +
-	"ll.\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry d" +
-	"elay\x02Retries\x02none: a failed call takes the node’s error path\x02De" +
-	"adline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last cal" +
-	"l had %[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut " +
-	"it)\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_time" +
-	"out\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multipli" +
-	"ed by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s," +
-	" multiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d" +
-	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, n" +
-	"ot counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contra" +
-	"ct\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]" +
-	"d's contract\x02No outputs yet: the occurrence has not completed.\x02Thi" +
-	"s contract has no outputs.\x02No outputs: the occurrence ended without c" +
-	"ompleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal" +
-	")\x02Every admin reads it, and it is kept whatever the retention: write " +
-	"no customer data in it.\x02Available from\x02Next attempt\x02Last reserv" +
-	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (t" +
-	"he deadline passed after attempt %[1]d)\x02Error (before any attempt)" +
-	"\x02Retryable\x02no: the worker marked this failure as not retryable (at" +
-	"tempts left unused: %[1]d)\x02The destination’s answer could not be used" +
-	": it must be one JSON object whose outputs member matches the revision’s" +
-	" outputs contract, and nothing after it. Its message says what was wrong" +
-	".\x02The destination did not answer within the call’s timeout: it may ha" +
-	"ve acted all the same.\x02The destination did not answer within the call" +
-	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
-	"trying.\x02The destination did not answer within the call’s timeout: it " +
-	"may have acted all the same, so check before retrying.\x02The last attem" +
-	"pt’s lock expired with no attempt left, after Relais refused its worker’" +
-	"s report (%[1]s; see the failed occurrence’s attempts): the worker answe" +
-	"red, and its answer must change, not its lock.\x02The last attempt’s loc" +
-	"k expired with no attempt left, after Relais refused its worker’s report" +
-	" (%[1]s; see the attempts below): the worker answered, and its answer mu" +
-	"st change, not its lock.\x02The last attempt’s lock expired with no atte" +
-	"mpt left.\x02The last attempt’s worker stream ended (its worker left or " +
-	"was dropped) with no attempt left.\x02The deadline passed before a resul" +
-	"t arrived.\x02The result did not match the revision's outputs contract." +
-	"\x02The answer to the call was lost (the connection broke after the requ" +
-	"est was sent, or Relais stopped or could not reach its database before r" +
-	"ecording it): whether the destination acted is unknown, so Relais does n" +
-	"ot call it again by itself (an operator’s retry does).\x02The call could" +
-	" not be prepared.\x02The destination could not be reached.\x02The destin" +
-	"ation’s answer was too large.\x02The last attempt ended without a result" +
-	" (its lock expired, or its worker’s stream ended) with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, no retries sent, which Camunda reads as" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path, and is held at a later node.\x02Its instance went " +
-	"on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the ins" +
-	"tance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instanc" +
-	"e was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (defe" +
-	"rred; settled with its settle token)\x02%[1]s (deferred; settled with it" +
-	"s settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The i" +
-	"nstance was stopped while the worker held the task: its report is refuse" +
-	"d, but it may already have done the work.\x02The instance was stopped du" +
-	"ring the call, which was aborted: the destination may already have acted" +
-	" on the request (check there).\x02The instance was stopped while the tas" +
-	"k was deferred: a settlement by id is refused, but the work it waited fo" +
-	"r may already be done.\x02%[1]s at %[2]s\x02Relais refused a report of t" +
-	"his attempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[" +
-	"1]s reports of this attempt, the last at %[2]s (%[3]s), before taking an" +
-	"other.\x02Relais refused this attempt’s report at %[1]s (%[2]s): its wor" +
-	"ker answered, and the answer was not taken.\x02Relais refused %[1]s repo" +
-	"rts of this attempt, the last at %[2]s (%[3]s): its worker answered, and" +
-	" no answer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
-	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
-	"redacted]\x02Message from the worker (its own words, protected values ma" +
-	"sked)\x02Message from Relais, quoting the destination’s answer\x02Messag" +
-	"e from Relais\x02The revision must be a whole number, 1 or more.\x02A re" +
-	"vision is a definition’s: choose the definition too.\x02Settlement date" +
-	"\x02More filters: instance, revision, consumer, destination, dates\x02Pu" +
-	"sh destination\x02its name, exactly\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Message\x02Process and node\x02Error" +
-	"\x02Consumer and worker\x02Next attempt or settled\x02No occurrence matc" +
-	"hes these filters.\x02All consumers\x02instance held here\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
-	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
-	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
-	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
-	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
-	"his address holds a parameter that cannot be read (a percent sign not fo" +
-	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose a place" +
-	", whose daylight saving time is followed, or a fixed offset from UTC." +
-	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
-	" did not apply (filters, the search box) and moves the focus back to the" +
-	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
-	"t until you resume. Pages where you type a reason (confirmations, and oc" +
-	"currences with a value to reveal) never reload on their own, nor does a " +
-	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
-	"ted universal time)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no " +
-	"daylight saving time)\x02Never\x02Every %[1]d seconds\x02Display setting" +
-	"s saved.\x02Reloading resumed.\x02Reloading paused: this page stays as i" +
-	"t is until you resume.\x02Published process versions: their nodes, route" +
-	"s and pinned revisions, drawn, with where their occurrences are now.\x02" +
-	"Published process versions: their nodes, routes and pinned revisions, dr" +
-	"awn.\x02Processes by key\x02Versions, newest first\x02No process is publ" +
-	"ished yet.\x02version %[1]d\x02older versions, from version %[1]d (each " +
-	"links the one before)\x02Process %[1]s\x02Start node\x02Graph\x02Columns" +
-	" follow the longest path from the start node. Solid arrows are successes" +
-	" (labelled with their route), dashed ones failures (labelled with their " +
-	"error codes). Each box says how many of this version’s occurrences are a" +
-	"t that node now.\x02Nodes\x02Nodes of this version, with their occurrenc" +
-	"es now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrenc" +
-	"es now\x02Inputs from\x02No inputs: an instance starts with an empty obj" +
-	"ect.\x02Inputs an instance of this version is started with\x02Instances " +
-	"of this version\x02Latest\x02yes: a start that names no version runs thi" +
-	"s one\x02no: version %[1]d is\x02← version %[1]d\x02version %[1]d →\x02C" +
-	"olumns follow the longest path from the start node. Solid arrows are suc" +
-	"cesses (labelled with their route), dashed ones failures (labelled with " +
-	"their error codes).\x02Nodes of this version\x02This version has %[1]d n" +
-	"odes: too many to draw legibly (at most %[2]d). The table below lists ev" +
-	"ery node with its routes and counts.\x02This version has %[1]d nodes: to" +
-	"o many to draw legibly (at most %[2]d). The table below lists every node" +
-	" with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
-	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
-	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
-	"e same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The " +
-	"table below lists the same nodes and routes.\x02pull\x02push to %[1]s" +
-	"\x02end (completes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02" +
-	"%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any ot" +
-	"her code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d" +
-	" attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retr" +
-	"y after %[2]s, priority %[3]d\x02one attempt, no retry, priority %[1]d" +
-	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
-	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
-	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
-	"value.\x02Say why you reveal this value: the reason is recorded with the" +
-	" reveal in the audit log.\x02Cannot reveal it here\x02This replica lacks" +
-	" the data key the value was sealed with, so it cannot open it (nothing w" +
-	"as recorded). Another replica may reveal it; ask your administrator to s" +
-	"tart every replica with the same data keys.\x02Back to the occurrence" +
-	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
-	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
-	"d.\x02Secret values can never be revealed.\x02Every sensitive value an a" +
-	"dministrator revealed: who, when, which field and why. The values themse" +
-	"lves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02This form was sent from a" +
-	"nother site: the console takes its forms from its own pages only. Open t" +
-	"he console and send it from there.\x02Search\x02Type an instance or occu" +
-	"rrence id (a whole UUID, as the title of its page shows it), or a busine" +
-	"ss key.\x02Nothing to find: the search box is empty.\x02That is too long" +
-	" to be an id or a business key.\x02No instance has “%[1]s” as its busine" +
-	"ss key. A business key is found only whole and exactly as given, capital" +
-	"s and accents included: a list shows a long one shortened, so copy it fr" +
-	"om its instance’s page. An ended instance is deleted once the retention " +
-	"period (RELAIS_RETENTION) has passed, or at once when an administrator e" +
-	"rases it.\x02No instance or occurrence has the id “%[1]s”, and no instan" +
-	"ce has it as its business key. An ended instance is deleted, with its oc" +
-	"currences and attempts, once the retention period (RELAIS_RETENTION) has" +
-	" passed, or at once when an administrator erases it; the audit log keeps" +
-	" the operator actions taken on it.\x02No instance has “%[1]s” as its bus" +
-	"iness key, and it is not a whole id: the lists show the end of each id. " +
-	"Open the row, or copy its link, for the whole id.\x02A token in the addr" +
-	"ess is not used: you are signed in already. The address has put it in yo" +
-	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
-	"them, have the token revoked and use a new one.\x02A token in the addres" +
-	"s is not used: paste it in the field below. The address has put it in yo" +
-	"ur browser’s history, and perhaps in a proxy’s logs: if others may read " +
-	"them, have the token revoked and use a new one.\x02You are signed out." +
-	"\x02The token you signed in with is revoked, and you are signed out: sig" +
-	"n in with another one.\x02Your session had ended (inactivity, a sign-out" +
-	" elsewhere, a revoked token or a restart of the server), so your last ac" +
-	"tion was not applied. Sign in again, then repeat it.\x02Your session has" +
-	" ended (inactivity, a sign-out elsewhere, a token revoked or expired, or" +
-	" a restart of the server). Sign in again.\x02Sign in\x02Sign in with an " +
-	"operator, designer or administrator token.\x02Token\x02The token is chec" +
-	"ked once and never stored in your browser; a session cookie stands for i" +
-	"t for up to 8 hours of inactivity, and 12 hours at most.\x14\x01\x81\x01" +
-	"\x00\x02G\x02Too many failed sign-ins from your address. Try again in %[" +
-	"1]d second.\x00H\x02Too many failed sign-ins from your address. Try agai" +
-	"n in %[1]d seconds.\x02Paste your token in the field: it is empty.\x02Th" +
-	"is token is unknown, revoked or expired.\x02A %[1]s token cannot open th" +
-	"e console: it is a worker’s token, for the API.\x02Only administrators s" +
-	"ee this page: tokens, consumers, destinations, the reveal log and erasur" +
-	"es are theirs.\x02Staff tokens (administrators, designers, operators) th" +
-	"at are not revoked. Consumer tokens are managed with their consumers. Re" +
-	"voking a token refuses its next request.\x02Staff tokens, oldest first" +
-	"\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Exp" +
-	"ired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke th" +
-	"e %[1]s token “%[2]s”?\x02Its next request is refused, and console sessi" +
-	"ons opened with it end. This cannot be undone: whoever uses it needs a n" +
-	"ew token.\x02Revoke the token\x02Keep it\x02This is the token you signed" +
-	" in with: revoking it signs you out. Its next request is refused. This c" +
-	"annot be undone.\x02This is the last usable administrator token: create " +
-	"another one before revoking it.\x02The token “%[1]s” (%[2]s) was revoked" +
-	": its next request is refused.\x02routing output\x02each item of %[1]s" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]" +
-	"d characters in all)\x02null\x02unexpected value\x02Workers connected by" +
-	" a stream, and polling workers by their last fetch. A worker is listed w" +
-	"hile it was seen within three heartbeats.\x02Workers seen within three h" +
-	"eartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Co" +
-	"nnected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02every revision i" +
-	"ts consumer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 fac" +
-	"ade\x02every revision its consumer is granted\x02revisions %[1]s\x02no w" +
-	"orker takes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurre" +
-	"nces of revision %[1]d wait, and no live worker takes it: subscribe work" +
-	"ers to it, with their consumers granted it (a worker naming no revision " +
-	"takes those its consumer is granted; a process version pins it).\x02Occu" +
-	"rrences of revisions %[1]s wait, and no live worker takes them: subscrib" +
-	"e workers to them, with their consumers granted them (a worker naming no" +
-	" revision takes those its consumer is granted; a process version pins th" +
-	"em).\x02No worker serves this definition: its occurrences wait until one" +
-	" connects or polls.\x02No process uses this definition yet: it needs a w" +
-	"orker once a process pulls it.\x02No process pulls this definition: Rela" +
-	"is calls its destinations (push), and it needs no worker.\x02No worker i" +
-	"s connected for this definition; none of its occurrences waits for one." +
-	"\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served" +
-	" by %[1]d workers\x02It takes every revision its consumer is granted: %[" +
-	"1]s.\x02It takes every revision its consumer is granted.\x02Revisions th" +
-	"ey take: %[1]s; some take every revision their consumer is granted.\x02T" +
-	"hey take every revision their consumer is granted.\x02It takes revision " +
-	"%[1]d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]" +
-	"s only.\x02They take revisions %[1]s only."
+	"al field of type %[1]s\x02none\x02not set\x02Pinned by\x02no process ver" +
+	"sion\x02%[1]s version %[2]s\x02%[1]s versions %[2]s\x02Task contracts: t" +
+	"heir Working copy, immutable revisions and named releases.\x02Definition" +
+	"s by key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02N" +
+	"o destination yet.\x02No more destinations.\x02The HTTP endpoints push n" +
+	"odes call. Values of the URL's query and of the headers, and signing sec" +
+	"rets, are sealed and never shown. Create and change destinations with re" +
+	"lais apply (kind: Destination documents) or through the API (/api/v1/des" +
+	"tinations), which also deletes them.\x02Destinations by name\x02masked v" +
+	"alue\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no hea" +
+	"der\x02Calls\x02Its calls\x02Calls signed (Relais-Signature)\x02Keep the" +
+	" instance\x02Say why, for whoever reads the log later: at most %[1]d cha" +
+	"racters. It is kept after the erasure, whatever the retention: write the" +
+	" request’s reference, not the person’s name.\x02Erase process instance %" +
+	"[1]s\x02Erase this instance now? It is deleted with its occurrences and " +
+	"their attempts, as retention would delete it.\x02Its inputs, outputs, bu" +
+	"siness key and the workers’ messages go with it; this cannot be undone. " +
+	"The audit records naming it stay (who did what, and why), and so do back" +
+	"ups until they expire.\x02Erase the instance\x02This instance is %[1]s: " +
+	"only an ended instance can be erased. Stop it first.\x02Erased: instance" +
+	" %[1]s is deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the" +
+	" audit log.\x02This instance had already been erased, by %[1]s at %[2]s;" +
+	" nothing changed and nothing was recorded.\x02on error\x02any other erro" +
+	"r\x02held for an operator\x02an incident: retry, abandon or stop\x02end:" +
+	" completes the instance\x02end: fails the instance\x02push %[1]s\x02pull" +
+	" %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents n" +
+	"ow, and what its workers finished in the last hour: occurrences that end" +
+	"ed completed or failed. An occurrence retried since counts where it ends" +
+	" next; a failed attempt with attempts left is not counted, its occurrenc" +
+	"e’s page lists it.\x02A held instance’s failed occurrence counts in both" +
+	" Held instances and Failed.\x02Completions and failures, last hour\x02De" +
+	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
+	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
+	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
+	"%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02long wa" +
+	"it\x02no worker\x02Show all definitions\x02No definition %[1]s has occur" +
+	"rences: check the key, or show all definitions.\x02All definitions\x02Co" +
+	"mpletions and failures per 5 minutes, last hour: %[1]s\x02In the last ho" +
+	"ur: %[1]s, %[2]s. The table after the chart gives each 5-minute slot." +
+	"\x02Completed\x02The chart’s numbers\x02Completions and failures per 5-m" +
+	"inute slot, oldest first\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02Rete" +
+	"ntion: ended instances are kept forever (RELAIS_RETENTION).\x02Retention" +
+	": ended instances are deleted with their occurrences %[1]s after they en" +
+	"d, another replica’s longer RELAIS_RETENTION.\x02Retention: ended instan" +
+	"ces are deleted with their occurrences %[1]s after they end (RELAIS_RETE" +
+	"NTION).\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
+	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
+	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
+	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
+	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
+	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
+	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
+	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
+	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
+	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
+	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
+	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
+	" instance was started with, labelled by process version %[1]d's contract" +
+	"\x02This process takes no inputs.\x02Erase this instance…\x02This instan" +
+	"ce has ended. As an administrator you may erase it now rather than wait " +
+	"for retention (a data subject’s request): it is deleted with its occurre" +
+	"nces and attempts.\x02This instance is held at a failed node: an inciden" +
+	"t. It cannot be retried: its occurrence at node %[1]s failed before any " +
+	"attempt (its inputs could not be built), so it would fail the same way. " +
+	"Abandon fails the instance; stop cancels it. Each asks for a reason, rec" +
+	"orded in the audit log.\x02This instance is held at a failed node: an in" +
+	"cident. Retry offers the failed occurrence again; abandon fails the inst" +
+	"ance; stop cancels it. Each asks for a reason, recorded in the audit log" +
+	".\x02Stopping cancels the instance and its open occurrences. It does not" +
+	" complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned " +
+	"by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02St" +
+	"arted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02Delet" +
+	"ed by retention\x02never: retention keeps ended instances forever (RELAI" +
+	"S_RETENTION)\x02ended instances are kept %[1]s (RELAIS_RETENTION)\x02end" +
+	"ed instances are kept %[1]s, another replica’s longer RELAIS_RETENTION" +
+	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
+	"d by an operator\x02held, then abandoned by an operator\x02The version m" +
+	"ust be a whole number from 1.\x02A version is a process’s: choose the pr" +
+	"ocess too.\x02Creation date\x02The page size must be between 1 and %[1]d" +
+	".\x02Process instances\x02exact, case-sensitive\x02Act on every instance" +
+	" this filter matches\x02The next page counts them and asks for a reason " +
+	"before anything changes.\x02Process instances, newest first\x02Instance" +
+	"\x02End node or error\x02No instance matches these filters.\x02All proce" +
+	"sses\x02Any definition\x02All statuses\x02Unknown status “%[1]s” (did yo" +
+	"u mean “%[2]s”?).\x02“%[1]s” is the status of an instance, not of a task" +
+	": the Instances page lists the instances with it.\x02Unknown status “%[1" +
+	"]s”.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02canc" +
+	"elled\x02running\x02held\x02expired\x02rejected\x02released\x02disconnec" +
+	"ted\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02" +
+	"choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02hidden (sen" +
+	"sitive)\x02hidden (secret)\x02pull (a worker fetches it)\x02push (Relais" +
+	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No worker has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No worker ever reserved this occurre" +
+	"nce: it ended before any attempt.\x02Destination\x02Replica\x02Relais ha" +
+	"s not called the destination yet.\x02Relais never called the destination" +
+	": the occurrence ended before any call.\x02Relais keeps the destination’" +
+	"s status code only when it refused the call (destination_http_NNN); a co" +
+	"mpleted call answered 2xx. The duration runs from the claim of the call " +
+	"to its settlement.\x02Now\x02Retry or abandon it from its instance\x02Th" +
+	"e latest %[1]d attempts, oldest first\x02The %[1]s earlier attempts (of " +
+	"%[2]s) are not shown: GET /api/v1/occurrences/%[3]s lists them all.\x02M" +
+	"ode\x02Reason given by the worker\x02Maximum attempts\x02Retry delay\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Deadline" +
+	"\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02%[1]s; its last call had " +
+	"%[2]s (a destination’s max_timeout or RELAIS_PUSH_MAX_TIMEOUT cut it)" +
+	"\x02Call timeout\x02%[1]s, cut to %[2]s by the destination’s max_timeout" +
+	"\x02%[1]s, cut to %[2]s by RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, multiplied " +
+	"by %[2]s after each failure, up to %[3]s (Relais’s ceiling)\x02%[1]s, mu" +
+	"ltiplied by %[2]s after each failure, up to %[3]s\x02at most %[1]d\x02at" +
+	" most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not c" +
+	"ounted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Every admin reads it, and it is kept whatever the retention: write n" +
+	"o customer data in it.\x02Available from\x02Next attempt\x02Last reserve" +
+	"d\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (th" +
+	"e deadline passed after attempt %[1]d)\x02Error (before any attempt)\x02" +
+	"Retryable\x02no: the worker marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination’s answer could not be used: it" +
+	" must be one JSON object whose outputs member matches the revision’s out" +
+	"puts contract, and nothing after it. Its message says what was wrong." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same.\x02The destination did not answer within the call’" +
+	"s timeout (%[1]s): it may have acted all the same, so check before retry" +
+	"ing.\x02The destination did not answer within the call’s timeout: it may" +
+	" have acted all the same, so check before retrying.\x02The last attempt’" +
+	"s lock expired with no attempt left, after Relais refused its worker’s r" +
+	"eport (%[1]s; see the failed occurrence’s attempts): the worker answered" +
+	", and its answer must change, not its lock.\x02The last attempt’s lock e" +
+	"xpired with no attempt left, after Relais refused its worker’s report (%" +
+	"[1]s; see the attempts below): the worker answered, and its answer must " +
+	"change, not its lock.\x02The last attempt’s lock expired with no attempt" +
+	" left.\x02The last attempt’s worker stream ended (its worker left or was" +
+	" dropped) with no attempt left.\x02The deadline passed before a result a" +
+	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
+	"The answer to the call was lost (the connection broke after the request " +
+	"was sent, or Relais stopped or could not reach its database before recor" +
+	"ding it): whether the destination acted is unknown, so Relais does not c" +
+	"all it again by itself (an operator’s retry does).\x02The call could not" +
+	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
+	"n’s answer was too large.\x02The last attempt ended without a result (it" +
+	"s lock expired, or its worker’s stream ended) with no attempt left.\x02T" +
+	"he inputs could not be built from the process’s bindings.\x02An operator" +
+	" abandoned the instance.\x02A Camunda 7 worker reported a failure with n" +
+	"o retries left (retries: 0, no retries sent, which Camunda reads as 0, o" +
+	"r a budget already spent): it is not run again.\x02The destination answe" +
+	"red HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s declare inpu" +
+	"ts it does not have.\x02No live worker takes revision %[1]d: the live wo" +
+	"rkers of %[2]s take revision %[3]d only.\x02No live worker takes revisio" +
+	"n %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Retry a" +
+	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
+	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
+	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
+	"(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its resu" +
+	"lt recorded: the replica making it may have stopped. If so, it fails out" +
+	"come_unknown at %[3]s (%[4]s): ask the destination whether it took effec" +
+	"t.\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
+	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
+	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
+	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
+	"ld here, waiting for an operator.\x02Its instance went on along the node" +
+	"’s error path, and is held at a later node.\x02Its instance went on al" +
+	"ong the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance" +
+	" was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was" +
+	" stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred;" +
+	" settled with its settle token)\x02%[1]s (deferred; settled with its set" +
+	"tle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02The instan" +
+	"ce was stopped while the worker held the task: its report is refused, bu" +
+	"t it may already have done the work.\x02The instance was stopped during " +
+	"the call, which was aborted: the destination may already have acted on t" +
+	"he request (check there).\x02The instance was stopped while the task was" +
+	" deferred: a settlement by id is refused, but the work it waited for may" +
+	" already be done.\x02%[1]s at %[2]s\x02Relais refused a report of this a" +
+	"ttempt at %[1]s (%[2]s) before taking another.\x02Relais refused %[1]s r" +
+	"eports of this attempt, the last at %[2]s (%[3]s), before taking another" +
+	".\x02Relais refused this attempt’s report at %[1]s (%[2]s): its worker a" +
+	"nswered, and the answer was not taken.\x02Relais refused %[1]s reports o" +
+	"f this attempt, the last at %[2]s (%[3]s): its worker answered, and no a" +
+	"nswer was taken.\x02waiting\x02HTTP 2xx, unusable body\x02no answer with" +
+	"in the timeout\x02no connection\x02answer too large\x02unknown\x02[redac" +
+	"ted]\x02Message from the worker (its own words, protected values masked)" +
+	"\x02Message from Relais, quoting the destination’s answer\x02Message fro" +
+	"m Relais\x02The revision must be a whole number, 1 or more.\x02A revisio" +
+	"n is a definition’s: choose the definition too.\x02Settlement date\x02Mo" +
+	"re filters: instance, revision, consumer, destination, dates\x02Push des" +
+	"tination\x02its name, exactly\x02instance id\x02Counts by status\x02Occu" +
+	"rrences, newest first\x02Message\x02Process and node\x02Error\x02Consume" +
+	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
+	"ilters.\x02All consumers\x02instance held here\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"refreshed every few seconds.\x02revision %[1]d\x02Earlier attempt:\x02se" +
+	"ttled\x02next attempt\x02claimable since\x02call in progress since\x02lo" +
+	"ck until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fir" +
+	"st page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 202" +
+	"6-12-01.\x02%[1]s: the first day comes after the last.\x02This address h" +
+	"olds a parameter that cannot be read (a percent sign not followed by two" +
+	" hexadecimal digits, or a semicolon): correct the address.\x02Unknown pa" +
+	"rameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”." +
+	"\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pag" +
+	"e cursor is invalid: go back to the first page.\x02These settings are ke" +
+	"pt in this browser only.\x02Show times in\x02The console runs no script," +
+	" so it cannot read your computer’s time zone: choose a place, whose dayl" +
+	"ight saving time is followed, or a fixed offset from UTC.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time in %[1]s\x02%[1]s (a fixed offset, no daylight saving" +
+	" time)\x02Never\x02Every %[1]d seconds\x02Display settings saved.\x02Rel" +
+	"oading resumed.\x02Reloading paused: this page stays as it is until you " +
+	"resume.\x02Published process versions: their nodes, routes and pinned re" +
+	"visions, drawn, with where their occurrences are now.\x02Published proce" +
+	"ss versions: their nodes, routes and pinned revisions, drawn.\x02Process" +
+	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
+	"ersion %[1]d\x02older versions, from version %[1]d (each links the one b" +
+	"efore)\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the lon" +
+	"gest path from the start node. Solid arrows are successes (labelled with" +
+	" their route), dashed ones failures (labelled with their error codes). E" +
+	"ach box says how many of this version’s occurrences are at that node now" +
+	".\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
+	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inpu" +
+	"ts from\x02No inputs: an instance starts with an empty object.\x02Inputs" +
+	" an instance of this version is started with\x02Instances of this versio" +
+	"n\x02Latest\x02yes: a start that names no version runs this one\x02no: v" +
+	"ersion %[1]d is\x02← version %[1]d\x02version %[1]d →\x02Columns follow " +
+	"the longest path from the start node. Solid arrows are successes (labell" +
+	"ed with their route), dashed ones failures (labelled with their error co" +
+	"des).\x02Nodes of this version\x02This version has %[1]d nodes: too many" +
+	" to draw legibly (at most %[2]d). The table below lists every node with " +
+	"its routes and counts.\x02This version has %[1]d nodes: too many to draw" +
+	" legibly (at most %[2]d). The table below lists every node with its rout" +
+	"es.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting a" +
+	"t %[2]s. The table below lists the same nodes, routes and counts.\x00Y" +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	", routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below " +
+	"lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02one attempt, no retry, priority %[1]d\x02deadline %[" +
+	"1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Sa" +
+	"y why you reveal this value: the reason is recorded with the reveal in t" +
+	"he audit log.\x02Cannot reveal it here\x02This replica lacks the data ke" +
+	"y the value was sealed with, so it cannot open it (nothing was recorded)" +
+	". Another replica may reveal it; ask your administrator to start every r" +
+	"eplica with the same data keys.\x02Back to the occurrence\x02Revealed by" +
+	" %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a v" +
+	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
+	"lues can never be revealed.\x02Every sensitive value an administrator re" +
+	"vealed: who, when, which field and why. The values themselves are never " +
+	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
+	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
+	"s not accept that request.\x02This form was sent from another site: the " +
+	"console takes its forms from its own pages only. Open the console and se" +
+	"nd it from there.\x02Search\x02Type an instance or occurrence id (a whol" +
+	"e UUID, as the title of its page shows it), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance has “%[1]s” as its business key. A busines" +
+	"s key is found only whole and exactly as given, capitals and accents inc" +
+	"luded: a list shows a long one shortened, so copy it from its instance’s" +
+	" page. An ended instance is deleted once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key. An ended instance is deleted, with its occurrences and att" +
+	"empts, once the retention period (RELAIS_RETENTION) has passed, or at on" +
+	"ce when an administrator erases it; the audit log keeps the operator act" +
+	"ions taken on it.\x02No instance has “%[1]s” as its business key, and it" +
+	" is not a whole id: the lists show the end of each id. Open the row, or " +
+	"copy its link, for the whole id.\x02A token in the address is not used: " +
+	"you are signed in already. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02A token in the address is not used: pa" +
+	"ste it in the field below. The address has put it in your browser’s hist" +
+	"ory, and perhaps in a proxy’s logs: if others may read them, have the to" +
+	"ken revoked and use a new one.\x02You are signed out.\x02The token you s" +
+	"igned in with is revoked, and you are signed out: sign in with another o" +
+	"ne.\x02Your session had ended (inactivity, a sign-out elsewhere, a revok" +
+	"ed token or a restart of the server), so your last action was not applie" +
+	"d. Sign in again, then repeat it.\x02Your session has ended (inactivity," +
+	" a sign-out elsewhere, a token revoked or expired, or a restart of the s" +
+	"erver). Sign in again.\x02Sign in\x02Sign in with an operator, designer " +
+	"or administrator token.\x02Token\x02The token is checked once and never " +
+	"stored in your browser; a session cookie stands for it for up to 8 hours" +
+	" of inactivity, and 12 hours at most.\x14\x01\x81\x01\x00\x02G\x02Too ma" +
+	"ny failed sign-ins from your address. Try again in %[1]d second.\x00H" +
+	"\x02Too many failed sign-ins from your address. Try again in %[1]d secon" +
+	"ds.\x02Paste your token in the field: it is empty.\x02This token is unkn" +
+	"own, revoked or expired.\x02A %[1]s token cannot open the console: it is" +
+	" a worker’s token, for the API.\x02Only administrators see this page: to" +
+	"kens, consumers, destinations, the reveal log and erasures are theirs." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token “%[1]s” (%[2]s) was revoked: its nex" +
+	"t request is refused.\x02routing output\x02each item of %[1]s\x02(each i" +
+	"tem)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02" +
+	"at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d c" +
+	"haracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format " +
+	"%[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(in %[1]s)\x02(%[1]d characters" +
+	" in all)\x02null\x02unexpected value\x02Workers connected by a stream, a" +
+	"nd polling workers by their last fetch. A worker is listed while it was " +
+	"seen within three heartbeats.\x02Workers seen within three heartbeats" +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02All" +
+	" workers\x02No worker serves this definition.\x02every revision its cons" +
+	"umer is granted: %[1]s\x02stream\x02long polling\x02Camunda 7 facade\x02" +
+	"every revision its consumer is granted\x02revisions %[1]s\x02no worker t" +
+	"akes revision %[1]d\x02no worker takes revisions %[1]s\x02Occurrences of" +
+	" revision %[1]d wait, and no live worker takes it: subscribe workers to " +
+	"it, with their consumers granted it (a worker naming no revision takes t" +
+	"hose its consumer is granted; a process version pins it).\x02Occurrences" +
+	" of revisions %[1]s wait, and no live worker takes them: subscribe worke" +
+	"rs to them, with their consumers granted them (a worker naming no revisi" +
+	"on takes those its consumer is granted; a process version pins them)." +
+	"\x02No worker serves this definition: its occurrences wait until one con" +
+	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
+	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
+	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
+	"nnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02It takes every revision its consumer is granted: %[1]s." +
+	"\x02It takes every revision its consumer is granted.\x02Revisions they t" +
+	"ake: %[1]s; some take every revision their consumer is granted.\x02They " +
+	"take every revision their consumer is granted.\x02It takes revision %[1]" +
+	"d only.\x02They take revision %[1]d only.\x02It takes revisions %[1]s on" +
+	"ly.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 832 elements
+var frIndex = []uint32{ // 836 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1754,167 +1761,169 @@ var frIndex = []uint32{ // 832 elements
 	0x000043c4, 0x000043f4, 0x00004416, 0x00004431,
 	0x0000444c, 0x00004468, 0x00004484, 0x0000449a,
 	0x000044b4, 0x000044eb, 0x00004521, 0x00004541,
-	0x00004560, 0x00004567, 0x0000456e, 0x000045d8,
-	0x000045ee, 0x000045f3, 0x00004607, 0x0000461f,
-	0x00004644, 0x00004672, 0x00004697, 0x000046b1,
-	0x000047fa, 0x0000480f, 0x0000481f, 0x00004823,
-	0x00004836, 0x00004845, 0x0000485c, 0x0000486b,
+	0x00004560, 0x00004567, 0x0000456e, 0x0000457d,
+	0x00004599, 0x000045ad, 0x000045c2, 0x0000462c,
+	0x00004642, 0x00004647, 0x0000465b, 0x00004673,
+	0x00004698, 0x000046c6, 0x000046eb, 0x00004705,
+	0x0000484e, 0x00004863, 0x00004873, 0x00004877,
 	// Entry 120 - 13F
-	0x00004872, 0x0000487d, 0x0000489f, 0x000048b3,
-	0x00004991, 0x000049b9, 0x00004a42, 0x00004b48,
-	0x00004b5d, 0x00004bc3, 0x00004c48, 0x00004cbd,
-	0x00004ccf, 0x00004ce2, 0x00004cfe, 0x00004d2b,
-	0x00004d48, 0x00004d6b, 0x00004d76, 0x00004d81,
-	0x00004d98, 0x00004eff, 0x00004f70, 0x00004f97,
-	0x00004fd5, 0x00004fe1, 0x00004fea, 0x00004ffe,
-	0x00005008, 0x0000502f, 0x0000504b, 0x00005066,
+	0x0000488a, 0x00004899, 0x000048b0, 0x000048bf,
+	0x000048c6, 0x000048d1, 0x000048f3, 0x00004907,
+	0x000049e5, 0x00004a0d, 0x00004a96, 0x00004b9c,
+	0x00004bb1, 0x00004c17, 0x00004c9c, 0x00004d11,
+	0x00004d23, 0x00004d36, 0x00004d52, 0x00004d7f,
+	0x00004d9c, 0x00004dbf, 0x00004dca, 0x00004dd5,
+	0x00004dec, 0x00004f53, 0x00004fc4, 0x00004feb,
+	0x00005029, 0x00005035, 0x0000503e, 0x00005052,
 	// Entry 140 - 15F
-	0x00005096, 0x000050d5, 0x000050f0, 0x000050ff,
-	0x00005110, 0x00005131, 0x0000519c, 0x000051b4,
-	0x000051fb, 0x00005266, 0x00005271, 0x0000528b,
-	0x000052d5, 0x000052dd, 0x000052eb, 0x000052fb,
-	0x00005325, 0x0000534e, 0x000053a7, 0x00005445,
-	0x000054bf, 0x000054cf, 0x000054ee, 0x000054fa,
-	0x00005513, 0x0000551e, 0x0000552b, 0x0000553a,
-	0x00005542, 0x0000554c, 0x00005554, 0x0000555c,
+	0x0000505c, 0x00005083, 0x0000509f, 0x000050ba,
+	0x000050ea, 0x00005129, 0x00005144, 0x00005153,
+	0x00005164, 0x00005185, 0x000051f0, 0x00005208,
+	0x0000524f, 0x000052ba, 0x000052c5, 0x000052df,
+	0x00005329, 0x00005331, 0x0000533f, 0x0000534f,
+	0x00005379, 0x000053a2, 0x000053fb, 0x00005499,
+	0x00005513, 0x00005523, 0x00005542, 0x0000554e,
+	0x00005567, 0x00005572, 0x0000557f, 0x0000558e,
 	// Entry 160 - 17F
-	0x00005562, 0x00005569, 0x0000556e, 0x00005573,
-	0x00005577, 0x0000557c, 0x00005582, 0x00005588,
-	0x0000558e, 0x00005593, 0x00005598, 0x0000559e,
-	0x000055a8, 0x000055c8, 0x000055ea, 0x0000560e,
-	0x00005634, 0x0000563d, 0x00005659, 0x00005662,
-	0x0000567a, 0x00005683, 0x000056d7, 0x000056f7,
-	0x000056fd, 0x00005708, 0x0000570e, 0x0000571c,
-	0x00005727, 0x00005735, 0x00005768, 0x0000578c,
+	0x00005596, 0x000055a0, 0x000055a8, 0x000055b0,
+	0x000055b6, 0x000055bd, 0x000055c2, 0x000055c7,
+	0x000055cb, 0x000055d0, 0x000055d6, 0x000055dc,
+	0x000055e2, 0x000055e7, 0x000055ec, 0x000055f2,
+	0x000055fc, 0x0000561c, 0x0000563e, 0x00005662,
+	0x00005688, 0x00005691, 0x000056ad, 0x000056b6,
+	0x000056ce, 0x000056d7, 0x0000572b, 0x0000574b,
+	0x00005751, 0x0000575c, 0x00005762, 0x00005770,
 	// Entry 180 - 19F
-	0x000057bb, 0x00005804, 0x0000580b, 0x00005821,
-	0x00005894, 0x000058ba, 0x000058d4, 0x000059bc,
-	0x00005b4b, 0x00005c52, 0x00005ca2, 0x00005cd3,
-	0x00005d06, 0x00005d35, 0x00005d40, 0x00005d44,
-	0x00005d56, 0x00005d6b, 0x00005d79, 0x00005d96,
-	0x00005df0, 0x00005e33, 0x00005e9a, 0x00005ea7,
-	0x00005ebc, 0x00005ecf, 0x00005efa, 0x00005f27,
-	0x00005f5e, 0x00005fa8, 0x00005fba, 0x00005ff2,
+	0x0000577b, 0x00005789, 0x000057bc, 0x000057e0,
+	0x0000580f, 0x00005858, 0x0000585f, 0x00005875,
+	0x000058e8, 0x0000590e, 0x00005928, 0x00005a10,
+	0x00005b9f, 0x00005ca6, 0x00005cf6, 0x00005d27,
+	0x00005d5a, 0x00005d89, 0x00005d94, 0x00005d98,
+	0x00005daa, 0x00005dbf, 0x00005dcd, 0x00005dea,
+	0x00005e44, 0x00005e87, 0x00005eee, 0x00005efb,
+	0x00005f10, 0x00005f23, 0x00005f4e, 0x00005f7b,
 	// Entry 1A0 - 1BF
-	0x00006009, 0x00006020, 0x00006054, 0x0000609e,
-	0x000060d3, 0x000060dc, 0x000060f3, 0x00006121,
-	0x00006134, 0x00006146, 0x00006157, 0x000061a3,
-	0x0000621d, 0x00006241, 0x0000624c, 0x00006257,
-	0x00006262, 0x0000626c, 0x00006276, 0x0000627f,
-	0x00006288, 0x00006291, 0x0000629a, 0x000062a3,
-	0x000062aa, 0x000062b8, 0x000062be, 0x000062c5,
-	0x000062cc, 0x000062d5, 0x000062da, 0x000062e8,
+	0x00005fb2, 0x00005ffc, 0x0000600e, 0x00006046,
+	0x0000605d, 0x00006074, 0x000060a8, 0x000060f2,
+	0x00006127, 0x00006130, 0x00006147, 0x00006175,
+	0x00006188, 0x0000619a, 0x000061ab, 0x000061f7,
+	0x00006271, 0x00006295, 0x000062a0, 0x000062ab,
+	0x000062b6, 0x000062c0, 0x000062ca, 0x000062d3,
+	0x000062dc, 0x000062e5, 0x000062ee, 0x000062f7,
+	0x000062fe, 0x0000630c, 0x00006312, 0x00006319,
 	// Entry 1C0 - 1DF
-	0x000062ee, 0x000062f4, 0x000062fa, 0x00006302,
-	0x0000630b, 0x00006314, 0x00006327, 0x00006338,
-	0x0000635b, 0x0000637c, 0x0000638b, 0x00006396,
-	0x000063a1, 0x000063ae, 0x000063b2, 0x000063b6,
-	0x000063c4, 0x000063d2, 0x000063e0, 0x00006400,
-	0x00006413, 0x0000642c, 0x00006441, 0x00006452,
-	0x00006464, 0x00006476, 0x0000647c, 0x00006483,
-	0x0000648b, 0x00006493, 0x000064b1, 0x000064cf,
+	0x00006320, 0x00006329, 0x0000632e, 0x0000633c,
+	0x00006342, 0x00006348, 0x0000634e, 0x00006356,
+	0x0000635f, 0x00006368, 0x0000637b, 0x0000638c,
+	0x000063af, 0x000063d0, 0x000063df, 0x000063ea,
+	0x000063f5, 0x00006402, 0x00006406, 0x0000640a,
+	0x00006418, 0x00006426, 0x00006434, 0x00006454,
+	0x00006467, 0x00006480, 0x00006495, 0x000064a6,
+	0x000064b8, 0x000064ca, 0x000064d0, 0x000064d7,
 	// Entry 1E0 - 1FF
-	0x000064e6, 0x000064fb, 0x0000650c, 0x00006512,
-	0x0000652b, 0x00006536, 0x0000656a, 0x00006577,
-	0x00006595, 0x000065a3, 0x000065ac, 0x000065b3,
-	0x000065ce, 0x000065d8, 0x000065eb, 0x00006625,
-	0x0000662e, 0x0000663d, 0x000066a1, 0x000066ad,
-	0x000066b7, 0x000066e7, 0x00006742, 0x00006829,
-	0x00006834, 0x00006867, 0x000068a5, 0x0000691e,
-	0x00006923, 0x00006943, 0x00006960, 0x00006980,
+	0x000064df, 0x000064e7, 0x00006505, 0x00006523,
+	0x0000653a, 0x0000654f, 0x00006560, 0x00006566,
+	0x0000657f, 0x0000658a, 0x000065be, 0x000065cb,
+	0x000065e9, 0x000065f7, 0x00006600, 0x00006607,
+	0x00006622, 0x0000662c, 0x0000663f, 0x00006679,
+	0x00006682, 0x00006691, 0x000066f5, 0x00006701,
+	0x0000670b, 0x0000673b, 0x00006796, 0x0000687d,
+	0x00006888, 0x000068bb, 0x000068f9, 0x00006972,
 	// Entry 200 - 21F
-	0x00006995, 0x000069d6, 0x000069e1, 0x000069eb,
-	0x00006a14, 0x00006a89, 0x00006a9a, 0x00006ad7,
-	0x00006b0b, 0x00006b6c, 0x00006bb6, 0x00006bc4,
-	0x00006c00, 0x00006c2a, 0x00006c6f, 0x00006c97,
-	0x00006cd6, 0x00006cf7, 0x00006d35, 0x00006d75,
-	0x00006d95, 0x00006dd6, 0x00006e00, 0x00006e27,
-	0x00006eaa, 0x00006ec2, 0x00006ed6, 0x00006eed,
-	0x00006efb, 0x00006f06, 0x00006f29, 0x00006f67,
+	0x00006977, 0x00006997, 0x000069b4, 0x000069d4,
+	0x000069e9, 0x00006a2a, 0x00006a35, 0x00006a3f,
+	0x00006a68, 0x00006add, 0x00006aee, 0x00006b2b,
+	0x00006b5f, 0x00006bc0, 0x00006c0a, 0x00006c18,
+	0x00006c54, 0x00006c7e, 0x00006cc3, 0x00006ceb,
+	0x00006d2a, 0x00006d4b, 0x00006d89, 0x00006dc9,
+	0x00006de9, 0x00006e2a, 0x00006e54, 0x00006e7b,
+	0x00006efe, 0x00006f16, 0x00006f2a, 0x00006f41,
 	// Entry 220 - 23F
-	0x00006f86, 0x00006fa2, 0x00007010, 0x000070e2,
-	0x00007141, 0x000071c6, 0x00007243, 0x00007357,
-	0x0000745a, 0x000074a1, 0x0000752e, 0x0000756e,
-	0x000075b4, 0x00007701, 0x00007729, 0x0000774c,
-	0x00007783, 0x00007814, 0x00007867, 0x00007890,
-	0x00007972, 0x00007998, 0x000079df, 0x00007a63,
-	0x00007ade, 0x00007b5b, 0x00007b83, 0x00007bab,
-	0x00007bf2, 0x00007c3c, 0x00007c6f, 0x00007c82,
+	0x00006f4f, 0x00006f5a, 0x00006f7d, 0x00006fbb,
+	0x00006fda, 0x00006ff6, 0x00007064, 0x00007136,
+	0x00007195, 0x0000721a, 0x00007297, 0x000073ab,
+	0x000074ae, 0x000074f5, 0x00007582, 0x000075c2,
+	0x00007608, 0x00007755, 0x0000777d, 0x000077a0,
+	0x000077d7, 0x00007868, 0x000078bb, 0x000078e4,
+	0x000079c6, 0x000079ec, 0x00007a33, 0x00007ab7,
+	0x00007b32, 0x00007baf, 0x00007bd7, 0x00007bff,
 	// Entry 240 - 25F
-	0x00007d8a, 0x00007db8, 0x00007df4, 0x00007e0a,
-	0x00007e9e, 0x00007eb1, 0x00007eee, 0x00007f47,
-	0x00007f83, 0x00007f96, 0x00007fea, 0x0000801f,
-	0x00008031, 0x00008048, 0x00008087, 0x000080d9,
-	0x00008105, 0x000081a2, 0x00008248, 0x000082f5,
-	0x00008305, 0x00008365, 0x000083d6, 0x0000845b,
-	0x000084f0, 0x000084fb, 0x00008518, 0x00008537,
-	0x00008548, 0x00008562, 0x0000856b, 0x00008575,
+	0x00007c46, 0x00007c90, 0x00007cc3, 0x00007cd6,
+	0x00007dde, 0x00007e0c, 0x00007e48, 0x00007e5e,
+	0x00007ef2, 0x00007f05, 0x00007f42, 0x00007f9b,
+	0x00007fd7, 0x00007fea, 0x0000803e, 0x00008073,
+	0x00008085, 0x0000809c, 0x000080db, 0x0000812d,
+	0x00008159, 0x000081f6, 0x0000829c, 0x00008349,
+	0x00008359, 0x000083b9, 0x0000842a, 0x000084af,
+	0x00008544, 0x0000854f, 0x0000856c, 0x0000858b,
 	// Entry 260 - 27F
-	0x000085c3, 0x00008608, 0x00008627, 0x0000865c,
-	0x000086ad, 0x000086be, 0x00008708, 0x0000871e,
-	0x00008732, 0x0000874b, 0x00008761, 0x0000878b,
-	0x00008793, 0x000087a6, 0x000087ad, 0x000087c8,
-	0x000087e8, 0x00008818, 0x0000882f, 0x00008845,
-	0x0000887d, 0x000088b8, 0x000088e4, 0x00008938,
-	0x00008949, 0x00008963, 0x0000896e, 0x00008982,
-	0x00008994, 0x000089aa, 0x000089bc, 0x000089ce,
+	0x0000859c, 0x000085b6, 0x000085bf, 0x000085c9,
+	0x00008617, 0x0000865c, 0x0000867b, 0x000086b0,
+	0x00008701, 0x00008712, 0x0000875c, 0x00008772,
+	0x00008786, 0x0000879f, 0x000087b5, 0x000087df,
+	0x000087e7, 0x000087fa, 0x00008801, 0x0000881c,
+	0x0000883c, 0x0000886c, 0x00008883, 0x00008899,
+	0x000088d1, 0x0000890c, 0x00008938, 0x0000898c,
+	0x0000899d, 0x000089b7, 0x000089c2, 0x000089d6,
 	// Entry 280 - 29F
-	0x000089d4, 0x000089e6, 0x000089f4, 0x00008a03,
-	0x00008a0f, 0x00008a25, 0x00008a4f, 0x00008a82,
-	0x00008b2a, 0x00008b7a, 0x00008ba2, 0x00008bf4,
-	0x00008c36, 0x00008c72, 0x00008c89, 0x00008d53,
-	0x00008d80, 0x00008f3a, 0x00008f54, 0x00008f6d,
-	0x00008f8e, 0x00008fa5, 0x00008fd2, 0x00008fd9,
-	0x00008ff3, 0x00009019, 0x0000902e, 0x00009088,
-	0x0000911d, 0x00009180, 0x00009193, 0x000091ba,
+	0x000089e8, 0x000089fe, 0x00008a10, 0x00008a22,
+	0x00008a28, 0x00008a3a, 0x00008a48, 0x00008a57,
+	0x00008a63, 0x00008a79, 0x00008aa3, 0x00008ad6,
+	0x00008b7e, 0x00008bce, 0x00008bf6, 0x00008c48,
+	0x00008c8a, 0x00008cc6, 0x00008cdd, 0x00008da7,
+	0x00008dd4, 0x00008f8e, 0x00008fa8, 0x00008fc1,
+	0x00008fe2, 0x00008ff9, 0x00009026, 0x0000902d,
+	0x00009047, 0x0000906d, 0x00009082, 0x000090dc,
 	// Entry 2A0 - 2BF
-	0x000091e2, 0x000091f0, 0x00009244, 0x00009254,
-	0x00009265, 0x0000926c, 0x000093a2, 0x000093a9,
-	0x000093e3, 0x000093e8, 0x000093fd, 0x00009411,
-	0x00009423, 0x00009439, 0x00009449, 0x00009486,
-	0x000094c6, 0x000094e1, 0x000094f2, 0x00009536,
-	0x00009557, 0x00009569, 0x0000957b, 0x00009650,
-	0x00009668, 0x00009709, 0x00009798, 0x000097a8,
-	0x00009882, 0x00009944, 0x00009949, 0x00009959,
+	0x00009171, 0x000091d4, 0x000091e7, 0x0000920e,
+	0x00009236, 0x00009244, 0x00009298, 0x000092a8,
+	0x000092b9, 0x000092c0, 0x000093f6, 0x000093fd,
+	0x00009437, 0x0000943c, 0x00009451, 0x00009465,
+	0x00009477, 0x0000948d, 0x0000949d, 0x000094da,
+	0x0000951a, 0x00009535, 0x00009546, 0x0000958a,
+	0x000095ab, 0x000095bd, 0x000095cf, 0x000096a4,
+	0x000096bc, 0x0000975d, 0x000097ec, 0x000097fc,
 	// Entry 2C0 - 2DF
-	0x00009967, 0x00009977, 0x00009987, 0x00009995,
-	0x000099a5, 0x000099af, 0x000099d8, 0x000099f2,
-	0x00009a0d, 0x00009a9b, 0x00009ad9, 0x00009aea,
-	0x00009af7, 0x00009b12, 0x00009b26, 0x00009b44,
-	0x00009b8f, 0x00009bd0, 0x00009c46, 0x00009c65,
-	0x00009d7b, 0x00009d94, 0x00009dda, 0x00009df2,
-	0x00009e45, 0x00009e80, 0x00009f18, 0x00009f44,
-	0x00009f6a, 0x00009f9e, 0x00009fb6, 0x00009fe1,
+	0x000098d6, 0x00009998, 0x0000999d, 0x000099ad,
+	0x000099bb, 0x000099cb, 0x000099db, 0x000099e9,
+	0x000099f9, 0x00009a03, 0x00009a2c, 0x00009a46,
+	0x00009a61, 0x00009aef, 0x00009b2d, 0x00009b3e,
+	0x00009b4b, 0x00009b66, 0x00009b7a, 0x00009b98,
+	0x00009be3, 0x00009c24, 0x00009c9a, 0x00009cb9,
+	0x00009dcf, 0x00009de8, 0x00009e2e, 0x00009e46,
+	0x00009e99, 0x00009ed4, 0x00009f6c, 0x00009f98,
 	// Entry 2E0 - 2FF
-	0x0000a08a, 0x0000a094, 0x0000a11c, 0x0000a151,
-	0x0000a192, 0x0000a30e, 0x0000a489, 0x0000a562,
-	0x0000a677, 0x0000a793, 0x0000a7ac, 0x0000a828,
-	0x0000a8f1, 0x0000a97a, 0x0000a987, 0x0000a9d9,
-	0x0000a9df, 0x0000aa93, 0x0000ab43, 0x0000ab75,
-	0x0000aba1, 0x0000ac0a, 0x0000acb1, 0x0000ad73,
-	0x0000ada3, 0x0000adb0, 0x0000adb6, 0x0000adcc,
-	0x0000add7, 0x0000adde, 0x0000ade9, 0x0000adf7,
+	0x00009fbe, 0x00009ff2, 0x0000a00a, 0x0000a035,
+	0x0000a0de, 0x0000a0e8, 0x0000a170, 0x0000a1a5,
+	0x0000a1e6, 0x0000a362, 0x0000a4dd, 0x0000a5b6,
+	0x0000a6cb, 0x0000a7e7, 0x0000a800, 0x0000a87c,
+	0x0000a945, 0x0000a9ce, 0x0000a9db, 0x0000aa2d,
+	0x0000aa33, 0x0000aae7, 0x0000ab97, 0x0000abc9,
+	0x0000abf5, 0x0000ac5e, 0x0000ad05, 0x0000adc7,
+	0x0000adf7, 0x0000ae04, 0x0000ae0a, 0x0000ae20,
 	// Entry 300 - 31F
-	0x0000ae04, 0x0000ae12, 0x0000ae2b, 0x0000ae58,
-	0x0000af01, 0x0000af14, 0x0000af1e, 0x0000afad,
-	0x0000b00e, 0x0000b06a, 0x0000b07c, 0x0000b096,
-	0x0000b0a9, 0x0000b0e7, 0x0000b123, 0x0000b140,
-	0x0000b14d, 0x0000b15b, 0x0000b169, 0x0000b179,
-	0x0000b1b5, 0x0000b1ef, 0x0000b26c, 0x0000b277,
-	0x0000b2a1, 0x0000b2ae, 0x0000b2ca, 0x0000b2ce,
-	0x0000b2e0, 0x0000b3a2, 0x0000b3d5, 0x0000b3e0,
+	0x0000ae2b, 0x0000ae32, 0x0000ae3d, 0x0000ae4b,
+	0x0000ae58, 0x0000ae66, 0x0000ae7f, 0x0000aeac,
+	0x0000af55, 0x0000af68, 0x0000af72, 0x0000b001,
+	0x0000b062, 0x0000b0be, 0x0000b0d0, 0x0000b0ea,
+	0x0000b0fd, 0x0000b13b, 0x0000b177, 0x0000b194,
+	0x0000b1a1, 0x0000b1af, 0x0000b1bd, 0x0000b1cd,
+	0x0000b209, 0x0000b243, 0x0000b2c0, 0x0000b2cb,
+	0x0000b2f5, 0x0000b302, 0x0000b31e, 0x0000b322,
 	// Entry 320 - 33F
-	0x0000b3ea, 0x0000b3ff, 0x0000b408, 0x0000b412,
-	0x0000b427, 0x0000b44b, 0x0000b465, 0x0000b47a,
-	0x0000b4a6, 0x0000b4e5, 0x0000b4ea, 0x0000b4ff,
-	0x0000b511, 0x0000b546, 0x0000b557, 0x0000b584,
-	0x0000b5b3, 0x0000b6d5, 0x0000b7f7, 0x0000b86d,
-	0x0000b8f8, 0x0000b987, 0x0000b9ee, 0x0000ba30,
-	0x0000ba82, 0x0000baca, 0x0000bb3d, 0x0000bb85,
-	0x0000bbb3, 0x0000bbe1, 0x0000bc14, 0x0000bc47,
-} // Size: 3352 bytes
+	0x0000b334, 0x0000b3f6, 0x0000b429, 0x0000b434,
+	0x0000b43e, 0x0000b453, 0x0000b45c, 0x0000b466,
+	0x0000b47b, 0x0000b49f, 0x0000b4b9, 0x0000b4ce,
+	0x0000b4fa, 0x0000b539, 0x0000b53e, 0x0000b553,
+	0x0000b565, 0x0000b59a, 0x0000b5ab, 0x0000b5d8,
+	0x0000b607, 0x0000b729, 0x0000b84b, 0x0000b8c1,
+	0x0000b94c, 0x0000b9db, 0x0000ba42, 0x0000ba84,
+	0x0000bad6, 0x0000bb1e, 0x0000bb91, 0x0000bbd9,
+	// Entry 340 - 35F
+	0x0000bc07, 0x0000bc35, 0x0000bc68, 0x0000bc9b,
+} // Size: 3368 bytes
 
-const frData string = "" + // Size: 48199 bytes
+const frData string = "" + // Size: 48283 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2171,447 +2180,448 @@ const frData string = "" + // Size: 48199 bytes
 	" %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)" +
 	"\x02champ facultatif de type %[2]s (classification %[1]s)\x02champ oblig" +
 	"atoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02néan" +
-	"t\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions im" +
-	"muables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02" +
-	"Dernière révision\x02aucune pour l’instant\x02Aucune définition pour l’i" +
-	"nstant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]" +
-	"d publications\x02Aucune destination pour l’instant.\x02Aucune autre des" +
-	"tination.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les va" +
-	"leurs des paramètres de l’URL et des en-têtes, et les secrets de signatu" +
-	"re, sont scellés et jamais affichés. Créez et modifiez les destinations " +
-	"avec relais apply (documents de type Destination) ou par l’API (/api/v1/" +
-	"destinations), qui les supprime aussi.\x02Destinations par nom\x02valeur" +
-	" masquée\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modific" +
-	"ation\x02aucun en-tête\x02Appels\x02Ses appels\x02Appels signés (Relais-" +
-	"Signature)\x02Garder l’instance\x02Dites pourquoi, pour qui lira le jour" +
-	"nal plus tard\u202f: %[1]d caractères au plus. Il est conservé après l’e" +
-	"ffacement, quelle que soit la rétention\u202f: écrivez la référence de l" +
-	"a demande, pas le nom de la personne.\x02Effacer l’instance de processus" +
-	" %[1]s\x02Effacer cette instance maintenant\u202f? Elle est supprimée av" +
-	"ec ses occurrences et leurs tentatives, comme la rétention la supprimera" +
-	"it.\x02Ses entrées, ses sorties, sa clé métier et les messages des exécu" +
-	"tants partent avec elle\u202f; c’est irréversible. Les enregistrements d" +
-	"’audit qui la nomment restent (qui a fait quoi, et pourquoi), de même " +
-	"que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance\x02Ce" +
-	"tte instance est %[1]s\u202f: seule une instance terminée peut être effa" +
-	"cée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est suppr" +
-	"imée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans " +
-	"le journal d’audit.\x02Cette instance avait déjà été effacée, par %[1]s " +
-	"le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en cas d’er" +
-	"reur\x02toute autre erreur\x02bloquée pour un opérateur\x02incident" +
-	"\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
-	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[" +
-	"1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque " +
-	"définition maintenant, et ce que ses exécutants ont terminé dans la dern" +
-	"ière heure\u202f: les occurrences achevées, avec succès ou en échec. Une" +
-	" occurrence reprise depuis compte là où elle se termine ensuite\u202f; u" +
-	"n échec qui laisse des tentatives n’est pas compté, la page de son occur" +
-	"rence le montre.\x02L’occurrence en échec d’une instance bloquée compte " +
-	"à la fois dans Instances bloquées et dans En échec.\x02Réussites et éch" +
-	"ecs, dernière heure\x02Définitions, celles qui demandent de l’attention " +
-	"d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02A" +
-	"ttente de la plus ancienne disponible\x02Terminées, dernière heure\x02En" +
-	" échec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02" +
-	"Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disp" +
-	"onible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher " +
-	"toutes les définitions\x02Aucune définition %[1]s n’a d’occurrences" +
-	"\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toutes l" +
-	"es définitions\x02Réussites et échecs par tranche de 5\u00a0min, dernièr" +
-	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le t" +
-	"ableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02Term" +
-	"inées\x02Les chiffres du graphique\x02Réussites et échecs par tranche de" +
-	" 5\u00a0min, les plus anciennes d’abord\x02Tranche\x02%[1]s–%[2]s\x02%[1" +
-	"]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
-	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
-	"\x10\x02%[1]d en échec\x02Rétention\u202f: les instances terminées sont " +
-	"conservées sans limite (RELAIS_RETENTION).\x02Rétention\u202f: les insta" +
-	"nces terminées sont supprimées avec leurs occurrences %[1]s après leur f" +
-	"in, le RELAIS_RETENTION plus long d’une autre réplique.\x02Rétention" +
-	"\u202f: les instances terminées sont supprimées avec leurs occurrences %" +
-	"[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s\u202f; %[2]s\x02%[2]s %" +
-	"[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02da" +
-	"ns %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d" +
-	" h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
-	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
-	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
-	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
-	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée\x02Fin\x02Bloquée" +
-	" au nœud\x02Occurrence en échec\x02Bloquée pour\x02Supprimée par la réte" +
-	"ntion\x02jamais\u202f: la rétention conserve les instances terminées san" +
-	"s limite (RELAIS_RETENTION)\x02les instances terminées sont conservées %" +
-	"[1]s (RELAIS_RETENTION)\x02les instances terminées sont conservées %[1]s" +
-	", le RELAIS_RETENTION plus long d’une autre réplique\x02Nœud de fin\x02A" +
-	"bandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un op" +
-	"érateur\x02bloquée, puis abandonnée par un opérateur\x02La version doit" +
-	" être un nombre entier à partir de 1.\x02Une version est celle d’un proc" +
-	"essus\u202f: choisissez aussi le processus.\x02Date de création\x02La ta" +
-	"ille de page doit être comprise entre 1 et %[1]d.\x02Instances de proces" +
-	"sus\x02exacte, casse comprise\x02Agir sur toutes les instances que ce fi" +
-	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
-	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
-	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
-	" ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les stat" +
-	"uts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
-	"\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le statut d’une i" +
-	"nstance, pas d’une tâche\u202f: la page Instances liste les instances qu" +
-	"i l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02disponible\x02" +
-	"réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02b" +
-	"loquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
-	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
-	"e\x02normale\x02sensible\x02secrète\x02masqué (sensible)\x02masqué (secr" +
-	"et)\x02pull (un exécutant la récupère)\x02push (Relais appelle le servic" +
-	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
-	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
-	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
-	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
-	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Les %[1]d dern" +
-	"ières tentatives, les plus anciennes d’abord\x02Les %[1]s tentatives ant" +
-	"érieures (sur %[2]s) ne sont pas affichées\u202f: GET /api/v1/occurrenc" +
-	"es/%[3]s les liste toutes.\x02Mode\x02Motif donné par l’exécutant\x02Nom" +
-	"bre maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles" +
-	" tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur d" +
-	"u nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haut" +
-	"e)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le max_timeout d’une de" +
-	"stination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02Délai d’appel\x02%[1" +
-	"]s, ramené à %[2]s par le max_timeout de la destination\x02%[1]s, ramené" +
-	" à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai multiplié par %[2]s" +
-	" après chaque échec, jusqu’à %[3]s (le plafond de Relais)\x02%[1]s, déla" +
-	"i multiplié par %[2]s après chaque échec, jusqu’à %[3]s\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
-	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
-	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
-	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
-	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
-	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
-	"tte action est consignée\x02Motif (consigné avec la révélation)\x02Tous " +
-	"les administrateurs le lisent, et il est conservé quelle que soit la rét" +
-	"ention\u202f: n’y écrivez aucune donnée de client.\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est " +
-	"passée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02No" +
-	"uvelle tentative possible\x02non\u202f: l’exécutant a signalé cet échec " +
-	"comme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La " +
-	"réponse de la destination est inutilisable\u202f: elle doit être un seul" +
-	" objet JSON, rien après, dont le membre outputs respecte le contrat de s" +
-	"orties de la révision. Son message dit ce qui n’allait pas.\x02La destin" +
-	"ation n’a pas répondu dans le délai de l’appel\u202f: elle a pu agir mal" +
-	"gré tout.\x02La destination n’a pas répondu dans le délai de l’appel (%[" +
-	"1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu" +
-	" agir malgré tout, vérifiez avant de reprendre.\x02Le verrou de la derni" +
-	"ère tentative a expiré sans tentative restante, après que Relais a refu" +
-	"sé le rapport de son exécutant (%[1]s\u202f; voir les tentatives de l’oc" +
-	"currence en échec)\u202f: l’exécutant a répondu, et c’est sa réponse qui" +
-	" doit changer, pas son verrou.\x02Le verrou de la dernière tentative a e" +
-	"xpiré sans tentative restante, après que Relais a refusé le rapport de s" +
-	"on exécutant (%[1]s\u202f; voir les tentatives ci-dessous)\u202f: l’exéc" +
-	"utant a répondu, et c’est sa réponse qui doit changer, pas son verrou." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
-	"\x02Le flux de l’exécutant de la dernière tentative s’est terminé (l’exé" +
-	"cutant est parti ou a été écarté) sans tentative restante.\x02L’échéance" +
-	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
-	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
-	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
-	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
-	"strer)\u202f: on ignore si la destination a agi, donc Relais ne l’appell" +
-	"e pas de nouveau de lui-même (la reprise par un opérateur le fait).\x02L" +
-	"’appel n’a pas pu être préparé.\x02La destination était injoignable." +
-	"\x02La réponse de la destination était trop volumineuse.\x02La dernière " +
-	"tentative a pris fin sans résultat (son verrou a expiré, ou le flux de s" +
-	"on exécutant s’est terminé), sans tentative restante.\x02Les entrées n’o" +
-	"nt pas pu être construites à partir des liaisons du processus.\x02Un opé" +
-	"rateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éc" +
-	"hec sans nouvelle tentative restante (retries\u202f: 0, aucun retries en" +
-	"voyé, que Camunda lit comme 0, ou un budget déjà épuisé)\u202f: l’occurr" +
-	"ence n’est pas exécutée de nouveau.\x02La destination a répondu HTTP %[1" +
-	"]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (page Exécutant" +
-	"s).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécu" +
-	"tants actifs de %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun ex" +
-	"écutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant actif ne p" +
-	"rend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent" +
-	" que les révisions %[3]s.\x02Nouvelle tentative\u202f: %[1]s — %[2]s." +
-	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
-	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
-	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
-	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pri" +
-	"s fin %[2]s sans que son résultat soit enregistré\u202f: la réplique qui" +
-	" l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcome_un" +
-	"known à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris effet" +
-	".\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
-	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
-	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
-	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
-	"née (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur." +
-	"\x02Son instance a suivi le chemin d’erreur du nœud, et est bloquée à un" +
-	" nœud suivant.\x02Son instance a continué par le chemin d’erreur du nœud" +
-	".\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[" +
-	"1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été ar" +
-	"rêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
-	"s (différée\u202f; clôturée par %[2]s)\x02L’instance a été arrêtée penda" +
-	"nt que l’exécutant détenait la tâche\u202f: son compte rendu est refusé," +
-	" mais il a peut-être déjà fait le travail.\x02L’instance a été arrêtée p" +
-	"endant l’appel, qui a été interrompu\u202f: la destination a peut-être d" +
-	"éjà donné suite à la requête (vérifiez-le chez elle).\x02L’instance a é" +
-	"té arrêtée pendant que la tâche était différée\u202f: sa clôture par ide" +
-	"ntifiant est refusée, mais le travail attendu a peut-être déjà été fait." +
-	"\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de cette tentative à %" +
-	"[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a refusé %[1]s rapp" +
-	"orts de cette tentative, le dernier à %[2]s (%[3]s), avant d’en accepter" +
-	" un autre.\x02Relais a refusé le rapport de cette tentative à %[1]s (%[2" +
-	"]s)\u202f: son exécutant a répondu, et la réponse n’a pas été prise.\x02" +
-	"Relais a refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%" +
-	"[3]s)\u202f: son exécutant a répondu, et aucune réponse n’a été prise." +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02Message de Relais (en anglais), citant la réponse de la des" +
-	"tination\x02Message de Relais (en anglais)\x02La révision doit être un n" +
-	"ombre entier, 1 ou plus.\x02Une révision est celle d’une définition" +
-	"\u202f: choisissez aussi la définition.\x02Date de clôture\x02Plus de fi" +
-	"ltres\u202f: instance, révision, consommateur, destination, dates\x02Des" +
-	"tination d’appel\x02son nom, exactement\x02identifiant d’instance\x02Déc" +
-	"omptes par statut\x02Occurrences, les plus récentes d’abord\x02Message" +
-	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
-	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux de la défin" +
-	"ition %[1]s, sans les autres filtres\x02Totaux de toutes les définitions" +
-	", sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrenc" +
-	"e\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes " +
-	"sont actualisés toutes les 5 secondes environ.\x02révision\u00a0%[1]d" +
-	"\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02di" +
-	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
-	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
-	"igne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026" +
-	"-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette" +
-	" adresse contient un paramètre illisible (un signe pour cent qui n’est p" +
-	"as suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corr" +
-	"igez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez" +
-	"-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
-	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
-	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un d" +
-	"écalage fixe par rapport à UTC.\x02Recharger les listes et les pages de" +
-	" détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer " +
-	"(filtres, champ de recherche) et ramène le focus en haut de la page" +
-	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
-	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
-	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
-	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
-	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1]s (déc" +
-	"alage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secondes\x02" +
-	"Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rechargemen" +
-	"t suspendu\u202f: cette page reste telle quelle jusqu’à ce que vous repr" +
-	"eniez.\x02Les versions de processus publiées\u202f: leurs nœuds, routes " +
-	"et révisions épinglées, dessinés, avec l’emplacement actuel de leurs occ" +
-	"urrences.\x02Les versions de processus publiées\u202f: leurs nœuds, rout" +
-	"es et révisions épinglées, dessinés.\x02Processus par clé\x02Versions, l" +
-	"es plus récentes d’abord\x02Aucun processus n’est encore publié.\x02vers" +
-	"ion %[1]d\x02versions plus anciennes, depuis la version %[1]d (chacune m" +
-	"ène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée\u202f: une " +
-	"instance démarre avec un objet vide.\x02Entrées avec lesquelles démarre " +
-	"une instance de cette version\x02Instances de cette version\x02La plus r" +
-	"écente\x02oui\u202f: un démarrage qui ne nomme aucune version exécute c" +
-	"elle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[1]d\x02versi" +
-	"on %[1]d →\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02une seule tentative, sans n" +
-	"ouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02délai %[1]s\x02dé" +
-	"lai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f" +
-	": %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 sec" +
-	"ondes environ.\x02Seuls les administrateurs peuvent révéler une valeur s" +
-	"ensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est" +
-	" consigné avec la révélation dans le journal d’audit.\x02Impossible de l" +
-	"a révéler ici\x02Cette réplique n’a pas la clé de données qui a scellé l" +
-	"a valeur et ne peut donc pas l’ouvrir (rien n’a été enregistré). Une aut" +
-	"re réplique peut la révéler\u202f; demandez à votre administrateur de dé" +
-	"marrer toutes les répliques avec les mêmes clés de données.\x02Retour à " +
-	"l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journa" +
-	"l d’audit.\x02Révélation impossible\x02Seule une valeur que cette page a" +
-	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
-	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
-	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
-	"les-mêmes ne sont jamais conservées.\x02Révélations, les plus récentes d" +
-	"’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que l" +
-	"e motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte p" +
-	"as cette requête.\x02Ce formulaire a été envoyé depuis un autre site" +
-	"\u202f: la console n’accepte que les formulaires de ses propres pages. O" +
-	"uvrez la console et envoyez-le depuis celle-ci.\x02Recherche\x02Saisisse" +
-	"z un identifiant d’instance ou d’occurrence (un UUID complet, tel que le" +
-	" titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour" +
-	" clé métier. Une clé métier n’est trouvée qu’entière et telle quelle, ma" +
-	"juscules et accents compris\u202f: une liste abrège les longues, copiez-" +
-	"la depuis la page de son instance. Une instance terminée est supprimée u" +
-	"ne fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt" +
-	" qu’un administrateur l’efface.\x02Aucune instance ni occurrence n’a l’i" +
-	"dentifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une ins" +
-	"tance terminée est supprimée, avec ses occurrences et ses tentatives, un" +
-	"e fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt " +
-	"qu’un administrateur l’efface\u202f; le journal d’audit garde les action" +
-	"s d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f" +
-	"» pour clé métier, et ce n’est pas un identifiant entier\u202f: les lis" +
-	"tes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez so" +
-	"n lien, pour l’identifiant entier.\x02Un jeton dans l’adresse n’est pas " +
-	"utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mis dans l’histori" +
-	"que de votre navigateur, et peut-être dans les journaux d’un proxy\u202f" +
-	": si d’autres peuvent les lire, faites révoquer le jeton et utilisez-en " +
-	"un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé\u202f: collez-l" +
-	"e dans le champ ci-dessous. L’adresse l’a mis dans l’historique de votre" +
-	" navigateur, et peut-être dans les journaux d’un proxy\u202f: si d’autre" +
-	"s peuvent les lire, faites révoquer le jeton et utilisez-en un nouveau." +
-	"\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous vous étiez connec" +
-	"té est révoqué, et vous êtes déconnecté\u202f: connectez-vous avec un au" +
-	"tre.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, " +
-	"jeton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’" +
-	"a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre sessio" +
-	"n a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré," +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8" +
-	"\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14\x01\x81\x01" +
-	"\x00\x02S\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
-	" dans %[1]d seconde.\x00T\x02Trop de connexions échouées depuis votre ad" +
-	"resse. Réessayez dans %[1]d secondes.\x02Collez votre jeton dans le cham" +
-	"p\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’est un jeton " +
-	"d’exécutant, pour l’API.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révoqué\u202f: sa p" +
-	"rochaine requête sera refusée.\x02sortie de routage\x02chaque élément de" +
-	" %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
-	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02e" +
-	"xpression régulière %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[" +
-	"1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d aut" +
-	"res valeurs ne sont pas affichées\u202f: la page montre les %[2]d premiè" +
-	"res, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(dans %[1]s)" +
-	"\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécut" +
-	"ants connectés par un flux, et ceux qui interrogent par leur dernière de" +
-	"mande. Un exécutant est listé tant qu’il s’est manifesté dans les trois " +
-	"derniers battements de cœur.\x02Exécutants vus dans les trois derniers b" +
-	"attements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02toutes les révisions accordées à son consomm" +
-	"ateur\u202f: %[1]s\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02aucun exécutant ne prend la révision %[1]d\x02aucun exécutant ne pre" +
-	"nd les révisions %[1]s\x02Des occurrences de la révision %[1]d attendent" +
-	", et aucun exécutant connecté ne la prend\u202f: abonnez-y des exécutant" +
-	"s dont le consommateur y a droit (un exécutant qui ne nomme aucune révis" +
-	"ion prend celles auxquelles son consommateur a droit\u202f; une version " +
-	"de processus l’épingle).\x02Des occurrences des révisions %[1]s attenden" +
-	"t, et aucun exécutant connecté ne les prend\u202f: abonnez-y des exécuta" +
-	"nts dont le consommateur y a droit (un exécutant qui ne nomme aucune rév" +
-	"ision prend celles auxquelles son consommateur a droit\u202f; une versio" +
-	"n de processus les épingle).\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Toutes les révisions" +
-	" accordées au consommateur sont prises en charge\u202f: %[1]s.\x02Toutes" +
-	" les révisions accordées au consommateur sont prises en charge.\x02Révis" +
-	"ions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les r" +
-	"évisions accordées à leur consommateur.\x02Toutes les révisions accordé" +
-	"es au consommateur sont prises en charge.\x02Seule la révision %[1]d est" +
-	" prise en charge.\x02Seule la révision %[1]d est prise en charge.\x02Seu" +
-	"les les révisions %[1]s sont prises en charge.\x02Seules les révisions %" +
-	"[1]s sont prises en charge."
+	"t\x02Épinglée par\x02aucune version de processus\x02%[1]s version %[2]s" +
+	"\x02%[1]s versions %[2]s\x02Contrats de tâches\u202f: leur copie de trav" +
+	"ail, leurs révisions immuables et leurs publications nommées.\x02Définit" +
+	"ions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Auc" +
+	"une définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publ" +
+	"ication\x00\x13\x02%[1]d publications\x02Aucune destination pour l’insta" +
+	"nt.\x02Aucune autre destination.\x02Les points d’accès HTTP qu’appellent" +
+	" les nœuds push. Les valeurs des paramètres de l’URL et des en-têtes, et" +
+	" les secrets de signature, sont scellés et jamais affichés. Créez et mod" +
+	"ifiez les destinations avec relais apply (documents de type Destination)" +
+	" ou par l’API (/api/v1/destinations), qui les supprime aussi.\x02Destina" +
+	"tions par nom\x02valeur masquée\x02URL\x02En-têtes envoyés\x02Délai maxi" +
+	"mal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels" +
+	"\x02Appels signés (Relais-Signature)\x02Garder l’instance\x02Dites pourq" +
+	"uoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au plus." +
+	" Il est conservé après l’effacement, quelle que soit la rétention\u202f:" +
+	" écrivez la référence de la demande, pas le nom de la personne.\x02Effac" +
+	"er l’instance de processus %[1]s\x02Effacer cette instance maintenant" +
+	"\u202f? Elle est supprimée avec ses occurrences et leurs tentatives, com" +
+	"me la rétention la supprimerait.\x02Ses entrées, ses sorties, sa clé mét" +
+	"ier et les messages des exécutants partent avec elle\u202f; c’est irréve" +
+	"rsible. Les enregistrements d’audit qui la nomment restent (qui a fait q" +
+	"uoi, et pourquoi), de même que les sauvegardes jusqu’à leur expiration." +
+	"\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une inst" +
+	"ance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement\u202f" +
+	": l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentatives" +
+	"\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance avai" +
+	"t déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’" +
+	"a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour" +
+	" un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
+	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
+	"s ont terminé dans la dernière heure\u202f: les occurrences achevées, av" +
+	"ec succès ou en échec. Une occurrence reprise depuis compte là où elle s" +
+	"e termine ensuite\u202f; un échec qui laisse des tentatives n’est pas co" +
+	"mpté, la page de son occurrence le montre.\x02L’occurrence en échec d’un" +
+	"e instance bloquée compte à la fois dans Instances bloquées et dans En é" +
+	"chec.\x02Réussites et échecs, dernière heure\x02Définitions, celles qui " +
+	"demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances " +
+	"bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Termin" +
+	"ées, dernière heure\x02En échec, dernière heure\x02Aucune définition n’" +
+	"a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5" +
+	" secondes environ.\x02disponible depuis le %[1]s\x02attente longue\x02au" +
+	"cun exécutant\x02Afficher toutes les définitions\x02Aucune définition %[" +
+	"1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes les déf" +
+	"initions.\x02Toutes les définitions\x02Réussites et échecs par tranche d" +
+	"e 5\u00a0min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
+	"che de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réussite" +
+	"s et échecs par tranche de 5\u00a0min, les plus anciennes d’abord\x02Tra" +
+	"nche\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02Rétention\u202f: les" +
+	" instances terminées sont conservées sans limite (RELAIS_RETENTION).\x02" +
+	"Rétention\u202f: les instances terminées sont supprimées avec leurs occu" +
+	"rrences %[1]s après leur fin, le RELAIS_RETENTION plus long d’une autre " +
+	"réplique.\x02Rétention\u202f: les instances terminées sont supprimées av" +
+	"ec leurs occurrences %[1]s après leur fin (RELAIS_RETENTION).\x02%[1]s" +
+	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
+	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
+	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
+	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
+	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Effacer cette instance…\x02Cette instance est terminée. " +
+	"En tant qu’administrateur, vous pouvez l’effacer maintenant plutôt qu’at" +
+	"tendre la rétention (demande d’une personne concernée)\u202f: elle est s" +
+	"upprimée avec ses occurrences et ses tentatives.\x02Cette instance est b" +
+	"loquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas êtr" +
+	"e reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tenta" +
+	"tive (ses entrées n’ont pas pu être construites), une reprise échouerait" +
+	" donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt" +
+	" l’annule. Chacun demande un motif, consigné dans le journal d’audit." +
+	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
+	"nt. La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon" +
+	" met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un mot" +
+	"if, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et se" +
+	"s occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	"\x02Fin\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Sup" +
+	"primée par la rétention\x02jamais\u202f: la rétention conserve les insta" +
+	"nces terminées sans limite (RELAIS_RETENTION)\x02les instances terminées" +
+	" sont conservées %[1]s (RELAIS_RETENTION)\x02les instances terminées son" +
+	"t conservées %[1]s, le RELAIS_RETENTION plus long d’une autre réplique" +
+	"\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, pu" +
+	"is arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateur" +
+	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
+	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
+	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
+	"Instances de processus\x02exacte, casse comprise\x02Agir sur toutes les " +
+	"instances que ce filtre retient\x02La page suivante les compte et demand" +
+	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
+	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
+	"e ne correspond à ces filtres.\x02Tous les processus\x02Toute définition" +
+	"\x02Tous les statuts\x02Statut inconnu\u202f: «\u202f%[1]s\u202f» (vouli" +
+	"ez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02«\u202f%[1]s\u202f» est le " +
+	"statut d’une instance, pas d’une tâche\u202f: la page Instances liste le" +
+	"s instances qui l’ont.\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02" +
+	"disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée" +
+	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02masqué (sensib" +
+	"le)\x02masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relai" +
+	"s appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02co" +
+	"nsommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
+	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
+	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
+	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
+	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
+	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
+	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
+	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
+	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
+	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
+	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
+	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x02Les %[1]d dernières tentatives, les plus anciennes d’abord\x02Les " +
+	"%[1]s tentatives antérieures (sur %[2]s) ne sont pas affichées\u202f: GE" +
+	"T /api/v1/occurrences/%[3]s les liste toutes.\x02Mode\x02Motif donné par" +
+	" l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle ten" +
+	"tative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit l" +
+	"e chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus ba" +
+	"sse, 9 la plus haute)\x02%[1]s\u202f; son dernier appel a eu %[2]s (le m" +
+	"ax_timeout d’une destination ou RELAIS_PUSH_MAX_TIMEOUT l’a réduit)\x02D" +
+	"élai d’appel\x02%[1]s, ramené à %[2]s par le max_timeout de la destinat" +
+	"ion\x02%[1]s, ramené à %[2]s par RELAIS_PUSH_MAX_TIMEOUT\x02%[1]s, délai" +
+	" multiplié par %[2]s après chaque échec, jusqu’à %[3]s (le plafond de Re" +
+	"lais)\x02%[1]s, délai multiplié par %[2]s après chaque échec, jusqu’à %[" +
+	"3]s\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un " +
+	"opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]" +
+	"d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)" +
+	"\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est consignée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Tous les administrateurs le lisent, et il est conservé quel" +
+	"le que soit la rétention\u202f: n’y écrivez aucune donnée de client.\x02" +
+	"Disponible à partir du\x02Prochaine tentative\x02Dernière réservation" +
+	"\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Er" +
+	"reur (l’échéance est passée après la tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La réponse de la destination est inutilisable\u202f: e" +
+	"lle doit être un seul objet JSON, rien après, dont le membre outputs res" +
+	"pecte le contrat de sorties de la révision. Son message dit ce qui n’all" +
+	"ait pas.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout.\x02La destination n’a pas répondu da" +
+	"ns le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifi" +
+	"ez avant de reprendre.\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	", après que Relais a refusé le rapport de son exécutant (%[1]s\u202f; vo" +
+	"ir les tentatives de l’occurrence en échec)\u202f: l’exécutant a répondu" +
+	", et c’est sa réponse qui doit changer, pas son verrou.\x02Le verrou de " +
+	"la dernière tentative a expiré sans tentative restante, après que Relais" +
+	" a refusé le rapport de son exécutant (%[1]s\u202f; voir les tentatives " +
+	"ci-dessous)\u202f: l’exécutant a répondu, et c’est sa réponse qui doit c" +
+	"hanger, pas son verrou.\x02Le verrou de la dernière tentative a expiré s" +
+	"ans tentative restante.\x02Le flux de l’exécutant de la dernière tentati" +
+	"ve s’est terminé (l’exécutant est parti ou a été écarté) sans tentative " +
+	"restante.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le " +
+	"résultat ne respectait pas le contrat de sorties de la révision.\x02La r" +
+	"éponse à l’appel a été perdue (la connexion s’est rompue après l’envoi " +
+	"de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de d" +
+	"onnées avant de l’enregistrer)\u202f: on ignore si la destination a agi," +
+	" donc Relais ne l’appelle pas de nouveau de lui-même (la reprise par un " +
+	"opérateur le fait).\x02L’appel n’a pas pu être préparé.\x02La destinatio" +
+	"n était injoignable.\x02La réponse de la destination était trop volumine" +
+	"use.\x02La dernière tentative a pris fin sans résultat (son verrou a exp" +
+	"iré, ou le flux de son exécutant s’est terminé), sans tentative restante" +
+	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
+	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
+	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
+	" 0, aucun retries envoyé, que Camunda lit comme 0, ou un budget déjà épu" +
+	"isé)\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destinatio" +
+	"n a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mo" +
+	"ment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[" +
+	"1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle " +
+	"n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les " +
+	"exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun e" +
+	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative\u202f" +
+	": %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré" +
+	" à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’app" +
+	"el de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un e" +
+	"xécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’app" +
+	"el (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f:" +
+	" la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il écho" +
+	"ue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s" +
+	"’il a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02" +
+	"Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par " +
+	"%[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même cons" +
+	"ommateur, ou une interface munie d’un jeton de règlement, la terminera p" +
+	"lus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en atten" +
+	"te d’un opérateur.\x02Son instance a suivi le chemin d’erreur du nœud, e" +
+	"t est bloquée à un nœud suivant.\x02Son instance a continué par le chemi" +
+	"n d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a " +
+	"été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: " +
+	"l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° " +
+	"%[1]s\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement)" +
+	"\x02%[1]s (différée\u202f; clôturée avec son jeton de règlement, en tant" +
+	" que %[2]s)\x02%[1]s (différée\u202f; clôturée par %[2]s)\x02L’instance " +
+	"a été arrêtée pendant que l’exécutant détenait la tâche\u202f: son compt" +
+	"e rendu est refusé, mais il a peut-être déjà fait le travail.\x02L’insta" +
+	"nce a été arrêtée pendant l’appel, qui a été interrompu\u202f: la destin" +
+	"ation a peut-être déjà donné suite à la requête (vérifiez-le chez elle)." +
+	"\x02L’instance a été arrêtée pendant que la tâche était différée\u202f: " +
+	"sa clôture par identifiant est refusée, mais le travail attendu a peut-ê" +
+	"tre déjà été fait.\x02%[1]s sur %[2]s\x02Relais a refusé un rapport de c" +
+	"ette tentative à %[1]s (%[2]s) avant d’en accepter un autre.\x02Relais a" +
+	" refusé %[1]s rapports de cette tentative, le dernier à %[2]s (%[3]s), a" +
+	"vant d’en accepter un autre.\x02Relais a refusé le rapport de cette tent" +
+	"ative à %[1]s (%[2]s)\u202f: son exécutant a répondu, et la réponse n’a " +
+	"pas été prise.\x02Relais a refusé %[1]s rapports de cette tentative, le " +
+	"dernier à %[2]s (%[3]s)\u202f: son exécutant a répondu, et aucune répons" +
+	"e n’a été prise.\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
+	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de l’exécutant (ses propres termes, " +
+	"valeurs protégées masquées)\x02Message de Relais (en anglais), citant la" +
+	" réponse de la destination\x02Message de Relais (en anglais)\x02La révis" +
+	"ion doit être un nombre entier, 1 ou plus.\x02Une révision est celle d’u" +
+	"ne définition\u202f: choisissez aussi la définition.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant" +
+	"\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à " +
+	"ces filtres.\x02Tous les consommateurs\x02instance bloquée ici\x02Totaux" +
+	" de la définition %[1]s, sans les autres filtres\x02Totaux de toutes les" +
+	" définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; le" +
+	"s décomptes sont actualisés toutes les 5 secondes environ.\x02révision" +
+	"\u00a0%[1]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tent" +
+	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
+	"ière page\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une dat" +
+	"e s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le der" +
+	"nier.\x02Cette adresse contient un paramètre illisible (un signe pour ce" +
+	"nt qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgul" +
+	"e)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez un lieu, dont l’heure d’été est su" +
+	"ivie, ou un décalage fixe par rapport à UTC.\x02Recharger les listes et " +
+	"les pages de détail\x02Un rechargement vide ce que vous avez saisi sans " +
+	"l’appliquer (filtres, champ de recherche) et ramène le focus en haut de " +
+	"la page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page " +
+	"qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où" +
+	" vous saisissez un motif (confirmations, et occurrences dont une valeur " +
+	"peut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’un" +
+	"e valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale\u202f: %[1]s\x02%[1" +
+	"]s (décalage fixe, sans heure d’été)\x02Jamais\x02Toutes les %[1]d secon" +
+	"des\x02Réglages d’affichage enregistrés.\x02Rechargement repris.\x02Rech" +
+	"argement suspendu\u202f: cette page reste telle quelle jusqu’à ce que vo" +
+	"us repreniez.\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02versions plus anciennes, depuis la version %[1]d (c" +
+	"hacune mène à la précédente)\x02Processus %[1]s\x02Nœud de départ\x02Gra" +
+	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
+	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
+	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
+	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
+	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
+	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
+	"’erreur\x02Occurrences actuelles\x02Entrées depuis\x02Aucune entrée" +
+	"\u202f: une instance démarre avec un objet vide.\x02Entrées avec lesquel" +
+	"les démarre une instance de cette version\x02Instances de cette version" +
+	"\x02La plus récente\x02oui\u202f: un démarrage qui ne nomme aucune versi" +
+	"on exécute celle-ci\x02non\u202f: c’est la version %[1]d\x02← version %[" +
+	"1]d\x02version %[1]d →\x02Les colonnes suivent le plus long chemin depui" +
+	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
+	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
+	"d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s ← %[2]s\x02%[1]s = %[2]s\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02une seule t" +
+	"entative, sans nouvelle tentative, priorité %[1]d\x02échéance %[1]s\x02d" +
+	"élai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instanc" +
+	"es bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés" +
+	" toutes les 5 secondes environ.\x02Seuls les administrateurs peuvent rév" +
+	"éler une valeur sensible.\x02Dites pourquoi vous révélez cette valeur" +
+	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
+	".\x02Impossible de la révéler ici\x02Cette réplique n’a pas la clé de do" +
+	"nnées qui a scellé la valeur et ne peut donc pas l’ouvrir (rien n’a été " +
+	"enregistré). Une autre réplique peut la révéler\u202f; demandez à votre " +
+	"administrateur de démarrer toutes les répliques avec les mêmes clés de d" +
+	"onnées.\x02Retour à l’occurrence\x02Révélé par %[1]s le %[2]s\u202f; con" +
+	"signé dans le journal d’audit.\x02Révélation impossible\x02Seule une val" +
+	"eur que cette page affiche masquée (sensible) peut être révélée.\x02Les " +
+	"valeurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensi" +
+	"ble qu’un administrateur a révélée\u202f: qui, quand, quel champ et pour" +
+	"quoi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations," +
+	" les plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (r" +
+	"évélée avant que le motif soit demandé)\x02Méthode non autorisée\x02Cet" +
+	"te page n’accepte pas cette requête.\x02Ce formulaire a été envoyé depui" +
+	"s un autre site\u202f: la console n’accepte que les formulaires de ses p" +
+	"ropres pages. Ouvrez la console et envoyez-le depuis celle-ci.\x02Recher" +
+	"che\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID comp" +
+	"let, tel que le titre de sa page l’affiche) ou une clé métier.\x02Rien à" +
+	" chercher\u202f: le champ de recherche est vide.\x02C’est trop long pour" +
+	" être un identifiant ou une clé métier.\x02Aucune instance n’a «\u202f%[" +
+	"1]s\u202f» pour clé métier. Une clé métier n’est trouvée qu’entière et t" +
+	"elle quelle, majuscules et accents compris\u202f: une liste abrège les l" +
+	"ongues, copiez-la depuis la page de son instance. Une instance terminée " +
+	"est supprimée une fois la durée de conservation (RELAIS_RETENTION) écoul" +
+	"ée, ou aussitôt qu’un administrateur l’efface.\x02Aucune instance ni oc" +
+	"currence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé" +
+	" métier. Une instance terminée est supprimée, avec ses occurrences et se" +
+	"s tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoul" +
+	"ée, ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit" +
+	" garde les actions d’opérateur menées sur elle.\x02Aucune instance n’a «" +
+	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
+	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
+	"ne, ou copiez son lien, pour l’identifiant entier.\x02Un jeton dans l’ad" +
+	"resse n’est pas utilisé\u202f: vous êtes déjà connecté. L’adresse l’a mi" +
+	"s dans l’historique de votre navigateur, et peut-être dans les journaux " +
+	"d’un proxy\u202f: si d’autres peuvent les lire, faites révoquer le jeton" +
+	" et utilisez-en un nouveau.\x02Un jeton dans l’adresse n’est pas utilisé" +
+	"\u202f: collez-le dans le champ ci-dessous. L’adresse l’a mis dans l’his" +
+	"torique de votre navigateur, et peut-être dans les journaux d’un proxy" +
+	"\u202f: si d’autres peuvent les lire, faites révoquer le jeton et utilis" +
+	"ez-en un nouveau.\x02Vous êtes déconnecté.\x02Le jeton avec lequel vous " +
+	"vous étiez connecté est révoqué, et vous êtes déconnecté\u202f: connecte" +
+	"z-vous avec un autre.\x02Votre session avait pris fin (inactivité, décon" +
+	"nexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre d" +
+	"ernière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la" +
+	".\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton r" +
+	"évoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous.\x02Se c" +
+	"onnecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur\u202f; un cookie de session le rempl" +
+	"ace jusqu’à 8\u00a0heures d’inactivité, et 12\u00a0heures au plus.\x14" +
+	"\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre adress" +
+	"e. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées dep" +
+	"uis votre adresse. Réessayez dans %[1]d secondes.\x02Collez votre jeton " +
+	"dans le champ\u202f: il est vide.\x02Ce jeton est inconnu, révoqué ou ex" +
+	"piré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: c’e" +
+	"st un jeton d’exécutant, pour l’API.\x02Seuls les administrateurs voient" +
+	" cette page\u202f: les jetons, les consommateurs, les destinations, le j" +
+	"ournal des révélations et les effacements sont de leur ressort.\x02Jeton" +
+	"s du personnel (administrateurs, concepteurs, opérateurs) non révoqués. " +
+	"Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoque" +
+	"r un jeton refuse sa requête suivante.\x02Jetons du personnel, les plus " +
+	"anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expir" +
+	"ation\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton «\u202f%[1]s\u202f» (%[2]s) a été révo" +
+	"qué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02ch" +
+	"aque élément de %[1]s\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02expression régulière %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(dans %[1]s)\x02(%[1]d caractères en tout)\x02nul\x02valeur i" +
+	"nattendue\x02Les exécutants connectés par un flux, et ceux qui interroge" +
+	"nt par leur dernière demande. Un exécutant est listé tant qu’il s’est ma" +
+	"nifesté dans les trois derniers battements de cœur.\x02Exécutants vus da" +
+	"ns les trois derniers battements\x02Exécutant\x02Protocole\x02Définition" +
+	"s servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exéc" +
+	"utant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02toutes les révisions ac" +
+	"cordées à son consommateur\u202f: %[1]s\x02flux\x02interrogation longue" +
+	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
+	"r\x02révisions %[1]s\x02aucun exécutant ne prend la révision %[1]d\x02au" +
+	"cun exécutant ne prend les révisions %[1]s\x02Des occurrences de la révi" +
+	"sion %[1]d attendent, et aucun exécutant connecté ne la prend\u202f: abo" +
+	"nnez-y des exécutants dont le consommateur y a droit (un exécutant qui n" +
+	"e nomme aucune révision prend celles auxquelles son consommateur a droit" +
+	"\u202f; une version de processus l’épingle).\x02Des occurrences des révi" +
+	"sions %[1]s attendent, et aucun exécutant connecté ne les prend\u202f: a" +
+	"bonnez-y des exécutants dont le consommateur y a droit (un exécutant qui" +
+	" ne nomme aucune révision prend celles auxquelles son consommateur a dro" +
+	"it\u202f; une version de processus les épingle).\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
+	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
+	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
+	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
+	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e\u202f: %[1]s.\x02Toutes les révisions accordées au consommateur sont p" +
+	"rises en charge.\x02Révisions prises en charge\u202f: %[1]s\u202f; certa" +
+	"ins prennent toutes les révisions accordées à leur consommateur.\x02Tout" +
+	"es les révisions accordées au consommateur sont prises en charge.\x02Seu" +
+	"le la révision %[1]d est prise en charge.\x02Seule la révision %[1]d est" +
+	" prise en charge.\x02Seules les révisions %[1]s sont prises en charge." +
+	"\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 92391 bytes (90KiB); checksum: 720F56B9
+	// Total table size 92577 bytes (90KiB); checksum: 36695120

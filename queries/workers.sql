@@ -121,3 +121,11 @@ and not exists (
       and (w.revisions is null or w.revisions @> jsonb_build_object(r.definition_key::text, jsonb_build_array(r.revision)))
 )
 order by r.definition_key, r.revision;
+
+-- name: DefinitionPins :many
+-- The process versions whose nodes pin a revision of the definition, by
+-- revision: what a designer reads before changing or retiring one.
+select distinct (n.value->>'revision')::int as revision, pv.process_key, pv.version
+from process_versions pv, json_each(pv.document->'nodes') n
+where n.value->>'definition' = @definition_key::text
+order by revision, pv.process_key, pv.version;

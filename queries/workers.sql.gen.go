@@ -13,6 +13,41 @@ import (
 	"github.com/google/uuid"
 )
 
+const definitionPins = `-- name: DefinitionPins :many
+select distinct (n.value->>'revision')::int as revision, pv.process_key, pv.version
+from process_versions pv, json_each(pv.document->'nodes') n
+where n.value->>'definition' = $1::text
+order by revision, pv.process_key, pv.version
+`
+
+type DefinitionPinsRow struct {
+	Revision   int32
+	ProcessKey string
+	Version    int32
+}
+
+// The process versions whose nodes pin a revision of the definition, by
+// revision: what a designer reads before changing or retiring one.
+func (q *Queries) DefinitionPins(ctx context.Context, definitionKey string) ([]DefinitionPinsRow, error) {
+	rows, err := q.db.Query(ctx, definitionPins, definitionKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []DefinitionPinsRow{}
+	for rows.Next() {
+		var i DefinitionPinsRow
+		if err := rows.Scan(&i.Revision, &i.ProcessKey, &i.Version); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const definitionUse = `-- name: DefinitionUse :one
 select coalesce(bool_or(n.value->>'kind' = 'pull'), false)::boolean as pulled,
        coalesce(bool_or(n.value->>'kind' = 'push'), false)::boolean as pushed
